@@ -1,0 +1,123 @@
+/* dt_backend.h: the table of function pointers every compute backend fills.
+ *
+ * Core code (model, optimizers, trainer) calls only through this table and
+ * never tests which backend it has; the CPU backend is always built and is
+ * the reference every other backend is tested against.
+ *
+ * Conventions for all ops:
+ *  - pointers are device pointers of this backend; sizes are element counts;
+ *  - matrices are row-major; B = batch, T = sequence length, C = channels,
+ *    NH = heads, V = vocabulary, N = rows (usually B*T), OC = output channels;
+ *  - "+=" in a comment means the op accumulates into that output (parameter
+ *    gradients always accumulate, so gradient accumulation is free);
+ *    otherwise the output is overwritten;
+ *  - ops are deterministic for a fixed thread count. */
+#ifndef DT_BACKEND_H
+#define DT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_status.h"
+#include "dt_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dt_copy_kind { DT_COPY_H2D = 0, DT_COPY_D2H, DT_COPY_D2D } dt_copy_kind;
+
+typedef struct dt_backend dt_backend;
+
+struct dt_backend {
+    const char *name;
+    dt_device device;
+    void *impl; /* backend-private state */
+    int threads;
+
+    void (*destroy)(dt_backend *be);
+    dt_status (*set_threads)(dt_backend *be, int n);
+
+    /* ---- memory: alloc returns zeroed, 64-byte aligned memory ---------- */
+    dt_status (*alloc)(dt_backend *be, size_t bytes, void **out);
+    void (*free)(dt_backend *be, void *p);
+    dt_status (*memset_zero)(dt_backend *be, void *p, size_t bytes);
+    dt_status (*copy)(dt_backend *be, void *dst, const void *src, size_t bytes, dt_copy_kind kind);
+    dt_status (*synchronize)(dt_backend *be);
+
+    /* ---- GEMM: C(M,N) = alpha * op(A) op(B) + beta * C, row-major ------ */
+    dt_status (*gemm)(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+    /* ---- layers ---------------------------------------------------------- */
+    /* out(B,T,C) = wte[tokens] + wpe[t] */
+    dt_status (*encoder_forward)(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
+                                 const float *wpe, int B, int T, int C);
+    /* dwte(V,C) +=, dwpe(T,C) += from dout(B,T,C) */
+    dt_status (*encoder_backward)(dt_backend *be, float *dwte, float *dwpe, const float *dout,
+                                  const int32_t *tokens, int B, int T, int C);
+    /* out(N,C), mean(N), rstd(N) from inp(N,C), w(C), b(C); eps = 1e-5 */
+    dt_status (*layernorm_forward)(dt_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                   const float *w, const float *b, int N, int C);
+    /* dinp(N,C) +=, dw(C) +=, db(C) += */
+    dt_status (*layernorm_backward)(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean, const float *rstd,
+                                    int N, int C);
+    /* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC) (bias may be NULL) */
+    dt_status (*matmul_forward)(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,
+                                int N, int C, int OC);
+    /* dinp(N,C) = dout @ w (overwritten; skipped if dinp is NULL), dw(OC,C) +=, dbias(OC) += (may be NULL) */
+    dt_status (*matmul_backward)(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                                 const float *inp, const float *w, int N, int C, int OC);
+    /* causal multi-head attention: qkv(B,T,3C) laid out [q | k | v], each
+     * split into NH heads of C/NH; att(B,NH,T,T) receives the softmax
+     * probabilities (row t holds keys 0..t; entries above the diagonal are
+     * unspecified); out(B,T,C). */
+    dt_status (*attention_forward)(dt_backend *be, float *out, float *att, const float *qkv, int B, int T,
+                                   int C, int NH);
+    /* dqkv(B,T,3C) overwritten; scratch(B,NH,T,T) is workspace */
+    dt_status (*attention_backward)(dt_backend *be, float *dqkv, float *scratch, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C, int NH);
+    /* GELU, tanh approximation: out(n) = gelu(inp) */
+    dt_status (*gelu_forward)(dt_backend *be, float *out, const float *inp, size_t n);
+    /* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) */
+    dt_status (*gelu_backward)(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    /* out(n) = a + b (out may alias a or b) */
+    dt_status (*residual_forward)(dt_backend *be, float *out, const float *a, const float *b, size_t n);
+    /* Fused softmax cross-entropy over logits(N,V) with targets(N); a target
+     * < 0 is ignored. losses(N) = -log p[target] (0 where ignored);
+     * correct(N) (may be NULL) = 1 if argmax == target (ties: lowest index);
+     * dlogits(N,V) (may be NULL, may alias logits) = dloss * (p - onehot)
+     * on counted rows, 0 on ignored rows. */
+    dt_status (*crossentropy_forward_backward)(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
+                                               const float *logits, const int32_t *targets, int N, int V,
+                                               float dloss);
+
+    /* ---- reductions and optimizers on flat buffers ------------------------ */
+    /* *out = sum x[i]^2, accumulated in double, in a fixed order */
+    dt_status (*sumsq)(dt_backend *be, const float *x, size_t n, double *out);
+    /* x *= s */
+    dt_status (*scale)(dt_backend *be, float *x, float s, size_t n);
+    /* AdamW on one tensor: g' = g * grad_scale; m,v moments; bias
+     * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decoupled decay:
+     * p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p) */
+    dt_status (*adamw_update)(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                              float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                              float grad_scale);
+    /* SGD with momentum (PyTorch form): g' = g * grad_scale + wd * p;
+     * buf = momentum * buf + g' (buf = g' on the first step when first != 0);
+     * p -= lr * (nesterov ? g' + momentum * buf : buf) */
+    dt_status (*sgd_update)(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
+                            float momentum, float wd, float grad_scale, int nesterov, int first);
+};
+
+/* Create a backend by name ("cpu"; others when built). threads <= 0: default. */
+DT_API dt_status dt_backend_create(const char *name, int threads, dt_backend **out);
+DT_API void dt_backend_destroy(dt_backend *be);
+/* The CPU backend (always built). */
+DT_API dt_status dt_backend_cpu_create(int threads, dt_backend **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,70 @@
+/* dt_data.h: byte-level training data. Built-in synthetic tasks generated
+ * deterministically from a seed, and plain text files.
+ *
+ * Tasks (vocabulary: 256 byte values):
+ *   add     "123+4567=4690\n"  operands of 1..digits digits
+ *   reverse "hello=olleh\n"    lower-case words of 1..max_len letters
+ *   sort    "dbca=abcd\n"      lower-case words of 1..max_len letters
+ * Examples are packed back to back into each sequence of T+1 bytes; the
+ * targets of prompt positions (and of a final, truncated example) are -1
+ * (ignored), the targets of the answer and its '\n' are the next byte. An
+ * example is correct when every answer target is the argmax prediction
+ * (teacher forcing; equal to exact match of greedy decoding, since each
+ * step then sees the right prefix). The train and validation splits are
+ * disjoint: an example belongs to validation iff a hash of its prompt says
+ * so, so validation examples are never trained on.
+ *
+ * Text (--data FILE): the first 90% of the bytes train, the last 10%
+ * validate; training windows start at seeded random offsets, validation
+ * windows are consecutive. Every target counts; there is no accuracy. */
+#ifndef DT_DATA_H
+#define DT_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dt_split { DT_SPLIT_TRAIN = 0, DT_SPLIT_VAL = 1 } dt_split;
+
+typedef struct dt_data_config {
+    const char *task; /* "add", "reverse", "sort"; ignored when path is set */
+    const char *path; /* text file, or NULL */
+    uint64_t seed;
+    int digits;       /* add: maximum operand digits (default 3) */
+    int max_len;      /* reverse/sort: maximum word length (default 8) */
+} dt_data_config;
+
+typedef struct dt_dataset dt_dataset;
+
+/* Open a dataset for sequences of length T (text files must hold more than
+ * T+1 bytes in each split). Errors name the task or file. */
+DT_API dt_status dt_data_open(const dt_data_config *cfg, int T, dt_dataset **out);
+DT_API void dt_data_close(dt_dataset *ds);
+
+DT_API int dt_data_vocab_size(const dt_dataset *ds); /* 256 */
+DT_API int dt_data_has_accuracy(const dt_dataset *ds);
+DT_API const char *dt_data_name(const dt_dataset *ds);
+
+/* Fill batch `index` of a split: tokens(B,T), targets(B,T), and, if not
+ * NULL, example(B,T): the example number (0-based within the batch) that
+ * each counted target belongs to, -1 elsewhere. The same (seed, split,
+ * index, B, T) always gives the same batch. Returns the number of complete
+ * examples in *n_examples (may be NULL). */
+DT_API dt_status dt_data_batch(const dt_dataset *ds, dt_split split, uint64_t index, int B, int T,
+                               int32_t *tokens, int32_t *targets, int32_t *example, int *n_examples);
+
+/* Exact-match accuracy support: given example ids and per-position
+ * correctness of a batch, count examples whose every counted target was
+ * correct. */
+DT_API void dt_data_count_correct(const int32_t *example, const uint8_t *correct, int n_positions,
+                                  int n_examples, int *n_correct);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

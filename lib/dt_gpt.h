@@ -1,0 +1,90 @@
+/* dt_gpt.h: a GPT-2 style decoder-only transformer (pre-LayerNorm) with
+ * forward and backward written by hand per layer.
+ *
+ * Legend: B = batch (micro-batch) size, T = sequence length (<= seq_len),
+ * C = hidden size, NH = heads, hs = C/NH, L = layers, V = vocabulary.
+ *
+ * Layers, in order: embedding (wte + wpe), L blocks
+ * [ln1, attention (qkv, causal softmax, proj), residual, ln2, MLP (fc, GELU,
+ * proj), residual], final LayerNorm, LM head (untied from wte so pipeline
+ * stages own disjoint parameters), softmax cross-entropy.
+ *
+ * Invariants: all parameters live in one flat buffer (params), their
+ * gradients in another with the same layout (grads); backward accumulates
+ * into grads (zero them with dt_gpt_zero_grad); activations for a given
+ * (B, T) come from one arena whose current and peak bytes are tracked. */
+#ifndef DT_GPT_H
+#define DT_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_backend.h"
+#include "dt_status.h"
+#include "dt_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_gpt_config {
+    int vocab_size;  /* V */
+    int seq_len;     /* maximum T (positions in wpe) */
+    int num_layers;  /* L */
+    int num_heads;   /* NH */
+    int hidden_size; /* C */
+} dt_gpt_config;
+
+/* Fill cfg from a preset: "tiny", "small", "gpt2-124m". */
+DT_API dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *cfg);
+/* Check sizes (positive, C divisible by NH, ...); message names the flag. */
+DT_API dt_status dt_gpt_config_validate(const dt_gpt_config *cfg);
+/* Number of parameters (sum of tensor sizes, no padding). */
+DT_API size_t dt_gpt_config_num_params(const dt_gpt_config *cfg);
+/* Model FLOPs per token of one training step, 6*N + 12*L*C*T (PaLM/nanoGPT). */
+DT_API double dt_gpt_config_flops_per_token(const dt_gpt_config *cfg, int T);
+
+typedef struct dt_gpt dt_gpt;
+
+DT_API dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out);
+DT_API void dt_gpt_free(dt_gpt *m);
+/* GPT-2 initialisation from a seed: weights N(0, 0.02), residual output
+ * projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1. */
+DT_API dt_status dt_gpt_init_weights(dt_gpt *m, uint64_t seed);
+
+DT_API const dt_gpt_config *dt_gpt_config_of(const dt_gpt *m);
+DT_API const dt_paramset *dt_gpt_layout(const dt_gpt *m);
+DT_API float *dt_gpt_params(dt_gpt *m); /* flat, backend memory */
+DT_API float *dt_gpt_grads(dt_gpt *m);  /* flat, backend memory */
+DT_API dt_backend *dt_gpt_backend(dt_gpt *m);
+
+/* Forward pass on host tokens(B,T) and targets(B,T) (target < 0: ignored;
+ * targets may be NULL for inference). Keeps the activations for backward.
+ * *loss (may be NULL) = mean cross-entropy over counted targets. */
+DT_API dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                                float *loss);
+/* Backward of the last forward; accumulates into grads. The loss is the mean
+ * over counted targets times loss_scale (1 for plain training). */
+DT_API dt_status dt_gpt_backward(dt_gpt *m, float loss_scale);
+DT_API dt_status dt_gpt_zero_grad(dt_gpt *m);
+
+/* After a forward with targets: per-position loss and argmax==target flags
+ * (host copies, (B,T)); positions with target < 0 hold 0. */
+DT_API dt_status dt_gpt_position_stats(dt_gpt *m, float *losses, uint8_t *correct);
+/* Logits of the last forward, (B,T,V), copied to host. */
+DT_API dt_status dt_gpt_logits(dt_gpt *m, float *out);
+
+/* Activation memory: bytes currently held in the arena and the peak. */
+DT_API size_t dt_gpt_activation_bytes(const dt_gpt *m);
+DT_API size_t dt_gpt_peak_activation_bytes(const dt_gpt *m);
+
+/* Per-layer trace hook: called after each layer forward/backward with the
+ * layer index (-1 embedding, 0..L-1 blocks, L head+loss), the pass
+ * ('F' or 'B'), and start/end times from dt_time_ns(). */
+typedef void (*dt_gpt_layer_hook)(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
+DT_API void dt_gpt_set_layer_hook(dt_gpt *m, dt_gpt_layer_hook hook, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* dt_trace.h: dtrain's one trace format, Chrome Trace Event JSON (opens in
+ * Perfetto / chrome://tracing), written by real runs and by the simulator,
+ * read back by the simulator's calibration and the viewer. The schema is in
+ * docs/trace-format.md; DT_TRACE_VERSION is written into every file.
+ *
+ * File shape:
+ *   {"otherData": {"format": "dtrain-trace", "version": 1, "tool": ...,
+ *                  "config": {...}},
+ *    "displayTimeUnit": "ns",
+ *    "traceEvents": [ {event}, {event}, ... ]}
+ * Times are integer nanoseconds in memory; in the file "ts"/"dur" are
+ * microseconds with three decimals (exact nanoseconds). pid = rank,
+ * tid = lane (DT_LANE_*).
+ *
+ * Invariants: the writer streams one event per line and never holds the
+ * whole trace; a file cut short (a crash) is rejected by the reader with its
+ * position; reading what was written gives back equal events. */
+#ifndef DT_TRACE_H
+#define DT_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DT_TRACE_VERSION 1
+#define DT_TRACE_NAME_MAX 48
+#define DT_TRACE_MAX_EXTRA 8
+
+/* Lanes (tid): one row per lane per rank in Perfetto. */
+enum { DT_LANE_COMPUTE = 0, DT_LANE_COMM = 1, DT_LANE_OPTIM = 2, DT_LANE_DATA = 3 };
+
+/* Phases used by dtrain (Chrome's "ph"). */
+typedef enum dt_trace_phase {
+    DT_TRACE_COMPLETE = 'X', /* a span: ts + dur */
+    DT_TRACE_COUNTER = 'C',  /* a value over time: name + value */
+    DT_TRACE_INSTANT = 'i',  /* a point event */
+    DT_TRACE_METADATA = 'M'  /* process_name / thread_name: label */
+} dt_trace_phase;
+
+/* An extra numeric argument (key -> value) beyond the well-known ones. */
+typedef struct dt_trace_arg {
+    char key[24];
+    double value;
+} dt_trace_arg;
+
+typedef struct dt_trace_event {
+    char ph;                       /* dt_trace_phase */
+    char name[DT_TRACE_NAME_MAX];  /* e.g. "forward", "backward", "optimizer", "loss" */
+    char cat[24];                  /* category: "compute", "comm", "optim", "counter", "meta" */
+    int pid;                       /* rank */
+    int tid;                       /* lane */
+    int64_t ts_ns;
+    int64_t dur_ns;                /* 'X' only */
+    /* well-known args; -1 means absent */
+    int64_t iter;
+    int micro_batch;
+    int layer;
+    int64_t bytes;
+    double value;                  /* 'C': the counter's value (written as args.value) */
+    char label[DT_TRACE_NAME_MAX]; /* 'M': args.name */
+    int n_extra;
+    dt_trace_arg extra[DT_TRACE_MAX_EXTRA];
+} dt_trace_event;
+
+/* An event with every well-known arg absent. */
+DT_API void dt_trace_event_init(dt_trace_event *e, char ph, const char *name, const char *cat, int pid,
+                                int tid, int64_t ts_ns, int64_t dur_ns);
+DT_API dt_status dt_trace_event_add_arg(dt_trace_event *e, const char *key, double value);
+
+typedef struct dt_trace_writer dt_trace_writer;
+
+/* Open path for writing; tool is "dtrain" or "dtsim"; config_json (may be
+ * NULL) is a JSON object text stored under otherData.config. */
+DT_API dt_status dt_trace_writer_open(const char *path, const char *tool, const char *config_json,
+                                      dt_trace_writer **out);
+DT_API dt_status dt_trace_write(dt_trace_writer *w, const dt_trace_event *e);
+/* Finish the JSON and close; always frees w. */
+DT_API dt_status dt_trace_writer_close(dt_trace_writer *w);
+
+typedef struct dt_trace {
+    int version;
+    char tool[32];
+    char *config_json; /* otherData.config re-serialised compactly, or NULL */
+    dt_trace_event *events;
+    size_t n_events;
+} dt_trace;
+
+/* Read a trace file. A truncated or malformed file, a missing field or a
+ * wrong version gives DT_ERR_FORMAT with a message naming the file and the
+ * position (line, column, or event index). */
+DT_API dt_status dt_trace_read(const char *path, dt_trace **out);
+DT_API void dt_trace_free(dt_trace *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,79 @@
+/* dt_train.h: the single-process trainer: model + data + optimizer + LR
+ * schedule + trace, one optimizer step at a time. The dtrain program parses
+ * flags into a dt_train_config and drives this; tests drive it directly.
+ *
+ * One step = global_batch_size / micro_batch_size micro-batches (gradient
+ * accumulation; each micro-batch's loss scaled by 1/N), then gradient-norm
+ * clipping and one optimizer step. */
+#ifndef DT_TRAIN_H
+#define DT_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_data.h"
+#include "dt_gpt.h"
+#include "dt_optim.h"
+#include "dt_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_train_config {
+    char model_name[32];     /* preset name the sizes came from ("custom" otherwise) */
+    dt_gpt_config model;     /* vocab_size is taken from the data */
+    int seq_length;          /* T used for training (<= model.seq_len) */
+    dt_data_config data;
+    int micro_batch_size;
+    int global_batch_size;
+    int64_t train_iters;
+    dt_optim_config optim;
+    dt_lr_schedule lr;
+    float clip_grad;         /* <= 0: no clipping */
+    uint64_t seed;
+    int threads;             /* <= 0: backend default */
+    const char *device;      /* "cpu" */
+    int eval_iters;          /* validation batches per evaluation */
+    const char *trace_path;  /* NULL: no trace */
+} dt_train_config;
+
+/* Defaults for everything (tiny model on "add"); callers then override. */
+DT_API void dt_train_config_default(dt_train_config *cfg);
+/* Validate the whole configuration; messages name the offending flag. */
+DT_API dt_status dt_train_config_validate(const dt_train_config *cfg);
+/* The configuration as a JSON object text (caller frees). */
+DT_API char *dt_train_config_json(const dt_train_config *cfg);
+
+typedef struct dt_train_stats {
+    int64_t iter;         /* iterations completed, including this one */
+    float loss;           /* mean training loss over the step's micro-batches */
+    float lr;             /* learning rate used */
+    double grad_norm;     /* before clipping */
+    double step_seconds;
+    double tokens_per_second;
+} dt_train_stats;
+
+typedef struct dt_eval_result {
+    float loss;           /* mean over the validation batches */
+    double accuracy;      /* exact match over complete examples; < 0 if the data has none */
+    int n_examples;
+} dt_eval_result;
+
+typedef struct dt_trainer dt_trainer;
+
+DT_API dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out);
+DT_API void dt_trainer_free(dt_trainer *tr);
+DT_API dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out);
+DT_API dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out);
+DT_API dt_gpt *dt_trainer_model(dt_trainer *tr);
+DT_API const dt_train_config *dt_trainer_config(const dt_trainer *tr);
+/* Write the JSON run summary: train_loss, val_loss, accuracy,
+ * tokens_per_second, peak_activation_bytes, config, ... */
+DT_API dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
+                                          const dt_eval_result *eval);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,20 @@
+/* dtrain.h: the umbrella public header of the dtrain library.
+ * Everything a program needs: status codes, tensors and flat parameter
+ * buffers, backends, the GPT model, optimizers, data, traces, trainer. */
+#ifndef DTRAIN_H
+#define DTRAIN_H
+
+#include "dt_status.h"
+#include "dt_tensor.h"
+#include "dt_rng.h"
+#include "dt_time.h"
+#include "dt_backend.h"
+#include "dt_gpt.h"
+#include "dt_optim.h"
+#include "dt_data.h"
+#include "dt_trace.h"
+#include "dt_train.h"
+
+#define DT_VERSION_STRING "0.1.0"
+
+#endif

@@ -1,0 +1,50 @@
+# lib/local.mk: the core library and its CPU backend.
+# libdtrain_core.la is a convenience library holding every object (tests link
+# it to reach internal dt__ symbols); libdtrain.la is the installed shared
+# library built from it, exporting only DT_API symbols (-fvisibility=hidden).
+noinst_LTLIBRARIES += libdtrain_core.la
+libdtrain_core_la_SOURCES = \
+	lib/status.c \
+	lib/tensor.c \
+	lib/rng.c \
+	lib/time.c \
+	lib/backend.c \
+	lib/cpu_backend.c \
+	lib/cpu_gemm.c \
+	lib/cpu_layers.c \
+	lib/cpu_attention.c \
+	lib/cpu_optim.c \
+	lib/gpt.c \
+	lib/optim.c \
+	lib/lr.c \
+	lib/data_tasks.c \
+	lib/data_text.c \
+	lib/trace_write.c \
+	lib/trace_read.c \
+	lib/train.c
+libdtrain_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DDT_BUILDING_LIBRARY
+libdtrain_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS)
+libdtrain_core_la_LIBADD = $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+
+lib_LTLIBRARIES += libdtrain.la
+libdtrain_la_SOURCES =
+libdtrain_la_LIBADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+libdtrain_la_LDFLAGS = -version-info 0:0:0 $(OPENMP_CFLAGS)
+
+include_HEADERS += \
+	lib/dtrain.h \
+	lib/dt_status.h \
+	lib/dt_tensor.h \
+	lib/dt_rng.h \
+	lib/dt_time.h \
+	lib/dt_backend.h \
+	lib/dt_gpt.h \
+	lib/dt_optim.h \
+	lib/dt_data.h \
+	lib/dt_trace.h \
+	lib/dt_train.h
+noinst_HEADERS += \
+	lib/dt_internal.h \
+	lib/vmath.h \
+	lib/cpu_backend.h \
+	lib/gpt_layers.h

@@ -1,0 +1,46 @@
+# tests/local.mk: one Check suite per module (tests/check_<module>.c) and
+# shell tests of the programs. GPU tests exit 77 (skipped) without a device.
+if HAVE_CHECK
+DT_CHECK_LDADD = libdtrain_core.la $(CHECK_LIBS) $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+DT_CHECK_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(JANSSON_CFLAGS) -DDT_SRCDIR='"$(abs_top_srcdir)"'
+DT_CHECK_SUITES = \
+	tests/check_tensor \
+	tests/check_ops \
+	tests/check_gpt \
+	tests/check_optim \
+	tests/check_data \
+	tests/check_trace \
+	tests/check_train
+check_PROGRAMS += $(DT_CHECK_SUITES)
+TESTS += $(DT_CHECK_SUITES)
+
+tests_check_tensor_SOURCES = tests/check_tensor.c tests/testutil.h
+tests_check_tensor_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_tensor_LDADD = $(DT_CHECK_LDADD)
+tests_check_ops_SOURCES = tests/check_ops.c tests/testutil.h
+tests_check_ops_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_ops_LDADD = $(DT_CHECK_LDADD)
+tests_check_gpt_SOURCES = tests/check_gpt.c tests/testutil.h
+tests_check_gpt_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_gpt_LDADD = $(DT_CHECK_LDADD)
+tests_check_optim_SOURCES = tests/check_optim.c tests/testutil.h
+tests_check_optim_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_optim_LDADD = $(DT_CHECK_LDADD)
+tests_check_data_SOURCES = tests/check_data.c tests/testutil.h
+tests_check_data_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_data_LDADD = $(DT_CHECK_LDADD)
+tests_check_trace_SOURCES = tests/check_trace.c tests/testutil.h
+tests_check_trace_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_trace_LDADD = $(DT_CHECK_LDADD)
+tests_check_train_SOURCES = tests/check_train.c tests/testutil.h
+tests_check_train_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_train_LDADD = $(DT_CHECK_LDADD)
+else
+check-local:
+	@echo "Check (the unit-test library) was not found by configure: install it (./bootstrap) and re-run ./configure" >&2; exit 1
+endif
+
+# Shell tests of the programs (flags, errors, exit codes).
+TESTS += tests/cli.sh
+EXTRA_DIST += tests/cli.sh
+TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)'; export DT_BUILDDIR DT_SRCDIR;
