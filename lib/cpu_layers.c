@@ -1,10 +1,235 @@
-/* placeholder */
+/* cpu_layers.c: the CPU backend's elementwise and row-wise layer ops:
+ * embedding, LayerNorm, GELU, residual add, fused softmax cross-entropy.
+ *
+ * Threads: rows (or channel slices) are split statically across OpenMP
+ * threads; every reduction over rows (parameter gradients) is done as
+ * per-thread partial sums combined in thread order, so results are
+ * bit-identical run to run for a fixed thread count. Statistics (mean,
+ * variance, softmax sums) accumulate in float over at most C or V terms in
+ * a fixed order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "cpu_backend.h"
-dt_status dt__cpu_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T, int C) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
-dt_status dt__cpu_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T, int C) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
-dt_status dt__cpu_layernorm_forward(dt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
-dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean, const float *rstd, int N, int C) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
-dt_status dt__cpu_gelu_forward(dt_backend *be, float *out, const float *inp, size_t n) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
-dt_status dt__cpu_gelu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
-dt_status dt__cpu_residual_forward(dt_backend *be, float *out, const float *a, const float *b, size_t n) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
-dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits, const float *logits, const int32_t *targets, int N, int V, float dloss) { return DT_FAIL(DT_ERR_UNSUPPORTED, "todo"); }
+#include "vmath.h"
+
+#define DT__LN_EPS 1e-5f
+#define DT__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define DT__GELU_A 0.044715f
+
+static int dt__nthreads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int dt__thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+dt_status dt__cpu_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
+                                  const float *wpe, int B, int T, int C)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *te = wte + (size_t)tokens[bt] * C;
+        const float *pe = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+    }
+    return DT_OK;
+}
+
+dt_status dt__cpu_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout,
+                                   const int32_t *tokens, int B, int T, int C)
+{
+    (void)be;
+    /* Channel slices per thread: each (token, channel) cell has one writer,
+     * and positions are visited in order, so the sums are deterministic. */
+    const int slice = 16;
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += slice) {
+        int c1 = c0 + slice < C ? c0 + slice : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float *d = dout + (size_t)bt * C;
+            float *gte = dwte + (size_t)tokens[bt] * C;
+            float *gpe = dwpe + (size_t)(bt % T) * C;
+            for (int c = c0; c < c1; c++) {
+                gte[c] += d[c];
+                gpe[c] += d[c];
+            }
+        }
+    }
+    return DT_OK;
+}
+
+dt_status dt__cpu_layernorm_forward(dt_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                    const float *w, const float *b, int N, int C)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float *o = out + (size_t)i * C;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++) s += x[c];
+        float m = s / C;
+        float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - m;
+            v += d * d;
+        }
+        float r = 1.0f / sqrtf(v / C + DT__LN_EPS);
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = r;
+    }
+    return DT_OK;
+}
+
+dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                     const float *inp, const float *w, const float *mean, const float *rstd,
+                                     int N, int C)
+{
+    (void)be;
+    int nt = dt__nthreads();
+    float *part = calloc((size_t)nt * 2 * C, sizeof *part);
+    if (!part) return DT_FAIL(DT_ERR_NOMEM, "layernorm backward: out of memory");
+#pragma omp parallel
+    {
+        int tid = dt__thread_id();
+        float *pdw = part + (size_t)tid * 2 * C;
+        float *pdb = pdw + C;
+#pragma omp for schedule(static)
+        for (int i = 0; i < N; i++) {
+            const float *x = inp + (size_t)i * C;
+            const float *d = dout + (size_t)i * C;
+            float *dx = dinp + (size_t)i * C;
+            float m = mean[i], r = rstd[i];
+            float s_d = 0.0f, s_dn = 0.0f; /* sum of dnorm, sum of dnorm * norm */
+#pragma omp simd reduction(+ : s_d, s_dn)
+            for (int c = 0; c < C; c++) {
+                float n = (x[c] - m) * r;
+                float dn = w[c] * d[c];
+                s_d += dn;
+                s_dn += dn * n;
+            }
+            s_d /= C;
+            s_dn /= C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                float n = (x[c] - m) * r;
+                float dn = w[c] * d[c];
+                pdb[c] += d[c];
+                pdw[c] += n * d[c];
+                dx[c] += r * (dn - s_d - n * s_dn);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        const float *pdw = part + (size_t)t * 2 * C;
+        const float *pdb = pdw + C;
+        for (int c = 0; c < C; c++) {
+            dw[c] += pdw[c];
+            db[c] += pdb[c];
+        }
+    }
+    free(part);
+    return DT_OK;
+}
+
+dt_status dt__cpu_gelu_forward(dt_backend *be, float *out, const float *inp, size_t n)
+{
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = DT__GELU_K * (x + DT__GELU_A * x * x * x);
+        out[i] = 0.5f * x * (1.0f + dt__tanhf(u));
+    }
+    return DT_OK;
+}
+
+dt_status dt__cpu_gelu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n)
+{
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = DT__GELU_K * (x + DT__GELU_A * x * x * x);
+        float t = dt__tanhf(u);
+        float du = DT__GELU_K * (1.0f + 3.0f * DT__GELU_A * x * x);
+        float g = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+        dinp[i] = g * dout[i];
+    }
+    return DT_OK;
+}
+
+dt_status dt__cpu_residual_forward(dt_backend *be, float *out, const float *a, const float *b, size_t n)
+{
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    return DT_OK;
+}
+
+dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
+                                                const float *logits, const int32_t *targets, int N, int V,
+                                                float dloss)
+{
+    (void)be;
+    for (int i = 0; i < N; i++)
+        if (targets[i] >= V)
+            return DT_FAIL(DT_ERR_INVALID, "cross-entropy: target %d at row %d outside the vocabulary of %d",
+                           targets[i], i, V);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *z = logits + (size_t)i * V;
+        int tgt = targets[i];
+        if (tgt < 0) {
+            losses[i] = 0.0f;
+            if (correct) correct[i] = 0;
+            if (dlogits) memset(dlogits + (size_t)i * V, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        float mx = z[0];
+        int arg = 0;
+        for (int v = 1; v < V; v++)
+            if (z[v] > mx) {
+                mx = z[v];
+                arg = v;
+            }
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int v = 0; v < V; v++) s += dt__expf(z[v] - mx);
+        float lse = mx + logf(s);
+        float zt = z[tgt];
+        losses[i] = lse - zt;
+        if (correct) correct[i] = (uint8_t)(arg == tgt);
+        if (dlogits) {
+            float *d = dlogits + (size_t)i * V; /* may alias z: read-before-write per element */
+            float inv = 1.0f / s;
+#pragma omp simd
+            for (int v = 0; v < V; v++) d[v] = dloss * dt__expf(z[v] - mx) * inv;
+            d[tgt] -= dloss;
+        }
+    }
+    return DT_OK;
+}

@@ -1,2 +1,410 @@
-/* gpt.c: placeholder while the module is written. */
-typedef int dt__placeholder_gpt;
+/* gpt.c: the GPT model: presets, the flat parameter layout, the embedding
+ * and head modules, and forward/backward over the layers (see dt_gpt.h).
+ *
+ * Parameter layout (one flat buffer, the same for gradients), in order:
+ *   wte (V,C), wpe (maxT,C),
+ *   for each block l: h.l.ln1.w (C), h.l.ln1.b (C), h.l.qkv.w (3C,C),
+ *   h.l.qkv.b (3C), h.l.attproj.w (C,C), h.l.attproj.b (C), h.l.ln2.w (C),
+ *   h.l.ln2.b (C), h.l.fc.w (4C,C), h.l.fc.b (4C), h.l.fcproj.w (C,4C),
+ *   h.l.fcproj.b (C),
+ *   lnf.w (C), lnf.b (C), lm_head.w (V,C).
+ * Each block's parameters are contiguous, so a pipeline stage's shard is one
+ * range. Invariant: activations saved by the last forward are valid until
+ * the next forward; backward needs them unchanged. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_gpt.h"
+#include "dt_rng.h"
+#include "dt_time.h"
+#include "gpt_layers.h"
+
+#define DT__NBLOCK_TENSORS 12
+
+struct dt_gpt {
+    dt_gpt_config cfg;
+    dt_backend *be;
+    dt_paramset layout;
+    dt_buffer params, grads;
+    float *wte, *wpe, *lnfw, *lnfb, *lmw;       /* parameter views */
+    float *gwte, *gwpe, *glnfw, *glnfb, *glmw;  /* gradient views */
+    dt__block_params *blocks, *gblocks;         /* (L) */
+
+    /* activations of the last forward, for (B, T) */
+    int B, T;           /* sizes the buffers below were made for */
+    int cur_B, cur_T;   /* sizes of the last forward */
+    int have_forward;
+    dt_buffer act_buf;  /* backs the arena */
+    dt__arena arena;
+    dt__block_acts *acts; /* (L) */
+    float *x0;          /* (B,T,C) embedding output */
+    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *logits;      /* (B,T,V); becomes dlogits in backward */
+    dt_buffer work;     /* not saved: tokens, targets, losses, flags, backward scratch */
+    int32_t *d_tokens, *d_targets; /* (B,T) */
+    float *losses;      /* (B,T) */
+    uint8_t *correct;   /* (B,T) */
+    dt__block_scratch scratch;
+    float *dres;        /* (B,T,C) residual-stream gradient */
+    int n_counted;      /* targets >= 0 in the last forward */
+    int has_targets;
+
+    dt_gpt_layer_hook hook;
+    void *hook_ctx;
+};
+
+/* ---- configuration ------------------------------------------------------ */
+
+dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->vocab_size = 256;
+    if (strcmp(name, "tiny") == 0) {
+        cfg->num_layers = 2, cfg->num_heads = 4, cfg->hidden_size = 64, cfg->seq_len = 64;
+    } else if (strcmp(name, "small") == 0) {
+        cfg->num_layers = 6, cfg->num_heads = 6, cfg->hidden_size = 384, cfg->seq_len = 256;
+    } else if (strcmp(name, "gpt2-124m") == 0) {
+        cfg->num_layers = 12, cfg->num_heads = 12, cfg->hidden_size = 768, cfg->seq_len = 1024;
+        cfg->vocab_size = 50257;
+    } else {
+        return DT_FAIL(DT_ERR_INVALID, "--model '%s': unknown preset (expected tiny, small or gpt2-124m)", name);
+    }
+    return DT_OK;
+}
+
+dt_status dt_gpt_config_validate(const dt_gpt_config *c)
+{
+    if (c->num_layers < 1 || c->num_layers > 1024)
+        return DT_FAIL(DT_ERR_INVALID, "--num-layers %d: expected 1..1024", c->num_layers);
+    if (c->num_heads < 1) return DT_FAIL(DT_ERR_INVALID, "--num-attention-heads %d: expected >= 1", c->num_heads);
+    if (c->hidden_size < 1 || c->hidden_size > 65536)
+        return DT_FAIL(DT_ERR_INVALID, "--hidden-size %d: expected 1..65536", c->hidden_size);
+    if (c->hidden_size % c->num_heads != 0)
+        return DT_FAIL(DT_ERR_INVALID, "--hidden-size %d is not divisible by --num-attention-heads %d",
+                       c->hidden_size, c->num_heads);
+    if (c->seq_len < 1 || c->seq_len > 65536)
+        return DT_FAIL(DT_ERR_INVALID, "--seq-length %d: expected 1..65536", c->seq_len);
+    if (c->vocab_size < 2 || c->vocab_size > (1 << 24))
+        return DT_FAIL(DT_ERR_INVALID, "vocabulary size %d: expected 2..16777216", c->vocab_size);
+    return DT_OK;
+}
+
+size_t dt_gpt_config_num_params(const dt_gpt_config *c)
+{
+    size_t C = (size_t)c->hidden_size, V = (size_t)c->vocab_size, L = (size_t)c->num_layers;
+    size_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
+    return V * C + (size_t)c->seq_len * C + L * block + 2 * C + V * C;
+}
+
+double dt_gpt_config_flops_per_token(const dt_gpt_config *c, int T)
+{
+    return 6.0 * (double)dt_gpt_config_num_params(c) + 12.0 * c->num_layers * (double)c->hidden_size * T;
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+static dt_status dt__gpt_layout(dt_gpt *m)
+{
+    const int64_t C = m->cfg.hidden_size, V = m->cfg.vocab_size, P = m->cfg.seq_len;
+    dt_paramset *ps = &m->layout;
+    char name[DT_NAME_MAX];
+    DT_CHECK(dt_paramset_add(ps, "wte", 2, (int64_t[]){V, C}, 1));
+    DT_CHECK(dt_paramset_add(ps, "wpe", 2, (int64_t[]){P, C}, 1));
+    static const char *const names[DT__NBLOCK_TENSORS] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b",
+                                                          "attproj.w", "attproj.b", "ln2.w", "ln2.b",
+                                                          "fc.w", "fc.b", "fcproj.w", "fcproj.b"};
+    const int64_t shapes[DT__NBLOCK_TENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
+                                                   {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        for (int i = 0; i < DT__NBLOCK_TENSORS; i++) {
+            snprintf(name, sizeof name, "h.%d.%s", l, names[i]);
+            int nd = shapes[i][1] ? 2 : 1;
+            DT_CHECK(dt_paramset_add(ps, name, nd, shapes[i], nd == 2));
+        }
+    DT_CHECK(dt_paramset_add(ps, "lnf.w", 1, (int64_t[]){C}, 0));
+    DT_CHECK(dt_paramset_add(ps, "lnf.b", 1, (int64_t[]){C}, 0));
+    DT_CHECK(dt_paramset_add(ps, "lm_head.w", 2, (int64_t[]){V, C}, 1));
+    return DT_OK;
+}
+
+/* Point the named views (params or grads) into a flat buffer. */
+static void dt__gpt_bind(const dt_gpt *m, float *base, float **wte, float **wpe, dt__block_params *blocks,
+                         float **lnfw, float **lnfb, float **lmw)
+{
+    const dt_param_info *in = m->layout.info;
+    int k = 0;
+    *wte = base + in[k++].offset;
+    *wpe = base + in[k++].offset;
+    for (int l = 0; l < m->cfg.num_layers; l++) {
+        float **f[DT__NBLOCK_TENSORS] = {&blocks[l].ln1w, &blocks[l].ln1b, &blocks[l].qkvw,
+                                         &blocks[l].qkvb, &blocks[l].attprojw, &blocks[l].attprojb,
+                                         &blocks[l].ln2w, &blocks[l].ln2b, &blocks[l].fcw,
+                                         &blocks[l].fcb, &blocks[l].fcprojw, &blocks[l].fcprojb};
+        for (int i = 0; i < DT__NBLOCK_TENSORS; i++) *f[i] = base + in[k++].offset;
+    }
+    *lnfw = base + in[k++].offset;
+    *lnfb = base + in[k++].offset;
+    *lmw = base + in[k++].offset;
+}
+
+dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)
+{
+    *out = NULL;
+    DT_CHECK(dt_gpt_config_validate(cfg));
+    dt_gpt *m = calloc(1, sizeof *m);
+    if (!m) return DT_FAIL(DT_ERR_NOMEM, "model: out of memory");
+    m->cfg = *cfg;
+    m->be = be;
+    dt_paramset_init(&m->layout);
+    dt_status st;
+    m->blocks = calloc((size_t)cfg->num_layers, sizeof *m->blocks);
+    m->gblocks = calloc((size_t)cfg->num_layers, sizeof *m->gblocks);
+    m->acts = calloc((size_t)cfg->num_layers, sizeof *m->acts);
+    if (!m->blocks || !m->gblocks || !m->acts) {
+        st = DT_FAIL(DT_ERR_NOMEM, "model: out of memory");
+        goto fail;
+    }
+    DT_CHECK_GOTO(dt__gpt_layout(m), st, fail);
+    DT_CHECK_GOTO(dt_buffer_alloc(&m->params, be, m->layout.numel * sizeof(float)), st, fail);
+    DT_CHECK_GOTO(dt_buffer_alloc(&m->grads, be, m->layout.numel * sizeof(float)), st, fail);
+    dt__gpt_bind(m, m->params.data, &m->wte, &m->wpe, m->blocks, &m->lnfw, &m->lnfb, &m->lmw);
+    dt__gpt_bind(m, m->grads.data, &m->gwte, &m->gwpe, m->gblocks, &m->glnfw, &m->glnfb, &m->glmw);
+    *out = m;
+    return DT_OK;
+fail:
+    dt_gpt_free(m);
+    return st;
+}
+
+void dt_gpt_free(dt_gpt *m)
+{
+    if (!m) return;
+    dt_buffer_free(&m->params);
+    dt_buffer_free(&m->grads);
+    dt_buffer_free(&m->act_buf);
+    dt_buffer_free(&m->work);
+    dt_paramset_free(&m->layout);
+    free(m->blocks);
+    free(m->gblocks);
+    free(m->acts);
+    free(m);
+}
+
+dt_status dt_gpt_init_weights(dt_gpt *m, uint64_t seed)
+{
+    size_t n = m->layout.numel;
+    float *host = calloc(n, sizeof *host);
+    if (!host) return DT_FAIL(DT_ERR_NOMEM, "model init: out of memory for %zu parameters", n);
+    const float std_resid = 0.02f / sqrtf(2.0f * m->cfg.num_layers);
+    for (int i = 0; i < m->layout.count; i++) {
+        const dt_param_info *p = &m->layout.info[i];
+        /* One RNG stream per tensor, so a tensor's values do not depend on the others. */
+        dt_rng r;
+        dt_rng_seed3(&r, seed, 0x1417, (uint64_t)i);
+        const char *dot = strrchr(p->name, '.');
+        int is_gain = dot && strcmp(dot, ".w") == 0 && p->ndim == 1;
+        int is_bias = dot && strcmp(dot, ".b") == 0;
+        int is_resid = strstr(p->name, "attproj.w") || strstr(p->name, "fcproj.w");
+        float *w = host + p->offset;
+        for (size_t j = 0; j < p->numel; j++) {
+            if (is_gain) w[j] = 1.0f;
+            else if (is_bias) w[j] = 0.0f;
+            else w[j] = (float)dt_rng_normal(&r) * (is_resid ? std_resid : 0.02f);
+        }
+    }
+    dt_status st = m->be->copy(m->be, m->params.data, host, n * sizeof(float), DT_COPY_H2D);
+    free(host);
+    return st;
+}
+
+const dt_gpt_config *dt_gpt_config_of(const dt_gpt *m) { return &m->cfg; }
+const dt_paramset *dt_gpt_layout(const dt_gpt *m) { return &m->layout; }
+float *dt_gpt_params(dt_gpt *m) { return m->params.data; }
+float *dt_gpt_grads(dt_gpt *m) { return m->grads.data; }
+dt_backend *dt_gpt_backend(dt_gpt *m) { return m->be; }
+
+void dt_gpt_set_layer_hook(dt_gpt *m, dt_gpt_layer_hook hook, void *ctx)
+{
+    m->hook = hook;
+    m->hook_ctx = ctx;
+}
+
+size_t dt_gpt_activation_bytes(const dt_gpt *m) { return m->arena.used * sizeof(float); }
+size_t dt_gpt_peak_activation_bytes(const dt_gpt *m) { return m->arena.peak * sizeof(float); }
+
+/* ---- buffers for (B, T) -------------------------------------------------- */
+
+static size_t dt__pad(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Saved activations outside the blocks: x0, lnf + stats, logits. */
+static size_t dt__outer_act_floats(const dt_gpt_config *c, int B, int T)
+{
+    size_t BT = (size_t)B * T;
+    return 2 * dt__pad(BT * c->hidden_size) + 2 * dt__pad(BT) + dt__pad(BT * c->vocab_size);
+}
+
+static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
+{
+    if (B <= m->B && T == m->T && m->act_buf.data) return DT_OK;
+    const dt_gpt_config *c = &m->cfg;
+    dt_buffer_free(&m->act_buf);
+    dt_buffer_free(&m->work);
+    m->B = m->T = 0;
+    size_t acts = dt__outer_act_floats(c, B, T) + (size_t)c->num_layers * dt__block_act_floats(c, B, T);
+    DT_CHECK(dt_buffer_alloc(&m->act_buf, m->be, acts * sizeof(float)));
+    m->arena.base = m->act_buf.data;
+    m->arena.capacity = acts;
+    m->arena.used = m->arena.peak = 0;
+    size_t BT = (size_t)B * T;
+    size_t work = 2 * dt__pad(BT) /* tokens, targets (int32) */ + dt__pad(BT) /* losses */ +
+                  dt__pad(BT / 4 + 1) /* correct flags */ + dt__block_scratch_floats(c, B, T) +
+                  dt__pad(BT * c->hidden_size);
+    DT_CHECK(dt_buffer_alloc(&m->work, m->be, work * sizeof(float)));
+    float *w = m->work.data;
+    m->d_tokens = (int32_t *)w, w += dt__pad(BT);
+    m->d_targets = (int32_t *)w, w += dt__pad(BT);
+    m->losses = w, w += dt__pad(BT);
+    m->correct = (uint8_t *)w, w += dt__pad(BT / 4 + 1);
+    m->scratch.dbtc = w, w += dt__pad(BT * c->hidden_size);
+    m->scratch.dqkv = w, w += dt__pad(BT * 3 * c->hidden_size);
+    m->scratch.datt = w, w += dt__pad((size_t)B * c->num_heads * T * T);
+    m->scratch.dfch = w, w += dt__pad(BT * 4 * c->hidden_size);
+    m->dres = w;
+    m->B = B;
+    m->T = T;
+    return DT_OK;
+}
+
+/* ---- forward / backward --------------------------------------------------- */
+
+static void dt__hook(dt_gpt *m, int layer, char pass, int64_t t0)
+{
+    if (m->hook) m->hook(m->hook_ctx, layer, pass, t0, dt_time_ns());
+}
+
+dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T, float *loss)
+{
+    const dt_gpt_config *c = &m->cfg;
+    dt_backend *be = m->be;
+    if (B < 1) return DT_FAIL(DT_ERR_INVALID, "forward: batch size %d (expected >= 1)", B);
+    if (T < 1 || T > c->seq_len)
+        return DT_FAIL(DT_ERR_INVALID, "forward: sequence length %d outside 1..%d (the model's context)", T,
+                       c->seq_len);
+    for (int i = 0; i < B * T; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return DT_FAIL(DT_ERR_INVALID, "forward: token %d at position %d outside the vocabulary of %d",
+                           tokens[i], i, c->vocab_size);
+        if (targets && targets[i] >= c->vocab_size)
+            return DT_FAIL(DT_ERR_INVALID, "forward: target %d at position %d outside the vocabulary of %d",
+                           targets[i], i, c->vocab_size);
+    }
+    DT_CHECK(dt__gpt_ensure(m, B, T));
+    m->have_forward = 0;
+    m->cur_B = B;
+    m->cur_T = T;
+    const int C = c->hidden_size, V = c->vocab_size, N = B * T;
+    dt__arena_reset(&m->arena);
+    DT_CHECK(be->copy(be, m->d_tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
+    m->has_targets = targets != NULL;
+    m->n_counted = 0;
+    if (targets) {
+        DT_CHECK(be->copy(be, m->d_targets, targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
+        for (int i = 0; i < N; i++) m->n_counted += targets[i] >= 0;
+    }
+
+    int64_t t0 = dt_time_ns();
+    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * C, &m->x0));
+    DT_CHECK(be->encoder_forward(be, m->x0, m->d_tokens, m->wte, m->wpe, B, T, C));
+    dt__hook(m, -1, 'F', t0);
+    const float *x = m->x0;
+    for (int l = 0; l < c->num_layers; l++) {
+        t0 = dt_time_ns();
+        DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, &m->acts[l]));
+        DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &m->acts[l], x, B, T));
+        x = m->acts[l].out;
+        dt__hook(m, l, 'F', t0);
+    }
+    t0 = dt_time_ns();
+    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * C, &m->lnf));
+    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N, &m->lnf_mean));
+    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N, &m->lnf_rstd));
+    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * V, &m->logits));
+    DT_CHECK(be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->lnfw, m->lnfb, N, C));
+    DT_CHECK(be->matmul_forward(be, m->logits, m->lnf, m->lmw, NULL, N, C, V));
+    float mean_loss = 0.0f;
+    if (targets) {
+        DT_CHECK(be->crossentropy_forward_backward(be, m->losses, m->correct, NULL, m->logits, m->d_targets, N, V,
+                                                   0.0f));
+        float *hl = malloc((size_t)N * sizeof *hl);
+        if (!hl) return DT_FAIL(DT_ERR_NOMEM, "forward: out of memory");
+        dt_status st = be->copy(be, hl, m->losses, (size_t)N * sizeof(float), DT_COPY_D2H);
+        double s = 0.0;
+        for (int i = 0; i < N; i++) s += hl[i];
+        free(hl);
+        DT_CHECK(st);
+        mean_loss = m->n_counted ? (float)(s / m->n_counted) : 0.0f;
+    }
+    dt__hook(m, c->num_layers, 'F', t0);
+    if (loss) *loss = mean_loss;
+    m->have_forward = 1;
+    return DT_OK;
+}
+
+dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
+{
+    const dt_gpt_config *c = &m->cfg;
+    dt_backend *be = m->be;
+    if (!m->have_forward || !m->has_targets)
+        return DT_FAIL(DT_ERR_INVALID, "backward: no forward pass with targets to differentiate");
+    const int B = m->cur_B, T = m->cur_T, C = c->hidden_size, V = c->vocab_size, N = B * T;
+    const float dloss = m->n_counted ? loss_scale / (float)m->n_counted : 0.0f;
+
+    int64_t t0 = dt_time_ns();
+    /* logits become dlogits in place; the forward's losses are recomputed identically. */
+    DT_CHECK(be->crossentropy_forward_backward(be, m->losses, NULL, m->logits, m->logits, m->d_targets, N, V,
+                                               dloss));
+    DT_CHECK(be->matmul_backward(be, m->scratch.dbtc, m->glmw, NULL, m->logits, m->lnf, m->lmw, N, C, V));
+    const float *xL = c->num_layers ? m->acts[c->num_layers - 1].out : m->x0;
+    DT_CHECK(be->memset_zero(be, m->dres, (size_t)N * C * sizeof(float)));
+    DT_CHECK(be->layernorm_backward(be, m->dres, m->glnfw, m->glnfb, m->scratch.dbtc, xL, m->lnfw, m->lnf_mean,
+                                    m->lnf_rstd, N, C));
+    dt__hook(m, c->num_layers, 'B', t0);
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        t0 = dt_time_ns();
+        const float *x = l ? m->acts[l - 1].out : m->x0;
+        DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres,
+                                    B, T));
+        dt__hook(m, l, 'B', t0);
+    }
+    t0 = dt_time_ns();
+    DT_CHECK(be->encoder_backward(be, m->gwte, m->gwpe, m->dres, m->d_tokens, B, T, C));
+    dt__hook(m, -1, 'B', t0);
+    /* The logits buffer now holds gradients: the activations are spent. */
+    m->have_forward = 0;
+    dt__arena_reset(&m->arena);
+    return DT_OK;
+}
+
+dt_status dt_gpt_zero_grad(dt_gpt *m)
+{
+    return m->be->memset_zero(m->be, m->grads.data, m->layout.numel * sizeof(float));
+}
+
+dt_status dt_gpt_position_stats(dt_gpt *m, float *losses, uint8_t *correct)
+{
+    if (!m->has_targets || m->cur_B == 0)
+        return DT_FAIL(DT_ERR_INVALID, "position stats: no forward pass with targets");
+    size_t N = (size_t)m->cur_B * m->cur_T;
+    if (losses) DT_CHECK(m->be->copy(m->be, losses, m->losses, N * sizeof(float), DT_COPY_D2H));
+    if (correct) DT_CHECK(m->be->copy(m->be, correct, m->correct, N, DT_COPY_D2H));
+    return DT_OK;
+}
+
+dt_status dt_gpt_logits(dt_gpt *m, float *out)
+{
+    if (!m->have_forward) return DT_FAIL(DT_ERR_INVALID, "logits: no forward pass (or spent by backward)");
+    size_t n = (size_t)m->cur_B * m->cur_T * m->cfg.vocab_size;
+    return m->be->copy(m->be, out, m->logits, n * sizeof(float), DT_COPY_D2H);
+}

@@ -1,0 +1,71 @@
+/* gpt_layers.h: the GPT's layer modules (private). Each module has a
+ * forward, a backward and a declared activation footprint (floats it saves
+ * for backward per (B, T)), so later work can recompute activations or
+ * split layers across pipeline stages and tensor-parallel ranks.
+ *
+ * Modules: embedding (wte + wpe), transformer block, head (final
+ * LayerNorm + LM head + cross-entropy). Saved activations come from a
+ * dt__arena that tracks current and peak bytes. */
+#ifndef DT_GPT_LAYERS_H
+#define DT_GPT_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_backend.h"
+#include "dt_gpt.h"
+
+/* ---- activation arena: bump allocation with current/peak accounting ---- */
+typedef struct dt__arena {
+    float *base;     /* backend memory */
+    size_t capacity; /* floats */
+    size_t used;     /* floats */
+    size_t peak;     /* floats */
+} dt__arena;
+
+dt_status dt__arena_alloc(dt__arena *a, size_t n, float **out);
+void dt__arena_reset(dt__arena *a);
+
+/* ---- transformer block ----------------------------------------------- */
+typedef struct dt__block_params {
+    float *ln1w, *ln1b;         /* (C), (C) */
+    float *qkvw, *qkvb;         /* (3C, C), (3C) */
+    float *attprojw, *attprojb; /* (C, C), (C) */
+    float *ln2w, *ln2b;         /* (C), (C) */
+    float *fcw, *fcb;           /* (4C, C), (4C) */
+    float *fcprojw, *fcprojb;   /* (C, 4C), (C) */
+} dt__block_params;
+
+typedef struct dt__block_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *qkv;                       /* (B,T,3C) */
+    float *att;                       /* (B,NH,T,T) softmax probabilities */
+    float *atty;                      /* (B,T,C) attention output before projection */
+    float *res2;                      /* (B,T,C) x + attention */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *fch;                       /* (B,T,4C) before GELU */
+    float *fch_gelu;                  /* (B,T,4C) */
+    float *out;                       /* (B,T,C) res2 + MLP = block output */
+} dt__block_acts;
+
+/* Scratch for a block's backward, shared by all blocks (not saved). */
+typedef struct dt__block_scratch {
+    float *dbtc;  /* (B,T,C) */
+    float *dqkv;  /* (B,T,3C) */
+    float *datt;  /* (B,NH,T,T) */
+    float *dfch;  /* (B,T,4C) */
+} dt__block_scratch;
+
+size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T);
+size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T);
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, dt__block_acts *acts);
+/* out = block(x); x (B,T,C) is kept by the caller (previous block's out). */
+dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                            dt__block_acts *acts, const float *x, int B, int T);
+/* dres (B,T,C): in, the gradient of the block output; out, the gradient of
+ * x. Parameter gradients accumulate into g. */
+dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                             const dt__block_params *g, const dt__block_acts *acts, const dt__block_scratch *s,
+                             const float *x, float *dres, int B, int T);
+
+#endif

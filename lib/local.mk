@@ -14,6 +14,7 @@ libdtrain_core_la_SOURCES = \
 	lib/cpu_layers.c \
 	lib/cpu_attention.c \
 	lib/cpu_optim.c \
+	lib/block.c \
 	lib/gpt.c \
 	lib/optim.c \
 	lib/lr.c \

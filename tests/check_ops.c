@@ -1,3 +1,448 @@
-/* check_ops.c: placeholder while the suite is written. */
+/* check_ops.c: every CPU backend op against a naive double-precision
+ * reference, and every backward against central finite differences of that
+ * reference.
+ *
+ * Tolerances: the ops compute in float32 (unit roundoff u = 6e-8) over sums
+ * of at most a few hundred terms, so forward values are compared with
+ * atol 1e-5 + rtol 1e-4 (about 100 u times the term count's square root,
+ * with margin). Finite differences are taken in double on the double
+ * reference with step 1e-6 (truncation error ~1e-12, roundoff ~1e-10), so
+ * they are exact to far below float precision; gradients are compared with
+ * atol 1e-4 + rtol 1e-3, again the float32 accumulation error with margin. */
+#include <string.h>
+
+#include "cpu_backend.h"
 #include "testutil.h"
-int main(void) { return 77; }
+#include "vmath.h"
+
+static dt_backend *be;
+
+static void setup(void) { ck_dt(dt_backend_cpu_create(2, &be)); }
+static void teardown(void) { dt_backend_destroy(be); }
+
+static void fill(float *x, size_t n, uint64_t seed, float scale)
+{
+    dt_rng r;
+    dt_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) x[i] = (float)dt_rng_normal(&r) * scale;
+}
+
+static double *to_d(const float *x, size_t n)
+{
+    double *d = malloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+#define ASSERT_CLOSE(a, b, atol, rtol, what, i)                                              \
+    ck_assert_msg(dt_test_close((a), (b), (atol), (rtol)), "%s[%zu]: got %.9g expected %.9g", \
+                  (what), (size_t)(i), (double)(a), (double)(b))
+
+/* ---- vmath ----------------------------------------------------------------- */
+
+START_TEST(test_vmath_exp_tanh)
+{
+    double max_rel = 0, max_abs_t = 0;
+    for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+        double ref = exp((double)x);
+        double rel = fabs(dt__expf(x) - ref) / ref;
+        if (rel > max_rel) max_rel = rel;
+    }
+    for (float x = -12.0f; x <= 12.0f; x += 0.00091f) {
+        double e = fabs(dt__tanhf(x) - tanh((double)x));
+        if (e > max_abs_t) max_abs_t = e;
+    }
+    ck_assert_msg(max_rel < 3e-7, "expf max relative error %g", max_rel);
+    ck_assert_msg(max_abs_t < 3e-7, "tanhf max absolute error %g", max_abs_t);
+    ck_assert_float_eq(dt__expf(-200.0f), 0.0f);
+    ck_assert(isfinite(dt__expf(200.0f)));
+    ck_assert_float_eq(dt__expf(0.0f), 1.0f);
+}
+END_TEST
+
+/* ---- GEMM -------------------------------------------------------------------- */
+
+START_TEST(test_gemm_all_transposes)
+{
+    const int M = 37, N = 29, K = 23, pad = 5;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+            float *A = malloc(sizeof(float) * (ta ? K : M) * lda), *Bm = malloc(sizeof(float) * (tb ? N : K) * ldb);
+            float *Cm = malloc(sizeof(float) * M * ldc);
+            fill(A, (size_t)(ta ? K : M) * lda, 1, 1), fill(Bm, (size_t)(tb ? N : K) * ldb, 2, 1);
+            fill(Cm, (size_t)M * ldc, 3, 1);
+            float *C0 = malloc(sizeof(float) * M * ldc);
+            memcpy(C0, Cm, sizeof(float) * M * ldc);
+            ck_dt(be->gemm(be, ta, tb, M, N, K, 0.5f, A, lda, Bm, ldb, 0.25f, Cm, ldc));
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int k = 0; k < K; k++) {
+                        double a = ta ? A[k * lda + i] : A[i * lda + k];
+                        double b = tb ? Bm[j * ldb + k] : Bm[k * ldb + j];
+                        s += a * b;
+                    }
+                    double ref = 0.5 * s + 0.25 * C0[i * ldc + j];
+                    ASSERT_CLOSE(Cm[i * ldc + j], ref, 1e-5, 1e-4, "gemm", i * N + j);
+                }
+            for (int i = 0; i < M; i++) /* padding columns untouched */
+                for (int j = N; j < ldc; j++) ck_assert_float_eq(Cm[i * ldc + j], C0[i * ldc + j]);
+            free(A), free(Bm), free(Cm), free(C0);
+        }
+    /* K = 0 scales C by beta, M = 0 is a no-op */
+    float c[4] = {1, 2, 3, 4};
+    ck_dt(be->gemm(be, 0, 0, 2, 2, 0, 1.0f, c, 1, c, 2, 0.5f, c, 2));
+    ck_assert_float_eq(c[3], 2.0f);
+    ck_dt(be->gemm(be, 0, 0, 0, 2, 2, 1.0f, c, 2, c, 2, 0.0f, c, 2));
+    ck_assert_int_ne(be->gemm(be, 0, 0, -1, 2, 2, 1.0f, c, 2, c, 2, 0.0f, c, 2), DT_OK);
+}
+END_TEST
+
+START_TEST(test_matmul_forward_backward)
+{
+    const int N = 19, C = 13, OC = 11;
+    float *inp = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * OC * C), *bias = malloc(sizeof(float) * OC);
+    float *out = malloc(sizeof(float) * N * OC), *dout = malloc(sizeof(float) * N * OC);
+    float *dinp = malloc(sizeof(float) * N * C), *dw = malloc(sizeof(float) * OC * C), *db = malloc(sizeof(float) * OC);
+    fill(inp, N * C, 4, 1), fill(w, OC * C, 5, 1), fill(bias, OC, 6, 1), fill(dout, N * OC, 7, 1);
+    fill(dw, OC * C, 8, 1), fill(db, OC, 9, 1);
+    float *dw0 = malloc(sizeof(float) * OC * C), *db0 = malloc(sizeof(float) * OC);
+    memcpy(dw0, dw, sizeof(float) * OC * C), memcpy(db0, db, sizeof(float) * OC);
+    ck_dt(be->matmul_forward(be, out, inp, w, bias, N, C, OC));
+    ck_dt(be->matmul_backward(be, dinp, dw, db, dout, inp, w, N, C, OC));
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            double s = bias[o];
+            for (int c = 0; c < C; c++) s += (double)inp[i * C + c] * w[o * C + c];
+            ASSERT_CLOSE(out[i * OC + o], s, 1e-5, 1e-4, "matmul out", i * OC + o);
+        }
+    for (int i = 0; i < N; i++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int o = 0; o < OC; o++) s += (double)dout[i * OC + o] * w[o * C + c];
+            ASSERT_CLOSE(dinp[i * C + c], s, 1e-5, 1e-4, "matmul dinp", i * C + c);
+        }
+    for (int o = 0; o < OC; o++) {
+        double sb = db0[o];
+        for (int i = 0; i < N; i++) sb += dout[i * OC + o];
+        ASSERT_CLOSE(db[o], sb, 1e-5, 1e-4, "matmul dbias (accumulated)", o);
+        for (int c = 0; c < C; c++) {
+            double s = dw0[o * C + c];
+            for (int i = 0; i < N; i++) s += (double)dout[i * OC + o] * inp[i * C + c];
+            ASSERT_CLOSE(dw[o * C + c], s, 1e-5, 1e-4, "matmul dw (accumulated)", o * C + c);
+        }
+    }
+    free(inp), free(w), free(bias), free(out), free(dout), free(dinp), free(dw), free(db), free(dw0), free(db0);
+}
+END_TEST
+
+/* ---- LayerNorm ---------------------------------------------------------------- */
+
+static double ln_ref_loss(const double *x, const double *w, const double *b, const double *R, int N, int C,
+                          double *out)
+{
+    double L = 0;
+    for (int i = 0; i < N; i++) {
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += x[i * C + c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[i * C + c] - m) * (x[i * C + c] - m);
+        v /= C;
+        double r = 1.0 / sqrt(v + 1e-5);
+        for (int c = 0; c < C; c++) {
+            double o = (x[i * C + c] - m) * r * w[c] + b[c];
+            if (out) out[i * C + c] = o;
+            L += o * R[i * C + c];
+        }
+    }
+    return L;
+}
+
+START_TEST(test_layernorm)
+{
+    const int N = 7, C = 24;
+    float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * C), *b = malloc(sizeof(float) * C);
+    float *R = malloc(sizeof(float) * N * C), *out = malloc(sizeof(float) * N * C);
+    float mean[7], rstd[7];
+    fill(x, N * C, 10, 2), fill(w, C, 11, 1), fill(b, C, 12, 1), fill(R, N * C, 13, 1);
+    for (int i = 0; i < N * C; i++) x[i] += 3.0f; /* non-zero mean */
+    ck_dt(be->layernorm_forward(be, out, mean, rstd, x, w, b, N, C));
+    double *xd = to_d(x, N * C), *wd = to_d(w, C), *bd = to_d(b, C), *Rd = to_d(R, N * C);
+    double *ref = malloc(sizeof(double) * N * C);
+    ln_ref_loss(xd, wd, bd, Rd, N, C, ref);
+    for (int i = 0; i < N * C; i++) ASSERT_CLOSE(out[i], ref[i], 1e-5, 1e-4, "layernorm out", i);
+    float *dx = calloc(N * C, sizeof(float)), *dw = calloc(C, sizeof(float)), *db = calloc(C, sizeof(float));
+    ck_dt(be->layernorm_backward(be, dx, dw, db, R, x, w, mean, rstd, N, C));
+    const double h = 1e-6;
+    for (int i = 0; i < N * C; i++) {
+        double s = xd[i];
+        xd[i] = s + h;
+        double lp = ln_ref_loss(xd, wd, bd, Rd, N, C, NULL);
+        xd[i] = s - h;
+        double lm = ln_ref_loss(xd, wd, bd, Rd, N, C, NULL);
+        xd[i] = s;
+        ASSERT_CLOSE(dx[i], (lp - lm) / (2 * h), 1e-4, 1e-3, "layernorm dx", i);
+    }
+    for (int c = 0; c < C; c++) {
+        double s = wd[c];
+        wd[c] = s + h;
+        double lp = ln_ref_loss(xd, wd, bd, Rd, N, C, NULL);
+        wd[c] = s - h;
+        double lm = ln_ref_loss(xd, wd, bd, Rd, N, C, NULL);
+        wd[c] = s;
+        ASSERT_CLOSE(dw[c], (lp - lm) / (2 * h), 1e-4, 1e-3, "layernorm dw", c);
+        s = bd[c];
+        bd[c] = s + h;
+        lp = ln_ref_loss(xd, wd, bd, Rd, N, C, NULL);
+        bd[c] = s - h;
+        lm = ln_ref_loss(xd, wd, bd, Rd, N, C, NULL);
+        bd[c] = s;
+        ASSERT_CLOSE(db[c], (lp - lm) / (2 * h), 1e-4, 1e-3, "layernorm db", c);
+    }
+    /* accumulation: a second backward doubles every gradient */
+    float *dx2 = malloc(sizeof(float) * N * C);
+    memcpy(dx2, dx, sizeof(float) * N * C);
+    ck_dt(be->layernorm_backward(be, dx, dw, db, R, x, w, mean, rstd, N, C));
+    for (int i = 0; i < N * C; i++) ASSERT_CLOSE(dx[i], 2.0 * dx2[i], 1e-6, 1e-5, "layernorm dx accumulate", i);
+    free(x), free(w), free(b), free(R), free(out), free(xd), free(wd), free(bd), free(Rd), free(ref);
+    free(dx), free(dw), free(db), free(dx2);
+}
+END_TEST
+
+/* ---- GELU ---------------------------------------------------------------------- */
+
+static double gelu_ref(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+START_TEST(test_gelu)
+{
+    const size_t n = 1001;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n);
+    float *dx = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = -8.0f + 16.0f * i / (n - 1);
+    fill(dy, n, 14, 1);
+    ck_dt(be->gelu_forward(be, y, x, n));
+    ck_dt(be->gelu_backward(be, dx, x, dy, n));
+    const double h = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_CLOSE(y[i], gelu_ref(x[i]), 1e-6, 1e-5, "gelu", i);
+        double fd = (gelu_ref(x[i] + h) - gelu_ref(x[i] - h)) / (2 * h);
+        ASSERT_CLOSE(dx[i], fd * dy[i], 1e-5, 1e-4, "gelu backward", i);
+    }
+    /* in place: dinp aliasing dout */
+    memcpy(dx, dy, sizeof(float) * n);
+    ck_dt(be->gelu_backward(be, dx, x, dx, n));
+    for (size_t i = 0; i < n; i++) {
+        double fd = (gelu_ref(x[i] + h) - gelu_ref(x[i] - h)) / (2 * h);
+        ASSERT_CLOSE(dx[i], fd * dy[i], 1e-5, 1e-4, "gelu backward in place", i);
+    }
+    free(x), free(y), free(dy), free(dx);
+}
+END_TEST
+
+/* ---- attention --------------------------------------------------------------------- */
+
+static double attn_ref_loss(const double *qkv, const double *R, int B, int T, int C, int NH, double *out)
+{
+    int hs = C / NH;
+    double L = 0, sc = 1.0 / sqrt((double)hs);
+    double *p = malloc(sizeof(double) * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const double *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                double mx = -1e300;
+                for (int j = 0; j <= t; j++) {
+                    const double *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += q[d] * k[d];
+                    p[j] = s * sc;
+                    if (p[j] > mx) mx = p[j];
+                }
+                double z = 0;
+                for (int j = 0; j <= t; j++) z += (p[j] = exp(p[j] - mx));
+                for (int d = 0; d < hs; d++) {
+                    double y = 0;
+                    for (int j = 0; j <= t; j++) y += p[j] / z * qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * hs + d];
+                    size_t o = ((size_t)b * T + t) * C + h * hs + d;
+                    if (out) out[o] = y;
+                    L += y * R[o];
+                }
+            }
+    free(p);
+    return L;
+}
+
+START_TEST(test_attention)
+{
+    const int B = 2, T = 9, C = 12, NH = 3;
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * no), *att = malloc(sizeof(float) * na);
+    float *R = malloc(sizeof(float) * no), *dqkv = malloc(sizeof(float) * nq), *scr = malloc(sizeof(float) * na);
+    fill(qkv, nq, 15, 1), fill(R, no, 16, 1);
+    ck_dt(be->attention_forward(be, out, att, qkv, B, T, C, NH));
+    double *qd = to_d(qkv, nq), *Rd = to_d(R, no), *ref = malloc(sizeof(double) * no);
+    attn_ref_loss(qd, Rd, B, T, C, NH, ref);
+    for (size_t i = 0; i < no; i++) ASSERT_CLOSE(out[i], ref[i], 1e-5, 1e-4, "attention out", i);
+    for (int bh = 0; bh < B * NH; bh++) /* probabilities: rows sum to 1, causal */
+        for (int t = 0; t < T; t++) {
+            double s = 0;
+            for (int j = 0; j <= t; j++) s += att[((size_t)bh * T + t) * T + j];
+            ASSERT_CLOSE(s, 1.0, 1e-5, 0, "attention row sum", t);
+        }
+    ck_dt(be->attention_backward(be, dqkv, scr, R, qkv, att, B, T, C, NH));
+    const double h = 1e-6;
+    for (size_t i = 0; i < nq; i++) {
+        double s = qd[i];
+        qd[i] = s + h;
+        double lp = attn_ref_loss(qd, Rd, B, T, C, NH, NULL);
+        qd[i] = s - h;
+        double lm = attn_ref_loss(qd, Rd, B, T, C, NH, NULL);
+        qd[i] = s;
+        ASSERT_CLOSE(dqkv[i], (lp - lm) / (2 * h), 1e-4, 1e-3, "attention dqkv", i);
+    }
+    ck_assert_int_ne(be->attention_forward(be, out, att, qkv, B, T, C, 5), DT_OK);
+    free(qkv), free(out), free(att), free(R), free(dqkv), free(scr), free(qd), free(Rd), free(ref);
+}
+END_TEST
+
+/* ---- embedding ----------------------------------------------------------------------- */
+
+START_TEST(test_encoder)
+{
+    const int B = 3, T = 5, C = 20, V = 7;
+    int32_t tok[15];
+    for (int i = 0; i < B * T; i++) tok[i] = (i * 5 + 1) % V;
+    float *wte = malloc(sizeof(float) * V * C), *wpe = malloc(sizeof(float) * T * C), *out = malloc(sizeof(float) * B * T * C);
+    float *dout = malloc(sizeof(float) * B * T * C), *dwte = calloc(V * C, sizeof(float)), *dwpe = calloc(T * C, sizeof(float));
+    fill(wte, V * C, 17, 1), fill(wpe, T * C, 18, 1), fill(dout, B * T * C, 19, 1);
+    ck_dt(be->encoder_forward(be, out, tok, wte, wpe, B, T, C));
+    ck_dt(be->encoder_backward(be, dwte, dwpe, dout, tok, B, T, C));
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++)
+            ck_assert_float_eq(out[bt * C + c], wte[tok[bt] * C + c] + wpe[(bt % T) * C + c]);
+    for (int v = 0; v < V; v++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int bt = 0; bt < B * T; bt++) s += tok[bt] == v ? dout[bt * C + c] : 0;
+            ASSERT_CLOSE(dwte[v * C + c], s, 1e-6, 1e-5, "dwte", v * C + c);
+        }
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int b = 0; b < B; b++) s += dout[(b * T + t) * C + c];
+            ASSERT_CLOSE(dwpe[t * C + c], s, 1e-6, 1e-5, "dwpe", t * C + c);
+        }
+    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
+}
+END_TEST
+
+/* ---- cross-entropy --------------------------------------------------------------------- */
+
+static double xent_ref(const double *z, int tgt, int V)
+{
+    double mx = z[0];
+    for (int v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+    double s = 0;
+    for (int v = 0; v < V; v++) s += exp(z[v] - mx);
+    return mx + log(s) - z[tgt];
+}
+
+START_TEST(test_crossentropy)
+{
+    const int N = 6, V = 33;
+    float *z = malloc(sizeof(float) * N * V), *d = malloc(sizeof(float) * N * V), losses[6];
+    uint8_t correct[6];
+    int32_t tgt[6] = {0, 32, -1, 5, 7, 7};
+    fill(z, N * V, 20, 3);
+    z[5 * V + 7] = 100.0f; /* row 5: target is the argmax */
+    ck_dt(be->crossentropy_forward_backward(be, losses, correct, d, z, tgt, N, V, 0.5f));
+    double *zd = to_d(z, N * V);
+    const double h = 1e-6;
+    for (int i = 0; i < N; i++) {
+        if (tgt[i] < 0) {
+            ck_assert_float_eq(losses[i], 0.0f);
+            for (int v = 0; v < V; v++) ck_assert_float_eq(d[i * V + v], 0.0f);
+            continue;
+        }
+        ASSERT_CLOSE(losses[i], xent_ref(zd + i * V, tgt[i], V), 1e-5, 1e-5, "loss", i);
+        int arg = 0;
+        for (int v = 1; v < V; v++) if (z[i * V + v] > z[i * V + arg]) arg = v;
+        ck_assert_int_eq(correct[i], arg == tgt[i]);
+        for (int v = 0; v < V; v++) {
+            double s = zd[i * V + v];
+            zd[i * V + v] = s + h;
+            double lp = xent_ref(zd + i * V, tgt[i], V);
+            zd[i * V + v] = s - h;
+            double lm = xent_ref(zd + i * V, tgt[i], V);
+            zd[i * V + v] = s;
+            ASSERT_CLOSE(d[i * V + v], 0.5 * (lp - lm) / (2 * h), 1e-5, 1e-4, "dlogits", i * V + v);
+        }
+    }
+    ck_assert_int_eq(correct[5], 1);
+    /* in place (dlogits aliasing logits) gives the same gradient */
+    ck_dt(be->crossentropy_forward_backward(be, losses, NULL, z, z, tgt, N, V, 0.5f));
+    ck_assert_mem_eq(z, d, sizeof(float) * N * V);
+    int32_t bad[6] = {0, 33, 0, 0, 0, 0};
+    ck_assert_int_eq(be->crossentropy_forward_backward(be, losses, NULL, NULL, z, bad, N, V, 1.0f), DT_ERR_INVALID);
+    free(z), free(d), free(zd);
+}
+END_TEST
+
+START_TEST(test_residual)
+{
+    float a[37], b[37], o[37];
+    fill(a, 37, 21, 1), fill(b, 37, 22, 1);
+    ck_dt(be->residual_forward(be, o, a, b, 37));
+    for (int i = 0; i < 37; i++) ck_assert_float_eq(o[i], a[i] + b[i]);
+    ck_dt(be->residual_forward(be, a, a, b, 37));
+    ck_assert_mem_eq(a, o, sizeof o);
+}
+END_TEST
+
+/* Same inputs, same thread count: bit-identical outputs, including the
+ * reductions over rows. */
+START_TEST(test_determinism)
+{
+    const int N = 512, C = 64;
+    float *x = malloc(sizeof(float) * N * C), *dy = malloc(sizeof(float) * N * C), w[64], b[64];
+    float mean[512], rstd[512], *y = malloc(sizeof(float) * N * C);
+    fill(x, N * C, 23, 1), fill(dy, N * C, 24, 1), fill(w, C, 25, 1), fill(b, C, 26, 1);
+    ck_dt(be->layernorm_forward(be, y, mean, rstd, x, w, b, N, C));
+    float dw[2][64], db[2][64];
+    for (int r = 0; r < 2; r++) {
+        float *dx = calloc(N * C, sizeof(float));
+        memset(dw[r], 0, sizeof dw[r]), memset(db[r], 0, sizeof db[r]);
+        ck_dt(be->layernorm_backward(be, dx, dw[r], db[r], dy, x, w, mean, rstd, N, C));
+        free(dx);
+    }
+    ck_assert_mem_eq(dw[0], dw[1], sizeof dw[0]);
+    ck_assert_mem_eq(db[0], db[1], sizeof db[0]);
+    free(x), free(dy), free(y);
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("cpu");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_vmath_exp_tanh);
+    tcase_add_test(tc, test_gemm_all_transposes);
+    tcase_add_test(tc, test_matmul_forward_backward);
+    tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_gelu);
+    tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_encoder);
+    tcase_add_test(tc, test_crossentropy);
+    tcase_add_test(tc, test_residual);
+    tcase_add_test(tc, test_determinism);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return dt_test_run(ops_suite()); }

@@ -1,0 +1,100 @@
+/* block.c: one pre-LayerNorm transformer block, forward and backward.
+ *
+ *   res2 = x + proj(attention(ln1(x)))
+ *   out  = res2 + fcproj(gelu(fc(ln2(res2))))
+ *
+ * Backward keeps one residual-gradient buffer dres flowing through the
+ * block: each LayerNorm backward accumulates into it (the "+" of the
+ * residual), so no separate add is needed. Saved activations per block,
+ * in floats: 16*B*T*C + 4*B*T + NH*B*T*T (dt__block_act_floats is the single
+ * source of truth for that size). */
+#include "gpt_layers.h"
+
+dt_status dt__arena_alloc(dt__arena *a, size_t n, float **out)
+{
+    n = (n + 15) & ~(size_t)15; /* keep 64-byte alignment */
+    if (a->used + n > a->capacity)
+        return DT_FAIL(DT_ERR_NOMEM, "activation arena: %zu floats requested, %zu of %zu in use", n, a->used,
+                       a->capacity);
+    *out = a->base + a->used;
+    a->used += n;
+    if (a->used > a->peak) a->peak = a->used;
+    return DT_OK;
+}
+
+void dt__arena_reset(dt__arena *a) { a->used = 0; }
+
+static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T)
+{
+    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    return 5 * dt__pad16(BT * C)       /* ln1, atty, res2, ln2, out */
+           + 4 * dt__pad16(BT)         /* LayerNorm means and rstds */
+           + dt__pad16(BT * 3 * C)     /* qkv */
+           + dt__pad16(B * NH * T * T) /* att */
+           + 2 * dt__pad16(BT * 4 * C);/* fch, fch_gelu */
+}
+
+size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
+{
+    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    return dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(B * NH * T * T) + dt__pad16(BT * 4 * C);
+}
+
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, dt__block_acts *acts)
+{
+    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln1));
+    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_mean));
+    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_rstd));
+    DT_CHECK(dt__arena_alloc(a, BT * 3 * C, &acts->qkv));
+    DT_CHECK(dt__arena_alloc(a, B * NH * T * T, &acts->att));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->atty));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->res2));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln2));
+    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_mean));
+    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_rstd));
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * C, &acts->fch));
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * C, &acts->fch_gelu));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->out));
+    return DT_OK;
+}
+
+dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                            dt__block_acts *a, const float *x, int B, int T)
+{
+    const int C = cfg->hidden_size, NH = cfg->num_heads, N = B * T;
+    const size_t NC = (size_t)N * C;
+    DT_CHECK(be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
+    DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C));
+    DT_CHECK(be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH));
+    DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C));
+    DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
+    DT_CHECK(be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
+    DT_CHECK(be->matmul_forward(be, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C));
+    DT_CHECK(be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * 4 * C));
+    DT_CHECK(be->matmul_forward(be, a->out, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C));
+    DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
+    return DT_OK;
+}
+
+dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                             const dt__block_params *g, const dt__block_acts *a, const dt__block_scratch *s,
+                             const float *x, float *dres, int B, int T)
+{
+    const int C = cfg->hidden_size, NH = cfg->num_heads, N = B * T;
+    /* MLP: dres is d(out) = d(res2) through the residual, and d(fcproj out). */
+    DT_CHECK(be->matmul_backward(be, s->dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu, p->fcprojw, N, 4 * C, C));
+    DT_CHECK(be->gelu_backward(be, s->dfch, a->fch, s->dfch, (size_t)N * 4 * C));
+    DT_CHECK(be->matmul_backward(be, s->dbtc, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C));
+    DT_CHECK(be->layernorm_backward(be, dres, g->ln2w, g->ln2b, s->dbtc, a->res2, p->ln2w, a->ln2_mean,
+                                    a->ln2_rstd, N, C));
+    /* Attention: dres now holds d(res2) = d(x) through the residual + d(proj out). */
+    DT_CHECK(be->matmul_backward(be, s->dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, C, C));
+    DT_CHECK(be->attention_backward(be, s->dqkv, s->datt, s->dbtc, a->qkv, a->att, B, T, C, NH));
+    DT_CHECK(be->matmul_backward(be, s->dbtc, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
+    DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, s->dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
+                                    N, C));
+    return DT_OK;
+}
