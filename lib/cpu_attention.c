@@ -11,28 +11,15 @@
  * the causal result.
  *
  * Threads: the (b, h) pairs are split statically across OpenMP threads and
- * each runs single-threaded BLAS on its own head, which keeps that head's
- * T x T block in cache and the result independent of timing. */
+ * each runs BLAS (single-threaded, see cpu_gemm.c) on its own head, which
+ * keeps that head's T x T block in cache and the result independent of
+ * timing. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_backend.h"
 #include "vmath.h"
-
-/* Run BLAS single-threaded inside our own parallel loops, restoring the
- * thread count afterwards. */
-static int dt__blas_serial_begin(void)
-{
-    int n = openblas_get_num_threads();
-    if (n != 1) openblas_set_num_threads(1);
-    return n;
-}
-
-static void dt__blas_serial_end(int n)
-{
-    if (n != 1) openblas_set_num_threads(n);
-}
 
 dt_status dt__cpu_attention_forward(dt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
                                     int NH)
@@ -41,7 +28,6 @@ dt_status dt__cpu_attention_forward(dt_backend *be, float *out, float *att, cons
     if (C % NH != 0) return DT_FAIL(DT_ERR_INVALID, "attention: hidden size %d not divisible by %d heads", C, NH);
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
-    int saved = dt__blas_serial_begin();
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -69,7 +55,6 @@ dt_status dt__cpu_attention_forward(dt_backend *be, float *out, float *att, cons
         float *y = out + (size_t)b * T * C + h * hs;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, v, C3, 0.0f, y, C);
     }
-    dt__blas_serial_end(saved);
     return DT_OK;
 }
 
@@ -80,7 +65,6 @@ dt_status dt__cpu_attention_backward(dt_backend *be, float *dqkv, float *scratch
     if (C % NH != 0) return DT_FAIL(DT_ERR_INVALID, "attention: hidden size %d not divisible by %d heads", C, NH);
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
-    int saved = dt__blas_serial_begin();
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -108,6 +92,5 @@ dt_status dt__cpu_attention_backward(dt_backend *be, float *dqkv, float *scratch
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, k, C3, 0.0f, dq, C3);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, q, C3, 0.0f, dk, C3);
     }
-    dt__blas_serial_end(saved);
     return DT_OK;
 }

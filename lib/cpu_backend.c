@@ -1,5 +1,5 @@
 /* cpu_backend.c: the CPU backend's table: memory (64-byte aligned, zeroed),
- * threads (OpenBLAS and OpenMP set together), and the ops from the
+ * threads (one OpenMP pool; OpenBLAS single-threaded inside it), and the ops from the
  * cpu_*.c files. It is the reference every other backend is tested against. */
 #include <cblas.h>
 #include <stdlib.h>
@@ -22,7 +22,9 @@ static dt_status dt__cpu_set_threads(dt_backend *be, int n)
 #endif
     }
     if (n > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", n);
-    openblas_set_num_threads(n);
+    /* OpenBLAS stays single-threaded: GEMMs are split across OpenMP's
+     * threads instead (cpu_gemm.c), so one pool serves every op. */
+    openblas_set_num_threads(1);
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif

@@ -3,10 +3,25 @@
  * Row-major throughout. A linear layer stores w as (OC, C) like PyTorch and
  * llm.c, so forward is out = inp @ w^T and the weight gradient is
  * dw += dout^T @ inp. The bias is broadcast into out before the GEMM
- * (beta = 1), which costs one pass over out instead of two. */
+ * (beta = 1), which costs one pass over out instead of two.
+ *
+ * Threads: OpenBLAS always runs single-threaded (set once by the backend);
+ * dt__cpu_gemm splits the output into one block of rows (or columns) per
+ * OpenMP thread and calls cblas_sgemm on each. One thread pool, OpenMP's,
+ * then serves GEMMs and elementwise ops alike: two pools on the same cores
+ * (OpenBLAS's workers spin for a while after every call) were measured to
+ * cost about a third of the two-thread throughput. Each output element is
+ * computed by one thread in BLAS's own order, so results do not depend on
+ * timing. */
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu_backend.h"
+
+/* Below this many multiply-adds per thread a split costs more than it saves. */
+#define DT__GEMM_SPLIT_MIN (1 << 18)
 
 dt_status dt__cpu_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
                        int lda, const float *B, int ldb, float beta, float *C, int ldc)
@@ -20,8 +35,37 @@ dt_status dt__cpu_gemm(dt_backend *be, int transa, int transb, int M, int N, int
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return DT_OK;
     }
-    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
+    const enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans, tb = transb ? CblasTrans : CblasNoTrans;
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel()) nt = omp_get_max_threads();
+#endif
+    double work = (double)M * N * K;
+    if (nt > 1 && work / nt < DT__GEMM_SPLIT_MIN) {
+        nt = (int)(work / DT__GEMM_SPLIT_MIN);
+        if (nt < 1) nt = 1;
+    }
+    if (nt <= 1) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return DT_OK;
+    }
+    /* Split the longer output side into nt blocks, multiples of 16 where possible. */
+    const int by_rows = M >= N;
+    const int len = by_rows ? M : N;
+    int chunk = (len + nt - 1) / nt;
+    if (chunk > 16) chunk = (chunk + 15) & ~15;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int p = 0; p < nt; p++) {
+        int lo = p * chunk, hi = lo + chunk < len ? lo + chunk : len;
+        if (lo >= hi) continue;
+        if (by_rows) {
+            const float *Ap = transa ? A + lo : A + (size_t)lo * lda;
+            cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, N, K, alpha, Ap, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
+        } else {
+            const float *Bp = transb ? B + (size_t)lo * ldb : B + lo;
+            cblas_sgemm(CblasRowMajor, ta, tb, M, hi - lo, K, alpha, A, lda, Bp, ldb, beta, C + lo, ldc);
+        }
+    }
     return DT_OK;
 }
 

@@ -62,9 +62,13 @@ END_TEST
 
 /* ---- GEMM -------------------------------------------------------------------- */
 
+/* Small shapes run as one BLAS call; the larger ones are split across
+ * threads by rows (M >= N) or by columns (N > M). */
+static const int gemm_shapes[][3] = {{37, 29, 23}, {301, 40, 50}, {40, 301, 50}};
+
 START_TEST(test_gemm_all_transposes)
 {
-    const int M = 37, N = 29, K = 23, pad = 5;
+    const int M = gemm_shapes[_i][0], N = gemm_shapes[_i][1], K = gemm_shapes[_i][2], pad = 5;
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
@@ -432,7 +436,7 @@ static Suite *ops_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_vmath_exp_tanh);
-    tcase_add_test(tc, test_gemm_all_transposes);
+    tcase_add_loop_test(tc, test_gemm_all_transposes, 0, 3);
     tcase_add_test(tc, test_matmul_forward_backward);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_gelu);
