@@ -30,6 +30,8 @@ extern "C" {
 #define DT_TRACE_VERSION 1
 #define DT_TRACE_NAME_MAX 48
 #define DT_TRACE_MAX_EXTRA 8
+/* Value of a well-known integer arg that is absent (left out of the file). */
+#define DT_TRACE_NONE (-2147483647 - 1)
 
 /* Lanes (tid): one row per lane per rank in Perfetto. */
 enum { DT_LANE_COMPUTE = 0, DT_LANE_COMM = 1, DT_LANE_OPTIM = 2, DT_LANE_DATA = 3 };
@@ -56,10 +58,10 @@ typedef struct dt_trace_event {
     int tid;                       /* lane */
     int64_t ts_ns;
     int64_t dur_ns;                /* 'X' only */
-    /* well-known args; -1 means absent */
+    /* well-known args; DT_TRACE_NONE means absent */
     int64_t iter;
     int micro_batch;
-    int layer;
+    int layer;                     /* -1 embedding, 0..L-1 blocks, L head + loss */
     int64_t bytes;
     double value;                  /* 'C': the counter's value (written as args.value) */
     char label[DT_TRACE_NAME_MAX]; /* 'M': args.name */

@@ -1,2 +1,682 @@
-/* trace_read.c: placeholder while the module is written. */
-typedef int dt__placeholder_trace_read;
+/* trace_read.c: owns dt_trace_read, which turns a dtrain trace file (schema
+ * in docs/trace-format.md, writer in trace_write.c) back into events.
+ *
+ * How: the file is read into memory; this file walks only the outer shape
+ * ({ "key": value, ... } and the traceEvents array) and hands every value,
+ * one event at a time, to jansson (JSON_DISABLE_EOF_CHECK makes jansson stop
+ * after one value and report how many bytes it used). So the JSON tree held
+ * at any moment is one event, not the whole trace, and every syntax error,
+ * ours or jansson's, is reported with its line, column and byte offset in
+ * the file. ts and dur are converted from their text, not from the double
+ * jansson makes of them: "%lld.%03lld" microseconds are exact nanoseconds
+ * only if read digit by digit (a double cannot hold CLOCK_MONOTONIC values
+ * to the nanosecond).
+ *
+ * What is accepted (and why):
+ *   - otherData.format must be "dtrain-trace" and otherData.version must be
+ *     DT_TRACE_VERSION, and otherData must come before traceEvents (the
+ *     writer puts it first; sorting keys keeps it first): another version
+ *     may mean something else by the same field, so it is refused before
+ *     any event is looked at, rather than guessed at. Chrome traces from
+ *     other tools (no otherData) are refused with a message saying so.
+ *   - Unknown top-level keys and unknown non-numeric args are ignored (new
+ *     fields are additive within a version). Unknown numeric args become
+ *     extras; more than DT_TRACE_MAX_EXTRA of them is an error, not a silent
+ *     drop, because extras are data the reader promises to give back.
+ *   - ph is one of X, C, i, M; other Chrome phases are an error.
+ *   - Numbers in ts/dur may be written any way JSON allows ("1.5e3", more
+ *     than three decimals): they are rounded to the nearest nanosecond,
+ *     halves away from zero; outside int64 is an error.
+ *   - Duplicate keys anywhere are an error (which one wins is undefined).
+ *
+ * Invariant: on failure nothing is returned (*out = NULL) and the message
+ * names the file and either a position or traceEvents[i] and the field. */
+#include "dt_trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+typedef struct dt__rd {
+    const char *path;
+    const char *buf; /* the whole file */
+    size_t len;
+    size_t pos;      /* next byte the walker looks at */
+    dt_trace *t;
+    size_t cap;      /* allocated length of t->events */
+    int seen_other, seen_events;
+} dt__rd;
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* "line L, column C (byte B)" for the point after `used` bytes, counted the
+ * way jansson counts (columns are characters read on that line). */
+static void dt__where(const dt__rd *r, size_t used, char *out, size_t cap)
+{
+    long line = 1, col = 0;
+    for (size_t i = 0; i < used && i < r->len; i++) {
+        unsigned char c = (unsigned char)r->buf[i];
+        if (c == '\n') {
+            line++;
+            col = 0;
+        } else if ((c & 0xC0) != 0x80) {
+            col++;
+        }
+    }
+    snprintf(out, cap, "line %ld, column %ld (byte %zu)", line, col, used);
+}
+
+/* A syntax error at byte offset at (the offending byte; at == len for EOF). */
+__attribute__((format(printf, 3, 4))) static dt_status dt__fail_at(const dt__rd *r, size_t at, const char *fmt, ...)
+{
+    char msg[256], where[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    dt__where(r, at < r->len ? at + 1 : r->len, where, sizeof where);
+    return DT_FAIL(DT_ERR_FORMAT, "%s: %s: %s", r->path, where, msg);
+}
+
+static const char *dt__type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* ---- the outer walker --------------------------------------------------- */
+
+static void dt__skip_ws(dt__rd *r)
+{
+    while (r->pos < r->len) {
+        char c = r->buf[r->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        r->pos++;
+    }
+}
+
+/* One JSON value at r->pos, parsed by jansson; r->pos moves past it. The
+ * printf-style tail says where the value is; it is formatted only on
+ * failure, as this runs once per event. */
+__attribute__((format(printf, 3, 4))) static dt_status dt__take(dt__rd *r, json_t **out, const char *fmt, ...)
+{
+    json_error_t jerr;
+    *out = json_loadb(r->buf + r->pos, r->len - r->pos,
+                      JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &jerr);
+    size_t used = jerr.position > 0 ? (size_t)jerr.position : 0;
+    if (!*out) {
+        char where[96], in[160];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(in, sizeof in, fmt, ap);
+        va_end(ap);
+        dt__where(r, r->pos + used, where, sizeof where);
+        return DT_FAIL(DT_ERR_FORMAT, "%s: %s: %s (in %s)", r->path, where, jerr.text, in);
+    }
+    r->pos += used;
+    return DT_OK;
+}
+
+/* Expects one of the characters in seps after optional whitespace; stores it
+ * in *got (if not NULL) and moves past it. Otherwise fails; the printf-style
+ * tail says where ("after traceEvents[3]"). */
+__attribute__((format(printf, 4, 5))) static dt_status dt__expect(dt__rd *r, const char *seps, char *got,
+                                                                  const char *fmt, ...)
+{
+    dt__skip_ws(r);
+    if (r->pos < r->len && strchr(seps, r->buf[r->pos])) {
+        if (got) *got = r->buf[r->pos];
+        r->pos++;
+        return DT_OK;
+    }
+    char after[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(after, sizeof after, fmt, ap);
+    va_end(ap);
+    if (r->pos >= r->len)
+        return dt__fail_at(r, r->len, "the file ends %s (cut short: did the writer crash or is it still running?)",
+                           after);
+    char list[16] = "";
+    for (const char *sp = seps; *sp; sp++) {
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s'%c'", n ? " or " : "", *sp);
+    }
+    return dt__fail_at(r, r->pos, "expected %s %s, found '%c'", list, after, r->buf[r->pos]);
+}
+
+/* ---- exact microsecond text -> nanoseconds ------------------------------ */
+
+/* s[0..n) is a JSON number (checked by jansson) in microseconds. Sets *ns to
+ * it times 1000, rounded to nearest (halves away from zero). 0 if out of
+ * int64 range. */
+static int dt__us_text_to_ns(const char *s, size_t n, int64_t *ns)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (i < n && s[i] == '-') {
+        neg = 1;
+        i++;
+    }
+    /* value = 0.dig[0]dig[1]... * 10^point, dig without leading zeros.
+     * Significant digits past 64 are dropped: within int64 range they are
+     * far below a nanosecond, and beyond it the result is an error anyway. */
+    char dig[64];
+    size_t nd = 0;
+    long point = 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (nd == 0 && s[i] == '0') continue;
+        if (nd < sizeof dig) dig[nd++] = s[i];
+        if (point < 100000) point++;
+    }
+    if (i < n && s[i] == '.')
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (nd == 0 && s[i] == '0') {
+                if (point > -100000) point--;
+                continue;
+            }
+            if (nd < sizeof dig) dig[nd++] = s[i];
+        }
+    long exp10 = 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        int eneg = 0;
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            if (exp10 < 100000) exp10 = exp10 * 10 + (s[i] - '0');
+        if (eneg) exp10 = -exp10;
+    }
+    if (nd == 0) {
+        *ns = 0;
+        return 1;
+    }
+    /* times 1000: the nanosecond point falls after `point` digits of dig */
+    point += exp10 + 3;
+    if (point > 20) return 0; /* >= 10^20 ns with a nonzero leading digit */
+    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    uint64_t v = 0;
+    for (long k = 0; k < point; k++) {
+        unsigned d = (size_t)k < nd ? (unsigned)(dig[k] - '0') : 0;
+        if (v > (limit - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    if (point >= 0 && (size_t)point < nd && dig[point] >= '5') {
+        if (v >= limit) return 0;
+        v++;
+    }
+    if (!neg)
+        *ns = (int64_t)v;
+    else
+        *ns = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+    return 1;
+}
+
+/* ---- finding a member's text inside a (valid) event object -------------- */
+
+static size_t dt__ws(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i;
+}
+
+/* i at an opening quote; returns the index after the closing quote. */
+static size_t dt__skip_string(const char *s, size_t n, size_t i)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\')
+            i++;
+        else if (s[i] == '"')
+            return i + 1;
+    }
+    return n;
+}
+
+static size_t dt__skip_value(const char *s, size_t n, size_t i)
+{
+    if (i >= n) return n;
+    if (s[i] == '"') return dt__skip_string(s, n, i);
+    if (s[i] == '{' || s[i] == '[') {
+        int depth = 0;
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') {
+                i = dt__skip_string(s, n, i);
+                continue;
+            }
+            if (c == '{' || c == '[') depth++;
+            if (c == '}' || c == ']') {
+                if (--depth == 0) return i + 1;
+            }
+            i++;
+        }
+        return n;
+    }
+    while (i < n && !strchr(" \t\r\n,}]", s[i])) i++;
+    return i;
+}
+
+/* Does the JSON string text s[0..n) (quotes included) decode to key? */
+static int dt__key_is(const char *s, size_t n, const char *key)
+{
+    if (!memchr(s, '\\', n)) return n - 2 == strlen(key) && memcmp(s + 1, key, n - 2) == 0;
+    json_t *j = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    int eq = j && json_is_string(j) && strcmp(json_string_value(j), key) == 0;
+    json_decref(j);
+    return eq;
+}
+
+/* In the text of an object jansson accepted (so well formed, no duplicate
+ * keys), the text of the value of top-level member key. */
+static int dt__member_text(const char *s, size_t n, const char *key, const char **val, size_t *vlen)
+{
+    size_t i = dt__ws(s, n, 0);
+    if (i >= n || s[i] != '{') return 0;
+    for (i++;;) {
+        i = dt__ws(s, n, i);
+        if (i >= n || s[i] != '"') return 0;
+        size_t k0 = i;
+        i = dt__skip_string(s, n, i);
+        int match = dt__key_is(s + k0, i - k0, key);
+        i = dt__ws(s, n, i);
+        if (i >= n || s[i] != ':') return 0;
+        i = dt__ws(s, n, i + 1);
+        size_t v0 = i;
+        i = dt__skip_value(s, n, i);
+        if (match) {
+            *val = s + v0;
+            *vlen = i - v0;
+            return 1;
+        }
+        i = dt__ws(s, n, i);
+        if (i >= n || s[i] != ',') return 0;
+        i++;
+    }
+}
+
+/* ---- one event ---------------------------------------------------------- */
+
+static const char *const dt__span_keys[] = {"iter", "micro_batch", "layer", "bytes"};
+
+/* Copies a string member into dst[cap]; required says whether absence is an
+ * error; empty_ok whether "" is allowed. ctx is "path: traceEvents[i]". */
+static dt_status dt__get_str(const char *ctx, json_t *obj, const char *key, const char *shown, int required,
+                             int empty_ok, char *dst, size_t cap)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) {
+        if (required) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"%s\"", ctx, shown);
+        dst[0] = '\0';
+        return DT_OK;
+    }
+    if (!json_is_string(v))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" must be a string, not %s", ctx, shown, dt__type_name(v));
+    size_t n = json_string_length(v);
+    if (n >= cap)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" is %zu bytes, longer than %zu", ctx, shown, n, cap - 1);
+    if (n == 0 && !empty_ok) return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" is empty", ctx, shown);
+    memcpy(dst, json_string_value(v), n + 1);
+    return DT_OK;
+}
+
+/* An integer in lo..hi; the field is shown as prefix+key ("args.layer"). */
+static dt_status dt__get_int(const char *ctx, json_t *v, const char *prefix, const char *key, int64_t lo, int64_t hi,
+                             int64_t *out)
+{
+    if (!json_is_integer(v))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" must be an integer, not %s", ctx, prefix, key,
+                       dt__type_name(v));
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" is %" PRId64 ", outside %" PRId64 "..%" PRId64, ctx, prefix,
+                       key, (int64_t)x, lo, hi);
+    *out = (int64_t)x;
+    return DT_OK;
+}
+
+/* ts or dur: a number, converted exactly from its text. */
+static dt_status dt__get_time(const char *ctx, json_t *obj, const char *key, const char *text, size_t text_len,
+                              int64_t *ns)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"%s\"", ctx, key);
+    if (!json_is_number(v))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" must be a number (microseconds), not %s", ctx, key,
+                       dt__type_name(v));
+    const char *num;
+    size_t num_len;
+    if (!dt__member_text(text, text_len, key, &num, &num_len))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: cannot locate the text of \"%s\"", ctx, key);
+    if (!dt__us_text_to_ns(num, num_len, ns))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" %.*s us is outside the int64 nanosecond range", ctx, key,
+                       (int)(num_len > 40 ? 40 : num_len), num);
+    return DT_OK;
+}
+
+static dt_status dt__add_extra(const char *ctx, dt_trace_event *e, const char *key, json_t *v)
+{
+    if (e->n_extra >= DT_TRACE_MAX_EXTRA)
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: more than %d numeric args beyond the known ones (at \"%s\"); this reader keeps at most "
+                       "DT_TRACE_MAX_EXTRA = %d",
+                       ctx, DT_TRACE_MAX_EXTRA, key, DT_TRACE_MAX_EXTRA);
+    size_t n = strlen(key);
+    if (n == 0 || n >= sizeof e->extra[0].key)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: numeric arg key \"%s\" must be 1..%zu bytes", ctx, key,
+                       sizeof e->extra[0].key - 1);
+    memcpy(e->extra[e->n_extra].key, key, n + 1);
+    e->extra[e->n_extra].value = json_number_value(v);
+    e->n_extra++;
+    return DT_OK;
+}
+
+static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char *text, size_t text_len)
+{
+    char ctx[512];
+    snprintf(ctx, sizeof ctx, "%s: traceEvents[%zu]", r->path, idx);
+    if (!json_is_object(v)) return DT_FAIL(DT_ERR_FORMAT, "%s: not an object (%s)", ctx, dt__type_name(v));
+
+    dt_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.iter = e.micro_batch = e.layer = e.bytes = DT_TRACE_NONE;
+
+    json_t *ph = json_object_get(v, "ph");
+    if (!ph) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"ph\"", ctx);
+    if (!json_is_string(ph) || json_string_length(ph) != 1)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"ph\" must be a one-letter string, not %s", ctx, dt__type_name(ph));
+    e.ph = json_string_value(ph)[0];
+    if (!strchr("XCiM", e.ph) || e.ph == '\0')
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"ph\" is \"%c\"; dtrain traces use X, C, i and M only", ctx, e.ph);
+
+    DT_CHECK(dt__get_str(ctx, v, "name", "name", 1, 0, e.name, sizeof e.name));
+    DT_CHECK(dt__get_str(ctx, v, "cat", "cat", 0, 1, e.cat, sizeof e.cat));
+    DT_CHECK(dt__get_time(ctx, v, "ts", text, text_len, &e.ts_ns));
+    if (e.ph == DT_TRACE_COMPLETE) {
+        DT_CHECK(dt__get_time(ctx, v, "dur", text, text_len, &e.dur_ns));
+        if (e.dur_ns < 0) return DT_FAIL(DT_ERR_FORMAT, "%s: \"dur\" is negative", ctx);
+    }
+    int64_t x;
+    json_t *f;
+    if (!(f = json_object_get(v, "pid"))) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"pid\"", ctx);
+    DT_CHECK(dt__get_int(ctx, f, "", "pid", INT_MIN, INT_MAX, &x));
+    e.pid = (int)x;
+    if (!(f = json_object_get(v, "tid"))) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"tid\"", ctx);
+    DT_CHECK(dt__get_int(ctx, f, "", "tid", INT_MIN, INT_MAX, &x));
+    e.tid = (int)x;
+
+    json_t *args = json_object_get(v, "args");
+    if (args && !json_is_object(args))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"args\" must be an object, not %s", ctx, dt__type_name(args));
+    int have_value = 0;
+    const char *key;
+    json_t *a;
+    if (args) {
+        json_object_foreach(args, key, a)
+        {
+            if (e.ph == DT_TRACE_COUNTER && strcmp(key, "value") == 0) {
+                if (!json_is_number(a))
+                    return DT_FAIL(DT_ERR_FORMAT, "%s: \"args.value\" must be a number, not %s", ctx,
+                                   dt__type_name(a));
+                e.value = json_number_value(a);
+                have_value = 1;
+                continue;
+            }
+            if (e.ph == DT_TRACE_METADATA && strcmp(key, "name") == 0) {
+                DT_CHECK(dt__get_str(ctx, args, "name", "args.name", 1, 1, e.label, sizeof e.label));
+                continue;
+            }
+            if (e.ph == DT_TRACE_COMPLETE || e.ph == DT_TRACE_INSTANT) {
+                int k = 0;
+                while (k < 4 && strcmp(key, dt__span_keys[k]) != 0) k++;
+                if (k < 4) {
+                    int64_t lo = k == 0 || k == 3 ? INT64_MIN : INT_MIN;
+                    int64_t hi = k == 0 || k == 3 ? INT64_MAX : INT_MAX;
+                    DT_CHECK(dt__get_int(ctx, a, "args.", key, lo, hi, &x));
+                    if (k == 0) e.iter = x;
+                    if (k == 1) e.micro_batch = (int)x;
+                    if (k == 2) e.layer = (int)x;
+                    if (k == 3) e.bytes = x;
+                    continue;
+                }
+            }
+            if (json_is_number(a)) DT_CHECK(dt__add_extra(ctx, &e, key, a));
+            /* other non-numeric args: ignored (additive fields) */
+        }
+    }
+    if (e.ph == DT_TRACE_COUNTER && !have_value) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"args.value\"", ctx);
+    if (e.ph == DT_TRACE_METADATA && !(args && json_object_get(args, "name")))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"args.name\"", ctx);
+
+    if (r->t->n_events == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 256;
+        dt_trace_event *ev = realloc(r->t->events, cap * sizeof *ev);
+        if (!ev) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for %zu events", r->path, cap);
+        r->t->events = ev;
+        r->cap = cap;
+    }
+    r->t->events[r->t->n_events++] = e;
+    return DT_OK;
+}
+
+/* ---- otherData and the top level ---------------------------------------- */
+
+static dt_status dt__convert_other(dt__rd *r, json_t *o)
+{
+    const char *p = r->path;
+    if (!json_is_object(o)) return DT_FAIL(DT_ERR_FORMAT, "%s: otherData must be an object, not %s", p, dt__type_name(o));
+    json_t *fmt = json_object_get(o, "format");
+    if (!fmt || !json_is_string(fmt))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.format is missing or not a string: not a dtrain trace", p);
+    if (strcmp(json_string_value(fmt), "dtrain-trace") != 0)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.format is \"%s\", expected \"dtrain-trace\"", p,
+                       json_string_value(fmt));
+    json_t *ver = json_object_get(o, "version");
+    if (!ver)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.version is missing (this dtrain reads version %d)", p,
+                       DT_TRACE_VERSION);
+    if (!json_is_integer(ver))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.version must be an integer, not %s (this dtrain reads version %d)",
+                       p, dt__type_name(ver), DT_TRACE_VERSION);
+    if (json_integer_value(ver) != DT_TRACE_VERSION)
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: trace format version %" JSON_INTEGER_FORMAT "; this dtrain reads version %d only", p,
+                       json_integer_value(ver), DT_TRACE_VERSION);
+    r->t->version = (int)json_integer_value(ver);
+    char ctx[512];
+    snprintf(ctx, sizeof ctx, "%s: otherData", p);
+    DT_CHECK(dt__get_str(ctx, o, "tool", "tool", 1, 0, r->t->tool, sizeof r->t->tool));
+    json_t *cfg = json_object_get(o, "config");
+    if (cfg) {
+        if (!json_is_object(cfg))
+            return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.config must be an object, not %s", p, dt__type_name(cfg));
+        char *s = json_dumps(cfg, JSON_COMPACT);
+        r->t->config_json = s ? strdup(s) : NULL;
+        free(s);
+        if (!r->t->config_json) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for otherData.config", p);
+    }
+    return DT_OK;
+}
+
+static dt_status dt__read_events(dt__rd *r)
+{
+    dt__skip_ws(r);
+    if (r->pos >= r->len || r->buf[r->pos] != '[') {
+        if (r->pos < r->len) {
+            json_t *v;
+            DT_CHECK(dt__take(r, &v, "traceEvents"));
+            const char *tn = dt__type_name(v);
+            json_decref(v);
+            return DT_FAIL(DT_ERR_FORMAT, "%s: traceEvents must be an array, not %s", r->path, tn);
+        }
+        return dt__fail_at(r, r->len, "the file ends before traceEvents' value (cut short)");
+    }
+    r->pos++;
+    dt__skip_ws(r);
+    if (r->pos < r->len && r->buf[r->pos] == ']') {
+        r->pos++;
+        return DT_OK;
+    }
+    for (size_t idx = 0;; idx++) {
+        dt__skip_ws(r);
+        if (r->pos >= r->len) return dt__expect(r, "{", NULL, "inside traceEvents after %zu events", idx);
+        size_t start = r->pos;
+        json_t *v;
+        DT_CHECK(dt__take(r, &v, "traceEvents[%zu]", idx));
+        dt_status st = dt__convert_event(r, v, idx, r->buf + start, r->pos - start);
+        json_decref(v);
+        if (st != DT_OK) return st;
+        char c;
+        DT_CHECK(dt__expect(r, ",]", &c, "after traceEvents[%zu]", idx));
+        if (c == ']') return DT_OK;
+    }
+}
+
+static dt_status dt__read_top(dt__rd *r)
+{
+    dt__skip_ws(r);
+    if (r->pos >= r->len) return dt__fail_at(r, r->len, "the file is empty (a dtrain trace starts with '{')");
+    DT_CHECK(dt__expect(r, "{", NULL, "at the start of a dtrain trace"));
+    dt__skip_ws(r);
+    if (r->pos < r->len && r->buf[r->pos] == '}') {
+        r->pos++;
+    } else {
+        for (;;) {
+            dt__skip_ws(r);
+            if (r->pos >= r->len || r->buf[r->pos] != '"')
+                DT_CHECK(dt__expect(r, "\"", NULL, "(a key of the top-level object)"));
+            json_t *k;
+            DT_CHECK(dt__take(r, &k, "a top-level key"));
+            char key[64];
+            snprintf(key, sizeof key, "%s", json_string_value(k));
+            json_decref(k);
+            DT_CHECK(dt__expect(r, ":", NULL, "after the key \"%s\"", key));
+            dt__skip_ws(r);
+            if (strcmp(key, "traceEvents") == 0) {
+                if (r->seen_events)
+                    return dt__fail_at(r, r->pos, "a second \"traceEvents\" in the top-level object");
+                /* The version decides how events are read, so it must be
+                 * known first; a Chrome trace from another tool stops here. */
+                if (!r->seen_other)
+                    return DT_FAIL(DT_ERR_FORMAT,
+                                   "%s: not a dtrain trace: \"traceEvents\" comes before any \"otherData\" with "
+                                   "format \"dtrain-trace\" (this dtrain reads version %d)",
+                                   r->path, DT_TRACE_VERSION);
+                r->seen_events = 1;
+                DT_CHECK(dt__read_events(r));
+            } else {
+                if (strcmp(key, "otherData") == 0 && r->seen_other)
+                    return dt__fail_at(r, r->pos, "a second \"otherData\" in the top-level object");
+                json_t *v;
+                DT_CHECK(dt__take(r, &v, "the value of \"%s\"", key));
+                dt_status st = DT_OK;
+                if (strcmp(key, "otherData") == 0) {
+                    r->seen_other = 1;
+                    st = dt__convert_other(r, v);
+                }
+                json_decref(v); /* other keys (displayTimeUnit, ...) do not matter */
+                if (st != DT_OK) return st;
+            }
+            char c;
+            DT_CHECK(dt__expect(r, ",}", &c, "after the value of \"%s\"", key));
+            if (c == '}') break;
+        }
+    }
+    dt__skip_ws(r);
+    if (r->pos < r->len) return dt__fail_at(r, r->pos, "unexpected data after the end of the trace");
+    if (!r->seen_other)
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: no otherData with format \"dtrain-trace\": not a dtrain trace (dtrain reads its own "
+                       "traces, version %d)",
+                       r->path, DT_TRACE_VERSION);
+    if (!r->seen_events) return DT_FAIL(DT_ERR_FORMAT, "%s: no \"traceEvents\" array", r->path);
+    return DT_OK;
+}
+
+/* ---- file --------------------------------------------------------------- */
+
+static dt_status dt__slurp(const char *path, char **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return DT_FAIL(DT_ERR_IO, "%s: cannot open for reading: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading the trace", path);
+    }
+    errno = 0;
+    for (;;) {
+        if (len == cap) {
+            char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading %zu bytes of trace", path, len);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        int err = errno;
+        free(buf);
+        fclose(f);
+        return DT_FAIL(DT_ERR_IO, "%s: cannot read: %s", path, strerror(err ? err : EIO));
+    }
+    fclose(f);
+    *out = buf;
+    *out_len = len;
+    return DT_OK;
+}
+
+dt_status dt_trace_read(const char *path, dt_trace **out)
+{
+    if (out) *out = NULL;
+    if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read: NULL path or out");
+    dt__rd r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    char *buf;
+    DT_CHECK(dt__slurp(path, &buf, &r.len));
+    r.buf = buf;
+    r.t = calloc(1, sizeof *r.t);
+    if (!r.t) {
+        free(buf);
+        return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", path);
+    }
+    dt_status st = dt__read_top(&r);
+    free(buf);
+    if (st != DT_OK) {
+        dt_trace_free(r.t);
+        return st;
+    }
+    *out = r.t;
+    return DT_OK;
+}
+
+void dt_trace_free(dt_trace *t)
+{
+    if (!t) return;
+    free(t->config_json);
+    free(t->events);
+    free(t);
+}
