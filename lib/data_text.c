@@ -1,2 +1,135 @@
-/* data_text.c: placeholder while the module is written. */
-typedef int dt__placeholder_data_text;
+/* data_text.c: byte-level training data from a plain text file (see
+ * dt_data.h). The whole file is read at open; the first 90% of its bytes
+ * train and the last 10% (rounded up) validate.
+ *
+ * Invariants: both splits hold at least T+1 bytes (one window: T tokens and
+ * the byte after the last one) for the T given at open, checked again for
+ * the T of each batch. A training window is bytes[s, s+T] with s drawn from
+ * the RNG seeded by (seed, DT__STREAM_TEXT_TRAIN, batch index), so a window
+ * never reaches into validation. Validation windows step by T from the
+ * start of the split (window k = row b of batch i, k = i*B + b, modulo the
+ * number of whole windows), so consecutive batches cover the split once,
+ * each byte predicted once, before wrapping. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data_internal.h"
+#include "dt_rng.h"
+
+/* Smallest file whose validation split holds T+1 bytes: ceil(n/10) >= T+1
+ * gives n = 10*T + 1, and the training split is then 9*T >= T+1 bytes. */
+static size_t dt__text_min_bytes(int T) { return (size_t)10 * (size_t)T + 1; }
+
+static void dt__text_split(size_t n, size_t *n_train) { *n_train = n - (n + 9) / 10; }
+
+static dt_status dt__text_read(const char *path, uint8_t **out, size_t *out_n)
+{
+    *out = NULL;
+    *out_n = 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT) return DT_FAIL(DT_ERR_IO, "--data %s: no such file (expected a text file)", path);
+        return DT_FAIL(DT_ERR_IO, "--data %s: cannot access: %s", path, strerror(errno));
+    }
+    if (S_ISDIR(sb.st_mode)) return DT_FAIL(DT_ERR_IO, "--data %s: is a directory (expected a text file)", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return DT_FAIL(DT_ERR_IO, "--data %s: cannot open for reading: %s", path, strerror(errno));
+    /* st_size is only a hint (pipes report 0, files may grow): read to EOF. */
+    size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
+    size_t n = 0;
+    uint8_t *buf = malloc(cap);
+    dt_status st = DT_OK;
+    if (!buf) {
+        st = DT_FAIL(DT_ERR_NOMEM, "--data %s: cannot allocate %zu bytes", path, cap);
+        goto done;
+    }
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap * 2;
+            uint8_t *nb = realloc(buf, ncap);
+            if (!nb) {
+                st = DT_FAIL(DT_ERR_NOMEM, "--data %s: cannot allocate %zu bytes", path, ncap);
+                goto done;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        st = DT_FAIL(DT_ERR_IO, "--data %s: read error after %zu bytes: %s", path, n, strerror(errno));
+        goto done;
+    }
+done:
+    fclose(f);
+    if (st != DT_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    *out_n = n;
+    return DT_OK;
+}
+
+/* Both splits must hold one window of T+1 bytes. */
+static dt_status dt__text_check_len(const dt_dataset *ds, int T)
+{
+    size_t n_val = ds->n_bytes - ds->n_train;
+    if (n_val < (size_t)T + 1 || ds->n_train < (size_t)T + 1)
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "--data %s: %zu bytes is too short for --seq-length %d: the validation split (last 10%%) "
+                       "must hold T+1 = %d bytes, so the file needs at least %zu bytes",
+                       ds->name, ds->n_bytes, T, T + 1, dt__text_min_bytes(T));
+    return DT_OK;
+}
+
+dt_status dt__data_text_open(dt_dataset *ds, const char *path, int T)
+{
+    ds->kind = DT__DATA_TEXT;
+    DT_CHECK(dt__text_read(path, &ds->bytes, &ds->n_bytes));
+    if (ds->n_bytes == 0)
+        return DT_FAIL(DT_ERR_FORMAT, "--data %s: file is empty (expected at least %zu bytes of text for T=%d)", path,
+                       dt__text_min_bytes(T), T);
+    dt__text_split(ds->n_bytes, &ds->n_train);
+    return dt__text_check_len(ds, T);
+}
+
+void dt__data_text_free(dt_dataset *ds)
+{
+    free(ds->bytes);
+    ds->bytes = NULL;
+    ds->n_bytes = ds->n_train = 0;
+}
+
+dt_status dt__data_text_batch(const dt_dataset *ds, dt_split split, uint64_t index, int B, int T, int32_t *tokens,
+                              int32_t *targets, int32_t *example)
+{
+    DT_CHECK(dt__text_check_len(ds, T));
+    size_t n_val = ds->n_bytes - ds->n_train;
+    dt_rng rng;
+    dt_rng_seed3(&rng, ds->seed, DT__STREAM_TEXT_TRAIN, index);
+    uint64_t n_windows = (n_val - 1) / (size_t)T; /* >= 1: n_val >= T+1 */
+    for (int b = 0; b < B; b++) {
+        size_t start;
+        if (split == DT_SPLIT_TRAIN) {
+            start = (size_t)dt_rng_below(&rng, ds->n_train - (size_t)T); /* start + T <= n_train - 1 */
+        } else {
+            uint64_t k = (index * (uint64_t)B + (uint64_t)b) % n_windows;
+            start = ds->n_train + (size_t)k * (size_t)T; /* start + T <= n_bytes - 1 */
+        }
+        const uint8_t *w = ds->bytes + start;
+        int32_t *tok = tokens + (size_t)b * T, *tgt = targets + (size_t)b * T;
+        for (int t = 0; t < T; t++) {
+            tok[t] = w[t];
+            tgt[t] = w[t + 1];
+        }
+        if (example)
+            for (int t = 0; t < T; t++) example[(size_t)b * T + t] = -1;
+    }
+    return DT_OK;
+}

@@ -41,8 +41,9 @@ typedef struct dt_data_config {
 
 typedef struct dt_dataset dt_dataset;
 
-/* Open a dataset for sequences of length T (text files must hold more than
- * T+1 bytes in each split). Errors name the task or file. */
+/* Open a dataset for sequences of length T (a text file's validation part,
+ * the last 10%, must hold at least T+1 bytes, so the file needs about
+ * 10*(T+1) bytes). Errors name the task or file. */
 DT_API dt_status dt_data_open(const dt_data_config *cfg, int T, dt_dataset **out);
 DT_API void dt_data_close(dt_dataset *ds);
 

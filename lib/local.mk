@@ -46,6 +46,7 @@ include_HEADERS += \
 	lib/dt_train.h
 noinst_HEADERS += \
 	lib/dt_internal.h \
+	lib/data_internal.h \
 	lib/vmath.h \
 	lib/cpu_backend.h \
 	lib/gpt_layers.h
