@@ -14,28 +14,12 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "../programs/args.h"
 
 static void die(const char *what)
 {
     fprintf(stderr, "dtbench: %s: %s\n", what, dt_last_error());
     exit(1);
-}
-
-static void usage_error(const char *msg, const char *flag)
-{
-    fprintf(stderr, "dtbench: %s%s\n", flag ? flag : "", msg);
-    exit(2);
-}
-
-static int parse_int(const char *flag, const char *v, int lo, int hi)
-{
-    char *end;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || *v == '\0' || *end != '\0' || x < lo || x > hi) {
-        fprintf(stderr, "dtbench: %s '%s': expected an integer in %d..%d\n", flag, v ? v : "", lo, hi);
-        exit(2);
-    }
-    return (int)x;
 }
 
 /* Best GFLOP/s of cblas_sgemm over square sizes with OpenBLAS's own
@@ -49,7 +33,10 @@ static double sgemm_peak(int threads, int verbose)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int n = sizes[s];
         float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
-        if (!a || !b || !c) usage_error("out of memory for the sgemm peak", NULL);
+        if (!a || !b || !c) {
+            fprintf(stderr, "dtbench: out of memory for the %d x %d sgemm peak\n", n, n);
+            exit(1);
+        }
         for (long i = 0; i < (long)n * n; i++) a[i] = (float)(i % 17) * 0.01f, b[i] = (float)(i % 13) * 0.01f;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double flops = 2.0 * n * n * n;
@@ -147,24 +134,32 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        printf("usage: dtbench gemm [--threads N]\n"
-               "       dtbench train [--threads N] [--model small] [--micro-batch-size 16] [--seq-length T]\n"
-               "                     [--steps 5] [--warmup 1]\n");
+    int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0;
+    const char *model = "small";
+    dt_arg args[] = {
+        {"--threads", DT_ARG_INT, &threads, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1024, NULL, NULL,
+         "CPU threads (the sgemm peak is measured at the same count)", NULL, 0},
+        {"--model", DT_ARG_CHOICE, &model, 0, 0, 0, "tiny|small|gpt2-124m", NULL, "train: model preset", NULL, 0},
+        {"--micro-batch-size", DT_ARG_INT, &B, DT_ARG_HAS_MIN, 1, 0, NULL, NULL, "train: sequences per step", NULL, 0},
+        {"--seq-length", DT_ARG_INT, &T, DT_ARG_HAS_MIN, 0, 0, NULL, NULL, "train: sequence length (0: the model's context)",
+         NULL, 0},
+        {"--steps", DT_ARG_INT, &steps, DT_ARG_HAS_MIN, 1, 0, NULL, NULL, "train: timed steps", NULL, 0},
+        {"--warmup", DT_ARG_INT, &warmup, DT_ARG_HAS_MIN, 0, 0, NULL, NULL, "train: untimed warm-up steps", NULL, 0},
+        {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
+    };
+    const int n_args = (int)(sizeof args / sizeof args[0]);
+    const char *usage = "dtbench gemm|train [--flag value]...\n"
+                        "  gemm   cblas_sgemm peak (GFLOP/s) at --threads\n"
+                        "  train  tokens/s, achieved GFLOP/s and MFU against the sgemm peak measured in the same run";
+    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+        dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
-    int threads = 1, B = 16, T = 0, steps = 5, warmup = 1;
-    const char *model = "small";
-    for (int i = 2; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(f, "--threads") == 0) threads = parse_int(f, v, 1, 1024), i++;
-        else if (strcmp(f, "--micro-batch-size") == 0) B = parse_int(f, v, 1, 1 << 20), i++;
-        else if (strcmp(f, "--seq-length") == 0) T = parse_int(f, v, 1, 1 << 20), i++;
-        else if (strcmp(f, "--steps") == 0) steps = parse_int(f, v, 1, 1 << 20), i++;
-        else if (strcmp(f, "--warmup") == 0) warmup = parse_int(f, v, 0, 1 << 20), i++;
-        else if (strcmp(f, "--model") == 0 && v) model = v, i++;
-        else usage_error(": unknown flag or missing value (see dtbench --help)", f);
+    if (dt_args_parse("dtbench", args, n_args, argc - 1, argv + 1) != DT_ARGS_OK) return 2;
+    if (help) {
+        dt_args_print_help(stdout, usage, args, n_args);
+        return 0;
     }
     if (strcmp(cmd, "gemm") == 0) return cmd_gemm(threads);
     if (strcmp(cmd, "train") == 0) return cmd_train(threads, model, B, T, steps, warmup);

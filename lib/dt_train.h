@@ -36,13 +36,22 @@ typedef struct dt_train_config {
     const char *device;      /* "cpu" */
     int eval_iters;          /* validation batches per evaluation */
     const char *trace_path;  /* NULL: no trace */
+    /* Used by drivers (dtrain), not by the trainer; recorded in the config
+     * JSON so a summary says how the run was logged and evaluated. */
+    int64_t log_interval;    /* iterations between log lines */
+    int64_t eval_interval;   /* iterations between evaluations; 0: only at the end */
 } dt_train_config;
 
-/* Defaults for everything (tiny model on "add"); callers then override. */
+/* Defaults for everything (tiny model on "add", tuned so that a plain run
+ * learns the task on a laptop CPU in about a minute); callers then
+ * override. String fields point to static strings; the trainer copies every
+ * string it is given, so the caller's may be freed after create. */
 DT_API void dt_train_config_default(dt_train_config *cfg);
 /* Validate the whole configuration; messages name the offending flag. */
 DT_API dt_status dt_train_config_validate(const dt_train_config *cfg);
-/* The configuration as a JSON object text (caller frees). */
+/* The configuration as a compact JSON object text (caller frees with
+ * free()); keys are the dtrain flag names with '_' for '-' (num_layers,
+ * micro_batch_size, lr_decay_style, ...). NULL when out of memory. */
 DT_API char *dt_train_config_json(const dt_train_config *cfg);
 
 typedef struct dt_train_stats {
@@ -62,14 +71,36 @@ typedef struct dt_eval_result {
 
 typedef struct dt_trainer dt_trainer;
 
+/* Validates cfg, then builds backend, data, model (initialised from
+ * cfg->seed), optimizer and, with trace_path, the trace file. */
 DT_API dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out);
+/* Frees everything; an open trace is finished first (errors ignored: call
+ * dt_trainer_finish to see them). */
 DT_API void dt_trainer_free(dt_trainer *tr);
+/* One optimizer step (iteration dt_trainer_iterations(tr), 0-based). */
 DT_API dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out);
+/* Mean loss and exact-match accuracy over eval_iters validation batches
+ * 0..eval_iters-1 (the same examples at every evaluation). */
 DT_API dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out);
+/* Finish and close the trace file (no-op without one); reports write errors. */
+DT_API dt_status dt_trainer_finish(dt_trainer *tr);
 DT_API dt_gpt *dt_trainer_model(dt_trainer *tr);
+/* The trainer's copy of the configuration: model.vocab_size filled from the
+ * data and threads from the backend. */
 DT_API const dt_train_config *dt_trainer_config(const dt_trainer *tr);
-/* Write the JSON run summary: train_loss, val_loss, accuracy,
- * tokens_per_second, peak_activation_bytes, config, ... */
+DT_API const dt_dataset *dt_trainer_data(const dt_trainer *tr);
+DT_API int64_t dt_trainer_iterations(const dt_trainer *tr);
+DT_API size_t dt_trainer_num_params(const dt_trainer *tr);
+/* Throughput over the run so far, excluding the first step (warm-up);
+ * the first step's own when only one was taken; 0 before any. */
+DT_API double dt_trainer_tokens_per_second(const dt_trainer *tr);
+/* Seconds since dt_trainer_create returned. */
+DT_API double dt_trainer_elapsed_seconds(const dt_trainer *tr);
+/* Write the JSON run summary with stable keys: train_loss (last step's, or
+ * null), val_loss and accuracy (null without eval or without examples),
+ * val_examples, tokens_per_second, peak_activation_bytes, iterations,
+ * num_params, elapsed_seconds, config (dt_train_config_json of the
+ * trainer's copy). last and eval may be NULL. */
 DT_API dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
                                           const dt_eval_result *eval);
 

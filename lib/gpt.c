@@ -85,7 +85,7 @@ dt_status dt_gpt_config_validate(const dt_gpt_config *c)
         return DT_FAIL(DT_ERR_INVALID, "--hidden-size %d is not divisible by --num-attention-heads %d",
                        c->hidden_size, c->num_heads);
     if (c->seq_len < 1 || c->seq_len > 65536)
-        return DT_FAIL(DT_ERR_INVALID, "--seq-length %d: expected 1..65536", c->seq_len);
+        return DT_FAIL(DT_ERR_INVALID, "--max-position-embeddings %d: expected 1..65536", c->seq_len);
     if (c->vocab_size < 2 || c->vocab_size > (1 << 24))
         return DT_FAIL(DT_ERR_INVALID, "vocabulary size %d: expected 2..16777216", c->vocab_size);
     return DT_OK;

@@ -1,1 +1,463 @@
-int main(void){return 0;}
+/* dtrain.c: the training program. Parses Megatron-LM style flags into a
+ * dt_train_config, runs the trainer, logs progress and evaluations, and
+ * writes the optional summary (--summary) and trace (--trace).
+ *
+ * Exit status: 0 success; 1 a library failure at run time (message
+ * `dtrain: <dt_last_error()>`, e.g. an unreadable --data file); 2 a bad
+ * command line (unknown flag, missing or invalid value, inconsistent
+ * flags, including those only found when the trainer is built, such as a
+ * --seq-length too short for the task), always one line on stderr naming
+ * the flag.
+ *
+ * Output: the run's setup, then on a terminal (stderr is a tty) a progress
+ * line redrawn in place; otherwise one log line per --log-interval on
+ * stdout. Evaluations and the final line always go to stdout. */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "dtrain.h"
+
+#define PROG "dtrain"
+
+/* Default warm-up: at most this many iterations, and at most a tenth of the run. */
+#define DT_DEFAULT_WARMUP_CAP_FRACTION 10
+
+typedef struct dtrain_opts {
+    const char *model;
+    int num_layers, hidden_size, num_heads, max_pos, seq_length;
+    const char *task, *data;
+    int task_digits, task_max_len;
+    int micro_batch, global_batch;
+    int64_t train_iters;
+    const char *optimizer;
+    float lr, min_lr;
+    int64_t warmup_iters, decay_iters;
+    const char *decay_style;
+    float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
+    uint64_t seed;
+    int threads;
+    const char *device;
+    int64_t log_interval, eval_interval;
+    int eval_iters;
+    const char *trace, *summary;
+    int help, version;
+} dtrain_opts;
+
+#define MIN1 (DT_ARG_HAS_MIN), 1, 0
+#define MIN0 (DT_ARG_HAS_MIN), 0, 0
+#define UNIT (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX | DT_ARG_MAX_EXCLUSIVE), 0, 1
+#define IN(lo, hi) (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX), (lo), (hi)
+
+static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
+{
+    const dt_arg table[] = {
+        {"Model", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--model", DT_ARG_CHOICE, &o->model, 0, 0, 0, "tiny|small|gpt2-124m", NULL,
+         "model preset (sizes below override it)", NULL, 0},
+        {"--num-layers", DT_ARG_INT, &o->num_layers, IN(1, 1024), NULL, "N", "transformer blocks", NULL, 0},
+        {"--hidden-size", DT_ARG_INT, &o->hidden_size, IN(1, 65536), NULL, "N", "model width C", NULL, 0},
+        {"--num-attention-heads", DT_ARG_INT, &o->num_heads, MIN1, NULL, "N", "attention heads (divide --hidden-size)",
+         NULL, 0},
+        {"--max-position-embeddings", DT_ARG_INT, &o->max_pos, IN(1, 65536), NULL, "N", "model context (positions)",
+         NULL, 0},
+        {"--seq-length", DT_ARG_INT, &o->seq_length, MIN1, NULL, "N", "training sequence length T", NULL, 0},
+        {"Data", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--task", DT_ARG_CHOICE, &o->task, 0, 0, 0, "add|reverse|sort", NULL, "built-in synthetic task", NULL, 0},
+        {"--data", DT_ARG_STRING, &o->data, 0, 0, 0, NULL, "FILE", "train on a text file instead of --task", NULL,
+         0},
+        {"--task-digits", DT_ARG_INT, &o->task_digits, IN(1, 9), NULL, "N", "add: maximum digits per operand", NULL,
+         0},
+        {"--task-max-len", DT_ARG_INT, &o->task_max_len, IN(1, 64), NULL, "N", "reverse/sort: maximum word length",
+         NULL, 0},
+        {"Batch and schedule", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--micro-batch-size", DT_ARG_INT, &o->micro_batch, MIN1, NULL, "N", "sequences per forward/backward", NULL,
+         0},
+        {"--global-batch-size", DT_ARG_INT, &o->global_batch, MIN1, NULL, "N",
+         "sequences per optimizer step (a multiple of --micro-batch-size)", NULL, 0},
+        {"--train-iters", DT_ARG_INT64, &o->train_iters, MIN0, NULL, "N", "optimizer steps", NULL, 0},
+        {"--seed", DT_ARG_UINT64, &o->seed, 0, 0, 0, NULL, "N", "seed of the weights and the data", NULL, 0},
+        {"Optimizer", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--optimizer", DT_ARG_CHOICE, &o->optimizer, 0, 0, 0, "sgd|adamw", NULL, "optimizer", NULL, 0},
+        {"--lr", DT_ARG_FLOAT, &o->lr, MIN0, NULL, "X", "peak learning rate", NULL, 0},
+        {"--min-lr", DT_ARG_FLOAT, &o->min_lr, MIN0, NULL, "X", "learning rate at the end of the decay", NULL, 0},
+        {"--lr-warmup-iters", DT_ARG_INT64, &o->warmup_iters, MIN0, NULL, "N",
+         "linear warm-up iterations (default at most --train-iters/10)", NULL, 0},
+        {"--lr-decay-iters", DT_ARG_INT64, &o->decay_iters, MIN0, NULL, "N", "iteration where the decay ends",
+         "--train-iters", 0},
+        {"--lr-decay-style", DT_ARG_CHOICE, &o->decay_style, 0, 0, 0, "constant|linear|cosine", NULL,
+         "learning-rate decay", NULL, 0},
+        {"--weight-decay", DT_ARG_FLOAT, &o->weight_decay, MIN0, NULL, "X", "weight decay (matrices only)", NULL,
+         0},
+        {"--adam-beta1", DT_ARG_FLOAT, &o->beta1, UNIT, NULL, "X", "AdamW beta1", NULL, 0},
+        {"--adam-beta2", DT_ARG_FLOAT, &o->beta2, UNIT, NULL, "X", "AdamW beta2", NULL, 0},
+        {"--adam-eps", DT_ARG_FLOAT, &o->adam_eps, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "X",
+         "AdamW epsilon", NULL, 0},
+        {"--sgd-momentum", DT_ARG_FLOAT, &o->momentum, UNIT, NULL, "X", "SGD momentum", NULL, 0},
+        {"--clip-grad", DT_ARG_FLOAT, &o->clip_grad, 0, 0, 0, NULL, "X", "clip the gradient norm to this (<= 0: off)",
+         NULL, 0},
+        {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu", NULL, "compute backend", NULL, 0},
+        {"--threads", DT_ARG_INT, &o->threads, IN(0, 1024), NULL, "N",
+         "CPU threads (0: one per core)", "0", 0},
+        {"--log-interval", DT_ARG_INT64, &o->log_interval, MIN1, NULL, "N", "iterations between log lines", NULL,
+         0},
+        {"--eval-interval", DT_ARG_INT64, &o->eval_interval, MIN0, NULL, "N",
+         "iterations between evaluations (0: only at the end)", NULL, 0},
+        {"--eval-iters", DT_ARG_INT, &o->eval_iters, MIN1, NULL, "N", "validation batches per evaluation", NULL, 0},
+        {"--trace", DT_ARG_STRING, &o->trace, 0, 0, 0, NULL, "FILE", "write a Chrome trace (Perfetto) of the run",
+         NULL, 0},
+        {"--summary", DT_ARG_STRING, &o->summary, 0, 0, 0, NULL, "FILE", "write a JSON summary of the run", NULL, 0},
+        {"--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
+        {"--version", DT_ARG_FLAG, &o->version, 0, 0, 0, NULL, NULL, "print the version and exit", NULL, 0},
+    };
+    int n = (int)(sizeof table / sizeof table[0]);
+    if (n > cap) return -1;
+    memcpy(a, table, sizeof table);
+    return n;
+}
+
+static const char *dtrain_decay_name(dt_lr_decay s)
+{
+    return s == DT_LR_CONSTANT ? "constant" : s == DT_LR_LINEAR ? "linear" : "cosine";
+}
+
+/* Defaults come from the library's dt_train_config_default, so the program
+ * and library agree and --help prints them. */
+static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "tiny";
+    o->num_layers = d->model.num_layers;
+    o->hidden_size = d->model.hidden_size;
+    o->num_heads = d->model.num_heads;
+    o->max_pos = d->model.seq_len;
+    o->seq_length = d->seq_length;
+    o->task = d->data.task;
+    o->data = NULL;
+    o->task_digits = d->data.digits;
+    o->task_max_len = d->data.max_len;
+    o->micro_batch = d->micro_batch_size;
+    o->global_batch = d->global_batch_size;
+    o->train_iters = d->train_iters;
+    o->optimizer = d->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw";
+    o->lr = d->lr.max_lr;
+    o->min_lr = d->lr.min_lr;
+    o->warmup_iters = d->lr.warmup_iters;
+    o->decay_iters = d->lr.decay_iters;
+    o->decay_style = dtrain_decay_name(d->lr.style);
+    o->weight_decay = d->optim.weight_decay;
+    o->beta1 = d->optim.beta1;
+    o->beta2 = d->optim.beta2;
+    o->adam_eps = d->optim.eps;
+    dt_optim_config sgd;
+    dt_optim_config_default(&sgd, DT_OPTIM_SGD);
+    o->momentum = sgd.momentum;
+    o->clip_grad = d->clip_grad;
+    o->seed = d->seed;
+    o->threads = d->threads;
+    o->device = d->device;
+    o->log_interval = d->log_interval;
+    o->eval_interval = d->eval_interval;
+    o->eval_iters = d->eval_iters;
+}
+
+/* Turn parsed flags into a configuration. Returns 0, or 2 after printing
+ * the one-line error. */
+static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    dt_train_config_default(cfg);
+    dt_gpt_config preset;
+    if (dt_gpt_config_preset(o->model, &preset) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 2;
+    }
+    int custom = 0;
+#define DT_SIZE(flag, field, value)                                                                              \
+    do {                                                                                                         \
+        if (dt_args_given(args, n_args, flag) && (value) != preset.field) {                                      \
+            preset.field = (value);                                                                              \
+            custom = 1;                                                                                          \
+        }                                                                                                        \
+    } while (0)
+    DT_SIZE("--num-layers", num_layers, o->num_layers);
+    DT_SIZE("--hidden-size", hidden_size, o->hidden_size);
+    DT_SIZE("--num-attention-heads", num_heads, o->num_heads);
+    DT_SIZE("--max-position-embeddings", seq_len, o->max_pos);
+#undef DT_SIZE
+    snprintf(cfg->model_name, sizeof cfg->model_name, "%s", custom ? "custom" : o->model);
+    cfg->model = preset;
+    cfg->model.vocab_size = 0;
+    cfg->seq_length = o->seq_length;
+    /* a longer context than the default sequence: train at the default T
+     * unless --seq-length says otherwise; a shorter one: use all of it */
+    if (!dt_args_given(args, n_args, "--seq-length") && cfg->seq_length > cfg->model.seq_len)
+        cfg->seq_length = cfg->model.seq_len;
+
+    cfg->data.task = o->task;
+    cfg->data.path = o->data;
+    cfg->data.seed = o->seed;
+    cfg->data.digits = o->task_digits;
+    cfg->data.max_len = o->task_max_len;
+    cfg->micro_batch_size = o->micro_batch;
+    cfg->global_batch_size = o->global_batch;
+    /* --micro-batch-size alone: one micro-batch per step unless the global
+     * size was given too */
+    if (dt_args_given(args, n_args, "--micro-batch-size") && !dt_args_given(args, n_args, "--global-batch-size"))
+        cfg->global_batch_size = o->micro_batch;
+    cfg->train_iters = o->train_iters;
+
+    dt_optim_kind kind;
+    if (dt_optim_kind_parse(o->optimizer, &kind) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 2;
+    }
+    dt_optim_config_default(&cfg->optim, kind);
+    cfg->optim.weight_decay = o->weight_decay;
+    cfg->optim.beta1 = o->beta1;
+    cfg->optim.beta2 = o->beta2;
+    cfg->optim.eps = o->adam_eps;
+    cfg->optim.momentum = o->momentum;
+    cfg->lr.max_lr = o->lr;
+    cfg->lr.min_lr = o->min_lr;
+    if (!dt_args_given(args, n_args, "--min-lr") && cfg->lr.min_lr > cfg->lr.max_lr) cfg->lr.min_lr = cfg->lr.max_lr;
+    cfg->lr.warmup_iters = o->warmup_iters;
+    if (!dt_args_given(args, n_args, "--lr-warmup-iters") &&
+        cfg->lr.warmup_iters > o->train_iters / DT_DEFAULT_WARMUP_CAP_FRACTION)
+        cfg->lr.warmup_iters = o->train_iters / DT_DEFAULT_WARMUP_CAP_FRACTION;
+    cfg->lr.decay_iters = dt_args_given(args, n_args, "--lr-decay-iters") ? o->decay_iters : o->train_iters;
+    if (dt_lr_decay_parse(o->decay_style, &cfg->lr.style) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 2;
+    }
+    cfg->clip_grad = o->clip_grad;
+    cfg->seed = o->seed;
+    cfg->threads = o->threads;
+    cfg->device = o->device;
+    cfg->log_interval = o->log_interval;
+    cfg->eval_interval = o->eval_interval;
+    cfg->eval_iters = o->eval_iters;
+    cfg->trace_path = o->trace;
+
+    if (dt_train_config_validate(cfg) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+typedef struct dtrain_out {
+    int live;              /* progress line on stderr (a terminal) */
+    int line_shown;        /* the progress line is on screen */
+    int64_t last_draw_ns;
+} dtrain_out;
+
+/* Remove the progress line before other output. */
+static void dtrain_clear_live(dtrain_out *out)
+{
+    if (out->live && out->line_shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        out->line_shown = 0;
+    }
+}
+
+static void dtrain_fmt_count(char *buf, size_t n, double v)
+{
+    if (v >= 1e9) snprintf(buf, n, "%.2fG", v / 1e9);
+    else if (v >= 1e6) snprintf(buf, n, "%.2fM", v / 1e6);
+    else if (v >= 1e4) snprintf(buf, n, "%.1fk", v / 1e3);
+    else snprintf(buf, n, "%.0f", v);
+}
+
+static void dtrain_fmt_duration(char *buf, size_t n, double s)
+{
+    if (s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void dtrain_print_setup(const dt_trainer *tr)
+{
+    const dt_train_config *c = dt_trainer_config(tr);
+    char params[32];
+    dtrain_fmt_count(params, sizeof params, (double)dt_trainer_num_params(tr));
+    printf("dtrain %s on %s, %d thread%s\n", DT_VERSION_STRING, c->device, c->threads, c->threads == 1 ? "" : "s");
+    printf("model: %s, %d layers, %d heads, width %d, context %d, vocab %d, %zu params (%s)\n", c->model_name,
+           c->model.num_layers, c->model.num_heads, c->model.hidden_size, c->model.seq_len, c->model.vocab_size,
+           dt_trainer_num_params(tr), params);
+    if (c->data.path)
+        printf("data:  text file %s, seq length %d\n", c->data.path, c->seq_length);
+    else if (strcmp(c->data.task, "add") == 0)
+        printf("data:  task add (operands of 1..%d digits), seq length %d\n", c->data.digits, c->seq_length);
+    else
+        printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
+               c->seq_length);
+    int n_micro = c->global_batch_size / c->micro_batch_size;
+    printf("batch: %d sequences (%d x %d micro-batch%s), %lld tokens per step, %lld iterations\n",
+           c->global_batch_size, n_micro, c->micro_batch_size, n_micro == 1 ? "" : "es",
+           (long long)c->global_batch_size * c->seq_length, (long long)c->train_iters);
+    if (c->optim.kind == DT_OPTIM_ADAMW)
+        printf("optim: adamw (beta1 %g, beta2 %g, eps %g)", (double)c->optim.beta1, (double)c->optim.beta2,
+               (double)c->optim.eps);
+    else
+        printf("optim: sgd (momentum %g)", (double)c->optim.momentum);
+    printf(", lr %g -> %g %s over %lld iters, warmup %lld, weight decay %g, clip %g\n", (double)c->lr.max_lr,
+           (double)c->lr.min_lr, dtrain_decay_name(c->lr.style), (long long)c->lr.decay_iters,
+           (long long)c->lr.warmup_iters, (double)c->optim.weight_decay, (double)c->clip_grad);
+    fflush(stdout);
+}
+
+static void dtrain_print_eval(dtrain_out *out, int64_t iter, const dt_eval_result *ev)
+{
+    dtrain_clear_live(out);
+    if (ev->accuracy >= 0)
+        printf("eval  iter %lld: val_loss %.4f accuracy %.2f%% (%d examples)\n", (long long)iter, (double)ev->loss,
+               100.0 * ev->accuracy, ev->n_examples);
+    else
+        printf("eval  iter %lld: val_loss %.4f\n", (long long)iter, (double)ev->loss);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    dt_train_config defaults;
+    dt_train_config_default(&defaults);
+    dtrain_opts o;
+    dtrain_opts_default(&o, &defaults);
+    dt_arg args[64];
+    int n_args = dtrain_build_args(&o, args, 64);
+    if (n_args < 0) {
+        fprintf(stderr, PROG ": internal error: flag table too large\n");
+        return 1;
+    }
+    /* --global-batch-size follows a lone --micro-batch-size: say so */
+    char gb_text[64];
+    snprintf(gb_text, sizeof gb_text, "%d, or --micro-batch-size if only that is given", o.global_batch);
+    dt_args_find(args, n_args, "--global-batch-size")->default_text = gb_text;
+    /* sizes default to the preset's: say which in --help */
+    char def_text[4][48];
+    const char *size_flags[4] = {"--num-layers", "--hidden-size", "--num-attention-heads", "--max-position-embeddings"};
+    const int size_values[4] = {o.num_layers, o.hidden_size, o.num_heads, o.max_pos};
+    for (int i = 0; i < 4; i++) {
+        snprintf(def_text[i], sizeof def_text[i], "%d from --model %s", size_values[i], o.model);
+        dt_args_find(args, n_args, size_flags[i])->default_text = def_text[i];
+    }
+    if (dt_args_parse(PROG, args, n_args, argc, argv) != DT_ARGS_OK) return 2;
+    if (o.help) {
+        dt_args_print_help(stdout,
+                           "Usage: dtrain [--flag value | --flag=value]...\n"
+                           "Train a small GPT on the CPU: a built-in task (add, reverse, sort) or a text file.\n"
+                           "With no flags: the tiny model learns multi-digit addition in about a minute.",
+                           args, n_args);
+        return 0;
+    }
+    if (o.version) {
+        printf("dtrain %s\n", DT_VERSION_STRING);
+        return 0;
+    }
+
+    dt_train_config cfg;
+    int rc = dtrain_make_config(&o, args, n_args, &cfg);
+    if (rc != 0) return rc;
+
+    dt_trainer *tr = NULL;
+    dt_status cst = dt_trainer_create(&cfg, &tr);
+    if (cst != DT_OK) {
+        /* DT_ERR_INVALID here is still the command line (a --seq-length too
+         * short for the task, ...); files and memory are run-time failures */
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return cst == DT_ERR_INVALID ? 2 : 1;
+    }
+    dtrain_print_setup(tr);
+
+    dtrain_out out = {.live = isatty(STDERR_FILENO), .line_shown = 0, .last_draw_ns = 0};
+    dt_train_stats st = {0};
+    dt_eval_result ev = {0};
+    int have_step = 0;
+    double train_seconds = 0.0;
+    const int64_t total = cfg.train_iters;
+    int status = 0;
+
+    for (int64_t it = 0; it < total; it++) {
+        if (dt_trainer_step(tr, &st) != DT_OK) {
+            dtrain_clear_live(&out);
+            fprintf(stderr, PROG ": %s\n", dt_last_error());
+            status = 1;
+            goto done;
+        }
+        have_step = 1;
+        train_seconds += st.step_seconds;
+        const double tps = dt_trainer_tokens_per_second(tr);
+        /* from the throughput after the first (warm-up) step */
+        const double eta = tps > 0 ? (double)(total - st.iter) * (double)cfg.global_batch_size * cfg.seq_length / tps
+                                   : 0.0;
+        char tok[32], eta_s[32];
+        dtrain_fmt_count(tok, sizeof tok, tps);
+        dtrain_fmt_duration(eta_s, sizeof eta_s, eta);
+        if (out.live) {
+            int64_t now = dt_time_ns();
+            if (now - out.last_draw_ns > 100000000LL || st.iter == total) {
+                fprintf(stderr, "\r[%lld/%lld] loss %.4f lr %.2e %s tok/s eta %s\033[K", (long long)st.iter,
+                        (long long)total, (double)st.loss, (double)st.lr, tok, eta_s);
+                fflush(stderr);
+                out.line_shown = 1;
+                out.last_draw_ns = now;
+            }
+        } else if (st.iter % cfg.log_interval == 0 || st.iter == 1) {
+            printf("iter %lld/%lld  loss %.4f  lr %.3e  grad_norm %.3f  %s tok/s  eta %s\n", (long long)st.iter,
+                   (long long)total, (double)st.loss, (double)st.lr, st.grad_norm, tok, eta_s);
+            fflush(stdout);
+        }
+        if (cfg.eval_interval > 0 && st.iter % cfg.eval_interval == 0 && st.iter != total) {
+            if (dt_trainer_evaluate(tr, &ev) != DT_OK) {
+                dtrain_clear_live(&out);
+                fprintf(stderr, PROG ": %s\n", dt_last_error());
+                status = 1;
+                goto done;
+            }
+            dtrain_print_eval(&out, st.iter, &ev);
+        }
+    }
+    if (dt_trainer_evaluate(tr, &ev) != DT_OK) {
+        dtrain_clear_live(&out);
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        status = 1;
+        goto done;
+    }
+    dtrain_print_eval(&out, dt_trainer_iterations(tr), &ev);
+    if (o.summary) {
+        if (dt_trainer_write_summary(tr, o.summary, have_step ? &st : NULL, &ev) != DT_OK) {
+            fprintf(stderr, PROG ": %s\n", dt_last_error());
+            status = 1;
+            goto done;
+        }
+        printf("summary: %s\n", o.summary);
+    }
+    if (dt_trainer_finish(tr) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        status = 1;
+        goto done;
+    }
+    if (o.trace) printf("trace: %s\n", o.trace);
+    printf("done: %lld iterations in %.1f s (%.1f s training)\n", (long long)dt_trainer_iterations(tr),
+           dt_trainer_elapsed_seconds(tr), train_seconds);
+    if (ev.accuracy >= 0)
+        printf("final: val_loss %.4f accuracy %.2f%% (%d examples) tokens/s %.0f\n", (double)ev.loss,
+               100.0 * ev.accuracy, ev.n_examples, dt_trainer_tokens_per_second(tr));
+    else
+        printf("final: val_loss %.4f accuracy n/a (%d examples) tokens/s %.0f\n", (double)ev.loss, ev.n_examples,
+               dt_trainer_tokens_per_second(tr));
+    fflush(stdout);
+
+done:
+    dt_trainer_free(tr);
+    return status;
+}
