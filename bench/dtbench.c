@@ -125,6 +125,7 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
     printf("achieved_gflops %.1f\n", gflops);
     printf("peak_gflops %.1f\n", peak);
     printf("mfu %.3f\n", gflops / peak);
+    printf("peak_activation_bytes %zu\n", dt_gpt_peak_activation_bytes(m));
     dt_optim_free(&opt);
     dt_gpt_free(m);
     free(tok), free(tgt);
