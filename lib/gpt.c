@@ -9,7 +9,8 @@
  *   h.l.fcproj.b (C),
  *   lnf.w (C), lnf.b (C), lm_head.w (V,C).
  * Each block's parameters are contiguous, so a pipeline stage's shard is one
- * range. Invariant: activations saved by the last forward are valid until
+ * range. The layer modules (embedding.c, block.c, head.c) do the math; this
+ * file owns the layout, the buffers and the order of the layers. Invariant: activations saved by the last forward are valid until
  * the next forward; backward needs them unchanged. */
 #include <math.h>
 #include <stdio.h>
@@ -28,9 +29,9 @@ struct dt_gpt {
     dt_backend *be;
     dt_paramset layout;
     dt_buffer params, grads;
-    float *wte, *wpe, *lnfw, *lnfb, *lmw;       /* parameter views */
-    float *gwte, *gwpe, *glnfw, *glnfb, *glmw;  /* gradient views */
+    float *wte, *wpe, *gwte, *gwpe;             /* (V,C), (maxT,C) parameter and gradient views */
     dt__block_params *blocks, *gblocks;         /* (L) */
+    dt__head_params head, ghead;
 
     /* activations of the last forward, for (B, T) */
     int B, T;           /* sizes the buffers below were made for */
@@ -40,8 +41,7 @@ struct dt_gpt {
     dt__arena arena;
     dt__block_acts *acts; /* (L) */
     float *x0;          /* (B,T,C) embedding output */
-    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
-    float *logits;      /* (B,T,V); becomes dlogits in backward */
+    dt__head_acts head_acts;
     dt_buffer work;     /* not saved: tokens, targets, losses, flags, backward scratch */
     int32_t *d_tokens, *d_targets; /* (B,T) */
     float *losses;      /* (B,T) */
@@ -131,7 +131,7 @@ static dt_status dt__gpt_layout(dt_gpt *m)
 
 /* Point the named views (params or grads) into a flat buffer. */
 static void dt__gpt_bind(const dt_gpt *m, float *base, float **wte, float **wpe, dt__block_params *blocks,
-                         float **lnfw, float **lnfb, float **lmw)
+                         dt__head_params *head)
 {
     const dt_param_info *in = m->layout.info;
     int k = 0;
@@ -144,9 +144,9 @@ static void dt__gpt_bind(const dt_gpt *m, float *base, float **wte, float **wpe,
                                          &blocks[l].fcb, &blocks[l].fcprojw, &blocks[l].fcprojb};
         for (int i = 0; i < DT__NBLOCK_TENSORS; i++) *f[i] = base + in[k++].offset;
     }
-    *lnfw = base + in[k++].offset;
-    *lnfb = base + in[k++].offset;
-    *lmw = base + in[k++].offset;
+    head->lnfw = base + in[k++].offset;
+    head->lnfb = base + in[k++].offset;
+    head->lmw = base + in[k++].offset;
 }
 
 dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)
@@ -169,8 +169,8 @@ dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)
     DT_CHECK_GOTO(dt__gpt_layout(m), st, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&m->params, be, m->layout.numel * sizeof(float)), st, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&m->grads, be, m->layout.numel * sizeof(float)), st, fail);
-    dt__gpt_bind(m, m->params.data, &m->wte, &m->wpe, m->blocks, &m->lnfw, &m->lnfb, &m->lmw);
-    dt__gpt_bind(m, m->grads.data, &m->gwte, &m->gwpe, m->gblocks, &m->glnfw, &m->glnfb, &m->glmw);
+    dt__gpt_bind(m, m->params.data, &m->wte, &m->wpe, m->blocks, &m->head);
+    dt__gpt_bind(m, m->grads.data, &m->gwte, &m->gwpe, m->gblocks, &m->ghead);
     *out = m;
     return DT_OK;
 fail:
@@ -238,13 +238,6 @@ size_t dt_gpt_peak_activation_bytes(const dt_gpt *m) { return m->arena.peak * si
 
 static size_t dt__pad(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Saved activations outside the blocks: x0, lnf + stats, logits. */
-static size_t dt__outer_act_floats(const dt_gpt_config *c, int B, int T)
-{
-    size_t BT = (size_t)B * T;
-    return 2 * dt__pad(BT * c->hidden_size) + 2 * dt__pad(BT) + dt__pad(BT * c->vocab_size);
-}
-
 static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
 {
     if (B <= m->B && T == m->T && m->act_buf.data) return DT_OK;
@@ -252,7 +245,8 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
     dt_buffer_free(&m->act_buf);
     dt_buffer_free(&m->work);
     m->B = m->T = 0;
-    size_t acts = dt__outer_act_floats(c, B, T) + (size_t)c->num_layers * dt__block_act_floats(c, B, T);
+    size_t acts = dt__embed_act_floats(c, B, T) + (size_t)c->num_layers * dt__block_act_floats(c, B, T) +
+                  dt__head_act_floats(c, B, T);
     DT_CHECK(dt_buffer_alloc(&m->act_buf, m->be, acts * sizeof(float)));
     m->arena.base = m->act_buf.data;
     m->arena.capacity = acts;
@@ -304,7 +298,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     m->have_forward = 0;
     m->cur_B = B;
     m->cur_T = T;
-    const int C = c->hidden_size, V = c->vocab_size, N = B * T;
+    const int N = B * T;
     dt__arena_reset(&m->arena);
     DT_CHECK(be->copy(be, m->d_tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
     m->has_targets = targets != NULL;
@@ -315,8 +309,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     }
 
     int64_t t0 = dt_time_ns();
-    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * C, &m->x0));
-    DT_CHECK(be->encoder_forward(be, m->x0, m->d_tokens, m->wte, m->wpe, B, T, C));
+    DT_CHECK(dt__embed_forward(be, c, m->wte, m->wpe, m->d_tokens, &m->arena, &m->x0, B, T));
     dt__hook(m, -1, 'F', t0);
     const float *x = m->x0;
     for (int l = 0; l < c->num_layers; l++) {
@@ -327,16 +320,10 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
         dt__hook(m, l, 'F', t0);
     }
     t0 = dt_time_ns();
-    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * C, &m->lnf));
-    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N, &m->lnf_mean));
-    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N, &m->lnf_rstd));
-    DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * V, &m->logits));
-    DT_CHECK(be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->lnfw, m->lnfb, N, C));
-    DT_CHECK(be->matmul_forward(be, m->logits, m->lnf, m->lmw, NULL, N, C, V));
+    DT_CHECK(dt__head_forward(be, c, &m->head, &m->arena, &m->head_acts, x, targets ? m->d_targets : NULL,
+                              m->losses, m->correct, B, T));
     float mean_loss = 0.0f;
     if (targets) {
-        DT_CHECK(be->crossentropy_forward_backward(be, m->losses, m->correct, NULL, m->logits, m->d_targets, N, V,
-                                                   0.0f));
         float *hl = malloc((size_t)N * sizeof *hl);
         if (!hl) return DT_FAIL(DT_ERR_NOMEM, "forward: out of memory");
         dt_status st = be->copy(be, hl, m->losses, (size_t)N * sizeof(float), DT_COPY_D2H);
@@ -358,18 +345,13 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     dt_backend *be = m->be;
     if (!m->have_forward || !m->has_targets)
         return DT_FAIL(DT_ERR_INVALID, "backward: no forward pass with targets to differentiate");
-    const int B = m->cur_B, T = m->cur_T, C = c->hidden_size, V = c->vocab_size, N = B * T;
+    const int B = m->cur_B, T = m->cur_T;
     const float dloss = m->n_counted ? loss_scale / (float)m->n_counted : 0.0f;
 
     int64_t t0 = dt_time_ns();
-    /* logits become dlogits in place; the forward's losses are recomputed identically. */
-    DT_CHECK(be->crossentropy_forward_backward(be, m->losses, NULL, m->logits, m->logits, m->d_targets, N, V,
-                                               dloss));
-    DT_CHECK(be->matmul_backward(be, m->scratch.dbtc, m->glmw, NULL, m->logits, m->lnf, m->lmw, N, C, V));
     const float *xL = c->num_layers ? m->acts[c->num_layers - 1].out : m->x0;
-    DT_CHECK(be->memset_zero(be, m->dres, (size_t)N * C * sizeof(float)));
-    DT_CHECK(be->layernorm_backward(be, m->dres, m->glnfw, m->glnfb, m->scratch.dbtc, xL, m->lnfw, m->lnf_mean,
-                                    m->lnf_rstd, N, C));
+    DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss,
+                               m->dres, m->scratch.dbtc, B, T));
     dt__hook(m, c->num_layers, 'B', t0);
     for (int l = c->num_layers - 1; l >= 0; l--) {
         t0 = dt_time_ns();
@@ -379,9 +361,9 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
         dt__hook(m, l, 'B', t0);
     }
     t0 = dt_time_ns();
-    DT_CHECK(be->encoder_backward(be, m->gwte, m->gwpe, m->dres, m->d_tokens, B, T, C));
+    DT_CHECK(dt__embed_backward(be, c, m->gwte, m->gwpe, m->d_tokens, m->dres, B, T));
     dt__hook(m, -1, 'B', t0);
-    /* The logits buffer now holds gradients: the activations are spent. */
+    /* The head turned the logits into their gradient: the activations are spent. */
     m->have_forward = 0;
     dt__arena_reset(&m->arena);
     return DT_OK;
@@ -406,5 +388,5 @@ dt_status dt_gpt_logits(dt_gpt *m, float *out)
 {
     if (!m->have_forward) return DT_FAIL(DT_ERR_INVALID, "logits: no forward pass (or spent by backward)");
     size_t n = (size_t)m->cur_B * m->cur_T * m->cfg.vocab_size;
-    return m->be->copy(m->be, out, m->logits, n * sizeof(float), DT_COPY_D2H);
+    return m->be->copy(m->be, out, m->head_acts.logits, n * sizeof(float), DT_COPY_D2H);
 }

@@ -3,9 +3,10 @@
  * for backward per (B, T)), so later work can recompute activations or
  * split layers across pipeline stages and tensor-parallel ranks.
  *
- * Modules: embedding (wte + wpe), transformer block, head (final
- * LayerNorm + LM head + cross-entropy). Saved activations come from a
- * dt__arena that tracks current and peak bytes. */
+ * Modules: embedding (wte + wpe; embedding.c), transformer block
+ * (block.c), head (final LayerNorm + LM head + cross-entropy; head.c).
+ * Saved activations come from a dt__arena that tracks current and peak
+ * bytes; each module's *_act_floats is the single source of its size. */
 #ifndef DT_GPT_LAYERS_H
 #define DT_GPT_LAYERS_H
 
@@ -25,6 +26,38 @@ typedef struct dt__arena {
 
 dt_status dt__arena_alloc(dt__arena *a, size_t n, float **out);
 void dt__arena_reset(dt__arena *a);
+
+/* ---- embedding: out = wte[tokens] + wpe[t] ------------------------------ */
+/* Saved: its output (B,T,C), the first block's input. */
+size_t dt__embed_act_floats(const dt_gpt_config *cfg, int B, int T);
+dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const float *wte, const float *wpe,
+                            const int32_t *tokens, dt__arena *a, float **out, int B, int T);
+/* dwte, dwpe +=; dout (B,T,C) is the gradient of the embedding output. */
+dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe,
+                             const int32_t *tokens, const float *dout, int B, int T);
+
+/* ---- head: final LayerNorm, LM head (untied), cross-entropy ------------ */
+typedef struct dt__head_params {
+    float *lnfw, *lnfb; /* (C), (C) */
+    float *lmw;         /* (V, C) */
+} dt__head_params;
+
+typedef struct dt__head_acts {
+    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *logits;                    /* (B,T,V); turned into dlogits by backward */
+} dt__head_acts;
+
+size_t dt__head_act_floats(const dt_gpt_config *cfg, int B, int T);
+/* logits from x (B,T,C); with targets (device, (B,T)), also per-position
+ * losses (B,T) and argmax==target flags (B,T). */
+dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,
+                           dt__head_acts *acts, const float *x, const int32_t *targets, float *losses,
+                           uint8_t *correct, int B, int T);
+/* dx (B,T,C) is overwritten with the gradient of x for a loss whose
+ * per-target gradient weight is dloss; dtmp (B,T,C) is scratch. */
+dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
+                            const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
+                            float *losses, float dloss, float *dx, float *dtmp, int B, int T);
 
 /* ---- transformer block ----------------------------------------------- */
 typedef struct dt__block_params {

@@ -14,7 +14,9 @@ libdtrain_core_la_SOURCES = \
 	lib/cpu_layers.c \
 	lib/cpu_attention.c \
 	lib/cpu_optim.c \
+	lib/embedding.c \
 	lib/block.c \
+	lib/head.c \
 	lib/gpt.c \
 	lib/optim.c \
 	lib/lr.c \
