@@ -272,7 +272,9 @@ dt_status dt_trace_writer_open(const char *path, const char *tool, const char *c
         }
         bad |= json_object_set_new(other, "config", cfg);
     }
-    char *other_s = bad ? NULL : json_dumps(other, JSON_COMPACT);
+    /* 15 significant digits: configuration values are typed in by people
+     * (0.003, not 0.0030000000000000001) and nothing recomputes from them. */
+    char *other_s = bad ? NULL : json_dumps(other, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(other);
     if (!other_s) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory building the trace header", path);
 
