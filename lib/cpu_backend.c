@@ -101,6 +101,15 @@ dt_status dt_backend_cpu_create(int threads, dt_backend **out)
     be->scale = dt__cpu_scale;
     be->adamw_update = dt__cpu_adamw_update;
     be->sgd_update = dt__cpu_sgd_update;
+    be->lars_update = dt__cpu_lars_update;
+    be->lamb_direction = dt__cpu_lamb_direction;
+    be->axpy = dt__cpu_axpy;
+    be->cast = dt__cpu_cast;
+    be->unscale_check = dt__cpu_unscale_check;
+    be->batchnorm_forward = dt__cpu_batchnorm_forward;
+    be->batchnorm_backward = dt__cpu_batchnorm_backward;
+    be->relu_forward = dt__cpu_relu_forward;
+    be->relu_backward = dt__cpu_relu_backward;
     dt_status st = dt__cpu_set_threads(be, threads);
     if (st != DT_OK) {
         free(be);

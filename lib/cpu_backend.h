@@ -46,4 +46,25 @@ dt_status dt__cpu_adamw_update(dt_backend *be, float *p, const float *g, float *
 dt_status dt__cpu_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
                              float momentum, float wd, float grad_scale, int nesterov, int first);
 
+dt_status dt__cpu_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float trust,
+                              float momentum, float wd, float grad_scale);
+dt_status dt__cpu_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
+                                 size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                                 float grad_scale);
+dt_status dt__cpu_axpy(dt_backend *be, float *y, float a, const float *x, size_t n);
+
+/* cpu_half.c */
+dt_status dt__cpu_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type, size_t n);
+dt_status dt__cpu_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite);
+
+/* cpu_batchnorm.c */
+dt_status dt__cpu_batchnorm_forward(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
+                                    float *running_var, const float *inp, const float *w, const float *b, int N,
+                                    int C, float momentum, float eps, int training);
+dt_status dt__cpu_batchnorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                     const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                     int C);
+dt_status dt__cpu_relu_forward(dt_backend *be, float *out, const float *inp, size_t n);
+dt_status dt__cpu_relu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+
 #endif

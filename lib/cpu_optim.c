@@ -132,3 +132,20 @@ dt_status dt__cpu_sgd_update(dt_backend *be, float *p, const float *g, float *bu
     }
     return DT_OK;
 }
+
+/* ---- LARS / LAMB (placeholders until implemented) ---- */
+dt_status dt__cpu_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float trust,
+                              float momentum, float wd, float grad_scale)
+{
+    return DT_FAIL(DT_ERR_UNSUPPORTED, "lars_update: not implemented yet");
+}
+dt_status dt__cpu_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
+                                 size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                                 float grad_scale)
+{
+    return DT_FAIL(DT_ERR_UNSUPPORTED, "lamb_direction: not implemented yet");
+}
+dt_status dt__cpu_axpy(dt_backend *be, float *y, float a, const float *x, size_t n)
+{
+    return DT_FAIL(DT_ERR_UNSUPPORTED, "axpy: not implemented yet");
+}

@@ -109,6 +109,48 @@ struct dt_backend {
      * p -= lr * (nesterov ? g' + momentum * buf : buf) */
     dt_status (*sgd_update)(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
                             float momentum, float wd, float grad_scale, int nesterov, int first);
+
+    /* LARS on one tensor (../shared/reference.md): g' = g * grad_scale;
+     * buf = momentum * buf + lr * trust * (g' + wd * p); p -= buf. The
+     * caller computes trust = eta * ||p|| / (||g'|| + wd * ||p||) from
+     * sumsq (1 for tensors without LARS, e.g. biases and norms). */
+    dt_status (*lars_update)(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float trust,
+                             float momentum, float wd, float grad_scale);
+    /* LAMB, first half, on one tensor: g' = g * grad_scale; Adam moments m,
+     * v; u(n) = mhat / (sqrt(vhat) + eps) + wd * p (bc1, bc2 as for AdamW).
+     * The caller then takes ||p|| and ||u|| with sumsq and applies
+     * p += (-lr * phi(||p||) / ||u||) * u with axpy. */
+    dt_status (*lamb_direction)(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
+                                size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                                float grad_scale);
+    /* y(n) += a * x(n) */
+    dt_status (*axpy)(dt_backend *be, float *y, float a, const float *x, size_t n);
+
+    /* ---- mixed precision ------------------------------------------------- */
+    /* dst(n) = src(n) converted between DT_F32, DT_F16 and DT_BF16 (IEEE
+     * round to nearest even; NaN stays NaN, overflow becomes inf). */
+    dt_status (*cast)(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type, size_t n);
+    /* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left
+     * unchanged otherwise, so one flag can collect many tensors). */
+    dt_status (*unscale_check)(dt_backend *be, float *x, float s, size_t n, int *nonfinite);
+
+    /* ---- BatchNorm and ReLU (the mlp-bn model) ---------------------------- */
+    /* BatchNorm over N rows of C features. training != 0: batch statistics
+     * (biased variance) normalise; mean(C) and rstd(C) are saved; the
+     * running statistics become (1 - momentum) * running + momentum * batch
+     * (unbiased variance for running_var, as PyTorch). training == 0: the
+     * running statistics normalise and nothing is updated. */
+    dt_status (*batchnorm_forward)(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
+                                   float *running_var, const float *inp, const float *w, const float *b, int N, int C,
+                                   float momentum, float eps, int training);
+    /* dinp(N,C) overwritten, dw(C) +=, db(C) += (training-mode statistics) */
+    dt_status (*batchnorm_backward)(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                    int C);
+    /* out(n) = max(x, 0) */
+    dt_status (*relu_forward)(dt_backend *be, float *out, const float *inp, size_t n);
+    /* dinp(n) = dout where inp > 0, else 0 (dinp may alias dout) */
+    dt_status (*relu_backward)(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 };
 
 /* Create a backend by name ("cpu"; others when built). threads <= 0: default. */

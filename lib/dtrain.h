@@ -14,6 +14,10 @@
 #include "dt_data.h"
 #include "dt_trace.h"
 #include "dt_train.h"
+#include "dt_half.h"
+#include "dt_loss_scaler.h"
+#include "dt_mlp.h"
+#include "dt_blobs.h"
 
 #define DT_VERSION_STRING "0.1.0"
 

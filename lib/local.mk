@@ -14,6 +14,8 @@ libdtrain_core_la_SOURCES = \
 	lib/cpu_layers.c \
 	lib/cpu_attention.c \
 	lib/cpu_optim.c \
+	lib/cpu_half.c \
+	lib/cpu_batchnorm.c \
 	lib/embedding.c \
 	lib/block.c \
 	lib/head.c \
@@ -24,7 +26,11 @@ libdtrain_core_la_SOURCES = \
 	lib/data_text.c \
 	lib/trace_write.c \
 	lib/trace_read.c \
-	lib/train.c
+	lib/train.c \
+	lib/half.c \
+	lib/loss_scaler.c \
+	lib/mlp.c \
+	lib/data_blobs.c
 libdtrain_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DDT_BUILDING_LIBRARY
 libdtrain_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS)
 libdtrain_core_la_LIBADD = $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
@@ -45,7 +51,11 @@ include_HEADERS += \
 	lib/dt_optim.h \
 	lib/dt_data.h \
 	lib/dt_trace.h \
-	lib/dt_train.h
+	lib/dt_train.h \
+	lib/dt_half.h \
+	lib/dt_loss_scaler.h \
+	lib/dt_mlp.h \
+	lib/dt_blobs.h
 noinst_HEADERS += \
 	lib/dt_internal.h \
 	lib/data_internal.h \

@@ -10,7 +10,9 @@ DT_CHECK_SUITES = \
 	tests/check_optim \
 	tests/check_data \
 	tests/check_trace \
-	tests/check_train
+	tests/check_train \
+	tests/check_half \
+	tests/check_mlp
 check_PROGRAMS += $(DT_CHECK_SUITES)
 TESTS += $(DT_CHECK_SUITES)
 
@@ -35,6 +37,12 @@ tests_check_trace_LDADD = $(DT_CHECK_LDADD)
 tests_check_train_SOURCES = tests/check_train.c tests/testutil.h
 tests_check_train_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_train_LDADD = $(DT_CHECK_LDADD)
+tests_check_half_SOURCES = tests/check_half.c tests/testutil.h
+tests_check_half_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_half_LDADD = $(DT_CHECK_LDADD)
+tests_check_mlp_SOURCES = tests/check_mlp.c tests/testutil.h
+tests_check_mlp_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
 else
 check-local:
 	@echo "Check (the unit-test library) was not found by configure: install it (./bootstrap) and re-run ./configure" >&2; exit 1
