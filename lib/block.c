@@ -26,14 +26,19 @@ void dt__arena_reset(dt__arena *a) { a->used = 0; }
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T)
+size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T)
 {
-    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
-    return 5 * dt__pad16(BT * C)       /* ln1, atty, res2, ln2, out */
-           + 4 * dt__pad16(BT)         /* LayerNorm means and rstds */
-           + dt__pad16(BT * 3 * C)     /* qkv */
-           + dt__pad16(B * NH * T * T) /* att */
-           + 2 * dt__pad16(BT * 4 * C);/* fch, fch_gelu */
+    return dt__pad16((size_t)B * cfg->num_heads * T * T);
+}
+
+size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att)
+{
+    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
+    return 5 * dt__pad16(BT * C)        /* ln1, atty, res2, ln2, out */
+           + 4 * dt__pad16(BT)          /* LayerNorm means and rstds */
+           + dt__pad16(BT * 3 * C)      /* qkv */
+           + (with_att ? dt__block_att_floats(cfg, B, T) : 0)
+           + 2 * dt__pad16(BT * 4 * C); /* fch, fch_gelu */
 }
 
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
@@ -42,14 +47,16 @@ size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
     return dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(B * NH * T * T) + dt__pad16(BT * 4 * C);
 }
 
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, dt__block_acts *acts)
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
+                               dt__block_acts *acts)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln1));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 3 * C, &acts->qkv));
-    DT_CHECK(dt__arena_alloc(a, B * NH * T * T, &acts->att));
+    acts->att = NULL;
+    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NH * T * T, &acts->att));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->atty));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->res2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln2));

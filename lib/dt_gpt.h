@@ -78,9 +78,27 @@ DT_API dt_status dt_gpt_logits(dt_gpt *m, float *out);
 DT_API size_t dt_gpt_activation_bytes(const dt_gpt *m);
 DT_API size_t dt_gpt_peak_activation_bytes(const dt_gpt *m);
 
+/* Activation recomputation ("gradient checkpointing"):
+ *   DT_RECOMPUTE_FULL, K: keep only the input of every K-th block (groups of
+ *     K blocks); backward recomputes a group's forward from its input, then
+ *     runs its backward.
+ *   DT_RECOMPUTE_SELECTIVE: keep everything but the attention probabilities
+ *     (B,NH,T,T), recomputed from the kept qkv in backward (Megatron-LM's
+ *     selective recomputation of the attention core).
+ * Gradients are bit-identical to no recomputation. */
+typedef enum dt_recompute { DT_RECOMPUTE_NONE = 0, DT_RECOMPUTE_FULL, DT_RECOMPUTE_SELECTIVE } dt_recompute;
+/* "full" or "selective" ("none" is accepted too). */
+DT_API dt_status dt_recompute_parse(const char *s, dt_recompute *out);
+/* num_layers is K for DT_RECOMPUTE_FULL (1..L); ignored otherwise. */
+DT_API dt_status dt_gpt_set_recompute(dt_gpt *m, dt_recompute mode, int num_layers);
+/* The activation bytes the arena is sized for at (B, T) in the current mode
+ * (equal to the measured peak after a forward and backward). */
+DT_API size_t dt_gpt_predicted_activation_bytes(const dt_gpt *m, int B, int T);
+
 /* Per-layer trace hook: called after each layer forward/backward with the
  * layer index (-1 embedding, 0..L-1 blocks, L head+loss), the pass
- * ('F' or 'B'), and start/end times from dt_time_ns(). */
+ * ('F' forward, 'B' backward, 'R' recomputation of a forward), and
+ * start/end times from dt_time_ns(). */
 typedef void (*dt_gpt_layer_hook)(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
 DT_API void dt_gpt_set_layer_hook(dt_gpt *m, dt_gpt_layer_hook hook, void *ctx);
 

@@ -20,6 +20,7 @@
 #include "dt_gpt.h"
 #include "dt_rng.h"
 #include "dt_time.h"
+#include "dt_internal.h"
 #include "gpt_layers.h"
 
 #define DT__NBLOCK_TENSORS 12
@@ -50,6 +51,13 @@ struct dt_gpt {
     float *dres;        /* (B,T,C) residual-stream gradient */
     int n_counted;      /* targets >= 0 in the last forward */
     int has_targets;
+
+    /* activation recomputation */
+    dt_recompute recompute;
+    int recompute_k;      /* full: blocks per checkpointed group */
+    float **ckpt;         /* (G) full: output of each group, (B,T,C) each */
+    size_t *ckpt_mark;    /* (G) arena mark taken before ckpt[g] */
+    size_t head_mark;     /* arena mark taken before the head's activations */
 
     dt_gpt_layer_hook hook;
     void *hook_ctx;
@@ -162,7 +170,9 @@ dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)
     m->blocks = calloc((size_t)cfg->num_layers, sizeof *m->blocks);
     m->gblocks = calloc((size_t)cfg->num_layers, sizeof *m->gblocks);
     m->acts = calloc((size_t)cfg->num_layers, sizeof *m->acts);
-    if (!m->blocks || !m->gblocks || !m->acts) {
+    m->ckpt = calloc((size_t)cfg->num_layers, sizeof *m->ckpt);
+    m->ckpt_mark = calloc((size_t)cfg->num_layers, sizeof *m->ckpt_mark);
+    if (!m->blocks || !m->gblocks || !m->acts || !m->ckpt || !m->ckpt_mark) {
         st = DT_FAIL(DT_ERR_NOMEM, "model: out of memory");
         goto fail;
     }
@@ -189,6 +199,8 @@ void dt_gpt_free(dt_gpt *m)
     free(m->blocks);
     free(m->gblocks);
     free(m->acts);
+    free(m->ckpt);
+    free(m->ckpt_mark);
     free(m);
 }
 
@@ -238,6 +250,41 @@ size_t dt_gpt_peak_activation_bytes(const dt_gpt *m) { return m->arena.peak * si
 
 static size_t dt__pad(size_t n) { return (n + 15) & ~(size_t)15; }
 
+/* Peak saved-activation floats for (B, T) under a recomputation mode; the
+ * arena is sized by it and measures what is really used (the tests check
+ * that the two agree). With E, A, H the embedding, block and head
+ * footprints, P = B*T*C, ATT the attention probabilities, G = ceil(L/K):
+ *   none:      E + L*A + H
+ *   selective: E + L*(A - ATT) + max(ATT, H)
+ *   full, K:   E + max(G*P + H, max over groups g of (g+1)*P + K_g*A)
+ *              (group outputs kept; one group's activations live at a
+ *              time; K_g = K but for a shorter last group). For L
+ *              divisible by K that is E + G*P + max(K*A, H). */
+static size_t dt__gpt_act_floats(const dt_gpt_config *c, dt_recompute mode, int K, int B, int T)
+{
+    const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(c, B, T);
+    const size_t A = dt__block_act_floats(c, B, T, 1);
+    switch (mode) {
+    case DT_RECOMPUTE_SELECTIVE: {
+        size_t att = dt__block_att_floats(c, B, T);
+        return E + L * (A - att) + DT_MAX(att, H);
+    }
+    case DT_RECOMPUTE_FULL: {
+        /* Forward of group g holds g+1 group outputs and K_g blocks; the
+         * head holds all G outputs; backward of group g holds g outputs. */
+        size_t G = (L + (size_t)K - 1) / (size_t)K, P = dt__pad((size_t)B * T * c->hidden_size);
+        size_t peak = G * P + H;
+        for (size_t g = 0; g < G; g++) {
+            size_t Kg = DT_MIN((size_t)K, L - g * (size_t)K);
+            peak = DT_MAX(peak, (g + 1) * P + Kg * A);
+        }
+        return E + peak;
+    }
+    case DT_RECOMPUTE_NONE: break;
+    }
+    return E + L * A + H;
+}
+
 static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
 {
     if (B <= m->B && T == m->T && m->act_buf.data) return DT_OK;
@@ -245,8 +292,7 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
     dt_buffer_free(&m->act_buf);
     dt_buffer_free(&m->work);
     m->B = m->T = 0;
-    size_t acts = dt__embed_act_floats(c, B, T) + (size_t)c->num_layers * dt__block_act_floats(c, B, T) +
-                  dt__head_act_floats(c, B, T);
+    size_t acts = dt__gpt_act_floats(c, m->recompute, m->recompute_k, B, T);
     DT_CHECK(dt_buffer_alloc(&m->act_buf, m->be, acts * sizeof(float)));
     m->arena.base = m->act_buf.data;
     m->arena.capacity = acts;
@@ -276,6 +322,61 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
 static void dt__hook(dt_gpt *m, int layer, char pass, int64_t t0)
 {
     if (m->hook) m->hook(m->hook_ctx, layer, pass, t0, dt_time_ns());
+}
+
+/* Run the blocks of full-recomputation group g from its input x: their
+ * activations are allocated on top of the arena (the caller releases them),
+ * and the group's output is copied into ckpt[g] on the first pass ('F');
+ * on a recomputation ('R') the output stays in the block's own buffer. */
+static dt_status dt__gpt_group_forward(dt_gpt *m, int g, const float *x, char pass)
+{
+    const dt_gpt_config *c = &m->cfg;
+    const int B = m->cur_B, T = m->cur_T;
+    int l0 = g * m->recompute_k, l1 = DT_MIN(l0 + m->recompute_k, c->num_layers);
+    size_t mark = dt__arena_mark(&m->arena);
+    for (int l = l0; l < l1; l++) {
+        int64_t t0 = dt_time_ns();
+        DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &m->acts[l]));
+        DT_CHECK(dt__block_forward(m->be, c, &m->blocks[l], &m->acts[l], x, B, T));
+        x = m->acts[l].out;
+        dt__hook(m, l, pass, t0);
+    }
+    if (pass == 'F') {
+        DT_CHECK(m->be->copy(m->be, m->ckpt[g], x, (size_t)B * T * c->hidden_size * sizeof(float), DT_COPY_D2D));
+        dt__arena_release(&m->arena, mark);
+    }
+    return DT_OK;
+}
+
+dt_status dt_recompute_parse(const char *s, dt_recompute *out)
+{
+    if (s && strcmp(s, "full") == 0) *out = DT_RECOMPUTE_FULL;
+    else if (s && strcmp(s, "selective") == 0) *out = DT_RECOMPUTE_SELECTIVE;
+    else if (s && strcmp(s, "none") == 0) *out = DT_RECOMPUTE_NONE;
+    else
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity '%s': expected full or selective", s ? s : "");
+    return DT_OK;
+}
+
+dt_status dt_gpt_set_recompute(dt_gpt *m, dt_recompute mode, int num_layers)
+{
+    if (mode == DT_RECOMPUTE_FULL && (num_layers < 1 || num_layers > m->cfg.num_layers))
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected 1..%d (the number of layers)", num_layers,
+                       m->cfg.num_layers);
+    if (mode != DT_RECOMPUTE_NONE && mode != DT_RECOMPUTE_FULL && mode != DT_RECOMPUTE_SELECTIVE)
+        return DT_FAIL(DT_ERR_INVALID, "recompute mode %d: expected none, full or selective", (int)mode);
+    m->recompute = mode;
+    m->recompute_k = mode == DT_RECOMPUTE_FULL ? num_layers : 0;
+    m->have_forward = 0;
+    /* The arena is sized per mode: drop it so the next forward sizes it anew. */
+    dt_buffer_free(&m->act_buf);
+    m->arena = (dt__arena){0};
+    return DT_OK;
+}
+
+size_t dt_gpt_predicted_activation_bytes(const dt_gpt *m, int B, int T)
+{
+    return dt__gpt_act_floats(&m->cfg, m->recompute, m->recompute_k, B, T) * sizeof(float);
 }
 
 dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T, float *loss)
@@ -312,14 +413,32 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     DT_CHECK(dt__embed_forward(be, c, m->wte, m->wpe, m->d_tokens, &m->arena, &m->x0, B, T));
     dt__hook(m, -1, 'F', t0);
     const float *x = m->x0;
-    for (int l = 0; l < c->num_layers; l++) {
-        t0 = dt_time_ns();
-        DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, &m->acts[l]));
-        DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &m->acts[l], x, B, T));
-        x = m->acts[l].out;
-        dt__hook(m, l, 'F', t0);
+    if (m->recompute == DT_RECOMPUTE_FULL) {
+        for (int g = 0, l0 = 0; l0 < c->num_layers; g++, l0 += m->recompute_k) {
+            m->ckpt_mark[g] = dt__arena_mark(&m->arena);
+            DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * c->hidden_size, &m->ckpt[g]));
+            DT_CHECK(dt__gpt_group_forward(m, g, x, 'F'));
+            x = m->ckpt[g];
+        }
+    } else {
+        const int with_att = m->recompute != DT_RECOMPUTE_SELECTIVE;
+        for (int l = 0; l < c->num_layers; l++) {
+            t0 = dt_time_ns();
+            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, with_att, &m->acts[l]));
+            size_t mark = dt__arena_mark(&m->arena);
+            if (!with_att) /* the probabilities live only while the block runs */
+                DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].att));
+            DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &m->acts[l], x, B, T));
+            if (!with_att) {
+                dt__arena_release(&m->arena, mark);
+                m->acts[l].att = NULL;
+            }
+            x = m->acts[l].out;
+            dt__hook(m, l, 'F', t0);
+        }
     }
     t0 = dt_time_ns();
+    m->head_mark = dt__arena_mark(&m->arena);
     DT_CHECK(dt__head_forward(be, c, &m->head, &m->arena, &m->head_acts, x, targets ? m->d_targets : NULL,
                               m->losses, m->correct, B, T));
     float mean_loss = 0.0f;
@@ -348,17 +467,53 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     const int B = m->cur_B, T = m->cur_T;
     const float dloss = m->n_counted ? loss_scale / (float)m->n_counted : 0.0f;
 
+    const int L = c->num_layers, full = m->recompute == DT_RECOMPUTE_FULL;
+    const int G = full ? (L + m->recompute_k - 1) / m->recompute_k : 0;
     int64_t t0 = dt_time_ns();
-    const float *xL = c->num_layers ? m->acts[c->num_layers - 1].out : m->x0;
+    const float *xL = full ? m->ckpt[G - 1] : L ? m->acts[L - 1].out : m->x0;
     DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss,
                                m->dres, m->scratch.dbtc, B, T));
-    dt__hook(m, c->num_layers, 'B', t0);
-    for (int l = c->num_layers - 1; l >= 0; l--) {
-        t0 = dt_time_ns();
-        const float *x = l ? m->acts[l - 1].out : m->x0;
-        DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres,
-                                    B, T));
-        dt__hook(m, l, 'B', t0);
+    dt__arena_release(&m->arena, m->head_mark);
+    dt__hook(m, L, 'B', t0);
+    if (full) {
+        for (int g = G - 1; g >= 0; g--) {
+            /* The group's own output is spent; recompute its blocks from its input. */
+            dt__arena_release(&m->arena, m->ckpt_mark[g]);
+            const float *xin = g ? m->ckpt[g - 1] : m->x0;
+            size_t mark = dt__arena_mark(&m->arena);
+            DT_CHECK(dt__gpt_group_forward(m, g, xin, 'R'));
+            int l0 = g * m->recompute_k, l1 = DT_MIN(l0 + m->recompute_k, L);
+            for (int l = l1 - 1; l >= l0; l--) {
+                t0 = dt_time_ns();
+                const float *x = l > l0 ? m->acts[l - 1].out : xin;
+                DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x,
+                                            m->dres, B, T));
+                dt__hook(m, l, 'B', t0);
+            }
+            dt__arena_release(&m->arena, mark);
+        }
+    } else {
+        for (int l = L - 1; l >= 0; l--) {
+            const float *x = l ? m->acts[l - 1].out : m->x0;
+            size_t mark = dt__arena_mark(&m->arena);
+            if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
+                /* Recompute the attention core's probabilities from the kept
+                 * qkv; its output goes to scratch (the kept atty is identical). */
+                t0 = dt_time_ns();
+                DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].att));
+                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, m->acts[l].att, m->acts[l].qkv, B, T,
+                                               c->hidden_size, c->num_heads));
+                dt__hook(m, l, 'R', t0);
+            }
+            t0 = dt_time_ns();
+            DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres,
+                                        B, T));
+            dt__hook(m, l, 'B', t0);
+            if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
+                dt__arena_release(&m->arena, mark);
+                m->acts[l].att = NULL;
+            }
+        }
     }
     t0 = dt_time_ns();
     DT_CHECK(dt__embed_backward(be, c, m->gwte, m->gwpe, m->d_tokens, m->dres, B, T));

@@ -26,6 +26,9 @@ typedef struct dt__arena {
 
 dt_status dt__arena_alloc(dt__arena *a, size_t n, float **out);
 void dt__arena_reset(dt__arena *a);
+/* Stack discipline: release everything allocated after the mark. */
+static inline size_t dt__arena_mark(const dt__arena *a) { return a->used; }
+static inline void dt__arena_release(dt__arena *a, size_t mark) { a->used = mark; }
 
 /* ---- embedding: out = wte[tokens] + wpe[t] ------------------------------ */
 /* Saved: its output (B,T,C), the first block's input. */
@@ -89,9 +92,15 @@ typedef struct dt__block_scratch {
     float *dfch;  /* (B,T,4C) */
 } dt__block_scratch;
 
-size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T);
+/* Saved floats of one block; with_att = 0 leaves out the attention
+ * probabilities (B,NH,T,T), which selective recomputation does not keep. */
+size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att);
+size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T);
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T);
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, dt__block_acts *acts);
+/* Allocate a block's activations; with_att = 0 leaves acts->att NULL for
+ * the caller to point at a temporary. */
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
+                               dt__block_acts *acts);
 /* out = block(x); x (B,T,C) is kept by the caller (previous block's out). */
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                             dt__block_acts *acts, const float *x, int B, int T);

@@ -315,6 +315,101 @@ START_TEST(test_init_deterministic)
 }
 END_TEST
 
+/* ---- activation recomputation -------------------------------------------- */
+
+static const dt_gpt_config CFG4 = {.vocab_size = 11, .seq_len = 6, .num_layers = 4, .num_heads = 2,
+                                   .hidden_size = 8};
+
+/* Gradients and peak activation bytes of one forward + backward. */
+static size_t run_recompute(dt_recompute mode, int k, float *grads_out, float *loss_out)
+{
+    dt_gpt *g4;
+    ck_dt(dt_gpt_create(&CFG4, be, &g4));
+    ck_dt(dt_gpt_init_weights(g4, 5));
+    ck_dt(dt_gpt_set_recompute(g4, mode, k));
+    ck_dt(dt_gpt_zero_grad(g4));
+    ck_dt(dt_gpt_forward(g4, tok, tgt, B, T, loss_out));
+    ck_dt(dt_gpt_backward(g4, 1.0f));
+    memcpy(grads_out, dt_gpt_grads(g4), dt_gpt_layout(g4)->numel * sizeof(float));
+    size_t peak = dt_gpt_peak_activation_bytes(g4);
+    ck_assert_uint_eq(peak, dt_gpt_predicted_activation_bytes(g4, B, T));
+    ck_assert_uint_eq(dt_gpt_activation_bytes(g4), 0);
+    dt_gpt_free(g4);
+    return peak;
+}
+
+START_TEST(test_recompute_bit_identical_and_memory)
+{
+    size_t n = dt_gpt_config_num_params(&CFG4) + 64 * 40;
+    float *g0 = malloc(n * sizeof *g0), *g1 = malloc(n * sizeof *g1);
+    float l0, l1;
+    size_t numel;
+    {
+        dt_gpt *tmp;
+        ck_dt(dt_gpt_create(&CFG4, be, &tmp));
+        numel = dt_gpt_layout(tmp)->numel;
+        dt_gpt_free(tmp);
+    }
+    size_t none = run_recompute(DT_RECOMPUTE_NONE, 0, g0, &l0);
+    /* Footprints written out from the layer definitions (floats, each
+     * tensor rounded up to 16 by PAD, defined above): */
+    const size_t C = 8, NH = 2, L = 4, V = 11, BT = B * T;
+    const size_t P = PAD(BT * C), ATT = PAD(B * NH * T * T);
+    const size_t A = 5 * P + 4 * PAD(BT) + PAD(BT * 3 * C) + ATT + 2 * PAD(BT * 4 * C);
+    const size_t E = P, H = P + 2 * PAD(BT) + PAD(BT * V);
+    ck_assert_uint_eq(none, (E + L * A + H) * 4);
+    struct { dt_recompute mode; int k; size_t expect; } cases[] = {
+        {DT_RECOMPUTE_FULL, 1, (E + 4 * P + (A > H ? A : H)) * 4},         /* K = 1 */
+        {DT_RECOMPUTE_FULL, 2, (E + 2 * P + (2 * A > H ? 2 * A : H)) * 4}, /* K = sqrt(L) */
+        /* uneven groups {0,1,2}, {3}: group 0's forward (1 output + 3 blocks)
+         * against the head (2 outputs + H) */
+        {DT_RECOMPUTE_FULL, 3, (E + (P + 3 * A > 2 * P + H ? P + 3 * A : 2 * P + H)) * 4},
+        {DT_RECOMPUTE_SELECTIVE, 0, (E + L * (A - ATT) + (ATT > H ? ATT : H)) * 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t peak = run_recompute(cases[i].mode, cases[i].k, g1, &l1);
+        ck_assert_msg(memcmp(g0, g1, numel * sizeof(float)) == 0, "case %zu: gradients differ from no recompute", i);
+        ck_assert_msg(l0 == l1, "case %zu: loss differs", i);
+        ck_assert_msg(peak == cases[i].expect, "case %zu: peak %zu bytes, predicted %zu", i, peak, cases[i].expect);
+        ck_assert_msg(peak < none, "case %zu: no memory saved (%zu vs %zu)", i, peak, none);
+    }
+    ck_assert_int_eq(dt_gpt_set_recompute(m, DT_RECOMPUTE_FULL, 3), DT_ERR_INVALID); /* m has 2 layers */
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "--recompute-num-layers"));
+    dt_recompute r;
+    ck_assert_int_eq(dt_recompute_parse("partial", &r), DT_ERR_INVALID);
+    ck_dt(dt_recompute_parse("selective", &r));
+    ck_assert_int_eq(r, DT_RECOMPUTE_SELECTIVE);
+    free(g0), free(g1);
+}
+END_TEST
+
+static int n_recompute_events;
+static void count_hook(void *ctx, int layer, char pass, int64_t t0, int64_t t1)
+{
+    (void)ctx, (void)layer, (void)t0, (void)t1;
+    n_recompute_events += pass == 'R';
+}
+
+START_TEST(test_recompute_hook)
+{
+    dt_gpt *g4;
+    ck_dt(dt_gpt_create(&CFG4, be, &g4));
+    ck_dt(dt_gpt_init_weights(g4, 5));
+    dt_gpt_set_layer_hook(g4, count_hook, NULL);
+    ck_dt(dt_gpt_set_recompute(g4, DT_RECOMPUTE_FULL, 2));
+    n_recompute_events = 0;
+    ck_dt(dt_gpt_forward(g4, tok, tgt, B, T, NULL));
+    ck_dt(dt_gpt_backward(g4, 1.0f));
+    ck_assert_int_eq(n_recompute_events, 4); /* every block recomputed once */
+    ck_dt(dt_gpt_set_recompute(g4, DT_RECOMPUTE_SELECTIVE, 0));
+    n_recompute_events = 0;
+    ck_dt(dt_gpt_forward(g4, tok, tgt, B, T, NULL));
+    ck_dt(dt_gpt_backward(g4, 1.0f));
+    ck_assert_int_eq(n_recompute_events, 4);
+    dt_gpt_free(g4);
+}
+END_TEST
+
 static Suite *gpt_suite(void)
 {
     Suite *s = suite_create("gpt");
@@ -328,6 +423,8 @@ static Suite *gpt_suite(void)
     tcase_add_test(tc, test_activation_accounting);
     tcase_add_test(tc, test_hooks_and_errors);
     tcase_add_test(tc, test_init_deterministic);
+    tcase_add_test(tc, test_recompute_bit_identical_and_memory);
+    tcase_add_test(tc, test_recompute_hook);
     suite_add_tcase(s, tc);
     return s;
 }
