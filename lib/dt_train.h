@@ -20,6 +20,16 @@
 extern "C" {
 #endif
 
+/* Learning-rate scaling when the global batch grows (reference.md: the
+ * linear scaling rule; sqrt is common for Adam-like optimizers): the peak
+ * and minimum LR are multiplied by global/base (linear) or its square root
+ * (sqrt); warm-up then ramps to the scaled peak. */
+typedef enum dt_lr_scaling { DT_LR_SCALING_NONE = 0, DT_LR_SCALING_LINEAR, DT_LR_SCALING_SQRT } dt_lr_scaling;
+/* "none", "linear" or "sqrt" */
+DT_API dt_status dt_lr_scaling_parse(const char *s, dt_lr_scaling *out);
+/* The factor applied to the LR for a global batch against a base batch. */
+DT_API double dt_lr_scaling_factor(dt_lr_scaling s, int global_batch, int base_batch);
+
 typedef struct dt_train_config {
     char model_name[32];     /* preset name the sizes came from ("custom" otherwise) */
     dt_gpt_config model;     /* vocab_size is taken from the data */
@@ -29,8 +39,12 @@ typedef struct dt_train_config {
     int global_batch_size;
     int64_t train_iters;
     dt_optim_config optim;
-    dt_lr_schedule lr;
+    dt_lr_schedule lr;       /* as given; the trainer applies lr_scaling to it */
+    dt_lr_scaling lr_scaling;
+    int base_batch_size;     /* the batch the given LR is for (lr_scaling); <= 0: the global batch */
     float clip_grad;         /* <= 0: no clipping */
+    dt_recompute recompute;  /* activation recomputation (dt_gpt.h) */
+    int recompute_num_layers; /* K for DT_RECOMPUTE_FULL */
     uint64_t seed;
     int threads;             /* <= 0: backend default */
     const char *device;      /* "cpu" */
@@ -85,6 +99,8 @@ DT_API dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out);
 /* Finish and close the trace file (no-op without one); reports write errors. */
 DT_API dt_status dt_trainer_finish(dt_trainer *tr);
 DT_API dt_gpt *dt_trainer_model(dt_trainer *tr);
+/* The learning-rate schedule in effect (after lr_scaling). */
+DT_API const dt_lr_schedule *dt_trainer_lr_schedule(const dt_trainer *tr);
 /* The trainer's copy of the configuration: model.vocab_size filled from the
  * data and threads from the backend. */
 DT_API const dt_train_config *dt_trainer_config(const dt_trainer *tr);

@@ -58,6 +58,7 @@ struct dt_trainer {
     dt_trace_writer *trace;
     dt_status trace_status; /* first error while writing from the layer hook */
     int cur_micro;          /* micro-batch being computed (hook args) */
+    dt_lr_schedule lr;      /* cfg.lr after lr_scaling */
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -106,6 +107,22 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->trace_path = NULL;
     cfg->log_interval = 100;
     cfg->eval_interval = 500;
+}
+
+dt_status dt_lr_scaling_parse(const char *s, dt_lr_scaling *out)
+{
+    if (s && strcmp(s, "none") == 0) *out = DT_LR_SCALING_NONE;
+    else if (s && strcmp(s, "linear") == 0) *out = DT_LR_SCALING_LINEAR;
+    else if (s && strcmp(s, "sqrt") == 0) *out = DT_LR_SCALING_SQRT;
+    else return DT_FAIL(DT_ERR_INVALID, "--lr-scaling '%s': expected none, linear or sqrt", s ? s : "");
+    return DT_OK;
+}
+
+double dt_lr_scaling_factor(dt_lr_scaling s, int global_batch, int base_batch)
+{
+    if (base_batch <= 0 || s == DT_LR_SCALING_NONE) return 1.0;
+    double k = (double)global_batch / (double)base_batch;
+    return s == DT_LR_SCALING_LINEAR ? k : sqrt(k);
 }
 
 static int dt__is_task(const char *t)
@@ -190,6 +207,16 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         return DT_FAIL(DT_ERR_INVALID, "--clip-grad %g: expected a finite number (<= 0: no clipping)",
                        (double)cfg->clip_grad);
 
+    if (cfg->lr_scaling != DT_LR_SCALING_NONE && cfg->lr_scaling != DT_LR_SCALING_LINEAR &&
+        cfg->lr_scaling != DT_LR_SCALING_SQRT)
+        return DT_FAIL(DT_ERR_INVALID, "--lr-scaling: expected none, linear or sqrt");
+    if (cfg->lr_scaling != DT_LR_SCALING_NONE && cfg->base_batch_size < 1)
+        return DT_FAIL(DT_ERR_INVALID, "--lr-scaling needs --base-batch-size (the batch --lr was tuned for), got %d",
+                       cfg->base_batch_size);
+    if (cfg->recompute == DT_RECOMPUTE_FULL &&
+        (cfg->recompute_num_layers < 1 || cfg->recompute_num_layers > cfg->model.num_layers))
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected 1..%d (--num-layers)",
+                       cfg->recompute_num_layers, cfg->model.num_layers);
     if (cfg->threads > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", cfg->threads);
     if (!cfg->device || !cfg->device[0]) return DT_FAIL(DT_ERR_INVALID, "--device: expected a backend name (cpu)");
     if (cfg->eval_iters < 1)
@@ -279,6 +306,13 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "sgd_momentum", json_real(dt__float_json(cfg->optim.momentum)), &bad);
     dt__jset(o, "sgd_nesterov", json_boolean(cfg->optim.nesterov), &bad);
     dt__jset(o, "clip_grad", json_real(dt__float_json(cfg->clip_grad)), &bad);
+    static const char *const scaling[] = {"none", "linear", "sqrt"};
+    dt__jset(o, "lr_scaling", json_string(scaling[cfg->lr_scaling]), &bad);
+    dt__jset(o, "base_batch_size", json_integer(cfg->base_batch_size), &bad);
+    static const char *const recompute[] = {"none", "full", "selective"};
+    dt__jset(o, "recompute_granularity", json_string(recompute[cfg->recompute]), &bad);
+    dt__jset(o, "recompute_num_layers", json_integer(cfg->recompute == DT_RECOMPUTE_FULL ? cfg->recompute_num_layers : 0),
+             &bad);
     /* seeds above 2^63 do not fit a JSON integer in jansson; keep them exact as text */
     dt__jset(o, "seed",
              cfg->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)cfg->seed) : dt__jseed_text(cfg->seed),
@@ -328,8 +362,9 @@ static void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64
     dt_trainer *tr = ctx;
     if (!tr->trace || tr->trace_status != DT_OK) return;
     dt_trace_event e;
-    dt_trace_event_init(&e, DT_TRACE_COMPLETE, pass == 'B' ? "backward" : "forward", "compute", 0,
-                        DT_LANE_COMPUTE, t0_ns - tr->t_start_ns, t1_ns - t0_ns);
+    const char *name = pass == 'B' ? "backward" : pass == 'R' ? "recompute" : "forward";
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, name, "compute", 0, DT_LANE_COMPUTE, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
     e.iter = tr->iter;
     e.micro_batch = tr->cur_micro;
     e.layer = layer;
@@ -392,6 +427,13 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     tr->cfg.model.vocab_size = dt_data_vocab_size(tr->data);
     DT_CHECK_GOTO(dt_gpt_create(&tr->cfg.model, tr->be, &tr->model), st, fail);
     DT_CHECK_GOTO(dt_gpt_init_weights(tr->model, cfg->seed), st, fail);
+    DT_CHECK_GOTO(dt_gpt_set_recompute(tr->model, cfg->recompute, cfg->recompute_num_layers), st, fail);
+    {
+        double f = dt_lr_scaling_factor(cfg->lr_scaling, cfg->global_batch_size, cfg->base_batch_size);
+        tr->lr = cfg->lr;
+        tr->lr.max_lr = (float)(cfg->lr.max_lr * f);
+        tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
+    }
     tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
     DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt_gpt_layout(tr->model)), st, fail);
     tr->opt_ready = 1;
@@ -505,7 +547,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
                        "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
                        (long long)tr->iter + 1, norm);
     const float scale = dt_clip_factor(norm, tr->cfg.clip_grad);
-    const float lr = dt_lr_at(&tr->cfg.lr, tr->iter);
+    const float lr = dt_lr_at(&tr->lr, tr->iter);
     DT_CHECK(dt_optim_step(&tr->opt, dt_gpt_params(tr->model), dt_gpt_grads(tr->model), lr, scale));
     DT_CHECK(dt_gpt_zero_grad(tr->model));
     DT_CHECK(tr->be->synchronize(tr->be));
@@ -523,6 +565,8 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         DT_CHECK(dt__trace_counter(tr, "loss", ts, loss));
         DT_CHECK(dt__trace_counter(tr, "lr", ts, lr));
         DT_CHECK(dt__trace_counter(tr, "activation_bytes", ts, (double)act_bytes));
+        DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts,
+                                   (double)dt_gpt_peak_activation_bytes(tr->model)));
     }
 
     const double secs = (double)(t1 - t0) * 1e-9;
@@ -590,6 +634,7 @@ done:
 }
 
 dt_gpt *dt_trainer_model(dt_trainer *tr) { return tr->model; }
+const dt_lr_schedule *dt_trainer_lr_schedule(const dt_trainer *tr) { return &tr->lr; }
 const dt_train_config *dt_trainer_config(const dt_trainer *tr) { return &tr->cfg; }
 const dt_dataset *dt_trainer_data(const dt_trainer *tr) { return tr->data; }
 int64_t dt_trainer_iterations(const dt_trainer *tr) { return tr->iter; }

@@ -39,6 +39,11 @@ typedef struct dtrain_opts {
     int64_t warmup_iters, decay_iters;
     const char *decay_style;
     float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
+    const char *lr_scaling;
+    int base_batch;
+    int recompute_on;
+    const char *recompute_granularity;
+    int recompute_num_layers;
     uint64_t seed;
     int threads;
     const char *device;
@@ -100,6 +105,18 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"--sgd-momentum", DT_ARG_FLOAT, &o->momentum, UNIT, NULL, "X", "SGD momentum", NULL, 0},
         {"--clip-grad", DT_ARG_FLOAT, &o->clip_grad, 0, 0, 0, NULL, "X", "clip the gradient norm to this (<= 0: off)",
          NULL, 0},
+        {"--lr-scaling", DT_ARG_CHOICE, &o->lr_scaling, 0, 0, 0, "none|linear|sqrt", NULL,
+         "scale --lr and --min-lr by global/base batch (linear) or its square root (sqrt)", NULL, 0},
+        {"--base-batch-size", DT_ARG_INT, &o->base_batch, MIN1, NULL, "N",
+         "the global batch --lr was tuned for (with --lr-scaling)", "--global-batch-size", 0},
+        {"Memory", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--recompute-activations", DT_ARG_FLAG, &o->recompute_on, 0, 0, 0, NULL, NULL,
+         "recompute activations in backward instead of keeping them (selective unless a granularity is given)",
+         "off", 0},
+        {"--recompute-granularity", DT_ARG_CHOICE, &o->recompute_granularity, 0, 0, 0, "full|selective", NULL,
+         "full: keep only every K-th block's input; selective: drop only the attention probabilities", "off", 0},
+        {"--recompute-num-layers", DT_ARG_INT, &o->recompute_num_layers, MIN1, NULL, "K",
+         "full recomputation: blocks per checkpointed group", NULL, 0},
         {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
         {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu", NULL, "compute backend", NULL, 0},
         {"--threads", DT_ARG_INT, &o->threads, IN(0, 1024), NULL, "N",
@@ -158,6 +175,10 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     dt_optim_config_default(&sgd, DT_OPTIM_SGD);
     o->momentum = sgd.momentum;
     o->clip_grad = d->clip_grad;
+    o->lr_scaling = "none";
+    o->base_batch = d->base_batch_size;
+    o->recompute_granularity = "selective";
+    o->recompute_num_layers = 1;
     o->seed = d->seed;
     o->threads = d->threads;
     o->device = d->device;
@@ -235,6 +256,24 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         return 2;
     }
     cfg->clip_grad = o->clip_grad;
+    if (dt_lr_scaling_parse(o->lr_scaling, &cfg->lr_scaling) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 2;
+    }
+    cfg->base_batch_size = dt_args_given(args, n_args, "--base-batch-size") ? o->base_batch : cfg->global_batch_size;
+    /* Megatron-LM: --recompute-activations alone means selective; a
+     * granularity turns recomputation on by itself. */
+    cfg->recompute = DT_RECOMPUTE_NONE;
+    if (o->recompute_on || dt_args_given(args, n_args, "--recompute-granularity"))
+        if (dt_recompute_parse(o->recompute_granularity, &cfg->recompute) != DT_OK) {
+            fprintf(stderr, PROG ": %s\n", dt_last_error());
+            return 2;
+        }
+    if (dt_args_given(args, n_args, "--recompute-num-layers") && cfg->recompute != DT_RECOMPUTE_FULL) {
+        fprintf(stderr, PROG ": --recompute-num-layers needs --recompute-granularity full\n");
+        return 2;
+    }
+    cfg->recompute_num_layers = o->recompute_num_layers;
     cfg->seed = o->seed;
     cfg->threads = o->threads;
     cfg->device = o->device;
@@ -312,6 +351,18 @@ static void dtrain_print_setup(const dt_trainer *tr)
     printf(", lr %g -> %g %s over %lld iters, warmup %lld, weight decay %g, clip %g\n", (double)c->lr.max_lr,
            (double)c->lr.min_lr, dtrain_decay_name(c->lr.style), (long long)c->lr.decay_iters,
            (long long)c->lr.warmup_iters, (double)c->optim.weight_decay, (double)c->clip_grad);
+    if (c->lr_scaling != DT_LR_SCALING_NONE) {
+        const dt_lr_schedule *eff = dt_trainer_lr_schedule(tr);
+        printf("lr scaling: %s, global batch %d / base %d = x%.4g: effective lr %g -> %g\n",
+               c->lr_scaling == DT_LR_SCALING_LINEAR ? "linear" : "sqrt", c->global_batch_size, c->base_batch_size,
+               dt_lr_scaling_factor(c->lr_scaling, c->global_batch_size, c->base_batch_size), (double)eff->max_lr,
+               (double)eff->min_lr);
+    }
+    if (c->recompute == DT_RECOMPUTE_FULL)
+        printf("memory: full activation recomputation, checkpoint every %d block%s\n", c->recompute_num_layers,
+               c->recompute_num_layers == 1 ? "" : "s");
+    else if (c->recompute == DT_RECOMPUTE_SELECTIVE)
+        printf("memory: selective activation recomputation (attention probabilities)\n");
     fflush(stdout);
 }
 
@@ -447,8 +498,9 @@ int main(int argc, char **argv)
         goto done;
     }
     if (o.trace) printf("trace: %s\n", o.trace);
-    printf("done: %lld iterations in %.1f s (%.1f s training)\n", (long long)dt_trainer_iterations(tr),
-           dt_trainer_elapsed_seconds(tr), train_seconds);
+    printf("done: %lld iterations in %.1f s (%.1f s training), peak activation memory %.2f MiB\n",
+           (long long)dt_trainer_iterations(tr), dt_trainer_elapsed_seconds(tr), train_seconds,
+           (double)dt_gpt_peak_activation_bytes(dt_trainer_model(tr)) / (1024.0 * 1024.0));
     if (ev.accuracy >= 0)
         printf("final: val_loss %.4f accuracy %.2f%% (%d examples) tokens/s %.0f\n", (double)ev.loss,
                100.0 * ev.accuracy, ev.n_examples, dt_trainer_tokens_per_second(tr));
