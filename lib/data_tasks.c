@@ -10,8 +10,8 @@
  * first answer character and the position holding '\n' predicts nothing.
  *
  * Invariants:
- *  - batch (seed, split, index, B, T) is a pure function: one RNG seeded
- *    with (seed, split stream, index) draws the rows in order;
+ *  - batch (seed, split, index, B, T) is a pure function: row b is drawn
+ *    by an RNG seeded with (seed, split stream, index * B + b);
  *  - an example is in validation iff a fixed 64-bit hash of its prompt
  *    bytes is below ds->val_threshold (independent of the seed, so every
  *    run holds out the same set); each split draws by rejection, so a
@@ -247,7 +247,6 @@ static dt_status dt__task_batch(const dt_dataset *ds, dt_split split, uint64_t i
         return DT_FAIL(DT_ERR_INVALID, "--seq-length %d is too short for task '%s': T must be at least %d", T,
                        ds->name, ds->max_example - 1);
     dt_rng rng;
-    dt_rng_seed3(&rng, ds->seed, split == DT_SPLIT_VAL ? DT__STREAM_TASK_VAL : DT__STREAM_TASK_TRAIN, index);
     int n_ex = 0;
     uint8_t e[DT__MAX_EXAMPLE];
     for (int b = 0; b < B; b++) {
@@ -256,6 +255,9 @@ static dt_status dt__task_batch(const dt_dataset *ds, dt_split split, uint64_t i
         for (int t = 0; t < T; t++) tgt[t] = -1;
         if (ex)
             for (int t = 0; t < T; t++) ex[t] = -1;
+        /* one stream per row of the whole run (see dt_data.h) */
+        dt_rng_seed3(&rng, ds->seed, split == DT_SPLIT_VAL ? DT__STREAM_TASK_VAL : DT__STREAM_TASK_TRAIN,
+                     index * (uint64_t)B + (uint64_t)b);
         int pos = 0; /* bytes of the row's T+1 filled */
         while (pos < T + 1) {
             int len, plen;

@@ -112,11 +112,12 @@ dt_status dt__data_text_batch(const dt_dataset *ds, dt_split split, uint64_t ind
     DT_CHECK(dt__text_check_len(ds, T));
     size_t n_val = ds->n_bytes - ds->n_train;
     dt_rng rng;
-    dt_rng_seed3(&rng, ds->seed, DT__STREAM_TEXT_TRAIN, index);
     uint64_t n_windows = (n_val - 1) / (size_t)T; /* >= 1: n_val >= T+1 */
     for (int b = 0; b < B; b++) {
         size_t start;
         if (split == DT_SPLIT_TRAIN) {
+            /* one stream per row of the whole run (see dt_data.h) */
+            dt_rng_seed3(&rng, ds->seed, DT__STREAM_TEXT_TRAIN, index * (uint64_t)B + (uint64_t)b);
             start = (size_t)dt_rng_below(&rng, ds->n_train - (size_t)T); /* start + T <= n_train - 1 */
         } else {
             uint64_t k = (index * (uint64_t)B + (uint64_t)b) % n_windows;

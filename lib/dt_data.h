@@ -53,8 +53,11 @@ DT_API const char *dt_data_name(const dt_dataset *ds);
 
 /* Fill batch `index` of a split: tokens(B,T), targets(B,T), and, if not
  * NULL, example(B,T): the example number (0-based within the batch) that
- * each counted target belongs to, -1 elsewhere. The same (seed, split,
- * index, B, T) always gives the same batch. Returns the number of complete
+ * each counted target belongs to, -1 elsewhere. Each split is a stream of
+ * rows, row r drawn from (seed, split, r) alone; batch `index` holds rows
+ * index*B .. index*B + B-1. So one batch of N*b rows equals N consecutive
+ * batches of b rows (gradient accumulation sees the same data), and the
+ * same (seed, split, index, B, T) always gives the same batch. Returns the number of complete
  * examples in *n_examples (may be NULL). */
 DT_API dt_status dt_data_batch(const dt_dataset *ds, dt_split split, uint64_t index, int B, int T,
                                int32_t *tokens, int32_t *targets, int32_t *example, int *n_examples);

@@ -2,9 +2,11 @@
  * schedule + trace, one optimizer step at a time. The dtrain program parses
  * flags into a dt_train_config and drives this; tests drive it directly.
  *
- * One step = global_batch_size / micro_batch_size micro-batches (gradient
- * accumulation; each micro-batch's loss scaled by 1/N), then gradient-norm
- * clipping and one optimizer step. */
+ * One step = N = global_batch_size / micro_batch_size micro-batches
+ * (gradient accumulation), then gradient-norm clipping and one optimizer
+ * step. Each micro-batch's mean loss is weighted by its share of the step's
+ * counted targets (1/N when every micro-batch counts as many), so the
+ * accumulated gradient equals that of one batch of global_batch_size. */
 #ifndef DT_TRAIN_H
 #define DT_TRAIN_H
 
@@ -70,7 +72,7 @@ DT_API char *dt_train_config_json(const dt_train_config *cfg);
 
 typedef struct dt_train_stats {
     int64_t iter;         /* iterations completed, including this one */
-    float loss;           /* mean training loss over the step's micro-batches */
+    float loss;           /* mean training loss over the step's counted targets */
     float lr;             /* learning rate used */
     double grad_norm;     /* before clipping */
     double step_seconds;

@@ -518,21 +518,36 @@ static dt_status dt__trace_check(dt_trainer *tr)
 dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 {
     const int64_t t0 = dt_time_ns();
-    const float loss_scale = 1.0f / (float)tr->n_micro;
+    /* The step's loss is the mean over every counted target of all its
+     * micro-batches, so micro-batch k's mean loss is weighted by n_k / n
+     * (n_k its counted targets, n their sum). With equal n_k that is the
+     * usual 1/N; with masked targets (the tasks' answers vary in length)
+     * it keeps the accumulated gradient equal to one large batch's. A
+     * first pass over the (cheap, deterministic) data counts n. */
+    const size_t n_pos = (size_t)tr->B * tr->T;
+    long long n_total = 0;
+    for (int k = 0; k < tr->n_micro; k++) {
+        uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
+        DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->tokens, tr->targets, NULL, NULL));
+        for (size_t i = 0; i < n_pos; i++) n_total += tr->targets[i] >= 0;
+    }
     double loss_sum = 0.0;
     size_t act_bytes = 0;
     for (int k = 0; k < tr->n_micro; k++) {
         uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
         DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->tokens, tr->targets, NULL, NULL));
+        long long n_k = 0;
+        for (size_t i = 0; i < n_pos; i++) n_k += tr->targets[i] >= 0;
         tr->cur_micro = k;
         float loss = 0.0f;
         DT_CHECK(dt_gpt_forward(tr->model, tr->tokens, tr->targets, tr->B, tr->T, &loss));
         act_bytes = DT_MAX(act_bytes, dt_gpt_activation_bytes(tr->model));
-        DT_CHECK(dt_gpt_backward(tr->model, loss_scale));
-        loss_sum += loss;
+        const double w = n_total ? (double)n_k / (double)n_total : 0.0;
+        DT_CHECK(dt_gpt_backward(tr->model, (float)w));
+        loss_sum += w * loss;
     }
     DT_CHECK(dt__trace_check(tr));
-    const float loss = (float)(loss_sum / tr->n_micro);
+    const float loss = (float)loss_sum;
     if (!isfinite(loss))
         return DT_FAIL(DT_ERR_NUMERIC,
                        "iteration %lld: training loss is %g (diverged; try a lower --lr or --clip-grad)",

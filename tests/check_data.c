@@ -690,6 +690,40 @@ START_TEST(test_text_errors)
 }
 END_TEST
 
+/* A batch of N*b rows equals N consecutive batches of b rows, for tasks and
+ * text: gradient accumulation then sees exactly the large batch's data. */
+START_TEST(test_batches_are_row_streams)
+{
+    const char *kinds[] = {"add", "reverse", NULL};
+    char path[256] = "";
+    for (int k = 0; k < 3; k++) {
+        dt_data_config c = {.task = kinds[k] ? kinds[k] : "add", .seed = 11, .digits = 3, .max_len = 8};
+        if (!kinds[k]) {
+            snprintf(path, sizeof path, "/tmp/dt_rows_%d.txt", (int)getpid());
+            FILE *f = fopen(path, "w");
+            ck_assert_ptr_nonnull(f);
+            for (int i = 0; i < 4000; i++) fputc('a' + (i * 7 + i / 13) % 26, f);
+            fclose(f);
+            c.path = path;
+        }
+        const int T = 24, b = 3, N = 4;
+        dt_dataset *ds;
+        ck_dt(dt_data_open(&c, T, &ds));
+        int32_t big_tok[12 * 24], big_tgt[12 * 24], tok[3 * 24], tgt[3 * 24];
+        for (int split = 0; split < 2; split++) {
+            ck_dt(dt_data_batch(ds, (dt_split)split, 5, N * b, T, big_tok, big_tgt, NULL, NULL));
+            for (int i = 0; i < N; i++) {
+                ck_dt(dt_data_batch(ds, (dt_split)split, (uint64_t)(5 * N + i), b, T, tok, tgt, NULL, NULL));
+                ck_assert_mem_eq(tok, big_tok + i * b * T, sizeof tok);
+                ck_assert_mem_eq(tgt, big_tgt + i * b * T, sizeof tgt);
+            }
+        }
+        dt_data_close(ds);
+    }
+    unlink(path);
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
@@ -701,6 +735,7 @@ static Suite *data_suite(void)
     tcase_add_test(tasks, test_determinism);
     tcase_add_test(tasks, test_task_errors);
     tcase_add_test(tasks, test_count_correct);
+    tcase_add_test(tasks, test_batches_are_row_streams);
     suite_add_tcase(s, tasks);
     TCase *split = tcase_create("split");
     tcase_set_timeout(split, 30);

@@ -155,6 +155,55 @@ START_TEST(test_accumulation_bit_identical)
 }
 END_TEST
 
+/* N micro-batches of b rows give the same update as one batch of N*b rows.
+ * Plain SGD with lr 1 and no momentum, decay or clipping makes the update
+ * the gradient itself. Tolerance: the two runs add the same per-row
+ * contributions in a different association (one GEMM reduction over N*b*T
+ * rows against N reductions over b*T rows, summed), so they agree to float32
+ * accumulation error, ~sqrt(rows) * 6e-8 relative; atol 1e-6 + rtol 1e-4
+ * leaves a wide margin while any weighting mistake (e.g. 1/N against the
+ * masked-target counts) shows up at 1e-2 and above. */
+static void one_sgd_step_delta(int micro, float *delta, size_t *n)
+{
+    dt_train_config c;
+    quick_cfg(&c);
+    dt_optim_config_default(&c.optim, DT_OPTIM_SGD);
+    c.optim.momentum = 0.0f;
+    c.clip_grad = 0.0f;
+    c.lr.max_lr = c.lr.min_lr = 1.0f;
+    c.lr.warmup_iters = 0;
+    c.lr.style = DT_LR_CONSTANT;
+    c.global_batch_size = 12;
+    c.micro_batch_size = micro;
+    dt_trainer *tr;
+    ck_dt(dt_trainer_create(&c, &tr));
+    dt_gpt *m = dt_trainer_model(tr);
+    *n = dt_gpt_layout(m)->numel;
+    memcpy(delta, dt_gpt_params(m), *n * sizeof(float));
+    ck_dt(dt_trainer_step(tr, NULL));
+    for (size_t i = 0; i < *n; i++) delta[i] -= dt_gpt_params(m)[i];
+    dt_trainer_free(tr);
+}
+
+START_TEST(test_accumulation_equals_large_batch)
+{
+    size_t n1, n4;
+    float *big = malloc(sizeof(float) * 400000), *acc = malloc(sizeof(float) * 400000);
+    one_sgd_step_delta(12, big, &n1);
+    ck_assert_uint_le(n1, 400000);
+    one_sgd_step_delta(3, acc, &n4); /* N = 4 */
+    ck_assert_uint_eq(n1, n4);
+    double max_abs = 0;
+    for (size_t i = 0; i < n1; i++) {
+        ck_assert_msg(dt_test_close(acc[i], big[i], 1e-6, 1e-4), "update[%zu]: accumulated %.9g, large batch %.9g", i,
+                      acc[i], big[i]);
+        if (fabs(big[i]) > max_abs) max_abs = fabs(big[i]);
+    }
+    ck_assert(max_abs > 1e-3); /* the updates compared are real gradients */
+    free(big), free(acc);
+}
+END_TEST
+
 /* ---- summary ------------------------------------------------------------ */
 
 static json_t *load_json(const char *path)
@@ -471,6 +520,7 @@ static Suite *train_suite(void)
     tc = tcase_create("run");
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_accumulation_bit_identical);
+    tcase_add_test(tc, test_accumulation_equals_large_batch);
     tcase_add_test(tc, test_summary_keys);
     tcase_add_test(tc, test_summary_text_has_null_accuracy);
     tcase_add_test(tc, test_trace_events);
