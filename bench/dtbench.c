@@ -133,6 +133,64 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
     return 0;
 }
 
+/* Activation recomputation: peak activation bytes and step time per
+ * granularity / K, each relative to no recomputation in the same run. */
+static int cmd_recompute(int threads, const char *model, int B, int T, int steps, int warmup)
+{
+    dt_backend *be;
+    if (dt_backend_create("cpu", threads, &be) != DT_OK) die("--threads");
+    dt_gpt_config cfg;
+    if (dt_gpt_config_preset(model, &cfg) != DT_OK) die("--model");
+    cfg.vocab_size = 256;
+    if (T <= 0) T = cfg.seq_len;
+    if (T > cfg.seq_len) {
+        fprintf(stderr, "dtbench: --seq-length %d exceeds --model %s's context %d\n", T, model, cfg.seq_len);
+        return 2;
+    }
+    dt_gpt *m;
+    if (dt_gpt_create(&cfg, be, &m) != DT_OK) die("model");
+    if (dt_gpt_init_weights(m, 1) != DT_OK) die("model init");
+    int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
+    dt_rng r;
+    dt_rng_seed(&r, 5);
+    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)dt_rng_below(&r, cfg.vocab_size);
+    for (int i = 0; i < B * T; i++) tgt[i] = (int32_t)dt_rng_below(&r, cfg.vocab_size);
+    int sq = 1;
+    while ((sq + 1) * (sq + 1) <= cfg.num_layers) sq++;
+    struct run { dt_recompute mode; int k; const char *name; } runs[8];
+    int n = 0;
+    runs[n++] = (struct run){DT_RECOMPUTE_NONE, 0, "none"};
+    runs[n++] = (struct run){DT_RECOMPUTE_SELECTIVE, 0, "selective"};
+    runs[n++] = (struct run){DT_RECOMPUTE_FULL, 1, "full"};
+    if (sq > 1) runs[n++] = (struct run){DT_RECOMPUTE_FULL, sq, "full"};
+    if (cfg.num_layers > sq) runs[n++] = (struct run){DT_RECOMPUTE_FULL, cfg.num_layers, "full"};
+    printf("# dtbench recompute: --model %s (L=%d, C=%d), B=%d, T=%d, %d thread(s); forward + backward, %d warm-up + "
+           "%d timed steps\n", model, cfg.num_layers, cfg.hidden_size, B, T, be->threads, warmup, steps);
+    printf("# K = blocks per checkpointed group (full); sqrt(L) rounds down to %d\n", sq);
+    printf("%-10s %3s %16s %8s %10s %8s\n", "granularity", "K", "peak_act_bytes", "ratio", "step_ms", "ratio");
+    double base_bytes = 0, base_ms = 0;
+    for (int i = 0; i < n; i++) {
+        if (dt_gpt_set_recompute(m, runs[i].mode, runs[i].k) != DT_OK) die("recompute");
+        int64_t t_total = 0;
+        for (int s = 0; s < warmup + steps; s++) {
+            int64_t t0 = dt_time_ns();
+            if (dt_gpt_forward(m, tok, tgt, B, T, NULL) != DT_OK) die("forward");
+            if (dt_gpt_backward(m, 1.0f) != DT_OK) die("backward");
+            if (s >= warmup) t_total += dt_time_ns() - t0;
+        }
+        if (dt_gpt_zero_grad(m) != DT_OK) die("zero_grad");
+        double bytes = (double)dt_gpt_peak_activation_bytes(m), ms = t_total * 1e-6 / steps;
+        if (i == 0) base_bytes = bytes, base_ms = ms;
+        char k[8] = "-";
+        if (runs[i].mode == DT_RECOMPUTE_FULL) snprintf(k, sizeof k, "%d", runs[i].k);
+        printf("%-10s %3s %16.0f %8.3f %10.1f %8.3f\n", runs[i].name, k, bytes, bytes / base_bytes, ms, ms / base_ms);
+    }
+    dt_gpt_free(m);
+    free(tok), free(tgt);
+    dt_backend_destroy(be);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0;
@@ -149,9 +207,10 @@ int main(int argc, char **argv)
         {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
-    const char *usage = "dtbench gemm|train [--flag value]...\n"
-                        "  gemm   cblas_sgemm peak (GFLOP/s) at --threads\n"
-                        "  train  tokens/s, achieved GFLOP/s and MFU against the sgemm peak measured in the same run";
+    const char *usage = "dtbench gemm|train|recompute [--flag value]...\n"
+                        "  gemm       cblas_sgemm peak (GFLOP/s) at --threads\n"
+                        "  train      tokens/s, achieved GFLOP/s and MFU against the sgemm peak measured in the same run\n"
+                        "  recompute  peak activation bytes and step time per recomputation granularity / K";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;
@@ -164,6 +223,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "gemm") == 0) return cmd_gemm(threads);
     if (strcmp(cmd, "train") == 0) return cmd_train(threads, model, B, T, steps, warmup);
-    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm or train)\n", cmd);
+    if (strcmp(cmd, "recompute") == 0) return cmd_recompute(threads, model, B, T, steps, warmup);
+    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train or recompute)\n", cmd);
     return 2;
 }
