@@ -1,10 +1,100 @@
-/* cpu_half.c: placeholder until the mixed-precision ops are implemented. */
+/* cpu_half.c: the CPU backend's mixed-precision ops, cast and unscale_check
+ * (semantics in dt_backend.h).
+ *
+ * Invariants: both ops are elementwise, so results never depend on the
+ * thread count: cast converts fixed blocks with the array conversions of
+ * half.c (bit-identical to the scalar reference), and unscale_check's only
+ * reduction is a logical OR of per-element flags, which is exact in any
+ * order. Small inputs run on one thread: the OpenMP fork costs more than
+ * the work below DT__HALF_PAR_MIN elements.
+ * cast: dst and src must not overlap when the types differ; with equal
+ * types it is a memmove (dst == src is a no-op). NULL pointers with n > 0
+ * and non-float dtypes are DT_ERR_INVALID. */
+#include <stdint.h>
+#include <string.h>
+
 #include "cpu_backend.h"
+#include "dt_half.h"
+
+#define DT__HALF_PAR_MIN ((size_t)1 << 15)
+/* Elements per parallel work item of cast. */
+#define DT__CAST_BLOCK ((size_t)1 << 14)
+/* Floats staged on the stack when converting f16 <-> bf16 through float. */
+#define DT__CAST_TILE 1024
+
+static int dt__is_float_type(dt_dtype t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
+
+/* Convert n elements of a block; types differ and are both float types.
+ * f16 <-> bf16 goes through float, which is exact for the widening step, so
+ * the result is the reference rounding of the source value. */
+static void dt__cast_block(void *dst, dt_dtype dt, const void *src, dt_dtype st, size_t n)
+{
+    if (st == DT_F32) {
+        if (dt == DT_F16) dt_f16_from_float_array(dst, src, n);
+        else dt_bf16_from_float_array(dst, src, n);
+        return;
+    }
+    if (dt == DT_F32) {
+        if (st == DT_F16) dt_f16_to_float_array(dst, src, n);
+        else dt_bf16_to_float_array(dst, src, n);
+        return;
+    }
+    float tmp[DT__CAST_TILE];
+    const uint16_t *s16 = src;
+    uint16_t *d16 = dst;
+    for (size_t i = 0; i < n; i += DT__CAST_TILE) {
+        size_t m = n - i < DT__CAST_TILE ? n - i : DT__CAST_TILE;
+        if (st == DT_F16) {
+            dt_f16_to_float_array(tmp, s16 + i, m);
+            dt_bf16_from_float_array(d16 + i, tmp, m);
+        } else {
+            dt_bf16_to_float_array(tmp, s16 + i, m);
+            dt_f16_from_float_array(d16 + i, tmp, m);
+        }
+    }
+}
+
 dt_status dt__cpu_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type, size_t n)
 {
-    return DT_FAIL(DT_ERR_UNSUPPORTED, "cast: not implemented yet");
+    (void)be;
+    if (!dt__is_float_type(src_type) || !dt__is_float_type(dst_type))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "cast: %s (%d) -> %s (%d) is not supported; expected f32, f16 or bf16 on both sides",
+                       dt_dtype_name(src_type), (int)src_type, dt_dtype_name(dst_type), (int)dst_type);
+    if (n == 0) return DT_OK;
+    if (!dst || !src) return DT_FAIL(DT_ERR_INVALID, "cast: NULL %s pointer with n = %zu", dst ? "src" : "dst", n);
+    if (src_type == dst_type) {
+        if (dst != src) memmove(dst, src, n * dt_dtype_size(src_type));
+        return DT_OK;
+    }
+    size_t ds = dt_dtype_size(dst_type), ss = dt_dtype_size(src_type);
+    long nblocks = (long)((n + DT__CAST_BLOCK - 1) / DT__CAST_BLOCK);
+#pragma omp parallel for schedule(static) if (n >= DT__HALF_PAR_MIN)
+    for (long b = 0; b < nblocks; b++) {
+        size_t lo = (size_t)b * DT__CAST_BLOCK;
+        size_t m = n - lo < DT__CAST_BLOCK ? n - lo : DT__CAST_BLOCK;
+        dt__cast_block((char *)dst + lo * ds, dst_type, (const char *)src + lo * ss, src_type, m);
+    }
+    return DT_OK;
 }
+
+/* Non-finite test on the bit pattern (exponent all ones), so it holds even
+ * if a build adds -ffinite-math-only, and vectorizes to integer compares. */
 dt_status dt__cpu_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite)
 {
-    return DT_FAIL(DT_ERR_UNSUPPORTED, "unscale_check: not implemented yet");
+    (void)be;
+    if (!nonfinite) return DT_FAIL(DT_ERR_INVALID, "unscale_check: nonfinite must not be NULL");
+    if (n == 0) return DT_OK;
+    if (!x) return DT_FAIL(DT_ERR_INVALID, "unscale_check: NULL x with n = %zu", n);
+    int bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : bad) if (n >= DT__HALF_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] * s;
+        x[i] = v;
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    if (bad) *nonfinite = 1;
+    return DT_OK;
 }

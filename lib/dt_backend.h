@@ -128,7 +128,10 @@ struct dt_backend {
 
     /* ---- mixed precision ------------------------------------------------- */
     /* dst(n) = src(n) converted between DT_F32, DT_F16 and DT_BF16 (IEEE
-     * round to nearest even; NaN stays NaN, overflow becomes inf). */
+     * round to nearest even; NaN becomes the quiet NaN with the same sign
+     * and top payload bits, as x86's conversions do; overflow becomes inf).
+     * dst and src must not overlap unless the types are equal; another
+     * dtype gives DT_ERR_INVALID. */
     dt_status (*cast)(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type, size_t n);
     /* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left
      * unchanged otherwise, so one flag can collect many tensors). */
