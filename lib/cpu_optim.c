@@ -1,5 +1,6 @@
 /* cpu_optim.c: the CPU backend's reductions and optimizer updates on flat
- * float buffers (sumsq, scale, AdamW, SGD); semantics in dt_backend.h.
+ * float buffers (sumsq, scale, AdamW, SGD, LARS, LAMB's direction, axpy);
+ * semantics in dt_backend.h.
  *
  * Invariants: every op is elementwise except sumsq, so results never depend
  * on the thread count. sumsq splits x into at most DT__SUMSQ_MAX_CHUNKS
@@ -133,19 +134,52 @@ dt_status dt__cpu_sgd_update(dt_backend *be, float *p, const float *g, float *bu
     return DT_OK;
 }
 
-/* ---- LARS / LAMB (placeholders until implemented) ---- */
+/* LARS on one tensor; the trust ratio comes from the caller. 20 bytes of
+ * traffic per element (p, buf read and written, g read). */
 dt_status dt__cpu_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float trust,
                               float momentum, float wd, float grad_scale)
 {
-    return DT_FAIL(DT_ERR_UNSUPPORTED, "lars_update: not implemented yet");
+    (void)be;
+    const float a = lr * trust;
+#pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i];
+        float b = momentum * buf[i] + a * (g[i] * grad_scale + wd * pi);
+        buf[i] = b;
+        p[i] = pi - b;
+    }
+    return DT_OK;
 }
+
+/* LAMB's first half: the same moments as AdamW, but the normalised step
+ * plus decay goes to u instead of p (the caller scales it by the trust
+ * ratio, which needs ||u||, a second pass). */
 dt_status dt__cpu_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
                                  size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
                                  float grad_scale)
 {
-    return DT_FAIL(DT_ERR_UNSUPPORTED, "lamb_direction: not implemented yet");
+    (void)be;
+    if (!(bc1 > 0.0f) || !(bc2 > 0.0f))
+        return DT_FAIL(DT_ERR_INVALID, "lamb: bias corrections %g, %g (expected > 0: step count >= 1)", (double)bc1,
+                       (double)bc2);
+    const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    const float ibc1 = 1.0f / bc1, ibc2 = 1.0f / bc2;
+#pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * grad_scale;
+        float mi = beta1 * m[i] + a1 * gi;
+        float vi = beta2 * v[i] + a2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        u[i] = (mi * ibc1) / (sqrtf(vi * ibc2) + eps) + wd * p[i];
+    }
+    return DT_OK;
 }
+
 dt_status dt__cpu_axpy(dt_backend *be, float *y, float a, const float *x, size_t n)
 {
-    return DT_FAIL(DT_ERR_UNSUPPORTED, "axpy: not implemented yet");
+    (void)be;
+#pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+    return DT_OK;
 }

@@ -1,14 +1,23 @@
-/* check_optim.c: optimizers, gradient norm and clipping, the learning-rate
- * schedule (dt_optim.h), and the CPU backend's optimizer ops.
+/* check_optim.c: optimizers (SGD, AdamW, LARS, LAMB), gradient norm and
+ * clipping, the learning-rate schedule (dt_optim.h), and the CPU backend's
+ * optimizer ops.
  *
  * References are computed here in double from the formulas in dt_backend.h
  * and dt_optim.h. Tolerances: the library works in float32, so each op
  * rounds to ~6e-8 relative; a few steps of a few ops each stay well within
  * 1e-6 relative on the moments and 1e-6 absolute on parameters of size ~1
  * (AdamW's normalised step is ~lr in magnitude, and its 1/(sqrt(v)+eps) is
- * well conditioned because gradients are far from 0). Where float32 results
- * are compared with float32 results of the same operations (power-of-two
- * grad_scale folding, thread counts), they must be bit-identical. */
+ * well conditioned because gradients are far from 0). LARS and LAMB trust
+ * ratios are held to 1e-6 relative too: the library takes the norms of its
+ * float32 parameters (and of LAMB's float32 u), the reference those of its
+ * double ones, which after a few steps differ by a few float32 roundings
+ * (the largest ratio error seen is 1.2e-7). The LARS/LAMB cases use eta and
+ * lr large enough that trust-scaled steps are ~0.01-0.3 (one LARS case
+ * keeps the default eta, ~5e-4), so a wrong ratio, decay or momentum moves
+ * parameters far more than 1e-6. Where float32 results are compared with
+ * float32 results of the same operations (power-of-two grad_scale folding,
+ * thread counts, LAMB's Adam step on no-decay tensors), they must be
+ * bit-identical. */
 #include <string.h>
 
 #include "testutil.h"
@@ -21,6 +30,7 @@
 
 #define ATOL 1e-6
 #define RTOL 1e-6
+#define TRUST_RTOL 1e-6
 
 static dt_backend *be;
 
@@ -86,10 +96,37 @@ START_TEST(test_defaults_and_parse)
     ck_assert_int_eq(k, DT_OPTIM_SGD);
     ck_dt(dt_optim_kind_parse("adamw", &k));
     ck_assert_int_eq(k, DT_OPTIM_ADAMW);
-    ck_assert_int_eq(dt_optim_kind_parse("adam", &k), DT_ERR_INVALID);
-    ck_assert_ptr_nonnull(strstr(dt_last_error(), "'adam'"));
-    ck_assert_ptr_nonnull(strstr(dt_last_error(), "sgd or adamw"));
+    ck_dt(dt_optim_kind_parse("lars", &k));
+    ck_assert_int_eq(k, DT_OPTIM_LARS);
+    ck_dt(dt_optim_kind_parse("lamb", &k));
+    ck_assert_int_eq(k, DT_OPTIM_LAMB);
+    for (int i = 0; i < 4; i++) { /* names round-trip */
+        ck_dt(dt_optim_kind_parse(dt_optim_kind_name((dt_optim_kind)i), &k));
+        ck_assert_int_eq(k, i);
+    }
+    ck_assert_str_eq(dt_optim_kind_name((dt_optim_kind)4), "?");
+    ck_assert_str_eq(dt_optim_kind_name((dt_optim_kind)-1), "?");
+    const char *bad[] = {"adam", "LARS", "lamb ", "", "larsx"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        k = DT_OPTIM_SGD;
+        ck_assert_int_eq(dt_optim_kind_parse(bad[i], &k), DT_ERR_INVALID);
+        ck_assert_int_eq(k, DT_OPTIM_SGD); /* untouched on failure */
+        char quoted[16];
+        snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+        ck_assert_msg(strstr(dt_last_error(), quoted), "'%s' lacks %s", dt_last_error(), quoted);
+        ck_assert_ptr_nonnull(strstr(dt_last_error(), "--optimizer"));
+        ck_assert_ptr_nonnull(strstr(dt_last_error(), "sgd, adamw, lars or lamb"));
+    }
     ck_assert_int_eq(dt_optim_kind_parse(NULL, &k), DT_ERR_INVALID);
+    /* LARS/LAMB defaults (dt_optim.h says why) */
+    for (int i = 0; i < 4; i++) {
+        dt_optim_config_default(&c, (dt_optim_kind)i);
+        ck_assert_int_eq(c.kind, i);
+        ck_assert_float_eq(c.lars_eta, 0.001f);
+        ck_assert_float_eq(c.lamb_gamma_l, 0.0f);
+        ck_assert_float_eq(c.lamb_gamma_u, 10.0f);
+        ck_assert_float_eq(c.weight_decay, 0.0f);
+    }
     dt_lr_decay d;
     const char *names[] = {"constant", "linear", "cosine"};
     for (int i = 0; i < 3; i++) {
@@ -118,6 +155,23 @@ START_TEST(test_init_errors)
         {DT_OPTIM_ADAMW, &c.beta1, 1.0f, "--adam-beta1"},  {DT_OPTIM_ADAMW, &c.beta2, -0.1f, "--adam-beta2"},
         {DT_OPTIM_ADAMW, &c.eps, 0.0f, "--adam-eps"},      {DT_OPTIM_SGD, &c.momentum, 1.5f, "--sgd-momentum"},
         {DT_OPTIM_SGD, &c.weight_decay, -1.0f, "--weight-decay"},
+        {DT_OPTIM_LARS, &c.lars_eta, 0.0f, "--lars-eta"},
+        {DT_OPTIM_LARS, &c.lars_eta, -0.001f, "--lars-eta"},
+        {DT_OPTIM_LARS, &c.lars_eta, INFINITY, "--lars-eta"},
+        {DT_OPTIM_LARS, &c.lars_eta, NAN, "--lars-eta"},
+        {DT_OPTIM_LARS, &c.momentum, 1.0f, "--sgd-momentum"},
+        {DT_OPTIM_LARS, &c.weight_decay, NAN, "--weight-decay"},
+        {DT_OPTIM_LAMB, &c.beta1, 1.0f, "--adam-beta1"},
+        {DT_OPTIM_LAMB, &c.beta2, 1.5f, "--adam-beta2"},
+        {DT_OPTIM_LAMB, &c.eps, -1e-8f, "--adam-eps"},
+        {DT_OPTIM_LAMB, &c.weight_decay, INFINITY, "--weight-decay"},
+        {DT_OPTIM_LAMB, &c.lamb_gamma_l, -0.5f, "--lamb-gamma-l"},
+        {DT_OPTIM_LAMB, &c.lamb_gamma_l, INFINITY, "--lamb-gamma-l"},
+        {DT_OPTIM_LAMB, &c.lamb_gamma_l, NAN, "--lamb-gamma-l"},
+        {DT_OPTIM_LAMB, &c.lamb_gamma_l, 11.0f, "--lamb-gamma-u"}, /* above the default gamma_u 10 */
+        {DT_OPTIM_LAMB, &c.lamb_gamma_u, 0.0f, "--lamb-gamma-u"},
+        {DT_OPTIM_LAMB, &c.lamb_gamma_u, NAN, "--lamb-gamma-u"},
+        {DT_OPTIM_LAMB, &c.lamb_gamma_u, -INFINITY, "--lamb-gamma-u"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         dt_optim_config_default(&c, bad[i].kind);
@@ -131,6 +185,75 @@ START_TEST(test_init_errors)
     c.nesterov = 1;
     ck_assert_int_eq(dt_optim_init(&opt, &c, be, &ps), DT_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(dt_last_error(), "Nesterov"));
+    dt_optim_config_default(&c, DT_OPTIM_LARS);
+    c.nesterov = 1;
+    ck_assert_int_eq(dt_optim_init(&opt, &c, be, &ps), DT_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "Nesterov"));
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "lars"));
+    dt_optim_config_default(&c, DT_OPTIM_LAMB);
+    c.kind = (dt_optim_kind)4;
+    ck_assert_int_eq(dt_optim_init(&opt, &c, be, &ps), DT_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "sgd, adamw, lars or lamb"));
+    /* Fields of the other optimizers are not validated: LARS ignores the
+     * Adam betas, LAMB the momentum and eta; gamma_u = +inf and gamma_l ==
+     * gamma_u are valid. */
+    dt_optim_config_default(&c, DT_OPTIM_LARS);
+    c.beta1 = 2.0f;
+    c.lamb_gamma_u = -1.0f;
+    ck_dt(dt_optim_init(&opt, &c, be, &ps));
+    dt_optim_free(&opt);
+    dt_optim_config_default(&c, DT_OPTIM_LAMB);
+    c.momentum = 2.0f;
+    c.lars_eta = 0.0f;
+    c.lamb_gamma_u = INFINITY;
+    ck_dt(dt_optim_init(&opt, &c, be, &ps));
+    dt_optim_free(&opt);
+    c.lamb_gamma_l = c.lamb_gamma_u = 1.0f;
+    ck_dt(dt_optim_init(&opt, &c, be, &ps));
+    dt_optim_free(&opt);
+    dt_paramset_free(&ps);
+}
+END_TEST
+
+/* State, scratch and trust-ratio storage per kind. */
+START_TEST(test_state_per_kind)
+{
+    dt_paramset ps;
+    make_layout(&ps);
+    const size_t state[4] = {36, 72, 36, 72};
+    for (int k = 0; k < 4; k++) {
+        dt_optim_config c;
+        dt_optim_config_default(&c, (dt_optim_kind)k);
+        dt_optim opt;
+        ck_dt(dt_optim_init(&opt, &c, be, &ps));
+        ck_assert_uint_eq(dt_optim_state_bytes(&opt), state[k] * sizeof(float));
+        /* LAMB's u: the largest decay tensor ("w", 6), not the whole layout */
+        ck_assert_uint_eq(dt_optim_scratch_bytes(&opt), k == DT_OPTIM_LAMB ? 6 * sizeof(float) : 0);
+        int layerwise = k == DT_OPTIM_LARS || k == DT_OPTIM_LAMB;
+        ck_assert_int_eq(dt_optim_has_trust_ratios(&opt), layerwise);
+        const float *tr = dt_optim_trust_ratios(&opt);
+        if (layerwise)
+            for (int t = 0; t < ps.count; t++) ck_assert_float_eq(tr[t], 1.0f); /* before the first step */
+        else
+            ck_assert_ptr_null(tr);
+        dt_optim_free(&opt);
+        ck_assert_ptr_null(opt.state1.data);
+        ck_assert_ptr_null(opt.state2.data);
+        ck_assert_ptr_null(opt.scratch.data);
+        ck_assert_ptr_null(opt.trust);
+    }
+    dt_paramset_free(&ps);
+    /* u is sized by the decay tensors only, even when a no-decay one is larger */
+    dt_paramset_init(&ps);
+    int64_t big[1] = {1000}, small[2] = {3, 4};
+    ck_dt(dt_paramset_add(&ps, "ln", 1, big, 0));
+    ck_dt(dt_paramset_add(&ps, "w", 2, small, 1));
+    dt_optim_config c;
+    dt_optim_config_default(&c, DT_OPTIM_LAMB);
+    dt_optim opt;
+    ck_dt(dt_optim_init(&opt, &c, be, &ps));
+    ck_assert_uint_eq(dt_optim_scratch_bytes(&opt), 12 * sizeof(float));
+    dt_optim_free(&opt);
     dt_paramset_free(&ps);
 }
 END_TEST
@@ -269,16 +392,262 @@ START_TEST(test_sgd)
 }
 END_TEST
 
+/* ---- LARS and LAMB ------------------------------------------------------ */
+
+/* ||x|| in double over one tensor of a double array. */
+static double dnorm(const double *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += x[i] * x[i];
+    return sqrt(s);
+}
+
+static void zero_tensor(const dt_paramset *ps, int t, float *p, double *pd)
+{
+    for (size_t j = 0; j < ps->info[t].numel; j++) p[ps->info[t].offset + j] = 0.0f, pd[ps->info[t].offset + j] = 0.0;
+}
+
+/* Compare parameters, one state buffer and the trust ratios with the
+ * reference after step s. */
+static void check_step(const dt_paramset *ps, const dt_optim *opt, const float *p, const double *pd,
+                       const double *sd, const double *trd, const char *what, int s)
+{
+    const float *st = opt->state1.data, *tr = dt_optim_trust_ratios(opt);
+    for (int t = 0; t < ps->count; t++) {
+        if (ps->info[t].decay)
+            ck_assert_msg(dt_test_close(tr[t], trd[t], 0, TRUST_RTOL), "%s step %d %s: trust %.9g, expected %.9g",
+                          what, s, ps->info[t].name, (double)tr[t], trd[t]);
+        else
+            ck_assert_msg(tr[t] == 1.0f, "%s step %d %s (no decay): trust %.9g, expected 1", what, s,
+                          ps->info[t].name, (double)tr[t]);
+        for (size_t j = 0; j < ps->info[t].numel; j++) {
+            size_t i = ps->info[t].offset + j;
+            ck_assert_msg(dt_test_close(p[i], pd[i], ATOL, RTOL), "%s step %d %s[%zu]: p %.9g, expected %.9g", what,
+                          s, ps->info[t].name, j, (double)p[i], pd[i]);
+            ck_assert_msg(dt_test_close(st[i], sd[i], ATOL, RTOL), "%s step %d %s[%zu]: state %.9g, expected %.9g",
+                          what, s, ps->info[t].name, j, (double)st[i], sd[i]);
+        }
+    }
+    check_gaps(ps, p);
+}
+
+/* LARS for 3 steps with varying lr and grad_scale against the equations of
+ * dt_optim.h in double. zero_w2: "w2" starts at 0, so its first trust is 1. */
+static void lars_case(float momentum, float wd, float eta, int zero_w2)
+{
+    dt_paramset ps;
+    make_layout(&ps);
+    dt_optim_config c;
+    dt_optim_config_default(&c, DT_OPTIM_LARS);
+    c.momentum = momentum;
+    c.weight_decay = wd;
+    c.lars_eta = eta;
+    dt_optim opt;
+    ck_dt(dt_optim_init(&opt, &c, be, &ps));
+    float p[36], g[36];
+    double pd[36], bd[36] = {0}, gd[36], trd[3];
+    fill(&ps, p, g, pd, 6);
+    if (zero_w2) zero_tensor(&ps, 2, p, pd);
+    const float lrs[3] = {0.5f, 1.0f, 0.25f}, scales[3] = {1.0f, 0.5f, 3.0f};
+    char what[96];
+    snprintf(what, sizeof what, "lars momentum %g wd %g eta %g zero_w2 %d", (double)momentum, (double)wd, (double)eta,
+             zero_w2);
+    for (int s = 0; s < 3; s++) {
+        grads_for_step(&ps, g, s);
+        ck_dt(dt_optim_step(&opt, p, g, lrs[s], scales[s]));
+        for (int t = 0; t < ps.count; t++) {
+            size_t off = ps.info[t].offset, n = ps.info[t].numel;
+            for (size_t j = 0; j < n; j++) gd[off + j] = (double)g[off + j] * scales[s];
+            double w = ps.info[t].decay ? wd : 0.0, trust = 1.0;
+            if (ps.info[t].decay) {
+                double wn = dnorm(pd + off, n), gn = dnorm(gd + off, n);
+                if (wn > 0 && gn + w * wn > 0) trust = eta * wn / (gn + w * wn);
+                if (zero_w2 && t == 2 && s == 0) ck_assert(trust == 1.0); /* the corner case is hit */
+            }
+            trd[t] = trust;
+            for (size_t j = 0; j < n; j++) {
+                size_t i = off + j;
+                bd[i] = momentum * bd[i] + lrs[s] * trust * (gd[i] + w * pd[i]);
+                pd[i] -= bd[i];
+            }
+        }
+        check_step(&ps, &opt, p, pd, bd, trd, what, s);
+    }
+    ck_assert_int_eq(opt.step, 3);
+    dt_optim_free(&opt);
+    dt_paramset_free(&ps);
+}
+
+START_TEST(test_lars)
+{
+    lars_case(0.0f, 0.0f, 0.5f, 0);
+    lars_case(0.9f, 0.0f, 0.5f, 0);
+    lars_case(0.9f, 0.05f, 0.5f, 0);
+    lars_case(0.5f, 0.2f, 2.0f, 0);
+    lars_case(0.9f, 0.05f, 0.5f, 1);
+    lars_case(0.9f, 0.0f, 0.001f, 1); /* the default eta */
+}
+END_TEST
+
+/* LAMB for 3 steps against the equations of dt_optim.h in double. Counts
+ * the (step, decay tensor) pairs where phi clipped at gamma_l and gamma_u,
+ * so callers can assert the case exercises what it claims. */
+static void lamb_case(float wd, float gamma_l, float gamma_u, int zero_w2, int *n_low, int *n_high)
+{
+    dt_paramset ps;
+    make_layout(&ps);
+    dt_optim_config c;
+    dt_optim_config_default(&c, DT_OPTIM_LAMB);
+    c.beta1 = 0.8f;
+    c.beta2 = 0.9f;
+    c.eps = 1e-6f;
+    c.weight_decay = wd;
+    c.lamb_gamma_l = gamma_l;
+    c.lamb_gamma_u = gamma_u;
+    dt_optim opt;
+    ck_dt(dt_optim_init(&opt, &c, be, &ps));
+    float p[36], g[36];
+    double pd[36], md[36] = {0}, vd[36] = {0}, ud[36], trd[3];
+    fill(&ps, p, g, pd, 7);
+    if (zero_w2) zero_tensor(&ps, 2, p, pd);
+    const float lrs[3] = {0.1f, 0.2f, 0.05f}, scales[3] = {1.0f, 0.5f, 3.0f};
+    char what[96];
+    snprintf(what, sizeof what, "lamb wd %g phi [%g, %g] zero_w2 %d", (double)wd, (double)gamma_l, (double)gamma_u,
+             zero_w2);
+    *n_low = *n_high = 0;
+    for (int s = 0; s < 3; s++) {
+        grads_for_step(&ps, g, s);
+        ck_dt(dt_optim_step(&opt, p, g, lrs[s], scales[s]));
+        double b1 = c.beta1, b2 = c.beta2, bc1 = 1 - pow(b1, s + 1), bc2 = 1 - pow(b2, s + 1);
+        for (int t = 0; t < ps.count; t++) {
+            size_t off = ps.info[t].offset, n = ps.info[t].numel;
+            double w = ps.info[t].decay ? wd : 0.0, trust = 1.0;
+            for (size_t j = 0; j < n; j++) {
+                size_t i = off + j;
+                double gi = (double)g[i] * scales[s];
+                md[i] = b1 * md[i] + (1 - b1) * gi;
+                vd[i] = b2 * vd[i] + (1 - b2) * gi * gi;
+                ud[i] = (md[i] / bc1) / (sqrt(vd[i] / bc2) + c.eps) + w * pd[i];
+            }
+            if (ps.info[t].decay) {
+                double wn = dnorm(pd + off, n), un = dnorm(ud + off, n);
+                double phi = wn < gamma_l ? gamma_l : wn > gamma_u ? gamma_u : wn;
+                if (wn > 0 && wn < gamma_l) ++*n_low;
+                if (wn > gamma_u) ++*n_high;
+                if (wn > 0 && un > 0) trust = phi / un;
+                if (zero_w2 && t == 2 && s == 0) ck_assert(trust == 1.0); /* the corner case is hit */
+            }
+            trd[t] = trust;
+            for (size_t j = 0; j < n; j++) pd[off + j] -= lrs[s] * trust * ud[off + j];
+        }
+        check_step(&ps, &opt, p, pd, md, trd, what, s);
+        const float *v = opt.state2.data;
+        for (size_t i = 0; i < 36; i++) /* gaps included: 0 in both */
+            REQUIRE(dt_test_close(v[i], vd[i], 1e-9, RTOL), "%s step %d: v[%zu] %.9g, expected %.9g", what, s, i,
+                    (double)v[i], vd[i]);
+    }
+    dt_optim_free(&opt);
+    dt_paramset_free(&ps);
+}
+
+START_TEST(test_lamb)
+{
+    int lo, hi;
+    /* phi is the identity at the defaults (norms ~0.5-1 here) */
+    lamb_case(0.0f, 0.0f, 10.0f, 0, &lo, &hi);
+    ck_assert_int_eq(lo + hi, 0);
+    lamb_case(0.1f, 0.0f, 10.0f, 0, &lo, &hi);
+    ck_assert_int_eq(lo + hi, 0);
+    lamb_case(0.1f, 0.0f, INFINITY, 0, &lo, &hi);
+    ck_assert_int_eq(lo + hi, 0);
+    /* every decay tensor clipped at the upper bound, then at the lower one */
+    lamb_case(0.1f, 0.0f, 0.25f, 0, &lo, &hi);
+    ck_assert_int_eq(hi, 6);
+    lamb_case(0.1f, 2.0f, 5.0f, 0, &lo, &hi);
+    ck_assert_int_eq(lo, 6);
+    /* ||w|| == 0 gives trust 1 even where phi(0) = gamma_l = 2 */
+    lamb_case(0.1f, 2.0f, 5.0f, 1, &lo, &hi);
+    ck_assert_int_eq(lo, 5);
+    lamb_case(0.0f, 0.0f, 10.0f, 1, &lo, &hi);
+}
+END_TEST
+
+/* LAMB's step on a no-decay tensor is AdamW's with wd 0, to the bit; on
+ * decay tensors it differs (the trust ratio is applied). */
+START_TEST(test_lamb_nodecay_is_adam)
+{
+    dt_paramset ps;
+    make_layout(&ps);
+    dt_optim_config c;
+    dt_optim_config_default(&c, DT_OPTIM_LAMB);
+    c.weight_decay = 0.3f;
+    dt_optim a, b;
+    ck_dt(dt_optim_init(&a, &c, be, &ps));
+    c.kind = DT_OPTIM_ADAMW;
+    ck_dt(dt_optim_init(&b, &c, be, &ps));
+    float pa[36], pb[36], g[36];
+    double pd[36];
+    fill(&ps, pa, g, pd, 8);
+    memcpy(pb, pa, sizeof pa);
+    for (int s = 0; s < 3; s++) {
+        grads_for_step(&ps, g, s);
+        ck_dt(dt_optim_step(&a, pa, g, 0.05f, 2.0f));
+        ck_dt(dt_optim_step(&b, pb, g, 0.05f, 2.0f));
+    }
+    const dt_param_info *bi = &ps.info[1], *wi = &ps.info[0];
+    ck_assert_int_eq(memcmp(pa + bi->offset, pb + bi->offset, bi->numel * sizeof(float)), 0);
+    ck_assert_int_ne(memcmp(pa + wi->offset, pb + wi->offset, wi->numel * sizeof(float)), 0);
+    dt_optim_free(&a);
+    dt_optim_free(&b);
+    dt_paramset_free(&ps);
+}
+END_TEST
+
+/* Zero gradients without weight decay: LARS's denominator ||g'|| + wd*||w||
+ * and LAMB's ||u|| are 0, so trust is 1 (not NaN) and nothing moves. */
+START_TEST(test_layerwise_zero_denominator)
+{
+    for (int k = DT_OPTIM_LARS; k <= DT_OPTIM_LAMB; k++) {
+        dt_paramset ps;
+        make_layout(&ps);
+        dt_optim_config c;
+        dt_optim_config_default(&c, (dt_optim_kind)k);
+        dt_optim opt;
+        ck_dt(dt_optim_init(&opt, &c, be, &ps));
+        float p[36], g[36], p0[36];
+        double pd[36];
+        fill(&ps, p, g, pd, 9);
+        for (int t = 0; t < ps.count; t++)
+            for (size_t j = 0; j < ps.info[t].numel; j++) g[ps.info[t].offset + j] = 0.0f;
+        memcpy(p0, p, sizeof p);
+        for (int s = 0; s < 2; s++) {
+            ck_dt(dt_optim_step(&opt, p, g, 0.1f, 1.0f));
+            for (int t = 0; t < ps.count; t++) ck_assert_float_eq(dt_optim_trust_ratios(&opt)[t], 1.0f);
+            ck_assert_int_eq(memcmp(p, p0, sizeof p), 0);
+        }
+        /* and grad_scale 0 with nonzero gradients is the same case */
+        grads_for_step(&ps, g, 0);
+        ck_dt(dt_optim_step(&opt, p, g, 0.1f, 0.0f));
+        for (int t = 0; t < ps.count; t++) ck_assert_float_eq(dt_optim_trust_ratios(&opt)[t], 1.0f);
+        ck_assert_int_eq(memcmp(p, p0, sizeof p), 0);
+        dt_optim_free(&opt);
+        dt_paramset_free(&ps);
+    }
+}
+END_TEST
+
 /* Folding an unscale into grad_scale: grads g*2^-k with grad_scale 2^k
- * give bit-identical steps (power-of-two scaling is exact). */
+ * give bit-identical steps (power-of-two scaling is exact, and so is it on
+ * LARS's ||g|| = sqrt(sumsq): sqrt commutes with scaling by 4^-k). */
 START_TEST(test_grad_scale_folding)
 {
-    for (int kind = 0; kind < 2; kind++) {
+    for (int kind = 0; kind < 4; kind++) {
         dt_paramset ps;
         make_layout(&ps);
         dt_optim_config c;
         dt_optim_config_default(&c, (dt_optim_kind)kind);
         c.weight_decay = 0.1f;
+        c.lars_eta = 0.5f; /* a step well above float32 resolution */
         dt_optim a, b;
         ck_dt(dt_optim_init(&a, &c, be, &ps));
         ck_dt(dt_optim_init(&b, &c, be, &ps));
@@ -442,6 +811,71 @@ START_TEST(test_cpu_kernels_large)
 }
 END_TEST
 
+/* LARS, LAMB's direction and axpy on 100003 elements (threaded) against the
+ * scalar formulas, and bit-identical between 1 and 2 threads. */
+START_TEST(test_cpu_layerwise_kernels_large)
+{
+    /* float constants, widened exactly for the reference, so only the
+     * kernels' own rounding is measured (m cancels to ~2e-3 at some i) */
+    const float lr = 0.5f, trust = 0.02f, mom = 0.9f, wd = 0.1f, gs1 = 2.0f, b0 = 0.5f;
+    const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, bc1 = 0.19f, bc2 = 0.0975f, gs2 = 0.5f, m0 = 0.01f, v0 = 0.04f;
+    const float a = -0.25f;
+    size_t n = 100003;
+    float *q = malloc(n * sizeof *q), *g = malloc(n * sizeof *g), *p[2], *buf[2], *m[2], *v[2], *u[2];
+    for (size_t i = 0; i < n; i++) {
+        q[i] = (float)((int)(i % 97) - 48) * 0.01f;
+        g[i] = (float)((int)(i % 89) - 44) * 0.02f + 0.001f;
+    }
+    for (int r = 0; r < 2; r++) {
+        ck_dt(be->set_threads(be, r == 0 ? 2 : 1));
+        p[r] = malloc(n * sizeof(float));
+        buf[r] = malloc(n * sizeof(float));
+        m[r] = malloc(n * sizeof(float));
+        v[r] = malloc(n * sizeof(float));
+        u[r] = malloc(n * sizeof(float));
+        memcpy(p[r], q, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) buf[r][i] = b0, m[r][i] = m0, v[r][i] = v0;
+        ck_dt(be->lars_update(be, p[r], g, buf[r], n, lr, trust, mom, wd, gs1));
+        ck_dt(be->lamb_direction(be, u[r], p[r], g, m[r], v[r], n, b1, b2, eps, wd, bc1, bc2, gs2));
+        ck_dt(be->axpy(be, p[r], a, u[r], n));
+    }
+    for (size_t i = 0; i < n; i++) {
+        double b = (double)mom * b0 + (double)lr * trust * ((double)g[i] * gs1 + (double)wd * q[i]);
+        double p1 = q[i] - b;
+        double gi = (double)g[i] * gs2, mi = (double)b1 * m0 + (1.0 - b1) * gi;
+        double vi = (double)b2 * v0 + (1.0 - b2) * gi * gi;
+        double ui = (mi / bc1) / (sqrt(vi / bc2) + eps) + (double)wd * p1;
+        REQUIRE(dt_test_close(buf[0][i], b, ATOL, RTOL), "lars buf at %zu: %.9g vs %.9g", i, (double)buf[0][i], b);
+        REQUIRE(dt_test_close(m[0][i], mi, 1e-9, RTOL) && dt_test_close(v[0][i], vi, 1e-9, RTOL),
+                "lamb moments at %zu: m %.9g vs %.9g, v %.9g vs %.9g", i, (double)m[0][i], mi, (double)v[0][i], vi);
+        REQUIRE(dt_test_close(u[0][i], ui, ATOL, RTOL), "lamb u at %zu: %.9g vs %.9g", i, (double)u[0][i], ui);
+        REQUIRE(dt_test_close(p[0][i], p1 + (double)a * ui, ATOL, RTOL), "lars+axpy p at %zu", i);
+    }
+    ck_assert_int_eq(memcmp(p[0], p[1], n * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(buf[0], buf[1], n * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(u[0], u[1], n * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(m[0], m[1], n * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(v[0], v[1], n * sizeof(float)), 0);
+    /* bias corrections of 0 (step 0) are a caller bug the op reports */
+    ck_assert_int_eq(be->lamb_direction(be, u[0], p[0], g, m[0], v[0], n, 0.9f, 0.95f, 1e-8f, 0.0f, 0.0f, 0.5f, 1.0f),
+                     DT_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "bias correction"));
+    /* n = 0 touches nothing */
+    ck_dt(be->lars_update(be, NULL, NULL, NULL, 0, 0.5f, 1.0f, 0.9f, 0.0f, 1.0f));
+    ck_dt(be->lamb_direction(be, NULL, NULL, NULL, NULL, NULL, 0, 0.9f, 0.95f, 1e-8f, 0.0f, 0.1f, 0.05f, 1.0f));
+    ck_dt(be->axpy(be, NULL, 1.0f, NULL, 0));
+    for (int r = 0; r < 2; r++) {
+        free(p[r]);
+        free(buf[r]);
+        free(m[r]);
+        free(v[r]);
+        free(u[r]);
+    }
+    free(q);
+    free(g);
+}
+END_TEST
+
 /* ---- learning-rate schedule ------------------------------------------- */
 
 static void lr_is(const dt_lr_schedule *s, int64_t it, double want)
@@ -508,11 +942,17 @@ static Suite *optim_suite(void)
     tcase_add_test(tc, test_adamw);
     tcase_add_test(tc, test_adamw_decay_only_where_flagged);
     tcase_add_test(tc, test_sgd);
+    tcase_add_test(tc, test_state_per_kind);
+    tcase_add_test(tc, test_lars);
+    tcase_add_test(tc, test_lamb);
+    tcase_add_test(tc, test_lamb_nodecay_is_adam);
+    tcase_add_test(tc, test_layerwise_zero_denominator);
     tcase_add_test(tc, test_grad_scale_folding);
     tcase_add_test(tc, test_step_rejects_nonfinite);
     tcase_add_test(tc, test_grad_norm);
     tcase_add_test(tc, test_clip_factor);
     tcase_add_test(tc, test_cpu_kernels_large);
+    tcase_add_test(tc, test_cpu_layerwise_kernels_large);
     suite_add_tcase(s, tc);
     TCase *lr = tcase_create("lr");
     tcase_add_test(lr, test_lr_schedule);
