@@ -62,6 +62,8 @@ typedef struct dt_optim_config {
 DT_API void dt_optim_config_default(dt_optim_config *cfg, dt_optim_kind kind);
 /* "sgd", "adamw", "lars" or "lamb" (the --optimizer flag) */
 DT_API dt_status dt_optim_kind_parse(const char *s, dt_optim_kind *out);
+/* Check every field; messages name the flag (--adam-beta1, --lars-eta, ...). */
+DT_API dt_status dt_optim_config_validate(const dt_optim_config *cfg);
 /* The name dt_optim_kind_parse accepts for kind ("?" if out of range). */
 DT_API const char *dt_optim_kind_name(dt_optim_kind kind);
 

@@ -57,7 +57,7 @@ const char *dt_optim_kind_name(dt_optim_kind kind)
 
 static int dt__optim_is_layerwise(dt_optim_kind k) { return k == DT_OPTIM_LARS || k == DT_OPTIM_LAMB; }
 
-static dt_status dt__optim_validate(const dt_optim_config *c)
+dt_status dt_optim_config_validate(const dt_optim_config *c)
 {
     if ((int)c->kind < 0 || (int)c->kind >= DT__OPTIM_NKINDS)
         return DT_FAIL(DT_ERR_INVALID, "optimizer kind %d: expected sgd, adamw, lars or lamb", (int)c->kind);
@@ -95,7 +95,7 @@ static dt_status dt__optim_validate(const dt_optim_config *c)
 dt_status dt_optim_init(dt_optim *opt, const dt_optim_config *cfg, dt_backend *be, const dt_paramset *layout)
 {
     memset(opt, 0, sizeof *opt);
-    DT_CHECK(dt__optim_validate(cfg));
+    DT_CHECK(dt_optim_config_validate(cfg));
     opt->cfg = *cfg;
     opt->be = be;
     opt->layout = layout;

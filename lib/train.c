@@ -190,19 +190,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         return DT_FAIL(DT_ERR_INVALID, "--lr-decay-iters %lld is less than --lr-warmup-iters %lld",
                        (long long)lr->decay_iters, (long long)lr->warmup_iters);
 
-    const dt_optim_config *o = &cfg->optim;
-    if (o->kind != DT_OPTIM_SGD && o->kind != DT_OPTIM_ADAMW)
-        return DT_FAIL(DT_ERR_INVALID, "--optimizer: expected sgd or adamw");
-    if (!(o->beta1 >= 0 && o->beta1 < 1))
-        return DT_FAIL(DT_ERR_INVALID, "--adam-beta1 %g: expected a number in [0, 1)", (double)o->beta1);
-    if (!(o->beta2 >= 0 && o->beta2 < 1))
-        return DT_FAIL(DT_ERR_INVALID, "--adam-beta2 %g: expected a number in [0, 1)", (double)o->beta2);
-    if (!(o->eps > 0) || !isfinite(o->eps))
-        return DT_FAIL(DT_ERR_INVALID, "--adam-eps %g: expected a number > 0", (double)o->eps);
-    if (!(o->momentum >= 0 && o->momentum < 1))
-        return DT_FAIL(DT_ERR_INVALID, "--sgd-momentum %g: expected a number in [0, 1)", (double)o->momentum);
-    if (!(o->weight_decay >= 0) || !isfinite(o->weight_decay))
-        return DT_FAIL(DT_ERR_INVALID, "--weight-decay %g: expected a number >= 0", (double)o->weight_decay);
+    DT_CHECK(dt_optim_config_validate(&cfg->optim));
     if (!isfinite(cfg->clip_grad))
         return DT_FAIL(DT_ERR_INVALID, "--clip-grad %g: expected a finite number (<= 0: no clipping)",
                        (double)cfg->clip_grad);
@@ -293,7 +281,7 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "micro_batch_size", json_integer(cfg->micro_batch_size), &bad);
     dt__jset(o, "global_batch_size", json_integer(cfg->global_batch_size), &bad);
     dt__jset(o, "train_iters", json_integer(cfg->train_iters), &bad);
-    dt__jset(o, "optimizer", json_string(cfg->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw"), &bad);
+    dt__jset(o, "optimizer", json_string(dt_optim_kind_name(cfg->optim.kind)), &bad);
     dt__jset(o, "lr", json_real(dt__float_json(cfg->lr.max_lr)), &bad);
     dt__jset(o, "min_lr", json_real(dt__float_json(cfg->lr.min_lr)), &bad);
     dt__jset(o, "lr_warmup_iters", json_integer(cfg->lr.warmup_iters), &bad);
@@ -304,6 +292,9 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "adam_beta2", json_real(dt__float_json(cfg->optim.beta2)), &bad);
     dt__jset(o, "adam_eps", json_real(dt__float_json(cfg->optim.eps)), &bad);
     dt__jset(o, "sgd_momentum", json_real(dt__float_json(cfg->optim.momentum)), &bad);
+    dt__jset(o, "lars_eta", json_real(dt__float_json(cfg->optim.lars_eta)), &bad);
+    dt__jset(o, "lamb_gamma_l", json_real(dt__float_json(cfg->optim.lamb_gamma_l)), &bad);
+    dt__jset(o, "lamb_gamma_u", dt__jreal_or_null(cfg->optim.lamb_gamma_u), &bad);
     dt__jset(o, "sgd_nesterov", json_boolean(cfg->optim.nesterov), &bad);
     dt__jset(o, "clip_grad", json_real(dt__float_json(cfg->clip_grad)), &bad);
     static const char *const scaling[] = {"none", "linear", "sqrt"};
@@ -582,6 +573,16 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         DT_CHECK(dt__trace_counter(tr, "activation_bytes", ts, (double)act_bytes));
         DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts,
                                    (double)dt_gpt_peak_activation_bytes(tr->model)));
+        if (dt_optim_has_trust_ratios(&tr->opt)) {
+            /* LARS/LAMB: one counter track per tensor the trust ratio applies to */
+            const float *ratio = dt_optim_trust_ratios(&tr->opt);
+            for (int i = 0; i < layout->count; i++) {
+                if (!layout->info[i].decay) continue;
+                char name[8 + DT_NAME_MAX]; /* the event keeps its first DT_TRACE_NAME_MAX - 1 bytes */
+                snprintf(name, sizeof name, "trust/%s", layout->info[i].name);
+                DT_CHECK(dt__trace_counter(tr, name, ts, ratio[i]));
+            }
+        }
     }
 
     const double secs = (double)(t1 - t0) * 1e-9;

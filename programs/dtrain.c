@@ -39,6 +39,7 @@ typedef struct dtrain_opts {
     int64_t warmup_iters, decay_iters;
     const char *decay_style;
     float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
+    float lars_eta, lamb_gamma_l, lamb_gamma_u;
     const char *lr_scaling;
     int base_batch;
     int recompute_on;
@@ -87,7 +88,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"--train-iters", DT_ARG_INT64, &o->train_iters, MIN0, NULL, "N", "optimizer steps", NULL, 0},
         {"--seed", DT_ARG_UINT64, &o->seed, 0, 0, 0, NULL, "N", "seed of the weights and the data", NULL, 0},
         {"Optimizer", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--optimizer", DT_ARG_CHOICE, &o->optimizer, 0, 0, 0, "sgd|adamw", NULL, "optimizer", NULL, 0},
+        {"--optimizer", DT_ARG_CHOICE, &o->optimizer, 0, 0, 0, "sgd|adamw|lars|lamb", NULL, "optimizer", NULL, 0},
         {"--lr", DT_ARG_FLOAT, &o->lr, MIN0, NULL, "X", "peak learning rate", NULL, 0},
         {"--min-lr", DT_ARG_FLOAT, &o->min_lr, MIN0, NULL, "X", "learning rate at the end of the decay", NULL, 0},
         {"--lr-warmup-iters", DT_ARG_INT64, &o->warmup_iters, MIN0, NULL, "N",
@@ -102,7 +103,13 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"--adam-beta2", DT_ARG_FLOAT, &o->beta2, UNIT, NULL, "X", "AdamW beta2", NULL, 0},
         {"--adam-eps", DT_ARG_FLOAT, &o->adam_eps, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "X",
          "AdamW epsilon", NULL, 0},
-        {"--sgd-momentum", DT_ARG_FLOAT, &o->momentum, UNIT, NULL, "X", "SGD momentum", NULL, 0},
+        {"--sgd-momentum", DT_ARG_FLOAT, &o->momentum, UNIT, NULL, "X", "SGD and LARS momentum", NULL, 0},
+        {"--lars-eta", DT_ARG_FLOAT, &o->lars_eta, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "X",
+         "LARS trust coefficient", NULL, 0},
+        {"--lamb-gamma-l", DT_ARG_FLOAT, &o->lamb_gamma_l, MIN0, NULL, "X", "LAMB: lower bound of phi(||w||)", NULL,
+         0},
+        {"--lamb-gamma-u", DT_ARG_FLOAT, &o->lamb_gamma_u, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "X",
+         "LAMB: upper bound of phi(||w||) (inf: none)", NULL, 0},
         {"--clip-grad", DT_ARG_FLOAT, &o->clip_grad, 0, 0, 0, NULL, "X", "clip the gradient norm to this (<= 0: off)",
          NULL, 0},
         {"--lr-scaling", DT_ARG_CHOICE, &o->lr_scaling, 0, 0, 0, "none|linear|sqrt", NULL,
@@ -161,7 +168,7 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->micro_batch = d->micro_batch_size;
     o->global_batch = d->global_batch_size;
     o->train_iters = d->train_iters;
-    o->optimizer = d->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw";
+    o->optimizer = dt_optim_kind_name(d->optim.kind);
     o->lr = d->lr.max_lr;
     o->min_lr = d->lr.min_lr;
     o->warmup_iters = d->lr.warmup_iters;
@@ -174,6 +181,9 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     dt_optim_config sgd;
     dt_optim_config_default(&sgd, DT_OPTIM_SGD);
     o->momentum = sgd.momentum;
+    o->lars_eta = sgd.lars_eta;
+    o->lamb_gamma_l = sgd.lamb_gamma_l;
+    o->lamb_gamma_u = sgd.lamb_gamma_u;
     o->clip_grad = d->clip_grad;
     o->lr_scaling = "none";
     o->base_batch = d->base_batch_size;
@@ -243,6 +253,9 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     cfg->optim.beta2 = o->beta2;
     cfg->optim.eps = o->adam_eps;
     cfg->optim.momentum = o->momentum;
+    cfg->optim.lars_eta = o->lars_eta;
+    cfg->optim.lamb_gamma_l = o->lamb_gamma_l;
+    cfg->optim.lamb_gamma_u = o->lamb_gamma_u;
     cfg->lr.max_lr = o->lr;
     cfg->lr.min_lr = o->min_lr;
     if (!dt_args_given(args, n_args, "--min-lr") && cfg->lr.min_lr > cfg->lr.max_lr) cfg->lr.min_lr = cfg->lr.max_lr;
@@ -346,6 +359,12 @@ static void dtrain_print_setup(const dt_trainer *tr)
     if (c->optim.kind == DT_OPTIM_ADAMW)
         printf("optim: adamw (beta1 %g, beta2 %g, eps %g)", (double)c->optim.beta1, (double)c->optim.beta2,
                (double)c->optim.eps);
+    else if (c->optim.kind == DT_OPTIM_LAMB)
+        printf("optim: lamb (beta1 %g, beta2 %g, eps %g, phi clipped to [%g, %g])", (double)c->optim.beta1,
+               (double)c->optim.beta2, (double)c->optim.eps, (double)c->optim.lamb_gamma_l,
+               (double)c->optim.lamb_gamma_u);
+    else if (c->optim.kind == DT_OPTIM_LARS)
+        printf("optim: lars (momentum %g, eta %g)", (double)c->optim.momentum, (double)c->optim.lars_eta);
     else
         printf("optim: sgd (momentum %g)", (double)c->optim.momentum);
     printf(", lr %g -> %g %s over %lld iters, warmup %lld, weight decay %g, clip %g\n", (double)c->lr.max_lr,
