@@ -191,6 +191,63 @@ static int cmd_recompute(int threads, const char *model, int B, int T, int steps
     return 0;
 }
 
+/* Large-batch training: the same number of samples at the base batch and at
+ * 8x the batch, with linear-scaled AdamW, LARS and LAMB. */
+static int cmd_largebatch(int threads, int base_iters, int base_batch)
+{
+    struct lb_run {
+        const char *name;
+        dt_optim_kind kind;
+        int mult;                /* batch multiple */
+        float lr;                /* LR at the base batch */
+        dt_lr_scaling scaling;   /* to the run's batch */
+    } runs[] = {
+        {"adamw", DT_OPTIM_ADAMW, 1, 3e-3f, DT_LR_SCALING_NONE},
+        {"adamw", DT_OPTIM_ADAMW, 8, 3e-3f, DT_LR_SCALING_LINEAR},
+        {"adamw", DT_OPTIM_ADAMW, 8, 3e-3f, DT_LR_SCALING_SQRT},
+        {"lars", DT_OPTIM_LARS, 8, 2.0f, DT_LR_SCALING_LINEAR},
+        {"lamb", DT_OPTIM_LAMB, 8, 3e-3f, DT_LR_SCALING_LINEAR},
+        {"lamb", DT_OPTIM_LAMB, 8, 3e-3f, DT_LR_SCALING_SQRT},
+    };
+    const int n = (int)(sizeof runs / sizeof runs[0]);
+    printf("# dtbench largebatch: tiny GPT on 2-digit addition (the dtrain defaults), %d samples per run;\n"
+           "# base batch %d for %d iterations, 8x batch for %d iterations (warm-up 10%%, cosine decay)\n",
+           base_iters * base_batch, base_batch, base_iters, base_iters / 8);
+    printf("%-6s %6s %6s %-7s %10s %9s %9s %8s\n", "optim", "batch", "iters", "scaling", "peak_lr", "val_loss",
+           "accuracy", "seconds");
+    for (int i = 0; i < n; i++) {
+        dt_train_config c;
+        dt_train_config_default(&c);
+        c.threads = threads;
+        c.global_batch_size = base_batch * runs[i].mult;
+        c.micro_batch_size = base_batch;
+        c.train_iters = base_iters / runs[i].mult;
+        c.lr.decay_iters = c.train_iters;
+        c.lr.warmup_iters = c.train_iters / 10;
+        dt_optim_config_default(&c.optim, runs[i].kind);
+        c.optim.weight_decay = 0.1f;
+        c.lr.max_lr = runs[i].lr;
+        c.lr.min_lr = runs[i].lr / 30;
+        c.lr_scaling = runs[i].scaling;
+        c.base_batch_size = base_batch;
+        dt_trainer *tr;
+        if (dt_trainer_create(&c, &tr) != DT_OK) die("trainer");
+        int64_t t0 = dt_time_ns();
+        dt_train_stats st;
+        for (int64_t it = 0; it < c.train_iters; it++)
+            if (dt_trainer_step(tr, &st) != DT_OK) die("step");
+        dt_eval_result ev;
+        if (dt_trainer_evaluate(tr, &ev) != DT_OK) die("evaluate");
+        static const char *const sc[] = {"none", "linear", "sqrt"};
+        printf("%-6s %6d %6lld %-7s %10.4g %9.4f %8.2f%% %8.1f\n", runs[i].name, c.global_batch_size,
+               (long long)c.train_iters, sc[runs[i].scaling], (double)dt_trainer_lr_schedule(tr)->max_lr,
+               (double)ev.loss, 100.0 * ev.accuracy, (dt_time_ns() - t0) * 1e-9);
+        fflush(stdout);
+        dt_trainer_free(tr);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0;
@@ -210,7 +267,9 @@ int main(int argc, char **argv)
     const char *usage = "dtbench gemm|train|recompute [--flag value]...\n"
                         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads\n"
                         "  train      tokens/s, achieved GFLOP/s and MFU against the sgemm peak measured in the same run\n"
-                        "  recompute  peak activation bytes and step time per recomputation granularity / K";
+                        "  recompute  peak activation bytes and step time per recomputation granularity / K\n"
+                        "  largebatch base batch vs 8x batch with linear-scaled AdamW, LARS and LAMB (--steps: base "
+                        "iterations)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;
@@ -224,6 +283,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "gemm") == 0) return cmd_gemm(threads);
     if (strcmp(cmd, "train") == 0) return cmd_train(threads, model, B, T, steps, warmup);
     if (strcmp(cmd, "recompute") == 0) return cmd_recompute(threads, model, B, T, steps, warmup);
-    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train or recompute)\n", cmd);
+    if (strcmp(cmd, "largebatch") == 0)
+        return cmd_largebatch(threads, dt_args_given(args, n_args, "--steps") ? steps : 1600,
+                              dt_args_given(args, n_args, "--micro-batch-size") ? B : 64);
+    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train, recompute or largebatch)\n", cmd);
     return 2;
 }
