@@ -14,7 +14,9 @@
 #include <stdint.h>
 
 #include "dt_data.h"
+#include "dt_blobs.h"
 #include "dt_gpt.h"
+#include "dt_mlp.h"
 #include "dt_optim.h"
 #include "dt_status.h"
 
@@ -32,7 +34,15 @@ DT_API dt_status dt_lr_scaling_parse(const char *s, dt_lr_scaling *out);
 /* The factor applied to the LR for a global batch against a base batch. */
 DT_API double dt_lr_scaling_factor(dt_lr_scaling s, int global_batch, int base_batch);
 
+/* Which model the trainer builds: the GPT on byte data, or the mlp-bn
+ * classifier on the blobs task (for BatchNorm with gradient accumulation). */
+typedef enum dt_model_kind { DT_MODEL_GPT = 0, DT_MODEL_MLP_BN } dt_model_kind;
+
 typedef struct dt_train_config {
+    dt_model_kind model_kind;
+    dt_mlp_config mlp;       /* mlp-bn sizes; input_dim and num_classes come from blobs */
+    dt_blobs_config blobs;   /* --task blobs */
+    int bn_momentum_adjust;  /* mlp-bn: per-micro-batch momentum 1-(1-m)^(1/N) */
     char model_name[32];     /* preset name the sizes came from ("custom" otherwise) */
     dt_gpt_config model;     /* vocab_size is taken from the data */
     int seq_length;          /* T used for training (<= model.seq_len) */

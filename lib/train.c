@@ -35,8 +35,12 @@ struct dt_trainer {
     char *task, *path, *device, *trace_path;
 
     dt_backend *be;
-    dt_dataset *data;
+    dt_dataset *data;      /* GPT: byte tasks and text */
     dt_gpt *model;
+    dt_blobs *blobs;       /* mlp-bn: the blobs task */
+    dt_mlp *mlp;
+    float *x;              /* (B, D) host: mlp-bn inputs */
+    int32_t *y;            /* (B) host: mlp-bn labels */
     dt_optim opt;
     int opt_ready;
     size_t num_params;
@@ -107,6 +111,10 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->trace_path = NULL;
     cfg->log_interval = 100;
     cfg->eval_interval = 500;
+    cfg->model_kind = DT_MODEL_GPT;
+    dt_mlp_config_default(&cfg->mlp);
+    dt_blobs_config_default(&cfg->blobs);
+    cfg->blobs.seed = cfg->data.seed;
 }
 
 dt_status dt_lr_scaling_parse(const char *s, dt_lr_scaling *out)
@@ -130,9 +138,35 @@ static int dt__is_task(const char *t)
     return t && (strcmp(t, "add") == 0 || strcmp(t, "reverse") == 0 || strcmp(t, "sort") == 0);
 }
 
+/* mlp-bn on blobs: the model and data checks that replace the GPT's. */
+static dt_status dt__validate_mlp(const dt_train_config *cfg)
+{
+    if (cfg->data.path)
+        return DT_FAIL(DT_ERR_INVALID, "--model mlp-bn trains on --task blobs, not on --data %s", cfg->data.path);
+    if (!cfg->data.task || strcmp(cfg->data.task, "blobs") != 0)
+        return DT_FAIL(DT_ERR_INVALID, "--model mlp-bn needs --task blobs (got --task %s)",
+                       cfg->data.task ? cfg->data.task : "(none)");
+    DT_CHECK(dt_blobs_config_validate(&cfg->blobs));
+    dt_mlp_config m = cfg->mlp;
+    m.input_dim = cfg->blobs.dims; /* filled from the data later */
+    m.num_classes = cfg->blobs.classes;
+    DT_CHECK(dt_mlp_config_validate(&m));
+    if (cfg->mlp.batchnorm && cfg->micro_batch_size < 2)
+        return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d: BatchNorm needs at least 2 examples per micro-batch",
+                       cfg->micro_batch_size);
+    if (cfg->recompute != DT_RECOMPUTE_NONE)
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-activations: only the GPT recomputes activations, not mlp-bn");
+    return DT_OK;
+}
+
 dt_status dt_train_config_validate(const dt_train_config *cfg)
 {
     if (!cfg) return DT_FAIL(DT_ERR_INVALID, "dt_train_config_validate: cfg is NULL");
+    if (cfg->model_kind == DT_MODEL_MLP_BN) {
+        DT_CHECK(dt__validate_mlp(cfg));
+    } else if (cfg->data.task && !cfg->data.path && strcmp(cfg->data.task, "blobs") == 0) {
+        return DT_FAIL(DT_ERR_INVALID, "--task blobs is a classification task for --model mlp-bn");
+    }
     dt_gpt_config m = cfg->model;
     if (m.vocab_size <= 0) m.vocab_size = 256; /* filled from the data later */
     DT_CHECK(dt_gpt_config_validate(&m));
@@ -150,7 +184,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
 
     if (cfg->data.path) {
         if (cfg->data.path[0] == '\0') return DT_FAIL(DT_ERR_INVALID, "--data '': expected a file name");
-    } else if (!dt__is_task(cfg->data.task)) {
+    } else if (cfg->model_kind == DT_MODEL_GPT && !dt__is_task(cfg->data.task)) {
         return DT_FAIL(DT_ERR_INVALID, "--task '%s': expected one of add, reverse, sort",
                        cfg->data.task ? cfg->data.task : "(null)");
     }
@@ -166,7 +200,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     if (cfg->global_batch_size % cfg->micro_batch_size != 0)
         return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
                        cfg->global_batch_size, cfg->micro_batch_size);
-    if ((int64_t)cfg->micro_batch_size * cfg->seq_length > (int64_t)1 << 30)
+    if (cfg->model_kind == DT_MODEL_GPT && (int64_t)cfg->micro_batch_size * cfg->seq_length > (int64_t)1 << 30)
         return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch",
                        cfg->micro_batch_size, cfg->seq_length);
     if (cfg->train_iters < 0)
@@ -297,6 +331,16 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "lamb_gamma_u", dt__jreal_or_null(cfg->optim.lamb_gamma_u), &bad);
     dt__jset(o, "sgd_nesterov", json_boolean(cfg->optim.nesterov), &bad);
     dt__jset(o, "clip_grad", json_real(dt__float_json(cfg->clip_grad)), &bad);
+    if (cfg->model_kind == DT_MODEL_MLP_BN) {
+        dt__jset(o, "mlp_hidden_size", json_integer(cfg->mlp.hidden_size), &bad);
+        dt__jset(o, "mlp_num_layers", json_integer(cfg->mlp.num_layers), &bad);
+        dt__jset(o, "batchnorm", json_boolean(cfg->mlp.batchnorm), &bad);
+        dt__jset(o, "bn_momentum", json_real(dt__float_json(cfg->mlp.bn_momentum)), &bad);
+        dt__jset(o, "bn_momentum_adjust", json_boolean(cfg->bn_momentum_adjust), &bad);
+        dt__jset(o, "blobs_classes", json_integer(cfg->blobs.classes), &bad);
+        dt__jset(o, "blobs_dims", json_integer(cfg->blobs.dims), &bad);
+        dt__jset(o, "blobs_separation", json_real(dt__float_json(cfg->blobs.separation)), &bad);
+    }
     static const char *const scaling[] = {"none", "linear", "sqrt"};
     dt__jset(o, "lr_scaling", json_string(scaling[cfg->lr_scaling]), &bad);
     dt__jset(o, "base_batch_size", json_integer(cfg->base_batch_size), &bad);
@@ -331,6 +375,28 @@ char *dt_train_config_json(const dt_train_config *cfg)
 }
 
 /* ---- trainer ------------------------------------------------------------- */
+
+static void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
+
+/* The model-specific pieces the step needs, for either model kind. */
+static const dt_paramset *dt__tr_layout(const dt_trainer *tr)
+{
+    return tr->mlp ? dt_mlp_layout(tr->mlp) : dt_gpt_layout(tr->model);
+}
+static float *dt__tr_params(dt_trainer *tr) { return tr->mlp ? dt_mlp_params(tr->mlp) : dt_gpt_params(tr->model); }
+static float *dt__tr_grads(dt_trainer *tr) { return tr->mlp ? dt_mlp_grads(tr->mlp) : dt_gpt_grads(tr->model); }
+static dt_status dt__tr_zero_grad(dt_trainer *tr)
+{
+    return tr->mlp ? dt_mlp_zero_grad(tr->mlp) : dt_gpt_zero_grad(tr->model);
+}
+static size_t dt__tr_peak_act(const dt_trainer *tr)
+{
+    return tr->mlp ? dt_mlp_activation_bytes(tr->mlp) : dt_gpt_peak_activation_bytes(tr->model);
+}
+static void dt__tr_set_hook(dt_trainer *tr, int on)
+{
+    if (tr->model) dt_gpt_set_layer_hook(tr->model, on ? dt__layer_hook : NULL, on ? tr : NULL);
+}
 
 static dt_status dt__strdup(const char *s, char **out)
 {
@@ -414,21 +480,41 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 
     DT_CHECK_GOTO(dt_backend_create(tr->cfg.device, cfg->threads, &tr->be), st, fail);
     tr->cfg.threads = tr->be->threads;
-    DT_CHECK_GOTO(dt_data_open(&tr->cfg.data, tr->T, &tr->data), st, fail);
-    tr->cfg.model.vocab_size = dt_data_vocab_size(tr->data);
-    DT_CHECK_GOTO(dt_gpt_create(&tr->cfg.model, tr->be, &tr->model), st, fail);
-    DT_CHECK_GOTO(dt_gpt_init_weights(tr->model, cfg->seed), st, fail);
-    DT_CHECK_GOTO(dt_gpt_set_recompute(tr->model, cfg->recompute, cfg->recompute_num_layers), st, fail);
+    if (cfg->model_kind == DT_MODEL_MLP_BN) {
+        tr->T = 1; /* one example per row: "tokens" are examples */
+        DT_CHECK_GOTO(dt_blobs_open(&tr->cfg.blobs, &tr->blobs), st, fail);
+        tr->cfg.mlp.input_dim = dt_blobs_dims(tr->blobs);
+        tr->cfg.mlp.num_classes = dt_blobs_classes(tr->blobs);
+        DT_CHECK_GOTO(dt_mlp_create(&tr->cfg.mlp, tr->be, &tr->mlp), st, fail);
+        /* cfg keeps the per-step momentum; the model runs per micro-batch */
+        if (cfg->bn_momentum_adjust)
+            DT_CHECK_GOTO(dt_mlp_set_bn_momentum(tr->mlp, dt_bn_momentum_per_micro(cfg->mlp.bn_momentum, tr->n_micro)),
+                          st, fail);
+        DT_CHECK_GOTO(dt_mlp_init_weights(tr->mlp, cfg->seed), st, fail);
+        tr->num_params = dt_mlp_config_num_params(&tr->cfg.mlp);
+        tr->x = malloc((size_t)tr->B * tr->cfg.mlp.input_dim * sizeof *tr->x);
+        tr->y = malloc((size_t)tr->B * sizeof *tr->y);
+        if (!tr->x || !tr->y) {
+            st = DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory for batch buffers");
+            goto fail;
+        }
+    } else {
+        DT_CHECK_GOTO(dt_data_open(&tr->cfg.data, tr->T, &tr->data), st, fail);
+        tr->cfg.model.vocab_size = dt_data_vocab_size(tr->data);
+        DT_CHECK_GOTO(dt_gpt_create(&tr->cfg.model, tr->be, &tr->model), st, fail);
+        DT_CHECK_GOTO(dt_gpt_init_weights(tr->model, cfg->seed), st, fail);
+        DT_CHECK_GOTO(dt_gpt_set_recompute(tr->model, cfg->recompute, cfg->recompute_num_layers), st, fail);
+        tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
+    }
     {
         double f = dt_lr_scaling_factor(cfg->lr_scaling, cfg->global_batch_size, cfg->base_batch_size);
         tr->lr = cfg->lr;
         tr->lr.max_lr = (float)(cfg->lr.max_lr * f);
         tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
     }
-    tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
-    DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt_gpt_layout(tr->model)), st, fail);
+    DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt__tr_layout(tr)), st, fail);
     tr->opt_ready = 1;
-    DT_CHECK_GOTO(dt_gpt_zero_grad(tr->model), st, fail);
+    DT_CHECK_GOTO(dt__tr_zero_grad(tr), st, fail);
 
     size_t n = (size_t)tr->B * (size_t)tr->T;
     tr->tokens = malloc(n * sizeof *tr->tokens);
@@ -451,7 +537,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         free(cj);
         if (st != DT_OK) goto fail;
         DT_CHECK_GOTO(dt__trace_metadata(tr), st, fail);
-        dt_gpt_set_layer_hook(tr->model, dt__layer_hook, tr);
+        dt__tr_set_hook(tr, 1);
     }
     tr->t_start_ns = dt_time_ns();
     *out = tr;
@@ -465,7 +551,7 @@ fail:
 dt_status dt_trainer_finish(dt_trainer *tr)
 {
     if (!tr || !tr->trace) return DT_OK;
-    if (tr->model) dt_gpt_set_layer_hook(tr->model, NULL, NULL);
+    dt__tr_set_hook(tr, 0);
     dt_status st = dt_trace_writer_close(tr->trace);
     tr->trace = NULL;
     if (tr->trace_status != DT_OK) {
@@ -480,12 +566,16 @@ void dt_trainer_free(dt_trainer *tr)
 {
     if (!tr) return;
     if (tr->trace) {
-        if (tr->model) dt_gpt_set_layer_hook(tr->model, NULL, NULL);
+        dt__tr_set_hook(tr, 0);
         dt_trace_writer_close(tr->trace);
     }
     if (tr->opt_ready) dt_optim_free(&tr->opt);
     dt_gpt_free(tr->model);
     dt_data_close(tr->data);
+    dt_mlp_free(tr->mlp);
+    dt_blobs_close(tr->blobs);
+    free(tr->x);
+    free(tr->y);
     dt_backend_destroy(tr->be);
     free(tr->tokens);
     free(tr->targets);
@@ -516,15 +606,26 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
      * it keeps the accumulated gradient equal to one large batch's. A
      * first pass over the (cheap, deterministic) data counts n. */
     const size_t n_pos = (size_t)tr->B * tr->T;
+    double loss_sum = 0.0;
+    size_t act_bytes = 0;
+    if (tr->mlp) { /* every example counts: each micro-batch weighs 1/N */
+        for (int k = 0; k < tr->n_micro; k++) {
+            uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
+            DT_CHECK(dt_blobs_batch(tr->blobs, DT_SPLIT_TRAIN, index, tr->B, tr->x, tr->y));
+            float loss = 0.0f;
+            DT_CHECK(dt_mlp_forward(tr->mlp, tr->x, tr->y, tr->B, &loss));
+            act_bytes = DT_MAX(act_bytes, dt_mlp_activation_bytes(tr->mlp));
+            DT_CHECK(dt_mlp_backward(tr->mlp, 1.0f / (float)tr->n_micro));
+            loss_sum += loss / tr->n_micro;
+        }
+    }
     long long n_total = 0;
-    for (int k = 0; k < tr->n_micro; k++) {
+    for (int k = 0; !tr->mlp && k < tr->n_micro; k++) {
         uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
         DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->tokens, tr->targets, NULL, NULL));
         for (size_t i = 0; i < n_pos; i++) n_total += tr->targets[i] >= 0;
     }
-    double loss_sum = 0.0;
-    size_t act_bytes = 0;
-    for (int k = 0; k < tr->n_micro; k++) {
+    for (int k = 0; !tr->mlp && k < tr->n_micro; k++) {
         uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
         DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->tokens, tr->targets, NULL, NULL));
         long long n_k = 0;
@@ -545,17 +646,17 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
                        (long long)tr->iter + 1, (double)loss);
 
     const int64_t t_opt = dt_time_ns();
-    const dt_paramset *layout = dt_gpt_layout(tr->model);
+    const dt_paramset *layout = dt__tr_layout(tr);
     double norm = 0.0;
-    DT_CHECK(dt_grad_norm(tr->be, layout, dt_gpt_grads(tr->model), &norm));
+    DT_CHECK(dt_grad_norm(tr->be, layout, dt__tr_grads(tr), &norm));
     if (!isfinite(norm))
         return DT_FAIL(DT_ERR_NUMERIC,
                        "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
                        (long long)tr->iter + 1, norm);
     const float scale = dt_clip_factor(norm, tr->cfg.clip_grad);
     const float lr = dt_lr_at(&tr->lr, tr->iter);
-    DT_CHECK(dt_optim_step(&tr->opt, dt_gpt_params(tr->model), dt_gpt_grads(tr->model), lr, scale));
-    DT_CHECK(dt_gpt_zero_grad(tr->model));
+    DT_CHECK(dt_optim_step(&tr->opt, dt__tr_params(tr), dt__tr_grads(tr), lr, scale));
+    DT_CHECK(dt__tr_zero_grad(tr));
     DT_CHECK(tr->be->synchronize(tr->be));
     const int64_t t1 = dt_time_ns();
 
@@ -571,8 +672,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         DT_CHECK(dt__trace_counter(tr, "loss", ts, loss));
         DT_CHECK(dt__trace_counter(tr, "lr", ts, lr));
         DT_CHECK(dt__trace_counter(tr, "activation_bytes", ts, (double)act_bytes));
-        DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts,
-                                   (double)dt_gpt_peak_activation_bytes(tr->model)));
+        DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts, (double)dt__tr_peak_act(tr)));
         if (dt_optim_has_trust_ratios(&tr->opt)) {
             /* LARS/LAMB: one counter track per tensor the trust ratio applies to */
             const float *ratio = dt_optim_trust_ratios(&tr->opt);
@@ -605,15 +705,43 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     return DT_OK;
 }
 
+/* mlp-bn: evaluation in eval mode (BatchNorm uses its running statistics). */
+static dt_status dt__evaluate_mlp(dt_trainer *tr, double *loss_sum, long long *n_examples, long long *n_correct)
+{
+    dt_status st = DT_OK;
+    dt_mlp_set_training(tr->mlp, 0);
+    for (int i = 0; i < tr->cfg.eval_iters && st == DT_OK; i++) {
+        float loss = 0.0f;
+        int nc = 0;
+        st = dt_blobs_batch(tr->blobs, DT_SPLIT_VAL, (uint64_t)i, tr->B, tr->x, tr->y);
+        if (st == DT_OK) st = dt_mlp_forward(tr->mlp, tr->x, tr->y, tr->B, &loss);
+        if (st == DT_OK) st = dt_mlp_accuracy(tr->mlp, &nc);
+        *loss_sum += loss;
+        *n_examples += tr->B;
+        *n_correct += nc;
+    }
+    dt_mlp_set_training(tr->mlp, 1);
+    return st;
+}
+
 dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
 {
     const int64_t t0 = dt_time_ns();
+    if (tr->mlp) {
+        double loss_sum = 0.0;
+        long long n_examples = 0, n_correct = 0;
+        DT_CHECK(dt__evaluate_mlp(tr, &loss_sum, &n_examples, &n_correct));
+        out->loss = (float)(loss_sum / tr->cfg.eval_iters);
+        out->n_examples = (int)n_examples;
+        out->accuracy = (double)n_correct / (double)n_examples;
+        goto traced;
+    }
     const int has_acc = dt_data_has_accuracy(tr->data);
     const int n = tr->B * tr->T;
     double loss_sum = 0.0;
     long long n_examples = 0, n_correct = 0;
     /* evaluation forwards are not training layers: keep them out of the trace */
-    if (tr->trace) dt_gpt_set_layer_hook(tr->model, NULL, NULL);
+    if (tr->trace) dt__tr_set_hook(tr, 0);
     dt_status st = DT_OK;
     for (int i = 0; i < tr->cfg.eval_iters; i++) {
         int n_ex = 0;
@@ -632,11 +760,12 @@ dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
         }
     }
 done:
-    if (tr->trace) dt_gpt_set_layer_hook(tr->model, dt__layer_hook, tr);
+    if (tr->trace) dt__tr_set_hook(tr, 1);
     if (st != DT_OK) return st;
     out->loss = (float)(loss_sum / tr->cfg.eval_iters);
     out->n_examples = (int)n_examples;
     out->accuracy = (has_acc && n_examples > 0) ? (double)n_correct / (double)n_examples : -1.0;
+traced:
     if (tr->trace) {
         const int64_t t1 = dt_time_ns();
         dt_trace_event e;
@@ -680,8 +809,7 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "accuracy", has_acc ? json_real(eval->accuracy) : json_null(), &bad);
         dt__jset(o, "val_examples", json_integer(eval ? eval->n_examples : 0), &bad);
         dt__jset(o, "tokens_per_second", dt__jreal_or_null(dt_trainer_tokens_per_second(tr)), &bad);
-        dt__jset(o, "peak_activation_bytes", json_integer((json_int_t)dt_gpt_peak_activation_bytes(tr->model)),
-                 &bad);
+        dt__jset(o, "peak_activation_bytes", json_integer((json_int_t)dt__tr_peak_act(tr)), &bad);
         dt__jset(o, "iterations", json_integer(tr->iter), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);

@@ -362,6 +362,8 @@ void dt_args_print_help(FILE *f, const char *usage, const dt_arg *args, int n_ar
             char def[128];
             dt__args_default(def, sizeof def, a);
             fprintf(f, " (default: %s)", def);
+        } else if (a->default_text) { /* a switch: say what happens without it */
+            fprintf(f, " (default: %s)", a->default_text);
         }
         fputc('\n', f);
     }

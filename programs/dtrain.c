@@ -41,6 +41,8 @@ typedef struct dtrain_opts {
     float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
     float lars_eta, lamb_gamma_l, lamb_gamma_u;
     const char *lr_scaling;
+    float bn_momentum, blobs_separation;
+    int bn_momentum_adjust, no_batchnorm, blobs_classes, blobs_dims;
     int base_batch;
     int recompute_on;
     const char *recompute_granularity;
@@ -63,7 +65,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
 {
     const dt_arg table[] = {
         {"Model", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--model", DT_ARG_CHOICE, &o->model, 0, 0, 0, "tiny|small|gpt2-124m", NULL,
+        {"--model", DT_ARG_CHOICE, &o->model, 0, 0, 0, "tiny|small|gpt2-124m|mlp-bn", NULL,
          "model preset (sizes below override it)", NULL, 0},
         {"--num-layers", DT_ARG_INT, &o->num_layers, IN(1, 1024), NULL, "N", "transformer blocks", NULL, 0},
         {"--hidden-size", DT_ARG_INT, &o->hidden_size, IN(1, 65536), NULL, "N", "model width C", NULL, 0},
@@ -73,13 +75,26 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          NULL, 0},
         {"--seq-length", DT_ARG_INT, &o->seq_length, MIN1, NULL, "N", "training sequence length T", NULL, 0},
         {"Data", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--task", DT_ARG_CHOICE, &o->task, 0, 0, 0, "add|reverse|sort", NULL, "built-in synthetic task", NULL, 0},
+        {"--task", DT_ARG_CHOICE, &o->task, 0, 0, 0, "add|reverse|sort|blobs", NULL,
+         "built-in synthetic task (blobs: classification for --model mlp-bn)", NULL, 0},
         {"--data", DT_ARG_STRING, &o->data, 0, 0, 0, NULL, "FILE", "train on a text file instead of --task", NULL,
          0},
         {"--task-digits", DT_ARG_INT, &o->task_digits, IN(1, 9), NULL, "N", "add: maximum digits per operand", NULL,
          0},
         {"--task-max-len", DT_ARG_INT, &o->task_max_len, IN(1, 64), NULL, "N", "reverse/sort: maximum word length",
          NULL, 0},
+        {"--blobs-classes", DT_ARG_INT, &o->blobs_classes, IN(2, 1024), NULL, "K", "blobs: classes", NULL, 0},
+        {"--blobs-dims", DT_ARG_INT, &o->blobs_dims, IN(1, 65536), NULL, "D", "blobs: input dimensions", NULL, 0},
+        {"--blobs-separation", DT_ARG_FLOAT, &o->blobs_separation, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL,
+         "X", "blobs: spread of the class centers in units of the noise", NULL, 0},
+        {"mlp-bn (BatchNorm)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--bn-momentum", DT_ARG_FLOAT, &o->bn_momentum, IN(0, 1), NULL, "M",
+         "BatchNorm running-statistics momentum per optimizer step", NULL, 0},
+        {"--bn-momentum-adjust", DT_ARG_FLAG, &o->bn_momentum_adjust, 0, 0, 0, NULL, NULL,
+         "with N micro-batches per step, update the running statistics with 1-(1-M)^(1/N) per micro-batch", "off",
+         0},
+        {"--no-batchnorm", DT_ARG_FLAG, &o->no_batchnorm, 0, 0, 0, NULL, NULL, "mlp-bn without BatchNorm (a plain MLP)",
+         "off", 0},
         {"Batch and schedule", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
         {"--micro-batch-size", DT_ARG_INT, &o->micro_batch, MIN1, NULL, "N", "sequences per forward/backward", NULL,
          0},
@@ -186,6 +201,10 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->lamb_gamma_u = sgd.lamb_gamma_u;
     o->clip_grad = d->clip_grad;
     o->lr_scaling = "none";
+    o->bn_momentum = d->mlp.bn_momentum;
+    o->blobs_classes = d->blobs.classes;
+    o->blobs_dims = d->blobs.dims;
+    o->blobs_separation = d->blobs.separation;
     o->base_batch = d->base_batch_size;
     o->recompute_granularity = "selective";
     o->recompute_num_layers = 1;
@@ -202,15 +221,46 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
 static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
     dt_train_config_default(cfg);
+    const int mlp = strcmp(o->model, "mlp-bn") == 0;
     dt_gpt_config preset;
-    if (dt_gpt_config_preset(o->model, &preset) != DT_OK) {
+    if (mlp) { /* the GPT sizes stay at their defaults; the size flags go to the MLP */
+        preset = cfg->model;
+    } else if (dt_gpt_config_preset(o->model, &preset) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
     }
     int custom = 0;
+    if (mlp) {
+        cfg->model_kind = DT_MODEL_MLP_BN;
+        if (dt_args_given(args, n_args, "--hidden-size")) cfg->mlp.hidden_size = o->hidden_size;
+        if (dt_args_given(args, n_args, "--num-layers")) cfg->mlp.num_layers = o->num_layers;
+        cfg->mlp.batchnorm = !o->no_batchnorm;
+        cfg->mlp.bn_momentum = o->bn_momentum;
+        cfg->bn_momentum_adjust = o->bn_momentum_adjust;
+        if (!dt_args_given(args, n_args, "--task")) o->task = "blobs";
+        for (const char *const *f = (const char *const[]){"--num-attention-heads", "--max-position-embeddings",
+                                                          "--seq-length", NULL};
+             *f; f++)
+            if (dt_args_given(args, n_args, *f)) {
+                fprintf(stderr, PROG ": %s: --model mlp-bn has no such size\n", *f);
+                return 2;
+            }
+    } else {
+        for (const char *const *f = (const char *const[]){"--bn-momentum", "--bn-momentum-adjust", "--no-batchnorm",
+                                                          NULL};
+             *f; f++)
+            if (dt_args_given(args, n_args, *f)) {
+                fprintf(stderr, PROG ": %s applies to --model mlp-bn only\n", *f);
+                return 2;
+            }
+    }
+    cfg->blobs.classes = o->blobs_classes;
+    cfg->blobs.dims = o->blobs_dims;
+    cfg->blobs.separation = o->blobs_separation;
+    cfg->blobs.seed = o->seed;
 #define DT_SIZE(flag, field, value)                                                                              \
     do {                                                                                                         \
-        if (dt_args_given(args, n_args, flag) && (value) != preset.field) {                                      \
+        if (!mlp && dt_args_given(args, n_args, flag) && (value) != preset.field) {                                      \
             preset.field = (value);                                                                              \
             custom = 1;                                                                                          \
         }                                                                                                        \
@@ -342,20 +392,42 @@ static void dtrain_print_setup(const dt_trainer *tr)
     char params[32];
     dtrain_fmt_count(params, sizeof params, (double)dt_trainer_num_params(tr));
     printf("dtrain %s on %s, %d thread%s\n", DT_VERSION_STRING, c->device, c->threads, c->threads == 1 ? "" : "s");
-    printf("model: %s, %d layers, %d heads, width %d, context %d, vocab %d, %zu params (%s)\n", c->model_name,
-           c->model.num_layers, c->model.num_heads, c->model.hidden_size, c->model.seq_len, c->model.vocab_size,
-           dt_trainer_num_params(tr), params);
-    if (c->data.path)
-        printf("data:  text file %s, seq length %d\n", c->data.path, c->seq_length);
-    else if (strcmp(c->data.task, "add") == 0)
-        printf("data:  task add (operands of 1..%d digits), seq length %d\n", c->data.digits, c->seq_length);
-    else
-        printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
-               c->seq_length);
+    if (c->model_kind == DT_MODEL_MLP_BN) {
+        printf("model: mlp-bn, %d hidden layer%s of %d, %s, %d inputs, %d classes, %zu params (%s)\n",
+               c->mlp.num_layers, c->mlp.num_layers == 1 ? "" : "s", c->mlp.hidden_size,
+               c->mlp.batchnorm ? "BatchNorm + ReLU" : "ReLU (no BatchNorm)", c->mlp.input_dim, c->mlp.num_classes,
+               dt_trainer_num_params(tr), params);
+        if (c->mlp.batchnorm) {
+            int n = c->global_batch_size / c->micro_batch_size;
+            if (c->bn_momentum_adjust)
+                printf("bn:    momentum %g per step -> %.6g per micro-batch (1-(1-m)^(1/%d))\n",
+                       (double)c->mlp.bn_momentum, (double)dt_bn_momentum_per_micro(c->mlp.bn_momentum, n), n);
+            else
+                printf("bn:    momentum %g per micro-batch%s\n", (double)c->mlp.bn_momentum,
+                       n > 1 ? " (not adjusted for accumulation: --bn-momentum-adjust)" : "");
+        }
+        printf("data:  task blobs (%d classes in %d dimensions, separation %g)\n", c->blobs.classes, c->blobs.dims,
+               (double)c->blobs.separation);
+    } else {
+        printf("model: %s, %d layers, %d heads, width %d, context %d, vocab %d, %zu params (%s)\n", c->model_name,
+               c->model.num_layers, c->model.num_heads, c->model.hidden_size, c->model.seq_len, c->model.vocab_size,
+               dt_trainer_num_params(tr), params);
+        if (c->data.path)
+            printf("data:  text file %s, seq length %d\n", c->data.path, c->seq_length);
+        else if (strcmp(c->data.task, "add") == 0)
+            printf("data:  task add (operands of 1..%d digits), seq length %d\n", c->data.digits, c->seq_length);
+        else
+            printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
+                   c->seq_length);
+    }
     int n_micro = c->global_batch_size / c->micro_batch_size;
-    printf("batch: %d sequences (%d x %d micro-batch%s), %lld tokens per step, %lld iterations\n",
-           c->global_batch_size, n_micro, c->micro_batch_size, n_micro == 1 ? "" : "es",
-           (long long)c->global_batch_size * c->seq_length, (long long)c->train_iters);
+    if (c->model_kind == DT_MODEL_MLP_BN) /* progress "tok/s" counts examples here */
+        printf("batch: %d examples (%d x %d micro-batch%s), %lld iterations\n", c->global_batch_size, n_micro,
+               c->micro_batch_size, n_micro == 1 ? "" : "es", (long long)c->train_iters);
+    else
+        printf("batch: %d sequences (%d x %d micro-batch%s), %lld tokens per step, %lld iterations\n",
+               c->global_batch_size, n_micro, c->micro_batch_size, n_micro == 1 ? "" : "es",
+               (long long)c->global_batch_size * c->seq_length, (long long)c->train_iters);
     if (c->optim.kind == DT_OPTIM_ADAMW)
         printf("optim: adamw (beta1 %g, beta2 %g, eps %g)", (double)c->optim.beta1, (double)c->optim.beta2,
                (double)c->optim.eps);
