@@ -192,6 +192,17 @@ expect_usage_error --adam-beta2 --adam-beta2 -0.1
 expect_usage_error --adam-eps --adam-eps 0
 expect_usage_error --sgd-momentum --sgd-momentum 1.5
 expect_usage_error --weight-decay --weight-decay -1
+expect_usage_error --recompute-granularity --recompute-granularity partial
+expect_usage_error --recompute-num-layers --recompute-num-layers 2
+expect_usage_error --recompute-num-layers --recompute-granularity full --recompute-num-layers 9
+expect_usage_error --lr-scaling --lr-scaling cubic
+expect_usage_error --base-batch-size --base-batch-size 0
+expect_usage_error --lars-eta --optimizer lars --lars-eta 0
+expect_usage_error --lamb-gamma-u --optimizer lamb --lamb-gamma-u -1
+expect_usage_error --bn-momentum --model mlp-bn --bn-momentum 1.5
+expect_usage_error --bn-momentum-adjust --bn-momentum-adjust
+expect_usage_error "--task blobs" --model mlp-bn --task add
+expect_usage_error --blobs-classes --model mlp-bn --blobs-classes 1
 expect_usage_error --threads --threads -1
 expect_usage_error --seed --seed -5
 expect_usage_error --device --device tpu
