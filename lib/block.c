@@ -68,40 +68,71 @@ dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, in
     return DT_OK;
 }
 
+dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n)
+{
+    if (!r || r->dtype == DT_F32 || n == 0) return DT_OK;
+    if (n > r->capacity)
+        return DT_FAIL(DT_ERR_INVALID, "mixed precision: %zu elements to round, scratch holds %zu", n, r->capacity);
+    DT_CHECK(be->cast(be, r->scratch, r->dtype, x, DT_F32, n));
+    return be->cast(be, x, DT_F32, r->scratch, r->dtype, n);
+}
+
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                            dt__block_acts *a, const float *x, int B, int T)
+                            dt__block_acts *a, const float *x, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, NH = cfg->num_heads, N = B * T;
     const size_t NC = (size_t)N * C;
+    /* Each op's output is rounded to the storage format before the next op
+     * reads it (statistics stay FP32); with r == NULL nothing changes. */
     DT_CHECK(be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
+    DT_CHECK(dt__round(be, r, a->ln1, NC));
     DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C));
+    DT_CHECK(dt__round(be, r, a->qkv, 3 * NC));
     DT_CHECK(be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH));
+    DT_CHECK(dt__round(be, r, a->att, (size_t)B * NH * T * T));
+    DT_CHECK(dt__round(be, r, a->atty, NC));
     DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
+    DT_CHECK(dt__round(be, r, a->res2, NC));
     DT_CHECK(be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
+    DT_CHECK(dt__round(be, r, a->ln2, NC));
     DT_CHECK(be->matmul_forward(be, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C));
-    DT_CHECK(be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * 4 * C));
+    DT_CHECK(dt__round(be, r, a->fch, 4 * NC));
+    DT_CHECK(be->gelu_forward(be, a->fch_gelu, a->fch, 4 * NC));
+    DT_CHECK(dt__round(be, r, a->fch_gelu, 4 * NC));
     DT_CHECK(be->matmul_forward(be, a->out, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
+    DT_CHECK(dt__round(be, r, a->out, NC));
     return DT_OK;
 }
 
 dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                              const dt__block_params *g, const dt__block_acts *a, const dt__block_scratch *s,
-                             const float *x, float *dres, int B, int T)
+                             const float *x, float *dres, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, NH = cfg->num_heads, N = B * T;
+    const size_t NC = (size_t)N * C;
+    /* Activation gradients are rounded to the storage format after each op
+     * (parameter gradients are rounded by the caller, per micro-batch). */
     /* MLP: dres is d(out) = d(res2) through the residual, and d(fcproj out). */
     DT_CHECK(be->matmul_backward(be, s->dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu, p->fcprojw, N, 4 * C, C));
-    DT_CHECK(be->gelu_backward(be, s->dfch, a->fch, s->dfch, (size_t)N * 4 * C));
+    DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
+    DT_CHECK(be->gelu_backward(be, s->dfch, a->fch, s->dfch, 4 * NC));
+    DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
     DT_CHECK(be->matmul_backward(be, s->dbtc, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C));
+    DT_CHECK(dt__round(be, r, s->dbtc, NC));
     DT_CHECK(be->layernorm_backward(be, dres, g->ln2w, g->ln2b, s->dbtc, a->res2, p->ln2w, a->ln2_mean,
                                     a->ln2_rstd, N, C));
+    DT_CHECK(dt__round(be, r, dres, NC));
     /* Attention: dres now holds d(res2) = d(x) through the residual + d(proj out). */
     DT_CHECK(be->matmul_backward(be, s->dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, C, C));
+    DT_CHECK(dt__round(be, r, s->dbtc, NC));
     DT_CHECK(be->attention_backward(be, s->dqkv, s->datt, s->dbtc, a->qkv, a->att, B, T, C, NH));
+    DT_CHECK(dt__round(be, r, s->dqkv, 3 * NC));
     DT_CHECK(be->matmul_backward(be, s->dbtc, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
+    DT_CHECK(dt__round(be, r, s->dbtc, NC));
     DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, s->dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
                                     N, C));
+    DT_CHECK(dt__round(be, r, dres, NC));
     return DT_OK;
 }

@@ -95,6 +95,21 @@ DT_API dt_status dt_gpt_set_recompute(dt_gpt *m, dt_recompute mode, int num_laye
  * (equal to the measured peak after a forward and backward). */
 DT_API size_t dt_gpt_predicted_activation_bytes(const dt_gpt *m, int B, int T);
 
+/* Mixed precision: DT_F16 or DT_BF16 keeps the FP32 parameters and
+ * gradients as masters and runs with a half compute copy of the weights
+ * (refreshed from the masters at every forward), every activation and
+ * activation gradient rounded to the half format after the op that makes
+ * it, and each micro-batch's parameter gradients rounded to half before
+ * they accumulate into the FP32 gradients. Rounding goes through real IEEE
+ * half buffers (round to nearest even, overflow to inf, underflow to
+ * subnormals or zero). Statistics (LayerNorm, softmax, loss) and GEMM
+ * accumulation stay FP32: the products of two half values are exact in
+ * FP32, so the FP32 GEMM equals a half-input GEMM with FP32 accumulation.
+ * The saved activations are kept in FP32 buffers holding those half
+ * values (peak activation bytes do not shrink). DT_F32 turns it off. */
+DT_API dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype);
+DT_API dt_dtype dt_gpt_precision(const dt_gpt *m);
+
 /* Per-layer trace hook: called after each layer forward/backward with the
  * layer index (-1 embedding, 0..L-1 blocks, L head+loss), the pass
  * ('F' forward, 'B' backward, 'R' recomputation of a forward), and

@@ -16,6 +16,7 @@
 #include "dt_data.h"
 #include "dt_blobs.h"
 #include "dt_gpt.h"
+#include "dt_loss_scaler.h"
 #include "dt_mlp.h"
 #include "dt_optim.h"
 #include "dt_status.h"
@@ -55,6 +56,9 @@ typedef struct dt_train_config {
     dt_lr_scaling lr_scaling;
     int base_batch_size;     /* the batch the given LR is for (lr_scaling); <= 0: the global batch */
     float clip_grad;         /* <= 0: no clipping */
+    dt_dtype precision;      /* DT_F32, or DT_F16 / DT_BF16 mixed precision (--fp16, --bf16; GPT only) */
+    dt_loss_scaler_config loss_scaler; /* used when loss scaling is on (see use_loss_scaling) */
+    int use_loss_scaling;    /* fp16: 1 by default (dynamic); bf16: only with a static --loss-scale */
     dt_recompute recompute;  /* activation recomputation (dt_gpt.h) */
     int recompute_num_layers; /* K for DT_RECOMPUTE_FULL */
     uint64_t seed;
@@ -87,6 +91,13 @@ typedef struct dt_train_stats {
     double grad_norm;     /* before clipping */
     double step_seconds;
     double tokens_per_second;
+    /* loss scaling (all 0 / 1 without it) */
+    float loss_scale;        /* the scale this step used */
+    int overflow;            /* a gradient was inf/NaN: the optimizer step was skipped */
+    const char *overflow_tensor; /* first tensor, in backward order, with an inf/NaN gradient (or NULL) */
+    int scale_at_min;        /* overflow at the minimum scale with no hysteresis left */
+    int scale_at_min_first;  /* ... for the first time in this run (say so once) */
+    int64_t skipped_steps;   /* skipped so far in the run */
 } dt_train_stats;
 
 typedef struct dt_eval_result {

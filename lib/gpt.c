@@ -52,6 +52,14 @@ struct dt_gpt {
     int n_counted;      /* targets >= 0 in the last forward */
     int has_targets;
 
+    /* mixed precision (dt_gpt_set_precision) */
+    dt_dtype precision;   /* DT_F32, DT_F16 or DT_BF16 */
+    dt__rounder rnd;      /* storage rounding; scratch in round_buf */
+    dt_buffer round_buf;
+    dt_buffer whalf;      /* (numel) the compute copy of the weights, in precision */
+    dt_buffer wq;         /* (numel) the same values as FP32, read by the GEMMs */
+    dt_buffer gmb;        /* (numel) one micro-batch's parameter gradients, rounded before accumulation */
+
     /* activation recomputation */
     dt_recompute recompute;
     int recompute_k;      /* full: blocks per checkpointed group */
@@ -195,6 +203,10 @@ void dt_gpt_free(dt_gpt *m)
     dt_buffer_free(&m->grads);
     dt_buffer_free(&m->act_buf);
     dt_buffer_free(&m->work);
+    dt_buffer_free(&m->round_buf);
+    dt_buffer_free(&m->whalf);
+    dt_buffer_free(&m->wq);
+    dt_buffer_free(&m->gmb);
     dt_paramset_free(&m->layout);
     free(m->blocks);
     free(m->gblocks);
@@ -302,6 +314,16 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
                   dt__pad(BT / 4 + 1) /* correct flags */ + dt__block_scratch_floats(c, B, T) +
                   dt__pad(BT * c->hidden_size);
     DT_CHECK(dt_buffer_alloc(&m->work, m->be, work * sizeof(float)));
+    dt_buffer_free(&m->round_buf);
+    m->rnd.scratch = NULL;
+    m->rnd.capacity = 0;
+    if (m->precision != DT_F32) {
+        size_t cap = DT_MAX(DT_MAX((size_t)B * c->num_heads * T * T, 4 * BT * c->hidden_size),
+                            DT_MAX(BT * c->vocab_size, m->layout.numel));
+        DT_CHECK(dt_buffer_alloc(&m->round_buf, m->be, cap * dt_dtype_size(m->precision)));
+        m->rnd.scratch = m->round_buf.data;
+        m->rnd.capacity = cap;
+    }
     float *w = m->work.data;
     m->d_tokens = (int32_t *)w, w += dt__pad(BT);
     m->d_targets = (int32_t *)w, w += dt__pad(BT);
@@ -324,6 +346,8 @@ static void dt__hook(dt_gpt *m, int layer, char pass, int64_t t0)
     if (m->hook) m->hook(m->hook_ctx, layer, pass, t0, dt_time_ns());
 }
 
+static const dt__rounder *dt__gpt_rnd(const dt_gpt *m) { return m->precision == DT_F32 ? NULL : &m->rnd; }
+
 /* Run the blocks of full-recomputation group g from its input x: their
  * activations are allocated on top of the arena (the caller releases them),
  * and the group's output is copied into ckpt[g] on the first pass ('F');
@@ -337,7 +361,7 @@ static dt_status dt__gpt_group_forward(dt_gpt *m, int g, const float *x, char pa
     for (int l = l0; l < l1; l++) {
         int64_t t0 = dt_time_ns();
         DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &m->acts[l]));
-        DT_CHECK(dt__block_forward(m->be, c, &m->blocks[l], &m->acts[l], x, B, T));
+        DT_CHECK(dt__block_forward(m->be, c, &m->blocks[l], &m->acts[l], x, B, T, dt__gpt_rnd(m)));
         x = m->acts[l].out;
         dt__hook(m, l, pass, t0);
     }
@@ -346,6 +370,43 @@ static dt_status dt__gpt_group_forward(dt_gpt *m, int g, const float *x, char pa
         dt__arena_release(&m->arena, mark);
     }
     return DT_OK;
+}
+
+dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)
+{
+    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "precision %s: expected f32, f16 or bf16", dt_dtype_name(dtype));
+    dt_buffer_free(&m->whalf);
+    dt_buffer_free(&m->wq);
+    dt_buffer_free(&m->gmb);
+    dt_buffer_free(&m->act_buf); /* the next forward sizes the scratch for the format */
+    m->arena = (dt__arena){0};
+    m->have_forward = 0;
+    m->precision = dtype;
+    m->rnd.dtype = dtype;
+    if (dtype == DT_F32) {
+        dt__gpt_bind(m, m->params.data, &m->wte, &m->wpe, m->blocks, &m->head);
+        dt__gpt_bind(m, m->grads.data, &m->gwte, &m->gwpe, m->gblocks, &m->ghead);
+        return DT_OK;
+    }
+    size_t n = m->layout.numel;
+    DT_CHECK(dt_buffer_alloc(&m->whalf, m->be, n * dt_dtype_size(dtype)));
+    DT_CHECK(dt_buffer_alloc(&m->wq, m->be, n * sizeof(float)));
+    DT_CHECK(dt_buffer_alloc(&m->gmb, m->be, n * sizeof(float)));
+    dt__gpt_bind(m, m->wq.data, &m->wte, &m->wpe, m->blocks, &m->head);
+    dt__gpt_bind(m, m->gmb.data, &m->gwte, &m->gwpe, m->gblocks, &m->ghead);
+    return DT_OK;
+}
+
+dt_dtype dt_gpt_precision(const dt_gpt *m) { return m->precision; }
+
+/* Half mode: the compute copy of the weights from the FP32 masters. */
+static dt_status dt__gpt_sync_weights(dt_gpt *m)
+{
+    if (m->precision == DT_F32) return DT_OK;
+    size_t n = m->layout.numel;
+    DT_CHECK(m->be->cast(m->be, m->whalf.data, m->precision, m->params.data, DT_F32, n));
+    return m->be->cast(m->be, m->wq.data, DT_F32, m->whalf.data, m->precision, n);
 }
 
 dt_status dt_recompute_parse(const char *s, dt_recompute *out)
@@ -396,6 +457,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
                            targets[i], i, c->vocab_size);
     }
     DT_CHECK(dt__gpt_ensure(m, B, T));
+    DT_CHECK(dt__gpt_sync_weights(m)); /* the masters may have changed since the last forward */
     m->have_forward = 0;
     m->cur_B = B;
     m->cur_T = T;
@@ -410,7 +472,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     }
 
     int64_t t0 = dt_time_ns();
-    DT_CHECK(dt__embed_forward(be, c, m->wte, m->wpe, m->d_tokens, &m->arena, &m->x0, B, T));
+    DT_CHECK(dt__embed_forward(be, c, m->wte, m->wpe, m->d_tokens, &m->arena, &m->x0, B, T, dt__gpt_rnd(m)));
     dt__hook(m, -1, 'F', t0);
     const float *x = m->x0;
     if (m->recompute == DT_RECOMPUTE_FULL) {
@@ -428,7 +490,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
             size_t mark = dt__arena_mark(&m->arena);
             if (!with_att) /* the probabilities live only while the block runs */
                 DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].att));
-            DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &m->acts[l], x, B, T));
+            DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &m->acts[l], x, B, T, dt__gpt_rnd(m)));
             if (!with_att) {
                 dt__arena_release(&m->arena, mark);
                 m->acts[l].att = NULL;
@@ -440,7 +502,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     t0 = dt_time_ns();
     m->head_mark = dt__arena_mark(&m->arena);
     DT_CHECK(dt__head_forward(be, c, &m->head, &m->arena, &m->head_acts, x, targets ? m->d_targets : NULL,
-                              m->losses, m->correct, B, T));
+                              m->losses, m->correct, B, T, dt__gpt_rnd(m)));
     float mean_loss = 0.0f;
     if (targets) {
         float *hl = malloc((size_t)N * sizeof *hl);
@@ -471,8 +533,10 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     const int G = full ? (L + m->recompute_k - 1) / m->recompute_k : 0;
     int64_t t0 = dt_time_ns();
     const float *xL = full ? m->ckpt[G - 1] : L ? m->acts[L - 1].out : m->x0;
+    if (m->precision != DT_F32) /* this micro-batch's parameter gradients, rounded before they accumulate */
+        DT_CHECK(be->memset_zero(be, m->gmb.data, m->layout.numel * sizeof(float)));
     DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss,
-                               m->dres, m->scratch.dbtc, B, T));
+                               m->dres, m->scratch.dbtc, B, T, dt__gpt_rnd(m)));
     dt__arena_release(&m->arena, m->head_mark);
     dt__hook(m, L, 'B', t0);
     if (full) {
@@ -487,7 +551,7 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                 t0 = dt_time_ns();
                 const float *x = l > l0 ? m->acts[l - 1].out : xin;
                 DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x,
-                                            m->dres, B, T));
+                                            m->dres, B, T, dt__gpt_rnd(m)));
                 dt__hook(m, l, 'B', t0);
             }
             dt__arena_release(&m->arena, mark);
@@ -503,11 +567,12 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                 DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].att));
                 DT_CHECK(be->attention_forward(be, m->scratch.dbtc, m->acts[l].att, m->acts[l].qkv, B, T,
                                                c->hidden_size, c->num_heads));
+                DT_CHECK(dt__round(be, dt__gpt_rnd(m), m->acts[l].att, (size_t)B * c->num_heads * T * T));
                 dt__hook(m, l, 'R', t0);
             }
             t0 = dt_time_ns();
             DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres,
-                                        B, T));
+                                        B, T, dt__gpt_rnd(m)));
             dt__hook(m, l, 'B', t0);
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
                 dt__arena_release(&m->arena, mark);
@@ -517,6 +582,10 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     }
     t0 = dt_time_ns();
     DT_CHECK(dt__embed_backward(be, c, m->gwte, m->gwpe, m->d_tokens, m->dres, B, T));
+    if (m->precision != DT_F32) { /* half gradients of this micro-batch, accumulated in FP32 */
+        DT_CHECK(dt__round(be, &m->rnd, m->gmb.data, m->layout.numel));
+        DT_CHECK(be->axpy(be, m->grads.data, 1.0f, m->gmb.data, m->layout.numel));
+    }
     dt__hook(m, -1, 'B', t0);
     /* The head turned the logits into their gradient: the activations are spent. */
     m->have_forward = 0;

@@ -30,11 +30,25 @@ void dt__arena_reset(dt__arena *a);
 static inline size_t dt__arena_mark(const dt__arena *a) { return a->used; }
 static inline void dt__arena_release(dt__arena *a, size_t mark) { a->used = mark; }
 
+/* ---- mixed precision: storage rounding ---------------------------------- */
+/* With --fp16/--bf16 every op computes in FP32 but its output is stored in
+ * the half format, as in a framework that keeps activations and gradients
+ * in half: dt__round sends x through a real IEEE half buffer (backend cast,
+ * round to nearest even, overflow to inf, underflow to subnormals or 0)
+ * and back. A NULL rounder or DT_F32 does nothing. */
+typedef struct dt__rounder {
+    dt_dtype dtype;  /* DT_F32, DT_F16 or DT_BF16 */
+    void *scratch;   /* backend memory for the largest rounded tensor, in dtype */
+    size_t capacity; /* elements */
+} dt__rounder;
+
+dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
+
 /* ---- embedding: out = wte[tokens] + wpe[t] ------------------------------ */
 /* Saved: its output (B,T,C), the first block's input. */
 size_t dt__embed_act_floats(const dt_gpt_config *cfg, int B, int T);
 dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const float *wte, const float *wpe,
-                            const int32_t *tokens, dt__arena *a, float **out, int B, int T);
+                            const int32_t *tokens, dt__arena *a, float **out, int B, int T, const dt__rounder *r);
 /* dwte, dwpe +=; dout (B,T,C) is the gradient of the embedding output. */
 dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe,
                              const int32_t *tokens, const float *dout, int B, int T);
@@ -55,12 +69,12 @@ size_t dt__head_act_floats(const dt_gpt_config *cfg, int B, int T);
  * losses (B,T) and argmax==target flags (B,T). */
 dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,
                            dt__head_acts *acts, const float *x, const int32_t *targets, float *losses,
-                           uint8_t *correct, int B, int T);
+                           uint8_t *correct, int B, int T, const dt__rounder *r);
 /* dx (B,T,C) is overwritten with the gradient of x for a loss whose
  * per-target gradient weight is dloss; dtmp (B,T,C) is scratch. */
 dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
                             const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
-                            float *losses, float dloss, float *dx, float *dtmp, int B, int T);
+                            float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r);
 
 /* ---- transformer block ----------------------------------------------- */
 typedef struct dt__block_params {
@@ -103,11 +117,11 @@ dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, in
                                dt__block_acts *acts);
 /* out = block(x); x (B,T,C) is kept by the caller (previous block's out). */
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                            dt__block_acts *acts, const float *x, int B, int T);
+                            dt__block_acts *acts, const float *x, int B, int T, const dt__rounder *r);
 /* dres (B,T,C): in, the gradient of the block output; out, the gradient of
  * x. Parameter gradients accumulate into g. */
 dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                              const dt__block_params *g, const dt__block_acts *acts, const dt__block_scratch *s,
-                             const float *x, float *dres, int B, int T);
+                             const float *x, float *dres, int B, int T, const dt__rounder *r);
 
 #endif

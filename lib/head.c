@@ -17,7 +17,7 @@ size_t dt__head_act_floats(const dt_gpt_config *cfg, int B, int T)
 
 dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,
                            dt__head_acts *acts, const float *x, const int32_t *targets, float *losses,
-                           uint8_t *correct, int B, int T)
+                           uint8_t *correct, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T;
     DT_CHECK(dt__arena_alloc(a, (size_t)N * C, &acts->lnf));
@@ -25,7 +25,9 @@ dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__h
     DT_CHECK(dt__arena_alloc(a, (size_t)N, &acts->lnf_rstd));
     DT_CHECK(dt__arena_alloc(a, (size_t)N * V, &acts->logits));
     DT_CHECK(be->layernorm_forward(be, acts->lnf, acts->lnf_mean, acts->lnf_rstd, x, p->lnfw, p->lnfb, N, C));
+    DT_CHECK(dt__round(be, r, acts->lnf, (size_t)N * C));
     DT_CHECK(be->matmul_forward(be, acts->logits, acts->lnf, p->lmw, NULL, N, C, V));
+    DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * V)); /* the loss then reduces in FP32 */
     if (targets)
         DT_CHECK(be->crossentropy_forward_backward(be, losses, correct, NULL, acts->logits, targets, N, V, 0.0f));
     return DT_OK;
@@ -33,13 +35,16 @@ dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__h
 
 dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
                             const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
-                            float *losses, float dloss, float *dx, float *dtmp, int B, int T)
+                            float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T;
     DT_CHECK(be->crossentropy_forward_backward(be, losses, NULL, acts->logits, acts->logits, targets, N, V, dloss));
+    DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * V));
     DT_CHECK(be->matmul_backward(be, dtmp, g->lmw, NULL, acts->logits, acts->lnf, p->lmw, N, C, V));
+    DT_CHECK(dt__round(be, r, dtmp, (size_t)N * C));
     DT_CHECK(be->memset_zero(be, dx, (size_t)N * C * sizeof(float)));
     DT_CHECK(be->layernorm_backward(be, dx, g->lnfw, g->lnfb, dtmp, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N,
                                     C));
+    DT_CHECK(dt__round(be, r, dx, (size_t)N * C));
     return DT_OK;
 }

@@ -63,6 +63,7 @@ struct dt_trainer {
     dt_status trace_status; /* first error while writing from the layer hook */
     int cur_micro;          /* micro-batch being computed (hook args) */
     dt_lr_schedule lr;      /* cfg.lr after lr_scaling */
+    dt_loss_scaler scaler;  /* when cfg.use_loss_scaling */
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -112,6 +113,9 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->log_interval = 100;
     cfg->eval_interval = 500;
     cfg->model_kind = DT_MODEL_GPT;
+    cfg->precision = DT_F32;
+    dt_loss_scaler_config_default(&cfg->loss_scaler);
+    cfg->use_loss_scaling = 0;
     dt_mlp_config_default(&cfg->mlp);
     dt_blobs_config_default(&cfg->blobs);
     cfg->blobs.seed = cfg->data.seed;
@@ -156,6 +160,8 @@ static dt_status dt__validate_mlp(const dt_train_config *cfg)
                        cfg->micro_batch_size);
     if (cfg->recompute != DT_RECOMPUTE_NONE)
         return DT_FAIL(DT_ERR_INVALID, "--recompute-activations: only the GPT recomputes activations, not mlp-bn");
+    if (cfg->precision != DT_F32)
+        return DT_FAIL(DT_ERR_INVALID, "--fp16/--bf16: mixed precision is implemented for the GPT, not mlp-bn");
     return DT_OK;
 }
 
@@ -239,6 +245,13 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         (cfg->recompute_num_layers < 1 || cfg->recompute_num_layers > cfg->model.num_layers))
         return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected 1..%d (--num-layers)",
                        cfg->recompute_num_layers, cfg->model.num_layers);
+    if (cfg->precision != DT_F32 && cfg->precision != DT_F16 && cfg->precision != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "precision %s: expected f32, f16 (--fp16) or bf16 (--bf16)",
+                       dt_dtype_name(cfg->precision));
+    if (cfg->use_loss_scaling) {
+        dt_loss_scaler probe;
+        DT_CHECK(dt_loss_scaler_init(&probe, &cfg->loss_scaler));
+    }
     if (cfg->threads > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", cfg->threads);
     if (!cfg->device || !cfg->device[0]) return DT_FAIL(DT_ERR_INVALID, "--device: expected a backend name (cpu)");
     if (cfg->eval_iters < 1)
@@ -340,6 +353,14 @@ static json_t *dt__config_object(const dt_train_config *cfg)
         dt__jset(o, "blobs_classes", json_integer(cfg->blobs.classes), &bad);
         dt__jset(o, "blobs_dims", json_integer(cfg->blobs.dims), &bad);
         dt__jset(o, "blobs_separation", json_real(dt__float_json(cfg->blobs.separation)), &bad);
+    }
+    dt__jset(o, "precision", json_string(dt_dtype_name(cfg->precision)), &bad);
+    if (cfg->use_loss_scaling) {
+        dt__jset(o, "loss_scale", json_real(cfg->loss_scaler.static_scale), &bad);
+        dt__jset(o, "initial_loss_scale", json_real(cfg->loss_scaler.initial_scale), &bad);
+        dt__jset(o, "loss_scale_window", json_integer(cfg->loss_scaler.window), &bad);
+        dt__jset(o, "hysteresis", json_integer(cfg->loss_scaler.hysteresis), &bad);
+        dt__jset(o, "min_loss_scale", json_real(cfg->loss_scaler.min_scale), &bad);
     }
     static const char *const scaling[] = {"none", "linear", "sqrt"};
     dt__jset(o, "lr_scaling", json_string(scaling[cfg->lr_scaling]), &bad);
@@ -504,6 +525,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt_gpt_create(&tr->cfg.model, tr->be, &tr->model), st, fail);
         DT_CHECK_GOTO(dt_gpt_init_weights(tr->model, cfg->seed), st, fail);
         DT_CHECK_GOTO(dt_gpt_set_recompute(tr->model, cfg->recompute, cfg->recompute_num_layers), st, fail);
+        DT_CHECK_GOTO(dt_gpt_set_precision(tr->model, cfg->precision), st, fail);
         tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
     }
     {
@@ -512,6 +534,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         tr->lr.max_lr = (float)(cfg->lr.max_lr * f);
         tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
     }
+    if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
     DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt__tr_layout(tr)), st, fail);
     tr->opt_ready = 1;
     DT_CHECK_GOTO(dt__tr_zero_grad(tr), st, fail);
@@ -606,6 +629,8 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
      * it keeps the accumulated gradient equal to one large batch's. A
      * first pass over the (cheap, deterministic) data counts n. */
     const size_t n_pos = (size_t)tr->B * tr->T;
+    /* loss scaling: the backward starts from S * loss; unscaled below */
+    const float S = tr->cfg.use_loss_scaling ? dt_loss_scaler_scale(&tr->scaler) : 1.0f;
     double loss_sum = 0.0;
     size_t act_bytes = 0;
     if (tr->mlp) { /* every example counts: each micro-batch weighs 1/N */
@@ -635,7 +660,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         DT_CHECK(dt_gpt_forward(tr->model, tr->tokens, tr->targets, tr->B, tr->T, &loss));
         act_bytes = DT_MAX(act_bytes, dt_gpt_activation_bytes(tr->model));
         const double w = n_total ? (double)n_k / (double)n_total : 0.0;
-        DT_CHECK(dt_gpt_backward(tr->model, (float)w));
+        DT_CHECK(dt_gpt_backward(tr->model, (float)(w * S)));
         loss_sum += w * loss;
     }
     DT_CHECK(dt__trace_check(tr));
@@ -647,20 +672,57 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 
     const int64_t t_opt = dt_time_ns();
     const dt_paramset *layout = dt__tr_layout(tr);
+    float *grads = dt__tr_grads(tr);
+    /* Unscale and look for inf/NaN tensor by tensor in backward order, so
+     * the first tensor found is the first that overflowed. */
+    dt_loss_scaler_event ev;
+    memset(&ev, 0, sizeof ev);
+    int skip = 0, first_bad = -1;
+    if (tr->cfg.use_loss_scaling) {
+        int overflow = 0;
+        for (int i = layout->count - 1; i >= 0; i--) {
+            int nf = 0;
+            DT_CHECK(tr->be->unscale_check(tr->be, grads + layout->info[i].offset, 1.0f / S, layout->info[i].numel,
+                                           &nf));
+            if (nf && first_bad < 0) first_bad = i;
+            overflow |= nf;
+        }
+        skip = dt_loss_scaler_update(&tr->scaler, overflow, &ev);
+    }
     double norm = 0.0;
-    DT_CHECK(dt_grad_norm(tr->be, layout, dt__tr_grads(tr), &norm));
-    if (!isfinite(norm))
-        return DT_FAIL(DT_ERR_NUMERIC,
-                       "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
-                       (long long)tr->iter + 1, norm);
-    const float scale = dt_clip_factor(norm, tr->cfg.clip_grad);
-    const float lr = dt_lr_at(&tr->lr, tr->iter);
-    DT_CHECK(dt_optim_step(&tr->opt, dt__tr_params(tr), dt__tr_grads(tr), lr, scale));
+    float scale = 1.0f;
+    /* The LR schedule advances with the updates applied (as Megatron-LM's). */
+    const int64_t n_updates = tr->iter - (tr->cfg.use_loss_scaling ? tr->scaler.skipped - skip : 0);
+    const float lr = dt_lr_at(&tr->lr, n_updates);
+    if (!skip) {
+        DT_CHECK(dt_grad_norm(tr->be, layout, grads, &norm));
+        if (!isfinite(norm))
+            return DT_FAIL(DT_ERR_NUMERIC,
+                           "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
+                           (long long)tr->iter + 1, norm);
+        scale = dt_clip_factor(norm, tr->cfg.clip_grad);
+        DT_CHECK(dt_optim_step(&tr->opt, dt__tr_params(tr), grads, lr, scale));
+    }
     DT_CHECK(dt__tr_zero_grad(tr));
     DT_CHECK(tr->be->synchronize(tr->be));
     const int64_t t1 = dt_time_ns();
 
-    if (tr->trace) {
+    if (tr->trace && tr->cfg.use_loss_scaling) {
+        const int64_t ts = t1 - tr->t_start_ns;
+        DT_CHECK(dt__trace_counter(tr, "loss_scale", ts, ev.scale_after));
+        if (skip) {
+            dt_trace_event e;
+            char name[16 + DT_NAME_MAX];
+            snprintf(name, sizeof name, "overflow %s", first_bad >= 0 ? layout->info[first_bad].name : "");
+            dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", 0, DT_LANE_OPTIM, t_opt - tr->t_start_ns, 0);
+            e.iter = tr->iter;
+            DT_CHECK(dt_trace_event_add_arg(&e, "loss_scale", S));
+            DT_CHECK(dt_trace_event_add_arg(&e, "tensor", first_bad));
+            DT_CHECK(dt_trace_event_add_arg(&e, "at_min", ev.at_min));
+            DT_CHECK(dt__trace_write(tr, &e));
+        }
+    }
+    if (tr->trace && !skip) {
         dt_trace_event e;
         dt_trace_event_init(&e, DT_TRACE_COMPLETE, "optimizer", "optim", 0, DT_LANE_OPTIM, t_opt - tr->t_start_ns,
                             t1 - t_opt);
@@ -701,6 +763,12 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         out->grad_norm = norm;
         out->step_seconds = secs;
         out->tokens_per_second = secs > 0 ? tokens / secs : 0.0;
+        out->loss_scale = S;
+        out->overflow = skip;
+        out->overflow_tensor = first_bad >= 0 ? layout->info[first_bad].name : NULL;
+        out->scale_at_min = ev.at_min;
+        out->scale_at_min_first = ev.at_min_first;
+        out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;
     }
     return DT_OK;
 }
@@ -811,6 +879,11 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "tokens_per_second", dt__jreal_or_null(dt_trainer_tokens_per_second(tr)), &bad);
         dt__jset(o, "peak_activation_bytes", json_integer((json_int_t)dt__tr_peak_act(tr)), &bad);
         dt__jset(o, "iterations", json_integer(tr->iter), &bad);
+        const int ls = tr->cfg.use_loss_scaling;
+        dt__jset(o, "loss_scale", ls ? json_real(dt_loss_scaler_scale(&tr->scaler)) : json_null(), &bad);
+        dt__jset(o, "skipped_steps", json_integer(ls ? tr->scaler.skipped : 0), &bad);
+        dt__jset(o, "loss_scale_backoffs", json_integer(ls ? tr->scaler.backoffs : 0), &bad);
+        dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);
         dt__jset(o, "config", cfg, &bad);

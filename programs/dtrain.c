@@ -41,6 +41,8 @@ typedef struct dtrain_opts {
     float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
     float lars_eta, lamb_gamma_l, lamb_gamma_u;
     const char *lr_scaling;
+    int fp16, bf16, loss_scale_window, hysteresis;
+    float loss_scale, initial_loss_scale, min_loss_scale;
     float bn_momentum, blobs_separation;
     int bn_momentum_adjust, no_batchnorm, blobs_classes, blobs_dims;
     int base_batch;
@@ -131,6 +133,21 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          "scale --lr and --min-lr by global/base batch (linear) or its square root (sqrt)", NULL, 0},
         {"--base-batch-size", DT_ARG_INT, &o->base_batch, MIN1, NULL, "N",
          "the global batch --lr was tuned for (with --lr-scaling)", "--global-batch-size", 0},
+        {"Mixed precision", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--fp16", DT_ARG_FLAG, &o->fp16, 0, 0, 0, NULL, NULL,
+         "FP16 storage of weights, activations and gradients; FP32 masters; dynamic loss scaling", "off", 0},
+        {"--bf16", DT_ARG_FLAG, &o->bf16, 0, 0, 0, NULL, NULL, "bfloat16 storage, FP32 masters; no loss scaling",
+         "off", 0},
+        {"--loss-scale", DT_ARG_FLOAT, &o->loss_scale, MIN0, NULL, "S", "static loss scale (0: dynamic with --fp16)",
+         NULL, 0},
+        {"--initial-loss-scale", DT_ARG_FLOAT, &o->initial_loss_scale, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0,
+         NULL, "S", "dynamic loss scale at the start", NULL, 0},
+        {"--loss-scale-window", DT_ARG_INT, &o->loss_scale_window, MIN1, NULL, "N",
+         "clean steps before the scale doubles", NULL, 0},
+        {"--hysteresis", DT_ARG_INT, &o->hysteresis, MIN1, NULL, "N", "overflows tolerated before the scale halves",
+         NULL, 0},
+        {"--min-loss-scale", DT_ARG_FLOAT, &o->min_loss_scale, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "S",
+         "the scale never goes below this", NULL, 0},
         {"Memory", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
         {"--recompute-activations", DT_ARG_FLAG, &o->recompute_on, 0, 0, 0, NULL, NULL,
          "recompute activations in backward instead of keeping them (selective unless a granularity is given)",
@@ -201,6 +218,11 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->lamb_gamma_u = sgd.lamb_gamma_u;
     o->clip_grad = d->clip_grad;
     o->lr_scaling = "none";
+    o->loss_scale = d->loss_scaler.static_scale;
+    o->initial_loss_scale = d->loss_scaler.initial_scale;
+    o->loss_scale_window = d->loss_scaler.window;
+    o->hysteresis = d->loss_scaler.hysteresis;
+    o->min_loss_scale = d->loss_scaler.min_scale;
     o->bn_momentum = d->mlp.bn_momentum;
     o->blobs_classes = d->blobs.classes;
     o->blobs_dims = d->blobs.dims;
@@ -337,6 +359,25 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         return 2;
     }
     cfg->recompute_num_layers = o->recompute_num_layers;
+    if (o->fp16 && o->bf16) {
+        fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
+        return 2;
+    }
+    cfg->precision = o->fp16 ? DT_F16 : o->bf16 ? DT_BF16 : DT_F32;
+    cfg->loss_scaler.static_scale = o->loss_scale;
+    cfg->loss_scaler.initial_scale = o->initial_loss_scale;
+    cfg->loss_scaler.window = o->loss_scale_window;
+    cfg->loss_scaler.hysteresis = o->hysteresis;
+    cfg->loss_scaler.min_scale = o->min_loss_scale;
+    /* fp16: dynamic scaling unless --loss-scale; bf16 and fp32: only a static --loss-scale */
+    cfg->use_loss_scaling = o->fp16 || o->loss_scale > 0;
+    static const char *const scaler_flags[] = {"--initial-loss-scale", "--loss-scale-window", "--hysteresis",
+                                               "--min-loss-scale", NULL};
+    for (const char *const *f = scaler_flags; *f; f++)
+        if (dt_args_given(args, n_args, *f) && (!o->fp16 || o->loss_scale > 0)) {
+            fprintf(stderr, PROG ": %s needs dynamic loss scaling (--fp16 without --loss-scale)\n", *f);
+            return 2;
+        }
     cfg->seed = o->seed;
     cfg->threads = o->threads;
     cfg->device = o->device;
@@ -449,6 +490,17 @@ static void dtrain_print_setup(const dt_trainer *tr)
                dt_lr_scaling_factor(c->lr_scaling, c->global_batch_size, c->base_batch_size), (double)eff->max_lr,
                (double)eff->min_lr);
     }
+    if (c->precision != DT_F32) {
+        printf("precision: %s storage, FP32 master weights and accumulation", c->precision == DT_F16 ? "fp16" : "bf16");
+        if (c->use_loss_scaling && c->loss_scaler.static_scale > 0)
+            printf(", static loss scale %g\n", (double)c->loss_scaler.static_scale);
+        else if (c->use_loss_scaling)
+            printf(", dynamic loss scale from %g (window %d, hysteresis %d, min %g)\n",
+                   (double)c->loss_scaler.initial_scale, c->loss_scaler.window, c->loss_scaler.hysteresis,
+                   (double)c->loss_scaler.min_scale);
+        else
+            printf(", no loss scaling\n");
+    }
     if (c->recompute == DT_RECOMPUTE_FULL)
         printf("memory: full activation recomputation, checkpoint every %d block%s\n", c->recompute_num_layers,
                c->recompute_num_layers == 1 ? "" : "s");
@@ -541,21 +593,38 @@ int main(int argc, char **argv)
         /* from the throughput after the first (warm-up) step */
         const double eta = tps > 0 ? (double)(total - st.iter) * (double)cfg.global_batch_size * cfg.seq_length / tps
                                    : 0.0;
-        char tok[32], eta_s[32];
+        char tok[32], eta_s[32], ls[64] = "";
         dtrain_fmt_count(tok, sizeof tok, tps);
         dtrain_fmt_duration(eta_s, sizeof eta_s, eta);
+        if (cfg.use_loss_scaling)
+            snprintf(ls, sizeof ls, "  scale %g skipped %lld", (double)st.loss_scale, (long long)st.skipped_steps);
+        if (st.overflow) { /* like DeepSpeed's OVERFLOW! line: every skipped step is said */
+            dtrain_clear_live(&out);
+            printf("overflow: iteration %lld skipped at loss scale %g (first inf/NaN gradient: %s)\n",
+                   (long long)st.iter, (double)st.loss_scale, st.overflow_tensor ? st.overflow_tensor : "?");
+            fflush(stdout);
+        }
+        if (st.scale_at_min_first) {
+            dtrain_clear_live(&out);
+            fprintf(stderr,
+                    PROG ": warning: the loss scale is at its minimum (%g) and gradients still overflow "
+                         "(iteration %lld, first in %s): fp16 cannot hold them; lower --lr, check the data, or "
+                         "use --bf16\n",
+                    (double)cfg.loss_scaler.min_scale, (long long)st.iter,
+                    st.overflow_tensor ? st.overflow_tensor : "?");
+        }
         if (out.live) {
             int64_t now = dt_time_ns();
             if (now - out.last_draw_ns > 100000000LL || st.iter == total) {
-                fprintf(stderr, "\r[%lld/%lld] loss %.4f lr %.2e %s tok/s eta %s\033[K", (long long)st.iter,
-                        (long long)total, (double)st.loss, (double)st.lr, tok, eta_s);
+                fprintf(stderr, "\r[%lld/%lld] loss %.4f lr %.2e%s %s tok/s eta %s\033[K", (long long)st.iter,
+                        (long long)total, (double)st.loss, (double)st.lr, ls, tok, eta_s);
                 fflush(stderr);
                 out.line_shown = 1;
                 out.last_draw_ns = now;
             }
         } else if (st.iter % cfg.log_interval == 0 || st.iter == 1) {
-            printf("iter %lld/%lld  loss %.4f  lr %.3e  grad_norm %.3f  %s tok/s  eta %s\n", (long long)st.iter,
-                   (long long)total, (double)st.loss, (double)st.lr, st.grad_norm, tok, eta_s);
+            printf("iter %lld/%lld  loss %.4f  lr %.3e  grad_norm %.3f%s  %s tok/s  eta %s\n", (long long)st.iter,
+                   (long long)total, (double)st.loss, (double)st.lr, st.grad_norm, ls, tok, eta_s);
             fflush(stdout);
         }
         if (cfg.eval_interval > 0 && st.iter % cfg.eval_interval == 0 && st.iter != total) {

@@ -410,6 +410,83 @@ START_TEST(test_recompute_hook)
 }
 END_TEST
 
+/* ---- mixed precision ---------------------------------------------------------- */
+
+/* Gradients of one forward + backward at a precision and loss scale,
+ * divided back by the scale. */
+static void grads_at(dt_dtype prec, float loss_scale, float *out, size_t *numel)
+{
+    dt_gpt *g;
+    ck_dt(dt_gpt_create(&CFG4, be, &g));
+    ck_dt(dt_gpt_init_weights(g, 5));
+    ck_dt(dt_gpt_set_precision(g, prec));
+    ck_assert_int_eq(dt_gpt_precision(g), prec);
+    ck_dt(dt_gpt_zero_grad(g));
+    ck_dt(dt_gpt_forward(g, tok, tgt, B, T, NULL));
+    ck_dt(dt_gpt_backward(g, loss_scale));
+    *numel = dt_gpt_layout(g)->numel;
+    for (size_t i = 0; i < *numel; i++) out[i] = dt_gpt_grads(g)[i] / loss_scale;
+    dt_gpt_free(g);
+}
+
+/* fp16 and bf16 gradients follow the fp32 ones: every value passes through
+ * ~10 roundings to 11 (fp16) or 8 (bf16) significant bits, so the gradient
+ * vector keeps its direction (cosine > 0.999 for fp16, > 0.99 for bf16)
+ * and its norm within 2% (fp16) and 5% (bf16). */
+START_TEST(test_half_gradients_follow_fp32)
+{
+    size_t n = 0, n2 = 0;
+    float *g32 = malloc(sizeof(float) * 40000), *gh = malloc(sizeof(float) * 40000);
+    grads_at(DT_F32, 1.0f, g32, &n);
+    ck_assert_uint_le(n, 40000);
+    const dt_dtype precs[] = {DT_F16, DT_BF16};
+    const double min_cos[] = {0.999, 0.99}, max_norm_err[] = {0.02, 0.05};
+    for (int k = 0; k < 2; k++) {
+        grads_at(precs[k], k == 0 ? 1024.0f : 1.0f, gh, &n2);
+        double dot = 0, a2 = 0, b2 = 0;
+        int differs = 0;
+        for (size_t i = 0; i < n; i++) {
+            dot += (double)g32[i] * gh[i], a2 += (double)g32[i] * g32[i], b2 += (double)gh[i] * gh[i];
+            differs |= g32[i] != gh[i];
+        }
+        double cosv = dot / sqrt(a2 * b2), nerr = fabs(sqrt(b2) / sqrt(a2) - 1);
+        ck_assert_msg(cosv > min_cos[k], "%s: cosine %.6f", dt_dtype_name(precs[k]), cosv);
+        ck_assert_msg(nerr < max_norm_err[k], "%s: norm error %.4f", dt_dtype_name(precs[k]), nerr);
+        ck_assert_msg(differs, "%s: gradients identical to fp32: no rounding happened", dt_dtype_name(precs[k]));
+    }
+    free(g32), free(gh);
+}
+END_TEST
+
+/* Loss scaling at work: with a tiny loss scale, fp16 gradients underflow to
+ * zero where the fp32 ones are not; scaling by 2^16 brings them back. */
+START_TEST(test_loss_scale_prevents_underflow)
+{
+    size_t n = 0;
+    float *g32 = malloc(sizeof(float) * 40000), *g16 = malloc(sizeof(float) * 40000);
+    grads_at(DT_F32, 1.0f, g32, &n);
+    const float small = 0x1p-20f;
+    size_t zeros[2] = {0, 0}, nonzero = 0;
+    for (int k = 0; k < 2; k++) {
+        grads_at(DT_F16, k == 0 ? small : small * 65536.0f, g16, &n);
+        for (size_t i = 0; i < n; i++)
+            if (g32[i] != 0.0f) {
+                zeros[k] += g16[i] == 0.0f;
+                nonzero += k == 0;
+            }
+    }
+    ck_assert_uint_gt(nonzero, 1000);
+    ck_assert_msg(zeros[0] > nonzero / 10, "only %zu of %zu gradients underflowed at scale 2^-20", zeros[0], nonzero);
+    ck_assert_msg(zeros[1] * 20 < zeros[0], "scale 2^-4 still lost %zu (2^-20: %zu)", zeros[1], zeros[0]);
+    /* an absurd scale overflows: inf where fp32 is finite */
+    grads_at(DT_F16, 1e30f, g16, &n);
+    int inf = 0;
+    for (size_t i = 0; i < n; i++) inf |= isinf(g16[i]);
+    ck_assert(inf);
+    free(g32), free(g16);
+}
+END_TEST
+
 static Suite *gpt_suite(void)
 {
     Suite *s = suite_create("gpt");
@@ -425,6 +502,8 @@ static Suite *gpt_suite(void)
     tcase_add_test(tc, test_init_deterministic);
     tcase_add_test(tc, test_recompute_bit_identical_and_memory);
     tcase_add_test(tc, test_recompute_hook);
+    tcase_add_test(tc, test_half_gradients_follow_fp32);
+    tcase_add_test(tc, test_loss_scale_prevents_underflow);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -203,6 +203,11 @@ expect_usage_error --bn-momentum --model mlp-bn --bn-momentum 1.5
 expect_usage_error --bn-momentum-adjust --bn-momentum-adjust
 expect_usage_error "--task blobs" --model mlp-bn --task add
 expect_usage_error --blobs-classes --model mlp-bn --blobs-classes 1
+expect_usage_error "--fp16 and --bf16" --fp16 --bf16
+expect_usage_error --hysteresis --bf16 --hysteresis 3
+expect_usage_error --initial-loss-scale --fp16 --initial-loss-scale 0
+expect_usage_error --min-loss-scale --fp16 --initial-loss-scale 2 --min-loss-scale 4
+expect_usage_error --fp16 --model mlp-bn --fp16
 expect_usage_error --threads --threads -1
 expect_usage_error --seed --seed -5
 expect_usage_error --device --device tpu
