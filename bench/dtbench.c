@@ -9,6 +9,7 @@
  *       GFLOP/s, the sgemm peak at the same thread count, and their ratio
  *       (MFU against this machine's measured peak). */
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,84 @@ static int cmd_largebatch(int threads, int base_iters, int base_batch)
     return 0;
 }
 
+/* Mixed precision: how many gradient values underflow to zero in fp16
+ * without loss scaling and with it, on one micro-batch of the dtrain task
+ * (2-digit addition), against the FP32 gradients of the same batch, at
+ * initialisation and after `trained` FP32 steps of the dtrain defaults
+ * (gradients shrink as the loss falls). bf16 for comparison. */
+static void amp_measure(dt_gpt *m, const int32_t *tok, const int32_t *tgt, int B, int T, const char *when)
+{
+    const size_t n = dt_gpt_layout(m)->numel;
+    float *g32 = malloc(n * sizeof(float));
+    if (!g32) die("out of memory");
+    if (dt_gpt_set_precision(m, DT_F32) != DT_OK || dt_gpt_zero_grad(m) != DT_OK ||
+        dt_gpt_forward(m, tok, tgt, B, T, NULL) != DT_OK || dt_gpt_backward(m, 1.0f) != DT_OK)
+        die("fp32 pass");
+    memcpy(g32, dt_gpt_grads(m), n * sizeof(float));
+    size_t nonzero = 0, tiny = 0;
+    double norm32 = 0;
+    for (size_t i = 0; i < n; i++) {
+        nonzero += g32[i] != 0.0f;
+        tiny += g32[i] != 0.0f && fabsf(g32[i]) < 0x1p-25f;
+        norm32 += (double)g32[i] * g32[i];
+    }
+    printf("# %s: %zu parameter gradients non-zero in FP32, %zu (%.3f%%) below 2^-25 (round to 0 in fp16)\n", when,
+           nonzero, tiny, 100.0 * tiny / nonzero);
+    struct { dt_dtype prec; float scale; } runs[] = {{DT_F16, 1.0f}, {DT_F16, 256.0f}, {DT_F16, 65536.0f},
+                                                    {DT_BF16, 1.0f}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        if (dt_gpt_set_precision(m, runs[r].prec) != DT_OK || dt_gpt_zero_grad(m) != DT_OK ||
+            dt_gpt_forward(m, tok, tgt, B, T, NULL) != DT_OK || dt_gpt_backward(m, runs[r].scale) != DT_OK)
+            die("half pass");
+        const float *gh = dt_gpt_grads(m);
+        size_t under = 0;
+        double err = 0;
+        int inf = 0;
+        for (size_t i = 0; i < n; i++) {
+            float v = gh[i] / runs[r].scale;
+            inf |= !isfinite(v);
+            under += g32[i] != 0.0f && v == 0.0f;
+            err += ((double)v - g32[i]) * ((double)v - g32[i]);
+        }
+        printf("%-12s %-6s %10g %12zu %11.4f%% %14.3g%s\n", when, runs[r].prec == DT_F16 ? "fp16" : "bf16",
+               (double)runs[r].scale, under, 100.0 * under / nonzero, sqrt(err / norm32),
+               inf ? "  (overflow: inf/NaN)" : "");
+    }
+    if (dt_gpt_set_precision(m, DT_F32) != DT_OK) die("precision");
+    free(g32);
+}
+
+static int cmd_amp(int threads, int trained)
+{
+    dt_train_config c;
+    dt_train_config_default(&c);
+    c.threads = threads;
+    c.train_iters = trained;
+    c.lr.decay_iters = trained > 0 ? trained : 1;
+    c.lr.warmup_iters = trained / 10;
+    dt_trainer *tr;
+    if (dt_trainer_create(&c, &tr) != DT_OK) die("trainer");
+    dt_gpt *m = dt_trainer_model(tr);
+    const int B = c.micro_batch_size, T = c.seq_length;
+    int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
+    if (dt_data_batch(dt_trainer_data(tr), DT_SPLIT_VAL, 0, B, T, tok, tgt, NULL, NULL) != DT_OK) die("data");
+    printf("# dtbench amp: tiny GPT, one micro-batch of %d x %d tokens of 2-digit addition (the dtrain defaults), "
+           "%d thread(s)\n", B, T, dt_trainer_config(tr)->threads);
+    printf("%-12s %-6s %10s %12s %12s %14s\n", "weights", "format", "loss_scale", "underflowed", "fraction",
+           "rel_l2_error");
+    amp_measure(m, tok, tgt, B, T, "initial");
+    for (int i = 0; i < trained; i++)
+        if (dt_trainer_step(tr, NULL) != DT_OK) die("step");
+    char when[32];
+    snprintf(when, sizeof when, "step%d", trained);
+    amp_measure(m, tok, tgt, B, T, when);
+    printf("# underflowed = non-zero in FP32, zero in the half run after unscaling; rel_l2_error = "
+           "||g_half - g_fp32|| / ||g_fp32||\n");
+    free(tok), free(tgt);
+    dt_trainer_free(tr);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0;
@@ -269,7 +348,9 @@ int main(int argc, char **argv)
                         "  train      tokens/s, achieved GFLOP/s and MFU against the sgemm peak measured in the same run\n"
                         "  recompute  peak activation bytes and step time per recomputation granularity / K\n"
                         "  largebatch base batch vs 8x batch with linear-scaled AdamW, LARS and LAMB (--steps: base "
-                        "iterations)";
+                        "iterations)\n"
+                        "  amp        fraction of gradients that underflow in fp16 with and without loss scaling "
+                        "(--steps: FP32 training steps before the second measurement)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;
@@ -283,9 +364,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "gemm") == 0) return cmd_gemm(threads);
     if (strcmp(cmd, "train") == 0) return cmd_train(threads, model, B, T, steps, warmup);
     if (strcmp(cmd, "recompute") == 0) return cmd_recompute(threads, model, B, T, steps, warmup);
+    if (strcmp(cmd, "amp") == 0)
+        return cmd_amp(threads, dt_args_given(args, n_args, "--steps") ? steps : 1000);
     if (strcmp(cmd, "largebatch") == 0)
         return cmd_largebatch(threads, dt_args_given(args, n_args, "--steps") ? steps : 1600,
                               dt_args_given(args, n_args, "--micro-batch-size") ? B : 64);
-    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train, recompute or largebatch)\n", cmd);
+    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train, recompute, largebatch or amp)\n", cmd);
     return 2;
 }
