@@ -77,6 +77,21 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n)
     return be->cast(be, x, DT_F32, r->scratch, r->dtype, n);
 }
 
+void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int B, int T,
+                      float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS])
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    float **p[DT__BLOCK_NFIELDS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att, &a->atty, &a->res2,
+                                    &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->out};
+    const size_t sz[DT__BLOCK_NFIELDS] = {BT * C, BT, BT, BT * 3 * C, B * NH * T * T, BT * C, BT * C,
+                                          BT * C, BT, BT, BT * 4 * C, BT * 4 * C, BT * C};
+    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
+        ptr[i] = p[i];
+        n[i] = sz[i];
+        stat[i] = i == 1 || i == 2 || i == 8 || i == 9; /* LayerNorm means and rstds */
+    }
+}
+
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                             dt__block_acts *a, const float *x, int B, int T, const dt__rounder *r)
 {

@@ -105,8 +105,11 @@ DT_API size_t dt_gpt_predicted_activation_bytes(const dt_gpt *m, int B, int T);
  * subnormals or zero). Statistics (LayerNorm, softmax, loss) and GEMM
  * accumulation stay FP32: the products of two half values are exact in
  * FP32, so the FP32 GEMM equals a half-input GEMM with FP32 accumulation.
- * The saved activations are kept in FP32 buffers holding those half
- * values (peak activation bytes do not shrink). DT_F32 turns it off. */
+ * Each block runs in an FP32 working set; what it saves for backward is
+ * then packed into 2-byte storage (statistics stay FP32, and so does the
+ * last block's output, read by the head), and unpacked for its backward:
+ * peak activation memory shrinks. With full recomputation the group
+ * checkpoints stay FP32. DT_F32 turns it all off. */
 DT_API dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype);
 DT_API dt_dtype dt_gpt_precision(const dt_gpt *m);
 

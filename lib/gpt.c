@@ -59,6 +59,7 @@ struct dt_gpt {
     dt_buffer whalf;      /* (numel) the compute copy of the weights, in precision */
     dt_buffer wq;         /* (numel) the same values as FP32, read by the GEMMs */
     dt_buffer gmb;        /* (numel) one micro-batch's parameter gradients, rounded before accumulation */
+    void *(*packed)[DT__BLOCK_NFIELDS]; /* (L) half mode: each block's saved tensors in 2-byte storage */
 
     /* activation recomputation */
     dt_recompute recompute;
@@ -180,7 +181,8 @@ dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)
     m->acts = calloc((size_t)cfg->num_layers, sizeof *m->acts);
     m->ckpt = calloc((size_t)cfg->num_layers, sizeof *m->ckpt);
     m->ckpt_mark = calloc((size_t)cfg->num_layers, sizeof *m->ckpt_mark);
-    if (!m->blocks || !m->gblocks || !m->acts || !m->ckpt || !m->ckpt_mark) {
+    m->packed = calloc((size_t)cfg->num_layers, sizeof *m->packed);
+    if (!m->blocks || !m->gblocks || !m->acts || !m->ckpt || !m->ckpt_mark || !m->packed) {
         st = DT_FAIL(DT_ERR_NOMEM, "model: out of memory");
         goto fail;
     }
@@ -213,6 +215,7 @@ void dt_gpt_free(dt_gpt *m)
     free(m->acts);
     free(m->ckpt);
     free(m->ckpt_mark);
+    free(m->packed);
     free(m);
 }
 
@@ -272,10 +275,40 @@ static size_t dt__pad(size_t n) { return (n + 15) & ~(size_t)15; }
  *              (group outputs kept; one group's activations live at a
  *              time; K_g = K but for a shorter last group). For L
  *              divisible by K that is E + G*P + max(K*A, H). */
-static size_t dt__gpt_act_floats(const dt_gpt_config *c, dt_recompute mode, int K, int B, int T)
+/* Half mode without full recomputation: each block keeps its saved tensors
+ * packed (2 bytes an element; statistics FP32; the last block's output FP32
+ * for the head; no probabilities under selective), and one block's FP32
+ * working set plus its unpacked input (A + P) lives while it runs. */
+static size_t dt__block_packed_floats(const dt_gpt_config *c, int B, int T, int with_att, int last)
 {
+    dt__block_acts tmp;
+    float **ptr[DT__BLOCK_NFIELDS];
+    size_t n[DT__BLOCK_NFIELDS], total = 0;
+    int stat[DT__BLOCK_NFIELDS];
+    dt__block_fields(&tmp, c, B, T, ptr, n, stat);
+    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
+        if (i == DT__BLOCK_ATT && !with_att) continue;
+        int fp32 = stat[i] || (last && i == DT__BLOCK_NFIELDS - 1);
+        total += dt__pad(fp32 ? n[i] : (n[i] + 1) / 2);
+    }
+    return total;
+}
+
+static int dt__gpt_packs(const dt_gpt *m) { return m->precision != DT_F32 && m->recompute != DT_RECOMPUTE_FULL; }
+
+static size_t dt__gpt_act_floats(const dt_gpt *m, int B, int T)
+{
+    const dt_gpt_config *c = &m->cfg;
+    const dt_recompute mode = m->recompute;
+    const int K = m->recompute_k;
     const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(c, B, T);
     const size_t A = dt__block_act_floats(c, B, T, 1);
+    if (dt__gpt_packs(m)) {
+        const int with_att = mode != DT_RECOMPUTE_SELECTIVE;
+        size_t stores = 0, P = dt__pad((size_t)B * T * c->hidden_size);
+        for (size_t l = 0; l < L; l++) stores += dt__block_packed_floats(c, B, T, with_att, l == L - 1);
+        return E + stores + DT_MAX(A + P, H);
+    }
     switch (mode) {
     case DT_RECOMPUTE_SELECTIVE: {
         size_t att = dt__block_att_floats(c, B, T);
@@ -304,7 +337,7 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
     dt_buffer_free(&m->act_buf);
     dt_buffer_free(&m->work);
     m->B = m->T = 0;
-    size_t acts = dt__gpt_act_floats(c, m->recompute, m->recompute_k, B, T);
+    size_t acts = dt__gpt_act_floats(m, B, T);
     DT_CHECK(dt_buffer_alloc(&m->act_buf, m->be, acts * sizeof(float)));
     m->arena.base = m->act_buf.data;
     m->arena.capacity = acts;
@@ -409,6 +442,68 @@ static dt_status dt__gpt_sync_weights(dt_gpt *m)
     return m->be->cast(m->be, m->wq.data, DT_F32, m->whalf.data, m->precision, n);
 }
 
+/* Half mode: allocate block l's packed stores (persistent, below the
+ * block's working set in the arena). */
+static dt_status dt__gpt_pack_alloc(dt_gpt *m, int l, int with_att)
+{
+    const dt_gpt_config *c = &m->cfg;
+    dt__block_acts tmp;
+    float **ptr[DT__BLOCK_NFIELDS];
+    size_t n[DT__BLOCK_NFIELDS];
+    int stat[DT__BLOCK_NFIELDS];
+    dt__block_fields(&tmp, c, m->cur_B, m->cur_T, ptr, n, stat);
+    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
+        m->packed[l][i] = NULL;
+        if (i == DT__BLOCK_ATT && !with_att) continue;
+        int fp32 = stat[i] || (l == c->num_layers - 1 && i == DT__BLOCK_NFIELDS - 1);
+        float *p;
+        DT_CHECK(dt__arena_alloc(&m->arena, fp32 ? n[i] : (n[i] + 1) / 2, &p));
+        m->packed[l][i] = p;
+    }
+    return DT_OK;
+}
+
+/* Copy block l's FP32 working tensors into its packed stores (pack = 1),
+ * or back (pack = 0). The values are already half values, so packing is
+ * exact both ways. */
+static dt_status dt__gpt_pack(dt_gpt *m, int l, dt__block_acts *w, int pack)
+{
+    const dt_gpt_config *c = &m->cfg;
+    dt_backend *be = m->be;
+    float **ptr[DT__BLOCK_NFIELDS];
+    size_t n[DT__BLOCK_NFIELDS];
+    int stat[DT__BLOCK_NFIELDS];
+    dt__block_fields(w, c, m->cur_B, m->cur_T, ptr, n, stat);
+    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
+        void *store = m->packed[l][i];
+        if (!store) continue;
+        float *f = *ptr[i];
+        if (stat[i] || (l == c->num_layers - 1 && i == DT__BLOCK_NFIELDS - 1))
+            DT_CHECK(be->copy(be, pack ? store : f, pack ? f : store, n[i] * sizeof(float), DT_COPY_D2D));
+        else if (pack)
+            DT_CHECK(be->cast(be, store, m->precision, f, DT_F32, n[i]));
+        else
+            DT_CHECK(be->cast(be, f, DT_F32, store, m->precision, n[i]));
+    }
+    return DT_OK;
+}
+
+/* The input of block l as FP32: the embedding output, or block l-1's packed
+ * output unpacked into a temporary on top of the arena. */
+static dt_status dt__gpt_block_input(dt_gpt *m, int l, const float **x)
+{
+    if (l == 0) {
+        *x = m->x0;
+        return DT_OK;
+    }
+    size_t n = (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size;
+    float *x32;
+    DT_CHECK(dt__arena_alloc(&m->arena, n, &x32));
+    DT_CHECK(m->be->cast(m->be, x32, DT_F32, m->packed[l - 1][DT__BLOCK_NFIELDS - 1], m->precision, n));
+    *x = x32;
+    return DT_OK;
+}
+
 dt_status dt_recompute_parse(const char *s, dt_recompute *out)
 {
     if (s && strcmp(s, "full") == 0) *out = DT_RECOMPUTE_FULL;
@@ -437,7 +532,7 @@ dt_status dt_gpt_set_recompute(dt_gpt *m, dt_recompute mode, int num_layers)
 
 size_t dt_gpt_predicted_activation_bytes(const dt_gpt *m, int B, int T)
 {
-    return dt__gpt_act_floats(&m->cfg, m->recompute, m->recompute_k, B, T) * sizeof(float);
+    return dt__gpt_act_floats(m, B, T) * sizeof(float);
 }
 
 dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T, float *loss)
@@ -482,6 +577,24 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
             DT_CHECK(dt__gpt_group_forward(m, g, x, 'F'));
             x = m->ckpt[g];
         }
+    } else if (dt__gpt_packs(m)) {
+        /* half storage: each block runs in an FP32 working set that is
+         * packed into 2-byte stores when the block is done */
+        const int with_att = m->recompute != DT_RECOMPUTE_SELECTIVE;
+        for (int l = 0; l < c->num_layers; l++) {
+            t0 = dt_time_ns();
+            DT_CHECK(dt__gpt_pack_alloc(m, l, with_att));
+            size_t mark = dt__arena_mark(&m->arena);
+            dt__block_acts w;
+            const float *xin;
+            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &w));
+            DT_CHECK(dt__gpt_block_input(m, l, &xin));
+            DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &w, xin, B, T, dt__gpt_rnd(m)));
+            DT_CHECK(dt__gpt_pack(m, l, &w, 1));
+            dt__arena_release(&m->arena, mark);
+            dt__hook(m, l, 'F', t0);
+        }
+        if (c->num_layers) x = m->packed[c->num_layers - 1][DT__BLOCK_NFIELDS - 1]; /* kept FP32 */
     } else {
         const int with_att = m->recompute != DT_RECOMPUTE_SELECTIVE;
         for (int l = 0; l < c->num_layers; l++) {
@@ -532,7 +645,11 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     const int L = c->num_layers, full = m->recompute == DT_RECOMPUTE_FULL;
     const int G = full ? (L + m->recompute_k - 1) / m->recompute_k : 0;
     int64_t t0 = dt_time_ns();
-    const float *xL = full ? m->ckpt[G - 1] : L ? m->acts[L - 1].out : m->x0;
+    const int packs = dt__gpt_packs(m);
+    const float *xL = full ? m->ckpt[G - 1]
+                      : !L ? m->x0
+                      : packs ? (const float *)m->packed[L - 1][DT__BLOCK_NFIELDS - 1]
+                              : m->acts[L - 1].out;
     if (m->precision != DT_F32) /* this micro-batch's parameter gradients, rounded before they accumulate */
         DT_CHECK(be->memset_zero(be, m->gmb.data, m->layout.numel * sizeof(float)));
     DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss,
@@ -554,6 +671,27 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                                             m->dres, B, T, dt__gpt_rnd(m)));
                 dt__hook(m, l, 'B', t0);
             }
+            dt__arena_release(&m->arena, mark);
+        }
+    } else if (packs) {
+        for (int l = L - 1; l >= 0; l--) {
+            size_t mark = dt__arena_mark(&m->arena);
+            dt__block_acts w;
+            const float *x;
+            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &w));
+            DT_CHECK(dt__gpt_pack(m, l, &w, 0));
+            DT_CHECK(dt__gpt_block_input(m, l, &x));
+            if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
+                t0 = dt_time_ns();
+                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, w.att, w.qkv, B, T, c->hidden_size,
+                                               c->num_heads));
+                DT_CHECK(dt__round(be, dt__gpt_rnd(m), w.att, (size_t)B * c->num_heads * T * T));
+                dt__hook(m, l, 'R', t0);
+            }
+            t0 = dt_time_ns();
+            DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &w, &m->scratch, x, m->dres, B, T,
+                                        dt__gpt_rnd(m)));
+            dt__hook(m, l, 'B', t0);
             dt__arena_release(&m->arena, mark);
         }
     } else {

@@ -98,6 +98,15 @@ typedef struct dt__block_acts {
     float *out;                       /* (B,T,C) res2 + MLP = block output */
 } dt__block_acts;
 
+/* The saved tensors of a block in a fixed order: where each pointer lives
+ * in *acts, its size in floats, and whether it is a statistic (LayerNorm
+ * mean/rstd, kept FP32 under mixed precision). DT__BLOCK_ATT is the index
+ * of the attention probabilities. */
+#define DT__BLOCK_NFIELDS 13
+#define DT__BLOCK_ATT 4
+void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int B, int T,
+                      float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS]);
+
 /* Scratch for a block's backward, shared by all blocks (not saved). */
 typedef struct dt__block_scratch {
     float *dbtc;  /* (B,T,C) */
