@@ -325,7 +325,8 @@ static json_t *load_json(const char *path)
 
 static const char *const SUMMARY_KEYS[] = {"train_loss",      "val_loss",   "accuracy",          "val_examples",
                                            "tokens_per_second", "peak_activation_bytes", "iterations", "num_params",
-                                           "elapsed_seconds", "config"};
+                                           "elapsed_seconds", "config", "loss_scale", "skipped_steps",
+                                           "loss_scale_backoffs", "loss_scale_at_min_overflows"};
 
 static void check_summary_keys(json_t *j)
 {
