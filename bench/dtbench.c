@@ -69,29 +69,57 @@ static int cmd_gemm(int threads)
     return 0;
 }
 
+/* The benchmark model: a preset on random tokens (B, T); T <= 0 means the
+ * preset's context. Exits with 2 on a bad --seq-length. */
+typedef struct bench_setup {
+    dt_backend *be;
+    dt_gpt_config cfg;
+    dt_gpt *m;
+    int T;
+    int32_t *tok, *tgt; /* (B, T) */
+} bench_setup;
+
+static void bench_setup_init(bench_setup *b, int threads, const char *model, int B, int T)
+{
+    if (dt_backend_create("cpu", threads, &b->be) != DT_OK) die("--threads");
+    if (dt_gpt_config_preset(model, &b->cfg) != DT_OK) die("--model");
+    if (T <= 0) T = b->cfg.seq_len;
+    if (T > b->cfg.seq_len) {
+        fprintf(stderr, "dtbench: --seq-length %d exceeds --model %s's context %d\n", T, model, b->cfg.seq_len);
+        exit(2);
+    }
+    b->T = T;
+    if (dt_gpt_create(&b->cfg, b->be, &b->m) != DT_OK) die("model");
+    if (dt_gpt_init_weights(b->m, 1) != DT_OK) die("model init");
+    b->tok = malloc(sizeof(int32_t) * B * T);
+    b->tgt = malloc(sizeof(int32_t) * B * T);
+    if (!b->tok || !b->tgt) die("out of memory");
+    dt_rng r;
+    dt_rng_seed(&r, 5);
+    for (int i = 0; i < B * T; i++) b->tok[i] = (int32_t)dt_rng_below(&r, b->cfg.vocab_size);
+    for (int i = 0; i < B * T; i++) b->tgt[i] = (int32_t)dt_rng_below(&r, b->cfg.vocab_size);
+}
+
+static void bench_setup_free(bench_setup *b)
+{
+    dt_gpt_free(b->m);
+    free(b->tok), free(b->tgt);
+    dt_backend_destroy(b->be);
+}
+
 static int cmd_train(int threads, const char *model, int B, int T, int steps, int warmup)
 {
-    dt_backend *be;
-    if (dt_backend_create("cpu", threads, &be) != DT_OK) die("--threads");
-    dt_gpt_config cfg;
-    if (dt_gpt_config_preset(model, &cfg) != DT_OK) die("--model");
-    if (T <= 0) T = cfg.seq_len;
-    if (T > cfg.seq_len) {
-        fprintf(stderr, "dtbench: --seq-length %d exceeds --model %s's context %d\n", T, model, cfg.seq_len);
-        return 2;
-    }
-    dt_gpt *m;
-    if (dt_gpt_create(&cfg, be, &m) != DT_OK) die("model");
-    if (dt_gpt_init_weights(m, 1) != DT_OK) die("model init");
+    bench_setup bs;
+    bench_setup_init(&bs, threads, model, B, T);
+    dt_backend *be = bs.be;
+    dt_gpt *m = bs.m;
+    const dt_gpt_config cfg = bs.cfg;
+    const int32_t *tok = bs.tok, *tgt = bs.tgt;
+    T = bs.T;
     dt_optim_config oc;
     dt_optim_config_default(&oc, DT_OPTIM_ADAMW);
     dt_optim opt;
     if (dt_optim_init(&opt, &oc, be, dt_gpt_layout(m)) != DT_OK) die("optimizer");
-    int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
-    dt_rng r;
-    dt_rng_seed(&r, 5);
-    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)dt_rng_below(&r, cfg.vocab_size);
-    for (int i = 0; i < B * T; i++) tgt[i] = (int32_t)dt_rng_below(&r, cfg.vocab_size);
 
     double fpt = dt_gpt_config_flops_per_token(&cfg, T);
     printf("# dtbench train: --model %s (L=%d, NH=%d, C=%d, V=%d, N=%zu params), B=%d, T=%d, %d thread(s)\n",
@@ -128,9 +156,7 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
     printf("mfu %.3f\n", gflops / peak);
     printf("peak_activation_bytes %zu\n", dt_gpt_peak_activation_bytes(m));
     dt_optim_free(&opt);
-    dt_gpt_free(m);
-    free(tok), free(tgt);
-    dt_backend_destroy(be);
+    bench_setup_free(&bs);
     return 0;
 }
 
@@ -138,24 +164,13 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
  * granularity / K, each relative to no recomputation in the same run. */
 static int cmd_recompute(int threads, const char *model, int B, int T, int steps, int warmup)
 {
-    dt_backend *be;
-    if (dt_backend_create("cpu", threads, &be) != DT_OK) die("--threads");
-    dt_gpt_config cfg;
-    if (dt_gpt_config_preset(model, &cfg) != DT_OK) die("--model");
-    cfg.vocab_size = 256;
-    if (T <= 0) T = cfg.seq_len;
-    if (T > cfg.seq_len) {
-        fprintf(stderr, "dtbench: --seq-length %d exceeds --model %s's context %d\n", T, model, cfg.seq_len);
-        return 2;
-    }
-    dt_gpt *m;
-    if (dt_gpt_create(&cfg, be, &m) != DT_OK) die("model");
-    if (dt_gpt_init_weights(m, 1) != DT_OK) die("model init");
-    int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
-    dt_rng r;
-    dt_rng_seed(&r, 5);
-    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)dt_rng_below(&r, cfg.vocab_size);
-    for (int i = 0; i < B * T; i++) tgt[i] = (int32_t)dt_rng_below(&r, cfg.vocab_size);
+    bench_setup bs;
+    bench_setup_init(&bs, threads, model, B, T);
+    dt_backend *be = bs.be;
+    dt_gpt *m = bs.m;
+    const dt_gpt_config cfg = bs.cfg;
+    const int32_t *tok = bs.tok, *tgt = bs.tgt;
+    T = bs.T;
     int sq = 1;
     while ((sq + 1) * (sq + 1) <= cfg.num_layers) sq++;
     struct run { dt_recompute mode; int k; const char *name; } runs[8];
@@ -186,9 +201,7 @@ static int cmd_recompute(int threads, const char *model, int B, int T, int steps
         if (runs[i].mode == DT_RECOMPUTE_FULL) snprintf(k, sizeof k, "%d", runs[i].k);
         printf("%-10s %3s %16.0f %8.3f %10.1f %8.3f\n", runs[i].name, k, bytes, bytes / base_bytes, ms, ms / base_ms);
     }
-    dt_gpt_free(m);
-    free(tok), free(tgt);
-    dt_backend_destroy(be);
+    bench_setup_free(&bs);
     return 0;
 }
 
