@@ -71,6 +71,20 @@ dt_status dt__cpu_scale(dt_backend *be, float *x, float s, size_t n)
     return DT_OK;
 }
 
+/* Adam's moment update for one element and the resulting direction
+ * mhat / (sqrt(vhat) + eps), shared by AdamW and LAMB (inlined into their
+ * vectorized loops). a1 = 1 - beta1, a2 = 1 - beta2, ibc = 1 / bias correction. */
+static inline __attribute__((always_inline)) float dt__adam_direction(float gi, float *m, float *v, float beta1,
+                                                                      float beta2, float a1, float a2, float ibc1,
+                                                                      float ibc2, float eps)
+{
+    float mi = beta1 * *m + a1 * gi;
+    float vi = beta2 * *v + a2 * gi * gi;
+    *m = mi;
+    *v = vi;
+    return (mi * ibc1) / (sqrtf(vi * ibc2) + eps);
+}
+
 /* The loop vectorizes only under -fno-math-errno: with errno semantics GCC
  * guards each sqrtf with a branch (the argument is never negative here, so
  * errno could never be set). It is memory-bound either way: 28 bytes of
@@ -87,15 +101,9 @@ dt_status dt__cpu_adamw_update(dt_backend *be, float *p, const float *g, float *
     const float ibc1 = 1.0f / bc1, ibc2 = 1.0f / bc2;
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * grad_scale;
-        float mi = beta1 * m[i] + a1 * gi;
-        float vi = beta2 * v[i] + a2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = mi * ibc1;
-        float vhat = vi * ibc2;
         float pi = p[i];
-        p[i] = pi - lr * (mhat / (sqrtf(vhat) + eps) + wd * pi);
+        p[i] = pi - lr * (dt__adam_direction(g[i] * grad_scale, &m[i], &v[i], beta1, beta2, a1, a2, ibc1, ibc2, eps) +
+                          wd * pi);
     }
     return DT_OK;
 }
@@ -165,14 +173,8 @@ dt_status dt__cpu_lamb_direction(dt_backend *be, float *u, const float *p, const
     const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
     const float ibc1 = 1.0f / bc1, ibc2 = 1.0f / bc2;
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * grad_scale;
-        float mi = beta1 * m[i] + a1 * gi;
-        float vi = beta2 * v[i] + a2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        u[i] = (mi * ibc1) / (sqrtf(vi * ibc2) + eps) + wd * p[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        u[i] = dt__adam_direction(g[i] * grad_scale, &m[i], &v[i], beta1, beta2, a1, a2, ibc1, ibc2, eps) + wd * p[i];
     return DT_OK;
 }
 
