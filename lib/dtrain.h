@@ -18,6 +18,7 @@
 #include "dt_loss_scaler.h"
 #include "dt_mlp.h"
 #include "dt_blobs.h"
+#include "dt_comm.h"
 
 #define DT_VERSION_STRING "0.1.0"
 

@@ -30,14 +30,26 @@ libdtrain_core_la_SOURCES = \
 	lib/half.c \
 	lib/loss_scaler.c \
 	lib/mlp.c \
-	lib/data_blobs.c
+	lib/data_blobs.c \
+	lib/comm.c \
+	lib/collectives.c
 libdtrain_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DDT_BUILDING_LIBRARY
 libdtrain_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS)
 libdtrain_core_la_LIBADD = $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 
+# The MPI communicator when configure found MPI; otherwise a stand-in whose
+# dt_comm_mpi_world says clearly that this build has no MPI.
+if HAVE_MPI
+libdtrain_core_la_SOURCES += lib/comm_mpi.c
+libdtrain_core_la_CFLAGS += $(MPI_CFLAGS)
+libdtrain_core_la_LIBADD += $(MPI_LIBS)
+else
+libdtrain_core_la_SOURCES += lib/comm_mpi_none.c
+endif
+
 lib_LTLIBRARIES += libdtrain.la
 libdtrain_la_SOURCES =
-libdtrain_la_LIBADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+libdtrain_la_LIBADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) $(MPI_LIBS) -lm
 libdtrain_la_LDFLAGS = -version-info 0:0:0 $(OPENMP_CFLAGS)
 
 include_HEADERS += \
@@ -55,10 +67,12 @@ include_HEADERS += \
 	lib/dt_half.h \
 	lib/dt_loss_scaler.h \
 	lib/dt_mlp.h \
-	lib/dt_blobs.h
+	lib/dt_blobs.h \
+	lib/dt_comm.h
 noinst_HEADERS += \
 	lib/dt_internal.h \
 	lib/data_internal.h \
 	lib/vmath.h \
 	lib/cpu_backend.h \
-	lib/gpt_layers.h
+	lib/gpt_layers.h \
+	lib/comm_internal.h

@@ -13,6 +13,7 @@ DT_CHECK_SUITES = \
 	tests/check_train \
 	tests/check_half \
 	tests/check_mlp
+check_PROGRAMS += tests/check_comm
 check_PROGRAMS += $(DT_CHECK_SUITES)
 TESTS += $(DT_CHECK_SUITES)
 
@@ -43,12 +44,16 @@ tests_check_half_LDADD = $(DT_CHECK_LDADD)
 tests_check_mlp_SOURCES = tests/check_mlp.c tests/testutil.h
 tests_check_mlp_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
+# check_comm runs under mpirun with 1..4 ranks through tests/comm.sh
+tests_check_comm_SOURCES = tests/check_comm.c tests/testutil.h
+tests_check_comm_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
+tests_check_comm_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 else
 check-local:
 	@echo "Check (the unit-test library) was not found by configure: install it (./bootstrap) and re-run ./configure" >&2; exit 1
 endif
 
 # Shell tests of the programs (flags, errors, exit codes).
-TESTS += tests/cli.sh
-EXTRA_DIST += tests/cli.sh
+TESTS += tests/cli.sh tests/comm.sh
+EXTRA_DIST += tests/cli.sh tests/comm.sh
 TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)'; export DT_BUILDDIR DT_SRCDIR;

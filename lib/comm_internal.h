@@ -1,0 +1,1 @@
+/* comm_internal.h: placeholder */

@@ -1,0 +1,112 @@
+/* dt_comm.h: communicators. A communicator is a group of ranks with
+ * point-to-point messages (non-blocking send/recv with wait/test), a
+ * barrier, sub-groups (split), and collectives.
+ *
+ * Backends fill a table of function pointers (dt_comm_ops): "self" (one
+ * rank, always built), "mpi" (OpenMPI, when configure found it), later
+ * "nccl". Core code never tests which backend it has.
+ *
+ * The collective algorithms (lib/collectives.c) are written on top of the
+ * point-to-point ops, so every step can be traced and taught: ring
+ * allreduce = reduce-scatter then all-gather, 2(n-1) steps, chunked; tree
+ * (recursive halving-doubling); naive (reduce to rank 0, broadcast); and
+ * "mpi", the library's own MPI_Allreduce, for comparison.
+ *
+ * Invariants: collectives are called by every rank of the communicator in
+ * the same order with the same count; any count works (0, fewer elements
+ * than ranks, not divisible by the number of ranks); results are identical
+ * on every rank (the same additions in the same order). */
+#ifndef DT_COMM_H
+#define DT_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_comm dt_comm;
+typedef struct dt_comm_request dt_comm_request; /* one pending send or receive */
+
+typedef struct dt_comm_ops {
+    const char *name; /* "self", "mpi" */
+    /* Point-to-point, bytes. A request is freed by the wait/test that completes it. */
+    dt_status (*isend)(dt_comm *c, const void *buf, size_t bytes, int peer, int tag, dt_comm_request **req);
+    dt_status (*irecv)(dt_comm *c, void *buf, size_t bytes, int peer, int tag, dt_comm_request **req);
+    dt_status (*wait)(dt_comm *c, dt_comm_request *req);
+    dt_status (*test)(dt_comm *c, dt_comm_request *req, int *done);
+    dt_status (*barrier)(dt_comm *c);
+    /* New communicator of the ranks with the same color, ordered by key
+     * (as MPI_Comm_split); color < 0: this rank joins none (*out = NULL). */
+    dt_status (*split)(dt_comm *c, int color, int key, dt_comm **out);
+    /* The backend library's own allreduce (sum of floats, in place), or NULL. */
+    dt_status (*allreduce_native)(dt_comm *c, float *buf, size_t count);
+    void (*destroy)(dt_comm *c);
+} dt_comm_ops;
+
+struct dt_comm {
+    const dt_comm_ops *ops;
+    int rank, size;
+    void *impl; /* backend state */
+};
+
+/* One rank talking to itself: size 1; sends to rank 0 match receives from 0. */
+DT_API dt_status dt_comm_self_create(dt_comm **out);
+/* The MPI world (calls MPI_Init_thread if MPI is not initialised yet).
+ * DT_ERR_UNSUPPORTED with a clear message when built without MPI. */
+DT_API dt_status dt_comm_mpi_world(dt_comm **out);
+/* Free a communicator (NULL is fine). The MPI world's last free does not
+ * finalise MPI: call dt_comm_finalize() once at the end of the program. */
+DT_API void dt_comm_free(dt_comm *c);
+DT_API dt_status dt_comm_finalize(void);
+/* 1 if this build has the MPI backend. */
+DT_API int dt_comm_have_mpi(void);
+
+/* ---- collectives (lib/collectives.c) ------------------------------------- */
+
+typedef enum dt_allreduce_algo {
+    DT_ALLREDUCE_RING = 0, /* reduce-scatter + all-gather, 2(n-1) steps */
+    DT_ALLREDUCE_TREE,     /* recursive halving-doubling */
+    DT_ALLREDUCE_NAIVE,    /* reduce to rank 0, then broadcast */
+    DT_ALLREDUCE_MPI       /* the backend's own (MPI_Allreduce) */
+} dt_allreduce_algo;
+
+/* "ring", "tree", "naive", "mpi" */
+DT_API dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out);
+DT_API const char *dt_allreduce_algo_name(dt_allreduce_algo a);
+
+/* Called after each step of a collective (for traces): phase is
+ * "reduce-scatter", "all-gather", "reduce", "broadcast" or "allreduce";
+ * step counts from 0 within the phase; peer is the rank sent to (-1 none);
+ * bytes sent by this rank in the step; times from dt_time_ns(). */
+typedef void (*dt_comm_step_hook)(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns,
+                                  int64_t t1_ns);
+
+typedef struct dt_collective_opts {
+    size_t chunk_bytes;      /* ring: split each segment into pipelined chunks of at most this (0: no chunking) */
+    dt_comm_step_hook hook;  /* may be NULL */
+    void *hook_ctx;
+} dt_collective_opts;
+
+/* buf(count) = sum over ranks of buf(count), in place, on every rank.
+ * opts may be NULL (defaults). */
+DT_API dt_status dt_comm_allreduce(dt_comm *c, float *buf, size_t count, dt_allreduce_algo algo,
+                                   const dt_collective_opts *opts);
+/* Ring reduce-scatter: afterwards rank r holds the sum of segment r of buf
+ * (segments as dt_comm_segment); other segments hold partial sums. */
+DT_API dt_status dt_comm_reduce_scatter(dt_comm *c, float *buf, size_t count, const dt_collective_opts *opts);
+/* Ring all-gather: segment r of rank r is copied to every rank. */
+DT_API dt_status dt_comm_all_gather(dt_comm *c, float *buf, size_t count, const dt_collective_opts *opts);
+/* buf(count) of root copied to every rank. */
+DT_API dt_status dt_comm_broadcast(dt_comm *c, float *buf, size_t count, int root, const dt_collective_opts *opts);
+/* Segment r of count elements over size ranks: [*offset, *offset + *len);
+ * the first count % size segments have one more element. */
+DT_API void dt_comm_segment(size_t count, int size, int r, size_t *offset, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
