@@ -340,9 +340,121 @@ static int cmd_amp(int threads, int trained)
     return 0;
 }
 
+/* Allreduce: the nccl-tests table (size, count, type, then time, algbw,
+ * busbw and #wrong) for the ring, tree, naive and mpi algorithms side by
+ * side, float32 sums from --min-bytes to --max-bytes doubling, run under
+ * mpirun. Per size and algorithm: warm-up calls, a barrier, `iters` timed
+ * calls; time = the largest over ranks of the mean per-call time; algbw =
+ * bytes / time (1e9 B/s), busbw = algbw * 2(n-1)/n. #wrong = elements (over
+ * all ranks) that differ from the exact sum after one more call on freshly
+ * filled buffers (rank-dependent small integers, so every order of addition
+ * gives the exact sum). Timed calls reuse the buffer in place: its values
+ * grow n-fold per call and saturate at +inf (all positive: never NaN), which
+ * costs the same as finite values on this CPU. */
+enum { AR_TAG = 7 }; /* bench's own gather of timings to rank 0 (outside the collectives' tags) */
+
+static float ar_value(size_t i, int rank) { return (float)(1 + (i * 7 + (size_t)rank * 13) % 61); }
+
+/* Rank 0 gets v[0] = max over ranks of v[0] and v[1] = the sum of v[1]. */
+static void ar_gather(dt_comm *c, double v[2])
+{
+    dt_comm_request *q;
+    if (c->rank != 0) {
+        if (c->ops->isend(c, v, 2 * sizeof(double), 0, AR_TAG, &q) != DT_OK || c->ops->wait(c, q) != DT_OK)
+            die("gather timings");
+        return;
+    }
+    for (int i = 1; i < c->size; i++) {
+        double w[2];
+        if (c->ops->irecv(c, w, sizeof w, i, AR_TAG, &q) != DT_OK || c->ops->wait(c, q) != DT_OK)
+            die("gather timings");
+        v[0] = w[0] > v[0] ? w[0] : v[0];
+        v[1] += w[1];
+    }
+}
+
+static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_bytes, int iters_flag)
+{
+    dt_comm *c;
+    if (dt_comm_mpi_world(&c) != DT_OK) die("allreduce");
+    const int n = c->size, r = c->rank;
+    enum { NALGO = 4 };
+    const dt_allreduce_algo algos[NALGO] = {DT_ALLREDUCE_RING, DT_ALLREDUCE_TREE, DT_ALLREDUCE_NAIVE,
+                                            DT_ALLREDUCE_MPI};
+    const size_t max_count = (size_t)max_bytes / sizeof(float);
+    float *buf = malloc((max_count ? max_count : 1) * sizeof(float));
+    if (!buf) die("out of memory");
+    const double bus = 2.0 * (n - 1) / n;
+    if (r == 0) {
+        printf("# dtbench allreduce: %d rank(s), '%s' communicator, float32 sum in place; ring chunk %lld bytes; "
+               "%s\n", n, c->ops->name, (long long)chunk_bytes,
+               iters_flag ? "--iters timed calls per size" : "timed calls per size: 1 GiB / size, 10 to 5000");
+        printf("# time = max over ranks of the mean per call; algbw = bytes / time; busbw = algbw * 2(n-1)/n\n");
+        printf("#%31s", "");
+        for (int a = 0; a < NALGO; a++) printf("  %-33s", dt_allreduce_algo_name(algos[a]));
+        printf("\n#%11s %12s %6s", "size", "count", "type");
+        for (int a = 0; a < NALGO; a++) printf("  %10s %7s %7s %6s", "time", "algbw", "busbw", "#wrong");
+        printf("\n#%11s %12s %6s", "(B)", "(elements)", "");
+        for (int a = 0; a < NALGO; a++) printf("  %10s %7s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "");
+        printf("\n");
+        fflush(stdout);
+    }
+    double ratio_size[64], ratio[64];
+    int nratio = 0;
+    for (size_t count = (size_t)min_bytes / sizeof(float); count <= max_count && count > 0; count *= 2) {
+        const size_t bytes = count * sizeof(float);
+        const size_t auto_iters = ((size_t)1 << 30) / bytes;
+        const int iters = iters_flag ? iters_flag : auto_iters < 10 ? 10 : auto_iters > 5000 ? 5000 : (int)auto_iters;
+        const int warm = iters / 10 > 2 ? iters / 10 : 2;
+        double busbw[NALGO] = {0};
+        if (r == 0) printf("%12zu %12zu %6s", bytes, count, "float");
+        for (int a = 0; a < NALGO; a++) {
+            dt_collective_opts o = {.chunk_bytes = algos[a] == DT_ALLREDUCE_RING ? (size_t)chunk_bytes : 0};
+            for (size_t i = 0; i < count; i++) buf[i] = ar_value(i, r);
+            dt_status st = dt_comm_allreduce(c, buf, count, algos[a], &o);
+            if (st == DT_ERR_UNSUPPORTED) { /* the same answer on every rank: no native allreduce */
+                if (r == 0) printf("  %10s %7s %7s %6s", "n/a", "", "", "");
+                continue;
+            }
+            if (st != DT_OK) die(dt_allreduce_algo_name(algos[a]));
+            for (int it = 1; it < warm; it++)
+                if (dt_comm_allreduce(c, buf, count, algos[a], &o) != DT_OK) die(dt_allreduce_algo_name(algos[a]));
+            if (c->ops->barrier(c) != DT_OK) die("barrier");
+            int64_t t0 = dt_time_ns();
+            for (int it = 0; it < iters; it++)
+                if (dt_comm_allreduce(c, buf, count, algos[a], &o) != DT_OK) die(dt_allreduce_algo_name(algos[a]));
+            double v[2] = {(dt_time_ns() - t0) * 1e-9 / iters, 0};
+            // the check: one more call on fresh values, compared with the exact sum
+            for (size_t i = 0; i < count; i++) buf[i] = ar_value(i, r);
+            if (dt_comm_allreduce(c, buf, count, algos[a], &o) != DT_OK) die(dt_allreduce_algo_name(algos[a]));
+            for (size_t i = 0; i < count; i++) {
+                float want = 0;
+                for (int q = 0; q < n; q++) want += ar_value(i, q);
+                v[1] += buf[i] != want;
+            }
+            ar_gather(c, v);
+            double algbw = bytes / v[0] / 1e9;
+            busbw[a] = algbw * bus;
+            if (r == 0) printf("  %10.2f %7.2f %7.2f %6.0f", v[0] * 1e6, algbw, busbw[a], v[1]);
+        }
+        if (r == 0) printf("\n"), fflush(stdout);
+        if (bytes >= 256 * 1024 && busbw[3] > 0 && nratio < 64)
+            ratio_size[nratio] = (double)bytes, ratio[nratio++] = busbw[0] / busbw[3];
+    }
+    if (r == 0 && nratio > 0) {
+        printf("# ring busbw / mpi busbw, sizes >= 256 KiB (goal: >= 0.9, above 1 at 64 MiB)\n");
+        for (int i = 0; i < nratio; i++) printf("%12.0f %6.3f\n", ratio_size[i], ratio[i]);
+    }
+    free(buf);
+    dt_comm_free(c);
+    if (dt_comm_finalize() != DT_OK) die("finalize");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0;
+    int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0, ar_iters = 0;
+    int64_t ar_chunk = 1024 * 1024, ar_min = 4 * 1024, ar_max = 64 * 1024 * 1024;
     const char *model = "small";
     dt_arg args[] = {
         {"--threads", DT_ARG_INT, &threads, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1024, NULL, NULL,
@@ -353,17 +465,26 @@ int main(int argc, char **argv)
          NULL, 0},
         {"--steps", DT_ARG_INT, &steps, DT_ARG_HAS_MIN, 1, 0, NULL, NULL, "train: timed steps", NULL, 0},
         {"--warmup", DT_ARG_INT, &warmup, DT_ARG_HAS_MIN, 0, 0, NULL, NULL, "train: untimed warm-up steps", NULL, 0},
+        {"--allreduce-chunk-bytes", DT_ARG_INT64, &ar_chunk, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
+         "allreduce: ring chunk size in bytes (0: one message per segment; 1 MiB measured best at -np 2)", NULL, 0},
+        {"--min-bytes", DT_ARG_INT64, &ar_min, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 1 << 30, NULL, NULL,
+         "allreduce: smallest buffer", NULL, 0},
+        {"--max-bytes", DT_ARG_INT64, &ar_max, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 1 << 30, NULL, NULL,
+         "allreduce: largest buffer (sizes double from --min-bytes)", NULL, 0},
+        {"--iters", DT_ARG_INT, &ar_iters, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
+         "allreduce: timed calls per size and algorithm (0: 1 GiB / size, 10 to 5000)", NULL, 0},
         {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
-    const char *usage = "dtbench gemm|train|recompute [--flag value]...\n"
+    const char *usage = "dtbench gemm|train|recompute|largebatch|amp|allreduce [--flag value]...\n"
                         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads\n"
                         "  train      tokens/s, achieved GFLOP/s and MFU against the sgemm peak measured in the same run\n"
                         "  recompute  peak activation bytes and step time per recomputation granularity / K\n"
                         "  largebatch base batch vs 8x batch with linear-scaled AdamW, LARS and LAMB (--steps: base "
                         "iterations)\n"
                         "  amp        fraction of gradients that underflow in fp16 with and without loss scaling "
-                        "(--steps: FP32 training steps before the second measurement)";
+                        "(--steps: FP32 training steps before the second measurement)\n"
+                        "  allreduce  nccl-tests table of ring, tree, naive and mpi allreduce (run under mpirun)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;
@@ -382,6 +503,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "largebatch") == 0)
         return cmd_largebatch(threads, dt_args_given(args, n_args, "--steps") ? steps : 1600,
                               dt_args_given(args, n_args, "--micro-batch-size") ? B : 64);
-    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train, recompute, largebatch or amp)\n", cmd);
+    if (strcmp(cmd, "allreduce") == 0) return cmd_allreduce(ar_chunk, ar_min, ar_max, ar_iters);
+    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train, recompute, largebatch, amp or allreduce)\n",
+            cmd);
     return 2;
 }

@@ -12,6 +12,9 @@
  * (recursive halving-doubling); naive (reduce to rank 0, broadcast); and
  * "mpi", the library's own MPI_Allreduce, for comparison.
  *
+ * Tags: user point-to-point messages use tags 0..32703; 32704..32767 are
+ * reserved for the collectives.
+ *
  * Invariants: collectives are called by every rank of the communicator in
  * the same order with the same count; any count works (0, fewer elements
  * than ranks, not divisible by the number of ranks); results are identical

@@ -15,6 +15,7 @@
 
 #include "dt_data.h"
 #include "dt_blobs.h"
+#include "dt_comm.h"
 #include "dt_gpt.h"
 #include "dt_loss_scaler.h"
 #include "dt_mlp.h"
@@ -64,7 +65,13 @@ typedef struct dt_train_config {
     uint64_t seed;
     int threads;             /* <= 0: backend default */
     const char *device;      /* "cpu" */
-    int eval_iters;          /* validation batches per evaluation */
+    int eval_iters;          /* global batches of the validation split per evaluation */
+    /* Data parallelism: every rank of comm trains on its share of each
+     * global batch and the gradients are summed with `allreduce`. NULL: one
+     * process. The trainer does not own comm. */
+    dt_comm *comm;
+    dt_allreduce_algo allreduce;
+    size_t allreduce_chunk_bytes; /* ring chunking (0: none) */
     const char *trace_path;  /* NULL: no trace */
     /* Used by drivers (dtrain), not by the trainer; recorded in the config
      * JSON so a summary says how the run was logged and evaluated. */
@@ -124,6 +131,8 @@ DT_API dt_status dt_trainer_finish(dt_trainer *tr);
 DT_API dt_gpt *dt_trainer_model(dt_trainer *tr);
 /* The learning-rate schedule in effect (after lr_scaling). */
 DT_API const dt_lr_schedule *dt_trainer_lr_schedule(const dt_trainer *tr);
+/* Peak activation bytes of the model (GPT or mlp-bn). */
+DT_API size_t dt_trainer_peak_activation_bytes(const dt_trainer *tr);
 /* The trainer's copy of the configuration: model.vocab_size filled from the
  * data and threads from the backend. */
 DT_API const dt_train_config *dt_trainer_config(const dt_trainer *tr);

@@ -27,6 +27,7 @@
 
 #include "dt_backend.h"
 #include "dt_internal.h"
+#include "dt_rng.h"
 #include "dt_time.h"
 #include "dt_trace.h"
 
@@ -45,7 +46,8 @@ struct dt_trainer {
     int opt_ready;
     size_t num_params;
 
-    int B, T, n_micro;     /* micro-batch size, sequence length, micro-batches per step */
+    int B, T, n_micro;     /* micro-batch size, sequence length, micro-batches per step on this rank */
+    int dp_rank, dp_size;  /* data parallelism (1 rank without a communicator) */
     int32_t *tokens;       /* (B,T) host */
     int32_t *targets;      /* (B,T) host */
     int32_t *example;      /* (B,T) host: example id per counted target */
@@ -113,6 +115,8 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->log_interval = 100;
     cfg->eval_interval = 500;
     cfg->model_kind = DT_MODEL_GPT;
+    cfg->allreduce = DT_ALLREDUCE_RING;
+    cfg->allreduce_chunk_bytes = 1 << 20; /* dtbench allreduce: best overall on 2 ranks, 2.4x unchunked at 64 MiB */
     cfg->precision = DT_F32;
     dt_loss_scaler_config_default(&cfg->loss_scaler);
     cfg->use_loss_scaling = 0;
@@ -203,9 +207,15 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d: expected an integer >= 1", cfg->micro_batch_size);
     if (cfg->global_batch_size < 1)
         return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d: expected an integer >= 1", cfg->global_batch_size);
-    if (cfg->global_batch_size % cfg->micro_batch_size != 0)
-        return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
-                       cfg->global_batch_size, cfg->micro_batch_size);
+    const int dp = cfg->comm ? cfg->comm->size : 1;
+    if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
+        if (dp == 1)
+            return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
+                           cfg->global_batch_size, cfg->micro_batch_size);
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--global-batch-size %d is not a multiple of --micro-batch-size %d x %d data-parallel ranks",
+                       cfg->global_batch_size, cfg->micro_batch_size, dp);
+    }
     if (cfg->model_kind == DT_MODEL_GPT && (int64_t)cfg->micro_batch_size * cfg->seq_length > (int64_t)1 << 30)
         return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch",
                        cfg->micro_batch_size, cfg->seq_length);
@@ -355,6 +365,9 @@ static json_t *dt__config_object(const dt_train_config *cfg)
         dt__jset(o, "blobs_separation", json_real(dt__float_json(cfg->blobs.separation)), &bad);
     }
     dt__jset(o, "precision", json_string(dt_dtype_name(cfg->precision)), &bad);
+    dt__jset(o, "data_parallel_size", json_integer(cfg->comm ? cfg->comm->size : 1), &bad);
+    dt__jset(o, "allreduce", json_string(dt_allreduce_algo_name(cfg->allreduce)), &bad);
+    dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
     if (cfg->use_loss_scaling) {
         dt__jset(o, "loss_scale", json_real(cfg->loss_scaler.static_scale), &bad);
         dt__jset(o, "initial_loss_scale", json_real(cfg->loss_scaler.initial_scale), &bad);
@@ -441,7 +454,7 @@ static void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64
     if (!tr->trace || tr->trace_status != DT_OK) return;
     dt_trace_event e;
     const char *name = pass == 'B' ? "backward" : pass == 'R' ? "recompute" : "forward";
-    dt_trace_event_init(&e, DT_TRACE_COMPLETE, name, "compute", 0, DT_LANE_COMPUTE, t0_ns - tr->t_start_ns,
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, name, "compute", tr->dp_rank, DT_LANE_COMPUTE, t0_ns - tr->t_start_ns,
                         t1_ns - t0_ns);
     e.iter = tr->iter;
     e.micro_batch = tr->cur_micro;
@@ -456,14 +469,19 @@ static dt_status dt__trace_metadata(dt_trainer *tr)
         int tid;
         const char *label;
     } meta[] = {
-        {"process_name", 0, "dtrain rank 0"},
+        {"process_name", 0, NULL},
         {"thread_name", DT_LANE_COMPUTE, "compute"},
+        {"thread_name", DT_LANE_COMM, "comm"},
         {"thread_name", DT_LANE_OPTIM, "optimizer"},
     };
     for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
+        if (meta[i].tid == DT_LANE_COMM && tr->dp_size == 1) continue;
         dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_METADATA, meta[i].what, "meta", 0, meta[i].tid, 0, 0);
-        snprintf(e.label, sizeof e.label, "%s", meta[i].label);
+        dt_trace_event_init(&e, DT_TRACE_METADATA, meta[i].what, "meta", tr->dp_rank, meta[i].tid, 0, 0);
+        if (meta[i].label)
+            snprintf(e.label, sizeof e.label, "%s", meta[i].label);
+        else
+            snprintf(e.label, sizeof e.label, "dtrain rank %d", tr->dp_rank);
         DT_CHECK(dt__trace_write(tr, &e));
     }
     return DT_OK;
@@ -472,7 +490,7 @@ static dt_status dt__trace_metadata(dt_trainer *tr)
 static dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts, double value)
 {
     dt_trace_event e;
-    dt_trace_event_init(&e, DT_TRACE_COUNTER, name, "counter", 0, DT_LANE_COMPUTE, ts, 0);
+    dt_trace_event_init(&e, DT_TRACE_COUNTER, name, "counter", tr->dp_rank, DT_LANE_COMPUTE, ts, 0);
     e.value = value; /* no other args: Perfetto plots each counter arg as a series */
     return dt__trace_write(tr, &e);
 }
@@ -497,7 +515,9 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 
     tr->B = cfg->micro_batch_size;
     tr->T = cfg->seq_length;
-    tr->n_micro = cfg->global_batch_size / cfg->micro_batch_size;
+    tr->dp_rank = cfg->comm ? cfg->comm->rank : 0;
+    tr->dp_size = cfg->comm ? cfg->comm->size : 1;
+    tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
 
     DT_CHECK_GOTO(dt_backend_create(tr->cfg.device, cfg->threads, &tr->be), st, fail);
     tr->cfg.threads = tr->be->threads;
@@ -555,6 +575,20 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         if (!cj) {
             st = DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory serialising the configuration");
             goto fail;
+        }
+        if (tr->dp_size > 1) { /* one file per rank: run.json -> run.rank1.json */
+            size_t len = strlen(tr->trace_path);
+            char *per = malloc(len + 32);
+            if (!per) {
+                free(cj);
+                st = DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory");
+                goto fail;
+            }
+            int dot = len > 5 && strcmp(tr->trace_path + len - 5, ".json") == 0 ? (int)len - 5 : (int)len;
+            snprintf(per, len + 32, "%.*s.rank%d%s", dot, tr->trace_path, tr->dp_rank, tr->trace_path + dot);
+            free(tr->trace_path);
+            tr->trace_path = per;
+            tr->cfg.trace_path = per;
         }
         st = dt_trace_writer_open(tr->cfg.trace_path, "dtrain", cj, &tr->trace);
         free(cj);
@@ -619,6 +653,48 @@ static dt_status dt__trace_check(dt_trainer *tr)
     return DT_FAIL(tr->trace_status, "--trace %s: writing the trace failed", tr->cfg.trace_path);
 }
 
+/* The batch index of micro-batch j (0 .. n_micro * dp_size - 1) of the
+ * current step: the global batch is n_micro * dp_size micro-batches, rank r
+ * takes j = r * n_micro .. r * n_micro + n_micro - 1, so n ranks with
+ * micro-batch b see exactly the rows of one rank with n * b. */
+static uint64_t dt__micro_index(const dt_trainer *tr, int j)
+{
+    return (uint64_t)tr->iter * (uint64_t)(tr->n_micro * tr->dp_size) + (uint64_t)j;
+}
+
+/* Trace hook for the steps of the gradient allreduce (comm lane). */
+static void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns,
+                          int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace || tr->trace_status != DT_OK) return;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, phase, "comm", tr->dp_rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
+    e.iter = tr->iter;
+    e.bytes = (int64_t)bytes;
+    if (dt_trace_event_add_arg(&e, "step", step) != DT_OK || dt_trace_event_add_arg(&e, "peer", peer) != DT_OK)
+        return;
+    dt__trace_write(tr, &e);
+}
+
+/* Data parallelism: sum the gradients and the step's loss over the ranks.
+ * Every rank weighted its micro-batches by their share of the global
+ * batch's targets, so the sum is the global batch's gradient, identical on
+ * every rank (the collectives give bit-identical results everywhere). */
+static dt_status dt__dp_reduce(dt_trainer *tr, double *loss_sum)
+{
+    const dt_paramset *layout = dt__tr_layout(tr);
+    dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
+                               .hook = tr->trace ? dt__comm_hook : NULL,
+                               .hook_ctx = tr};
+    DT_CHECK(dt_comm_allreduce(tr->cfg.comm, dt__tr_grads(tr), layout->numel, tr->cfg.allreduce, &opts));
+    float l = (float)*loss_sum;
+    DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));
+    *loss_sum = l;
+    return DT_OK;
+}
+
 dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 {
     const int64_t t0 = dt_time_ns();
@@ -635,23 +711,23 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     size_t act_bytes = 0;
     if (tr->mlp) { /* every example counts: each micro-batch weighs 1/N */
         for (int k = 0; k < tr->n_micro; k++) {
-            uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
+            uint64_t index = dt__micro_index(tr, tr->dp_rank * tr->n_micro + k);
             DT_CHECK(dt_blobs_batch(tr->blobs, DT_SPLIT_TRAIN, index, tr->B, tr->x, tr->y));
             float loss = 0.0f;
             DT_CHECK(dt_mlp_forward(tr->mlp, tr->x, tr->y, tr->B, &loss));
             act_bytes = DT_MAX(act_bytes, dt_mlp_activation_bytes(tr->mlp));
-            DT_CHECK(dt_mlp_backward(tr->mlp, 1.0f / (float)tr->n_micro));
-            loss_sum += loss / tr->n_micro;
+            DT_CHECK(dt_mlp_backward(tr->mlp, 1.0f / (float)(tr->n_micro * tr->dp_size)));
+            loss_sum += loss / (tr->n_micro * tr->dp_size);
         }
     }
-    long long n_total = 0;
-    for (int k = 0; !tr->mlp && k < tr->n_micro; k++) {
-        uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
+    long long n_total = 0; /* over the whole global batch, all ranks' micro-batches */
+    for (int k = 0; !tr->mlp && k < tr->n_micro * tr->dp_size; k++) {
+        uint64_t index = dt__micro_index(tr, k);
         DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->tokens, tr->targets, NULL, NULL));
         for (size_t i = 0; i < n_pos; i++) n_total += tr->targets[i] >= 0;
     }
     for (int k = 0; !tr->mlp && k < tr->n_micro; k++) {
-        uint64_t index = (uint64_t)tr->iter * (uint64_t)tr->n_micro + (uint64_t)k;
+        uint64_t index = dt__micro_index(tr, tr->dp_rank * tr->n_micro + k);
         DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->tokens, tr->targets, NULL, NULL));
         long long n_k = 0;
         for (size_t i = 0; i < n_pos; i++) n_k += tr->targets[i] >= 0;
@@ -664,6 +740,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         loss_sum += w * loss;
     }
     DT_CHECK(dt__trace_check(tr));
+    if (tr->dp_size > 1) DT_CHECK(dt__dp_reduce(tr, &loss_sum));
     const float loss = (float)loss_sum;
     if (!isfinite(loss))
         return DT_FAIL(DT_ERR_NUMERIC,
@@ -714,7 +791,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
             dt_trace_event e;
             char name[16 + DT_NAME_MAX];
             snprintf(name, sizeof name, "overflow %s", first_bad >= 0 ? layout->info[first_bad].name : "");
-            dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", 0, DT_LANE_OPTIM, t_opt - tr->t_start_ns, 0);
+            dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", tr->dp_rank, DT_LANE_OPTIM, t_opt - tr->t_start_ns, 0);
             e.iter = tr->iter;
             DT_CHECK(dt_trace_event_add_arg(&e, "loss_scale", S));
             DT_CHECK(dt_trace_event_add_arg(&e, "tensor", first_bad));
@@ -724,7 +801,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     }
     if (tr->trace && !skip) {
         dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "optimizer", "optim", 0, DT_LANE_OPTIM, t_opt - tr->t_start_ns,
+        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "optimizer", "optim", tr->dp_rank, DT_LANE_OPTIM, t_opt - tr->t_start_ns,
                             t1 - t_opt);
         e.iter = tr->iter;
         DT_CHECK(dt_trace_event_add_arg(&e, "grad_norm", norm));
@@ -774,70 +851,82 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 }
 
 /* mlp-bn: evaluation in eval mode (BatchNorm uses its running statistics). */
-static dt_status dt__evaluate_mlp(dt_trainer *tr, double *loss_sum, long long *n_examples, long long *n_correct)
+/* Evaluation covers eval_iters global batches of the validation split,
+ * whatever the micro-batch size and the number of ranks: n_val micro-batches
+ * of B rows, split into one contiguous share per rank, with the sums
+ * (loss over counted targets, targets, examples, correct) added over the
+ * ranks. So a serial run and a data-parallel one evaluate the same rows. */
+typedef struct dt__eval_sums {
+    double loss;      /* sum of per-target (GPT) or per-example (mlp-bn) losses */
+    double counted;   /* targets or examples the loss is summed over */
+    double examples;  /* complete examples (accuracy) */
+    double correct;
+} dt__eval_sums;
+
+static dt_status dt__evaluate_share(dt_trainer *tr, dt__eval_sums *sum)
 {
-    dt_status st = DT_OK;
-    dt_mlp_set_training(tr->mlp, 0);
-    for (int i = 0; i < tr->cfg.eval_iters && st == DT_OK; i++) {
+    const int n_val = tr->cfg.eval_iters * tr->n_micro * tr->dp_size;
+    const int lo = (int)((int64_t)n_val * tr->dp_rank / tr->dp_size);
+    const int hi = (int)((int64_t)n_val * (tr->dp_rank + 1) / tr->dp_size);
+    const int has_acc = tr->mlp ? 1 : dt_data_has_accuracy(tr->data);
+    const size_t n = (size_t)tr->B * tr->T;
+    for (int i = lo; i < hi; i++) {
         float loss = 0.0f;
-        int nc = 0;
-        st = dt_blobs_batch(tr->blobs, DT_SPLIT_VAL, (uint64_t)i, tr->B, tr->x, tr->y);
-        if (st == DT_OK) st = dt_mlp_forward(tr->mlp, tr->x, tr->y, tr->B, &loss);
-        if (st == DT_OK) st = dt_mlp_accuracy(tr->mlp, &nc);
-        *loss_sum += loss;
-        *n_examples += tr->B;
-        *n_correct += nc;
+        if (tr->mlp) {
+            int nc = 0;
+            DT_CHECK(dt_blobs_batch(tr->blobs, DT_SPLIT_VAL, (uint64_t)i, tr->B, tr->x, tr->y));
+            DT_CHECK(dt_mlp_forward(tr->mlp, tr->x, tr->y, tr->B, &loss));
+            DT_CHECK(dt_mlp_accuracy(tr->mlp, &nc));
+            sum->loss += (double)loss * tr->B;
+            sum->counted += tr->B;
+            sum->examples += tr->B;
+            sum->correct += nc;
+            continue;
+        }
+        int n_ex = 0;
+        DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_VAL, (uint64_t)i, tr->B, tr->T, tr->tokens, tr->targets,
+                               tr->example, &n_ex));
+        DT_CHECK(dt_gpt_forward(tr->model, tr->tokens, tr->targets, tr->B, tr->T, &loss));
+        size_t counted = 0;
+        for (size_t k = 0; k < n; k++) counted += tr->targets[k] >= 0;
+        sum->loss += (double)loss * (double)counted;
+        sum->counted += (double)counted;
+        if (has_acc && n_ex > 0) {
+            int nc = 0;
+            DT_CHECK(dt_gpt_position_stats(tr->model, tr->pos_loss, tr->pos_correct));
+            dt_data_count_correct(tr->example, tr->pos_correct, (int)n, n_ex, &nc);
+            sum->examples += n_ex;
+            sum->correct += nc;
+        }
     }
-    dt_mlp_set_training(tr->mlp, 1);
-    return st;
+    if (tr->dp_size > 1) { /* exact for counts below 2^24; the loss sum to float precision */
+        float v[4] = {(float)sum->loss, (float)sum->counted, (float)sum->examples, (float)sum->correct};
+        DT_CHECK(dt_comm_allreduce(tr->cfg.comm, v, 4, DT_ALLREDUCE_RING, NULL));
+        sum->loss = v[0], sum->counted = v[1], sum->examples = v[2], sum->correct = v[3];
+    }
+    return DT_OK;
 }
 
 dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
 {
     const int64_t t0 = dt_time_ns();
-    if (tr->mlp) {
-        double loss_sum = 0.0;
-        long long n_examples = 0, n_correct = 0;
-        DT_CHECK(dt__evaluate_mlp(tr, &loss_sum, &n_examples, &n_correct));
-        out->loss = (float)(loss_sum / tr->cfg.eval_iters);
-        out->n_examples = (int)n_examples;
-        out->accuracy = (double)n_correct / (double)n_examples;
-        goto traced;
-    }
-    const int has_acc = dt_data_has_accuracy(tr->data);
-    const int n = tr->B * tr->T;
-    double loss_sum = 0.0;
-    long long n_examples = 0, n_correct = 0;
-    /* evaluation forwards are not training layers: keep them out of the trace */
+    const int has_acc = tr->mlp ? 1 : dt_data_has_accuracy(tr->data);
+    dt__eval_sums sum = {0, 0, 0, 0};
+    /* evaluation forwards are not training layers: keep them out of the
+     * trace; BatchNorm normalises with its running statistics */
     if (tr->trace) dt__tr_set_hook(tr, 0);
-    dt_status st = DT_OK;
-    for (int i = 0; i < tr->cfg.eval_iters; i++) {
-        int n_ex = 0;
-        DT_CHECK_GOTO(dt_data_batch(tr->data, DT_SPLIT_VAL, (uint64_t)i, tr->B, tr->T, tr->tokens, tr->targets,
-                                    tr->example, &n_ex),
-                      st, done);
-        float loss = 0.0f;
-        DT_CHECK_GOTO(dt_gpt_forward(tr->model, tr->tokens, tr->targets, tr->B, tr->T, &loss), st, done);
-        loss_sum += loss;
-        if (has_acc && n_ex > 0) {
-            int nc = 0;
-            DT_CHECK_GOTO(dt_gpt_position_stats(tr->model, tr->pos_loss, tr->pos_correct), st, done);
-            dt_data_count_correct(tr->example, tr->pos_correct, n, n_ex, &nc);
-            n_examples += n_ex;
-            n_correct += nc;
-        }
-    }
-done:
+    if (tr->mlp) dt_mlp_set_training(tr->mlp, 0);
+    dt_status st = dt__evaluate_share(tr, &sum);
+    if (tr->mlp) dt_mlp_set_training(tr->mlp, 1);
     if (tr->trace) dt__tr_set_hook(tr, 1);
     if (st != DT_OK) return st;
-    out->loss = (float)(loss_sum / tr->cfg.eval_iters);
-    out->n_examples = (int)n_examples;
-    out->accuracy = (has_acc && n_examples > 0) ? (double)n_correct / (double)n_examples : -1.0;
-traced:
+    out->loss = sum.counted > 0 ? (float)(sum.loss / sum.counted) : 0.0f;
+    out->n_examples = (int)sum.examples;
+    out->accuracy = (has_acc && sum.examples > 0) ? sum.correct / sum.examples : -1.0;
     if (tr->trace) {
         const int64_t t1 = dt_time_ns();
         dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "evaluate", "compute", 0, DT_LANE_COMPUTE, t0 - tr->t_start_ns,
+        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "evaluate", "compute", tr->dp_rank, DT_LANE_COMPUTE, t0 - tr->t_start_ns,
                             t1 - t0);
         e.iter = tr->iter;
         DT_CHECK(dt__trace_write(tr, &e));
@@ -848,6 +937,7 @@ traced:
 
 dt_gpt *dt_trainer_model(dt_trainer *tr) { return tr->model; }
 const dt_lr_schedule *dt_trainer_lr_schedule(const dt_trainer *tr) { return &tr->lr; }
+size_t dt_trainer_peak_activation_bytes(const dt_trainer *tr) { return dt__tr_peak_act(tr); }
 const dt_train_config *dt_trainer_config(const dt_trainer *tr) { return &tr->cfg; }
 const dt_dataset *dt_trainer_data(const dt_trainer *tr) { return tr->data; }
 int64_t dt_trainer_iterations(const dt_trainer *tr) { return tr->iter; }
@@ -862,6 +952,26 @@ double dt_trainer_tokens_per_second(const dt_trainer *tr)
 }
 
 double dt_trainer_elapsed_seconds(const dt_trainer *tr) { return (double)(dt_time_ns() - tr->t_start_ns) * 1e-9; }
+
+/* A fingerprint of the weights for comparing runs (serial against data
+ * parallel, ...): sum of w_i * r_i with fixed pseudo-random r_i in [-1, 1),
+ * in double. Any change of the weights changes it to first order. */
+static double dt__param_probe(dt_trainer *tr)
+{
+    const dt_paramset *layout = dt__tr_layout(tr);
+    size_t n = layout->numel;
+    float *w = malloc(n * sizeof *w);
+    if (!w || tr->be->copy(tr->be, w, dt__tr_params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK) {
+        free(w);
+        return NAN;
+    }
+    dt_rng r;
+    dt_rng_seed(&r, 0x9e0be);
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)w[i] * (2.0 * dt_rng_uniform(&r) - 1.0);
+    free(w);
+    return s;
+}
 
 dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
                                    const dt_eval_result *eval)
@@ -879,6 +989,7 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "tokens_per_second", dt__jreal_or_null(dt_trainer_tokens_per_second(tr)), &bad);
         dt__jset(o, "peak_activation_bytes", json_integer((json_int_t)dt__tr_peak_act(tr)), &bad);
         dt__jset(o, "iterations", json_integer(tr->iter), &bad);
+        dt__jset(o, "param_probe", dt__jreal_or_null(dt__param_probe(tr)), &bad);
         const int ls = tr->cfg.use_loss_scaling;
         dt__jset(o, "loss_scale", ls ? json_real(dt_loss_scaler_scale(&tr->scaler)) : json_null(), &bad);
         dt__jset(o, "skipped_steps", json_integer(ls ? tr->scaler.skipped : 0), &bad);

@@ -41,6 +41,8 @@ typedef struct dtrain_opts {
     float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
     float lars_eta, lamb_gamma_l, lamb_gamma_u;
     const char *lr_scaling;
+    const char *allreduce;
+    int64_t allreduce_chunk_bytes;
     int fp16, bf16, loss_scale_window, hysteresis;
     float loss_scale, initial_loss_scale, min_loss_scale;
     float bn_momentum, blobs_separation;
@@ -156,6 +158,11 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          "full: keep only every K-th block's input; selective: drop only the attention probabilities", "off", 0},
         {"--recompute-num-layers", DT_ARG_INT, &o->recompute_num_layers, MIN1, NULL, "K",
          "full recomputation: blocks per checkpointed group", NULL, 0},
+        {"Data parallelism (run under mpirun -np N)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--allreduce", DT_ARG_CHOICE, &o->allreduce, 0, 0, 0, "ring|tree|naive|mpi", NULL,
+         "gradient allreduce: our ring, recursive halving-doubling, reduce+broadcast, or MPI_Allreduce", NULL, 0},
+        {"--allreduce-chunk-bytes", DT_ARG_INT64, &o->allreduce_chunk_bytes, MIN0, NULL, "N",
+         "ring allreduce: pipeline each segment in chunks of this many bytes (0: whole segments)", NULL, 0},
         {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
         {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu", NULL, "compute backend", NULL, 0},
         {"--threads", DT_ARG_INT, &o->threads, IN(0, 1024), NULL, "N",
@@ -218,6 +225,8 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->lamb_gamma_u = sgd.lamb_gamma_u;
     o->clip_grad = d->clip_grad;
     o->lr_scaling = "none";
+    o->allreduce = dt_allreduce_algo_name(d->allreduce);
+    o->allreduce_chunk_bytes = (int64_t)d->allreduce_chunk_bytes;
     o->loss_scale = d->loss_scaler.static_scale;
     o->initial_loss_scale = d->loss_scaler.initial_scale;
     o->loss_scale_window = d->loss_scaler.window;
@@ -359,6 +368,11 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         return 2;
     }
     cfg->recompute_num_layers = o->recompute_num_layers;
+    if (dt_allreduce_algo_parse(o->allreduce, &cfg->allreduce) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 2;
+    }
+    cfg->allreduce_chunk_bytes = (size_t)o->allreduce_chunk_bytes;
     if (o->fp16 && o->bf16) {
         fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
         return 2;
@@ -461,7 +475,7 @@ static void dtrain_print_setup(const dt_trainer *tr)
             printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
                    c->seq_length);
     }
-    int n_micro = c->global_batch_size / c->micro_batch_size;
+    int n_micro = c->global_batch_size / (c->micro_batch_size * (c->comm ? c->comm->size : 1)); /* per rank */
     if (c->model_kind == DT_MODEL_MLP_BN) /* progress "tok/s" counts examples here */
         printf("batch: %d examples (%d x %d micro-batch%s), %lld iterations\n", c->global_batch_size, n_micro,
                c->micro_batch_size, n_micro == 1 ? "" : "es", (long long)c->train_iters);
@@ -490,6 +504,10 @@ static void dtrain_print_setup(const dt_trainer *tr)
                dt_lr_scaling_factor(c->lr_scaling, c->global_batch_size, c->base_batch_size), (double)eff->max_lr,
                (double)eff->min_lr);
     }
+    if (c->comm)
+        printf("parallel: %d data-parallel rank%s, gradients summed by %s allreduce%s\n", c->comm->size,
+               c->comm->size == 1 ? "" : "s", dt_allreduce_algo_name(c->allreduce),
+               c->allreduce == DT_ALLREDUCE_RING && c->allreduce_chunk_bytes ? " (chunked)" : "");
     if (c->precision != DT_F32) {
         printf("precision: %s storage, FP32 master weights and accumulation", c->precision == DT_F16 ? "fp16" : "bf16");
         if (c->use_loss_scaling && c->loss_scaler.static_scale > 0)
@@ -520,14 +538,28 @@ static void dtrain_print_eval(dtrain_out *out, int64_t iter, const dt_eval_resul
     fflush(stdout);
 }
 
+/* Launched by mpirun (OpenMPI or a PMI-based launcher)? Only then is MPI
+ * initialised, so a plain ./dtrain never needs an MPI runtime. */
+static int dtrain_launched_by_mpirun(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+static void dtrain_comm_end(dt_comm *comm)
+{
+    if (!comm) return;
+    dt_comm_free(comm);
+    if (dt_comm_finalize() != DT_OK) fprintf(stderr, PROG ": %s\n", dt_last_error());
+}
+
 int main(int argc, char **argv)
 {
     dt_train_config defaults;
     dt_train_config_default(&defaults);
     dtrain_opts o;
     dtrain_opts_default(&o, &defaults);
-    dt_arg args[64];
-    int n_args = dtrain_build_args(&o, args, 64);
+    dt_arg args[128];
+    int n_args = dtrain_build_args(&o, args, 128);
     if (n_args < 0) {
         fprintf(stderr, PROG ": internal error: flag table too large\n");
         return 1;
@@ -562,17 +594,36 @@ int main(int argc, char **argv)
     int rc = dtrain_make_config(&o, args, n_args, &cfg);
     if (rc != 0) return rc;
 
+    /* Under mpirun every rank is a data-parallel worker; rank 0 reports. */
+    dt_comm *comm = NULL;
+    if (dtrain_launched_by_mpirun()) {
+        if (dt_comm_mpi_world(&comm) != DT_OK) {
+            fprintf(stderr, PROG ": %s\n", dt_last_error());
+            return 1;
+        }
+        cfg.comm = comm;
+        /* as Megatron-LM: without --global-batch-size, one micro-batch per rank and step */
+        if (!dt_args_given(args, n_args, "--global-batch-size")) cfg.global_batch_size = cfg.micro_batch_size * comm->size;
+        if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, PROG ": rank %d: cannot silence stdout\n", comm->rank);
+            dtrain_comm_end(comm);
+            return 1;
+        }
+    }
+    const int rank0 = !comm || comm->rank == 0;
+
     dt_trainer *tr = NULL;
     dt_status cst = dt_trainer_create(&cfg, &tr);
     if (cst != DT_OK) {
         /* DT_ERR_INVALID here is still the command line (a --seq-length too
          * short for the task, ...); files and memory are run-time failures */
-        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        if (rank0) fprintf(stderr, PROG ": %s\n", dt_last_error());
+        dtrain_comm_end(comm);
         return cst == DT_ERR_INVALID ? 2 : 1;
     }
     dtrain_print_setup(tr);
 
-    dtrain_out out = {.live = isatty(STDERR_FILENO), .line_shown = 0, .last_draw_ns = 0};
+    dtrain_out out = {.live = rank0 && isatty(STDERR_FILENO), .line_shown = 0, .last_draw_ns = 0};
     dt_train_stats st = {0};
     dt_eval_result ev = {0};
     int have_step = 0;
@@ -644,7 +695,7 @@ int main(int argc, char **argv)
         goto done;
     }
     dtrain_print_eval(&out, dt_trainer_iterations(tr), &ev);
-    if (o.summary) {
+    if (o.summary && rank0) {
         if (dt_trainer_write_summary(tr, o.summary, have_step ? &st : NULL, &ev) != DT_OK) {
             fprintf(stderr, PROG ": %s\n", dt_last_error());
             status = 1;
@@ -660,7 +711,7 @@ int main(int argc, char **argv)
     if (o.trace) printf("trace: %s\n", o.trace);
     printf("done: %lld iterations in %.1f s (%.1f s training), peak activation memory %.2f MiB\n",
            (long long)dt_trainer_iterations(tr), dt_trainer_elapsed_seconds(tr), train_seconds,
-           (double)dt_gpt_peak_activation_bytes(dt_trainer_model(tr)) / (1024.0 * 1024.0));
+           (double)dt_trainer_peak_activation_bytes(tr) / (1024.0 * 1024.0));
     if (ev.accuracy >= 0)
         printf("final: val_loss %.4f accuracy %.2f%% (%d examples) tokens/s %.0f\n", (double)ev.loss,
                100.0 * ev.accuracy, ev.n_examples, dt_trainer_tokens_per_second(tr));
@@ -671,5 +722,6 @@ int main(int argc, char **argv)
 
 done:
     dt_trainer_free(tr);
+    dtrain_comm_end(comm);
     return status;
 }

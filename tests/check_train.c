@@ -228,7 +228,7 @@ START_TEST(test_mlp_bn_trains)
     for (int i = 0; i < 300; i++) ck_dt(dt_trainer_step(tr, NULL));
     dt_eval_result ev;
     ck_dt(dt_trainer_evaluate(tr, &ev));
-    ck_assert_int_eq(ev.n_examples, 16 * 16);
+    ck_assert_int_eq(ev.n_examples, 16 * 64); /* eval_iters global batches */
     ck_assert_msg(ev.accuracy >= 0.80, "mlp-bn accuracy %.3f after 300 steps", ev.accuracy);
     dt_trainer_free(tr);
     c.data.task = "add";

@@ -54,6 +54,12 @@ check-local:
 endif
 
 # Shell tests of the programs (flags, errors, exit codes).
-TESTS += tests/cli.sh tests/comm.sh
-EXTRA_DIST += tests/cli.sh tests/comm.sh
+TESTS += tests/cli.sh tests/comm.sh tests/dp.sh
+EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh
 TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)'; export DT_BUILDDIR DT_SRCDIR;
+
+# The multi-rank tests oversubscribe the 2 cores with busy-polling MPI ranks:
+# run them after the heavy single-process suites (make -j2 check would
+# otherwise run them side by side and slow both to a crawl), one at a time.
+tests/comm.log: tests/check_train.log tests/check_gpt.log
+tests/dp.log: tests/comm.log

@@ -1,0 +1,66 @@
+#!/bin/sh
+# dp.sh: data-parallel training equals serial training. Run by `make check`
+# with DT_BUILDDIR set; skipped (77) when dtrain was built without MPI.
+#
+# For n = 2 and 4 ranks (oversubscribed on 2 cores) and every --allreduce
+# algorithm, `mpirun -np n dtrain` with micro-batch 2 and global batch 8
+# must end with the same training loss, validation loss and weights
+# fingerprint (summary key param_probe) as one process with one batch of 8.
+# Tolerance: relative 1e-4. The runs add the same per-row gradient
+# contributions in a different order (the allreduce sums partial sums), so
+# they differ by float32 rounding (~1e-6 relative per step), which AdamW's
+# normalisation can amplify for tiny gradients over the 4 steps; a wrong
+# data split or weighting changes these numbers at 1e-2 and above.
+
+set -u
+LC_ALL=C
+export LC_ALL
+BUILDDIR=${DT_BUILDDIR:-.}
+DTRAIN=$BUILDDIR/dtrain
+[ -x "$DTRAIN" ] || { echo "dp.sh: $DTRAIN not found (set DT_BUILDDIR)" >&2; exit 99; }
+if ! "$BUILDDIR/tests/check_comm" --have-mpi 2>/dev/null | grep -q yes; then
+    echo "dp.sh: this build has no MPI: skipped"
+    exit 77
+fi
+command -v mpirun >/dev/null 2>&1 || { echo "dp.sh: MPI is built in but mpirun is missing" >&2; exit 99; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-dp.XXXXXX") || exit 99
+trap 'rm -rf "$TMP"' EXIT HUP INT TERM
+. "${DT_SRCDIR:-.}/tests/mpi-env.sh"
+
+COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-iters 1 --eval-iters 2 \
+--eval-interval 0 --log-interval 4 --threads 1"
+failures=0
+
+# key FILE NAME: the number after "NAME": in a summary
+key() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
+
+# close A B: |A - B| <= 1e-4 * max(|A|, |B|, 1e-3)
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); n = (b < 0 ? -b : b);
+    if (n > m) m = n; if (m < 1e-3) m = 1e-3; exit !(d <= 1e-4 * m) }'; }
+
+if ! timeout 120 "$DTRAIN" $COMMON --micro-batch-size 8 --global-batch-size 8 --summary "$TMP/serial.json" \
+        >"$TMP/serial.out" 2>&1; then
+    echo "FAIL: serial run:" >&2; cat "$TMP/serial.out" >&2; exit 1
+fi
+for n in 2 4; do
+    for algo in ring tree naive mpi; do
+        out=$TMP/dp$n-$algo
+        if ! timeout 180 mpirun --oversubscribe --allow-run-as-root -np $n "$DTRAIN" $COMMON --micro-batch-size 2 \
+                --global-batch-size 8 --allreduce $algo --allreduce-chunk-bytes 4096 --summary "$out.json" \
+                >"$out.out" 2>&1; then
+            echo "FAIL: -np $n --allreduce $algo exited non-zero:" >&2; tail -n 20 "$out.out" >&2
+            failures=$((failures + 1)); continue
+        fi
+        for k in train_loss val_loss param_probe; do
+            a=$(key "$TMP/serial.json" $k); b=$(key "$out.json" $k)
+            if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b"; then
+                echo "FAIL: -np $n --allreduce $algo: $k $b, serial $a" >&2
+                failures=$((failures + 1))
+            fi
+        done
+        echo "ok: -np $n --allreduce $algo matches the serial run"
+    done
+done
+[ "$failures" -eq 0 ] || { echo "dp.sh: $failures failure(s)" >&2; exit 1; }
+echo "dp.sh: all data-parallel runs match the serial run"
