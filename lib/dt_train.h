@@ -72,6 +72,7 @@ typedef struct dt_train_config {
     dt_comm *comm;
     dt_allreduce_algo allreduce;
     size_t allreduce_chunk_bytes; /* ring chunking (0: none) */
+    size_t bucket_bytes;     /* gradient buckets, launched during the last backward (0: one, after it) */
     const char *trace_path;  /* NULL: no trace */
     /* Used by drivers (dtrain), not by the trainer; recorded in the config
      * JSON so a summary says how the run was logged and evaluated. */

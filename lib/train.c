@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,22 @@ struct dt_trainer {
     dt_status trace_status; /* first error while writing from the layer hook */
     int cur_micro;          /* micro-batch being computed (hook args) */
     dt_lr_schedule lr;      /* cfg.lr after lr_scaling */
+
+    /* Gradient buckets (data parallelism): contiguous ranges of the flat
+     * gradient buffer, in backward order; a comm thread allreduces each as
+     * soon as the last micro-batch's backward has finished its layers, so
+     * communication overlaps the rest of the backward. */
+    int n_buckets;
+    size_t *bucket_off, *bucket_len; /* (n_buckets) in floats */
+    int *bucket_low;        /* (n_buckets) lowest layer of the bucket: ready after its backward */
+    int *queue;             /* (n_buckets) launched buckets, in order */
+    int q_head, q_tail, n_done, stop, overlap_active;
+    dt_status comm_status;
+    char comm_err[512];     /* the comm thread's message (dt_last_error is per thread) */
+    pthread_t comm_thread;
+    int comm_thread_on;
+    pthread_mutex_t mu;     /* the queue, and trace writes from both threads */
+    pthread_cond_t cv;
     dt_loss_scaler scaler;  /* when cfg.use_loss_scaling */
 };
 
@@ -117,6 +134,7 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->model_kind = DT_MODEL_GPT;
     cfg->allreduce = DT_ALLREDUCE_RING;
     cfg->allreduce_chunk_bytes = 1 << 20; /* dtbench allreduce: best overall on 2 ranks, 2.4x unchunked at 64 MiB */
+    cfg->bucket_bytes = 25u << 20;        /* 25 MiB, as PyTorch DDP's bucket_cap_mb */
     cfg->precision = DT_F32;
     dt_loss_scaler_config_default(&cfg->loss_scaler);
     cfg->use_loss_scaling = 0;
@@ -368,6 +386,7 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "data_parallel_size", json_integer(cfg->comm ? cfg->comm->size : 1), &bad);
     dt__jset(o, "allreduce", json_string(dt_allreduce_algo_name(cfg->allreduce)), &bad);
     dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
+    dt__jset(o, "bucket_bytes", json_integer((json_int_t)cfg->bucket_bytes), &bad);
     if (cfg->use_loss_scaling) {
         dt__jset(o, "loss_scale", json_real(cfg->loss_scaler.static_scale), &bad);
         dt__jset(o, "initial_loss_scale", json_real(cfg->loss_scaler.initial_scale), &bad);
@@ -411,6 +430,10 @@ char *dt_train_config_json(const dt_train_config *cfg)
 /* ---- trainer ------------------------------------------------------------- */
 
 static void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
+static void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns,
+                          int64_t t1_ns);
+static dt_status dt__buckets_init(dt_trainer *tr);
+static void dt__buckets_free(dt_trainer *tr);
 
 /* The model-specific pieces the step needs, for either model kind. */
 static const dt_paramset *dt__tr_layout(const dt_trainer *tr)
@@ -443,14 +466,35 @@ static dt_status dt__strdup(const char *s, char **out)
 
 static dt_status dt__trace_write(dt_trainer *tr, const dt_trace_event *e)
 {
+    if (tr->comm_thread_on) pthread_mutex_lock(&tr->mu);
     dt_status st = dt_trace_write(tr->trace, e);
     if (st != DT_OK && tr->trace_status == DT_OK) tr->trace_status = st;
+    if (tr->comm_thread_on) pthread_mutex_unlock(&tr->mu);
     return st;
+}
+
+static void dt__launch_bucket(dt_trainer *tr, int b)
+{
+    if (tr->trace && tr->trace_status == DT_OK) { /* the hand-over, on the comm lane */
+        dt_trace_event e;
+        dt_trace_event_init(&e, DT_TRACE_INSTANT, "bucket launch", "comm", tr->dp_rank, DT_LANE_COMM,
+                            dt_time_ns() - tr->t_start_ns, 0);
+        e.iter = tr->iter;
+        e.bytes = (int64_t)(tr->bucket_len[b] * sizeof(float));
+        if (dt_trace_event_add_arg(&e, "bucket", b) == DT_OK) dt__trace_write(tr, &e);
+    }
+    pthread_mutex_lock(&tr->mu);
+    tr->queue[tr->q_tail++] = b;
+    pthread_cond_broadcast(&tr->cv);
+    pthread_mutex_unlock(&tr->mu);
 }
 
 static void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns)
 {
     dt_trainer *tr = ctx;
+    if (tr->overlap_active && pass == 'B')
+        for (int b = 0; b < tr->n_buckets; b++)
+            if (tr->bucket_low[b] == layer) dt__launch_bucket(tr, b);
     if (!tr->trace || tr->trace_status != DT_OK) return;
     dt_trace_event e;
     const char *name = pass == 'B' ? "backward" : pass == 'R' ? "recompute" : "forward";
@@ -596,6 +640,10 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt__trace_metadata(tr), st, fail);
         dt__tr_set_hook(tr, 1);
     }
+    if (tr->dp_size > 1 && tr->model) {
+        DT_CHECK_GOTO(dt__buckets_init(tr), st, fail);
+        dt__tr_set_hook(tr, 1);
+    }
     tr->t_start_ns = dt_time_ns();
     *out = tr;
     return DT_OK;
@@ -626,6 +674,7 @@ void dt_trainer_free(dt_trainer *tr)
         dt__tr_set_hook(tr, 0);
         dt_trace_writer_close(tr->trace);
     }
+    dt__buckets_free(tr);
     if (tr->opt_ready) dt_optim_free(&tr->opt);
     dt_gpt_free(tr->model);
     dt_data_close(tr->data);
@@ -651,6 +700,88 @@ static dt_status dt__trace_check(dt_trainer *tr)
 {
     if (tr->trace_status == DT_OK) return DT_OK;
     return DT_FAIL(tr->trace_status, "--trace %s: writing the trace failed", tr->cfg.trace_path);
+}
+
+static void *dt__comm_main(void *arg)
+{
+    dt_trainer *tr = arg;
+    const dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
+                                     .hook = tr->trace ? dt__comm_hook : NULL,
+                                     .hook_ctx = tr};
+    float *g = dt__tr_grads(tr);
+    pthread_mutex_lock(&tr->mu);
+    for (;;) {
+        while (tr->q_head == tr->q_tail && !tr->stop) pthread_cond_wait(&tr->cv, &tr->mu);
+        if (tr->stop) break;
+        int b = tr->queue[tr->q_head++];
+        pthread_mutex_unlock(&tr->mu);
+        dt_status st = dt_comm_allreduce(tr->cfg.comm, g + tr->bucket_off[b], tr->bucket_len[b], tr->cfg.allreduce,
+                                         &opts);
+        pthread_mutex_lock(&tr->mu);
+        if (st != DT_OK && tr->comm_status == DT_OK) {
+            tr->comm_status = st;
+            snprintf(tr->comm_err, sizeof tr->comm_err, "%s", dt_last_error());
+        }
+        tr->n_done++;
+        pthread_cond_broadcast(&tr->cv);
+    }
+    pthread_mutex_unlock(&tr->mu);
+    return NULL;
+}
+
+/* Buckets for the GPT under data parallelism: layers in backward order
+ * (head, blocks L-1..0, embedding), each layer's tensors one contiguous
+ * range of the flat buffer, gathered until a bucket holds bucket_bytes. */
+static dt_status dt__buckets_init(dt_trainer *tr)
+{
+    const dt_paramset *ps = dt__tr_layout(tr);
+    const int L = tr->cfg.model.num_layers, n_layers = L + 2;
+    tr->bucket_off = calloc((size_t)n_layers, sizeof *tr->bucket_off);
+    tr->bucket_len = calloc((size_t)n_layers, sizeof *tr->bucket_len);
+    tr->bucket_low = calloc((size_t)n_layers, sizeof *tr->bucket_low);
+    tr->queue = calloc((size_t)n_layers, sizeof *tr->queue);
+    if (!tr->bucket_off || !tr->bucket_len || !tr->bucket_low || !tr->queue)
+        return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory for gradient buckets");
+    size_t end = ps->numel, acc = 0;
+    tr->n_buckets = 0;
+    for (int layer = L; layer >= -1; layer--) {
+        /* tensors of the layer: embedding 0..1, block l 2+12l..13+12l, head the last 3 */
+        int first = layer == -1 ? 0 : layer == L ? ps->count - 3 : 2 + 12 * layer;
+        size_t lo = ps->info[first].offset;
+        acc += end - lo;
+        end = lo;
+        if (acc * sizeof(float) >= tr->cfg.bucket_bytes || layer == -1) {
+            int b = tr->n_buckets++;
+            tr->bucket_off[b] = lo;
+            tr->bucket_len[b] = acc;
+            tr->bucket_low[b] = layer;
+            acc = 0;
+        }
+    }
+    pthread_mutex_init(&tr->mu, NULL);
+    pthread_cond_init(&tr->cv, NULL);
+    if (pthread_create(&tr->comm_thread, NULL, dt__comm_main, tr) != 0)
+        return DT_FAIL(DT_ERR_BACKEND, "trainer: cannot start the communication thread");
+    tr->comm_thread_on = 1;
+    return DT_OK;
+}
+
+static void dt__buckets_free(dt_trainer *tr)
+{
+    if (tr->comm_thread_on) {
+        pthread_mutex_lock(&tr->mu);
+        tr->stop = 1;
+        pthread_cond_broadcast(&tr->cv);
+        pthread_mutex_unlock(&tr->mu);
+        pthread_join(tr->comm_thread, NULL);
+        tr->comm_thread_on = 0;
+        pthread_mutex_destroy(&tr->mu);
+        pthread_cond_destroy(&tr->cv);
+    }
+    free(tr->bucket_off);
+    free(tr->bucket_len);
+    free(tr->bucket_low);
+    free(tr->queue);
 }
 
 /* The batch index of micro-batch j (0 .. n_micro * dp_size - 1) of the
@@ -684,11 +815,28 @@ static void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size
  * every rank (the collectives give bit-identical results everywhere). */
 static dt_status dt__dp_reduce(dt_trainer *tr, double *loss_sum)
 {
-    const dt_paramset *layout = dt__tr_layout(tr);
-    dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
-                               .hook = tr->trace ? dt__comm_hook : NULL,
-                               .hook_ctx = tr};
-    DT_CHECK(dt_comm_allreduce(tr->cfg.comm, dt__tr_grads(tr), layout->numel, tr->cfg.allreduce, &opts));
+    if (tr->comm_thread_on) {
+        /* launch what the backward did not (all of it without overlap), wait for all */
+        pthread_mutex_lock(&tr->mu);
+        for (int b = 0; b < tr->n_buckets; b++) {
+            int launched = 0;
+            for (int i = 0; i < tr->q_tail; i++) launched |= tr->queue[i] == b;
+            if (!launched) tr->queue[tr->q_tail++] = b;
+        }
+        pthread_cond_broadcast(&tr->cv);
+        while (tr->n_done < tr->n_buckets) pthread_cond_wait(&tr->cv, &tr->mu);
+        dt_status st = tr->comm_status;
+        tr->q_head = tr->q_tail = tr->n_done = 0;
+        tr->comm_status = DT_OK;
+        pthread_mutex_unlock(&tr->mu);
+        if (st != DT_OK) return DT_FAIL(st, "%s", tr->comm_err);
+    } else {
+        const dt_paramset *layout = dt__tr_layout(tr);
+        dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
+                                   .hook = tr->trace ? dt__comm_hook : NULL,
+                                   .hook_ctx = tr};
+        DT_CHECK(dt_comm_allreduce(tr->cfg.comm, dt__tr_grads(tr), layout->numel, tr->cfg.allreduce, &opts));
+    }
     float l = (float)*loss_sum;
     DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));
     *loss_sum = l;
@@ -736,7 +884,13 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         DT_CHECK(dt_gpt_forward(tr->model, tr->tokens, tr->targets, tr->B, tr->T, &loss));
         act_bytes = DT_MAX(act_bytes, dt_gpt_activation_bytes(tr->model));
         const double w = n_total ? (double)n_k / (double)n_total : 0.0;
-        DT_CHECK(dt_gpt_backward(tr->model, (float)(w * S)));
+        /* the last micro-batch's backward completes each layer's gradient:
+         * launch its bucket from the layer hook (FP32 gradients only; under
+         * mixed precision they reach the FP32 buffer at the very end) */
+        tr->overlap_active = tr->comm_thread_on && k == tr->n_micro - 1 && tr->cfg.precision == DT_F32;
+        dt_status bst = dt_gpt_backward(tr->model, (float)(w * S));
+        tr->overlap_active = 0;
+        DT_CHECK(bst);
         loss_sum += w * loss;
     }
     DT_CHECK(dt__trace_check(tr));

@@ -43,6 +43,7 @@ typedef struct dtrain_opts {
     const char *lr_scaling;
     const char *allreduce;
     int64_t allreduce_chunk_bytes;
+    double bucket_mb;
     int fp16, bf16, loss_scale_window, hysteresis;
     float loss_scale, initial_loss_scale, min_loss_scale;
     float bn_momentum, blobs_separation;
@@ -163,6 +164,8 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          "gradient allreduce: our ring, recursive halving-doubling, reduce+broadcast, or MPI_Allreduce", NULL, 0},
         {"--allreduce-chunk-bytes", DT_ARG_INT64, &o->allreduce_chunk_bytes, MIN0, NULL, "N",
          "ring allreduce: pipeline each segment in chunks of this many bytes (0: whole segments)", NULL, 0},
+        {"--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, MIN0, NULL, "MB",
+         "gradient buckets allreduced while the backward goes on (0: one bucket after it)", NULL, 0},
         {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
         {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu", NULL, "compute backend", NULL, 0},
         {"--threads", DT_ARG_INT, &o->threads, IN(0, 1024), NULL, "N",
@@ -227,6 +230,7 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->lr_scaling = "none";
     o->allreduce = dt_allreduce_algo_name(d->allreduce);
     o->allreduce_chunk_bytes = (int64_t)d->allreduce_chunk_bytes;
+    o->bucket_mb = (double)d->bucket_bytes / (1 << 20);
     o->loss_scale = d->loss_scaler.static_scale;
     o->initial_loss_scale = d->loss_scaler.initial_scale;
     o->loss_scale_window = d->loss_scaler.window;
@@ -373,6 +377,7 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         return 2;
     }
     cfg->allreduce_chunk_bytes = (size_t)o->allreduce_chunk_bytes;
+    cfg->bucket_bytes = (size_t)(o->bucket_mb * (1 << 20));
     if (o->fp16 && o->bf16) {
         fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
         return 2;
