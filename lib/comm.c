@@ -49,6 +49,24 @@ void dt_comm_free(dt_comm *c)
     free(c);
 }
 
+dt_status dt_comm_waitany(dt_comm *c, int n, dt_comm_request **reqs, int *index)
+{
+    if (c == NULL || reqs == NULL || index == NULL)
+        return DT_FAIL(DT_ERR_INVALID, "waitany: communicator, requests and index must not be NULL");
+    *index = -1;
+    int live = 0;
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] == NULL) continue;
+        DT_CHECK(dt__comm_check_request(c, "waitany", reqs[i]));
+        live++;
+    }
+    if (live == 0)
+        return DT_FAIL(DT_ERR_INVALID, "waitany on communicator '%s': none of the %d requests is pending (expected at "
+                                       "least one)",
+                       c->ops->name, n);
+    return c->ops->waitany(c, n, reqs, index);
+}
+
 dt_status dt__comm_check_p2p(const dt_comm *c, const char *what, const void *buf, size_t bytes, int peer, int tag,
                              dt_comm_request **req)
 {
@@ -219,6 +237,22 @@ static dt_status dt__self_test(dt_comm *c, dt_comm_request *req, int *done)
     return dt__self_complete(r);
 }
 
+/* With one rank a request completes only when its match was posted: take
+ * the first matched one; none matched would never complete. */
+static dt_status dt__self_waitany(dt_comm *c, int n, dt_comm_request **reqs, int *index)
+{
+    (void)c;
+    for (int i = 0; i < n; i++) {
+        dt__self_req *r = (dt__self_req *)reqs[i];
+        if (r == NULL || !r->matched) continue;
+        reqs[i] = NULL;
+        *index = i;
+        return dt__self_complete(r);
+    }
+    return DT_FAIL(DT_ERR_INVALID, "waitany on communicator 'self': no request is matched, so with one rank none "
+                                   "would ever complete (post the matching isend/irecv first)");
+}
+
 static dt_status dt__self_barrier(dt_comm *c)
 {
     (void)c;
@@ -268,6 +302,7 @@ static const dt_comm_ops dt__self_ops = {
     .irecv = dt__self_irecv,
     .wait = dt__self_wait,
     .test = dt__self_test,
+    .waitany = dt__self_waitany,
     .barrier = dt__self_barrier,
     .split = dt__self_split,
     .allreduce_native = dt__self_allreduce_native,

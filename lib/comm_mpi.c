@@ -287,6 +287,28 @@ failed:
     return st;
 }
 
+static dt_status dt__mpi_waitany(dt_comm *c, int n, dt_comm_request **reqs, int *index)
+{
+    (void)c;
+    MPI_Request stack[16], *mr = n <= 16 ? stack : malloc((size_t)n * sizeof *mr);
+    if (mr == NULL) return DT_FAIL(DT_ERR_NOMEM, "waitany over %d requests: out of memory", n);
+    for (int i = 0; i < n; i++) mr[i] = reqs[i] ? ((dt__mpi_req *)reqs[i])->mreq : MPI_REQUEST_NULL;
+    dt_status st = DT_OK;
+    int k = MPI_UNDEFINED;
+    DT__MPI_CHECK_GOTO(MPI_Waitany(n, mr, &k, MPI_STATUS_IGNORE), st, done, "waitany over %d requests", n);
+    if (k == MPI_UNDEFINED || k < 0 || k >= n) {
+        st = DT_FAIL(DT_ERR_BACKEND, "waitany over %d requests: MPI_Waitany completed none", n);
+        goto done;
+    }
+    dt__mpi_req *r = (dt__mpi_req *)reqs[k];
+    reqs[k] = NULL;
+    *index = k;
+    st = dt__mpi_req_free(r);
+done:
+    if (mr != stack) free(mr);
+    return st;
+}
+
 static dt_status dt__mpi_barrier(dt_comm *c)
 {
     dt__mpi *m = c->impl;
@@ -335,6 +357,7 @@ static const dt_comm_ops dt__mpi_ops = {
     .irecv = dt__mpi_irecv,
     .wait = dt__mpi_wait,
     .test = dt__mpi_test,
+    .waitany = dt__mpi_waitany,
     .barrier = dt__mpi_barrier,
     .split = dt__mpi_split,
     .allreduce_native = dt__mpi_allreduce_native,

@@ -41,6 +41,10 @@ typedef struct dt_comm_ops {
     dt_status (*irecv)(dt_comm *c, void *buf, size_t bytes, int peer, int tag, dt_comm_request **req);
     dt_status (*wait)(dt_comm *c, dt_comm_request *req);
     dt_status (*test)(dt_comm *c, dt_comm_request *req, int *done);
+    /* Block until one of reqs[0..n-1] completes (NULL entries are skipped,
+     * at least one must be non-NULL); *index names it and reqs[*index]
+     * becomes NULL (the request is freed, as by wait). */
+    dt_status (*waitany)(dt_comm *c, int n, dt_comm_request **reqs, int *index);
     dt_status (*barrier)(dt_comm *c);
     /* New communicator of the ranks with the same color, ordered by key
      * (as MPI_Comm_split); color < 0: this rank joins none (*out = NULL). */
@@ -65,6 +69,8 @@ DT_API dt_status dt_comm_mpi_world(dt_comm **out);
  * finalise MPI: call dt_comm_finalize() once at the end of the program. */
 DT_API void dt_comm_free(dt_comm *c);
 DT_API dt_status dt_comm_finalize(void);
+/* c->ops->waitany after checking the arguments (n >= 1, one non-NULL request). */
+DT_API dt_status dt_comm_waitany(dt_comm *c, int n, dt_comm_request **reqs, int *index);
 /* 1 if this build has the MPI backend. */
 DT_API int dt_comm_have_mpi(void);
 

@@ -108,8 +108,8 @@ START_TEST(test_rank_size)
         ck_assert_msg(n == atoi(expect), "rank %d: communicator has %d ranks, DT_COMM_EXPECT_SIZE says %s", r, n,
                       expect);
     const dt_comm_ops *o = c->ops;
-    ck_assert(o->isend && o->irecv && o->wait && o->test && o->barrier && o->split && o->allreduce_native &&
-              o->destroy);
+    ck_assert(o->isend && o->irecv && o->wait && o->test && o->waitany && o->barrier && o->split &&
+              o->allreduce_native && o->destroy);
     /* Ranks are distinct and cover 0..n-1: a one-hot vector sums to all ones. */
     float *v = calloc((size_t)n + 2, sizeof *v);
     ck_assert(v != NULL);
@@ -215,6 +215,41 @@ START_TEST(test_barrier)
     for (int late = 0; late < 4; late++)
         ck_assert_msg(early[late] == 0, "rank %d: %d message(s) sent after the barrier arrived before it entered", r,
                       early[late]);
+    ck_dt(c->ops->barrier(c));
+}
+END_TEST
+
+/* waitany: rank 0 posts a receive from every other rank; rank p sends
+ * after (n - p) * 15 ms, so the highest rank arrives first. Every message
+ * completes exactly once, with its own payload, and waitany clears the
+ * request it completed. */
+START_TEST(test_waitany)
+{
+    dt_comm *c = g_world;
+    int n = c->size, r = c->rank;
+    if (r == 0) {
+        int vals[4] = {0}, seen[4] = {0};
+        dt_comm_request *req[4] = {NULL};
+        for (int p = 1; p < n && p < 4; p++) ck_dt(c->ops->irecv(c, &vals[p], sizeof vals[p], p, 45, &req[p]));
+        for (int left = (n < 4 ? n : 4) - 1; left > 0; left--) {
+            int idx = -1;
+            ck_dt(dt_comm_waitany(c, 4, req, &idx));
+            ck_assert_int_ge(idx, 1);
+            ck_assert_ptr_null(req[idx]);
+            ck_assert_int_eq(vals[idx], 1000 + idx);
+            seen[idx]++;
+        }
+        for (int p = 1; p < n && p < 4; p++) ck_assert_int_eq(seen[p], 1);
+        int idx = 7;
+        ck_assert_int_eq(dt_comm_waitany(c, 4, req, &idx), DT_ERR_INVALID); /* nothing pending */
+        ck_assert_int_eq(idx, -1);
+    } else if (r < 4) {
+        sleep_ms(15 * (n - r));
+        int v = 1000 + r;
+        dt_comm_request *s;
+        ck_dt(c->ops->isend(c, &v, sizeof v, 0, 45, &s));
+        ck_dt(c->ops->wait(c, s));
+    }
     ck_dt(c->ops->barrier(c));
 }
 END_TEST
@@ -527,7 +562,20 @@ START_TEST(test_self_unmatched)
     int done = -1;
     ck_dt(s->ops->test(s, req, &done));
     ck_assert_int_eq(done, 0);
-    /* left pending: freed with the communicator (teardown) */
+    /* waitany: an unmatched request alone fails instead of hanging; once
+     * matched, it is the one completed */
+    dt_comm_request *two[2] = {NULL, req};
+    int idx = 5;
+    ck_assert_int_eq(dt_comm_waitany(s, 2, two, &idx), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "ever complete"), "message: %s", dt_last_error());
+    int y = 42;
+    dt_comm_request *sr;
+    ck_dt(s->ops->isend(s, &y, sizeof y, 0, 8, &sr)); /* matches the pending receive */
+    ck_dt(dt_comm_waitany(s, 2, two, &idx));
+    ck_assert_int_eq(idx, 1);
+    ck_assert_ptr_null(two[1]);
+    ck_assert_int_eq(x, 42);
+    ck_dt(s->ops->wait(s, sr));
 }
 END_TEST
 
@@ -1204,6 +1252,7 @@ static Suite *comm_suite(void)
     tcase_add_test(tc, test_ring_short_message);
     tcase_add_test(tc, test_tags);
     tcase_add_test(tc, test_barrier);
+    tcase_add_test(tc, test_waitany);
     tcase_add_test(tc, test_world_again);
     suite_add_tcase(s, tc);
 
