@@ -36,6 +36,13 @@ DT_API dt_status dt_lr_scaling_parse(const char *s, dt_lr_scaling *out);
 /* The factor applied to the LR for a global batch against a base batch. */
 DT_API double dt_lr_scaling_factor(dt_lr_scaling s, int global_batch, int base_batch);
 
+/* Data parallelism through a parameter server instead of an allreduce
+ * (--allreduce ps-sync / ps-async; docs/parallelism.md). */
+typedef enum dt_ps_mode { DT_PS_NONE = 0, DT_PS_SYNC, DT_PS_ASYNC } dt_ps_mode;
+/* "ps-sync" or "ps-async"; DT_ERR_INVALID for anything else (no message
+ * kept: --allreduce also accepts the collective algorithms). */
+DT_API dt_status dt_ps_mode_parse(const char *s, dt_ps_mode *out);
+
 /* Which model the trainer builds: the GPT on byte data, or the mlp-bn
  * classifier on the blobs task (for BatchNorm with gradient accumulation). */
 typedef enum dt_model_kind { DT_MODEL_GPT = 0, DT_MODEL_MLP_BN } dt_model_kind;
@@ -73,6 +80,14 @@ typedef struct dt_train_config {
     dt_allreduce_algo allreduce;
     size_t allreduce_chunk_bytes; /* ring chunking (0: none) */
     size_t bucket_bytes;     /* gradient buckets, launched during the last backward (0: one, after it) */
+    /* Parameter server (with comm): the last num_ps_servers ranks hold the
+     * parameters and optimizer state in shards, the others are workers. */
+    dt_ps_mode ps_mode;
+    int num_ps_servers;      /* K >= 1 with a ps mode; 0 otherwise */
+    int max_staleness;       /* ps-async: bound on a push's staleness (< 0: none) */
+    /* Testing and teaching: rank slow_rank sleeps slow_ms milliseconds
+     * before each gradient exchange, a straggler (slow_ms 0: off). */
+    int slow_rank, slow_ms;
     const char *trace_path;  /* NULL: no trace */
     /* Used by drivers (dtrain), not by the trainer; recorded in the config
      * JSON so a summary says how the run was logged and evaluated. */
@@ -106,6 +121,9 @@ typedef struct dt_train_stats {
     int scale_at_min;        /* overflow at the minimum scale with no hysteresis left */
     int scale_at_min_first;  /* ... for the first time in this run (say so once) */
     int64_t skipped_steps;   /* skipped so far in the run */
+    /* parameter server (0 otherwise) */
+    int64_t staleness;       /* ps-async: updates the servers applied between this worker's pull and its push */
+    int64_t version;         /* updates the servers have applied so far */
 } dt_train_stats;
 
 typedef struct dt_eval_result {
@@ -122,8 +140,14 @@ DT_API dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 /* Frees everything; an open trace is finished first (errors ignored: call
  * dt_trainer_finish to see them). */
 DT_API void dt_trainer_free(dt_trainer *tr);
-/* One optimizer step (iteration dt_trainer_iterations(tr), 0-based). */
+/* One optimizer step (iteration dt_trainer_iterations(tr), 0-based). With
+ * a parameter server the step's last iteration (train_iters) also pulls the
+ * servers' final weights. */
 DT_API dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out);
+/* 1 on a parameter-server rank: it neither steps nor evaluates, it serves. */
+DT_API int dt_trainer_is_server(const dt_trainer *tr);
+/* On a parameter-server rank: serve the workers until they are all done. */
+DT_API dt_status dt_trainer_serve(dt_trainer *tr);
 /* Mean loss and exact-match accuracy over eval_iters validation batches
  * 0..eval_iters-1 (the same examples at every evaluation). */
 DT_API dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out);
@@ -148,8 +172,10 @@ DT_API double dt_trainer_elapsed_seconds(const dt_trainer *tr);
 /* Write the JSON run summary with stable keys: train_loss (last step's, or
  * null), val_loss and accuracy (null without eval or without examples),
  * val_examples, tokens_per_second, peak_activation_bytes, iterations,
- * num_params, elapsed_seconds, config (dt_train_config_json of the
- * trainer's copy). last and eval may be NULL. */
+ * num_params, elapsed_seconds, parameter_server (null, or mode, workers,
+ * servers, pushes and the staleness mean, max and histogram over every
+ * worker's pushes), config (dt_train_config_json of the trainer's copy).
+ * last and eval may be NULL. */
 DT_API dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
                                           const dt_eval_result *eval);
 

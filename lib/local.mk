@@ -27,6 +27,8 @@ libdtrain_core_la_SOURCES = \
 	lib/trace_write.c \
 	lib/trace_read.c \
 	lib/train.c \
+	lib/update.c \
+	lib/ps.c \
 	lib/half.c \
 	lib/loss_scaler.c \
 	lib/mlp.c \
@@ -75,4 +77,6 @@ noinst_HEADERS += \
 	lib/vmath.h \
 	lib/cpu_backend.h \
 	lib/gpt_layers.h \
-	lib/comm_internal.h
+	lib/comm_internal.h \
+	lib/update.h \
+	lib/ps.h

@@ -31,6 +31,8 @@
 #include "dt_rng.h"
 #include "dt_time.h"
 #include "dt_trace.h"
+#include "ps.h"
+#include "update.h"
 
 struct dt_trainer {
     dt_train_config cfg;   /* copy; strings point to the owned copies below */
@@ -48,7 +50,11 @@ struct dt_trainer {
     size_t num_params;
 
     int B, T, n_micro;     /* micro-batch size, sequence length, micro-batches per step on this rank */
-    int dp_rank, dp_size;  /* data parallelism (1 rank without a communicator) */
+    int dp_rank, dp_size;  /* data parallelism (1 rank without a communicator): the workers */
+    int rank;              /* in cfg.comm (0 without one): trace pid and file */
+    dt_comm *dp_comm;      /* the data-parallel ranks: cfg.comm, or the workers' with a parameter server */
+    dt__ps *ps;            /* parameter server (cfg.ps_mode), else NULL */
+    int ps_broken;         /* an exchange failed: do not say goodbye to the servers */
     int32_t *tokens;       /* (B,T) host */
     int32_t *targets;      /* (B,T) host */
     int32_t *example;      /* (B,T) host: example id per counted target */
@@ -135,6 +141,11 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->allreduce = DT_ALLREDUCE_RING;
     cfg->allreduce_chunk_bytes = 1 << 20; /* dtbench allreduce: best overall on 2 ranks, 2.4x unchunked at 64 MiB */
     cfg->bucket_bytes = 25u << 20;        /* 25 MiB, as PyTorch DDP's bucket_cap_mb */
+    cfg->ps_mode = DT_PS_NONE;
+    cfg->num_ps_servers = 0;
+    cfg->max_staleness = -1;
+    cfg->slow_rank = -1;
+    cfg->slow_ms = 0;
     cfg->precision = DT_F32;
     dt_loss_scaler_config_default(&cfg->loss_scaler);
     cfg->use_loss_scaling = 0;
@@ -157,6 +168,48 @@ double dt_lr_scaling_factor(dt_lr_scaling s, int global_batch, int base_batch)
     if (base_batch <= 0 || s == DT_LR_SCALING_NONE) return 1.0;
     double k = (double)global_batch / (double)base_batch;
     return s == DT_LR_SCALING_LINEAR ? k : sqrt(k);
+}
+
+dt_status dt_ps_mode_parse(const char *s, dt_ps_mode *out)
+{
+    if (s && strcmp(s, "ps-sync") == 0) *out = DT_PS_SYNC;
+    else if (s && strcmp(s, "ps-async") == 0) *out = DT_PS_ASYNC;
+    else return DT_ERR_INVALID;
+    return DT_OK;
+}
+
+/* The parameter-server settings against the world size. */
+static dt_status dt__validate_ps(const dt_train_config *cfg, int world)
+{
+    if (cfg->ps_mode == DT_PS_NONE) {
+        if (cfg->num_ps_servers != 0)
+            return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d needs --allreduce ps-sync or ps-async",
+                           cfg->num_ps_servers);
+        if (cfg->max_staleness >= 0)
+            return DT_FAIL(DT_ERR_INVALID, "--max-staleness %d applies to --allreduce ps-async only", cfg->max_staleness);
+        return DT_OK;
+    }
+    const char *mode = cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async";
+    if (cfg->ps_mode != DT_PS_SYNC && cfg->ps_mode != DT_PS_ASYNC)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce: unknown parameter-server mode %d", (int)cfg->ps_mode);
+    if (world < 2)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce %s needs at least 2 ranks (workers and servers; run it under "
+                                       "mpirun -np N)",
+                       mode);
+    if (cfg->num_ps_servers < 1 || cfg->num_ps_servers >= world)
+        return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d: with %d ranks expected 1..%d (at least one worker)",
+                       cfg->num_ps_servers, world, world - 1);
+    const int workers = world - cfg->num_ps_servers;
+    if (cfg->ps_mode == DT_PS_SYNC && cfg->max_staleness >= 0)
+        return DT_FAIL(DT_ERR_INVALID, "--max-staleness %d applies to --allreduce ps-async only", cfg->max_staleness);
+    if (cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 && cfg->max_staleness < workers - 1)
+        return DT_FAIL(DT_ERR_INVALID, "--max-staleness %d: with %d workers expected at least %d (one round of the "
+                                       "others' pushes)",
+                       cfg->max_staleness, workers, workers - 1);
+    if (cfg->ps_mode == DT_PS_ASYNC && cfg->use_loss_scaling)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce ps-async: loss scaling (--fp16) is not supported; use ps-sync, "
+                                       "or --bf16 without --loss-scale");
+    return DT_OK;
 }
 
 static int dt__is_task(const char *t)
@@ -225,15 +278,20 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d: expected an integer >= 1", cfg->micro_batch_size);
     if (cfg->global_batch_size < 1)
         return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d: expected an integer >= 1", cfg->global_batch_size);
-    const int dp = cfg->comm ? cfg->comm->size : 1;
+    const int world = cfg->comm ? cfg->comm->size : 1;
+    DT_CHECK(dt__validate_ps(cfg, world));
+    const int dp = world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0);
     if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
-        if (dp == 1)
+        if (world == 1)
             return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
                            cfg->global_batch_size, cfg->micro_batch_size);
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--global-batch-size %d is not a multiple of --micro-batch-size %d x %d data-parallel ranks",
-                       cfg->global_batch_size, cfg->micro_batch_size, dp);
+        return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d x %d %s",
+                       cfg->global_batch_size, cfg->micro_batch_size, dp,
+                       cfg->ps_mode != DT_PS_NONE ? "workers" : "data-parallel ranks");
     }
+    if (cfg->slow_ms < 0) return DT_FAIL(DT_ERR_INVALID, "--slow-rank: MS %d: expected >= 0", cfg->slow_ms);
+    if (cfg->slow_ms > 0 && (cfg->slow_rank < 0 || cfg->slow_rank >= world))
+        return DT_FAIL(DT_ERR_INVALID, "--slow-rank %d: expected a rank 0..%d", cfg->slow_rank, world - 1);
     if (cfg->model_kind == DT_MODEL_GPT && (int64_t)cfg->micro_batch_size * cfg->seq_length > (int64_t)1 << 30)
         return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch",
                        cfg->micro_batch_size, cfg->seq_length);
@@ -383,8 +441,16 @@ static json_t *dt__config_object(const dt_train_config *cfg)
         dt__jset(o, "blobs_separation", json_real(dt__float_json(cfg->blobs.separation)), &bad);
     }
     dt__jset(o, "precision", json_string(dt_dtype_name(cfg->precision)), &bad);
-    dt__jset(o, "data_parallel_size", json_integer(cfg->comm ? cfg->comm->size : 1), &bad);
-    dt__jset(o, "allreduce", json_string(dt_allreduce_algo_name(cfg->allreduce)), &bad);
+    const int ps = cfg->ps_mode != DT_PS_NONE;
+    dt__jset(o, "data_parallel_size", json_integer((cfg->comm ? cfg->comm->size : 1) - (ps ? cfg->num_ps_servers : 0)),
+             &bad);
+    dt__jset(o, "allreduce",
+             json_string(ps ? (cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async") : dt_allreduce_algo_name(cfg->allreduce)),
+             &bad);
+    dt__jset(o, "num_ps_servers", json_integer(ps ? cfg->num_ps_servers : 0), &bad);
+    dt__jset(o, "max_staleness", cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness)
+                                                                                          : json_null(),
+             &bad);
     dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
     dt__jset(o, "bucket_bytes", json_integer((json_int_t)cfg->bucket_bytes), &bad);
     if (cfg->use_loss_scaling) {
@@ -477,7 +543,7 @@ static void dt__launch_bucket(dt_trainer *tr, int b)
 {
     if (tr->trace && tr->trace_status == DT_OK) { /* the hand-over, on the comm lane */
         dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_INSTANT, "bucket launch", "comm", tr->dp_rank, DT_LANE_COMM,
+        dt_trace_event_init(&e, DT_TRACE_INSTANT, "bucket launch", "comm", tr->rank, DT_LANE_COMM,
                             dt_time_ns() - tr->t_start_ns, 0);
         e.iter = tr->iter;
         e.bytes = (int64_t)(tr->bucket_len[b] * sizeof(float));
@@ -498,7 +564,7 @@ static void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64
     if (!tr->trace || tr->trace_status != DT_OK) return;
     dt_trace_event e;
     const char *name = pass == 'B' ? "backward" : pass == 'R' ? "recompute" : "forward";
-    dt_trace_event_init(&e, DT_TRACE_COMPLETE, name, "compute", tr->dp_rank, DT_LANE_COMPUTE, t0_ns - tr->t_start_ns,
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, name, "compute", tr->rank, DT_LANE_COMPUTE, t0_ns - tr->t_start_ns,
                         t1_ns - t0_ns);
     e.iter = tr->iter;
     e.micro_batch = tr->cur_micro;
@@ -519,13 +585,16 @@ static dt_status dt__trace_metadata(dt_trainer *tr)
         {"thread_name", DT_LANE_OPTIM, "optimizer"},
     };
     for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
-        if (meta[i].tid == DT_LANE_COMM && tr->dp_size == 1) continue;
+        if (meta[i].tid == DT_LANE_COMM && !(tr->cfg.comm && tr->cfg.comm->size > 1)) continue;
         dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_METADATA, meta[i].what, "meta", tr->dp_rank, meta[i].tid, 0, 0);
+        dt_trace_event_init(&e, DT_TRACE_METADATA, meta[i].what, "meta", tr->rank, meta[i].tid, 0, 0);
         if (meta[i].label)
             snprintf(e.label, sizeof e.label, "%s", meta[i].label);
+        else if (tr->ps)
+            snprintf(e.label, sizeof e.label, "dtrain rank %d (%s %d)", tr->rank,
+                     dt__ps_is_server(tr->ps) ? "parameter server" : "worker", dt__ps_index(tr->ps));
         else
-            snprintf(e.label, sizeof e.label, "dtrain rank %d", tr->dp_rank);
+            snprintf(e.label, sizeof e.label, "dtrain rank %d", tr->rank);
         DT_CHECK(dt__trace_write(tr, &e));
     }
     return DT_OK;
@@ -534,7 +603,7 @@ static dt_status dt__trace_metadata(dt_trainer *tr)
 static dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts, double value)
 {
     dt_trace_event e;
-    dt_trace_event_init(&e, DT_TRACE_COUNTER, name, "counter", tr->dp_rank, DT_LANE_COMPUTE, ts, 0);
+    dt_trace_event_init(&e, DT_TRACE_COUNTER, name, "counter", tr->rank, DT_LANE_COMPUTE, ts, 0);
     e.value = value; /* no other args: Perfetto plots each counter arg as a series */
     return dt__trace_write(tr, &e);
 }
@@ -559,8 +628,14 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 
     tr->B = cfg->micro_batch_size;
     tr->T = cfg->seq_length;
-    tr->dp_rank = cfg->comm ? cfg->comm->rank : 0;
+    tr->rank = cfg->comm ? cfg->comm->rank : 0;
+    tr->dp_rank = tr->rank;
     tr->dp_size = cfg->comm ? cfg->comm->size : 1;
+    tr->dp_comm = cfg->comm;
+    if (cfg->ps_mode != DT_PS_NONE) { /* workers 0..W-1, then the servers */
+        tr->dp_size -= cfg->num_ps_servers;
+        if (tr->dp_rank >= tr->dp_size) tr->dp_rank = 0; /* a server: its batch buffers are never used */
+    }
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
 
     DT_CHECK_GOTO(dt_backend_create(tr->cfg.device, cfg->threads, &tr->be), st, fail);
@@ -599,8 +674,19 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
     }
     if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
-    DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt__tr_layout(tr)), st, fail);
-    tr->opt_ready = 1;
+    if (cfg->ps_mode != DT_PS_NONE) {
+        /* the optimizer state lives on the servers, in shards */
+        const dt__ps_setup ps = {.world = cfg->comm,
+                                 .async = cfg->ps_mode == DT_PS_ASYNC,
+                                 .num_servers = cfg->num_ps_servers,
+                                 .max_staleness = cfg->max_staleness,
+                                 .layout = dt__tr_layout(tr)};
+        DT_CHECK_GOTO(dt__ps_create(&ps, &tr->ps), st, fail);
+        tr->dp_comm = dt__ps_workers(tr->ps);
+    } else {
+        DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt__tr_layout(tr)), st, fail);
+        tr->opt_ready = 1;
+    }
     DT_CHECK_GOTO(dt__tr_zero_grad(tr), st, fail);
 
     size_t n = (size_t)tr->B * (size_t)tr->T;
@@ -620,7 +706,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
             st = DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory serialising the configuration");
             goto fail;
         }
-        if (tr->dp_size > 1) { /* one file per rank: run.json -> run.rank1.json */
+        if (cfg->comm && cfg->comm->size > 1) { /* one file per rank: run.json -> run.rank1.json */
             size_t len = strlen(tr->trace_path);
             char *per = malloc(len + 32);
             if (!per) {
@@ -629,7 +715,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
                 goto fail;
             }
             int dot = len > 5 && strcmp(tr->trace_path + len - 5, ".json") == 0 ? (int)len - 5 : (int)len;
-            snprintf(per, len + 32, "%.*s.rank%d%s", dot, tr->trace_path, tr->dp_rank, tr->trace_path + dot);
+            snprintf(per, len + 32, "%.*s.rank%d%s", dot, tr->trace_path, tr->rank, tr->trace_path + dot);
             free(tr->trace_path);
             tr->trace_path = per;
             tr->cfg.trace_path = per;
@@ -640,10 +726,12 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt__trace_metadata(tr), st, fail);
         dt__tr_set_hook(tr, 1);
     }
-    if (tr->dp_size > 1 && tr->model) {
+    if (tr->dp_size > 1 && tr->model && !tr->ps) {
         DT_CHECK_GOTO(dt__buckets_init(tr), st, fail);
         dt__tr_set_hook(tr, 1);
     }
+    /* workers start from the servers' weights (they answer in dt_trainer_serve) */
+    if (tr->ps && !dt__ps_is_server(tr->ps)) DT_CHECK_GOTO(dt__ps_pull_initial(tr->ps, dt__tr_params(tr)), st, fail);
     tr->t_start_ns = dt_time_ns();
     *out = tr;
     return DT_OK;
@@ -675,6 +763,11 @@ void dt_trainer_free(dt_trainer *tr)
         dt_trace_writer_close(tr->trace);
     }
     dt__buckets_free(tr);
+    if (tr->ps && !tr->ps_broken && !dt__ps_is_server(tr->ps) && !dt__ps_finished(tr->ps)) {
+        /* stopped before train_iters: let the servers end (errors only go to dt_last_error) */
+        (void)dt__ps_finish(tr->ps, dt__tr_params(tr));
+    }
+    dt__ps_free(tr->ps);
     if (tr->opt_ready) dt_optim_free(&tr->opt);
     dt_gpt_free(tr->model);
     dt_data_close(tr->data);
@@ -800,7 +893,7 @@ static void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size
     dt_trainer *tr = ctx;
     if (!tr->trace || tr->trace_status != DT_OK) return;
     dt_trace_event e;
-    dt_trace_event_init(&e, DT_TRACE_COMPLETE, phase, "comm", tr->dp_rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, phase, "comm", tr->rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
                         t1_ns - t0_ns);
     e.iter = tr->iter;
     e.bytes = (int64_t)bytes;
@@ -843,8 +936,72 @@ static dt_status dt__dp_reduce(dt_trainer *tr, double *loss_sum)
     return DT_OK;
 }
 
+static dt_status dt__loss_check(const dt_trainer *tr, double loss)
+{
+    if (isfinite((float)loss)) return DT_OK;
+    return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: training loss is %g (diverged; try a lower --lr or --clip-grad)",
+                   (long long)tr->iter + 1, loss);
+}
+
+/* --slow-rank: this rank sleeps before its gradient exchange (a straggler). */
+static void dt__straggle(const dt_trainer *tr)
+{
+    if (tr->cfg.slow_ms <= 0 || tr->rank != tr->cfg.slow_rank) return;
+    struct timespec ts = {.tv_sec = tr->cfg.slow_ms / 1000, .tv_nsec = (long)(tr->cfg.slow_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* A worker's exchange with the parameter servers: push this step's
+ * gradients (ps-async: with their norm, for clipping), pull the new
+ * weights; the servers' answer stands in for the local update. The last
+ * iteration also pulls the final weights (every worker's pushes applied). */
+static dt_status dt__ps_step(dt_trainer *tr, double *loss_sum, float S, dt__update_result *ur, dt__ps_reply *rep)
+{
+    const dt_paramset *layout = dt__tr_layout(tr);
+    float *params = dt__tr_params(tr), *grads = dt__tr_grads(tr);
+    dt__ps_push push = {.iter = tr->iter, .loss = *loss_sum, .norm = -1.0, .loss_scale = S};
+    if (tr->cfg.ps_mode == DT_PS_ASYNC) DT_CHECK(dt_grad_norm(tr->be, layout, grads, &push.norm));
+    DT_CHECK(tr->be->synchronize(tr->be));
+    const int64_t t0 = dt_time_ns();
+    dt_status st = dt__ps_exchange(tr->ps, params, grads, &push, rep);
+    if (st == DT_OK && tr->iter + 1 == tr->cfg.train_iters) st = dt__ps_finish(tr->ps, params);
+    if (st != DT_OK) {
+        tr->ps_broken = 1;
+        return st;
+    }
+    const int64_t t1 = dt_time_ns();
+    memset(ur, 0, sizeof *ur);
+    ur->skipped = rep->skipped;
+    ur->first_bad = rep->first_bad;
+    ur->norm = rep->norm;
+    ur->clip = rep->clip;
+    ur->lr = rep->lr;
+    /* the servers' scaler saw the same overflow: this copy stays equal to theirs */
+    if (tr->cfg.use_loss_scaling) (void)dt_loss_scaler_update(&tr->scaler, rep->skipped, &ur->ev);
+    *loss_sum = rep->loss;
+    if (tr->trace && tr->trace_status == DT_OK) {
+        dt_trace_event e;
+        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "push/pull", "comm", tr->rank, DT_LANE_COMM, t0 - tr->t_start_ns,
+                            t1 - t0);
+        e.iter = tr->iter;
+        e.bytes = (int64_t)(layout->numel * sizeof(float));
+        DT_CHECK(dt_trace_event_add_arg(&e, "staleness", (double)rep->staleness));
+        DT_CHECK(dt_trace_event_add_arg(&e, "version", (double)rep->version));
+        DT_CHECK(dt__trace_write(tr, &e));
+        if (tr->cfg.ps_mode == DT_PS_ASYNC) DT_CHECK(dt__trace_counter(tr, "staleness", t1 - tr->t_start_ns, (double)rep->staleness));
+    }
+    return DT_OK;
+}
+
 dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 {
+    if (tr->ps && dt__ps_is_server(tr->ps))
+        return DT_FAIL(DT_ERR_INVALID, "rank %d is a parameter server: it serves (dt_trainer_serve), it does not step",
+                       tr->rank);
+    if (tr->ps && dt__ps_finished(tr->ps))
+        return DT_FAIL(DT_ERR_INVALID, "iteration %lld: the parameter servers have finished after --train-iters %lld",
+                       (long long)tr->iter + 1, (long long)tr->cfg.train_iters);
     const int64_t t0 = dt_time_ns();
     /* The step's loss is the mean over every counted target of all its
      * micro-batches, so micro-batch k's mean loss is weighted by n_k / n
@@ -857,6 +1014,9 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     const float S = tr->cfg.use_loss_scaling ? dt_loss_scaler_scale(&tr->scaler) : 1.0f;
     double loss_sum = 0.0;
     size_t act_bytes = 0;
+    /* the ranks whose micro-batches make up one gradient: every worker's,
+     * except under ps-async, where each worker's push is an update of its own */
+    const int share = tr->cfg.ps_mode == DT_PS_ASYNC ? 1 : tr->dp_size;
     if (tr->mlp) { /* every example counts: each micro-batch weighs 1/N */
         for (int k = 0; k < tr->n_micro; k++) {
             uint64_t index = dt__micro_index(tr, tr->dp_rank * tr->n_micro + k);
@@ -864,12 +1024,12 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
             float loss = 0.0f;
             DT_CHECK(dt_mlp_forward(tr->mlp, tr->x, tr->y, tr->B, &loss));
             act_bytes = DT_MAX(act_bytes, dt_mlp_activation_bytes(tr->mlp));
-            DT_CHECK(dt_mlp_backward(tr->mlp, 1.0f / (float)(tr->n_micro * tr->dp_size)));
-            loss_sum += loss / (tr->n_micro * tr->dp_size);
+            DT_CHECK(dt_mlp_backward(tr->mlp, 1.0f / (float)(tr->n_micro * share)));
+            loss_sum += loss / (tr->n_micro * share);
         }
     }
-    long long n_total = 0; /* over the whole global batch, all ranks' micro-batches */
-    for (int k = 0; !tr->mlp && k < tr->n_micro * tr->dp_size; k++) {
+    long long n_total = 0; /* over the whole global batch, all ranks' micro-batches (ps-async: this worker's) */
+    for (int k = share == 1 ? tr->dp_rank * tr->n_micro : 0; !tr->mlp && k < tr->n_micro * (share == 1 ? tr->dp_rank + 1 : share); k++) {
         uint64_t index = dt__micro_index(tr, k);
         DT_CHECK(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->tokens, tr->targets, NULL, NULL));
         for (size_t i = 0; i < n_pos; i++) n_total += tr->targets[i] >= 0;
@@ -894,46 +1054,39 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         loss_sum += w * loss;
     }
     DT_CHECK(dt__trace_check(tr));
-    if (tr->dp_size > 1) DT_CHECK(dt__dp_reduce(tr, &loss_sum));
-    const float loss = (float)loss_sum;
-    if (!isfinite(loss))
-        return DT_FAIL(DT_ERR_NUMERIC,
-                       "iteration %lld: training loss is %g (diverged; try a lower --lr or --clip-grad)",
-                       (long long)tr->iter + 1, (double)loss);
-
-    const int64_t t_opt = dt_time_ns();
+    dt__straggle(tr);
     const dt_paramset *layout = dt__tr_layout(tr);
     float *grads = dt__tr_grads(tr);
-    /* Unscale and look for inf/NaN tensor by tensor in backward order, so
-     * the first tensor found is the first that overflowed. */
-    dt_loss_scaler_event ev;
-    memset(&ev, 0, sizeof ev);
-    int skip = 0, first_bad = -1;
-    if (tr->cfg.use_loss_scaling) {
-        int overflow = 0;
-        for (int i = layout->count - 1; i >= 0; i--) {
-            int nf = 0;
-            DT_CHECK(tr->be->unscale_check(tr->be, grads + layout->info[i].offset, 1.0f / S, layout->info[i].numel,
-                                           &nf));
-            if (nf && first_bad < 0) first_bad = i;
-            overflow |= nf;
-        }
-        skip = dt_loss_scaler_update(&tr->scaler, overflow, &ev);
+    dt__update_result ur;
+    dt__ps_reply rep;
+    memset(&rep, 0, sizeof rep);
+    int64_t t_opt;
+    if (tr->ps) { /* push the gradients, pull the servers' new weights */
+        t_opt = dt_time_ns();
+        DT_CHECK(dt__ps_step(tr, &loss_sum, S, &ur, &rep));
+    } else {
+        if (tr->dp_size > 1) DT_CHECK(dt__dp_reduce(tr, &loss_sum));
+        DT_CHECK(dt__loss_check(tr, loss_sum));
+        t_opt = dt_time_ns();
+        dt__update_args ua = {.be = tr->be,
+                              .layout = layout,
+                              .params = dt__tr_params(tr),
+                              .grads = grads,
+                              .opt = &tr->opt,
+                              .scaler = tr->cfg.use_loss_scaling ? &tr->scaler : NULL,
+                              .loss_scale = S,
+                              .lr = &tr->lr,
+                              .position = tr->iter,
+                              .clip_grad = tr->cfg.clip_grad,
+                              .given_norm = -1.0};
+        DT_CHECK(dt__update_apply(&ua, &ur));
     }
-    double norm = 0.0;
-    float scale = 1.0f;
-    /* The LR schedule advances with the updates applied (as Megatron-LM's). */
-    const int64_t n_updates = tr->iter - (tr->cfg.use_loss_scaling ? tr->scaler.skipped - skip : 0);
-    const float lr = dt_lr_at(&tr->lr, n_updates);
-    if (!skip) {
-        DT_CHECK(dt_grad_norm(tr->be, layout, grads, &norm));
-        if (!isfinite(norm))
-            return DT_FAIL(DT_ERR_NUMERIC,
-                           "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
-                           (long long)tr->iter + 1, norm);
-        scale = dt_clip_factor(norm, tr->cfg.clip_grad);
-        DT_CHECK(dt_optim_step(&tr->opt, dt__tr_params(tr), grads, lr, scale));
-    }
+    const float loss = (float)loss_sum;
+    if (tr->ps) DT_CHECK(dt__loss_check(tr, loss_sum)); /* the servers' sum */
+    const dt_loss_scaler_event ev = ur.ev;
+    const int skip = ur.skipped, first_bad = ur.first_bad;
+    const double norm = ur.norm;
+    const float scale = ur.clip, lr = ur.lr;
     DT_CHECK(dt__tr_zero_grad(tr));
     DT_CHECK(tr->be->synchronize(tr->be));
     const int64_t t1 = dt_time_ns();
@@ -945,7 +1098,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
             dt_trace_event e;
             char name[16 + DT_NAME_MAX];
             snprintf(name, sizeof name, "overflow %s", first_bad >= 0 ? layout->info[first_bad].name : "");
-            dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", tr->dp_rank, DT_LANE_OPTIM, t_opt - tr->t_start_ns, 0);
+            dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", tr->rank, DT_LANE_OPTIM, t_opt - tr->t_start_ns, 0);
             e.iter = tr->iter;
             DT_CHECK(dt_trace_event_add_arg(&e, "loss_scale", S));
             DT_CHECK(dt_trace_event_add_arg(&e, "tensor", first_bad));
@@ -954,19 +1107,21 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         }
     }
     if (tr->trace && !skip) {
-        dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "optimizer", "optim", tr->dp_rank, DT_LANE_OPTIM, t_opt - tr->t_start_ns,
-                            t1 - t_opt);
-        e.iter = tr->iter;
-        DT_CHECK(dt_trace_event_add_arg(&e, "grad_norm", norm));
-        DT_CHECK(dt_trace_event_add_arg(&e, "clip_factor", scale));
-        DT_CHECK(dt__trace_write(tr, &e));
+        if (!tr->ps) { /* a worker of a parameter server has its push/pull on the comm lane instead */
+            dt_trace_event e;
+            dt_trace_event_init(&e, DT_TRACE_COMPLETE, "optimizer", "optim", tr->rank, DT_LANE_OPTIM,
+                                t_opt - tr->t_start_ns, t1 - t_opt);
+            e.iter = tr->iter;
+            DT_CHECK(dt_trace_event_add_arg(&e, "grad_norm", norm));
+            DT_CHECK(dt_trace_event_add_arg(&e, "clip_factor", scale));
+            DT_CHECK(dt__trace_write(tr, &e));
+        }
         const int64_t ts = t1 - tr->t_start_ns;
         DT_CHECK(dt__trace_counter(tr, "loss", ts, loss));
         DT_CHECK(dt__trace_counter(tr, "lr", ts, lr));
         DT_CHECK(dt__trace_counter(tr, "activation_bytes", ts, (double)act_bytes));
         DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts, (double)dt__tr_peak_act(tr)));
-        if (dt_optim_has_trust_ratios(&tr->opt)) {
+        if (tr->opt_ready && dt_optim_has_trust_ratios(&tr->opt)) {
             /* LARS/LAMB: one counter track per tensor the trust ratio applies to */
             const float *ratio = dt_optim_trust_ratios(&tr->opt);
             for (int i = 0; i < layout->count; i++) {
@@ -1000,6 +1155,8 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         out->scale_at_min = ev.at_min;
         out->scale_at_min_first = ev.at_min_first;
         out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;
+        out->staleness = rep.staleness;
+        out->version = rep.version;
     }
     return DT_OK;
 }
@@ -1055,7 +1212,7 @@ static dt_status dt__evaluate_share(dt_trainer *tr, dt__eval_sums *sum)
     }
     if (tr->dp_size > 1) { /* exact for counts below 2^24; the loss sum to float precision */
         float v[4] = {(float)sum->loss, (float)sum->counted, (float)sum->examples, (float)sum->correct};
-        DT_CHECK(dt_comm_allreduce(tr->cfg.comm, v, 4, DT_ALLREDUCE_RING, NULL));
+        DT_CHECK(dt_comm_allreduce(tr->dp_comm, v, 4, DT_ALLREDUCE_RING, NULL));
         sum->loss = v[0], sum->counted = v[1], sum->examples = v[2], sum->correct = v[3];
     }
     return DT_OK;
@@ -1063,6 +1220,8 @@ static dt_status dt__evaluate_share(dt_trainer *tr, dt__eval_sums *sum)
 
 dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
 {
+    if (tr->ps && dt__ps_is_server(tr->ps))
+        return DT_FAIL(DT_ERR_INVALID, "rank %d is a parameter server: the workers evaluate", tr->rank);
     const int64_t t0 = dt_time_ns();
     const int has_acc = tr->mlp ? 1 : dt_data_has_accuracy(tr->data);
     dt__eval_sums sum = {0, 0, 0, 0};
@@ -1080,13 +1239,47 @@ dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
     if (tr->trace) {
         const int64_t t1 = dt_time_ns();
         dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "evaluate", "compute", tr->dp_rank, DT_LANE_COMPUTE, t0 - tr->t_start_ns,
+        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "evaluate", "compute", tr->rank, DT_LANE_COMPUTE, t0 - tr->t_start_ns,
                             t1 - t0);
         e.iter = tr->iter;
         DT_CHECK(dt__trace_write(tr, &e));
         DT_CHECK(dt__trace_counter(tr, "val_loss", t1 - tr->t_start_ns, out->loss));
     }
     return DT_OK;
+}
+
+int dt_trainer_is_server(const dt_trainer *tr) { return tr->ps && dt__ps_is_server(tr->ps); }
+
+/* Server trace: one "apply" span per update on the optimizer lane. */
+static void dt__tr_apply_hook(void *ctx, int worker, int64_t staleness, int64_t version, int64_t t0_ns, int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace || tr->trace_status != DT_OK) return;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, "apply", "optim", tr->rank, DT_LANE_OPTIM, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
+    e.iter = version - 1;
+    if (dt_trace_event_add_arg(&e, "worker", worker) != DT_OK || dt_trace_event_add_arg(&e, "staleness", (double)staleness) != DT_OK ||
+        dt_trace_event_add_arg(&e, "version", (double)version) != DT_OK)
+        return;
+    dt__trace_write(tr, &e);
+}
+
+dt_status dt_trainer_serve(dt_trainer *tr)
+{
+    if (!dt_trainer_is_server(tr))
+        return DT_FAIL(DT_ERR_INVALID, "rank %d is not a parameter server (serve runs on the last --num-ps-servers ranks)",
+                       tr->rank);
+    const dt__ps_server_env env = {.be = tr->be,
+                                   .init_params = dt__tr_params(tr),
+                                   .optim = tr->cfg.optim,
+                                   .lr = tr->lr,
+                                   .clip_grad = tr->cfg.clip_grad,
+                                   .loss_scaler = tr->cfg.use_loss_scaling ? &tr->cfg.loss_scaler : NULL,
+                                   .hook = dt__tr_apply_hook,
+                                   .hook_ctx = tr};
+    DT_CHECK(dt__ps_serve(tr->ps, &env));
+    return dt__trace_check(tr);
 }
 
 dt_gpt *dt_trainer_model(dt_trainer *tr) { return tr->model; }
@@ -1127,6 +1320,35 @@ static double dt__param_probe(dt_trainer *tr)
     return s;
 }
 
+/* The summary's parameter_server object (JSON null without one). */
+static json_t *dt__ps_summary(const dt_trainer *tr)
+{
+    if (!tr->ps) return json_null();
+    dt__ps_stats x;
+    dt__ps_get_stats(tr->ps, &x);
+    json_t *o = json_object(), *h = json_array();
+    int bad = !o || !h, last = 0;
+    for (int i = 0; i < DT__PS_HIST; i++)
+        if (x.hist[i]) last = i;
+    for (int i = 0; !bad && i <= last; i++) bad |= json_array_append_new(h, json_integer(x.hist[i])) != 0;
+    if (!bad) {
+        dt__jset(o, "mode", json_string(tr->cfg.ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async"), &bad);
+        dt__jset(o, "workers", json_integer(dt__ps_num_workers(tr->ps)), &bad);
+        dt__jset(o, "servers", json_integer(tr->cfg.num_ps_servers), &bad);
+        dt__jset(o, "pushes", json_integer(x.pushes), &bad);
+        dt__jset(o, "staleness_mean", json_real(x.mean), &bad);
+        dt__jset(o, "staleness_max", json_integer(x.max), &bad);
+        dt__jset(o, "staleness_histogram", h, &bad); /* bin i: pushes of staleness i (the last bin: 63 or more) */
+        h = NULL;
+    }
+    json_decref(h);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
                                    const dt_eval_result *eval)
 {
@@ -1150,6 +1372,7 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "loss_scale_backoffs", json_integer(ls ? tr->scaler.backoffs : 0), &bad);
         dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
+        dt__jset(o, "parameter_server", dt__ps_summary(tr), &bad);
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);
         dt__jset(o, "config", cfg, &bad);
         cfg = NULL; /* owned by o now, even on failure */

@@ -44,6 +44,8 @@ typedef struct dtrain_opts {
     const char *allreduce;
     int64_t allreduce_chunk_bytes;
     double bucket_mb;
+    int num_ps_servers, max_staleness;
+    const char *slow_rank;
     int fp16, bf16, loss_scale_window, hysteresis;
     float loss_scale, initial_loss_scale, min_loss_scale;
     float bn_momentum, blobs_separation;
@@ -160,8 +162,16 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"--recompute-num-layers", DT_ARG_INT, &o->recompute_num_layers, MIN1, NULL, "K",
          "full recomputation: blocks per checkpointed group", NULL, 0},
         {"Data parallelism (run under mpirun -np N)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--allreduce", DT_ARG_CHOICE, &o->allreduce, 0, 0, 0, "ring|tree|naive|mpi", NULL,
-         "gradient allreduce: our ring, recursive halving-doubling, reduce+broadcast, or MPI_Allreduce", NULL, 0},
+        {"--allreduce", DT_ARG_CHOICE, &o->allreduce, 0, 0, 0, "ring|tree|naive|mpi|ps-sync|ps-async", NULL,
+         "gradients summed by our ring, recursive halving-doubling, reduce+broadcast, MPI_Allreduce, or a "
+         "parameter server (synchronous or asynchronous)",
+         NULL, 0},
+        {"--num-ps-servers", DT_ARG_INT, &o->num_ps_servers, MIN1, NULL, "K",
+         "ps-sync/ps-async: the last K ranks are servers holding shards of the weights and optimizer state", "1", 0},
+        {"--max-staleness", DT_ARG_INT, &o->max_staleness, MIN0, NULL, "S",
+         "ps-async: a worker waits rather than push a gradient more than S updates old", "none", 0},
+        {"--slow-rank", DT_ARG_STRING, &o->slow_rank, 0, 0, 0, NULL, "R:MS",
+         "testing: rank R sleeps MS milliseconds before each gradient exchange (a straggler)", "off", 0},
         {"--allreduce-chunk-bytes", DT_ARG_INT64, &o->allreduce_chunk_bytes, MIN0, NULL, "N",
          "ring allreduce: pipeline each segment in chunks of this many bytes (0: whole segments)", NULL, 0},
         {"--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, MIN0, NULL, "MB",
@@ -169,7 +179,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
         {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu", NULL, "compute backend", NULL, 0},
         {"--threads", DT_ARG_INT, &o->threads, IN(0, 1024), NULL, "N",
-         "CPU threads (0: one per core)", "0", 0},
+         "CPU threads (0: one per core; under mpirun: cores / ranks on the host)", "0", 0},
         {"--log-interval", DT_ARG_INT64, &o->log_interval, MIN1, NULL, "N", "iterations between log lines", NULL,
          0},
         {"--eval-interval", DT_ARG_INT64, &o->eval_interval, MIN0, NULL, "N",
@@ -231,6 +241,8 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->allreduce = dt_allreduce_algo_name(d->allreduce);
     o->allreduce_chunk_bytes = (int64_t)d->allreduce_chunk_bytes;
     o->bucket_mb = (double)d->bucket_bytes / (1 << 20);
+    o->num_ps_servers = 1;
+    o->max_staleness = -1;
     o->loss_scale = d->loss_scaler.static_scale;
     o->initial_loss_scale = d->loss_scaler.initial_scale;
     o->loss_scale_window = d->loss_scaler.window;
@@ -372,9 +384,40 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         return 2;
     }
     cfg->recompute_num_layers = o->recompute_num_layers;
-    if (dt_allreduce_algo_parse(o->allreduce, &cfg->allreduce) != DT_OK) {
+    if (dt_ps_mode_parse(o->allreduce, &cfg->ps_mode) != DT_OK && dt_allreduce_algo_parse(o->allreduce, &cfg->allreduce) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
+    }
+    const int ps_given = dt_ps_mode_parse(o->allreduce, &cfg->ps_mode) == DT_OK;
+    if (ps_given) {
+        cfg->allreduce = DT_ALLREDUCE_RING; /* unused by the parameter server */
+        cfg->num_ps_servers = o->num_ps_servers;
+    } else if (dt_args_given(args, n_args, "--num-ps-servers")) {
+        fprintf(stderr, PROG ": --num-ps-servers needs --allreduce ps-sync or ps-async\n");
+        return 2;
+    }
+    if (dt_args_given(args, n_args, "--max-staleness")) {
+        if (cfg->ps_mode != DT_PS_ASYNC) {
+            fprintf(stderr, PROG ": --max-staleness applies to --allreduce ps-async only\n");
+            return 2;
+        }
+        cfg->max_staleness = o->max_staleness;
+    }
+    if (o->slow_rank) {
+        char *end = NULL;
+        long r = strtol(o->slow_rank, &end, 10), ms = -1;
+        if (end != o->slow_rank && *end == ':') {
+            char *e2 = NULL;
+            ms = strtol(end + 1, &e2, 10);
+            if (e2 == end + 1 || *e2) ms = -1;
+        }
+        if (r < 0 || r > 1000000 || ms < 0 || ms > 3600000) {
+            fprintf(stderr, PROG ": --slow-rank '%s': expected RANK:MS, e.g. 1:20 (rank >= 0, 0..3600000 ms)\n",
+                    o->slow_rank);
+            return 2;
+        }
+        cfg->slow_rank = (int)r;
+        cfg->slow_ms = (int)ms;
     }
     cfg->allreduce_chunk_bytes = (size_t)o->allreduce_chunk_bytes;
     cfg->bucket_bytes = (size_t)(o->bucket_mb * (1 << 20));
@@ -405,7 +448,14 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     cfg->eval_iters = o->eval_iters;
     cfg->trace_path = o->trace;
 
-    if (dt_train_config_validate(cfg) != DT_OK) {
+    /* before MPI: everything but what depends on the number of ranks (the
+     * trainer checks the parameter server against it) */
+    dt_train_config early = *cfg;
+    early.ps_mode = DT_PS_NONE;
+    early.num_ps_servers = 0;
+    early.max_staleness = -1;
+    early.slow_ms = 0;
+    if (dt_train_config_validate(&early) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
     }
@@ -480,7 +530,8 @@ static void dtrain_print_setup(const dt_trainer *tr)
             printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
                    c->seq_length);
     }
-    int n_micro = c->global_batch_size / (c->micro_batch_size * (c->comm ? c->comm->size : 1)); /* per rank */
+    const int dp = (c->comm ? c->comm->size : 1) - (c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0);
+    int n_micro = c->global_batch_size / (c->micro_batch_size * dp); /* per rank */
     if (c->model_kind == DT_MODEL_MLP_BN) /* progress "tok/s" counts examples here */
         printf("batch: %d examples (%d x %d micro-batch%s), %lld iterations\n", c->global_batch_size, n_micro,
                c->micro_batch_size, n_micro == 1 ? "" : "es", (long long)c->train_iters);
@@ -509,7 +560,13 @@ static void dtrain_print_setup(const dt_trainer *tr)
                dt_lr_scaling_factor(c->lr_scaling, c->global_batch_size, c->base_batch_size), (double)eff->max_lr,
                (double)eff->min_lr);
     }
-    if (c->comm)
+    if (c->comm && c->ps_mode != DT_PS_NONE)
+        printf("parallel: %d worker%s and %d parameter server%s (%s%s), weights and optimizer state sharded over "
+               "the servers\n",
+               c->comm->size - c->num_ps_servers, c->comm->size - c->num_ps_servers == 1 ? "" : "s",
+               c->num_ps_servers, c->num_ps_servers == 1 ? "" : "s", c->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async",
+               c->ps_mode == DT_PS_ASYNC && c->max_staleness >= 0 ? ", bounded staleness" : "");
+    else if (c->comm)
         printf("parallel: %d data-parallel rank%s, gradients summed by %s allreduce%s\n", c->comm->size,
                c->comm->size == 1 ? "" : "s", dt_allreduce_algo_name(c->allreduce),
                c->allreduce == DT_ALLREDUCE_RING && c->allreduce_chunk_bytes ? " (chunked)" : "");
@@ -608,7 +665,18 @@ int main(int argc, char **argv)
         }
         cfg.comm = comm;
         /* as Megatron-LM: without --global-batch-size, one micro-batch per rank and step */
-        if (!dt_args_given(args, n_args, "--global-batch-size")) cfg.global_batch_size = cfg.micro_batch_size * comm->size;
+        /* ranks on one host share its cores: without --threads each takes its share
+         * (as torchrun sets OMP_NUM_THREADS), since OpenMP threads spinning
+         * on an oversubscribed core slow every rank down */
+        if (!dt_args_given(args, n_args, "--threads")) {
+            const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+            long cores = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
+            if (cores > 0 && local > 0) cfg.threads = cores / local > 1 ? (int)(cores / local) : 1;
+        }
+        if (!dt_args_given(args, n_args, "--global-batch-size")) {
+            const int workers = comm->size - (cfg.ps_mode != DT_PS_NONE ? cfg.num_ps_servers : 0);
+            cfg.global_batch_size = cfg.micro_batch_size * (workers > 0 ? workers : 1);
+        }
         if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) {
             fprintf(stderr, PROG ": rank %d: cannot silence stdout\n", comm->rank);
             dtrain_comm_end(comm);
@@ -627,6 +695,16 @@ int main(int argc, char **argv)
         return cst == DT_ERR_INVALID ? 2 : 1;
     }
     dtrain_print_setup(tr);
+    if (dt_trainer_is_server(tr)) { /* a parameter server: serve, then close the trace */
+        int status = 0;
+        if (dt_trainer_serve(tr) != DT_OK || dt_trainer_finish(tr) != DT_OK) {
+            fprintf(stderr, PROG ": rank %d: %s\n", comm->rank, dt_last_error());
+            status = 1;
+        }
+        dt_trainer_free(tr);
+        dtrain_comm_end(comm);
+        return status;
+    }
 
     dtrain_out out = {.live = rank0 && isatty(STDERR_FILENO), .line_shown = 0, .last_draw_ns = 0};
     dt_train_stats st = {0};

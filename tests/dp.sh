@@ -5,7 +5,9 @@
 # For n = 2 and 4 ranks (oversubscribed on 2 cores) and every --allreduce
 # algorithm (and the ring with small gradient buckets), `mpirun -np n dtrain` with micro-batch 2 and global batch 8
 # must end with the same training loss, validation loss and weights
-# fingerprint (summary key param_probe) as one process with one batch of 8.
+# fingerprint (summary key param_probe) as one process with one batch of 8;
+# so must ps-sync with 2 workers and 1 or 2 servers, and --fp16 with ps-sync
+# must skip the same overflowing steps as the ring.
 # Tolerance: relative 1e-4. The runs add the same per-row gradient
 # contributions in a different order (the allreduce sums partial sums), so
 # they differ by float32 rounding (~1e-6 relative per step), which AdamW's
@@ -64,6 +66,53 @@ for n in 2 4; do
         echo "ok: -np $n --allreduce $algo matches the serial run"
     done
 done
+# The parameter server, synchronous: 2 workers (micro-batch 4) with 1 server
+# (-np 3) or 2 servers (-np 4, two shards) equal the serial run too.
+for spec in 3:1 4:2; do
+    n=${spec%:*} k=${spec#*:}
+    out=$TMP/ps$n
+    if ! timeout 180 mpirun --oversubscribe --allow-run-as-root -np $n "$DTRAIN" $COMMON --micro-batch-size 4 \
+            --global-batch-size 8 --allreduce ps-sync --num-ps-servers $k --summary "$out.json" >"$out.out" 2>&1; then
+        echo "FAIL: -np $n --allreduce ps-sync --num-ps-servers $k exited non-zero:" >&2; tail -n 20 "$out.out" >&2
+        failures=$((failures + 1)); continue
+    fi
+    ok=1
+    for key_ in train_loss val_loss param_probe; do
+        a=$(key "$TMP/serial.json" $key_); b=$(key "$out.json" $key_)
+        if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b"; then
+            echo "FAIL: -np $n ps-sync with $k server(s): $key_ $b, serial $a" >&2
+            failures=$((failures + 1)); ok=0
+        fi
+    done
+    [ $ok = 1 ] && echo "ok: -np $n --allreduce ps-sync --num-ps-servers $k matches the serial run"
+done
+# Loss scaling agrees across ranks and servers: --fp16 from a scale of 2^20
+# overflows in the first steps; ring data parallelism (-np 2) and ps-sync
+# with 2 servers (-np 4, where the overflow and the norm are summed over the
+# servers) skip the same steps, end at the same scale and the same weights.
+FP16="$COMMON --train-iters 10 --fp16 --initial-loss-scale 1048576 --hysteresis 1 --micro-batch-size 4 \
+--global-batch-size 8"
+if timeout 180 mpirun --oversubscribe --allow-run-as-root -np 2 "$DTRAIN" $FP16 --summary "$TMP/f-ring.json" \
+        >"$TMP/f-ring.out" 2>&1 &&
+   timeout 180 mpirun --oversubscribe --allow-run-as-root -np 4 "$DTRAIN" $FP16 --allreduce ps-sync \
+        --num-ps-servers 2 --summary "$TMP/f-ps.json" >"$TMP/f-ps.out" 2>&1; then
+    ok=1
+    for key_ in skipped_steps loss_scale train_loss param_probe; do
+        a=$(key "$TMP/f-ring.json" $key_); b=$(key "$TMP/f-ps.json" $key_)
+        if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b"; then
+            echo "FAIL: --fp16: ps-sync $key_ $b, ring $a" >&2
+            failures=$((failures + 1)); ok=0
+        fi
+    done
+    skipped=$(key "$TMP/f-ring.json" skipped_steps)
+    if [ -z "$skipped" ] || [ "$skipped" -lt 1 ]; then
+        echo "FAIL: --fp16 from 2^20 skipped '$skipped' steps (expected overflows)" >&2; failures=$((failures + 1)); ok=0
+    fi
+    [ $ok = 1 ] && echo "ok: --fp16 ps-sync skips the same $skipped steps as the ring and ends equal"
+else
+    echo "FAIL: --fp16 ring or ps-sync run exited non-zero:" >&2; tail -n 20 "$TMP/f-ring.out" "$TMP/f-ps.out" >&2
+    failures=$((failures + 1))
+fi
 # Bucketed overlap: with small buckets, the trace of rank 0 shows buckets of
 # iteration 1 handed to the communication thread ("bucket launch" on the
 # comm lane) before that iteration's backward pass has ended. (When their

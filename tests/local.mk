@@ -56,6 +56,9 @@ endif
 # Shell tests of the programs (flags, errors, exit codes).
 TESTS += tests/cli.sh tests/comm.sh tests/dp.sh
 EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh
+# The parameter server (ps-sync is also in dp.sh).
+TESTS += tests/ps.sh
+EXTRA_DIST += tests/ps.sh
 # Check's per-test timeout is 4 s unless a suite sets its own: generous
 # limits keep a loaded 2-core CI machine from failing healthy tests.
 TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)' \
@@ -67,3 +70,4 @@ TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdi
 # otherwise run them side by side and slow both to a crawl), one at a time.
 tests/comm.log: $(DT_CHECK_SUITES:=.log) tests/cli.log
 tests/dp.log: tests/comm.log
+tests/ps.log: tests/dp.log

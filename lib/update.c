@@ -1,0 +1,47 @@
+/* update.c: one optimizer update (see update.h): loss-scale check, norm,
+ * clip, learning rate, optimizer step. */
+#include "update.h"
+
+#include <math.h>
+#include <string.h>
+
+dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->first_bad = -1;
+    r->clip = 1.0f;
+    const dt_paramset *layout = a->layout;
+    int overflow = 0, first_bad = -1;
+    if (a->scaler) {
+        /* backward order, so the first tensor found is the first that overflowed */
+        for (int i = layout->count - 1; i >= 0; i--) {
+            int nf = 0;
+            DT_CHECK(a->be->unscale_check(a->be, a->grads + layout->info[i].offset, 1.0f / a->loss_scale,
+                                          layout->info[i].numel, &nf));
+            if (nf && first_bad < 0) first_bad = i;
+            overflow |= nf;
+        }
+    }
+    double norm = a->given_norm;
+    if (norm < 0 && !overflow) DT_CHECK(dt_grad_norm(a->be, layout, a->grads, &norm));
+    if (a->reduce) { /* over the shards: any overflow skips everywhere; norms add in squares */
+        float v[2] = {(float)overflow, a->given_norm < 0 && !overflow ? (float)(norm * norm) : 0.0f};
+        DT_CHECK(a->reduce(a->reduce_ctx, v, 2));
+        overflow = v[0] > 0;
+        if (a->given_norm < 0) norm = sqrt((double)v[1]);
+    }
+    int skip = 0;
+    if (a->scaler) skip = dt_loss_scaler_update(a->scaler, overflow, &r->ev);
+    r->skipped = skip;
+    r->first_bad = first_bad >= 0 ? a->first_tensor + first_bad : -1;
+    /* the schedule advances with the updates applied (as Megatron-LM's) */
+    const int64_t applied = a->position - (a->scaler ? a->scaler->skipped - skip : 0);
+    r->lr = dt_lr_at(a->lr, applied);
+    if (skip) return DT_OK;
+    r->norm = norm;
+    if (!isfinite(r->norm))
+        return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
+                       (long long)a->position + 1, r->norm);
+    r->clip = dt_clip_factor(r->norm, a->clip_grad);
+    return dt_optim_step(a->opt, a->params, a->grads, r->lr, r->clip);
+}

@@ -1,0 +1,53 @@
+/* update.h: one optimizer update of a flat parameter buffer or of a shard
+ * of it (lib/update.c), never installed. The trainer applies it to the whole
+ * model; a parameter server (lib/ps.c) applies it to its shard and sums the
+ * overflow flag and the squared gradient norm over the servers through
+ * `reduce`, so both follow exactly one rule:
+ *
+ *   loss scaling: unscale by 1/S tensor by tensor in backward order, noting
+ *     the first tensor with an inf/NaN; the scaler decides skip or not;
+ *   norm = ||g|| (or the caller's given_norm); clip = min(1, max/(norm+1e-6));
+ *   lr = schedule(position - steps skipped before this one);
+ *   optimizer step with grad_scale = clip, unless skipped.
+ *
+ * Invariants: grads are unscaled in place (when loss scaling) and otherwise
+ * untouched; params change only when the step is not skipped. */
+#ifndef DT_UPDATE_H
+#define DT_UPDATE_H
+
+#include <stdint.h>
+
+#include "dt_loss_scaler.h"
+#include "dt_optim.h"
+
+/* Sums v(n) over every owner of a shard, in place (NULL: one owner). */
+typedef dt_status (*dt__update_reduce)(void *ctx, float *v, int n);
+
+typedef struct dt__update_args {
+    dt_backend *be;
+    const dt_paramset *layout; /* of params/grads (a shard's own layout on a server) */
+    float *params, *grads;
+    dt_optim *opt;
+    dt_loss_scaler *scaler;    /* NULL: no loss scaling */
+    float loss_scale;          /* S the gradients carry (with scaler) */
+    const dt_lr_schedule *lr;
+    int64_t position;          /* updates attempted before this one (the iteration) */
+    float clip_grad;           /* <= 0: no clipping */
+    double given_norm;         /* >= 0: the gradient norm, already known (the layout's own otherwise) */
+    int first_tensor;          /* index of layout tensor 0 in the whole model (reported in first_bad) */
+    dt__update_reduce reduce;
+    void *reduce_ctx;
+} dt__update_args;
+
+typedef struct dt__update_result {
+    int skipped;              /* overflow: no update applied */
+    int first_bad;            /* model index of the first overflowing tensor (backward order), or -1 */
+    double norm;              /* gradient norm (0 when skipped) */
+    float clip;               /* clip factor applied */
+    float lr;                 /* learning rate of this update */
+    dt_loss_scaler_event ev;  /* zeroed without loss scaling */
+} dt__update_result;
+
+dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r);
+
+#endif
