@@ -14,32 +14,11 @@
 # normalisation can amplify for tiny gradients over the 4 steps; a wrong
 # data split or weighting changes these numbers at 1e-2 and above.
 
-set -u
-LC_ALL=C
-export LC_ALL
-BUILDDIR=${DT_BUILDDIR:-.}
-DTRAIN=$BUILDDIR/dtrain
-[ -x "$DTRAIN" ] || { echo "dp.sh: $DTRAIN not found (set DT_BUILDDIR)" >&2; exit 99; }
-if ! "$BUILDDIR/tests/check_comm" --have-mpi 2>/dev/null | grep -q yes; then
-    echo "dp.sh: this build has no MPI: skipped"
-    exit 77
-fi
-command -v mpirun >/dev/null 2>&1 || { echo "dp.sh: MPI is built in but mpirun is missing" >&2; exit 99; }
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-dp.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT HUP INT TERM
-. "${DT_SRCDIR:-.}/tests/mpi-env.sh"
+TEST=dp.sh
+. "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
 
 COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-iters 1 --eval-iters 2 \
 --eval-interval 0 --log-interval 4 --threads 1"
-failures=0
-
-# key FILE NAME: the number after "NAME": in a summary
-key() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
-
-# close A B: |A - B| <= 1e-4 * max(|A|, |B|, 1e-3)
-close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); n = (b < 0 ? -b : b);
-    if (n > m) m = n; if (m < 1e-3) m = 1e-3; exit !(d <= 1e-4 * m) }'; }
 
 if ! timeout 120 "$DTRAIN" $COMMON --micro-batch-size 8 --global-batch-size 8 --summary "$TMP/serial.json" \
         >"$TMP/serial.out" 2>&1; then

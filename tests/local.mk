@@ -58,7 +58,7 @@ TESTS += tests/cli.sh tests/comm.sh tests/dp.sh
 EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
-EXTRA_DIST += tests/ps.sh
+EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
 # Check's per-test timeout is 4 s unless a suite sets its own: generous
 # limits keep a loaded 2-core CI machine from failing healthy tests.
 TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)' \

@@ -18,27 +18,8 @@
 # 3. --max-staleness 1 bounds it: the same slowed run never exceeds 1.
 # 4. Bad settings fail with a clear message and exit status 2.
 
-set -u
-LC_ALL=C
-export LC_ALL
-BUILDDIR=${DT_BUILDDIR:-.}
-DTRAIN=$BUILDDIR/dtrain
-[ -x "$DTRAIN" ] || { echo "ps.sh: $DTRAIN not found (set DT_BUILDDIR)" >&2; exit 99; }
-if ! "$BUILDDIR/tests/check_comm" --have-mpi 2>/dev/null | grep -q yes; then
-    echo "ps.sh: this build has no MPI: skipped"
-    exit 77
-fi
-command -v mpirun >/dev/null 2>&1 || { echo "ps.sh: MPI is built in but mpirun is missing" >&2; exit 99; }
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-ps.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT HUP INT TERM
-. "${DT_SRCDIR:-.}/tests/mpi-env.sh"
-MPIRUN="mpirun --oversubscribe --allow-run-as-root"
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# key FILE NAME: the number after "NAME": in a summary
-key() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
+TEST=ps.sh
+. "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
 
 # run NAME TIMEOUT ARGS...: mpirun with 3 ranks; output in $TMP/NAME.out
 run() {

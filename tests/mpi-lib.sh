@@ -1,0 +1,35 @@
+# mpi-lib.sh: what the multi-rank shell tests of dtrain share (dp.sh, ps.sh).
+# Source it after setting TEST (the script's name, for messages):
+#   checks that $DT_BUILDDIR/dtrain exists (exit 99 otherwise), skips the
+#   test (exit 77) when the build has no MPI, fails (99) when mpirun is
+#   missing; makes $TMP (removed on exit); sources mpi-env.sh; sets DTRAIN,
+#   BUILDDIR, MPIRUN and failures=0; defines fail, key and close.
+# POSIX sh.
+
+set -u
+LC_ALL=C
+export LC_ALL
+BUILDDIR=${DT_BUILDDIR:-.}
+DTRAIN=$BUILDDIR/dtrain
+[ -x "$DTRAIN" ] || { echo "$TEST: $DTRAIN not found (set DT_BUILDDIR)" >&2; exit 99; }
+if ! "$BUILDDIR/tests/check_comm" --have-mpi 2>/dev/null | grep -q yes; then
+    echo "$TEST: this build has no MPI: skipped"
+    exit 77
+fi
+command -v mpirun >/dev/null 2>&1 || { echo "$TEST: MPI is built in but mpirun is missing" >&2; exit 99; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-$TEST.XXXXXX") || exit 99
+trap 'rm -rf "$TMP"' EXIT HUP INT TERM
+. "${DT_SRCDIR:-.}/tests/mpi-env.sh"
+MPIRUN="mpirun --oversubscribe --allow-run-as-root"
+failures=0
+
+# fail MESSAGE: report and count a failure
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# key FILE NAME: the number after "NAME": in a summary
+key() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
+
+# close A B: |A - B| <= 1e-4 * max(|A|, |B|, 1e-3)
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); n = (b < 0 ? -b : b);
+    if (n > m) m = n; if (m < 1e-3) m = 1e-3; exit !(d <= 1e-4 * m) }'; }
