@@ -61,9 +61,11 @@
  * Invariants: every rank ends with bit-identical results (each element's
  * sum is computed on exactly one rank and then copied); n = 1 and count 0
  * send nothing; zero-length pieces (count < n) are never sent, on both sides
- * alike. Scratch is malloc'd once per call (tree: up to count floats, naive:
+ * alike. Scratch comes from the communicator's memory (ops->scratch_alloc;
+ * malloc for host memory) once per call (tree: up to count floats, naive:
  * 2 x count on rank 0, unchunked ring: one segment; above glibc's mmap
- * threshold that means fresh pages, i.e. page faults, on every call). After
+ * threshold that means fresh pages, i.e. page faults, on every call), and
+ * local sums go through ops->add when the backend has one. After
  * a failed call the communicator is in an unknown state (requests may be
  * pending). */
 #include "dt_comm.h"
@@ -93,11 +95,34 @@ enum { DT__RING_SLOTS = 2 };
 /* ---- small helpers ------------------------------------------------------- */
 
 /* dst[i] += src[i]; one addition per element, so the bits do not depend on
- * how the loop is vectorised or chunked. */
-static void dt__add(float *restrict dst, const float *restrict src, size_t n)
+ * how the loop is vectorised or chunked. In the communicator's memory (the
+ * backend's add) when it has its own. */
+static void dt__add_host(float *restrict dst, const float *restrict src, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+static dt_status dt__add(dt_comm *c, float *dst, const float *src, size_t n)
+{
+    if (c->ops->add) return c->ops->add(c, dst, src, n);
+    dt__add_host(dst, src, n);
+    return DT_OK;
+}
+
+/* Scratch of floats in the communicator's memory (NULL when out of memory). */
+static float *dt__scratch(dt_comm *c, size_t floats)
+{
+    if (!c->ops->scratch_alloc) return malloc(floats * sizeof(float));
+    void *p = NULL;
+    return c->ops->scratch_alloc(c, floats * sizeof(float), &p) == DT_OK ? p : NULL;
+}
+
+static void dt__scratch_free(dt_comm *c, void *p)
+{
+    if (!p) return;
+    if (c->ops->scratch_free) c->ops->scratch_free(c, p);
+    else free(p);
 }
 
 static void dt__hook(const dt_collective_opts *o, const char *phase, int step, int peer, size_t bytes, int64_t t0)
@@ -227,7 +252,7 @@ static dt_status dt__ring_run(dt__ring *R, int j0, int j1)
                 float *slot = R->slots + (ci % R->nslots) * R->chunk;
                 DT_CHECK(c->ops->wait(c, R->rreq[ci]));
                 R->rreq[ci] = NULL;
-                dt__add(dst + a, slot, e - a);
+                DT_CHECK(dt__add(c, dst + a, slot, e - a));
                 if (forward) DT_CHECK(dt__ring_send_chunk(R, j + 1, rseg, ci));
                 if (posted < m) {
                     size_t pa = posted * R->chunk, pe = DT_MIN(rlen, pa + R->chunk);
@@ -276,13 +301,14 @@ static dt_status dt__ring_collective(dt_comm *c, float *buf, size_t count, const
     dt_status st = DT_OK;
     R.sreq = calloc((size_t)(2 * (n - 1)) * R.mmax, sizeof *R.sreq);
     R.rreq = calloc(R.mmax, sizeof *R.rreq);
-    R.slots = j0 < n - 1 ? malloc((size_t)R.nslots * R.chunk * sizeof(float)) : NULL;
+    R.slots = j0 < n - 1 ? dt__scratch(c, (size_t)R.nslots * R.chunk) : NULL;
     if (!R.sreq || !R.rreq || (j0 < n - 1 && !R.slots))
         st = DT_FAIL(DT_ERR_NOMEM, "ring collective: out of memory for %zu-element scratch",
                      (size_t)R.nslots * R.chunk);
     else
         st = dt__ring_run(&R, j0, j1);
-    free(R.sreq), free(R.rreq), free(R.slots);
+    free(R.sreq), free(R.rreq);
+    dt__scratch_free(c, R.slots);
     return st;
 }
 
@@ -363,7 +389,7 @@ static dt_status dt__tree_core(dt_comm *c, float *buf, size_t count, int p, floa
         dt__blocks(count, p, klo, khi, &koff, &klen);
         dt__blocks(count, p, slo, shi, &soff, &slen);
         DT_CHECK(dt__sendrecv(c, buf + soff, slen, partner, scratch, klen, partner, DT__TAG_TREE_HALVE));
-        dt__add(buf + koff, scratch, klen);
+        DT_CHECK(dt__add(c, buf + koff, scratch, klen));
         blo = klo, bhi = khi;
         dt__hook(opts, "reduce-scatter", step, partner, slen * sizeof(float), t0);
     }
@@ -403,7 +429,7 @@ static dt_status dt__allreduce_tree(dt_comm *c, float *buf, size_t count, const 
     }
     // scratch: the fold receives a whole buffer; a halving step keeps at most p/2 blocks of at
     // most ceil(count/p) elements, <= count/2 + p/2
-    float *scratch = malloc((r < n - p ? count : count / 2 + (size_t)p) * sizeof(float));
+    float *scratch = dt__scratch(c, r < n - p ? count : count / 2 + (size_t)p);
     if (!scratch) return DT_FAIL(DT_ERR_NOMEM, "tree allreduce: out of memory for %zu-element scratch", count);
     dt_status st = DT_OK;
     if (r < n - p) {
@@ -411,7 +437,7 @@ static dt_status dt__allreduce_tree(dt_comm *c, float *buf, size_t count, const 
         int64_t t0 = dt_time_ns();
         DT_CHECK_GOTO(c->ops->irecv(c, scratch, bytes, r + p, DT__TAG_TREE_FOLD, &q), st, done);
         DT_CHECK_GOTO(c->ops->wait(c, q), st, done);
-        dt__add(buf, scratch, count);
+        DT_CHECK_GOTO(dt__add(c, buf, scratch, count), st, done);
         dt__hook(opts, "reduce", 0, -1, 0, t0);
     }
     DT_CHECK_GOTO(dt__tree_core(c, buf, count, p, scratch, opts), st, done);
@@ -423,7 +449,7 @@ static dt_status dt__allreduce_tree(dt_comm *c, float *buf, size_t count, const 
         dt__hook(opts, "broadcast", 0, r + p, bytes, t0);
     }
 done:
-    free(scratch);
+    dt__scratch_free(c, scratch);
     return st;
 }
 
@@ -442,7 +468,7 @@ static dt_status dt__allreduce_naive(dt_comm *c, float *buf, size_t count, const
         return dt__broadcast(c, buf, count, 0, opts);
     }
     // rank 0: receive rank i+1 into one slot while adding rank i from the other, in rank order
-    float *slots = malloc(2 * bytes);
+    float *slots = dt__scratch(c, 2 * count);
     if (!slots) return DT_FAIL(DT_ERR_NOMEM, "naive allreduce: out of memory for 2 x %zu-element scratch", count);
     dt_status st = DT_OK;
     dt_comm_request *rq[2] = {NULL, NULL};
@@ -456,12 +482,12 @@ static dt_status dt__allreduce_naive(dt_comm *c, float *buf, size_t count, const
         st = c->ops->wait(c, rq[i % 2]);
         rq[i % 2] = NULL;
         if (st != DT_OK) goto done;
-        dt__add(buf, slots + (size_t)(i % 2) * count, count);
+        DT_CHECK_GOTO(dt__add(c, buf, slots + (size_t)(i % 2) * count, count), st, done);
         dt__hook(opts, "reduce", i - 1, -1, 0, t0);
     }
     st = dt__broadcast(c, buf, count, 0, opts);
 done:
-    free(slots);
+    dt__scratch_free(c, slots);
     return st;
 }
 

@@ -51,6 +51,14 @@ typedef struct dt_comm_ops {
     dt_status (*split)(dt_comm *c, int color, int key, dt_comm **out);
     /* The backend library's own allreduce (sum of floats, in place), or NULL. */
     dt_status (*allreduce_native)(dt_comm *c, float *buf, size_t count);
+    /* The memory the messages live in, for the collectives' scratch and
+     * their local sums: NULL means host memory (malloc/free, a host loop);
+     * a device backend (NCCL) gives device memory and a device kernel. add
+     * is dst(n) += src(n), one addition per element (bit-identical however
+     * it is split). */
+    dt_status (*scratch_alloc)(dt_comm *c, size_t bytes, void **out);
+    void (*scratch_free)(dt_comm *c, void *p);
+    dt_status (*add)(dt_comm *c, float *dst, const float *src, size_t n);
     void (*destroy)(dt_comm *c);
 } dt_comm_ops;
 
