@@ -156,11 +156,15 @@ struct dt_backend {
     dt_status (*relu_backward)(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 };
 
-/* Create a backend by name ("cpu"; others when built). threads <= 0: default. */
+/* Create a backend by name ("cpu" or "cuda"). threads <= 0: default. */
 DT_API dt_status dt_backend_create(const char *name, int threads, dt_backend **out);
 DT_API void dt_backend_destroy(dt_backend *be);
 /* The CPU backend (always built). */
 DT_API dt_status dt_backend_cpu_create(int threads, dt_backend **out);
+/* The CUDA backend on the current CUDA device (cuda/; docs/cuda.md).
+ * threads is accepted and ignored. Fails with DT_ERR_UNSUPPORTED and a
+ * one-line message when no CUDA device is usable or the build has no CUDA. */
+DT_API dt_status dt_backend_cuda_create(int threads, dt_backend **out);
 
 #ifdef __cplusplus
 }

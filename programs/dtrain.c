@@ -177,7 +177,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, MIN0, NULL, "MB",
          "gradient buckets allreduced while the backward goes on (0: one bucket after it)", NULL, 0},
         {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu", NULL, "compute backend", NULL, 0},
+        {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu|cuda", NULL, "compute backend", NULL, 0},
         {"--threads", DT_ARG_INT, &o->threads, IN(0, 1024), NULL, "N",
          "CPU threads (0: one per core; under mpirun: cores / ranks on the host)", "0", 0},
         {"--log-interval", DT_ARG_INT64, &o->log_interval, MIN1, NULL, "N", "iterations between log lines", NULL,

@@ -12,7 +12,8 @@ DT_CHECK_SUITES = \
 	tests/check_trace \
 	tests/check_train \
 	tests/check_half \
-	tests/check_mlp
+	tests/check_mlp \
+	tests/check_cuda_math
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += $(DT_CHECK_SUITES)
 TESTS += $(DT_CHECK_SUITES)
@@ -44,6 +45,19 @@ tests_check_half_LDADD = $(DT_CHECK_LDADD)
 tests_check_mlp_SOURCES = tests/check_mlp.c tests/testutil.h
 tests_check_mlp_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
+# The CUDA kernels' per-element math against the CPU backend (every build).
+tests_check_cuda_math_SOURCES = tests/check_cuda_math.c tests/testutil.h
+tests_check_cuda_math_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/cuda
+tests_check_cuda_math_LDADD = $(DT_CHECK_LDADD)
+# Every CUDA op against the CPU backend: built with CUDA only, exits 77
+# (skipped) without a device.
+if HAVE_CUDA
+check_PROGRAMS += tests/check_cuda
+TESTS += tests/check_cuda
+tests_check_cuda_SOURCES = tests/check_cuda.c tests/testutil.h
+tests_check_cuda_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/cuda
+tests_check_cuda_LDADD = $(DT_CHECK_LDADD)
+endif
 # check_comm runs under mpirun with 1..4 ranks through tests/comm.sh
 tests_check_comm_SOURCES = tests/check_comm.c tests/testutil.h
 tests_check_comm_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
@@ -54,8 +68,8 @@ check-local:
 endif
 
 # Shell tests of the programs (flags, errors, exit codes).
-TESTS += tests/cli.sh tests/comm.sh tests/dp.sh
-EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh
+TESTS += tests/cli.sh tests/comm.sh tests/dp.sh tests/cuda.sh
+EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh tests/cuda.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh

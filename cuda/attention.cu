@@ -1,0 +1,134 @@
+/* attention.cu: causal multi-head self-attention on the GPU (the algorithm
+ * of cpu_attention.c).
+ *
+ * qkv(B,T,3C) = [q | k | v] per position, head h owning channels
+ * h*hs .. h*hs+hs-1 of each part (hs = C/NH); att(B,NH,T,T); out(B,T,C).
+ * Per (b, h):
+ *   forward:  S = Q K^T / sqrt(hs); P = causal_softmax(S) -> att; Y = P V
+ *   backward: dP = dY V^T; dV = P^T dY; dS = P * (dP - rowsum(P * dP)) / sqrt(hs);
+ *             dQ = dS K; dK = dS^T Q
+ * The GEMMs read the heads in place through leading dimensions (3C or C):
+ * for one batch row b, head h + 1 starts hs floats after head h in qkv and
+ * out, and T*T floats after it in att, so each GEMM is one strided-batched
+ * cuBLAS call over the NH heads, issued once per b (no transposed copies).
+ * P is stored with zeros above the diagonal, so full-width GEMMs give the
+ * causal result, and backward relies on att coming from this forward.
+ *
+ * Softmax kernels: one warp per row of T; max and sums by xor-shuffle
+ * butterflies (fixed order), exp from dt_cuda_math.h (the CPU backend's
+ * polynomial). */
+#include "cuda_internal.h"
+
+#define DT__ATT_WARPS 8 /* rows per block */
+
+/* Rows of att (B*NH*T of them, row r is query t = r % T): softmax over
+ * keys 0..t, zeros above the diagonal. Scores already carry 1/sqrt(hs). */
+__global__ void dt__k_causal_softmax(float *att, size_t rows, int T)
+{
+    const int lane = threadIdx.x % 32;
+    const size_t row = (size_t)blockIdx.x * DT__ATT_WARPS + threadIdx.x / 32;
+    if (row >= rows) return;
+    const int t = (int)(row % T);
+    float *p = att + row * T;
+    float mx = -INFINITY;
+    for (int j = lane; j <= t; j += 32) mx = fmaxf(mx, p[j]);
+    mx = dt__warp_max(mx);
+    float s = 0.0f;
+    for (int j = lane; j <= t; j += 32) {
+        float e = dt__hd_expf(p[j] - mx);
+        p[j] = e;
+        s += e;
+    }
+    const float inv = 1.0f / dt__warp_sum(s);
+    for (int j = lane; j <= t; j += 32) p[j] *= inv;
+    for (int j = t + 1 + lane; j < T; j += 32) p[j] = 0.0f;
+}
+
+/* dS = scale * P * (dP - rowsum(P * dP)) on the causal part, 0 above it;
+ * dS arrives holding dP and is overwritten in place. */
+__global__ void dt__k_causal_softmax_backward(float *dS, const float *att, size_t rows, int T, float scale)
+{
+    const int lane = threadIdx.x % 32;
+    const size_t row = (size_t)blockIdx.x * DT__ATT_WARPS + threadIdx.x / 32;
+    if (row >= rows) return;
+    const int t = (int)(row % T);
+    const float *p = att + row * T;
+    float *d = dS + row * T;
+    float dot = 0.0f;
+    for (int j = lane; j <= t; j += 32) dot += p[j] * d[j];
+    dot = dt__warp_sum(dot);
+    for (int j = lane; j <= t; j += 32) d[j] = scale * p[j] * (d[j] - dot);
+    for (int j = t + 1 + lane; j < T; j += 32) d[j] = 0.0f;
+}
+
+static dt_status dt__att_check(int B, int T, int C, int NH)
+{
+    if (NH <= 0 || C % NH != 0)
+        return DT_FAIL(DT_ERR_INVALID, "attention: hidden size %d not divisible by %d heads", C, NH);
+    if (B < 0 || T < 0) return DT_FAIL(DT_ERR_INVALID, "attention: negative batch %d or length %d", B, T);
+    return DT_OK;
+}
+
+dt_status dt__cuda_attention_forward(dt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
+                                     int NH)
+{
+    DT_CHECK(dt__att_check(B, T, C, NH));
+    if (B == 0 || T == 0) return DT_OK;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const long long TT = (long long)T * T;
+    for (int b = 0; b < B; b++) {
+        const float *q = qkv + (size_t)b * T * C3, *k = q + C;
+        float *P = att + (size_t)b * NH * TT;
+        /* S_h(T,T) = scale * Q_h K_h^T */
+        DT_CHECK(dt__cuda_gemm_batched(be, 0, 1, T, T, hs, scale, q, C3, hs, k, C3, hs, 0.0f, P, T, TT, NH));
+    }
+    const size_t rows = (size_t)B * NH * T;
+    dt__k_causal_softmax<<<(unsigned)((rows + DT__ATT_WARPS - 1) / DT__ATT_WARPS), 32 * DT__ATT_WARPS, 0,
+                           DT__CUDA_STREAM(be)>>>(att, rows, T);
+    DT_CUDA_LAUNCHED("attention softmax");
+    for (int b = 0; b < B; b++) {
+        const float *v = qkv + (size_t)b * T * C3 + 2 * C;
+        const float *P = att + (size_t)b * NH * TT;
+        float *y = out + (size_t)b * T * C;
+        /* Y_h(T,hs) = P_h V_h */
+        DT_CHECK(dt__cuda_gemm_batched(be, 0, 0, T, hs, T, 1.0f, P, T, TT, v, C3, hs, 0.0f, y, C, hs, NH));
+    }
+    return DT_OK;
+}
+
+dt_status dt__cuda_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout,
+                                      const float *qkv, const float *att, int B, int T, int C, int NH)
+{
+    DT_CHECK(dt__att_check(B, T, C, NH));
+    if (B == 0 || T == 0) return DT_OK;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const long long TT = (long long)T * T;
+    for (int b = 0; b < B; b++) {
+        const size_t base = (size_t)b * T * C3;
+        const float *v = qkv + base + 2 * C;
+        float *dv = dqkv + base + 2 * C;
+        const float *P = att + (size_t)b * NH * TT;
+        float *dS = scratch + (size_t)b * NH * TT;
+        const float *dy = dout + (size_t)b * T * C;
+        /* dP_h(T,T) = dY_h V_h^T */
+        DT_CHECK(dt__cuda_gemm_batched(be, 0, 1, T, T, hs, 1.0f, dy, C, hs, v, C3, hs, 0.0f, dS, T, TT, NH));
+        /* dV_h(T,hs) = P_h^T dY_h */
+        DT_CHECK(dt__cuda_gemm_batched(be, 1, 0, T, hs, T, 1.0f, P, T, TT, dy, C, hs, 0.0f, dv, C3, hs, NH));
+    }
+    const size_t rows = (size_t)B * NH * T;
+    dt__k_causal_softmax_backward<<<(unsigned)((rows + DT__ATT_WARPS - 1) / DT__ATT_WARPS), 32 * DT__ATT_WARPS, 0,
+                                    DT__CUDA_STREAM(be)>>>(scratch, att, rows, T, scale);
+    DT_CUDA_LAUNCHED("attention softmax backward");
+    for (int b = 0; b < B; b++) {
+        const size_t base = (size_t)b * T * C3;
+        const float *q = qkv + base, *k = q + C;
+        float *dq = dqkv + base, *dk = dq + C;
+        const float *dS = scratch + (size_t)b * NH * TT;
+        /* dQ_h = dS_h K_h, dK_h = dS_h^T Q_h (the scale is inside dS) */
+        DT_CHECK(dt__cuda_gemm_batched(be, 0, 0, T, hs, T, 1.0f, dS, T, TT, k, C3, hs, 0.0f, dq, C3, hs, NH));
+        DT_CHECK(dt__cuda_gemm_batched(be, 1, 0, T, hs, T, 1.0f, dS, T, TT, q, C3, hs, 0.0f, dk, C3, hs, NH));
+    }
+    return DT_OK;
+}

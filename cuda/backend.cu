@@ -1,0 +1,278 @@
+/* backend.cu: the CUDA backend's table, device selection and memory.
+ *
+ * Owns: dt_backend_cuda_create (device check, stream, cuBLAS handle), the
+ * memory ops (cudaMalloc'd buffers zeroed on the stream, copies,
+ * synchronize), the device and host workspaces that other ops borrow, and
+ * the table assembled from the op files (gemm.cu, encoder.cu, layernorm.cu,
+ * attention.cu, elementwise.cu, crossentropy.cu, optim.cu, half.cu,
+ * batchnorm.cu).
+ *
+ * Invariants: the backend uses the current CUDA device at creation
+ * (cudaGetDevice: device 0 unless the caller set another, e.g. per local MPI
+ * rank) and makes it current again in every call that allocates; one
+ * non-blocking stream orders all its work; copies from or to host memory
+ * are complete when copy() returns (so host buffers may be reused at once);
+ * device-to-device copies and every op are asynchronous until
+ * synchronize(). With no usable device, creation fails with
+ * DT_ERR_UNSUPPORTED and a one-line message, and nothing is left allocated. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+static void dt__cuda_destroy(dt_backend *be)
+{
+    if (!be) return;
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    if (im) {
+        /* Best effort: errors here cannot be returned, and recording them
+         * would overwrite the message of a failed creation. */
+        if (cudaSetDevice(im->device) == cudaSuccess && im->stream) (void)cudaStreamSynchronize(im->stream);
+        (void)cudaGetLastError();
+        if (im->work) cudaFree(im->work);
+        if (im->cublas) cublasDestroy(im->cublas);
+        if (im->stream) cudaStreamDestroy(im->stream);
+        free(im->host);
+        free(im);
+    }
+    free(be);
+}
+
+static dt_status dt__cuda_set_threads(dt_backend *be, int n)
+{
+    /* Host threads do no work in this backend; the count is kept for logs. */
+    if (n > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", n);
+    be->threads = n <= 0 ? 1 : n;
+    return DT_OK;
+}
+
+static dt_status dt__cuda_alloc(dt_backend *be, size_t bytes, void **out)
+{
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    *out = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63; /* cudaMalloc aligns to 256 bytes */
+    if (rounded == 0) rounded = 64;
+    DT_CUDA_CHECK(cudaSetDevice(im->device));
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, rounded);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the sticky-free allocation error */
+        return DT_FAIL(e == cudaErrorMemoryAllocation ? DT_ERR_NOMEM : DT_ERR_BACKEND,
+                       "cuda: cannot allocate %zu bytes on device %d (%s): %s", bytes, im->device, im->name,
+                       cudaGetErrorString(e));
+    }
+    e = cudaMemsetAsync(p, 0, rounded, im->stream);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return DT_FAIL(DT_ERR_BACKEND, "cuda: zeroing %zu new bytes: %s", bytes, cudaGetErrorString(e));
+    }
+    *out = p;
+    return DT_OK;
+}
+
+static void dt__cuda_free(dt_backend *be, void *p)
+{
+    if (!p) return;
+    /* cudaFree waits for the device, so no pending kernel still uses p. */
+    cudaError_t e = cudaFree(p);
+    if (e != cudaSuccess) dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: cudaFree: %s", cudaGetErrorString(e));
+    (void)be;
+}
+
+static dt_status dt__cuda_memset_zero(dt_backend *be, void *p, size_t bytes)
+{
+    if (bytes) DT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, DT__CUDA_STREAM(be)));
+    return DT_OK;
+}
+
+static dt_status dt__cuda_copy(dt_backend *be, void *dst, const void *src, size_t bytes, dt_copy_kind kind)
+{
+    if (bytes == 0 || dst == src) return DT_OK;
+    cudaStream_t s = DT__CUDA_STREAM(be);
+    switch (kind) {
+    case DT_COPY_H2D:
+        DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+        DT_CUDA_CHECK(cudaStreamSynchronize(s));
+        return DT_OK;
+    case DT_COPY_D2H:
+        DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+        DT_CUDA_CHECK(cudaStreamSynchronize(s));
+        return DT_OK;
+    case DT_COPY_D2D: {
+        /* The table's copy has memmove semantics; cudaMemcpy needs disjoint
+         * ranges, so overlapping ones go through the workspace. */
+        const char *d = (const char *)dst, *sp = (const char *)src;
+        if (d < sp + bytes && sp < d + bytes) {
+            void *tmp;
+            DT_CHECK(dt__cuda_workspace(be, bytes, &tmp));
+            DT_CUDA_CHECK(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, s));
+            DT_CUDA_CHECK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, s));
+        } else {
+            DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        }
+        return DT_OK;
+    }
+    }
+    return DT_FAIL(DT_ERR_INVALID, "cuda copy: unknown copy kind %d", (int)kind);
+}
+
+static dt_status dt__cuda_synchronize(dt_backend *be)
+{
+    DT_CUDA_CHECK(cudaStreamSynchronize(DT__CUDA_STREAM(be)));
+    return DT_OK;
+}
+
+dt_status dt__cuda_workspace(dt_backend *be, size_t bytes, void **out)
+{
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    if (bytes > im->work_bytes) {
+        size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes + bytes / 4;
+        if (im->work) {
+            /* cudaFree synchronizes, so no queued kernel still reads the old buffer. */
+            DT_CUDA_CHECK(cudaFree(im->work));
+            im->work = NULL;
+            im->work_bytes = 0;
+        }
+        cudaError_t e = cudaMalloc(&im->work, want);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            im->work = NULL;
+            return DT_FAIL(DT_ERR_NOMEM, "cuda: cannot allocate a %zu-byte workspace on device %d: %s", want,
+                           im->device, cudaGetErrorString(e));
+        }
+        im->work_bytes = want;
+    }
+    *out = im->work;
+    return DT_OK;
+}
+
+dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out)
+{
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    if (bytes > im->host_bytes) {
+        size_t want = bytes < 4096 ? 4096 : bytes + bytes / 4;
+        void *p = realloc(im->host, want);
+        if (!p) return DT_FAIL(DT_ERR_NOMEM, "cuda: cannot allocate %zu bytes of host workspace", want);
+        im->host = p;
+        im->host_bytes = want;
+    }
+    *out = im->host;
+    return DT_OK;
+}
+
+int dt__cuda_is_cuda(const dt_backend *be) { return be && be->device == DT_DEVICE_CUDA && be->impl; }
+
+dt_status dt__cuda_set_tf32(dt_backend *be, int allow_tf32)
+{
+    if (!dt__cuda_is_cuda(be)) return DT_FAIL(DT_ERR_INVALID, "cuda: set_tf32 on a backend that is not CUDA");
+    DT__CUDA_IMPL(be)->allow_tf32 = allow_tf32 != 0;
+    return DT_OK;
+}
+
+/* Creation: every failure path releases what was made so far. */
+dt_status dt_backend_cuda_create(int threads, dt_backend **out)
+{
+    *out = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: no CUDA device (cudaGetDeviceCount: %s)",
+                       cudaGetErrorString(e));
+    }
+    if (count < 1)
+        return DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: no CUDA device (cudaGetDeviceCount: 0 devices)");
+    /* One GPU per rank on a host: the launcher's local rank (Open MPI,
+     * MPICH/Hydra, Slurm, torchrun) modulo the devices; the current device
+     * otherwise (CUDA_VISIBLE_DEVICES still narrows what is seen). */
+    int dev = 0;
+    DT_CUDA_CHECK(cudaGetDevice(&dev));
+    static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                                                  "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof local_rank_vars / sizeof local_rank_vars[0]; i++) {
+        const char *v = getenv(local_rank_vars[i]);
+        if (v && *v) {
+            dev = atoi(v) % count;
+            break;
+        }
+    }
+
+    dt_backend *be = (dt_backend *)calloc(1, sizeof *be);
+    dt__cuda_impl *im = (dt__cuda_impl *)calloc(1, sizeof *im);
+    if (!be || !im) {
+        free(be);
+        free(im);
+        return DT_FAIL(DT_ERR_NOMEM, "cuda backend: out of memory");
+    }
+    im->device = dev;
+    be->impl = im;
+    be->name = "cuda";
+    be->device = DT_DEVICE_CUDA;
+    be->destroy = dt__cuda_destroy;
+
+    dt_status st = DT_OK;
+    cudaDeviceProp prop;
+    e = cudaSetDevice(dev);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        st = DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: device %d is not usable: %s", dev, cudaGetErrorString(e));
+        goto fail;
+    }
+    snprintf(im->name, sizeof im->name, "%s", prop.name);
+    {
+        cublasStatus_t cs = cublasCreate(&im->cublas);
+        if (cs == CUBLAS_STATUS_SUCCESS) cs = cublasSetStream(im->cublas, im->stream);
+        /* Exact FP32 unless dt__cuda_set_tf32 says otherwise: the compute
+         * type of each GEMM call decides (gemm.cu); the handle's math mode
+         * stays the default, which never rounds FP32 inputs to TF32. */
+        if (cs == CUBLAS_STATUS_SUCCESS) cs = cublasSetMathMode(im->cublas, CUBLAS_DEFAULT_MATH);
+        if (cs != CUBLAS_STATUS_SUCCESS) {
+            st = DT_FAIL(DT_ERR_BACKEND, "--device cuda: cuBLAS setup failed on device %d (%s): %s", dev, im->name,
+                         cublasGetStatusString(cs));
+            goto fail;
+        }
+    }
+
+    be->set_threads = dt__cuda_set_threads;
+    be->alloc = dt__cuda_alloc;
+    be->free = dt__cuda_free;
+    be->memset_zero = dt__cuda_memset_zero;
+    be->copy = dt__cuda_copy;
+    be->synchronize = dt__cuda_synchronize;
+    be->gemm = dt__cuda_gemm;
+    be->encoder_forward = dt__cuda_encoder_forward;
+    be->encoder_backward = dt__cuda_encoder_backward;
+    be->layernorm_forward = dt__cuda_layernorm_forward;
+    be->layernorm_backward = dt__cuda_layernorm_backward;
+    be->matmul_forward = dt__cuda_matmul_forward;
+    be->matmul_backward = dt__cuda_matmul_backward;
+    be->attention_forward = dt__cuda_attention_forward;
+    be->attention_backward = dt__cuda_attention_backward;
+    be->gelu_forward = dt__cuda_gelu_forward;
+    be->gelu_backward = dt__cuda_gelu_backward;
+    be->residual_forward = dt__cuda_residual_forward;
+    be->crossentropy_forward_backward = dt__cuda_crossentropy_forward_backward;
+    be->sumsq = dt__cuda_sumsq;
+    be->scale = dt__cuda_scale;
+    be->adamw_update = dt__cuda_adamw_update;
+    be->sgd_update = dt__cuda_sgd_update;
+    be->lars_update = dt__cuda_lars_update;
+    be->lamb_direction = dt__cuda_lamb_direction;
+    be->axpy = dt__cuda_axpy;
+    be->cast = dt__cuda_cast;
+    be->unscale_check = dt__cuda_unscale_check;
+    be->batchnorm_forward = dt__cuda_batchnorm_forward;
+    be->batchnorm_backward = dt__cuda_batchnorm_backward;
+    be->relu_forward = dt__cuda_relu_forward;
+    be->relu_backward = dt__cuda_relu_backward;
+    st = dt__cuda_set_threads(be, threads);
+    if (st != DT_OK) goto fail;
+    *out = be;
+    return DT_OK;
+
+fail:
+    dt__cuda_destroy(be);
+    return st;
+}

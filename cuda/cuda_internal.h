@@ -1,0 +1,185 @@
+/* cuda_internal.h: what the CUDA backend's .cu files share (compiled by nvcc
+ * only, never installed): the backend's private state, the checking macros
+ * for CUDA and cuBLAS calls, launch helpers, and the op entry points that
+ * backend.cu assembles into the dt_backend table (one .cu file per family).
+ *
+ * Invariants:
+ *  - every CUDA runtime and cuBLAS call goes through DT_CUDA_CHECK or
+ *    DT_CUBLAS_CHECK, and every kernel launch is followed by
+ *    DT_CUDA_LAUNCHED; on failure they record "file:line" and the library's
+ *    error string as the one-line message and return DT_ERR_BACKEND. No code
+ *    here exits or prints;
+ *  - all work goes to the backend's one stream, in call order, so ops are
+ *    asynchronous to the host but ordered among themselves. An op returns
+ *    before its kernels finish unless it must hand a value to the host
+ *    (sumsq, unscale_check, cross-entropy's target check, the embedding
+ *    backward's token buckets) or copies to or from host memory;
+ *  - the device workspace (dt__cuda_workspace) is one buffer, reused by
+ *    every op: an op may use it until it returns (later work on the stream
+ *    is ordered after its kernels, so reuse is safe);
+ *  - no kernel uses float atomics: every sum has a fixed order, so results
+ *    are bit-identical run to run on the same GPU and launch shapes. */
+#ifndef DT_CUDA_INTERNAL_H
+#define DT_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_backend.h"
+#include "dt_cuda.h"
+#include "dt_cuda_math.h"
+
+typedef struct dt__cuda_impl {
+    int device;             /* CUDA device ordinal */
+    cudaStream_t stream;    /* every op's stream */
+    cublasHandle_t cublas;  /* bound to stream */
+    int allow_tf32;         /* GEMM compute type: 0 exact FP32, 1 TF32 tensor cores */
+    void *work;             /* device workspace, grown on demand */
+    size_t work_bytes;
+    void *host;             /* host staging for small results and token buckets */
+    size_t host_bytes;
+    char name[256];         /* the device's name, for messages */
+} dt__cuda_impl;
+
+#define DT__CUDA_IMPL(be) ((dt__cuda_impl *)(be)->impl)
+#define DT__CUDA_STREAM(be) (DT__CUDA_IMPL(be)->stream)
+
+/* Record a CUDA runtime failure with file:line and return DT_ERR_BACKEND. */
+#define DT_CUDA_CHECK(call)                                                                                   \
+    do {                                                                                                      \
+        cudaError_t dt__ce_ = (call);                                                                         \
+        if (dt__ce_ != cudaSuccess)                                                                           \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call,           \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                         \
+    } while (0)
+
+#define DT_CUBLAS_CHECK(call)                                                                                 \
+    do {                                                                                                      \
+        cublasStatus_t dt__cb_ = (call);                                                                      \
+        if (dt__cb_ != CUBLAS_STATUS_SUCCESS)                                                                 \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cublas: %s failed: %s (%s)", #call,         \
+                            cublasGetStatusString(dt__cb_), cublasGetStatusName(dt__cb_));                   \
+    } while (0)
+
+/* After a <<<...>>> launch: a bad configuration shows up here. */
+#define DT_CUDA_LAUNCHED(what)                                                                                \
+    do {                                                                                                      \
+        cudaError_t dt__ce_ = cudaGetLastError();                                                             \
+        if (dt__ce_ != cudaSuccess)                                                                           \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: launching %s failed: %s (%s)", (what), \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                         \
+    } while (0)
+
+/* Threads per block of the 1-D elementwise kernels. */
+#define DT__CUDA_THREADS 256
+/* Upper bound on the grid of grid-stride kernels: enough blocks to fill any
+ * current GPU several times over; each thread loops over the rest. */
+#define DT__CUDA_MAX_BLOCKS 8192u
+
+static inline unsigned dt__cuda_blocks(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    return b > DT__CUDA_MAX_BLOCKS ? DT__CUDA_MAX_BLOCKS : (unsigned)b;
+}
+
+/* Grid-stride loop over [0, n). */
+#define DT__CUDA_FOR(i, n)                                                                                    \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+#ifdef __CUDACC__
+/* Sum / max over a warp by xor butterflies: every lane ends with the same
+ * value (a + b == b + a bit for bit), combined in a fixed order. */
+static __device__ __forceinline__ float dt__warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float dt__warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+#endif
+
+/* backend.cu: workspaces (valid until the op returns; contents undefined). */
+dt_status dt__cuda_workspace(dt_backend *be, size_t bytes, void **out);
+dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out);
+/* 1 if be is a CUDA backend (for the internal entry points of dt_cuda.h). */
+int dt__cuda_is_cuda(const dt_backend *be);
+
+/* gemm.cu. Row-major GEMM over `batch` matrices at element strides sA, sB,
+ * sC: C_i(M,N) = alpha op(A_i) op(B_i) + beta C_i. */
+dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                                const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
+                                float beta, float *C, int ldc, long long sC, int batch);
+dt_status dt__cuda_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc);
+dt_status dt__cuda_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,
+                                  int N, int C, int OC);
+dt_status dt__cuda_matmul_backward(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                                   const float *inp, const float *w, int N, int C, int OC);
+
+/* encoder.cu */
+dt_status dt__cuda_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
+                                   const float *wpe, int B, int T, int C);
+dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout,
+                                    const int32_t *tokens, int B, int T, int C);
+
+/* layernorm.cu */
+dt_status dt__cuda_layernorm_forward(dt_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                     const float *w, const float *b, int N, int C);
+dt_status dt__cuda_layernorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                      const float *inp, const float *w, const float *mean, const float *rstd,
+                                      int N, int C);
+
+/* attention.cu */
+dt_status dt__cuda_attention_forward(dt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
+                                     int NH);
+dt_status dt__cuda_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout,
+                                      const float *qkv, const float *att, int B, int T, int C, int NH);
+
+/* elementwise.cu */
+dt_status dt__cuda_gelu_forward(dt_backend *be, float *out, const float *inp, size_t n);
+dt_status dt__cuda_gelu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+dt_status dt__cuda_residual_forward(dt_backend *be, float *out, const float *a, const float *b, size_t n);
+dt_status dt__cuda_relu_forward(dt_backend *be, float *out, const float *inp, size_t n);
+dt_status dt__cuda_relu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+
+/* crossentropy.cu */
+dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
+                                                 const float *logits, const int32_t *targets, int N, int V,
+                                                 float dloss);
+
+/* optim.cu */
+dt_status dt__cuda_sumsq(dt_backend *be, const float *x, size_t n, double *out);
+dt_status dt__cuda_scale(dt_backend *be, float *x, float s, size_t n);
+dt_status dt__cuda_adamw_update(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                                float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                                float grad_scale);
+dt_status dt__cuda_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
+                              float momentum, float wd, float grad_scale, int nesterov, int first);
+dt_status dt__cuda_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
+                               float trust, float momentum, float wd, float grad_scale);
+dt_status dt__cuda_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
+                                  size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                                  float grad_scale);
+dt_status dt__cuda_axpy(dt_backend *be, float *y, float a, const float *x, size_t n);
+
+/* half.cu */
+dt_status dt__cuda_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
+                        size_t n);
+dt_status dt__cuda_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite);
+
+/* batchnorm.cu */
+dt_status dt__cuda_batchnorm_forward(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
+                                     float *running_var, const float *inp, const float *w, const float *b, int N,
+                                     int C, float momentum, float eps, int training);
+dt_status dt__cuda_batchnorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                      const float *inp, const float *w, const float *mean, const float *rstd,
+                                      int N, int C);
+
+#endif

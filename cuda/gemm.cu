@@ -1,0 +1,117 @@
+/* gemm.cu: GEMM and linear layers on the GPU through cuBLAS.
+ *
+ * Row-major over column-major: a row-major matrix X (r x c, leading
+ * dimension ld) is, read column-major, X^T (c x r, same ld). So the row-major
+ * C(M,N) = op(A) op(B) is computed as the column-major
+ * C^T(N,M) = op(B)^T op(A)^T, i.e. cuBLAS with the operands swapped, m = N,
+ * n = M, and each operand's own transpose flag unchanged.
+ *
+ * Precision: every GEMM is cublasGemmEx / cublasGemmStridedBatchedEx with
+ * FP32 inputs and outputs and CUBLAS_COMPUTE_32F, which never rounds the
+ * inputs to TF32; dt__cuda_set_tf32(be, 1) switches to
+ * CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores, ~1e-3 relative error).
+ *
+ * Linear layers store w as (OC, C) like the CPU backend (cpu_gemm.c): forward
+ * out = inp @ w^T with the bias broadcast into out first (beta = 1);
+ * backward dinp = dout @ w, dw += dout^T @ inp, dbias += column sums of dout
+ * (a fixed-order reduction: 32 row lanes per column, combined in lane
+ * order; no atomics). */
+#include "cuda_internal.h"
+
+/* C(M,N) with leading dimension ldc, `batch` matrices sC apart: C *= beta,
+ * or 0 when beta == 0 (BLAS's rule: C is not read then). */
+__global__ void dt__k_scale_matrix(float *C, int M, int N, int ldc, long long sC, int batch, float beta)
+{
+    size_t total = (size_t)M * N * batch;
+    DT__CUDA_FOR(idx, total)
+    {
+        size_t b = idx / ((size_t)M * N), r = idx % ((size_t)M * N);
+        float *c = C + (size_t)b * sC + (r / N) * (size_t)ldc + r % N;
+        *c = beta == 0.0f ? 0.0f : beta * *c;
+    }
+}
+
+dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                                const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
+                                float beta, float *C, int ldc, long long sC, int batch)
+{
+    if (M < 0 || N < 0 || K < 0 || batch < 0)
+        return DT_FAIL(DT_ERR_INVALID, "gemm: negative size %dx%dx%d (batch %d)", M, N, K, batch);
+    if (M == 0 || N == 0 || batch == 0) return DT_OK;
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    if (K == 0) {
+        size_t total = (size_t)M * N * batch;
+        dt__k_scale_matrix<<<dt__cuda_blocks(total, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, im->stream>>>(
+            C, M, N, ldc, sC, batch, beta);
+        DT_CUDA_LAUNCHED("gemm (K = 0)");
+        return DT_OK;
+    }
+    const cublasOperation_t opA = transa ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasComputeType_t ct = im->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    if (batch == 1)
+        DT_CUBLAS_CHECK(cublasGemmEx(im->cublas, opB, opA, N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda,
+                                     &beta, C, CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
+    else
+        DT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(im->cublas, opB, opA, N, M, K, &alpha, B, CUDA_R_32F, ldb, sB, A,
+                                                   CUDA_R_32F, lda, sA, &beta, C, CUDA_R_32F, ldc, sC, batch, ct,
+                                                   CUBLAS_GEMM_DEFAULT));
+    return DT_OK;
+}
+
+dt_status dt__cuda_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    return dt__cuda_gemm_batched(be, transa, transb, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+/* out(N,OC) row i = bias(OC) */
+__global__ void dt__k_bias_broadcast(float *out, const float *bias, int N, int OC)
+{
+    DT__CUDA_FOR(idx, (size_t)N * OC) out[idx] = bias[idx % OC];
+}
+
+/* dbias(OC) += column sums of dout(N,OC). Block (32, 32): threadIdx.x is a
+ * column of a 32-column slice (so a warp reads 128 contiguous bytes of a
+ * row), threadIdx.y a row lane summing rows y, y+32, ... in order; the 32
+ * lane sums are then added in lane order. */
+__global__ void dt__k_bias_grad(float *dbias, const float *dout, int N, int OC)
+{
+    __shared__ float part[32][33];
+    const int j = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (j < OC)
+        for (int i = threadIdx.y; i < N; i += 32) acc += dout[(size_t)i * OC + j];
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < OC) {
+        float s = 0.0f;
+        for (int r = 0; r < 32; r++) s += part[r][threadIdx.x];
+        dbias[j] += s;
+    }
+}
+
+dt_status dt__cuda_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,
+                                  int N, int C, int OC)
+{
+    float beta = 0.0f;
+    if (bias && N > 0 && OC > 0) {
+        size_t n = (size_t)N * OC;
+        dt__k_bias_broadcast<<<dt__cuda_blocks(n, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, DT__CUDA_STREAM(be)>>>(
+            out, bias, N, OC);
+        DT_CUDA_LAUNCHED("matmul bias");
+        beta = 1.0f;
+    }
+    return dt__cuda_gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
+}
+
+dt_status dt__cuda_matmul_backward(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                                   const float *inp, const float *w, int N, int C, int OC)
+{
+    if (dinp) DT_CHECK(dt__cuda_gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C));
+    DT_CHECK(dt__cuda_gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C));
+    if (dbias && OC > 0) {
+        dt__k_bias_grad<<<(OC + 31) / 32, dim3(32, 32), 0, DT__CUDA_STREAM(be)>>>(dbias, dout, N, OC);
+        DT_CUDA_LAUNCHED("matmul bias gradient");
+    }
+    return DT_OK;
+}

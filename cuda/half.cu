@@ -1,0 +1,89 @@
+/* half.cu: the mixed-precision ops on the GPU, cast and unscale_check
+ * (semantics in dt_backend.h).
+ *
+ * cast converts with the integer conversions of dt_cuda_math.h, a copy of
+ * lib/half.c's reference, so every element gets the same bits as on the CPU
+ * (round to nearest even, subnormals, overflow to inf, quiet NaN keeping
+ * the top payload bits), whatever the GPU's own conversion instructions do
+ * with NaN payloads. f16 <-> bf16 goes through float, which is exact for the
+ * widening step. Equal types copy with memmove semantics (overlap allowed);
+ * different types must not overlap. One thread per element.
+ *
+ * unscale_check multiplies in place and raises a device flag where a result
+ * is inf or NaN (every writer stores the same 1, so the order of the writes
+ * does not matter); the flag is read back, so the op waits for the stream. */
+#include "cuda_internal.h"
+
+template <dt_dtype D, dt_dtype S>
+__global__ void dt__k_cast(void *dst, const void *src, size_t n)
+{
+    DT__CUDA_FOR(i, n)
+    {
+        float f;
+        if (S == DT_F32) f = ((const float *)src)[i];
+        else if (S == DT_F16) f = dt__hd_f16_to_float(((const uint16_t *)src)[i]);
+        else f = dt__hd_bf16_to_float(((const uint16_t *)src)[i]);
+        if (D == DT_F32) ((float *)dst)[i] = f;
+        else if (D == DT_F16) ((uint16_t *)dst)[i] = dt__hd_f16_from_float(f);
+        else ((uint16_t *)dst)[i] = dt__hd_bf16_from_float(f);
+    }
+}
+
+static int dt__is_float_type(dt_dtype t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
+
+#define DT__GRID(n) dt__cuda_blocks((n), DT__CUDA_THREADS), DT__CUDA_THREADS, 0, DT__CUDA_STREAM(be)
+
+dt_status dt__cuda_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type, size_t n)
+{
+    if (!dt__is_float_type(src_type) || !dt__is_float_type(dst_type))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "cast: %s (%d) -> %s (%d) is not supported; expected f32, f16 or bf16 on both sides",
+                       dt_dtype_name(src_type), (int)src_type, dt_dtype_name(dst_type), (int)dst_type);
+    if (n == 0) return DT_OK;
+    if (!dst || !src) return DT_FAIL(DT_ERR_INVALID, "cast: NULL %s pointer with n = %zu", dst ? "src" : "dst", n);
+    if (src_type == dst_type) return be->copy(be, dst, src, n * dt_dtype_size(src_type), DT_COPY_D2D);
+#define DT__CAST_CASE(D, S)                                                                                   \
+    if (dst_type == D && src_type == S) {                                                                     \
+        dt__k_cast<D, S><<<DT__GRID(n)>>>(dst, src, n);                                                      \
+        DT_CUDA_LAUNCHED("cast " #S " -> " #D);                                                               \
+        return DT_OK;                                                                                         \
+    }
+    DT__CAST_CASE(DT_F16, DT_F32)
+    DT__CAST_CASE(DT_BF16, DT_F32)
+    DT__CAST_CASE(DT_F32, DT_F16)
+    DT__CAST_CASE(DT_F32, DT_BF16)
+    DT__CAST_CASE(DT_BF16, DT_F16)
+    DT__CAST_CASE(DT_F16, DT_BF16)
+#undef DT__CAST_CASE
+    return DT_FAIL(DT_ERR_INVALID, "cast: %s -> %s", dt_dtype_name(src_type), dt_dtype_name(dst_type));
+}
+
+__global__ void dt__k_unscale_check(float *x, float s, size_t n, int *flag)
+{
+    int bad = 0;
+    DT__CUDA_FOR(i, n)
+    {
+        float v = x[i] * s;
+        x[i] = v;
+        bad |= dt__hd_nonfinite(v);
+    }
+    if (bad) *flag = 1;
+}
+
+dt_status dt__cuda_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite)
+{
+    if (!nonfinite) return DT_FAIL(DT_ERR_INVALID, "unscale_check: nonfinite must not be NULL");
+    if (n == 0) return DT_OK;
+    if (!x) return DT_FAIL(DT_ERR_INVALID, "unscale_check: NULL x with n = %zu", n);
+    cudaStream_t st = DT__CUDA_STREAM(be);
+    int *dflag, *hflag;
+    DT_CHECK(dt__cuda_workspace(be, sizeof(int), (void **)&dflag));
+    DT_CHECK(dt__cuda_host_workspace(be, sizeof(int), (void **)&hflag));
+    DT_CUDA_CHECK(cudaMemsetAsync(dflag, 0, sizeof(int), st));
+    dt__k_unscale_check<<<DT__GRID(n)>>>(x, s, n, dflag);
+    DT_CUDA_LAUNCHED("unscale_check");
+    DT_CUDA_CHECK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, st));
+    DT_CUDA_CHECK(cudaStreamSynchronize(st));
+    if (*hflag) *nonfinite = 1;
+    return DT_OK;
+}

@@ -1,0 +1,599 @@
+/* check_cuda.c: every op of the CUDA backend against the CPU backend (the
+ * reference, itself checked against double precision in check_ops.c) on
+ * random inputs. Built with CUDA only; exits 77 (skipped) when no CUDA
+ * device is usable, printing why.
+ *
+ * The suite runs without fork (CK_NOFORK): CUDA cannot be used in a child
+ * forked after the parent touched it, and main() must ask for a device
+ * before deciding to skip.
+ *
+ * Tolerances (u = 6e-8, float's unit roundoff), per kind of op:
+ *  - EXACT (bit for bit): memory ops, residual, ReLU, scale, unscale_check,
+ *    every cast (same integer conversion code), the embedding (same
+ *    summation order by construction);
+ *  - ELEM, |a - b| <= 1e-6 + 1e-5 |b|: elementwise math with the same
+ *    formulas (GELU, optimizers, axpy), where nvcc's fused multiply-adds
+ *    round differently from GCC's in a few ulps and the optimizers'
+ *    divisions by sqrt(v) + eps amplify that on small v;
+ *  - SUM, |a - b| <= 1e-4 + 1e-4 |b|: GEMMs and row reductions whose
+ *    summation order differs (cuBLAS tiles vs OpenBLAS, warp trees vs
+ *    sequential loops). Inputs are N(0,1), sums have K <= 128 terms: each
+ *    side's error is about sqrt(K) u |sum of |terms|| <= 1e-5 here, and
+ *    check_ops.c holds the CPU within 1e-5 + 1e-4 |ref| of exact, so twice
+ *    that bounds their difference;
+ *  - double sums (sumsq, BatchNorm's statistics): 1e-12 relative for
+ *    sumsq; BatchNorm outputs within ELEM (double sums round to the same
+ *    float but the normalisation's FMAs may not). */
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu_backend.h"
+#include "dt_cuda.h"
+#include "testutil.h"
+
+static dt_backend *cpu, *gpu;
+
+#define ELEM_ATOL 1e-6
+#define ELEM_RTOL 1e-5
+#define SUM_ATOL 1e-4
+#define SUM_RTOL 1e-4
+
+static void fill(float *x, size_t n, uint64_t seed, float scale)
+{
+    dt_rng r;
+    dt_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) x[i] = (float)dt_rng_normal(&r) * scale;
+}
+
+static float *hmalloc(size_t n)
+{
+    float *p = malloc(n * sizeof(float) + 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* A device copy of host data (bytes). */
+static void *up(const void *h, size_t bytes)
+{
+    void *d;
+    ck_dt(gpu->alloc(gpu, bytes, &d));
+    if (bytes) ck_dt(gpu->copy(gpu, d, h, bytes, DT_COPY_H2D));
+    return d;
+}
+
+static void down(void *h, const void *d, size_t bytes)
+{
+    ck_dt(gpu->copy(gpu, h, d, bytes, DT_COPY_D2H));
+}
+
+static void gfree(void *d) { gpu->free(gpu, d); }
+
+/* Download n floats of d and compare with ref. */
+static void expect_close(const float *d, const float *ref, size_t n, double atol, double rtol, const char *what)
+{
+    float *h = hmalloc(n);
+    down(h, d, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(dt_test_close(h[i], ref[i], atol, rtol), "%s[%zu]: gpu %.9g cpu %.9g", what, i, (double)h[i],
+                      (double)ref[i]);
+    free(h);
+}
+
+static void expect_bits(const void *d, const void *ref, size_t bytes, const char *what)
+{
+    unsigned char *h = malloc(bytes + 1);
+    down(h, d, bytes);
+    const unsigned char *r = ref;
+    for (size_t i = 0; i < bytes; i++) ck_assert_msg(h[i] == r[i], "%s: byte %zu differs", what, i);
+    free(h);
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+START_TEST(test_memory)
+{
+    const size_t n = 1000;
+    float *z = calloc(n, sizeof(float)), *x = hmalloc(n), *y = hmalloc(n);
+    fill(x, n, 1, 1);
+    void *d;
+    ck_dt(gpu->alloc(gpu, n * sizeof(float), &d));
+    ck_assert_uint_eq((uintptr_t)d % 64, 0);
+    expect_bits(d, z, n * sizeof(float), "alloc zeroed");
+    ck_dt(gpu->copy(gpu, d, x, n * sizeof(float), DT_COPY_H2D));
+    void *e;
+    ck_dt(gpu->alloc(gpu, n * sizeof(float), &e));
+    ck_dt(gpu->copy(gpu, e, d, n * sizeof(float), DT_COPY_D2D));
+    expect_bits(e, x, n * sizeof(float), "copy D2D");
+    /* overlapping D2D: memmove semantics */
+    ck_dt(gpu->copy(gpu, (float *)e + 10, e, (n - 10) * sizeof(float), DT_COPY_D2D));
+    memcpy(y, x, n * sizeof(float));
+    memmove(y + 10, y, (n - 10) * sizeof(float));
+    expect_bits(e, y, n * sizeof(float), "overlapping copy");
+    ck_dt(gpu->memset_zero(gpu, d, n * sizeof(float)));
+    ck_dt(gpu->synchronize(gpu));
+    expect_bits(d, z, n * sizeof(float), "memset_zero");
+    gfree(d), gfree(e);
+    ck_dt(gpu->alloc(gpu, 0, &d)); /* zero bytes: a valid pointer */
+    ck_assert_ptr_nonnull(d);
+    gfree(d);
+    free(z), free(x), free(y);
+}
+END_TEST
+
+/* ---- GEMM and linear layers ------------------------------------------------------------------ */
+
+static const int gemm_shapes[][3] = {{37, 29, 23}, {128, 96, 128}, {5, 301, 64}};
+
+START_TEST(test_gemm)
+{
+    const int M = gemm_shapes[_i][0], N = gemm_shapes[_i][1], K = gemm_shapes[_i][2], pad = 3;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+            size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+            float *A = hmalloc(na), *B = hmalloc(nb), *C = hmalloc(nc);
+            fill(A, na, 2, 1), fill(B, nb, 3, 1), fill(C, nc, 4, 1);
+            float *dA = up(A, na * 4), *dB = up(B, nb * 4), *dC = up(C, nc * 4);
+            ck_dt(cpu->gemm(cpu, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.25f, C, ldc));
+            ck_dt(gpu->gemm(gpu, ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, 0.25f, dC, ldc));
+            expect_close(dC, C, nc, SUM_ATOL, SUM_RTOL, "gemm"); /* includes the untouched padding */
+            gfree(dA), gfree(dB), gfree(dC);
+            free(A), free(B), free(C);
+        }
+    /* K = 0 scales C by beta (0 clears it), M = 0 does nothing, negative sizes fail */
+    float c[4] = {1, 2, 3, 4}, c0[4] = {0.5f, 1, 1.5f, 2};
+    float *dc = up(c, sizeof c);
+    ck_dt(gpu->gemm(gpu, 0, 0, 2, 2, 0, 1.0f, dc, 1, dc, 2, 0.5f, dc, 2));
+    expect_bits(dc, c0, sizeof c0, "gemm K = 0");
+    ck_dt(gpu->gemm(gpu, 0, 0, 0, 2, 2, 1.0f, dc, 2, dc, 2, 0.0f, dc, 2));
+    ck_assert_int_ne(gpu->gemm(gpu, 0, 0, -1, 2, 2, 1.0f, dc, 2, dc, 2, 0.0f, dc, 2), DT_OK);
+    gfree(dc);
+}
+END_TEST
+
+START_TEST(test_matmul)
+{
+    const int N = 67, C = 48, OC = 40;
+    float *inp = hmalloc(N * C), *w = hmalloc(OC * C), *bias = hmalloc(OC), *out = hmalloc(N * OC);
+    float *dout = hmalloc(N * OC), *dinp = hmalloc(N * C), *dw = hmalloc(OC * C), *db = hmalloc(OC);
+    fill(inp, N * C, 5, 1), fill(w, OC * C, 6, 1), fill(bias, OC, 7, 1), fill(dout, N * OC, 8, 1);
+    fill(dw, OC * C, 9, 1), fill(db, OC, 10, 1); /* gradients accumulate */
+    float *d_inp = up(inp, N * C * 4), *d_w = up(w, OC * C * 4), *d_bias = up(bias, OC * 4);
+    float *d_out = up(out, N * OC * 4), *d_dout = up(dout, N * OC * 4), *d_dinp = up(dinp, N * C * 4);
+    float *d_dw = up(dw, OC * C * 4), *d_db = up(db, OC * 4);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        ck_dt(cpu->matmul_forward(cpu, out, inp, w, with_bias ? bias : NULL, N, C, OC));
+        ck_dt(gpu->matmul_forward(gpu, d_out, d_inp, d_w, with_bias ? d_bias : NULL, N, C, OC));
+        expect_close(d_out, out, N * OC, SUM_ATOL, SUM_RTOL, "matmul out");
+        ck_dt(cpu->matmul_backward(cpu, with_bias ? dinp : NULL, dw, with_bias ? db : NULL, dout, inp, w, N, C, OC));
+        ck_dt(gpu->matmul_backward(gpu, with_bias ? d_dinp : NULL, d_dw, with_bias ? d_db : NULL, d_dout, d_inp, d_w,
+                                   N, C, OC));
+        if (with_bias) expect_close(d_dinp, dinp, N * C, SUM_ATOL, SUM_RTOL, "matmul dinp");
+        expect_close(d_dw, dw, OC * C, SUM_ATOL, SUM_RTOL, "matmul dw");
+        expect_close(d_db, db, OC, SUM_ATOL, SUM_RTOL, "matmul dbias");
+    }
+    gfree(d_inp), gfree(d_w), gfree(d_bias), gfree(d_out), gfree(d_dout), gfree(d_dinp), gfree(d_dw), gfree(d_db);
+    free(inp), free(w), free(bias), free(out), free(dout), free(dinp), free(dw), free(db);
+}
+END_TEST
+
+/* ---- layers ------------------------------------------------------------------------------------ */
+
+START_TEST(test_encoder)
+{
+    const int B = 3, T = 11, C = 40, V = 7; /* V small: tokens repeat within and across rows */
+    int32_t tok[33];
+    dt_rng r;
+    dt_rng_seed(&r, 11);
+    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)dt_rng_below(&r, V);
+    float *wte = hmalloc(V * C), *wpe = hmalloc(T * C), *out = hmalloc(B * T * C), *dout = hmalloc(B * T * C);
+    float *dwte = hmalloc(V * C), *dwpe = hmalloc(T * C);
+    fill(wte, V * C, 12, 1), fill(wpe, T * C, 13, 1), fill(dout, B * T * C, 14, 1);
+    fill(dwte, V * C, 15, 1), fill(dwpe, T * C, 16, 1);
+    int32_t *d_tok = up(tok, sizeof tok);
+    float *d_wte = up(wte, V * C * 4), *d_wpe = up(wpe, T * C * 4), *d_out = up(out, B * T * C * 4);
+    float *d_dout = up(dout, B * T * C * 4), *d_dwte = up(dwte, V * C * 4), *d_dwpe = up(dwpe, T * C * 4);
+    ck_dt(cpu->encoder_forward(cpu, out, tok, wte, wpe, B, T, C));
+    ck_dt(gpu->encoder_forward(gpu, d_out, d_tok, d_wte, d_wpe, B, T, C));
+    expect_bits(d_out, out, (size_t)B * T * C * 4, "encoder out");
+    ck_dt(cpu->encoder_backward(cpu, dwte, dwpe, dout, tok, B, T, C));
+    ck_dt(gpu->encoder_backward(gpu, d_dwte, d_dwpe, d_dout, d_tok, B, T, C));
+    expect_bits(d_dwte, dwte, (size_t)V * C * 4, "encoder dwte");
+    expect_bits(d_dwpe, dwpe, (size_t)T * C * 4, "encoder dwpe");
+    gfree(d_tok), gfree(d_wte), gfree(d_wpe), gfree(d_out), gfree(d_dout), gfree(d_dwte), gfree(d_dwpe);
+    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
+}
+END_TEST
+
+START_TEST(test_layernorm)
+{
+    const int N = 37, C = 72;
+    float *x = hmalloc(N * C), *w = hmalloc(C), *b = hmalloc(C), *out = hmalloc(N * C), *dout = hmalloc(N * C);
+    float *mean = hmalloc(N), *rstd = hmalloc(N), *dx = hmalloc(N * C), *dw = hmalloc(C), *db = hmalloc(C);
+    fill(x, N * C, 17, 2), fill(w, C, 18, 1), fill(b, C, 19, 1), fill(dout, N * C, 20, 1);
+    fill(dx, N * C, 21, 1), fill(dw, C, 22, 1), fill(db, C, 23, 1);
+    for (int i = 0; i < N * C; i++) x[i] += 3.0f;
+    float *d_x = up(x, N * C * 4), *d_w = up(w, C * 4), *d_b = up(b, C * 4), *d_out = up(out, N * C * 4);
+    float *d_dout = up(dout, N * C * 4), *d_mean = up(mean, N * 4), *d_rstd = up(rstd, N * 4);
+    float *d_dx = up(dx, N * C * 4), *d_dw = up(dw, C * 4), *d_db = up(db, C * 4);
+    ck_dt(cpu->layernorm_forward(cpu, out, mean, rstd, x, w, b, N, C));
+    ck_dt(gpu->layernorm_forward(gpu, d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C));
+    expect_close(d_out, out, N * C, SUM_ATOL, SUM_RTOL, "layernorm out");
+    expect_close(d_mean, mean, N, SUM_ATOL, SUM_RTOL, "layernorm mean");
+    expect_close(d_rstd, rstd, N, SUM_ATOL, SUM_RTOL, "layernorm rstd");
+    /* backward from the CPU's statistics on both sides */
+    float *d_mean2 = up(mean, N * 4), *d_rstd2 = up(rstd, N * 4);
+    ck_dt(cpu->layernorm_backward(cpu, dx, dw, db, dout, x, w, mean, rstd, N, C));
+    ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
+    expect_close(d_dx, dx, N * C, SUM_ATOL, SUM_RTOL, "layernorm dinp (accumulated)");
+    expect_close(d_dw, dw, C, SUM_ATOL, SUM_RTOL, "layernorm dw");
+    expect_close(d_db, db, C, SUM_ATOL, SUM_RTOL, "layernorm db");
+    /* determinism: the same backward twice gives the same bits */
+    float *g1 = hmalloc(C), *g2 = hmalloc(C);
+    ck_dt(gpu->memset_zero(gpu, d_dw, C * 4));
+    ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
+    down(g1, d_dw, C * 4);
+    ck_dt(gpu->memset_zero(gpu, d_dw, C * 4));
+    ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
+    down(g2, d_dw, C * 4);
+    ck_assert(memcmp(g1, g2, C * 4) == 0);
+    gfree(d_x), gfree(d_w), gfree(d_b), gfree(d_out), gfree(d_dout), gfree(d_mean), gfree(d_rstd), gfree(d_dx);
+    gfree(d_dw), gfree(d_db), gfree(d_mean2), gfree(d_rstd2);
+    free(x), free(w), free(b), free(out), free(dout), free(mean), free(rstd), free(dx), free(dw), free(db);
+    free(g1), free(g2);
+}
+END_TEST
+
+START_TEST(test_attention)
+{
+    const int B = 2, T = 37, C = 48, NH = 3; /* T > 32: rows span more than one warp stride */
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *att = hmalloc(natt), *dout = hmalloc(nout);
+    float *dqkv = hmalloc(nqkv), *scratch = hmalloc(natt);
+    fill(qkv, nqkv, 24, 1), fill(dout, nout, 25, 1);
+    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_att = up(att, natt * 4);
+    float *d_dout = up(dout, nout * 4), *d_dqkv = up(dqkv, nqkv * 4), *d_scr = up(scratch, natt * 4);
+    ck_dt(cpu->attention_forward(cpu, out, att, qkv, B, T, C, NH));
+    ck_dt(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, NH));
+    expect_close(d_out, out, nout, SUM_ATOL, SUM_RTOL, "attention out");
+    expect_close(d_att, att, natt, SUM_ATOL, SUM_RTOL, "attention probabilities"); /* both zero above the diagonal */
+    ck_dt(cpu->attention_backward(cpu, dqkv, scratch, dout, qkv, att, B, T, C, NH));
+    float *d_att_cpu = up(att, natt * 4); /* backward from the same probabilities */
+    ck_dt(gpu->attention_backward(gpu, d_dqkv, d_scr, d_dout, d_qkv, d_att_cpu, B, T, C, NH));
+    expect_close(d_dqkv, dqkv, nqkv, SUM_ATOL, SUM_RTOL, "attention dqkv");
+    ck_assert_int_ne(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, 5), DT_OK);
+    gfree(d_qkv), gfree(d_out), gfree(d_att), gfree(d_dout), gfree(d_dqkv), gfree(d_scr), gfree(d_att_cpu);
+    free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch);
+}
+END_TEST
+
+START_TEST(test_elementwise)
+{
+    const size_t n = 100003; /* not a multiple of any block size */
+    float *x = hmalloc(n), *y = hmalloc(n), *o = hmalloc(n), *o2 = hmalloc(n);
+    fill(x, n, 26, 3), fill(y, n, 27, 1);
+    float *dx = up(x, n * 4), *dy = up(y, n * 4), *dout = up(o, n * 4);
+    ck_dt(cpu->gelu_forward(cpu, o, x, n));
+    ck_dt(gpu->gelu_forward(gpu, dout, dx, n));
+    expect_close(dout, o, n, ELEM_ATOL, ELEM_RTOL, "gelu");
+    ck_dt(cpu->gelu_backward(cpu, o, x, y, n));
+    ck_dt(gpu->gelu_backward(gpu, dout, dx, dy, n));
+    expect_close(dout, o, n, ELEM_ATOL, ELEM_RTOL, "gelu backward");
+    ck_dt(cpu->residual_forward(cpu, o, x, y, n));
+    ck_dt(gpu->residual_forward(gpu, dout, dx, dy, n));
+    expect_bits(dout, o, n * 4, "residual");
+    ck_dt(cpu->relu_forward(cpu, o, x, n));
+    ck_dt(gpu->relu_forward(gpu, dout, dx, n));
+    expect_bits(dout, o, n * 4, "relu");
+    ck_dt(cpu->relu_backward(cpu, o, x, y, n));
+    ck_dt(gpu->relu_backward(gpu, dout, dx, dy, n));
+    expect_bits(dout, o, n * 4, "relu backward");
+    memcpy(o, x, n * 4);
+    ck_dt(cpu->scale(cpu, o, 0.37f, n));
+    ck_dt(gpu->copy(gpu, dout, dx, n * 4, DT_COPY_D2D));
+    ck_dt(gpu->scale(gpu, dout, 0.37f, n));
+    expect_bits(dout, o, n * 4, "scale");
+    memcpy(o2, y, n * 4);
+    ck_dt(cpu->axpy(cpu, o2, -1.5f, x, n));
+    ck_dt(gpu->copy(gpu, dout, dy, n * 4, DT_COPY_D2D));
+    ck_dt(gpu->axpy(gpu, dout, -1.5f, dx, n));
+    expect_close(dout, o2, n, ELEM_ATOL, ELEM_RTOL, "axpy");
+    gfree(dx), gfree(dy), gfree(dout);
+    free(x), free(y), free(o), free(o2);
+}
+END_TEST
+
+START_TEST(test_crossentropy)
+{
+    const int N = 9, V = 1000; /* V > the block size: rows span several strides */
+    float *z = hmalloc((size_t)N * V), *dz = hmalloc((size_t)N * V), *loss = hmalloc(N);
+    int32_t tgt[9] = {3, -1, 999, 0, 500, -1, 7, 7, 128};
+    uint8_t corr[9], gcorr[9];
+    fill(z, (size_t)N * V, 28, 2);
+    z[(size_t)3 * V + 0] = 40.0f; /* row 3: argmax at its target */
+    z[(size_t)6 * V + 5] = z[(size_t)6 * V + 9] = 40.0f; /* row 6: a tie, lowest index wins */
+    int32_t *d_t = up(tgt, sizeof tgt);
+    float *d_z = up(z, (size_t)N * V * 4), *d_dz = up(dz, (size_t)N * V * 4), *d_loss = up(loss, N * 4);
+    uint8_t *d_c = up(corr, sizeof corr);
+    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, corr, dz, z, tgt, N, V, 0.125f));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, d_c, d_dz, d_z, d_t, N, V, 0.125f));
+    expect_close(d_loss, loss, N, ELEM_ATOL, ELEM_RTOL, "cross-entropy loss");
+    expect_close(d_dz, dz, (size_t)N * V, ELEM_ATOL, ELEM_RTOL, "cross-entropy dlogits");
+    down(gcorr, d_c, sizeof gcorr);
+    for (int i = 0; i < N; i++) ck_assert_int_eq(gcorr[i], corr[i]);
+    /* dlogits aliasing logits, correct NULL */
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_z, d_z, d_t, N, V, 0.125f));
+    expect_close(d_loss, loss, N, ELEM_ATOL, ELEM_RTOL, "cross-entropy loss (aliased)");
+    expect_close(d_z, dz, (size_t)N * V, ELEM_ATOL, ELEM_RTOL, "cross-entropy dlogits (aliased)");
+    /* a target outside the vocabulary fails, naming it */
+    tgt[4] = V;
+    ck_dt(gpu->copy(gpu, d_t, tgt, sizeof tgt, DT_COPY_H2D));
+    ck_assert_int_eq(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, NULL, d_dz, d_t, N, V, 1.0f),
+                     DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "target 1000 at row 4") != NULL, "%s", dt_last_error());
+    gfree(d_t), gfree(d_z), gfree(d_dz), gfree(d_loss), gfree(d_c);
+    free(z), free(dz), free(loss);
+}
+END_TEST
+
+/* ---- reductions and optimizers --------------------------------------------------------------------- */
+
+START_TEST(test_sumsq)
+{
+    const size_t sizes[] = {0, 1, 255, 1000, 1000003};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        float *x = hmalloc(n + 1);
+        fill(x, n, 29 + k, 1);
+        float *dx = up(x, n * 4);
+        double c, g1, g2;
+        ck_dt(cpu->sumsq(cpu, x, n, &c));
+        ck_dt(gpu->sumsq(gpu, dx, n, &g1));
+        ck_dt(gpu->sumsq(gpu, dx, n, &g2));
+        ck_assert_msg(fabs(g1 - c) <= 1e-12 * c, "sumsq n=%zu: gpu %.17g cpu %.17g", n, g1, c);
+        ck_assert_msg(memcmp(&g1, &g2, sizeof g1) == 0, "sumsq not deterministic");
+        gfree(dx);
+        free(x);
+    }
+}
+END_TEST
+
+START_TEST(test_optimizers)
+{
+    const size_t n = 5003;
+    float *p = hmalloc(n), *g = hmalloc(n), *m = hmalloc(n), *v = hmalloc(n), *u = hmalloc(n);
+    fill(p, n, 40, 1), fill(g, n, 41, 1), fill(m, n, 42, 0.1f), fill(v, n, 43, 0.1f);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *dp = up(p, n * 4), *dg = up(g, n * 4), *dm = up(m, n * 4), *dv = up(v, n * 4), *du = up(u, n * 4);
+    /* AdamW, then LAMB's direction from the updated state */
+    ck_dt(cpu->adamw_update(cpu, p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f, 0.5f));
+    ck_dt(gpu->adamw_update(gpu, dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f, 0.5f));
+    expect_close(dp, p, n, ELEM_ATOL, ELEM_RTOL, "adamw p");
+    expect_close(dm, m, n, ELEM_ATOL, ELEM_RTOL, "adamw m");
+    expect_close(dv, v, n, ELEM_ATOL, ELEM_RTOL, "adamw v");
+    ck_dt(cpu->lamb_direction(cpu, u, p, g, m, v, n, 0.9f, 0.999f, 1e-6f, 0.01f, 0.271f, 0.002997f, 1.0f));
+    ck_dt(gpu->lamb_direction(gpu, du, dp, dg, dm, dv, n, 0.9f, 0.999f, 1e-6f, 0.01f, 0.271f, 0.002997f, 1.0f));
+    expect_close(du, u, n, ELEM_ATOL, ELEM_RTOL, "lamb u");
+    ck_assert_int_eq(gpu->adamw_update(gpu, dp, dg, dm, dv, n, 1, 0.9f, 0.9f, 1e-8f, 0, 0, 1, 1), DT_ERR_INVALID);
+    /* SGD in every form; m serves as the momentum buffer */
+    for (int form = 0; form < 6; form++) {
+        float mom = form < 2 ? 0.0f : 0.9f;
+        int first = form >= 2 && form < 4, nest = form % 2;
+        ck_dt(cpu->sgd_update(cpu, p, g, m, n, 0.05f, mom, 1e-2f, 0.25f, nest, first));
+        ck_dt(gpu->sgd_update(gpu, dp, dg, dm, n, 0.05f, mom, 1e-2f, 0.25f, nest, first));
+        expect_close(dp, p, n, ELEM_ATOL, ELEM_RTOL, "sgd p");
+        expect_close(dm, m, n, ELEM_ATOL, ELEM_RTOL, "sgd buf");
+    }
+    ck_dt(cpu->lars_update(cpu, p, g, m, n, 0.1f, 0.37f, 0.9f, 5e-4f, 2.0f));
+    ck_dt(gpu->lars_update(gpu, dp, dg, dm, n, 0.1f, 0.37f, 0.9f, 5e-4f, 2.0f));
+    expect_close(dp, p, n, ELEM_ATOL, ELEM_RTOL, "lars p");
+    expect_close(dm, m, n, ELEM_ATOL, ELEM_RTOL, "lars buf");
+    gfree(dp), gfree(dg), gfree(dm), gfree(dv), gfree(du);
+    free(p), free(g), free(m), free(v), free(u);
+}
+END_TEST
+
+/* ---- mixed precision ------------------------------------------------------------------------------- */
+
+START_TEST(test_cast)
+{
+    /* Every f16 and bf16 pattern widened, and floats around every rounding
+     * boundary (the widened patterns, their neighbours and midpoints,
+     * specials) narrowed. */
+    const size_t nh = 65536;
+    uint16_t *h = malloc(nh * 2), *h2 = malloc(nh * 2);
+    for (size_t i = 0; i < nh; i++) h[i] = (uint16_t)i;
+    float *f = hmalloc(4 * nh), *fw = hmalloc(nh);
+    const dt_dtype half_types[2] = {DT_F16, DT_BF16};
+    uint16_t *dh = up(h, nh * 2);
+    float *df = up(f, nh * 4 * 4);
+    uint16_t *dh2 = up(h2, nh * 2 * 4);
+    for (int t = 0; t < 2; t++) {
+        dt_dtype ht = half_types[t];
+        ck_dt(cpu->cast(cpu, fw, DT_F32, h, ht, nh));
+        ck_dt(gpu->cast(gpu, df, DT_F32, dh, ht, nh));
+        expect_bits(df, fw, nh * 4, ht == DT_F16 ? "f16 -> f32" : "bf16 -> f32");
+        for (size_t i = 0; i < nh; i++) {
+            uint32_t u;
+            memcpy(&u, &fw[i], 4);
+            uint32_t us[4] = {u, u + 1, u - 1, u + (ht == DT_F16 ? 0x1000u : 0x8000u)};
+            for (int k = 0; k < 4; k++) memcpy(&f[4 * i + k], &us[k], 4);
+        }
+        for (int s = 0; s < 2; s++) {
+            dt_dtype dt = half_types[s];
+            uint16_t *ref = malloc(nh * 2 * 4);
+            ck_dt(cpu->cast(cpu, ref, dt, f, DT_F32, 4 * nh));
+            ck_dt(gpu->copy(gpu, df, f, 4 * nh * 4, DT_COPY_H2D));
+            ck_dt(gpu->cast(gpu, dh2, dt, df, DT_F32, 4 * nh));
+            expect_bits(dh2, ref, 4 * nh * 2, "f32 -> 16-bit");
+            if (s != t) { /* f16 <-> bf16 */
+                ck_dt(cpu->cast(cpu, ref, dt, h, ht, nh));
+                ck_dt(gpu->cast(gpu, dh2, dt, dh, ht, nh));
+                expect_bits(dh2, ref, nh * 2, "16-bit -> 16-bit");
+            }
+            free(ref);
+        }
+    }
+    ck_assert_int_eq(gpu->cast(gpu, df, DT_I32, dh, DT_F16, 1), DT_ERR_INVALID);
+    gfree(dh), gfree(df), gfree(dh2);
+    free(h), free(h2), free(f), free(fw);
+}
+END_TEST
+
+START_TEST(test_unscale_check)
+{
+    const size_t n = 70001;
+    float *x = hmalloc(n);
+    fill(x, n, 50, 100);
+    float *dx = up(x, n * 4);
+    int cnf = 0, gnf = 0;
+    ck_dt(cpu->unscale_check(cpu, x, 1.0f / 1024, n, &cnf));
+    ck_dt(gpu->unscale_check(gpu, dx, 1.0f / 1024, n, &gnf));
+    ck_assert_int_eq(cnf, 0);
+    ck_assert_int_eq(gnf, 0);
+    expect_bits(dx, x, n * 4, "unscale");
+    float bad = INFINITY;
+    ck_dt(gpu->copy(gpu, dx + n - 1, &bad, 4, DT_COPY_H2D));
+    ck_dt(gpu->unscale_check(gpu, dx, 0.5f, n, &gnf));
+    ck_assert_int_eq(gnf, 1);
+    gnf = 0;
+    bad = NAN;
+    ck_dt(gpu->copy(gpu, dx + n - 1, &bad, 4, DT_COPY_H2D));
+    ck_dt(gpu->unscale_check(gpu, dx, 1.0f, n, &gnf));
+    ck_assert_int_eq(gnf, 1);
+    x[0] = 3e38f; /* overflow by the multiplication itself */
+    ck_dt(gpu->copy(gpu, dx, x, 4, DT_COPY_H2D));
+    gnf = 0;
+    ck_dt(gpu->unscale_check(gpu, dx, 4.0f, 1, &gnf));
+    ck_assert_int_eq(gnf, 1);
+    gfree(dx);
+    free(x);
+}
+END_TEST
+
+/* 16-bit GELU against the CPU: widen, FP32 GELU, round. The GPU's FP32
+ * GELU may differ from the CPU's by a few ulps of float, which can move
+ * the rounding to 16 bits by one unit: allowed, 1 ulp of the 16-bit type
+ * (2^-10 relative for f16, 2^-7 for bf16) plus a tiny absolute slack near 0.
+ * Aligned (vectorized) and misaligned (scalar) pointers, with a tail. */
+START_TEST(test_gelu_half)
+{
+    const size_t n = 4099;
+    const dt_dtype types[2] = {DT_F16, DT_BF16};
+    float *x = hmalloc(n), *y = hmalloc(n), *got = hmalloc(n);
+    uint16_t *h = malloc(n * 2), *hy = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) x[i] = -8.0f + 16.0f * (float)i / (float)(n - 1);
+    for (int t = 0; t < 2; t++) {
+        double rel = types[t] == DT_F16 ? 1.0 / 1024 : 1.0 / 128;
+        ck_dt(cpu->cast(cpu, h, types[t], x, DT_F32, n));
+        for (int off = 0; off < 2; off++) {
+            size_t m = n - off;
+            ck_dt(cpu->cast(cpu, y, DT_F32, h + off, types[t], m));
+            ck_dt(cpu->gelu_forward(cpu, y, y, m));
+            uint16_t *d_in = up(h, n * 2), *d_out = up(h, n * 2);
+            ck_dt(dt__cuda_gelu_forward_half(gpu, d_out + off, d_in + off, types[t], m));
+            down(hy, d_out + off, m * 2);
+            ck_dt(cpu->cast(cpu, got, DT_F32, hy, types[t], m));
+            for (size_t i = 0; i < m; i++)
+                ck_assert_msg(dt_test_close(got[i], y[i], 1e-6, rel), "gelu %s[%zu] (offset %d): gpu %.9g cpu %.9g",
+                              dt_dtype_name(types[t]), i, off, (double)got[i], (double)y[i]);
+            gfree(d_in), gfree(d_out);
+        }
+    }
+    ck_assert_int_eq(dt__cuda_gelu_forward_half(gpu, got, x, DT_F32, 1), DT_ERR_INVALID);
+    ck_assert_int_eq(dt__cuda_gelu_forward_half(cpu, got, x, DT_F16, 1), DT_ERR_INVALID);
+    free(x), free(y), free(got), free(h), free(hy);
+}
+END_TEST
+
+/* ---- BatchNorm ---------------------------------------------------------------------------------------- */
+
+START_TEST(test_batchnorm)
+{
+    const int N = 70, C = 45; /* C not a multiple of the 32-channel slices */
+    float *x = hmalloc(N * C), *w = hmalloc(C), *b = hmalloc(C), *out = hmalloc(N * C), *dout = hmalloc(N * C);
+    float *mean = hmalloc(C), *rstd = hmalloc(C), *rm = hmalloc(C), *rv = hmalloc(C);
+    float *dx = hmalloc(N * C), *dw = hmalloc(C), *db = hmalloc(C);
+    fill(x, N * C, 60, 2), fill(w, C, 61, 1), fill(b, C, 62, 1), fill(dout, N * C, 63, 1);
+    fill(rm, C, 64, 1), fill(rv, C, 65, 1), fill(dw, C, 66, 1), fill(db, C, 67, 1);
+    for (int i = 0; i < N * C; i++) x[i] += 5.0f;
+    for (int c = 0; c < C; c++) rv[c] = fabsf(rv[c]) + 0.5f;
+    float *d_x = up(x, N * C * 4), *d_w = up(w, C * 4), *d_b = up(b, C * 4), *d_out = up(out, N * C * 4);
+    float *d_dout = up(dout, N * C * 4), *d_mean = up(mean, C * 4), *d_rstd = up(rstd, C * 4);
+    float *d_rm = up(rm, C * 4), *d_rv = up(rv, C * 4), *d_dx = up(dx, N * C * 4), *d_dw = up(dw, C * 4);
+    float *d_db = up(db, C * 4);
+    for (int training = 1; training >= 0; training--) {
+        ck_dt(cpu->batchnorm_forward(cpu, out, mean, rstd, rm, rv, x, w, b, N, C, 0.1f, 1e-5f, training));
+        ck_dt(gpu->batchnorm_forward(gpu, d_out, d_mean, d_rstd, d_rm, d_rv, d_x, d_w, d_b, N, C, 0.1f, 1e-5f,
+                                     training));
+        expect_close(d_out, out, N * C, ELEM_ATOL, ELEM_RTOL, "batchnorm out");
+        expect_close(d_mean, mean, C, ELEM_ATOL, ELEM_RTOL, "batchnorm mean");
+        expect_close(d_rstd, rstd, C, ELEM_ATOL, ELEM_RTOL, "batchnorm rstd");
+        expect_close(d_rm, rm, C, ELEM_ATOL, ELEM_RTOL, "batchnorm running mean");
+        expect_close(d_rv, rv, C, ELEM_ATOL, ELEM_RTOL, "batchnorm running var");
+    }
+    ck_dt(cpu->batchnorm_forward(cpu, out, mean, rstd, NULL, NULL, x, w, b, N, C, 0.1f, 1e-5f, 1));
+    float *d_mean2 = up(mean, C * 4), *d_rstd2 = up(rstd, C * 4);
+    ck_dt(cpu->batchnorm_backward(cpu, dx, dw, db, dout, x, w, mean, rstd, N, C));
+    ck_dt(gpu->batchnorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
+    expect_close(d_dx, dx, N * C, ELEM_ATOL, ELEM_RTOL, "batchnorm dinp");
+    expect_close(d_dw, dw, C, ELEM_ATOL, ELEM_RTOL, "batchnorm dw");
+    expect_close(d_db, db, C, ELEM_ATOL, ELEM_RTOL, "batchnorm db");
+    ck_assert_int_eq(gpu->batchnorm_forward(gpu, d_out, d_mean, d_rstd, d_rm, d_rv, d_x, d_w, d_b, 1, C, 0.1f, 1e-5f,
+                                            1),
+                     DT_ERR_INVALID);
+    gfree(d_x), gfree(d_w), gfree(d_b), gfree(d_out), gfree(d_dout), gfree(d_mean), gfree(d_rstd), gfree(d_rm);
+    gfree(d_rv), gfree(d_dx), gfree(d_dw), gfree(d_db), gfree(d_mean2), gfree(d_rstd2);
+    free(x), free(w), free(b), free(out), free(dout), free(mean), free(rstd), free(rm), free(rv), free(dx);
+    free(dw), free(db);
+}
+END_TEST
+
+static Suite *cuda_suite(void)
+{
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("ops");
+    tcase_add_test(tc, test_memory);
+    tcase_add_loop_test(tc, test_gemm, 0, 3);
+    tcase_add_test(tc, test_matmul);
+    tcase_add_test(tc, test_encoder);
+    tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_crossentropy);
+    tcase_add_test(tc, test_sumsq);
+    tcase_add_test(tc, test_optimizers);
+    tcase_add_test(tc, test_cast);
+    tcase_add_test(tc, test_unscale_check);
+    tcase_add_test(tc, test_gelu_half);
+    tcase_add_test(tc, test_batchnorm);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* `check_cuda --probe` only says whether a device is usable (exit 0) or
+ * not (77), for tests/cuda.sh. */
+int main(int argc, char **argv)
+{
+    if (dt_backend_cuda_create(0, &gpu) != DT_OK) {
+        printf("check_cuda: skipped: %s\n", dt_last_error());
+        return 77;
+    }
+    if (argc > 1 && strcmp(argv[1], "--probe") == 0) {
+        printf("CUDA backend created\n");
+        dt_backend_destroy(gpu);
+        return 0;
+    }
+    if (dt_backend_cpu_create(2, &cpu) != DT_OK) {
+        fprintf(stderr, "check_cuda: %s\n", dt_last_error());
+        return 1;
+    }
+    SRunner *sr = srunner_create(cuda_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    dt_backend_destroy(gpu);
+    dt_backend_destroy(cpu);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,263 @@
+/* check_cuda_math.c: the CUDA kernels' per-element math (cuda/dt_cuda_math.h,
+ * compiled here by the C compiler as plain C) against the CPU backend, and
+ * dt_backend_create("cuda") without a usable device. Runs in every build,
+ * with or without CUDA and a GPU.
+ *
+ * Tolerances: the header repeats the CPU backend's formulas term for term,
+ * so the only differences are where the compiler fuses a multiply and an
+ * add differently (the CPU loops are vectorized, these calls are scalar):
+ * a few units in the last place. Values are compared with
+ * |a - b| <= 1e-7 + 4e-7 |b| (about 4 ulp of float, whose unit roundoff is
+ * 6e-8); ReLU, the conversions and the non-finite test have no rounding
+ * at all and must match bit for bit. */
+#include <stdint.h>
+#include <string.h>
+
+#include "config.h"
+#include "cpu_backend.h"
+#include "dt_cuda_math.h"
+#include "dt_half.h"
+#include "testutil.h"
+#include "vmath.h"
+
+#define ATOL 1e-7
+#define RTOL 4e-7
+
+static dt_backend *be;
+
+static void setup(void) { ck_dt(dt_backend_cpu_create(1, &be)); }
+static void teardown(void) { dt_backend_destroy(be); }
+
+static void fill(float *x, size_t n, uint64_t seed, float scale)
+{
+    dt_rng r;
+    dt_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) x[i] = (float)dt_rng_normal(&r) * scale;
+}
+
+static uint32_t bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+#define ASSERT_NEAR(a, b, what, i)                                                                        \
+    ck_assert_msg(dt_test_close((a), (b), ATOL, RTOL), "%s[%zu]: header %.9g, cpu backend %.9g", (what), \
+                  (size_t)(i), (double)(a), (double)(b))
+
+/* ---- dt_backend_create("cuda") with no usable device -------------------------------- */
+
+START_TEST(test_cuda_create_message)
+{
+    dt_backend *g = NULL;
+    dt_status st = dt_backend_create("cuda", 1, &g);
+    if (st == DT_OK) { /* a GPU is present: tests/check_cuda covers it */
+        ck_assert_ptr_nonnull(g);
+        ck_assert_str_eq(g->name, "cuda");
+        dt_backend_destroy(g);
+        return;
+    }
+    const char *msg = dt_last_error();
+    ck_assert_ptr_null(g);
+    ck_assert_int_eq(st, DT_ERR_UNSUPPORTED);
+    ck_assert_msg(strncmp(msg, "--device cuda: ", 15) == 0, "message: %s", msg);
+    ck_assert_msg(strchr(msg, '\n') == NULL, "message is not one line: %s", msg);
+#ifdef DT_HAVE_CUDA
+    ck_assert_msg(strstr(msg, "no CUDA device (cudaGetDeviceCount: ") != NULL, "message: %s", msg);
+#else
+    ck_assert_msg(strstr(msg, "built without CUDA") != NULL, "message: %s", msg);
+#endif
+}
+END_TEST
+
+/* ---- exp, tanh, GELU, ReLU ---------------------------------------------------------- */
+
+START_TEST(test_exp_tanh)
+{
+    for (float x = -90.0f; x <= 90.0f; x += 0.0173f) {
+        ASSERT_NEAR(dt__hd_expf(x), dt__expf(x), "expf", 0);
+        ASSERT_NEAR(dt__hd_tanhf(x), dt__tanhf(x), "tanhf", 0);
+    }
+    ck_assert_float_eq(dt__hd_expf(-200.0f), 0.0f);
+    ck_assert_float_eq(dt__hd_expf(0.0f), 1.0f);
+}
+END_TEST
+
+START_TEST(test_gelu)
+{
+    const size_t n = 4001;
+    float *x = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n);
+    float *y = malloc(sizeof(float) * n), *dx = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = -12.0f + 24.0f * (float)i / (float)(n - 1);
+    fill(dy, n, 1, 1);
+    ck_dt(be->gelu_forward(be, y, x, n));
+    ck_dt(be->gelu_backward(be, dx, x, dy, n));
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_NEAR(dt__hd_gelu(x[i]), y[i], "gelu", i);
+        ASSERT_NEAR(dt__hd_gelu_grad(x[i]) * dy[i], dx[i], "gelu backward", i);
+    }
+    free(x), free(dy), free(y), free(dx);
+}
+END_TEST
+
+START_TEST(test_relu)
+{
+    const float xs[] = {-2.0f, -0.0f, 0.0f, 1e-30f, 3.5f, -INFINITY, INFINITY, NAN};
+    const size_t n = sizeof xs / sizeof xs[0];
+    float y[8], dx[8], dy[8];
+    for (size_t i = 0; i < n; i++) dy[i] = (float)i + 0.5f;
+    ck_dt(be->relu_forward(be, y, xs, n));
+    ck_dt(be->relu_backward(be, dx, xs, dy, n));
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(bits(dt__hd_relu(xs[i])), bits(y[i]));
+        ck_assert_uint_eq(bits(dt__hd_relu_grad(xs[i], dy[i])), bits(dx[i]));
+    }
+}
+END_TEST
+
+/* ---- optimizers ---------------------------------------------------------------------- */
+
+#define NOPT 1000
+
+START_TEST(test_adamw_lamb)
+{
+    float p[NOPT], g[NOPT], m[NOPT], v[NOPT], u[NOPT];
+    fill(p, NOPT, 2, 1), fill(g, NOPT, 3, 1), fill(m, NOPT, 4, 0.1f), fill(v, NOPT, 5, 0.1f);
+    for (int i = 0; i < NOPT; i++) v[i] = fabsf(v[i]);
+    float p1[NOPT], m1[NOPT], v1[NOPT], m2[NOPT], v2[NOPT];
+    memcpy(p1, p, sizeof p), memcpy(m1, m, sizeof m), memcpy(v1, v, sizeof v);
+    memcpy(m2, m, sizeof m), memcpy(v2, v, sizeof v);
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, bc1 = 0.19f, bc2 = 0.0975f, gs = 0.5f;
+    ck_dt(be->adamw_update(be, p1, g, m1, v1, NOPT, lr, b1, b2, eps, wd, bc1, bc2, gs));
+    ck_dt(be->lamb_direction(be, u, p, g, m2, v2, NOPT, b1, b2, eps, wd, bc1, bc2, gs));
+    for (int i = 0; i < NOPT; i++) {
+        float mi = m[i], vi = v[i];
+        float pi = dt__hd_adamw(p[i], g[i] * gs, &mi, &vi, lr, b1, b2, 1.0f - b1, 1.0f - b2, 1.0f / bc1, 1.0f / bc2,
+                                eps, wd);
+        ASSERT_NEAR(pi, p1[i], "adamw p", i);
+        ASSERT_NEAR(mi, m1[i], "adamw m", i);
+        ASSERT_NEAR(vi, v1[i], "adamw v", i);
+        mi = m[i], vi = v[i];
+        float ui = dt__hd_adam_direction(g[i] * gs, &mi, &vi, b1, b2, 1.0f - b1, 1.0f - b2, 1.0f / bc1, 1.0f / bc2,
+                                         eps) +
+                   wd * p[i];
+        ASSERT_NEAR(ui, u[i], "lamb u", i);
+        ASSERT_NEAR(mi, m2[i], "lamb m", i);
+    }
+}
+END_TEST
+
+/* SGD in its three forms (momentum 0, first step, later steps) x nesterov. */
+START_TEST(test_sgd)
+{
+    const float momentum = _i == 0 ? 0.0f : 0.9f;
+    const int first = _i == 1;
+    for (int nesterov = 0; nesterov < 2; nesterov++) {
+        float p[NOPT], g[NOPT], buf[NOPT], p1[NOPT], b1[NOPT];
+        fill(p, NOPT, 6, 1), fill(g, NOPT, 7, 1), fill(buf, NOPT, 8, 1);
+        memcpy(p1, p, sizeof p), memcpy(b1, buf, sizeof buf);
+        ck_dt(be->sgd_update(be, p1, g, b1, NOPT, 0.05f, momentum, 1e-2f, 0.25f, nesterov, first));
+        for (int i = 0; i < NOPT; i++) {
+            float bi = buf[i];
+            float pi = dt__hd_sgd(p[i], g[i] * 0.25f, &bi, 0.05f, momentum, 1e-2f, nesterov, first);
+            ASSERT_NEAR(pi, p1[i], "sgd p", i);
+            ASSERT_NEAR(bi, b1[i], "sgd buf", i);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_lars)
+{
+    float p[NOPT], g[NOPT], buf[NOPT], p1[NOPT], b1[NOPT];
+    fill(p, NOPT, 9, 1), fill(g, NOPT, 10, 1), fill(buf, NOPT, 11, 1);
+    memcpy(p1, p, sizeof p), memcpy(b1, buf, sizeof buf);
+    const float lr = 0.1f, trust = 0.37f, momentum = 0.9f, wd = 5e-4f, gs = 2.0f;
+    ck_dt(be->lars_update(be, p1, g, b1, NOPT, lr, trust, momentum, wd, gs));
+    for (int i = 0; i < NOPT; i++) {
+        float bi = buf[i];
+        float pi = dt__hd_lars(p[i], g[i] * gs, &bi, lr * trust, momentum, wd);
+        ASSERT_NEAR(pi, p1[i], "lars p", i);
+        ASSERT_NEAR(bi, b1[i], "lars buf", i);
+    }
+}
+END_TEST
+
+/* ---- conversions and the non-finite test: bit for bit ------------------------------------- */
+
+START_TEST(test_half_to_float_all)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        ck_assert_msg(bits(dt__hd_f16_to_float((uint16_t)h)) == bits(dt_f16_to_float((dt_f16)h)), "f16 %04x", h);
+        ck_assert_msg(bits(dt__hd_bf16_to_float((uint16_t)h)) == bits(dt_bf16_to_float((dt_bf16)h)), "bf16 %04x",
+                      h);
+    }
+}
+END_TEST
+
+/* Every upper half of a float's bits (sign, exponent, top of the mantissa)
+ * with low halves that sit on and around each rounding boundary of f16
+ * (bit 12 of the float mantissa for normals, higher bits for subnormals,
+ * which the upper halves enumerate) and of bf16 (bit 15), plus random
+ * patterns. */
+START_TEST(test_float_to_half)
+{
+    static const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000,
+                                    0x3000, 0x7fff, 0x8000, 0x8001, 0xffff};
+    for (uint32_t hi = 0; hi < 65536; hi++)
+        for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++) {
+            float x = from_bits(hi << 16 | lows[k]);
+            ck_assert_msg(dt__hd_f16_from_float(x) == dt_f16_from_float(x), "f16 from %08x", hi << 16 | lows[k]);
+            ck_assert_msg(dt__hd_bf16_from_float(x) == dt_bf16_from_float(x), "bf16 from %08x", hi << 16 | lows[k]);
+        }
+    dt_rng r;
+    dt_rng_seed(&r, 12);
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t u = (uint32_t)dt_rng_u64(&r);
+        float x = from_bits(u);
+        ck_assert_msg(dt__hd_f16_from_float(x) == dt_f16_from_float(x), "f16 from %08x", u);
+        ck_assert_msg(dt__hd_bf16_from_float(x) == dt_bf16_from_float(x), "bf16 from %08x", u);
+    }
+}
+END_TEST
+
+START_TEST(test_nonfinite)
+{
+    const float xs[] = {0.0f, -0.0f, 1.0f, -3e38f, 1e-45f, INFINITY, -INFINITY, NAN, -NAN};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        float x = xs[i];
+        int nf = 0;
+        ck_dt(be->unscale_check(be, &x, 1.0f, 1, &nf));
+        ck_assert_int_eq(dt__hd_nonfinite(xs[i]), nf);
+    }
+}
+END_TEST
+
+static Suite *cuda_math_suite(void)
+{
+    Suite *s = suite_create("cuda_math");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_cuda_create_message);
+    tcase_add_test(tc, test_exp_tanh);
+    tcase_add_test(tc, test_gelu);
+    tcase_add_test(tc, test_relu);
+    tcase_add_test(tc, test_adamw_lamb);
+    tcase_add_loop_test(tc, test_sgd, 0, 3);
+    tcase_add_test(tc, test_lars);
+    tcase_add_test(tc, test_half_to_float_all);
+    tcase_add_test(tc, test_float_to_half);
+    tcase_add_test(tc, test_nonfinite);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return dt_test_run(cuda_math_suite()); }
