@@ -163,6 +163,10 @@ dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out)
 
 int dt__cuda_is_cuda(const dt_backend *be) { return be && be->device == DT_DEVICE_CUDA && be->impl; }
 
+void *dt__cuda_stream(dt_backend *be) { return dt__cuda_is_cuda(be) ? (void *)DT__CUDA_STREAM(be) : NULL; }
+
+int dt__cuda_device(const dt_backend *be) { return dt__cuda_is_cuda(be) ? DT__CUDA_IMPL(be)->device : -1; }
+
 dt_status dt__cuda_set_tf32(dt_backend *be, int allow_tf32)
 {
     if (!dt__cuda_is_cuda(be)) return DT_FAIL(DT_ERR_INVALID, "cuda: set_tf32 on a backend that is not CUDA");

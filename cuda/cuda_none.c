@@ -1,7 +1,9 @@
 /* cuda_none.c: the CUDA entry points of a build without CUDA (configure
  * found no toolkit, or --without-cuda). Each says so in one line and
- * returns DT_ERR_UNSUPPORTED; the real backend is the .cu files of cuda/. */
+ * returns DT_ERR_UNSUPPORTED; the real backend is the .cu files of cuda/
+ * and the NCCL communicator cuda/comm_nccl.c. */
 #include "dt_backend.h"
+#include "dt_comm.h"
 #include "dt_cuda.h"
 
 #define DT__NO_CUDA                                                                                            \
@@ -26,4 +28,24 @@ dt_status dt__cuda_gelu_forward_half(dt_backend *be, void *out, const void *in, 
 {
     (void)be, (void)out, (void)in, (void)dtype, (void)n;
     return DT_FAIL(DT_ERR_UNSUPPORTED, DT__NO_CUDA);
+}
+
+void *dt__cuda_stream(dt_backend *be)
+{
+    (void)be;
+    return NULL;
+}
+
+int dt__cuda_device(const dt_backend *be)
+{
+    (void)be;
+    return -1;
+}
+
+dt_status dt_comm_nccl_create(dt_comm *host, dt_backend *be, dt_comm **out)
+{
+    (void)host, (void)be;
+    if (out) *out = NULL;
+    return DT_FAIL(DT_ERR_UNSUPPORTED, "NCCL communicator: this dtrain was built without CUDA (re-run ./configure "
+                                       "--with-cuda[=DIR])");
 }

@@ -32,6 +32,12 @@ dt_status dt__cuda_set_tf32(dt_backend *be, int allow_tf32);
  * alias in. For the benchmark against the FP32 table op. */
 dt_status dt__cuda_gelu_forward_half(dt_backend *be, void *out, const void *in, dt_dtype dtype, size_t n);
 
+/* The backend's stream (a cudaStream_t, every op runs on it) and its device
+ * ordinal, for the NCCL communicator, which orders its work after the
+ * backend's on the same stream. NULL / -1 for any other backend. */
+void *dt__cuda_stream(dt_backend *be);
+int dt__cuda_device(const dt_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

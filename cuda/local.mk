@@ -22,11 +22,14 @@ DT_CUDA_SRCS = \
 DT_CUDA_HDRS = cuda/cuda_internal.h cuda/dt_cuda.h cuda/dt_cuda_math.h
 
 if HAVE_CUDA
-libdtrain_core_la_SOURCES += $(DT_CUDA_SRCS)
+# the NCCL communicator is plain C on the CUDA/NCCL headers
+libdtrain_core_la_SOURCES += $(DT_CUDA_SRCS) cuda/comm_nccl.c
+libdtrain_core_la_CFLAGS += $(CUDA_CFLAGS)
 libdtrain_core_la_LIBADD += $(CUDA_LIBS)
 libdtrain_la_LIBADD += $(CUDA_LIBS)
 else
 libdtrain_core_la_SOURCES += cuda/cuda_none.c
+EXTRA_DIST += cuda/comm_nccl.c
 endif
 noinst_HEADERS += $(DT_CUDA_HDRS)
 EXTRA_DIST += cuda/nvcc-libtool.sh

@@ -294,7 +294,7 @@ static dt_status dt__ring_collective(dt_comm *c, float *buf, size_t count, const
     if (n == 1 || count == 0) return DT_OK;
     dt__ring R = {.c = c, .buf = buf, .count = count, .n = n, .r = c->rank, .opts = opts};
     const size_t maxseg = (count + (size_t)n - 1) / (size_t)n; /* >= 1 */
-    size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes / sizeof(float) : maxseg;
+    size_t chunk = opts && opts->chunk_bytes && !c->ops->grouped ? opts->chunk_bytes / sizeof(float) : maxseg;
     R.chunk = DT_MAX((size_t)1, DT_MIN(chunk, maxseg));
     R.mmax = (maxseg + R.chunk - 1) / R.chunk;
     R.nslots = R.mmax > 1 ? DT__RING_SLOTS : 1;
@@ -505,11 +505,15 @@ dt_status dt_comm_allreduce(dt_comm *c, float *buf, size_t count, dt_allreduce_a
     case DT_ALLREDUCE_NAIVE:
         if (c->size == 1 || count == 0) return DT_OK;
         return dt__allreduce_naive(c, buf, count, opts);
-    case DT_ALLREDUCE_MPI: {
-        if (!c->ops->allreduce_native)
+    case DT_ALLREDUCE_MPI:
+    case DT_ALLREDUCE_NCCL: {
+        /* the library's own: MPI_Allreduce on host communicators, ncclAllReduce on "nccl" */
+        const int on_nccl = c->ops->name && strcmp(c->ops->name, "nccl") == 0;
+        if (!c->ops->allreduce_native || on_nccl != (algo == DT_ALLREDUCE_NCCL))
             return DT_FAIL(DT_ERR_UNSUPPORTED,
-                           "allreduce algorithm 'mpi': the '%s' communicator has no native allreduce",
-                           c->ops->name ? c->ops->name : "?");
+                           "allreduce algorithm '%s': the '%s' communicator has no such native allreduce (mpi: host "
+                           "memory; nccl: --device cuda)",
+                           algo == DT_ALLREDUCE_NCCL ? "nccl" : "mpi", c->ops->name ? c->ops->name : "?");
         int64_t t0 = dt_time_ns();
         DT_CHECK(c->ops->allreduce_native(c, buf, count));
         dt__hook(opts, "allreduce", 0, -1, count * sizeof(float), t0);
@@ -519,19 +523,19 @@ dt_status dt_comm_allreduce(dt_comm *c, float *buf, size_t count, dt_allreduce_a
     return DT_FAIL(DT_ERR_INVALID, "allreduce: unknown algorithm %d", (int)algo);
 }
 
-static const char *const dt__algo_names[] = {"ring", "tree", "naive", "mpi"};
+static const char *const dt__algo_names[] = {"ring", "tree", "naive", "mpi", "nccl"};
 
 dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
 {
-    for (int i = 0; s && i < 4; i++)
+    for (int i = 0; s && i < 5; i++)
         if (strcmp(s, dt__algo_names[i]) == 0) {
             *out = (dt_allreduce_algo)i;
             return DT_OK;
         }
-    return DT_FAIL(DT_ERR_INVALID, "allreduce algorithm '%s': expected ring, tree, naive or mpi", s ? s : "(null)");
+    return DT_FAIL(DT_ERR_INVALID, "allreduce algorithm '%s': expected ring, tree, naive, mpi or nccl", s ? s : "(null)");
 }
 
 const char *dt_allreduce_algo_name(dt_allreduce_algo a)
 {
-    return (unsigned)a < 4 ? dt__algo_names[a] : "unknown";
+    return (unsigned)a < 5 ? dt__algo_names[a] : "unknown";
 }

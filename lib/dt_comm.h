@@ -32,6 +32,7 @@ extern "C" {
 #endif
 
 typedef struct dt_comm dt_comm;
+struct dt_backend;
 typedef struct dt_comm_request dt_comm_request; /* one pending send or receive */
 
 typedef struct dt_comm_ops {
@@ -59,6 +60,11 @@ typedef struct dt_comm_ops {
     dt_status (*scratch_alloc)(dt_comm *c, size_t bytes, void **out);
     void (*scratch_free)(dt_comm *c, void *p);
     dt_status (*add)(dt_comm *c, float *dst, const float *src, size_t n);
+    /* 1: posted sends and receives start together, as one group, at the
+     * first wait/test (NCCL, whose send and receive deadlock unless grouped).
+     * The ring then sends each segment whole: pipelined chunks would leave
+     * a rank waiting on a group its neighbour completes only later. */
+    int grouped;
     void (*destroy)(dt_comm *c);
 } dt_comm_ops;
 
@@ -79,6 +85,12 @@ DT_API void dt_comm_free(dt_comm *c);
 DT_API dt_status dt_comm_finalize(void);
 /* c->ops->waitany after checking the arguments (n >= 1, one non-NULL request). */
 DT_API dt_status dt_comm_waitany(dt_comm *c, int n, dt_comm_request **reqs, int *index);
+/* The "nccl" communicator: the ranks of host, talking through NCCL on the
+ * device memory of be (a CUDA backend, whose stream it shares, so its work
+ * is ordered after the backend's). host (MPI, or self for one rank) carries
+ * NCCL's unique id from rank 0 at creation and is not kept. Collective over
+ * host. DT_ERR_UNSUPPORTED in a build without CUDA. */
+DT_API dt_status dt_comm_nccl_create(dt_comm *host, struct dt_backend *be, dt_comm **out);
 /* 1 if this build has the MPI backend. */
 DT_API int dt_comm_have_mpi(void);
 
@@ -88,10 +100,11 @@ typedef enum dt_allreduce_algo {
     DT_ALLREDUCE_RING = 0, /* reduce-scatter + all-gather, 2(n-1) steps */
     DT_ALLREDUCE_TREE,     /* recursive halving-doubling */
     DT_ALLREDUCE_NAIVE,    /* reduce to rank 0, then broadcast */
-    DT_ALLREDUCE_MPI       /* the backend's own (MPI_Allreduce) */
+    DT_ALLREDUCE_MPI,      /* the MPI library's own (MPI_Allreduce), on host memory */
+    DT_ALLREDUCE_NCCL      /* NCCL's own (ncclAllReduce), on the "nccl" communicator */
 } dt_allreduce_algo;
 
-/* "ring", "tree", "naive", "mpi" */
+/* "ring", "tree", "naive", "mpi", "nccl" */
 DT_API dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out);
 DT_API const char *dt_allreduce_algo_name(dt_allreduce_algo a);
 

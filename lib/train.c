@@ -54,6 +54,7 @@ struct dt_trainer {
     int rank;              /* in cfg.comm (0 without one): trace pid and file */
     dt_comm *dp_comm;      /* the data-parallel ranks: cfg.comm, or the workers' with a parameter server */
     dt__ps *ps;            /* parameter server (cfg.ps_mode), else NULL */
+    dt_comm *gcomm;        /* owned: NCCL over cfg.comm's ranks for device gradients (--device cuda), else NULL */
     int ps_broken;         /* an exchange failed: do not say goodbye to the servers */
     int32_t *tokens;       /* (B,T) host */
     int32_t *targets;      /* (B,T) host */
@@ -290,6 +291,15 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
                        cfg->ps_mode != DT_PS_NONE ? "workers" : "data-parallel ranks");
     }
     if (cfg->slow_ms < 0) return DT_FAIL(DT_ERR_INVALID, "--slow-rank: MS %d: expected >= 0", cfg->slow_ms);
+    const int cuda = cfg->device && strcmp(cfg->device, "cuda") == 0;
+    if (cuda && cfg->ps_mode != DT_PS_NONE)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce %s runs on --device cpu (the servers' messages are host memory)",
+                       cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async");
+    if (!cuda && cfg->allreduce == DT_ALLREDUCE_NCCL)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce nccl needs --device cuda");
+    if (cuda && world > 1 && cfg->allreduce == DT_ALLREDUCE_MPI)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce mpi sums host memory: with --device cuda use nccl (or ring, tree, "
+                                       "naive, which then run over NCCL)");
     if (cfg->slow_ms > 0 && (cfg->slow_rank < 0 || cfg->slow_rank >= world))
         return DT_FAIL(DT_ERR_INVALID, "--slow-rank %d: expected a rank 0..%d", cfg->slow_rank, world - 1);
     if (cfg->model_kind == DT_MODEL_GPT && (int64_t)cfg->micro_batch_size * cfg->seq_length > (int64_t)1 << 30)
@@ -726,6 +736,9 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt__trace_metadata(tr), st, fail);
         dt__tr_set_hook(tr, 1);
     }
+    /* device gradients travel through NCCL (the host communicator keeps the losses and counts) */
+    if (tr->dp_size > 1 && !tr->ps && tr->be->device == DT_DEVICE_CUDA)
+        DT_CHECK_GOTO(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm), st, fail);
     if (tr->dp_size > 1 && tr->model && !tr->ps) {
         DT_CHECK_GOTO(dt__buckets_init(tr), st, fail);
         dt__tr_set_hook(tr, 1);
@@ -768,6 +781,7 @@ void dt_trainer_free(dt_trainer *tr)
         (void)dt__ps_finish(tr->ps, dt__tr_params(tr));
     }
     dt__ps_free(tr->ps);
+    dt_comm_free(tr->gcomm);
     if (tr->opt_ready) dt_optim_free(&tr->opt);
     dt_gpt_free(tr->model);
     dt_data_close(tr->data);
@@ -795,6 +809,9 @@ static dt_status dt__trace_check(dt_trainer *tr)
     return DT_FAIL(tr->trace_status, "--trace %s: writing the trace failed", tr->cfg.trace_path);
 }
 
+/* The communicator for gradients: NCCL on the GPU, the host one otherwise. */
+static dt_comm *dt__tr_grad_comm(const dt_trainer *tr) { return tr->gcomm ? tr->gcomm : tr->cfg.comm; }
+
 static void *dt__comm_main(void *arg)
 {
     dt_trainer *tr = arg;
@@ -808,7 +825,7 @@ static void *dt__comm_main(void *arg)
         if (tr->stop) break;
         int b = tr->queue[tr->q_head++];
         pthread_mutex_unlock(&tr->mu);
-        dt_status st = dt_comm_allreduce(tr->cfg.comm, g + tr->bucket_off[b], tr->bucket_len[b], tr->cfg.allreduce,
+        dt_status st = dt_comm_allreduce(dt__tr_grad_comm(tr), g + tr->bucket_off[b], tr->bucket_len[b], tr->cfg.allreduce,
                                          &opts);
         pthread_mutex_lock(&tr->mu);
         if (st != DT_OK && tr->comm_status == DT_OK) {
@@ -928,7 +945,7 @@ static dt_status dt__dp_reduce(dt_trainer *tr, double *loss_sum)
         dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
                                    .hook = tr->trace ? dt__comm_hook : NULL,
                                    .hook_ctx = tr};
-        DT_CHECK(dt_comm_allreduce(tr->cfg.comm, dt__tr_grads(tr), layout->numel, tr->cfg.allreduce, &opts));
+        DT_CHECK(dt_comm_allreduce(dt__tr_grad_comm(tr), dt__tr_grads(tr), layout->numel, tr->cfg.allreduce, &opts));
     }
     float l = (float)*loss_sum;
     DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));

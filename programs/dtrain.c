@@ -162,8 +162,8 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"--recompute-num-layers", DT_ARG_INT, &o->recompute_num_layers, MIN1, NULL, "K",
          "full recomputation: blocks per checkpointed group", NULL, 0},
         {"Data parallelism (run under mpirun -np N)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--allreduce", DT_ARG_CHOICE, &o->allreduce, 0, 0, 0, "ring|tree|naive|mpi|ps-sync|ps-async", NULL,
-         "gradients summed by our ring, recursive halving-doubling, reduce+broadcast, MPI_Allreduce, or a "
+        {"--allreduce", DT_ARG_CHOICE, &o->allreduce, 0, 0, 0, "ring|tree|naive|mpi|nccl|ps-sync|ps-async", NULL,
+         "gradients summed by our ring, recursive halving-doubling, reduce+broadcast, MPI_Allreduce, ncclAllReduce (--device cuda), or a "
          "parameter server (synchronous or asynchronous)",
          NULL, 0},
         {"--num-ps-servers", DT_ARG_INT, &o->num_ps_servers, MIN1, NULL, "K",

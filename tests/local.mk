@@ -58,6 +58,11 @@ tests_check_cuda_SOURCES = tests/check_cuda.c tests/testutil.h
 tests_check_cuda_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/cuda
 tests_check_cuda_LDADD = $(DT_CHECK_LDADD)
 endif
+# check_nccl runs through tests/nccl.sh (skipped without a CUDA device)
+check_PROGRAMS += tests/check_nccl
+tests_check_nccl_SOURCES = tests/check_nccl.c tests/testutil.h
+tests_check_nccl_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
+tests_check_nccl_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 # check_comm runs under mpirun with 1..4 ranks through tests/comm.sh
 tests_check_comm_SOURCES = tests/check_comm.c tests/testutil.h
 tests_check_comm_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
@@ -70,6 +75,9 @@ endif
 # Shell tests of the programs (flags, errors, exit codes).
 TESTS += tests/cli.sh tests/comm.sh tests/dp.sh tests/cuda.sh
 EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh tests/cuda.sh
+# The NCCL communicator (GPU; skipped without one).
+TESTS += tests/nccl.sh
+EXTRA_DIST += tests/nccl.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
