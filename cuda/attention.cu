@@ -92,7 +92,7 @@ dt_status dt__cuda_attention_forward(dt_backend *be, float *out, float *att, con
         const float *P = att + (size_t)b * NH * TT;
         float *y = out + (size_t)b * T * C;
         /* Y_h(T,hs) = P_h V_h */
-        DT_CHECK(dt__cuda_gemm_batched(be, 0, 0, T, hs, T, 1.0f, P, T, TT, v, C3, hs, 0.0f, y, C, hs, NH));
+        DT_CHECK(dt__cuda_gemm_batched_ex(be, 0, 0, T, hs, T, 1.0f, P, T, TT, v, C3, hs, 0.0f, y, C, hs, NH, 0));
     }
     return DT_OK;
 }
@@ -127,8 +127,8 @@ dt_status dt__cuda_attention_backward(dt_backend *be, float *dqkv, float *scratc
         float *dq = dqkv + base, *dk = dq + C;
         const float *dS = scratch + (size_t)b * NH * TT;
         /* dQ_h = dS_h K_h, dK_h = dS_h^T Q_h (the scale is inside dS) */
-        DT_CHECK(dt__cuda_gemm_batched(be, 0, 0, T, hs, T, 1.0f, dS, T, TT, k, C3, hs, 0.0f, dq, C3, hs, NH));
-        DT_CHECK(dt__cuda_gemm_batched(be, 1, 0, T, hs, T, 1.0f, dS, T, TT, q, C3, hs, 0.0f, dk, C3, hs, NH));
+        DT_CHECK(dt__cuda_gemm_batched_ex(be, 0, 0, T, hs, T, 1.0f, dS, T, TT, k, C3, hs, 0.0f, dq, C3, hs, NH, 0));
+        DT_CHECK(dt__cuda_gemm_batched_ex(be, 1, 0, T, hs, T, 1.0f, dS, T, TT, q, C3, hs, 0.0f, dk, C3, hs, NH, 0));
     }
     return DT_OK;
 }

@@ -31,6 +31,7 @@ static void dt__cuda_destroy(dt_backend *be)
         if (cudaSetDevice(im->device) == cudaSuccess && im->stream) (void)cudaStreamSynchronize(im->stream);
         (void)cudaGetLastError();
         if (im->work) cudaFree(im->work);
+        if (im->gemm_work) cudaFree(im->gemm_work);
         if (im->cublas) cublasDestroy(im->cublas);
         if (im->stream) cudaStreamDestroy(im->stream);
         free(im->host);
@@ -246,6 +247,7 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
     be->copy = dt__cuda_copy;
     be->synchronize = dt__cuda_synchronize;
     be->gemm = dt__cuda_gemm;
+    be->set_gemm_inputs = dt__cuda_set_gemm_inputs;
     be->encoder_forward = dt__cuda_encoder_forward;
     be->encoder_backward = dt__cuda_encoder_backward;
     be->layernorm_forward = dt__cuda_layernorm_forward;

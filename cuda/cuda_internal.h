@@ -36,6 +36,9 @@ typedef struct dt__cuda_impl {
     cudaStream_t stream;    /* every op's stream */
     cublasHandle_t cublas;  /* bound to stream */
     int allow_tf32;         /* GEMM compute type: 0 exact FP32, 1 TF32 tensor cores */
+    dt_dtype gemm_inputs;   /* set_gemm_inputs: DT_F16/DT_BF16 GEMMs cast their inputs and use tensor cores */
+    void *gemm_work;        /* device: the 16-bit copies of a GEMM's A and B */
+    size_t gemm_work_bytes;
     void *work;             /* device workspace, grown on demand */
     size_t work_bytes;
     void *host;             /* host staging for small results and token buckets */
@@ -116,6 +119,13 @@ int dt__cuda_is_cuda(const dt_backend *be);
 dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
                                 const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
                                 float beta, float *C, int ldc, long long sC, int batch);
+/* The same; half_ok = 0 keeps FP32 inputs even under set_gemm_inputs (for
+ * operands an op computes itself and does not round: attention's
+ * probabilities inside the forward, the score gradients in the backward). */
+dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                                   const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
+                                   float beta, float *C, int ldc, long long sC, int batch, int half_ok);
+dt_status dt__cuda_set_gemm_inputs(dt_backend *be, dt_dtype dtype);
 dt_status dt__cuda_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
                         int lda, const float *B, int ldb, float beta, float *C, int ldc);
 dt_status dt__cuda_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,

@@ -11,6 +11,12 @@
  * inputs to TF32; dt__cuda_set_tf32(be, 1) switches to
  * CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores, ~1e-3 relative error).
  *
+ * Mixed precision (set_gemm_inputs F16/BF16): the model promises that the
+ * inputs are exactly 16-bit values, so each GEMM casts the spans of A and B
+ * it reads to that type (exact) in a workspace of its own and runs
+ * cublasGemmEx with 16-bit inputs, FP32 output and CUBLAS_COMPUTE_32F:
+ * tensor cores, exact products, FP32 accumulation.
+ *
  * Linear layers store w as (OC, C) like the CPU backend (cpu_gemm.c): forward
  * out = inp @ w^T with the bias broadcast into out first (beta = 1);
  * backward dinp = dout @ w, dw += dout^T @ inp, dbias += column sums of dout
@@ -35,6 +41,14 @@ dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, i
                                 const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
                                 float beta, float *C, int ldc, long long sC, int batch)
 {
+    return dt__cuda_gemm_batched_ex(be, transa, transb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC,
+                                    batch, 1);
+}
+
+dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                                   const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
+                                   float beta, float *C, int ldc, long long sC, int batch, int half_ok)
+{
     if (M < 0 || N < 0 || K < 0 || batch < 0)
         return DT_FAIL(DT_ERR_INVALID, "gemm: negative size %dx%dx%d (batch %d)", M, N, K, batch);
     if (M == 0 || N == 0 || batch == 0) return DT_OK;
@@ -47,6 +61,32 @@ dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, i
         return DT_OK;
     }
     const cublasOperation_t opA = transa ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (half_ok && (im->gemm_inputs == DT_F16 || im->gemm_inputs == DT_BF16)) {
+        /* the elements each operand spans: batch strides, then rows of ld */
+        const size_t ea = (size_t)(batch - 1) * (size_t)sA + (size_t)((transa ? K : M) - 1) * lda + (transa ? M : K);
+        const size_t eb = (size_t)(batch - 1) * (size_t)sB + (size_t)((transb ? N : K) - 1) * ldb + (transb ? K : N);
+        const size_t pad = 128; /* keep B's copy 256-byte aligned */
+        const size_t bytes = ((ea * 2 + pad * 2 - 1) / (pad * 2)) * pad * 2 + eb * 2;
+        if (bytes > im->gemm_work_bytes) {
+            if (im->gemm_work) DT_CUDA_CHECK(cudaFree(im->gemm_work)); /* synchronises: no kernel still reads it */
+            im->gemm_work = NULL;
+            im->gemm_work_bytes = 0;
+            DT_CUDA_CHECK(cudaMalloc(&im->gemm_work, bytes + bytes / 4));
+            im->gemm_work_bytes = bytes + bytes / 4;
+        }
+        char *ha = (char *)im->gemm_work, *hb = ha + ((ea * 2 + pad * 2 - 1) / (pad * 2)) * pad * 2;
+        DT_CHECK(dt__cuda_cast(be, ha, im->gemm_inputs, A, DT_F32, ea));
+        DT_CHECK(dt__cuda_cast(be, hb, im->gemm_inputs, B, DT_F32, eb));
+        const cudaDataType_t ht = im->gemm_inputs == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        if (batch == 1)
+            DT_CUBLAS_CHECK(cublasGemmEx(im->cublas, opB, opA, N, M, K, &alpha, hb, ht, ldb, ha, ht, lda, &beta, C,
+                                         CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        else
+            DT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(im->cublas, opB, opA, N, M, K, &alpha, hb, ht, ldb, sB, ha, ht,
+                                                       lda, sA, &beta, C, CUDA_R_32F, ldc, sC, batch,
+                                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return DT_OK;
+    }
     const cublasComputeType_t ct = im->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     if (batch == 1)
         DT_CUBLAS_CHECK(cublasGemmEx(im->cublas, opB, opA, N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda,
@@ -55,6 +95,14 @@ dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, i
         DT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(im->cublas, opB, opA, N, M, K, &alpha, B, CUDA_R_32F, ldb, sB, A,
                                                    CUDA_R_32F, lda, sA, &beta, C, CUDA_R_32F, ldc, sC, batch, ct,
                                                    CUBLAS_GEMM_DEFAULT));
+    return DT_OK;
+}
+
+dt_status dt__cuda_set_gemm_inputs(dt_backend *be, dt_dtype dtype)
+{
+    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "set_gemm_inputs: dtype %d is not f32, f16 or bf16", (int)dtype);
+    DT__CUDA_IMPL(be)->gemm_inputs = dtype;
     return DT_OK;
 }
 

@@ -45,6 +45,15 @@ struct dt_backend {
     dt_status (*copy)(dt_backend *be, void *dst, const void *src, size_t bytes, dt_copy_kind kind);
     dt_status (*synchronize)(dt_backend *be);
 
+    /* Mixed-precision hint (may be NULL: ignored): from now on the inputs
+     * of every GEMM (gemm's A and B; matmul's inp, w and dout; attention's
+     * q, k, v, probabilities and their gradients) hold values exactly
+     * representable in dtype (DT_F16 or DT_BF16; DT_F32 withdraws the
+     * promise). A backend may then multiply in that type with FP32
+     * accumulation (tensor cores): products of such values are exact in
+     * FP32, so results differ from FP32 GEMMs only by summation order. */
+    dt_status (*set_gemm_inputs)(dt_backend *be, dt_dtype dtype);
+
     /* ---- GEMM: C(M,N) = alpha * op(A) op(B) + beta * C, row-major ------ */
     dt_status (*gemm)(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);

@@ -200,6 +200,8 @@ fail:
 
 void dt_gpt_free(dt_gpt *m)
 {
+    if (m && m->precision != DT_F32 && m->be && m->be->set_gemm_inputs)
+        (void)m->be->set_gemm_inputs(m->be, DT_F32); /* the promise ends with the model */
     if (!m) return;
     dt_buffer_free(&m->params);
     dt_buffer_free(&m->grads);
@@ -415,6 +417,9 @@ dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)
     dt_buffer_free(&m->act_buf); /* the next forward sizes the scratch for the format */
     m->arena = (dt__arena){0};
     m->have_forward = 0;
+    /* every GEMM input is a half value from now on (weights from whalf,
+     * activations and their gradients rounded): tensor cores may take them */
+    if (m->be->set_gemm_inputs) DT_CHECK(m->be->set_gemm_inputs(m->be, dtype));
     m->precision = dtype;
     m->rnd.dtype = dtype;
     if (dtype == DT_F32) {

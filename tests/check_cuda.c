@@ -29,6 +29,7 @@
 
 #include "cpu_backend.h"
 #include "dt_cuda.h"
+#include "dt_half.h"
 #include "testutil.h"
 
 static dt_backend *cpu, *gpu;
@@ -148,6 +149,51 @@ START_TEST(test_gemm)
     ck_dt(gpu->gemm(gpu, 0, 0, 0, 2, 2, 1.0f, dc, 2, dc, 2, 0.0f, dc, 2));
     ck_assert_int_ne(gpu->gemm(gpu, 0, 0, -1, 2, 2, 1.0f, dc, 2, dc, 2, 0.0f, dc, 2), DT_OK);
     gfree(dc);
+}
+END_TEST
+
+/* Mixed precision: with set_gemm_inputs(F16 or BF16) and inputs that are
+ * exactly 16-bit values, GEMMs (plain, and the strided-batched ones inside
+ * attention) run on tensor cores and match the CPU's FP32 GEMM within the
+ * same tolerance: the products are exact, only the summation order differs. */
+static void round_to(float *x, size_t n, dt_dtype t)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = t == DT_F16 ? dt_f16_to_float(dt_f16_from_float(x[i])) : dt_bf16_to_float(dt_bf16_from_float(x[i]));
+}
+
+START_TEST(test_gemm_half)
+{
+    const dt_dtype t = _i ? DT_BF16 : DT_F16;
+    ck_dt(gpu->set_gemm_inputs(gpu, t));
+    const int M = 67, N = 45, K = 130;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 5, ldc = N + 1;
+            size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+            float *A = hmalloc(na), *B = hmalloc(nb), *C = hmalloc(nc);
+            fill(A, na, 40, 1), fill(B, nb, 41, 1), fill(C, nc, 42, 1);
+            round_to(A, na, t), round_to(B, nb, t);
+            float *dA = up(A, na * 4), *dB = up(B, nb * 4), *dC = up(C, nc * 4);
+            ck_dt(cpu->gemm(cpu, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.25f, C, ldc));
+            ck_dt(gpu->gemm(gpu, ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, 0.25f, dC, ldc));
+            expect_close(dC, C, nc, SUM_ATOL, SUM_RTOL, "gemm with 16-bit inputs");
+            gfree(dA), gfree(dB), gfree(dC);
+            free(A), free(B), free(C);
+        }
+    /* attention: q, k, v are 16-bit values; the probabilities stay FP32 inside the op */
+    const int B = 2, T = 33, C = 48, NH = 3;
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *att = hmalloc(natt);
+    fill(qkv, nqkv, 43, 1);
+    round_to(qkv, nqkv, t);
+    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_att = up(att, natt * 4);
+    ck_dt(cpu->attention_forward(cpu, out, att, qkv, B, T, C, NH));
+    ck_dt(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, NH));
+    expect_close(d_out, out, nout, SUM_ATOL, SUM_RTOL, "attention out with 16-bit inputs");
+    gfree(d_qkv), gfree(d_out), gfree(d_att);
+    free(qkv), free(out), free(att);
+    ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
 }
 END_TEST
 
@@ -555,6 +601,7 @@ static Suite *cuda_suite(void)
     TCase *tc = tcase_create("ops");
     tcase_add_test(tc, test_memory);
     tcase_add_loop_test(tc, test_gemm, 0, 3);
+    tcase_add_loop_test(tc, test_gemm_half, 0, 2);
     tcase_add_test(tc, test_matmul);
     tcase_add_test(tc, test_encoder);
     tcase_add_test(tc, test_layernorm);

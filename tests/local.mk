@@ -58,6 +58,12 @@ tests_check_cuda_SOURCES = tests/check_cuda.c tests/testutil.h
 tests_check_cuda_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/cuda
 tests_check_cuda_LDADD = $(DT_CHECK_LDADD)
 endif
+# training on the GPU against the CPU (skipped without a CUDA device)
+check_PROGRAMS += tests/check_cuda_train
+TESTS += tests/check_cuda_train
+tests_check_cuda_train_SOURCES = tests/check_cuda_train.c tests/testutil.h
+tests_check_cuda_train_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_cuda_train_LDADD = $(DT_CHECK_LDADD)
 # check_nccl runs through tests/nccl.sh (skipped without a CUDA device)
 check_PROGRAMS += tests/check_nccl
 tests_check_nccl_SOURCES = tests/check_nccl.c tests/testutil.h
