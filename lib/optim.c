@@ -213,6 +213,21 @@ static dt_status dt__lamb_step(dt_optim *opt, float *params, const float *grads,
     return DT_OK;
 }
 
+/* Multi-tensor: the run of tensors i..j-1 (returned j) that share the
+ * decay flag, as one range [*off, *off + *n) of the flat buffers, the
+ * alignment padding between them included: the updates are elementwise,
+ * so every tensor gets exactly what one call per tensor gave it, and the
+ * padding (never read as a parameter) only takes the same arithmetic.
+ * One kernel per run instead of one per tensor on a GPU. */
+static int dt__optim_run(const dt_paramset *ps, int i, size_t *off, size_t *n)
+{
+    int j = i + 1;
+    while (j < ps->count && ps->info[j].decay == ps->info[i].decay) j++;
+    *off = ps->info[i].offset;
+    *n = ps->info[j - 1].offset + ps->info[j - 1].numel - *off;
+    return j;
+}
+
 dt_status dt_optim_step(dt_optim *opt, float *params, const float *grads, float lr, float grad_scale)
 {
     if (!(isfinite(lr) && isfinite(grad_scale)))
@@ -231,23 +246,24 @@ dt_status dt_optim_step(dt_optim *opt, float *params, const float *grads, float 
         if (c->kind == DT_OPTIM_LAMB) {
             DT_CHECK(dt__lamb_step(opt, params, grads, lr, grad_scale, bc1, bc2));
         } else {
-            for (int i = 0; i < ps->count; i++) {
-                const dt_param_info *pi = &ps->info[i];
-                float wd = pi->decay ? c->weight_decay : 0.0f;
-                DT_CHECK(be->adamw_update(be, params + pi->offset, grads + pi->offset, s1 + pi->offset,
-                                          s2 + pi->offset, pi->numel, lr, c->beta1, c->beta2, c->eps, wd, bc1, bc2,
-                                          grad_scale));
+            for (int i = 0, j; i < ps->count; i = j) { /* one call per run of tensors alike in decay */
+                size_t off, n;
+                j = dt__optim_run(ps, i, &off, &n);
+                float wd = ps->info[i].decay ? c->weight_decay : 0.0f;
+                DT_CHECK(be->adamw_update(be, params + off, grads + off, s1 + off, s2 + off, n, lr, c->beta1,
+                                          c->beta2, c->eps, wd, bc1, bc2, grad_scale));
             }
         }
     } else if (c->kind == DT_OPTIM_LARS) {
         DT_CHECK(dt__lars_step(opt, params, grads, lr, grad_scale));
     } else {
         int first = t == 1;
-        for (int i = 0; i < ps->count; i++) {
-            const dt_param_info *pi = &ps->info[i];
-            float wd = pi->decay ? c->weight_decay : 0.0f;
-            DT_CHECK(be->sgd_update(be, params + pi->offset, grads + pi->offset, s1 + pi->offset, pi->numel, lr,
-                                    c->momentum, wd, grad_scale, c->nesterov, first));
+        for (int i = 0, j; i < ps->count; i = j) {
+            size_t off, n;
+            j = dt__optim_run(ps, i, &off, &n);
+            float wd = ps->info[i].decay ? c->weight_decay : 0.0f;
+            DT_CHECK(be->sgd_update(be, params + off, grads + off, s1 + off, n, lr, c->momentum, wd, grad_scale,
+                                    c->nesterov, first));
         }
     }
     opt->step = t;
