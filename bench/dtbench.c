@@ -2,18 +2,35 @@
  * measured in the same run.
  *
  *   dtbench gemm  [--threads N]   cblas_sgemm peak (GFLOP/s) on square sizes
+ *   dtbench gemm  --device cuda   cuBLAS peak through be->gemm on 4096^3 and
+ *       8192^3: exact FP32, TF32 allowed, and bf16 / fp16 inputs with FP32
+ *       accumulation (be->set_gemm_inputs) (GFLOP/s)
+ *   dtbench gelu  [--device cuda] [--n N] [--iters R]
+ *       FP32 GELU (the table op) against the f16 / bf16 half2 kernel
+ *       (dt__cuda_gelu_forward_half) on N elements: elements/s, GB/s (bytes
+ *       read + written), half / FP32 in elements/s (goal >= 1.8) and each
+ *       kernel as a fraction of the D2D copy bandwidth (be->copy of the same
+ *       bytes) measured in the same run (goal >= 0.80 for the half kernels)
  *   dtbench train [--threads N] [--model small] [--micro-batch-size 16]
  *                 [--seq-length T] [--steps S] [--warmup W]
+ *                 [--device cpu|cuda] [--bf16|--fp16]
  *       trains the model (forward, backward, AdamW step) on random tokens and
  *       prints tokens/s, model FLOPs per token (6N + 12LCT), achieved
- *       GFLOP/s, the sgemm peak at the same thread count, and their ratio
- *       (MFU against this machine's measured peak). */
+ *       GFLOP/s, the GEMM peak measured in the same run (sgemm at the same
+ *       thread count on the CPU; on the GPU cuBLAS through be->gemm in the
+ *       mode the run's GEMMs use: FP32, or bf16 / fp16 inputs with
+ *       --bf16 / --fp16), and their ratio (MFU against this machine's peak).
+ *
+ * The GPU commands go through the dt_backend table and cuda/dt_cuda.h only
+ * (no #ifdef): without CUDA or without a device they print one line naming
+ * the problem and exit 1, or 77 with --skip-no-device (for scripts). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dt_cuda.h"
 #include "dtrain.h"
 #include "../programs/args.h"
 
@@ -69,6 +86,304 @@ static int cmd_gemm(int threads)
     return 0;
 }
 
+/* ---- the GPU (dt_backend "cuda" and cuda/dt_cuda.h) ------------------------ */
+
+/* Exit status when CUDA or a device is missing: 1, or 77 (skipped) with
+ * --skip-no-device. */
+static int no_device_status = 1;
+
+/* The CUDA backend, or one line naming the problem and exit: 1 (77 with
+ * --skip-no-device) when the build has no CUDA or no device is usable
+ * (DT_ERR_UNSUPPORTED), 1 on any other failure. */
+static dt_backend *gpu_backend(const char *cmd)
+{
+    dt_backend *be;
+    dt_status st = dt_backend_create("cuda", 0, &be);
+    if (st != DT_OK) {
+        fprintf(stderr, "dtbench %s: %s\n", cmd, dt_last_error());
+        exit(st == DT_ERR_UNSUPPORTED ? no_device_status : 1);
+    }
+    return be;
+}
+
+static void check(dt_status st, const char *what)
+{
+    if (st != DT_OK) die(what);
+}
+
+/* A figure against its goal, on one line ending in PASS or BELOW (what
+ * tests/gpu/device-check.sh collects). */
+static void goal_line(const char *key, double value, double goal, const char *note)
+{
+    printf("%-28s %8.3f   goal >= %-5g %-5s%s%s\n", key, value, goal, value >= goal ? "PASS" : "BELOW",
+           note ? "  " : "", note ? note : "");
+}
+
+typedef dt_status (*gpu_op)(dt_backend *be, void *ctx);
+
+/* Seconds per call: `warm` untimed calls, then the best of 3 trials of
+ * *reps calls, each trial bracketed by be->synchronize (ops are
+ * asynchronous on the GPU). *reps <= 0: chosen from one timed call so that
+ * a trial takes about 0.1 s (5 to 2000 calls). */
+static double gpu_time(dt_backend *be, gpu_op op, void *ctx, int warm, int *reps, const char *what)
+{
+    for (int i = 0; i < warm; i++) check(op(be, ctx), what);
+    check(be->synchronize(be), "synchronize");
+    if (*reps <= 0) {
+        int64_t t0 = dt_time_ns();
+        check(op(be, ctx), what);
+        check(be->synchronize(be), "synchronize");
+        double one = (dt_time_ns() - t0) * 1e-9, r = 0.1 / (one > 1e-7 ? one : 1e-7);
+        *reps = r < 5 ? 5 : r > 2000 ? 2000 : (int)r;
+    }
+    double best = 1e30;
+    for (int t = 0; t < 3; t++) {
+        int64_t t0 = dt_time_ns();
+        for (int i = 0; i < *reps; i++) check(op(be, ctx), what);
+        check(be->synchronize(be), "synchronize");
+        double sec = (dt_time_ns() - t0) * 1e-9 / *reps;
+        if (sec < best) best = sec;
+    }
+    return best;
+}
+
+/* Deterministic inputs in [lo, hi) without a host RNG per element. */
+static float bench_value(size_t i, float lo, float hi)
+{
+    uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(i >> 32) * 40503u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    return lo + (hi - lo) * (float)(h >> 8) * 0x1p-24f;
+}
+
+typedef struct gemm_ctx {
+    int n;
+    const float *a, *b;
+    float *c;
+} gemm_ctx;
+
+static dt_status op_gemm(dt_backend *be, void *p)
+{
+    gemm_ctx *g = p;
+    return be->gemm(be, 0, 0, g->n, g->n, g->n, 1.0f, g->a, g->n, g->b, g->n, 0.0f, g->c, g->n);
+}
+
+static const int gpu_gemm_sizes[] = {4096, 8192};
+
+/* How the GPU runs a GEMM: exact FP32, FP32 with TF32 allowed
+ * (dt__cuda_set_tf32), or 16-bit inputs with FP32 accumulation
+ * (be->set_gemm_inputs: the backend casts A and B, then tensor cores). */
+typedef enum gemm_kind { GEMM_FP32 = 0, GEMM_TF32, GEMM_BF16, GEMM_FP16 } gemm_kind;
+static const char *const gemm_kind_name[] = {"fp32", "tf32", "bf16", "fp16"};
+
+/* Put the backend in that GEMM mode (0), or 1 when it has no
+ * set_gemm_inputs for the 16-bit kinds. */
+static int gpu_gemm_mode(dt_backend *be, gemm_kind k)
+{
+    if ((k == GEMM_BF16 || k == GEMM_FP16) && !be->set_gemm_inputs) return 1;
+    check(dt__cuda_set_tf32(be, k == GEMM_TF32), "TF32 setting");
+    if (be->set_gemm_inputs)
+        check(be->set_gemm_inputs(be, k == GEMM_BF16 ? DT_BF16 : k == GEMM_FP16 ? DT_F16 : DT_F32), "GEMM inputs");
+    return 0;
+}
+
+/* Best GFLOP/s of be->gemm (cuBLAS) on the square sizes in mode k (the
+ * backend is left in that mode); 0 when the backend lacks the mode. The
+ * operands are multiples of 1/64 in [-1, 1): exact in every mode, so the
+ * 16-bit modes' promise holds (their casts are counted in the time). */
+static double gpu_gemm_peak(dt_backend *be, gemm_kind k, int verbose)
+{
+    if (gpu_gemm_mode(be, k)) {
+        if (verbose) printf("  cublas %-4s n/a: this backend has no set_gemm_inputs\n", gemm_kind_name[k]);
+        return 0;
+    }
+    const int nmax = gpu_gemm_sizes[sizeof gpu_gemm_sizes / sizeof gpu_gemm_sizes[0] - 1];
+    const size_t nn = (size_t)nmax * nmax;
+    float *h = malloc(nn * sizeof(float));
+    if (!h) die("out of memory");
+    for (size_t i = 0; i < nn; i++) h[i] = floorf(bench_value(i, -64.0f, 64.0f)) / 64.0f;
+    void *a, *b, *c;
+    check(be->alloc(be, nn * sizeof(float), &a), "alloc");
+    check(be->alloc(be, nn * sizeof(float), &b), "alloc");
+    check(be->alloc(be, nn * sizeof(float), &c), "alloc");
+    check(be->copy(be, a, h, nn * sizeof(float), DT_COPY_H2D), "copy");
+    check(be->copy(be, b, h, nn * sizeof(float), DT_COPY_H2D), "copy");
+    free(h);
+    double best = 0;
+    for (size_t s = 0; s < sizeof gpu_gemm_sizes / sizeof gpu_gemm_sizes[0]; s++) {
+        gemm_ctx g = {gpu_gemm_sizes[s], a, b, c};
+        int reps = 0;
+        double sec = gpu_time(be, op_gemm, &g, 2, &reps, "gemm");
+        double gf = 2.0 * g.n * g.n * g.n / sec / 1e9;
+        if (verbose)
+            printf("  cublas %-4s %5d x %5d x %5d   %9.1f GFLOP/s   (%d calls per trial)\n", gemm_kind_name[k], g.n,
+                   g.n, g.n, gf, reps);
+        if (gf > best) best = gf;
+    }
+    be->free(be, a), be->free(be, b), be->free(be, c);
+    return best;
+}
+
+static int cmd_gemm_gpu(void)
+{
+    dt_backend *be = gpu_backend("gemm");
+    printf("# dtbench gemm --device cuda: cuBLAS through be->gemm (cublasGemmEx, FP32 buffers in and out), C = A B "
+           "on square sizes; best of 3 trials after 2 warm-up calls\n");
+    printf("# fp32: CUBLAS_COMPUTE_32F (exact FP32, the backend's default); tf32: CUBLAS_COMPUTE_32F_FAST_TF32 "
+           "(dt__cuda_set_tf32); bf16/fp16: be->set_gemm_inputs, the backend casts A and B to 16 bits (counted) and "
+           "accumulates in FP32 on tensor cores (the --bf16/--fp16 training path)\n");
+    double p[4];
+    for (int k = 0; k < 4; k++) p[k] = gpu_gemm_peak(be, (gemm_kind)k, 1);
+    gpu_gemm_mode(be, GEMM_FP32);
+    for (int k = 0; k < 4; k++)
+        if (p[k] > 0) printf("peak_gflops_%s %.1f\n", gemm_kind_name[k], p[k]);
+    printf("tf32_vs_fp32 %.2f\n", p[GEMM_TF32] / p[GEMM_FP32]);
+    if (p[GEMM_BF16] > 0) printf("bf16_vs_fp32 %.2f\n", p[GEMM_BF16] / p[GEMM_FP32]);
+    dt_backend_destroy(be);
+    return 0;
+}
+
+typedef struct gelu_ctx {
+    void *out;
+    const void *in;
+    size_t n, bytes;
+    dt_dtype dtype;
+} gelu_ctx;
+
+static dt_status op_copy(dt_backend *be, void *p)
+{
+    gelu_ctx *g = p;
+    return be->copy(be, g->out, g->in, g->bytes, DT_COPY_D2D);
+}
+
+static dt_status op_gelu_f32(dt_backend *be, void *p)
+{
+    gelu_ctx *g = p;
+    return be->gelu_forward(be, g->out, g->in, g->n);
+}
+
+static dt_status op_gelu_half(dt_backend *be, void *p)
+{
+    gelu_ctx *g = p;
+    return dt__cuda_gelu_forward_half(be, g->out, g->in, g->dtype, g->n);
+}
+
+/* Elements of got[] outside |got - want| <= atol + rtol_x |x| + rtol |want|;
+ * *maxerr = the largest |got - want|. */
+static size_t count_wrong(const float *got, const float *want, const float *x, size_t n, double atol, double rtol_x,
+                          double rtol, double *maxerr)
+{
+    size_t bad = 0;
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= atol + rtol_x * fabs(x[i]) + rtol * fabs(want[i]))) bad++; /* NaN counts */
+        if (e > m || e != e) m = e;
+    }
+    *maxerr = m;
+    return bad;
+}
+
+static void gelu_row(const char *name, int reps, double sec, size_t n, size_t bytes_moved, double copy_gbs)
+{
+    double gbs = bytes_moved / sec / 1e9;
+    printf("%-12s %8d %10.1f %10.2f %9.1f", name, reps, sec * 1e6, n / sec / 1e9, gbs);
+    if (copy_gbs > 0) printf(" %8.3f", gbs / copy_gbs);
+    printf("\n");
+}
+
+/* FP32 GELU (the table op) against dt__cuda_gelu_forward_half in f16 and
+ * bf16 on n elements, each against a D2D copy of the bytes it reads. The
+ * results are checked: the FP32 GPU GELU against the CPU backend's (1e-6 +
+ * 1e-5 relative, check_cuda's tolerance), the half outputs against the FP32
+ * GPU GELU within what rounding the input and the output to the half
+ * format allows, 2u(|x| + |y|) + 1e-6 with u = 2^-11 (f16) or 2^-8 (bf16)
+ * (GELU's slope is at most 1.13). Exit 1 if any element is outside. */
+static int cmd_gelu(int64_t n64, int iters)
+{
+    dt_backend *be = gpu_backend("gelu");
+    const size_t n = (size_t)n64;
+    float *hx = malloc(n * sizeof(float)), *hy = malloc(n * sizeof(float)), *hr = malloc(n * sizeof(float));
+    if (!hx || !hy || !hr) die("out of memory");
+    for (size_t i = 0; i < n; i++) hx[i] = bench_value(i, -6.0f, 6.0f);
+    void *x32, *y32, *x16, *y16;
+    check(be->alloc(be, n * 4, &x32), "alloc");
+    check(be->alloc(be, n * 4, &y32), "alloc");
+    check(be->alloc(be, n * 2, &x16), "alloc");
+    check(be->alloc(be, n * 2, &y16), "alloc");
+    check(be->copy(be, x32, hx, n * 4, DT_COPY_H2D), "copy");
+
+    const int warm = 3;
+    printf("# dtbench gelu --device cuda: GELU (tanh approximation) on n = %zu elements in [-6, 6)\n", n);
+    printf("# per kernel: %d warm-up launches, then the best of 3 trials of R launches, each bracketed by "
+           "be->synchronize\n", warm);
+    printf("# GB/s = (bytes read + bytes written) / time: 8 bytes per element in FP32, 4 in f16/bf16; copy = "
+           "be->copy DT_COPY_D2D of the same bytes, counted the same way\n");
+    printf("%-12s %8s %10s %10s %9s %8s\n", "kernel", "R", "us/launch", "Gelem/s", "GB/s", "of_copy");
+
+    gelu_ctx g = {y32, x32, n, n * 4, DT_F32};
+    int r_c32 = iters, r_g32 = iters, r_c16 = iters, r_h[2] = {iters, iters};
+    double t_c32 = gpu_time(be, op_copy, &g, warm, &r_c32, "D2D copy");
+    double t_g32 = gpu_time(be, op_gelu_f32, &g, warm, &r_g32, "FP32 GELU");
+    check(be->copy(be, hy, y32, n * 4, DT_COPY_D2H), "copy");
+    g = (gelu_ctx){y16, x16, n, n * 2, DT_F16};
+    double t_c16 = gpu_time(be, op_copy, &g, warm, &r_c16, "D2D copy");
+    const double c32 = 2.0 * n * 4 / t_c32 / 1e9, c16 = 2.0 * n * 2 / t_c16 / 1e9;
+
+    static const dt_dtype types[2] = {DT_F16, DT_BF16};
+    static const char *const tname[2] = {"gelu_f16", "gelu_bf16"};
+    double t_h[2];
+    size_t wrong[2];
+    double maxerr[2];
+    for (int k = 0; k < 2; k++) {
+        check(be->cast(be, x16, types[k], x32, DT_F32, n), "cast");
+        g = (gelu_ctx){y16, x16, n, n * 2, types[k]};
+        t_h[k] = gpu_time(be, op_gelu_half, &g, warm, &r_h[k], tname[k]);
+        /* widen the half result into y32 (the FP32 result is on the host already) and bring it back */
+        check(be->cast(be, y32, DT_F32, y16, types[k], n), "cast");
+        check(be->copy(be, hr, y32, n * 4, DT_COPY_D2H), "copy");
+        double u = types[k] == DT_F16 ? 0x1p-11 : 0x1p-8;
+        wrong[k] = count_wrong(hr, hy, hx, n, 1e-6, 2 * u, 2 * u, &maxerr[k]);
+    }
+
+    gelu_row("copy_f32", r_c32, t_c32, n, n * 8, 0);
+    gelu_row("gelu_f32", r_g32, t_g32, n, n * 8, c32);
+    gelu_row("copy_16bit", r_c16, t_c16, n, n * 4, 0);
+    for (int k = 0; k < 2; k++) gelu_row(tname[k], r_h[k], t_h[k], n, n * 4, c16);
+
+    /* correctness: the FP32 GPU GELU against the CPU backend */
+    dt_backend *cpu;
+    check(dt_backend_create("cpu", 0, &cpu), "cpu backend");
+    check(cpu->gelu_forward(cpu, hr, hx, n), "cpu GELU");
+    dt_backend_destroy(cpu);
+    double e32;
+    size_t w32 = count_wrong(hy, hr, hx, n, 1e-6, 0, 1e-5, &e32);
+    printf("# check gelu_f32 against the CPU backend: %zu of %zu outside 1e-6 + 1e-5|y| (max error %.3g)\n", w32, n,
+           e32);
+    for (int k = 0; k < 2; k++)
+        printf("# check %s against gelu_f32: %zu of %zu outside 1e-6 + 2u(|x| + |y|), u = 2^-%d (max error %.3g)\n",
+               tname[k], wrong[k], n, types[k] == DT_F16 ? 11 : 8, maxerr[k]);
+
+    printf("copy_f32_gbs %.1f\ncopy_16bit_gbs %.1f\n", c32, c16);
+    printf("gelu_f32_gelems %.2f\n", n / t_g32 / 1e9);
+    printf("gelu_f32_of_copy %.3f\n", (2.0 * n * 4 / t_g32 / 1e9) / c32);
+    for (int k = 0; k < 2; k++) {
+        char key[48];
+        snprintf(key, sizeof key, "%s_vs_f32_elements", tname[k]);
+        goal_line(key, t_g32 / t_h[k], 1.8, "(elements/s, half / FP32)");
+    }
+    for (int k = 0; k < 2; k++) {
+        char key[48];
+        snprintf(key, sizeof key, "%s_of_copy", tname[k]);
+        goal_line(key, (2.0 * n * 2 / t_h[k] / 1e9) / c16, 0.8, "(GB/s / D2D copy GB/s of the same bytes)");
+    }
+    be->free(be, x32), be->free(be, y32), be->free(be, x16), be->free(be, y16);
+    dt_backend_destroy(be);
+    free(hx), free(hy), free(hr);
+    int bad = w32 || wrong[0] || wrong[1];
+    if (bad) fprintf(stderr, "dtbench gelu: wrong results (see the check lines)\n");
+    return bad ? 1 : 0;
+}
+
 /* The benchmark model: a preset on random tokens (B, T); T <= 0 means the
  * preset's context. Exits with 2 on a bad --seq-length. */
 typedef struct bench_setup {
@@ -79,9 +394,12 @@ typedef struct bench_setup {
     int32_t *tok, *tgt; /* (B, T) */
 } bench_setup;
 
-static void bench_setup_init(bench_setup *b, int threads, const char *model, int B, int T)
+static void bench_setup_init(bench_setup *b, const char *device, int threads, const char *model, int B, int T)
 {
-    if (dt_backend_create("cpu", threads, &b->be) != DT_OK) die("--threads");
+    if (strcmp(device, "cuda") == 0)
+        b->be = gpu_backend("train");
+    else if (dt_backend_create("cpu", threads, &b->be) != DT_OK)
+        die("--threads");
     if (dt_gpt_config_preset(model, &b->cfg) != DT_OK) die("--model");
     if (T <= 0) T = b->cfg.seq_len;
     if (T > b->cfg.seq_len) {
@@ -107,10 +425,20 @@ static void bench_setup_free(bench_setup *b)
     dt_backend_destroy(b->be);
 }
 
-static int cmd_train(int threads, const char *model, int B, int T, int steps, int warmup)
+/* precision: DT_F32, or DT_F16 / DT_BF16 mixed precision (dt_gpt_set_precision).
+ * On the GPU the MFU is against the peak of the GEMM path the run takes:
+ * FP32 runs keep exact FP32 GEMMs (the FP32 peak); in mixed precision every
+ * GEMM input is a 16-bit value and dt_gpt_set_precision tells the backend
+ * so (be->set_gemm_inputs), which then multiplies in that type with FP32
+ * accumulation: the bf16 / fp16 peak of be->gemm in the same mode. A backend
+ * without set_gemm_inputs gets TF32 instead (exact on 16-bit values) and the
+ * TF32 peak. */
+static int cmd_train(const char *device, int threads, const char *model, int B, int T, int steps, int warmup,
+                     dt_dtype precision)
 {
+    const int gpu = strcmp(device, "cuda") == 0;
     bench_setup bs;
-    bench_setup_init(&bs, threads, model, B, T);
+    bench_setup_init(&bs, device, threads, model, B, T);
     dt_backend *be = bs.be;
     dt_gpt *m = bs.m;
     const dt_gpt_config cfg = bs.cfg;
@@ -120,12 +448,35 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
     dt_optim_config_default(&oc, DT_OPTIM_ADAMW);
     dt_optim opt;
     if (dt_optim_init(&opt, &oc, be, dt_gpt_layout(m)) != DT_OK) die("optimizer");
+    if (precision != DT_F32 && dt_gpt_set_precision(m, precision) != DT_OK) die("precision");
+    gemm_kind gk = GEMM_FP32;
+    if (gpu && precision != DT_F32) {
+        gk = !be->set_gemm_inputs ? GEMM_TF32 : precision == DT_BF16 ? GEMM_BF16 : GEMM_FP16;
+        if (gk == GEMM_TF32) check(dt__cuda_set_tf32(be, 1), "TF32 setting");
+    }
+    /* fp16: a static loss scale keeps small gradients from flushing to zero;
+     * AdamW unscales them (grad_scale). 1 otherwise. */
+    const float loss_scale = precision == DT_F16 ? 1024.0f : 1.0f;
 
     double fpt = dt_gpt_config_flops_per_token(&cfg, T);
-    printf("# dtbench train: --model %s (L=%d, NH=%d, C=%d, V=%d, N=%zu params), B=%d, T=%d, %d thread(s)\n",
-           model, cfg.num_layers, cfg.num_heads, cfg.hidden_size, cfg.vocab_size, dt_gpt_config_num_params(&cfg), B,
-           T, be->threads);
+    char where[32];
+    if (gpu)
+        snprintf(where, sizeof where, "device cuda");
+    else
+        snprintf(where, sizeof where, "%d thread(s)", be->threads);
+    printf("# dtbench train: --model %s (L=%d, NH=%d, C=%d, V=%d, N=%zu params), B=%d, T=%d, %s%s\n", model,
+           cfg.num_layers, cfg.num_heads, cfg.hidden_size, cfg.vocab_size, dt_gpt_config_num_params(&cfg), B, T,
+           where, precision == DT_F16 ? ", --fp16" : precision == DT_BF16 ? ", --bf16" : "");
     printf("# step = forward + backward + AdamW on random tokens; %d warm-up + %d timed steps\n", warmup, steps);
+    if (precision != DT_F32)
+        printf("# mixed precision: %s activations and compute weights, FP32 masters and statistics%s\n",
+               precision == DT_F16 ? "f16" : "bf16",
+               precision == DT_F16 ? "; static loss scale 1024, unscaled in the AdamW step" : "");
+    static const char *const gemm_text[] = {
+        "exact FP32 (CUBLAS_COMPUTE_32F)", "TF32 allowed (dt__cuda_set_tf32; the 16-bit-rounded inputs are exact in TF32)",
+        "bf16 inputs, FP32 accumulation (be->set_gemm_inputs, tensor cores)",
+        "fp16 inputs, FP32 accumulation (be->set_gemm_inputs, tensor cores)"};
+    if (gpu) printf("# GEMMs: %s\n", gemm_text[gk]);
     int64_t t_total = 0, t_fwd = 0, t_bwd = 0, t_opt = 0;
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
@@ -133,9 +484,12 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
         if (dt_gpt_zero_grad(m) != DT_OK) die("zero_grad");
         if (dt_gpt_forward(m, tok, tgt, B, T, &loss) != DT_OK) die("forward");
         int64_t t1 = dt_time_ns();
-        if (dt_gpt_backward(m, 1.0f) != DT_OK) die("backward");
+        if (dt_gpt_backward(m, loss_scale) != DT_OK) die("backward");
+        if (be->synchronize(be) != DT_OK) die("synchronize"); /* GPU ops are asynchronous */
         int64_t t2 = dt_time_ns();
-        if (dt_optim_step(&opt, dt_gpt_params(m), dt_gpt_grads(m), 1e-4f, 1.0f) != DT_OK) die("optimizer step");
+        if (dt_optim_step(&opt, dt_gpt_params(m), dt_gpt_grads(m), 1e-4f, 1.0f / loss_scale) != DT_OK)
+            die("optimizer step");
+        if (be->synchronize(be) != DT_OK) die("synchronize");
         int64_t t3 = dt_time_ns();
         if (s >= warmup) {
             t_total += t3 - t0, t_fwd += t1 - t0, t_bwd += t2 - t1, t_opt += t3 - t2;
@@ -147,13 +501,26 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
     double gflops = tps * fpt / 1e9;
     printf("  time split: forward %.1f%%  backward %.1f%%  optimizer %.1f%%\n", 100.0 * t_fwd / t_total,
            100.0 * t_bwd / t_total, 100.0 * t_opt / t_total);
-    printf("# reference: cblas_sgemm peak at %d thread(s), measured now\n", be->threads);
-    double peak = sgemm_peak(be->threads, 1);
+    double peak;
+    if (gpu) {
+        printf("# reference: cuBLAS %s GEMM peak through be->gemm (4096^3, 8192^3) in the mode this run's GEMMs "
+               "use, measured now\n", gemm_kind_name[gk]);
+        peak = gpu_gemm_peak(be, gk, 1);
+    } else {
+        printf("# reference: cblas_sgemm peak at %d thread(s), measured now\n", be->threads);
+        peak = sgemm_peak(be->threads, 1);
+    }
     printf("tokens_per_second %.1f\n", tps);
     printf("flops_per_token %.4g\n", fpt);
     printf("achieved_gflops %.1f\n", gflops);
+    if (gpu) printf("peak_kind %s\n", gemm_kind_name[gk]);
     printf("peak_gflops %.1f\n", peak);
-    printf("mfu %.3f\n", gflops / peak);
+    char note[64];
+    snprintf(note, sizeof note, "(against the cuBLAS %s peak)", gemm_kind_name[gk]);
+    if (gpu && strcmp(model, "gpt2-124m") == 0)
+        goal_line("mfu", gflops / peak, 0.4, note);
+    else
+        printf("mfu %.3f\n", gflops / peak);
     printf("peak_activation_bytes %zu\n", dt_gpt_peak_activation_bytes(m));
     dt_optim_free(&opt);
     bench_setup_free(&bs);
@@ -165,7 +532,7 @@ static int cmd_train(int threads, const char *model, int B, int T, int steps, in
 static int cmd_recompute(int threads, const char *model, int B, int T, int steps, int warmup)
 {
     bench_setup bs;
-    bench_setup_init(&bs, threads, model, B, T);
+    bench_setup_init(&bs, "cpu", threads, model, B, T);
     dt_backend *be = bs.be;
     dt_gpt *m = bs.m;
     const dt_gpt_config cfg = bs.cfg;
@@ -454,9 +821,14 @@ static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_byt
 int main(int argc, char **argv)
 {
     int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0, ar_iters = 0;
-    int64_t ar_chunk = 1024 * 1024, ar_min = 4 * 1024, ar_max = 64 * 1024 * 1024;
-    const char *model = "small";
+    int fp16 = 0, bf16 = 0, skip_no_device = 0;
+    int64_t ar_chunk = 1024 * 1024, ar_min = 4 * 1024, ar_max = 64 * 1024 * 1024, gelu_n = (int64_t)64 << 20;
+    const char *model = "small", *device = NULL;
     dt_arg args[] = {
+        {"--device", DT_ARG_CHOICE, &device, 0, 0, 0, "cpu|cuda", NULL,
+         "gemm, train: backend (gelu runs on cuda only)", "cpu; gelu: cuda", 0},
+        {"--skip-no-device", DT_ARG_FLAG, &skip_no_device, 0, 0, 0, NULL, NULL,
+         "exit 77 instead of 1 when CUDA or a CUDA device is missing (for scripts)", "exit 1", 0},
         {"--threads", DT_ARG_INT, &threads, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1024, NULL, NULL,
          "CPU threads (the sgemm peak is measured at the same count)", NULL, 0},
         {"--model", DT_ARG_CHOICE, &model, 0, 0, 0, "tiny|small|gpt2-124m", NULL, "train: model preset", NULL, 0},
@@ -465,6 +837,13 @@ int main(int argc, char **argv)
          NULL, 0},
         {"--steps", DT_ARG_INT, &steps, DT_ARG_HAS_MIN, 1, 0, NULL, NULL, "train: timed steps", NULL, 0},
         {"--warmup", DT_ARG_INT, &warmup, DT_ARG_HAS_MIN, 0, 0, NULL, NULL, "train: untimed warm-up steps", NULL, 0},
+        {"--fp16", DT_ARG_FLAG, &fp16, 0, 0, 0, NULL, NULL,
+         "train: fp16 mixed precision (static loss scale 1024; on cuda: MFU against the fp16-input GEMM peak)",
+         "FP32", 0},
+        {"--bf16", DT_ARG_FLAG, &bf16, 0, 0, 0, NULL, NULL,
+         "train: bf16 mixed precision (on cuda: MFU against the bf16-input GEMM peak)", "FP32", 0},
+        {"--n", DT_ARG_INT64, &gelu_n, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, (double)((int64_t)1 << 32), NULL, NULL,
+         "gelu: elements", NULL, 0},
         {"--allreduce-chunk-bytes", DT_ARG_INT64, &ar_chunk, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
          "allreduce: ring chunk size in bytes (0: one message per segment; 1 MiB measured best at -np 2)", NULL, 0},
         {"--min-bytes", DT_ARG_INT64, &ar_min, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 1 << 30, NULL, NULL,
@@ -472,13 +851,18 @@ int main(int argc, char **argv)
         {"--max-bytes", DT_ARG_INT64, &ar_max, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 1 << 30, NULL, NULL,
          "allreduce: largest buffer (sizes double from --min-bytes)", NULL, 0},
         {"--iters", DT_ARG_INT, &ar_iters, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
-         "allreduce: timed calls per size and algorithm (0: 1 GiB / size, 10 to 5000)", NULL, 0},
+         "allreduce: timed calls per size and algorithm (0: 1 GiB / size, 10 to 5000); gelu: launches per trial "
+         "(0: about 0.1 s)", NULL, 0},
         {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
-    const char *usage = "dtbench gemm|train|recompute|largebatch|amp|allreduce [--flag value]...\n"
-                        "  gemm       cblas_sgemm peak (GFLOP/s) at --threads\n"
-                        "  train      tokens/s, achieved GFLOP/s and MFU against the sgemm peak measured in the same run\n"
+    const char *usage = "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce [--flag value]...\n"
+                        "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
+                        "fp16 peaks through the backend\n"
+                        "  gelu       GPU: FP32 GELU vs the f16/bf16 half2 kernel, elements/s, GB/s and fraction of the "
+                        "D2D copy bandwidth (goals: half >= 1.8x FP32, >= 80% of copy)\n"
+                        "  train      tokens/s, achieved GFLOP/s and MFU against the GEMM peak measured in the same run "
+                        "(--device cuda, --bf16, --fp16)\n"
                         "  recompute  peak activation bytes and step time per recomputation granularity / K\n"
                         "  largebatch base batch vs 8x batch with linear-scaled AdamW, LARS and LAMB (--steps: base "
                         "iterations)\n"
@@ -495,8 +879,32 @@ int main(int argc, char **argv)
         dt_args_print_help(stdout, usage, args, n_args);
         return 0;
     }
-    if (strcmp(cmd, "gemm") == 0) return cmd_gemm(threads);
-    if (strcmp(cmd, "train") == 0) return cmd_train(threads, model, B, T, steps, warmup);
+    if (skip_no_device) no_device_status = 77;
+    if (fp16 && bf16) {
+        fprintf(stderr, "dtbench: --fp16 and --bf16: choose one\n");
+        return 2;
+    }
+    const int on_gpu = device && strcmp(device, "cuda") == 0;
+    if (on_gpu && strcmp(cmd, "gemm") != 0 && strcmp(cmd, "gelu") != 0 && strcmp(cmd, "train") != 0) {
+        fprintf(stderr, "dtbench: --device cuda: '%s' runs on the CPU only (the GPU commands are gemm, gelu and "
+                        "train)\n", cmd);
+        return 2;
+    }
+    if ((fp16 || bf16) && strcmp(cmd, "train") != 0) {
+        fprintf(stderr, "dtbench: --%s: only train takes a precision\n", fp16 ? "fp16" : "bf16");
+        return 2;
+    }
+    if (strcmp(cmd, "gelu") == 0) {
+        if (device && !on_gpu) {
+            fprintf(stderr, "dtbench: gelu --device cpu: the half2 GELU kernel exists on cuda only\n");
+            return 2;
+        }
+        return cmd_gelu(gelu_n, ar_iters);
+    }
+    if (strcmp(cmd, "gemm") == 0) return on_gpu ? cmd_gemm_gpu() : cmd_gemm(threads);
+    if (strcmp(cmd, "train") == 0)
+        return cmd_train(on_gpu ? "cuda" : "cpu", threads, model, B, T, steps, warmup,
+                         fp16 ? DT_F16 : bf16 ? DT_BF16 : DT_F32);
     if (strcmp(cmd, "recompute") == 0) return cmd_recompute(threads, model, B, T, steps, warmup);
     if (strcmp(cmd, "amp") == 0)
         return cmd_amp(threads, dt_args_given(args, n_args, "--steps") ? steps : 1000);
@@ -504,7 +912,8 @@ int main(int argc, char **argv)
         return cmd_largebatch(threads, dt_args_given(args, n_args, "--steps") ? steps : 1600,
                               dt_args_given(args, n_args, "--micro-batch-size") ? B : 64);
     if (strcmp(cmd, "allreduce") == 0) return cmd_allreduce(ar_chunk, ar_min, ar_max, ar_iters);
-    fprintf(stderr, "dtbench: '%s': unknown command (expected gemm, train, recompute, largebatch, amp or allreduce)\n",
+    fprintf(stderr,
+            "dtbench: '%s': unknown command (expected gemm, gelu, train, recompute, largebatch, amp or allreduce)\n",
             cmd);
     return 2;
 }

@@ -99,3 +99,8 @@ TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdi
 tests/comm.log: $(DT_CHECK_SUITES:=.log) tests/cli.log
 tests/dp.log: tests/comm.log
 tests/ps.log: tests/dp.log
+# dtbench's GPU commands without a device (exit 1 / 77, one line) or, with
+# one, a small checked `dtbench gelu`; tests/gpu/device-check.sh is the
+# full GPU check (run by hand on a GPU machine).
+TESTS += tests/bench-gpu.sh
+EXTRA_DIST += tests/bench-gpu.sh tests/gpu/device-check.sh
