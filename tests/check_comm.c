@@ -1120,7 +1120,7 @@ START_TEST(test_coll_arguments)
     }
     dt_allreduce_algo out;
     ck_assert_int_eq(dt_allreduce_algo_parse("rings", &out), DT_ERR_INVALID);
-    ck_assert_msg(strstr(dt_last_error(), "'rings'") && strstr(dt_last_error(), "ring, tree, naive or mpi"),
+    ck_assert_msg(strstr(dt_last_error(), "'rings'") && strstr(dt_last_error(), "ring, tree, naive, mpi or nccl"),
                   "message: %s", dt_last_error());
     ck_assert_int_eq(dt_allreduce_algo_parse(NULL, &out), DT_ERR_INVALID);
     ck_assert_str_eq(dt_allreduce_algo_name((dt_allreduce_algo)42), "unknown");
@@ -1146,9 +1146,12 @@ START_TEST(test_coll_arguments)
     ops.allreduce_native = NULL;
     dt_comm bare = {.ops = &ops, .rank = 0, .size = 1, .impl = self->impl};
     ck_assert_int_eq(dt_comm_allreduce(&bare, x, 4, DT_ALLREDUCE_MPI, NULL), DT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(dt_last_error(), "no native allreduce"), "message: %s", dt_last_error());
+    ck_assert_msg(strstr(dt_last_error(), "no such native allreduce"), "message: %s", dt_last_error());
     ck_dt(dt_comm_allreduce(&bare, x, 4, DT_ALLREDUCE_RING, NULL));
     ck_assert(x[0] == 1 && x[3] == 4);
+    /* nccl is NCCL's own: refused on a host communicator */
+    ck_assert_int_eq(dt_comm_allreduce(self, x, 4, DT_ALLREDUCE_NCCL, NULL), DT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(dt_last_error(), "'nccl'"), "message: %s", dt_last_error());
     dt_comm_free(self);
 }
 END_TEST
