@@ -19,6 +19,7 @@
 #include "dt_mlp.h"
 #include "dt_blobs.h"
 #include "dt_comm.h"
+#include "dt_schedule.h"
 
 #define DT_VERSION_STRING "0.1.0"
 

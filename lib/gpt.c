@@ -221,28 +221,30 @@ void dt_gpt_free(dt_gpt *m)
     free(m);
 }
 
+void dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int index, uint64_t seed, float *w)
+{
+    const float std_resid = 0.02f / sqrtf(2.0f * cfg->num_layers);
+    /* One RNG stream per tensor, so a tensor's values do not depend on the others. */
+    dt_rng r;
+    dt_rng_seed3(&r, seed, 0x1417, (uint64_t)index);
+    const char *dot = strrchr(p->name, '.');
+    int is_gain = dot && strcmp(dot, ".w") == 0 && p->ndim == 1;
+    int is_bias = dot && strcmp(dot, ".b") == 0;
+    int is_resid = strstr(p->name, "attproj.w") || strstr(p->name, "fcproj.w");
+    for (size_t j = 0; j < p->numel; j++) {
+        if (is_gain) w[j] = 1.0f;
+        else if (is_bias) w[j] = 0.0f;
+        else w[j] = (float)dt_rng_normal(&r) * (is_resid ? std_resid : 0.02f);
+    }
+}
+
 dt_status dt_gpt_init_weights(dt_gpt *m, uint64_t seed)
 {
     size_t n = m->layout.numel;
     float *host = calloc(n, sizeof *host);
     if (!host) return DT_FAIL(DT_ERR_NOMEM, "model init: out of memory for %zu parameters", n);
-    const float std_resid = 0.02f / sqrtf(2.0f * m->cfg.num_layers);
-    for (int i = 0; i < m->layout.count; i++) {
-        const dt_param_info *p = &m->layout.info[i];
-        /* One RNG stream per tensor, so a tensor's values do not depend on the others. */
-        dt_rng r;
-        dt_rng_seed3(&r, seed, 0x1417, (uint64_t)i);
-        const char *dot = strrchr(p->name, '.');
-        int is_gain = dot && strcmp(dot, ".w") == 0 && p->ndim == 1;
-        int is_bias = dot && strcmp(dot, ".b") == 0;
-        int is_resid = strstr(p->name, "attproj.w") || strstr(p->name, "fcproj.w");
-        float *w = host + p->offset;
-        for (size_t j = 0; j < p->numel; j++) {
-            if (is_gain) w[j] = 1.0f;
-            else if (is_bias) w[j] = 0.0f;
-            else w[j] = (float)dt_rng_normal(&r) * (is_resid ? std_resid : 0.02f);
-        }
-    }
+    for (int i = 0; i < m->layout.count; i++)
+        dt__gpt_init_tensor(&m->cfg, &m->layout.info[i], i, seed, host + m->layout.info[i].offset);
     dt_status st = m->be->copy(m->be, m->params.data, host, n * sizeof(float), DT_COPY_H2D);
     free(host);
     return st;

@@ -44,6 +44,14 @@ typedef struct dt__rounder {
 
 dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
 
+/* ---- initialisation --------------------------------------------------- */
+/* The initial values of one tensor of the whole model's layout (index: its
+ * place in that layout, which seeds its own RNG stream): gains 1, biases 0,
+ * matrices N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)). A
+ * pipeline stage initialises its tensors with their whole-model index and
+ * so holds exactly the whole model's values. */
+void dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int index, uint64_t seed, float *w);
+
 /* ---- embedding: out = wte[tokens] + wpe[t] ------------------------------ */
 /* Saved: its output (B,T,C), the first block's input. */
 size_t dt__embed_act_floats(const dt_gpt_config *cfg, int B, int T);

@@ -29,6 +29,9 @@ libdtrain_core_la_SOURCES = \
 	lib/train.c \
 	lib/update.c \
 	lib/ps.c \
+	lib/schedule.c \
+	lib/stage.c \
+	lib/pipeline.c \
 	lib/half.c \
 	lib/loss_scaler.c \
 	lib/mlp.c \
@@ -70,7 +73,8 @@ include_HEADERS += \
 	lib/dt_loss_scaler.h \
 	lib/dt_mlp.h \
 	lib/dt_blobs.h \
-	lib/dt_comm.h
+	lib/dt_comm.h \
+	lib/dt_schedule.h
 noinst_HEADERS += \
 	lib/dt_internal.h \
 	lib/data_internal.h \

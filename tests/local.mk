@@ -13,6 +13,7 @@ DT_CHECK_SUITES = \
 	tests/check_train \
 	tests/check_half \
 	tests/check_mlp \
+	tests/check_stage \
 	tests/check_cuda_math
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += $(DT_CHECK_SUITES)
@@ -45,6 +46,9 @@ tests_check_half_LDADD = $(DT_CHECK_LDADD)
 tests_check_mlp_SOURCES = tests/check_mlp.c tests/testutil.h
 tests_check_mlp_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
+tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
+tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_stage_LDADD = $(DT_CHECK_LDADD)
 # The CUDA kernels' per-element math against the CPU backend (every build).
 tests_check_cuda_math_SOURCES = tests/check_cuda_math.c tests/testutil.h
 tests_check_cuda_math_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/cuda

@@ -1,0 +1,136 @@
+/* dt_schedule.h: pipeline schedules as pure data (lib/schedule.c). One
+ * generator makes them; the runtime (lib/pipeline.c) executes them and the
+ * simulator times them. No I/O, no communication, no clocks.
+ *
+ * A schedule for p stages, m micro-batches per step and `steps` steps is,
+ * for every stage s, an ordered list of instructions. Stage s runs its list
+ * in order; an instruction may start once its dependencies (instructions
+ * of this or other stages) are done. Micro-batches are numbered globally:
+ * micro-batch i of step t is mb = t*m + i.
+ *
+ * Kinds:
+ *   gpipe            every forward of the step, then every backward, then
+ *                    the optimizer step (a flush per step).
+ *   1f1b             PipeDream-Flush / Megatron's non-interleaved schedule:
+ *                    stage s does min(p-1-s, m) warm-up forwards, then
+ *                    alternates one forward and one backward (steady), then
+ *                    the remaining backwards (cool-down), then the optimizer
+ *                    step; at most p-s micro-batches in flight on stage s.
+ *   pipedream        asynchronous 1F1B without flushes: the warm-up happens
+ *                    once, then forward and backward alternate across step
+ *                    boundaries; each stage applies an optimizer step after
+ *                    every backward (each micro-batch is one update), and
+ *                    each micro-batch's backward uses the weights its forward
+ *                    used on that stage (weight stashing): up to p-s versions
+ *                    alive on stage s.
+ *   pipedream-vsync  the same with vertical sync: on every stage a
+ *                    micro-batch uses the version that was current on stage
+ *                    0 when it entered the pipeline (version numbers are
+ *                    "optimizer steps applied on that stage", and every
+ *                    stage has applied at least as many as stage 0 at any
+ *                    time, so the version is always one it has had).
+ *
+ * Weight versions: a stage's version v means "after v optimizer steps on
+ * this stage". gpipe/1f1b: every instruction of step t uses version t.
+ * pipedream: FORWARD uses the stage's current version, BACKWARD the same as
+ * its FORWARD. The generator emits STASH v right after the instruction that
+ * makes version v current (or at the start, for v = 0) when a later
+ * instruction on the stage uses v while a newer version is current, and
+ * DROP v after the last instruction that uses it; gpipe/1f1b never stash.
+ *
+ * Invariants (tests/check_schedule.c): every FORWARD of (s, mb) precedes its
+ * BACKWARD; RECV_ACT(mb) precedes FORWARD(mb) on stages s > 0 and SEND_ACT
+ * follows it on stages s < p-1; likewise RECV_GRAD / SEND_GRAD around
+ * BACKWARD; every send has exactly one matching receive on the neighbour,
+ * and sends and receives between two stages happen in the same order on
+ * both sides (so point-to-point messages with one tag match up); an
+ * interpreter that runs each stage's list in order, waiting only on
+ * dependencies, finishes (no deadlock). */
+#ifndef DT_SCHEDULE_H
+#define DT_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dt_sched_kind {
+    DT_SCHED_GPIPE = 0,
+    DT_SCHED_1F1B,
+    DT_SCHED_PIPEDREAM,
+    DT_SCHED_PIPEDREAM_VSYNC
+} dt_sched_kind;
+
+typedef enum dt_sched_op {
+    DT_SCHED_RECV_ACT = 0, /* receive mb's activation from stage s-1 */
+    DT_SCHED_FORWARD,      /* forward of mb through this stage's layers */
+    DT_SCHED_SEND_ACT,     /* send mb's output activation to stage s+1 */
+    DT_SCHED_RECV_GRAD,    /* receive the gradient of mb's output from stage s+1 */
+    DT_SCHED_BACKWARD,     /* backward of mb (parameter gradients accumulate) */
+    DT_SCHED_SEND_GRAD,    /* send the gradient of mb's input to stage s-1 */
+    DT_SCHED_OPTIM_STEP,   /* apply the accumulated gradients: version becomes `version` */
+    DT_SCHED_STASH,        /* keep a copy of the current weights, which are version `version` */
+    DT_SCHED_DROP          /* free the stashed copy of version `version` */
+} dt_sched_op;
+
+typedef enum dt_sched_phase { DT_SCHED_WARMUP = 0, DT_SCHED_STEADY, DT_SCHED_COOLDOWN } dt_sched_phase;
+
+/* A dependency: instruction `index` of stage `stage`'s list. */
+typedef struct dt_sched_dep {
+    int stage, index;
+} dt_sched_dep;
+
+#define DT_SCHED_MAX_DEPS 2
+
+typedef struct dt_sched_instr {
+    dt_sched_op op;
+    int mb;              /* global micro-batch (t*m + i); -1 for OPTIM_STEP, STASH, DROP */
+    int step;            /* the training step the instruction belongs to (OPTIM_STEP: the step it ends;
+                            pipedream: the step of its micro-batch) */
+    int version;         /* FORWARD/BACKWARD: weight version to use; OPTIM_STEP: version it makes;
+                            STASH/DROP: the version; sends/receives: -1 */
+    dt_sched_phase phase;
+    int ndeps;
+    dt_sched_dep deps[DT_SCHED_MAX_DEPS]; /* on other instructions (the previous one of the same
+                                             stage is implied and not listed) */
+} dt_sched_instr;
+
+typedef struct dt_schedule {
+    dt_sched_kind kind;
+    int p, m, steps;
+    int *count;             /* (p) instructions per stage */
+    dt_sched_instr **instr; /* (p) each (count[s]) */
+    int *max_in_flight;     /* (p) most micro-batches forwarded but not yet backwarded at once */
+    int *max_versions;      /* (p) most distinct weight versions needed at once by in-flight
+                               micro-batches (1 for gpipe/1f1b) */
+} dt_schedule;
+
+/* "gpipe", "1f1b", "pipedream", "pipedream-vsync" */
+DT_API dt_status dt_sched_kind_parse(const char *s, dt_sched_kind *out);
+DT_API const char *dt_sched_kind_name(dt_sched_kind k);
+DT_API const char *dt_sched_op_name(dt_sched_op op); /* "recv_act", "forward", ... */
+
+/* p >= 1, m >= 1, steps >= 1; messages name the flag (--pipeline-model-parallel-size,
+ * micro-batches, --train-iters). */
+DT_API dt_status dt_schedule_make(dt_sched_kind kind, int p, int m, int steps, dt_schedule **out);
+DT_API void dt_schedule_free(dt_schedule *s);
+
+/* The printable form (caller frees): a header line, then for each stage
+ * one line "stage s:" followed by its instructions as short tokens, e.g.
+ * "F0 F1 B0 F2 B1 ... OPT" (F/B with the micro-batch, R/S for receives and
+ * sends only with verbose, versions as F3@v2 for pipedream kinds). NULL
+ * when out of memory. */
+DT_API char *dt_schedule_format(const dt_schedule *s, int verbose);
+
+/* The ideal bubble fraction of gpipe/1f1b with equal per-stage costs:
+ * (p-1)/(m+p-1). */
+DT_API double dt_schedule_bubble_formula(int p, int m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

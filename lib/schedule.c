@@ -1,0 +1,1 @@
+/* schedule.c: in progress */

@@ -1,0 +1,406 @@
+/* stage.c: one pipeline stage of the GPT (see stage.h), built from the
+ * model's layer modules (embedding.c, block.c, head.c).
+ *
+ * Memory: the parameters and gradients; per slot an arena holding the
+ * slot's input (stages after the first), tokens and targets, and the saved
+ * activations of its forward (embedding output, each block's, the head's);
+ * shared by all slots the backward scratch, the gradient flowing through the
+ * stage (dres) and the receive buffer for the output gradient (dout).
+ *
+ * Invariants: a slot is busy from its forward until its backward; the
+ * activation accounting (current, peak) is the sum of busy slots' arenas. */
+#include "stage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_internal.h"
+#include "gpt_layers.h"
+
+#define DT__NBLOCK 12 /* tensors per block, as in gpt.c's layout */
+
+typedef struct dt__slot {
+    dt_buffer buf;          /* backs the arena */
+    dt__arena arena;
+    float *input;           /* (B,T,C) received activation (stages > 0) */
+    int32_t *tokens;        /* (B,T) device */
+    int32_t *targets;       /* (B,T) device (last stage) */
+    float *losses;          /* (B,T) last stage */
+    uint8_t *correct;       /* (B,T) last stage */
+    float *x0;              /* (B,T,C) embedding output (first stage) */
+    dt__block_acts *acts;   /* (nb) */
+    dt__head_acts head;
+    int n_counted, has_targets, busy;
+    size_t mark;            /* arena mark after the fixed buffers: forward activations start here */
+} dt__slot;
+
+struct dt__stage {
+    dt_gpt_config cfg;
+    dt_backend *be;
+    int l0, l1, nb, first, last, nslots, B, T;
+    dt_paramset layout;
+    int *whole_index;       /* (layout.count) each tensor's index in the whole model's layout */
+    size_t offset;          /* whole-model element offset of element 0 */
+    dt_buffer params, grads;
+    /* views: weights bound per call, gradients fixed */
+    float *wte, *wpe, *gwte, *gwpe;
+    dt__block_params *w, *g; /* (nb) */
+    dt__head_params hw, hg;
+    dt__slot *slots;
+    dt_buffer shared;       /* scratch + dres + dout */
+    dt__block_scratch scratch;
+    float *dres, *dout;
+    size_t act_now, act_peak; /* floats */
+};
+
+static const char *const dt__block_names[DT__NBLOCK] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
+                                                        "ln2.w", "ln2.b", "fc.w",  "fc.b",  "fcproj.w",  "fcproj.b"};
+
+dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s)
+{
+    if (p < 1 || s < 0 || s >= p) return DT_FAIL(DT_ERR_INVALID, "pipeline stage %d of %d", s, p);
+    if (split) {
+        int sum = 0, at = 0;
+        for (int i = 0; i < p; i++) {
+            if (split[i] < 1)
+                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: stage %d has %d blocks (expected >= 1)", i,
+                               split[i]);
+            if (i == s) at = sum;
+            sum += split[i];
+        }
+        if (sum != num_layers)
+            return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: the stages hold %d blocks, the model has %d "
+                                           "(--num-layers)",
+                           sum, num_layers);
+        *l0 = at;
+        *l1 = at + split[s];
+        return DT_OK;
+    }
+    if (num_layers < p)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: the model has only %d blocks "
+                                       "(--num-layers; expected at least one per stage)",
+                       p, num_layers);
+    int q = num_layers / p, r = num_layers % p;
+    *l0 = s * q + (s < r ? s : r);
+    *l1 = *l0 + q + (s < r);
+    return DT_OK;
+}
+
+static void dt__stage_bind(dt__stage *st, float *base, float **wte, float **wpe, dt__block_params *b,
+                           dt__head_params *h)
+{
+    const dt_param_info *in = st->layout.info;
+    int k = 0;
+    if (st->first) {
+        *wte = base + in[k++].offset;
+        *wpe = base + in[k++].offset;
+    }
+    for (int l = 0; l < st->nb; l++) {
+        float **f[DT__NBLOCK] = {&b[l].ln1w, &b[l].ln1b, &b[l].qkvw,    &b[l].qkvb, &b[l].attprojw, &b[l].attprojb,
+                                 &b[l].ln2w, &b[l].ln2b, &b[l].fcw,     &b[l].fcb,  &b[l].fcprojw,  &b[l].fcprojb};
+        for (int i = 0; i < DT__NBLOCK; i++) *f[i] = base + in[k++].offset;
+    }
+    if (st->last) {
+        h->lnfw = base + in[k++].offset;
+        h->lnfb = base + in[k++].offset;
+        h->lmw = base + in[k++].offset;
+    }
+}
+
+/* The stage's tensors in the whole model's order, with their whole indexes,
+ * and the whole-model offset of the first (from the whole layout's rule:
+ * 16-aligned offsets in order, so a range rebased keeps its alignment). */
+static dt_status dt__stage_layout_make(dt__stage *st)
+{
+    const int64_t C = st->cfg.hidden_size, V = st->cfg.vocab_size, P = st->cfg.seq_len;
+    dt_paramset whole;
+    dt_paramset_init(&whole);
+    dt_status s = DT_OK;
+    char name[DT_NAME_MAX];
+    const int64_t shapes[DT__NBLOCK][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
+                                           {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
+    /* the whole layout (names and shapes only matter), to find the range */
+    DT_CHECK_GOTO(dt_paramset_add(&whole, "wte", 2, (int64_t[]){V, C}, 1), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(&whole, "wpe", 2, (int64_t[]){P, C}, 1), s, done);
+    for (int l = 0; l < st->cfg.num_layers; l++)
+        for (int i = 0; i < DT__NBLOCK; i++) {
+            snprintf(name, sizeof name, "h.%d.%s", l, dt__block_names[i]);
+            int nd = shapes[i][1] ? 2 : 1;
+            DT_CHECK_GOTO(dt_paramset_add(&whole, name, nd, shapes[i], nd == 2), s, done);
+        }
+    DT_CHECK_GOTO(dt_paramset_add(&whole, "lnf.w", 1, (int64_t[]){C}, 0), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(&whole, "lnf.b", 1, (int64_t[]){C}, 0), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(&whole, "lm_head.w", 2, (int64_t[]){V, C}, 1), s, done);
+    const int lo = st->first ? 0 : 2 + DT__NBLOCK * st->l0;
+    const int hi = st->last ? whole.count : 2 + DT__NBLOCK * st->l1;
+    st->whole_index = calloc((size_t)(hi - lo), sizeof *st->whole_index);
+    if (!st->whole_index) {
+        s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+        goto done;
+    }
+    st->offset = whole.info[lo].offset;
+    for (int i = lo; i < hi; i++) {
+        const dt_param_info *p = &whole.info[i];
+        DT_CHECK_GOTO(dt_paramset_add(&st->layout, p->name, p->ndim, p->shape, p->decay), s, done);
+        st->whole_index[i - lo] = i;
+        if (st->layout.info[i - lo].offset != p->offset - st->offset) {
+            s = DT_FAIL(DT_ERR_BACKEND, "pipeline stage: tensor %s moved in the stage's layout", p->name);
+            goto done;
+        }
+    }
+done:
+    dt_paramset_free(&whole);
+    return s;
+}
+
+static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Floats of one slot's arena: fixed buffers, then the forward's saved activations. */
+static size_t dt__slot_floats(const dt__stage *st)
+{
+    const int B = st->B, T = st->T;
+    const size_t N = (size_t)B * T, C = (size_t)st->cfg.hidden_size;
+    size_t n = 0;
+    if (!st->first) n += dt__pad16(N * C);               /* input */
+    n += 2 * dt__pad16(N) + dt__pad16(N) + dt__pad16(N); /* tokens, targets (int32 as floats), losses, correct */
+    if (st->first) n += dt__embed_act_floats(&st->cfg, B, T);
+    n += (size_t)st->nb * dt__block_act_floats(&st->cfg, B, T, 1);
+    if (st->last) n += dt__head_act_floats(&st->cfg, B, T);
+    return n + 64;
+}
+
+dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
+                           int B, int T, dt__stage **out)
+{
+    *out = NULL;
+    DT_CHECK(dt_gpt_config_validate(cfg));
+    if (l0 < 0 || l1 <= l0 || l1 > cfg->num_layers || slots < 1 || B < 1 || T < 1 || T > cfg->seq_len)
+        return DT_FAIL(DT_ERR_INVALID, "pipeline stage: blocks %d..%d of %d, %d slots, B %d, T %d", l0, l1 - 1,
+                       cfg->num_layers, slots, B, T);
+    dt__stage *st = calloc(1, sizeof *st);
+    if (!st) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+    dt_status s = DT_OK;
+    st->cfg = *cfg;
+    st->be = be;
+    st->l0 = l0, st->l1 = l1, st->nb = l1 - l0, st->first = first, st->last = last;
+    st->nslots = slots, st->B = B, st->T = T;
+    dt_paramset_init(&st->layout);
+    st->w = calloc((size_t)st->nb, sizeof *st->w);
+    st->g = calloc((size_t)st->nb, sizeof *st->g);
+    st->slots = calloc((size_t)slots, sizeof *st->slots);
+    if (!st->w || !st->g || !st->slots) {
+        s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+        goto fail;
+    }
+    DT_CHECK_GOTO(dt__stage_layout_make(st), s, fail);
+    DT_CHECK_GOTO(dt_buffer_alloc(&st->params, be, st->layout.numel * sizeof(float)), s, fail);
+    DT_CHECK_GOTO(dt_buffer_alloc(&st->grads, be, st->layout.numel * sizeof(float)), s, fail);
+    dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
+    const size_t N = (size_t)B * T, C = (size_t)cfg->hidden_size;
+    const size_t nscr = dt__block_scratch_floats(cfg, B, T);
+    DT_CHECK_GOTO(dt_buffer_alloc(&st->shared, be, (nscr + 2 * dt__pad16(N * C) + 64) * sizeof(float)), s, fail);
+    {
+        dt__arena sh = {.base = st->shared.data, .capacity = nscr + 2 * dt__pad16(N * C) + 64};
+        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->scratch.dbtc), s, fail);
+        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * 3 * C, &st->scratch.dqkv), s, fail);
+        DT_CHECK_GOTO(dt__arena_alloc(&sh, (size_t)B * cfg->num_heads * T * T, &st->scratch.datt), s, fail);
+        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * 4 * C, &st->scratch.dfch), s, fail);
+        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dres), s, fail);
+        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dout), s, fail);
+    }
+    const size_t per = dt__slot_floats(st);
+    for (int k = 0; k < slots; k++) {
+        dt__slot *sl = &st->slots[k];
+        sl->acts = calloc((size_t)st->nb, sizeof *sl->acts);
+        if (!sl->acts) {
+            s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+            goto fail;
+        }
+        DT_CHECK_GOTO(dt_buffer_alloc(&sl->buf, be, per * sizeof(float)), s, fail);
+        sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};
+        float *f;
+        if (!first) DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N * C, &sl->input), s, fail);
+        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &f), s, fail);
+        sl->tokens = (int32_t *)f;
+        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &f), s, fail);
+        sl->targets = (int32_t *)f;
+        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &sl->losses), s, fail);
+        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &f), s, fail);
+        sl->correct = (uint8_t *)f;
+        sl->mark = dt__arena_mark(&sl->arena);
+    }
+    *out = st;
+    return DT_OK;
+fail:
+    dt__stage_free(st);
+    return s;
+}
+
+void dt__stage_free(dt__stage *st)
+{
+    if (!st) return;
+    for (int k = 0; st->slots && k < st->nslots; k++) {
+        dt_buffer_free(&st->slots[k].buf);
+        free(st->slots[k].acts);
+    }
+    free(st->slots);
+    dt_buffer_free(&st->shared);
+    dt_buffer_free(&st->params);
+    dt_buffer_free(&st->grads);
+    dt_paramset_free(&st->layout);
+    free(st->whole_index);
+    free(st->w);
+    free(st->g);
+    free(st);
+}
+
+dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
+{
+    const size_t n = st->layout.numel;
+    float *host = calloc(n ? n : 1, sizeof *host);
+    if (!host) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for %zu initial weights", n);
+    for (int i = 0; i < st->layout.count; i++)
+        dt__gpt_init_tensor(&st->cfg, &st->layout.info[i], st->whole_index[i], seed, host + st->layout.info[i].offset);
+    dt_status s = st->be->copy(st->be, st->params.data, host, n * sizeof(float), DT_COPY_H2D);
+    free(host);
+    return s;
+}
+
+const dt_paramset *dt__stage_layout(const dt__stage *st) { return &st->layout; }
+float *dt__stage_params(dt__stage *st) { return st->params.data; }
+float *dt__stage_grads(dt__stage *st) { return st->grads.data; }
+size_t dt__stage_offset(const dt__stage *st) { return st->offset; }
+float *dt__stage_input(dt__stage *st, int slot) { return st->slots[slot].input; }
+float *dt__stage_dout(dt__stage *st) { return st->dout; }
+size_t dt__stage_activation_bytes(const dt__stage *st) { return st->act_now * sizeof(float); }
+size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return st->act_peak * sizeof(float); }
+
+dt_status dt__stage_zero_grad(dt__stage *st)
+{
+    return st->be->memset_zero(st->be, st->grads.data, st->layout.numel * sizeof(float));
+}
+
+static dt_status dt__slot_check(const dt__stage *st, int slot, int want_busy, const char *what)
+{
+    if (slot < 0 || slot >= st->nslots)
+        return DT_FAIL(DT_ERR_INVALID, "pipeline stage %s: slot %d outside 0..%d", what, slot, st->nslots - 1);
+    if (st->slots[slot].busy != want_busy)
+        return DT_FAIL(DT_ERR_INVALID, "pipeline stage %s: slot %d is %s", what, slot,
+                       want_busy ? "free (no forward to differentiate)" : "still holding a micro-batch");
+    return DT_OK;
+}
+
+dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32_t *tokens, const int32_t *targets,
+                            const float **out, float *loss, int *n_counted)
+{
+    DT_CHECK(dt__slot_check(st, slot, 0, "forward"));
+    dt__slot *sl = &st->slots[slot];
+    dt_backend *be = st->be;
+    const dt_gpt_config *c = &st->cfg;
+    const int B = st->B, T = st->T, N = B * T;
+    dt__stage_bind(st, (float *)(w ? w : st->params.data), &st->wte, &st->wpe, st->w, &st->hw);
+    dt__arena_release(&sl->arena, sl->mark);
+    const float *x = sl->input;
+    if (st->first) {
+        for (int i = 0; i < N; i++)
+            if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+                return DT_FAIL(DT_ERR_INVALID, "forward: token %d at position %d outside the vocabulary of %d",
+                               tokens[i], i, c->vocab_size);
+        DT_CHECK(be->copy(be, sl->tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
+        DT_CHECK(dt__embed_forward(be, c, st->wte, st->wpe, sl->tokens, &sl->arena, &sl->x0, B, T, NULL));
+        x = sl->x0;
+    }
+    for (int l = 0; l < st->nb; l++) {
+        DT_CHECK(dt__block_acts_alloc(&sl->arena, c, B, T, 1, &sl->acts[l]));
+        DT_CHECK(dt__block_forward(be, c, &st->w[l], &sl->acts[l], x, B, T, NULL));
+        x = sl->acts[l].out;
+    }
+    sl->has_targets = 0;
+    if (st->last) {
+        sl->n_counted = 0;
+        if (targets) {
+            for (int i = 0; i < N; i++) {
+                if (targets[i] >= c->vocab_size)
+                    return DT_FAIL(DT_ERR_INVALID, "forward: target %d at position %d outside the vocabulary of %d",
+                                   targets[i], i, c->vocab_size);
+                sl->n_counted += targets[i] >= 0;
+            }
+            DT_CHECK(be->copy(be, sl->targets, targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
+            sl->has_targets = 1;
+        }
+        DT_CHECK(dt__head_forward(be, c, &st->hw, &sl->arena, &sl->head, x, targets ? sl->targets : NULL, sl->losses,
+                                  sl->correct, B, T, NULL));
+        float mean = 0.0f;
+        if (targets) {
+            float *hl = malloc((size_t)N * sizeof *hl);
+            if (!hl) return DT_FAIL(DT_ERR_NOMEM, "forward: out of memory");
+            dt_status s = be->copy(be, hl, sl->losses, (size_t)N * sizeof(float), DT_COPY_D2H);
+            double sum = 0.0;
+            for (int i = 0; i < N; i++) sum += hl[i];
+            free(hl);
+            DT_CHECK(s);
+            mean = sl->n_counted ? (float)(sum / sl->n_counted) : 0.0f;
+        }
+        if (loss) *loss = mean;
+        if (n_counted) *n_counted = sl->n_counted;
+        if (out) *out = NULL;
+    } else if (out) {
+        *out = x;
+    }
+    sl->busy = 1;
+    st->act_now += sl->arena.used - sl->mark;
+    if (st->act_now > st->act_peak) st->act_peak = st->act_now;
+    return DT_OK;
+}
+
+dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx)
+{
+    DT_CHECK(dt__slot_check(st, slot, 1, "backward"));
+    dt__slot *sl = &st->slots[slot];
+    dt_backend *be = st->be;
+    const dt_gpt_config *c = &st->cfg;
+    const int B = st->B, T = st->T;
+    const size_t NC = (size_t)B * T * c->hidden_size;
+    dt__stage_bind(st, (float *)(w ? w : st->params.data), &st->wte, &st->wpe, st->w, &st->hw);
+    const float *xin = st->first ? sl->x0 : sl->input;
+    const float *xL = st->nb ? sl->acts[st->nb - 1].out : xin;
+    if (st->last) {
+        if (!sl->has_targets) return DT_FAIL(DT_ERR_INVALID, "backward: the forward had no targets");
+        DT_CHECK(dt__head_backward(be, c, &st->hw, &st->hg, &sl->head, xL, sl->targets, sl->losses, dloss, st->dres,
+                                   st->scratch.dbtc, B, T, NULL));
+    } else {
+        DT_CHECK(be->copy(be, st->dres, st->dout, NC * sizeof(float), DT_COPY_D2D));
+    }
+    for (int l = st->nb - 1; l >= 0; l--) {
+        const float *x = l ? sl->acts[l - 1].out : xin;
+        DT_CHECK(dt__block_backward(be, c, &st->w[l], &st->g[l], &sl->acts[l], &st->scratch, x, st->dres, B, T, NULL));
+    }
+    if (st->first) DT_CHECK(dt__embed_backward(be, c, st->gwte, st->gwpe, sl->tokens, st->dres, B, T));
+    if (dx) *dx = st->first ? NULL : st->dres;
+    st->act_now -= sl->arena.used - sl->mark;
+    dt__arena_release(&sl->arena, sl->mark);
+    sl->busy = 0;
+    return DT_OK;
+}
+
+dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8_t *correct)
+{
+    if (slot < 0 || slot >= st->nslots || !st->last)
+        return DT_FAIL(DT_ERR_INVALID, "position stats: slot %d of a %s stage", slot, st->last ? "last" : "non-last");
+    dt__slot *sl = &st->slots[slot];
+    const size_t N = (size_t)st->B * st->T;
+    if (losses) DT_CHECK(st->be->copy(st->be, losses, sl->losses, N * sizeof(float), DT_COPY_D2H));
+    if (correct) DT_CHECK(st->be->copy(st->be, correct, sl->correct, N, DT_COPY_D2H));
+    return DT_OK;
+}
+
+dt_status dt__stage_release(dt__stage *st, int slot)
+{
+    DT_CHECK(dt__slot_check(st, slot, 1, "release"));
+    dt__slot *sl = &st->slots[slot];
+    st->act_now -= sl->arena.used - sl->mark;
+    dt__arena_release(&sl->arena, sl->mark);
+    sl->busy = 0;
+    return DT_OK;
+}

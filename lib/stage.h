@@ -1,0 +1,75 @@
+/* stage.h: one pipeline stage of the GPT (lib/stage.c), never installed:
+ * the embedding on the first stage, blocks l0..l1-1, the final LayerNorm,
+ * LM head and loss on the last.
+ *
+ * Its parameters and gradients are one flat buffer laid out like the same
+ * tensors of the whole model's buffer, rebased: whole-model element
+ * offset(stage) + i is stage element i. So a stage's weights are one range
+ * of the whole model's, and it is initialised with the whole model's values
+ * (each tensor's RNG stream is seeded by its whole-model index).
+ *
+ * Several micro-batches may be in flight: each uses a slot, which keeps its
+ * input and its saved activations from its forward until its backward.
+ * Forward and backward take the weights to use (the stage's own params, or a
+ * stashed copy laid out the same way); gradients always accumulate into the
+ * stage's gradient buffer.
+ *
+ * FP32 only: no recomputation and no mixed precision in a stage (the
+ * trainer refuses those with pipeline parallelism). */
+#ifndef DT_STAGE_H
+#define DT_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_backend.h"
+#include "dt_gpt.h"
+#include "dt_tensor.h"
+
+typedef struct dt__stage dt__stage;
+
+/* The blocks of p stages: split[s] blocks on stage s (split may be NULL: as
+ * even as possible, earlier stages taking the extra ones). */
+dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s);
+
+/* cfg: the whole model (vocab_size set); slots >= 1; B, T: micro-batch shape. */
+dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
+                           int B, int T, dt__stage **out);
+void dt__stage_free(dt__stage *st);
+dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed);
+
+const dt_paramset *dt__stage_layout(const dt__stage *st);
+float *dt__stage_params(dt__stage *st); /* (numel) backend memory */
+float *dt__stage_grads(dt__stage *st);
+size_t dt__stage_offset(const dt__stage *st); /* of element 0 in the whole model's buffer */
+dt_status dt__stage_zero_grad(dt__stage *st);
+
+/* Where a slot's input activation (B,T,C) goes, for stages after the first. */
+float *dt__stage_input(dt__stage *st, int slot);
+/* Where the gradient of the stage's output (B,T,C) goes before a backward
+ * (stages before the last). */
+float *dt__stage_dout(dt__stage *st);
+
+/* Forward of a micro-batch in slot with weights w (NULL: the stage's own).
+ * The first stage reads tokens (host, B*T), the others their slot's input.
+ * The last stage, given targets (host, B*T; -1 not counted), returns the
+ * mean loss over counted targets and their count; the others return their
+ * output (B,T,C) in *out, valid until the slot's backward. */
+dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32_t *tokens, const int32_t *targets,
+                            const float **out, float *loss, int *n_counted);
+/* Backward of the micro-batch in slot with weights w. The last stage starts
+ * from its loss with per-target gradient dloss; the others from
+ * dt__stage_dout. *dx (stages after the first) is the gradient of the
+ * slot's input, valid until the next backward. Frees the slot. */
+dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx);
+/* Free a slot after a forward that has no backward (evaluation). */
+dt_status dt__stage_release(dt__stage *st, int slot);
+/* Last stage, after a forward with targets: per-position losses and
+ * argmax == target flags (host, B*T each; either may be NULL). */
+dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8_t *correct);
+
+/* Saved activation bytes now in use over all slots, and the most so far. */
+size_t dt__stage_activation_bytes(const dt__stage *st);
+size_t dt__stage_peak_activation_bytes(const dt__stage *st);
+
+#endif
