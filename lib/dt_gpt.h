@@ -41,6 +41,9 @@ DT_API dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *cfg);
 DT_API dt_status dt_gpt_config_validate(const dt_gpt_config *cfg);
 /* Number of parameters (sum of tensor sizes, no padding). */
 DT_API size_t dt_gpt_config_num_params(const dt_gpt_config *cfg);
+/* Elements of the flat parameter buffer (the parameters plus the alignment
+ * padding between tensors); 0 if cfg is invalid. */
+DT_API size_t dt_gpt_config_layout_numel(const dt_gpt_config *cfg);
 /* Model FLOPs per token of one training step, 6*N + 12*L*C*T (PaLM/nanoGPT). */
 DT_API double dt_gpt_config_flops_per_token(const dt_gpt_config *cfg, int T);
 

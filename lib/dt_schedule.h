@@ -26,9 +26,11 @@
  *   pipedream-vsync  the same with vertical sync: on every stage a
  *                    micro-batch uses the version that was current on stage
  *                    0 when it entered the pipeline (version numbers are
- *                    "optimizer steps applied on that stage", and every
- *                    stage has applied at least as many as stage 0 at any
- *                    time, so the version is always one it has had).
+ *                    "optimizer steps applied on that stage", and at that
+ *                    point of its list every stage has applied at least as
+ *                    many as stage 0 had, so the version is one it has had;
+ *                    it keeps every version later micro-batches will need:
+ *                    p stashed copies per stage in the steady state).
  *
  * Weight versions: a stage's version v means "after v optimizer steps on
  * this stage". gpipe/1f1b: every instruction of step t uses version t.

@@ -20,6 +20,7 @@
 #include "dt_loss_scaler.h"
 #include "dt_mlp.h"
 #include "dt_optim.h"
+#include "dt_schedule.h"
 #include "dt_status.h"
 
 #ifdef __cplusplus
@@ -85,6 +86,11 @@ typedef struct dt_train_config {
     dt_ps_mode ps_mode;
     int num_ps_servers;      /* K >= 1 with a ps mode; 0 otherwise */
     int max_staleness;       /* ps-async: bound on a push's staleness (< 0: none) */
+    /* Pipeline parallelism (with comm): comm's ranks form size/p pipelines
+     * of p stages (docs/pipeline.md); 1 turns it off. */
+    int pipeline_size;           /* --pipeline-model-parallel-size p */
+    dt_sched_kind pipeline_schedule; /* --pipeline-schedule (default 1f1b) */
+    int pipeline_split[64];      /* --pipeline-split: blocks per stage (all 0: even) */
     /* Testing and teaching: rank slow_rank sleeps slow_ms milliseconds
      * before each gradient exchange, a straggler (slow_ms 0: off). */
     int slow_rank, slow_ms;

@@ -146,6 +146,17 @@ static dt_status dt__gpt_layout(dt_gpt *m)
     return DT_OK;
 }
 
+size_t dt_gpt_config_layout_numel(const dt_gpt_config *cfg)
+{
+    dt_gpt tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.cfg = *cfg;
+    dt_paramset_init(&tmp.layout);
+    size_t n = dt__gpt_layout(&tmp) == DT_OK ? tmp.layout.numel : 0;
+    dt_paramset_free(&tmp.layout);
+    return n;
+}
+
 /* Point the named views (params or grads) into a flat buffer. */
 static void dt__gpt_bind(const dt_gpt *m, float *base, float **wte, float **wpe, dt__block_params *blocks,
                          dt__head_params *head)

@@ -1,1 +1,565 @@
-/* pipeline.c: in progress */
+/* pipeline.c: the pipeline-parallel runtime (see pipeline.h): one stage of
+ * one pipeline executing its list of the schedule.
+ *
+ * Per instruction:
+ *   RECV_ACT   irecv into the micro-batch's slot input, wait
+ *   FORWARD    the stage forward in slot mb % slots, with the version's
+ *              weights; the last stage reads the targets, weighs the loss
+ *   SEND_ACT   isend the slot's output (waited for before the slot's reuse)
+ *   RECV_GRAD  irecv into the stage's dout, wait
+ *   BACKWARD   the stage backward (gradients accumulate)
+ *   SEND_GRAD  isend the input gradient (waited for before the next backward)
+ *   OPTIM_STEP allreduce the gradients over the stage's data-parallel group,
+ *              then lib/update.c with the squared norm summed over the
+ *              pipeline's stages (gpipe/1f1b; pipedream clips each stage by
+ *              its own norm, since its stages update at different times)
+ *   STASH/DROP copy the current weights into a stash buffer / free it
+ * Tags on the pipeline communicator: 1 activations, 2 gradients; between
+ * two stages the schedule posts sends and receives in the same order on
+ * both sides, so one tag per direction matches them.
+ *
+ * Invariants: a slot's output is not overwritten while its send is in
+ * flight; dres is not overwritten while the input gradient's send is; the
+ * step's loss is added over the micro-batches in order on the last stage. */
+#include "pipeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_data.h"
+#include "dt_internal.h"
+#include "dt_time.h"
+#include "stage.h"
+#include "update.h"
+
+enum { DT__PIPE_TAG_ACT = 1, DT__PIPE_TAG_GRAD = 2, DT__PIPE_MAX_STASH = 64 };
+
+typedef struct dt__stash {
+    int version; /* -1: free */
+    dt_buffer buf;
+} dt__stash;
+
+struct dt__pipe {
+    dt__pipe_setup cfg;
+    int stage, dpi, d, p, slots;
+    dt_comm *pipe, *data;         /* host sub-communicators */
+    dt_comm *dpipe, *ddata;       /* device ones (NCCL) or NULL */
+    dt_schedule *sched;
+    dt__stage *st;
+    dt_optim opt;
+    int opt_ready;
+    int pc;                       /* next instruction */
+    int version;                  /* current weight version of this stage */
+    dt__stash stash[DT__PIPE_MAX_STASH];
+    int n_stash, max_versions, max_versions_in_flight;
+    int *slot_mb, *slot_version;  /* (slots) busy slots' micro-batch (-1 free) and version */
+    dt_comm_request **act_send;   /* (slots) pending activation send per slot */
+    dt_comm_request *grad_send;   /* pending input-gradient send */
+    int *used;                    /* (2 * total mbs) version used by FORWARD / BACKWARD of mb, -1 unknown */
+    int total_mb;
+    /* the current step (last stage): loss sum and targets of the global batch */
+    double loss_sum;
+    long long n_total;
+    int64_t step_of_total;        /* the step n_total belongs to */
+    int updates;
+    double last_norm;
+    float last_lr;
+    int32_t *tokens, *targets, *example; /* (B*T) host */
+};
+
+int dt__pipe_stage(const dt__pipe *pp) { return pp->stage; }
+int dt__pipe_dp_index(const dt__pipe *pp) { return pp->dpi; }
+int dt__pipe_dp_size(const dt__pipe *pp) { return pp->d; }
+const dt_schedule *dt__pipe_schedule(const dt__pipe *pp) { return pp->sched; }
+size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp) { return dt__stage_peak_activation_bytes(pp->st); }
+int dt__pipe_max_versions(const dt__pipe *pp) { return pp->max_versions; }
+int dt__pipe_max_versions_in_flight(const dt__pipe *pp) { return pp->max_versions_in_flight; }
+
+int dt__pipe_version_used(const dt__pipe *pp, int mb, int backward)
+{
+    if (mb < 0 || mb >= pp->total_mb) return -1;
+    return pp->used[2 * mb + (backward ? 1 : 0)];
+}
+
+static int dt__pipe_async(const dt__pipe *pp)
+{
+    return pp->cfg.kind == DT_SCHED_PIPEDREAM || pp->cfg.kind == DT_SCHED_PIPEDREAM_VSYNC;
+}
+
+static dt_comm *dt__pipe_dev_pipe(const dt__pipe *pp) { return pp->dpipe ? pp->dpipe : pp->pipe; }
+static dt_comm *dt__pipe_dev_data(const dt__pipe *pp) { return pp->ddata ? pp->ddata : pp->data; }
+
+static dt_status dt__pipe_wait_send(dt__pipe *pp, dt_comm_request **q);
+
+dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
+{
+    *out = NULL;
+    const int N = s->world->size;
+    if (s->p < 1 || N % s->p)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it", s->p, N);
+    dt__pipe *pp = calloc(1, sizeof *pp);
+    if (!pp) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
+    dt_status st = DT_OK;
+    pp->cfg = *s;
+    pp->p = s->p;
+    pp->d = N / s->p;
+    pp->stage = s->world->rank / pp->d;
+    pp->dpi = s->world->rank % pp->d;
+    pp->step_of_total = -1;
+    for (int i = 0; i < DT__PIPE_MAX_STASH; i++) pp->stash[i].version = -1;
+    if (s->steps > INT32_MAX / (s->m > 0 ? s->m : 1)) {
+        st = DT_FAIL(DT_ERR_INVALID, "pipeline: %lld steps of %d micro-batches are too many", (long long)s->steps, s->m);
+        goto fail;
+    }
+    DT_CHECK_GOTO(dt_schedule_make(s->kind, s->p, s->m, (int)s->steps, &pp->sched), st, fail);
+    DT_CHECK_GOTO(s->world->ops->split(s->world, pp->dpi, pp->stage, &pp->pipe), st, fail);
+    DT_CHECK_GOTO(s->world->ops->split(s->world, pp->stage, pp->dpi, &pp->data), st, fail);
+    if (s->device_world) {
+        DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, pp->dpi, pp->stage, &pp->dpipe), st, fail);
+        DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, pp->stage, pp->dpi, &pp->ddata), st, fail);
+    }
+    int l0, l1;
+    DT_CHECK_GOTO(dt__stage_split(s->model->num_layers, s->p, s->split, &l0, &l1, pp->stage), st, fail);
+    pp->slots = pp->sched->max_in_flight[pp->stage];
+    if (pp->slots < 1) pp->slots = 1;
+    /* one more slot for evaluation, which may come while micro-batches are in flight (pipedream) */
+    DT_CHECK_GOTO(dt__stage_create(s->model, s->be, l0, l1, pp->stage == 0, pp->stage == s->p - 1, pp->slots + 1, s->B,
+                                   s->T, &pp->st),
+                  st, fail);
+    DT_CHECK_GOTO(dt__stage_init_weights(pp->st, s->seed), st, fail);
+    DT_CHECK_GOTO(dt__stage_zero_grad(pp->st), st, fail);
+    DT_CHECK_GOTO(dt_optim_init(&pp->opt, &s->optim, s->be, dt__stage_layout(pp->st)), st, fail);
+    pp->opt_ready = 1;
+    pp->total_mb = (int)s->steps * s->m;
+    pp->slot_mb = malloc((size_t)pp->slots * sizeof *pp->slot_mb);
+    pp->slot_version = calloc((size_t)pp->slots, sizeof *pp->slot_version);
+    pp->act_send = calloc((size_t)pp->slots, sizeof *pp->act_send);
+    pp->used = malloc((size_t)(2 * pp->total_mb + 2) * sizeof *pp->used);
+    const size_t n = (size_t)s->B * s->T;
+    pp->tokens = malloc(n * sizeof *pp->tokens);
+    pp->targets = malloc(n * sizeof *pp->targets);
+    pp->example = malloc(n * sizeof *pp->example);
+    if (!pp->slot_mb || !pp->slot_version || !pp->act_send || !pp->used || !pp->tokens || !pp->targets ||
+        !pp->example) {
+        st = DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
+        goto fail;
+    }
+    for (int k = 0; k < pp->slots; k++) pp->slot_mb[k] = -1;
+    for (int i = 0; i < 2 * pp->total_mb + 2; i++) pp->used[i] = -1;
+    pp->max_versions = 1;
+    *out = pp;
+    return DT_OK;
+fail:
+    dt__pipe_free(pp);
+    return st;
+}
+
+void dt__pipe_free(dt__pipe *pp)
+{
+    if (!pp) return;
+    /* sends still in flight complete as their receivers take them */
+    for (int k = 0; pp->act_send && k < pp->slots; k++) (void)dt__pipe_wait_send(pp, &pp->act_send[k]);
+    (void)dt__pipe_wait_send(pp, &pp->grad_send);
+    for (int i = 0; i < DT__PIPE_MAX_STASH; i++) dt_buffer_free(&pp->stash[i].buf);
+    if (pp->opt_ready) dt_optim_free(&pp->opt);
+    dt__stage_free(pp->st);
+    dt_schedule_free(pp->sched);
+    dt_comm_free(pp->dpipe);
+    dt_comm_free(pp->ddata);
+    dt_comm_free(pp->pipe);
+    dt_comm_free(pp->data);
+    free(pp->slot_mb);
+    free(pp->slot_version);
+    free(pp->act_send);
+    free(pp->used);
+    free(pp->tokens);
+    free(pp->targets);
+    free(pp->example);
+    free(pp);
+}
+
+/* ---- weight versions ------------------------------------------------------ */
+
+/* The weights of version v: the params when current, else its stash. */
+static dt_status dt__pipe_weights(dt__pipe *pp, int v, const float **w)
+{
+    if (v == pp->version) {
+        *w = NULL;
+        return DT_OK;
+    }
+    for (int i = 0; i < DT__PIPE_MAX_STASH; i++)
+        if (pp->stash[i].version == v) {
+            *w = pp->stash[i].buf.data;
+            return DT_OK;
+        }
+    return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: weight version %d is neither current (%d) nor stashed",
+                   pp->stage, v, pp->version);
+}
+
+static dt_status dt__pipe_stash(dt__pipe *pp, int v)
+{
+    if (v != pp->version)
+        return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: STASH of version %d while %d is current", pp->stage, v,
+                       pp->version);
+    const size_t bytes = dt__stage_layout(pp->st)->numel * sizeof(float);
+    for (int i = 0; i < DT__PIPE_MAX_STASH; i++) {
+        dt__stash *x = &pp->stash[i];
+        if (x->version >= 0) continue;
+        if (!x->buf.data) DT_CHECK(dt_buffer_alloc(&x->buf, pp->cfg.be, bytes));
+        DT_CHECK(pp->cfg.be->copy(pp->cfg.be, x->buf.data, dt__stage_params(pp->st), bytes, DT_COPY_D2D));
+        x->version = v;
+        pp->n_stash++;
+        if (pp->n_stash + 1 > pp->max_versions) pp->max_versions = pp->n_stash + 1;
+        return DT_OK;
+    }
+    return DT_FAIL(DT_ERR_UNSUPPORTED, "pipeline stage %d: more than %d stashed weight versions", pp->stage,
+                   DT__PIPE_MAX_STASH);
+}
+
+static dt_status dt__pipe_drop(dt__pipe *pp, int v)
+{
+    for (int i = 0; i < DT__PIPE_MAX_STASH; i++)
+        if (pp->stash[i].version == v) {
+            pp->stash[i].version = -1; /* the buffer is kept for the next stash */
+            pp->n_stash--;
+            return DT_OK;
+        }
+    return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: DROP of version %d, which is not stashed", pp->stage, v);
+}
+
+/* Distinct versions among busy slots (measured: stashing's real depth). */
+static void dt__pipe_count_versions(dt__pipe *pp)
+{
+    int distinct = 0;
+    for (int a = 0; a < pp->slots; a++) {
+        if (pp->slot_mb[a] < 0) continue;
+        int seen = 0;
+        for (int b = 0; b < a; b++) seen |= pp->slot_mb[b] >= 0 && pp->slot_version[b] == pp->slot_version[a];
+        distinct += !seen;
+    }
+    if (distinct > pp->max_versions_in_flight) pp->max_versions_in_flight = distinct;
+}
+
+/* ---- data ------------------------------------------------------------------ */
+
+/* Row-stream index of micro-batch mb (global over steps, m per step) of this pipeline. */
+static uint64_t dt__pipe_index(const dt__pipe *pp, int mb)
+{
+    const int m = pp->cfg.m;
+    return (uint64_t)(mb / m) * (uint64_t)(m * pp->d) + (uint64_t)(pp->dpi * m + mb % m);
+}
+
+/* Last stage: targets counted over step t's whole global batch (m x d micro-batches). */
+static dt_status dt__pipe_count_targets(dt__pipe *pp, int64_t t)
+{
+    if (pp->step_of_total == t) return DT_OK;
+    const size_t n = (size_t)pp->cfg.B * pp->cfg.T;
+    long long total = 0;
+    for (int j = 0; j < pp->cfg.m * pp->d; j++) {
+        uint64_t index = (uint64_t)t * (uint64_t)(pp->cfg.m * pp->d) + (uint64_t)j;
+        DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, index, pp->tokens, pp->targets, NULL, NULL));
+        for (size_t i = 0; i < n; i++) total += pp->targets[i] >= 0;
+    }
+    pp->n_total = total;
+    pp->step_of_total = t;
+    return DT_OK;
+}
+
+/* ---- executing instructions ------------------------------------------------ */
+
+static dt_status dt__pipe_wait_send(dt__pipe *pp, dt_comm_request **q)
+{
+    if (!*q) return DT_OK;
+    dt_comm *c = dt__pipe_dev_pipe(pp);
+    dt_status st = c->ops->wait(c, *q);
+    *q = NULL;
+    return st;
+}
+
+static dt_status dt__pipe_recv(dt__pipe *pp, float *buf, int peer, int tag)
+{
+    dt_comm *c = dt__pipe_dev_pipe(pp);
+    const size_t bytes = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size * sizeof(float);
+    dt_comm_request *q = NULL;
+    DT_CHECK(c->ops->irecv(c, buf, bytes, peer, tag, &q));
+    return c->ops->wait(c, q);
+}
+
+/* The optimizer step ending step t (gpipe/1f1b) or after one backward (pipedream). */
+static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
+{
+    const dt_paramset *L = dt__stage_layout(pp->st);
+    float *grads = dt__stage_grads(pp->st);
+    if (pp->d > 1) {
+        const dt_collective_opts o = {.chunk_bytes = pp->cfg.chunk_bytes};
+        DT_CHECK(dt_comm_allreduce(dt__pipe_dev_data(pp), grads, L->numel, pp->cfg.allreduce, &o));
+    }
+    const int async = dt__pipe_async(pp);
+    /* pipedream: one update per micro-batch, m per step, for the schedule's position */
+    const int64_t position = async ? (int64_t)(in->version - 1) / pp->cfg.m : t;
+    dt__update_args ua = {.be = pp->cfg.be,
+                          .layout = L,
+                          .params = dt__stage_params(pp->st),
+                          .grads = grads,
+                          .opt = &pp->opt,
+                          .lr = &pp->cfg.lr,
+                          .position = position,
+                          .clip_grad = pp->cfg.clip_grad,
+                          .given_norm = -1.0,
+                          .reduce = NULL};
+    dt__update_result r;
+    if (!async && pp->p > 1) {
+        /* the norm of the whole model: squared norms summed over the stages */
+        double norm = 0.0;
+        DT_CHECK(dt_grad_norm(pp->cfg.be, L, grads, &norm));
+        float v = (float)(norm * norm);
+        DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
+        ua.given_norm = sqrt((double)v);
+    }
+    DT_CHECK(dt__update_apply(&ua, &r));
+    DT_CHECK(dt__stage_zero_grad(pp->st));
+    pp->version = in->version;
+    pp->updates++;
+    pp->last_norm = r.norm;
+    pp->last_lr = r.lr;
+    return DT_OK;
+}
+
+static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
+{
+    dt_comm *c = dt__pipe_dev_pipe(pp);
+    const int s = pp->stage, slot = in->mb >= 0 ? in->mb % pp->slots : -1;
+    const size_t bytes = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size * sizeof(float);
+    switch (in->op) {
+    case DT_SCHED_RECV_ACT:
+        return dt__pipe_recv(pp, dt__stage_input(pp->st, slot), s - 1, DT__PIPE_TAG_ACT);
+    case DT_SCHED_FORWARD: {
+        if (pp->slot_mb[slot] >= 0)
+            return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: micro-batch %d needs slot %d, still held by %d", s,
+                           in->mb, slot, pp->slot_mb[slot]);
+        DT_CHECK(dt__pipe_wait_send(pp, &pp->act_send[slot]));
+        const float *w = NULL;
+        DT_CHECK(dt__pipe_weights(pp, in->version, &w));
+        const int first = s == 0, last = s == pp->p - 1;
+        if (first || last)
+            DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, in->mb), pp->tokens, pp->targets, NULL, NULL));
+        float loss = 0.0f;
+        int nc = 0;
+        DT_CHECK(dt__stage_forward(pp->st, slot, w, first ? pp->tokens : NULL, last ? pp->targets : NULL, NULL, &loss,
+                                   &nc));
+        pp->slot_mb[slot] = in->mb;
+        pp->slot_version[slot] = in->version;
+        if (in->mb < pp->total_mb) pp->used[2 * in->mb] = in->version;
+        dt__pipe_count_versions(pp);
+        if (last && dt__pipe_async(pp)) { /* each micro-batch its own update: the mean of their losses */
+            pp->loss_sum += loss / (double)(pp->cfg.m * pp->d);
+        } else if (last) { /* weighted by its share of the global batch's counted targets */
+            DT_CHECK(dt__pipe_count_targets(pp, in->step));
+            pp->loss_sum += pp->n_total ? (double)nc / (double)pp->n_total * loss : 0.0;
+        }
+        return DT_OK;
+    }
+    case DT_SCHED_SEND_ACT: {
+        const float *out = NULL;
+        DT_CHECK(dt__stage_output(pp->st, slot, &out));
+        return c->ops->isend(c, out, bytes, s + 1, DT__PIPE_TAG_ACT, &pp->act_send[slot]);
+    }
+    case DT_SCHED_RECV_GRAD:
+        return dt__pipe_recv(pp, dt__stage_dout(pp->st), s + 1, DT__PIPE_TAG_GRAD);
+    case DT_SCHED_BACKWARD: {
+        if (pp->slot_mb[slot] != in->mb)
+            return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: backward of micro-batch %d, slot %d holds %d", s,
+                           in->mb, slot, pp->slot_mb[slot]);
+        DT_CHECK(dt__pipe_wait_send(pp, &pp->grad_send)); /* dres is about to be rewritten */
+        const float *w = NULL;
+        DT_CHECK(dt__pipe_weights(pp, in->version, &w));
+        float dloss = 0.0f;
+        if (s == pp->p - 1) {
+            /* per-target weight: 1 / (counted targets of the global batch) */
+            DT_CHECK(dt__pipe_count_targets(pp, in->step));
+            dloss = pp->n_total ? 1.0f / (float)pp->n_total : 0.0f;
+            if (dt__pipe_async(pp)) {
+                /* each micro-batch is its own update: the mean over its own targets, averaged
+                 * over the d pipelines by the data-parallel allreduce's sum */
+                int nc = 0;
+                DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, in->mb), pp->tokens, pp->targets, NULL, NULL));
+                for (int i = 0; i < pp->cfg.B * pp->cfg.T; i++) nc += pp->targets[i] >= 0;
+                dloss = nc ? 1.0f / ((float)nc * (float)pp->d) : 0.0f;
+            }
+        }
+        const float *dx = NULL;
+        DT_CHECK(dt__stage_backward(pp->st, slot, w, dloss, &dx));
+        pp->slot_mb[slot] = -1;
+        if (in->mb < pp->total_mb) pp->used[2 * in->mb + 1] = in->version;
+        return DT_OK;
+    }
+    case DT_SCHED_SEND_GRAD: {
+        const float *dx = dt__stage_dres(pp->st);
+        return c->ops->isend(c, dx, bytes, s - 1, DT__PIPE_TAG_GRAD, &pp->grad_send);
+    }
+    case DT_SCHED_OPTIM_STEP: return dt__pipe_optim(pp, in, t);
+    case DT_SCHED_STASH: return dt__pipe_stash(pp, in->version);
+    case DT_SCHED_DROP: return dt__pipe_drop(pp, in->version);
+    }
+    return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: unknown instruction %d", s, (int)in->op);
+}
+
+dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
+{
+    const int s = pp->stage, n = pp->sched->count[s];
+    const dt_sched_instr *list = pp->sched->instr[s];
+    int end = pp->pc;
+    for (int i = pp->pc; i < n; i++)
+        if (list[i].step <= t) end = i + 1;
+    pp->loss_sum = 0.0;
+    pp->updates = 0;
+    for (; pp->pc < end; pp->pc++) {
+        const int64_t t0 = dt_time_ns();
+        DT_CHECK(dt__pipe_exec(pp, &list[pp->pc], t));
+        if (pp->cfg.event) pp->cfg.event(pp->cfg.ctx, s, &list[pp->pc], t0, dt_time_ns());
+    }
+    /* the step's loss: the last stages' weighted sums, added over every rank */
+    float v[2] = {s == pp->p - 1 ? (float)pp->loss_sum : 0.0f, (float)pp->last_norm};
+    if (s != 0) v[1] = 0.0f;
+    DT_CHECK(dt_comm_allreduce(pp->cfg.world, v, 2, DT_ALLREDUCE_RING, NULL));
+    if (out) {
+        out->loss = v[0];
+        out->lr = pp->last_lr;
+        out->grad_norm = v[1] / (float)pp->d; /* stage 0's, from each pipeline */
+        out->updates = pp->updates;
+    }
+    return DT_OK;
+}
+
+/* ---- evaluation and gathering ---------------------------------------------- */
+
+enum { DT__PIPE_TAG_EVAL = 3, DT__PIPE_TAG_GATHER = 4 };
+
+dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double sums[4])
+{
+    const int s = pp->stage, first = s == 0, last = s == pp->p - 1, eslot = pp->slots; /* the spare slot */
+    const int lo = (int)((int64_t)n_val * pp->dpi / pp->d), hi = (int)((int64_t)n_val * (pp->dpi + 1) / pp->d);
+    const size_t n = (size_t)pp->cfg.B * pp->cfg.T;
+    const size_t bytes = n * pp->cfg.model->hidden_size * sizeof(float);
+    dt_comm *c = dt__pipe_dev_pipe(pp);
+    double acc[4] = {0, 0, 0, 0};
+    float *pos_loss = malloc(n * sizeof *pos_loss);
+    uint8_t *pos_correct = malloc(n);
+    dt_status st = DT_OK;
+    if (!pos_loss || !pos_correct) {
+        st = DT_FAIL(DT_ERR_NOMEM, "pipeline evaluation: out of memory");
+        goto done;
+    }
+    for (int j = lo; j < hi; j++) {
+        int n_ex = 0;
+        if (first || last)
+            DT_CHECK_GOTO(pp->cfg.batch(pp->cfg.ctx, 1, (uint64_t)j, pp->tokens, pp->targets, pp->example, &n_ex), st,
+                          done);
+        if (!first) DT_CHECK_GOTO(dt__pipe_recv(pp, dt__stage_input(pp->st, eslot), s - 1, DT__PIPE_TAG_EVAL), st, done);
+        float loss = 0.0f;
+        int nc = 0;
+        DT_CHECK_GOTO(dt__stage_forward(pp->st, eslot, NULL, first ? pp->tokens : NULL, last ? pp->targets : NULL, NULL,
+                                        &loss, &nc),
+                      st, done);
+        if (!last) {
+            const float *out = NULL;
+            dt_comm_request *q = NULL;
+            DT_CHECK_GOTO(dt__stage_output(pp->st, eslot, &out), st, done);
+            DT_CHECK_GOTO(c->ops->isend(c, out, bytes, s + 1, DT__PIPE_TAG_EVAL, &q), st, done);
+            DT_CHECK_GOTO(c->ops->wait(c, q), st, done);
+        } else {
+            acc[0] += (double)loss * nc;
+            acc[1] += nc;
+            if (has_accuracy && n_ex > 0) {
+                int nok = 0;
+                DT_CHECK_GOTO(dt__stage_position_stats(pp->st, eslot, pos_loss, pos_correct), st, done);
+                dt_data_count_correct(pp->example, pos_correct, (int)n, n_ex, &nok);
+                acc[2] += n_ex;
+                acc[3] += nok;
+            }
+        }
+        DT_CHECK_GOTO(dt__stage_release(pp->st, eslot), st, done);
+    }
+    {
+        float v[4] = {(float)acc[0], (float)acc[1], (float)acc[2], (float)acc[3]};
+        DT_CHECK_GOTO(dt_comm_allreduce(pp->cfg.world, v, 4, DT_ALLREDUCE_RING, NULL), st, done);
+        for (int i = 0; i < 4; i++) sums[i] = v[i];
+    }
+done:
+    free(pos_loss);
+    free(pos_correct);
+    return st;
+}
+
+dt_status dt__pipe_gather(dt__pipe *pp, float *whole, size_t numel)
+{
+    dt_comm *w = pp->cfg.world;
+    const dt_paramset *L = dt__stage_layout(pp->st);
+    dt_status st = DT_OK;
+    if (pp->dpi != 0) return DT_OK; /* the first pipeline speaks for all (they hold the same weights) */
+    if (w->rank == 0) {
+        if (dt__stage_offset(pp->st) + L->numel > numel)
+            return DT_FAIL(DT_ERR_INVALID, "pipeline gather: %zu floats do not hold the model", numel);
+        DT_CHECK(pp->cfg.be->copy(pp->cfg.be, whole, dt__stage_params(pp->st), L->numel * sizeof(float), DT_COPY_D2H));
+        for (int s = 1; s < pp->p; s++) {
+            uint64_t hdr[2];
+            dt_comm_request *q = NULL;
+            DT_CHECK(w->ops->irecv(w, hdr, sizeof hdr, s * pp->d, DT__PIPE_TAG_GATHER, &q));
+            DT_CHECK(w->ops->wait(w, q));
+            if (hdr[0] + hdr[1] > numel)
+                return DT_FAIL(DT_ERR_BACKEND, "pipeline gather: stage %d sends %llu floats at %llu", s,
+                               (unsigned long long)hdr[1], (unsigned long long)hdr[0]);
+            DT_CHECK(w->ops->irecv(w, whole + hdr[0], hdr[1] * sizeof(float), s * pp->d, DT__PIPE_TAG_GATHER, &q));
+            DT_CHECK(w->ops->wait(w, q));
+        }
+        return DT_OK;
+    }
+    float *host = malloc(L->numel * sizeof *host);
+    if (!host) return DT_FAIL(DT_ERR_NOMEM, "pipeline gather: out of memory");
+    uint64_t hdr[2] = {dt__stage_offset(pp->st), L->numel};
+    dt_comm_request *q = NULL;
+    st = pp->cfg.be->copy(pp->cfg.be, host, dt__stage_params(pp->st), L->numel * sizeof(float), DT_COPY_D2H);
+    if (st == DT_OK) st = w->ops->isend(w, hdr, sizeof hdr, 0, DT__PIPE_TAG_GATHER, &q);
+    if (st == DT_OK) st = w->ops->wait(w, q);
+    if (st == DT_OK) st = w->ops->isend(w, host, L->numel * sizeof(float), 0, DT__PIPE_TAG_GATHER, &q);
+    if (st == DT_OK) st = w->ops->wait(w, q);
+    free(host);
+    return st;
+}
+
+dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long *disagreements)
+{
+    long long mis = 0;
+    const int n = pp->total_mb;
+    for (int mb = 0; mb < n; mb++)
+        if (pp->used[2 * mb] >= 0 && pp->used[2 * mb] != pp->used[2 * mb + 1]) mis++;
+    /* across stages: per micro-batch the sum and the sum of squares of the
+     * stages' forward versions (first pipeline only); equal versions on all
+     * p stages give p * sumsq == sum^2 */
+    double *v = calloc((size_t)2 * n + 1, sizeof *v);
+    float *f = calloc((size_t)2 * n + 1, sizeof *f);
+    if (!v || !f) {
+        free(v), free(f);
+        return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory checking versions");
+    }
+    if (pp->dpi == 0) {
+        for (int mb = 0; mb < n; mb++) {
+            f[2 * mb] = (float)pp->used[2 * mb];
+            f[2 * mb + 1] = (float)pp->used[2 * mb] * (float)pp->used[2 * mb];
+        }
+        f[2 * n] = (float)mis;
+    }
+    dt_status st = dt_comm_allreduce(pp->cfg.world, f, (size_t)2 * n + 1, DT_ALLREDUCE_RING, NULL);
+    long long dis = 0;
+    for (int mb = 0; st == DT_OK && mb < n; mb++) {
+        const double sum = f[2 * mb], sq = f[2 * mb + 1];
+        if (fabs((double)pp->p * sq - sum * sum) > 0.5) dis++;
+    }
+    if (st == DT_OK) {
+        *mismatches = (long long)f[2 * n];
+        *disagreements = dis;
+    }
+    free(v), free(f);
+    return st;
+}

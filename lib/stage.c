@@ -404,3 +404,13 @@ dt_status dt__stage_release(dt__stage *st, int slot)
     sl->busy = 0;
     return DT_OK;
 }
+
+dt_status dt__stage_output(dt__stage *st, int slot, const float **out)
+{
+    DT_CHECK(dt__slot_check(st, slot, 1, "output"));
+    if (st->last) return DT_FAIL(DT_ERR_INVALID, "pipeline stage output: the last stage sends no activation");
+    *out = st->slots[slot].acts[st->nb - 1].out;
+    return DT_OK;
+}
+
+const float *dt__stage_dres(const dt__stage *st) { return st->dres; }

@@ -62,6 +62,10 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
  * dt__stage_dout. *dx (stages after the first) is the gradient of the
  * slot's input, valid until the next backward. Frees the slot. */
 dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx);
+/* The output (B,T,C) of the busy slot (stages before the last). */
+dt_status dt__stage_output(dt__stage *st, int slot, const float **out);
+/* The gradient of the input left by the last backward (stages after the first). */
+const float *dt__stage_dres(const dt__stage *st);
 /* Free a slot after a forward that has no backward (evaluation). */
 dt_status dt__stage_release(dt__stage *st, int slot);
 /* Last stage, after a forward with targets: per-position losses and

@@ -31,6 +31,7 @@
 #include "dt_rng.h"
 #include "dt_time.h"
 #include "dt_trace.h"
+#include "pipeline.h"
 #include "ps.h"
 #include "update.h"
 
@@ -55,6 +56,11 @@ struct dt_trainer {
     dt_comm *dp_comm;      /* the data-parallel ranks: cfg.comm, or the workers' with a parameter server */
     dt__ps *ps;            /* parameter server (cfg.ps_mode), else NULL */
     dt_comm *gcomm;        /* owned: NCCL over cfg.comm's ranks for device gradients (--device cuda), else NULL */
+    dt__pipe *pipe;        /* pipeline parallelism (cfg.pipeline_size > 1): this rank's stage, else NULL */
+    float *pipe_whole;     /* rank 0, after the last step: the whole model's weights (host), for the summary */
+    size_t pipe_numel;
+    double *pipe_figures;  /* (3p) after the last step: per stage peak activation bytes, versions alive, versions in flight */
+    long long pipe_mismatch, pipe_disagree; /* after the last step: dt__pipe_version_check */
     int ps_broken;         /* an exchange failed: do not say goodbye to the servers */
     int32_t *tokens;       /* (B,T) host */
     int32_t *targets;      /* (B,T) host */
@@ -147,6 +153,8 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->max_staleness = -1;
     cfg->slow_rank = -1;
     cfg->slow_ms = 0;
+    cfg->pipeline_size = 1;
+    cfg->pipeline_schedule = DT_SCHED_1F1B;
     cfg->precision = DT_F32;
     dt_loss_scaler_config_default(&cfg->loss_scaler);
     cfg->use_loss_scaling = 0;
@@ -210,6 +218,54 @@ static dt_status dt__validate_ps(const dt_train_config *cfg, int world)
     if (cfg->ps_mode == DT_PS_ASYNC && cfg->use_loss_scaling)
         return DT_FAIL(DT_ERR_INVALID, "--allreduce ps-async: loss scaling (--fp16) is not supported; use ps-sync, "
                                        "or --bf16 without --loss-scale");
+    return DT_OK;
+}
+
+/* Pipeline parallelism against the world size and the other features. */
+static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
+{
+    const int p = cfg->pipeline_size;
+    if (p < 1 || p > 64) return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: expected 1..64", p);
+    int given = 0;
+    for (int i = 0; i < 64; i++) given += cfg->pipeline_split[i] != 0;
+    if (p == 1) {
+        if (given) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
+        return DT_OK;
+    }
+    if (world % p)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it (run "
+                                       "mpirun -np p x d)",
+                       p, world);
+    if (cfg->model_kind != DT_MODEL_GPT)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size: only the GPT is split into stages");
+    if (cfg->precision != DT_F32)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d with --fp16/--bf16: not supported yet (FP32 "
+                                       "stages)",
+                       p);
+    if (cfg->recompute != DT_RECOMPUTE_NONE)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d with --recompute-activations: not "
+                                       "supported yet",
+                       p);
+    if (cfg->ps_mode != DT_PS_NONE)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d with a parameter server: not supported", p);
+    if (given) {
+        int sum = 0;
+        for (int i = 0; i < 64; i++) {
+            if (i < p && cfg->pipeline_split[i] < 1)
+                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: expected %d positive block counts (one per stage)", p);
+            if (i >= p && cfg->pipeline_split[i])
+                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: more counts than the %d stages", p);
+            sum += cfg->pipeline_split[i];
+        }
+        if (sum != cfg->model.num_layers)
+            return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: the stages hold %d blocks, the model has %d "
+                                           "(--num-layers)",
+                           sum, cfg->model.num_layers);
+    } else if (cfg->model.num_layers < p) {
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: the model has only %d blocks "
+                                       "(--num-layers; expected at least one per stage)",
+                       p, cfg->model.num_layers);
+    }
     return DT_OK;
 }
 
@@ -281,7 +337,8 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d: expected an integer >= 1", cfg->global_batch_size);
     const int world = cfg->comm ? cfg->comm->size : 1;
     DT_CHECK(dt__validate_ps(cfg, world));
-    const int dp = world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0);
+    DT_CHECK(dt__validate_pipeline(cfg, world));
+    const int dp = (world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0)) / cfg->pipeline_size;
     if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
         if (world == 1)
             return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
@@ -452,12 +509,15 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     }
     dt__jset(o, "precision", json_string(dt_dtype_name(cfg->precision)), &bad);
     const int ps = cfg->ps_mode != DT_PS_NONE;
-    dt__jset(o, "data_parallel_size", json_integer((cfg->comm ? cfg->comm->size : 1) - (ps ? cfg->num_ps_servers : 0)),
+    dt__jset(o, "data_parallel_size",
+             json_integer(((cfg->comm ? cfg->comm->size : 1) - (ps ? cfg->num_ps_servers : 0)) / cfg->pipeline_size),
              &bad);
     dt__jset(o, "allreduce",
              json_string(ps ? (cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async") : dt_allreduce_algo_name(cfg->allreduce)),
              &bad);
     dt__jset(o, "num_ps_servers", json_integer(ps ? cfg->num_ps_servers : 0), &bad);
+    dt__jset(o, "pipeline_model_parallel_size", json_integer(cfg->pipeline_size), &bad);
+    dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);
     dt__jset(o, "max_staleness", cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness)
                                                                                           : json_null(),
              &bad);
@@ -524,6 +584,7 @@ static dt_status dt__tr_zero_grad(dt_trainer *tr)
 }
 static size_t dt__tr_peak_act(const dt_trainer *tr)
 {
+    if (tr->pipe) return dt__pipe_peak_activation_bytes(tr->pipe);
     return tr->mlp ? dt_mlp_activation_bytes(tr->mlp) : dt_gpt_peak_activation_bytes(tr->model);
 }
 static void dt__tr_set_hook(dt_trainer *tr, int on)
@@ -600,6 +661,9 @@ static dt_status dt__trace_metadata(dt_trainer *tr)
         dt_trace_event_init(&e, DT_TRACE_METADATA, meta[i].what, "meta", tr->rank, meta[i].tid, 0, 0);
         if (meta[i].label)
             snprintf(e.label, sizeof e.label, "%s", meta[i].label);
+        else if (tr->pipe)
+            snprintf(e.label, sizeof e.label, "dtrain rank %d (stage %d, pipeline %d)", tr->rank,
+                     dt__pipe_stage(tr->pipe), dt__pipe_dp_index(tr->pipe));
         else if (tr->ps)
             snprintf(e.label, sizeof e.label, "dtrain rank %d (%s %d)", tr->rank,
                      dt__ps_is_server(tr->ps) ? "parameter server" : "worker", dt__ps_index(tr->ps));
@@ -616,6 +680,34 @@ static dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts,
     dt_trace_event_init(&e, DT_TRACE_COUNTER, name, "counter", tr->rank, DT_LANE_COMPUTE, ts, 0);
     e.value = value; /* no other args: Perfetto plots each counter arg as a series */
     return dt__trace_write(tr, &e);
+}
+
+/* The pipeline's data: micro-batch `index` of the training or validation rows. */
+static dt_status dt__pipe_batch(void *ctx, int val, uint64_t index, int32_t *tokens, int32_t *targets, int32_t *example,
+                                int *n_examples)
+{
+    dt_trainer *tr = ctx;
+    return dt_data_batch(tr->data, val ? DT_SPLIT_VAL : DT_SPLIT_TRAIN, index, tr->B, tr->T, tokens, targets, example,
+                         n_examples);
+}
+
+/* Trace: every executed instruction of the schedule, on the lane of its kind. */
+static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64_t t0_ns, int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace || tr->trace_status != DT_OK) return;
+    const int compute = in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD;
+    const int optim = in->op == DT_SCHED_OPTIM_STEP || in->op == DT_SCHED_STASH || in->op == DT_SCHED_DROP;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, dt_sched_op_name(in->op), "pipeline", tr->rank,
+                        compute ? DT_LANE_COMPUTE : optim ? DT_LANE_OPTIM : DT_LANE_COMM, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
+    e.iter = in->step;
+    if (in->mb >= 0) e.micro_batch = in->mb;
+    if (dt_trace_event_add_arg(&e, "stage", stage) != DT_OK || dt_trace_event_add_arg(&e, "version", in->version) != DT_OK ||
+        dt_trace_event_add_arg(&e, "phase", (double)in->phase) != DT_OK)
+        return;
+    dt__trace_write(tr, &e);
 }
 
 dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
@@ -646,6 +738,10 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         tr->dp_size -= cfg->num_ps_servers;
         if (tr->dp_rank >= tr->dp_size) tr->dp_rank = 0; /* a server: its batch buffers are never used */
     }
+    if (cfg->pipeline_size > 1) { /* p x d: rank r is stage r / d of pipeline r % d */
+        tr->dp_size /= cfg->pipeline_size;
+        tr->dp_rank = tr->rank % tr->dp_size;
+    }
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
 
     DT_CHECK_GOTO(dt_backend_create(tr->cfg.device, cfg->threads, &tr->be), st, fail);
@@ -671,11 +767,13 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     } else {
         DT_CHECK_GOTO(dt_data_open(&tr->cfg.data, tr->T, &tr->data), st, fail);
         tr->cfg.model.vocab_size = dt_data_vocab_size(tr->data);
-        DT_CHECK_GOTO(dt_gpt_create(&tr->cfg.model, tr->be, &tr->model), st, fail);
-        DT_CHECK_GOTO(dt_gpt_init_weights(tr->model, cfg->seed), st, fail);
-        DT_CHECK_GOTO(dt_gpt_set_recompute(tr->model, cfg->recompute, cfg->recompute_num_layers), st, fail);
-        DT_CHECK_GOTO(dt_gpt_set_precision(tr->model, cfg->precision), st, fail);
         tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
+        if (cfg->pipeline_size == 1) {
+            DT_CHECK_GOTO(dt_gpt_create(&tr->cfg.model, tr->be, &tr->model), st, fail);
+            DT_CHECK_GOTO(dt_gpt_init_weights(tr->model, cfg->seed), st, fail);
+            DT_CHECK_GOTO(dt_gpt_set_recompute(tr->model, cfg->recompute, cfg->recompute_num_layers), st, fail);
+            DT_CHECK_GOTO(dt_gpt_set_precision(tr->model, cfg->precision), st, fail);
+        }
     }
     {
         double f = dt_lr_scaling_factor(cfg->lr_scaling, cfg->global_batch_size, cfg->base_batch_size);
@@ -683,8 +781,36 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         tr->lr.max_lr = (float)(cfg->lr.max_lr * f);
         tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
     }
+    if (cfg->pipeline_size > 1) { /* the stage owns its weights, gradients and optimizer */
+        if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK_GOTO(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm), st, fail);
+        int any = 0;
+        for (int i = 0; i < 64; i++) any |= cfg->pipeline_split[i] != 0;
+        const dt__pipe_setup ps = {.world = cfg->comm,
+                                   .device_world = tr->gcomm,
+                                   .p = cfg->pipeline_size,
+                                   .kind = cfg->pipeline_schedule,
+                                   .split = any ? cfg->pipeline_split : NULL,
+                                   .model = &tr->cfg.model,
+                                   .B = tr->B,
+                                   .T = tr->T,
+                                   .m = tr->n_micro,
+                                   .steps = cfg->train_iters > 0 ? cfg->train_iters : 1,
+                                   .be = tr->be,
+                                   .seed = cfg->seed,
+                                   .optim = cfg->optim,
+                                   .lr = tr->lr,
+                                   .clip_grad = cfg->clip_grad,
+                                   .allreduce = cfg->allreduce,
+                                   .chunk_bytes = cfg->allreduce_chunk_bytes,
+                                   .batch = dt__pipe_batch,
+                                   .event = dt__pipe_event,
+                                   .ctx = tr};
+        DT_CHECK_GOTO(dt__pipe_create(&ps, &tr->pipe), st, fail);
+    }
     if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
-    if (cfg->ps_mode != DT_PS_NONE) {
+    if (tr->pipe) {
+        /* nothing more: the stage has its optimizer */
+    } else if (cfg->ps_mode != DT_PS_NONE) {
         /* the optimizer state lives on the servers, in shards */
         const dt__ps_setup ps = {.world = cfg->comm,
                                  .async = cfg->ps_mode == DT_PS_ASYNC,
@@ -697,7 +823,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt__tr_layout(tr)), st, fail);
         tr->opt_ready = 1;
     }
-    DT_CHECK_GOTO(dt__tr_zero_grad(tr), st, fail);
+    if (!tr->pipe) DT_CHECK_GOTO(dt__tr_zero_grad(tr), st, fail);
 
     size_t n = (size_t)tr->B * (size_t)tr->T;
     tr->tokens = malloc(n * sizeof *tr->tokens);
@@ -737,7 +863,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         dt__tr_set_hook(tr, 1);
     }
     /* device gradients travel through NCCL (the host communicator keeps the losses and counts) */
-    if (tr->dp_size > 1 && !tr->ps && tr->be->device == DT_DEVICE_CUDA)
+    if (tr->dp_size > 1 && !tr->ps && !tr->pipe && tr->be->device == DT_DEVICE_CUDA)
         DT_CHECK_GOTO(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm), st, fail);
     if (tr->dp_size > 1 && tr->model && !tr->ps) {
         DT_CHECK_GOTO(dt__buckets_init(tr), st, fail);
@@ -781,6 +907,9 @@ void dt_trainer_free(dt_trainer *tr)
         (void)dt__ps_finish(tr->ps, dt__tr_params(tr));
     }
     dt__ps_free(tr->ps);
+    dt__pipe_free(tr->pipe);
+    free(tr->pipe_whole);
+    free(tr->pipe_figures);
     dt_comm_free(tr->gcomm);
     if (tr->opt_ready) dt_optim_free(&tr->opt);
     dt_gpt_free(tr->model);
@@ -1011,8 +1140,88 @@ static dt_status dt__ps_step(dt_trainer *tr, double *loss_sum, float S, dt__upda
     return DT_OK;
 }
 
+/* Steps' throughput bookkeeping (the first step is the warm-up). */
+static void dt__tr_account(dt_trainer *tr, double secs)
+{
+    const double tokens = (double)tr->cfg.global_batch_size * tr->T;
+    if (tr->iter == 0) {
+        tr->first_step_s = secs;
+    } else {
+        tr->rest_s += secs;
+        tr->rest_tokens += tokens;
+    }
+}
+
+/* After the last pipeline step: the whole model on rank 0 and every stage's
+ * figures on every rank (collective). */
+static dt_status dt__pipe_finish(dt_trainer *tr)
+{
+    const int p = tr->cfg.pipeline_size;
+    tr->pipe_numel = dt_gpt_config_layout_numel(&tr->cfg.model);
+    if (tr->rank == 0) {
+        tr->pipe_whole = calloc(tr->pipe_numel, sizeof *tr->pipe_whole);
+        if (!tr->pipe_whole) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory gathering the model");
+    }
+    DT_CHECK(dt__pipe_gather(tr->pipe, tr->pipe_whole, tr->pipe_numel));
+    tr->pipe_figures = calloc((size_t)3 * p, sizeof *tr->pipe_figures);
+    float *v = calloc((size_t)3 * p, sizeof *v);
+    if (!tr->pipe_figures || !v) {
+        free(v);
+        return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory");
+    }
+    const int s = dt__pipe_stage(tr->pipe);
+    if (dt__pipe_dp_index(tr->pipe) == 0) {
+        v[s] = (float)dt__pipe_peak_activation_bytes(tr->pipe);
+        v[p + s] = (float)dt__pipe_max_versions(tr->pipe);
+        v[2 * p + s] = (float)dt__pipe_max_versions_in_flight(tr->pipe);
+    }
+    dt_status st = dt_comm_allreduce(tr->cfg.comm, v, (size_t)3 * p, DT_ALLREDUCE_RING, NULL);
+    for (int i = 0; st == DT_OK && i < 3 * p; i++) tr->pipe_figures[i] = v[i];
+    free(v);
+    DT_CHECK(st);
+    return dt__pipe_version_check(tr->pipe, &tr->pipe_mismatch, &tr->pipe_disagree);
+}
+
+static dt_status dt__pipe_trainer_step(dt_trainer *tr, dt_train_stats *out)
+{
+    const int64_t t0 = dt_time_ns();
+    dt__pipe_stats ps;
+    DT_CHECK(dt__pipe_step(tr->pipe, tr->iter, &ps));
+    DT_CHECK(tr->be->synchronize(tr->be));
+    const int64_t t1 = dt_time_ns();
+    DT_CHECK(dt__trace_check(tr));
+    DT_CHECK(dt__loss_check(tr, ps.loss));
+    if (tr->trace) {
+        const int64_t ts = t1 - tr->t_start_ns;
+        DT_CHECK(dt__trace_counter(tr, "loss", ts, ps.loss));
+        DT_CHECK(dt__trace_counter(tr, "lr", ts, ps.lr));
+        DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts, (double)dt__pipe_peak_activation_bytes(tr->pipe)));
+    }
+    const double secs = (double)(t1 - t0) * 1e-9;
+    dt__tr_account(tr, secs);
+    tr->iter++;
+    if (tr->iter == tr->cfg.train_iters) DT_CHECK(dt__pipe_finish(tr));
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->iter = tr->iter;
+        out->loss = ps.loss;
+        out->lr = ps.lr;
+        out->grad_norm = ps.grad_norm;
+        out->step_seconds = secs;
+        out->tokens_per_second = secs > 0 ? (double)tr->cfg.global_batch_size * tr->T / secs : 0.0;
+        out->loss_scale = 1.0f;
+    }
+    return DT_OK;
+}
+
 dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 {
+    if (tr->pipe) {
+        if (tr->iter >= tr->cfg.train_iters)
+            return DT_FAIL(DT_ERR_INVALID, "iteration %lld: the pipeline schedule ends after --train-iters %lld",
+                           (long long)tr->iter + 1, (long long)tr->cfg.train_iters);
+        return dt__pipe_trainer_step(tr, out);
+    }
     if (tr->ps && dt__ps_is_server(tr->ps))
         return DT_FAIL(DT_ERR_INVALID, "rank %d is a parameter server: it serves (dt_trainer_serve), it does not step",
                        tr->rank);
@@ -1152,12 +1361,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 
     const double secs = (double)(t1 - t0) * 1e-9;
     const double tokens = (double)tr->cfg.global_batch_size * tr->T;
-    if (tr->iter == 0) {
-        tr->first_step_s = secs;
-    } else {
-        tr->rest_s += secs;
-        tr->rest_tokens += tokens;
-    }
+    dt__tr_account(tr, secs);
     tr->iter++;
     if (out) {
         out->iter = tr->iter;
@@ -1193,6 +1397,13 @@ typedef struct dt__eval_sums {
 
 static dt_status dt__evaluate_share(dt_trainer *tr, dt__eval_sums *sum)
 {
+    if (tr->pipe) { /* through the stages; the sums come back added over every rank */
+        double v[4];
+        DT_CHECK(dt__pipe_evaluate(tr->pipe, tr->cfg.eval_iters * tr->n_micro * tr->dp_size,
+                                   dt_data_has_accuracy(tr->data), v));
+        sum->loss = v[0], sum->counted = v[1], sum->examples = v[2], sum->correct = v[3];
+        return DT_OK;
+    }
     const int n_val = tr->cfg.eval_iters * tr->n_micro * tr->dp_size;
     const int lo = (int)((int64_t)n_val * tr->dp_rank / tr->dp_size);
     const int hi = (int)((int64_t)n_val * (tr->dp_rank + 1) / tr->dp_size);
@@ -1322,10 +1533,11 @@ double dt_trainer_elapsed_seconds(const dt_trainer *tr) { return (double)(dt_tim
  * in double. Any change of the weights changes it to first order. */
 static double dt__param_probe(dt_trainer *tr)
 {
-    const dt_paramset *layout = dt__tr_layout(tr);
-    size_t n = layout->numel;
+    if (tr->pipe && !tr->pipe_whole) return NAN; /* gathered on rank 0 after the last step */
+    size_t n = tr->pipe ? tr->pipe_numel : dt__tr_layout(tr)->numel;
     float *w = malloc(n * sizeof *w);
-    if (!w || tr->be->copy(tr->be, w, dt__tr_params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK) {
+    if (w && tr->pipe) memcpy(w, tr->pipe_whole, n * sizeof *w);
+    if (!w || (!tr->pipe && tr->be->copy(tr->be, w, dt__tr_params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK)) {
         free(w);
         return NAN;
     }
@@ -1335,6 +1547,42 @@ static double dt__param_probe(dt_trainer *tr)
     for (size_t i = 0; i < n; i++) s += (double)w[i] * (2.0 * dt_rng_uniform(&r) - 1.0);
     free(w);
     return s;
+}
+
+/* The summary's pipeline object (JSON null without pipeline parallelism):
+ * per stage the peak saved activation bytes, the most weight versions
+ * alive at once (current + stashed) and the most distinct versions used by
+ * micro-batches in flight. */
+static json_t *dt__pipe_summary(const dt_trainer *tr)
+{
+    if (!tr->pipe) return json_null();
+    const int p = tr->cfg.pipeline_size;
+    json_t *o = json_object(), *a = json_array(), *v = json_array(), *f = json_array();
+    int bad = !o || !a || !v || !f;
+    for (int s = 0; !bad && tr->pipe_figures && s < p; s++) {
+        bad |= json_array_append_new(a, json_integer((json_int_t)tr->pipe_figures[s])) != 0;
+        bad |= json_array_append_new(v, json_integer((json_int_t)tr->pipe_figures[p + s])) != 0;
+        bad |= json_array_append_new(f, json_integer((json_int_t)tr->pipe_figures[2 * p + s])) != 0;
+    }
+    if (!bad) {
+        dt__jset(o, "schedule", json_string(dt_sched_kind_name(tr->cfg.pipeline_schedule)), &bad);
+        dt__jset(o, "stages", json_integer(p), &bad);
+        dt__jset(o, "data_parallel_size", json_integer(tr->dp_size), &bad);
+        dt__jset(o, "micro_batches_per_step", json_integer(tr->n_micro), &bad);
+        dt__jset(o, "stage_peak_activation_bytes", a, &bad);
+        dt__jset(o, "stage_weight_versions", v, &bad);
+        dt__jset(o, "stage_versions_in_flight", f, &bad);
+        /* stashing: backward on the forward's weights; vertical sync: one version per micro-batch */
+        dt__jset(o, "version_mismatches", json_integer(tr->pipe_mismatch), &bad);
+        dt__jset(o, "version_disagreements_across_stages", json_integer(tr->pipe_disagree), &bad);
+        a = v = f = NULL;
+    }
+    json_decref(a), json_decref(v), json_decref(f);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 /* The summary's parameter_server object (JSON null without one). */
@@ -1390,6 +1638,7 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         dt__jset(o, "parameter_server", dt__ps_summary(tr), &bad);
+        dt__jset(o, "pipeline", dt__pipe_summary(tr), &bad);
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);
         dt__jset(o, "config", cfg, &bad);
         cfg = NULL; /* owned by o now, even on failure */

@@ -60,6 +60,8 @@ typedef struct dtrain_opts {
     int64_t log_interval, eval_interval;
     int eval_iters;
     const char *trace, *summary;
+    int pipeline_size, print_schedule;
+    const char *pipeline_schedule, *pipeline_split;
     int help, version;
 } dtrain_opts;
 
@@ -170,6 +172,15 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          "ps-sync/ps-async: the last K ranks are servers holding shards of the weights and optimizer state", "1", 0},
         {"--max-staleness", DT_ARG_INT, &o->max_staleness, MIN0, NULL, "S",
          "ps-async: a worker waits rather than push a gradient more than S updates old", "none", 0},
+        {"Pipeline parallelism (mpirun -np p x d)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--pipeline-model-parallel-size", DT_ARG_INT, &o->pipeline_size, IN(1, 64), NULL, "P",
+         "split the GPT's blocks over P stages (of N = P x d ranks, rank r is stage r / d)", "1", 0},
+        {"--pipeline-schedule", DT_ARG_CHOICE, &o->pipeline_schedule, 0, 0, 0, "gpipe|1f1b|pipedream|pipedream-vsync",
+         NULL, "the order of forwards and backwards on each stage (docs/pipeline-schedules.md)", "1f1b", 0},
+        {"--pipeline-split", DT_ARG_STRING, &o->pipeline_split, 0, 0, 0, NULL, "N,N,...",
+         "blocks per stage", "as even as possible", 0},
+        {"--print-schedule", DT_ARG_FLAG, &o->print_schedule, 0, 0, 0, NULL, NULL,
+         "print each stage's instruction list for these settings and exit", "off", 0},
         {"--slow-rank", DT_ARG_STRING, &o->slow_rank, 0, 0, 0, NULL, "R:MS",
          "testing: rank R sleeps MS milliseconds before each gradient exchange (a straggler)", "off", 0},
         {"--allreduce-chunk-bytes", DT_ARG_INT64, &o->allreduce_chunk_bytes, MIN0, NULL, "N",
@@ -243,6 +254,8 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->bucket_mb = (double)d->bucket_bytes / (1 << 20);
     o->num_ps_servers = 1;
     o->max_staleness = -1;
+    o->pipeline_size = d->pipeline_size;
+    o->pipeline_schedule = dt_sched_kind_name(d->pipeline_schedule);
     o->loss_scale = d->loss_scaler.static_scale;
     o->initial_loss_scale = d->loss_scaler.initial_scale;
     o->loss_scale_window = d->loss_scaler.window;
@@ -403,6 +416,27 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         }
         cfg->max_staleness = o->max_staleness;
     }
+    cfg->pipeline_size = o->pipeline_size;
+    if (dt_sched_kind_parse(o->pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 2;
+    }
+    if (o->pipeline_split) {
+        const char *q = o->pipeline_split;
+        for (int i = 0;; i++) {
+            char *end = NULL;
+            long v = strtol(q, &end, 10);
+            if (i >= 64 || end == q || v < 1 || v > 100000 || (*end && *end != ',')) {
+                fprintf(stderr, PROG ": --pipeline-split '%s': expected positive block counts separated by commas, "
+                                "e.g. 3,5\n",
+                        o->pipeline_split);
+                return 2;
+            }
+            cfg->pipeline_split[i] = (int)v;
+            if (!*end) break;
+            q = end + 1;
+        }
+    }
     if (o->slow_rank) {
         char *end = NULL;
         long r = strtol(o->slow_rank, &end, 10), ms = -1;
@@ -455,6 +489,8 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     early.num_ps_servers = 0;
     early.max_staleness = -1;
     early.slow_ms = 0;
+    early.pipeline_size = 1; /* checked with the number of ranks by the trainer */
+    memset(early.pipeline_split, 0, sizeof early.pipeline_split);
     if (dt_train_config_validate(&early) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
@@ -530,7 +566,7 @@ static void dtrain_print_setup(const dt_trainer *tr)
             printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
                    c->seq_length);
     }
-    const int dp = (c->comm ? c->comm->size : 1) - (c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0);
+    const int dp = ((c->comm ? c->comm->size : 1) - (c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0)) / c->pipeline_size;
     int n_micro = c->global_batch_size / (c->micro_batch_size * dp); /* per rank */
     if (c->model_kind == DT_MODEL_MLP_BN) /* progress "tok/s" counts examples here */
         printf("batch: %d examples (%d x %d micro-batch%s), %lld iterations\n", c->global_batch_size, n_micro,
@@ -560,7 +596,11 @@ static void dtrain_print_setup(const dt_trainer *tr)
                dt_lr_scaling_factor(c->lr_scaling, c->global_batch_size, c->base_batch_size), (double)eff->max_lr,
                (double)eff->min_lr);
     }
-    if (c->comm && c->ps_mode != DT_PS_NONE)
+    if (c->comm && c->pipeline_size > 1)
+        printf("parallel: %d pipeline stage%s x %d data-parallel, schedule %s, %d micro-batch%s per step per pipeline\n",
+               c->pipeline_size, c->pipeline_size == 1 ? "" : "s", c->comm->size / c->pipeline_size,
+               dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
+    else if (c->comm && c->ps_mode != DT_PS_NONE)
         printf("parallel: %d worker%s and %d parameter server%s (%s%s), weights and optimizer state sharded over "
                "the servers\n",
                c->comm->size - c->num_ps_servers, c->comm->size - c->num_ps_servers == 1 ? "" : "s",
@@ -655,6 +695,24 @@ int main(int argc, char **argv)
     dt_train_config cfg;
     int rc = dtrain_make_config(&o, args, n_args, &cfg);
     if (rc != 0) return rc;
+    if (o.print_schedule) { /* one pipeline; micro-batches per step from the global batch */
+        const int m = cfg.global_batch_size / cfg.micro_batch_size;
+        const int async = cfg.pipeline_schedule == DT_SCHED_PIPEDREAM || cfg.pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC;
+        const int steps = async && cfg.train_iters > 1 ? 2 : 1;
+        dt_schedule *sc = NULL;
+        char *text = NULL;
+        if (dt_schedule_make(cfg.pipeline_schedule, cfg.pipeline_size, m, steps, &sc) != DT_OK ||
+            !(text = dt_schedule_format(sc, 0))) {
+            fprintf(stderr, PROG ": --print-schedule: %s\n", sc ? "out of memory" : dt_last_error());
+            dt_schedule_free(sc);
+            return sc ? 1 : 2;
+        }
+        fputs(text, stdout);
+        printf("bubble fraction (p-1)/(m+p-1) = %.4f\n", dt_schedule_bubble_formula(cfg.pipeline_size, m));
+        free(text);
+        dt_schedule_free(sc);
+        return 0;
+    }
 
     /* Under mpirun every rank is a data-parallel worker; rank 0 reports. */
     dt_comm *comm = NULL;
@@ -674,7 +732,8 @@ int main(int argc, char **argv)
             if (cores > 0 && local > 0) cfg.threads = cores / local > 1 ? (int)(cores / local) : 1;
         }
         if (!dt_args_given(args, n_args, "--global-batch-size")) {
-            const int workers = comm->size - (cfg.ps_mode != DT_PS_NONE ? cfg.num_ps_servers : 0);
+            const int workers =
+                (comm->size - (cfg.ps_mode != DT_PS_NONE ? cfg.num_ps_servers : 0)) / cfg.pipeline_size;
             cfg.global_batch_size = cfg.micro_batch_size * (workers > 0 ? workers : 1);
         }
         if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) {

@@ -14,7 +14,8 @@ DT_CHECK_SUITES = \
 	tests/check_half \
 	tests/check_mlp \
 	tests/check_stage \
-	tests/check_cuda_math
+	tests/check_cuda_math \
+	tests/check_schedule
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += $(DT_CHECK_SUITES)
 TESTS += $(DT_CHECK_SUITES)
@@ -46,6 +47,9 @@ tests_check_half_LDADD = $(DT_CHECK_LDADD)
 tests_check_mlp_SOURCES = tests/check_mlp.c tests/testutil.h
 tests_check_mlp_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
+tests_check_schedule_SOURCES = tests/check_schedule.c tests/testutil.h
+tests_check_schedule_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_schedule_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)
@@ -88,6 +92,9 @@ EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh tests/cuda
 # The NCCL communicator (GPU; skipped without one).
 TESTS += tests/nccl.sh
 EXTRA_DIST += tests/nccl.sh
+# Pipeline parallelism under mpirun.
+TESTS += tests/pp.sh
+EXTRA_DIST += tests/pp.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
@@ -103,6 +110,7 @@ TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdi
 tests/comm.log: $(DT_CHECK_SUITES:=.log) tests/cli.log
 tests/dp.log: tests/comm.log
 tests/ps.log: tests/dp.log
+tests/pp.log: tests/ps.log
 # dtbench's GPU commands without a device (exit 1 / 77, one line) or, with
 # one, a small checked `dtbench gelu`; tests/gpu/device-check.sh is the
 # full GPU check (run by hand on a GPU machine).

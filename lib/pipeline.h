@@ -1,0 +1,104 @@
+/* pipeline.h: the pipeline-parallel runtime (lib/pipeline.c), never
+ * installed; the trainer drives it under --pipeline-model-parallel-size p.
+ *
+ * Ranks: the world's N = p x d ranks form d pipelines of p stages; rank r is
+ * stage r / d of pipeline (data-parallel index) r % d, so data-parallel
+ * peers (the same stage of every pipeline) are neighbours in rank order.
+ * Sub-communicators: the pipeline's (rank = stage), for activations and
+ * their gradients, and the stage's data-parallel group, for the gradient
+ * allreduce.
+ *
+ * A stage executes its list of the schedule (lib/schedule.c, the one
+ * generator) in order: receives block, sends do not (their buffers stay
+ * untouched until the send is complete). Training step t runs the list
+ * through the last instruction of step t (pipedream: later forwards that
+ * come earlier in the list run too: that is the pipelining). Weight
+ * versions: the stage's params are the current version; STASH copies them
+ * into a stash buffer, DROP frees it; a FORWARD/BACKWARD that names an
+ * older version uses its stash.
+ *
+ * Data: pipeline i of step t takes micro-batches t*m*d + i*m .. + m-1 of the
+ * row stream (the trainer's data-parallel split), so p x d ranks train on
+ * exactly the rows of one process accumulating m*d micro-batches. */
+#ifndef DT_PIPELINE_H
+#define DT_PIPELINE_H
+
+#include <stdint.h>
+
+#include "dt_backend.h"
+#include "dt_comm.h"
+#include "dt_gpt.h"
+#include "dt_optim.h"
+#include "dt_schedule.h"
+
+typedef struct dt__pipe dt__pipe;
+
+/* The trainer's data: micro-batch `index` of the training row stream
+ * (tokens and targets, host, B*T each); the validation stream with val = 1. */
+typedef dt_status (*dt__pipe_batch_fn)(void *ctx, int val, uint64_t index, int32_t *tokens, int32_t *targets,
+                                       int32_t *example, int *n_examples);
+/* One executed instruction (for traces): times from dt_time_ns(). */
+typedef void (*dt__pipe_event_fn)(void *ctx, int stage, const dt_sched_instr *in, int64_t t0_ns, int64_t t1_ns);
+
+typedef struct dt__pipe_setup {
+    dt_comm *world;            /* host communicator of all p x d ranks */
+    dt_comm *device_world;     /* NCCL over the same ranks for device buffers (--device cuda), or NULL */
+    int p;
+    dt_sched_kind kind;
+    const int *split;          /* (p) blocks per stage, or NULL: even */
+    const dt_gpt_config *model; /* vocab_size set */
+    int B, T, m;               /* micro-batch shape, micro-batches per step per pipeline */
+    int64_t steps;
+    dt_backend *be;
+    uint64_t seed;
+    dt_optim_config optim;
+    dt_lr_schedule lr;         /* after lr scaling */
+    float clip_grad;
+    dt_allreduce_algo allreduce;
+    size_t chunk_bytes;
+    dt__pipe_batch_fn batch;
+    dt__pipe_event_fn event;   /* may be NULL */
+    void *ctx;
+} dt__pipe_setup;
+
+dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out);
+void dt__pipe_free(dt__pipe *pp);
+
+int dt__pipe_stage(const dt__pipe *pp);
+int dt__pipe_dp_index(const dt__pipe *pp);
+int dt__pipe_dp_size(const dt__pipe *pp);
+const dt_schedule *dt__pipe_schedule(const dt__pipe *pp);
+
+typedef struct dt__pipe_stats {
+    float loss;        /* the step's mean loss (every rank) */
+    float lr;
+    double grad_norm;  /* gpipe/1f1b: of the whole model; pipedream: this stage's last update */
+    int updates;       /* optimizer steps this stage applied in the step */
+} dt__pipe_stats;
+
+/* Training step t (0-based, in order). */
+dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out);
+/* Loss and accuracy sums over `n_val` validation micro-batches (pipeline i
+ * takes its share), added over every rank: sums[0] loss over counted
+ * targets, [1] counted targets, [2] complete examples, [3] correct ones. */
+dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double sums[4]);
+/* The whole model's weights on world rank 0 (whole: numel floats, host; other
+ * ranks pass NULL). Collective. */
+dt_status dt__pipe_gather(dt__pipe *pp, float *whole, size_t numel);
+
+/* This stage's measured figures: saved activation bytes at their peak, the
+ * most weight versions alive at once (stashes + current) and the most
+ * distinct versions used by in-flight micro-batches. */
+size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp);
+int dt__pipe_max_versions(const dt__pipe *pp);
+int dt__pipe_max_versions_in_flight(const dt__pipe *pp);
+/* The weight version used by the last FORWARD and BACKWARD of micro-batch
+ * mb on this stage (-1 if unknown): the tests compare them. */
+int dt__pipe_version_used(const dt__pipe *pp, int mb, int backward);
+/* Over every stage (collective, after the last step): micro-batches whose
+ * backward used another version than their forward on some stage, and
+ * micro-batches whose forward versions differ between stages (0 under
+ * vertical sync; also 0 for gpipe/1f1b, where a step is one version). */
+dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long *disagreements);
+
+#endif
