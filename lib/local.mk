@@ -83,4 +83,6 @@ noinst_HEADERS += \
 	lib/gpt_layers.h \
 	lib/comm_internal.h \
 	lib/update.h \
-	lib/ps.h
+	lib/ps.h \
+	lib/stage.h \
+	lib/pipeline.h
