@@ -32,6 +32,7 @@ libdtrain_core_la_SOURCES = \
 	lib/schedule.c \
 	lib/stage.c \
 	lib/pipeline.c \
+	lib/tp.c \
 	lib/half.c \
 	lib/loss_scaler.c \
 	lib/mlp.c \
@@ -85,4 +86,5 @@ noinst_HEADERS += \
 	lib/update.h \
 	lib/ps.h \
 	lib/stage.h \
-	lib/pipeline.h
+	lib/pipeline.h \
+	lib/tp.h

@@ -72,6 +72,11 @@ TESTS += tests/check_cuda_train
 tests_check_cuda_train_SOURCES = tests/check_cuda_train.c tests/testutil.h
 tests_check_cuda_train_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_cuda_train_LDADD = $(DT_CHECK_LDADD)
+# check_tp runs through tests/tp.sh under mpirun (t = 1, 2, 4)
+check_PROGRAMS += tests/check_tp
+tests_check_tp_SOURCES = tests/check_tp.c tests/testutil.h
+tests_check_tp_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
+tests_check_tp_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 # check_nccl runs through tests/nccl.sh (skipped without a CUDA device)
 check_PROGRAMS += tests/check_nccl
 tests_check_nccl_SOURCES = tests/check_nccl.c tests/testutil.h
@@ -92,6 +97,9 @@ EXTRA_DIST += tests/cli.sh tests/comm.sh tests/dp.sh tests/mpi-env.sh tests/cuda
 # The NCCL communicator (GPU; skipped without one).
 TESTS += tests/nccl.sh
 EXTRA_DIST += tests/nccl.sh
+# Tensor parallelism under mpirun.
+TESTS += tests/tp.sh
+EXTRA_DIST += tests/tp.sh
 # Pipeline parallelism under mpirun.
 TESTS += tests/pp.sh
 EXTRA_DIST += tests/pp.sh
@@ -111,6 +119,7 @@ tests/comm.log: $(DT_CHECK_SUITES:=.log) tests/cli.log
 tests/dp.log: tests/comm.log
 tests/ps.log: tests/dp.log
 tests/pp.log: tests/ps.log
+tests/tp.log: tests/comm.log
 # dtbench's GPU commands without a device (exit 1 / 77, one line) or, with
 # one, a small checked `dtbench gelu`; tests/gpu/device-check.sh is the
 # full GPU check (run by hand on a GPU machine).

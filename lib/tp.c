@@ -1,0 +1,173 @@
+/* tp.c: a tensor-parallel transformer block and the f/g operators (see
+ * tp.h). The block is block.c's with the attention heads and the MLP's
+ * hidden units split over the group:
+ *
+ *   ln1 = LN(x)                                    replicated
+ *   qkv_r = f(ln1) W_qkv,r^T + b_qkv,r              column-parallel (NH/t heads)
+ *   y_r = attention(qkv_r)                          (B,T,C/t)
+ *   res2 = g(y_r W_proj,r^T [+ b_proj on rank 0]) + x
+ *   ln2 = LN(res2)
+ *   h_r = gelu(f(ln2) W_fc,r^T + b_fc,r)            column-parallel (4C/t)
+ *   out = g(h_r W_fcproj,r^T [+ b_fcproj on rank 0]) + res2
+ *
+ * Backward mirrors it: g's backward is the identity, f's sums the partial
+ * input gradients of the column-parallel layers over the group, just before
+ * the LayerNorm backward that needs the whole of it. */
+#include "tp.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static dt_status dt__tp_sum(dt__tp *tp, float *x, size_t n)
+{
+    const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes, .hook = tp->hook, .hook_ctx = tp->hook_ctx};
+    return dt_comm_allreduce(tp->comm, x, n, tp->algo, &o);
+}
+
+dt_status dt__tp_f(dt__tp *tp, char pass, float *x, size_t n)
+{
+    if (pass != 'B') return DT_OK; /* identity forward */
+    tp->allreduces_bwd++;
+    return dt__tp_sum(tp, x, n);
+}
+
+dt_status dt__tp_g(dt__tp *tp, char pass, float *x, size_t n)
+{
+    if (pass != 'F') return DT_OK; /* identity backward */
+    tp->allreduces_fwd++;
+    return dt__tp_sum(tp, x, n);
+}
+
+dt_status dt__tp_check(const dt_gpt_config *cfg, int t)
+{
+    if (t < 1) return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d: expected >= 1", t);
+    if (cfg->num_heads % t)
+        return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d does not divide --num-attention-heads %d", t,
+                       cfg->num_heads);
+    if (cfg->hidden_size % t)
+        return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d does not divide --hidden-size %d", t,
+                       cfg->hidden_size);
+    return DT_OK;
+}
+
+dt_status dt__tp_block_layout(const dt_gpt_config *cfg, int t, int l, dt_paramset *ps)
+{
+    DT_CHECK(dt__tp_check(cfg, t));
+    const int64_t C = cfg->hidden_size, Cl = C / t, Fl = 4 * C / t;
+    static const char *const names[12] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
+                                          "ln2.w", "ln2.b", "fc.w",  "fc.b",  "fcproj.w",  "fcproj.b"};
+    const int64_t shapes[12][2] = {{C, 0}, {C, 0}, {3 * Cl, C}, {3 * Cl, 0}, {C, Cl}, {C, 0},
+                                   {C, 0}, {C, 0}, {Fl, C},     {Fl, 0},     {C, Fl}, {C, 0}};
+    char name[DT_NAME_MAX];
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof name, "h.%d.%s", l, names[i]);
+        int nd = shapes[i][1] ? 2 : 1;
+        DT_CHECK(dt_paramset_add(ps, name, nd, shapes[i], nd == 2));
+    }
+    return DT_OK;
+}
+
+void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *const full[12],
+                        const dt_paramset *local_layout, int first_tensor, float *local)
+{
+    const size_t C = (size_t)cfg->hidden_size, Cl = C / (size_t)t, F = 4 * C, Fl = F / (size_t)t;
+    float *o[12];
+    for (int i = 0; i < 12; i++) o[i] = local + local_layout->info[first_tensor + i].offset;
+    static const int whole[] = {0, 1, 5, 6, 7, 11}; /* replicated */
+    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) memcpy(o[whole[k]], full[whole[k]], C * sizeof(float));
+    for (size_t part = 0; part < 3; part++) { /* q, k, v rows of this rank's heads */
+        memcpy(o[2] + part * Cl * C, full[2] + (part * C + r * Cl) * C, Cl * C * sizeof(float));
+        memcpy(o[3] + part * Cl, full[3] + part * C + r * Cl, Cl * sizeof(float));
+    }
+    for (size_t i = 0; i < C; i++) memcpy(o[4] + i * Cl, full[4] + i * C + r * Cl, Cl * sizeof(float));
+    memcpy(o[8], full[8] + r * Fl * C, Fl * C * sizeof(float));
+    memcpy(o[9], full[9] + r * Fl, Fl * sizeof(float));
+    for (size_t i = 0; i < C; i++) memcpy(o[10] + i * Fl, full[10] + i * F + r * Fl, Fl * sizeof(float));
+}
+
+static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
+    return 4 * dt__pad16(BT * C) + 4 * dt__pad16(BT) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) +
+           dt__pad16(BT * Cl) + 2 * dt__pad16(BT * 4 * Cl);
+}
+
+size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
+    return dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) + dt__pad16(BT * 4 * Cl) + 64;
+}
+
+dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, dt__tp_acts *x)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
+    DT_CHECK(dt__arena_alloc(a, BT * C, &x->ln1));
+    DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_mean));
+    DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_rstd));
+    DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &x->qkv));
+    DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T * T, &x->att));
+    DT_CHECK(dt__arena_alloc(a, BT * Cl, &x->atty));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &x->res2));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &x->ln2));
+    DT_CHECK(dt__arena_alloc(a, BT, &x->ln2_mean));
+    DT_CHECK(dt__arena_alloc(a, BT, &x->ln2_rstd));
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &x->fch));
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &x->fch_gelu));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &x->out));
+    return DT_OK;
+}
+
+dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                               dt__tp_acts *a, const float *x, int B, int T)
+{
+    const int t = tp->comm->size, first = tp->comm->rank == 0;
+    const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
+    const size_t NC = (size_t)N * C;
+    DT_CHECK(be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
+    DT_CHECK(dt__tp_f(tp, 'F', a->ln1, NC));
+    DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * Cl));
+    DT_CHECK(be->attention_forward(be, a->atty, a->att, a->qkv, B, T, Cl, NHl));
+    DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C));
+    DT_CHECK(dt__tp_g(tp, 'F', a->res2, NC));
+    DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
+    DT_CHECK(be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
+    DT_CHECK(dt__tp_f(tp, 'F', a->ln2, NC));
+    DT_CHECK(be->matmul_forward(be, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * Cl));
+    DT_CHECK(be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
+    DT_CHECK(be->matmul_forward(be, a->out, a->fch_gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C));
+    DT_CHECK(dt__tp_g(tp, 'F', a->out, NC));
+    DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
+    return DT_OK;
+}
+
+dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                const dt__block_params *g, const dt__tp_acts *a, float *scratch, const float *x,
+                                float *dres, int B, int T)
+{
+    const int t = tp->comm->size;
+    const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
+    const size_t NC = (size_t)N * C, BT = (size_t)N;
+    float *dbtc = scratch;                              /* (N, C), or (N, C/t) for the attention output */
+    float *dqkv = dbtc + dt__pad16(BT * C);             /* (N, 3C/t) */
+    float *datt = dqkv + dt__pad16(BT * 3 * Cl);        /* (B, NH/t, T, T) */
+    float *dfch = datt + dt__pad16((size_t)B * NHl * T * T); /* (N, 4C/t) */
+    /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
+    DT_CHECK(be->matmul_backward(be, dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(be->gelu_backward(be, dfch, a->fch, dfch, BT * 4 * Cl));
+    DT_CHECK(be->matmul_backward(be, dbtc, g->fcw, g->fcb, dfch, a->ln2, p->fcw, N, C, 4 * Cl));
+    DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln2): every rank's part */
+    DT_CHECK(be->layernorm_backward(be, dres, g->ln2w, g->ln2b, dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N,
+                                    C));
+    /* attention */
+    DT_CHECK(be->matmul_backward(be, dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, Cl, C));
+    DT_CHECK(be->attention_backward(be, dqkv, datt, dbtc, a->qkv, a->att, B, T, Cl, NHl));
+    DT_CHECK(be->matmul_backward(be, dbtc, g->qkvw, g->qkvb, dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln1) */
+    DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
+    return DT_OK;
+}

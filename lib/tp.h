@@ -1,0 +1,83 @@
+/* tp.h: Megatron-LM tensor parallelism for a transformer block
+ * (lib/tp.c), never installed.
+ *
+ * With t ranks, rank r holds:
+ *   ln1, ln2 (gains, biases)       replicated;
+ *   qkv.w (3C/t, C), qkv.b (3C/t)  column-parallel: the q, k and v rows of
+ *                                  heads r*NH/t .. (r+1)*NH/t - 1;
+ *   attproj.w (C, C/t)             row-parallel: the matching columns;
+ *   fc.w (4C/t, C), fc.b (4C/t)    column-parallel: rows r*4C/t ..;
+ *   fcproj.w (C, 4C/t)             row-parallel: the matching columns;
+ *   attproj.b, fcproj.b (C)        replicated, added once (by rank 0) to the
+ *                                  partial outputs before g sums them.
+ * The conjugate operators of the Megatron-LM paper (Shoeybi et al. 2019,
+ * section 3): f before each column-parallel layer (identity forward,
+ * allreduce of the input gradient backward) and g after each row-parallel
+ * layer (allreduce forward, identity backward). A block therefore makes
+ * exactly two allreduces forward (g after attention, g after the MLP) and
+ * two backward (f before each LayerNorm's backward).
+ *
+ * Replicated parameters get identical gradients on every rank (they see
+ * the same allreduced values, and the collectives give bit-identical
+ * results everywhere), so they stay equal without communication.
+ * FP32 only. */
+#ifndef DT_TP_H
+#define DT_TP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_backend.h"
+#include "dt_comm.h"
+#include "dt_gpt.h"
+#include "gpt_layers.h"
+
+typedef struct dt__tp {
+    dt_comm *comm;           /* the tensor-parallel group: t ranks, rank r */
+    dt_allreduce_algo algo;
+    size_t chunk_bytes;
+    long long allreduces_fwd, allreduces_bwd; /* made by f and g so far */
+    dt_comm_step_hook hook;  /* optional: each allreduce's steps (traces) */
+    void *hook_ctx;
+} dt__tp;
+
+/* f: identity forward; backward, x(n) becomes the sum over the group. */
+dt_status dt__tp_f(dt__tp *tp, char pass, float *x, size_t n);
+/* g: forward, x(n) becomes the sum over the group; identity backward. */
+dt_status dt__tp_g(dt__tp *tp, char pass, float *x, size_t n);
+
+/* Checks that C, NH and 4C split into t parts (messages name the flags). */
+dt_status dt__tp_check(const dt_gpt_config *cfg, int t);
+/* Elements of rank r's block shard, and its layout (12 tensors in the
+ * whole block's order, shapes local) appended to ps with names h.<l>.*. */
+dt_status dt__tp_block_layout(const dt_gpt_config *cfg, int t, int l, dt_paramset *ps);
+/* Copy rank r's shard out of a whole block's tensors (host; in the whole
+ * layout's order and shapes, `full[i]` tensor i) into `local` (host, laid
+ * out as dt__tp_block_layout gives). */
+void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *const full[12],
+                        const dt_paramset *local_layout, int first_tensor, float *local);
+
+typedef struct dt__tp_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *qkv;                       /* (B,T,3C/t) */
+    float *att;                       /* (B,NH/t,T,T) */
+    float *atty;                      /* (B,T,C/t) */
+    float *res2;                      /* (B,T,C) */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fch_gelu;            /* (B,T,4C/t) */
+    float *out;                       /* (B,T,C) */
+} dt__tp_acts;
+
+size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T);
+size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T);
+dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, dt__tp_acts *acts);
+/* scratch: dt__tp_scratch_floats floats of backend memory. */
+dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                               dt__tp_acts *a, const float *x, int B, int T);
+/* dres (B,T,C): in, the gradient of the block output; out, of x (both
+ * replicated). Parameter gradients of the shard accumulate into g. */
+dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                const dt__block_params *g, const dt__tp_acts *a, float *scratch, const float *x,
+                                float *dres, int B, int T);
+
+#endif
