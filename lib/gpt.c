@@ -635,16 +635,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     DT_CHECK(dt__head_forward(be, c, &m->head, &m->arena, &m->head_acts, x, targets ? m->d_targets : NULL,
                               m->losses, m->correct, B, T, dt__gpt_rnd(m)));
     float mean_loss = 0.0f;
-    if (targets) {
-        float *hl = malloc((size_t)N * sizeof *hl);
-        if (!hl) return DT_FAIL(DT_ERR_NOMEM, "forward: out of memory");
-        dt_status st = be->copy(be, hl, m->losses, (size_t)N * sizeof(float), DT_COPY_D2H);
-        double s = 0.0;
-        for (int i = 0; i < N; i++) s += hl[i];
-        free(hl);
-        DT_CHECK(st);
-        mean_loss = m->n_counted ? (float)(s / m->n_counted) : 0.0f;
-    }
+    if (targets) DT_CHECK(dt__head_mean_loss(be, m->losses, N, m->n_counted, &mean_loss));
     dt__hook(m, c->num_layers, 'F', t0);
     if (loss) *loss = mean_loss;
     m->have_forward = 1;

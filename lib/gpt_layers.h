@@ -84,6 +84,10 @@ dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__
                             const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
                             float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r);
 
+/* The mean over n_counted targets of the per-position losses (N, device;
+ * ignored positions hold 0), summed in double on the host in order. */
+dt_status dt__head_mean_loss(dt_backend *be, const float *losses, int N, int n_counted, float *mean);
+
 /* ---- transformer block ----------------------------------------------- */
 typedef struct dt__block_params {
     float *ln1w, *ln1b;         /* (C), (C) */

@@ -5,6 +5,8 @@
  * the logits buffer into dlogits in place (recomputing the softmax, which
  * costs one pass over (B*T, V) and saves a second (B,T,V) buffer), so after
  * a backward the head's activations are spent. */
+#include <stdlib.h>
+
 #include "gpt_layers.h"
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -46,5 +48,18 @@ dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     DT_CHECK(be->layernorm_backward(be, dx, g->lnfw, g->lnfb, dtmp, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N,
                                     C));
     DT_CHECK(dt__round(be, r, dx, (size_t)N * C));
+    return DT_OK;
+}
+
+dt_status dt__head_mean_loss(dt_backend *be, const float *losses, int N, int n_counted, float *mean)
+{
+    float *hl = malloc((size_t)N * sizeof *hl);
+    if (!hl) return DT_FAIL(DT_ERR_NOMEM, "forward: out of memory for %d losses", N);
+    dt_status st = be->copy(be, hl, losses, (size_t)N * sizeof(float), DT_COPY_D2H);
+    double s = 0.0;
+    for (int i = 0; i < N; i++) s += hl[i];
+    free(hl);
+    DT_CHECK(st);
+    *mean = n_counted ? (float)(s / n_counted) : 0.0f;
     return DT_OK;
 }

@@ -332,16 +332,7 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
         DT_CHECK(dt__head_forward(be, c, &st->hw, &sl->arena, &sl->head, x, targets ? sl->targets : NULL, sl->losses,
                                   sl->correct, B, T, NULL));
         float mean = 0.0f;
-        if (targets) {
-            float *hl = malloc((size_t)N * sizeof *hl);
-            if (!hl) return DT_FAIL(DT_ERR_NOMEM, "forward: out of memory");
-            dt_status s = be->copy(be, hl, sl->losses, (size_t)N * sizeof(float), DT_COPY_D2H);
-            double sum = 0.0;
-            for (int i = 0; i < N; i++) sum += hl[i];
-            free(hl);
-            DT_CHECK(s);
-            mean = sl->n_counted ? (float)(sum / sl->n_counted) : 0.0f;
-        }
+        if (targets) DT_CHECK(dt__head_mean_loss(be, sl->losses, N, sl->n_counted, &mean));
         if (loss) *loss = mean;
         if (n_counted) *n_counted = sl->n_counted;
         if (out) *out = NULL;

@@ -3,7 +3,7 @@
 #   checks that $DT_BUILDDIR/dtrain exists (exit 99 otherwise), skips the
 #   test (exit 77) when the build has no MPI, fails (99) when mpirun is
 #   missing; makes $TMP (removed on exit); sources mpi-env.sh; sets DTRAIN,
-#   BUILDDIR, MPIRUN and failures=0; defines fail, key and close.
+#   BUILDDIR, MPIRUN and failures=0; defines fail, key, close and expect_error.
 # POSIX sh.
 
 set -u
@@ -33,3 +33,16 @@ key() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 # close A B: |A - B| <= 1e-4 * max(|A|, |B|, 1e-3)
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); n = (b < 0 ? -b : b);
     if (n > m) m = n; if (m < 1e-3) m = 1e-3; exit !(d <= 1e-4 * m) }'; }
+
+# expect_error WANT NP ARGS...: mpirun -np NP dtrain --train-iters 1 ARGS must
+# fail with a message containing WANT
+expect_error() {
+    want=$1 np=$2; shift 2
+    timeout 60 $MPIRUN -np "$np" "$DTRAIN" --train-iters 1 "$@" >"$TMP/err.out" 2>&1
+    rc=$?
+    if [ "$rc" = 0 ] || ! grep -q -- "$want" "$TMP/err.out"; then
+        fail "dtrain $* (-np $np): expected a failure mentioning '$want', got exit $rc:"; cat "$TMP/err.out" >&2
+    else
+        echo "ok: $* (-np $np) fails: $(grep -m1 -- "$want" "$TMP/err.out")"
+    fi
+}

@@ -113,16 +113,6 @@ if run learn 2 --micro-batch-size 64 --global-batch-size 128 --train-iters 1000 
 fi
 
 # 5. errors
-expect_error() {
-    want=$1 np=$2; shift 2
-    timeout 60 $MPIRUN -np "$np" "$DTRAIN" --train-iters 1 "$@" >"$TMP/err.out" 2>&1
-    rc=$?
-    if [ "$rc" = 0 ] || ! grep -q -- "$want" "$TMP/err.out"; then
-        fail "dtrain $* (-np $np): expected a failure mentioning '$want', got exit $rc:"; cat "$TMP/err.out" >&2
-    else
-        echo "ok: $* (-np $np) fails: $(grep -m1 -- "$want" "$TMP/err.out")"
-    fi
-}
 expect_error "3 ranks are not a multiple of it" 3 --pipeline-model-parallel-size 2
 expect_error "the model has only 2 blocks" 3 --pipeline-model-parallel-size 3
 expect_error "--pipeline-split: the stages hold 3 blocks, the model has 2" 2 --pipeline-model-parallel-size 2 \

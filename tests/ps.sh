@@ -73,16 +73,6 @@ for bound in none 1; do
 done
 
 # 4. errors: exit 2 and a message naming the flag
-expect_error() {
-    want=$1 np=$2; shift 2
-    timeout 60 $MPIRUN -np "$np" "$DTRAIN" --train-iters 1 "$@" >"$TMP/err.out" 2>&1
-    rc=$?
-    if [ "$rc" = 0 ] || ! grep -q -- "$want" "$TMP/err.out"; then
-        fail "dtrain $* (-np $np): expected a failure mentioning '$want', got exit $rc:"; cat "$TMP/err.out" >&2
-    else
-        echo "ok: $* (-np $np) fails: $(grep -m1 -- "$want" "$TMP/err.out")"
-    fi
-}
 expect_error "needs at least 2 ranks" 1 --allreduce ps-sync
 expect_error "--num-ps-servers 2: with 2 ranks expected 1..1" 2 --allreduce ps-sync --num-ps-servers 2
 expect_error "--num-ps-servers needs --allreduce ps-sync or ps-async" 2 --num-ps-servers 1
