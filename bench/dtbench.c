@@ -11,6 +11,14 @@
  *       read + written), half / FP32 in elements/s (goal >= 1.8) and each
  *       kernel as a fraction of the D2D copy bandwidth (be->copy of the same
  *       bytes) measured in the same run (goal >= 0.80 for the half kernels)
+ *   dtbench pipeline [--pipeline-model-parallel-size P] [--num-layers L]
+ *                 [--hidden-size C] [--pipeline-split N,N] [--steps S]
+ *                 [--micro-batch-size B] [--seq-length T] [--trace-dir DIR]
+ *       under mpirun: every pipeline schedule for m = 2, 4, 8, 16; step
+ *       time, measured bubble per stage (dt_trace_stats.h) against
+ *       (p-1)/(m+p-1), peak activation bytes and weight versions per stage
+ *   dtbench bubbles [--skip N] TRACE...
+ *       one line per dtrain trace file: its stage's mean bubble and more
  *   dtbench train [--threads N] [--model small] [--micro-batch-size 16]
  *                 [--seq-length T] [--steps S] [--warmup W]
  *                 [--device cpu|cuda] [--bf16|--fp16]
@@ -29,6 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "dt_cuda.h"
 #include "dtrain.h"
@@ -818,10 +829,328 @@ static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_byt
     return 0;
 }
 
+/* ---- pipeline bubbles (dt_trace_stats.h) ------------------------------------ */
+
+/* One line per trace file: the bubble of its rank's stage (dt_bubble_stats_trace)
+ * as key=value pairs: mean over the steps >= skip of bubble (forward, backward
+ * and optim_step are busy) and bubble_fb (forward and backward only), the mean
+ * window, and forward / backward / optimizer milliseconds per event on the
+ * stage (how balanced the stages are). Exit 1 when a file cannot be used. */
+static int dbl_cmp(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* How disturbed a run's timing was: over the forward (then backward)
+ * instructions of pid's steps >= skip, the time above the median duration
+ * of their kind as a fraction of their total, (sum (d - median)+) / sum d.
+ * Every micro-batch does the same work, so a quiet machine gives a few
+ * percent; another process taking the core shows up here. -1 when there is
+ * nothing to measure. */
+static double trace_noise(const dt_trace *t, int pid, int skip)
+{
+    static const char *const kinds[2] = {"forward", "backward"};
+    double excess = 0, total = 0;
+    double *d = malloc((t->n_events ? t->n_events : 1) * sizeof *d);
+    if (!d) die("out of memory");
+    for (int k = 0; k < 2; k++) {
+        size_t n = 0;
+        for (size_t i = 0; i < t->n_events; i++) {
+            const dt_trace_event *e = &t->events[i];
+            if (e->ph == DT_TRACE_COMPLETE && strcmp(e->cat, "pipeline") == 0 && strcmp(e->name, kinds[k]) == 0 &&
+                e->iter != DT_TRACE_NONE && e->iter >= skip && (pid < 0 || e->pid == pid))
+                d[n++] = (double)e->dur_ns;
+        }
+        if (n == 0) continue;
+        qsort(d, n, sizeof *d, dbl_cmp);
+        const double med = d[n / 2];
+        for (size_t i = 0; i < n; i++) total += d[i], excess += d[i] > med ? d[i] - med : 0;
+    }
+    free(d);
+    return total > 0 ? excess / total : -1;
+}
+
+static int cmd_bubbles(int argc, char **argv)
+{
+    int skip = 1, n_files = 0, bad = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--skip") == 0) {
+            int64_t v;
+            if (i + 1 >= argc) {
+                fprintf(stderr, "dtbench bubbles: --skip: expected a value\n");
+                return 2;
+            }
+            if (dt_args_parse_int64("dtbench", "--skip", argv[++i], DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 1e9, &v) !=
+                DT_ARGS_OK)
+                return 2;
+            skip = (int)v;
+        } else if (strncmp(argv[i], "--", 2) == 0) {
+            fprintf(stderr, "dtbench bubbles: '%s': unknown flag (expected --skip N and trace files)\n", argv[i]);
+            return 2;
+        } else {
+            n_files++;
+        }
+    }
+    if (n_files == 0) {
+        fprintf(stderr, "dtbench bubbles: expected trace files (run.rank0.json run.rank1.json ...)\n");
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--skip") == 0) {
+            i++;
+            continue;
+        }
+        dt_trace *t = NULL;
+        dt_bubble_stats b;
+        if (dt_trace_read(argv[i], &t) != DT_OK || dt_bubble_stats_trace(t, -1, skip, &b) != DT_OK) {
+            fprintf(stderr, "dtbench bubbles: %s: %s\n", argv[i], dt_last_error());
+            dt_trace_free(t);
+            bad = 1;
+            continue;
+        }
+        printf("%s stage=%d steps=%d mean_steps=%d bubble=%.4f bubble_fb=%.4f window_ms=%.3f forward_ms=%.3f "
+               "backward_ms=%.3f optim_ms=%.3f noise=%.4f\n",
+               argv[i], b.stage, b.n_steps, b.n_mean, b.mean, b.mean_fb, b.mean_window_ns * 1e-6,
+               b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : NAN,
+               b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : NAN, b.n_optim ? b.optim_ns * 1e-6 / b.n_optim : NAN,
+               trace_noise(t, b.pid, skip));
+        dt_bubble_stats_free(&b);
+        dt_trace_free(t);
+    }
+    return bad;
+}
+
+/* Pipeline: every schedule and m in {2, 4, 8, 16} on p = the world size
+ * stages (or --pipeline-model-parallel-size p with p x d ranks), run under
+ * mpirun. Per (schedule, m): `steps` training steps of the equal-cost GPT
+ * (--num-layers blocks split evenly, or --pipeline-split) with a trace to a
+ * temporary file; each rank reads its trace back and computes its stage's
+ * bubble (dt_bubble_stats_trace, steps after the first), rank 0 gathers
+ * them (averaged over the d pipelines; every rank gets every figure, so all
+ * agree to repeat a run whose compute times show another process took a
+ * core, at most 3 runs, unless there are more ranks than cores) and prints the step time (mean of
+ * steps after the first), the bubble per stage and its mean (optim_step
+ * counted as busy, and forward/backward only), (p-1)/(m+p-1), their ratio
+ * for gpipe and 1f1b, and the trainer's per-stage peak activation bytes and
+ * weight versions alive at once (from its summary). Activations cross
+ * stages as MPI messages of B*T*C*4 bytes: unless the environment says
+ * otherwise, Open MPI's shared-memory eager limit is raised above that, so
+ * a send completes without the sender entering MPI again (see
+ * bench/README.md). */
+enum { PIPE_NV = 6, PIPE_ATTEMPTS = 3 };
+#define PIPE_NOISE_MAX 0.05 /* a run noisier than this is repeated (at most PIPE_ATTEMPTS runs) */
+
+static const char *pipe_path(char *buf, size_t n, const char *dir, const char *name)
+{
+    snprintf(buf, n, "%s/%s", dir, name);
+    return buf;
+}
+
+/* The summary's pipeline arrays, into peak[p] and versions[p]. */
+static void pipe_summary_figures(const char *path, int p, double *peak, double *versions)
+{
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    json_t *pl = root ? json_object_get(root, "pipeline") : NULL;
+    json_t *a = pl ? json_object_get(pl, "stage_peak_activation_bytes") : NULL;
+    json_t *v = pl ? json_object_get(pl, "stage_weight_versions") : NULL;
+    if (!json_is_array(a) || !json_is_array(v) || (int)json_array_size(a) != p || (int)json_array_size(v) != p) {
+        fprintf(stderr, "dtbench pipeline: %s: no pipeline figures for %d stages in the summary\n", path, p);
+        exit(1);
+    }
+    for (int s = 0; s < p; s++) {
+        peak[s] = json_number_value(json_array_get(a, s));
+        versions[s] = json_number_value(json_array_get(v, s));
+    }
+    json_decref(root);
+}
+
+static int cmd_pipeline(int p, int threads, int B, int T, int L, int C, const int *split, int steps, const char *keep)
+{
+    dt_comm *c;
+    char eager[32];
+    /* activation messages: B*T*C floats plus the transport's header */
+    const long long msg = (long long)B * T * C * 4;
+    snprintf(eager, sizeof eager, "%lld", msg + 4096);
+    setenv("OMPI_MCA_btl_vader_eager_limit", eager, 0); /* read by MPI_Init; the caller's setting wins */
+    /* room for 16 (the largest m) eager messages in flight, with margin */
+    long long seg = 4 << 20;
+    while (seg < 8 * 16 * (msg + 4096)) seg *= 2;
+    char segment[32];
+    snprintf(segment, sizeof segment, "%lld", seg);
+    setenv("OMPI_MCA_btl_vader_segment_size", segment, 0);
+    if (dt_comm_mpi_world(&c) != DT_OK) die("pipeline");
+    const int n = c->size, r = c->rank;
+    if (p <= 0) p = n;
+    if (p < 2 || n % p != 0) {
+        if (r == 0)
+            fprintf(stderr, "dtbench pipeline: %d rank(s) for --pipeline-model-parallel-size %d: run under mpirun "
+                            "with p x d ranks, p >= 2 (mpirun -np 2 ./dtbench pipeline)\n", n, p);
+        dt_comm_free(c);
+        dt_comm_finalize();
+        return 2;
+    }
+    const int d = n / p;
+    /* more ranks than cores: every run is "disturbed" by the others, repeating is useless */
+    const int attempts = n > sysconf(_SC_NPROCESSORS_ONLN) ? 1 : PIPE_ATTEMPTS;
+    char dir[512] = "", path[640], summary[640], name[64];
+    if (keep) {
+        snprintf(dir, sizeof dir, "%s", keep);
+    } else {
+        char tmpl[] = "/tmp/dtbench-pipeline.XXXXXX";
+        if (!mkdtemp(tmpl)) {
+            fprintf(stderr, "dtbench pipeline: cannot create a temporary directory in /tmp\n");
+            exit(1);
+        }
+        snprintf(dir, sizeof dir, "%s", tmpl);
+    }
+    static const dt_sched_kind kinds[4] = {DT_SCHED_GPIPE, DT_SCHED_1F1B, DT_SCHED_PIPEDREAM, DT_SCHED_PIPEDREAM_VSYNC};
+    static const int ms[4] = {2, 4, 8, 16};
+    float *allf = calloc((size_t)n * PIPE_NV, sizeof *allf);
+    double *all = calloc((size_t)n * PIPE_NV, sizeof *all), *peak = calloc((size_t)p, sizeof *peak),
+           *vers = calloc((size_t)p, sizeof *vers), *bub = calloc((size_t)p, sizeof *bub),
+           *bfb = calloc((size_t)p, sizeof *bfb), *fw = calloc((size_t)p, sizeof *fw), *bw = calloc((size_t)p, sizeof *bw);
+    if (!allf || !all || !peak || !vers || !bub || !bfb || !fw || !bw) die("out of memory");
+    int n_fb = 0; /* gpipe/1f1b runs in fw/bw */
+    if (r == 0) {
+        printf("# dtbench pipeline: p = %d stages x d = %d pipeline(s), %d rank(s), %d thread(s) per rank; GPT %d "
+               "blocks, width %d, T = %d, micro-batch %d; split ", p, d, n, threads, L, C, T, B);
+        for (int s = 0; s < p; s++) printf("%s%d", s ? "," : "", split[0] ? split[s] : L / p + (s < L % p));
+        printf("\n# %d steps per run, figures over steps 2..%d; activation message %lld bytes, "
+               "OMPI_MCA_btl_vader_eager_limit=%s, OMPI_MCA_btl_vader_segment_size=%s\n", steps, steps, msg,
+               getenv("OMPI_MCA_btl_vader_eager_limit"), getenv("OMPI_MCA_btl_vader_segment_size"));
+        printf("# bubble(t) = 1 - (forward + backward + optim_step) / window(t) per stage (dt_trace_stats.h); "
+               "fb: forward + backward only; formula (p-1)/(m+p-1)\n# noise: compute time above the median "
+               "forward/backward duration, worst stage (a few %% when quiet; above 0.05 another process took a core)\n");
+        printf("# %-15s %3s %9s  %-*s %6s  %-*s %6s %7s %6s %6s  %-*s %-14s %s\n", "schedule", "m", "step_ms", 7 * p,
+               "bubble/stage", "mean", 7 * p, "fb/stage", "fb", "formula", "ratio", "r_fb", 11 * p,
+               "peak_act_bytes/stage", "versions/stage", "noise");
+        fflush(stdout);
+    }
+    for (int k = 0; k < 4; k++) {
+        for (int mi = 0; mi < 4; mi++) {
+            const int m = ms[mi];
+            double noise = 0, secs = 0;
+            for (int attempt = 0; attempt < attempts; attempt++) {
+                dt_train_config cfg;
+                dt_train_config_default(&cfg);
+                snprintf(cfg.model_name, sizeof cfg.model_name, "custom");
+                cfg.model.num_layers = L;
+                cfg.model.hidden_size = C;
+                cfg.model.num_heads = 4;
+                cfg.model.seq_len = T;
+                cfg.seq_length = T;
+                cfg.micro_batch_size = B;
+                cfg.global_batch_size = B * m * d;
+                cfg.train_iters = steps;
+                cfg.lr.warmup_iters = 1;
+                cfg.lr.decay_iters = steps;
+                cfg.eval_iters = 1;
+                cfg.threads = threads;
+                cfg.comm = c;
+                cfg.pipeline_size = p;
+                cfg.pipeline_schedule = kinds[k];
+                for (int s = 0; s < p && split[0]; s++) cfg.pipeline_split[s] = split[s];
+                snprintf(name, sizeof name, "%s-m%d.json", dt_sched_kind_name(kinds[k]), m);
+                cfg.trace_path = pipe_path(path, sizeof path, dir, name);
+                dt_trainer *tr;
+                if (dt_trainer_create(&cfg, &tr) != DT_OK) die("pipeline: trainer");
+                secs = 0;
+                for (int t = 0; t < steps; t++) {
+                    dt_train_stats st;
+                    if (dt_trainer_step(tr, &st) != DT_OK) die("pipeline: step");
+                    if (t > 0 || steps == 1) secs += st.step_seconds;
+                }
+                secs /= steps > 1 ? steps - 1 : 1;
+                if (dt_trainer_finish(tr) != DT_OK) die("pipeline: trace");
+                if (r == 0) {
+                    if (dt_trainer_write_summary(tr, pipe_path(summary, sizeof summary, dir, "summary.json"), NULL, NULL) !=
+                        DT_OK)
+                        die("pipeline: summary");
+                    pipe_summary_figures(summary, p, peak, vers);
+                    remove(summary);
+                }
+                dt_trainer_free(tr);
+                /* this rank's stage from its own trace */
+                char mine[720];
+                snprintf(mine, sizeof mine, "%s/%s-m%d.rank%d.json", dir, dt_sched_kind_name(kinds[k]), m, r);
+                dt_trace *tt;
+                dt_bubble_stats b;
+                if (dt_trace_read(mine, &tt) != DT_OK || dt_bubble_stats_trace(tt, -1, 1, &b) != DT_OK)
+                    die("pipeline: bubble");
+                double v[PIPE_NV] = {b.stage, b.mean, b.mean_fb, b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : 0,
+                                     b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : 0, trace_noise(tt, b.pid, 1)};
+                dt_bubble_stats_free(&b);
+                dt_trace_free(tt);
+                if (!keep) remove(mine);
+                /* every rank's figures on every rank (floats are enough), so all agree on a repeat */
+                for (size_t i = 0; i < (size_t)n * PIPE_NV; i++) allf[i] = 0;
+                for (int i = 0; i < PIPE_NV; i++) allf[(size_t)r * PIPE_NV + i] = (float)v[i];
+                if (dt_comm_allreduce(c, allf, (size_t)n * PIPE_NV, DT_ALLREDUCE_RING, NULL) != DT_OK)
+                    die("pipeline: gather");
+                for (size_t i = 0; i < (size_t)n * PIPE_NV; i++) all[i] = allf[i];
+                noise = 0;
+                for (int i = 0; i < n; i++)
+                    if (all[(size_t)i * PIPE_NV + 5] > noise) noise = all[(size_t)i * PIPE_NV + 5];
+                if (noise <= PIPE_NOISE_MAX || attempt == attempts - 1) break;
+                if (r == 0) printf("  (%s m=%d: disturbed, noise %.3f: repeated)\n", dt_sched_kind_name(kinds[k]), m, noise);
+            }
+            if (r != 0) continue;
+            for (int s = 0; s < p; s++) bub[s] = bfb[s] = 0;
+            for (int i = 0; i < n; i++) {
+                const int s = (int)all[(size_t)i * PIPE_NV];
+                if (s < 0 || s >= p) {
+                    fprintf(stderr, "dtbench pipeline: rank %d's trace names stage %d\n", i, s);
+                    exit(1);
+                }
+                bub[s] += all[(size_t)i * PIPE_NV + 1] / d;
+                bfb[s] += all[(size_t)i * PIPE_NV + 2] / d;
+                if (k < 2 && noise <= PIPE_NOISE_MAX)
+                    fw[s] += all[(size_t)i * PIPE_NV + 3] / d, bw[s] += all[(size_t)i * PIPE_NV + 4] / d;
+            }
+            n_fb += k < 2 && noise <= PIPE_NOISE_MAX;
+            double mean = 0, mean_fb = 0;
+            for (int s = 0; s < p; s++) mean += bub[s] / p, mean_fb += bfb[s] / p;
+            const double f = dt_schedule_bubble_formula(p, m);
+            char cell[64];
+            printf("  %-15s %3d %9.2f  ", dt_sched_kind_name(kinds[k]), m, secs * 1e3);
+            for (int s = 0; s < p; s++) printf("%6.3f ", bub[s]);
+            printf("%6.3f  ", mean);
+            for (int s = 0; s < p; s++) printf("%6.3f ", bfb[s]);
+            printf("%6.3f %7.3f ", mean_fb, f);
+            if (k < 2)
+                printf("%6.2f %6.2f  ", mean / f, mean_fb / f);
+            else
+                printf("%6s %6s  ", "-", "-");
+            for (int s = 0; s < p; s++) {
+                snprintf(cell, sizeof cell, "%.0f", peak[s]);
+                printf("%10s ", cell);
+            }
+            for (int s = 0; s < p; s++) printf("%s%.0f", s ? "," : " ", vers[s]);
+            printf("%*s%6.3f\n", 14 - 2 * p, "", noise);
+            fflush(stdout);
+        }
+    }
+    if (r == 0 && n_fb > 0) {
+        printf("# balance (gpipe and 1f1b runs, steps 2..%d): ms per micro-batch on each stage\n", steps);
+        for (int s = 0; s < p; s++)
+            printf("#   stage %d: forward %.3f backward %.3f total %.3f\n", s, fw[s] / n_fb, bw[s] / n_fb,
+                   (fw[s] + bw[s]) / n_fb);
+    }
+    free(allf), free(all), free(peak), free(vers), free(bub), free(bfb), free(fw), free(bw);
+    if (!keep) rmdir(dir);
+    dt_comm_free(c);
+    if (dt_comm_finalize() != DT_OK) die("finalize");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0, ar_iters = 0;
     int fp16 = 0, bf16 = 0, skip_no_device = 0;
+    int pp_size = 0, pp_layers = 8, pp_hidden = 128;
+    const char *pp_split = NULL, *pp_keep = NULL;
     int64_t ar_chunk = 1024 * 1024, ar_min = 4 * 1024, ar_max = 64 * 1024 * 1024, gelu_n = (int64_t)64 << 20;
     const char *model = "small", *device = NULL;
     dt_arg args[] = {
@@ -853,10 +1182,21 @@ int main(int argc, char **argv)
         {"--iters", DT_ARG_INT, &ar_iters, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
          "allreduce: timed calls per size and algorithm (0: 1 GiB / size, 10 to 5000); gelu: launches per trial "
          "(0: about 0.1 s)", NULL, 0},
+        {"--pipeline-model-parallel-size", DT_ARG_INT, &pp_size, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 64, NULL, NULL,
+         "pipeline: stages p (0: every rank is a stage)", NULL, 0},
+        {"--num-layers", DT_ARG_INT, &pp_layers, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1024, NULL, NULL,
+         "pipeline: transformer blocks", NULL, 0},
+        {"--hidden-size", DT_ARG_INT, &pp_hidden, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 65536, NULL, NULL,
+         "pipeline: model width (4 heads)", NULL, 0},
+        {"--pipeline-split", DT_ARG_STRING, &pp_split, 0, 0, 0, NULL, "N,N,...", "pipeline: blocks per stage",
+         "even", 0},
+        {"--trace-dir", DT_ARG_STRING, &pp_keep, 0, 0, 0, NULL, "DIR",
+         "pipeline: keep each run's traces in DIR (SCHEDULE-mM.rankR.json, for Perfetto)", "temporary, removed", 0},
         {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
-    const char *usage = "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce [--flag value]...\n"
+    const char *usage = "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline [--flag value]...\n"
+                        "       dtbench bubbles [--skip N] TRACE...\n"
                         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
                         "fp16 peaks through the backend\n"
                         "  gelu       GPU: FP32 GELU vs the f16/bf16 half2 kernel, elements/s, GB/s and fraction of the "
@@ -868,12 +1208,18 @@ int main(int argc, char **argv)
                         "iterations)\n"
                         "  amp        fraction of gradients that underflow in fp16 with and without loss scaling "
                         "(--steps: FP32 training steps before the second measurement)\n"
-                        "  allreduce  nccl-tests table of ring, tree, naive and mpi allreduce (run under mpirun)";
+                        "  allreduce  nccl-tests table of ring, tree, naive and mpi allreduce (run under mpirun)\n"
+                        "  pipeline   every pipeline schedule for m = 2, 4, 8, 16 (run under mpirun -np p): step time, "
+                        "bubble per stage against (p-1)/(m+p-1), peak activation bytes and weight versions per stage "
+                        "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
+                        "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "
+                        "bubble over the steps >= --skip (default 1)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "bubbles") == 0) return cmd_bubbles(argc, argv); /* file arguments: its own parser */
     if (dt_args_parse("dtbench", args, n_args, argc - 1, argv + 1) != DT_ARGS_OK) return 2;
     if (help) {
         dt_args_print_help(stdout, usage, args, n_args);
@@ -912,8 +1258,23 @@ int main(int argc, char **argv)
         return cmd_largebatch(threads, dt_args_given(args, n_args, "--steps") ? steps : 1600,
                               dt_args_given(args, n_args, "--micro-batch-size") ? B : 64);
     if (strcmp(cmd, "allreduce") == 0) return cmd_allreduce(ar_chunk, ar_min, ar_max, ar_iters);
+    if (strcmp(cmd, "pipeline") == 0) {
+        int split[64] = {0};
+        if (pp_split) {
+            int64_t v[64];
+            int count = 0;
+            if (dt_args_parse_int_list("dtbench", "--pipeline-split", pp_split, DT_ARG_HAS_MIN, 1, 0, v, 64, &count) !=
+                DT_ARGS_OK)
+                return 2;
+            for (int i = 0; i < count; i++) split[i] = (int)v[i];
+        }
+        return cmd_pipeline(pp_size, threads, dt_args_given(args, n_args, "--micro-batch-size") ? B : 4,
+                            dt_args_given(args, n_args, "--seq-length") && T > 0 ? T : 64, pp_layers, pp_hidden, split,
+                            dt_args_given(args, n_args, "--steps") ? steps : 6, pp_keep);
+    }
     fprintf(stderr,
-            "dtbench: '%s': unknown command (expected gemm, gelu, train, recompute, largebatch, amp or allreduce)\n",
+            "dtbench: '%s': unknown command (expected gemm, gelu, train, recompute, largebatch, amp, allreduce, "
+            "pipeline or bubbles)\n",
             cmd);
     return 2;
 }

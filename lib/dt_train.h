@@ -86,6 +86,10 @@ typedef struct dt_train_config {
     dt_ps_mode ps_mode;
     int num_ps_servers;      /* K >= 1 with a ps mode; 0 otherwise */
     int max_staleness;       /* ps-async: bound on a push's staleness (< 0: none) */
+    /* ZeRO-1 (--use-distributed-optimizer): the optimizer state sharded over
+     * the data-parallel ranks (gradients reduce-scattered, each rank updates
+     * its shard, weights all-gathered; docs/zero.md). */
+    int use_distributed_optimizer;
     /* Pipeline parallelism (with comm): comm's ranks form size/p pipelines
      * of p stages (docs/pipeline.md); 1 turns it off. */
     int pipeline_size;           /* --pipeline-model-parallel-size p */

@@ -26,9 +26,11 @@ libdtrain_core_la_SOURCES = \
 	lib/data_text.c \
 	lib/trace_write.c \
 	lib/trace_read.c \
+	lib/trace_stats.c \
 	lib/train.c \
 	lib/update.c \
 	lib/ps.c \
+	lib/zero.c \
 	lib/schedule.c \
 	lib/stage.c \
 	lib/pipeline.c \
@@ -69,6 +71,7 @@ include_HEADERS += \
 	lib/dt_optim.h \
 	lib/dt_data.h \
 	lib/dt_trace.h \
+	lib/dt_trace_stats.h \
 	lib/dt_train.h \
 	lib/dt_half.h \
 	lib/dt_loss_scaler.h \
@@ -85,6 +88,7 @@ noinst_HEADERS += \
 	lib/comm_internal.h \
 	lib/update.h \
 	lib/ps.h \
+	lib/zero.h \
 	lib/stage.h \
 	lib/pipeline.h \
 	lib/tp.h

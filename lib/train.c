@@ -33,6 +33,7 @@
 #include "dt_trace.h"
 #include "pipeline.h"
 #include "ps.h"
+#include "zero.h"
 #include "update.h"
 
 struct dt_trainer {
@@ -57,6 +58,7 @@ struct dt_trainer {
     dt__ps *ps;            /* parameter server (cfg.ps_mode), else NULL */
     dt_comm *gcomm;        /* owned: NCCL over cfg.comm's ranks for device gradients (--device cuda), else NULL */
     dt__pipe *pipe;        /* pipeline parallelism (cfg.pipeline_size > 1): this rank's stage, else NULL */
+    dt__zero *zero;        /* ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
     float *pipe_whole;     /* rank 0, after the last step: the whole model's weights (host), for the summary */
     size_t pipe_numel;
     double *pipe_figures;  /* (3p) after the last step: per stage peak activation bytes, versions alive, versions in flight */
@@ -348,6 +350,19 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
                        cfg->ps_mode != DT_PS_NONE ? "workers" : "data-parallel ranks");
     }
     if (cfg->slow_ms < 0) return DT_FAIL(DT_ERR_INVALID, "--slow-rank: MS %d: expected >= 0", cfg->slow_ms);
+    if (cfg->use_distributed_optimizer) {
+        if (cfg->ps_mode != DT_PS_NONE)
+            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
+                                           "parameter server");
+        if (cfg->pipeline_size > 1)
+            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer with --pipeline-model-parallel-size: not "
+                                           "supported yet");
+        if (cfg->optim.kind == DT_OPTIM_LARS || cfg->optim.kind == DT_OPTIM_LAMB)
+            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, "
+                                           "which the sharded optimizer splits across ranks (use --optimizer sgd or "
+                                           "adamw)",
+                           dt_optim_kind_name(cfg->optim.kind));
+    }
     const int cuda = cfg->device && strcmp(cfg->device, "cuda") == 0;
     if (cuda && cfg->ps_mode != DT_PS_NONE)
         return DT_FAIL(DT_ERR_INVALID, "--allreduce %s runs on --device cpu (the servers' messages are host memory)",
@@ -518,6 +533,7 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "num_ps_servers", json_integer(ps ? cfg->num_ps_servers : 0), &bad);
     dt__jset(o, "pipeline_model_parallel_size", json_integer(cfg->pipeline_size), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);
+    dt__jset(o, "use_distributed_optimizer", json_boolean(cfg->use_distributed_optimizer), &bad);
     dt__jset(o, "max_staleness", cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness)
                                                                                           : json_null(),
              &bad);
@@ -819,6 +835,12 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
                                  .layout = dt__tr_layout(tr)};
         DT_CHECK_GOTO(dt__ps_create(&ps, &tr->ps), st, fail);
         tr->dp_comm = dt__ps_workers(tr->ps);
+    } else if (cfg->use_distributed_optimizer && tr->dp_size > 1) {
+        /* the device gradients' communicator: NCCL on the GPU (made here, before the buckets would) */
+        if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK_GOTO(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm), st, fail);
+        DT_CHECK_GOTO(dt__zero_create(tr->gcomm ? tr->gcomm : cfg->comm, tr->be, dt__tr_layout(tr), &tr->cfg.optim,
+                                      &tr->zero),
+                      st, fail);
     } else {
         DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt__tr_layout(tr)), st, fail);
         tr->opt_ready = 1;
@@ -863,9 +885,9 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         dt__tr_set_hook(tr, 1);
     }
     /* device gradients travel through NCCL (the host communicator keeps the losses and counts) */
-    if (tr->dp_size > 1 && !tr->ps && !tr->pipe && tr->be->device == DT_DEVICE_CUDA)
+    if (tr->dp_size > 1 && !tr->ps && !tr->pipe && !tr->gcomm && tr->be->device == DT_DEVICE_CUDA)
         DT_CHECK_GOTO(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm), st, fail);
-    if (tr->dp_size > 1 && tr->model && !tr->ps) {
+    if (tr->dp_size > 1 && tr->model && !tr->ps && !tr->zero) { /* ZeRO-1 reduce-scatters after the backward */
         DT_CHECK_GOTO(dt__buckets_init(tr), st, fail);
         dt__tr_set_hook(tr, 1);
     }
@@ -908,6 +930,7 @@ void dt_trainer_free(dt_trainer *tr)
     }
     dt__ps_free(tr->ps);
     dt__pipe_free(tr->pipe);
+    dt__zero_free(tr->zero);
     free(tr->pipe_whole);
     free(tr->pipe_figures);
     dt_comm_free(tr->gcomm);
@@ -1290,6 +1313,23 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     if (tr->ps) { /* push the gradients, pull the servers' new weights */
         t_opt = dt_time_ns();
         DT_CHECK(dt__ps_step(tr, &loss_sum, S, &ur, &rep));
+    } else if (tr->zero) { /* reduce-scatter, update this rank's shard, all-gather the weights */
+        float l = (float)loss_sum;
+        DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));
+        loss_sum = l;
+        DT_CHECK(dt__loss_check(tr, loss_sum));
+        t_opt = dt_time_ns();
+        const dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
+                                         .hook = tr->trace ? dt__comm_hook : NULL,
+                                         .hook_ctx = tr};
+        const dt__zero_step_args za = {.scaler = tr->cfg.use_loss_scaling ? &tr->scaler : NULL,
+                                       .loss_scale = S,
+                                       .lr = &tr->lr,
+                                       .position = tr->iter,
+                                       .clip_grad = tr->cfg.clip_grad,
+                                       .coll = &opts,
+                                       .scalar_comm = tr->cfg.comm};
+        DT_CHECK(dt__zero_step(tr->zero, dt__tr_params(tr), grads, &za, &ur));
     } else {
         if (tr->dp_size > 1) DT_CHECK(dt__dp_reduce(tr, &loss_sum));
         DT_CHECK(dt__loss_check(tr, loss_sum));
@@ -1637,6 +1677,11 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "loss_scale_backoffs", json_integer(ls ? tr->scaler.backoffs : 0), &bad);
         dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
+        /* this rank's: the whole model's, or its shard's under --use-distributed-optimizer */
+        dt__jset(o, "optimizer_state_bytes",
+                 json_integer((json_int_t)(tr->zero ? dt__zero_state_bytes(tr->zero)
+                                                    : tr->opt_ready ? dt_optim_state_bytes(&tr->opt) : 0)),
+                 &bad);
         dt__jset(o, "parameter_server", dt__ps_summary(tr), &bad);
         dt__jset(o, "pipeline", dt__pipe_summary(tr), &bad);
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);

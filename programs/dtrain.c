@@ -60,7 +60,7 @@ typedef struct dtrain_opts {
     int64_t log_interval, eval_interval;
     int eval_iters;
     const char *trace, *summary;
-    int pipeline_size, print_schedule;
+    int pipeline_size, print_schedule, distributed_optimizer;
     const char *pipeline_schedule, *pipeline_split;
     int help, version;
 } dtrain_opts;
@@ -168,6 +168,9 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          "gradients summed by our ring, recursive halving-doubling, reduce+broadcast, MPI_Allreduce, ncclAllReduce (--device cuda), or a "
          "parameter server (synchronous or asynchronous)",
          NULL, 0},
+        {"--use-distributed-optimizer", DT_ARG_FLAG, &o->distributed_optimizer, 0, 0, 0, NULL, NULL,
+         "ZeRO-1: shard the optimizer state over the data-parallel ranks (reduce-scatter, update, all-gather)", "off",
+         0},
         {"--num-ps-servers", DT_ARG_INT, &o->num_ps_servers, MIN1, NULL, "K",
          "ps-sync/ps-async: the last K ranks are servers holding shards of the weights and optimizer state", "1", 0},
         {"--max-staleness", DT_ARG_INT, &o->max_staleness, MIN0, NULL, "S",
@@ -417,6 +420,7 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         cfg->max_staleness = o->max_staleness;
     }
     cfg->pipeline_size = o->pipeline_size;
+    cfg->use_distributed_optimizer = o->distributed_optimizer;
     if (dt_sched_kind_parse(o->pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
@@ -606,6 +610,10 @@ static void dtrain_print_setup(const dt_trainer *tr)
                c->comm->size - c->num_ps_servers, c->comm->size - c->num_ps_servers == 1 ? "" : "s",
                c->num_ps_servers, c->num_ps_servers == 1 ? "" : "s", c->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async",
                c->ps_mode == DT_PS_ASYNC && c->max_staleness >= 0 ? ", bounded staleness" : "");
+    else if (c->comm && c->use_distributed_optimizer)
+        printf("parallel: %d data-parallel rank%s, ZeRO-1: gradients reduce-scattered, optimizer state sharded, "
+               "weights all-gathered\n",
+               c->comm->size, c->comm->size == 1 ? "" : "s");
     else if (c->comm)
         printf("parallel: %d data-parallel rank%s, gradients summed by %s allreduce%s\n", c->comm->size,
                c->comm->size == 1 ? "" : "s", dt_allreduce_algo_name(c->allreduce),
@@ -717,6 +725,18 @@ int main(int argc, char **argv)
     /* Under mpirun every rank is a data-parallel worker; rank 0 reports. */
     dt_comm *comm = NULL;
     if (dtrain_launched_by_mpirun()) {
+        if (cfg.pipeline_size > 1) {
+            /* Open MPI's shared memory sends a message above its eager limit
+             * (4 KiB) only when the sender calls MPI again, i.e. after its
+             * next compute: the stages would run one after the other. Raise
+             * the limit above an activation and give the segment room for
+             * several in flight, unless the user set them (read by MPI_Init). */
+            char eager[32];
+            const long long act = (long long)cfg.micro_batch_size * cfg.seq_length * cfg.model.hidden_size * 4;
+            snprintf(eager, sizeof eager, "%lld", act + 4096);
+            setenv("OMPI_MCA_btl_vader_eager_limit", eager, 0);
+            setenv("OMPI_MCA_btl_vader_segment_size", "33554432", 0);
+        }
         if (dt_comm_mpi_world(&comm) != DT_OK) {
             fprintf(stderr, PROG ": %s\n", dt_last_error());
             return 1;

@@ -5,7 +5,9 @@
 # For n = 2 and 4 ranks (oversubscribed on 2 cores) and every --allreduce
 # algorithm (and the ring with small gradient buckets), `mpirun -np n dtrain` with micro-batch 2 and global batch 8
 # must end with the same training loss, validation loss and weights
-# fingerprint (summary key param_probe) as one process with one batch of 8;
+# fingerprint (summary key param_probe) as one process with one batch of 8
+# (and so must ZeRO-1, --use-distributed-optimizer, whose rank 0 then holds
+# 1/n of the optimizer state);
 # so must ps-sync with 2 workers and 1 or 2 servers, and --fp16 with ps-sync
 # must skip the same overflowing steps as the ring.
 # Tolerance: relative 1e-4. The runs add the same per-row gradient
@@ -25,10 +27,11 @@ if ! timeout 120 "$DTRAIN" $COMMON --micro-batch-size 8 --global-batch-size 8 --
     echo "FAIL: serial run:" >&2; cat "$TMP/serial.out" >&2; exit 1
 fi
 for n in 2 4; do
-    for algo in ring tree naive mpi ring-buckets; do
+    for algo in ring tree naive mpi ring-buckets zero; do
         out=$TMP/dp$n-$algo
         extra="--allreduce $algo"
         [ "$algo" = ring-buckets ] && extra="--allreduce ring --bucket-size-mb 0.05"
+        [ "$algo" = zero ] && extra="--use-distributed-optimizer"
         if ! timeout 180 mpirun --oversubscribe --allow-run-as-root -np $n "$DTRAIN" $COMMON --micro-batch-size 2 \
                 --global-batch-size 8 $extra --allreduce-chunk-bytes 4096 --summary "$out.json" \
                 >"$out.out" 2>&1; then
@@ -44,6 +47,14 @@ for n in 2 4; do
         done
         echo "ok: -np $n --allreduce $algo matches the serial run"
     done
+    # ZeRO-1: this rank's optimizer state is its 1/n share of the serial run's
+    whole=$(key "$TMP/serial.json" optimizer_state_bytes); mine=$(key "$TMP/dp$n-zero.json" optimizer_state_bytes)
+    if awk -v w="$whole" -v m="$mine" -v n=$n 'BEGIN { exit !(w > 0 && m * n >= w && m * n <= w + 64 * n) }'; then
+        echo "ok: -np $n --use-distributed-optimizer holds $mine of $whole optimizer-state bytes on rank 0"
+    else
+        echo "FAIL: -np $n --use-distributed-optimizer: rank 0 holds $mine optimizer-state bytes of $whole (expected 1/$n)" >&2
+        failures=$((failures + 1))
+    fi
 done
 # The parameter server, synchronous: 2 workers (micro-batch 4) with 1 server
 # (-np 3) or 2 servers (-np 4, two shards) equal the serial run too.

@@ -15,8 +15,10 @@ DT_CHECK_SUITES = \
 	tests/check_mlp \
 	tests/check_stage \
 	tests/check_cuda_math \
-	tests/check_schedule
+	tests/check_schedule \
+	tests/check_trace_stats
 check_PROGRAMS += tests/check_comm
+check_PROGRAMS += tests/check_zero
 check_PROGRAMS += $(DT_CHECK_SUITES)
 TESTS += $(DT_CHECK_SUITES)
 
@@ -50,6 +52,9 @@ tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
 tests_check_schedule_SOURCES = tests/check_schedule.c tests/testutil.h
 tests_check_schedule_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_schedule_LDADD = $(DT_CHECK_LDADD)
+tests_check_trace_stats_SOURCES = tests/check_trace_stats.c tests/testutil.h
+tests_check_trace_stats_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)
@@ -86,6 +91,10 @@ tests_check_nccl_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 tests_check_comm_SOURCES = tests/check_comm.c tests/testutil.h
 tests_check_comm_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
 tests_check_comm_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
+# check_zero runs under mpirun with 1..4 ranks through tests/zero.sh
+tests_check_zero_SOURCES = tests/check_zero.c tests/testutil.h
+tests_check_zero_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
+tests_check_zero_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 else
 check-local:
 	@echo "Check (the unit-test library) was not found by configure: install it (./bootstrap) and re-run ./configure" >&2; exit 1
@@ -100,12 +109,15 @@ EXTRA_DIST += tests/nccl.sh
 # Tensor parallelism under mpirun.
 TESTS += tests/tp.sh
 EXTRA_DIST += tests/tp.sh
-# Pipeline parallelism under mpirun.
-TESTS += tests/pp.sh
-EXTRA_DIST += tests/pp.sh
+# Pipeline parallelism under mpirun; the measured bubble against (p-1)/(m+p-1).
+TESTS += tests/pp.sh tests/bubble.sh
+EXTRA_DIST += tests/pp.sh tests/bubble.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
+# ZeRO-1, the sharded optimizer, under mpirun.
+TESTS += tests/zero.sh
+EXTRA_DIST += tests/zero.sh
 # Check's per-test timeout is 4 s unless a suite sets its own: generous
 # limits keep a loaded 2-core CI machine from failing healthy tests.
 TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)' \
@@ -115,11 +127,16 @@ TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdi
 # The multi-rank tests oversubscribe the 2 cores with busy-polling MPI ranks:
 # run them after the heavy single-process suites (make -j2 check would
 # otherwise run them side by side and slow both to a crawl), one at a time.
+# With .sh a test extension, tests/comm.sh logs to tests/comm.log through a
+# suffix rule, so these lines add prerequisites instead of overriding rules.
+TEST_EXTENSIONS = .sh
 tests/comm.log: $(DT_CHECK_SUITES:=.log) tests/cli.log
 tests/dp.log: tests/comm.log
-tests/ps.log: tests/dp.log
+tests/zero.log: tests/dp.log
+tests/ps.log: tests/zero.log
 tests/pp.log: tests/ps.log
-tests/tp.log: tests/comm.log
+tests/tp.log: tests/pp.log
+tests/bubble.log: tests/tp.log
 # dtbench's GPU commands without a device (exit 1 / 77, one line) or, with
 # one, a small checked `dtbench gelu`; tests/gpu/device-check.sh is the
 # full GPU check (run by hand on a GPU machine).

@@ -1,0 +1,92 @@
+/* dt_trace_stats.h: figures computed from a trace (lib/trace_stats.c).
+ * Pure computation over events already in memory: no I/O, no clocks, so a
+ * real run's trace (dt_trace_read) and the simulator's events give their
+ * figures through the same code.
+ *
+ * Pipeline bubble of one rank's stage. The events used are the pipeline
+ * instructions: complete ('X') events with cat "pipeline" and an "iter" arg
+ * (docs/trace-format.md), of one pid. For each step t (the "iter" arg)
+ * that has such events:
+ *
+ *   window(t) = end of the stage's last instruction of step t
+ *               - start of its first instruction of step t
+ *               (every instruction counts: receives, sends, stash, drop)
+ *   busy(t)   = the summed durations of its "forward", "backward" and
+ *               "optim_step" events of step t
+ *   bubble(t) = 1 - busy(t) / window(t)      (0 when window(t) is 0)
+ *
+ * and mean = the mean of bubble(t) over the steps t >= skip (the first step
+ * is a warm-up: allocation, first touches, ranks starting apart). The
+ * forward/backward-only share, 1 - (forward + backward) / window, is given
+ * too (bubble_fb): it does not count the optimizer step as work, so it is
+ * the same whether or not the step's OPTIM_STEP includes waiting for the
+ * other stages (with p > 1, gpipe/1f1b allreduce the gradient norm over
+ * the pipeline inside OPTIM_STEP, so a stage that finishes first waits
+ * there, and that wait counts as busy in `bubble`).
+ *
+ * With equal per-stage costs and no communication time, gpipe and 1f1b give
+ * (p-1)/(m+p-1) on every stage when the window spans the whole step
+ * (dt_schedule_bubble_formula). Under pipedream the instructions of
+ * consecutive steps interleave (forwards of step t+1 run inside step t's
+ * window and are not counted in busy(t)), so its per-step bubble is an
+ * upper bound on the idle share, not the idle share.
+ *
+ * A stage runs one instruction at a time, so busy(t) <= window(t); a trace
+ * where events of one step overlap can give a negative bubble, which is
+ * reported as it is. */
+#ifndef DT_TRACE_STATS_H
+#define DT_TRACE_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_status.h"
+#include "dt_trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One step of one stage. */
+typedef struct dt_bubble_step {
+    int64_t iter;        /* the step (the events' "iter" arg) */
+    int64_t start_ns;    /* start of its first pipeline instruction */
+    int64_t end_ns;      /* end of its last one */
+    int64_t busy_ns;     /* forward + backward + optim_step */
+    int64_t fb_ns;       /* forward + backward */
+    int n_events;        /* pipeline instructions of the step */
+    int n_forward, n_backward, n_optim;
+    double bubble;       /* 1 - busy / window */
+    double bubble_fb;    /* 1 - fb / window */
+} dt_bubble_step;
+
+typedef struct dt_bubble_stats {
+    int pid;             /* the rank whose events were used */
+    int stage;           /* the events' "stage" extra; -1 when they carry none */
+    int skip;            /* steps with iter < skip are left out of the means */
+    int n_steps;         /* steps with pipeline events */
+    dt_bubble_step *steps; /* (n_steps) in ascending iter; free with dt_bubble_stats_free */
+    int n_mean;          /* steps in the means (iter >= skip) */
+    double mean;         /* mean of bubble over them (NAN when n_mean is 0) */
+    double mean_fb;      /* mean of bubble_fb over them (NAN when n_mean is 0) */
+    /* Over the steps in the means: compute per micro-batch on this stage
+     * (how balanced the stages are), and the optimizer steps. */
+    int64_t n_forward, n_backward, n_optim;
+    int64_t forward_ns, backward_ns, optim_ns;
+    double mean_window_ns; /* mean window(t) (NAN when n_mean is 0) */
+} dt_bubble_stats;
+
+/* The bubble of pid's stage from events ev[0..n-1] (any order). pid < 0:
+ * the only pid that has pipeline events (an error if there are several).
+ * skip >= 0. DT_ERR_INVALID when no pipeline events match or their "stage"
+ * extras disagree; DT_ERR_NOMEM. On success *out owns its steps array. */
+DT_API dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, int skip, dt_bubble_stats *out);
+/* The same over a trace read with dt_trace_read (one rank's file: pid -1). */
+DT_API dt_status dt_bubble_stats_trace(const dt_trace *t, int pid, int skip, dt_bubble_stats *out);
+/* Frees out->steps and clears *out; NULL and a cleared struct are fine. */
+DT_API void dt_bubble_stats_free(dt_bubble_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

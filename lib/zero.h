@@ -1,0 +1,82 @@
+/* zero.h: ZeRO-1, optimizer-state sharding over the data-parallel group
+ * (lib/zero.c), never installed; the trainer drives it for
+ * --use-distributed-optimizer. Design, data flow and limits: docs/zero.md.
+ *
+ * Of the n ranks of the data-parallel communicator, rank r owns segment r
+ * of the flat parameter buffer, [lo, lo + len) = dt_comm_segment(numel, n,
+ * r): exactly the segment the ring reduce-scatter leaves summed on rank r.
+ * Its optimizer (a dt_optim over the shard's own layout: the pieces of the
+ * model's tensors that fall inside the segment) keeps momentum / Adam
+ * moments for those len elements only, so optimizer state per rank falls
+ * by n. One step:
+ *
+ *   reduce-scatter the gradients (ring, in place): segment r summed on r;
+ *   dt__update_apply on the shard (params + lo, grads + lo), with the
+ *     [overflow, squared norm] pair summed over the group, so clipping and
+ *     loss scaling see the whole gradient and every rank skips together;
+ *   all-gather the parameters (ring): every rank has the whole new model.
+ *
+ * The FP32 parameters stay whole on every rank: they are the model's
+ * working weights (and, under mixed precision, the masters the half copy is
+ * made from), so only the optimizer state is sharded, not the masters.
+ *
+ * Invariants: every rank of dp calls create, step and free in the same
+ * order (they are collective); the layout's segments cover [0, numel) once;
+ * the shard's pieces keep the model tensors' order, decay flags and
+ * relative offsets, so each element takes exactly the arithmetic a
+ * dt_optim over the whole layout would give it; after a step every rank
+ * holds the same parameters. SGD and AdamW only (elementwise): LARS and
+ * LAMB need whole-tensor norms and are refused at create. */
+#ifndef DT_ZERO_H
+#define DT_ZERO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dt_comm.h"
+#include "dt_optim.h"
+#include "update.h"
+
+typedef struct dt__zero dt__zero;
+
+typedef struct dt__zero_step_args {
+    dt_loss_scaler *scaler;          /* NULL: no loss scaling (the same state machine on every rank) */
+    float loss_scale;                /* S the gradients carry (with scaler) */
+    const dt_lr_schedule *lr;
+    int64_t position;                /* updates attempted before this one (the iteration) */
+    float clip_grad;                 /* <= 0: no clipping */
+    const dt_collective_opts *coll;  /* chunking and trace hook of the reduce-scatter and all-gather (NULL: defaults) */
+    /* The communicator for the few host floats of the step (overflow flag,
+     * squared norm, first overflowing tensor): the same ranks as dp in the
+     * same order, on host memory. NULL: dp itself, which must then take
+     * host memory (self, mpi; not nccl). */
+    dt_comm *scalar_comm;
+} dt__zero_step_args;
+
+/* Collective over dp. layout is the whole model's (kept by pointer: it
+ * must outlive z); optim its optimizer, sgd or adamw (lars and lamb fail
+ * with DT_ERR_INVALID naming --use-distributed-optimizer). be holds the
+ * state and runs the update. */
+dt_status dt__zero_create(dt_comm *dp, dt_backend *be, const dt_paramset *layout, const dt_optim_config *optim,
+                          dt__zero **out);
+void dt__zero_free(dt__zero *z);
+
+/* One update (collective). params (numel) and grads (numel) are the whole
+ * flat buffers in be's memory; grads hold this rank's contribution,
+ * pre-weighted so that their sum over ranks is the step's gradient. On
+ * return params hold the new weights on every rank (unchanged everywhere
+ * when the step was skipped); grads are consumed: segment r holds the
+ * summed (unscaled) gradient, the rest partial sums, so zero them before
+ * the next accumulation. r as dt__update_apply's, the same on every rank:
+ * first_bad is the model index of the first overflowing tensor (backward
+ * order) over all shards. */
+dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero_step_args *a, dt__update_result *r);
+
+/* This rank's optimizer state in bytes (its segment's share of the whole). */
+size_t dt__zero_state_bytes(const dt__zero *z);
+/* This rank's segment of the flat buffer: [*lo, *lo + *len). */
+void dt__zero_shard(const dt__zero *z, size_t *lo, size_t *len);
+/* The shard's own layout (pieces of the model's tensors, offsets from lo). */
+const dt_paramset *dt__zero_layout(const dt__zero *z);
+
+#endif
