@@ -70,17 +70,9 @@ struct dt__pipe {
 
 int dt__pipe_stage(const dt__pipe *pp) { return pp->stage; }
 int dt__pipe_dp_index(const dt__pipe *pp) { return pp->dpi; }
-int dt__pipe_dp_size(const dt__pipe *pp) { return pp->d; }
-const dt_schedule *dt__pipe_schedule(const dt__pipe *pp) { return pp->sched; }
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp) { return dt__stage_peak_activation_bytes(pp->st); }
 int dt__pipe_max_versions(const dt__pipe *pp) { return pp->max_versions; }
 int dt__pipe_max_versions_in_flight(const dt__pipe *pp) { return pp->max_versions_in_flight; }
-
-int dt__pipe_version_used(const dt__pipe *pp, int mb, int backward)
-{
-    if (mb < 0 || mb >= pp->total_mb) return -1;
-    return pp->used[2 * mb + (backward ? 1 : 0)];
-}
 
 static int dt__pipe_async(const dt__pipe *pp)
 {

@@ -66,8 +66,6 @@ void dt__pipe_free(dt__pipe *pp);
 
 int dt__pipe_stage(const dt__pipe *pp);
 int dt__pipe_dp_index(const dt__pipe *pp);
-int dt__pipe_dp_size(const dt__pipe *pp);
-const dt_schedule *dt__pipe_schedule(const dt__pipe *pp);
 
 typedef struct dt__pipe_stats {
     float loss;        /* the step's mean loss (every rank) */
@@ -92,9 +90,6 @@ dt_status dt__pipe_gather(dt__pipe *pp, float *whole, size_t numel);
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp);
 int dt__pipe_max_versions(const dt__pipe *pp);
 int dt__pipe_max_versions_in_flight(const dt__pipe *pp);
-/* The weight version used by the last FORWARD and BACKWARD of micro-batch
- * mb on this stage (-1 if unknown): the tests compare them. */
-int dt__pipe_version_used(const dt__pipe *pp, int mb, int backward);
 /* Over every stage (collective, after the last step): micro-batches whose
  * backward used another version than their forward on some stage, and
  * micro-batches whose forward versions differ between stages (0 under

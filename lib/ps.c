@@ -53,7 +53,6 @@ dt_comm *dt__ps_workers(const dt__ps *ps) { return ps->is_server ? NULL : ps->gr
 int dt__ps_index(const dt__ps *ps) { return ps->index; }
 size_t dt__ps_shard_len(const dt__ps *ps, int s) { return ps->off[s + 1] - ps->off[s]; }
 int dt__ps_finished(const dt__ps *ps) { return ps->finished; }
-size_t dt__ps_state_bytes(const dt__ps *ps) { return ps->opt_ready ? dt_optim_state_bytes(&ps->opt) : 0; }
 
 /* Contiguous runs of whole tensors, cut where the running size first
  * reaches s/K of the model, each server keeping at least one tensor. */

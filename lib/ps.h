@@ -86,8 +86,6 @@ typedef struct dt__ps_server_env {
 
 /* Serve until every worker is done. */
 dt_status dt__ps_serve(dt__ps *ps, const dt__ps_server_env *env);
-/* Bytes of optimizer state this server holds (after dt__ps_serve started it; 0 on workers). */
-size_t dt__ps_state_bytes(const dt__ps *ps);
 
 /* ---- workers ------------------------------------------------------------ */
 
