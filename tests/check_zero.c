@@ -585,10 +585,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "check_zero: no communicator: %s (%s)\n", dt_last_error(), dt_last_error_site());
         return EXIT_FAILURE;
     }
-    const char *expect = getenv("DT_ZERO_EXPECT_SIZE");
+    const char *expect = getenv("DT_COMM_EXPECT_SIZE");
     int ok = 1;
     if (expect && *expect && atoi(expect) != g_world->size) {
-        fprintf(stderr, "check_zero: rank %d: the world has %d ranks, DT_ZERO_EXPECT_SIZE says %s\n", g_world->rank,
+        fprintf(stderr, "check_zero: rank %d: the world has %d ranks, DT_COMM_EXPECT_SIZE says %s\n", g_world->rank,
                 g_world->size, expect);
         ok = 0;
     }
