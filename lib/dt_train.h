@@ -93,6 +93,7 @@ typedef struct dt_train_config {
     /* Pipeline parallelism (with comm): comm's ranks form size/p pipelines
      * of p stages (docs/pipeline.md); 1 turns it off. */
     int pipeline_size;           /* --pipeline-model-parallel-size p */
+    int tensor_size;             /* --tensor-model-parallel-size t: each block's heads and MLP split over t ranks */
     dt_sched_kind pipeline_schedule; /* --pipeline-schedule (default 1f1b) */
     int pipeline_split[64];      /* --pipeline-split: blocks per stage (all 0: even) */
     /* Testing and teaching: rank slow_rank sleeps slow_ms milliseconds

@@ -24,6 +24,7 @@
 #include "pipeline.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@
 #include "dt_internal.h"
 #include "dt_time.h"
 #include "stage.h"
+#include "tp.h"
 #include "update.h"
 
 enum { DT__PIPE_TAG_ACT = 1, DT__PIPE_TAG_GRAD = 2, DT__PIPE_MAX_STASH = 64 };
@@ -42,9 +44,10 @@ typedef struct dt__stash {
 
 struct dt__pipe {
     dt__pipe_setup cfg;
-    int stage, dpi, d, p, slots;
-    dt_comm *pipe, *data;         /* host sub-communicators */
-    dt_comm *dpipe, *ddata;       /* device ones (NCCL) or NULL */
+    int stage, dpi, d, p, slots, t, tpi;
+    dt_comm *pipe, *data, *tpc;   /* host sub-communicators: pipeline, data-parallel group, tensor-parallel group */
+    dt_comm *dpipe, *ddata, *dtp; /* device ones (NCCL) or NULL */
+    dt__tp tp;                    /* the stage's tensor parallelism (t > 1) */
     dt_schedule *sched;
     dt__stage *st;
     dt_optim opt;
@@ -70,6 +73,8 @@ struct dt__pipe {
 
 int dt__pipe_stage(const dt__pipe *pp) { return pp->stage; }
 int dt__pipe_dp_index(const dt__pipe *pp) { return pp->dpi; }
+int dt__pipe_tp_index(const dt__pipe *pp) { return pp->tpi; }
+long long dt__pipe_tp_allreduces(const dt__pipe *pp) { return pp->tp.allreduces_fwd + pp->tp.allreduces_bwd; }
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp) { return dt__stage_peak_activation_bytes(pp->st); }
 int dt__pipe_max_versions(const dt__pipe *pp) { return pp->max_versions; }
 int dt__pipe_max_versions_in_flight(const dt__pipe *pp) { return pp->max_versions_in_flight; }
@@ -87,17 +92,23 @@ static dt_status dt__pipe_wait_send(dt__pipe *pp, dt_comm_request **q);
 dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
 {
     *out = NULL;
-    const int N = s->world->size;
-    if (s->p < 1 || N % s->p)
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it", s->p, N);
+    const int N = s->world->size, t = s->t > 0 ? s->t : 1;
+    if (s->p < 1 || N % (s->p * t))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--pipeline-model-parallel-size %d x --tensor-model-parallel-size %d: %d ranks are not a "
+                       "multiple of it",
+                       s->p, t, N);
     dt__pipe *pp = calloc(1, sizeof *pp);
     if (!pp) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
     dt_status st = DT_OK;
     pp->cfg = *s;
+    /* the grid, tensor fastest: rank = tpi + t * (dpi + d * stage) */
     pp->p = s->p;
-    pp->d = N / s->p;
-    pp->stage = s->world->rank / pp->d;
-    pp->dpi = s->world->rank % pp->d;
+    pp->t = t;
+    pp->d = N / (s->p * t);
+    pp->tpi = s->world->rank % t;
+    pp->dpi = (s->world->rank / t) % pp->d;
+    pp->stage = s->world->rank / (t * pp->d);
     pp->step_of_total = -1;
     for (int i = 0; i < DT__PIPE_MAX_STASH; i++) pp->stash[i].version = -1;
     if (s->steps > INT32_MAX / (s->m > 0 ? s->m : 1)) {
@@ -105,19 +116,30 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
         goto fail;
     }
     DT_CHECK_GOTO(dt_schedule_make(s->kind, s->p, s->m, (int)s->steps, &pp->sched), st, fail);
-    DT_CHECK_GOTO(s->world->ops->split(s->world, pp->dpi, pp->stage, &pp->pipe), st, fail);
-    DT_CHECK_GOTO(s->world->ops->split(s->world, pp->stage, pp->dpi, &pp->data), st, fail);
-    if (s->device_world) {
-        DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, pp->dpi, pp->stage, &pp->dpipe), st, fail);
-        DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, pp->stage, pp->dpi, &pp->ddata), st, fail);
+    {
+        const int cpipe = pp->tpi + t * pp->dpi, cdata = pp->tpi + t * pp->stage, ctp = pp->dpi + pp->d * pp->stage;
+        DT_CHECK_GOTO(s->world->ops->split(s->world, cpipe, pp->stage, &pp->pipe), st, fail);
+        DT_CHECK_GOTO(s->world->ops->split(s->world, cdata, pp->dpi, &pp->data), st, fail);
+        DT_CHECK_GOTO(s->world->ops->split(s->world, ctp, pp->tpi, &pp->tpc), st, fail);
+        if (s->device_world) {
+            DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, cpipe, pp->stage, &pp->dpipe), st, fail);
+            DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, cdata, pp->dpi, &pp->ddata), st, fail);
+            DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, ctp, pp->tpi, &pp->dtp), st, fail);
+        }
     }
+    pp->tp = (dt__tp){.comm = pp->dtp ? pp->dtp : pp->tpc,
+                      .algo = s->allreduce == DT_ALLREDUCE_MPI && pp->dtp ? DT_ALLREDUCE_NCCL : s->allreduce,
+                      .chunk_bytes = s->chunk_bytes,
+                      .hook = s->tp_hook,
+                      .hook_ctx = s->ctx,
+                      .event = s->tp_event};
     int l0, l1;
     DT_CHECK_GOTO(dt__stage_split(s->model->num_layers, s->p, s->split, &l0, &l1, pp->stage), st, fail);
     pp->slots = pp->sched->max_in_flight[pp->stage];
     if (pp->slots < 1) pp->slots = 1;
     /* one more slot for evaluation, which may come while micro-batches are in flight (pipedream) */
     DT_CHECK_GOTO(dt__stage_create(s->model, s->be, l0, l1, pp->stage == 0, pp->stage == s->p - 1, pp->slots + 1, s->B,
-                                   s->T, &pp->st),
+                                   s->T, t > 1 ? &pp->tp : NULL, &pp->st),
                   st, fail);
     DT_CHECK_GOTO(dt__stage_init_weights(pp->st, s->seed), st, fail);
     DT_CHECK_GOTO(dt__stage_zero_grad(pp->st), st, fail);
@@ -159,8 +181,10 @@ void dt__pipe_free(dt__pipe *pp)
     dt_schedule_free(pp->sched);
     dt_comm_free(pp->dpipe);
     dt_comm_free(pp->ddata);
+    dt_comm_free(pp->dtp);
     dt_comm_free(pp->pipe);
     dt_comm_free(pp->data);
+    dt_comm_free(pp->tpc);
     free(pp->slot_mb);
     free(pp->slot_version);
     free(pp->act_send);
@@ -301,12 +325,16 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
                           .given_norm = -1.0,
                           .reduce = NULL};
     dt__update_result r;
-    if (!async && pp->p > 1) {
-        /* the norm of the whole model: squared norms summed over the stages */
-        double norm = 0.0;
-        DT_CHECK(dt_grad_norm(pp->cfg.be, L, grads, &norm));
-        float v = (float)(norm * norm);
-        DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
+    if ((!async && pp->p > 1) || pp->t > 1) {
+        /* the norm of the whole model: the shards' squared norms summed over the
+         * tensor-parallel group, the replicated tensors' counted once, then the
+         * stages' added (pipedream: this stage's alone) */
+        double sh = 0.0, rep = 0.0;
+        DT_CHECK(dt__stage_grad_sumsq(pp->st, &sh, &rep));
+        float v = (float)sh;
+        if (pp->t > 1) DT_CHECK(dt_comm_allreduce(pp->tpc, &v, 1, DT_ALLREDUCE_RING, NULL));
+        v += (float)rep;
+        if (!async && pp->p > 1) DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
         ua.given_norm = sqrt((double)v);
     }
     DT_CHECK(dt__update_apply(&ua, &r));
@@ -412,8 +440,8 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
         if (pp->cfg.event) pp->cfg.event(pp->cfg.ctx, s, &list[pp->pc], t0, dt_time_ns());
     }
     /* the step's loss: the last stages' weighted sums, added over every rank */
-    float v[2] = {s == pp->p - 1 ? (float)pp->loss_sum : 0.0f, (float)pp->last_norm};
-    if (s != 0) v[1] = 0.0f;
+    float v[2] = {s == pp->p - 1 && pp->tpi == 0 ? (float)pp->loss_sum : 0.0f, (float)pp->last_norm};
+    if (s != 0 || pp->tpi != 0) v[1] = 0.0f;
     DT_CHECK(dt_comm_allreduce(pp->cfg.world, v, 2, DT_ALLREDUCE_RING, NULL));
     if (out) {
         out->loss = v[0];
@@ -475,6 +503,7 @@ dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double su
     }
     {
         float v[4] = {(float)acc[0], (float)acc[1], (float)acc[2], (float)acc[3]};
+        if (pp->tpi != 0) v[0] = v[1] = v[2] = v[3] = 0.0f; /* tensor-parallel ranks computed the same */
         DT_CHECK_GOTO(dt_comm_allreduce(pp->cfg.world, v, 4, DT_ALLREDUCE_RING, NULL), st, done);
         for (int i = 0; i < 4; i++) sums[i] = v[i];
     }
@@ -490,6 +519,7 @@ dt_status dt__pipe_gather(dt__pipe *pp, float *whole, size_t numel)
     const dt_paramset *L = dt__stage_layout(pp->st);
     dt_status st = DT_OK;
     if (pp->dpi != 0) return DT_OK; /* the first pipeline speaks for all (they hold the same weights) */
+    if (pp->t > 1) return DT_FAIL(DT_ERR_UNSUPPORTED, "gathering a tensor-parallel model: not supported yet");
     if (w->rank == 0) {
         if (dt__stage_offset(pp->st) + L->numel > numel)
             return DT_FAIL(DT_ERR_INVALID, "pipeline gather: %zu floats do not hold the model", numel);
@@ -535,7 +565,7 @@ dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long 
         free(v), free(f);
         return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory checking versions");
     }
-    if (pp->dpi == 0) {
+    if (pp->dpi == 0 && pp->tpi == 0) {
         for (int mb = 0; mb < n; mb++) {
             f[2 * mb] = (float)pp->used[2 * mb];
             f[2 * mb + 1] = (float)pp->used[2 * mb] * (float)pp->used[2 * mb];

@@ -1,12 +1,13 @@
 /* pipeline.h: the pipeline-parallel runtime (lib/pipeline.c), never
  * installed; the trainer drives it under --pipeline-model-parallel-size p.
  *
- * Ranks: the world's N = p x d ranks form d pipelines of p stages; rank r is
- * stage r / d of pipeline (data-parallel index) r % d, so data-parallel
- * peers (the same stage of every pipeline) are neighbours in rank order.
- * Sub-communicators: the pipeline's (rank = stage), for activations and
- * their gradients, and the stage's data-parallel group, for the gradient
- * allreduce.
+ * Ranks: the world's N = t x d x p ranks form a grid, tensor fastest, then
+ * data, then pipeline: rank = tpi + t * (dpi + d * stage), so a
+ * tensor-parallel group (the most communication) is neighbouring ranks, as
+ * Megatron-LM orders them. Sub-communicators: the pipeline's (rank = stage),
+ * for activations and their gradients; the stage's data-parallel group, for
+ * the gradient allreduce; the tensor-parallel group, for f and g (lib/tp.h).
+ * t = 1 and p = 1 are allowed (one stage: tensor parallelism alone).
  *
  * A stage executes its list of the schedule (lib/schedule.c, the one
  * generator) in order: receives block, sends do not (their buffers stay
@@ -44,6 +45,7 @@ typedef struct dt__pipe_setup {
     dt_comm *world;            /* host communicator of all p x d ranks */
     dt_comm *device_world;     /* NCCL over the same ranks for device buffers (--device cuda), or NULL */
     int p;
+    int t;                     /* tensor-parallel size (>= 1; lib/tp.h): the blocks are sharded over t ranks */
     dt_sched_kind kind;
     const int *split;          /* (p) blocks per stage, or NULL: even */
     const dt_gpt_config *model; /* vocab_size set */
@@ -58,6 +60,8 @@ typedef struct dt__pipe_setup {
     size_t chunk_bytes;
     dt__pipe_batch_fn batch;
     dt__pipe_event_fn event;   /* may be NULL */
+    dt_comm_step_hook tp_hook; /* steps of the tensor-parallel allreduces (traces), may be NULL */
+    void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns); /* each f/g allreduce, may be NULL */
     void *ctx;
 } dt__pipe_setup;
 
@@ -66,6 +70,9 @@ void dt__pipe_free(dt__pipe *pp);
 
 int dt__pipe_stage(const dt__pipe *pp);
 int dt__pipe_dp_index(const dt__pipe *pp);
+int dt__pipe_tp_index(const dt__pipe *pp);
+/* Allreduces made by the tensor-parallel f and g operators so far. */
+long long dt__pipe_tp_allreduces(const dt__pipe *pp);
 
 typedef struct dt__pipe_stats {
     float loss;        /* the step's mean loss (every rank) */

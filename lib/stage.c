@@ -17,6 +17,7 @@
 
 #include "dt_internal.h"
 #include "gpt_layers.h"
+#include "tp.h"
 
 #define DT__NBLOCK 12 /* tensors per block, as in gpt.c's layout */
 
@@ -30,6 +31,7 @@ typedef struct dt__slot {
     uint8_t *correct;       /* (B,T) last stage */
     float *x0;              /* (B,T,C) embedding output (first stage) */
     dt__block_acts *acts;   /* (nb) */
+    dt__tp_acts *tacts;     /* (nb) with tensor parallelism */
     dt__head_acts head;
     int n_counted, has_targets, busy;
     size_t mark;            /* arena mark after the fixed buffers: forward activations start here */
@@ -41,7 +43,13 @@ struct dt__stage {
     int l0, l1, nb, first, last, nslots, B, T;
     dt_paramset layout;
     int *whole_index;       /* (layout.count) each tensor's index in the whole model's layout */
-    size_t offset;          /* whole-model element offset of element 0 */
+    size_t offset;          /* whole-model element offset of element 0 (t = 1) */
+    dt_paramset whole;      /* the whole model's layout */
+    dt__tp *tp;             /* tensor parallelism (not owned), or NULL */
+    int t, tr;              /* tensor-parallel size and rank */
+    uint8_t *sharded;       /* (layout.count) t > 1: 1 this rank holds a shard of the tensor; 2 the first
+                               (replicated) tensor of a sharded block; 0 replicated */
+    float *tscratch;        /* t > 1: the tensor-parallel block's backward scratch */
     dt_buffer params, grads;
     /* views: weights bound per call, gradients fixed */
     float *wte, *wpe, *gwte, *gwpe;
@@ -114,43 +122,56 @@ static void dt__stage_bind(dt__stage *st, float *base, float **wte, float **wpe,
 static dt_status dt__stage_layout_make(dt__stage *st)
 {
     const int64_t C = st->cfg.hidden_size, V = st->cfg.vocab_size, P = st->cfg.seq_len;
-    dt_paramset whole;
-    dt_paramset_init(&whole);
+    dt_paramset *w = &st->whole;
     dt_status s = DT_OK;
     char name[DT_NAME_MAX];
     const int64_t shapes[DT__NBLOCK][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
                                            {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
     /* the whole layout (names and shapes only matter), to find the range */
-    DT_CHECK_GOTO(dt_paramset_add(&whole, "wte", 2, (int64_t[]){V, C}, 1), s, done);
-    DT_CHECK_GOTO(dt_paramset_add(&whole, "wpe", 2, (int64_t[]){P, C}, 1), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(w, "wte", 2, (int64_t[]){V, C}, 1), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(w, "wpe", 2, (int64_t[]){P, C}, 1), s, done);
     for (int l = 0; l < st->cfg.num_layers; l++)
         for (int i = 0; i < DT__NBLOCK; i++) {
             snprintf(name, sizeof name, "h.%d.%s", l, dt__block_names[i]);
             int nd = shapes[i][1] ? 2 : 1;
-            DT_CHECK_GOTO(dt_paramset_add(&whole, name, nd, shapes[i], nd == 2), s, done);
+            DT_CHECK_GOTO(dt_paramset_add(w, name, nd, shapes[i], nd == 2), s, done);
         }
-    DT_CHECK_GOTO(dt_paramset_add(&whole, "lnf.w", 1, (int64_t[]){C}, 0), s, done);
-    DT_CHECK_GOTO(dt_paramset_add(&whole, "lnf.b", 1, (int64_t[]){C}, 0), s, done);
-    DT_CHECK_GOTO(dt_paramset_add(&whole, "lm_head.w", 2, (int64_t[]){V, C}, 1), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(w, "lnf.w", 1, (int64_t[]){C}, 0), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(w, "lnf.b", 1, (int64_t[]){C}, 0), s, done);
+    DT_CHECK_GOTO(dt_paramset_add(w, "lm_head.w", 2, (int64_t[]){V, C}, 1), s, done);
     const int lo = st->first ? 0 : 2 + DT__NBLOCK * st->l0;
-    const int hi = st->last ? whole.count : 2 + DT__NBLOCK * st->l1;
+    const int hi = st->last ? w->count : 2 + DT__NBLOCK * st->l1;
     st->whole_index = calloc((size_t)(hi - lo), sizeof *st->whole_index);
-    if (!st->whole_index) {
+    st->sharded = calloc((size_t)(hi - lo), 1);
+    if (!st->whole_index || !st->sharded) {
         s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
         goto done;
     }
-    st->offset = whole.info[lo].offset;
-    for (int i = lo; i < hi; i++) {
-        const dt_param_info *p = &whole.info[i];
+    st->offset = w->info[lo].offset;
+    for (int i = lo; i < hi;) {
+        const int in_block = i >= 2 && i < 2 + DT__NBLOCK * st->cfg.num_layers;
+        if (st->t > 1 && in_block) { /* a block's shard on this tensor-parallel rank */
+            const int l = (i - 2) / DT__NBLOCK;
+            DT_CHECK_GOTO(dt__tp_block_layout(&st->cfg, st->t, l, &st->layout), s, done);
+            /* 1: column/row-parallel shard; 2: replicated, and the block's first tensor */
+            static const int part[DT__NBLOCK] = {2, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0};
+            for (int k = 0; k < DT__NBLOCK; k++) {
+                st->whole_index[i - lo + k] = i + k;
+                st->sharded[i - lo + k] = (uint8_t)part[k];
+            }
+            i += DT__NBLOCK;
+            continue;
+        }
+        const dt_param_info *p = &w->info[i];
         DT_CHECK_GOTO(dt_paramset_add(&st->layout, p->name, p->ndim, p->shape, p->decay), s, done);
         st->whole_index[i - lo] = i;
-        if (st->layout.info[i - lo].offset != p->offset - st->offset) {
+        if (st->t == 1 && st->layout.info[i - lo].offset != p->offset - st->offset) {
             s = DT_FAIL(DT_ERR_BACKEND, "pipeline stage: tensor %s moved in the stage's layout", p->name);
             goto done;
         }
+        i++;
     }
 done:
-    dt_paramset_free(&whole);
     return s;
 }
 
@@ -165,13 +186,13 @@ static size_t dt__slot_floats(const dt__stage *st)
     if (!st->first) n += dt__pad16(N * C);               /* input */
     n += 2 * dt__pad16(N) + dt__pad16(N) + dt__pad16(N); /* tokens, targets (int32 as floats), losses, correct */
     if (st->first) n += dt__embed_act_floats(&st->cfg, B, T);
-    n += (size_t)st->nb * dt__block_act_floats(&st->cfg, B, T, 1);
+    n += (size_t)st->nb * (st->t > 1 ? dt__tp_act_floats(&st->cfg, st->t, B, T) : dt__block_act_floats(&st->cfg, B, T, 1));
     if (st->last) n += dt__head_act_floats(&st->cfg, B, T);
     return n + 64;
 }
 
 dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
-                           int B, int T, dt__stage **out)
+                           int B, int T, dt__tp *tp, dt__stage **out)
 {
     *out = NULL;
     DT_CHECK(dt_gpt_config_validate(cfg));
@@ -185,7 +206,12 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     st->be = be;
     st->l0 = l0, st->l1 = l1, st->nb = l1 - l0, st->first = first, st->last = last;
     st->nslots = slots, st->B = B, st->T = T;
+    st->tp = tp;
+    st->t = tp ? tp->comm->size : 1;
+    st->tr = tp ? tp->comm->rank : 0;
     dt_paramset_init(&st->layout);
+    dt_paramset_init(&st->whole);
+    if (st->t > 1) DT_CHECK_GOTO(dt__tp_check(cfg, st->t), s, fail);
     st->w = calloc((size_t)st->nb, sizeof *st->w);
     st->g = calloc((size_t)st->nb, sizeof *st->g);
     st->slots = calloc((size_t)slots, sizeof *st->slots);
@@ -198,10 +224,11 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     DT_CHECK_GOTO(dt_buffer_alloc(&st->grads, be, st->layout.numel * sizeof(float)), s, fail);
     dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
     const size_t N = (size_t)B * T, C = (size_t)cfg->hidden_size;
-    const size_t nscr = dt__block_scratch_floats(cfg, B, T);
-    DT_CHECK_GOTO(dt_buffer_alloc(&st->shared, be, (nscr + 2 * dt__pad16(N * C) + 64) * sizeof(float)), s, fail);
+    const size_t nscr = dt__block_scratch_floats(cfg, B, T), ntscr = st->t > 1 ? dt__tp_scratch_floats(cfg, st->t, B, T) : 0;
+    DT_CHECK_GOTO(dt_buffer_alloc(&st->shared, be, (nscr + ntscr + 2 * dt__pad16(N * C) + 64) * sizeof(float)), s, fail);
     {
-        dt__arena sh = {.base = st->shared.data, .capacity = nscr + 2 * dt__pad16(N * C) + 64};
+        dt__arena sh = {.base = st->shared.data, .capacity = nscr + ntscr + 2 * dt__pad16(N * C) + 64};
+        if (ntscr) DT_CHECK_GOTO(dt__arena_alloc(&sh, ntscr, &st->tscratch), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->scratch.dbtc), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * 3 * C, &st->scratch.dqkv), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, (size_t)B * cfg->num_heads * T * T, &st->scratch.datt), s, fail);
@@ -213,7 +240,8 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     for (int k = 0; k < slots; k++) {
         dt__slot *sl = &st->slots[k];
         sl->acts = calloc((size_t)st->nb, sizeof *sl->acts);
-        if (!sl->acts) {
+        sl->tacts = calloc((size_t)st->nb, sizeof *sl->tacts);
+        if (!sl->acts || !sl->tacts) {
             s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
             goto fail;
         }
@@ -243,6 +271,7 @@ void dt__stage_free(dt__stage *st)
     for (int k = 0; st->slots && k < st->nslots; k++) {
         dt_buffer_free(&st->slots[k].buf);
         free(st->slots[k].acts);
+        free(st->slots[k].tacts);
     }
     free(st->slots);
     dt_buffer_free(&st->shared);
@@ -250,6 +279,8 @@ void dt__stage_free(dt__stage *st)
     dt_buffer_free(&st->grads);
     dt_paramset_free(&st->layout);
     free(st->whole_index);
+    free(st->sharded);
+    dt_paramset_free(&st->whole);
     free(st->w);
     free(st->g);
     free(st);
@@ -260,9 +291,32 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
     const size_t n = st->layout.numel;
     float *host = calloc(n ? n : 1, sizeof *host);
     if (!host) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for %zu initial weights", n);
-    for (int i = 0; i < st->layout.count; i++)
-        dt__gpt_init_tensor(&st->cfg, &st->layout.info[i], st->whole_index[i], seed, host + st->layout.info[i].offset);
-    dt_status s = st->be->copy(st->be, st->params.data, host, n * sizeof(float), DT_COPY_H2D);
+    dt_status s = DT_OK;
+    if (st->t == 1) {
+        for (int i = 0; i < st->layout.count; i++)
+            dt__gpt_init_tensor(&st->cfg, &st->layout.info[i], st->whole_index[i], seed,
+                                host + st->layout.info[i].offset);
+    } else { /* the whole tensors, then this rank's shards of the blocks' */
+        float *full[DT__NBLOCK] = {0};
+        for (int i = 0; i < st->layout.count && s == DT_OK;) {
+            const dt_param_info *wi = &st->whole.info[st->whole_index[i]];
+            if (st->sharded[i] != 2) { /* replicated: embedding, head */
+                dt__gpt_init_tensor(&st->cfg, wi, st->whole_index[i], seed, host + st->layout.info[i].offset);
+                i++;
+                continue;
+            }
+            for (int k = 0; k < DT__NBLOCK; k++) { /* a block: ln1.w .. fcproj.b */
+                const dt_param_info *pk = &st->whole.info[st->whole_index[i + k]];
+                full[k] = malloc(pk->numel * sizeof(float));
+                if (!full[k]) s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for initial weights");
+                else dt__gpt_init_tensor(&st->cfg, pk, st->whole_index[i + k], seed, full[k]);
+            }
+            if (s == DT_OK) dt__tp_block_shard(&st->cfg, st->t, st->tr, (const float *const *)full, &st->layout, i, host);
+            for (int k = 0; k < DT__NBLOCK; k++) free(full[k]), full[k] = NULL;
+            i += DT__NBLOCK;
+        }
+    }
+    if (s == DT_OK) s = st->be->copy(st->be, st->params.data, host, n * sizeof(float), DT_COPY_H2D);
     free(host);
     return s;
 }
@@ -279,6 +333,13 @@ size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return st->act_pea
 dt_status dt__stage_zero_grad(dt__stage *st)
 {
     return st->be->memset_zero(st->be, st->grads.data, st->layout.numel * sizeof(float));
+}
+
+/* The output of a slot's last block (xin when the stage has none). */
+static const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const float *xin)
+{
+    if (!st->nb) return xin;
+    return st->t > 1 ? sl->tacts[st->nb - 1].out : sl->acts[st->nb - 1].out;
 }
 
 static dt_status dt__slot_check(const dt__stage *st, int slot, int want_busy, const char *what)
@@ -312,6 +373,12 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
         x = sl->x0;
     }
     for (int l = 0; l < st->nb; l++) {
+        if (st->t > 1) {
+            DT_CHECK(dt__tp_acts_alloc(&sl->arena, c, st->t, B, T, &sl->tacts[l]));
+            DT_CHECK(dt__tp_block_forward(st->tp, be, c, &st->w[l], &sl->tacts[l], x, B, T));
+            x = sl->tacts[l].out;
+            continue;
+        }
         DT_CHECK(dt__block_acts_alloc(&sl->arena, c, B, T, 1, &sl->acts[l]));
         DT_CHECK(dt__block_forward(be, c, &st->w[l], &sl->acts[l], x, B, T, NULL));
         x = sl->acts[l].out;
@@ -355,7 +422,7 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
     const size_t NC = (size_t)B * T * c->hidden_size;
     dt__stage_bind(st, (float *)(w ? w : st->params.data), &st->wte, &st->wpe, st->w, &st->hw);
     const float *xin = st->first ? sl->x0 : sl->input;
-    const float *xL = st->nb ? sl->acts[st->nb - 1].out : xin;
+    const float *xL = dt__slot_out(st, sl, xin);
     if (st->last) {
         if (!sl->has_targets) return DT_FAIL(DT_ERR_INVALID, "backward: the forward had no targets");
         DT_CHECK(dt__head_backward(be, c, &st->hw, &st->hg, &sl->head, xL, sl->targets, sl->losses, dloss, st->dres,
@@ -364,6 +431,12 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
         DT_CHECK(be->copy(be, st->dres, st->dout, NC * sizeof(float), DT_COPY_D2D));
     }
     for (int l = st->nb - 1; l >= 0; l--) {
+        if (st->t > 1) {
+            const float *x = l ? sl->tacts[l - 1].out : xin;
+            DT_CHECK(dt__tp_block_backward(st->tp, be, c, &st->w[l], &st->g[l], &sl->tacts[l], st->tscratch, x, st->dres,
+                                           B, T));
+            continue;
+        }
         const float *x = l ? sl->acts[l - 1].out : xin;
         DT_CHECK(dt__block_backward(be, c, &st->w[l], &st->g[l], &sl->acts[l], &st->scratch, x, st->dres, B, T, NULL));
     }
@@ -400,8 +473,21 @@ dt_status dt__stage_output(dt__stage *st, int slot, const float **out)
 {
     DT_CHECK(dt__slot_check(st, slot, 1, "output"));
     if (st->last) return DT_FAIL(DT_ERR_INVALID, "pipeline stage output: the last stage sends no activation");
-    *out = st->slots[slot].acts[st->nb - 1].out;
+    *out = dt__slot_out(st, &st->slots[slot], NULL);
     return DT_OK;
 }
 
 const float *dt__stage_dres(const dt__stage *st) { return st->dres; }
+
+dt_status dt__stage_grad_sumsq(dt__stage *st, double *sharded, double *replicated)
+{
+    *sharded = *replicated = 0.0;
+    for (int i = 0; i < st->layout.count; i++) {
+        double v = 0.0;
+        DT_CHECK(st->be->sumsq(st->be, (const float *)st->grads.data + st->layout.info[i].offset,
+                               st->layout.info[i].numel, &v));
+        if (st->sharded[i] == 1) *sharded += v;
+        else *replicated += v;
+    }
+    return DT_OK;
+}

@@ -32,9 +32,18 @@ typedef struct dt__stage dt__stage;
  * even as possible, earlier stages taking the extra ones). */
 dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s);
 
-/* cfg: the whole model (vocab_size set); slots >= 1; B, T: micro-batch shape. */
+/* cfg: the whole model (vocab_size set); slots >= 1; B, T: micro-batch
+ * shape; tp: tensor parallelism of the blocks (lib/tp.h; not owned), or
+ * NULL. With t > 1 the blocks hold this rank's shards (the embedding, final
+ * LayerNorm and LM head stay whole: replicated), and the layout is no
+ * longer a range of the whole model's (dt__stage_offset means nothing). */
+struct dt__tp;
 dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
-                           int B, int T, dt__stage **out);
+                           int B, int T, struct dt__tp *tp, dt__stage **out);
+/* Squared gradient norm, split into the tensors this rank holds a shard of
+ * (sum them over the tensor-parallel group) and the replicated ones (the
+ * same on every rank of the group). */
+dt_status dt__stage_grad_sumsq(dt__stage *st, double *sharded, double *replicated);
 void dt__stage_free(dt__stage *st);
 dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed);
 

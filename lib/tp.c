@@ -18,24 +18,34 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dt_time.h"
+
 static dt_status dt__tp_sum(dt__tp *tp, float *x, size_t n)
 {
     const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes, .hook = tp->hook, .hook_ctx = tp->hook_ctx};
     return dt_comm_allreduce(tp->comm, x, n, tp->algo, &o);
 }
 
+static dt_status dt__tp_sum_traced(dt__tp *tp, int is_g, char pass, float *x, size_t n)
+{
+    const int64_t t0 = tp->event ? dt_time_ns() : 0;
+    DT_CHECK(dt__tp_sum(tp, x, n));
+    if (tp->event) tp->event(tp->hook_ctx, is_g, pass, t0, dt_time_ns());
+    return DT_OK;
+}
+
 dt_status dt__tp_f(dt__tp *tp, char pass, float *x, size_t n)
 {
     if (pass != 'B') return DT_OK; /* identity forward */
     tp->allreduces_bwd++;
-    return dt__tp_sum(tp, x, n);
+    return dt__tp_sum_traced(tp, 0, pass, x, n);
 }
 
 dt_status dt__tp_g(dt__tp *tp, char pass, float *x, size_t n)
 {
     if (pass != 'F') return DT_OK; /* identity backward */
     tp->allreduces_fwd++;
-    return dt__tp_sum(tp, x, n);
+    return dt__tp_sum_traced(tp, 1, pass, x, n);
 }
 
 dt_status dt__tp_check(const dt_gpt_config *cfg, int t)

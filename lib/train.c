@@ -33,6 +33,7 @@
 #include "dt_trace.h"
 #include "pipeline.h"
 #include "ps.h"
+#include "tp.h"
 #include "zero.h"
 #include "update.h"
 
@@ -156,6 +157,7 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->slow_rank = -1;
     cfg->slow_ms = 0;
     cfg->pipeline_size = 1;
+    cfg->tensor_size = 1;
     cfg->pipeline_schedule = DT_SCHED_1F1B;
     cfg->precision = DT_F32;
     dt_loss_scaler_config_default(&cfg->loss_scaler);
@@ -226,30 +228,37 @@ static dt_status dt__validate_ps(const dt_train_config *cfg, int world)
 /* Pipeline parallelism against the world size and the other features. */
 static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
 {
-    const int p = cfg->pipeline_size;
+    const int p = cfg->pipeline_size, t = cfg->tensor_size;
     if (p < 1 || p > 64) return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: expected 1..64", p);
+    if (t < 1 || t > 64) return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d: expected 1..64", t);
     int given = 0;
     for (int i = 0; i < 64; i++) given += cfg->pipeline_split[i] != 0;
-    if (p == 1) {
-        if (given) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
-        return DT_OK;
+    if (p == 1 && given) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
+    if (p == 1 && t == 1) return DT_OK;
+    if (t > 1) {
+        dt_gpt_config m = cfg->model;
+        if (m.vocab_size <= 0) m.vocab_size = 256;
+        DT_CHECK(dt__tp_check(&m, t));
     }
-    if (world % p)
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it (run "
-                                       "mpirun -np p x d)",
-                       p, world);
+    if (world % (p * t)) {
+        if (t == 1)
+            return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it (run "
+                                           "mpirun -np p x d)",
+                           p, world);
+        return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d: %d ranks "
+                                       "are not a multiple of %d (run mpirun -np t x p x d)",
+                       t, p, world, t * p);
+    }
+    const char *flag = p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
+    const int size = p > 1 ? p : t;
     if (cfg->model_kind != DT_MODEL_GPT)
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size: only the GPT is split into stages");
+        return DT_FAIL(DT_ERR_INVALID, "%s: only the GPT is split across ranks", flag);
     if (cfg->precision != DT_F32)
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d with --fp16/--bf16: not supported yet (FP32 "
-                                       "stages)",
-                       p);
+        return DT_FAIL(DT_ERR_INVALID, "%s %d with --fp16/--bf16: not supported yet (FP32 stages)", flag, size);
     if (cfg->recompute != DT_RECOMPUTE_NONE)
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d with --recompute-activations: not "
-                                       "supported yet",
-                       p);
+        return DT_FAIL(DT_ERR_INVALID, "%s %d with --recompute-activations: not supported yet", flag, size);
     if (cfg->ps_mode != DT_PS_NONE)
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d with a parameter server: not supported", p);
+        return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported", flag, size);
     if (given) {
         int sum = 0;
         for (int i = 0; i < 64; i++) {
@@ -263,7 +272,7 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
             return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: the stages hold %d blocks, the model has %d "
                                            "(--num-layers)",
                            sum, cfg->model.num_layers);
-    } else if (cfg->model.num_layers < p) {
+    } else if (p > 1 && cfg->model.num_layers < p) {
         return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: the model has only %d blocks "
                                        "(--num-layers; expected at least one per stage)",
                        p, cfg->model.num_layers);
@@ -340,7 +349,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     const int world = cfg->comm ? cfg->comm->size : 1;
     DT_CHECK(dt__validate_ps(cfg, world));
     DT_CHECK(dt__validate_pipeline(cfg, world));
-    const int dp = (world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0)) / cfg->pipeline_size;
+    const int dp = (world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0)) / (cfg->pipeline_size * cfg->tensor_size);
     if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
         if (world == 1)
             return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
@@ -354,8 +363,8 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         if (cfg->ps_mode != DT_PS_NONE)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
                                            "parameter server");
-        if (cfg->pipeline_size > 1)
-            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer with --pipeline-model-parallel-size: not "
+        if (cfg->pipeline_size > 1 || cfg->tensor_size > 1)
+            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer with pipeline or tensor parallelism: not "
                                            "supported yet");
         if (cfg->optim.kind == DT_OPTIM_LARS || cfg->optim.kind == DT_OPTIM_LAMB)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, "
@@ -525,13 +534,15 @@ static json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "precision", json_string(dt_dtype_name(cfg->precision)), &bad);
     const int ps = cfg->ps_mode != DT_PS_NONE;
     dt__jset(o, "data_parallel_size",
-             json_integer(((cfg->comm ? cfg->comm->size : 1) - (ps ? cfg->num_ps_servers : 0)) / cfg->pipeline_size),
+             json_integer(((cfg->comm ? cfg->comm->size : 1) - (ps ? cfg->num_ps_servers : 0)) /
+                          (cfg->pipeline_size * cfg->tensor_size)),
              &bad);
     dt__jset(o, "allreduce",
              json_string(ps ? (cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async") : dt_allreduce_algo_name(cfg->allreduce)),
              &bad);
     dt__jset(o, "num_ps_servers", json_integer(ps ? cfg->num_ps_servers : 0), &bad);
     dt__jset(o, "pipeline_model_parallel_size", json_integer(cfg->pipeline_size), &bad);
+    dt__jset(o, "tensor_model_parallel_size", json_integer(cfg->tensor_size), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);
     dt__jset(o, "use_distributed_optimizer", json_boolean(cfg->use_distributed_optimizer), &bad);
     dt__jset(o, "max_staleness", cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness)
@@ -678,8 +689,8 @@ static dt_status dt__trace_metadata(dt_trainer *tr)
         if (meta[i].label)
             snprintf(e.label, sizeof e.label, "%s", meta[i].label);
         else if (tr->pipe)
-            snprintf(e.label, sizeof e.label, "dtrain rank %d (stage %d, pipeline %d)", tr->rank,
-                     dt__pipe_stage(tr->pipe), dt__pipe_dp_index(tr->pipe));
+            snprintf(e.label, sizeof e.label, "dtrain rank %d (t %d, d %d, p %d)", tr->rank,
+                     dt__pipe_tp_index(tr->pipe), dt__pipe_dp_index(tr->pipe), dt__pipe_stage(tr->pipe));
         else if (tr->ps)
             snprintf(e.label, sizeof e.label, "dtrain rank %d (%s %d)", tr->rank,
                      dt__ps_is_server(tr->ps) ? "parameter server" : "worker", dt__ps_index(tr->ps));
@@ -726,6 +737,19 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
     dt__trace_write(tr, &e);
 }
 
+/* Trace: each allreduce of the tensor-parallel operators f and g. */
+static void dt__tp_event(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace || tr->trace_status != DT_OK) return;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, is_g ? "tp allreduce g" : "tp allreduce f", "tp", tr->rank,
+                        DT_LANE_COMM, t0_ns - tr->t_start_ns, t1_ns - t0_ns);
+    e.iter = tr->iter;
+    if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK) return;
+    dt__trace_write(tr, &e);
+}
+
 dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 {
     *out = NULL;
@@ -754,9 +778,10 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         tr->dp_size -= cfg->num_ps_servers;
         if (tr->dp_rank >= tr->dp_size) tr->dp_rank = 0; /* a server: its batch buffers are never used */
     }
-    if (cfg->pipeline_size > 1) { /* p x d: rank r is stage r / d of pipeline r % d */
-        tr->dp_size /= cfg->pipeline_size;
-        tr->dp_rank = tr->rank % tr->dp_size;
+    const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1; /* the stage runtime (lib/pipeline.c) */
+    if (split) { /* t x d x p: rank = tensor + t * (data + d * stage) */
+        tr->dp_size /= cfg->pipeline_size * cfg->tensor_size;
+        tr->dp_rank = (tr->rank / cfg->tensor_size) % tr->dp_size;
     }
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
 
@@ -784,7 +809,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt_data_open(&tr->cfg.data, tr->T, &tr->data), st, fail);
         tr->cfg.model.vocab_size = dt_data_vocab_size(tr->data);
         tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
-        if (cfg->pipeline_size == 1) {
+        if (!split) {
             DT_CHECK_GOTO(dt_gpt_create(&tr->cfg.model, tr->be, &tr->model), st, fail);
             DT_CHECK_GOTO(dt_gpt_init_weights(tr->model, cfg->seed), st, fail);
             DT_CHECK_GOTO(dt_gpt_set_recompute(tr->model, cfg->recompute, cfg->recompute_num_layers), st, fail);
@@ -797,13 +822,14 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         tr->lr.max_lr = (float)(cfg->lr.max_lr * f);
         tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
     }
-    if (cfg->pipeline_size > 1) { /* the stage owns its weights, gradients and optimizer */
+    if (split) { /* the stage owns its weights, gradients and optimizer */
         if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK_GOTO(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm), st, fail);
         int any = 0;
         for (int i = 0; i < 64; i++) any |= cfg->pipeline_split[i] != 0;
         const dt__pipe_setup ps = {.world = cfg->comm,
                                    .device_world = tr->gcomm,
                                    .p = cfg->pipeline_size,
+                                   .t = cfg->tensor_size,
                                    .kind = cfg->pipeline_schedule,
                                    .split = any ? cfg->pipeline_split : NULL,
                                    .model = &tr->cfg.model,
@@ -820,6 +846,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
                                    .chunk_bytes = cfg->allreduce_chunk_bytes,
                                    .batch = dt__pipe_batch,
                                    .event = dt__pipe_event,
+                                   .tp_event = dt__tp_event,
                                    .ctx = tr};
         DT_CHECK_GOTO(dt__pipe_create(&ps, &tr->pipe), st, fail);
     }
@@ -1181,11 +1208,11 @@ static dt_status dt__pipe_finish(dt_trainer *tr)
 {
     const int p = tr->cfg.pipeline_size;
     tr->pipe_numel = dt_gpt_config_layout_numel(&tr->cfg.model);
-    if (tr->rank == 0) {
+    if (tr->rank == 0 && tr->cfg.tensor_size == 1) { /* (a tensor-parallel model is not gathered yet: no fingerprint) */
         tr->pipe_whole = calloc(tr->pipe_numel, sizeof *tr->pipe_whole);
         if (!tr->pipe_whole) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory gathering the model");
     }
-    DT_CHECK(dt__pipe_gather(tr->pipe, tr->pipe_whole, tr->pipe_numel));
+    if (tr->cfg.tensor_size == 1) DT_CHECK(dt__pipe_gather(tr->pipe, tr->pipe_whole, tr->pipe_numel));
     tr->pipe_figures = calloc((size_t)3 * p, sizeof *tr->pipe_figures);
     float *v = calloc((size_t)3 * p, sizeof *v);
     if (!tr->pipe_figures || !v) {
@@ -1193,7 +1220,7 @@ static dt_status dt__pipe_finish(dt_trainer *tr)
         return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory");
     }
     const int s = dt__pipe_stage(tr->pipe);
-    if (dt__pipe_dp_index(tr->pipe) == 0) {
+    if (dt__pipe_dp_index(tr->pipe) == 0 && dt__pipe_tp_index(tr->pipe) == 0) {
         v[s] = (float)dt__pipe_peak_activation_bytes(tr->pipe);
         v[p + s] = (float)dt__pipe_max_versions(tr->pipe);
         v[2 * p + s] = (float)dt__pipe_max_versions_in_flight(tr->pipe);

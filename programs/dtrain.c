@@ -60,7 +60,7 @@ typedef struct dtrain_opts {
     int64_t log_interval, eval_interval;
     int eval_iters;
     const char *trace, *summary;
-    int pipeline_size, print_schedule, distributed_optimizer;
+    int pipeline_size, print_schedule, distributed_optimizer, tensor_size;
     const char *pipeline_schedule, *pipeline_split;
     int help, version;
 } dtrain_opts;
@@ -175,7 +175,9 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          "ps-sync/ps-async: the last K ranks are servers holding shards of the weights and optimizer state", "1", 0},
         {"--max-staleness", DT_ARG_INT, &o->max_staleness, MIN0, NULL, "S",
          "ps-async: a worker waits rather than push a gradient more than S updates old", "none", 0},
-        {"Pipeline parallelism (mpirun -np p x d)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"Model parallelism (mpirun -np t x p x d)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--tensor-model-parallel-size", DT_ARG_INT, &o->tensor_size, IN(1, 64), NULL, "T",
+         "split each block's attention heads and MLP over T ranks (Megatron-LM; rank r is tensor rank r % T)", "1", 0},
         {"--pipeline-model-parallel-size", DT_ARG_INT, &o->pipeline_size, IN(1, 64), NULL, "P",
          "split the GPT's blocks over P stages (of N = P x d ranks, rank r is stage r / d)", "1", 0},
         {"--pipeline-schedule", DT_ARG_CHOICE, &o->pipeline_schedule, 0, 0, 0, "gpipe|1f1b|pipedream|pipedream-vsync",
@@ -258,6 +260,7 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->num_ps_servers = 1;
     o->max_staleness = -1;
     o->pipeline_size = d->pipeline_size;
+    o->tensor_size = d->tensor_size;
     o->pipeline_schedule = dt_sched_kind_name(d->pipeline_schedule);
     o->loss_scale = d->loss_scaler.static_scale;
     o->initial_loss_scale = d->loss_scaler.initial_scale;
@@ -420,6 +423,7 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         cfg->max_staleness = o->max_staleness;
     }
     cfg->pipeline_size = o->pipeline_size;
+    cfg->tensor_size = o->tensor_size;
     cfg->use_distributed_optimizer = o->distributed_optimizer;
     if (dt_sched_kind_parse(o->pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
@@ -494,6 +498,7 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     early.max_staleness = -1;
     early.slow_ms = 0;
     early.pipeline_size = 1; /* checked with the number of ranks by the trainer */
+    early.tensor_size = 1;
     memset(early.pipeline_split, 0, sizeof early.pipeline_split);
     if (dt_train_config_validate(&early) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
@@ -570,7 +575,8 @@ static void dtrain_print_setup(const dt_trainer *tr)
             printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
                    c->seq_length);
     }
-    const int dp = ((c->comm ? c->comm->size : 1) - (c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0)) / c->pipeline_size;
+    const int dp = ((c->comm ? c->comm->size : 1) - (c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0)) /
+                   (c->pipeline_size * c->tensor_size);
     int n_micro = c->global_batch_size / (c->micro_batch_size * dp); /* per rank */
     if (c->model_kind == DT_MODEL_MLP_BN) /* progress "tok/s" counts examples here */
         printf("batch: %d examples (%d x %d micro-batch%s), %lld iterations\n", c->global_batch_size, n_micro,
@@ -600,10 +606,14 @@ static void dtrain_print_setup(const dt_trainer *tr)
                dt_lr_scaling_factor(c->lr_scaling, c->global_batch_size, c->base_batch_size), (double)eff->max_lr,
                (double)eff->min_lr);
     }
-    if (c->comm && c->pipeline_size > 1)
-        printf("parallel: %d pipeline stage%s x %d data-parallel, schedule %s, %d micro-batch%s per step per pipeline\n",
-               c->pipeline_size, c->pipeline_size == 1 ? "" : "s", c->comm->size / c->pipeline_size,
-               dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
+    if (c->comm && (c->pipeline_size > 1 || c->tensor_size > 1)) {
+        const int t = c->tensor_size, p = c->pipeline_size, d = c->comm->size / (t * p);
+        printf("parallel: grid t=%d x d=%d x p=%d (tensor, data, pipeline; rank = t_i + %d*(d_i + %d*p_i)), "
+               "schedule %s, %d micro-batch%s per step per pipeline\n",
+               t, d, p, t, d, dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
+        for (int r = 0; r < c->comm->size && c->comm->size <= 64; r++)
+            printf("  rank %d: tensor %d, data %d, stage %d\n", r, r % t, (r / t) % d, r / (t * d));
+    }
     else if (c->comm && c->ps_mode != DT_PS_NONE)
         printf("parallel: %d worker%s and %d parameter server%s (%s%s), weights and optimizer state sharded over "
                "the servers\n",
@@ -752,8 +762,8 @@ int main(int argc, char **argv)
             if (cores > 0 && local > 0) cfg.threads = cores / local > 1 ? (int)(cores / local) : 1;
         }
         if (!dt_args_given(args, n_args, "--global-batch-size")) {
-            const int workers =
-                (comm->size - (cfg.ps_mode != DT_PS_NONE ? cfg.num_ps_servers : 0)) / cfg.pipeline_size;
+            const int workers = (comm->size - (cfg.ps_mode != DT_PS_NONE ? cfg.num_ps_servers : 0)) /
+                                (cfg.pipeline_size * cfg.tensor_size);
             cfg.global_batch_size = cfg.micro_batch_size * (workers > 0 ? workers : 1);
         }
         if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) {

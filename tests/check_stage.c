@@ -53,7 +53,7 @@ static void compare(int p, const int *split, int nmb, int stash)
     for (int s = 0; s < p; s++) {
         int l0, l1;
         ck_dt(dt__stage_split(c.num_layers, p, split, &l0, &l1, s));
-        ck_dt(dt__stage_create(&c, be, l0, l1, s == 0, s == p - 1, nmb, B, T, &st[s]));
+        ck_dt(dt__stage_create(&c, be, l0, l1, s == 0, s == p - 1, nmb, B, T, NULL, &st[s]));
         ck_dt(dt__stage_init_weights(st[s], 42));
         ck_dt(dt__stage_zero_grad(st[s]));
         const float *whole = dt_gpt_params(m) + dt__stage_offset(st[s]);
@@ -137,7 +137,7 @@ START_TEST(test_peak_grows_with_slots)
     size_t peak[3];
     for (int n = 1; n <= 2; n++) {
         dt__stage *st = NULL;
-        ck_dt(dt__stage_create(&c, be, 0, 2, 1, 0, n, 2, 8, &st));
+        ck_dt(dt__stage_create(&c, be, 0, 2, 1, 0, n, 2, 8, NULL, &st));
         ck_dt(dt__stage_init_weights(st, 1));
         int32_t tok[16] = {0};
         for (int k = 0; k < n; k++) ck_dt(dt__stage_forward(st, k, NULL, tok, NULL, NULL, NULL, NULL));
