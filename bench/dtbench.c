@@ -966,6 +966,93 @@ static void pipe_summary_figures(const char *path, int p, double *peak, double *
     json_decref(root);
 }
 
+/* dtbench tp: Megatron tensor parallelism for t = 1, 2, 4 (each dividing
+ * the ranks; d = ranks / t data-parallel replicas): per step and rank, the
+ * f/g allreduces counted in the trace and the bytes they send against the
+ * formula 4 L m allreduces of B*T*C floats, each a ring sending 2(t-1)/t of
+ * it; their time; the step time. */
+static int cmd_tp(int threads, int B, int T, int L, int C, int steps)
+{
+    dt_comm *c;
+    if (dt_comm_mpi_world(&c) != DT_OK) die("tp");
+    const int n = c->size, r = c->rank, m = 2;
+    char tmpl[64] = "/tmp/dtbench-tp.XXXXXX"; /* 16 floats' worth, for the broadcast */
+    if (r == 0 && !mkdtemp(tmpl)) {
+        fprintf(stderr, "dtbench tp: cannot create a temporary directory in /tmp\n");
+        exit(1);
+    }
+    /* every rank writes its trace into rank 0's directory: send its name */
+    if (dt_comm_broadcast(c, (float *)tmpl, sizeof tmpl / sizeof(float), 0, NULL) != DT_OK) die("tp");
+    if (r == 0) {
+        printf("# dtbench tp: %d rank(s), GPT %d blocks, width %d, 4 heads, T = %d, micro-batch %d, %d micro-batches per "
+               "step and replica, %d steps (figures over steps 2..%d)\n", n, L, C, T, B, m, steps, steps);
+        printf("# per step and rank: allreduces of f and g (2 forward + 2 backward per block and micro-batch: 4 L m), "
+               "bytes each rank sends in them (ring: 2(t-1)/t of B*T*C*4 each), their share of the step time\n");
+        printf("# %2s %2s %11s %11s %14s %14s %8s %10s %10s\n", "t", "d", "allreduces", "formula", "bytes_sent",
+               "formula_bytes", "tp_time", "step_ms", "tokens/s");
+    }
+    for (int t = 1; t <= 4; t *= 2) {
+        if (n % t) continue;
+        dt_train_config cfg;
+        dt_train_config_default(&cfg);
+        snprintf(cfg.model_name, sizeof cfg.model_name, "custom");
+        cfg.model.num_layers = L;
+        cfg.model.hidden_size = C;
+        cfg.model.num_heads = 4;
+        cfg.model.seq_len = T;
+        cfg.seq_length = T;
+        cfg.micro_batch_size = B;
+        cfg.global_batch_size = B * m * (n / t);
+        cfg.train_iters = steps;
+        cfg.lr.warmup_iters = 1;
+        cfg.lr.decay_iters = steps;
+        cfg.eval_iters = 1;
+        cfg.threads = threads;
+        cfg.comm = c;
+        cfg.tensor_size = t;
+        char path[256];
+        snprintf(path, sizeof path, "%s/t%d.json", tmpl, t);
+        cfg.trace_path = path;
+        dt_trainer *tr;
+        if (dt_trainer_create(&cfg, &tr) != DT_OK) die("tp: trainer");
+        double secs = 0;
+        for (int k = 0; k < steps; k++) {
+            dt_train_stats st;
+            if (dt_trainer_step(tr, &st) != DT_OK) die("tp: step");
+            if (k > 0) secs += st.step_seconds;
+        }
+        if (dt_trainer_finish(tr) != DT_OK) die("tp: trace");
+        dt_trainer_free(tr);
+        if (c->ops->barrier(c) != DT_OK) die("tp: barrier");
+        if (r != 0) continue;
+        /* rank 0's trace: run.json became run.rank0.json with several ranks */
+        char rpath[300];
+        if (n > 1) snprintf(rpath, sizeof rpath, "%s/t%d.rank0.json", tmpl, t);
+        else snprintf(rpath, sizeof rpath, "%s", path);
+        dt_trace *tc;
+        if (dt_trace_read(rpath, &tc) != DT_OK) die("tp: reading the trace");
+        long long count = 0;
+        double busy = 0;
+        for (size_t i = 0; i < tc->n_events; i++) {
+            const dt_trace_event *e = &tc->events[i];
+            if (strncmp(e->name, "tp allreduce", 12) != 0 || e->iter < 1 || e->iter >= steps) continue;
+            count++;
+            busy += (double)e->dur_ns * 1e-9;
+        }
+        dt_trace_free(tc);
+        const double per = (double)B * T * C * 4, frac = t > 1 ? 2.0 * (t - 1) / t : 0.0;
+        const double meas = (double)count / (steps - 1), want = t > 1 ? 4.0 * L * m : 0.0;
+        const double tokens = (double)B * T * m * (n / t) * (steps - 1); /* the global batch grows with d */
+        printf("  %2d %2d %11.0f %11.0f %14.0f %14.0f %7.1f%% %10.2f %10.0f\n", t, n / t, meas, want, meas * per * frac,
+               want * per * frac, secs > 0 ? 100.0 * busy / secs : 0.0, 1e3 * secs / (steps - 1),
+               secs > 0 ? tokens / secs : 0.0);
+        fflush(stdout);
+    }
+    dt_comm_free(c);
+    dt_comm_finalize();
+    return 0;
+}
+
 static int cmd_pipeline(int p, int threads, int B, int T, int L, int C, const int *split, int steps, const char *keep)
 {
     dt_comm *c;
@@ -1212,6 +1299,8 @@ int main(int argc, char **argv)
                         "  pipeline   every pipeline schedule for m = 2, 4, 8, 16 (run under mpirun -np p): step time, "
                         "bubble per stage against (p-1)/(m+p-1), peak activation bytes and weight versions per stage "
                         "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
+                        "  tp         tensor parallelism for t = 1, 2, 4 (run under mpirun -np 4): f/g allreduces and "
+                        "their bytes per step against the formula, their time, the step time\n"
                         "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "
                         "bubble over the steps >= --skip (default 1)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
@@ -1258,6 +1347,10 @@ int main(int argc, char **argv)
         return cmd_largebatch(threads, dt_args_given(args, n_args, "--steps") ? steps : 1600,
                               dt_args_given(args, n_args, "--micro-batch-size") ? B : 64);
     if (strcmp(cmd, "allreduce") == 0) return cmd_allreduce(ar_chunk, ar_min, ar_max, ar_iters);
+    if (strcmp(cmd, "tp") == 0)
+        return cmd_tp(threads, dt_args_given(args, n_args, "--micro-batch-size") ? B : 4,
+                      dt_args_given(args, n_args, "--seq-length") && T > 0 ? T : 64, 4, 128,
+                      dt_args_given(args, n_args, "--steps") ? steps : 5);
     if (strcmp(cmd, "pipeline") == 0) {
         int split[64] = {0};
         if (pp_split) {
@@ -1274,7 +1367,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "dtbench: '%s': unknown command (expected gemm, gelu, train, recompute, largebatch, amp, allreduce, "
-            "pipeline or bubbles)\n",
+            "pipeline, tp or bubbles)\n",
             cmd);
     return 2;
 }

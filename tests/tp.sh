@@ -13,7 +13,7 @@ for t in 1 2 4; do
     fi
 done
 
-# Whole runs: t = 2 and 4, and t x p = 2 x 2, end with the serial run's
+# Whole runs: t = 2 and 4, t x d = 2 x 2 and t x p = 2 x 2 end with the serial run's
 # training and validation loss within 1e-4 relative (AdamW, and SGD, whose
 # steps show a wrong clipping norm), and every rank's trace has 2 forward and
 # 2 backward tensor-parallel allreduces per block per micro-batch.
@@ -33,16 +33,18 @@ for opt in adamw sgd; do
             --summary "$TMP/serial-$opt.json" >"$TMP/serial-$opt.out" 2>&1; then
         fail "serial $opt:"; cat "$TMP/serial-$opt.out" >&2; continue
     fi
-    for spec in 2:2:1 4:4:1 4:2:2; do
+    for spec in 2:2:1 4:4:1 4:2:1 4:2:2; do
         n=${spec%%:*} rest=${spec#*:} t=${rest%%:*} p=${rest#*:}
-        name=t$t-p$p-$opt
+        name=n$n-t$t-p$p-$opt
         if timeout 180 $MPIRUN -np $n "$DTRAIN" $COMMON $extra --micro-batch-size 2 --global-batch-size 8 \
                 --tensor-model-parallel-size $t --pipeline-model-parallel-size $p --summary "$TMP/$name.json" \
                 --trace "$TMP/$name-trace.json" >"$TMP/$name.out" 2>&1; then
             same $name serial-$opt
             # in the 4 training steps (iter 0-3; the evaluation after them has
-            # its own forward allreduces): 2 blocks over p stages, 4 micro-batches
-            want=$((4 * (2 / p) * 4 * 4))
+            # its own forward allreduces): 2 blocks over p stages, 8 / (2 d)
+            # micro-batches per step on each of the d = n / (t p) replicas
+            d=$((n / (t * p)))
+            want=$((4 * (2 / p) * (8 / (2 * d)) * 4))
             for r in $(seq 0 $((n - 1))); do
                 got=$(grep '"name":"tp allreduce' "$TMP/$name-trace.rank$r.json" | grep -c '"iter":[0-3][,}]')
                 [ "$got" = "$want" ] || fail "$name: rank $r traced $got tensor-parallel allreduces, expected $want"
