@@ -454,7 +454,7 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
 
 /* ---- evaluation and gathering ---------------------------------------------- */
 
-enum { DT__PIPE_TAG_EVAL = 3, DT__PIPE_TAG_GATHER = 4 };
+enum { DT__PIPE_TAG_EVAL = 3 };
 
 dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double sums[4])
 {
@@ -513,40 +513,21 @@ done:
     return st;
 }
 
-dt_status dt__pipe_gather(dt__pipe *pp, float *whole, size_t numel)
+dt_status dt__pipe_probe(dt__pipe *pp, double *out)
 {
     dt_comm *w = pp->cfg.world;
-    const dt_paramset *L = dt__stage_layout(pp->st);
-    dt_status st = DT_OK;
-    if (pp->dpi != 0) return DT_OK; /* the first pipeline speaks for all (they hold the same weights) */
-    if (pp->t > 1) return DT_FAIL(DT_ERR_UNSUPPORTED, "gathering a tensor-parallel model: not supported yet");
-    if (w->rank == 0) {
-        if (dt__stage_offset(pp->st) + L->numel > numel)
-            return DT_FAIL(DT_ERR_INVALID, "pipeline gather: %zu floats do not hold the model", numel);
-        DT_CHECK(pp->cfg.be->copy(pp->cfg.be, whole, dt__stage_params(pp->st), L->numel * sizeof(float), DT_COPY_D2H));
-        for (int s = 1; s < pp->p; s++) {
-            uint64_t hdr[2];
-            dt_comm_request *q = NULL;
-            DT_CHECK(w->ops->irecv(w, hdr, sizeof hdr, s * pp->d, DT__PIPE_TAG_GATHER, &q));
-            DT_CHECK(w->ops->wait(w, q));
-            if (hdr[0] + hdr[1] > numel)
-                return DT_FAIL(DT_ERR_BACKEND, "pipeline gather: stage %d sends %llu floats at %llu", s,
-                               (unsigned long long)hdr[1], (unsigned long long)hdr[0]);
-            DT_CHECK(w->ops->irecv(w, whole + hdr[0], hdr[1] * sizeof(float), s * pp->d, DT__PIPE_TAG_GATHER, &q));
-            DT_CHECK(w->ops->wait(w, q));
-        }
-        return DT_OK;
-    }
-    float *host = malloc(L->numel * sizeof *host);
-    if (!host) return DT_FAIL(DT_ERR_NOMEM, "pipeline gather: out of memory");
-    uint64_t hdr[2] = {dt__stage_offset(pp->st), L->numel};
-    dt_comm_request *q = NULL;
-    st = pp->cfg.be->copy(pp->cfg.be, host, dt__stage_params(pp->st), L->numel * sizeof(float), DT_COPY_D2H);
-    if (st == DT_OK) st = w->ops->isend(w, hdr, sizeof hdr, 0, DT__PIPE_TAG_GATHER, &q);
-    if (st == DT_OK) st = w->ops->wait(w, q);
-    if (st == DT_OK) st = w->ops->isend(w, host, L->numel * sizeof(float), 0, DT__PIPE_TAG_GATHER, &q);
-    if (st == DT_OK) st = w->ops->wait(w, q);
-    free(host);
+    double mine = 0.0;
+    if (pp->dpi == 0) DT_CHECK(dt__stage_probe(pp->st, &mine)); /* the first pipeline speaks for all */
+    /* each rank's double as two floats in its own slots, added exactly in double afterwards */
+    float *v = calloc((size_t)2 * w->size, sizeof *v);
+    if (!v) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
+    v[2 * w->rank] = (float)mine;
+    v[2 * w->rank + 1] = (float)(mine - (double)(float)mine);
+    dt_status st = dt_comm_allreduce(w, v, (size_t)2 * w->size, DT_ALLREDUCE_RING, NULL);
+    double sum = 0.0;
+    for (int r = 0; r < w->size; r++) sum += (double)v[2 * r] + (double)v[2 * r + 1];
+    free(v);
+    *out = sum;
     return st;
 }
 

@@ -87,9 +87,9 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out);
  * takes its share), added over every rank: sums[0] loss over counted
  * targets, [1] counted targets, [2] complete examples, [3] correct ones. */
 dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double sums[4]);
-/* The whole model's weights on world rank 0 (whole: numel floats, host; other
- * ranks pass NULL). Collective. */
-dt_status dt__pipe_gather(dt__pipe *pp, float *whole, size_t numel);
+/* The whole model's weights fingerprint (dt__probe_u in dt_internal.h) on
+ * every rank: each stage and tensor rank adds its own elements. Collective. */
+dt_status dt__pipe_probe(dt__pipe *pp, double *out);
 
 /* This stage's measured figures: saved activation bytes at their peak, the
  * most weight versions alive at once (stashes + current) and the most

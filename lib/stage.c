@@ -491,3 +491,34 @@ dt_status dt__stage_grad_sumsq(dt__stage *st, double *sharded, double *replicate
     }
     return DT_OK;
 }
+
+dt_status dt__stage_probe(dt__stage *st, double *out)
+{
+    const size_t n = st->layout.numel;
+    float *w = malloc((n ? n : 1) * sizeof *w);
+    if (!w) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for the weights fingerprint");
+    dt_status s = st->be->copy(st->be, w, st->params.data, n * sizeof(float), DT_COPY_D2H);
+    double sum = 0.0;
+    for (int i = 0; s == DT_OK && i < st->layout.count;) {
+        if (st->sharded[i] == 2) { /* a tensor-parallel block: its replicated tensors once (tensor rank 0), its shards */
+            size_t off[DT__NBLOCK];
+            for (int k = 0; k < DT__NBLOCK; k++) off[k] = st->whole.info[st->whole_index[i + k]].offset;
+            for (int k = 0; k < DT__NBLOCK && st->tr == 0; k++) {
+                if (st->sharded[i + k] == 1) continue;
+                const dt_param_info *p = &st->layout.info[i + k];
+                for (size_t j = 0; j < p->numel; j++) sum += (double)w[p->offset + j] * dt__probe_u(off[k] + j);
+            }
+            sum += dt__tp_block_probe(&st->cfg, st->t, st->tr, &st->layout, i, w, off);
+            i += DT__NBLOCK;
+            continue;
+        }
+        const dt_param_info *p = &st->layout.info[i];
+        const size_t off = st->whole.info[st->whole_index[i]].offset;
+        if (st->tr == 0)
+            for (size_t j = 0; j < p->numel; j++) sum += (double)w[p->offset + j] * dt__probe_u(off + j);
+        i++;
+    }
+    free(w);
+    *out = sum;
+    return s;
+}

@@ -40,6 +40,11 @@ dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int 
 struct dt__tp;
 dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
                            int B, int T, struct dt__tp *tp, dt__stage **out);
+/* This rank's terms of the weights fingerprint (dt__probe_u): its tensors'
+ * elements weighted by their indexes in the whole model's buffer; the
+ * replicated tensors counted by tensor rank 0 only, so the sum over the
+ * stages and the tensor ranks is the whole model's fingerprint. */
+dt_status dt__stage_probe(dt__stage *st, double *out);
 /* Squared gradient norm, split into the tensors this rank holds a shard of
  * (sum them over the tensor-parallel group) and the replicated ones (the
  * same on every rank of the group). */

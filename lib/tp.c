@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dt_internal.h"
 #include "dt_time.h"
 
 static dt_status dt__tp_sum(dt__tp *tp, float *x, size_t n)
@@ -180,4 +181,27 @@ dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config 
     DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln1) */
     DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     return DT_OK;
+}
+
+double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,
+                          const float *local, const size_t whole_off[12])
+{
+    const size_t C = (size_t)cfg->hidden_size, Cl = C / (size_t)t, F = 4 * C, Fl = F / (size_t)t;
+    const float *o[12];
+    for (int i = 0; i < 12; i++) o[i] = local + local_layout->info[first_tensor + i].offset;
+    double sum = 0.0;
+    for (size_t part = 0; part < 3; part++) { /* q, k, v rows of this rank's heads, and their biases */
+        for (size_t j = 0; j < Cl * C; j++)
+            sum += (double)o[2][part * Cl * C + j] * dt__probe_u(whole_off[2] + (part * C + r * Cl) * C + j);
+        for (size_t j = 0; j < Cl; j++)
+            sum += (double)o[3][part * Cl + j] * dt__probe_u(whole_off[3] + part * C + r * Cl + j);
+    }
+    for (size_t i = 0; i < C; i++)
+        for (size_t j = 0; j < Cl; j++) sum += (double)o[4][i * Cl + j] * dt__probe_u(whole_off[4] + i * C + r * Cl + j);
+    for (size_t j = 0; j < Fl * C; j++) sum += (double)o[8][j] * dt__probe_u(whole_off[8] + r * Fl * C + j);
+    for (size_t j = 0; j < Fl; j++) sum += (double)o[9][j] * dt__probe_u(whole_off[9] + r * Fl + j);
+    for (size_t i = 0; i < C; i++)
+        for (size_t j = 0; j < Fl; j++)
+            sum += (double)o[10][i * Fl + j] * dt__probe_u(whole_off[10] + i * F + r * Fl + j);
+    return sum;
 }

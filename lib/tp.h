@@ -60,6 +60,13 @@ dt_status dt__tp_block_layout(const dt_gpt_config *cfg, int t, int l, dt_paramse
 void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *const full[12],
                         const dt_paramset *local_layout, int first_tensor, float *local);
 
+/* The fingerprint terms (dt__probe_u in dt_internal.h) of the sharded
+ * tensors of rank r's block shard (host, laid out as local_layout from
+ * first_tensor), each element weighted by its index in the whole model's
+ * buffer; whole_off[i]: where whole tensor i of the block starts there. */
+double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,
+                          const float *local, const size_t whole_off[12]);
+
 typedef struct dt__tp_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
     float *qkv;                       /* (B,T,3C/t) */

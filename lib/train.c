@@ -60,8 +60,7 @@ struct dt_trainer {
     dt_comm *gcomm;        /* owned: NCCL over cfg.comm's ranks for device gradients (--device cuda), else NULL */
     dt__pipe *pipe;        /* pipeline parallelism (cfg.pipeline_size > 1): this rank's stage, else NULL */
     dt__zero *zero;        /* ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
-    float *pipe_whole;     /* rank 0, after the last step: the whole model's weights (host), for the summary */
-    size_t pipe_numel;
+    double pipe_probe;     /* after the last step: the whole model's weights fingerprint (NAN before) */
     double *pipe_figures;  /* (3p) after the last step: per stage peak activation bytes, versions alive, versions in flight */
     long long pipe_mismatch, pipe_disagree; /* after the last step: dt__pipe_version_check */
     int ps_broken;         /* an exchange failed: do not say goodbye to the servers */
@@ -759,6 +758,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     dt_status st = DT_OK;
 
     tr->cfg = *cfg;
+    tr->pipe_probe = NAN;
     DT_CHECK_GOTO(dt__strdup(cfg->data.task, &tr->task), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->data.path, &tr->path), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->device, &tr->device), st, fail);
@@ -958,7 +958,6 @@ void dt_trainer_free(dt_trainer *tr)
     dt__ps_free(tr->ps);
     dt__pipe_free(tr->pipe);
     dt__zero_free(tr->zero);
-    free(tr->pipe_whole);
     free(tr->pipe_figures);
     dt_comm_free(tr->gcomm);
     if (tr->opt_ready) dt_optim_free(&tr->opt);
@@ -1207,12 +1206,7 @@ static void dt__tr_account(dt_trainer *tr, double secs)
 static dt_status dt__pipe_finish(dt_trainer *tr)
 {
     const int p = tr->cfg.pipeline_size;
-    tr->pipe_numel = dt_gpt_config_layout_numel(&tr->cfg.model);
-    if (tr->rank == 0 && tr->cfg.tensor_size == 1) { /* (a tensor-parallel model is not gathered yet: no fingerprint) */
-        tr->pipe_whole = calloc(tr->pipe_numel, sizeof *tr->pipe_whole);
-        if (!tr->pipe_whole) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory gathering the model");
-    }
-    if (tr->cfg.tensor_size == 1) DT_CHECK(dt__pipe_gather(tr->pipe, tr->pipe_whole, tr->pipe_numel));
+    DT_CHECK(dt__pipe_probe(tr->pipe, &tr->pipe_probe));
     tr->pipe_figures = calloc((size_t)3 * p, sizeof *tr->pipe_figures);
     float *v = calloc((size_t)3 * p, sizeof *v);
     if (!tr->pipe_figures || !v) {
@@ -1596,22 +1590,20 @@ double dt_trainer_tokens_per_second(const dt_trainer *tr)
 double dt_trainer_elapsed_seconds(const dt_trainer *tr) { return (double)(dt_time_ns() - tr->t_start_ns) * 1e-9; }
 
 /* A fingerprint of the weights for comparing runs (serial against data
- * parallel, ...): sum of w_i * r_i with fixed pseudo-random r_i in [-1, 1),
- * in double. Any change of the weights changes it to first order. */
+ * parallel, ...): sum of w_i * u(i) with u(i) in [-1, 1) a hash of the
+ * element index (dt__probe_u), in double. Any change of the weights changes
+ * it to first order; a split model adds its parts (dt__pipe_probe). */
 static double dt__param_probe(dt_trainer *tr)
 {
-    if (tr->pipe && !tr->pipe_whole) return NAN; /* gathered on rank 0 after the last step */
-    size_t n = tr->pipe ? tr->pipe_numel : dt__tr_layout(tr)->numel;
+    if (tr->pipe) return tr->pipe_probe; /* added over the stages after the last step */
+    size_t n = dt__tr_layout(tr)->numel;
     float *w = malloc(n * sizeof *w);
-    if (w && tr->pipe) memcpy(w, tr->pipe_whole, n * sizeof *w);
-    if (!w || (!tr->pipe && tr->be->copy(tr->be, w, dt__tr_params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK)) {
+    if (!w || tr->be->copy(tr->be, w, dt__tr_params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK) {
         free(w);
         return NAN;
     }
-    dt_rng r;
-    dt_rng_seed(&r, 0x9e0be);
     double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)w[i] * (2.0 * dt_rng_uniform(&r) - 1.0);
+    for (size_t i = 0; i < n; i++) s += (double)w[i] * dt__probe_u(i);
     free(w);
     return s;
 }

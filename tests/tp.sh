@@ -14,14 +14,15 @@ for t in 1 2 4; do
 done
 
 # Whole runs: t = 2 and 4, t x d = 2 x 2 and t x p = 2 x 2 end with the serial run's
-# training and validation loss within 1e-4 relative (AdamW, and SGD, whose
+# training and validation loss and weights fingerprint (param_probe, added
+# over the shards and stages) within 1e-4 relative (AdamW, and SGD, whose
 # steps show a wrong clipping norm), and every rank's trace has 2 forward and
 # 2 backward tensor-parallel allreduces per block per micro-batch.
 COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-iters 1 --eval-iters 2 \
 --eval-interval 0 --log-interval 4 --threads 1"
 same() { # same NAME REF
     ok=1
-    for kk in train_loss val_loss; do
+    for kk in train_loss val_loss param_probe; do
         a=$(key "$TMP/$2.json" $kk); b=$(key "$TMP/$1.json" $kk)
         if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b"; then fail "$1: $kk $b, serial $a"; ok=0; fi
     done
