@@ -966,6 +966,29 @@ static void pipe_summary_figures(const char *path, int p, double *peak, double *
     json_decref(root);
 }
 
+/* A custom GPT (L blocks, width C, 4 heads, context T) trained on micro-batches
+ * of B with the given global batch for `steps` steps over comm: the runs of
+ * dtbench pipeline and tp. */
+static void bench_split_config(dt_train_config *cfg, int L, int C, int T, int B, int global, int steps, int threads,
+                               dt_comm *comm)
+{
+    dt_train_config_default(cfg);
+    snprintf(cfg->model_name, sizeof cfg->model_name, "custom");
+    cfg->model.num_layers = L;
+    cfg->model.hidden_size = C;
+    cfg->model.num_heads = 4;
+    cfg->model.seq_len = T;
+    cfg->seq_length = T;
+    cfg->micro_batch_size = B;
+    cfg->global_batch_size = global;
+    cfg->train_iters = steps;
+    cfg->lr.warmup_iters = 1;
+    cfg->lr.decay_iters = steps;
+    cfg->eval_iters = 1;
+    cfg->threads = threads;
+    cfg->comm = comm;
+}
+
 /* dtbench tp: Megatron tensor parallelism for t = 1, 2, 4 (each dividing
  * the ranks; d = ranks / t data-parallel replicas): per step and rank, the
  * f/g allreduces counted in the trace and the bytes they send against the
@@ -994,21 +1017,7 @@ static int cmd_tp(int threads, int B, int T, int L, int C, int steps)
     for (int t = 1; t <= 4; t *= 2) {
         if (n % t) continue;
         dt_train_config cfg;
-        dt_train_config_default(&cfg);
-        snprintf(cfg.model_name, sizeof cfg.model_name, "custom");
-        cfg.model.num_layers = L;
-        cfg.model.hidden_size = C;
-        cfg.model.num_heads = 4;
-        cfg.model.seq_len = T;
-        cfg.seq_length = T;
-        cfg.micro_batch_size = B;
-        cfg.global_batch_size = B * m * (n / t);
-        cfg.train_iters = steps;
-        cfg.lr.warmup_iters = 1;
-        cfg.lr.decay_iters = steps;
-        cfg.eval_iters = 1;
-        cfg.threads = threads;
-        cfg.comm = c;
+        bench_split_config(&cfg, L, C, T, B, B * m * (n / t), steps, threads, c);
         cfg.tensor_size = t;
         char path[256];
         snprintf(path, sizeof path, "%s/t%d.json", tmpl, t);
@@ -1121,21 +1130,7 @@ static int cmd_pipeline(int p, int threads, int B, int T, int L, int C, const in
             double noise = 0, secs = 0;
             for (int attempt = 0; attempt < attempts; attempt++) {
                 dt_train_config cfg;
-                dt_train_config_default(&cfg);
-                snprintf(cfg.model_name, sizeof cfg.model_name, "custom");
-                cfg.model.num_layers = L;
-                cfg.model.hidden_size = C;
-                cfg.model.num_heads = 4;
-                cfg.model.seq_len = T;
-                cfg.seq_length = T;
-                cfg.micro_batch_size = B;
-                cfg.global_batch_size = B * m * d;
-                cfg.train_iters = steps;
-                cfg.lr.warmup_iters = 1;
-                cfg.lr.decay_iters = steps;
-                cfg.eval_iters = 1;
-                cfg.threads = threads;
-                cfg.comm = c;
+                bench_split_config(&cfg, L, C, T, B, B * m * d, steps, threads, c);
                 cfg.pipeline_size = p;
                 cfg.pipeline_schedule = kinds[k];
                 for (int s = 0; s < p && split[0]; s++) cfg.pipeline_split[s] = split[s];
