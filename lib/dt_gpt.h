@@ -115,6 +115,13 @@ DT_API size_t dt_gpt_predicted_activation_bytes(const dt_gpt *m, int B, int T);
  * checkpoints stay FP32. DT_F32 turns it all off. */
 DT_API dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype);
 DT_API dt_dtype dt_gpt_precision(const dt_gpt *m);
+/* Mixed precision with the FP32 masters kept elsewhere (ZeRO-1 shards them
+ * over the data-parallel ranks): from now on the parameter buffer holds the
+ * weights already rounded to the half format, and the model computes with
+ * them directly, dropping its half and FP32 compute copies (the masters'
+ * rounding is done by whoever updates them). Until the next
+ * dt_gpt_set_precision. */
+DT_API dt_status dt_gpt_set_weights_rounded(dt_gpt *m);
 
 /* Per-layer trace hook: called after each layer forward/backward with the
  * layer index (-1 embedding, 0..L-1 blocks, L head+loss), the pass

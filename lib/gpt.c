@@ -59,6 +59,7 @@ struct dt_gpt {
     dt_buffer whalf;      /* (numel) the compute copy of the weights, in precision */
     dt_buffer wq;         /* (numel) the same values as FP32, read by the GEMMs */
     dt_buffer gmb;        /* (numel) one micro-batch's parameter gradients, rounded before accumulation */
+    int weights_rounded;  /* dt_gpt_set_weights_rounded: params hold 16-bit values, no whalf/wq copies */
     void *(*packed)[DT__BLOCK_NFIELDS]; /* (L) half mode: each block's saved tensors in 2-byte storage */
 
     /* activation recomputation */
@@ -434,6 +435,7 @@ dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)
      * activations and their gradients rounded): tensor cores may take them */
     if (m->be->set_gemm_inputs) DT_CHECK(m->be->set_gemm_inputs(m->be, dtype));
     m->precision = dtype;
+    m->weights_rounded = 0;
     m->rnd.dtype = dtype;
     if (dtype == DT_F32) {
         dt__gpt_bind(m, m->params.data, &m->wte, &m->wpe, m->blocks, &m->head);
@@ -451,10 +453,21 @@ dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)
 
 dt_dtype dt_gpt_precision(const dt_gpt *m) { return m->precision; }
 
+dt_status dt_gpt_set_weights_rounded(dt_gpt *m)
+{
+    if (m->precision == DT_F32)
+        return DT_FAIL(DT_ERR_INVALID, "rounded weights: the model is FP32 (expected --fp16 or --bf16 first)");
+    dt_buffer_free(&m->whalf);
+    dt_buffer_free(&m->wq);
+    m->weights_rounded = 1;
+    dt__gpt_bind(m, m->params.data, &m->wte, &m->wpe, m->blocks, &m->head);
+    return DT_OK;
+}
+
 /* Half mode: the compute copy of the weights from the FP32 masters. */
 static dt_status dt__gpt_sync_weights(dt_gpt *m)
 {
-    if (m->precision == DT_F32) return DT_OK;
+    if (m->precision == DT_F32 || m->weights_rounded) return DT_OK;
     size_t n = m->layout.numel;
     DT_CHECK(m->be->cast(m->be, m->whalf.data, m->precision, m->params.data, DT_F32, n));
     return m->be->cast(m->be, m->wq.data, DT_F32, m->whalf.data, m->precision, n);

@@ -868,6 +868,10 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt__zero_create(tr->gcomm ? tr->gcomm : cfg->comm, tr->be, dt__tr_layout(tr), &tr->cfg.optim,
                                       &tr->zero),
                       st, fail);
+        if (cfg->precision != DT_F32 && tr->model) { /* the FP32 masters sharded too; the model keeps their half values */
+            DT_CHECK_GOTO(dt__zero_keep_masters(tr->zero, dt__tr_params(tr), cfg->precision), st, fail);
+            DT_CHECK_GOTO(dt_gpt_set_weights_rounded(tr->model), st, fail);
+        }
     } else {
         DT_CHECK_GOTO(dt_optim_init(&tr->opt, &tr->cfg.optim, tr->be, dt__tr_layout(tr)), st, fail);
         tr->opt_ready = 1;
@@ -1697,6 +1701,12 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         /* this rank's: the whole model's, or its shard's under --use-distributed-optimizer */
+        /* this rank's FP32 master weights: the model's buffer, or its shard under ZeRO-1 with --fp16/--bf16 */
+        dt__jset(o, "master_weight_bytes",
+                 json_integer((json_int_t)(tr->zero && dt__zero_master_bytes(tr->zero)
+                                               ? dt__zero_master_bytes(tr->zero)
+                                               : tr->pipe ? 0 : dt__tr_layout(tr)->numel * sizeof(float))),
+                 &bad);
         dt__jset(o, "optimizer_state_bytes",
                  json_integer((json_int_t)(tr->zero ? dt__zero_state_bytes(tr->zero)
                                                     : tr->opt_ready ? dt_optim_state_bytes(&tr->opt) : 0)),

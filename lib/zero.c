@@ -37,6 +37,11 @@ struct dt__zero {
     int *tensor;       /* (pieces) model index of each piece's tensor */
     dt_optim opt;      /* state for the segment only */
     int opt_ready;
+    /* mixed precision (dt__zero_keep_masters): the FP32 master weights of the
+     * segment live here only; the model's buffer holds their 16-bit values */
+    dt_dtype masters;  /* DT_F32: none (the model's buffer is the masters) */
+    dt_buffer master;  /* (len) FP32 */
+    dt_buffer half;    /* (len) in masters' dtype: rounding scratch */
 };
 
 size_t dt__zero_state_bytes(const dt__zero *z) { return z->opt_ready ? dt_optim_state_bytes(&z->opt) : 0; }
@@ -53,6 +58,8 @@ void dt__zero_free(dt__zero *z)
 {
     if (!z) return;
     if (z->opt_ready) dt_optim_free(&z->opt);
+    dt_buffer_free(&z->master);
+    dt_buffer_free(&z->half);
     dt_paramset_free(&z->shard);
     free(z->tensor);
     free(z);
@@ -144,6 +151,33 @@ static dt_status dt__zero_first_bad(dt_comm *c, int mine, int *out)
     return st;
 }
 
+/* params[lo, lo+len) = the master shard rounded to the 16-bit type (as FP32). */
+static dt_status dt__zero_round_into(dt__zero *z, float *params)
+{
+    if (!z->len) return DT_OK;
+    DT_CHECK(z->be->cast(z->be, z->half.data, z->masters, z->master.data, DT_F32, z->len));
+    return z->be->cast(z->be, params + z->lo, DT_F32, z->half.data, z->masters, z->len);
+}
+
+dt_status dt__zero_keep_masters(dt__zero *z, float *params, dt_dtype dtype)
+{
+    if (dtype != DT_F16 && dtype != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "distributed optimizer: masters for dtype %s (expected f16 or bf16)",
+                       dt_dtype_name(dtype));
+    z->masters = dtype;
+    DT_CHECK(dt_buffer_alloc(&z->master, z->be, (z->len ? z->len : 1) * sizeof(float)));
+    DT_CHECK(dt_buffer_alloc(&z->half, z->be, (z->len ? z->len : 1) * dt_dtype_size(dtype)));
+    if (z->len)
+        DT_CHECK(z->be->copy(z->be, z->master.data, params + z->lo, z->len * sizeof(float), DT_COPY_D2D));
+    /* every rank rounds its segment, then all see every segment's rounded values */
+    DT_CHECK(dt__zero_round_into(z, params));
+    return dt_comm_all_gather(z->dp, params, z->layout->numel, NULL);
+}
+
+size_t dt__zero_master_bytes(const dt__zero *z) { return z->masters != DT_F32 ? z->len * sizeof(float) : 0; }
+
+const float *dt__zero_master(const dt__zero *z) { return z->masters != DT_F32 ? z->master.data : NULL; }
+
 dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero_step_args *a, dt__update_result *r)
 {
     if (!a->lr) return DT_FAIL(DT_ERR_INVALID, "distributed optimizer step: no learning-rate schedule");
@@ -159,7 +193,7 @@ dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero
     /* step 2: the shard's update, under the whole gradient's norm and overflow */
     dt__update_args ua = {.be = z->be,
                           .layout = &z->shard,
-                          .params = params + z->lo,
+                          .params = z->masters != DT_F32 ? (float *)z->master.data : params + z->lo,
                           .grads = grads + z->lo,
                           .opt = &z->opt,
                           .scaler = a->scaler,
@@ -179,6 +213,8 @@ dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero
         if (many) DT_CHECK(dt__zero_first_bad(scalar, r->first_bad, &r->first_bad));
         return DT_OK;
     }
-    /* step 3: every rank's updated segment to every rank */
+    /* step 3: every rank's updated segment (rounded from the masters under
+     * mixed precision) to every rank */
+    if (z->masters != DT_F32) DT_CHECK(dt__zero_round_into(z, params));
     return dt_comm_all_gather(z->dp, params, numel, a->coll);
 }

@@ -16,9 +16,10 @@
  *     loss scaling see the whole gradient and every rank skips together;
  *   all-gather the parameters (ring): every rank has the whole new model.
  *
- * The FP32 parameters stay whole on every rank: they are the model's
- * working weights (and, under mixed precision, the masters the half copy is
- * made from), so only the optimizer state is sharded, not the masters.
+ * In FP32 the parameters stay whole on every rank: they are the model's
+ * working weights. Under mixed precision (dt__zero_keep_masters) the FP32
+ * masters are sharded as well, and the whole buffer holds their 16-bit
+ * values, which the model computes with.
  *
  * Invariants: every rank of dp calls create, step and free in the same
  * order (they are collective); the layout's segments cover [0, numel) once;
@@ -72,6 +73,16 @@ void dt__zero_free(dt__zero *z);
  * order) over all shards. */
 dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero_step_args *a, dt__update_result *r);
 
+/* Mixed precision: keep the segment's FP32 master weights here (copied from
+ * params) and from now on hold in params only their values rounded to dtype
+ * (F16 or BF16), which is all the model computes with: each step updates
+ * the masters and all-gathers the rounded segments. The masters are then
+ * sharded too (len floats per rank instead of the whole model's). Collective. */
+dt_status dt__zero_keep_masters(dt__zero *z, float *params, dt_dtype dtype);
+/* Bytes of master weights this rank holds (0 without dt__zero_keep_masters),
+ * and the masters themselves (the segment [lo, lo+len); NULL without). */
+size_t dt__zero_master_bytes(const dt__zero *z);
+const float *dt__zero_master(const dt__zero *z);
 /* This rank's optimizer state in bytes (its segment's share of the whole). */
 size_t dt__zero_state_bytes(const dt__zero *z);
 /* This rank's segment of the flat buffer: [*lo, *lo + *len). */

@@ -103,6 +103,34 @@ else
     echo "FAIL: --fp16 ring or ps-sync run exited non-zero:" >&2; tail -n 20 "$TMP/f-ring.out" "$TMP/f-ps.out" >&2
     failures=$((failures + 1))
 fi
+# ZeRO-1 under mixed precision shards the FP32 master weights too: with
+# --bf16, and with --fp16 from a loss scale of 2^20 (overflows in the first
+# steps), 2 ranks with --use-distributed-optimizer end with the same losses
+# and skipped steps as plain data parallelism, holding half the masters and
+# half the optimizer state each.
+MP="$COMMON --train-iters 6 --micro-batch-size 4 --global-batch-size 8"
+for prec in bf16 fp16; do
+    flags="--bf16"; [ $prec = fp16 ] && flags="--fp16 --initial-loss-scale 1048576 --hysteresis 1"
+    if timeout 180 mpirun --oversubscribe --allow-run-as-root -np 2 "$DTRAIN" $MP $flags --summary "$TMP/m-dp.json" \
+            >"$TMP/m-dp.out" 2>&1 &&
+       timeout 180 mpirun --oversubscribe --allow-run-as-root -np 2 "$DTRAIN" $MP $flags --use-distributed-optimizer \
+            --summary "$TMP/m-zero.json" >"$TMP/m-zero.out" 2>&1; then
+        ok=1
+        for key_ in train_loss val_loss skipped_steps; do
+            a=$(key "$TMP/m-dp.json" $key_); b=$(key "$TMP/m-zero.json" $key_)
+            if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b"; then
+                fail "--$prec ZeRO-1: $key_ $b, data parallelism $a"; ok=0
+            fi
+        done
+        for key_ in master_weight_bytes optimizer_state_bytes; do
+            a=$(key "$TMP/m-dp.json" $key_); b=$(key "$TMP/m-zero.json" $key_)
+            [ -n "$a" ] && [ -n "$b" ] && [ $((b * 2)) -eq "$a" ] || { fail "--$prec ZeRO-1: $key_ $b of $a (expected half)"; ok=0; }
+        done
+        [ $ok = 1 ] && echo "ok: --$prec ZeRO-1 equals data parallelism with half the masters ($(key "$TMP/m-zero.json" master_weight_bytes) bytes) and optimizer state"
+    else
+        fail "--$prec ZeRO-1 or data-parallel run exited non-zero:"; tail -n 20 "$TMP/m-dp.out" "$TMP/m-zero.out" >&2
+    fi
+done
 # Bucketed overlap: with small buckets, the trace of rank 0 shows buckets of
 # iteration 1 handed to the communication thread ("bucket launch" on the
 # comm lane) before that iteration's backward pass has ended. (When their
