@@ -24,7 +24,6 @@
 #include "pipeline.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,9 +129,8 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
     pp->tp = (dt__tp){.comm = pp->dtp ? pp->dtp : pp->tpc,
                       .algo = s->allreduce == DT_ALLREDUCE_MPI && pp->dtp ? DT_ALLREDUCE_NCCL : s->allreduce,
                       .chunk_bytes = s->chunk_bytes,
-                      .hook = s->tp_hook,
-                      .hook_ctx = s->ctx,
-                      .event = s->tp_event};
+                      .event = s->tp_event,
+                      .event_ctx = s->ctx};
     int l0, l1;
     DT_CHECK_GOTO(dt__stage_split(s->model->num_layers, s->p, s->split, &l0, &l1, pp->stage), st, fail);
     pp->slots = pp->sched->max_in_flight[pp->stage];

@@ -60,7 +60,6 @@ typedef struct dt__pipe_setup {
     size_t chunk_bytes;
     dt__pipe_batch_fn batch;
     dt__pipe_event_fn event;   /* may be NULL */
-    dt_comm_step_hook tp_hook; /* steps of the tensor-parallel allreduces (traces), may be NULL */
     void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns); /* each f/g allreduce, may be NULL */
     void *ctx;
 } dt__pipe_setup;

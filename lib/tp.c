@@ -23,7 +23,7 @@
 
 static dt_status dt__tp_sum(dt__tp *tp, float *x, size_t n)
 {
-    const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes, .hook = tp->hook, .hook_ctx = tp->hook_ctx};
+    const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes};
     return dt_comm_allreduce(tp->comm, x, n, tp->algo, &o);
 }
 
@@ -31,7 +31,7 @@ static dt_status dt__tp_sum_traced(dt__tp *tp, int is_g, char pass, float *x, si
 {
     const int64_t t0 = tp->event ? dt_time_ns() : 0;
     DT_CHECK(dt__tp_sum(tp, x, n));
-    if (tp->event) tp->event(tp->hook_ctx, is_g, pass, t0, dt_time_ns());
+    if (tp->event) tp->event(tp->event_ctx, is_g, pass, t0, dt_time_ns());
     return DT_OK;
 }
 

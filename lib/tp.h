@@ -37,11 +37,10 @@ typedef struct dt__tp {
     dt_allreduce_algo algo;
     size_t chunk_bytes;
     long long allreduces_fwd, allreduces_bwd; /* made by f and g so far */
-    dt_comm_step_hook hook;  /* optional: each allreduce's steps (traces) */
-    void *hook_ctx;
-    /* optional: each allreduce f or g makes (is_g 0: f, 1: g; pass 'F' or
-     * 'B'), with its start and end from dt_time_ns(); ctx is hook_ctx */
+    /* optional (traces): each allreduce f or g makes (is_g 0: f, 1: g; pass
+     * 'F' or 'B'), with its start and end from dt_time_ns() */
     void (*event)(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns);
+    void *event_ctx;
 } dt__tp;
 
 /* f: identity forward; backward, x(n) becomes the sum over the group. */

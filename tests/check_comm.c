@@ -1314,21 +1314,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "check_comm: no communicator to test: %s (%s)\n", dt_last_error(), dt_last_error_site());
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(comm_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    float failed = (float)srunner_ntests_failed(sr);
-    srunner_free(sr);
-
-    /* Any rank's failure fails every rank. */
-    st = g_world->ops->allreduce_native(g_world, &failed, 1);
-    if (st != DT_OK)
-        fprintf(stderr, "check_comm: rank %d: summing the failures over ranks: %s (%s)\n", g_world->rank,
-                dt_last_error(), dt_last_error_site());
-    else if (g_world->rank == 0)
-        printf("check_comm: %s communicator, %d rank(s): %d failure(s) over all ranks\n", g_world->ops->name,
-               g_world->size, (int)failed);
-    int ok = st == DT_OK && failed == 0;
+    int ok = dt_test_run_ranks(comm_suite(), g_world, "check_comm", 0);
     dt_comm_free(g_world);
     st = dt_comm_finalize();
     if (st != DT_OK) {

@@ -157,15 +157,7 @@ int main(void)
         fprintf(stderr, "check_nccl: no NCCL communicator: %s (%s)\n", dt_last_error(), dt_last_error_site());
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(nccl_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    float failed = (float)srunner_ntests_failed(sr);
-    srunner_free(sr);
-    st = g_host->ops->allreduce_native(g_host, &failed, 1); /* any rank's failure fails every rank */
-    if (st == DT_OK && g_host->rank == 0)
-        printf("check_nccl: %d rank(s): %d failure(s) over all ranks\n", g_host->size, (int)failed);
-    int ok = st == DT_OK && failed == 0;
+    int ok = dt_test_run_ranks(nccl_suite(), g_host, "check_nccl", 0);
     dt_comm_free(g_nccl);
     dt_comm_free(g_host);
     dt_backend_destroy(g_be);

@@ -183,15 +183,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_errors);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    float failed = (float)srunner_ntests_failed(sr);
-    srunner_free(sr);
-    st = g_world->ops->allreduce_native(g_world, &failed, 1);
-    if (st == DT_OK && g_world->rank == 0)
-        printf("check_tp: t = %d: %d failure(s) over all ranks\n", g_world->size, (int)failed);
-    const int ok = st == DT_OK && failed == 0;
+    const int ok = dt_test_run_ranks(s, g_world, "check_tp", 0);
     dt_comm_free(g_world);
     dt_backend_destroy(be);
     if (dt_comm_finalize() != DT_OK) return 1;

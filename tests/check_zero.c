@@ -597,21 +597,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "check_zero: no CPU backend: %s (%s)\n", dt_last_error(), dt_last_error_site());
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(zero_suite());
-    srunner_set_fork_status(sr, CK_NOFORK); /* MPI forbids fork() after MPI_Init */
-    srunner_run_all(sr, CK_NORMAL);
-    float failed = (float)srunner_ntests_failed(sr) + (ok ? 0.0f : 1.0f);
-    srunner_free(sr);
-
-    /* any rank's failure fails every rank */
-    st = dt_comm_allreduce(g_world, &failed, 1, DT_ALLREDUCE_RING, NULL);
-    if (st != DT_OK)
-        fprintf(stderr, "check_zero: rank %d: summing the failures over ranks: %s (%s)\n", g_world->rank,
-                dt_last_error(), dt_last_error_site());
-    else if (g_world->rank == 0)
-        printf("check_zero: %s communicator, %d rank(s): %d failure(s) over all ranks\n", g_world->ops->name,
-               g_world->size, (int)failed);
-    ok = ok && st == DT_OK && failed == 0;
+    ok = dt_test_run_ranks(zero_suite(), g_world, "check_zero", !ok);
     dt_backend_destroy(g_be);
     dt_comm_free(g_world);
     st = dt_comm_finalize();

@@ -33,4 +33,27 @@ static inline int dt_test_run(Suite *s)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* Run one suite on every rank of `world` in the runner's process
+ * (CK_NOFORK: neither MPI nor CUDA survive fork()), with `extra` failures
+ * found before it; the failures are summed over the ranks, so any rank's
+ * failure fails every rank, and rank 0 prints "NAME: <comm> communicator, N
+ * rank(s): F failure(s) over all ranks" (the multi-rank scripts look for it).
+ * Returns 1 when every rank passed. */
+static inline int dt_test_run_ranks(Suite *s, dt_comm *world, const char *name, int extra)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    float failed = (float)(srunner_ntests_failed(sr) + extra);
+    srunner_free(sr);
+    dt_status st = world->ops->allreduce_native(world, &failed, 1);
+    if (st != DT_OK)
+        fprintf(stderr, "%s: rank %d: summing the failures over ranks: %s (%s)\n", name, world->rank, dt_last_error(),
+                dt_last_error_site());
+    else if (world->rank == 0)
+        printf("%s: %s communicator, %d rank(s): %d failure(s) over all ranks\n", name, world->ops->name, world->size,
+               (int)failed);
+    return st == DT_OK && failed == 0;
+}
+
 #endif

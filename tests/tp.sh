@@ -6,7 +6,7 @@ TEST=tp.sh
 . "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
 for t in 1 2 4; do
     if timeout 120 $MPIRUN -np $t "$BUILDDIR/tests/check_tp" >"$TMP/tp$t.out" 2>&1 &&
-       grep -q "t = $t: 0 failure" "$TMP/tp$t.out"; then
+       grep -q "check_tp: mpi communicator, $t rank(s): 0 failure(s) over all ranks" "$TMP/tp$t.out"; then
         echo "ok: t = $t"
     else
         fail "t = $t:"; cat "$TMP/tp$t.out" >&2
