@@ -16,7 +16,8 @@ DT_CHECK_SUITES = \
 	tests/check_stage \
 	tests/check_cuda_math \
 	tests/check_schedule \
-	tests/check_trace_stats
+	tests/check_trace_stats \
+	tests/check_sim_amp
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += tests/check_zero
 check_PROGRAMS += $(DT_CHECK_SUITES)
@@ -58,6 +59,10 @@ tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)
+# The simulator's mixed-precision model (sim/amp.c) against real fp16 runs.
+tests_check_sim_amp_SOURCES = tests/check_sim_amp.c tests/testutil.h
+tests_check_sim_amp_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
+tests_check_sim_amp_LDADD = libdtsim.la $(DT_CHECK_LDADD)
 # The CUDA kernels' per-element math against the CPU backend (every build).
 tests_check_cuda_math_SOURCES = tests/check_cuda_math.c tests/testutil.h
 tests_check_cuda_math_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/cuda
@@ -142,3 +147,27 @@ tests/bubble.log: tests/tp.log
 # full GPU check (run by hand on a GPU machine).
 TESTS += tests/bench-gpu.sh
 EXTRA_DIST += tests/bench-gpu.sh tests/gpu/device-check.sh
+# The simulator's cost model, hardware files and communication fit.
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_sim_cost
+tests_check_sim_cost_SOURCES = tests/check_sim_cost.c tests/testutil.h
+tests_check_sim_cost_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
+tests_check_sim_cost_LDADD = libdtsim.la $(DT_CHECK_LDADD)
+endif
+# The simulator's engine, collectives and executor against exact formulas.
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_sim
+tests_check_sim_SOURCES = tests/check_sim.c tests/testutil.h
+tests_check_sim_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
+tests_check_sim_LDADD = libdtsim.la $(DT_CHECK_LDADD)
+endif
+# Simulator scenarios: config keys, checks, stages, JSON round trip.
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_sim_scenario
+tests_check_sim_scenario_SOURCES = tests/check_sim_scenario.c tests/testutil.h
+tests_check_sim_scenario_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
+tests_check_sim_scenario_LDADD = libdtsim.la $(DT_CHECK_LDADD)
+endif
+# dtsim's command line: bad flags and configs (exit 2, one line), run, sweep.
+TESTS += tests/sim-cli.sh
+EXTRA_DIST += tests/sim-cli.sh

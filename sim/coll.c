@@ -1,0 +1,317 @@
+/* coll.c: step-level collectives (see dts_coll.h).
+ *
+ * Layout: every member has the same number of steps S and chunks C; the
+ * tables are indexed [member][step] (plans) and [member][step][chunk]
+ * (arrival times, -1 until the message arrives). A send of member i's step
+ * k goes to the same step k on the receiving member (all three programs
+ * are written so that sender and receiver share the step index).
+ *
+ * Invariants: prefix[i][c] = number of leading steps whose chunk-c receive
+ * has arrived (steps without a receive count as arrived); next[i][c] =
+ * next step whose chunk c member i will send; a member sends step k's
+ * chunk c only when it has arrived and prefix >= k. */
+#include "dts_coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dts__cstep {
+    int send_to;      /* member, -1 none */
+    int recv_from;    /* member, -1 none */
+    int64_t bytes;    /* of the message sent (whole step; chunks split it) */
+    int64_t rbytes;   /* of the message received */
+    unsigned char phase; /* index into dts__phase_names */
+} dts__cstep;
+
+static const char *const dts__phase_names[] = {"reduce-scatter", "all-gather", "reduce", "broadcast"};
+enum { DTS__PH_RS = 0, DTS__PH_AG, DTS__PH_REDUCE, DTS__PH_BCAST };
+
+struct dts_coll {
+    dts_engine *e;
+    dts_net *net;
+    int n, S, C;
+    int *ranks;            /* (n) */
+    dts__cstep *plan;      /* (n, S) */
+    int64_t *arr;          /* (n, S, C) arrival times, -1 unknown */
+    int *prefix, *next;    /* (n, C) */
+    int64_t *t_arrive;     /* (n) -1 until arrived */
+    int64_t *step_t0;      /* (n) start of the member's current step (trace) */
+    int *step_cur;         /* (n) first step not yet finished (trace) */
+    int64_t *send_done;    /* (n) when the member's last send leaves its port */
+    char *done;            /* (n) */
+    int n_done;
+    dts_coll_done_fn done_fn;
+    dts_coll_step_fn step_fn;
+    void *ctx;
+};
+
+#define DTS__P(c, i, k) ((c)->plan[(size_t)(i) * (c)->S + (k)])
+#define DTS__A(c, i, k, ch) ((c)->arr[((size_t)(i) * (c)->S + (k)) * (c)->C + (ch)])
+
+static int64_t dts__seg(int64_t bytes, int n, int s)
+{ /* segment s of n near-equal pieces, counted in 4-byte floats (the first count % n are one longer) */
+    const int64_t count = bytes / 4, q = count / n, r = count % n;
+    return 4 * (q + (s < r));
+}
+
+static void dts__plan_ring(dts_coll *c, int64_t bytes, int rs, int ag)
+{
+    const int n = c->n;
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        for (int j = 0; rs && j < n - 1; j++, k++) {
+            dts__cstep *st = &DTS__P(c, i, k);
+            st->send_to = (i + 1) % n;
+            st->recv_from = (i - 1 + n) % n;
+            st->bytes = dts__seg(bytes, n, ((i - j - 1) % n + n) % n);
+            st->rbytes = dts__seg(bytes, n, ((i - j - 2) % n + n) % n);
+            st->phase = DTS__PH_RS;
+        }
+        for (int j = 0; ag && j < n - 1; j++, k++) {
+            dts__cstep *st = &DTS__P(c, i, k);
+            st->send_to = (i + 1) % n;
+            st->recv_from = (i - 1 + n) % n;
+            st->bytes = dts__seg(bytes, n, ((i - j) % n + n) % n);
+            st->rbytes = dts__seg(bytes, n, ((i - j - 1) % n + n) % n);
+            st->phase = DTS__PH_AG;
+        }
+    }
+}
+
+static int dts__lg(int p)
+{
+    int l = 0;
+    while ((1 << l) < p) l++;
+    return l;
+}
+
+/* Recursive halving-doubling: step 0 fold, 1..lg halving, lg+1..2lg doubling, 2lg+1 unfold. */
+static void dts__plan_tree(dts_coll *c, int64_t bytes)
+{
+    const int n = c->n;
+    int P = 1;
+    while (P * 2 <= n) P *= 2;
+    const int lg = dts__lg(P);
+    for (int i = 0; i < n; i++) {
+        if (i >= P) { /* folded away: send, wait for the result */
+            DTS__P(c, i, 0) = (dts__cstep){i - P, -1, bytes, 0, DTS__PH_REDUCE};
+            DTS__P(c, i, 2 * lg + 1) = (dts__cstep){-1, i - P, 0, bytes, DTS__PH_BCAST};
+            continue;
+        }
+        if (i < n - P) {
+            DTS__P(c, i, 0) = (dts__cstep){-1, i + P, 0, bytes, DTS__PH_REDUCE};
+            DTS__P(c, i, 2 * lg + 1) = (dts__cstep){i + P, -1, bytes, 0, DTS__PH_BCAST};
+        }
+        int64_t blk = bytes;
+        for (int k = 0; k < lg; k++) { /* halving over masks P/2 .. 1 */
+            const int mask = P >> (k + 1);
+            blk /= 2;
+            DTS__P(c, i, 1 + k) = (dts__cstep){i ^ mask, i ^ mask, blk, blk, DTS__PH_RS};
+        }
+        for (int k = 0; k < lg; k++) { /* doubling over masks 1 .. P/2 */
+            const int mask = 1 << k;
+            DTS__P(c, i, 1 + lg + k) = (dts__cstep){i ^ mask, i ^ mask, blk, blk, DTS__PH_AG};
+            blk *= 2;
+        }
+    }
+}
+
+/* Naive: steps 0..n-2 member j+1 sends to 0; then L binomial broadcast rounds from 0. */
+static void dts__plan_naive(dts_coll *c, int64_t bytes)
+{
+    const int n = c->n, L = dts__lg(n);
+    for (int j = 1; j < n; j++) {
+        DTS__P(c, j, j - 1) = (dts__cstep){0, -1, bytes, 0, DTS__PH_REDUCE};
+        DTS__P(c, 0, j - 1) = (dts__cstep){-1, j, 0, bytes, DTS__PH_REDUCE};
+    }
+    for (int v = 0; v < n; v++) {
+        int b = L; /* lowest set bit of v (v = 0: L) */
+        if (v) {
+            b = 0;
+            while (!(v & (1 << b))) b++;
+            DTS__P(c, v, n - 1 + L - 1 - b).recv_from = v - (1 << b);
+            DTS__P(c, v, n - 1 + L - 1 - b).rbytes = bytes;
+            DTS__P(c, v, n - 1 + L - 1 - b).phase = DTS__PH_BCAST;
+        }
+        for (int j = b - 1; j >= 0; j--) {
+            if (v + (1 << j) >= n) continue;
+            dts__cstep *st = &DTS__P(c, v, n - 1 + L - 1 - j);
+            st->send_to = v + (1 << j);
+            st->bytes = bytes;
+            st->phase = DTS__PH_BCAST;
+        }
+    }
+}
+
+dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n, const int *ranks, int64_t bytes,
+                          int64_t chunk_bytes, dts_coll_done_fn done, dts_coll_step_fn step_hook, void *ctx,
+                          dts_coll **out)
+{
+    if (n < 1) return DT_FAIL(DT_ERR_INVALID, "dtsim: a collective of %d members", n);
+    dts_coll *c = calloc(1, sizeof *c);
+    if (!c) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for a collective");
+    c->e = e;
+    c->net = net;
+    c->n = n;
+    c->done_fn = done;
+    c->step_fn = step_hook;
+    c->ctx = ctx;
+    const int ring = kind == DTS_COLL_RING_ALLREDUCE || kind == DTS_COLL_REDUCE_SCATTER || kind == DTS_COLL_ALL_GATHER;
+    int P = 1;
+    while (P * 2 <= n) P *= 2;
+    c->S = n == 1 ? 0
+           : ring ? (kind == DTS_COLL_RING_ALLREDUCE ? 2 : 1) * (n - 1)
+           : kind == DTS_COLL_TREE_ALLREDUCE ? 2 * dts__lg(P) + 2
+                                             : n - 1 + dts__lg(n);
+    c->C = 1;
+    if (ring && chunk_bytes > 0 && n > 1) {
+        const int64_t seg = dts__seg(bytes, n, 0);
+        c->C = (int)((seg + chunk_bytes - 1) / chunk_bytes);
+        if (c->C < 1) c->C = 1;
+    }
+    const size_t nS = (size_t)n * (c->S ? c->S : 1);
+    c->ranks = malloc((size_t)n * sizeof *c->ranks);
+    c->plan = calloc(nS, sizeof *c->plan);
+    c->arr = malloc(nS * c->C * sizeof *c->arr);
+    c->prefix = calloc((size_t)n * c->C, sizeof *c->prefix);
+    c->next = calloc((size_t)n * c->C, sizeof *c->next);
+    c->t_arrive = malloc((size_t)n * sizeof *c->t_arrive);
+    c->step_t0 = calloc((size_t)n, sizeof *c->step_t0);
+    c->step_cur = calloc((size_t)n, sizeof *c->step_cur);
+    c->send_done = calloc((size_t)n, sizeof *c->send_done);
+    c->done = calloc((size_t)n, 1);
+    if (!c->ranks || !c->plan || !c->arr || !c->prefix || !c->next || !c->t_arrive || !c->step_t0 || !c->step_cur ||
+        !c->send_done || !c->done) {
+        dts_coll_free(c);
+        return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for a collective of %d members", n);
+    }
+    memcpy(c->ranks, ranks, (size_t)n * sizeof *ranks);
+    for (size_t i = 0; i < nS; i++) c->plan[i] = (dts__cstep){-1, -1, 0, 0, 0};
+    for (size_t i = 0; i < nS * c->C; i++) c->arr[i] = -1;
+    for (int i = 0; i < n; i++) c->t_arrive[i] = -1;
+    if (n > 1) {
+        if (ring)
+            dts__plan_ring(c, bytes, kind != DTS_COLL_ALL_GATHER, kind != DTS_COLL_REDUCE_SCATTER);
+        else if (kind == DTS_COLL_TREE_ALLREDUCE)
+            dts__plan_tree(c, bytes);
+        else
+            dts__plan_naive(c, bytes);
+    }
+    /* steps without a receive count as received from the start */
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c->C; ch++) {
+            int k = 0;
+            while (k < c->S && DTS__P(c, i, k).recv_from < 0) k++;
+            c->prefix[(size_t)i * c->C + ch] = k;
+        }
+    *out = c;
+    return DT_OK;
+}
+
+void dts_coll_free(dts_coll *c)
+{
+    if (!c) return;
+    free(c->ranks);
+    free(c->plan);
+    free(c->arr);
+    free(c->prefix);
+    free(c->next);
+    free(c->t_arrive);
+    free(c->step_t0);
+    free(c->step_cur);
+    free(c->send_done);
+    free(c->done);
+    free(c);
+}
+
+int dts_coll_done_count(const dts_coll *c) { return c->n_done; }
+int dts_coll_steps(const dts_coll *c) { return c->S; }
+
+static void dts__on_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b);
+static void dts__on_done(dts_engine *e, void *ctx, int64_t a, int64_t b);
+
+static int64_t dts__chunk_bytes(const dts_coll *c, int64_t bytes, int ch)
+{
+    const int64_t q = bytes / c->C, r = bytes % c->C;
+    return q + (ch < r);
+}
+
+/* Trace: close the member's steps that are complete (all chunks received, sends posted). */
+static void dts__close_steps(dts_coll *c, int i, int64_t now)
+{
+    while (c->step_cur[i] < c->S) {
+        const int k = c->step_cur[i];
+        for (int ch = 0; ch < c->C; ch++) {
+            if (c->prefix[(size_t)i * c->C + ch] <= k) return;
+            if (c->next[(size_t)i * c->C + ch] <= k) return;
+        }
+        if (c->step_fn) {
+            const dts__cstep *st = &DTS__P(c, i, k);
+            c->step_fn(c->ctx, i, dts__phase_names[st->phase], k, st->send_to >= 0 ? c->ranks[st->send_to] : -1,
+                       st->bytes, c->step_t0[i], now);
+        }
+        c->step_t0[i] = now;
+        c->step_cur[i]++;
+    }
+}
+
+static void dts__progress(dts_coll *c, int i)
+{
+    dts_engine *e = c->e;
+    const int64_t now = dts_engine_now(e);
+    if (c->t_arrive[i] < 0 || c->done[i]) return;
+    int complete = 1;
+    for (int ch = 0; ch < c->C; ch++) {
+        int *nx = &c->next[(size_t)i * c->C + ch];
+        const int pre = c->prefix[(size_t)i * c->C + ch];
+        while (*nx < c->S && pre >= *nx) {
+            const dts__cstep *st = &DTS__P(c, i, *nx);
+            if (st->send_to >= 0) {
+                int64_t sd = 0;
+                const int64_t at = dts_net_send(c->net, c->ranks[i], c->ranks[st->send_to],
+                                                dts__chunk_bytes(c, st->bytes, ch), now, &sd);
+                if (sd > c->send_done[i]) c->send_done[i] = sd;
+                dt_status s = dts_engine_at(e, at, dts__on_arrive, c, st->send_to, (int64_t)*nx * c->C + ch);
+                if (s != DT_OK) {
+                    dts_engine_fail(e, s);
+                    return;
+                }
+            }
+            (*nx)++;
+        }
+        if (*nx < c->S || pre < c->S) complete = 0;
+    }
+    dts__close_steps(c, i, now);
+    if (complete) {
+        c->done[i] = 1;
+        const int64_t t = c->send_done[i] > now ? c->send_done[i] : now;
+        dt_status s = dts_engine_at(e, t, dts__on_done, c, i, 0);
+        if (s != DT_OK) dts_engine_fail(e, s);
+    }
+}
+
+static void dts__on_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    dts_coll *c = ctx;
+    const int i = (int)a, k = (int)(b / c->C), ch = (int)(b % c->C);
+    DTS__A(c, i, k, ch) = dts_engine_now(e);
+    int *pre = &c->prefix[(size_t)i * c->C + ch];
+    while (*pre < c->S && (DTS__P(c, i, *pre).recv_from < 0 || DTS__A(c, i, *pre, ch) >= 0)) (*pre)++;
+    dts__progress(c, i);
+}
+
+static void dts__on_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)b;
+    dts_coll *c = ctx;
+    c->n_done++;
+    if (c->done_fn) c->done_fn(e, c->ctx, (int)a);
+}
+
+void dts_coll_arrive(dts_coll *c, int member)
+{
+    const int64_t now = dts_engine_now(c->e);
+    c->t_arrive[member] = now;
+    c->step_t0[member] = now;
+    dts__progress(c, member);
+}

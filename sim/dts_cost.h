@@ -1,0 +1,97 @@
+/* dts_cost.h: per-operation durations of one device (sim/cost.c), from a
+ * roofline of the model on a dts_hw, or from a real single-rank profile.
+ *
+ * Layer slots, index = layer + 1 (the trace's layer numbering shifted by
+ * one): [0] the embedding (wte + wpe), [1..L] the transformer blocks,
+ * [L+1] the final LayerNorm, the LM head (untied from wte) and the loss.
+ *
+ * Invariants of a filled dts_cost: 1 <= n_layer <= DTS_MAX_LAYERS; for
+ * every slot 0..n_layer+1: fwd_ns, bwd_ns, params, act_bytes >= 0 (and
+ * params sum to dt_gpt_config_num_params of the model); optim_ns_per_param
+ * >= 0; step_overhead_ns >= 0; slots above n_layer+1 are 0. */
+#ifndef DTS_COST_H
+#define DTS_COST_H
+
+#include <stdint.h>
+
+#include "dt_gpt.h"
+#include "dt_status.h"
+#include "dt_trace.h"
+#include "dts_hw.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DTS_MAX_LAYERS 4096
+
+typedef struct dts_cost {
+    int n_layer;                           /* L blocks */
+    int64_t fwd_ns[DTS_MAX_LAYERS + 2];    /* forward of one micro-batch through that layer (whole layer, t = 1) */
+    int64_t bwd_ns[DTS_MAX_LAYERS + 2];    /* backward of the same */
+    int64_t params[DTS_MAX_LAYERS + 2];    /* parameters of that layer (elements) */
+    int64_t act_bytes[DTS_MAX_LAYERS + 2]; /* activation bytes saved for backward per micro-batch (fp32, no recomputation) */
+    double optim_ns_per_param; /* optimizer update time per parameter (the whole update: unscale/norm/clip/step) */
+    int64_t step_overhead_ns;  /* fixed per-step host cost outside forward/backward/optimizer (loss counters, logging) */
+    char source[256];          /* "profile FILE" or "roofline HW" */
+} dts_cost;
+
+/* Parameters (elements) of layer slot `slot` (0 embedding, 1..L blocks,
+ * L+1 head) of the real model: embedding V*C + P*C (P = cfg->seq_len
+ * positions), block 12C^2 + 13C, head 2C + V*C (lm_head has no bias and is
+ * not tied to wte). -1 for a slot out of range. */
+int64_t dts_layer_params(const dt_gpt_config *cfg, int slot);
+/* Activation bytes that slot saves for backward per micro-batch of B x T
+ * in FP32 without recomputation: embedding B*T*C floats (its output);
+ * block 16*B*T*C + 4*B*T + NH*B*T*T (ln1, qkv 3, atty, res2, ln2, fch 4,
+ * fch_gelu 4, out, 4 LayerNorm statistics, the attention probabilities);
+ * head B*T*C + 2*B*T + B*T*V (lnf, its statistics, the logits). Written
+ * out from the layer definitions (not from lib's *_act_floats, which add
+ * 64-byte alignment padding), and checked against a real run. */
+int64_t dts_layer_act_bytes(const dt_gpt_config *cfg, int slot, int B, int T);
+/* Forward FLOPs of slot at B x T: 2 * (matrix parameters) * B*T for the
+ * GEMMs (block 12C^2, head V*C, embedding 0: a gather) plus, per block,
+ * the attention's Q K^T and att V: 4*B*T*T*C. Causal attention needs only
+ * half of those, but lib/cpu_attention.c (and most kernels) compute the
+ * whole T x T blocks they touch, so it is counted whole. Backward = 2x. */
+double dts_layer_fwd_flops(const dt_gpt_config *cfg, int slot, int B, int T);
+/* Bytes the forward of slot moves through device memory at B x T (FP32):
+ * weights read once plus each op's activation reads and writes. */
+double dts_layer_fwd_bytes(const dt_gpt_config *cfg, int slot, int B, int T);
+/* Backend ops (kernels) in slot's forward / backward. */
+int dts_layer_ops(const dt_gpt_config *cfg, int slot, int backward);
+
+/* Roofline from the model and a hardware description, per slot:
+ * time = max(flops / (peak_flops * efficiency), bytes / mem_bytes_per_s)
+ *        + kernel_overhead_ns * ops,
+ * backward with 2x the forward's FLOPs and bytes. The optimizer reads
+ * parameter, gradient and two moments and writes three of them, plus a
+ * gradient-norm pass and the zeroing of the gradients: 36 bytes per
+ * parameter at mem_bytes_per_s. Step overhead: one kernel_overhead_ns per
+ * parameter tensor and pass (norm, update, zero), the optimizer's launches. */
+dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_hw *hw, dts_cost *out);
+
+/* From a single-rank profile (dt_trace_read of `dtrain --trace` without
+ * pipeline, tensor or data parallelism): the mean per-layer forward and
+ * backward durations (name "forward"/"backward", cat "compute"; layer -1
+ * or absent = the embedding, 0..Lp-1 blocks, Lp the head); the blocks of
+ * the profile are pooled into one mean that every block of `model` gets;
+ * the optimizer span divided by the profile model's parameter count; the
+ * step overhead = mean step period (end of a step's last span to the end
+ * of the next one's) minus that step's spans (and any evaluation in
+ * between). Iteration 0 (warm-up) is skipped: at least 2 iterations are
+ * needed. The profile's config must match `model` in hidden_size,
+ * num_attention_heads, vocab_size and T (seq_length); num_layers may
+ * differ; another micro_batch_size is scaled linearly in B. Mismatches and
+ * parallel profiles give DT_ERR_INVALID naming profile_name and the field. */
+dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_name, const dt_gpt_config *model, int B,
+                                int T, dts_cost *out);
+
+/* Sums over the slots 0..n_layer+1. */
+int64_t dts_cost_total_params(const dts_cost *c);
+int64_t dts_cost_total_act_bytes(const dts_cost *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,77 @@
+/* dts_hw.h: the simulator's description of a machine (sim/hw.c): one
+ * device's compute and memory, the nodes it is grouped in, and the α-β
+ * links between devices (time of a message of S bytes = α + S/β).
+ *
+ * Units: time in nanoseconds, bandwidth of a link in bytes per nanosecond
+ * (numerically GB/s), FLOP/s and bytes/s for the device. A device is what
+ * one rank drives: one GPU, or on the CPU one core (dtrain under mpirun
+ * runs one single-threaded rank per core).
+ *
+ * Files (sim/hw/NAME.json):
+ *   {"format": "dtsim-hw", "version": 1, "name": ..., "source": ...,
+ *    "peak_flops": ..., "mem_bytes_per_s": ..., "efficiency": ...,
+ *    "kernel_overhead_ns": ..., "mem_capacity_bytes": ...,
+ *    "devices_per_node": ...,
+ *    "intra": {"alpha_ns": ..., "bytes_per_ns": ...},
+ *    "inter": {"alpha_ns": ..., "bytes_per_ns": ...}}
+ * Every key is required; an unknown key is refused (a misspelt key would
+ * otherwise silently keep a default).
+ *
+ * Invariants of a loaded or default dts_hw: peak_flops, mem_bytes_per_s,
+ * bytes_per_ns > 0; 0 < efficiency <= 1; alpha_ns, kernel_overhead_ns >= 0;
+ * mem_capacity_bytes, devices_per_node >= 1; name non-empty. */
+#ifndef DTS_HW_H
+#define DTS_HW_H
+
+#include <stdint.h>
+
+#include "dt_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DTS_HW_FORMAT "dtsim-hw"
+#define DTS_HW_VERSION 1
+
+typedef struct dts_link {
+    double alpha_ns;     /* latency α of one message (ns) */
+    double bytes_per_ns; /* bandwidth β (bytes per ns = GB/s) */
+} dts_link;
+
+typedef struct dts_hw {
+    char name[64];
+    double peak_flops;          /* FLOP/s of one device for the dense GEMMs (the precision the file says) */
+    double mem_bytes_per_s;     /* device memory bandwidth */
+    double efficiency;          /* achieved fraction of peak_flops for the roofline (0,1] */
+    int64_t kernel_overhead_ns; /* fixed cost per op (launch / loop overhead) */
+    int64_t mem_capacity_bytes;
+    int devices_per_node;
+    dts_link intra; /* link between devices of one node */
+    dts_link inter; /* link between nodes */
+    char source[512]; /* where the figures come from (published spec names, or "calibrated: <command>") */
+} dts_hw;
+
+/* Read a hardware file. Every error names the file, the field and what was
+ * expected (`sim/hw/x.json: "intra.alpha_ns": expected a number >= 0`);
+ * another "format" or "version" is refused (DT_ERR_FORMAT); a file that
+ * cannot be read gives DT_ERR_IO. *out is written only on success. */
+dt_status dts_hw_load(const char *path, dts_hw *out);
+/* Write hw in the file format (doubles with 17 significant digits, so that
+ * dts_hw_load gives back the same values bit for bit). */
+dt_status dts_hw_save(const char *path, const dts_hw *hw);
+/* Check the invariants above; `what` names the source in the message. */
+dt_status dts_hw_validate(const dts_hw *hw, const char *what);
+/* This machine's uncalibrated defaults (the figures of sim/hw/cpu-2core.json
+ * before its links were fitted): one core per device, 2 per node. */
+void dts_hw_default(dts_hw *out);
+/* The link between two ranks: intra when both are on the same node
+ * (rank / devices_per_node), inter otherwise. */
+dts_link dts_hw_link(const dts_hw *hw, int rank_a, int rank_b);
+/* Time of one message of `bytes` on link l: α + bytes/β, rounded to ns. */
+int64_t dts_link_ns(dts_link l, double bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/* dts_run.h: simulate one scenario (sim/run.c) and summarise it.
+ *
+ * The executor walks the same per-stage instruction lists the real runtime
+ * executes (dt_schedule_make in lib/), or, without pipeline and tensor
+ * parallelism, the trainer's step (forward and backward per layer and
+ * micro-batch, gradient buckets launched during the last backward onto a
+ * communication lane, then the optimizer), or the parameter server's
+ * push / apply / pull. Its events are the real trace's events (names, cats,
+ * lanes and args of docs/trace-format.md), with tool "dtsim", so the trace
+ * statistics, the validation and the viewer read both alike.
+ *
+ * Invariants: a run is deterministic (same scenario, same bytes out);
+ * simulated time is integer nanoseconds from 0. */
+#ifndef DTS_RUN_H
+#define DTS_RUN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dt_trace.h"
+#include "dts_scenario.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dts_run_opts {
+    const char *trace_path; /* write every rank's events there (NULL: none) */
+    int keep_events;        /* keep every rank's events in the summary (dts_summary.ev) */
+    double bw_scale;        /* what-if: every link's bandwidth times this (0: 1) */
+    const dt_schedule *schedule; /* tests: run this schedule instead of dt_schedule_make's (same kind, p, m,
+                                    steps); not owned */
+} dts_run_opts;
+
+/* Phases of one rank's step, in ns per step (means over steps >= 1, as the
+ * validation computes them from real traces; see dts_validate.h). */
+typedef struct dts_phase_times {
+    double step_ns;      /* step period */
+    double compute_ns;   /* forward + backward (+ recompute) spans */
+    double optim_ns;     /* optimizer / optim_step / apply spans */
+    double comm_ns;      /* comm-lane spans (allreduce steps, push/pull, tp allreduces, pipeline waits) */
+    int steps;           /* steps in the means */
+} dts_phase_times;
+
+typedef struct dts_summary {
+    int64_t steps;
+    int64_t total_ns;        /* end of the last event */
+    double step_ns;          /* mean step period over steps >= 1 of rank 0 (all steps if only one) */
+    int64_t *step_end_ns;    /* (steps) when rank 0 finished each step */
+    dts_phase_times rank0;   /* rank 0's phases */
+    int p;
+    double *bubble;          /* (p) per stage: dt_bubble_stats mean (NAN without pipeline events) */
+    double *bubble_fb;       /* (p) forward/backward-only bubble */
+    double bubble_formula;   /* (p-1)/(m+p-1) */
+    int n_ranks;
+    int64_t *peak_mem;       /* (n_ranks) bytes: parameters + gradients + optimizer state + activations + stash */
+    int *max_stash;          /* (p) most stashed weight versions held at once per stage */
+    double comm_ns_dp, comm_ns_pp, comm_ns_tp, comm_ns_ps; /* rank 0, per step: data-parallel allreduce steps,
+                                                             pipeline receive waits, tensor-parallel allreduces,
+                                                             push/pull */
+    /* parameter server */
+    int64_t pushes;
+    double staleness_mean;
+    int staleness_max;
+    int64_t staleness_hist[16]; /* [0..14] exact, [15] >= 15 */
+    /* numerics (fp16 with a gradient model) */
+    int64_t skipped_steps, overflows;
+    double final_loss_scale;
+    uint64_t events;         /* engine events run */
+    double wall_seconds;     /* simulator's own time */
+    dt_trace_event *ev;      /* (n_ev) with keep_events */
+    size_t n_ev;
+} dts_summary;
+
+dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary *out);
+void dts_summary_free(dts_summary *s);
+/* The summary as JSON (with the scenario) into path. */
+dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const char *path);
+/* A few human lines (step time, bubbles vs formula, comm per phase, peak memory). */
+void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* dts_scenario.h: what the simulator simulates (sim/scenario.c): a model,
+ * a parallel layout t x p x d, a pipeline schedule, the gradient exchange,
+ * precision, the hardware and the per-operation costs.
+ *
+ * A scenario comes from dtsim's flags (the same names as dtrain's), from a
+ * JSON config file, or from a real run's trace (otherData.config, which is
+ * dtrain's full training configuration): dts_scenario_from_config reads
+ * all three shapes of keys, so "predict this run" needs nothing but its
+ * trace and the calibration inputs.
+ *
+ * Ranks: world = t * p * d (+ num_ps_servers with a parameter server),
+ * rank = t_i + t * (d_i + d * p_i) as in lib/pipeline.c; parameter servers
+ * are the last num_ps_servers ranks (lib/ps.c).
+ *
+ * Invariants after dts_scenario_check: every size >= 1; m * B * d ==
+ * global batch; the split (if any) has p entries summing to L; the cost
+ * table's n_layer == model.num_layers. */
+#ifndef DTS_SCENARIO_H
+#define DTS_SCENARIO_H
+
+#include <stdint.h>
+
+#include "dt_gpt.h"
+#include "dt_loss_scaler.h"
+#include "dt_schedule.h"
+#include "dt_status.h"
+#include "dts_cost.h"
+#include "dts_hw.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DTS_MAX_STAGES 1024
+
+typedef enum dts_exchange {
+    DTS_EX_RING = 0, /* also "mpi" and "nccl": simulated as the ring (what they run at these sizes; see docs/simulator.md) */
+    DTS_EX_TREE,
+    DTS_EX_NAIVE,
+    DTS_EX_PS_SYNC,
+    DTS_EX_PS_ASYNC
+} dts_exchange;
+
+typedef struct dts_scenario {
+    char model_name[32];     /* "tiny", "small", "gpt2-124m" or "custom" */
+    dt_gpt_config model;
+    int B;                   /* --micro-batch-size */
+    int T;                   /* --seq-length */
+    int m;                   /* micro-batches per step per pipeline (global / (B * d)) */
+    int64_t steps;           /* --train-iters */
+    int t, p, d;             /* tensor, pipeline, data-parallel sizes */
+    dt_sched_kind schedule;  /* --pipeline-schedule */
+    int split[DTS_MAX_STAGES]; /* --pipeline-split: layers per stage; n_split 0 = the runtime's default */
+    int n_split;
+    dts_exchange exchange;   /* --allreduce */
+    char exchange_name[16];  /* as given: "ring", "mpi", "ps-async", ... */
+    int num_ps_servers;      /* K (parameter server only) */
+    int zero;                /* --use-distributed-optimizer */
+    int64_t bucket_bytes;    /* --bucket-size-mb (25 MiB by default, as dtrain) */
+    int64_t chunk_bytes;     /* --allreduce-chunk-bytes (1 MiB by default, as dtrain) */
+    char precision[8];       /* "fp32", "fp16", "bf16" */
+    int use_loss_scaling;    /* fp16 */
+    dt_loss_scaler_config scaler;
+    int recompute;           /* 0 none, 1 full, 2 selective */
+    int slow_rank;           /* --slow-rank R:MS: rank R sleeps MS before each exchange (-1 none) */
+    int64_t slow_ns;
+    int optimizer_states;    /* floats of optimizer state per parameter: 2 AdamW/LAMB, 1 SGD-momentum/LARS, 0 SGD */
+    dts_hw hw;               /* the machine */
+    dts_cost cost;           /* per-operation durations (profile or roofline) */
+    int have_cost;           /* cost filled (dts_scenario_set_cost*) */
+    uint64_t seed;           /* of the simulator's random draws (numerics) */
+    char grad_trace[512];    /* fp16: a real run's trace with grad_amax events to fit the gradient model
+                                (sim/dts_amp.h); "" = no numerics model */
+} dts_scenario;
+
+/* Defaults: tiny model, dtrain's default batch, t = p = d = 1, gpipe,
+ * ring, fp32, the default hardware (dts_hw_default), no cost yet. */
+void dts_scenario_default(dts_scenario *sc);
+/* Read a JSON object text: dtrain's trace/summary config keys
+ * ("model", "num_layers", "hidden_size", "micro_batch_size",
+ * "global_batch_size", "data_parallel_size", "pipeline_model_parallel_size",
+ * "tensor_model_parallel_size", "pipeline_schedule", "allreduce", ...) or a
+ * dtsim config file with the same keys plus "micro_batches" and "hardware"
+ * (a path). Keys not given keep their values in *sc. `what` names the
+ * source in error messages (a file name). */
+dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, const char *what);
+/* Validate (messages name the flag or key and the expectation). */
+dt_status dts_scenario_check(const dts_scenario *sc);
+/* Fill sc->cost from a profile trace (dts_cost_from_profile) or, with
+ * profile NULL, from the roofline of sc->hw. */
+dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path);
+/* world size, and the first and last layer (-1 .. L, trace convention) of stage s */
+int dts_scenario_world(const dts_scenario *sc);
+dt_status dts_scenario_stage_layers(const dts_scenario *sc, int s, int *first, int *last);
+/* The scenario as a JSON object text (caller frees), for otherData.config of
+ * simulated traces and the summary. */
+char *dts_scenario_json(const dts_scenario *sc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,18 @@
+# sim/local.mk: the discrete-event simulator (libdtsim.la, used by dtsim,
+# dtbench and the tests). It links the core library for the schedule
+# generator, the trace reader/writer, the trace statistics and the loss
+# scaler: one piece of code for each, shared with the real runtime.
+noinst_LTLIBRARIES += libdtsim.la
+libdtsim_la_SOURCES = sim/dts_engine.h sim/engine.c
+libdtsim_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim
+libdtsim_la_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+libdtsim_la_LIBADD = $(JANSSON_LIBS) -lm
+EXTRA_DIST += sim/hw
+# the mixed-precision numerics model (grad_amax fit, loss-scaler replay)
+libdtsim_la_SOURCES += sim/dts_amp.h sim/amp.c
+# The cost model, hardware descriptions and communication fit.
+libdtsim_la_SOURCES += sim/dts_hw.h sim/hw.c sim/dts_cost.h sim/cost.c sim/dts_fit.h sim/fit.c
+# Scenarios: defaults, dtsim config files and dtrain's run configs, checks.
+libdtsim_la_SOURCES += sim/scenario.c sim/dts_scenario.h
+libdtsim_la_SOURCES += sim/dts_net.h sim/net.c sim/dts_coll.h sim/coll.c sim/dts_run.h sim/run.c sim/summary.c \
+	sim/dts_validate.h sim/validate.c

@@ -1,0 +1,944 @@
+/* scenario.c: what the simulator simulates (dts_scenario.h): defaults,
+ * reading a scenario from JSON (a dtsim config file, or dtrain's config of
+ * a real run), checking it, its cost table, its stages, and writing it back
+ * as JSON.
+ *
+ * Two shapes of JSON are read by one function:
+ *   - dtrain's configuration (otherData.config of a trace, "config" of a
+ *     summary; the whole trace or summary object is also accepted). It is
+ *     recognised by dtrain's run-only keys ("task", "data", "device",
+ *     "threads", "lr"): those and the other keys the simulator does not use
+ *     (learning rate, data, evaluation, ...) are ignored, and so is any key
+ *     this dtsim does not know (a newer dtrain may write more).
+ *   - a dtsim config file (anything without those keys, including
+ *     dts_scenario_json's output): every key must be known, so a misspelt
+ *     key is an error naming it rather than a silently kept default.
+ * Known keys: dtrain's ("model", "num_layers", ..., see dts__keys below)
+ * plus "micro_batches", "hardware" (a path to a sim/hw file, or the file's
+ * object inline as dts_scenario_json writes it), "profile" (a dtrain
+ * single-rank trace: the cost table is filled from it), "grad_trace",
+ * "optimizer_states", "slow_rank", "slow_ms", "loss_scale_growth_factor",
+ * "loss_scale_backoff_factor", "consecutive_hysteresis" and "cost" (the
+ * cost's source, informational: ignored). A null value means "not set".
+ * Paths are relative to the current directory.
+ *
+ * The batch: m = global_batch_size / (micro_batch_size x
+ * data_parallel_size) when "global_batch_size" is given (it must divide),
+ * "micro_batches" sets m directly (both given: they must agree), neither
+ * keeps m. A "model" preset sets the four sizes first (not the vocabulary:
+ * dtrain's comes from the data, 256 for its tasks), explicit sizes then
+ * override it and make the name "custom" when they differ from the preset.
+ *
+ * Derived, never read: use_loss_scaling (fp16, or a static loss_scale > 0,
+ * as dtrain). The cost table is not written by dts_scenario_json (only its
+ * source, as "cost"): it comes from a profile or the roofline. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_optim.h"
+#include "dt_trace.h"
+#include "dts_scenario.h"
+#include "stage.h"
+#include "tp.h"
+
+/* dtrain's default data vocabulary (dt_data_vocab_size: bytes) */
+#define DTS__VOCAB 256
+
+void dts_scenario_default(dts_scenario *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->model_name, sizeof sc->model_name, "tiny");
+    if (dt_gpt_config_preset("tiny", &sc->model) != DT_OK) { /* the preset table is the source of truth */
+        sc->model.num_layers = 2, sc->model.num_heads = 4, sc->model.hidden_size = 64, sc->model.seq_len = 64;
+        dt_clear_error();
+    }
+    sc->model.vocab_size = DTS__VOCAB;
+    /* dtrain's defaults (dt_train_config_default): micro-batch 128, global
+     * batch 128 (one micro-batch per step), T = 16, 2500 iterations */
+    sc->B = 128;
+    sc->T = 16;
+    sc->m = 1;
+    sc->steps = 2500;
+    sc->t = sc->p = sc->d = 1;
+    sc->schedule = DT_SCHED_1F1B; /* dtrain's default --pipeline-schedule */
+    sc->n_split = 0;
+    sc->exchange = DTS_EX_RING;
+    snprintf(sc->exchange_name, sizeof sc->exchange_name, "ring");
+    sc->num_ps_servers = 0;
+    sc->zero = 0;
+    sc->bucket_bytes = (int64_t)25 << 20;
+    sc->chunk_bytes = (int64_t)1 << 20;
+    snprintf(sc->precision, sizeof sc->precision, "fp32");
+    sc->use_loss_scaling = 0;
+    dt_loss_scaler_config_default(&sc->scaler);
+    sc->recompute = 0;
+    sc->slow_rank = -1;
+    sc->slow_ns = 0;
+    sc->optimizer_states = 2; /* AdamW, dtrain's default optimizer */
+    dts_hw_default(&sc->hw);
+    sc->have_cost = 0;
+    sc->seed = 1;
+    sc->grad_trace[0] = '\0';
+}
+
+/* ---- names ------------------------------------------------------------------------ */
+
+static int dts__exchange_parse(const char *s, dts_exchange *out)
+{
+    if (!strcmp(s, "ring") || !strcmp(s, "mpi") || !strcmp(s, "nccl")) *out = DTS_EX_RING;
+    else if (!strcmp(s, "tree")) *out = DTS_EX_TREE;
+    else if (!strcmp(s, "naive")) *out = DTS_EX_NAIVE;
+    else if (!strcmp(s, "ps-sync")) *out = DTS_EX_PS_SYNC;
+    else if (!strcmp(s, "ps-async")) *out = DTS_EX_PS_ASYNC;
+    else return 0;
+    return 1;
+}
+
+static int dts__is_ps(dts_exchange e) { return e == DTS_EX_PS_SYNC || e == DTS_EX_PS_ASYNC; }
+
+/* "f32"/"fp32" -> "fp32", ...; NULL if unknown */
+static const char *dts__precision_parse(const char *s)
+{
+    if (!strcmp(s, "f32") || !strcmp(s, "fp32")) return "fp32";
+    if (!strcmp(s, "f16") || !strcmp(s, "fp16")) return "fp16";
+    if (!strcmp(s, "bf16")) return "bf16";
+    return NULL;
+}
+
+static const char *const dts__recompute_names[3] = {"none", "full", "selective"};
+
+static int dts__optimizer_states(dt_optim_kind k)
+{
+    /* AdamW and LAMB: two moments; SGD and LARS keep a momentum buffer
+     * even at momentum 0 (lib/optim.c) */
+    return k == DT_OPTIM_ADAMW || k == DT_OPTIM_LAMB ? 2 : 1;
+}
+
+/* ---- reading ----------------------------------------------------------------------- */
+
+/* A JSON value in a message: its compact text, cut to fit. */
+static const char *dts__show(const json_t *v, char *buf, size_t n)
+{
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf(buf, n, "%s", s ? s : "?");
+    if (s && strlen(s) >= n && n > 4) memcpy(buf + n - 4, "...", 4);
+    free(s);
+    return buf;
+}
+
+/* obj[key], or NULL when absent or null ("not set") */
+static const json_t *dts__get(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* obj[key] as an integer in [min, max] (an integral real counts); 0 if
+ * absent, 1 if read, -1 after recording the error. */
+static int dts__int(const char *what, const json_t *obj, const char *key, int64_t min, int64_t max, int64_t *out)
+{
+    const json_t *v = dts__get(obj, key);
+    if (!v) return 0;
+    int64_t x = 0;
+    int ok = 0;
+    if (json_is_integer(v)) {
+        x = (int64_t)json_integer_value(v);
+        ok = 1;
+    } else if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && d >= -9.2e18 && d <= 9.2e18) x = (int64_t)d, ok = 1;
+    }
+    if (!ok || x < min || x > max) {
+        char buf[64], want[96];
+        if (max == INT64_MAX || (max == INT_MAX && min > INT_MIN))
+            snprintf(want, sizeof want, "an integer >= %" PRId64, min);
+        else
+            snprintf(want, sizeof want, "an integer in %" PRId64 "..%" PRId64, min, max);
+        DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected %s, got %s", what, key, want, dts__show(v, buf, sizeof buf));
+        return -1;
+    }
+    *out = x;
+    return 1;
+}
+
+static int dts__int32(const char *what, const json_t *obj, const char *key, int min, int max, int *out)
+{
+    int64_t x;
+    int r = dts__int(what, obj, key, min, max, &x);
+    if (r == 1) *out = (int)x;
+    return r;
+}
+
+/* obj[key] as a finite number, > min (exclusive) or >= min */
+static int dts__num(const char *what, const json_t *obj, const char *key, double min, int exclusive, double *out)
+{
+    const json_t *v = dts__get(obj, key);
+    if (!v) return 0;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!isfinite(x) || (exclusive ? !(x > min) : !(x >= min))) {
+        char buf[64];
+        DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected a number %s %g, got %s", what, key, exclusive ? ">" : ">=", min,
+                dts__show(v, buf, sizeof buf));
+        return -1;
+    }
+    *out = x;
+    return 1;
+}
+
+static int dts__float(const char *what, const json_t *obj, const char *key, double min, int exclusive, float *out)
+{
+    double x;
+    int r = dts__num(what, obj, key, min, exclusive, &x);
+    if (r == 1) {
+        if (fabs(x) > 3.4028234663852886e38) {
+            DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": %g is out of range for a float", what, key, x);
+            return -1;
+        }
+        *out = (float)x;
+    }
+    return r;
+}
+
+/* obj[key] as a string, one of `choices` ("a|b|c") when given */
+static int dts__str(const char *what, const json_t *obj, const char *key, const char *expected, const char **out)
+{
+    const json_t *v = dts__get(obj, key);
+    if (!v) return 0;
+    if (!json_is_string(v) || json_string_length(v) == 0) {
+        char buf[64];
+        DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected %s, got %s", what, key, expected, dts__show(v, buf, sizeof buf));
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 1;
+}
+
+static int dts__bool(const char *what, const json_t *obj, const char *key, int *out)
+{
+    const json_t *v = dts__get(obj, key);
+    if (!v) return 0;
+    if (json_is_boolean(v)) {
+        *out = json_is_true(v);
+        return 1;
+    }
+    if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1)) {
+        *out = (int)json_integer_value(v);
+        return 1;
+    }
+    char buf[64];
+    DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected true or false, got %s", what, key, dts__show(v, buf, sizeof buf));
+    return -1;
+}
+
+/* Every key a scenario reads. */
+static const char *const dts__keys[] = {
+    "model", "num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings", "vocab_size",
+    "seq_length", "micro_batch_size", "global_batch_size", "micro_batches", "train_iters",
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "pipeline_schedule",
+    "pipeline_split", "allreduce", "num_ps_servers", "use_distributed_optimizer", "bucket_bytes",
+    "allreduce_chunk_bytes", "precision", "loss_scale", "initial_loss_scale", "loss_scale_window", "hysteresis",
+    "min_loss_scale", "loss_scale_growth_factor", "loss_scale_backoff_factor", "consecutive_hysteresis",
+    "recompute_granularity", "slow_rank", "slow_ms", "optimizer", "optimizer_states", "seed", "grad_trace",
+    "hardware", "profile", "cost", NULL};
+
+/* dtrain's run-only keys: their presence marks dtrain's configuration */
+static const char *const dts__dtrain_marks[] = {"task", "data", "device", "threads", "lr", NULL};
+
+static int dts__in(const char *const *list, const char *key)
+{
+    for (const char *const *k = list; *k; k++)
+        if (!strcmp(*k, key)) return 1;
+    return 0;
+}
+
+/* ---- inline hardware (dts_scenario_json's "hardware" object) ---- */
+
+static dt_status dts__hw_num(const char *what, const json_t *o, const char *key, const char *full, double *out)
+{
+    const json_t *v = json_object_get(o, key);
+    char buf[64];
+    if (!v || !json_is_number(v))
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected a number, got %s", what, full,
+                       v ? dts__show(v, buf, sizeof buf) : "nothing");
+    *out = json_number_value(v);
+    return DT_OK;
+}
+
+static dt_status dts__hw_int(const char *what, const json_t *o, const char *key, int64_t *out)
+{
+    const json_t *v = json_object_get(o, key);
+    char buf[64];
+    if (!v || !json_is_integer(v))
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected an integer, got %s", what, key,
+                       v ? dts__show(v, buf, sizeof buf) : "nothing");
+    *out = (int64_t)json_integer_value(v);
+    return DT_OK;
+}
+
+static dt_status dts__hw_str(const char *what, const json_t *o, const char *key, char *out, size_t cap)
+{
+    const json_t *v = json_object_get(o, key);
+    char buf[64];
+    if (!v || !json_is_string(v) || json_string_length(v) >= cap)
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected a string of at most %zu bytes, got %s", what,
+                       key, cap - 1, v ? dts__show(v, buf, sizeof buf) : "nothing");
+    memcpy(out, json_string_value(v), json_string_length(v) + 1);
+    return DT_OK;
+}
+
+static dt_status dts__hw_link(const char *what, const json_t *o, const char *key, dts_link *out)
+{
+    static const char *const known[] = {"alpha_ns", "bytes_per_ns", NULL};
+    const json_t *l = json_object_get(o, key);
+    char buf[64], full[64];
+    if (!json_is_object(l))
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected an object {\"alpha_ns\": ..., \"bytes_per_ns\": ...}, got %s",
+                       what, key, l ? dts__show(l, buf, sizeof buf) : "nothing");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)l, k, v) {
+        if (!dts__in(known, k))
+            return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s.%s\": unknown key (expected alpha_ns, bytes_per_ns)",
+                           what, key, k);
+    }
+    snprintf(full, sizeof full, "%s.alpha_ns", key);
+    DT_CHECK(dts__hw_num(what, l, "alpha_ns", full, &out->alpha_ns));
+    snprintf(full, sizeof full, "%s.bytes_per_ns", key);
+    DT_CHECK(dts__hw_num(what, l, "bytes_per_ns", full, &out->bytes_per_ns));
+    return DT_OK;
+}
+
+static dt_status dts__hw_inline(const char *what, const json_t *o, dts_hw *out)
+{
+    static const char *const known[] = {"format", "version", "name", "source", "peak_flops", "mem_bytes_per_s",
+                                        "efficiency", "kernel_overhead_ns", "mem_capacity_bytes",
+                                        "devices_per_node", "intra", "inter", NULL};
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v) {
+        if (!dts__in(known, k))
+            return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": unknown key (expected the keys of a sim/hw file)",
+                           what, k);
+    }
+    const json_t *f = json_object_get(o, "format");
+    if (f && !(json_is_string(f) && !strcmp(json_string_value(f), DTS_HW_FORMAT)))
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.format\": expected \"%s\"", what, DTS_HW_FORMAT);
+    const json_t *ver = json_object_get(o, "version");
+    if (ver && !(json_is_integer(ver) && json_integer_value(ver) == DTS_HW_VERSION))
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.version\": expected %d", what, DTS_HW_VERSION);
+    dts_hw hw;
+    memset(&hw, 0, sizeof hw);
+    int64_t dpn;
+    DT_CHECK(dts__hw_str(what, o, "name", hw.name, sizeof hw.name));
+    DT_CHECK(dts__hw_str(what, o, "source", hw.source, sizeof hw.source));
+    DT_CHECK(dts__hw_num(what, o, "peak_flops", "peak_flops", &hw.peak_flops));
+    DT_CHECK(dts__hw_num(what, o, "mem_bytes_per_s", "mem_bytes_per_s", &hw.mem_bytes_per_s));
+    DT_CHECK(dts__hw_num(what, o, "efficiency", "efficiency", &hw.efficiency));
+    DT_CHECK(dts__hw_int(what, o, "kernel_overhead_ns", &hw.kernel_overhead_ns));
+    DT_CHECK(dts__hw_int(what, o, "mem_capacity_bytes", &hw.mem_capacity_bytes));
+    DT_CHECK(dts__hw_int(what, o, "devices_per_node", &dpn));
+    if (dpn < 1 || dpn > (1 << 20))
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.devices_per_node\": expected an integer in 1..%d", what, 1 << 20);
+    hw.devices_per_node = (int)dpn;
+    DT_CHECK(dts__hw_link(what, o, "intra", &hw.intra));
+    DT_CHECK(dts__hw_link(what, o, "inter", &hw.inter));
+    char src[600];
+    snprintf(src, sizeof src, "%s: \"hardware\"", what);
+    DT_CHECK(dts_hw_validate(&hw, src));
+    *out = hw;
+    return DT_OK;
+}
+
+static int dts__hw_equal(const dts_hw *a, const dts_hw *b)
+{
+    return !strcmp(a->name, b->name) && !strcmp(a->source, b->source) && a->peak_flops == b->peak_flops &&
+           a->mem_bytes_per_s == b->mem_bytes_per_s && a->efficiency == b->efficiency &&
+           a->kernel_overhead_ns == b->kernel_overhead_ns && a->mem_capacity_bytes == b->mem_capacity_bytes &&
+           a->devices_per_node == b->devices_per_node && a->intra.alpha_ns == b->intra.alpha_ns &&
+           a->intra.bytes_per_ns == b->intra.bytes_per_ns && a->inter.alpha_ns == b->inter.alpha_ns &&
+           a->inter.bytes_per_ns == b->inter.bytes_per_ns;
+}
+
+/* The object holding the configuration: a trace's otherData.config, a
+ * summary's config, or the object itself. */
+static const json_t *dts__config_root(const json_t *root)
+{
+    const json_t *od = json_object_get(root, "otherData");
+    if (json_is_object(od) && json_is_object(json_object_get(od, "config"))) return json_object_get(od, "config");
+    const json_t *c = json_object_get(root, "config");
+    if (json_is_object(c) && !json_object_get(root, "model")) return c;
+    return root;
+}
+
+/* Name the config file and key in front of a message about the file it names. */
+static dt_status dts__wrap(dt_status st, const char *what, const char *key)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    return DT_FAIL(st, "%s: \"%s\": %s", what, key, msg);
+}
+
+#define DTS__TRY(expr)                                                                                               \
+    do {                                                                                                             \
+        if ((expr) < 0) {                                                                                            \
+            st = DT_ERR_INVALID;                                                                                     \
+            goto out;                                                                                                \
+        }                                                                                                            \
+    } while (0)
+
+dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, const char *what)
+{
+    if (!sc || !json_text) return DT_FAIL(DT_ERR_INVALID, "dts_scenario_from_config: NULL argument");
+    if (!what) what = "config";
+    json_error_t jerr;
+    json_t *doc = json_loads(json_text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!doc) return DT_FAIL(DT_ERR_FORMAT, "%s: line %d, column %d: %s", what, jerr.line, jerr.column, jerr.text);
+    dt_status st = DT_OK;
+    dts_scenario *n = malloc(sizeof *n); /* the scenario is large (its cost table): not on the stack */
+    if (!n) {
+        json_decref(doc);
+        return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for a scenario", what);
+    }
+    *n = *sc;
+    const json_t *o = dts__config_root(doc);
+    char buf[64];
+    if (!json_is_object(o)) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: expected a JSON object (a dtsim config or dtrain's config), got %s", what,
+                     dts__show(o, buf, sizeof buf));
+        goto out;
+    }
+
+    /* dtrain's configuration, or a dtsim config file (every key known) */
+    int dtrain_cfg = 0;
+    for (const char *const *k = dts__dtrain_marks; *k; k++) dtrain_cfg |= json_object_get(o, *k) != NULL;
+    if (!dtrain_cfg) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)o, key, v) {
+            if (!dts__in(dts__keys, key)) {
+                st = DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": unknown key (dtsim config keys are dtrain's config keys, "
+                                             "e.g. \"num_layers\", \"pipeline_model_parallel_size\", plus "
+                                             "\"micro_batches\", \"hardware\", \"profile\"; see docs/simulator.md)",
+                             what, key);
+                goto out;
+            }
+        }
+    }
+
+    /* the model: the preset first, then the sizes */
+    const char *s = NULL;
+    int r;
+    DTS__TRY(r = dts__str(what, o, "model", "a model name (tiny, small, gpt2-124m or custom)", &s));
+    int model_given = r == 1;
+    if (model_given) {
+        if (!strcmp(s, "custom")) {
+            snprintf(n->model_name, sizeof n->model_name, "custom");
+        } else {
+            dt_gpt_config pre;
+            if (strlen(s) >= sizeof n->model_name || dt_gpt_config_preset(s, &pre) != DT_OK) {
+                st = DT_FAIL(DT_ERR_INVALID, "%s: \"model\": expected tiny, small, gpt2-124m or custom, got \"%s\"%s",
+                             what, s, !strcmp(s, "mlp-bn") ? " (the simulator models the GPT only)" : "");
+                goto out;
+            }
+            pre.vocab_size = n->model.vocab_size; /* dtrain's comes from the data */
+            n->model = pre;
+            snprintf(n->model_name, sizeof n->model_name, "%s", s);
+        }
+    }
+    DTS__TRY(dts__int32(what, o, "num_layers", 1, 1024, &n->model.num_layers));
+    DTS__TRY(dts__int32(what, o, "hidden_size", 1, 65536, &n->model.hidden_size));
+    DTS__TRY(dts__int32(what, o, "num_attention_heads", 1, 65536, &n->model.num_heads));
+    DTS__TRY(dts__int32(what, o, "max_position_embeddings", 1, 65536, &n->model.seq_len));
+    DTS__TRY(dts__int32(what, o, "vocab_size", 2, 1 << 24, &n->model.vocab_size));
+    DTS__TRY(r = dts__int32(what, o, "seq_length", 1, 65536, &n->T));
+    /* a preset with a shorter context than T: train at its context (dtrain's rule) */
+    if (model_given && r == 0 && n->T > n->model.seq_len) n->T = n->model.seq_len;
+    if (strcmp(n->model_name, "custom") != 0) {
+        dt_gpt_config pre;
+        if (dt_gpt_config_preset(n->model_name, &pre) == DT_OK &&
+            (pre.num_layers != n->model.num_layers || pre.hidden_size != n->model.hidden_size ||
+             pre.num_heads != n->model.num_heads || pre.seq_len != n->model.seq_len))
+            snprintf(n->model_name, sizeof n->model_name, "custom");
+        dt_clear_error();
+    }
+
+    /* batch and parallel layout */
+    int64_t G = 0, M = 0, v64 = 0;
+    DTS__TRY(dts__int32(what, o, "micro_batch_size", 1, INT_MAX, &n->B));
+    int g_given, m_given;
+    DTS__TRY(g_given = dts__int(what, o, "global_batch_size", 1, INT64_MAX, &G));
+    DTS__TRY(m_given = dts__int(what, o, "micro_batches", 1, INT_MAX, &M));
+    DTS__TRY(dts__int(what, o, "train_iters", 0, INT64_MAX, &n->steps));
+    DTS__TRY(dts__int32(what, o, "tensor_model_parallel_size", 1, 1024, &n->t));
+    DTS__TRY(dts__int32(what, o, "pipeline_model_parallel_size", 1, DTS_MAX_STAGES, &n->p));
+    DTS__TRY(dts__int32(what, o, "data_parallel_size", 1, 1 << 20, &n->d));
+    const int64_t per_micro = (int64_t)n->B * n->d;
+    if (g_given && G % per_micro != 0) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"global_batch_size\": %" PRId64 " is not a multiple of micro_batch_size %d x "
+                                     "data_parallel_size %d",
+                     what, G, n->B, n->d);
+        goto out;
+    }
+    if (g_given && m_given && G != M * per_micro) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"micro_batches\": %" PRId64 " x micro_batch_size %d x data_parallel_size %d "
+                                     "is not global_batch_size %" PRId64,
+                     what, M, n->B, n->d, G);
+        goto out;
+    }
+    if (m_given) n->m = (int)M;
+    else if (g_given) {
+        if (G / per_micro > INT_MAX) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"global_batch_size\": %" PRId64 " gives too many micro-batches", what, G);
+            goto out;
+        }
+        n->m = (int)(G / per_micro);
+    }
+
+    DTS__TRY(r = dts__str(what, o, "pipeline_schedule", "gpipe, 1f1b, pipedream or pipedream-vsync", &s));
+    if (r == 1 && dt_sched_kind_parse(s, &n->schedule) != DT_OK) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"pipeline_schedule\": expected gpipe, 1f1b, pipedream or pipedream-vsync, "
+                                     "got \"%s\"",
+                     what, s);
+        goto out;
+    }
+    const json_t *split = json_object_get(o, "pipeline_split");
+    if (split && json_is_null(split)) {
+        n->n_split = 0;
+    } else if (split) {
+        size_t cnt = json_is_array(split) ? json_array_size(split) : 0;
+        int ok = json_is_array(split) && cnt <= DTS_MAX_STAGES;
+        for (size_t i = 0; ok && i < cnt; i++) {
+            const json_t *e = json_array_get(split, i);
+            ok = json_is_integer(e) && json_integer_value(e) >= 1 && json_integer_value(e) <= 100000;
+            if (ok) n->split[i] = (int)json_integer_value(e);
+        }
+        if (!ok) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"pipeline_split\": expected an array of positive block counts (one per "
+                                         "stage) or null, got %s",
+                         what, dts__show(split, buf, sizeof buf));
+            goto out;
+        }
+        n->n_split = (int)cnt;
+        for (size_t i = cnt; i < DTS_MAX_STAGES; i++) n->split[i] = 0;
+    }
+
+    DTS__TRY(r = dts__str(what, o, "allreduce", "ring, tree, naive, mpi, nccl, ps-sync or ps-async", &s));
+    if (r == 1) {
+        if (!dts__exchange_parse(s, &n->exchange)) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"allreduce\": expected ring, tree, naive, mpi, nccl, ps-sync or "
+                                         "ps-async, got \"%s\"",
+                         what, s);
+            goto out;
+        }
+        snprintf(n->exchange_name, sizeof n->exchange_name, "%s", s);
+    }
+    int k_given;
+    DTS__TRY(k_given = dts__int32(what, o, "num_ps_servers", 0, 1 << 20, &n->num_ps_servers));
+    if (!k_given && r == 1) /* the exchange changed: dtrain's default K */
+        n->num_ps_servers = dts__is_ps(n->exchange) ? (n->num_ps_servers > 0 ? n->num_ps_servers : 1) : 0;
+    DTS__TRY(dts__bool(what, o, "use_distributed_optimizer", &n->zero));
+    DTS__TRY(dts__int(what, o, "bucket_bytes", 0, INT64_MAX, &n->bucket_bytes));
+    DTS__TRY(dts__int(what, o, "allreduce_chunk_bytes", 0, INT64_MAX, &n->chunk_bytes));
+
+    /* precision and loss scaling */
+    DTS__TRY(r = dts__str(what, o, "precision", "fp32, fp16 or bf16 (or f32, f16)", &s));
+    if (r == 1) {
+        const char *p = dts__precision_parse(s);
+        if (!p) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"precision\": expected fp32, fp16 or bf16 (or f32, f16), got \"%s\"",
+                         what, s);
+            goto out;
+        }
+        snprintf(n->precision, sizeof n->precision, "%s", p);
+    }
+    DTS__TRY(dts__float(what, o, "loss_scale", 0, 0, &n->scaler.static_scale));
+    DTS__TRY(dts__float(what, o, "initial_loss_scale", 0, 1, &n->scaler.initial_scale));
+    DTS__TRY(dts__int32(what, o, "loss_scale_window", 1, INT_MAX, &n->scaler.window));
+    DTS__TRY(dts__int32(what, o, "hysteresis", 1, INT_MAX, &n->scaler.hysteresis));
+    DTS__TRY(dts__float(what, o, "min_loss_scale", 0, 1, &n->scaler.min_scale));
+    DTS__TRY(dts__float(what, o, "loss_scale_growth_factor", 1, 1, &n->scaler.growth_factor));
+    DTS__TRY(dts__float(what, o, "loss_scale_backoff_factor", 0, 1, &n->scaler.backoff_factor));
+    DTS__TRY(dts__bool(what, o, "consecutive_hysteresis", &n->scaler.consecutive_hysteresis));
+    n->use_loss_scaling = !strcmp(n->precision, "fp16") || n->scaler.static_scale > 0;
+
+    DTS__TRY(r = dts__str(what, o, "recompute_granularity", "none, full or selective", &s));
+    if (r == 1) {
+        int found = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(s, dts__recompute_names[i])) found = i;
+        if (found < 0) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"recompute_granularity\": expected none, full or selective, got \"%s\"",
+                         what, s);
+            goto out;
+        }
+        n->recompute = found;
+    }
+    DTS__TRY(dts__int32(what, o, "slow_rank", -1, INT_MAX, &n->slow_rank));
+    double ms;
+    DTS__TRY(r = dts__num(what, o, "slow_ms", 0, 0, &ms));
+    if (r == 1) {
+        if (ms > 3.6e6) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"slow_ms\": expected a number in [0, 3600000], got %g", what, ms);
+            goto out;
+        }
+        n->slow_ns = llround(ms * 1e6);
+    }
+
+    DTS__TRY(r = dts__str(what, o, "optimizer", "sgd, adamw, lars or lamb", &s));
+    if (r == 1) {
+        dt_optim_kind kind;
+        if (dt_optim_kind_parse(s, &kind) != DT_OK) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"optimizer\": expected sgd, adamw, lars or lamb, got \"%s\"", what, s);
+            goto out;
+        }
+        n->optimizer_states = dts__optimizer_states(kind);
+    }
+    DTS__TRY(dts__int32(what, o, "optimizer_states", 0, 16, &n->optimizer_states));
+
+    const json_t *seed = dts__get(o, "seed");
+    if (seed && json_is_string(seed)) { /* dtrain writes seeds above 2^63 as text */
+        const char *t = json_string_value(seed);
+        char *end = NULL;
+        errno = 0;
+        unsigned long long u = strtoull(t, &end, 10);
+        if (t[0] < '0' || t[0] > '9' || *end || errno) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"seed\": expected an integer >= 0, got \"%s\"", what, t);
+            goto out;
+        }
+        n->seed = (uint64_t)u;
+    } else {
+        DTS__TRY(r = dts__int(what, o, "seed", 0, INT64_MAX, &v64));
+        if (r == 1) n->seed = (uint64_t)v64;
+    }
+
+    const json_t *gt = json_object_get(o, "grad_trace");
+    if (gt && json_is_null(gt)) {
+        n->grad_trace[0] = '\0';
+    } else if (gt) {
+        if (!json_is_string(gt) || json_string_length(gt) >= sizeof n->grad_trace) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"grad_trace\": expected a file name (at most %zu bytes) or null, got %s",
+                         what, sizeof n->grad_trace - 1, dts__show(gt, buf, sizeof buf));
+            goto out;
+        }
+        memcpy(n->grad_trace, json_string_value(gt), json_string_length(gt) + 1);
+    }
+
+    const json_t *hw = dts__get(o, "hardware");
+    if (hw && json_is_string(hw) && json_string_length(hw) > 0) {
+        dts_hw h;
+        st = dts_hw_load(json_string_value(hw), &h);
+        if (st != DT_OK) {
+            st = dts__wrap(st, what, "hardware");
+            goto out;
+        }
+        n->hw = h;
+    } else if (hw && json_is_object(hw)) {
+        st = dts__hw_inline(what, hw, &n->hw);
+        if (st != DT_OK) goto out;
+    } else if (hw) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"hardware\": expected a sim/hw file name or a hardware object, got %s", what,
+                     dts__show(hw, buf, sizeof buf));
+        goto out;
+    }
+    const json_t *cost = dts__get(o, "cost");
+    if (cost && !json_is_string(cost)) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"cost\": expected a string (the cost's source; ignored) or null, got %s",
+                     what, dts__show(cost, buf, sizeof buf));
+        goto out;
+    }
+
+    /* a cost table of other sizes or hardware is stale */
+    if (memcmp(&n->model, &sc->model, sizeof n->model) != 0 || n->B != sc->B || n->T != sc->T ||
+        !dts__hw_equal(&n->hw, &sc->hw))
+        n->have_cost = 0;
+    const char *profile = NULL;
+    DTS__TRY(r = dts__str(what, o, "profile", "a trace file name (a dtrain single-rank profile)", &profile));
+    if (r == 1) {
+        st = dts_scenario_set_cost(n, profile);
+        if (st != DT_OK) {
+            st = dts__wrap(st, what, "profile");
+            goto out;
+        }
+    }
+    *sc = *n;
+out:
+    free(n);
+    json_decref(doc);
+    return st;
+}
+
+/* ---- checking ----------------------------------------------------------------------- */
+
+int dts_scenario_world(const dts_scenario *sc)
+{
+    return sc->t * sc->p * sc->d + (dts__is_ps(sc->exchange) ? sc->num_ps_servers : 0);
+}
+
+dt_status dts_scenario_check(const dts_scenario *sc)
+{
+    if (!sc) return DT_FAIL(DT_ERR_INVALID, "dts_scenario_check: NULL scenario");
+    DT_CHECK(dt_gpt_config_validate(&sc->model));
+    if (sc->B < 1) return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d: expected an integer >= 1", sc->B);
+    if (sc->T < 1) return DT_FAIL(DT_ERR_INVALID, "--seq-length %d: expected an integer >= 1", sc->T);
+    if (sc->T > sc->model.seq_len)
+        return DT_FAIL(DT_ERR_INVALID, "--seq-length %d exceeds --max-position-embeddings %d", sc->T,
+                       sc->model.seq_len);
+    if ((int64_t)sc->B * sc->T > (int64_t)1 << 30)
+        return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch", sc->B,
+                       sc->T);
+    if (sc->m < 1) return DT_FAIL(DT_ERR_INVALID, "--micro-batches %d: expected an integer >= 1", sc->m);
+    if (sc->steps < 1)
+        return DT_FAIL(DT_ERR_INVALID, "--train-iters %" PRId64 ": expected an integer >= 1 (the simulator runs at least "
+                                       "one step)",
+                       sc->steps);
+    if (sc->t < 1 || sc->t > 1024)
+        return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d: expected 1..1024", sc->t);
+    if (sc->p < 1 || sc->p > DTS_MAX_STAGES)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: expected 1..%d", sc->p, DTS_MAX_STAGES);
+    if (sc->d < 1) return DT_FAIL(DT_ERR_INVALID, "--data-parallel-size %d: expected an integer >= 1", sc->d);
+    if ((int64_t)sc->t * sc->p * sc->d + sc->num_ps_servers > (1 << 20))
+        return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d x "
+                                       "--data-parallel-size %d: more than %d ranks",
+                       sc->t, sc->p, sc->d, 1 << 20);
+    if (sc->t > 1) DT_CHECK(dt__tp_check(&sc->model, sc->t));
+    const int L = sc->model.num_layers;
+    if (sc->n_split) {
+        if (sc->p == 1) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
+        if (sc->n_split != sc->p)
+            return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: %d block counts for %d stages (expected one per stage)",
+                           sc->n_split, sc->p);
+        int64_t sum = 0;
+        for (int i = 0; i < sc->n_split; i++) {
+            if (sc->split[i] < 1)
+                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: expected %d positive block counts (one per stage)",
+                               sc->p);
+            sum += sc->split[i];
+        }
+        if (sum != L)
+            return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: the stages hold %" PRId64 " blocks, the model has %d "
+                                           "(--num-layers)",
+                           sum, L);
+    } else if (sc->p > L) {
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: the model has only %d blocks "
+                                       "(--num-layers; expected at least one per stage)",
+                       sc->p, L);
+    }
+    if (sc->schedule < DT_SCHED_GPIPE || sc->schedule > DT_SCHED_PIPEDREAM_VSYNC)
+        return DT_FAIL(DT_ERR_INVALID, "--pipeline-schedule: unknown schedule %d", (int)sc->schedule);
+
+    /* the gradient exchange */
+    dts_exchange ex;
+    if (!dts__exchange_parse(sc->exchange_name, &ex) || ex != sc->exchange)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce '%s': expected ring, tree, naive, mpi, nccl, ps-sync or ps-async",
+                       sc->exchange_name);
+    const int ps = dts__is_ps(sc->exchange);
+    if (!ps && sc->num_ps_servers != 0)
+        return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d needs --allreduce ps-sync or ps-async", sc->num_ps_servers);
+    if (ps) {
+        if (sc->num_ps_servers < 1)
+            return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d: expected an integer >= 1 with --allreduce %s",
+                           sc->num_ps_servers, sc->exchange_name);
+        if (sc->t * sc->p != 1)
+            return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported",
+                           sc->p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size",
+                           sc->p > 1 ? sc->p : sc->t);
+        if (sc->zero)
+            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
+                                           "parameter server");
+    }
+    if (sc->zero && (sc->p > 1 || sc->t > 1))
+        return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer with pipeline or tensor parallelism: not supported "
+                                       "yet");
+    if (sc->bucket_bytes < 0)
+        return DT_FAIL(DT_ERR_INVALID, "--bucket-size-mb: %" PRId64 " bytes: expected >= 0", sc->bucket_bytes);
+    if (sc->chunk_bytes < 0)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce-chunk-bytes %" PRId64 ": expected an integer >= 0", sc->chunk_bytes);
+
+    /* precision, loss scaling, memory */
+    if (!dts__precision_parse(sc->precision) || strcmp(dts__precision_parse(sc->precision), sc->precision) != 0)
+        return DT_FAIL(DT_ERR_INVALID, "precision '%s': expected fp32, fp16 (--fp16) or bf16 (--bf16)", sc->precision);
+    const int expect_scaling = !strcmp(sc->precision, "fp16") || sc->scaler.static_scale > 0;
+    if (sc->use_loss_scaling != expect_scaling)
+        return DT_FAIL(DT_ERR_INVALID, "use_loss_scaling %d: expected %d (loss scaling is on with --fp16 or "
+                                       "--loss-scale > 0)",
+                       sc->use_loss_scaling, expect_scaling);
+    if (sc->use_loss_scaling) {
+        dt_loss_scaler probe;
+        DT_CHECK(dt_loss_scaler_init(&probe, &sc->scaler));
+    }
+    if (sc->exchange == DTS_EX_PS_ASYNC && sc->use_loss_scaling)
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce ps-async: loss scaling (--fp16) is not supported; use ps-sync, "
+                                       "or --bf16 without --loss-scale");
+    if (sc->recompute < 0 || sc->recompute > 2)
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity: unknown value %d", sc->recompute);
+    if (sc->p > 1 || sc->t > 1) { /* what dtrain refuses (lib/train.c): FP32 stages, no recomputation */
+        const char *flag = sc->p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
+        const int size = sc->p > 1 ? sc->p : sc->t;
+        if (strcmp(sc->precision, "fp32") != 0)
+            return DT_FAIL(DT_ERR_INVALID, "%s %d with --fp16/--bf16: not supported yet (FP32 stages)", flag, size);
+        if (sc->recompute)
+            return DT_FAIL(DT_ERR_INVALID, "%s %d with --recompute-activations: not supported yet", flag, size);
+    }
+    const int world = dts_scenario_world(sc);
+    if (sc->slow_rank < -1 || sc->slow_rank >= world)
+        return DT_FAIL(DT_ERR_INVALID, "--slow-rank %d: expected a rank 0..%d", sc->slow_rank, world - 1);
+    if (sc->slow_ns < 0) return DT_FAIL(DT_ERR_INVALID, "--slow-rank: MS %g: expected >= 0", (double)sc->slow_ns / 1e6);
+    if (sc->slow_ns > 0 && sc->slow_rank < 0)
+        return DT_FAIL(DT_ERR_INVALID, "--slow-rank: a delay of %g ms needs a rank (R:MS)", (double)sc->slow_ns / 1e6);
+    if (sc->optimizer_states < 0 || sc->optimizer_states > 16)
+        return DT_FAIL(DT_ERR_INVALID, "optimizer_states %d: expected 0..16", sc->optimizer_states);
+    DT_CHECK(dts_hw_validate(&sc->hw, "hardware"));
+    if (sc->have_cost && sc->cost.n_layer != L)
+        return DT_FAIL(DT_ERR_INVALID, "the cost table has %d blocks, the model %d (--num-layers): fill it again "
+                                       "(dts_scenario_set_cost)",
+                       sc->cost.n_layer, L);
+    return DT_OK;
+}
+
+dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path)
+{
+    if (!sc) return DT_FAIL(DT_ERR_INVALID, "dts_scenario_set_cost: NULL scenario");
+    dts_cost *c = malloc(sizeof *c);
+    if (!c) return DT_FAIL(DT_ERR_NOMEM, "out of memory for a cost table");
+    memset(c, 0, sizeof *c);
+    dt_status st;
+    if (profile_path) {
+        dt_trace *tr = NULL;
+        st = dt_trace_read(profile_path, &tr);
+        if (st == DT_OK) st = dts_cost_from_profile(tr, profile_path, &sc->model, sc->B, sc->T, c);
+        dt_trace_free(tr);
+    } else {
+        st = dts_cost_roofline(&sc->model, sc->B, sc->T, &sc->hw, c);
+    }
+    if (st == DT_OK) {
+        sc->cost = *c;
+        sc->have_cost = 1;
+    }
+    free(c);
+    return st;
+}
+
+dt_status dts_scenario_stage_layers(const dts_scenario *sc, int s, int *first, int *last)
+{
+    if (!sc || !first || !last) return DT_FAIL(DT_ERR_INVALID, "dts_scenario_stage_layers: NULL argument");
+    if (s < 0 || s >= sc->p)
+        return DT_FAIL(DT_ERR_INVALID, "stage %d: expected 0..%d (--pipeline-model-parallel-size %d)", s, sc->p - 1,
+                       sc->p);
+    int l0 = 0, l1 = 0;
+    DT_CHECK(dt__stage_split(sc->model.num_layers, sc->p, sc->n_split ? sc->split : NULL, &l0, &l1, s));
+    *first = s == 0 ? -1 : l0;
+    *last = s == sc->p - 1 ? sc->model.num_layers : l1 - 1;
+    return DT_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------ */
+
+static void dts__set(json_t *o, const char *key, json_t *v, int *bad)
+{
+    if (!v || json_object_set_new(o, key, v) != 0) *bad = 1;
+}
+
+static json_t *dts__hw_json(const dts_hw *hw, int *bad)
+{
+    json_t *o = json_object();
+    if (!o) {
+        *bad = 1;
+        return NULL;
+    }
+    json_t *in = json_object(), *ex = json_object();
+    if (in) {
+        dts__set(in, "alpha_ns", json_real(hw->intra.alpha_ns), bad);
+        dts__set(in, "bytes_per_ns", json_real(hw->intra.bytes_per_ns), bad);
+    }
+    if (ex) {
+        dts__set(ex, "alpha_ns", json_real(hw->inter.alpha_ns), bad);
+        dts__set(ex, "bytes_per_ns", json_real(hw->inter.bytes_per_ns), bad);
+    }
+    dts__set(o, "format", json_string(DTS_HW_FORMAT), bad);
+    dts__set(o, "version", json_integer(DTS_HW_VERSION), bad);
+    dts__set(o, "name", json_string(hw->name), bad);
+    dts__set(o, "source", json_string(hw->source), bad);
+    dts__set(o, "peak_flops", json_real(hw->peak_flops), bad);
+    dts__set(o, "mem_bytes_per_s", json_real(hw->mem_bytes_per_s), bad);
+    dts__set(o, "efficiency", json_real(hw->efficiency), bad);
+    dts__set(o, "kernel_overhead_ns", json_integer(hw->kernel_overhead_ns), bad);
+    dts__set(o, "mem_capacity_bytes", json_integer(hw->mem_capacity_bytes), bad);
+    dts__set(o, "devices_per_node", json_integer(hw->devices_per_node), bad);
+    dts__set(o, "intra", in, bad);
+    dts__set(o, "inter", ex, bad);
+    return o;
+}
+
+char *dts_scenario_json(const dts_scenario *sc)
+{
+    if (!sc) return NULL;
+    json_t *o = json_object();
+    if (!o) return NULL;
+    int bad = 0;
+    const int64_t global = (int64_t)sc->m * sc->B * sc->d;
+    dts__set(o, "model", json_string(sc->model_name), &bad);
+    dts__set(o, "num_layers", json_integer(sc->model.num_layers), &bad);
+    dts__set(o, "hidden_size", json_integer(sc->model.hidden_size), &bad);
+    dts__set(o, "num_attention_heads", json_integer(sc->model.num_heads), &bad);
+    dts__set(o, "max_position_embeddings", json_integer(sc->model.seq_len), &bad);
+    dts__set(o, "vocab_size", json_integer(sc->model.vocab_size), &bad);
+    dts__set(o, "seq_length", json_integer(sc->T), &bad);
+    dts__set(o, "micro_batch_size", json_integer(sc->B), &bad);
+    dts__set(o, "micro_batches", json_integer(sc->m), &bad);
+    dts__set(o, "global_batch_size", json_integer(global), &bad);
+    dts__set(o, "train_iters", json_integer(sc->steps), &bad);
+    dts__set(o, "tensor_model_parallel_size", json_integer(sc->t), &bad);
+    dts__set(o, "pipeline_model_parallel_size", json_integer(sc->p), &bad);
+    dts__set(o, "data_parallel_size", json_integer(sc->d), &bad);
+    dts__set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
+    if (sc->n_split > 0) {
+        json_t *a = json_array();
+        for (int i = 0; a && i < sc->n_split && i < DTS_MAX_STAGES; i++)
+            if (json_array_append_new(a, json_integer(sc->split[i])) != 0) bad = 1;
+        dts__set(o, "pipeline_split", a, &bad);
+    } else {
+        dts__set(o, "pipeline_split", json_null(), &bad);
+    }
+    dts__set(o, "allreduce", json_string(sc->exchange_name), &bad);
+    dts__set(o, "num_ps_servers", json_integer(sc->num_ps_servers), &bad);
+    dts__set(o, "use_distributed_optimizer", json_boolean(sc->zero), &bad);
+    dts__set(o, "bucket_bytes", json_integer(sc->bucket_bytes), &bad);
+    dts__set(o, "allreduce_chunk_bytes", json_integer(sc->chunk_bytes), &bad);
+    dts__set(o, "precision", json_string(sc->precision), &bad);
+    dts__set(o, "loss_scale", json_real(sc->scaler.static_scale), &bad);
+    dts__set(o, "initial_loss_scale", json_real(sc->scaler.initial_scale), &bad);
+    dts__set(o, "loss_scale_window", json_integer(sc->scaler.window), &bad);
+    dts__set(o, "hysteresis", json_integer(sc->scaler.hysteresis), &bad);
+    dts__set(o, "min_loss_scale", json_real(sc->scaler.min_scale), &bad);
+    dts__set(o, "loss_scale_growth_factor", json_real(sc->scaler.growth_factor), &bad);
+    dts__set(o, "loss_scale_backoff_factor", json_real(sc->scaler.backoff_factor), &bad);
+    dts__set(o, "consecutive_hysteresis", json_boolean(sc->scaler.consecutive_hysteresis), &bad);
+    dts__set(o, "recompute_granularity",
+             json_string(sc->recompute >= 0 && sc->recompute <= 2 ? dts__recompute_names[sc->recompute] : "?"), &bad);
+    dts__set(o, "slow_rank", json_integer(sc->slow_rank), &bad);
+    if (sc->slow_ns % 1000000 == 0)
+        dts__set(o, "slow_ms", json_integer(sc->slow_ns / 1000000), &bad);
+    else
+        dts__set(o, "slow_ms", json_real((double)sc->slow_ns / 1e6), &bad);
+    dts__set(o, "optimizer_states", json_integer(sc->optimizer_states), &bad);
+    if (sc->seed <= (uint64_t)INT64_MAX) {
+        dts__set(o, "seed", json_integer((json_int_t)sc->seed), &bad);
+    } else {
+        char b[24];
+        snprintf(b, sizeof b, "%llu", (unsigned long long)sc->seed);
+        dts__set(o, "seed", json_string(b), &bad);
+    }
+    dts__set(o, "grad_trace", sc->grad_trace[0] ? json_string(sc->grad_trace) : json_null(), &bad);
+    dts__set(o, "hardware", dts__hw_json(&sc->hw, &bad), &bad);
+    dts__set(o, "cost", sc->have_cost ? json_string(sc->cost.source) : json_null(), &bad);
+    char *text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    return text;
+}

@@ -1,0 +1,114 @@
+/* summary.c: a simulated run's summary as JSON and as a few lines of text
+ * (see dts_run.h). Times in the JSON are milliseconds per step, memory in
+ * bytes; NaN (no pipeline) is written as null. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dts_run.h"
+
+static json_t *dts__real(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+static int dts__set(json_t *o, const char *k, json_t *v)
+{
+    return !v || json_object_set_new(o, k, v) != 0;
+}
+
+dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const char *path)
+{
+    json_t *o = json_object();
+    int bad = !o;
+    char *cfg = dts_scenario_json(sc);
+    json_t *jc = cfg ? json_loads(cfg, 0, NULL) : NULL;
+    free(cfg);
+    bad |= !jc;
+    if (!bad) {
+        bad |= dts__set(o, "tool", json_string("dtsim"));
+        bad |= dts__set(o, "steps", json_integer(s->steps));
+        bad |= dts__set(o, "step_ms", dts__real(s->step_ns * 1e-6));
+        bad |= dts__set(o, "total_ms", json_real((double)s->total_ns * 1e-6));
+        json_t *ph = json_object();
+        bad |= !ph || dts__set(o, "rank0_ms_per_step", ph);
+        if (ph) {
+            bad |= dts__set(ph, "compute", dts__real(s->rank0.compute_ns * 1e-6));
+            bad |= dts__set(ph, "optimizer", dts__real(s->rank0.optim_ns * 1e-6));
+            bad |= dts__set(ph, "comm", dts__real(s->rank0.comm_ns * 1e-6));
+            bad |= dts__set(ph, "dp_allreduce", json_real(s->comm_ns_dp * 1e-6));
+            bad |= dts__set(ph, "pipeline_wait", json_real(s->comm_ns_pp * 1e-6));
+            bad |= dts__set(ph, "tp_allreduce", json_real(s->comm_ns_tp * 1e-6));
+            bad |= dts__set(ph, "push_pull", json_real(s->comm_ns_ps * 1e-6));
+        }
+        json_t *b = json_array(), *bf = json_array(), *ms = json_array(), *pm = json_array();
+        bad |= !b || !bf || !ms || !pm;
+        for (int i = 0; !bad && i < s->p; i++) {
+            bad |= json_array_append_new(b, dts__real(s->bubble[i])) != 0;
+            bad |= json_array_append_new(bf, dts__real(s->bubble_fb[i])) != 0;
+            bad |= json_array_append_new(ms, json_integer(s->max_stash[i])) != 0;
+        }
+        for (int i = 0; !bad && i < s->n_ranks; i++) bad |= json_array_append_new(pm, json_integer(s->peak_mem[i])) != 0;
+        bad |= dts__set(o, "bubble", b) | dts__set(o, "bubble_fb", bf);
+        bad |= dts__set(o, "bubble_formula", dts__real(s->bubble_formula));
+        bad |= dts__set(o, "max_stashed_versions", ms) | dts__set(o, "peak_memory_bytes", pm);
+        json_t *ps = json_object(), *h = json_array();
+        bad |= !ps || !h;
+        for (int i = 0; !bad && i < 16; i++) bad |= json_array_append_new(h, json_integer(s->staleness_hist[i])) != 0;
+        if (ps) {
+            bad |= dts__set(ps, "pushes", json_integer(s->pushes));
+            bad |= dts__set(ps, "staleness_mean", json_real(s->staleness_mean));
+            bad |= dts__set(ps, "staleness_max", json_integer(s->staleness_max));
+            bad |= dts__set(ps, "staleness_histogram", h);
+        }
+        bad |= dts__set(o, "parameter_server", ps);
+        bad |= dts__set(o, "skipped_steps", json_integer(s->skipped_steps));
+        bad |= dts__set(o, "overflows", json_integer(s->overflows));
+        bad |= dts__set(o, "final_loss_scale", dts__real(s->final_loss_scale));
+        bad |= dts__set(o, "events", json_integer((json_int_t)s->events));
+        bad |= dts__set(o, "wall_seconds", json_real(s->wall_seconds));
+        bad |= dts__set(o, "config", jc);
+        jc = NULL;
+    }
+    json_decref(jc);
+    if (bad) {
+        json_decref(o);
+        return DT_FAIL(DT_ERR_NOMEM, "--summary %s: out of memory building the summary", path);
+    }
+    int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    if (rc != 0) return DT_FAIL(DT_ERR_IO, "--summary %s: cannot write the file", path);
+    return DT_OK;
+}
+
+void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
+{
+    fprintf(f, "dtsim: %s, t=%d p=%d d=%d, m=%d, %s, %s, %lld steps on %s\n", sc->model_name, sc->t, sc->p, sc->d,
+            sc->m, sc->p > 1 ? dt_sched_kind_name(sc->schedule) : "no pipeline", sc->exchange_name,
+            (long long)s->steps, sc->hw.name);
+    fprintf(f, "step time %.3f ms (rank 0: compute %.3f, optimizer %.3f, comm %.3f ms per step)\n", s->step_ns * 1e-6,
+            s->rank0.compute_ns * 1e-6, s->rank0.optim_ns * 1e-6, s->rank0.comm_ns * 1e-6);
+    if (s->p > 1 || sc->t > 1) {
+        fprintf(f, "bubble per stage (forward/backward only), formula (p-1)/(m+p-1) = %.4f:\n", s->bubble_formula);
+        for (int i = 0; i < s->p; i++)
+            fprintf(f, "  stage %d: %.4f (%.4f)\n", i, s->bubble[i], s->bubble_fb[i]);
+        for (int i = 0; i < s->p; i++)
+            if (s->max_stash[i]) fprintf(f, "  stage %d stashes up to %d weight versions\n", i, s->max_stash[i]);
+    }
+    fprintf(f, "comm per step on rank 0: dp allreduce %.3f ms, pipeline waits %.3f ms, tp allreduce %.3f ms, "
+               "push/pull %.3f ms\n",
+            s->comm_ns_dp * 1e-6, s->comm_ns_pp * 1e-6, s->comm_ns_tp * 1e-6, s->comm_ns_ps * 1e-6);
+    int64_t peak = 0;
+    int at = 0;
+    for (int i = 0; i < s->n_ranks; i++)
+        if (s->peak_mem[i] > peak) {
+            peak = s->peak_mem[i];
+            at = i;
+        }
+    fprintf(f, "peak memory %.2f MiB (rank %d)\n", (double)peak / 1048576.0, at);
+    if (s->pushes)
+        fprintf(f, "parameter server: %lld pushes, staleness mean %.2f, max %d\n", (long long)s->pushes,
+                s->staleness_mean, s->staleness_max);
+    if (isfinite(s->final_loss_scale))
+        fprintf(f, "loss scale: %lld overflows, %lld skipped steps, final scale %g\n", (long long)s->overflows,
+                (long long)s->skipped_steps, s->final_loss_scale);
+    fprintf(f, "simulated %llu events in %.3f s\n", (unsigned long long)s->events, s->wall_seconds);
+}

@@ -1,0 +1,496 @@
+/* check_sim.c: the simulator's engine, links, collectives and executor
+ * against exact formulas. Costs are fixed integers (ns) and links have
+ * round figures, so every expected time is exact: the tolerances below are
+ * rounding of one nanosecond per message or per operation, and no more. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dt_schedule.h"
+#include "dts_coll.h"
+#include "dts_engine.h"
+#include "dts_net.h"
+#include "dts_run.h"
+#include "dts_scenario.h"
+#include "testutil.h"
+
+/* ---- engine ------------------------------------------------------------- */
+
+typedef struct order_log {
+    int64_t a[64];
+    int64_t t[64];
+    int n;
+} order_log;
+
+static void log_fn(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)b;
+    order_log *l = ctx;
+    l->t[l->n] = dts_engine_now(e);
+    l->a[l->n++] = a;
+}
+
+START_TEST(test_engine_order)
+{
+    dts_engine *e = NULL;
+    ck_assert_int_eq(dts_engine_create(&e), DT_OK);
+    order_log l = {.n = 0};
+    /* times out of order, ties among them: ties must run in scheduling order */
+    const int64_t times[] = {50, 10, 50, 10, 30, 50, 0, 10};
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(dts_engine_at(e, times[i], log_fn, &l, i, 0), DT_OK);
+    ck_assert_int_eq(dts_engine_run(e), DT_OK);
+    const int64_t want[] = {6, 1, 3, 7, 4, 0, 2, 5};
+    ck_assert_int_eq(l.n, 8);
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(l.a[i], want[i]);
+    for (int i = 1; i < 8; i++) ck_assert_int_ge(l.t[i], l.t[i - 1]);
+    ck_assert_uint_eq(dts_engine_events(e), 8);
+    dts_engine_free(e);
+}
+END_TEST
+
+static void past_fn(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)a;
+    (void)b;
+    dt_status *st = ctx;
+    *st = dts_engine_after(e, -5, past_fn, ctx, 0, 0);
+}
+
+START_TEST(test_engine_past)
+{
+#ifdef NDEBUG
+    dts_engine *e = NULL;
+    ck_assert_int_eq(dts_engine_create(&e), DT_OK);
+    dt_status st = DT_OK;
+    ck_assert_int_eq(dts_engine_at(e, 100, past_fn, &st, 0, 0), DT_OK);
+    ck_assert_int_eq(dts_engine_run(e), DT_OK);
+    ck_assert_int_eq(st, DT_ERR_INVALID);
+    dts_engine_free(e);
+#else
+    (void)past_fn; /* with asserts on, scheduling in the past aborts: checked by the run below in a child */
+#endif
+}
+END_TEST
+
+static void heap_fn(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)e;
+    (void)b;
+    int64_t *last = ctx;
+    ck_assert_int_ge(a, *last);
+    *last = a;
+}
+
+/* many events in pseudo-random order come out sorted by (time, seq) */
+START_TEST(test_engine_heap)
+{
+    dts_engine *e = NULL;
+    ck_assert_int_eq(dts_engine_create(&e), DT_OK);
+    uint64_t x = 12345;
+    int64_t last = -1;
+    for (int i = 0; i < 100000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t t = (int64_t)(x >> 44);
+        ck_assert_int_eq(dts_engine_at(e, t, heap_fn, &last, t, 0), DT_OK);
+    }
+    ck_assert_int_eq(dts_engine_run(e), DT_OK);
+    ck_assert_uint_eq(dts_engine_events(e), 100000);
+    dts_engine_free(e);
+}
+END_TEST
+
+/* ---- links and collectives ---------------------------------------------- */
+
+static dts_hw flat_hw(double alpha_ns, double bytes_per_ns)
+{
+    dts_hw hw;
+    dts_hw_default(&hw);
+    hw.devices_per_node = 1 << 20;
+    hw.intra.alpha_ns = hw.inter.alpha_ns = alpha_ns;
+    hw.intra.bytes_per_ns = hw.inter.bytes_per_ns = bytes_per_ns;
+    return hw;
+}
+
+START_TEST(test_net_fifo)
+{
+    dts_hw hw = flat_hw(1000, 2.0);
+    dts_net net;
+    ck_assert_int_eq(dts_net_init(&net, 4, &hw, 1.0), DT_OK);
+    /* one message: α + S/β */
+    ck_assert_int_eq(dts_net_send(&net, 0, 1, 4000, 0, NULL), 1000 + 2000);
+    /* two more into rank 1's receiving port at time 0: they queue behind the first */
+    ck_assert_int_eq(dts_net_send(&net, 2, 1, 4000, 0, NULL), 2000 + 2000 + 1000);
+    ck_assert_int_eq(dts_net_send(&net, 3, 1, 4000, 0, NULL), 4000 + 2000 + 1000);
+    /* another port pair is free */
+    ck_assert_int_eq(dts_net_send(&net, 1, 0, 4000, 0, NULL), 3000);
+    dts_net_free(&net);
+}
+END_TEST
+
+typedef struct coll_ctx {
+    int64_t done_at[64];
+    int n_done;
+    int steps_seen;
+} coll_ctx;
+
+static void coll_done(dts_engine *e, void *ctx, int member)
+{
+    coll_ctx *c = ctx;
+    c->done_at[member] = dts_engine_now(e);
+    c->n_done++;
+}
+
+static void coll_step(void *ctx, int member, const char *phase, int step, int peer, int64_t bytes, int64_t t0,
+                      int64_t t1)
+{
+    (void)member;
+    (void)phase;
+    (void)step;
+    (void)peer;
+    (void)bytes;
+    coll_ctx *c = ctx;
+    ck_assert_int_ge(t1, t0);
+    c->steps_seen++;
+}
+
+static void arrive_fn(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)e;
+    (void)b;
+    dts_coll_arrive(ctx, (int)a);
+}
+
+/* Run one collective of n members arriving at 0; returns the last done time. */
+static int64_t run_coll(dts_coll_kind kind, int n, int64_t bytes, int64_t chunk, double alpha, double beta,
+                        int *steps_out, int *steps_seen)
+{
+    dts_hw hw = flat_hw(alpha, beta);
+    dts_engine *e = NULL;
+    ck_assert_int_eq(dts_engine_create(&e), DT_OK);
+    dts_net net;
+    ck_assert_int_eq(dts_net_init(&net, n, &hw, 1.0), DT_OK);
+    int ranks[64];
+    for (int i = 0; i < n; i++) ranks[i] = i;
+    coll_ctx cc = {.n_done = 0};
+    dts_coll *c = NULL;
+    ck_assert_int_eq(dts_coll_create(e, &net, kind, n, ranks, bytes, chunk, coll_done, coll_step, &cc, &c), DT_OK);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(dts_engine_at(e, 0, arrive_fn, c, i, 0), DT_OK);
+    ck_assert_int_eq(dts_engine_run(e), DT_OK);
+    ck_assert_int_eq(cc.n_done, n);
+    int64_t last = 0;
+    for (int i = 0; i < n; i++)
+        if (cc.done_at[i] > last) last = cc.done_at[i];
+    if (steps_out) *steps_out = dts_coll_steps(c);
+    if (steps_seen) *steps_seen = cc.steps_seen;
+    dts_coll_free(c);
+    dts_net_free(&net);
+    dts_engine_free(e);
+    return last;
+}
+
+/* Ring allreduce = 2(n-1)·α + 2(n-1)/n·S/β exactly (S divisible by 4n). */
+START_TEST(test_ring_formula)
+{
+    const int ns[] = {2, 3, 4, 5, 8, 16, 32};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        const int n = ns[k];
+        const int64_t S = (int64_t)4 * n * 25000; /* 4n · 25000 bytes: segments of 100 000 bytes */
+        const double alpha = 5000, beta = 2.0;
+        int steps = 0, seen = 0;
+        const int64_t t = run_coll(DTS_COLL_RING_ALLREDUCE, n, S, 0, alpha, beta, &steps, &seen);
+        const double want = 2.0 * (n - 1) * alpha + 2.0 * (n - 1) / n * (double)S / beta;
+        ck_assert_int_eq(steps, 2 * (n - 1));
+        ck_assert_int_eq(seen, n * 2 * (n - 1)); /* one trace span per member and step */
+        ck_assert_msg(llabs(t - (int64_t)want) <= 2 * (n - 1), "n=%d: %lld ns, formula %.0f", n, (long long)t, want);
+    }
+}
+END_TEST
+
+/* Chunks pipeline the ring across steps: without latency the link is the
+ * bound, 2(n-1)·seg/β either way; with latency the chunked ring hides most
+ * of the 2(n-1) latencies behind the transfers and is faster. */
+START_TEST(test_ring_chunked)
+{
+    const int n = 4, C = 8;
+    const int64_t seg = 4 * 80000, S = seg * n; /* chunks of 40 000 bytes */
+    const int64_t t0 = run_coll(DTS_COLL_RING_ALLREDUCE, n, S, seg / C, 0, 1.0, NULL, NULL);
+    ck_assert_msg(llabs(t0 - 2 * (n - 1) * seg) <= 2 * (n - 1) * C, "%lld vs %lld", (long long)t0,
+                  (long long)(2 * (n - 1) * seg));
+    const double alpha = 40000; /* one chunk's wire time */
+    const int64_t tc = run_coll(DTS_COLL_RING_ALLREDUCE, n, S, seg / C, alpha, 1.0, NULL, NULL);
+    const int64_t t1 = run_coll(DTS_COLL_RING_ALLREDUCE, n, S, 0, alpha, 1.0, NULL, NULL);
+    ck_assert_int_eq(t1, 2 * (n - 1) * (int64_t)alpha + 2 * (n - 1) * seg);
+    ck_assert_msg(tc < t1 && tc >= 2 * (n - 1) * seg, "chunked %lld, whole %lld", (long long)tc, (long long)t1);
+}
+END_TEST
+
+/* Tree (halving-doubling, n = 2^k): 2·log2(n)·α + 2(n-1)/n·S/β. Naive: the
+ * root's port takes n-1 whole buffers, then ceil(log2 n) broadcast rounds. */
+START_TEST(test_tree_naive_formula)
+{
+    const double alpha = 3000, beta = 4.0;
+    for (int n = 2; n <= 16; n *= 2) {
+        const int64_t S = (int64_t)4 * 16 * 10000;
+        int lg = 0;
+        while ((1 << lg) < n) lg++;
+        const double tree = 2.0 * lg * alpha + 2.0 * (n - 1) / n * (double)S / beta;
+        const int64_t t = run_coll(DTS_COLL_TREE_ALLREDUCE, n, S, 0, alpha, beta, NULL, NULL);
+        ck_assert_msg(llabs(t - (int64_t)tree) <= 4 * lg, "tree n=%d: %lld vs %.0f", n, (long long)t, tree);
+        const double naive = (n - 1) * (double)S / beta + alpha + lg * (alpha + (double)S / beta);
+        const int64_t tn = run_coll(DTS_COLL_NAIVE_ALLREDUCE, n, S, 0, alpha, beta, NULL, NULL);
+        ck_assert_msg(llabs(tn - (int64_t)naive) <= 2 * n, "naive n=%d: %lld vs %.0f", n, (long long)tn, naive);
+    }
+    /* n = 6 (not a power of two): fold and unfold add two whole-buffer
+     * messages; and member 2, which has nothing to fold, sends its first
+     * halving message (S/2) to member 0 at once, ahead of member 4's fold
+     * message on member 0's receiving port: + S/(2β) on the critical path */
+    const int64_t S = 4 * 12 * 1000;
+    const double want = 2 * (alpha + S / beta) + 2.0 * 2 * alpha + 2.0 * 3 / 4 * (double)S / beta + S / 2 / beta;
+    const int64_t t = run_coll(DTS_COLL_TREE_ALLREDUCE, 6, S, 0, alpha, beta, NULL, NULL);
+    ck_assert_msg(llabs(t - (int64_t)want) <= 16, "tree n=6: %lld vs %.0f", (long long)t, want);
+}
+END_TEST
+
+/* ---- the executor ------------------------------------------------------- */
+
+/* A model with L blocks, each forward F and backward Bw ns, embedding and
+ * head free, no optimizer or host cost, links that cost nothing. */
+static void fixed_scenario(dts_scenario *sc, int L, int p, int m, int steps, dt_sched_kind kind, int64_t F, int64_t Bw)
+{
+    dts_scenario_default(sc);
+    sc->model.num_layers = L;
+    sc->p = p;
+    sc->t = 1;
+    sc->d = 1;
+    sc->m = m;
+    sc->steps = steps;
+    sc->schedule = kind;
+    sc->hw = flat_hw(0, 1e12);
+    memset(&sc->cost, 0, sizeof sc->cost);
+    sc->cost.n_layer = L;
+    for (int l = 0; l < L; l++) {
+        sc->cost.fwd_ns[l + 1] = F;
+        sc->cost.bwd_ns[l + 1] = Bw;
+        sc->cost.params[l + 1] = 1000;
+        sc->cost.act_bytes[l + 1] = 4096;
+    }
+    sc->cost.params[0] = sc->cost.params[L + 1] = 1000;
+    sc->have_cost = 1;
+}
+
+/* gpipe and 1f1b, equal stages: every stage's forward/backward bubble is (p-1)/(m+p-1). */
+START_TEST(test_bubble_formula)
+{
+    const dt_sched_kind kinds[] = {DT_SCHED_GPIPE, DT_SCHED_1F1B};
+    int cases = 0;
+    for (int k = 0; k < 2; k++)
+        for (int p = 2; p <= 8; p *= 2)
+            for (int m = 1; m <= 32; m *= 2) {
+                dts_scenario sc;
+                fixed_scenario(&sc, p, p, m, 3, kinds[k], 1000, 2000);
+                dts_summary s;
+                ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s p=%d m=%d: %s", dt_sched_kind_name(kinds[k]), p, m,
+                              dt_last_error());
+                const double f = (double)(p - 1) / (m + p - 1);
+                ck_assert(fabs(s.bubble_formula - f) < 1e-12);
+                for (int st = 0; st < p; st++)
+                    ck_assert_msg(fabs(s.bubble_fb[st] - f) < 1e-9, "%s p=%d m=%d stage %d: %.6f vs %.6f",
+                                  dt_sched_kind_name(kinds[k]), p, m, st, s.bubble_fb[st], f);
+                /* step time: (m + p - 1)(F + B) */
+                ck_assert_msg(fabs(s.step_ns - (double)(m + p - 1) * 3000) < 1e-6, "step %.1f", s.step_ns);
+                dts_summary_free(&s);
+                cases++;
+            }
+    ck_assert_int_eq(cases, 2 * 3 * 6);
+}
+END_TEST
+
+/* PipeDream keeps p - s weight versions alive on stage s (msr-fiddle/pipedream's
+ * num_versions = warm-up + 1): the generator stashes a copy of each of them
+ * (the current weights move on while in-flight micro-batches still need
+ * theirs), and the last stage, whose backward follows its forward at once,
+ * stashes none. gpipe and 1f1b never stash. */
+START_TEST(test_stash_depth)
+{
+    for (int p = 2; p <= 6; p++) {
+        dts_scenario sc;
+        fixed_scenario(&sc, p, p, 8, 4, DT_SCHED_PIPEDREAM, 1000, 2000);
+        dts_summary s;
+        ck_assert_int_eq(dts_run(&sc, NULL, &s), DT_OK);
+        for (int st = 0; st < p; st++)
+            ck_assert_msg(s.max_stash[st] == (st == p - 1 ? 0 : p - st), "p=%d stage %d: %d stashed", p, st,
+                          s.max_stash[st]);
+        dts_summary_free(&s);
+        fixed_scenario(&sc, p, p, 8, 2, DT_SCHED_1F1B, 1000, 2000);
+        ck_assert_int_eq(dts_run(&sc, NULL, &s), DT_OK);
+        for (int st = 0; st < p; st++) ck_assert_int_eq(s.max_stash[st], 0);
+        dts_summary_free(&s);
+    }
+}
+END_TEST
+
+/* The same scenario twice gives the same trace, byte for byte. */
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+START_TEST(test_deterministic)
+{
+    char p1[] = "/tmp/dtsim-det-XXXXXX", p2[] = "/tmp/dtsim-det-XXXXXX";
+    int f1 = mkstemp(p1), f2 = mkstemp(p2);
+    ck_assert(f1 >= 0 && f2 >= 0);
+    close(f1);
+    close(f2);
+    dts_scenario sc;
+    fixed_scenario(&sc, 4, 2, 4, 3, DT_SCHED_1F1B, 1000, 2000);
+    sc.d = 2;
+    sc.hw = flat_hw(700, 1.5);
+    const char *paths[] = {p1, p2};
+    for (int i = 0; i < 2; i++) {
+        dts_run_opts o = {.trace_path = paths[i]};
+        dts_summary s;
+        ck_assert_msg(dts_run(&sc, &o, &s) == DT_OK, "%s", dt_last_error());
+        dts_summary_free(&s);
+    }
+    size_t n1, n2;
+    char *a = slurp(p1, &n1), *b = slurp(p2, &n2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert(memcmp(a, b, n1) == 0);
+    ck_assert_ptr_nonnull(strstr(a, "\"tool\":\"dtsim\""));
+    free(a);
+    free(b);
+    unlink(p1);
+    unlink(p2);
+}
+END_TEST
+
+/* A schedule whose stage waits for a gradient before sending the forward
+ * that would produce it: reported as a deadlock, naming the stage. */
+START_TEST(test_deadlock)
+{
+    dt_schedule *sch = NULL;
+    ck_assert_int_eq(dt_schedule_make(DT_SCHED_GPIPE, 2, 2, 1, &sch), DT_OK);
+    /* on stage 0 move the first RECV_GRAD to the front */
+    dt_sched_instr *l = sch->instr[0];
+    int g = -1;
+    for (int i = 0; i < sch->count[0]; i++)
+        if (l[i].op == DT_SCHED_RECV_GRAD) {
+            g = i;
+            break;
+        }
+    ck_assert_int_gt(g, 0);
+    dt_sched_instr tmp = l[g];
+    memmove(&l[1], &l[0], (size_t)g * sizeof *l);
+    l[0] = tmp;
+    dts_scenario sc;
+    fixed_scenario(&sc, 2, 2, 2, 1, DT_SCHED_GPIPE, 1000, 2000);
+    dts_run_opts o = {.schedule = sch};
+    dts_summary s;
+    ck_assert_int_eq(dts_run(&sc, &o, &s), DT_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "deadlock"));
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "stage 0"));
+    dt_schedule_free(sch);
+}
+END_TEST
+
+/* ps-sync with W workers and one server: compute C, the pushes through the
+ * server's receiving port, the update U, the replies out of its sending
+ * port. Ports are full duplex, so worker j's next push overlaps the replies
+ * to workers after it; in the steady state the step period is
+ *   C + 2α + (W+1)·M/β + U
+ * (W = 1: 2M/β, push then pull). The server's ports carry W·M each way per
+ * step: they are the bottleneck as W grows (BytePS, OSDI'20). */
+START_TEST(test_ps_sync_formula)
+{
+    for (int W = 1; W <= 4; W++) {
+        dts_scenario sc;
+        fixed_scenario(&sc, 2, 1, 1, 4, DT_SCHED_GPIPE, 1000, 2000);
+        sc.d = W;
+        sc.exchange = DTS_EX_PS_SYNC;
+        snprintf(sc.exchange_name, sizeof sc.exchange_name, "ps-sync");
+        sc.num_ps_servers = 1;
+        const double alpha = 2000, beta = 0.5;
+        sc.hw = flat_hw(alpha, beta);
+        sc.hw.mem_bytes_per_s = 1e18; /* summing the pushes costs nothing here */
+        sc.cost.optim_ns_per_param = 2.0;
+        dts_summary s;
+        ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
+        const double M = 4.0 * 4000; /* 4 layers' slots of 1000 parameters */
+        const double C = 2 * 1000 + 2 * 2000, U = 4000 * 2.0;
+        const double want = C + 2 * alpha + (W + 1) * M / beta + U;
+        ck_assert_msg(fabs(s.step_ns - want) <= 4, "W=%d: %.1f vs %.1f", W, s.step_ns, want);
+        dts_summary_free(&s);
+    }
+}
+END_TEST
+
+/* ps-async: a worker that is k times slower pushes less often, and every
+ * push of a fast worker is stale by about the updates the others applied
+ * meanwhile. With two equal workers staleness is 1 in the steady state. */
+START_TEST(test_ps_async_staleness)
+{
+    dts_scenario sc;
+    fixed_scenario(&sc, 2, 1, 1, 40, DT_SCHED_GPIPE, 100000, 200000);
+    sc.d = 2;
+    sc.exchange = DTS_EX_PS_ASYNC;
+    snprintf(sc.exchange_name, sizeof sc.exchange_name, "ps-async");
+    sc.num_ps_servers = 1;
+    sc.hw = flat_hw(1000, 10.0);
+    dts_summary s;
+    ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
+    ck_assert_int_eq(s.pushes, 80);
+    ck_assert_int_eq(s.staleness_max, 1);
+    ck_assert(s.staleness_mean > 0.9 && s.staleness_mean <= 1.0);
+    dts_summary_free(&s);
+    /* worker 1 sleeps 3 steps' compute before each push: worker 0's pushes see 0 or 1 updates,
+       worker 1's see about 4 (the updates worker 0 made while it slept and computed) */
+    sc.slow_rank = 1;
+    sc.slow_ns = 3 * 600000;
+    ck_assert_int_eq(dts_run(&sc, NULL, &s), DT_OK);
+    ck_assert_int_ge(s.staleness_max, 3);
+    ck_assert_int_le(s.staleness_max, 5);
+    dts_summary_free(&s);
+}
+END_TEST
+
+Suite *sim_suite(void)
+{
+    Suite *s = suite_create("sim");
+    TCase *tc = tcase_create("engine");
+    tcase_add_test(tc, test_engine_order);
+    tcase_add_test(tc, test_engine_past);
+    tcase_add_test(tc, test_engine_heap);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("collectives");
+    tcase_add_test(tc, test_net_fifo);
+    tcase_add_test(tc, test_ring_formula);
+    tcase_add_test(tc, test_ring_chunked);
+    tcase_add_test(tc, test_tree_naive_formula);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("executor");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_bubble_formula);
+    tcase_add_test(tc, test_stash_depth);
+    tcase_add_test(tc, test_deterministic);
+    tcase_add_test(tc, test_deadlock);
+    tcase_add_test(tc, test_ps_sync_formula);
+    tcase_add_test(tc, test_ps_async_staleness);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return dt_test_run(sim_suite()); }
