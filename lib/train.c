@@ -708,6 +708,42 @@ static dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts,
     return dt__trace_write(tr, &e);
 }
 
+/* The trace's layer slot of a GPT parameter: -1 the embedding (wte, wpe),
+ * l for "h.<l>.*", L for the final LayerNorm and the LM head. */
+static int dt__param_layer(const char *name, int L)
+{
+    if (!strncmp(name, "h.", 2)) return (int)strtol(name + 2, NULL, 10);
+    return !strcmp(name, "wte") || !strcmp(name, "wpe") ? -1 : L;
+}
+
+/* grad_amax (docs/trace-format.md): one instant per layer slot, from the
+ * per-tensor amax of dt__update_apply (-1: the tensor had an inf/NaN). */
+static dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const float *amax, float S,
+                                     int64_t ts)
+{
+    const int L = tr->cfg.model.num_layers;
+    for (int layer = -1; layer <= L; layer++) {
+        float m = -1.0f;
+        int bad = 0;
+        for (int i = 0; i < layout->count; i++) {
+            if (dt__param_layer(layout->info[i].name, L) != layer) continue;
+            if (amax[i] < 0)
+                bad++;
+            else
+                m = fmaxf(m, amax[i]);
+        }
+        dt_trace_event e;
+        dt_trace_event_init(&e, DT_TRACE_INSTANT, "grad_amax", "optim", tr->rank, DT_LANE_OPTIM, ts, 0);
+        e.iter = tr->iter;
+        e.layer = layer;
+        if (m >= 0) DT_CHECK(dt_trace_event_add_arg(&e, "amax", m)); /* absent: every tensor of the slot overflowed */
+        DT_CHECK(dt_trace_event_add_arg(&e, "nonfinite", bad));
+        DT_CHECK(dt_trace_event_add_arg(&e, "loss_scale", S));
+        DT_CHECK(dt__trace_write(tr, &e));
+    }
+    return DT_OK;
+}
+
 /* The pipeline's data: micro-batch `index` of the training or validation rows. */
 static dt_status dt__pipe_batch(void *ctx, int val, uint64_t index, int32_t *tokens, int32_t *targets, int32_t *example,
                                 int *n_examples)
@@ -1335,6 +1371,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     dt__ps_reply rep;
     memset(&rep, 0, sizeof rep);
     int64_t t_opt;
+    float *amax = NULL; /* per tensor, for the grad_amax trace events */
     if (tr->ps) { /* push the gradients, pull the servers' new weights */
         t_opt = dt_time_ns();
         DT_CHECK(dt__ps_step(tr, &loss_sum, S, &ur, &rep));
@@ -1370,7 +1407,15 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
                               .position = tr->iter,
                               .clip_grad = tr->cfg.clip_grad,
                               .given_norm = -1.0};
-        DT_CHECK(dt__update_apply(&ua, &ur));
+        if (tr->trace && tr->cfg.use_loss_scaling && tr->model) { /* grad_amax: traced fp16 runs only */
+            amax = malloc((size_t)layout->count * sizeof *amax);
+            if (!amax) return DT_FAIL(DT_ERR_NOMEM, "trace: out of memory for %d gradient amax", layout->count);
+            ua.amax = amax;
+        }
+        dt_status ust = dt__update_apply(&ua, &ur);
+        if (ust == DT_OK && amax) ust = dt__trace_grad_amax(tr, layout, amax, S, t_opt - tr->t_start_ns);
+        free(amax);
+        DT_CHECK(ust);
     }
     const float loss = (float)loss_sum;
     if (tr->ps) DT_CHECK(dt__loss_check(tr, loss_sum)); /* the servers' sum */

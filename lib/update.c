@@ -1,9 +1,35 @@
 /* update.c: one optimizer update (see update.h): loss-scale check, norm,
- * clip, learning rate, optimizer step. */
+ * clip, learning rate, optimizer step; when asked (a traced fp16 run), each
+ * tensor's unscaled gradient amax, read without changing anything. */
 #include "update.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* max |x(n)| of a gradient on the backend (host floats on the CPU; a copy
+ * to the host otherwise). Only traced runs call it: it costs a read of the
+ * gradients, or a device-to-host copy, per step. */
+static dt_status dt__update_amax(dt_backend *be, const float *x, size_t n, float *out)
+{
+    const float *h = x;
+    float *copy = NULL;
+    if (be->device != DT_DEVICE_CPU && n) {
+        copy = malloc(n * sizeof *copy);
+        if (!copy) return DT_FAIL(DT_ERR_NOMEM, "grad_amax: out of memory for %zu floats", n);
+        dt_status st = be->copy(be, copy, x, n * sizeof *copy, DT_COPY_D2H);
+        if (st != DT_OK) {
+            free(copy);
+            return st;
+        }
+        h = copy;
+    }
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(h[i]));
+    free(copy);
+    *out = m;
+    return DT_OK;
+}
 
 dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
 {
@@ -20,6 +46,13 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
                                           layout->info[i].numel, &nf));
             if (nf && first_bad < 0) first_bad = i;
             overflow |= nf;
+            if (a->amax) {
+                if (nf)
+                    a->amax[i] = -1.0f;
+                else
+                    DT_CHECK(dt__update_amax(a->be, a->grads + layout->info[i].offset, layout->info[i].numel,
+                                             &a->amax[i]));
+            }
         }
     }
     double norm = a->given_norm;

@@ -10,6 +10,9 @@
  *   lr = schedule(position - steps skipped before this one);
  *   optimizer step with grad_scale = clip, unless skipped.
  *
+ * With a->amax (tracing only) the unscaled gradients are also read back,
+ * never written, to record each tensor's max |g|.
+ *
  * Invariants: grads are unscaled in place (when loss scaling) and otherwise
  * untouched; params change only when the step is not skipped. */
 #ifndef DT_UPDATE_H
@@ -37,6 +40,12 @@ typedef struct dt__update_args {
     int first_tensor;          /* index of layout tensor 0 in the whole model (reported in first_bad) */
     dt__update_reduce reduce;
     void *reduce_ctx;
+    /* NULL (normal), or (layout->count) floats: with loss scaling, each
+     * tensor's max |g| after unscaling (the unscaled gradient's amax), or
+     * -1 for a tensor holding an inf/NaN. Computed on the host, read-only,
+     * so the update is unchanged; the trainer passes it only when writing a
+     * trace (the grad_amax events of docs/trace-format.md). */
+    float *amax;
 } dt__update_args;
 
 typedef struct dt__update_result {
