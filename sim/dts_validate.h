@@ -4,7 +4,8 @@
  *
  * Step and phase times of one rank (dts_phase_times_events): the step
  * period is the mean distance between the ends of consecutive steps, where
- * a step ends with the last event carrying its "iter" (steps >= skip); the
+ * a step ends with the last event carrying its "iter" (steps >= skip;
+ * "evaluate" spans are not part of a step); the
  * phases are the summed spans per step: compute (forward, backward,
  * recompute: cat "compute" or "pipeline"), optimizer (optimizer,
  * optim_step, apply), comm (cat "comm" and "tp" spans, push/pull, pipeline

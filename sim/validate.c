@@ -16,12 +16,19 @@
 
 static int dts__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
+/* An event of pid's training steps: it has an iteration, and it is not an
+ * evaluation (the final one carries the iteration after the last step). */
+static int dts__in_step(const dt_trace_event *e, int pid)
+{
+    return e->pid == pid && e->iter != DT_TRACE_NONE && e->iter >= 0 && !dts__is(e->name, "evaluate");
+}
+
 dt_status dts_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip, dts_phase_times *out)
 {
     memset(out, 0, sizeof *out);
     int64_t max_iter = -1;
     for (size_t i = 0; i < n; i++)
-        if (ev[i].pid == pid && ev[i].iter != DT_TRACE_NONE && ev[i].iter > max_iter) max_iter = ev[i].iter;
+        if (dts__in_step(&ev[i], pid) && ev[i].iter > max_iter) max_iter = ev[i].iter;
     if (max_iter < 0) return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has no events with an iteration", pid);
     const size_t ns = (size_t)max_iter + 1;
     int64_t *end = malloc(ns * sizeof *end);
@@ -30,7 +37,7 @@ dt_status dts_phase_times_events(const dt_trace_event *ev, size_t n, int pid, in
     double compute = 0, optim = 0, comm = 0;
     for (size_t i = 0; i < n; i++) {
         const dt_trace_event *e = &ev[i];
-        if (e->pid != pid || e->iter == DT_TRACE_NONE || e->iter < 0) continue;
+        if (!dts__in_step(e, pid)) continue;
         const int64_t t1 = e->ts_ns + (e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0);
         if (t1 > end[e->iter]) end[e->iter] = t1;
         if (e->ph != DT_TRACE_COMPLETE || e->iter < skip) continue;

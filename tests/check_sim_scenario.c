@@ -1,0 +1,584 @@
+/* check_sim_scenario.c: the simulator's scenarios (sim/dts_scenario.h).
+ *
+ *   - the defaults are dtrain's (tiny, B 128, T 16, m 1, 2500 steps, 1f1b,
+ *     ring, fp32, AdamW) and pass the check;
+ *   - dts_scenario_json reads back through dts_scenario_from_config to an
+ *     equal scenario, field by field, for the defaults and for a scenario
+ *     where every field differs from them (so every field is written and
+ *     read);
+ *   - dtrain's own config (dt_train_config_json) is read: its batch, its
+ *     precision, its recomputation; keys the simulator does not know are
+ *     ignored there, refused in a dtsim config file;
+ *   - bad values name the source and the key; the batch arithmetic; the
+ *     preset-then-sizes rule; null means "not set";
+ *   - dts_scenario_check refuses inconsistent layouts with the flag's name;
+ *   - stage layers follow the trace convention (-1 embedding, L head);
+ *   - the cost table from the roofline, and a missing profile. */
+#include <stdint.h>
+#include <string.h>
+
+#include "dts_scenario.h"
+#include "testutil.h"
+
+static dts_scenario *new_default(void)
+{
+    dts_scenario *sc = malloc(sizeof *sc);
+    ck_assert_ptr_nonnull(sc);
+    dts_scenario_default(sc);
+    return sc;
+}
+
+/* NULL if equal, else the first field that differs (the cost table is not
+ * part of a scenario's JSON: only have_cost is compared when asked). */
+static const char *scen_diff(const dts_scenario *a, const dts_scenario *b)
+{
+#define F(field)                                                                                                     \
+    if (a->field != b->field) return #field
+#define S(field)                                                                                                     \
+    if (strcmp(a->field, b->field) != 0) return #field
+    S(model_name);
+    F(model.vocab_size);
+    F(model.seq_len);
+    F(model.num_layers);
+    F(model.num_heads);
+    F(model.hidden_size);
+    F(B);
+    F(T);
+    F(m);
+    F(steps);
+    F(t);
+    F(p);
+    F(d);
+    F(schedule);
+    F(n_split);
+    for (int i = 0; i < DTS_MAX_STAGES; i++)
+        if (a->split[i] != b->split[i]) return "split[i]";
+    F(exchange);
+    S(exchange_name);
+    F(num_ps_servers);
+    F(zero);
+    F(bucket_bytes);
+    F(chunk_bytes);
+    S(precision);
+    F(use_loss_scaling);
+    F(scaler.initial_scale);
+    F(scaler.growth_factor);
+    F(scaler.backoff_factor);
+    F(scaler.window);
+    F(scaler.hysteresis);
+    F(scaler.consecutive_hysteresis);
+    F(scaler.min_scale);
+    F(scaler.static_scale);
+    F(recompute);
+    F(slow_rank);
+    F(slow_ns);
+    F(optimizer_states);
+    S(hw.name);
+    S(hw.source);
+    F(hw.peak_flops);
+    F(hw.mem_bytes_per_s);
+    F(hw.efficiency);
+    F(hw.kernel_overhead_ns);
+    F(hw.mem_capacity_bytes);
+    F(hw.devices_per_node);
+    F(hw.intra.alpha_ns);
+    F(hw.intra.bytes_per_ns);
+    F(hw.inter.alpha_ns);
+    F(hw.inter.bytes_per_ns);
+    F(seed);
+    S(grad_trace);
+#undef F
+#undef S
+    return NULL;
+}
+
+/* json of sc read into a default scenario must equal sc */
+static void check_round_trip(const dts_scenario *sc)
+{
+    char *text = dts_scenario_json(sc);
+    ck_assert_ptr_nonnull(text);
+    dts_scenario *back = new_default();
+    ck_dt(dts_scenario_from_config(back, text, "round-trip.json"));
+    const char *diff = scen_diff(sc, back);
+    ck_assert_msg(diff == NULL, "round trip differs in %s: %s", diff ? diff : "", text);
+    /* and the JSON of the copy is the same text */
+    char *again = dts_scenario_json(back);
+    ck_assert_ptr_nonnull(again);
+    ck_assert_str_eq(text, again);
+    free(again);
+    free(text);
+    free(back);
+}
+
+/* from_config on a default scenario must fail with st and a message holding want */
+static void expect_config_error(const char *json, dt_status st, const char *want)
+{
+    dts_scenario *sc = new_default();
+    dts_scenario *orig = new_default();
+    dt_status got = dts_scenario_from_config(sc, json, "run.json");
+    ck_assert_msg(got == st, "%s: got %s (%s), expected %s", json, dt_status_str(got), dt_last_error(),
+                  dt_status_str(st));
+    ck_assert_msg(strstr(dt_last_error(), want) != NULL, "%s: message '%s' lacks '%s'", json, dt_last_error(), want);
+    ck_assert_msg(strncmp(dt_last_error(), "run.json: ", 10) == 0 || st == DT_ERR_IO,
+                  "message does not name the source: %s", dt_last_error());
+    ck_assert_msg(scen_diff(sc, orig) == NULL, "%s: the scenario changed on failure", json);
+    free(orig);
+    free(sc);
+}
+
+/* check on sc must fail naming want */
+static void expect_check_error(const dts_scenario *sc, const char *want)
+{
+    dt_status st = dts_scenario_check(sc);
+    ck_assert_msg(st == DT_ERR_INVALID, "check passed, expected an error with '%s'", want);
+    ck_assert_msg(strstr(dt_last_error(), want) != NULL, "message '%s' lacks '%s'", dt_last_error(), want);
+}
+
+START_TEST(test_defaults)
+{
+    dts_scenario *sc = new_default();
+    ck_assert_str_eq(sc->model_name, "tiny");
+    ck_assert_int_eq(sc->model.num_layers, 2);
+    ck_assert_int_eq(sc->model.hidden_size, 64);
+    ck_assert_int_eq(sc->model.num_heads, 4);
+    ck_assert_int_eq(sc->model.vocab_size, 256);
+    dt_train_config tc;
+    dt_train_config_default(&tc);
+    ck_assert_int_eq(sc->B, tc.micro_batch_size);
+    ck_assert_int_eq(sc->T, tc.seq_length);
+    ck_assert_int_eq((int64_t)sc->m * sc->B, tc.global_batch_size);
+    ck_assert_int_eq(sc->steps, tc.train_iters);
+    ck_assert_int_eq(sc->schedule, tc.pipeline_schedule);
+    ck_assert_int_eq(sc->bucket_bytes, (int64_t)tc.bucket_bytes);
+    ck_assert_int_eq(sc->chunk_bytes, (int64_t)tc.allreduce_chunk_bytes);
+    ck_assert_int_eq(sc->t * sc->p * sc->d, 1);
+    ck_assert_int_eq(sc->exchange, DTS_EX_RING);
+    ck_assert_str_eq(sc->precision, "fp32");
+    ck_assert_int_eq(sc->use_loss_scaling, 0);
+    ck_assert_int_eq(sc->optimizer_states, 2);
+    ck_assert_int_eq(sc->slow_rank, -1);
+    ck_assert_int_eq(sc->have_cost, 0);
+    ck_assert_int_eq(dts_scenario_world(sc), 1);
+    ck_dt(dts_scenario_check(sc));
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_round_trip_default)
+{
+    dts_scenario *sc = new_default();
+    check_round_trip(sc);
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_round_trip_every_field)
+{
+    dts_scenario *sc = new_default();
+    snprintf(sc->model_name, sizeof sc->model_name, "custom");
+    sc->model = (dt_gpt_config){.vocab_size = 300, .seq_len = 96, .num_layers = 7, .num_heads = 6,
+                                .hidden_size = 96};
+    sc->B = 3;
+    sc->T = 40;
+    sc->m = 5;
+    sc->steps = 7;
+    sc->t = 2;
+    sc->p = 3;
+    sc->d = 4;
+    sc->schedule = DT_SCHED_PIPEDREAM_VSYNC;
+    sc->n_split = 3;
+    sc->split[0] = 1, sc->split[1] = 4, sc->split[2] = 2;
+    sc->exchange = DTS_EX_TREE;
+    snprintf(sc->exchange_name, sizeof sc->exchange_name, "tree");
+    sc->bucket_bytes = 12345;
+    sc->chunk_bytes = 0;
+    snprintf(sc->precision, sizeof sc->precision, "fp16");
+    sc->use_loss_scaling = 1;
+    sc->scaler.initial_scale = 1024.0f;
+    sc->scaler.growth_factor = 3.0f;
+    sc->scaler.backoff_factor = 0.25f;
+    sc->scaler.window = 17;
+    sc->scaler.hysteresis = 5;
+    sc->scaler.consecutive_hysteresis = 1;
+    sc->scaler.min_scale = 0.125f;
+    sc->scaler.static_scale = 0.0f;
+    sc->recompute = 1;
+    sc->slow_rank = 5;
+    sc->slow_ns = 1234567; /* 1.234567 ms: not whole milliseconds */
+    sc->optimizer_states = 1;
+    snprintf(sc->hw.name, sizeof sc->hw.name, "test-hw");
+    snprintf(sc->hw.source, sizeof sc->hw.source, "made up \"quoted\" figures");
+    sc->hw.peak_flops = 1.0 / 3.0 * 1e12;
+    sc->hw.mem_bytes_per_s = 0.1 + 0.2;
+    sc->hw.efficiency = 0.3333333333333333;
+    sc->hw.kernel_overhead_ns = 7;
+    sc->hw.mem_capacity_bytes = (int64_t)1 << 40;
+    sc->hw.devices_per_node = 8;
+    sc->hw.intra = (dts_link){.alpha_ns = 1.5, .bytes_per_ns = 450.0 / 7.0};
+    sc->hw.inter = (dts_link){.alpha_ns = 0.0, .bytes_per_ns = 1e-3};
+    sc->seed = UINT64_MAX - 3; /* above 2^63: written as text */
+    snprintf(sc->grad_trace, sizeof sc->grad_trace, "runs/fp16.json");
+    /* every field differs from the defaults, so every field is read back */
+    dts_scenario *d = new_default();
+    ck_assert_ptr_nonnull(scen_diff(sc, d));
+    free(d);
+    check_round_trip(sc);
+
+    /* a parameter server, a static loss scale, bf16 */
+    dts_scenario_default(sc);
+    sc->exchange = DTS_EX_PS_ASYNC;
+    snprintf(sc->exchange_name, sizeof sc->exchange_name, "ps-async");
+    sc->num_ps_servers = 3;
+    sc->d = 5;
+    snprintf(sc->precision, sizeof sc->precision, "bf16");
+    sc->scaler.static_scale = 128.0f;
+    sc->use_loss_scaling = 1;
+    sc->seed = 0;
+    sc->zero = 0;
+    check_round_trip(sc);
+    /* ZeRO, "mpi" (simulated as the ring, its name kept) */
+    dts_scenario_default(sc);
+    sc->zero = 1;
+    snprintf(sc->exchange_name, sizeof sc->exchange_name, "mpi");
+    sc->d = 2;
+    sc->recompute = 2;
+    check_round_trip(sc);
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_dtrain_config)
+{
+    dt_train_config tc;
+    dt_train_config_default(&tc);
+    tc.micro_batch_size = 32;
+    tc.global_batch_size = 128;
+    tc.precision = DT_F16;
+    tc.use_loss_scaling = 1;
+    tc.loss_scaler.window = 50;
+    tc.recompute = DT_RECOMPUTE_SELECTIVE;
+    tc.train_iters = 30;
+    dt_optim_config_default(&tc.optim, DT_OPTIM_LARS);
+    char *text = dt_train_config_json(&tc);
+    ck_assert_ptr_nonnull(text);
+    dts_scenario *sc = new_default();
+    ck_dt(dts_scenario_from_config(sc, text, "run.json"));
+    free(text);
+    ck_assert_str_eq(sc->model_name, "tiny");
+    ck_assert_int_eq(sc->B, 32);
+    ck_assert_int_eq(sc->m, 4);
+    ck_assert_int_eq(sc->d, 1);
+    ck_assert_int_eq(sc->T, 16);
+    ck_assert_int_eq(sc->steps, 30);
+    ck_assert_str_eq(sc->precision, "fp16");
+    ck_assert_int_eq(sc->use_loss_scaling, 1);
+    ck_assert_int_eq(sc->scaler.window, 50);
+    ck_assert_int_eq(sc->recompute, 2);
+    ck_assert_int_eq(sc->optimizer_states, 1);
+    ck_assert_int_eq(sc->model.vocab_size, 256); /* null in the config: kept */
+    ck_assert_int_eq(sc->schedule, DT_SCHED_1F1B);
+    ck_dt(dts_scenario_check(sc));
+
+    /* a trace of a pipelined data-parallel run (hand-written), wrapped as
+     * a trace; an unknown key is ignored in dtrain's config */
+    const char *trace =
+        "{\"otherData\": {\"format\": \"dtrain-trace\", \"version\": 1, \"tool\": \"dtrain\", \"config\": "
+        "{\"model\": \"small\", \"num_layers\": 4, \"seq_length\": 64, \"task\": \"add\", \"data\": null, "
+        "\"micro_batch_size\": 8, \"global_batch_size\": 64, \"precision\": \"f32\", \"data_parallel_size\": 2, "
+        "\"allreduce\": \"ring\", \"num_ps_servers\": 0, \"pipeline_model_parallel_size\": 2, "
+        "\"tensor_model_parallel_size\": 1, \"pipeline_schedule\": \"gpipe\", \"use_distributed_optimizer\": false, "
+        "\"allreduce_chunk_bytes\": 0, \"bucket_bytes\": 1048576, \"recompute_granularity\": \"none\", "
+        "\"lr\": 0.003, \"some_future_key\": [1, 2], \"seed\": 1337}}, \"traceEvents\": []}";
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, trace, "pp.rank0.json"));
+    ck_assert_str_eq(sc->model_name, "custom"); /* small with 4 layers */
+    ck_assert_int_eq(sc->model.num_layers, 4);
+    ck_assert_int_eq(sc->model.hidden_size, 384);
+    ck_assert_int_eq(sc->model.num_heads, 6);
+    ck_assert_int_eq(sc->T, 64);
+    ck_assert_int_eq(sc->B, 8);
+    ck_assert_int_eq(sc->d, 2);
+    ck_assert_int_eq(sc->p, 2);
+    ck_assert_int_eq(sc->m, 4);
+    ck_assert_int_eq(sc->schedule, DT_SCHED_GPIPE);
+    ck_assert_int_eq(sc->bucket_bytes, 1048576);
+    ck_assert_int_eq(sc->chunk_bytes, 0);
+    ck_assert_int_eq(sc->seed, 1337);
+    ck_assert_int_eq(dts_scenario_world(sc), 4);
+    ck_dt(dts_scenario_check(sc));
+
+    /* a parameter server run: K servers after d workers */
+    const char *ps = "{\"task\": \"add\", \"micro_batch_size\": 64, \"global_batch_size\": 128, "
+                     "\"data_parallel_size\": 2, \"allreduce\": \"ps-sync\", \"num_ps_servers\": 1}";
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, ps, "ps.json"));
+    ck_assert_int_eq(sc->exchange, DTS_EX_PS_SYNC);
+    ck_assert_int_eq(sc->num_ps_servers, 1);
+    ck_assert_int_eq(sc->m, 1);
+    ck_assert_int_eq(dts_scenario_world(sc), 3);
+    ck_dt(dts_scenario_check(sc));
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_config_rules)
+{
+    dts_scenario *sc = new_default();
+    /* null = not set */
+    ck_dt(dts_scenario_from_config(sc, "{\"num_layers\": null, \"pipeline_split\": null, \"grad_trace\": null}",
+                                   "a.json"));
+    ck_assert_int_eq(sc->model.num_layers, 2);
+    /* micro_batches sets m, the global batch follows */
+    ck_dt(dts_scenario_from_config(sc, "{\"micro_batches\": 6, \"micro_batch_size\": 4}", "a.json"));
+    ck_assert_int_eq(sc->m, 6);
+    ck_assert_int_eq(sc->B, 4);
+    /* the global batch over B x d */
+    ck_dt(dts_scenario_from_config(sc, "{\"global_batch_size\": 48, \"data_parallel_size\": 3}", "a.json"));
+    ck_assert_int_eq(sc->m, 4);
+    /* neither: m kept */
+    ck_dt(dts_scenario_from_config(sc, "{\"data_parallel_size\": 1}", "a.json"));
+    ck_assert_int_eq(sc->m, 4);
+    /* a preset with a shorter context clamps T (unless given) */
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, "{\"model\": \"small\", \"seq_length\": 200}", "a.json"));
+    ck_assert_int_eq(sc->T, 200);
+    ck_assert_str_eq(sc->model_name, "small");
+    ck_dt(dts_scenario_from_config(sc, "{\"model\": \"tiny\"}", "a.json"));
+    ck_assert_int_eq(sc->T, 64);
+    ck_assert_int_eq(sc->model.hidden_size, 64);
+    /* the preset first, then the sizes, whatever the order in the file */
+    ck_dt(dts_scenario_from_config(sc, "{\"hidden_size\": 128, \"model\": \"tiny\"}", "a.json"));
+    ck_assert_int_eq(sc->model.hidden_size, 128);
+    ck_assert_str_eq(sc->model_name, "custom");
+    /* the exchange: a parameter server gets one server by default, the ring none */
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, "{\"allreduce\": \"ps-async\"}", "a.json"));
+    ck_assert_int_eq(sc->num_ps_servers, 1);
+    ck_dt(dts_scenario_from_config(sc, "{\"allreduce\": \"nccl\"}", "a.json"));
+    ck_assert_int_eq(sc->num_ps_servers, 0);
+    ck_assert_int_eq(sc->exchange, DTS_EX_RING);
+    ck_assert_str_eq(sc->exchange_name, "nccl");
+    /* a dtsim summary or trace holds the scenario under config / otherData.config */
+    ck_dt(dts_scenario_from_config(sc, "{\"step_ns\": 5, \"config\": {\"micro_batch_size\": 7}}", "sum.json"));
+    ck_assert_int_eq(sc->B, 7);
+    /* the cost goes stale with the sizes */
+    ck_dt(dts_scenario_set_cost(sc, NULL));
+    ck_assert_int_eq(sc->have_cost, 1);
+    ck_dt(dts_scenario_from_config(sc, "{\"train_iters\": 3}", "a.json"));
+    ck_assert_int_eq(sc->have_cost, 1);
+    ck_dt(dts_scenario_from_config(sc, "{\"micro_batch_size\": 9}", "a.json"));
+    ck_assert_int_eq(sc->have_cost, 0);
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_config_errors)
+{
+    expect_config_error("{\"pipeline_model_parallel_size\": \"2\"}", DT_ERR_INVALID,
+                        "\"pipeline_model_parallel_size\": expected an integer");
+    expect_config_error("{\"pipeline_model_parallel_size\": 0}", DT_ERR_INVALID, "\"pipeline_model_parallel_size\"");
+    expect_config_error("{\"micro_batch_size\": 2.5}", DT_ERR_INVALID, "\"micro_batch_size\": expected an integer >= 1");
+    expect_config_error("{\"num_layers\": -1}", DT_ERR_INVALID, "\"num_layers\"");
+    expect_config_error("{\"pipeline_schedule\": \"zigzag\"}", DT_ERR_INVALID, "\"pipeline_schedule\"");
+    expect_config_error("{\"allreduce\": \"butterfly\"}", DT_ERR_INVALID, "\"allreduce\"");
+    expect_config_error("{\"precision\": \"fp8\"}", DT_ERR_INVALID, "\"precision\"");
+    expect_config_error("{\"model\": \"huge\"}", DT_ERR_INVALID, "\"model\"");
+    expect_config_error("{\"model\": \"mlp-bn\"}", DT_ERR_INVALID, "GPT only");
+    expect_config_error("{\"use_distributed_optimizer\": \"yes\"}", DT_ERR_INVALID, "\"use_distributed_optimizer\"");
+    expect_config_error("{\"pipeline_split\": [2, 0]}", DT_ERR_INVALID, "\"pipeline_split\"");
+    expect_config_error("{\"pipeline_split\": 3}", DT_ERR_INVALID, "\"pipeline_split\"");
+    expect_config_error("{\"initial_loss_scale\": 0}", DT_ERR_INVALID, "\"initial_loss_scale\"");
+    expect_config_error("{\"slow_ms\": -1}", DT_ERR_INVALID, "\"slow_ms\"");
+    expect_config_error("{\"optimizer\": \"adam\"}", DT_ERR_INVALID, "\"optimizer\"");
+    expect_config_error("{\"recompute_granularity\": \"some\"}", DT_ERR_INVALID, "\"recompute_granularity\"");
+    expect_config_error("{\"hardware\": 5}", DT_ERR_INVALID, "\"hardware\"");
+    expect_config_error("{\"hardware\": {\"name\": \"x\"}}", DT_ERR_INVALID, "\"hardware.source\"");
+    expect_config_error("{\"global_batch_size\": 100}", DT_ERR_INVALID, "\"global_batch_size\": 100 is not a multiple");
+    expect_config_error("{\"global_batch_size\": 256, \"micro_batches\": 3}", DT_ERR_INVALID, "\"micro_batches\"");
+    expect_config_error("{\"seed\": \"12x\"}", DT_ERR_INVALID, "\"seed\"");
+    /* unknown keys: refused in a dtsim config, named */
+    expect_config_error("{\"num_layer\": 4}", DT_ERR_INVALID, "\"num_layer\": unknown key");
+    /* not JSON, not an object */
+    expect_config_error("{\"num_layers\": 4,}", DT_ERR_FORMAT, "run.json: line 1");
+    expect_config_error("[1, 2]", DT_ERR_INVALID, "expected a JSON object");
+    /* duplicate keys are refused (the second would silently win) */
+    expect_config_error("{\"num_layers\": 4, \"num_layers\": 5}", DT_ERR_FORMAT, "duplicate");
+    /* a profile that does not exist: the file's error */
+    dts_scenario *sc = new_default();
+    dt_status st = dts_scenario_from_config(sc, "{\"profile\": \"/nonexistent/profile.json\"}", "run.json");
+    ck_assert_int_eq(st, DT_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "/nonexistent/profile.json"));
+    ck_assert_int_eq(sc->have_cost, 0);
+    st = dts_scenario_from_config(sc, "{\"hardware\": \"/nonexistent/hw.json\"}", "run.json");
+    ck_assert_int_eq(st, DT_ERR_IO);
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_check)
+{
+    dts_scenario *sc = new_default();
+    sc->p = 3; /* tiny has 2 blocks */
+    expect_check_error(sc, "--pipeline-model-parallel-size 3");
+    sc->p = 2;
+    ck_dt(dts_scenario_check(sc));
+    sc->n_split = 2, sc->split[0] = 1, sc->split[1] = 2;
+    expect_check_error(sc, "--pipeline-split");
+    sc->split[1] = 1;
+    ck_dt(dts_scenario_check(sc));
+    sc->p = 1;
+    expect_check_error(sc, "--pipeline-split needs");
+    sc->n_split = 0, sc->split[0] = sc->split[1] = 0;
+    sc->t = 3; /* 4 heads */
+    expect_check_error(sc, "--tensor-model-parallel-size 3");
+    sc->t = 2;
+    ck_dt(dts_scenario_check(sc));
+    snprintf(sc->precision, sizeof sc->precision, "bf16");
+    expect_check_error(sc, "--fp16/--bf16");
+    dts_scenario_default(sc);
+    sc->exchange = DTS_EX_PS_SYNC;
+    snprintf(sc->exchange_name, sizeof sc->exchange_name, "ps-sync");
+    expect_check_error(sc, "--num-ps-servers 0");
+    sc->num_ps_servers = 1;
+    ck_dt(dts_scenario_check(sc));
+    sc->p = 2;
+    expect_check_error(sc, "with a parameter server");
+    sc->p = 1;
+    sc->zero = 1;
+    expect_check_error(sc, "--use-distributed-optimizer");
+    dts_scenario_default(sc);
+    sc->num_ps_servers = 2;
+    expect_check_error(sc, "--num-ps-servers 2 needs --allreduce");
+    dts_scenario_default(sc);
+    sc->slow_rank = 1, sc->slow_ns = 5000000;
+    expect_check_error(sc, "--slow-rank 1");
+    sc->d = 2;
+    ck_dt(dts_scenario_check(sc));
+    sc->T = 65;
+    expect_check_error(sc, "--seq-length 65");
+    dts_scenario_default(sc);
+    sc->model.hidden_size = 30;
+    expect_check_error(sc, "--hidden-size");
+    dts_scenario_default(sc);
+    sc->m = 0;
+    expect_check_error(sc, "--micro-batches");
+    dts_scenario_default(sc);
+    sc->steps = 0;
+    expect_check_error(sc, "--train-iters");
+    dts_scenario_default(sc);
+    snprintf(sc->precision, sizeof sc->precision, "fp16");
+    expect_check_error(sc, "use_loss_scaling"); /* not derived by hand */
+    sc->use_loss_scaling = 1;
+    ck_dt(dts_scenario_check(sc));
+    sc->scaler.hysteresis = 0;
+    expect_check_error(sc, "--hysteresis");
+    dts_scenario_default(sc);
+    sc->hw.efficiency = 0;
+    expect_check_error(sc, "efficiency");
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_set_cost(sc, NULL));
+    sc->model.num_layers = 3;
+    expect_check_error(sc, "cost table");
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_stages_and_world)
+{
+    dts_scenario *sc = new_default();
+    int first, last;
+    ck_dt(dts_scenario_stage_layers(sc, 0, &first, &last));
+    ck_assert_int_eq(first, -1);
+    ck_assert_int_eq(last, 2);
+    sc->model.num_layers = 5;
+    sc->p = 2;
+    ck_dt(dts_scenario_stage_layers(sc, 0, &first, &last)); /* 3 + 2: earlier stages take the extra block */
+    ck_assert_int_eq(first, -1);
+    ck_assert_int_eq(last, 2);
+    ck_dt(dts_scenario_stage_layers(sc, 1, &first, &last));
+    ck_assert_int_eq(first, 3);
+    ck_assert_int_eq(last, 5);
+    sc->n_split = 2, sc->split[0] = 1, sc->split[1] = 4;
+    ck_dt(dts_scenario_stage_layers(sc, 0, &first, &last));
+    ck_assert_int_eq(first, -1);
+    ck_assert_int_eq(last, 0);
+    ck_dt(dts_scenario_stage_layers(sc, 1, &first, &last));
+    ck_assert_int_eq(first, 1);
+    ck_assert_int_eq(last, 5);
+    sc->p = 3, sc->n_split = 0, sc->split[0] = sc->split[1] = 0;
+    ck_dt(dts_scenario_stage_layers(sc, 1, &first, &last)); /* 2 + 2 + 1 */
+    ck_assert_int_eq(first, 2);
+    ck_assert_int_eq(last, 3);
+    ck_assert_int_eq(dts_scenario_stage_layers(sc, 3, &first, &last), DT_ERR_INVALID);
+    sc->t = 2, sc->d = 3;
+    ck_assert_int_eq(dts_scenario_world(sc), 18);
+    dts_scenario_default(sc);
+    sc->exchange = DTS_EX_PS_ASYNC, sc->num_ps_servers = 2, sc->d = 3;
+    ck_assert_int_eq(dts_scenario_world(sc), 5);
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_cost)
+{
+    dts_scenario *sc = new_default();
+    ck_dt(dts_scenario_set_cost(sc, NULL));
+    ck_assert_int_eq(sc->have_cost, 1);
+    ck_assert_int_eq(sc->cost.n_layer, sc->model.num_layers);
+    ck_assert_int_gt(sc->cost.fwd_ns[1], 0);
+    ck_dt(dts_scenario_check(sc));
+    /* the JSON names the cost's source (informational) and still reads back */
+    char *text = dts_scenario_json(sc);
+    ck_assert_ptr_nonnull(strstr(text, "\"cost\":\""));
+    dts_scenario *back = new_default();
+    ck_dt(dts_scenario_from_config(back, text, "x.json"));
+    ck_assert_ptr_null(scen_diff(sc, back));
+    free(back);
+    free(text);
+    /* a missing profile leaves the cost as it was */
+    sc->cost.fwd_ns[1] = 42;
+    dt_status st = dts_scenario_set_cost(sc, "/nonexistent/profile.json");
+    ck_assert_int_eq(st, DT_ERR_IO);
+    ck_assert_int_eq(sc->cost.fwd_ns[1], 42);
+    ck_assert_int_eq(sc->have_cost, 1);
+    free(sc);
+}
+END_TEST
+
+START_TEST(test_hardware_file)
+{
+    /* a hardware file by name (relative to the source tree here) */
+    char text[1024];
+    snprintf(text, sizeof text, "{\"hardware\": \"%s/sim/hw/h100-ib.json\"}", DT_SRCDIR);
+    dts_scenario *sc = new_default();
+    ck_dt(dts_scenario_from_config(sc, text, "a.json"));
+    dts_hw hw;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sim/hw/h100-ib.json", DT_SRCDIR);
+    ck_dt(dts_hw_load(path, &hw));
+    ck_assert_str_eq(sc->hw.name, hw.name);
+    ck_assert(sc->hw.peak_flops == hw.peak_flops);
+    check_round_trip(sc);
+    free(sc);
+}
+END_TEST
+
+static Suite *scenario_suite(void)
+{
+    Suite *s = suite_create("sim_scenario");
+    TCase *tc = tcase_create("scenario");
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_round_trip_default);
+    tcase_add_test(tc, test_round_trip_every_field);
+    tcase_add_test(tc, test_dtrain_config);
+    tcase_add_test(tc, test_config_rules);
+    tcase_add_test(tc, test_config_errors);
+    tcase_add_test(tc, test_check);
+    tcase_add_test(tc, test_stages_and_world);
+    tcase_add_test(tc, test_cost);
+    tcase_add_test(tc, test_hardware_file);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return dt_test_run(scenario_suite()); }

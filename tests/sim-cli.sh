@@ -1,0 +1,314 @@
+#!/bin/sh
+# sim-cli.sh: the dtsim program's command line, run by `make check` with
+# DT_BUILDDIR (where ./dtsim is) and DT_SRCDIR set.
+#
+# Checks: dtsim --help, SUBCOMMAND --help and --version; every bad flag,
+# value, sweep or config file exits 2 with exactly one stderr line
+# `dtsim: ...` naming the flag or key (and nothing on stdout); `dtsim run`
+# of a small pipelined scenario writes a trace that dt_trace_read accepts
+# (read back as dtsim's --profile, and as --config) and a summary JSON with
+# its keys; a single-rank simulated trace used as the profile predicts the
+# same step time; `dtsim sweep` prints a table (text and CSV) with one row
+# per combination; `dtsim validate` reads measured traces.
+# POSIX sh; no skips: the binary is built by `make check` itself.
+
+set -u
+LC_ALL=C
+export LC_ALL
+
+BUILDDIR=${DT_BUILDDIR:-.}
+SRCDIR=${DT_SRCDIR:-.}
+DTSIM=$BUILDDIR/dtsim
+if [ ! -x "$DTSIM" ]; then
+    echo "sim-cli.sh: $DTSIM not found or not executable (set DT_BUILDDIR)" >&2
+    exit 99
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtsim-cli.XXXXXX") || exit 99
+trap 'rm -rf "$TMP"' EXIT HUP INT TERM
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# run ARGS...: dtsim with stdout in $TMP/out, stderr in $TMP/err, status in $rc
+run() {
+    "$DTSIM" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+}
+
+# expect_usage_error WORD ARGS...: exit 2, one stderr line starting "dtsim: " holding WORD, no stdout
+expect_usage_error() {
+    word=$1
+    shift
+    run "$@"
+    if [ "$rc" -ne 2 ]; then
+        fail "dtsim $*: exit $rc, expected 2 (stderr: $(head -c 300 "$TMP/err"))"
+        return
+    fi
+    lines=$(wc -l <"$TMP/err" | tr -d ' ')
+    if [ "$lines" != 1 ]; then
+        fail "dtsim $*: $lines lines on stderr, expected 1: $(cat "$TMP/err")"
+        return
+    fi
+    grep -q '^dtsim: ' "$TMP/err" || fail "dtsim $*: stderr does not start with 'dtsim: ': $(cat "$TMP/err")"
+    grep -q -F -e "$word" "$TMP/err" || fail "dtsim $*: stderr does not name '$word': $(cat "$TMP/err")"
+    [ -s "$TMP/out" ] && fail "dtsim $*: wrote to stdout before rejecting the command line: $(head -c 200 "$TMP/out")"
+    echo "ok: dtsim $* -> $(cat "$TMP/err")"
+}
+
+# json_ok FILE: FILE parses as JSON (python3 when present; otherwise only non-empty)
+json_ok() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null
+    else
+        [ -s "$1" ]
+    fi
+}
+
+# number FILE KEY: the number after "KEY": on a line of FILE
+number() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
+
+# ---- --help and --version ------------------------------------------------------
+run --help
+[ "$rc" -eq 0 ] || fail "--help: exit $rc, expected 0"
+[ -s "$TMP/err" ] && fail "--help wrote to stderr: $(cat "$TMP/err")"
+for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
+    grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
+done
+for flag in --config --model --num-layers --hidden-size --num-attention-heads --seq-length --micro-batch-size \
+    --global-batch-size --micro-batches --train-iters --tensor-model-parallel-size --pipeline-model-parallel-size \
+    --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
+    --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
+    --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity --slow-rank \
+    --optimizer --hw --profile --grad-trace --trace --summary --seed --help --version; do
+    grep -q -e "^  $flag " "$TMP/out" || fail "--help does not list $flag"
+done
+# every flag states its default (switches say what happens without them), but --help and --version
+n_flags=$(grep -c '^  --' "$TMP/out")
+n_defaults=$(grep -c '(default: ' "$TMP/out")
+[ "$n_defaults" -eq $((n_flags - 2)) ] ||
+    fail "--help: $n_defaults defaults for $n_flags flags (all but --help and --version need one)"
+
+run sweep --help
+[ "$rc" -eq 0 ] || fail "sweep --help: exit $rc"
+grep -q -e '^  --sweep ' "$TMP/out" || fail "sweep --help does not list --sweep"
+grep -q -e '^  --csv ' "$TMP/out" || fail "sweep --help does not list --csv"
+run validate --help
+[ "$rc" -eq 0 ] || fail "validate --help: exit $rc"
+for flag in --profile --hw --comm --skip; do
+    grep -q -e "^  $flag " "$TMP/out" || fail "validate --help does not list $flag"
+done
+run run --help
+[ "$rc" -eq 0 ] || fail "run --help: exit $rc"
+grep -q -e '^  --trace ' "$TMP/out" || fail "run --help does not list --trace"
+
+run --version
+[ "$rc" -eq 0 ] || fail "--version: exit $rc"
+grep -q '^dtsim [0-9]' "$TMP/out" || fail "--version printed: $(cat "$TMP/out")"
+
+# ---- bad command lines: exit 2, one line naming the flag ------------------------
+expect_usage_error "subcommand" 
+expect_usage_error "'frobnicate'" frobnicate
+expect_usage_error "--bogus" run --bogus 1
+expect_usage_error "stray" run stray
+expect_usage_error "--help" run --help=yes
+expect_usage_error "--train-iters" run --train-iters
+expect_usage_error "--pipeline-model-parallel-size" run --pipeline-model-parallel-size 0
+expect_usage_error "--pipeline-model-parallel-size 3" run --pipeline-model-parallel-size 3
+expect_usage_error "--tensor-model-parallel-size 3" run --tensor-model-parallel-size 3
+expect_usage_error "--data-parallel-size" run --data-parallel-size x
+expect_usage_error "--micro-batch-size" run --micro-batch-size 0
+expect_usage_error "--global-batch-size 100" run --global-batch-size 100
+expect_usage_error "--data-parallel-size 2" run --micro-batch-size 4 --data-parallel-size 2 --global-batch-size 12
+expect_usage_error "--micro-batches 3" run --micro-batches 3 --global-batch-size 256
+expect_usage_error "--micro-batches" run --micro-batches 0
+expect_usage_error "--train-iters" run --train-iters 0
+expect_usage_error "--seq-length 100" run --seq-length 100
+expect_usage_error "--hidden-size" run --hidden-size 30
+expect_usage_error "--num-layers" run --num-layers 0
+expect_usage_error "--vocab-size" run --vocab-size 1
+expect_usage_error "--model" run --model huge
+expect_usage_error "--optimizer" run --optimizer adam
+expect_usage_error "--pipeline-schedule" run --pipeline-schedule zigzag
+expect_usage_error "--pipeline-split" run --pipeline-split 1,x
+expect_usage_error "--pipeline-split" run --pipeline-model-parallel-size 2 --pipeline-split 1,2
+expect_usage_error "--pipeline-split needs" run --pipeline-split 1,1
+expect_usage_error "--allreduce" run --allreduce butterfly
+expect_usage_error "--num-ps-servers" run --num-ps-servers 2
+expect_usage_error "--num-ps-servers" run --allreduce ps-sync --num-ps-servers 0
+expect_usage_error "parameter server" run --allreduce ps-sync --pipeline-model-parallel-size 2
+expect_usage_error "--use-distributed-optimizer" run --allreduce ps-sync --use-distributed-optimizer
+expect_usage_error "--bucket-size-mb" run --bucket-size-mb -1
+expect_usage_error "--allreduce-chunk-bytes" run --allreduce-chunk-bytes x
+expect_usage_error "--fp16 and --bf16" run --fp16 --bf16
+expect_usage_error "--hysteresis" run --bf16 --hysteresis 3
+expect_usage_error "--initial-loss-scale" run --fp16 --initial-loss-scale 0
+expect_usage_error "--min-loss-scale" run --fp16 --initial-loss-scale 2 --min-loss-scale 4
+expect_usage_error "--loss-scale-window" run --fp16 --loss-scale-window 0
+expect_usage_error "--fp16/--bf16" run --fp16 --pipeline-model-parallel-size 2
+expect_usage_error "--recompute-granularity" run --recompute-granularity some
+expect_usage_error "--slow-rank" run --slow-rank 1
+expect_usage_error "--slow-rank 3" run --slow-rank 3:10
+expect_usage_error "--seed" run --seed -1
+expect_usage_error "--trace" run --trace ''
+expect_usage_error "--summary" run --summary=
+expect_usage_error "$TMP/no-hw.json" run --hw "$TMP/no-hw.json"
+expect_usage_error "$TMP/no-profile.json" run --profile "$TMP/no-profile.json"
+expect_usage_error "$TMP/no-config.json" run --config "$TMP/no-config.json"
+expect_usage_error "--grad-trace" run --fp16 --grad-trace "$TMP/no-grads.json"
+# the sweep's own flags
+expect_usage_error "--sweep" sweep
+expect_usage_error "--sweep" sweep --sweep
+expect_usage_error "'foo=1'" sweep --sweep foo=1
+expect_usage_error "micro-batches" sweep --sweep micro-batches=0,2
+expect_usage_error "given twice" sweep --sweep micro-batches=1 --sweep micro-batches=2
+expect_usage_error "at most 3" sweep --sweep micro-batches=1 --sweep data-parallel-size=1 \
+    --sweep pipeline-schedule=gpipe --sweep link-bandwidth-scale=1
+expect_usage_error "pipeline-schedule" sweep --sweep pipeline-schedule=gpipe,zig
+expect_usage_error "link-bandwidth-scale" sweep --sweep link-bandwidth-scale=0
+expect_usage_error "pipeline-model-parallel-size=4" sweep --sweep pipeline-model-parallel-size=1,4
+expect_usage_error "--trace" sweep --sweep micro-batches=1 --trace "$TMP/x.json"
+# validate
+expect_usage_error "--profile" validate "$TMP/run.json"
+expect_usage_error "measured traces" validate --profile "$TMP/p.json"
+expect_usage_error "--skip" validate --profile "$TMP/p.json" --skip -1 "$TMP/run.json"
+expect_usage_error "--bogus" validate --bogus x
+
+# ---- bad config files: exit 2, one line naming the file and the key --------------
+printf '{"pipeline_model_parallel_size": "2"}\n' >"$TMP/c-type.json"
+expect_usage_error '"pipeline_model_parallel_size": expected an integer' run --config "$TMP/c-type.json"
+expect_usage_error "c-type.json" run --config "$TMP/c-type.json"
+printf '{"num_layer": 4}\n' >"$TMP/c-key.json"
+expect_usage_error '"num_layer": unknown key' run --config "$TMP/c-key.json"
+printf '{"num_layers": 4,\n' >"$TMP/c-syntax.json"
+expect_usage_error "c-syntax.json: line" run --config "$TMP/c-syntax.json"
+printf '{"global_batch_size": 100}\n' >"$TMP/c-batch.json"
+expect_usage_error '"global_batch_size": 100' run --config "$TMP/c-batch.json"
+printf '{"hardware": "%s/no-hw.json"}\n' "$TMP" >"$TMP/c-hw.json"
+expect_usage_error '"hardware"' run --config "$TMP/c-hw.json"
+printf '{"allreduce": "ring", "pipeline_schedule": 3}\n' >"$TMP/c-sched.json"
+expect_usage_error '"pipeline_schedule"' run --config "$TMP/c-sched.json"
+printf '{"model": "mlp-bn"}\n' >"$TMP/c-mlp.json"
+expect_usage_error '"model"' run --config "$TMP/c-mlp.json"
+printf '[1, 2]\n' >"$TMP/c-array.json"
+expect_usage_error "JSON object" run --config "$TMP/c-array.json"
+# valid config, then a flag that makes it inconsistent: the check names the flag
+printf '{"pipeline_model_parallel_size": 2, "micro_batches": 4, "micro_batch_size": 8, "train_iters": 3}\n' \
+    >"$TMP/c-pp.json"
+expect_usage_error "--pipeline-model-parallel-size 2 with --fp16" run --config "$TMP/c-pp.json" --bf16
+
+# ---- a small pipelined run: trace and summary ------------------------------------
+run run --config "$TMP/c-pp.json" --trace "$TMP/pp.json" --summary "$TMP/pp-summary.json"
+if [ "$rc" -ne 0 ]; then
+    fail "run: exit $rc: $(cat "$TMP/err")"
+else
+    [ -s "$TMP/err" ] && fail "run wrote to stderr: $(cat "$TMP/err")"
+    grep -q 'step time' "$TMP/out" || fail "run: no step time line: $(cat "$TMP/out")"
+    grep -q "^trace: $TMP/pp.json" "$TMP/out" || fail "run: no trace line"
+    grep -q "^summary: $TMP/pp-summary.json" "$TMP/out" || fail "run: no summary line"
+    json_ok "$TMP/pp-summary.json" || fail "the summary is not valid JSON"
+    for key in tool steps step_ms bubble bubble_formula peak_memory_bytes config; do
+        grep -q "\"$key\"" "$TMP/pp-summary.json" || fail "summary has no key $key"
+    done
+    f=$(number "$TMP/pp-summary.json" bubble_formula)
+    [ "$f" = 0.2 ] || fail "summary: bubble_formula '$f', expected 0.2 for p=2, m=4"
+    json_ok "$TMP/pp.json" || fail "the trace is not valid JSON"
+    for word in '"dtrain-trace"' '"tool":"dtsim"' '"traceEvents"' '"forward"' '"backward"'; do
+        grep -q -F "$word" "$TMP/pp.json" || fail "trace has no $word"
+    done
+    # the trace's config is the scenario: it reads back as --config to the same run
+    run run --config "$TMP/pp.json"
+    if [ "$rc" -ne 0 ]; then
+        fail "run --config TRACE: exit $rc: $(cat "$TMP/err")"
+    else
+        grep 'step time' "$TMP/out" >"$TMP/again.txt"
+        "$DTSIM" run --config "$TMP/c-pp.json" 2>/dev/null | grep 'step time' >"$TMP/first.txt"
+        cmp -s "$TMP/first.txt" "$TMP/again.txt" ||
+            fail "run --config TRACE differs: $(cat "$TMP/first.txt") vs $(cat "$TMP/again.txt")"
+    fi
+    # so does the summary (its "config")
+    run run --config "$TMP/pp-summary.json" --train-iters 2
+    [ "$rc" -eq 0 ] || fail "run --config SUMMARY: exit $rc: $(cat "$TMP/err")"
+    # the same run twice writes the same bytes (a deterministic simulation)
+    "$DTSIM" run --config "$TMP/c-pp.json" --trace "$TMP/pp2.json" >/dev/null 2>&1 ||
+        fail "second run failed"
+    cmp -s "$TMP/pp.json" "$TMP/pp2.json" || fail "two runs of one scenario wrote different traces"
+fi
+
+# a single-rank run's trace is read by dt_trace_read as a profile, and
+# predicts its own step time
+run run --micro-batch-size 8 --train-iters 3 --trace "$TMP/one.json"
+[ "$rc" -eq 0 ] || fail "single-rank run: exit $rc: $(cat "$TMP/err")"
+step1=$(grep 'step time' "$TMP/out" | sed 's/^step time \([0-9.]*\) ms.*/\1/')
+run run --micro-batch-size 8 --train-iters 3 --profile "$TMP/one.json"
+if [ "$rc" -ne 0 ]; then
+    fail "run --profile (a simulated trace): exit $rc: $(cat "$TMP/err")"
+else
+    grep -q "cost: profile $TMP/one.json" "$TMP/out" || fail "run --profile: the cost line does not name the profile"
+    step2=$(grep 'step time' "$TMP/out" | sed 's/^step time \([0-9.]*\) ms.*/\1/')
+    [ -n "$step1" ] && [ "$step1" = "$step2" ] ||
+        fail "the profile of a simulated run predicts '$step2' ms, the run took '$step1' ms"
+fi
+# a truncated trace is refused by the reader (exit 2, naming the file)
+head -c 400 "$TMP/one.json" >"$TMP/cut.json"
+expect_usage_error "$TMP/cut.json" run --micro-batch-size 8 --profile "$TMP/cut.json"
+
+# validate: predict the runs from the single-rank profile
+run validate --profile "$TMP/one.json" "$TMP/one.json" "$TMP/pp.json"
+if [ "$rc" -ne 0 ]; then
+    fail "validate: exit $rc: $(cat "$TMP/err")"
+else
+    grep -q 'measured' "$TMP/out" || fail "validate printed no table: $(cat "$TMP/out")"
+fi
+
+# a real dtrain run's trace: its config is the scenario, its spans the costs
+if [ -x "$BUILDDIR/dtrain" ]; then
+    "$BUILDDIR/dtrain" --train-iters 3 --micro-batch-size 8 --global-batch-size 16 --eval-iters 1 \
+        --eval-interval 0 --threads 1 --trace "$TMP/real.json" >/dev/null 2>"$TMP/err" ||
+        fail "dtrain --trace: $(cat "$TMP/err")"
+    run run --config "$TMP/real.json" --profile "$TMP/real.json"
+    if [ "$rc" -ne 0 ]; then
+        fail "run --config/--profile of a dtrain trace: exit $rc: $(cat "$TMP/err")"
+    else
+        grep -q '^scenario: tiny .*B=8 T=16 m=2 (global batch 16), 3 steps' "$TMP/out" ||
+            fail "run --config of a dtrain trace: not its scenario: $(head -n 1 "$TMP/out")"
+    fi
+    # dtrain's config keys are not a dtsim config's: flags still override them
+    run run --config "$TMP/real.json" --micro-batches 4 --train-iters 1
+    grep -q 'm=4 (global batch 32), 1 step$' "$TMP/out" || fail "flags over a dtrain config: $(head -n 1 "$TMP/out")"
+else
+    fail "$BUILDDIR/dtrain not found: the dtrain-trace checks did not run"
+fi
+
+# ---- sweep: one row per combination ----------------------------------------------
+run sweep --micro-batch-size 8 --train-iters 2 --sweep pipeline-model-parallel-size=1,2 --sweep micro-batches=1,4,8
+if [ "$rc" -ne 0 ]; then
+    fail "sweep: exit $rc: $(cat "$TMP/err")"
+else
+    grep -q 'step_ms' "$TMP/out" || fail "sweep: no header: $(cat "$TMP/out")"
+    grep -q 'formula' "$TMP/out" || fail "sweep: no formula column"
+    rows=$(grep -c '^ *[12]  *[148]  ' "$TMP/out")
+    [ "$rows" -eq 6 ] || fail "sweep: $rows rows, expected 6: $(cat "$TMP/out")"
+    grep -q '^ *2  *4  .* 0\.2000 ' "$TMP/out" || fail "sweep: no formula 0.2000 for p=2 m=4: $(cat "$TMP/out")"
+fi
+run sweep --csv --micro-batch-size 8 --train-iters 2 --sweep pipeline-schedule=gpipe,1f1b \
+    --sweep link-bandwidth-scale=0.5,2 --pipeline-model-parallel-size 2 --micro-batches 4
+if [ "$rc" -ne 0 ]; then
+    fail "sweep --csv: exit $rc: $(cat "$TMP/err")"
+else
+    head -n 1 "$TMP/out" | grep -q '^schedule,bw_scale,step_ms,bubble0,bubble_max,formula,comm_ms,peak_MiB$' ||
+        fail "sweep --csv: header: $(head -n 1 "$TMP/out")"
+    [ "$(wc -l <"$TMP/out" | tr -d ' ')" -eq 5 ] || fail "sweep --csv: expected 5 lines: $(cat "$TMP/out")"
+    n_fields=$(awk -F, '{ print NF }' "$TMP/out" | sort -u | tr -d '\n')
+    [ "$n_fields" = 8 ] || fail "sweep --csv: rows of different widths: $(cat "$TMP/out")"
+fi
+
+if [ "$failures" -ne 0 ]; then
+    echo "sim-cli.sh: $failures failure(s)" >&2
+    exit 1
+fi
+echo "sim-cli.sh: all passed"
+exit 0
