@@ -282,7 +282,7 @@ void dts_hw_default(dts_hw *out)
     out->peak_flops = 150e9;
     out->mem_bytes_per_s = 38.8e9;
     out->efficiency = 0.68;
-    out->kernel_overhead_ns = 1000;
+    out->kernel_overhead_ns = 500;
     out->mem_capacity_bytes = 12638255104; /* half of the 23.5 GiB RAM per core */
     out->devices_per_node = 2;
     out->intra = (dts_link){.alpha_ns = 2000.0, .bytes_per_ns = 5.0};  /* shared memory, MPI: ~5 GB/s busbw */
