@@ -17,6 +17,8 @@
  *       under mpirun: every pipeline schedule for m = 2, 4, 8, 16; step
  *       time, measured bubble per stage (dt_trace_stats.h) against
  *       (p-1)/(m+p-1), peak activation bytes and weight versions per stage
+ *   dtbench simval, dtbench simspeed: the simulator's validation matrix and
+ *       speed (bench/simval.c)
  *   dtbench bubbles [--skip N] TRACE...
  *       one line per dtrain trace file: its stage's mean bubble and more
  *   dtbench train [--threads N] [--model small] [--micro-batch-size 16]
@@ -44,6 +46,9 @@
 #include "dt_cuda.h"
 #include "dtrain.h"
 #include "../programs/args.h"
+
+int dt_bench_simval(int argc, char **argv);   /* bench/simval.c */
+int dt_bench_simspeed(int argc, char **argv); /* bench/simval.c */
 
 static void die(const char *what)
 {
@@ -751,7 +756,12 @@ static void ar_gather(dt_comm *c, double v[2])
     }
 }
 
-static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_bytes, int iters_flag)
+/* --json FILE: rank 0's table as {"format":"dtbench-allreduce","version":1,
+ * "ranks":n,"communicator":...,"chunk_bytes":...,"rows":[{"algo","bytes",
+ * "time_us","algbw","busbw","wrong"}, ...]} (one row per size and algorithm
+ * that ran; sim/fit.c reads it for the simulator's link calibration). */
+static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_bytes, int iters_flag,
+                         const char *json_path)
 {
     dt_comm *c;
     if (dt_comm_mpi_world(&c) != DT_OK) die("allreduce");
@@ -763,6 +773,8 @@ static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_byt
     float *buf = malloc((max_count ? max_count : 1) * sizeof(float));
     if (!buf) die("out of memory");
     const double bus = 2.0 * (n - 1) / n;
+    json_t *rows = r == 0 && json_path ? json_array() : NULL;
+    if (r == 0 && json_path && !rows) die("out of memory");
     if (r == 0) {
         printf("# dtbench allreduce: %d rank(s), '%s' communicator, float32 sum in place; ring chunk %lld bytes; "
                "%s\n", n, c->ops->name, (long long)chunk_bytes,
@@ -814,6 +826,12 @@ static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_byt
             double algbw = bytes / v[0] / 1e9;
             busbw[a] = algbw * bus;
             if (r == 0) printf("  %10.2f %7.2f %7.2f %6.0f", v[0] * 1e6, algbw, busbw[a], v[1]);
+            if (rows &&
+                json_array_append_new(rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:I}", "algo",
+                                                      dt_allreduce_algo_name(algos[a]), "bytes", (json_int_t)bytes,
+                                                      "time_us", v[0] * 1e6, "algbw", algbw, "busbw", busbw[a],
+                                                      "wrong", (json_int_t)v[1])) != 0)
+                die("out of memory");
         }
         if (r == 0) printf("\n"), fflush(stdout);
         if (bytes >= 256 * 1024 && busbw[3] > 0 && nratio < 64)
@@ -823,10 +841,36 @@ static int cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_byt
         printf("# ring busbw / mpi busbw, sizes >= 256 KiB (goal: >= 0.9, above 1 at 64 MiB)\n");
         for (int i = 0; i < nratio; i++) printf("%12.0f %6.3f\n", ratio_size[i], ratio[i]);
     }
+    int rc = 0;
+    if (rows) { /* the header on one line, then one row per line */
+        json_t *head = json_pack("{s:s, s:i, s:i, s:s, s:I}", "format", "dtbench-allreduce", "version", 1, "ranks", n,
+                                 "communicator", c->ops->name, "chunk_bytes", (json_int_t)chunk_bytes);
+        char *h = head ? json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        FILE *fp = h ? fopen(json_path, "w") : NULL;
+        int bad = !fp;
+        if (fp) {
+            h[strlen(h) - 1] = '\0'; /* drop the closing brace: "rows" follows */
+            bad |= fprintf(fp, "%s,\"rows\":[\n", h) < 0;
+            for (size_t i = 0; i < json_array_size(rows); i++) {
+                char *row = json_dumps(json_array_get(rows, i), JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+                bad |= !row || fprintf(fp, "%s%s\n", row, i + 1 < json_array_size(rows) ? "," : "") < 0;
+                free(row);
+            }
+            bad |= fprintf(fp, "]}\n") < 0;
+            bad |= fclose(fp) != 0;
+        }
+        if (bad) {
+            fprintf(stderr, "dtbench allreduce: --json %s: cannot write the file\n", json_path);
+            rc = 1;
+        }
+        free(h);
+        json_decref(head);
+        json_decref(rows);
+    }
     free(buf);
     dt_comm_free(c);
     if (dt_comm_finalize() != DT_OK) die("finalize");
-    return 0;
+    return rc;
 }
 
 /* ---- pipeline bubbles (dt_trace_stats.h) ------------------------------------ */
@@ -1232,7 +1276,7 @@ int main(int argc, char **argv)
     int threads = 1, B = 16, T = 0, steps = 5, warmup = 1, help = 0, ar_iters = 0;
     int fp16 = 0, bf16 = 0, skip_no_device = 0;
     int pp_size = 0, pp_layers = 8, pp_hidden = 128;
-    const char *pp_split = NULL, *pp_keep = NULL;
+    const char *pp_split = NULL, *pp_keep = NULL, *ar_json = NULL;
     int64_t ar_chunk = 1024 * 1024, ar_min = 4 * 1024, ar_max = 64 * 1024 * 1024, gelu_n = (int64_t)64 << 20;
     const char *model = "small", *device = NULL;
     dt_arg args[] = {
@@ -1261,6 +1305,9 @@ int main(int argc, char **argv)
          "allreduce: smallest buffer", NULL, 0},
         {"--max-bytes", DT_ARG_INT64, &ar_max, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 1 << 30, NULL, NULL,
          "allreduce: largest buffer (sizes double from --min-bytes)", NULL, 0},
+        {"--json", DT_ARG_STRING, &ar_json, 0, 0, 0, NULL, "FILE",
+         "allreduce: also write rank 0's table to FILE as JSON (format dtbench-allreduce, for the simulator's fit)",
+         "none", 0},
         {"--iters", DT_ARG_INT, &ar_iters, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
          "allreduce: timed calls per size and algorithm (0: 1 GiB / size, 10 to 5000); gelu: launches per trial "
          "(0: about 0.1 s)", NULL, 0},
@@ -1296,6 +1343,9 @@ int main(int argc, char **argv)
                         "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
                         "  tp         tensor parallelism for t = 1, 2, 4 (run under mpirun -np 4): f/g allreduces and "
                         "their bytes per step against the formula, their time, the step time\n"
+                        "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
+                        "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
+                        "  simspeed   simulator events/s and the wall time of a 1024-device job (goals: > 10 M/s, < 10 s)\n"
                         "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "
                         "bubble over the steps >= --skip (default 1)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
@@ -1304,6 +1354,8 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "bubbles") == 0) return cmd_bubbles(argc, argv); /* file arguments: its own parser */
+    if (strcmp(cmd, "simval") == 0) return dt_bench_simval(argc - 1, argv + 1);     /* bench/simval.c */
+    if (strcmp(cmd, "simspeed") == 0) return dt_bench_simspeed(argc - 1, argv + 1); /* bench/simval.c */
     if (dt_args_parse("dtbench", args, n_args, argc - 1, argv + 1) != DT_ARGS_OK) return 2;
     if (help) {
         dt_args_print_help(stdout, usage, args, n_args);
@@ -1341,7 +1393,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "largebatch") == 0)
         return cmd_largebatch(threads, dt_args_given(args, n_args, "--steps") ? steps : 1600,
                               dt_args_given(args, n_args, "--micro-batch-size") ? B : 64);
-    if (strcmp(cmd, "allreduce") == 0) return cmd_allreduce(ar_chunk, ar_min, ar_max, ar_iters);
+    if (strcmp(cmd, "allreduce") == 0) return cmd_allreduce(ar_chunk, ar_min, ar_max, ar_iters, ar_json);
     if (strcmp(cmd, "tp") == 0)
         return cmd_tp(threads, dt_args_given(args, n_args, "--micro-batch-size") ? B : 4,
                       dt_args_given(args, n_args, "--seq-length") && T > 0 ? T : 64, 4, 128,

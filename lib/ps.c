@@ -157,11 +157,11 @@ static int dt__ps_any(dt_comm_request *const *reqs, int n)
 
 /* A server waits for workers most of the time; blocking in MPI would spin
  * on a core the workers need (ranks share the host's cores), so it polls
- * with test and sleeps in between, from 20 us doubling to 500 us. Returns
+ * with test and sleeps in between, from 20 us doubling to 500 us (DT_PS_POLL_*). Returns
  * the index of the request that completed (it becomes NULL). */
 static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, int *index)
 {
-    long sleep_ns = 20000;
+    long sleep_ns = DT_PS_POLL_FIRST_NS;
     for (;;) {
         int live = 0;
         for (int i = 0; i < n; i++) {
@@ -179,7 +179,7 @@ static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, 
         if (!live) return DT_FAIL(DT_ERR_INVALID, "parameter server: waiting with nothing pending");
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
-        if (sleep_ns < 500000) sleep_ns *= 2;
+        if (sleep_ns < DT_PS_POLL_MAX_NS) sleep_ns = sleep_ns * 2 < DT_PS_POLL_MAX_NS ? sleep_ns * 2 : DT_PS_POLL_MAX_NS;
     }
 }
 

@@ -42,6 +42,12 @@
 #include "dt_optim.h"
 #include "dt_tensor.h"
 
+/* A server polls for messages (dt__ps_idle_waitany): a test, then a sleep
+ * of DT_PS_POLL_FIRST_NS doubling up to DT_PS_POLL_MAX_NS between tests.
+ * The simulator models the same ladder (sim/run.c). */
+#define DT_PS_POLL_FIRST_NS 20000L
+#define DT_PS_POLL_MAX_NS 500000L
+
 #define DT__PS_HIST 64 /* staleness histogram bins 0..63 (the last one: 63 or more) */
 
 typedef struct dt__ps dt__ps;

@@ -7,19 +7,23 @@
  * one rank drives: one GPU, or on the CPU one core (dtrain under mpirun
  * runs one single-threaded rank per core).
  *
- * Files (sim/hw/NAME.json):
+ * JSON (a file sim/hw/NAME.json, or the "hardware" object of a scenario
+ * config: the same object, read and written by the functions below only):
  *   {"format": "dtsim-hw", "version": 1, "name": ..., "source": ...,
  *    "peak_flops": ..., "mem_bytes_per_s": ..., "efficiency": ...,
- *    "kernel_overhead_ns": ..., "mem_capacity_bytes": ...,
- *    "devices_per_node": ...,
+ *    "kernel_overhead_ns": ..., "sleep_overshoot_ns": ...,
+ *    "mem_capacity_bytes": ..., "devices_per_node": ...,
  *    "intra": {"alpha_ns": ..., "bytes_per_ns": ...},
  *    "inter": {"alpha_ns": ..., "bytes_per_ns": ...}}
- * Every key is required; an unknown key is refused (a misspelt key would
+ * Every key is required ("format" and "version" too) except
+ * "sleep_overshoot_ns" (absent: DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS; it is
+ * always written); an unknown key is refused (a misspelt key would
  * otherwise silently keep a default).
  *
  * Invariants of a loaded or default dts_hw: peak_flops, mem_bytes_per_s,
- * bytes_per_ns > 0; 0 < efficiency <= 1; alpha_ns, kernel_overhead_ns >= 0;
- * mem_capacity_bytes, devices_per_node >= 1; name non-empty. */
+ * bytes_per_ns > 0; 0 < efficiency <= 1; alpha_ns, kernel_overhead_ns,
+ * sleep_overshoot_ns >= 0; mem_capacity_bytes, devices_per_node >= 1;
+ * name non-empty. */
 #ifndef DTS_HW_H
 #define DTS_HW_H
 
@@ -33,6 +37,11 @@ extern "C" {
 
 #define DTS_HW_FORMAT "dtsim-hw"
 #define DTS_HW_VERSION 1
+/* "sleep_overshoot_ns" when a description does not give it: Linux's default
+ * timer slack (50 us) plus the wake-up */
+#define DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS 60000
+
+struct json_t; /* jansson's json_t: include <jansson.h> to build or read one */
 
 typedef struct dts_link {
     double alpha_ns;     /* latency α of one message (ns) */
@@ -45,21 +54,35 @@ typedef struct dts_hw {
     double mem_bytes_per_s;     /* device memory bandwidth */
     double efficiency;          /* achieved fraction of peak_flops for the roofline (0,1] */
     int64_t kernel_overhead_ns; /* fixed cost per op (launch / loop overhead) */
+    /* how much later than asked a host sleep (nanosleep) wakes up: the
+     * parameter server polls with sleeps (lib/ps.c), so its reaction time
+     * depends on it */
+    int64_t sleep_overshoot_ns;
     int64_t mem_capacity_bytes;
     int devices_per_node;
     dts_link intra; /* link between devices of one node */
     dts_link inter; /* link between nodes */
-    char source[512]; /* where the figures come from (published spec names, or "calibrated: <command>") */
+    char source[1024]; /* where the figures come from (published spec names, or "calibrated: <command>") */
 } dts_hw;
 
-/* Read a hardware file. Every error names the file, the field and what was
- * expected (`sim/hw/x.json: "intra.alpha_ns": expected a number >= 0`);
- * another "format" or "version" is refused (DT_ERR_FORMAT); a file that
- * cannot be read gives DT_ERR_IO. *out is written only on success. */
+/* Read the JSON object above. Every error is DT_ERR_FORMAT and names
+ * `what` (the source: a file name, `c.json: "hardware"`), the field and
+ * what was expected (`sim/hw/x.json: "intra.alpha_ns": expected a number
+ * >= 0`); another "format" or "version" is refused. *out is written only on
+ * success, with a description that passes dts_hw_validate. */
+dt_status dts_hw_from_json(const struct json_t *obj, const char *what, dts_hw *out);
+/* hw as the JSON object above (a new reference; NULL when out of memory).
+ * Doubles are reals: dumped with jansson's default precision (or
+ * JSON_REAL_PRECISION(17)) they read back bit for bit. hw is not checked. */
+struct json_t *dts_hw_to_json(const dts_hw *hw);
+/* Read a hardware file (dts_hw_from_json, `what` = path); a file that
+ * cannot be read gives DT_ERR_IO, one that is not JSON DT_ERR_FORMAT. */
 dt_status dts_hw_load(const char *path, dts_hw *out);
-/* Write hw in the file format (doubles with 17 significant digits, so that
- * dts_hw_load gives back the same values bit for bit). */
+/* Write hw as a file (dts_hw_to_json, one key a line, doubles as the
+ * shortest text that reads back bit for bit) after dts_hw_validate. */
 dt_status dts_hw_save(const char *path, const dts_hw *hw);
+/* 1 when every field of a and b is equal (strings by content), else 0. */
+int dts_hw_equal(const dts_hw *a, const dts_hw *b);
 /* Check the invariants above; `what` names the source in the message. */
 dt_status dts_hw_validate(const dts_hw *hw, const char *what);
 /* This machine's uncalibrated defaults (the figures of sim/hw/cpu-2core.json

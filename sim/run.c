@@ -48,6 +48,7 @@
 #include "dts_engine.h"
 #include "dts_net.h"
 #include "dts_validate.h"
+#include "ps.h"
 
 /* ---- events ------------------------------------------------------------- */
 
@@ -126,18 +127,27 @@ typedef struct dts__sync {
 
 enum { DTS__S_WORLD = 0, DTS__S_NORM, DTS__S_LOSS };
 
+/* A parameter server (lib/ps.c). It waits for pushes by polling: a test of
+ * every pending receive, then a sleep of 20 us doubling up to 500 us (each
+ * sleep waking sleep_overshoot_ns late), so it notices a message at its
+ * first poll after the arrival; each wait call starts the ladder again.
+ * A push's gradient (a large message) moves only once the server has
+ * posted its receive, after noticing the push's header. */
 typedef struct dts__server {
     dts__sim *sim;
     int idx, rank;
     int64_t params;     /* elements of its shard */
     int64_t version;
-    int busy;
-    int *queue;         /* pushes waiting (worker ids), FIFO */
-    int q_head, q_tail, q_cap;
-    int *pushed;        /* ps-sync: pushes of the current step received */
-    int n_pushed;
+    int state;          /* DTS__SV_IDLE (polling since idle_since), _WAKE (a wake is scheduled), _BUSY */
+    int64_t idle_since;
+    int64_t *hdr_at;    /* (W) arrival of worker w's pending push header, -1 none */
+    int64_t *hdr_post;  /* (W) when worker w posted it (its gradient is ready from then) */
+    int n_noticed;      /* ps-sync: headers of this step noticed so far */
+    int *noticed;       /* (W) ps-sync */
     int record;
 } dts__server;
+
+enum { DTS__SV_IDLE = 0, DTS__SV_WAKE, DTS__SV_BUSY };
 
 struct dts__sim {
     const dts_scenario *sc;
@@ -732,9 +742,27 @@ static void dts__dp_opt_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
 
 /* ---- parameter server (lib/ps.c) ---------------------------------------- */
 
-static void dts__ps_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b);
-static void dts__ps_reply(dts_engine *e, void *ctx, int64_t a, int64_t b);
+static void dts__ps_hdr(dts_engine *e, void *ctx, int64_t a, int64_t b);
+static void dts__ps_wake(dts_engine *e, void *ctx, int64_t a, int64_t b);
+static void dts__ps_apply(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__ps_applied(dts_engine *e, void *ctx, int64_t a, int64_t b);
+static void dts__ps_reply(dts_engine *e, void *ctx, int64_t a, int64_t b);
+
+enum { DTS__PS_HDR_BYTES = 80 }; /* sizeof(dt__ps_msg) */
+
+/* lib/ps.c dt__ps_idle_waitany: test at once, then sleep 20 us, 40 us, ...
+ * 500 us, 500 us, ... between tests. When a message arriving at `arrival`
+ * is noticed by a wait that started at t0. */
+static int64_t dts__poll_notice(const dts__sim *s, int64_t t0, int64_t arrival)
+{
+    int64_t t = t0, sleep = DT_PS_POLL_FIRST_NS;
+    const int64_t over = s->sc->hw.sleep_overshoot_ns;
+    while (arrival > t) {
+        t += sleep + over;
+        if (sleep < DT_PS_POLL_MAX_NS) sleep = sleep * 2 < DT_PS_POLL_MAX_NS ? sleep * 2 : DT_PS_POLL_MAX_NS;
+    }
+    return t;
+}
 
 static void dts__ps_push(dts__sim *s, dts__unit *u)
 {
@@ -743,56 +771,113 @@ static void dts__ps_push(dts__sim *s, dts__unit *u)
     u->replies = 0;
     u->max_stale = 0;
     for (int k = 0; k < s->K; k++) {
-        const int64_t at = dts_net_send(&s->net, u->rank, s->srv[k].rank, s->srv[k].params * 4, now, NULL);
-        dts__at(s, at, dts__ps_arrive, &s->srv[k], u->idx, 0);
+        const int64_t at = dts_net_send(&s->net, u->rank, s->srv[k].rank, DTS__PS_HDR_BYTES, now, NULL);
+        dts__at(s, at, dts__ps_hdr, &s->srv[k], u->idx, now);
     }
 }
 
-static void dts__ps_start(dts__sim *s, dts__server *v)
+/* The server is free at `now`: notice what has arrived, or go back to polling. */
+static void dts__ps_idle(dts__sim *s, dts__server *v)
 {
-    const dts_scenario *sc = s->sc;
     const int64_t now = dts_engine_now(s->e);
-    const double upd = (double)v->params * sc->cost.optim_ns_per_param;
-    if (sc->exchange == DTS_EX_PS_SYNC) {
-        if (v->busy || v->n_pushed < s->W) return;
-        v->busy = 1;
-        v->n_pushed = 0;
-        /* sum W gradients (read W, write 1) then one update */
-        const double sum = (double)(s->W + 1) * (double)v->params * 4.0 / (sc->hw.mem_bytes_per_s * 1e-9);
-        dts__at(s, now + dts__ns(upd + sum), dts__ps_applied, v, -1, now);
+    int64_t first = -1;
+    for (int w = 0; w < s->W; w++)
+        if (v->hdr_at[w] >= 0 && (s->sc->exchange != DTS_EX_PS_SYNC || !v->noticed[w]) &&
+            (first < 0 || v->hdr_at[w] < first))
+            first = v->hdr_at[w];
+    v->idle_since = now;
+    if (first < 0) {
+        v->state = DTS__SV_IDLE;
         return;
     }
-    if (v->busy || v->q_head == v->q_tail) return;
-    v->busy = 1;
-    const int w = v->queue[v->q_head++ % v->q_cap];
-    dts__at(s, now + dts__ns(upd), dts__ps_applied, v, w, now);
+    v->state = DTS__SV_WAKE;
+    dts__at(s, dts__poll_notice(s, now, first), dts__ps_wake, v, 0, 0);
 }
 
-static void dts__ps_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b)
+/* a push header from worker a (posted at b) arrives */
+static void dts__ps_hdr(dts_engine *e, void *ctx, int64_t a, int64_t b)
 {
-    (void)e;
+    dts__server *v = ctx;
+    dts__sim *s = v->sim;
+    v->hdr_at[a] = dts_engine_now(e);
+    v->hdr_post[a] = b;
+    if (v->state != DTS__SV_IDLE) return;
+    v->state = DTS__SV_WAKE;
+    dts__at(s, dts__poll_notice(s, v->idle_since, dts_engine_now(e)), dts__ps_wake, v, 0, 0);
+}
+
+/* the server's poll finds a header (the lowest worker index among those arrived, as its test loop) */
+static void dts__ps_wake(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)a;
     (void)b;
     dts__server *v = ctx;
     dts__sim *s = v->sim;
-    if (s->sc->exchange == DTS_EX_PS_SYNC) {
-        v->n_pushed++;
-    } else {
-        if (v->q_tail - v->q_head == v->q_cap)
-            return dts__fail(s, DT_FAIL(DT_ERR_INVALID, "dtsim: parameter server %d: push queue overflow", v->idx));
-        v->queue[v->q_tail++ % v->q_cap] = (int)a;
+    const int64_t now = dts_engine_now(e);
+    const int sync = s->sc->exchange == DTS_EX_PS_SYNC;
+    int w = -1;
+    for (int i = 0; i < s->W && w < 0; i++)
+        if (v->hdr_at[i] >= 0 && v->hdr_at[i] <= now && (!sync || !v->noticed[i])) w = i;
+    if (w < 0) return dts__fail(s, DT_FAIL(DT_ERR_INVALID, "dtsim: parameter server %d woke with nothing", v->idx));
+    const int64_t bytes = v->params * 4;
+    if (!sync) { /* receive the gradient (a blocking wait: noticed on arrival), then apply */
+        v->state = DTS__SV_BUSY;
+        v->hdr_at[w] = -1;
+        const int64_t at = dts_net_send(&s->net, s->u[w].rank, v->rank, bytes, now, NULL);
+        dts__at(s, at, dts__ps_apply, v, w, 0);
+        return;
     }
-    dts__ps_start(s, v);
+    v->noticed[w] = 1;
+    if (++v->n_noticed < s->W) { /* the next wait call: a new ladder from now */
+        dts__ps_idle(s, v);
+        return;
+    }
+    /* every header in: post the gradients' receives, wait for them all (polling again) */
+    v->state = DTS__SV_BUSY;
+    int64_t t = now;
+    for (int i = 0; i < s->W; i++) {
+        const int64_t at = dts_net_send(&s->net, s->u[i].rank, v->rank, bytes, now, NULL);
+        t = dts__poll_notice(s, t, at);
+    }
+    dts__at(s, t, dts__ps_apply, v, -1, 0);
 }
 
-static void dts__ps_send_reply(dts__sim *s, dts__server *v, int w, int64_t staleness)
+/* a: the worker whose gradient is applied (-1: ps-sync, the sum of every worker's) */
+static void dts__ps_apply(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)b;
+    dts__server *v = ctx;
+    dts__sim *s = v->sim;
+    const dts_scenario *sc = s->sc;
+    const int64_t now = dts_engine_now(e);
+    double dur = (double)v->params * sc->cost.optim_ns_per_param;
+    if (a < 0) /* copy the first gradient, add the others (read 2, write 1 each) */
+        dur += (double)(3 * s->W - 1) * (double)v->params * 4.0 / (sc->hw.mem_bytes_per_s * 1e-9);
+    dts__at(s, now + dts__ns(dur), dts__ps_applied, v, a, now);
+}
+
+static void dts__ps_send_reply(dts__sim *s, dts__server *v, int w, int64_t staleness, int64_t *done)
 {
     dts__unit *u = &s->u[w];
     if (staleness > u->max_stale) u->max_stale = (int)staleness;
-    const int64_t at = dts_net_send(&s->net, v->rank, u->rank, v->params * 4, dts_engine_now(s->e), NULL);
+    const int64_t now = dts_engine_now(s->e);
+    int64_t sd = 0;
+    dts_net_send(&s->net, v->rank, u->rank, DTS__PS_HDR_BYTES, now, NULL);
+    const int64_t at = dts_net_send(&s->net, v->rank, u->rank, v->params * 4, now, &sd);
+    if (sd > *done) *done = sd;
     dts__at(s, at, dts__ps_reply, u, v->idx, v->version);
 }
 
-/* a: the worker whose push was applied (-1: ps-sync, every worker's); b: start */
+static void dts__ps_free(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)e;
+    (void)a;
+    (void)b;
+    dts__server *v = ctx;
+    dts__ps_idle(v->sim, v);
+}
+
+/* the update is done (b: when it started): reply, then wait for the sends and poll again */
 static void dts__ps_applied(dts_engine *e, void *ctx, int64_t a, int64_t b)
 {
     dts__server *v = ctx;
@@ -801,7 +886,6 @@ static void dts__ps_applied(dts_engine *e, void *ctx, int64_t a, int64_t b)
     int64_t stale = 0;
     if (a >= 0) stale = v->version - s->u[a].pulled[v->idx];
     v->version++;
-    v->busy = 0;
     if (v->record) {
         dt_trace_event ev;
         dt_trace_event_init(&ev, DT_TRACE_COMPLETE, "apply", "optim", v->rank, DT_LANE_OPTIM, b, now - b);
@@ -811,10 +895,18 @@ static void dts__ps_applied(dts_engine *e, void *ctx, int64_t a, int64_t b)
         dt_trace_event_add_arg(&ev, "version", (double)v->version);
         dts__rec(s, 1, &ev);
     }
-    if (a >= 0) dts__ps_send_reply(s, v, (int)a, stale);
-    else
-        for (int w = 0; w < s->W; w++) dts__ps_send_reply(s, v, w, 0);
-    dts__ps_start(s, v);
+    int64_t done = now;
+    if (a >= 0) {
+        dts__ps_send_reply(s, v, (int)a, stale, &done);
+    } else {
+        for (int w = 0; w < s->W; w++) {
+            dts__ps_send_reply(s, v, w, 0, &done);
+            v->hdr_at[w] = -1;
+            v->noticed[w] = 0;
+        }
+        v->n_noticed = 0;
+    }
+    dts__at(s, done, dts__ps_free, v, 0, 0);
 }
 
 static void dts__ps_reply(dts_engine *e, void *ctx, int64_t a, int64_t b)
@@ -1046,9 +1138,11 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             v->idx = j;
             v->rank = s->W + j;
             v->record = s->keep_all;
-            v->q_cap = s->W + 1;
-            v->queue = calloc((size_t)v->q_cap, sizeof *v->queue);
-            if (!v->queue) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
+            v->hdr_at = malloc((size_t)s->W * sizeof *v->hdr_at);
+            v->hdr_post = calloc((size_t)s->W, sizeof *v->hdr_post);
+            v->noticed = calloc((size_t)s->W, sizeof *v->noticed);
+            if (!v->hdr_at || !v->hdr_post || !v->noticed) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
+            for (int w = 0; w < s->W; w++) v->hdr_at[w] = -1;
         }
     }
     return DT_OK;
@@ -1065,7 +1159,11 @@ static void dts__teardown(dts__sim *s)
     if (s->norm)
         for (int d = 0; d < s->sc->d; d++) free(s->norm[d].members);
     if (s->srv)
-        for (int j = 0; j < s->K; j++) free(s->srv[j].queue);
+        for (int j = 0; j < s->K; j++) {
+            free(s->srv[j].hdr_at);
+            free(s->srv[j].hdr_post);
+            free(s->srv[j].noticed);
+        }
     if (s->dp_open)
         for (int st = 0; st < (dts__is_pipe(s->sc) ? s->sc->p : 1); st++) dts__cinst_free(s->dp_open[st]);
     if (s->bucket_open)

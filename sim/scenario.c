@@ -15,7 +15,8 @@
  *     key is an error naming it rather than a silently kept default.
  * Known keys: dtrain's ("model", "num_layers", ..., see dts__keys below)
  * plus "micro_batches", "hardware" (a path to a sim/hw file, or the file's
- * object inline as dts_scenario_json writes it), "profile" (a dtrain
+ * object inline as dts_scenario_json writes it, "format" and "version"
+ * included: both read and written by sim/hw.c), "profile" (a dtrain
  * single-rank trace: the cost table is filled from it), "grad_trace",
  * "optimizer_states", "slow_rank", "slow_ms", "loss_scale_growth_factor",
  * "loss_scale_backoff_factor", "consecutive_hysteresis" and "cost" (the
@@ -256,114 +257,6 @@ static int dts__in(const char *const *list, const char *key)
     for (const char *const *k = list; *k; k++)
         if (!strcmp(*k, key)) return 1;
     return 0;
-}
-
-/* ---- inline hardware (dts_scenario_json's "hardware" object) ---- */
-
-static dt_status dts__hw_num(const char *what, const json_t *o, const char *key, const char *full, double *out)
-{
-    const json_t *v = json_object_get(o, key);
-    char buf[64];
-    if (!v || !json_is_number(v))
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected a number, got %s", what, full,
-                       v ? dts__show(v, buf, sizeof buf) : "nothing");
-    *out = json_number_value(v);
-    return DT_OK;
-}
-
-static dt_status dts__hw_int(const char *what, const json_t *o, const char *key, int64_t *out)
-{
-    const json_t *v = json_object_get(o, key);
-    char buf[64];
-    if (!v || !json_is_integer(v))
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected an integer, got %s", what, key,
-                       v ? dts__show(v, buf, sizeof buf) : "nothing");
-    *out = (int64_t)json_integer_value(v);
-    return DT_OK;
-}
-
-static dt_status dts__hw_str(const char *what, const json_t *o, const char *key, char *out, size_t cap)
-{
-    const json_t *v = json_object_get(o, key);
-    char buf[64];
-    if (!v || !json_is_string(v) || json_string_length(v) >= cap)
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected a string of at most %zu bytes, got %s", what,
-                       key, cap - 1, v ? dts__show(v, buf, sizeof buf) : "nothing");
-    memcpy(out, json_string_value(v), json_string_length(v) + 1);
-    return DT_OK;
-}
-
-static dt_status dts__hw_link(const char *what, const json_t *o, const char *key, dts_link *out)
-{
-    static const char *const known[] = {"alpha_ns", "bytes_per_ns", NULL};
-    const json_t *l = json_object_get(o, key);
-    char buf[64], full[64];
-    if (!json_is_object(l))
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": expected an object {\"alpha_ns\": ..., \"bytes_per_ns\": ...}, got %s",
-                       what, key, l ? dts__show(l, buf, sizeof buf) : "nothing");
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)l, k, v) {
-        if (!dts__in(known, k))
-            return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s.%s\": unknown key (expected alpha_ns, bytes_per_ns)",
-                           what, key, k);
-    }
-    snprintf(full, sizeof full, "%s.alpha_ns", key);
-    DT_CHECK(dts__hw_num(what, l, "alpha_ns", full, &out->alpha_ns));
-    snprintf(full, sizeof full, "%s.bytes_per_ns", key);
-    DT_CHECK(dts__hw_num(what, l, "bytes_per_ns", full, &out->bytes_per_ns));
-    return DT_OK;
-}
-
-static dt_status dts__hw_inline(const char *what, const json_t *o, dts_hw *out)
-{
-    static const char *const known[] = {"format", "version", "name", "source", "peak_flops", "mem_bytes_per_s",
-                                        "efficiency", "kernel_overhead_ns", "mem_capacity_bytes",
-                                        "devices_per_node", "intra", "inter", NULL};
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)o, k, v) {
-        if (!dts__in(known, k))
-            return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.%s\": unknown key (expected the keys of a sim/hw file)",
-                           what, k);
-    }
-    const json_t *f = json_object_get(o, "format");
-    if (f && !(json_is_string(f) && !strcmp(json_string_value(f), DTS_HW_FORMAT)))
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.format\": expected \"%s\"", what, DTS_HW_FORMAT);
-    const json_t *ver = json_object_get(o, "version");
-    if (ver && !(json_is_integer(ver) && json_integer_value(ver) == DTS_HW_VERSION))
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.version\": expected %d", what, DTS_HW_VERSION);
-    dts_hw hw;
-    memset(&hw, 0, sizeof hw);
-    int64_t dpn;
-    DT_CHECK(dts__hw_str(what, o, "name", hw.name, sizeof hw.name));
-    DT_CHECK(dts__hw_str(what, o, "source", hw.source, sizeof hw.source));
-    DT_CHECK(dts__hw_num(what, o, "peak_flops", "peak_flops", &hw.peak_flops));
-    DT_CHECK(dts__hw_num(what, o, "mem_bytes_per_s", "mem_bytes_per_s", &hw.mem_bytes_per_s));
-    DT_CHECK(dts__hw_num(what, o, "efficiency", "efficiency", &hw.efficiency));
-    DT_CHECK(dts__hw_int(what, o, "kernel_overhead_ns", &hw.kernel_overhead_ns));
-    DT_CHECK(dts__hw_int(what, o, "mem_capacity_bytes", &hw.mem_capacity_bytes));
-    DT_CHECK(dts__hw_int(what, o, "devices_per_node", &dpn));
-    if (dpn < 1 || dpn > (1 << 20))
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"hardware.devices_per_node\": expected an integer in 1..%d", what, 1 << 20);
-    hw.devices_per_node = (int)dpn;
-    DT_CHECK(dts__hw_link(what, o, "intra", &hw.intra));
-    DT_CHECK(dts__hw_link(what, o, "inter", &hw.inter));
-    char src[600];
-    snprintf(src, sizeof src, "%s: \"hardware\"", what);
-    DT_CHECK(dts_hw_validate(&hw, src));
-    *out = hw;
-    return DT_OK;
-}
-
-static int dts__hw_equal(const dts_hw *a, const dts_hw *b)
-{
-    return !strcmp(a->name, b->name) && !strcmp(a->source, b->source) && a->peak_flops == b->peak_flops &&
-           a->mem_bytes_per_s == b->mem_bytes_per_s && a->efficiency == b->efficiency &&
-           a->kernel_overhead_ns == b->kernel_overhead_ns && a->mem_capacity_bytes == b->mem_capacity_bytes &&
-           a->devices_per_node == b->devices_per_node && a->intra.alpha_ns == b->intra.alpha_ns &&
-           a->intra.bytes_per_ns == b->intra.bytes_per_ns && a->inter.alpha_ns == b->inter.alpha_ns &&
-           a->inter.bytes_per_ns == b->inter.bytes_per_ns;
 }
 
 /* The object holding the configuration: a trace's otherData.config, a
@@ -640,7 +533,9 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         }
         n->hw = h;
     } else if (hw && json_is_object(hw)) {
-        st = dts__hw_inline(what, hw, &n->hw);
+        char src[1100];
+        snprintf(src, sizeof src, "%s: \"hardware\"", what);
+        st = dts_hw_from_json(hw, src, &n->hw);
         if (st != DT_OK) goto out;
     } else if (hw) {
         st = DT_FAIL(DT_ERR_INVALID, "%s: \"hardware\": expected a sim/hw file name or a hardware object, got %s", what,
@@ -656,7 +551,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
 
     /* a cost table of other sizes or hardware is stale */
     if (memcmp(&n->model, &sc->model, sizeof n->model) != 0 || n->B != sc->B || n->T != sc->T ||
-        !dts__hw_equal(&n->hw, &sc->hw))
+        !dts_hw_equal(&n->hw, &sc->hw))
         n->have_cost = 0;
     const char *profile = NULL;
     DTS__TRY(r = dts__str(what, o, "profile", "a trace file name (a dtrain single-rank profile)", &profile));
@@ -845,37 +740,6 @@ static void dts__set(json_t *o, const char *key, json_t *v, int *bad)
     if (!v || json_object_set_new(o, key, v) != 0) *bad = 1;
 }
 
-static json_t *dts__hw_json(const dts_hw *hw, int *bad)
-{
-    json_t *o = json_object();
-    if (!o) {
-        *bad = 1;
-        return NULL;
-    }
-    json_t *in = json_object(), *ex = json_object();
-    if (in) {
-        dts__set(in, "alpha_ns", json_real(hw->intra.alpha_ns), bad);
-        dts__set(in, "bytes_per_ns", json_real(hw->intra.bytes_per_ns), bad);
-    }
-    if (ex) {
-        dts__set(ex, "alpha_ns", json_real(hw->inter.alpha_ns), bad);
-        dts__set(ex, "bytes_per_ns", json_real(hw->inter.bytes_per_ns), bad);
-    }
-    dts__set(o, "format", json_string(DTS_HW_FORMAT), bad);
-    dts__set(o, "version", json_integer(DTS_HW_VERSION), bad);
-    dts__set(o, "name", json_string(hw->name), bad);
-    dts__set(o, "source", json_string(hw->source), bad);
-    dts__set(o, "peak_flops", json_real(hw->peak_flops), bad);
-    dts__set(o, "mem_bytes_per_s", json_real(hw->mem_bytes_per_s), bad);
-    dts__set(o, "efficiency", json_real(hw->efficiency), bad);
-    dts__set(o, "kernel_overhead_ns", json_integer(hw->kernel_overhead_ns), bad);
-    dts__set(o, "mem_capacity_bytes", json_integer(hw->mem_capacity_bytes), bad);
-    dts__set(o, "devices_per_node", json_integer(hw->devices_per_node), bad);
-    dts__set(o, "intra", in, bad);
-    dts__set(o, "inter", ex, bad);
-    return o;
-}
-
 char *dts_scenario_json(const dts_scenario *sc)
 {
     if (!sc) return NULL;
@@ -936,7 +800,7 @@ char *dts_scenario_json(const dts_scenario *sc)
         dts__set(o, "seed", json_string(b), &bad);
     }
     dts__set(o, "grad_trace", sc->grad_trace[0] ? json_string(sc->grad_trace) : json_null(), &bad);
-    dts__set(o, "hardware", dts__hw_json(&sc->hw, &bad), &bad);
+    dts__set(o, "hardware", dts_hw_to_json(&sc->hw), &bad);
     dts__set(o, "cost", sc->have_cost ? json_string(sc->cost.source) : json_null(), &bad);
     char *text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(o);

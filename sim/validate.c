@@ -16,19 +16,41 @@
 
 static int dts__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
-/* An event of pid's training steps: it has an iteration, and it is not an
- * evaluation (the final one carries the iteration after the last step). */
-static int dts__in_step(const dt_trace_event *e, int pid)
+/* Evaluation spans of one rank: what happens inside them (the evaluate span
+ * itself, and under tensor parallelism its allreduces, which carry the
+ * iteration after the last step) is not part of a training step. */
+typedef struct dts__evals {
+    int64_t t0[64], t1[64];
+    int n;
+} dts__evals;
+
+static void dts__find_evals(const dt_trace_event *ev, size_t n, int pid, dts__evals *out)
 {
-    return e->pid == pid && e->iter != DT_TRACE_NONE && e->iter >= 0 && !dts__is(e->name, "evaluate");
+    out->n = 0;
+    for (size_t i = 0; i < n && out->n < 64; i++)
+        if (ev[i].pid == pid && ev[i].ph == DT_TRACE_COMPLETE && dts__is(ev[i].name, "evaluate")) {
+            out->t0[out->n] = ev[i].ts_ns;
+            out->t1[out->n++] = ev[i].ts_ns + ev[i].dur_ns;
+        }
+}
+
+/* An event of pid's training steps: it has an iteration and is not part of an evaluation. */
+static int dts__in_step(const dt_trace_event *e, int pid, const dts__evals *ev)
+{
+    if (e->pid != pid || e->iter == DT_TRACE_NONE || e->iter < 0) return 0;
+    for (int i = 0; i < ev->n; i++)
+        if (e->ts_ns >= ev->t0[i] && e->ts_ns <= ev->t1[i]) return 0;
+    return 1;
 }
 
 dt_status dts_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip, dts_phase_times *out)
 {
     memset(out, 0, sizeof *out);
+    dts__evals evals;
+    dts__find_evals(ev, n, pid, &evals);
     int64_t max_iter = -1;
     for (size_t i = 0; i < n; i++)
-        if (dts__in_step(&ev[i], pid) && ev[i].iter > max_iter) max_iter = ev[i].iter;
+        if (dts__in_step(&ev[i], pid, &evals) && ev[i].iter > max_iter) max_iter = ev[i].iter;
     if (max_iter < 0) return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has no events with an iteration", pid);
     const size_t ns = (size_t)max_iter + 1;
     int64_t *end = malloc(ns * sizeof *end);
@@ -37,7 +59,7 @@ dt_status dts_phase_times_events(const dt_trace_event *ev, size_t n, int pid, in
     double compute = 0, optim = 0, comm = 0;
     for (size_t i = 0; i < n; i++) {
         const dt_trace_event *e = &ev[i];
-        if (!dts__in_step(e, pid)) continue;
+        if (!dts__in_step(e, pid, &evals)) continue;
         const int64_t t1 = e->ts_ns + (e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0);
         if (t1 > end[e->iter]) end[e->iter] = t1;
         if (e->ph != DT_TRACE_COMPLETE || e->iter < skip) continue;

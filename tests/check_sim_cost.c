@@ -1,9 +1,11 @@
 /* check_sim_cost.c: the simulator's hardware files, cost model and
  * communication fit (sim/hw.c, sim/cost.c, sim/fit.c).
  *
- *  - hardware: save/load round trip (bit-identical doubles), every bad
- *    field refused with the file and the field named, the shipped
- *    sim/hw/NAME.json files load, the intra/inter choice of links;
+ *  - hardware: save/load and to_json/from_json round trips (bit-identical
+ *    doubles), the optional sleep_overshoot_ns (absent: 60000), every bad
+ *    field refused with the file (or the `what` given) and the field named,
+ *    the shipped sim/hw/NAME.json files load, the intra/inter choice of
+ *    links;
  *  - fit: exact α, β from noise-free points; within 5% with ±2% noise; the
  *    `dtbench allreduce --json` reader on a synthetic table; the trace
  *    comm-step fit; the errors;
@@ -71,6 +73,8 @@ START_TEST(test_hw_good_and_round_trip)
     ck_assert_int_eq(hw.devices_per_node, 4);
     ck_assert(hw.intra.alpha_ns == 1000 && hw.intra.bytes_per_ns == 100);
     ck_assert(hw.inter.alpha_ns == 5000 && hw.inter.bytes_per_ns == 12.5);
+    ck_assert_int_eq(hw.sleep_overshoot_ns, 60000); /* optional: absent gives the unmeasured default */
+    ck_assert_int_eq(hw.sleep_overshoot_ns, DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS);
 
     /* values with no short decimal form must come back bit for bit */
     hw.peak_flops = 1.0 / 3.0 * 1e15;
@@ -78,6 +82,7 @@ START_TEST(test_hw_good_and_round_trip)
     hw.intra.alpha_ns = 2.0 / 7.0;
     hw.inter.bytes_per_ns = 1e-3 / 3.0;
     hw.mem_capacity_bytes = INT64_MAX;
+    hw.sleep_overshoot_ns = 12345;
     snprintf(hw.source, sizeof hw.source, "quote \" backslash \\ unicode \xc2\xb5s");
     ck_dt(dts_hw_save(path2, &hw));
     dts_hw back;
@@ -93,11 +98,23 @@ START_TEST(test_hw_good_and_round_trip)
     ck_assert_int_eq(back.devices_per_node, hw.devices_per_node);
     ck_assert(back.intra.alpha_ns == hw.intra.alpha_ns && back.intra.bytes_per_ns == hw.intra.bytes_per_ns);
     ck_assert(back.inter.alpha_ns == hw.inter.alpha_ns && back.inter.bytes_per_ns == hw.inter.bytes_per_ns);
+    ck_assert_int_eq(back.sleep_overshoot_ns, 12345); /* always written */
+    ck_assert(dts_hw_equal(&back, &hw));
+    /* 0 is a valid overshoot and is written too */
+    hw.sleep_overshoot_ns = 0;
+    ck_dt(dts_hw_save(path2, &hw));
+    ck_dt(dts_hw_load(path2, &back));
+    ck_assert_int_eq(back.sleep_overshoot_ns, 0);
+    ck_assert(dts_hw_equal(&back, &hw));
 
     /* save refuses what load would refuse */
     hw.efficiency = 1.5;
     const char *const parts[] = {path2, "\"efficiency\"", NULL};
     ck_error_has(dts_hw_save(path2, &hw), DT_ERR_INVALID, parts);
+    hw.efficiency = 0.5;
+    hw.sleep_overshoot_ns = -1;
+    const char *const neg[] = {path2, "\"sleep_overshoot_ns\"", ">= 0", NULL};
+    ck_error_has(dts_hw_save(path2, &hw), DT_ERR_INVALID, neg);
     unlink(path);
     unlink(path2);
 }
@@ -139,6 +156,10 @@ static const hw_case HW_BAD[] = {
     {"inter.bytes_per_ns", "-3", "\"inter.bytes_per_ns\"", "expected a number > 0"},
     {"inter.beta", "1", "\"inter.beta\"", "unknown key"},
     {"peak_flop", "1e12", "\"peak_flop\"", "unknown key"},
+    {"sleep_overshoot_ns", "-1", "\"sleep_overshoot_ns\"", "expected an integer from 0"},
+    {"sleep_overshoot_ns", "0.5", "\"sleep_overshoot_ns\"", "expected an integer from 0"},
+    {"sleep_overshoot_ns", "\"60us\"", "\"sleep_overshoot_ns\"", "expected an integer"},
+    {"sleep_overshoot_ns", "null", "\"sleep_overshoot_ns\"", "expected an integer"},
 };
 
 START_TEST(test_hw_bad_fields)
@@ -182,6 +203,77 @@ START_TEST(test_hw_bad_fields)
 }
 END_TEST
 
+START_TEST(test_hw_json_object)
+{
+    /* to_json -> dump (17 digits) -> load -> from_json gives back the same description */
+    dts_hw hw, back;
+    dts_hw_default(&hw);
+    hw.peak_flops = 1.0 / 3.0 * 1e15;
+    hw.intra.bytes_per_ns = 0.1 + 0.2;
+    hw.sleep_overshoot_ns = 123457;
+    json_t *o = dts_hw_to_json(&hw);
+    ck_assert_ptr_nonnull(o);
+    ck_assert(json_integer_value(json_object_get(o, "sleep_overshoot_ns")) == 123457);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    ck_assert_ptr_nonnull(text);
+    json_error_t jerr;
+    json_t *r = json_loads(text, 0, &jerr);
+    ck_assert_ptr_nonnull(r);
+    memset(&back, 0x5a, sizeof back);
+    ck_dt(dts_hw_from_json(r, "c.json: \"hardware\"", &back));
+    ck_assert_msg(dts_hw_equal(&hw, &back), "round trip differs: %s", text);
+    ck_assert(back.peak_flops == hw.peak_flops && back.intra.bytes_per_ns == hw.intra.bytes_per_ns);
+    ck_assert_int_eq(back.sleep_overshoot_ns, 123457);
+
+    /* dts_hw_equal sees the new field */
+    back.sleep_overshoot_ns++;
+    ck_assert(!dts_hw_equal(&hw, &back));
+    back.sleep_overshoot_ns--;
+    ck_assert(dts_hw_equal(&hw, &back));
+
+    /* absent: the unmeasured default */
+    ck_assert_int_eq(json_object_del(r, "sleep_overshoot_ns"), 0);
+    ck_dt(dts_hw_from_json(r, "c.json: \"hardware\"", &back));
+    ck_assert_int_eq(back.sleep_overshoot_ns, 60000);
+
+    /* errors name `what` and the key; *out untouched */
+    ck_assert_int_eq(json_object_set_new(r, "sleep_overshoot_ns", json_integer(-5)), 0);
+    const dts_hw before = back;
+    const char *const neg[] = {"c.json: \"hardware\": \"sleep_overshoot_ns\"", "expected an integer from 0", "-5",
+                               NULL};
+    ck_error_has(dts_hw_from_json(r, "c.json: \"hardware\"", &back), DT_ERR_FORMAT, neg);
+    ck_assert(memcmp(&back, &before, sizeof back) == 0);
+    ck_assert_int_eq(json_object_del(r, "format"), 0);
+    const char *const fmt[] = {"c.json: \"hardware\": \"format\"", "not a dtsim hardware file", NULL};
+    ck_error_has(dts_hw_from_json(r, "c.json: \"hardware\"", &back), DT_ERR_FORMAT, fmt);
+    json_decref(r);
+    json_t *arr = json_array();
+    const char *const notobj[] = {"x.json", "expected a JSON object", NULL};
+    ck_error_has(dts_hw_from_json(arr, "x.json", &back), DT_ERR_FORMAT, notobj);
+    json_decref(arr);
+    free(text);
+
+    /* the file: one key a line, shortest doubles, the overshoot always written */
+    char path[256], got[4096];
+    tmp_path(path, sizeof path, "def.json");
+    dts_hw_default(&hw);
+    ck_dt(dts_hw_save(path, &hw));
+    FILE *fp = fopen(path, "r");
+    ck_assert_ptr_nonnull(fp);
+    size_t n = fread(got, 1, sizeof got - 1, fp);
+    fclose(fp);
+    got[n] = '\0';
+    ck_assert_msg(strncmp(got, "{\n  \"format\": \"dtsim-hw\",\n  \"version\": 1,\n", 40) == 0, "%s", got);
+    ck_assert_msg(strstr(got, "\n  \"efficiency\": 0.68,\n"), "%s", got);
+    ck_assert_msg(strstr(got, "\n  \"sleep_overshoot_ns\": 68000,\n"), "%s", got);
+    ck_assert_msg(strstr(got, "\n  \"inter\": {\"alpha_ns\": 20000, \"bytes_per_ns\": 1.25}\n}\n"), "%s", got);
+    ck_dt(dts_hw_load(path, &back));
+    ck_assert(dts_hw_equal(&hw, &back));
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_hw_shipped_files)
 {
     static const struct {
@@ -211,9 +303,19 @@ START_TEST(test_hw_shipped_files)
     ck_dt(dts_hw_load(path, &hw));
     ck_assert_msg(strstr(hw.source, "calibrated: ") && strstr(hw.source, "dtbench allreduce --json"),
                   "cpu-2core's source must name its calibration command: %s", hw.source);
+    ck_assert_int_eq(hw.sleep_overshoot_ns, 68000); /* measured here */
+    ck_assert_ptr_nonnull(strstr(hw.source, "nanosleep"));
+    static const char *const unmeasured[] = {"h100-ib", "h200-nvlink"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/sim/hw/%s.json", DT_SRCDIR, unmeasured[i]);
+        ck_dt(dts_hw_load(path, &hw));
+        ck_assert_int_eq(hw.sleep_overshoot_ns, 60000);
+        ck_assert_ptr_nonnull(strstr(hw.source, "typical Linux timer slack (50 us) + wake-up; not measured"));
+    }
     dts_hw def;
     dts_hw_default(&def);
     ck_dt(dts_hw_validate(&def, "dts_hw_default"));
+    ck_assert_int_eq(def.sleep_overshoot_ns, 68000);
 }
 END_TEST
 
@@ -784,6 +886,7 @@ static Suite *sim_cost_suite(void)
     TCase *tc = tcase_create("hw");
     tcase_add_test(tc, test_hw_good_and_round_trip);
     tcase_add_test(tc, test_hw_bad_fields);
+    tcase_add_test(tc, test_hw_json_object);
     tcase_add_test(tc, test_hw_shipped_files);
     tcase_add_test(tc, test_hw_links);
     suite_add_tcase(s, tc);

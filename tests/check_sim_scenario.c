@@ -13,7 +13,10 @@
  *     preset-then-sizes rule; null means "not set";
  *   - dts_scenario_check refuses inconsistent layouts with the flag's name;
  *   - stage layers follow the trace convention (-1 embedding, L head);
- *   - the cost table from the roofline, and a missing profile. */
+ *   - the cost table from the roofline, and a missing profile;
+ *   - the inline "hardware" object (sim/hw.c's reader): round trip, the
+ *     optional sleep_overshoot_ns, its errors named under "hardware". */
+#include <jansson.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -79,6 +82,7 @@ static const char *scen_diff(const dts_scenario *a, const dts_scenario *b)
     F(hw.mem_bytes_per_s);
     F(hw.efficiency);
     F(hw.kernel_overhead_ns);
+    F(hw.sleep_overshoot_ns);
     F(hw.mem_capacity_bytes);
     F(hw.devices_per_node);
     F(hw.intra.alpha_ns);
@@ -212,6 +216,7 @@ START_TEST(test_round_trip_every_field)
     sc->hw.mem_bytes_per_s = 0.1 + 0.2;
     sc->hw.efficiency = 0.3333333333333333;
     sc->hw.kernel_overhead_ns = 7;
+    sc->hw.sleep_overshoot_ns = 12345;
     sc->hw.mem_capacity_bytes = (int64_t)1 << 40;
     sc->hw.devices_per_node = 8;
     sc->hw.intra = (dts_link){.alpha_ns = 1.5, .bytes_per_ns = 450.0 / 7.0};
@@ -392,7 +397,11 @@ START_TEST(test_config_errors)
     expect_config_error("{\"optimizer\": \"adam\"}", DT_ERR_INVALID, "\"optimizer\"");
     expect_config_error("{\"recompute_granularity\": \"some\"}", DT_ERR_INVALID, "\"recompute_granularity\"");
     expect_config_error("{\"hardware\": 5}", DT_ERR_INVALID, "\"hardware\"");
-    expect_config_error("{\"hardware\": {\"name\": \"x\"}}", DT_ERR_INVALID, "\"hardware.source\"");
+    /* an inline hardware object: sim/hw.c's checks, named under "hardware" */
+    expect_config_error("{\"hardware\": {\"name\": \"x\"}}", DT_ERR_FORMAT,
+                        "run.json: \"hardware\": \"format\": expected \"dtsim-hw\"");
+    expect_config_error("{\"hardware\": {\"format\": \"dtsim-hw\", \"version\": 1, \"name\": \"x\"}}", DT_ERR_FORMAT,
+                        "run.json: \"hardware\": \"source\": missing");
     expect_config_error("{\"global_batch_size\": 100}", DT_ERR_INVALID, "\"global_batch_size\": 100 is not a multiple");
     expect_config_error("{\"global_batch_size\": 256, \"micro_batches\": 3}", DT_ERR_INVALID, "\"micro_batches\"");
     expect_config_error("{\"seed\": \"12x\"}", DT_ERR_INVALID, "\"seed\"");
@@ -545,6 +554,66 @@ START_TEST(test_cost)
 }
 END_TEST
 
+/* sc's JSON with the inline hardware's key `key` set to `value` (JSON; NULL: deleted) */
+static char *json_with_hw_key(const dts_scenario *sc, const char *key, const char *value)
+{
+    char *text = dts_scenario_json(sc);
+    ck_assert_ptr_nonnull(text);
+    json_error_t jerr;
+    json_t *o = json_loads(text, 0, &jerr);
+    free(text);
+    ck_assert_ptr_nonnull(o);
+    json_t *hw = json_object_get(o, "hardware");
+    ck_assert(json_is_object(hw));
+    if (value) ck_assert_int_eq(json_object_set_new(hw, key, json_loads(value, JSON_DECODE_ANY, &jerr)), 0);
+    else ck_assert_int_eq(json_object_del(hw, key), 0);
+    text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+START_TEST(test_hardware_inline)
+{
+    dts_scenario *sc = new_default();
+    ck_assert_int_eq(sc->hw.sleep_overshoot_ns, 68000); /* dts_hw_default's */
+    sc->hw.sleep_overshoot_ns = 7;
+    check_round_trip(sc); /* written inline, read back equal */
+
+    /* absent: the unmeasured default, 60 us */
+    char *text = json_with_hw_key(sc, "sleep_overshoot_ns", NULL);
+    dts_scenario *back = new_default();
+    ck_dt(dts_scenario_from_config(back, text, "c.json"));
+    ck_assert_int_eq(back->hw.sleep_overshoot_ns, 60000);
+    ck_assert_str_eq(back->hw.name, sc->hw.name);
+    free(text);
+
+    /* negative: refused, naming the config, "hardware" and the key */
+    text = json_with_hw_key(sc, "sleep_overshoot_ns", "-1");
+    dts_scenario_default(back);
+    dt_status st = dts_scenario_from_config(back, text, "c.json");
+    ck_assert_int_eq(st, DT_ERR_FORMAT);
+    ck_assert_msg(strstr(dt_last_error(), "c.json: \"hardware\": \"sleep_overshoot_ns\": expected an integer from 0"),
+                  "%s", dt_last_error());
+    ck_assert_int_eq(back->hw.sleep_overshoot_ns, 68000); /* the scenario is kept */
+    free(text);
+
+    /* format and version stay required inline, as in a file */
+    text = json_with_hw_key(sc, "version", NULL);
+    st = dts_scenario_from_config(back, text, "c.json");
+    ck_assert_int_eq(st, DT_ERR_FORMAT);
+    ck_assert_msg(strstr(dt_last_error(), "c.json: \"hardware\": \"version\""), "%s", dt_last_error());
+    free(text);
+    text = json_with_hw_key(sc, "peak_flop", "1e12");
+    st = dts_scenario_from_config(back, text, "c.json");
+    ck_assert_int_eq(st, DT_ERR_FORMAT);
+    ck_assert_msg(strstr(dt_last_error(), "c.json: \"hardware\": \"peak_flop\": unknown key"), "%s", dt_last_error());
+    free(text);
+    free(back);
+    free(sc);
+}
+END_TEST
+
 START_TEST(test_hardware_file)
 {
     /* a hardware file by name (relative to the source tree here) */
@@ -576,6 +645,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, test_check);
     tcase_add_test(tc, test_stages_and_world);
     tcase_add_test(tc, test_cost);
+    tcase_add_test(tc, test_hardware_inline);
     tcase_add_test(tc, test_hardware_file);
     suite_add_tcase(s, tc);
     return s;
