@@ -171,3 +171,7 @@ endif
 # dtsim's command line: bad flags and configs (exit 2, one line), run, sweep.
 TESTS += tests/sim-cli.sh
 EXTRA_DIST += tests/sim-cli.sh
+# The simulator's predictions of real 2-rank runs (dtbench simval --quick).
+TESTS += tests/sim.sh
+EXTRA_DIST += tests/sim.sh
+tests/sim.log: tests/bubble.log
