@@ -1,0 +1,105 @@
+/* dtviz.c: the viewer's command line (viz/ does the work).
+ *
+ *   dtviz [flags] TRACE [TRACE2]
+ *       TRACE: a dtsim trace, a real rank's trace, or a real run's name
+ *       (run.json for run.rank0.json, run.rank1.json, ...). With TRACE2 the
+ *       two are shown in aligned panes with the difference in step time.
+ *   --png FILE            render one picture headless (no display needed) and exit
+ *   --frames DIR          render --frame-count numbered PNGs of the replay headless
+ *   --view V              timeline | ring | scale | memory (default timeline)
+ *   --time F              playback position as a fraction of the trace, 0..1 (default 1: all)
+ *   --size WxH            picture or window size (default 1400x800)
+ *   --profile FILE, --hw FILE   what-if re-runs of a simulated trace: the simulator's costs
+ *
+ * Exit status: 0 done; 1 a run-time failure (SDL, a file that cannot be
+ * written); 2 bad flags or an unreadable trace. Errors are one line,
+ * "dtviz: ...". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../viz/dtv_app.h"
+#include "args.h"
+
+#define PROG "dtviz"
+
+int main(int argc, char **argv)
+{
+    const char *png = NULL, *frames_dir = NULL, *view = "timeline", *size = "1400x800", *profile = NULL, *hw = NULL;
+    double when = 1.0;
+    int n_frames = 60, help = 0;
+    dt_arg args[] = {
+        {"--png", DT_ARG_STRING, &png, 0, 0, 0, NULL, "FILE", "render one picture headless and exit", "none", 0},
+        {"--frames", DT_ARG_STRING, &frames_dir, 0, 0, 0, NULL, "DIR",
+         "render --frame-count numbered PNGs of the replay headless and exit", "none", 0},
+        {"--frame-count", DT_ARG_INT, &n_frames, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 100000, NULL, "N",
+         "frames for --frames", NULL, 0},
+        {"--view", DT_ARG_CHOICE, &view, 0, 0, 0, "timeline|ring|scale|memory", NULL, "what to show", NULL, 0},
+        {"--time", DT_ARG_DOUBLE, &when, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 1, NULL, "F",
+         "playback position, a fraction of the trace (1: everything)", NULL, 0},
+        {"--size", DT_ARG_STRING, &size, 0, 0, 0, NULL, "WxH", "picture or window size", NULL, 0},
+        {"--profile", DT_ARG_STRING, &profile, 0, 0, 0, NULL, "FILE",
+         "what-if: per-layer costs for re-running a simulated trace (a single-rank dtrain trace)", "roofline", 0},
+        {"--hw", DT_ARG_STRING, &hw, 0, 0, 0, NULL, "FILE", "what-if: hardware file", "the trace's", 0},
+        {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
+    };
+    const int n_args = (int)(sizeof args / sizeof args[0]);
+    /* positional traces first, flags after (the shared parser takes flags only) */
+    const char *paths[3];
+    int n_paths = 0;
+    char **fl = calloc((size_t)argc + 1, sizeof *fl);
+    int n_fl = 0;
+    if (!fl) return 1;
+    fl[n_fl++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fl[n_fl++] = argv[i];
+            /* a flag's separate value */
+            if (!strchr(argv[i], '=') && i + 1 < argc && strcmp(argv[i], "--help") != 0) fl[n_fl++] = argv[++i];
+        } else if (n_paths < 3) {
+            paths[n_paths++] = argv[i];
+        } else {
+            n_paths++;
+        }
+    }
+    if (dt_args_parse(PROG, args, n_args, n_fl, fl) != DT_ARGS_OK) return 2;
+    free(fl);
+    if (help) {
+        dt_args_print_help(stdout, "dtviz [flags] TRACE [TRACE2]", args, n_args);
+        printf("\nKeys (window): h help, 1-4 views, space play/pause, +/- speed, . single step, left/right scrub,\n"
+               "wheel or z/x zoom, drag or a/d pan, up/down scroll rows, r reset, q quit; what-if on a simulated\n"
+               "trace: p/P stages, m/M micro-batches, s schedule, b/B bandwidth.\n"
+               "Exit status: 0 done, 1 run-time failure, 2 bad flags or an unreadable trace.\n");
+        return 0;
+    }
+    if (n_paths < 1 || n_paths > 2) {
+        fprintf(stderr, PROG ": expected one or two traces (TRACE [TRACE2]), got %d\n", n_paths);
+        return 2;
+    }
+    int w = 0, h = 0;
+    char extra = 0;
+    if (sscanf(size, "%dx%d%c", &w, &h, &extra) != 2 || w < 64 || h < 64 || w > 16384 || h > 16384) {
+        fprintf(stderr, PROG ": --size '%s': expected WxH, 64..16384 pixels each (e.g. 1400x800)\n", size);
+        return 2;
+    }
+    dtv_view_id vid = DTV_VIEW_TIMELINE;
+    dtv_view_parse(view, &vid);
+    dtv_app app;
+    dt_status st = dtv_app_open(&app, paths, n_paths);
+    if (st != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return st == DT_ERR_NOMEM ? 1 : 2;
+    }
+    app.profile = profile;
+    app.hw = hw;
+    dtv_app_set(&app, vid, when >= 1.0 ? 2.0 : when);
+    if (png) st = dtv_app_png(&app, w, h, png);
+    else if (frames_dir) st = dtv_app_frames(&app, w, h, frames_dir, n_frames);
+    else st = dtv_app_interactive(&app, w, h);
+    dtv_app_close(&app);
+    if (st != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return st == DT_ERR_INVALID ? 2 : 1;
+    }
+    return 0;
+}

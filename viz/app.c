@@ -1,0 +1,107 @@
+/* app.c: panes, headless rendering and frames (see dtv_app.h); the
+ * interactive loop is in viz/interactive.c. */
+#define _POSIX_C_SOURCE 200809L
+#include "dtv_app.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dts_validate.h"
+
+dt_status dtv_app_open(dtv_app *a, const char *const *paths, int n)
+{
+    memset(a, 0, sizeof *a);
+    if (n < 1 || n > 2) return DT_FAIL(DT_ERR_INVALID, "dtviz: expected one or two traces, got %d", n);
+    for (int i = 0; i < n; i++) {
+        dt_status st = dtv_trace_load(paths[i], &a->tr[i]);
+        if (st != DT_OK) {
+            dtv_app_close(a);
+            return st;
+        }
+        a->n = i + 1;
+        dtv_view_all(&a->view[i], &a->tr[i]);
+        dts_phase_times pt;
+        a->step_ns[i] = dts_phase_times_events(a->tr[i].ev, a->tr[i].n_ev, a->tr[i].pids[0],
+                                               a->tr[i].n_steps > 2 ? 1 : 0, &pt) == DT_OK
+                            ? pt.step_ns
+                            : NAN;
+    }
+    /* two panes show the same span of time, each from its own start */
+    if (n == 2) {
+        const int64_t s0 = a->view[0].t1 - a->view[0].t0, s1 = a->view[1].t1 - a->view[1].t0;
+        const int64_t s = s0 > s1 ? s0 : s1;
+        a->view[0].t1 = a->view[0].t0 + s;
+        a->view[1].t1 = a->view[1].t0 + s;
+    }
+    return DT_OK;
+}
+
+void dtv_app_close(dtv_app *a)
+{
+    for (int i = 0; i < 2; i++) dtv_trace_free(&a->tr[i]);
+    a->n = 0;
+}
+
+void dtv_app_set(dtv_app *a, dtv_view_id id, double frac)
+{
+    for (int i = 0; i < a->n; i++) {
+        a->view[i].id = id;
+        const dtv_trace *t = &a->tr[i];
+        a->view[i].now = frac > 1.0 ? INT64_MAX : t->t_min + (int64_t)llround(frac * (double)(t->t_max - t->t_min));
+    }
+}
+
+void dtv_app_render(dtv_app *a, dtv_canvas *c)
+{
+    dtv_clear(c, DTV_BG);
+    int top = 0;
+    if (a->n == 2) { /* the comparison line */
+        char m0[32], m1[32];
+        dtv_fmt_time(m0, sizeof m0, a->step_ns[0]);
+        dtv_fmt_time(m1, sizeof m1, a->step_ns[1]);
+        const double d = (a->step_ns[1] - a->step_ns[0]) / a->step_ns[0];
+        dtv_fill(c, 0, 0, c->w, 24, DTV_PANEL);
+        dtv_text(c, 8, 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "step time: %s (%s) vs %s (%s): %+.1f%%", m0, a->tr[0].tool,
+                 m1, a->tr[1].tool, 100.0 * d);
+        top = 26;
+    }
+    const int ph = (c->h - top) / a->n;
+    for (int i = 0; i < a->n; i++) {
+        SDL_Rect r = {0, top + i * ph, c->w, ph};
+        dtv_draw_view(c, r, &a->tr[i], &a->view[i]);
+        if (i + 1 < a->n) dtv_line(c, 0, r.y + ph - 1, c->w, r.y + ph - 1, DTV_DIM);
+    }
+}
+
+dt_status dtv_app_png(dtv_app *a, int w, int h, const char *path)
+{
+    dtv_canvas c;
+    DT_CHECK(dtv_canvas_headless(w, h, &c));
+    dtv_app_render(a, &c);
+    dt_status st = dtv_canvas_png(&c, path);
+    dtv_canvas_free(&c);
+    return st;
+}
+
+dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames)
+{
+    if (frames < 1 || frames > 100000) return DT_FAIL(DT_ERR_INVALID, "--frames: %d frames, expected 1..100000", frames);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return DT_FAIL(DT_ERR_IO, "--frames %s: cannot create the directory (%s)", dir, strerror(errno));
+    dtv_canvas c;
+    DT_CHECK(dtv_canvas_headless(w, h, &c));
+    dt_status st = DT_OK;
+    const dtv_view_id id = a->view[0].id;
+    for (int f = 0; f < frames && st == DT_OK; f++) {
+        dtv_app_set(a, id, (double)(f + 1) / frames);
+        dtv_app_render(a, &c);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/frame_%05d.png", dir, f);
+        st = dtv_canvas_png(&c, path);
+    }
+    dtv_canvas_free(&c);
+    return st;
+}

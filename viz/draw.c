@@ -1,0 +1,246 @@
+/* draw.c: the canvas, fonts, palette and primitives (see dtv_draw.h). */
+#include "dtv_draw.h"
+
+#include <SDL_image.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A light theme: figures go into docs printed on white. */
+const SDL_Color DTV_BG = {255, 255, 255, 255};
+const SDL_Color DTV_PANEL = {244, 245, 247, 255};
+const SDL_Color DTV_FG = {30, 32, 36, 255};
+const SDL_Color DTV_DIM = {110, 114, 122, 255};
+const SDL_Color DTV_GRID = {218, 221, 226, 255};
+const SDL_Color DTV_ACCENT = {200, 40, 40, 255};
+const SDL_Color DTV_WARN = {230, 120, 0, 255};
+
+/* Colour-blind-safe hues (Okabe-Ito and Tol's), one per kind. */
+static const SDL_Color dtv__kind_colors[DTV_N_KINDS] = {
+    {0, 114, 178, 255},   /* forward: blue */
+    {0, 158, 115, 255},   /* backward: green */
+    {86, 180, 233, 255},  /* recompute: sky */
+    {230, 159, 0, 255},   /* optimizer: orange */
+    {150, 150, 150, 255}, /* send: grey */
+    {204, 204, 204, 255}, /* receive (waiting): light grey */
+    {204, 121, 167, 255}, /* reduce-scatter: purple-pink */
+    {120, 94, 160, 255},  /* all-gather: violet */
+    {213, 94, 0, 255},    /* tp allreduce: vermillion */
+    {240, 228, 66, 255},  /* push/pull: yellow */
+    {68, 68, 68, 255},    /* stash/drop: dark grey */
+    {170, 170, 120, 255}, /* evaluate: olive */
+    {180, 180, 180, 255}, /* other */
+};
+
+SDL_Color dtv_kind_color(dtv_kind k) { return k < DTV_N_KINDS ? dtv__kind_colors[k] : dtv__kind_colors[DTV_OTHER]; }
+
+int dtv_color_eq(SDL_Color a, SDL_Color b) { return a.r == b.r && a.g == b.g && a.b == b.b; }
+
+static int dtv__sdl_video, dtv__sdl_base;
+
+dt_status dtv_sdl_init(int with_video)
+{
+    if (!dtv__sdl_base) {
+        if (SDL_Init(0) != 0) return DT_FAIL(DT_ERR_BACKEND, "SDL_Init: %s", SDL_GetError());
+        if (TTF_Init() != 0) return DT_FAIL(DT_ERR_BACKEND, "TTF_Init: %s", TTF_GetError());
+        dtv__sdl_base = 1;
+    }
+    if (with_video && !dtv__sdl_video) {
+        if (SDL_InitSubSystem(SDL_INIT_VIDEO) != 0)
+            return DT_FAIL(DT_ERR_BACKEND,
+                           "SDL video: %s (no display? use --png or --frames, which need none, or "
+                           "SDL_VIDEODRIVER=dummy)",
+                           SDL_GetError());
+        dtv__sdl_video = 1;
+    }
+    return DT_OK;
+}
+
+static dt_status dtv__fonts(dtv_canvas *c)
+{
+    const char *dir = getenv("DTV_FONT_DIR");
+    if (!dir || !dir[0]) dir = "/usr/share/fonts/truetype/dejavu";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/DejaVuSans.ttf", dir);
+    c->font = TTF_OpenFont(path, 13);
+    c->small = TTF_OpenFont(path, 10);
+    snprintf(path, sizeof path, "%s/DejaVuSans-Bold.ttf", dir);
+    c->bold = TTF_OpenFont(path, 14);
+    if (!c->font || !c->small || !c->bold)
+        return DT_FAIL(DT_ERR_IO, "%s: cannot open the DejaVu fonts (%s; install fonts-dejavu-core or set DTV_FONT_DIR)",
+                       path, TTF_GetError());
+    return DT_OK;
+}
+
+dt_status dtv_canvas_headless(int w, int h, dtv_canvas *out)
+{
+    memset(out, 0, sizeof *out);
+    if (w < 64 || h < 64 || w > 16384 || h > 16384)
+        return DT_FAIL(DT_ERR_INVALID, "--size %dx%d: expected 64..16384 pixels each way", w, h);
+    DT_CHECK(dtv_sdl_init(0));
+    out->surface = SDL_CreateRGBSurfaceWithFormat(0, w, h, 32, SDL_PIXELFORMAT_RGBA32);
+    if (!out->surface) return DT_FAIL(DT_ERR_NOMEM, "SDL surface %dx%d: %s", w, h, SDL_GetError());
+    out->r = SDL_CreateSoftwareRenderer(out->surface);
+    if (!out->r) {
+        dtv_canvas_free(out);
+        return DT_FAIL(DT_ERR_BACKEND, "SDL software renderer: %s", SDL_GetError());
+    }
+    out->w = w;
+    out->h = h;
+    dt_status st = dtv__fonts(out);
+    if (st != DT_OK) dtv_canvas_free(out);
+    return st;
+}
+
+dt_status dtv_canvas_window(int w, int h, const char *title, dtv_canvas *out)
+{
+    memset(out, 0, sizeof *out);
+    DT_CHECK(dtv_sdl_init(1));
+    out->win = SDL_CreateWindow(title, SDL_WINDOWPOS_UNDEFINED, SDL_WINDOWPOS_UNDEFINED, w, h,
+                                SDL_WINDOW_RESIZABLE | SDL_WINDOW_ALLOW_HIGHDPI);
+    if (!out->win) return DT_FAIL(DT_ERR_BACKEND, "SDL window: %s", SDL_GetError());
+    out->r = SDL_CreateRenderer(out->win, -1, SDL_RENDERER_PRESENTVSYNC);
+    if (!out->r) out->r = SDL_CreateRenderer(out->win, -1, SDL_RENDERER_SOFTWARE);
+    if (!out->r) {
+        dtv_canvas_free(out);
+        return DT_FAIL(DT_ERR_BACKEND, "SDL renderer: %s", SDL_GetError());
+    }
+    dtv_canvas_resized(out);
+    dt_status st = dtv__fonts(out);
+    if (st != DT_OK) dtv_canvas_free(out);
+    return st;
+}
+
+void dtv_canvas_resized(dtv_canvas *c)
+{
+    if (c->win && SDL_GetRendererOutputSize(c->r, &c->w, &c->h) != 0) SDL_GetWindowSize(c->win, &c->w, &c->h);
+}
+
+void dtv_canvas_free(dtv_canvas *c)
+{
+    if (!c) return;
+    if (c->font) TTF_CloseFont(c->font);
+    if (c->small) TTF_CloseFont(c->small);
+    if (c->bold) TTF_CloseFont(c->bold);
+    if (c->r) SDL_DestroyRenderer(c->r);
+    if (c->surface) SDL_FreeSurface(c->surface);
+    if (c->win) SDL_DestroyWindow(c->win);
+    memset(c, 0, sizeof *c);
+}
+
+dt_status dtv_canvas_png(dtv_canvas *c, const char *path)
+{
+    SDL_Surface *s = c->surface;
+    SDL_Surface *tmp = NULL;
+    if (!s) {
+        tmp = SDL_CreateRGBSurfaceWithFormat(0, c->w, c->h, 32, SDL_PIXELFORMAT_RGBA32);
+        if (!tmp) return DT_FAIL(DT_ERR_NOMEM, "%s: %s", path, SDL_GetError());
+        if (SDL_RenderReadPixels(c->r, NULL, SDL_PIXELFORMAT_RGBA32, tmp->pixels, tmp->pitch) != 0) {
+            SDL_FreeSurface(tmp);
+            return DT_FAIL(DT_ERR_BACKEND, "%s: reading the window back: %s", path, SDL_GetError());
+        }
+        s = tmp;
+    } else {
+        SDL_RenderFlush(c->r);
+    }
+    const int rc = IMG_SavePNG(s, path);
+    if (tmp) SDL_FreeSurface(tmp);
+    if (rc != 0) return DT_FAIL(DT_ERR_IO, "%s: cannot write the PNG: %s", path, IMG_GetError());
+    return DT_OK;
+}
+
+SDL_Color dtv_canvas_pixel(const dtv_canvas *c, int x, int y)
+{
+    SDL_Color col = {0, 0, 0, 0};
+    if (!c->surface || x < 0 || y < 0 || x >= c->w || y >= c->h) return col;
+    SDL_RenderFlush(c->r);
+    const Uint8 *p = (const Uint8 *)c->surface->pixels + (size_t)y * c->surface->pitch + (size_t)x * 4;
+    Uint32 v;
+    memcpy(&v, p, 4);
+    SDL_GetRGBA(v, c->surface->format, &col.r, &col.g, &col.b, &col.a);
+    return col;
+}
+
+static void dtv__set(dtv_canvas *c, SDL_Color col) { SDL_SetRenderDrawColor(c->r, col.r, col.g, col.b, col.a); }
+
+void dtv_clear(dtv_canvas *c, SDL_Color col)
+{
+    dtv__set(c, col);
+    SDL_RenderClear(c->r);
+}
+
+void dtv_fill(dtv_canvas *c, int x, int y, int w, int h, SDL_Color col)
+{
+    if (w <= 0 || h <= 0) return;
+    dtv__set(c, col);
+    SDL_Rect r = {x, y, w, h};
+    SDL_RenderFillRect(c->r, &r);
+}
+
+void dtv_frame(dtv_canvas *c, int x, int y, int w, int h, SDL_Color col)
+{
+    dtv__set(c, col);
+    SDL_Rect r = {x, y, w, h};
+    SDL_RenderDrawRect(c->r, &r);
+}
+
+void dtv_line(dtv_canvas *c, int x0, int y0, int x1, int y1, SDL_Color col)
+{
+    dtv__set(c, col);
+    SDL_RenderDrawLine(c->r, x0, y0, x1, y1);
+}
+
+void dtv_disc(dtv_canvas *c, int cx, int cy, int radius, SDL_Color col)
+{
+    dtv__set(c, col);
+    for (int dy = -radius; dy <= radius; dy++) {
+        int dx = 0;
+        while ((dx + 1) * (dx + 1) + dy * dy <= radius * radius) dx++;
+        SDL_RenderDrawLine(c->r, cx - dx, cy + dy, cx + dx, cy + dy);
+    }
+}
+
+static TTF_Font *dtv__font(const dtv_canvas *c, int font)
+{
+    return font == DTV_FONT_SMALL ? c->small : font == DTV_FONT_BOLD ? c->bold : c->font;
+}
+
+int dtv_text_height(const dtv_canvas *c, int font) { return TTF_FontLineSkip(dtv__font(c, font)); }
+
+int dtv_text(dtv_canvas *c, int x, int y, int font, int align, SDL_Color col, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (!buf[0]) return 0;
+    SDL_Surface *s = TTF_RenderUTF8_Blended(dtv__font(c, font), buf, col);
+    if (!s) return 0;
+    SDL_Texture *tx = SDL_CreateTextureFromSurface(c->r, s);
+    const int w = s->w, h = s->h;
+    SDL_FreeSurface(s);
+    if (!tx) return 0;
+    SDL_Rect dst = {align == DTV_CENTER ? x - w / 2 : align == DTV_RIGHT ? x - w : x, y, w, h};
+    SDL_RenderCopy(c->r, tx, NULL, &dst);
+    SDL_DestroyTexture(tx);
+    return w;
+}
+
+void dtv_fmt_time(char *buf, size_t n, double ns)
+{
+    const double a = ns < 0 ? -ns : ns;
+    if (a >= 1e9) snprintf(buf, n, "%.3g s", ns * 1e-9);
+    else if (a >= 1e6) snprintf(buf, n, "%.3g ms", ns * 1e-6);
+    else if (a >= 1e3) snprintf(buf, n, "%.3g us", ns * 1e-3);
+    else snprintf(buf, n, "%.0f ns", ns);
+}
+
+void dtv_fmt_bytes(char *buf, size_t n, double bytes)
+{
+    if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024) snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
+    else if (bytes >= 1024.0) snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
+    else snprintf(buf, n, "%.0f B", bytes);
+}

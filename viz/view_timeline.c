@@ -1,0 +1,214 @@
+/* view_timeline.c: the timeline (see dtv_view.h) and the helpers every
+ * view shares: the time axis, the legend, the view state.
+ *
+ * Layout, top to bottom: a title line (trace, tool, step time, bubble
+ * against the formula), the time axis, one row per (rank, lane) with its
+ * label on the left and, for a pipeline stage's compute row, the stage's
+ * measured bubble next to (p-1)/(m+p-1) and its most weight versions in
+ * flight; then the legend. Boxes are coloured by kind (dtv_kind_color);
+ * idle time is left as background, so a pipeline bubble is the white gap
+ * between boxes. Boxes wide enough carry their micro-batch ("7"), and under
+ * PipeDream their weight version ("7 v3"): with vertical sync every stage
+ * shows the same version for a micro-batch. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dtv_view.h"
+
+static const char *const dtv__view_names[DTV_N_VIEWS] = {"timeline", "ring", "scale", "memory"};
+
+const char *dtv_view_name(dtv_view_id v) { return v < DTV_N_VIEWS ? dtv__view_names[v] : "?"; }
+
+int dtv_view_parse(const char *s, dtv_view_id *out)
+{
+    for (int i = 0; i < DTV_N_VIEWS; i++)
+        if (!strcmp(s, dtv__view_names[i])) {
+            *out = (dtv_view_id)i;
+            return 0;
+        }
+    return -1;
+}
+
+void dtv_view_all(dtv_view *v, const dtv_trace *t)
+{
+    const int64_t span = t->t_max > t->t_min ? t->t_max - t->t_min : 1;
+    v->t0 = t->t_min;
+    v->t1 = t->t_min + span;
+    v->now = INT64_MAX;
+    v->first_row = 0;
+}
+
+void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)
+{
+    switch (v->id) {
+    case DTV_VIEW_TIMELINE: dtv_draw_timeline(c, area, t, v); break;
+    case DTV_VIEW_RING: dtv_draw_ring(c, area, t, v); break;
+    case DTV_VIEW_SCALE: dtv_draw_scale(c, area, t, v); break;
+    case DTV_VIEW_MEMORY: dtv_draw_memory(c, area, t, v); break;
+    default: break;
+    }
+}
+
+/* A "nice" tick step (1, 2, 5 x 10^k) for about `want` ticks over span. */
+static double dtv__tick(double span, int want)
+{
+    const double raw = span / (want > 0 ? want : 1);
+    const double p = pow(10.0, floor(log10(raw)));
+    const double f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+void dtv_time_axis(dtv_canvas *c, int x, int y, int w, const dtv_view *v)
+{
+    const double span = (double)(v->t1 - v->t0);
+    const double step = dtv__tick(span, w / 110);
+    dtv_line(c, x, y, x + w, y, DTV_DIM);
+    for (double tk = ceil((double)v->t0 / step) * step; tk <= (double)v->t1; tk += step) {
+        const int px = (int)lround(dtv_x_of(v, x, w, (int64_t)tk));
+        dtv_line(c, px, y, px, y + 4, DTV_DIM);
+        char b[32];
+        dtv_fmt_time(b, sizeof b, tk);
+        dtv_text(c, px, y + 5, DTV_FONT_SMALL, DTV_CENTER, DTV_DIM, "%s", b);
+    }
+}
+
+int dtv_legend(dtv_canvas *c, SDL_Rect area, const dtv_trace *t)
+{
+    int present[DTV_N_KINDS] = {0};
+    for (int r = 0; r < t->n_rows; r++)
+        for (int i = 0; i < t->rows[r].n; i++) present[t->rows[r].s[i].kind] = 1;
+    const int lh = dtv_text_height(c, DTV_FONT_SMALL) + 4;
+    int x = area.x, y = area.y;
+    for (int k = 0; k < DTV_N_KINDS; k++) {
+        if (!present[k]) continue;
+        char label[64];
+        snprintf(label, sizeof label, "%s", dtv_kind_name((dtv_kind)k));
+        int tw = 0;
+        TTF_SizeUTF8(c->small, label, &tw, NULL);
+        if (x + 16 + tw > area.x + area.w && x > area.x) {
+            x = area.x;
+            y += lh;
+        }
+        dtv_fill(c, x, y + 2, 12, lh - 6, dtv_kind_color((dtv_kind)k));
+        dtv_text(c, x + 16, y, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "%s", label);
+        x += 16 + tw + 14;
+    }
+    return y + lh - area.y;
+}
+
+enum { DTV__GUTTER = 250, DTV__TITLE = 44, DTV__AXIS = 22, DTV__LEGEND = 40 };
+
+void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
+                            dtv_timeline_layout *out)
+{
+    (void)c;
+    out->x = area.x + DTV__GUTTER;
+    out->w = area.w - DTV__GUTTER - 10;
+    out->y = area.y + DTV__TITLE + DTV__AXIS;
+    out->h = area.h - DTV__TITLE - DTV__AXIS - DTV__LEGEND;
+    if (out->w < 10) out->w = 10;
+    if (out->h < 10) out->h = 10;
+    const int rows = t->n_rows - v->first_row;
+    int rh = rows > 0 ? out->h / rows : out->h;
+    if (rh > 30) rh = 30;
+    if (rh < 6) rh = 6;
+    out->row_h = rh;
+    out->rows_shown = out->h / rh < rows ? out->h / rh : rows;
+}
+
+/* The stage whose compute row this is (-1 when none). */
+static int dtv__stage_of_row(const dtv_trace *t, const dtv_row *row)
+{
+    if (row->lane != DT_LANE_COMPUTE) return -1;
+    for (int s = 0; s < t->p && s < DTV_MAX_STAGES; s++)
+        if (t->stage_pid[s] == row->pid) return s;
+    return -1;
+}
+
+static double dtv__extra(const dt_trace_event *e, const char *key, double dflt)
+{
+    for (int i = 0; i < e->n_extra; i++)
+        if (!strcmp(e->extra[i].key, key)) return e->extra[i].value;
+    return dflt;
+}
+
+void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)
+{
+    dtv_timeline_layout L;
+    dtv_timeline_layout_of(c, area, t, v, &L);
+    /* title */
+    char span[32];
+    dtv_fmt_time(span, sizeof span, (double)(v->t1 - v->t0));
+    int tx = area.x + 8;
+    tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
+    dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s", t->tool,
+             t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
+    if (t->p > 1 || !isnan(t->formula)) {
+        if (!isnan(t->formula))
+            dtv_text(c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG,
+                     "pipeline p = %d, m = %d: ideal bubble (p-1)/(m+p-1) = %.3f; white gaps in the compute rows are "
+                     "the bubble",
+                     t->p, t->m, t->formula);
+    }
+    dtv_time_axis(c, L.x, L.y - DTV__AXIS + 2, L.w, v);
+    /* rows */
+    for (int k = 0; k < L.rows_shown; k++) {
+        const dtv_row *row = &t->rows[v->first_row + k];
+        const int y = L.y + k * L.row_h;
+        if (k % 2 == 1) dtv_fill(c, area.x, y, DTV__GUTTER - 4, L.row_h, DTV_PANEL);
+        dtv_line(c, L.x, y + L.row_h - 1, L.x + L.w, y + L.row_h - 1, DTV_GRID);
+        const int font = L.row_h >= 16 ? DTV_FONT_NORMAL : DTV_FONT_SMALL;
+        if (L.row_h >= 10) {
+            const int st = dtv__stage_of_row(t, row);
+            const int ty = y + (L.row_h - dtv_text_height(c, font)) / 2;
+            int lw = dtv_text(c, area.x + 6, ty, font, DTV_LEFT, DTV_FG, "%s", row->label);
+            if (st >= 0 && !isnan(t->bubble_fb[st]))
+                dtv_text(c, area.x + 10 + lw, ty, DTV_FONT_SMALL, DTV_LEFT, DTV_ACCENT, "bubble %.3f%s", t->bubble_fb[st],
+                         t->max_versions[st] > 1 ? "" : "");
+            if (st >= 0 && t->max_versions[st] > 1 && L.row_h >= 24)
+                dtv_text(c, area.x + 10 + lw, ty + 11, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "%d versions", t->max_versions[st]);
+        }
+        /* spans: at most one box per pixel column */
+        const int64_t lim = v->now < v->t1 ? v->now : v->t1;
+        int last_x1 = INT32_MIN;
+        for (int i = dtv_row_first(row, v->t0); i < row->n && row->s[i].t0 <= lim; i++) {
+            const dtv_span *s = &row->s[i];
+            const int64_t e = s->t1 < lim ? s->t1 : lim;
+            if (e < v->t0) continue;
+            double fx0 = dtv_x_of(v, L.x, L.w, s->t0 < v->t0 ? v->t0 : s->t0), fx1 = dtv_x_of(v, L.x, L.w, e);
+            int x0 = (int)floor(fx0), x1 = (int)ceil(fx1);
+            if (x1 <= x0) x1 = x0 + 1;
+            if (x1 <= last_x1) continue; /* this pixel column is drawn already */
+            if (x0 < last_x1) x0 = last_x1;
+            dtv_fill(c, x0, y + 1, x1 - x0, L.row_h - 2, dtv_kind_color((dtv_kind)s->kind));
+            last_x1 = x1;
+            /* the micro-batch (and version) inside a wide box */
+            const dt_trace_event *ev = &t->ev[s->ev];
+            if ((s->kind == DTV_FORWARD || s->kind == DTV_BACKWARD) && ev->micro_batch != DT_TRACE_NONE &&
+                x1 - x0 >= 22 && L.row_h >= 12) {
+                const double ver = dtv__extra(ev, "version", -1);
+                char lab[32];
+                if (ver >= 0 && t->max_versions[0] > 1 && x1 - x0 >= 40)
+                    snprintf(lab, sizeof lab, "%d v%d", ev->micro_batch, (int)ver);
+                else
+                    snprintf(lab, sizeof lab, "%d", ev->micro_batch);
+                int tw = 0;
+                TTF_SizeUTF8(c->small, lab, &tw, NULL);
+                if (tw + 4 <= x1 - x0)
+                    dtv_text(c, (x0 + x1) / 2, y + (L.row_h - dtv_text_height(c, DTV_FONT_SMALL)) / 2,
+                             DTV_FONT_SMALL, DTV_CENTER, DTV_BG, "%s", lab);
+            }
+        }
+    }
+    if (L.rows_shown < t->n_rows - v->first_row)
+        dtv_text(c, area.x + 6, L.y + L.rows_shown * L.row_h + 2, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM,
+                 "+%d more rows (scroll)", t->n_rows - v->first_row - L.rows_shown);
+    /* playback cursor */
+    if (v->now >= v->t0 && v->now <= v->t1) {
+        const int px = (int)lround(dtv_x_of(v, L.x, L.w, v->now));
+        dtv_line(c, px, L.y, px, L.y + L.rows_shown * L.row_h, DTV_ACCENT);
+    }
+    SDL_Rect lg = {area.x + 8, area.y + area.h - DTV__LEGEND + 6, area.w - 16, DTV__LEGEND - 6};
+    dtv_legend(c, lg, t);
+}
