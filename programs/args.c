@@ -110,6 +110,24 @@ int dt_args_parse_double(const char *prog, const char *flag, const char *text, u
     return DT_ARGS_OK;
 }
 
+int dt_args_parse_rank_ms(const char *prog, const char *flag, const char *text, int *rank, int *ms)
+{
+    char *end = NULL;
+    long r = strtol(text, &end, 10), m = -1;
+    if (end != text && *end == ':') {
+        char *e2 = NULL;
+        m = strtol(end + 1, &e2, 10);
+        if (e2 == end + 1 || *e2) m = -1;
+    }
+    if (r < 0 || r > 1000000 || m < 0 || m > 3600000) {
+        dt__args_error(prog, "%s '%s': expected RANK:MS, e.g. 1:20 (rank >= 0, 0..3600000 ms)", flag, text);
+        return DT_ARGS_ERROR;
+    }
+    *rank = (int)r;
+    *ms = (int)m;
+    return DT_ARGS_OK;
+}
+
 int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min,
                            double max, int64_t *out, int max_count, int *count)
 {

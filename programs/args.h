@@ -70,6 +70,9 @@ int dt_args_parse_int64(const char *prog, const char *flag, const char *text, un
                         double max, int64_t *out);
 int dt_args_parse_double(const char *prog, const char *flag, const char *text, unsigned range, double min,
                          double max, double *out);
+/* "RANK:MS" (--slow-rank 1:20): a rank 0..1000000 and a delay of
+ * 0..3600000 ms, both whole numbers. */
+int dt_args_parse_rank_ms(const char *prog, const char *flag, const char *text, int *rank, int *ms);
 /* A comma-separated list of integers ("1,2,4,8"), each checked against the
  * range; at most max_count values. */
 int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min,

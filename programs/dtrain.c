@@ -446,20 +446,10 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         }
     }
     if (o->slow_rank) {
-        char *end = NULL;
-        long r = strtol(o->slow_rank, &end, 10), ms = -1;
-        if (end != o->slow_rank && *end == ':') {
-            char *e2 = NULL;
-            ms = strtol(end + 1, &e2, 10);
-            if (e2 == end + 1 || *e2) ms = -1;
-        }
-        if (r < 0 || r > 1000000 || ms < 0 || ms > 3600000) {
-            fprintf(stderr, PROG ": --slow-rank '%s': expected RANK:MS, e.g. 1:20 (rank >= 0, 0..3600000 ms)\n",
-                    o->slow_rank);
-            return 2;
-        }
-        cfg->slow_rank = (int)r;
-        cfg->slow_ms = (int)ms;
+        int r, ms;
+        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
+        cfg->slow_rank = r;
+        cfg->slow_ms = ms;
     }
     cfg->allreduce_chunk_bytes = (size_t)o->allreduce_chunk_bytes;
     cfg->bucket_bytes = (size_t)(o->bucket_mb * (1 << 20));

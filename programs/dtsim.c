@@ -452,19 +452,9 @@ static int dtsim_make_scenario(dtsim_opts *o, dt_arg *args, int n_args, dts_scen
     if (GIVEN("--bucket-size-mb")) sc->bucket_bytes = (int64_t)(o->bucket_mb * (1 << 20));
     if (GIVEN("--allreduce-chunk-bytes")) sc->chunk_bytes = o->chunk_bytes;
     if (o->slow_rank) {
-        char *end = NULL;
-        long r = strtol(o->slow_rank, &end, 10), ms = -1;
-        if (end != o->slow_rank && *end == ':') {
-            char *e2 = NULL;
-            ms = strtol(end + 1, &e2, 10);
-            if (e2 == end + 1 || *e2) ms = -1;
-        }
-        if (r < 0 || r > 1000000 || ms < 0 || ms > 3600000) {
-            fprintf(stderr, PROG ": --slow-rank '%s': expected RANK:MS, e.g. 1:20 (rank >= 0, 0..3600000 ms)\n",
-                    o->slow_rank);
-            return 2;
-        }
-        sc->slow_rank = (int)r;
+        int r, ms;
+        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
+        sc->slow_rank = r;
         sc->slow_ns = (int64_t)ms * 1000000;
     }
 

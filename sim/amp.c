@@ -192,29 +192,45 @@ static dt_status dts__amp_tobit(int n, const double *t, const double *y, const i
     return DT_OK;
 }
 
-dt_status dts_grad_model_fit(const dt_trace *t, const char *name, dts_grad_model *out)
+/* What both readers of a trace's grad_amax events do first: check the
+ * arguments (null_msg when t is NULL or !have_out), default the name to
+ * "trace", find *pid, the rank whose events are read (an error if none),
+ * and check each of its events, counting them (*n_ev), the slots they use
+ * (*n_slots) and their first and last iteration (*it_lo, *it_hi). */
+static dt_status dts__amp_begin(const dt_trace *t, int have_out, const char *null_msg, const char **name, int *pid,
+                                int *n_slots, size_t *n_ev, int64_t *it_lo, int64_t *it_hi)
 {
-    if (!t || !out) return DT_FAIL(DT_ERR_INVALID, "dts_grad_model_fit: NULL trace or model");
-    if (!name) name = "trace";
-    const int pid = dts__amp_pid(t);
-    if (pid < 0)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: no grad_amax events (run dtrain with --fp16 --trace to record them)", name);
-    /* first pass: checks, slots, steps */
-    int n_slots = 0;
-    size_t n_ev = 0;
-    int64_t t_lo = INT64_MAX, t_hi = INT64_MIN;
+    if (!t || !have_out) return DT_FAIL(DT_ERR_INVALID, "%s", null_msg);
+    if (!*name) *name = "trace";
+    *pid = dts__amp_pid(t);
+    if (*pid < 0)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: no grad_amax events (run dtrain with --fp16 --trace to record them)", *name);
+    *n_slots = 0;
+    *n_ev = 0;
+    *it_lo = INT64_MAX, *it_hi = INT64_MIN;
     for (size_t i = 0; i < t->n_events; i++) {
         const dt_trace_event *e = &t->events[i];
-        if (!dts__amp_is_event(e) || e->pid != pid) continue;
-        int slot;
-        int64_t iter;
+        if (!dts__amp_is_event(e) || e->pid != *pid) continue;
+        int slot = 0;
+        int64_t iter = 0;
         double S;
-        DT_CHECK(dts__amp_event(e, i, name, &slot, &iter, &S));
-        if (slot + 1 > n_slots) n_slots = slot + 1;
-        if (iter < t_lo) t_lo = iter;
-        if (iter > t_hi) t_hi = iter;
-        n_ev++;
+        DT_CHECK(dts__amp_event(e, i, *name, &slot, &iter, &S));
+        if (slot + 1 > *n_slots) *n_slots = slot + 1;
+        if (iter < *it_lo) *it_lo = iter;
+        if (iter > *it_hi) *it_hi = iter;
+        (*n_ev)++;
     }
+    return DT_OK;
+}
+
+dt_status dts_grad_model_fit(const dt_trace *t, const char *name, dts_grad_model *out)
+{
+    /* first pass: checks, slots, steps */
+    int pid, n_slots;
+    size_t n_ev;
+    int64_t t_lo, t_hi;
+    DT_CHECK(dts__amp_begin(t, out != NULL, "dts_grad_model_fit: NULL trace or model", &name, &pid, &n_slots, &n_ev,
+                            &t_lo, &t_hi));
     double *tt = malloc(n_ev * sizeof *tt), *yy = malloc(n_ev * sizeof *yy);
     int *cc = malloc(n_ev * sizeof *cc);
     if (!tt || !yy || !cc) {
@@ -337,21 +353,11 @@ dt_status dts_amp_simulate(const dts_grad_model *gm, const dt_loss_scaler_config
 
 dt_status dts_amp_observe(const dt_trace *t, const char *name, dts_amp_result *out)
 {
-    if (!t || !out) return DT_FAIL(DT_ERR_INVALID, "dts_amp_observe: NULL trace or result");
-    if (!name) name = "trace";
-    const int pid = dts__amp_pid(t);
-    if (pid < 0)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: no grad_amax events (run dtrain with --fp16 --trace to record them)", name);
-    int64_t hi = -1;
-    for (size_t i = 0; i < t->n_events; i++) {
-        const dt_trace_event *e = &t->events[i];
-        if (!dts__amp_is_event(e) || e->pid != pid) continue;
-        int slot;
-        int64_t iter;
-        double S;
-        DT_CHECK(dts__amp_event(e, i, name, &slot, &iter, &S));
-        if (iter > hi) hi = iter;
-    }
+    int pid, n_slots;
+    size_t n_ev;
+    int64_t lo, hi; /* pid has events: hi >= 0 */
+    DT_CHECK(dts__amp_begin(t, out != NULL, "dts_amp_observe: NULL trace or result", &name, &pid, &n_slots, &n_ev, &lo,
+                            &hi));
     dts_amp_result r;
     memset(&r, 0, sizeof r);
     r.steps = hi + 1;

@@ -20,18 +20,9 @@
 #include <string.h>
 
 #include "dts_hw.h"
+#include "dts_json.h"
 
 /* ---- reading ---------------------------------------------------------------- */
-
-/* A JSON value in a message: its compact text, cut to fit. */
-static const char *hw__show(const json_t *v, char *buf, size_t n)
-{
-    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    snprintf(buf, n, "%s", s ? s : "?");
-    if (s && strlen(s) >= n && n > 4) memcpy(buf + n - 4, "...", 4);
-    free(s);
-    return buf;
-}
 
 typedef enum { HW_GT0, HW_GE0, HW_UNIT } hw_range; /* > 0, >= 0, (0, 1] */
 
@@ -51,12 +42,12 @@ static dt_status hw__num(const char *what, const json_t *obj, const char *key, c
                          double *out)
 {
     const json_t *v = json_object_get(obj, key);
-    char buf[64];
-    if (!v) return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": missing (expected a number %s)", what, full, hw__range_text(r));
-    if (!json_is_number(v) || !hw__in_range(json_number_value(v), r))
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": expected a number %s, got %s", what, full, hw__range_text(r),
-                       hw__show(v, buf, sizeof buf));
-    *out = json_number_value(v);
+    char want[32];
+    snprintf(want, sizeof want, "a number %s", hw__range_text(r));
+    if (!v) return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": missing (expected %s)", what, full, want);
+    double x;
+    if (!dts__json_num(v, &x) || !hw__in_range(x, r)) return dts__json_expected(DT_ERR_FORMAT, what, full, want, v);
+    *out = x;
     return DT_OK;
 }
 
@@ -66,25 +57,16 @@ static dt_status hw__int(const char *what, const json_t *obj, const char *key, i
                          const int64_t *absent, int64_t *out)
 {
     const json_t *v = json_object_get(obj, key);
-    char buf[64];
     if (!v && absent) {
         *out = *absent;
         return DT_OK;
     }
     if (!v) return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": missing (expected an integer >= %" PRId64 ")", what, key, min);
-    int ok = 0;
-    int64_t x = 0;
-    if (json_is_integer(v)) {
-        x = (int64_t)json_integer_value(v);
-        ok = 1;
-    } else if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (d == floor(d) && d >= -9.2e18 && d <= 9.2e18) x = (int64_t)d, ok = 1;
+    if (!dts__json_int(v, min, max, out)) {
+        char want[96];
+        snprintf(want, sizeof want, "an integer from %" PRId64 " to %" PRId64, min, max);
+        return dts__json_expected(DT_ERR_FORMAT, what, key, want, v);
     }
-    if (!ok || x < min || x > max)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": expected an integer from %" PRId64 " to %" PRId64 ", got %s", what,
-                       key, min, max, hw__show(v, buf, sizeof buf));
-    *out = x;
     return DT_OK;
 }
 
@@ -92,12 +74,12 @@ static dt_status hw__int(const char *what, const json_t *obj, const char *key, i
 static dt_status hw__str(const char *what, const json_t *obj, const char *key, char *out, size_t cap)
 {
     const json_t *v = json_object_get(obj, key);
-    char buf[64];
     if (!v) return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": missing (expected a string)", what, key);
-    if (!json_is_string(v) || json_string_length(v) < 1 || json_string_length(v) >= cap)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": expected a string of 1 to %zu bytes, got %s", what, key, cap - 1,
-                       hw__show(v, buf, sizeof buf));
-    memcpy(out, json_string_value(v), json_string_length(v) + 1);
+    if (!dts__json_str_copy(v, 1, out, cap)) {
+        char want[64];
+        snprintf(want, sizeof want, "a string of 1 to %zu bytes", cap - 1);
+        return dts__json_expected(DT_ERR_FORMAT, what, key, want, v);
+    }
     return DT_OK;
 }
 
@@ -131,7 +113,7 @@ static dt_status hw__link(const char *what, const json_t *root, const char *key,
                        what, key);
     if (!json_is_object(o))
         return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": expected an object {\"alpha_ns\": ..., \"bytes_per_ns\": ...}, got %s",
-                       what, key, hw__show(o, buf, sizeof buf));
+                       what, key, dts__json_show(o, buf, sizeof buf));
     snprintf(full, sizeof full, "%s.", key);
     DT_CHECK(hw__known_keys(what, o, full, known));
     snprintf(full, sizeof full, "%s.alpha_ns", key);
@@ -152,16 +134,16 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
     char buf[64];
     if (!json_is_object(root))
         return DT_FAIL(DT_ERR_FORMAT, "%s: expected a JSON object (a dtsim hardware description), got %s", what,
-                       root ? hw__show(root, buf, sizeof buf) : "nothing");
+                       root ? dts__json_show(root, buf, sizeof buf) : "nothing");
     /* format and version first: another kind of file is named as such */
     const json_t *f = json_object_get(root, "format");
     if (!json_is_string(f) || strcmp(json_string_value(f), DTS_HW_FORMAT) != 0)
         return DT_FAIL(DT_ERR_FORMAT, "%s: \"format\": expected \"%s\", got %s", what, DTS_HW_FORMAT,
-                       f ? hw__show(f, buf, sizeof buf) : "nothing (not a dtsim hardware file)");
+                       f ? dts__json_show(f, buf, sizeof buf) : "nothing (not a dtsim hardware file)");
     const json_t *ver = json_object_get(root, "version");
     if (!json_is_integer(ver) || json_integer_value(ver) != DTS_HW_VERSION)
         return DT_FAIL(DT_ERR_FORMAT, "%s: \"version\": expected %d (the only version this dtsim reads), got %s", what,
-                       DTS_HW_VERSION, ver ? hw__show(ver, buf, sizeof buf) : "nothing");
+                       DTS_HW_VERSION, ver ? dts__json_show(ver, buf, sizeof buf) : "nothing");
     DT_CHECK(hw__known_keys(what, root, "", known));
     dts_hw hw;
     memset(&hw, 0, sizeof hw);
@@ -201,18 +183,13 @@ dt_status dts_hw_load(const char *path, dts_hw *out)
 
 /* ---- writing ---------------------------------------------------------------- */
 
-static void hw__set(json_t *o, const char *key, json_t *v, int *bad)
-{
-    if (!v || json_object_set_new(o, key, v) != 0) *bad = 1;
-}
-
 static json_t *hw__link_json(dts_link l)
 {
     json_t *o = json_object();
     int bad = !o;
     if (o) {
-        hw__set(o, "alpha_ns", json_real(l.alpha_ns), &bad);
-        hw__set(o, "bytes_per_ns", json_real(l.bytes_per_ns), &bad);
+        dts__json_set(o, "alpha_ns", json_real(l.alpha_ns), &bad);
+        dts__json_set(o, "bytes_per_ns", json_real(l.bytes_per_ns), &bad);
     }
     if (bad) json_decref(o);
     return bad ? NULL : o;
@@ -224,19 +201,19 @@ json_t *dts_hw_to_json(const dts_hw *hw)
     json_t *o = json_object();
     if (!o) return NULL;
     int bad = 0;
-    hw__set(o, "format", json_string(DTS_HW_FORMAT), &bad);
-    hw__set(o, "version", json_integer(DTS_HW_VERSION), &bad);
-    hw__set(o, "name", json_string(hw->name), &bad);
-    hw__set(o, "source", json_string(hw->source), &bad);
-    hw__set(o, "peak_flops", json_real(hw->peak_flops), &bad);
-    hw__set(o, "mem_bytes_per_s", json_real(hw->mem_bytes_per_s), &bad);
-    hw__set(o, "efficiency", json_real(hw->efficiency), &bad);
-    hw__set(o, "kernel_overhead_ns", json_integer(hw->kernel_overhead_ns), &bad);
-    hw__set(o, "sleep_overshoot_ns", json_integer(hw->sleep_overshoot_ns), &bad);
-    hw__set(o, "mem_capacity_bytes", json_integer(hw->mem_capacity_bytes), &bad);
-    hw__set(o, "devices_per_node", json_integer(hw->devices_per_node), &bad);
-    hw__set(o, "intra", hw__link_json(hw->intra), &bad);
-    hw__set(o, "inter", hw__link_json(hw->inter), &bad);
+    dts__json_set(o, "format", json_string(DTS_HW_FORMAT), &bad);
+    dts__json_set(o, "version", json_integer(DTS_HW_VERSION), &bad);
+    dts__json_set(o, "name", json_string(hw->name), &bad);
+    dts__json_set(o, "source", json_string(hw->source), &bad);
+    dts__json_set(o, "peak_flops", json_real(hw->peak_flops), &bad);
+    dts__json_set(o, "mem_bytes_per_s", json_real(hw->mem_bytes_per_s), &bad);
+    dts__json_set(o, "efficiency", json_real(hw->efficiency), &bad);
+    dts__json_set(o, "kernel_overhead_ns", json_integer(hw->kernel_overhead_ns), &bad);
+    dts__json_set(o, "sleep_overshoot_ns", json_integer(hw->sleep_overshoot_ns), &bad);
+    dts__json_set(o, "mem_capacity_bytes", json_integer(hw->mem_capacity_bytes), &bad);
+    dts__json_set(o, "devices_per_node", json_integer(hw->devices_per_node), &bad);
+    dts__json_set(o, "intra", hw__link_json(hw->intra), &bad);
+    dts__json_set(o, "inter", hw__link_json(hw->inter), &bad);
     if (bad) {
         json_decref(o);
         return NULL;

@@ -7,9 +7,11 @@ libdtsim_la_SOURCES = sim/dts_engine.h sim/engine.c
 libdtsim_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim
 libdtsim_la_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 libdtsim_la_LIBADD = $(JANSSON_LIBS) -lm
-EXTRA_DIST += sim/hw
+EXTRA_DIST += sim/hw/cpu-2core.json sim/hw/h100-ib.json sim/hw/h200-nvlink.json
 # the mixed-precision numerics model (grad_amax fit, loss-scaler replay)
 libdtsim_la_SOURCES += sim/dts_amp.h sim/amp.c
+# The typed JSON getters that the hardware and scenario readers share.
+libdtsim_la_SOURCES += sim/dts_json.h sim/json_util.c
 # The cost model, hardware descriptions and communication fit.
 libdtsim_la_SOURCES += sim/dts_hw.h sim/hw.c sim/dts_cost.h sim/cost.c sim/dts_fit.h sim/fit.c
 # Scenarios: defaults, dtsim config files and dtrain's run configs, checks.

@@ -45,6 +45,7 @@
 
 #include "dt_optim.h"
 #include "dt_trace.h"
+#include "dts_json.h"
 #include "dts_scenario.h"
 #include "stage.h"
 #include "tp.h"
@@ -124,16 +125,6 @@ static int dts__optimizer_states(dt_optim_kind k)
 
 /* ---- reading ----------------------------------------------------------------------- */
 
-/* A JSON value in a message: its compact text, cut to fit. */
-static const char *dts__show(const json_t *v, char *buf, size_t n)
-{
-    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    snprintf(buf, n, "%s", s ? s : "?");
-    if (s && strlen(s) >= n && n > 4) memcpy(buf + n - 4, "...", 4);
-    free(s);
-    return buf;
-}
-
 /* obj[key], or NULL when absent or null ("not set") */
 static const json_t *dts__get(const json_t *obj, const char *key)
 {
@@ -147,26 +138,14 @@ static int dts__int(const char *what, const json_t *obj, const char *key, int64_
 {
     const json_t *v = dts__get(obj, key);
     if (!v) return 0;
-    int64_t x = 0;
-    int ok = 0;
-    if (json_is_integer(v)) {
-        x = (int64_t)json_integer_value(v);
-        ok = 1;
-    } else if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (d == floor(d) && d >= -9.2e18 && d <= 9.2e18) x = (int64_t)d, ok = 1;
-    }
-    if (!ok || x < min || x > max) {
-        char buf[64], want[96];
-        if (max == INT64_MAX || (max == INT_MAX && min > INT_MIN))
-            snprintf(want, sizeof want, "an integer >= %" PRId64, min);
-        else
-            snprintf(want, sizeof want, "an integer in %" PRId64 "..%" PRId64, min, max);
-        DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected %s, got %s", what, key, want, dts__show(v, buf, sizeof buf));
-        return -1;
-    }
-    *out = x;
-    return 1;
+    if (dts__json_int(v, min, max, out)) return 1;
+    char want[96];
+    if (max == INT64_MAX || (max == INT_MAX && min > INT_MIN))
+        snprintf(want, sizeof want, "an integer >= %" PRId64, min);
+    else
+        snprintf(want, sizeof want, "an integer in %" PRId64 "..%" PRId64, min, max);
+    dts__json_expected(DT_ERR_INVALID, what, key, want, v);
+    return -1;
 }
 
 static int dts__int32(const char *what, const json_t *obj, const char *key, int min, int max, int *out)
@@ -182,11 +161,11 @@ static int dts__num(const char *what, const json_t *obj, const char *key, double
 {
     const json_t *v = dts__get(obj, key);
     if (!v) return 0;
-    double x = json_is_number(v) ? json_number_value(v) : NAN;
-    if (!isfinite(x) || (exclusive ? !(x > min) : !(x >= min))) {
-        char buf[64];
-        DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected a number %s %g, got %s", what, key, exclusive ? ">" : ">=", min,
-                dts__show(v, buf, sizeof buf));
+    double x;
+    if (!dts__json_num(v, &x) || (exclusive ? !(x > min) : !(x >= min))) {
+        char want[64];
+        snprintf(want, sizeof want, "a number %s %g", exclusive ? ">" : ">=", min);
+        dts__json_expected(DT_ERR_INVALID, what, key, want, v);
         return -1;
     }
     *out = x;
@@ -213,8 +192,7 @@ static int dts__str(const char *what, const json_t *obj, const char *key, const 
     const json_t *v = dts__get(obj, key);
     if (!v) return 0;
     if (!json_is_string(v) || json_string_length(v) == 0) {
-        char buf[64];
-        DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected %s, got %s", what, key, expected, dts__show(v, buf, sizeof buf));
+        dts__json_expected(DT_ERR_INVALID, what, key, expected, v);
         return -1;
     }
     *out = json_string_value(v);
@@ -233,8 +211,7 @@ static int dts__bool(const char *what, const json_t *obj, const char *key, int *
         *out = (int)json_integer_value(v);
         return 1;
     }
-    char buf[64];
-    DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected true or false, got %s", what, key, dts__show(v, buf, sizeof buf));
+    dts__json_expected(DT_ERR_INVALID, what, key, "true or false", v);
     return -1;
 }
 
@@ -304,7 +281,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     char buf[64];
     if (!json_is_object(o)) {
         st = DT_FAIL(DT_ERR_INVALID, "%s: expected a JSON object (a dtsim config or dtrain's config), got %s", what,
-                     dts__show(o, buf, sizeof buf));
+                     dts__json_show(o, buf, sizeof buf));
         goto out;
     }
 
@@ -415,7 +392,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         if (!ok) {
             st = DT_FAIL(DT_ERR_INVALID, "%s: \"pipeline_split\": expected an array of positive block counts (one per "
                                          "stage) or null, got %s",
-                         what, dts__show(split, buf, sizeof buf));
+                         what, dts__json_show(split, buf, sizeof buf));
             goto out;
         }
         n->n_split = (int)cnt;
@@ -515,12 +492,12 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     if (gt && json_is_null(gt)) {
         n->grad_trace[0] = '\0';
     } else if (gt) {
-        if (!json_is_string(gt) || json_string_length(gt) >= sizeof n->grad_trace) {
-            st = DT_FAIL(DT_ERR_INVALID, "%s: \"grad_trace\": expected a file name (at most %zu bytes) or null, got %s",
-                         what, sizeof n->grad_trace - 1, dts__show(gt, buf, sizeof buf));
+        if (!dts__json_str_copy(gt, 0, n->grad_trace, sizeof n->grad_trace)) {
+            char want[64];
+            snprintf(want, sizeof want, "a file name (at most %zu bytes) or null", sizeof n->grad_trace - 1);
+            st = dts__json_expected(DT_ERR_INVALID, what, "grad_trace", want, gt);
             goto out;
         }
-        memcpy(n->grad_trace, json_string_value(gt), json_string_length(gt) + 1);
     }
 
     const json_t *hw = dts__get(o, "hardware");
@@ -539,13 +516,13 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         if (st != DT_OK) goto out;
     } else if (hw) {
         st = DT_FAIL(DT_ERR_INVALID, "%s: \"hardware\": expected a sim/hw file name or a hardware object, got %s", what,
-                     dts__show(hw, buf, sizeof buf));
+                     dts__json_show(hw, buf, sizeof buf));
         goto out;
     }
     const json_t *cost = dts__get(o, "cost");
     if (cost && !json_is_string(cost)) {
         st = DT_FAIL(DT_ERR_INVALID, "%s: \"cost\": expected a string (the cost's source; ignored) or null, got %s",
-                     what, dts__show(cost, buf, sizeof buf));
+                     what, dts__json_show(cost, buf, sizeof buf));
         goto out;
     }
 
@@ -735,11 +712,6 @@ dt_status dts_scenario_stage_layers(const dts_scenario *sc, int s, int *first, i
 
 /* ---- writing ------------------------------------------------------------------------ */
 
-static void dts__set(json_t *o, const char *key, json_t *v, int *bad)
-{
-    if (!v || json_object_set_new(o, key, v) != 0) *bad = 1;
-}
-
 char *dts_scenario_json(const dts_scenario *sc)
 {
     if (!sc) return NULL;
@@ -747,61 +719,61 @@ char *dts_scenario_json(const dts_scenario *sc)
     if (!o) return NULL;
     int bad = 0;
     const int64_t global = (int64_t)sc->m * sc->B * sc->d;
-    dts__set(o, "model", json_string(sc->model_name), &bad);
-    dts__set(o, "num_layers", json_integer(sc->model.num_layers), &bad);
-    dts__set(o, "hidden_size", json_integer(sc->model.hidden_size), &bad);
-    dts__set(o, "num_attention_heads", json_integer(sc->model.num_heads), &bad);
-    dts__set(o, "max_position_embeddings", json_integer(sc->model.seq_len), &bad);
-    dts__set(o, "vocab_size", json_integer(sc->model.vocab_size), &bad);
-    dts__set(o, "seq_length", json_integer(sc->T), &bad);
-    dts__set(o, "micro_batch_size", json_integer(sc->B), &bad);
-    dts__set(o, "micro_batches", json_integer(sc->m), &bad);
-    dts__set(o, "global_batch_size", json_integer(global), &bad);
-    dts__set(o, "train_iters", json_integer(sc->steps), &bad);
-    dts__set(o, "tensor_model_parallel_size", json_integer(sc->t), &bad);
-    dts__set(o, "pipeline_model_parallel_size", json_integer(sc->p), &bad);
-    dts__set(o, "data_parallel_size", json_integer(sc->d), &bad);
-    dts__set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
+    dts__json_set(o, "model", json_string(sc->model_name), &bad);
+    dts__json_set(o, "num_layers", json_integer(sc->model.num_layers), &bad);
+    dts__json_set(o, "hidden_size", json_integer(sc->model.hidden_size), &bad);
+    dts__json_set(o, "num_attention_heads", json_integer(sc->model.num_heads), &bad);
+    dts__json_set(o, "max_position_embeddings", json_integer(sc->model.seq_len), &bad);
+    dts__json_set(o, "vocab_size", json_integer(sc->model.vocab_size), &bad);
+    dts__json_set(o, "seq_length", json_integer(sc->T), &bad);
+    dts__json_set(o, "micro_batch_size", json_integer(sc->B), &bad);
+    dts__json_set(o, "micro_batches", json_integer(sc->m), &bad);
+    dts__json_set(o, "global_batch_size", json_integer(global), &bad);
+    dts__json_set(o, "train_iters", json_integer(sc->steps), &bad);
+    dts__json_set(o, "tensor_model_parallel_size", json_integer(sc->t), &bad);
+    dts__json_set(o, "pipeline_model_parallel_size", json_integer(sc->p), &bad);
+    dts__json_set(o, "data_parallel_size", json_integer(sc->d), &bad);
+    dts__json_set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
     if (sc->n_split > 0) {
         json_t *a = json_array();
         for (int i = 0; a && i < sc->n_split && i < DTS_MAX_STAGES; i++)
             if (json_array_append_new(a, json_integer(sc->split[i])) != 0) bad = 1;
-        dts__set(o, "pipeline_split", a, &bad);
+        dts__json_set(o, "pipeline_split", a, &bad);
     } else {
-        dts__set(o, "pipeline_split", json_null(), &bad);
+        dts__json_set(o, "pipeline_split", json_null(), &bad);
     }
-    dts__set(o, "allreduce", json_string(sc->exchange_name), &bad);
-    dts__set(o, "num_ps_servers", json_integer(sc->num_ps_servers), &bad);
-    dts__set(o, "use_distributed_optimizer", json_boolean(sc->zero), &bad);
-    dts__set(o, "bucket_bytes", json_integer(sc->bucket_bytes), &bad);
-    dts__set(o, "allreduce_chunk_bytes", json_integer(sc->chunk_bytes), &bad);
-    dts__set(o, "precision", json_string(sc->precision), &bad);
-    dts__set(o, "loss_scale", json_real(sc->scaler.static_scale), &bad);
-    dts__set(o, "initial_loss_scale", json_real(sc->scaler.initial_scale), &bad);
-    dts__set(o, "loss_scale_window", json_integer(sc->scaler.window), &bad);
-    dts__set(o, "hysteresis", json_integer(sc->scaler.hysteresis), &bad);
-    dts__set(o, "min_loss_scale", json_real(sc->scaler.min_scale), &bad);
-    dts__set(o, "loss_scale_growth_factor", json_real(sc->scaler.growth_factor), &bad);
-    dts__set(o, "loss_scale_backoff_factor", json_real(sc->scaler.backoff_factor), &bad);
-    dts__set(o, "consecutive_hysteresis", json_boolean(sc->scaler.consecutive_hysteresis), &bad);
-    dts__set(o, "recompute_granularity",
+    dts__json_set(o, "allreduce", json_string(sc->exchange_name), &bad);
+    dts__json_set(o, "num_ps_servers", json_integer(sc->num_ps_servers), &bad);
+    dts__json_set(o, "use_distributed_optimizer", json_boolean(sc->zero), &bad);
+    dts__json_set(o, "bucket_bytes", json_integer(sc->bucket_bytes), &bad);
+    dts__json_set(o, "allreduce_chunk_bytes", json_integer(sc->chunk_bytes), &bad);
+    dts__json_set(o, "precision", json_string(sc->precision), &bad);
+    dts__json_set(o, "loss_scale", json_real(sc->scaler.static_scale), &bad);
+    dts__json_set(o, "initial_loss_scale", json_real(sc->scaler.initial_scale), &bad);
+    dts__json_set(o, "loss_scale_window", json_integer(sc->scaler.window), &bad);
+    dts__json_set(o, "hysteresis", json_integer(sc->scaler.hysteresis), &bad);
+    dts__json_set(o, "min_loss_scale", json_real(sc->scaler.min_scale), &bad);
+    dts__json_set(o, "loss_scale_growth_factor", json_real(sc->scaler.growth_factor), &bad);
+    dts__json_set(o, "loss_scale_backoff_factor", json_real(sc->scaler.backoff_factor), &bad);
+    dts__json_set(o, "consecutive_hysteresis", json_boolean(sc->scaler.consecutive_hysteresis), &bad);
+    dts__json_set(o, "recompute_granularity",
              json_string(sc->recompute >= 0 && sc->recompute <= 2 ? dts__recompute_names[sc->recompute] : "?"), &bad);
-    dts__set(o, "slow_rank", json_integer(sc->slow_rank), &bad);
+    dts__json_set(o, "slow_rank", json_integer(sc->slow_rank), &bad);
     if (sc->slow_ns % 1000000 == 0)
-        dts__set(o, "slow_ms", json_integer(sc->slow_ns / 1000000), &bad);
+        dts__json_set(o, "slow_ms", json_integer(sc->slow_ns / 1000000), &bad);
     else
-        dts__set(o, "slow_ms", json_real((double)sc->slow_ns / 1e6), &bad);
-    dts__set(o, "optimizer_states", json_integer(sc->optimizer_states), &bad);
+        dts__json_set(o, "slow_ms", json_real((double)sc->slow_ns / 1e6), &bad);
+    dts__json_set(o, "optimizer_states", json_integer(sc->optimizer_states), &bad);
     if (sc->seed <= (uint64_t)INT64_MAX) {
-        dts__set(o, "seed", json_integer((json_int_t)sc->seed), &bad);
+        dts__json_set(o, "seed", json_integer((json_int_t)sc->seed), &bad);
     } else {
         char b[24];
         snprintf(b, sizeof b, "%llu", (unsigned long long)sc->seed);
-        dts__set(o, "seed", json_string(b), &bad);
+        dts__json_set(o, "seed", json_string(b), &bad);
     }
-    dts__set(o, "grad_trace", sc->grad_trace[0] ? json_string(sc->grad_trace) : json_null(), &bad);
-    dts__set(o, "hardware", dts_hw_to_json(&sc->hw), &bad);
-    dts__set(o, "cost", sc->have_cost ? json_string(sc->cost.source) : json_null(), &bad);
+    dts__json_set(o, "grad_trace", sc->grad_trace[0] ? json_string(sc->grad_trace) : json_null(), &bad);
+    dts__json_set(o, "hardware", dts_hw_to_json(&sc->hw), &bad);
+    dts__json_set(o, "cost", sc->have_cost ? json_string(sc->cost.source) : json_null(), &bad);
     char *text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(o);
     return text;

@@ -9,56 +9,9 @@
 # in awk, since python is not guaranteed on CI) with the expected keys.
 # POSIX sh; no skips: the binary is built by `make check` itself.
 
-set -u
-LC_ALL=C
-export LC_ALL
-
-BUILDDIR=${DT_BUILDDIR:-.}
+. "${DT_SRCDIR:-.}/tests/cli-lib.sh"
 DTRAIN=$BUILDDIR/dtrain
-if [ ! -x "$DTRAIN" ]; then
-    echo "cli.sh: $DTRAIN not found or not executable (set DT_BUILDDIR)" >&2
-    exit 99
-fi
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-cli.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT HUP INT TERM
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-# run ARGS...: runs dtrain with stdout in $TMP/out, stderr in $TMP/err, status in $rc
-run() {
-    "$DTRAIN" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-}
-
-# expect_usage_error WORD ARGS...: exit 2, one stderr line starting "dtrain: " and holding WORD
-expect_usage_error() {
-    word=$1
-    shift
-    run "$@"
-    if [ "$rc" -ne 2 ]; then
-        fail "dtrain $*: exit $rc, expected 2 (stderr: $(head -c 300 "$TMP/err"))"
-        return
-    fi
-    lines=$(wc -l <"$TMP/err" | tr -d ' ')
-    if [ "$lines" != 1 ]; then
-        fail "dtrain $*: $lines lines on stderr, expected 1: $(cat "$TMP/err")"
-        return
-    fi
-    if ! grep -q '^dtrain: ' "$TMP/err"; then
-        fail "dtrain $*: stderr does not start with 'dtrain: ': $(cat "$TMP/err")"
-    fi
-    if ! grep -q -F -e "$word" "$TMP/err"; then
-        fail "dtrain $*: stderr does not name '$word': $(cat "$TMP/err")"
-    fi
-    if [ -s "$TMP/out" ]; then
-        fail "dtrain $*: wrote to stdout before rejecting the command line"
-    fi
-}
+cli_init cli.sh dtrain "$DTRAIN"
 
 # json_valid FILE: exit 0 if FILE holds exactly one valid JSON value (RFC 8259).
 json_valid() {
@@ -154,20 +107,12 @@ json_valid() {
 
 # ---- --help and --version ----------------------------------------------------
 run --help
-[ "$rc" -eq 0 ] || fail "--help: exit $rc, expected 0"
-[ -s "$TMP/err" ] && fail "--help wrote to stderr: $(cat "$TMP/err")"
-for flag in --model --num-layers --hidden-size --num-attention-heads --seq-length --task --data \
+# lists every flag, each with its default but --help and --version
+expect_help --model --num-layers --hidden-size --num-attention-heads --seq-length --task --data \
     --micro-batch-size --global-batch-size --train-iters --lr --min-lr --lr-warmup-iters --lr-decay-iters \
     --lr-decay-style --weight-decay --adam-beta1 --adam-beta2 --adam-eps --sgd-momentum --clip-grad \
     --optimizer --seed --threads --log-interval --eval-interval --eval-iters --trace --summary --device \
-    --task-digits --help --version; do
-    grep -q -e "^  $flag " "$TMP/out" || fail "--help does not list $flag"
-done
-# every flag that takes a value states its default
-n_flags=$(grep -c '^  --' "$TMP/out")
-n_defaults=$(grep -c '(default: ' "$TMP/out")
-[ "$n_defaults" -eq $((n_flags - 2)) ] ||
-    fail "--help: $n_defaults defaults for $n_flags flags (all but --help and --version need one)"
+    --task-digits --help --version
 
 run --version
 [ "$rc" -eq 0 ] || fail "--version: exit $rc"
@@ -282,8 +227,5 @@ json_valid "$TMP/bad.json" 2>/dev/null && fail "json_valid accepted a trailing c
 printf '{"a": 1}\n' >"$TMP/good.json"
 json_valid "$TMP/good.json" || fail "json_valid rejected valid JSON"
 
-if [ "$failures" -ne 0 ]; then
-    echo "cli.sh: $failures failure(s)" >&2
-    exit 1
-fi
+cli_finish
 exit 0

@@ -175,3 +175,4 @@ EXTRA_DIST += tests/sim-cli.sh
 TESTS += tests/sim.sh
 EXTRA_DIST += tests/sim.sh
 tests/sim.log: tests/bubble.log
+EXTRA_DIST += tests/cli-lib.sh

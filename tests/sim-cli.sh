@@ -12,52 +12,9 @@
 # per combination; `dtsim validate` reads measured traces.
 # POSIX sh; no skips: the binary is built by `make check` itself.
 
-set -u
-LC_ALL=C
-export LC_ALL
-
-BUILDDIR=${DT_BUILDDIR:-.}
-SRCDIR=${DT_SRCDIR:-.}
+. "${DT_SRCDIR:-.}/tests/cli-lib.sh"
 DTSIM=$BUILDDIR/dtsim
-if [ ! -x "$DTSIM" ]; then
-    echo "sim-cli.sh: $DTSIM not found or not executable (set DT_BUILDDIR)" >&2
-    exit 99
-fi
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtsim-cli.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT HUP INT TERM
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-# run ARGS...: dtsim with stdout in $TMP/out, stderr in $TMP/err, status in $rc
-run() {
-    "$DTSIM" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-}
-
-# expect_usage_error WORD ARGS...: exit 2, one stderr line starting "dtsim: " holding WORD, no stdout
-expect_usage_error() {
-    word=$1
-    shift
-    run "$@"
-    if [ "$rc" -ne 2 ]; then
-        fail "dtsim $*: exit $rc, expected 2 (stderr: $(head -c 300 "$TMP/err"))"
-        return
-    fi
-    lines=$(wc -l <"$TMP/err" | tr -d ' ')
-    if [ "$lines" != 1 ]; then
-        fail "dtsim $*: $lines lines on stderr, expected 1: $(cat "$TMP/err")"
-        return
-    fi
-    grep -q '^dtsim: ' "$TMP/err" || fail "dtsim $*: stderr does not start with 'dtsim: ': $(cat "$TMP/err")"
-    grep -q -F -e "$word" "$TMP/err" || fail "dtsim $*: stderr does not name '$word': $(cat "$TMP/err")"
-    [ -s "$TMP/out" ] && fail "dtsim $*: wrote to stdout before rejecting the command line: $(head -c 200 "$TMP/out")"
-    echo "ok: dtsim $* -> $(cat "$TMP/err")"
-}
+cli_init sim-cli.sh dtsim "$DTSIM"
 
 # json_ok FILE: FILE parses as JSON (python3 when present; otherwise only non-empty)
 json_ok() {
@@ -73,24 +30,16 @@ number() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 
 # ---- --help and --version ------------------------------------------------------
 run --help
-[ "$rc" -eq 0 ] || fail "--help: exit $rc, expected 0"
-[ -s "$TMP/err" ] && fail "--help wrote to stderr: $(cat "$TMP/err")"
-for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
-    grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
-done
-for flag in --config --model --num-layers --hidden-size --num-attention-heads --seq-length --micro-batch-size \
+# lists every flag, each with its default (switches say what happens without them) but --help and --version
+expect_help --config --model --num-layers --hidden-size --num-attention-heads --seq-length --micro-batch-size \
     --global-batch-size --micro-batches --train-iters --tensor-model-parallel-size --pipeline-model-parallel-size \
     --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
     --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
     --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity --slow-rank \
-    --optimizer --hw --profile --grad-trace --trace --summary --seed --help --version; do
-    grep -q -e "^  $flag " "$TMP/out" || fail "--help does not list $flag"
+    --optimizer --hw --profile --grad-trace --trace --summary --seed --help --version
+for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
+    grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
 done
-# every flag states its default (switches say what happens without them), but --help and --version
-n_flags=$(grep -c '^  --' "$TMP/out")
-n_defaults=$(grep -c '(default: ' "$TMP/out")
-[ "$n_defaults" -eq $((n_flags - 2)) ] ||
-    fail "--help: $n_defaults defaults for $n_flags flags (all but --help and --version need one)"
 
 run sweep --help
 [ "$rc" -eq 0 ] || fail "sweep --help: exit $rc"
@@ -306,9 +255,6 @@ else
     [ "$n_fields" = 8 ] || fail "sweep --csv: rows of different widths: $(cat "$TMP/out")"
 fi
 
-if [ "$failures" -ne 0 ]; then
-    echo "sim-cli.sh: $failures failure(s)" >&2
-    exit 1
-fi
+cli_finish
 echo "sim-cli.sh: all passed"
 exit 0
