@@ -49,6 +49,7 @@
 
 int dt_bench_simval(int argc, char **argv);   /* bench/simval.c */
 int dt_bench_simspeed(int argc, char **argv); /* bench/simval.c */
+int dt_bench_viz(int argc, char **argv);      /* bench/vizbench.c (vizbench_none.c without SDL2) */
 
 static void die(const char *what)
 {
@@ -1346,6 +1347,8 @@ int main(int argc, char **argv)
                         "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
                         "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
                         "  simspeed   simulator events/s and the wall time of a 1024-device job (goals: > 10 M/s, < 10 s)\n"
+                        "  viz        ms per frame of dtviz's timeline, headless 1400x800, on a ~100k-event simulated "
+                        "trace (--events N, --frames K; goal: 60 frames/s)\n"
                         "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "
                         "bubble over the steps >= --skip (default 1)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
@@ -1356,6 +1359,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bubbles") == 0) return cmd_bubbles(argc, argv); /* file arguments: its own parser */
     if (strcmp(cmd, "simval") == 0) return dt_bench_simval(argc - 1, argv + 1);     /* bench/simval.c */
     if (strcmp(cmd, "simspeed") == 0) return dt_bench_simspeed(argc - 1, argv + 1); /* bench/simval.c */
+    if (strcmp(cmd, "viz") == 0) return dt_bench_viz(argc - 1, argv + 1);           /* bench/vizbench.c */
     if (dt_args_parse("dtbench", args, n_args, argc - 1, argv + 1) != DT_ARGS_OK) return 2;
     if (help) {
         dt_args_print_help(stdout, usage, args, n_args);

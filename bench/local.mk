@@ -1,7 +1,17 @@
 # bench/local.mk: benchmarks (speed and memory goals live here, not in tests).
+# `dtbench viz` (bench/vizbench.c) needs the SDL2 viewer; without SDL2 it is
+# bench/vizbench_none.c, which says so and exits 1.
 bin_PROGRAMS += dtbench
 dtbench_SOURCES = bench/dtbench.c bench/simval.c programs/args.c programs/args.h
 dtbench_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim -DDT_SRCDIR_DEFAULT='"$(abs_top_srcdir)"'
 dtbench_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS) -I$(top_srcdir)/cuda
-dtbench_LDADD = libdtsim.la libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+dtbench_LDADD =
+if HAVE_SDL
+dtbench_SOURCES += bench/vizbench.c
+dtbench_CPPFLAGS += -I$(top_srcdir)/viz $(SDL_CFLAGS)
+dtbench_LDADD += libdtviz.la $(SDL_LIBS)
+else
+dtbench_SOURCES += bench/vizbench_none.c
+endif
+dtbench_LDADD += libdtsim.la libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 EXTRA_DIST += bench/README.md

@@ -66,9 +66,11 @@ int main(int argc, char **argv)
     free(fl);
     if (help) {
         dt_args_print_help(stdout, "dtviz [flags] TRACE [TRACE2]", args, n_args);
-        printf("\nKeys (window): h help, 1-4 views, space play/pause, +/- speed, . single step, left/right scrub,\n"
-               "wheel or z/x zoom, drag or a/d pan, up/down scroll rows, r reset, q quit; what-if on a simulated\n"
-               "trace: p/P stages, m/M micro-batches, s schedule, b/B bandwidth.\n"
+        printf("\nKeys (window): h help, 1-4 views (timeline, ring, scale, memory), space play/pause (the whole\n"
+               "trace in 20 s at x1), +/- speed x2 /2, . to the end of the next step, left/right scrub 5%%, wheel\n"
+               "or z/x zoom, drag or a/d pan, up/down scroll rows, r reset, q or Escape quit. What-if on a dtsim\n"
+               "trace (re-simulates 4 steps): p/P stages -1/+1, m/M micro-batches /2 x2, s next schedule,\n"
+               "b/B link bandwidth /2 x2.\n"
                "Exit status: 0 done, 1 run-time failure, 2 bad flags or an unreadable trace.\n");
         return 0;
     }

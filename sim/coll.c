@@ -6,6 +6,9 @@
  * k goes to the same step k on the receiving member (all three programs
  * are written so that sender and receiver share the step index).
  *
+ * Trace hook: one call per step that sends or receives, numbered from 0
+ * within its phase as lib/collectives.c numbers them (docs/trace-format.md).
+ *
  * Invariants: prefix[i][c] = number of leading steps whose chunk-c receive
  * has arrived (steps without a receive count as arrived); next[i][c] =
  * next step whose chunk c member i will send; a member sends step k's
@@ -21,6 +24,7 @@ typedef struct dts__cstep {
     int64_t bytes;    /* of the message sent (whole step; chunks split it) */
     int64_t rbytes;   /* of the message received */
     unsigned char phase; /* index into dts__phase_names */
+    int pstep;        /* the step's number within its phase on this member (the trace's "step", from 0) */
 } dts__cstep;
 
 static const char *const dts__phase_names[] = {"reduce-scatter", "all-gather", "reduce", "broadcast"};
@@ -94,23 +98,23 @@ static void dts__plan_tree(dts_coll *c, int64_t bytes)
     const int lg = dts__lg(P);
     for (int i = 0; i < n; i++) {
         if (i >= P) { /* folded away: send, wait for the result */
-            DTS__P(c, i, 0) = (dts__cstep){i - P, -1, bytes, 0, DTS__PH_REDUCE};
-            DTS__P(c, i, 2 * lg + 1) = (dts__cstep){-1, i - P, 0, bytes, DTS__PH_BCAST};
+            DTS__P(c, i, 0) = (dts__cstep){i - P, -1, bytes, 0, DTS__PH_REDUCE, 0};
+            DTS__P(c, i, 2 * lg + 1) = (dts__cstep){-1, i - P, 0, bytes, DTS__PH_BCAST, 0};
             continue;
         }
         if (i < n - P) {
-            DTS__P(c, i, 0) = (dts__cstep){-1, i + P, 0, bytes, DTS__PH_REDUCE};
-            DTS__P(c, i, 2 * lg + 1) = (dts__cstep){i + P, -1, bytes, 0, DTS__PH_BCAST};
+            DTS__P(c, i, 0) = (dts__cstep){-1, i + P, 0, bytes, DTS__PH_REDUCE, 0};
+            DTS__P(c, i, 2 * lg + 1) = (dts__cstep){i + P, -1, bytes, 0, DTS__PH_BCAST, 0};
         }
         int64_t blk = bytes;
         for (int k = 0; k < lg; k++) { /* halving over masks P/2 .. 1 */
             const int mask = P >> (k + 1);
             blk /= 2;
-            DTS__P(c, i, 1 + k) = (dts__cstep){i ^ mask, i ^ mask, blk, blk, DTS__PH_RS};
+            DTS__P(c, i, 1 + k) = (dts__cstep){i ^ mask, i ^ mask, blk, blk, DTS__PH_RS, 0};
         }
         for (int k = 0; k < lg; k++) { /* doubling over masks 1 .. P/2 */
             const int mask = 1 << k;
-            DTS__P(c, i, 1 + lg + k) = (dts__cstep){i ^ mask, i ^ mask, blk, blk, DTS__PH_AG};
+            DTS__P(c, i, 1 + lg + k) = (dts__cstep){i ^ mask, i ^ mask, blk, blk, DTS__PH_AG, 0};
             blk *= 2;
         }
     }
@@ -121,8 +125,8 @@ static void dts__plan_naive(dts_coll *c, int64_t bytes)
 {
     const int n = c->n, L = dts__lg(n);
     for (int j = 1; j < n; j++) {
-        DTS__P(c, j, j - 1) = (dts__cstep){0, -1, bytes, 0, DTS__PH_REDUCE};
-        DTS__P(c, 0, j - 1) = (dts__cstep){-1, j, 0, bytes, DTS__PH_REDUCE};
+        DTS__P(c, j, j - 1) = (dts__cstep){0, -1, bytes, 0, DTS__PH_REDUCE, 0};
+        DTS__P(c, 0, j - 1) = (dts__cstep){-1, j, 0, bytes, DTS__PH_REDUCE, 0};
     }
     for (int v = 0; v < n; v++) {
         int b = L; /* lowest set bit of v (v = 0: L) */
@@ -186,7 +190,7 @@ dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for a collective of %d members", n);
     }
     memcpy(c->ranks, ranks, (size_t)n * sizeof *ranks);
-    for (size_t i = 0; i < nS; i++) c->plan[i] = (dts__cstep){-1, -1, 0, 0, 0};
+    for (size_t i = 0; i < nS; i++) c->plan[i] = (dts__cstep){-1, -1, 0, 0, 0, 0};
     for (size_t i = 0; i < nS * c->C; i++) c->arr[i] = -1;
     for (int i = 0; i < n; i++) c->t_arrive[i] = -1;
     if (n > 1) {
@@ -196,6 +200,14 @@ dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n
             dts__plan_tree(c, bytes);
         else
             dts__plan_naive(c, bytes);
+    }
+    /* number each member's steps within their phase (no-op steps of the tree are not counted) */
+    for (int i = 0; i < n; i++) {
+        int count[4] = {0, 0, 0, 0};
+        for (int k = 0; k < c->S; k++) {
+            dts__cstep *st = &DTS__P(c, i, k);
+            if (st->send_to >= 0 || st->recv_from >= 0) st->pstep = count[st->phase]++;
+        }
     }
     /* steps without a receive count as received from the start */
     for (int i = 0; i < n; i++)
@@ -245,11 +257,11 @@ static void dts__close_steps(dts_coll *c, int i, int64_t now)
             if (c->prefix[(size_t)i * c->C + ch] <= k) return;
             if (c->next[(size_t)i * c->C + ch] <= k) return;
         }
-        if (c->step_fn) {
-            const dts__cstep *st = &DTS__P(c, i, k);
-            c->step_fn(c->ctx, i, dts__phase_names[st->phase], k, st->send_to >= 0 ? c->ranks[st->send_to] : -1,
-                       st->bytes, c->step_t0[i], now);
-        }
+        const dts__cstep *st = &DTS__P(c, i, k);
+        if (c->step_fn && (st->send_to >= 0 || st->recv_from >= 0)) /* a tree's no-op steps are not reported */
+            c->step_fn(c->ctx, i, dts__phase_names[st->phase], st->pstep,
+                       st->send_to >= 0 ? c->ranks[st->send_to] : -1, st->send_to >= 0 ? st->bytes : 0,
+                       c->step_t0[i], now);
         c->step_t0[i] = now;
         c->step_cur[i]++;
     }

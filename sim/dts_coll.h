@@ -37,7 +37,8 @@ typedef enum dts_coll_kind {
 /* Called when member i is done, at its done time (an engine event). */
 typedef void (*dts_coll_done_fn)(dts_engine *e, void *ctx, int member);
 /* Trace hook: member i spent [t0, t1) in one step (phase: "reduce-scatter",
- * "all-gather", "reduce", "broadcast"), sending `bytes` to rank `peer`. */
+ * "all-gather", "reduce", "broadcast"; step numbered from 0 within the
+ * phase), sending `bytes` to rank `peer` (-1 and 0 bytes: it only receives). */
 typedef void (*dts_coll_step_fn)(void *ctx, int member, const char *phase, int step, int peer, int64_t bytes,
                                  int64_t t0, int64_t t1);
 

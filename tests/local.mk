@@ -176,3 +176,47 @@ TESTS += tests/sim.sh
 EXTRA_DIST += tests/sim.sh
 tests/sim.log: tests/bubble.log
 EXTRA_DIST += tests/cli-lib.sh
+# The SDL2 viewer: headless renders probed pixel by pixel, trace loading and
+# its errors (check_viz), and dtviz's command line (viz-cli.sh).
+if HAVE_CHECK
+if HAVE_SDL
+DT_CHECK_SUITES += tests/check_viz
+tests_check_viz_SOURCES = tests/check_viz.c tests/testutil.h
+tests_check_viz_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
+tests_check_viz_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
+endif
+endif
+if HAVE_SDL
+TESTS += tests/viz-cli.sh
+endif
+EXTRA_DIST += tests/viz-cli.sh
+# The viewer's loss-scale and memory views: headless renders of hand-made
+# traces, probed at the positions the views' geometry helpers give.
+if HAVE_CHECK
+if HAVE_SDL
+DT_CHECK_SUITES += tests/check_viz_views
+tests_check_viz_views_SOURCES = tests/check_viz_views.c tests/testutil.h
+tests_check_viz_views_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
+tests_check_viz_views_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
+endif
+endif
+# The viewer's interactive state (keys, mouse, playback, what-if re-runs)
+# without a display, and the SDL loop under SDL_VIDEODRIVER=dummy.
+if HAVE_CHECK
+if HAVE_SDL
+DT_CHECK_SUITES += tests/check_viz_app
+tests_check_viz_app_SOURCES = tests/check_viz_app.c tests/testutil.h
+tests_check_viz_app_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
+tests_check_viz_app_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
+endif
+endif
+# The viewer's ring view: chunks on their links, the bytes each rank sends
+# against 2(n-1)/n, the parameter server's staleness histogram.
+if HAVE_CHECK
+if HAVE_SDL
+DT_CHECK_SUITES += tests/check_viz_ring
+tests_check_viz_ring_SOURCES = tests/check_viz_ring.c tests/testutil.h
+tests_check_viz_ring_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
+tests_check_viz_ring_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
+endif
+endif

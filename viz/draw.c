@@ -231,6 +231,10 @@ int dtv_text(dtv_canvas *c, int x, int y, int font, int align, SDL_Color col, co
 void dtv_fmt_time(char *buf, size_t n, double ns)
 {
     const double a = ns < 0 ? -ns : ns;
+    if (a < 0.5) { /* no "-0 ns" on an axis that starts a hair below 0 */
+        snprintf(buf, n, "0 ns");
+        return;
+    }
     if (a >= 1e9) snprintf(buf, n, "%.3g s", ns * 1e-9);
     else if (a >= 1e6) snprintf(buf, n, "%.3g ms", ns * 1e-6);
     else if (a >= 1e3) snprintf(buf, n, "%.3g us", ns * 1e-3);

@@ -18,7 +18,44 @@ typedef struct dtv_app {
     dtv_view view[2];
     const char *profile; /* what-if: a profile for the simulator's costs (NULL: roofline) */
     const char *hw;      /* what-if: a hardware file (NULL: the trace's) */
+    /* interactive state (viz/interactive.c); zero after dtv_app_open */
+    int playing;         /* playback running (view[].now advances in dtv_app_tick) */
+    double speed;        /* playback speed (0: 1); the whole trace plays in DTV_PLAY_SECONDS at 1 */
+    double play_frac;    /* sub-nanosecond remainder of the playback advance */
+    int help;            /* help overlay shown */
+    char status[320];    /* one-line status message ("" none) */
+    int status_error;    /* the message is an error */
+    int dragging, drag_x;   /* left button held since x = drag_x */
+    int64_t drag_t0;        /* view[0].t0 when the drag started */
+    double bw_scale;     /* what-if: link bandwidth factor of tr[0] (0: 1) */
+    int whatif_runs;     /* what-if re-simulations done */
+    char whatif_base[512]; /* tr[0]'s name before the first what-if */
+    char whatif[160];    /* the last what-if's settings and step time (the status line keeps showing it) */
+    long frames;         /* frames drawn by the last dtv_app_interactive */
 } dtv_app;
+
+/* Interactive state changes (viz/interactive.c), without a display. */
+#define DTV_PLAY_SECONDS 20.0 /* wall seconds the whole trace takes at speed 1 */
+#define DTV_WHATIF_STEPS 4    /* what-if re-runs simulate at most this many steps */
+/* A key (SDL keycode and modifiers: shift makes p, m, b upper case);
+ * returns 1 when it asks to quit (q, Escape without the help shown), else 0. */
+int dtv_app_key(dtv_app *a, SDL_Keycode key, Uint16 mod);
+/* The mouse on canvas c (its size and the timeline's layout map x to
+ * time; NULL: 1400x800, the whole width): a press / move / release of the
+ * left button at (x, y) (a drag pans), or a wheel turn of `wheel` notches
+ * at (x, y) (> 0 zooms in around the time under the pointer). */
+enum { DTV_MOUSE_DOWN = 0, DTV_MOUSE_MOVE, DTV_MOUSE_UP, DTV_MOUSE_WHEEL };
+void dtv_app_mouse(dtv_app *a, const dtv_canvas *c, int kind, int x, int y, int wheel);
+/* Playback: advance view[].now by speed x wall_seconds (trace time scaled
+ * so that the whole trace takes DTV_PLAY_SECONDS); nothing when paused. */
+void dtv_app_tick(dtv_app *a, double wall_seconds);
+/* The help overlay's lines (every key), NULL-terminated. */
+const char *const *dtv_app_help_lines(void);
+/* A window's frame: dtv_app_render above a status line DTV_STATUS_H pixels
+ * high (view, playback, speed, the message), and the help overlay on top
+ * when shown. */
+#define DTV_STATUS_H 22
+void dtv_app_render_window(dtv_app *a, dtv_canvas *c);
 
 /* Load one or two traces and set whole-trace views. */
 dt_status dtv_app_open(dtv_app *a, const char *const *paths, int n);

@@ -116,6 +116,7 @@ typedef struct dtv_trace {
     dtv_overflow *overflow;
     dtv_series *memory;             /* (n_ranks) memory counters, or activation counters of real runs */
     double mem_max;
+    struct dtv_coll *coll;          /* ring and parameter-server index (appended; see the end of this file) */
 } dtv_trace;
 
 /* Load a file or a real run's rank files (see above). Refuses a trace with
@@ -130,5 +131,71 @@ void dtv_trace_free(dtv_trace *t);
 int dtv_row_first(const dtv_row *r, int64_t t0);
 /* The rank index of a pid (-1 when absent). */
 int dtv_rank_index(const dtv_trace *t, int pid);
+
+/* Helpers of the numerics and memory views (appended; computed on demand,
+ * they scan the configuration or the events and change nothing). */
+/* A number of the configuration (otherData.config), or dflt when the trace
+ * has none, the key is missing or not a number. */
+double dtv_trace_config_number(const dtv_trace *t, const char *key, double dflt);
+/* A string of the configuration into buf ("" when absent); returns buf. */
+const char *dtv_trace_config_string(const dtv_trace *t, const char *key, char *buf, size_t n);
+/* L, the transformer blocks (the head is trace layer L): the config's
+ * num_layers, else the largest layer seen in the events; -1 unknown. */
+int dtv_trace_num_layers(const dtv_trace *t);
+/* A trace layer's name: "embedding" (-1), "layer 3", "head" (L), "" (unknown). */
+void dtv_layer_name(char *buf, size_t n, int layer, int num_layers);
+/* The counter `name` of every rank (out: n_ranks series, sorted by time;
+ * free each .p). */
+dt_status dtv_trace_counter_series(const dtv_trace *t, const char *name, dtv_series *out);
+/* The index of the last point at or before `ns` (-1 when none). */
+int dtv_series_at(const dtv_series *s, int64_t ns);
+
+/* ---- Ring and parameter-server index (appended for view_ring.c) ----
+ * dtv_coll_index builds t->coll at load time (the end of dtv__index) and
+ * dtv_coll_free frees it (dtv_trace_free). Per rank: the spans the ring
+ * view animates, found without a scan at draw time. */
+enum { DTV_ALGO_NONE = 0, DTV_ALGO_RING, DTV_ALGO_TREE, DTV_ALGO_NAIVE, DTV_ALGO_MPI };
+/* Collective step names, in this order: reduce-scatter, all-gather, reduce, broadcast, allreduce. */
+enum { DTV_STEP_RS = 0, DTV_STEP_AG, DTV_STEP_REDUCE, DTV_STEP_BCAST, DTV_STEP_ALLREDUCE, DTV_N_STEP_NAMES };
+enum { DTV_N_STALE = 16 };     /* staleness histogram: 0..14 and 15+ */
+enum { DTV_PUSH_CKPT = 256 };  /* pushes between histogram checkpoints */
+
+typedef struct dtv_coll_rank {
+    int row;         /* the row of the spans below: the comm row, or a server's optim row (-1: none) */
+    int n;           /* collective steps (ring), push/pull spans (worker) or apply spans (server) */
+    int *idx;        /* (n) indices into rows[row].s, by start */
+    int64_t *cum;    /* (n + 1) cum[i]: bytes sent by the first i collective steps */
+    double buffer;   /* S: gradient bytes this rank allreduces per iteration (0: unknown; see view_ring.c) */
+    int steps;       /* 1: has collective steps */
+    int worker;      /* 1: has push/pull spans */
+    int server;      /* 1: process_name says "parameter server" */
+    int slot;        /* place on the view's circle (ring ranks; workers; servers apart), -1 none */
+    int first_peer;  /* (index building) */
+} dtv_coll_rank;
+
+typedef struct dtv_coll {
+    int algo;                               /* DTV_ALGO_*: the config's allreduce, else from the steps */
+    int n;                                  /* ranks with collective steps */
+    int group;                              /* ranks per allreduce: data_parallel_size when it divides n, else n */
+    int step_base[DTV_N_STEP_NAMES];        /* smallest `step` extra per name (the simulator numbers a whole plan) */
+    int step_count[DTV_N_STEP_NAMES];       /* largest - smallest + 1 (0: none) */
+    int buffer_from_buckets;                /* 1: every S from bucket launch events */
+    dtv_coll_rank *rank;                    /* (n_ranks) */
+    int n_workers, n_servers;
+    size_t n_push;                          /* push/pull spans by end time */
+    int64_t *push_end;
+    int *push_stale;
+    int64_t (*ckpt)[DTV_N_STALE + 2];       /* before push i*DTV_PUSH_CKPT: histogram, sum, max */
+} dtv_coll;
+
+dt_status dtv_coll_index(dtv_trace *t);
+void dtv_coll_free(dtv_trace *t);
+/* DTV_STEP_* of a step's name, -1 when it is none. */
+int dtv_coll_step_name(const char *name);
+/* An extra arg of an event (dflt when absent). */
+double dtv_coll_extra(const dt_trace_event *e, const char *key, double dflt);
+/* The staleness histogram of the pushes ended by `now`, their count, sum and max. */
+void dtv_coll_hist_at(const dtv_trace *t, int64_t now, int64_t hist[DTV_N_STALE], int64_t *count, int64_t *sum,
+                      int64_t *max);
 
 #endif

@@ -62,4 +62,65 @@ typedef struct dtv_timeline_layout {
 void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
                             dtv_timeline_layout *out);
 
+/* Loss-scale view geometry (view_scale.c; tests probe pixels with it).
+ * x is the iteration when every step left one loss_scale counter (the
+ * k-th counter ends step k), else trace time; y is log2 of the scale. */
+typedef struct dtv_scale_layout {
+    int x, y, w, h;      /* the plot */
+    int by_iter;         /* x: iterations [x_lo, x_hi) (1) or trace time in ns (0) */
+    double x_lo, x_hi;
+    double l2_lo, l2_hi; /* y: log2(scale) from the bottom to the top */
+} dtv_scale_layout;
+void dtv_scale_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
+                         dtv_scale_layout *out);
+/* x of the middle of step `iter` (where its overflow marker is; by_iter
+ * only, else -1); x of a trace time; y of a scale. */
+int dtv_scale_x_of_iter(const dtv_scale_layout *L, int64_t iter);
+int dtv_scale_x_of_time(const dtv_scale_layout *L, int64_t ns);
+int dtv_scale_y_of(const dtv_scale_layout *L, double scale);
+
+/* Memory view geometry (view_memory.c): one panel per rank with memory
+ * counters (the first DTV_MEMORY_PANELS of them), a shared y axis. */
+enum { DTV_MEMORY_PANELS = 16 };
+typedef struct dtv_memory_layout {
+    int n_panels;                     /* panels drawn */
+    int omitted;                      /* ranks with memory counters not shown */
+    int rank[DTV_MEMORY_PANELS];      /* rank index (into dtv_trace.pids) of each panel */
+    SDL_Rect plot[DTV_MEMORY_PANELS]; /* where each panel's areas are drawn */
+    double y_max, y_tick;             /* bytes at the top of every plot, between grid lines */
+    int full;                         /* static / activations / stash recorded (dtsim), or activations only */
+} dtv_memory_layout;
+void dtv_memory_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
+                          dtv_memory_layout *out);
+/* y of a byte count in panel `panel`; x of a time is dtv_x_of on the plot. */
+int dtv_memory_y_of(const dtv_memory_layout *L, int panel, double bytes);
+
+/* Ring view geometry and figures (view_ring.c; appended; tests probe them).
+ * The ranks with collective steps (or the workers of a parameter server)
+ * sit on a circle in slots 0..n-1 (by pid, slot 0 at the top, clockwise). */
+void dtv_ring_point(SDL_Rect area, int n, int i, int *x, int *y);
+/* The centre of a chunk box `frac` (0..1) of the way along the lane of the
+ * directed link from slot `from` to slot `to`. */
+void dtv_ring_chunk_pos(SDL_Rect area, int n, int from, int to, double frac, int *x, int *y);
+/* What rank index ri shows at playback time `now`. */
+typedef struct dtv_ring_state {
+    int span;        /* the step shown: index into its comm row's spans (-1: none started yet) */
+    int active;      /* 1: now is inside it; 0: it is the last that ended */
+    double frac;     /* (now - t0) / (t1 - t0), 1 when ended */
+    int64_t iter;    /* its iteration */
+    int peer;        /* its `peer` extra (-1: receive only) */
+    int step_name;   /* DTV_STEP_* */
+    int step, steps; /* 0-based step within its phase, and the phase's steps */
+    int first, ended;/* the rank's steps of this iteration: [first, ended) have ended by now (t->coll indices) */
+    int64_t sent;    /* bytes those steps sent */
+    double buffer;   /* S (0: unknown) */
+} dtv_ring_state;
+void dtv_ring_state_of(const dtv_trace *t, int ri, int64_t now, dtv_ring_state *out);
+/* Bytes rank index ri sent to pid `to_pid` in its current iteration by `now`. */
+int64_t dtv_ring_link_bytes(const dtv_trace *t, int ri, int64_t now, int to_pid);
+/* The staleness histogram's plot rectangle (bars: 16 equal columns, from
+ * the bottom), and the height in pixels of bar k for histogram `hist`. */
+void dtv_ps_hist_plot(SDL_Rect area, SDL_Rect *plot);
+int dtv_ps_bar_height(SDL_Rect area, const int64_t hist[DTV_N_STALE], int k);
+
 #endif

@@ -171,7 +171,7 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
         }
         /* spans: at most one box per pixel column */
         const int64_t lim = v->now < v->t1 ? v->now : v->t1;
-        int last_x1 = INT32_MIN;
+        int last_x1 = INT32_MIN, skipped = 0;
         for (int i = dtv_row_first(row, v->t0); i < row->n && row->s[i].t0 <= lim; i++) {
             const dtv_span *s = &row->s[i];
             const int64_t e = s->t1 < lim ? s->t1 : lim;
@@ -179,14 +179,28 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
             double fx0 = dtv_x_of(v, L.x, L.w, s->t0 < v->t0 ? v->t0 : s->t0), fx1 = dtv_x_of(v, L.x, L.w, e);
             int x0 = (int)floor(fx0), x1 = (int)ceil(fx1);
             if (x1 <= x0) x1 = x0 + 1;
-            if (x1 <= last_x1) continue; /* this pixel column is drawn already */
+            if (x1 <= last_x1) { /* this pixel column is drawn already */
+                /* after a run of such spans (many spans per pixel: zoomed far out), skip by binary
+                 * search those that end before the next free column (each would be skipped here
+                 * too); 2 ns of margin against rounding */
+                if (++skipped >= 8) {
+                    const double tc =
+                        (double)v->t0 + (double)(last_x1 - L.x) * (double)(v->t1 - v->t0) / (double)L.w;
+                    const int j = dtv_row_first(row, (int64_t)floor(tc) - 2);
+                    if (j > i + 1) i = j - 1;
+                    skipped = 0;
+                }
+                continue;
+            }
+            skipped = 0;
             if (x0 < last_x1) x0 = last_x1;
             dtv_fill(c, x0, y + 1, x1 - x0, L.row_h - 2, dtv_kind_color((dtv_kind)s->kind));
             last_x1 = x1;
-            /* the micro-batch (and version) inside a wide box */
+            /* the micro-batch (and version) inside a wide box; the event (a cache miss) is read
+             * only for a box wide enough */
+            if (x1 - x0 < 22 || L.row_h < 12 || (s->kind != DTV_FORWARD && s->kind != DTV_BACKWARD)) continue;
             const dt_trace_event *ev = &t->ev[s->ev];
-            if ((s->kind == DTV_FORWARD || s->kind == DTV_BACKWARD) && ev->micro_batch != DT_TRACE_NONE &&
-                x1 - x0 >= 22 && L.row_h >= 12) {
+            if (ev->micro_batch != DT_TRACE_NONE) {
                 const double ver = dtv__extra(ev, "version", -1);
                 char lab[32];
                 if (ver >= 0 && t->max_versions[0] > 1 && x1 - x0 >= 40)

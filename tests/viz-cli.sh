@@ -1,0 +1,105 @@
+#!/bin/sh
+# viz-cli.sh: the dtviz program's command line, run by `make check` (when the
+# SDL2 viewer is built) with DT_BUILDDIR (where ./dtviz and ./dtsim are) and
+# DT_SRCDIR set.
+#
+# Checks: --help exits 0 and lists the flags; each bad flag or value, no
+# trace, three traces and a missing trace file exit 2 with exactly one
+# stderr line "dtviz: ..." naming the flag (or the file) and nothing on
+# stdout; `dtviz --png` of a dtsim trace writes a PNG (its 8 signature bytes,
+# a nonzero size) with SDL_VIDEODRIVER unset and with SDL_VIDEODRIVER=dummy,
+# and with no DISPLAY either way (headless needs no display); two traces
+# side by side render too; `--frames DIR --frame-count 3` writes exactly
+# frame_00000.png .. frame_00002.png. The traces come from ./dtsim run.
+# POSIX sh; no skips: the binaries are built by `make check` itself.
+
+. "${DT_SRCDIR:-.}/tests/cli-lib.sh"
+DTVIZ=$BUILDDIR/dtviz
+DTSIM=$BUILDDIR/dtsim
+cli_init viz-cli.sh dtviz "$DTVIZ"
+[ -x "$DTSIM" ] || { echo "viz-cli.sh: $DTSIM not found (set DT_BUILDDIR)" >&2; exit 99; }
+# headless rendering must not need a display
+unset DISPLAY WAYLAND_DISPLAY
+
+# is_png FILE: FILE exists, is not empty and starts with the PNG signature 89 50 4E 47 0D 0A 1A 0A
+is_png() {
+    [ -s "$1" ] || return 1
+    sig=$(od -A n -t x1 -N 8 "$1" | tr -d ' \n')
+    [ "$sig" = 89504e470d0a1a0a ]
+}
+
+# ---- traces from the simulator ---------------------------------------------------
+"$DTSIM" run --pipeline-model-parallel-size 2 --micro-batches 4 --train-iters 2 --trace "$TMP/pp.json" \
+    >"$TMP/sim.out" 2>&1 || { fail "dtsim run (pipeline): $(tail -3 "$TMP/sim.out")"; cli_finish; }
+"$DTSIM" run --pipeline-model-parallel-size 2 --micro-batches 4 --train-iters 2 --pipeline-schedule gpipe \
+    --trace "$TMP/gpipe.json" >"$TMP/sim.out" 2>&1 || fail "dtsim run (gpipe): $(tail -3 "$TMP/sim.out")"
+
+# ---- --help --------------------------------------------------------------------------
+run --help
+[ "$rc" -eq 0 ] || fail "--help: exit $rc, expected 0"
+[ -s "$TMP/err" ] && fail "--help wrote to stderr: $(cat "$TMP/err")"
+for flag in --png --frames --frame-count --view --time --size --profile --hw --help; do
+    grep -q -e "^  $flag " "$TMP/out" || fail "--help does not list $flag"
+done
+grep -q 'Exit status' "$TMP/out" || fail "--help does not give the exit status"
+
+# ---- bad flags and values: exit 2, one line naming the flag ------------------------
+expect_usage_error --size --size 10x10 "$TMP/pp.json" --png "$TMP/x.png"
+expect_usage_error --size --size big "$TMP/pp.json" --png "$TMP/x.png"
+expect_usage_error --view --view nope "$TMP/pp.json" --png "$TMP/x.png"
+expect_usage_error --time --time 2 "$TMP/pp.json" --png "$TMP/x.png"
+expect_usage_error --time --time -0.5 "$TMP/pp.json" --png "$TMP/x.png"
+expect_usage_error --frame-count --frame-count 0 "$TMP/pp.json" --frames "$TMP/f0"
+expect_usage_error --no-such-flag --no-such-flag 1 "$TMP/pp.json"
+expect_usage_error trace --png "$TMP/x.png"
+expect_usage_error trace "$TMP/pp.json" "$TMP/pp.json" "$TMP/pp.json" --png "$TMP/x.png"
+expect_usage_error missing.json "$TMP/missing.json" --png "$TMP/x.png"
+: >"$TMP/empty.json"
+expect_usage_error empty.json "$TMP/empty.json" --png "$TMP/x.png"
+[ -e "$TMP/x.png" ] && fail "a rejected command line wrote $TMP/x.png"
+
+# ---- --png, with SDL_VIDEODRIVER unset and =dummy ----------------------------------
+for driver in unset dummy; do
+    rm -f "$TMP/pp.png"
+    if [ "$driver" = unset ]; then
+        (unset SDL_VIDEODRIVER; "$DTVIZ" "$TMP/pp.json" --png "$TMP/pp.png") >"$TMP/out" 2>"$TMP/err"
+    else
+        SDL_VIDEODRIVER=dummy "$DTVIZ" "$TMP/pp.json" --png "$TMP/pp.png" >"$TMP/out" 2>"$TMP/err"
+    fi
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        fail "--png (SDL_VIDEODRIVER $driver): exit $rc: $(cat "$TMP/err")"
+    elif is_png "$TMP/pp.png"; then
+        echo "ok: dtviz --png (SDL_VIDEODRIVER $driver) -> $(wc -c <"$TMP/pp.png" | tr -d ' ') bytes of PNG"
+    else
+        fail "--png (SDL_VIDEODRIVER $driver): $TMP/pp.png is missing, empty or not a PNG"
+    fi
+done
+# every view, a size, a playback time and two traces side by side
+for view in timeline ring scale memory; do
+    rm -f "$TMP/v.png"
+    run "$TMP/pp.json" --view "$view" --size 640x400 --time 0.5 --png "$TMP/v.png"
+    [ "$rc" -eq 0 ] || fail "--view $view: exit $rc: $(cat "$TMP/err")"
+    is_png "$TMP/v.png" || fail "--view $view: no PNG"
+done
+run "$TMP/gpipe.json" "$TMP/pp.json" --png "$TMP/two.png"
+[ "$rc" -eq 0 ] || fail "two traces: exit $rc: $(cat "$TMP/err")"
+is_png "$TMP/two.png" || fail "two traces: no PNG"
+# a PNG that cannot be written: a run-time failure (1), one line naming the file
+run "$TMP/pp.json" --png "$TMP/no-such-dir/x.png"
+[ "$rc" -eq 1 ] || fail "--png into a missing directory: exit $rc, expected 1"
+grep -q 'no-such-dir/x.png' "$TMP/err" || fail "--png into a missing directory: $(cat "$TMP/err")"
+
+# ---- --frames ------------------------------------------------------------------------
+run "$TMP/pp.json" --frames "$TMP/frames" --frame-count 3 --size 320x200
+[ "$rc" -eq 0 ] || fail "--frames: exit $rc: $(cat "$TMP/err")"
+for i in 0 1 2; do
+    is_png "$TMP/frames/frame_0000$i.png" || fail "--frames: frame_0000$i.png missing or not a PNG"
+done
+n=$(ls "$TMP/frames" | wc -l | tr -d ' ')
+[ "$n" = 3 ] || fail "--frames --frame-count 3: $n files in the directory: $(ls "$TMP/frames")"
+cmp -s "$TMP/frames/frame_00000.png" "$TMP/frames/frame_00002.png" &&
+    fail "--frames: the first and last frames are the same picture (the playback time does not move)"
+
+cli_finish
+echo "viz-cli.sh: all passed"
