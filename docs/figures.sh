@@ -20,6 +20,11 @@
 #                             mid-way through step 1 (--time 0.846 of the trace)
 #   loss-scale.png            a real fp16 run whose loss scale starts too high
 #                             and overflows (loss-scale view)
+#   pipedream-vsync.png       simulated PipeDream with vertical sync, p = 4, m = 4,
+#                             zoomed in: each box says micro-batch and weight
+#                             version, the same on every stage (timeline)
+#   ps-async.png              a simulated parameter server with a slow worker,
+#                             pushes and pulls and the staleness histogram (ring view)
 # POSIX sh.
 
 set -eu
@@ -83,6 +88,10 @@ step "its simulation: dtsim run --config the real trace --profile --hw cpu-2core
 step "pipeline-real-vs-sim.png" \
     "$DTVIZ" real.json simulated.json --size $SIZE --png "$OUT/pipeline-real-vs-sim.png"
 
+step "single-rank profile of the tiny model (dtrain, micro-batch 16, 6 steps)" \
+    "$DTRAIN" --threads 1 --micro-batch-size 16 --global-batch-size 64 --train-iters 6 --eval-interval 0 \
+    --trace profile-tiny.json
+
 # ---- gpipe vs 1f1b (simulated) -------------------------------------------------
 SIM="--num-layers 8 --pipeline-model-parallel-size 4 --micro-batches 8 --micro-batch-size 16 --train-iters 2"
 step "dtsim: gpipe, p = 4, m = 8" "$DTSIM" run $SIM --pipeline-schedule gpipe --trace gpipe.json
@@ -102,5 +111,18 @@ step "real run: dtrain --fp16 --initial-loss-scale 1048576 --loss-scale-window 2
     "$DTRAIN" --fp16 --initial-loss-scale 1048576 --loss-scale-window 20 --train-iters 150 --eval-interval 0 \
     --micro-batch-size 16 --global-batch-size 16 --trace fp16.json
 step "loss-scale.png" "$DTVIZ" fp16.json --view scale --size $SIZE --png "$OUT/loss-scale.png"
+
+# ---- PipeDream with vertical sync, and an asynchronous parameter server (simulated) -----
+step "dtsim: pipedream-vsync, p = 4, m = 4, 3 steps (profile costs)" \
+    "$DTSIM" run --num-layers 4 --pipeline-model-parallel-size 4 --micro-batches 4 --micro-batch-size 16 \
+    --train-iters 3 --pipeline-schedule pipedream-vsync --profile profile-tiny.json \
+    --hw "$SRCDIR/sim/hw/cpu-2core.json" --trace vsync.json
+step "pipedream-vsync.png" \
+    "$DTVIZ" vsync.json --zoom 0.45:0.8 --size 1400x520 --png "$OUT/pipedream-vsync.png"
+step "dtsim: ps-async, 3 workers + 1 server, worker 1 slowed by 30 ms" \
+    "$DTSIM" run --allreduce ps-async --num-ps-servers 1 --data-parallel-size 3 --micro-batch-size 16 \
+    --micro-batches 1 --train-iters 20 --slow-rank 1:30 --profile profile-tiny.json \
+    --hw "$SRCDIR/sim/hw/cpu-2core.json" --trace ps.json
+step "ps-async.png" "$DTVIZ" ps.json --view ring --time 0.6 --size 1400x700 --png "$OUT/ps-async.png"
 
 echo "figures.sh: wrote $(ls "$OUT"/*.png | wc -l | tr -d ' ') pictures to $OUT"

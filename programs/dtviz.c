@@ -9,6 +9,7 @@
  *   --view V              timeline | ring | scale | memory (default timeline)
  *   --time F              playback position as a fraction of the trace, 0..1 (default 1: all)
  *   --size WxH            picture or window size (default 1400x800)
+ *   --zoom A:B            show the part A..B of the trace (fractions)
  *   --profile FILE, --hw FILE   what-if re-runs of a simulated trace: the simulator's costs
  *
  * Exit status: 0 done; 1 a run-time failure (SDL, a file that cannot be
@@ -25,7 +26,8 @@
 
 int main(int argc, char **argv)
 {
-    const char *png = NULL, *frames_dir = NULL, *view = "timeline", *size = "1400x800", *profile = NULL, *hw = NULL;
+    const char *png = NULL, *frames_dir = NULL, *view = "timeline", *size = "1400x800", *profile = NULL, *hw = NULL,
+               *zoom = NULL;
     double when = 1.0;
     int n_frames = 60, help = 0;
     dt_arg args[] = {
@@ -38,6 +40,8 @@ int main(int argc, char **argv)
         {"--time", DT_ARG_DOUBLE, &when, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 1, NULL, "F",
          "playback position, a fraction of the trace (1: everything)", NULL, 0},
         {"--size", DT_ARG_STRING, &size, 0, 0, 0, NULL, "WxH", "picture or window size", NULL, 0},
+        {"--zoom", DT_ARG_STRING, &zoom, 0, 0, 0, NULL, "A:B",
+         "show only the part A..B of the trace, fractions 0 <= A < B <= 1 (e.g. 0.4:0.6)", "0:1 (all)", 0},
         {"--profile", DT_ARG_STRING, &profile, 0, 0, 0, NULL, "FILE",
          "what-if: per-layer costs for re-running a simulated trace (a single-rank dtrain trace)", "roofline", 0},
         {"--hw", DT_ARG_STRING, &hw, 0, 0, 0, NULL, "FILE", "what-if: hardware file", "the trace's", 0},
@@ -84,6 +88,11 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": --size '%s': expected WxH, 64..16384 pixels each (e.g. 1400x800)\n", size);
         return 2;
     }
+    double z0 = 0.0, z1 = 1.0;
+    if (zoom && (sscanf(zoom, "%lf:%lf%c", &z0, &z1, &extra) != 2 || !(z0 >= 0.0 && z0 < z1 && z1 <= 1.0))) {
+        fprintf(stderr, PROG ": --zoom '%s': expected A:B with 0 <= A < B <= 1 (e.g. 0.4:0.6)\n", zoom);
+        return 2;
+    }
     dtv_view_id vid = DTV_VIEW_TIMELINE;
     dtv_view_parse(view, &vid);
     dtv_app app;
@@ -95,6 +104,7 @@ int main(int argc, char **argv)
     app.profile = profile;
     app.hw = hw;
     dtv_app_set(&app, vid, when >= 1.0 ? 2.0 : when);
+    if (zoom) dtv_app_zoom(&app, z0, z1);
     if (png) st = dtv_app_png(&app, w, h, png);
     else if (frames_dir) st = dtv_app_frames(&app, w, h, frames_dir, n_frames);
     else st = dtv_app_interactive(&app, w, h);

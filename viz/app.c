@@ -54,6 +54,17 @@ void dtv_app_set(dtv_app *a, dtv_view_id id, double frac)
     }
 }
 
+void dtv_app_zoom(dtv_app *a, double f0, double f1)
+{
+    for (int i = 0; i < a->n; i++) {
+        const dtv_trace *t = &a->tr[i];
+        const double span = (double)(t->t_max - t->t_min);
+        a->view[i].t0 = t->t_min + (int64_t)llround(f0 * span);
+        a->view[i].t1 = t->t_min + (int64_t)llround(f1 * span);
+        if (a->view[i].t1 <= a->view[i].t0) a->view[i].t1 = a->view[i].t0 + 1;
+    }
+}
+
 void dtv_app_render(dtv_app *a, dtv_canvas *c)
 {
     dtv_clear(c, DTV_BG);

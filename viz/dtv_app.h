@@ -63,6 +63,8 @@ void dtv_app_close(dtv_app *a);
 /* Set every pane's view id; playback time `frac` of each trace's span
  * (0..1, or >1: everything). */
 void dtv_app_set(dtv_app *a, dtv_view_id id, double frac);
+/* Show the part [f0, f1] of each trace (fractions of its span, 0 <= f0 < f1 <= 1). */
+void dtv_app_zoom(dtv_app *a, double f0, double f1);
 /* Draw the panes into the whole canvas. */
 void dtv_app_render(dtv_app *a, dtv_canvas *c);
 /* Headless: one PNG. */

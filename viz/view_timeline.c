@@ -145,11 +145,15 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
     dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s", t->tool,
              t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
     if (t->p > 1 || !isnan(t->formula)) {
+        char sched[32] = "";
+        dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
+        const int async = !strncmp(sched, "pipedream", 9);
         if (!isnan(t->formula))
             dtv_text(c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG,
-                     "pipeline p = %d, m = %d: ideal bubble (p-1)/(m+p-1) = %.3f; white gaps in the compute rows are "
-                     "the bubble",
-                     t->p, t->m, t->formula);
+                     "%s%spipeline p = %d, m = %d: ideal bubble (p-1)/(m+p-1) = %.3f; white gaps in the compute rows are "
+                     "the bubble%s",
+                     sched, sched[0] ? " " : "", t->p, t->m, t->formula,
+                     async ? " (steps overlap: an upper bound; a box reads micro-batch v weight version)" : "");
     }
     dtv_time_axis(c, L.x, L.y - DTV__AXIS + 2, L.w, v);
     /* rows */
@@ -194,7 +198,8 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
             }
             skipped = 0;
             if (x0 < last_x1) x0 = last_x1;
-            dtv_fill(c, x0, y + 1, x1 - x0, L.row_h - 2, dtv_kind_color((dtv_kind)s->kind));
+            /* a box 4 px or wider leaves its last column free, so back-to-back operations read as separate boxes */
+            dtv_fill(c, x0, y + 1, x1 - x0 >= 4 ? x1 - x0 - 1 : x1 - x0, L.row_h - 2, dtv_kind_color((dtv_kind)s->kind));
             last_x1 = x1;
             /* the micro-batch (and version) inside a wide box; the event (a cache miss) is read
              * only for a box wide enough */
