@@ -5,7 +5,8 @@
  *       (run.json for run.rank0.json, run.rank1.json, ...). With TRACE2 the
  *       two are shown in aligned panes with the difference in step time.
  *   --png FILE            render one picture headless (no display needed) and exit
- *   --frames DIR          render --frame-count numbered PNGs of the replay headless
+ *   --frames DIR          render numbered PNGs of the replay headless: --fps N frames per second of
+ *                         a --duration S seconds video (or exactly --frame-count N frames)
  *   --view V              timeline | ring | scale | memory (default timeline)
  *   --time F              playback position as a fraction of the trace, 0..1 (default 1: all)
  *   --size WxH            picture or window size (default 1400x800)
@@ -29,11 +30,16 @@ int main(int argc, char **argv)
     const char *png = NULL, *frames_dir = NULL, *view = "timeline", *size = "1400x800", *profile = NULL, *hw = NULL,
                *zoom = NULL;
     double when = 1.0;
-    int n_frames = 60, help = 0;
+    int n_frames = 60, fps = 30, help = 0;
+    double duration = 4.0;
     dt_arg args[] = {
         {"--png", DT_ARG_STRING, &png, 0, 0, 0, NULL, "FILE", "render one picture headless and exit", "none", 0},
         {"--frames", DT_ARG_STRING, &frames_dir, 0, 0, 0, NULL, "DIR",
-         "render --frame-count numbered PNGs of the replay headless and exit", "none", 0},
+         "render numbered PNGs of the replay headless (frame_00000.png, ...) and exit", "none", 0},
+        {"--fps", DT_ARG_INT, &fps, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 240, NULL, "N",
+         "--frames: frames per second of the video the replay becomes", NULL, 0},
+        {"--duration", DT_ARG_DOUBLE, &duration, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX | DT_ARG_MIN_EXCLUSIVE, 0, 3600, NULL,
+         "S", "--frames: seconds the whole replay lasts (frames = fps x duration)", NULL, 0},
         {"--frame-count", DT_ARG_INT, &n_frames, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 100000, NULL, "N",
          "frames for --frames", NULL, 0},
         {"--view", DT_ARG_CHOICE, &view, 0, 0, 0, "timeline|ring|scale|memory", NULL, "what to show", NULL, 0},
@@ -106,7 +112,10 @@ int main(int argc, char **argv)
     dtv_app_set(&app, vid, when >= 1.0 ? 2.0 : when);
     if (zoom) dtv_app_zoom(&app, z0, z1);
     if (png) st = dtv_app_png(&app, w, h, png);
-    else if (frames_dir) st = dtv_app_frames(&app, w, h, frames_dir, n_frames);
+    else if (frames_dir)
+        st = dtv_app_frames(&app, w, h, frames_dir,
+                            dt_args_given(args, n_args, "--frame-count") ? n_frames
+                                                                          : (int)(fps * duration + 0.5) > 0 ? (int)(fps * duration + 0.5) : 1);
     else st = dtv_app_interactive(&app, w, h);
     dtv_app_close(&app);
     if (st != DT_OK) {
