@@ -15,6 +15,7 @@
 #include "dts_net.h"
 #include "dts_run.h"
 #include "dts_scenario.h"
+#include "simtest.h"
 #include "testutil.h"
 
 /* ---- engine ------------------------------------------------------------- */
@@ -104,16 +105,7 @@ END_TEST
 
 /* ---- links and collectives ---------------------------------------------- */
 
-static dts_hw flat_hw(double alpha_ns, double bytes_per_ns)
-{
-    dts_hw hw;
-    dts_hw_default(&hw);
-    hw.devices_per_node = 1 << 20;
-    hw.intra.alpha_ns = hw.inter.alpha_ns = alpha_ns;
-    hw.intra.bytes_per_ns = hw.inter.bytes_per_ns = bytes_per_ns;
-    hw.sleep_overshoot_ns = 0; /* the parameter server's polls wake on time */
-    return hw;
-}
+static dts_hw flat_hw(double alpha_ns, double bytes_per_ns) { return dt_test_flat_hw(alpha_ns, bytes_per_ns); }
 
 START_TEST(test_net_fifo)
 {
@@ -257,29 +249,9 @@ END_TEST
 
 /* ---- the executor ------------------------------------------------------- */
 
-/* A model with L blocks, each forward F and backward Bw ns, embedding and
- * head free, no optimizer or host cost, links that cost nothing. */
 static void fixed_scenario(dts_scenario *sc, int L, int p, int m, int steps, dt_sched_kind kind, int64_t F, int64_t Bw)
 {
-    dts_scenario_default(sc);
-    sc->model.num_layers = L;
-    sc->p = p;
-    sc->t = 1;
-    sc->d = 1;
-    sc->m = m;
-    sc->steps = steps;
-    sc->schedule = kind;
-    sc->hw = flat_hw(0, 1e12);
-    memset(&sc->cost, 0, sizeof sc->cost);
-    sc->cost.n_layer = L;
-    for (int l = 0; l < L; l++) {
-        sc->cost.fwd_ns[l + 1] = F;
-        sc->cost.bwd_ns[l + 1] = Bw;
-        sc->cost.params[l + 1] = 1000;
-        sc->cost.act_bytes[l + 1] = 4096;
-    }
-    sc->cost.params[0] = sc->cost.params[L + 1] = 1000;
-    sc->have_cost = 1;
+    dt_test_fixed_scenario(sc, L, p, m, steps, kind, F, Bw);
 }
 
 /* gpipe and 1f1b, equal stages: every stage's forward/backward bubble is (p-1)/(m+p-1). */

@@ -28,6 +28,7 @@
 #include "dts_run.h"
 #include "dts_scenario.h"
 #include "dtv_view.h"
+#include "simtest.h"
 #include "testutil.h"
 
 enum { W = 1400, H = 800 };
@@ -40,29 +41,7 @@ static const int64_t F_NS = 1000, B_NS = 2000;
  * (nearly) infinite bandwidth. */
 static void fixed_scenario(dts_scenario *sc, int p, int m, int steps, dt_sched_kind kind)
 {
-    dts_scenario_default(sc);
-    sc->model.num_layers = p;
-    sc->p = p;
-    sc->t = 1;
-    sc->d = 1;
-    sc->m = m;
-    sc->steps = steps;
-    sc->schedule = kind;
-    dts_hw_default(&sc->hw);
-    sc->hw.devices_per_node = 1 << 20;
-    sc->hw.intra.alpha_ns = sc->hw.inter.alpha_ns = 0;
-    sc->hw.intra.bytes_per_ns = sc->hw.inter.bytes_per_ns = 1e12;
-    sc->hw.sleep_overshoot_ns = 0;
-    memset(&sc->cost, 0, sizeof sc->cost);
-    sc->cost.n_layer = p;
-    for (int l = 0; l < p; l++) {
-        sc->cost.fwd_ns[l + 1] = F_NS;
-        sc->cost.bwd_ns[l + 1] = B_NS;
-        sc->cost.params[l + 1] = 1000;
-        sc->cost.act_bytes[l + 1] = 4096;
-    }
-    sc->cost.params[0] = sc->cost.params[p + 1] = 1000;
-    sc->have_cost = 1;
+    dt_test_fixed_scenario(sc, p, p, m, steps, kind, F_NS, B_NS);
 }
 
 /* Simulate and index (the viewer takes the events). */

@@ -157,7 +157,7 @@ endif
 # The simulator's engine, collectives and executor against exact formulas.
 if HAVE_CHECK
 DT_CHECK_SUITES += tests/check_sim
-tests_check_sim_SOURCES = tests/check_sim.c tests/testutil.h
+tests_check_sim_SOURCES = tests/check_sim.c tests/testutil.h tests/simtest.h
 tests_check_sim_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
 tests_check_sim_LDADD = libdtsim.la $(DT_CHECK_LDADD)
 endif
@@ -181,7 +181,7 @@ EXTRA_DIST += tests/cli-lib.sh
 if HAVE_CHECK
 if HAVE_SDL
 DT_CHECK_SUITES += tests/check_viz
-tests_check_viz_SOURCES = tests/check_viz.c tests/testutil.h
+tests_check_viz_SOURCES = tests/check_viz.c tests/testutil.h tests/simtest.h
 tests_check_viz_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
 tests_check_viz_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
 endif
