@@ -53,7 +53,9 @@ int dt_bench_viz(int argc, char **argv);      /* bench/vizbench.c (vizbench_none
 
 static void die(const char *what)
 {
-    fprintf(stderr, "dtbench: %s: %s\n", what, dt_last_error());
+    const char *why = dt_last_error();
+    if (why[0]) fprintf(stderr, "dtbench: %s: %s\n", what, why);
+    else fprintf(stderr, "dtbench: %s\n", what); /* a failed malloc here: no library message */
     exit(1);
 }
 
@@ -421,6 +423,11 @@ static void bench_setup_init(bench_setup *b, const char *device, int threads, co
     if (T <= 0) T = b->cfg.seq_len;
     if (T > b->cfg.seq_len) {
         fprintf(stderr, "dtbench: --seq-length %d exceeds --model %s's context %d\n", T, model, b->cfg.seq_len);
+        exit(2);
+    }
+    if ((int64_t)B * T > (int64_t)1 << 30) { /* as dtrain: the token loops and indices are int */
+        fprintf(stderr, "dtbench: --micro-batch-size %d x --seq-length %d: too many tokens per micro-batch (at most "
+                        "2^30)\n", B, T);
         exit(2);
     }
     b->T = T;
@@ -949,7 +956,9 @@ static int cmd_bubbles(int argc, char **argv)
         dt_trace *t = NULL;
         dt_bubble_stats b;
         if (dt_trace_read(argv[i], &t) != DT_OK || dt_bubble_stats_trace(t, -1, skip, &b) != DT_OK) {
-            fprintf(stderr, "dtbench bubbles: %s: %s\n", argv[i], dt_last_error());
+            const char *why = dt_last_error(); /* the reader's messages mostly name the file already */
+            if (strncmp(why, argv[i], strlen(argv[i])) == 0) fprintf(stderr, "dtbench bubbles: %s\n", why);
+            else fprintf(stderr, "dtbench bubbles: %s: %s\n", argv[i], why);
             dt_trace_free(t);
             bad = 1;
             continue;

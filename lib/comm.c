@@ -15,11 +15,17 @@
  * one rank nothing else can ever match it; test reports it as not done.
  * A message longer than the receive buffer fails the receive's wait, as
  * MPI_ERR_TRUNCATE does; a shorter one fills the front of it. */
+#define _POSIX_C_SOURCE 200809L
 #include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm_internal.h"
+#include "dt_time.h"
 
 /* ---- shared by the backends ------------------------------------------- */
 
@@ -38,8 +44,85 @@ dt_status dt__comm_new(const dt_comm_ops *ops, int rank, int size, void *impl, d
     c->rank = rank;
     c->size = size;
     c->impl = impl;
+    c->timeout_s = DT_COMM_TIMEOUT_DEFAULT;
     *out = c;
     return DT_OK;
+}
+
+dt_status dt_comm_set_timeout(dt_comm *c, double seconds)
+{
+    if (c == NULL) return DT_FAIL(DT_ERR_INVALID, "dt_comm_set_timeout: communicator is NULL");
+    if (!isfinite(seconds) || seconds < 0 || seconds > 1e9)
+        return DT_FAIL(DT_ERR_INVALID, "--comm-timeout %g: expected 0 (none) or seconds > 0, at most 1e9", seconds);
+    c->timeout_s = seconds;
+    return DT_OK;
+}
+
+void dt_comm_abort(dt_comm *c, int code)
+{
+    if (c && c->ops && c->ops->abort) c->ops->abort(c, code);
+}
+
+/* A waiter polls without yielding for its first DT__COMM_SPIN_NS, as
+ * MPI_Wait would (a message on its way is taken at once), then yields the
+ * core between polls (sched_yield) and after DT__COMM_SLEEP_AFTER_NS sleeps
+ * 200 us between them (a pipeline bubble, a straggler, a dead peer). */
+#define DT__COMM_SPIN_NS 1000000LL
+
+void dt__comm_waiter_start(dt__comm_waiter *w, const dt_comm *c)
+{
+    w->start_ns = dt_time_ns();
+    w->deadline_ns = c->timeout_s > 0 ? w->start_ns + (long long)(c->timeout_s * 1e9) : 0;
+    w->polls = 0;
+}
+
+int dt__comm_waiter_idle(dt__comm_waiter *w)
+{
+    if (++w->polls <= 16) return 0; /* the clock read is not worth it for the first few */
+    const long long now = dt_time_ns(), waited = now - w->start_ns;
+    if (w->deadline_ns && now >= w->deadline_ns) return 1;
+    if (waited < DT__COMM_SPIN_NS) return 0;
+    if (waited < DT__COMM_SLEEP_AFTER_NS) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static int dt__comm_job_rank(const dt_comm *c, int r) { return c->ops->job_rank ? c->ops->job_rank(c, r) : r; }
+
+dt_status dt__comm_timeout_fail(const dt_comm *c, dt_comm_request *const *reqs, int n, const char *file, int line)
+{
+    char peers[160] = "";
+    size_t len = 0;
+    int count = 0, any_recv = 0;
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && !reqs[i]->is_send) any_recv = 1;
+    for (int i = 0; i < n && len < sizeof peers - 16; i++) {
+        const dt_comm_request *r = reqs[i];
+        if (!r || r->is_send == any_recv) continue;
+        const int p = dt__comm_job_rank(c, r->peer);
+        int dup = 0; /* each peer once */
+        for (int j = 0; j < i; j++)
+            if (reqs[j] && reqs[j]->is_send == r->is_send && reqs[j]->peer == r->peer) dup = 1;
+        if (dup) continue;
+        len += (size_t)snprintf(peers + len, sizeof peers - len, "%s%d", count ? ", " : "", p);
+        count++;
+    }
+    const int me = dt__comm_job_rank(c, c->rank);
+    if (any_recv)
+        return dt__fail(DT_ERR_BACKEND, file, line,
+                        "rank %d: no message from rank%s %s for %g s (--comm-timeout %g): %s, or a rank %s waits "
+                        "for, may have died or hung",
+                        me, count > 1 ? "s" : "", peers, c->timeout_s, c->timeout_s, count > 1 ? "they" : "it",
+                        count > 1 ? "they" : "it");
+    return dt__fail(DT_ERR_BACKEND, file, line,
+                    "rank %d: rank%s %s took no message for %g s (--comm-timeout %g): %s, or a rank %s waits for, "
+                    "may have died or hung",
+                    me, count > 1 ? "s" : "", peers, c->timeout_s, c->timeout_s, count > 1 ? "they" : "it",
+                    count > 1 ? "they" : "it");
 }
 
 void dt_comm_free(dt_comm *c)

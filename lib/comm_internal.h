@@ -44,6 +44,25 @@ dt_status dt__comm_check_request(const dt_comm *c, const char *what, const dt_co
 /* Checks allreduce_native's arguments. */
 dt_status dt__comm_check_buffer(const char *what, const float *buf, size_t count);
 
+/* Timeouts of blocking waits (dt_comm.timeout_s). A waiter is started when
+ * a wait begins; dt__comm_waiter_idle is called after each poll that found
+ * nothing: it yields the core (polling freely for the first millisecond, as
+ * MPI_Wait does, then sched_yield, then, after DT__COMM_SLEEP_AFTER_NS of
+ * waiting, 200 us sleeps) and returns 1 once the timeout has passed. */
+#define DT__COMM_SLEEP_AFTER_NS 1000000000LL
+typedef struct dt__comm_waiter {
+    long long start_ns, deadline_ns; /* deadline 0: none */
+    long polls;
+} dt__comm_waiter;
+void dt__comm_waiter_start(dt__comm_waiter *w, const dt_comm *c);
+int dt__comm_waiter_idle(dt__comm_waiter *w);
+/* The failure of a wait that timed out on reqs(n) (NULL entries are done):
+ * "rank R: no message from rank P for T s (--comm-timeout T): it may have
+ * died or hung" (receives are named before sends; every pending peer is
+ * listed), ranks as the job numbers them. DT_ERR_BACKEND. */
+dt_status dt__comm_timeout_fail(const dt_comm *c, dt_comm_request *const *reqs, int n, const char *file, int line);
+#define DT__COMM_TIMEOUT(c, reqs, n) dt__comm_timeout_fail((c), (reqs), (n), __FILE__, __LINE__)
+
 /* Largest count (bytes for messages, floats for reductions) a backend passes
  * to one call of a library whose counts are int (MPI): INT_MAX unless a test
  * lowered it, so that the paths for larger messages run with small buffers.

@@ -66,13 +66,39 @@ typedef struct dt_comm_ops {
      * a rank waiting on a group its neighbour completes only later. */
     int grouped;
     void (*destroy)(dt_comm *c);
+    /* For messages: rank's number in the process's whole job (MPI_COMM_WORLD
+     * for "mpi"), so a sub-communicator's failure names the rank as mpirun
+     * numbers it. NULL: ranks are already the job's. */
+    int (*job_rank)(const dt_comm *c, int rank);
+    /* Ends the whole job at once (MPI_Abort): for programs, after a failure
+     * that may leave other ranks waiting (a rank timed out). NULL: nothing
+     * to do (the caller exits on its own). Never returns when it acts. */
+    void (*abort)(dt_comm *c, int code);
 } dt_comm_ops;
 
 struct dt_comm {
     const dt_comm_ops *ops;
     int rank, size;
     void *impl; /* backend state */
+    /* Seconds a blocking wait of the "mpi" backend (wait, waitany, barrier;
+     * so every collective but DT_ALLREDUCE_MPI, the parameter server's and
+     * the pipeline's receives) may take before it fails with DT_ERR_BACKEND
+     * naming the rank waited for; 0: wait for ever. New communicators get
+     * DT_COMM_TIMEOUT_DEFAULT; split ones inherit their parent's. */
+    double timeout_s;
 };
+
+/* The default timeout of a blocking wait (dtrain's --comm-timeout): far
+ * above the longest healthy wait of this project's runs (docs/faults.md). */
+#define DT_COMM_TIMEOUT_DEFAULT 300.0
+
+/* Sets c's wait timeout in seconds (0: none; otherwise > 0 and finite).
+ * Communicators split from c afterwards inherit it. */
+DT_API dt_status dt_comm_set_timeout(dt_comm *c, double seconds);
+/* Ends the whole job (c->ops->abort, MPI_Abort for "mpi") with exit code;
+ * returns only when the backend has nothing to abort (self, NULL). For
+ * programs: the library itself never calls it. */
+DT_API void dt_comm_abort(dt_comm *c, int code);
 
 /* One rank talking to itself: size 1; sends to rank 0 match receives from 0. */
 DT_API dt_status dt_comm_self_create(dt_comm **out);

@@ -81,8 +81,14 @@ typedef struct dt_trace_writer dt_trace_writer;
 DT_API dt_status dt_trace_writer_open(const char *path, const char *tool, const char *config_json,
                                       dt_trace_writer **out);
 DT_API dt_status dt_trace_write(dt_trace_writer *w, const dt_trace_event *e);
-/* Finish the JSON and close; always frees w. */
+/* Finish the JSON and close; always frees w. When an earlier write failed
+ * the file is incomplete: it is removed (a regular file only) and the
+ * failure returned. */
 DT_API dt_status dt_trace_writer_close(dt_trace_writer *w);
+/* The run that wrote it failed: close without finishing and remove the file
+ * (a regular file only: not /dev/stdout, a pipe, ...), so that a failed run
+ * leaves no partial trace behind. Always frees w. */
+DT_API void dt_trace_writer_abort(dt_trace_writer *w);
 
 typedef struct dt_trace {
     int version;
@@ -96,6 +102,10 @@ typedef struct dt_trace {
  * wrong version gives DT_ERR_FORMAT with a message naming the file and the
  * position (line, column, or event index). */
 DT_API dt_status dt_trace_read(const char *path, dt_trace **out);
+/* The same from the len bytes at buf (a whole file's contents, not
+ * NUL-terminated); name stands for the file in messages (NULL: "(memory)").
+ * Used by the fuzzer (fuzz/trace_read.c). */
+DT_API dt_status dt_trace_read_mem(const char *name, const void *buf, size_t len, dt_trace **out);
 DT_API void dt_trace_free(dt_trace *t);
 
 #ifdef __cplusplus

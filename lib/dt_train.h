@@ -99,11 +99,34 @@ typedef struct dt_train_config {
     /* Testing and teaching: rank slow_rank sleeps slow_ms milliseconds
      * before each gradient exchange, a straggler (slow_ms 0: off). */
     int slow_rank, slow_ms;
+    /* Testing faults: rank hang_rank sleeps for ever at the start of
+     * iteration hang_iter (1-based; 0: off), a hung rank (docs/faults.md). */
+    int hang_rank;
+    int64_t hang_iter;
+    /* Seconds a blocking wait on comm may take before the step fails with
+     * DT_ERR_BACKEND naming the rank waited for (--comm-timeout; 0: wait for
+     * ever). The trainer sets it on comm (dt_comm_set_timeout) and on every
+     * communicator it makes. Default DT_COMM_TIMEOUT_DEFAULT. */
+    double comm_timeout;
+    /* FP32: a step whose loss or gradient norm is NaN/inf is skipped (no
+     * update, counted in nonfinite_skipped) instead of failing the run
+     * (--skip-nonfinite). Either way the first bad layer is named. */
+    int skip_nonfinite;
     const char *trace_path;  /* NULL: no trace */
     /* Used by drivers (dtrain), not by the trainer; recorded in the config
      * JSON so a summary says how the run was logged and evaluated. */
     int64_t log_interval;    /* iterations between log lines */
     int64_t eval_interval;   /* iterations between evaluations; 0: only at the end */
+    /* Checkpoints (docs/checkpoints.md): --save DIR --save-interval N
+     * [--save-keep K], --load DIR. Drivers call dt_trainer_save and
+     * dt_trainer_load with them; the trainer itself uses save_dir and
+     * save_keep on a parameter server (the servers save when their workers
+     * ask) and refuses pipedream schedules with either. Not in the config
+     * JSON (a resumed run may save elsewhere). NULL: none. */
+    const char *save_dir;
+    int64_t save_interval;   /* >= 1 with save_dir */
+    int save_keep;           /* > 0: keep the newest K checkpoints; 0: all */
+    const char *load_dir;
 } dt_train_config;
 
 /* Defaults for everything (tiny model on "add", tuned so that a plain run
@@ -132,6 +155,12 @@ typedef struct dt_train_stats {
     int scale_at_min;        /* overflow at the minimum scale with no hysteresis left */
     int scale_at_min_first;  /* ... for the first time in this run (say so once) */
     int64_t skipped_steps;   /* skipped so far in the run */
+    /* --skip-nonfinite (FP32): this step's loss or gradient norm was NaN/inf
+     * and it was skipped; nonfinite_where names the first bad layer (the
+     * text of the message a run without the flag stops with). */
+    int nonfinite;
+    const char *nonfinite_where;
+    int64_t nonfinite_skipped; /* so far in the run */
     /* parameter server (0 otherwise) */
     int64_t staleness;       /* ps-async: updates the servers applied between this worker's pull and its push */
     int64_t version;         /* updates the servers have applied so far */
@@ -183,10 +212,35 @@ DT_API double dt_trainer_elapsed_seconds(const dt_trainer *tr);
 /* Write the JSON run summary with stable keys: train_loss (last step's, or
  * null), val_loss and accuracy (null without eval or without examples),
  * val_examples, tokens_per_second, peak_activation_bytes, iterations,
- * num_params, elapsed_seconds, parameter_server (null, or mode, workers,
+ * num_params, elapsed_seconds, nonfinite_skipped_steps (--skip-nonfinite),
+ * parameter_server (null, or mode, workers,
  * servers, pushes and the staleness mean, max and histogram over every
  * worker's pushes), config (dt_train_config_json of the trainer's copy).
  * last and eval may be NULL. */
+/* Checkpoints (docs/checkpoints.md, lib/dt_checkpoint.h). Collective over
+ * cfg.comm: every rank calls. dt_trainer_save writes DIR/iter_X (X the
+ * iterations done) with one shard per rank: the model's weights (FP32
+ * masters under --fp16/--bf16), the optimizer state and step, the loss
+ * scaler, the iteration and data position; this rank's part of them under
+ * ZeRO-1, pipeline and tensor parallelism, nothing but the iteration and
+ * scaler on a parameter-server worker (its servers save their shards).
+ * With a parameter server dir must be cfg.save_dir. Refused with pipedream
+ * schedules (micro-batches in flight across steps).
+ * dt_trainer_load, right after dt_trainer_create (a parameter server:
+ * before dt_trainer_serve): the checkpoint dt_checkpoint_find_latest picks
+ * for dir, verified, whose configuration must equal this run's except
+ * train_iters, log/eval intervals, eval_iters, trace, threads, device,
+ * comm_timeout, skip_nonfinite and the communication tuning; then the next
+ * step is the checkpoint's iteration + 1 and continues it exactly. On
+ * failure the trainer is unusable: free it. */
+DT_API dt_status dt_trainer_save(dt_trainer *tr, const char *dir);
+DT_API dt_status dt_trainer_load(dt_trainer *tr, const char *dir);
+/* After dt_trainer_load: the checkpoint directory loaded, and a one-line
+ * note of what was skipped to reach it ("" when latest was valid). */
+DT_API const char *dt_trainer_loaded_path(const dt_trainer *tr);
+DT_API const char *dt_trainer_load_note(const dt_trainer *tr);
+/* After dt_trainer_save: the directory written. */
+DT_API const char *dt_trainer_saved_path(const dt_trainer *tr);
 DT_API dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
                                           const dt_eval_result *eval);
 

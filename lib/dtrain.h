@@ -21,6 +21,7 @@
 #include "dt_blobs.h"
 #include "dt_comm.h"
 #include "dt_schedule.h"
+#include "dt_checkpoint.h"
 
 #define DT_VERSION_STRING "0.1.0"
 

@@ -41,6 +41,9 @@ libdtrain_core_la_SOURCES = \
 	lib/data_blobs.c \
 	lib/comm.c \
 	lib/collectives.c
+# checkpoints: the file format, the crash-safe commit, CRC32C (docs/checkpoints.md)
+libdtrain_core_la_SOURCES += lib/checkpoint.c lib/crc32c.c
+include_HEADERS += lib/dt_checkpoint.h
 libdtrain_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DDT_BUILDING_LIBRARY
 libdtrain_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS)
 libdtrain_core_la_LIBADD = $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm

@@ -564,3 +564,61 @@ dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long 
     free(v), free(f);
     return st;
 }
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+const dt_paramset *dt__pipe_layout(const dt__pipe *pp) { return dt__stage_layout(pp->st); }
+float *dt__pipe_params(dt__pipe *pp) { return dt__stage_params(pp->st); }
+dt_optim *dt__pipe_optimizer(dt__pipe *pp) { return &pp->opt; }
+
+/* The first instruction of step t or later in this stage's list (n if none),
+ * after checking that no instruction of a step before t comes later. */
+static dt_status dt__pipe_cut(const dt__pipe *pp, int64_t t, int *cut)
+{
+    const int s = pp->stage, n = pp->sched->count[s];
+    const dt_sched_instr *list = pp->sched->instr[s];
+    int i = 0;
+    while (i < n && list[i].step < t) i++;
+    for (int j = i; j < n; j++)
+        if (list[j].step < t)
+            return DT_FAIL(DT_ERR_UNSUPPORTED, "--pipeline-schedule %s: stage %d runs work of step %d after step %lld "
+                                               "has begun (micro-batches and weight versions in flight across the "
+                                               "boundary): a checkpoint cannot be taken or resumed there",
+                           dt_sched_kind_name(pp->cfg.kind), s, list[j].step + 1, (long long)t + 1);
+    *cut = i;
+    return DT_OK;
+}
+
+dt_status dt__pipe_boundary(const dt__pipe *pp, int64_t t)
+{
+    int cut;
+    DT_CHECK(dt__pipe_cut(pp, t, &cut));
+    if (pp->pc != cut || pp->n_stash)
+        return DT_FAIL(DT_ERR_UNSUPPORTED, "pipeline stage %d: %s at the start of step %lld (a checkpoint needs a "
+                                           "clean step boundary)",
+                       pp->stage, pp->n_stash ? "weight versions stashed" : "not", (long long)t + 1);
+    for (int k = 0; k < pp->slots; k++)
+        if (pp->slot_mb[k] >= 0)
+            return DT_FAIL(DT_ERR_UNSUPPORTED, "pipeline stage %d: micro-batch %d in flight at the start of step %lld",
+                           pp->stage, pp->slot_mb[k], (long long)t + 1);
+    return DT_OK;
+}
+
+dt_status dt__pipe_seek(dt__pipe *pp, int64_t t)
+{
+    if (t < 0 || t > pp->cfg.steps)
+        return DT_FAIL(DT_ERR_INVALID, "pipeline: cannot resume at step %lld of %lld", (long long)t,
+                       (long long)pp->cfg.steps);
+    if (pp->pc != 0 || pp->n_stash)
+        return DT_FAIL(DT_ERR_INVALID, "pipeline stage %d: resume only before the first step", pp->stage);
+    int cut;
+    DT_CHECK(dt__pipe_cut(pp, t, &cut));
+    /* the current version: the last optimizer step's before the cut (0 before any) */
+    const dt_sched_instr *list = pp->sched->instr[pp->stage];
+    int v = 0;
+    for (int i = 0; i < cut; i++)
+        if (list[i].op == DT_SCHED_OPTIM_STEP) v = list[i].version;
+    pp->pc = cut;
+    pp->version = v;
+    return DT_OK;
+}

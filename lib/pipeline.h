@@ -102,4 +102,19 @@ int dt__pipe_max_versions_in_flight(const dt__pipe *pp);
  * vertical sync; also 0 for gpipe/1f1b, where a step is one version). */
 dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long *disagreements);
 
+/* Checkpoints (lib/train.c): this stage's layout, weights (backend memory)
+ * and optimizer. */
+const dt_paramset *dt__pipe_layout(const dt__pipe *pp);
+float *dt__pipe_params(dt__pipe *pp);
+dt_optim *dt__pipe_optimizer(dt__pipe *pp);
+/* DT_OK when nothing crosses the boundary before step t on this stage: the
+ * schedule runs every instruction of steps < t before any of steps >= t,
+ * and (after step t-1) no micro-batch is in flight and no version stashed.
+ * gpipe and 1f1b always pass; pipedream fails (DT_ERR_UNSUPPORTED, naming
+ * the schedule). */
+dt_status dt__pipe_boundary(const dt__pipe *pp, int64_t t);
+/* Position the stage at the start of step t (0 <= t <= steps), its weights
+ * and optimizer restored by the caller: the next dt__pipe_step is t. */
+dt_status dt__pipe_seek(dt__pipe *pp, int64_t t);
+
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm_internal.h"
 #include "dt_internal.h"
 #include "dt_time.h"
 #include "update.h"
@@ -15,7 +16,7 @@
 /* Tags of the protocol on the world communicator (below the collectives' 32704..). */
 enum { DT__PS_TAG_HDR = 32000, DT__PS_TAG_DATA, DT__PS_TAG_RHDR, DT__PS_TAG_RDATA };
 /* Message kinds. */
-enum { DT__PS_PUSH = 1, DT__PS_DONE, DT__PS_REPLY, DT__PS_FINAL, DT__PS_INIT };
+enum { DT__PS_PUSH = 1, DT__PS_DONE, DT__PS_REPLY, DT__PS_FINAL, DT__PS_INIT, DT__PS_SAVE, DT__PS_SAVED };
 
 /* The header of every message (the same on every rank of one build). */
 typedef struct dt__ps_msg {
@@ -45,7 +46,20 @@ struct dt__ps {
     dt_optim opt;
     int opt_ready;
     dt_loss_scaler scaler;
+    int64_t version;       /* updates applied (as of the last save point or the end) */
 };
+
+void dt__ps_server_tensors(const dt__ps *ps, int *t_lo, int *t_hi)
+{
+    const int s = ps->is_server ? ps->index : 0;
+    *t_lo = ps->t_lo[s];
+    *t_hi = ps->t_lo[s + 1];
+}
+const dt_paramset *dt__ps_server_layout(const dt__ps *ps) { return &ps->sub; }
+float *dt__ps_server_params(dt__ps *ps) { return ps->params.data; }
+dt_optim *dt__ps_server_optim(dt__ps *ps) { return ps->opt_ready ? &ps->opt : NULL; }
+dt_loss_scaler *dt__ps_server_scaler(dt__ps *ps) { return &ps->scaler; }
+int64_t dt__ps_server_version(const dt__ps *ps) { return ps->version; }
 
 int dt__ps_is_server(const dt__ps *ps) { return ps->is_server; }
 int dt__ps_num_workers(const dt__ps *ps) { return ps->W; }
@@ -158,10 +172,13 @@ static int dt__ps_any(dt_comm_request *const *reqs, int n)
 /* A server waits for workers most of the time; blocking in MPI would spin
  * on a core the workers need (ranks share the host's cores), so it polls
  * with test and sleeps in between, from 20 us doubling to 500 us (DT_PS_POLL_*). Returns
- * the index of the request that completed (it becomes NULL). */
+ * the index of the request that completed (it becomes NULL). Gives up after
+ * the communicator's timeout (--comm-timeout), naming the workers still
+ * silent; the requests stay pending (the caller leaves them to the exit). */
 static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, int *index)
 {
     long sleep_ns = DT_PS_POLL_FIRST_NS;
+    const int64_t deadline = c->timeout_s > 0 ? dt_time_ns() + (int64_t)(c->timeout_s * 1e9) : 0;
     for (;;) {
         int live = 0;
         for (int i = 0; i < n; i++) {
@@ -177,6 +194,7 @@ static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, 
             }
         }
         if (!live) return DT_FAIL(DT_ERR_INVALID, "parameter server: waiting with nothing pending");
+        if (deadline && dt_time_ns() >= deadline) return DT__COMM_TIMEOUT(c, reqs, n);
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < DT_PS_POLL_MAX_NS) sleep_ns = sleep_ns * 2 < DT_PS_POLL_MAX_NS ? sleep_ns * 2 : DT_PS_POLL_MAX_NS;
@@ -237,6 +255,8 @@ static dt_status dt__ps_server_init(dt__ps *ps, const dt__ps_server_env *env)
     DT_CHECK(dt_optim_init(&ps->opt, &env->optim, env->be, &ps->sub));
     ps->opt_ready = 1;
     if (env->loss_scaler) DT_CHECK(dt_loss_scaler_init(&ps->scaler, env->loss_scaler));
+    ps->version = env->start_version;
+    if (env->restore) DT_CHECK(env->restore(env->ckpt_ctx, ps)); /* a checkpoint's shard instead */
     /* every worker starts from the servers' weights */
     const dt__ps_msg init = {.kind = DT__PS_INIT};
     for (int w = 0; w < ps->W; w++)
@@ -260,6 +280,23 @@ static dt_status dt__ps_send_final(dt__ps *ps)
     return DT_OK;
 }
 
+/* Every worker still training (parked[w]) asked for a checkpoint: each gets
+ * the shard's weights back, then the shard is saved at `version`. */
+static dt_status dt__ps_save_point(dt__ps *ps, const dt__ps_server_env *env, const int *parked, int64_t version)
+{
+    if (!env->save)
+        return DT_FAIL(DT_ERR_INVALID, "parameter server %d: the workers asked for a checkpoint, but this server was "
+                                       "given no --save directory",
+                       ps->index);
+    const dt__ps_msg m = {.kind = DT__PS_SAVED, .iter = version};
+    for (int w = 0; w < ps->W; w++)
+        if (parked[w])
+            DT_CHECK(dt__ps_send(ps, &m, ps->params.data, dt__ps_shard_len(ps, ps->index), w, DT__PS_TAG_RHDR,
+                                 DT__PS_TAG_RDATA));
+    ps->version = version;
+    return env->save(env->ckpt_ctx, ps, version);
+}
+
 static dt_status dt__ps_serve_sync(dt__ps *ps, const dt__ps_server_env *env)
 {
     dt_comm *c = ps->world;
@@ -273,12 +310,22 @@ static dt_status dt__ps_serve_sync(dt__ps *ps, const dt__ps_server_env *env)
         st = DT_FAIL(DT_ERR_NOMEM, "parameter server: out of memory");
         goto done;
     }
-    for (int64_t step = 0;; step++) {
+    for (int64_t step = env->start_version;; step++) {
+        ps->version = step;
         for (int w = 0; w < W; w++) DT_CHECK_GOTO(c->ops->irecv(c, &in[w], sizeof in[w], w, DT__PS_TAG_HDR, &q[w]), st, done);
         DT_CHECK_GOTO(dt__ps_idle_wait_all(c, q, W), st, done);
-        int n_done = 0;
-        for (int w = 0; w < W; w++) n_done += in[w].kind == DT__PS_DONE;
+        int n_done = 0, n_save = 0;
+        for (int w = 0; w < W; w++) n_done += in[w].kind == DT__PS_DONE, n_save += in[w].kind == DT__PS_SAVE;
         if (n_done == W) break;
+        if (n_save == W) { /* a checkpoint between steps: no update, the same step again */
+            int *all = calloc((size_t)W, sizeof *all);
+            for (int w = 0; all && w < W; w++) all[w] = 1;
+            st = all ? dt__ps_save_point(ps, env, all, step) : DT_FAIL(DT_ERR_NOMEM, "parameter server: out of memory");
+            free(all);
+            if (st != DT_OK) goto done;
+            step--;
+            continue;
+        }
         for (int w = 0; w < W; w++) {
             if (in[w].kind != DT__PS_PUSH) {
                 st = n_done ? DT_FAIL(DT_ERR_INVALID,
@@ -374,20 +421,26 @@ static dt_status dt__ps_serve_async(dt__ps *ps, const dt__ps_server_env *env)
     dt_comm_request **q = calloc((size_t)W, sizeof *q);
     int64_t *pulled = calloc((size_t)W, sizeof *pulled), *scratch = calloc((size_t)W, sizeof *scratch);
     int *done = calloc((size_t)W, sizeof *done), *pending = calloc((size_t)W, sizeof *pending);
+    /* parked: waiting at a checkpoint; idle: done or parked (the staleness check leaves them out) */
+    int *parked = calloc((size_t)W, sizeof *parked), *idle = calloc((size_t)W, sizeof *idle);
     dt_status st = DT_OK;
-    if (!in || !q || !pulled || !scratch || !done || !pending) {
+    if (!in || !q || !pulled || !scratch || !done || !pending || !parked || !idle) {
         st = DT_FAIL(DT_ERR_NOMEM, "parameter server: out of memory");
         goto out;
     }
-    int64_t version = 0;
-    int n_done = 0;
+    int64_t version = env->start_version;
+    for (int w = 0; w < W; w++) pulled[w] = version; /* every worker pulls the starting weights */
+    int n_done = 0, n_parked = 0;
     for (int w = 0; w < W; w++) DT_CHECK_GOTO(c->ops->irecv(c, &in[w], sizeof in[w], w, DT__PS_TAG_HDR, &q[w]), st, out);
     while (n_done < W) {
         int w = -1;
         DT_CHECK_GOTO(dt__ps_idle_waitany(c, q, W, &w), st, out);
         if (in[w].kind == DT__PS_DONE) {
-            done[w] = 1;
+            done[w] = idle[w] = 1;
             n_done++;
+        } else if (in[w].kind == DT__PS_SAVE) {
+            parked[w] = idle[w] = 1;
+            n_parked++;
         } else if (in[w].kind == DT__PS_PUSH) {
             dt_comm_request *dq = NULL;
             DT_CHECK_GOTO(c->ops->irecv(c, rbuf + (size_t)w * len, len * sizeof(float), w, DT__PS_TAG_DATA, &dq), st,
@@ -403,7 +456,7 @@ static dt_status dt__ps_serve_async(dt__ps *ps, const dt__ps_server_env *env)
             int pick = -1;
             for (int v = 0; v < W; v++)
                 if (pending[v] && (pick < 0 || pulled[v] < pulled[pick]) &&
-                    dt__ps_safe_after(ps, v, version, pulled, done, scratch))
+                    dt__ps_safe_after(ps, v, version, pulled, idle, scratch))
                     pick = v;
             if (pick < 0) break;
             const int64_t t0 = dt_time_ns();
@@ -438,7 +491,18 @@ static dt_status dt__ps_serve_async(dt__ps *ps, const dt__ps_server_env *env)
             if (env->hook) env->hook(env->hook_ctx, pick, staleness, version, t0, t1);
             DT_CHECK_GOTO(c->ops->irecv(c, &in[pick], sizeof in[pick], pick, DT__PS_TAG_HDR, &q[pick]), st, out);
         }
+        if (n_parked > 0 && n_parked + n_done == W) { /* a checkpoint: every worker still training is parked */
+            DT_CHECK_GOTO(dt__ps_save_point(ps, env, parked, version), st, out);
+            for (int v = 0; v < W; v++) {
+                if (!parked[v]) continue;
+                parked[v] = idle[v] = 0;
+                pulled[v] = version; /* it took the weights back */
+                DT_CHECK_GOTO(c->ops->irecv(c, &in[v], sizeof in[v], v, DT__PS_TAG_HDR, &q[v]), st, out);
+            }
+            n_parked = 0;
+        }
     }
+    ps->version = version;
     st = dt__ps_send_final(ps);
 out:
     if (!dt__ps_any(q, W)) { /* after a failure, receives may still point into in: leave them to the exit */
@@ -449,6 +513,8 @@ out:
     free(scratch);
     free(done);
     free(pending);
+    free(parked);
+    free(idle);
     return st;
 }
 
@@ -583,3 +649,16 @@ dt_status dt__ps_finish(dt__ps *ps, float *params)
 }
 
 void dt__ps_get_stats(const dt__ps *ps, dt__ps_stats *out) { *out = ps->stats; }
+
+dt_status dt__ps_save_round(dt__ps *ps, float *params)
+{
+    if (ps->is_server || ps->finished)
+        return DT_FAIL(DT_ERR_INVALID, "parameter server: checkpoint request from %s",
+                       ps->is_server ? "a server" : "a finished worker");
+    const dt__ps_msg msg = {.kind = DT__PS_SAVE};
+    dt__ps_msg m[16], *ms = ps->K <= 16 ? m : calloc((size_t)ps->K, sizeof *ms);
+    if (!ms) return DT_FAIL(DT_ERR_NOMEM, "parameter server: out of memory");
+    dt_status st = dt__ps_round(ps, params, NULL, &msg, ms, DT__PS_SAVED);
+    if (ms != m) free(ms);
+    return st;
+}

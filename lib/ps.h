@@ -26,7 +26,12 @@
  * Protocol (world communicator, tags 32000..32003): every message is a
  * header (dt__ps_msg) followed, where it carries floats, by the shard.
  * A worker ends with DONE; when every worker is done the servers send each
- * the final weights, so all workers end with the servers' model.
+ * the final weights, so all workers end with the servers' model. A worker
+ * at a checkpoint sends SAVE instead of a push; a server answers SAVED with
+ * its shard once every worker still training has sent SAVE (ps-async: the
+ * others' pushes go on meanwhile, a parked worker counting as idle for the
+ * staleness bound), then saves (env->save); version is then W x the
+ * workers' iteration under ps-async, the iteration under ps-sync.
  *
  * Invariants: a server never changes its shard while an answer that points
  * at it is in flight; a worker's parameters change only inside
@@ -88,7 +93,29 @@ typedef struct dt__ps_server_env {
     const dt_loss_scaler_config *loss_scaler; /* NULL: no loss scaling (ps-sync only) */
     dt__ps_apply_hook hook;
     void *hook_ctx;
+    /* Checkpoints (lib/train.c; docs/checkpoints.md). restore (may be NULL)
+     * runs once the shard's weights, optimizer and scaler exist, before the
+     * workers get their first weights: it overwrites them with a loaded
+     * checkpoint's, and start_version is then that checkpoint's version
+     * (0 otherwise). save (may be NULL) runs when every worker still
+     * training has asked for a checkpoint (dt__ps_save_round), after each
+     * got the shard's weights back, with the number of updates applied. */
+    int64_t start_version;
+    dt_status (*restore)(void *ctx, dt__ps *ps);
+    dt_status (*save)(void *ctx, dt__ps *ps, int64_t version);
+    void *ckpt_ctx;
 } dt__ps_server_env;
+
+/* A server's shard for checkpoints: whole tensors *t_lo .. *t_hi - 1 of the
+ * model's layout; after dt__ps_serve has started, their own layout
+ * (offsets from the shard's start), weights (backend memory), optimizer,
+ * loss scaler and the updates applied so far. */
+void dt__ps_server_tensors(const dt__ps *ps, int *t_lo, int *t_hi);
+const dt_paramset *dt__ps_server_layout(const dt__ps *ps);
+float *dt__ps_server_params(dt__ps *ps);
+dt_optim *dt__ps_server_optim(dt__ps *ps);
+dt_loss_scaler *dt__ps_server_scaler(dt__ps *ps);
+int64_t dt__ps_server_version(const dt__ps *ps);
 
 /* Serve until every worker is done. */
 dt_status dt__ps_serve(dt__ps *ps, const dt__ps_server_env *env);
@@ -128,6 +155,10 @@ dt_status dt__ps_exchange(dt__ps *ps, float *params, const float *grads, const d
  * Idempotent. */
 dt_status dt__ps_finish(dt__ps *ps, float *params);
 int dt__ps_finished(const dt__ps *ps);
+/* A worker at a checkpoint: ask every server to save (they do once every
+ * worker still training has asked; ps-sync: at the same step) and take the
+ * shards' weights back into params. */
+dt_status dt__ps_save_round(dt__ps *ps, float *params);
 
 /* Staleness of the pushes (this worker's before dt__ps_finish, every
  * worker's after it). */

@@ -648,29 +648,42 @@ static dt_status dt__slurp(const char *path, char **out, size_t *out_len)
     return DT_OK;
 }
 
-dt_status dt_trace_read(const char *path, dt_trace **out)
+/* Parse buf[0..len) (the whole file's bytes); name is the file in messages. */
+static dt_status dt__read_buf(const char *name, const char *buf, size_t len, dt_trace **out)
 {
-    if (out) *out = NULL;
-    if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read: NULL path or out");
     dt__rd r;
     memset(&r, 0, sizeof r);
-    r.path = path;
-    char *buf;
-    DT_CHECK(dt__slurp(path, &buf, &r.len));
+    r.path = name;
     r.buf = buf;
+    r.len = len;
     r.t = calloc(1, sizeof *r.t);
-    if (!r.t) {
-        free(buf);
-        return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", path);
-    }
+    if (!r.t) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", name);
     dt_status st = dt__read_top(&r);
-    free(buf);
     if (st != DT_OK) {
         dt_trace_free(r.t);
         return st;
     }
     *out = r.t;
     return DT_OK;
+}
+
+dt_status dt_trace_read(const char *path, dt_trace **out)
+{
+    if (out) *out = NULL;
+    if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read: NULL path or out");
+    char *buf;
+    size_t len;
+    DT_CHECK(dt__slurp(path, &buf, &len));
+    dt_status st = dt__read_buf(path, buf, len, out);
+    free(buf);
+    return st;
+}
+
+dt_status dt_trace_read_mem(const char *name, const void *buf, size_t len, dt_trace **out)
+{
+    if (out) *out = NULL;
+    if (!out || (!buf && len)) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read_mem: NULL buf or out");
+    return dt__read_buf(name ? name : "(memory)", buf ? (const char *)buf : "", len, out);
 }
 
 void dt_trace_free(dt_trace *t)

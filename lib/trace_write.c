@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -433,18 +434,39 @@ dt_status dt_trace_write(dt_trace_writer *w, const dt_trace_event *e)
     return DT_OK;
 }
 
+/* Close w->f and remove the file it wrote if it is a regular file (not a
+ * device or a pipe given as the path). */
+static void dt__close_remove(dt_trace_writer *w)
+{
+    struct stat sb;
+    const int regular = fstat(fileno(w->f), &sb) == 0 && S_ISREG(sb.st_mode);
+    fclose(w->f);
+    if (regular) remove(w->path);
+}
+
+void dt_trace_writer_abort(dt_trace_writer *w)
+{
+    if (!w) return;
+    dt__close_remove(w);
+    free(w->path);
+    free(w);
+}
+
 dt_status dt_trace_writer_close(dt_trace_writer *w)
 {
     if (!w) return DT_OK;
     dt_status st = DT_OK;
     if (w->failed) {
-        st = DT_FAIL(DT_ERR_IO, "%s: an earlier write failed; the trace is incomplete", w->path);
-        fclose(w->f);
+        st = DT_FAIL(DT_ERR_IO, "%s: an earlier write failed; the trace is incomplete (removed)", w->path);
+        dt__close_remove(w);
     } else {
         static const char end[] = "\n]}\n";
+        struct stat sb;
+        const int regular = fstat(fileno(w->f), &sb) == 0 && S_ISREG(sb.st_mode);
         st = dt__put(w, end, sizeof end - 1);
         if (st == DT_OK && fflush(w->f) != 0) st = dt__io_fail(w, "write failed", errno);
         if (fclose(w->f) != 0 && st == DT_OK) st = dt__io_fail(w, "closing failed", errno);
+        if (st != DT_OK && regular) remove(w->path); /* incomplete */
     }
     free(w->path);
     free(w);

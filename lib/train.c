@@ -1,6 +1,8 @@
 /* train.c: the single-process trainer (see dt_train.h): owns the backend,
  * dataset, model, optimizer, host batch buffers and the optional trace
- * writer of one run, and the run's throughput bookkeeping.
+ * writer of one run, and the run's throughput bookkeeping; and its
+ * checkpoints (dt_trainer_save / dt_trainer_load, the section at the end:
+ * what each rank's shard holds, docs/checkpoints.md).
  *
  * A step with N = global_batch_size / micro_batch_size:
  *   for k in 0..N-1: batch(train, iter*N + k) -> forward -> backward(1/N)
@@ -27,7 +29,9 @@
 #include <string.h>
 
 #include "dt_backend.h"
+#include "dt_checkpoint.h"
 #include "dt_internal.h"
+#include "gpt_layers.h"
 #include "dt_rng.h"
 #include "dt_time.h"
 #include "dt_trace.h"
@@ -98,6 +102,19 @@ struct dt_trainer {
     pthread_mutex_t mu;     /* the queue, and trace writes from both threads */
     pthread_cond_t cv;
     dt_loss_scaler scaler;  /* when cfg.use_loss_scaling */
+
+    /* non-finite loss or gradient norm (FP32) */
+    int nf_skip;            /* this step is skipped (--skip-nonfinite) */
+    int64_t nf_skipped;     /* steps skipped so far */
+    char nf_where[256];     /* the first bad layer, as the message says it */
+
+    /* checkpoints (dt_trainer_save / dt_trainer_load; section at the end) */
+    char *save_dir, *load_dir; /* owned copies of cfg's */
+    int ps_pulled;          /* a parameter-server worker has pulled the servers' first weights */
+    int64_t last_save;      /* iteration (a server: version) last saved or loaded; -1 none */
+    dt_checkpoint_shard *ps_resume; /* a server: the loaded shard, applied when serving starts */
+    int64_t ps_start_version; /* ... and its version */
+    char *ck_loaded, *ck_note, *ck_saved;
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -155,6 +172,8 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->max_staleness = -1;
     cfg->slow_rank = -1;
     cfg->slow_ms = 0;
+    cfg->hang_rank = -1;
+    cfg->comm_timeout = DT_COMM_TIMEOUT_DEFAULT;
     cfg->pipeline_size = 1;
     cfg->tensor_size = 1;
     cfg->pipeline_schedule = DT_SCHED_1F1B;
@@ -307,6 +326,8 @@ static dt_status dt__validate_mlp(const dt_train_config *cfg)
     return DT_OK;
 }
 
+static dt_status dt__validate_checkpoint(const dt_train_config *cfg);
+
 dt_status dt_train_config_validate(const dt_train_config *cfg)
 {
     if (!cfg) return DT_FAIL(DT_ERR_INVALID, "dt_train_config_validate: cfg is NULL");
@@ -348,6 +369,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     const int world = cfg->comm ? cfg->comm->size : 1;
     DT_CHECK(dt__validate_ps(cfg, world));
     DT_CHECK(dt__validate_pipeline(cfg, world));
+    DT_CHECK(dt__validate_checkpoint(cfg));
     const int dp = (world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0)) / (cfg->pipeline_size * cfg->tensor_size);
     if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
         if (world == 1)
@@ -358,6 +380,24 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
                        cfg->ps_mode != DT_PS_NONE ? "workers" : "data-parallel ranks");
     }
     if (cfg->slow_ms < 0) return DT_FAIL(DT_ERR_INVALID, "--slow-rank: MS %d: expected >= 0", cfg->slow_ms);
+    if (!isfinite(cfg->comm_timeout) || cfg->comm_timeout < 0 || cfg->comm_timeout > 1e9)
+        return DT_FAIL(DT_ERR_INVALID, "--comm-timeout %g: expected 0 (none) or seconds > 0, at most 1e9",
+                       cfg->comm_timeout);
+    if (cfg->slow_ms > 0 && cfg->comm_timeout > 0 && cfg->slow_ms >= cfg->comm_timeout * 1000.0)
+        return DT_FAIL(DT_ERR_INVALID, "--slow-rank: MS %d is not below --comm-timeout %g s: the others would give up "
+                                       "on the slow rank (raise --comm-timeout, or 0 for none)",
+                       cfg->slow_ms, cfg->comm_timeout);
+    if (cfg->hang_iter < 0) return DT_FAIL(DT_ERR_INVALID, "--hang-rank: ITER %lld: expected >= 1",
+                                           (long long)cfg->hang_iter);
+    if (cfg->skip_nonfinite) {
+        if (cfg->precision != DT_F32)
+            return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite applies to FP32 training (with --fp16 the loss scaler "
+                                           "skips overflowing steps; --bf16: not supported)");
+        if (cfg->ps_mode != DT_PS_NONE || cfg->pipeline_size > 1 || cfg->use_distributed_optimizer)
+            return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite: not supported with a parameter server, pipeline "
+                                           "parallelism or --use-distributed-optimizer (they update before the "
+                                           "check)");
+    }
     if (cfg->use_distributed_optimizer) {
         if (cfg->ps_mode != DT_PS_NONE)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
@@ -382,6 +422,8 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
                                        "naive, which then run over NCCL)");
     if (cfg->slow_ms > 0 && (cfg->slow_rank < 0 || cfg->slow_rank >= world))
         return DT_FAIL(DT_ERR_INVALID, "--slow-rank %d: expected a rank 0..%d", cfg->slow_rank, world - 1);
+    if (cfg->hang_iter > 0 && (cfg->hang_rank < 0 || cfg->hang_rank >= world))
+        return DT_FAIL(DT_ERR_INVALID, "--hang-rank %d: expected a rank 0..%d", cfg->hang_rank, world - 1);
     if (cfg->model_kind == DT_MODEL_GPT && (int64_t)cfg->micro_batch_size * cfg->seq_length > (int64_t)1 << 30)
         return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch",
                        cfg->micro_batch_size, cfg->seq_length);
@@ -549,6 +591,8 @@ static json_t *dt__config_object(const dt_train_config *cfg)
              &bad);
     dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
     dt__jset(o, "bucket_bytes", json_integer((json_int_t)cfg->bucket_bytes), &bad);
+    dt__jset(o, "comm_timeout", json_real(cfg->comm_timeout), &bad);
+    dt__jset(o, "skip_nonfinite", json_boolean(cfg->skip_nonfinite), &bad);
     if (cfg->use_loss_scaling) {
         dt__jset(o, "loss_scale", json_real(cfg->loss_scaler.static_scale), &bad);
         dt__jset(o, "initial_loss_scale", json_real(cfg->loss_scaler.initial_scale), &bad);
@@ -596,6 +640,9 @@ static void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size
                           int64_t t1_ns);
 static dt_status dt__buckets_init(dt_trainer *tr);
 static void dt__buckets_free(dt_trainer *tr);
+static dt_status dt__ps_ensure_pulled(dt_trainer *tr);
+static dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps);
+static dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version);
 
 /* The model-specific pieces the step needs, for either model kind. */
 static const dt_paramset *dt__tr_layout(const dt_trainer *tr)
@@ -799,6 +846,11 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     DT_CHECK_GOTO(dt__strdup(cfg->data.path, &tr->path), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->device, &tr->device), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->trace_path, &tr->trace_path), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->save_dir, &tr->save_dir), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->load_dir, &tr->load_dir), st, fail);
+    tr->cfg.save_dir = tr->save_dir;
+    tr->cfg.load_dir = tr->load_dir;
+    tr->last_save = -1;
     tr->cfg.data.task = tr->task;
     tr->cfg.data.path = tr->path;
     tr->cfg.device = tr->device;
@@ -806,6 +858,8 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 
     tr->B = cfg->micro_batch_size;
     tr->T = cfg->seq_length;
+    /* before any split: the communicators made from comm inherit it */
+    if (cfg->comm) DT_CHECK_GOTO(dt_comm_set_timeout(cfg->comm, cfg->comm_timeout), st, fail);
     tr->rank = cfg->comm ? cfg->comm->rank : 0;
     tr->dp_rank = tr->rank;
     tr->dp_size = cfg->comm ? cfg->comm->size : 1;
@@ -959,7 +1013,8 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         dt__tr_set_hook(tr, 1);
     }
     /* workers start from the servers' weights (they answer in dt_trainer_serve) */
-    if (tr->ps && !dt__ps_is_server(tr->ps)) DT_CHECK_GOTO(dt__ps_pull_initial(tr->ps, dt__tr_params(tr)), st, fail);
+    /* (the pull comes with the first step, evaluation or save: dt__ps_ensure_pulled, so
+     * that dt_trainer_load can still run on every rank first) */
     tr->t_start_ns = dt_time_ns();
     *out = tr;
     return DT_OK;
@@ -986,15 +1041,23 @@ dt_status dt_trainer_finish(dt_trainer *tr)
 void dt_trainer_free(dt_trainer *tr)
 {
     if (!tr) return;
-    if (tr->trace) {
+    if (tr->trace) { /* not finished: the run failed, leave no partial trace */
         dt__tr_set_hook(tr, 0);
-        dt_trace_writer_close(tr->trace);
+        dt_trace_writer_abort(tr->trace);
     }
     dt__buckets_free(tr);
-    if (tr->ps && !tr->ps_broken && !dt__ps_is_server(tr->ps) && !dt__ps_finished(tr->ps)) {
+    if (tr->ps && !tr->ps_broken && !dt__ps_is_server(tr->ps) && !dt__ps_finished(tr->ps) &&
+        dt__ps_ensure_pulled(tr) == DT_OK) {
         /* stopped before train_iters: let the servers end (errors only go to dt_last_error) */
         (void)dt__ps_finish(tr->ps, dt__tr_params(tr));
     }
+    if (tr->ps_resume) dt_checkpoint_shard_free(tr->ps_resume);
+    free(tr->ps_resume);
+    free(tr->save_dir);
+    free(tr->load_dir);
+    free(tr->ck_loaded);
+    free(tr->ck_note);
+    free(tr->ck_saved);
     dt__ps_free(tr->ps);
     dt__pipe_free(tr->pipe);
     dt__zero_free(tr->zero);
@@ -1171,11 +1234,172 @@ static dt_status dt__dp_reduce(dt_trainer *tr, double *loss_sum)
     return DT_OK;
 }
 
-static dt_status dt__loss_check(const dt_trainer *tr, double loss)
+/* ---- non-finite loss or gradient norm (the failure path only) ----------- */
+
+/* The layer a tensor of the layout belongs to: the GPT's "h.K.*" -> "h.K",
+ * wte/wpe -> "embedding", lnf.*, lm_head.* -> "head"; any other model's
+ * tensor: its name up to the last '.'. */
+static void dt__nf_layer_of(const char *tensor, char *out, size_t cap)
+{
+    if (!strcmp(tensor, "wte") || !strcmp(tensor, "wpe")) {
+        snprintf(out, cap, "embedding");
+    } else if (!strncmp(tensor, "lnf.", 4) || !strncmp(tensor, "lm_head.", 8)) {
+        snprintf(out, cap, "head");
+    } else {
+        const char *dot = strrchr(tensor, '.');
+        snprintf(out, cap, "%.*s", dot ? (int)(dot - tensor) : (int)strlen(tensor), tensor);
+    }
+}
+
+/* *bad = 1 if x(n), backend memory, holds a NaN or inf (unscale by 1: no change). */
+static dt_status dt__nf_any(dt_backend *be, float *x, size_t n, int *bad)
+{
+    *bad = 0;
+    return n ? be->unscale_check(be, x, 1.0f, n, bad) : DT_OK;
+}
+
+/* The GPT's forward again, layer by layer, on this step's micro-batches,
+ * on scratch memory of its own (the model is not touched): the first
+ * layer whose output holds a NaN or inf, in where (empty when none). FP32
+ * whole models only (the caller checks). */
+static dt_status dt__nf_forward(dt_trainer *tr, char *where, size_t cap)
+{
+    where[0] = 0;
+    const dt_gpt_config *c = dt_gpt_config_of(tr->model);
+    const dt_paramset *L = dt_gpt_layout(tr->model);
+    dt_backend *be = tr->be;
+    const int B = tr->B, T = tr->T, NL = c->num_layers, N = B * T;
+    if (L->count != 2 + 12 * NL + 3) return DT_OK; /* not the layout below */
+    float *w = dt_gpt_params(tr->model);
+    const dt_param_info *in = L->info;
+    const float *wte = w + in[0].offset, *wpe = w + in[1].offset;
+    dt__block_params *bp = calloc((size_t)(NL ? NL : 1), sizeof *bp);
+    dt__block_acts *acts = calloc((size_t)(NL ? NL : 1), sizeof *acts);
+    dt_buffer arena_buf = {0}, io = {0};
+    dt_status st = DT_OK;
+    if (!bp || !acts) {
+        st = DT_FAIL(DT_ERR_NOMEM, "non-finite check: out of memory");
+        goto done;
+    }
+    int k = 2;
+    for (int l = 0; l < NL; l++) {
+        float **f[12] = {&bp[l].ln1w,     &bp[l].ln1b, &bp[l].qkvw, &bp[l].qkvb,    &bp[l].attprojw, &bp[l].attprojb,
+                         &bp[l].ln2w,     &bp[l].ln2b, &bp[l].fcw,  &bp[l].fcb,     &bp[l].fcprojw,  &bp[l].fcprojb};
+        for (int i = 0; i < 12; i++) *f[i] = w + in[k++].offset;
+    }
+    const dt__head_params hp = {w + in[k].offset, w + in[k + 1].offset, w + in[k + 2].offset};
+    const size_t floats = dt__embed_act_floats(c, B, T) + (size_t)NL * dt__block_act_floats(c, B, T, 1) +
+                          dt__head_act_floats(c, B, T) + 256 * (size_t)(NL + 3); /* + the arena's rounding */
+    DT_CHECK_GOTO(dt_buffer_alloc(&arena_buf, be, floats * sizeof(float)), st, done);
+    /* tokens, targets (int32), losses (float), correct (bytes) */
+    DT_CHECK_GOTO(dt_buffer_alloc(&io, be, (size_t)N * 13 + 64), st, done);
+    int32_t *d_tokens = io.data, *d_targets = d_tokens + N;
+    float *losses = (float *)(d_targets + N);
+    uint8_t *correct = (uint8_t *)(losses + N);
+    dt__arena a = {.base = arena_buf.data, .capacity = floats};
+    for (int m = 0; m < tr->n_micro && !where[0]; m++) {
+        uint64_t index = dt__micro_index(tr, tr->dp_rank * tr->n_micro + m);
+        DT_CHECK_GOTO(dt_data_batch(tr->data, DT_SPLIT_TRAIN, index, B, T, tr->tokens, tr->targets, NULL, NULL), st,
+                      done);
+        DT_CHECK_GOTO(be->copy(be, d_tokens, tr->tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
+        DT_CHECK_GOTO(be->copy(be, d_targets, tr->targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
+        dt__arena_reset(&a);
+        float *x = NULL;
+        int bad = 0;
+        DT_CHECK_GOTO(dt__embed_forward(be, c, wte, wpe, d_tokens, &a, &x, B, T, NULL), st, done);
+        DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
+        if (bad) {
+            snprintf(where, cap, "forward: the output of layer embedding is the first non-finite (micro-batch %d)",
+                     m);
+            break;
+        }
+        for (int l = 0; l < NL && !bad; l++) {
+            DT_CHECK_GOTO(dt__block_acts_alloc(&a, c, B, T, 1, &acts[l]), st, done);
+            DT_CHECK_GOTO(dt__block_forward(be, c, &bp[l], &acts[l], x, B, T, NULL), st, done);
+            x = acts[l].out;
+            DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
+            if (bad)
+                snprintf(where, cap, "forward: the output of layer h.%d (block %d of %d) is the first non-finite "
+                                     "(micro-batch %d)",
+                         l, l, NL, m);
+        }
+        if (bad) break;
+        dt__head_acts ha;
+        DT_CHECK_GOTO(dt__head_forward(be, c, &hp, &a, &ha, x, d_targets, losses, correct, B, T, NULL), st, done);
+        DT_CHECK_GOTO(dt__nf_any(be, ha.logits, (size_t)N * c->vocab_size, &bad), st, done);
+        if (!bad) DT_CHECK_GOTO(dt__nf_any(be, losses, (size_t)N, &bad), st, done);
+        if (bad)
+            snprintf(where, cap, "forward: the output of layer head (logits or losses) is the first non-finite "
+                                 "(micro-batch %d)",
+                     m);
+    }
+done:
+    dt_buffer_free(&io);
+    dt_buffer_free(&arena_buf);
+    free(bp);
+    free(acts);
+    return st;
+}
+
+/* Where the step went non-finite, into tr->nf_where: the forward re-run
+ * (a whole FP32 GPT), else the gradients in backward order (the layout's
+ * tensors from the last), else the weights. */
+static dt_status dt__nf_locate(dt_trainer *tr)
+{
+    char *where = tr->nf_where;
+    const size_t cap = sizeof tr->nf_where;
+    where[0] = 0;
+    if (tr->model && tr->cfg.tensor_size <= 1) DT_CHECK(dt__nf_forward(tr, where, cap));
+    if (where[0]) return DT_OK;
+    const dt_paramset *L = dt__tr_layout(tr);
+    float *g = dt__tr_grads(tr), *w = dt__tr_params(tr);
+    char layer[DT_NAME_MAX];
+    for (int i = L->count - 1; i >= 0; i--) {
+        int bad = 0;
+        DT_CHECK(dt__nf_any(tr->be, g + L->info[i].offset, L->info[i].numel, &bad));
+        if (!bad) continue;
+        dt__nf_layer_of(L->info[i].name, layer, sizeof layer);
+        snprintf(where, cap, "backward: the gradient of layer %s (%s) is the first non-finite in backward order",
+                 layer, L->info[i].name);
+        return DT_OK;
+    }
+    for (int i = 0; i < L->count; i++) {
+        int bad = 0;
+        DT_CHECK(dt__nf_any(tr->be, w + L->info[i].offset, L->info[i].numel, &bad));
+        if (!bad) continue;
+        dt__nf_layer_of(L->info[i].name, layer, sizeof layer);
+        snprintf(where, cap, "weights: layer %s (%s) holds the first non-finite weight", layer, L->info[i].name);
+        return DT_OK;
+    }
+    snprintf(where, cap, "no layer's output, gradient or weight is non-finite on a re-check");
+    return DT_OK;
+}
+
+/* A non-finite loss or gradient norm (what: "training loss", "gradient
+ * norm") in iteration tr->iter. FP32 without a parameter server or a
+ * pipeline: the first bad layer is found (dt__nf_locate), then the step
+ * fails naming it, or with --skip-nonfinite is marked skipped (nf_skip).
+ * Otherwise (fp16 has its loss scaler) the message is the plain one. */
+static dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v)
+{
+    if (tr->cfg.precision != DT_F32 || tr->pipe || tr->ps)
+        return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: %s is %g (diverged; try a lower --lr or --clip-grad)",
+                       (long long)tr->iter + 1, what, v);
+    DT_CHECK(dt__nf_locate(tr));
+    if (tr->cfg.skip_nonfinite) {
+        tr->nf_skip = 1;
+        tr->nf_skipped++;
+        return DT_OK;
+    }
+    return DT_FAIL(DT_ERR_NUMERIC,
+                   "iteration %lld: %s is %g; %s (diverged; try a lower --lr or --clip-grad, or --skip-nonfinite)",
+                   (long long)tr->iter + 1, what, v, tr->nf_where);
+}
+
+static dt_status dt__loss_check(dt_trainer *tr, double loss)
 {
     if (isfinite((float)loss)) return DT_OK;
-    return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: training loss is %g (diverged; try a lower --lr or --clip-grad)",
-                   (long long)tr->iter + 1, loss);
+    return dt__nonfinite(tr, "training loss", loss);
 }
 
 /* --slow-rank: this rank sleeps before its gradient exchange (a straggler). */
@@ -1298,8 +1522,21 @@ static dt_status dt__pipe_trainer_step(dt_trainer *tr, dt_train_stats *out)
     return DT_OK;
 }
 
+/* --hang-rank R:ITER: rank R stops for ever at the start of iteration ITER
+ * (a hung rank, for tests of --comm-timeout); signals still end it. */
+static void dt__hang(const dt_trainer *tr)
+{
+    if (tr->cfg.hang_iter <= 0 || tr->rank != tr->cfg.hang_rank || tr->iter + 1 != tr->cfg.hang_iter) return;
+    for (;;) {
+        struct timespec ts = {.tv_sec = 1, .tv_nsec = 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
 dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 {
+    dt__hang(tr);
+    tr->nf_skip = 0;
     if (tr->pipe) {
         if (tr->iter >= tr->cfg.train_iters)
             return DT_FAIL(DT_ERR_INVALID, "iteration %lld: the pipeline schedule ends after --train-iters %lld",
@@ -1312,6 +1549,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     if (tr->ps && dt__ps_finished(tr->ps))
         return DT_FAIL(DT_ERR_INVALID, "iteration %lld: the parameter servers have finished after --train-iters %lld",
                        (long long)tr->iter + 1, (long long)tr->cfg.train_iters);
+    if (tr->ps) DT_CHECK(dt__ps_ensure_pulled(tr));
     const int64_t t0 = dt_time_ns();
     /* The step's loss is the mean over every counted target of all its
      * micro-batches, so micro-batch k's mean loss is weighted by n_k / n
@@ -1406,13 +1644,22 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
                               .lr = &tr->lr,
                               .position = tr->iter,
                               .clip_grad = tr->cfg.clip_grad,
-                              .given_norm = -1.0};
+                              .given_norm = -1.0,
+                              .allow_nonfinite = tr->cfg.precision == DT_F32};
         if (tr->trace && tr->cfg.use_loss_scaling && tr->model) { /* grad_amax: traced fp16 runs only */
             amax = malloc((size_t)layout->count * sizeof *amax);
             if (!amax) return DT_FAIL(DT_ERR_NOMEM, "trace: out of memory for %d gradient amax", layout->count);
             ua.amax = amax;
         }
-        dt_status ust = dt__update_apply(&ua, &ur);
+        dt_status ust = DT_OK;
+        if (tr->nf_skip) { /* --skip-nonfinite: a non-finite loss, no update */
+            memset(&ur, 0, sizeof ur);
+            ur.first_bad = -1;
+            ur.lr = dt_lr_at(&tr->lr, tr->iter);
+        } else {
+            ust = dt__update_apply(&ua, &ur);
+            if (ust == DT_OK && ur.nonfinite) ust = dt__nonfinite(tr, "gradient norm", ur.norm);
+        }
         if (ust == DT_OK && amax) ust = dt__trace_grad_amax(tr, layout, amax, S, t_opt - tr->t_start_ns);
         free(amax);
         DT_CHECK(ust);
@@ -1486,6 +1733,9 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         out->scale_at_min = ev.at_min;
         out->scale_at_min_first = ev.at_min_first;
         out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;
+        out->nonfinite = tr->nf_skip;
+        out->nonfinite_where = tr->nf_skip ? tr->nf_where : NULL;
+        out->nonfinite_skipped = tr->nf_skipped;
         out->staleness = rep.staleness;
         out->version = rep.version;
     }
@@ -1560,6 +1810,7 @@ dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
 {
     if (tr->ps && dt__ps_is_server(tr->ps))
         return DT_FAIL(DT_ERR_INVALID, "rank %d is a parameter server: the workers evaluate", tr->rank);
+    if (tr->ps) DT_CHECK(dt__ps_ensure_pulled(tr));
     const int64_t t0 = dt_time_ns();
     const int has_acc = tr->mlp ? 1 : dt_data_has_accuracy(tr->data);
     dt__eval_sums sum = {0, 0, 0, 0};
@@ -1615,8 +1866,14 @@ dt_status dt_trainer_serve(dt_trainer *tr)
                                    .clip_grad = tr->cfg.clip_grad,
                                    .loss_scaler = tr->cfg.use_loss_scaling ? &tr->cfg.loss_scaler : NULL,
                                    .hook = dt__tr_apply_hook,
-                                   .hook_ctx = tr};
+                                   .hook_ctx = tr,
+                                   .start_version = tr->ps_resume ? tr->ps_start_version : 0,
+                                   .restore = tr->ps_resume ? dt__ck_ps_restore : NULL,
+                                   .save = tr->save_dir ? dt__ck_ps_save : NULL,
+                                   .ckpt_ctx = tr};
     DT_CHECK(dt__ps_serve(tr->ps, &env));
+    /* the end of the run is saved too, unless the workers just did */
+    if (tr->save_dir && dt__ps_server_version(tr->ps) != tr->last_save) DT_CHECK(dt_trainer_save(tr, tr->save_dir));
     return dt__trace_check(tr);
 }
 
@@ -1742,6 +1999,7 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         const int ls = tr->cfg.use_loss_scaling;
         dt__jset(o, "loss_scale", ls ? json_real(dt_loss_scaler_scale(&tr->scaler)) : json_null(), &bad);
         dt__jset(o, "skipped_steps", json_integer(ls ? tr->scaler.skipped : 0), &bad);
+        dt__jset(o, "nonfinite_skipped_steps", json_integer(tr->nf_skipped), &bad);
         dt__jset(o, "loss_scale_backoffs", json_integer(ls ? tr->scaler.backoffs : 0), &bad);
         dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
@@ -1775,4 +2033,497 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         return DT_FAIL(DT_ERR_IO, "--summary %s: cannot write the file (%s)", path,
                        err ? strerror(err) : "write failed");
     return DT_OK;
+}
+
+/* ---- checkpoints -------------------------------------------------------------
+ * (docs/checkpoints.md; files: lib/checkpoint.c.) Every rank writes one
+ * shard; what it holds depends on the rank's role:
+ *   every role       trainer i64[5]: iteration, role, data position (the next
+ *                    training micro-batch index), micro-batches per step (all
+ *                    ranks), steps skipped by --skip-nonfinite;
+ *                    loss_scaler i64[9] with loss scaling: scale (float
+ *                    bits), hysteresis, good steps, steps, overflows,
+ *                    skipped, growths, backoffs, at-min overflows
+ *   replica          (one process, each data-parallel rank: replicas are
+ *                    equal and each writes its own, so every shard is
+ *                    self-contained) param/<t> for every tensor (the FP32
+ *                    masters under --fp16/--bf16), state/<t> (mlp-bn's
+ *                    BatchNorm statistics), the optimizer
+ *   zero-1 segment   param/<piece> (FP32) or master/<piece> (mixed
+ *                    precision) of the rank's segment, its optimizer
+ *   stage            param/<t> of the stage's tensors (tensor-parallel
+ *                    shards under t > 1), its optimizer
+ *   ps server        ps.version i64[1], param/<t> of its shard, its optimizer
+ *   ps worker        nothing more (its weights are the servers')
+ *   optimizer        optim.step i64[1]; exp_avg/<t> and exp_avg_sq/<t>
+ *                    (adamw, lamb) or momentum/<t> (sgd, lars)
+ * Nothing else is state: the data rows and the weight init are pure
+ * functions of (seed, stream, index) (there is no dropout and no other RNG),
+ * the LR is a function of the iteration and the skipped steps, evaluation
+ * always reads validation batches 0..eval_iters-1, gradients are zero
+ * between steps, and the half compute copies are rebuilt at every forward. */
+
+enum { DT__CK_REPLICA = 0, DT__CK_ZERO, DT__CK_STAGE, DT__CK_PS_WORKER, DT__CK_PS_SERVER };
+static const char *const dt__ck_roles[] = {"replica", "zero-1 segment", "pipeline/tensor stage",
+                                           "parameter-server worker", "parameter server"};
+
+static int dt__ck_role(const dt_trainer *tr)
+{
+    if (tr->ps) return dt__ps_is_server(tr->ps) ? DT__CK_PS_SERVER : DT__CK_PS_WORKER;
+    if (tr->pipe) return DT__CK_STAGE;
+    if (tr->zero) return DT__CK_ZERO;
+    return DT__CK_REPLICA;
+}
+
+static dt_status dt__validate_checkpoint(const dt_train_config *cfg)
+{
+    if (cfg->save_dir && !cfg->save_dir[0]) return DT_FAIL(DT_ERR_INVALID, "--save '': expected a directory");
+    if (cfg->load_dir && !cfg->load_dir[0]) return DT_FAIL(DT_ERR_INVALID, "--load '': expected a directory");
+    if (cfg->save_dir && cfg->save_interval < 1)
+        return DT_FAIL(DT_ERR_INVALID, "--save-interval %lld: expected an integer >= 1", (long long)cfg->save_interval);
+    if (cfg->save_keep < 0)
+        return DT_FAIL(DT_ERR_INVALID, "--save-keep %d: expected an integer >= 0 (0: keep every checkpoint)",
+                       cfg->save_keep);
+    const int pipe = cfg->pipeline_size > 1 || cfg->tensor_size > 1;
+    if (pipe && (cfg->save_dir || cfg->load_dir) &&
+        (cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC))
+        return DT_FAIL(DT_ERR_INVALID, "--%s with --pipeline-schedule %s: not supported: its stages keep "
+                                       "micro-batches and stashed weight versions in flight across step boundaries, "
+                                       "which a checkpoint of whole steps cannot hold (use gpipe or 1f1b)",
+                       cfg->save_dir ? "save" : "load", dt_sched_kind_name(cfg->pipeline_schedule));
+    return DT_OK;
+}
+
+/* Records prefix<tensor> of a flat buffer in backend memory, one per tensor of L. */
+static dt_status dt__ck_put_tensors(dt_checkpoint_shard *s, dt_backend *be, const char *prefix, const dt_paramset *L,
+                                    const float *buf)
+{
+    char name[DT_CHECKPOINT_NAME_MAX + 1];
+    for (int i = 0; i < L->count; i++) {
+        const dt_param_info *p = &L->info[i];
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        void *copy = NULL;
+        DT_CHECK(dt_checkpoint_shard_add(s, name, DT_CKPT_F32, NULL, p->numel, &copy));
+        if (p->numel) DT_CHECK(be->copy(be, copy, buf + p->offset, p->numel * sizeof(float), DT_COPY_D2H));
+    }
+    return DT_OK;
+}
+
+static dt_status dt__ck_get_tensors(const dt_checkpoint_shard *s, dt_backend *be, const char *prefix,
+                                    const dt_paramset *L, float *buf)
+{
+    char name[DT_CHECKPOINT_NAME_MAX + 1];
+    for (int i = 0; i < L->count; i++) {
+        const dt_param_info *p = &L->info[i];
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        const void *data = NULL;
+        DT_CHECK(dt_checkpoint_shard_find(s, name, DT_CKPT_F32, p->numel, &data));
+        if (buf && p->numel) DT_CHECK(be->copy(be, buf + p->offset, data, p->numel * sizeof(float), DT_COPY_H2D));
+    }
+    return DT_OK;
+}
+
+static int dt__ck_adam(const dt_optim *o) { return o->cfg.kind == DT_OPTIM_ADAMW || o->cfg.kind == DT_OPTIM_LAMB; }
+
+static dt_status dt__ck_put_optim(dt_checkpoint_shard *s, const dt_optim *o)
+{
+    const int64_t step = o->step;
+    DT_CHECK(dt_checkpoint_shard_add(s, "optim.step", DT_CKPT_I64, &step, 1, NULL));
+    DT_CHECK(dt__ck_put_tensors(s, o->be, dt__ck_adam(o) ? "exp_avg/" : "momentum/", o->layout, o->state1.data));
+    if (dt__ck_adam(o)) DT_CHECK(dt__ck_put_tensors(s, o->be, "exp_avg_sq/", o->layout, o->state2.data));
+    return DT_OK;
+}
+
+/* With apply 0 only check that the records are there with the right sizes. */
+static dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int apply)
+{
+    const void *step = NULL;
+    DT_CHECK(dt_checkpoint_shard_find(s, "optim.step", DT_CKPT_I64, 1, &step));
+    DT_CHECK(dt__ck_get_tensors(s, o->be, dt__ck_adam(o) ? "exp_avg/" : "momentum/", o->layout,
+                                apply ? o->state1.data : NULL));
+    if (dt__ck_adam(o))
+        DT_CHECK(dt__ck_get_tensors(s, o->be, "exp_avg_sq/", o->layout, apply ? o->state2.data : NULL));
+    if (apply) memcpy(&o->step, step, sizeof o->step);
+    return DT_OK;
+}
+
+static dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler *sc)
+{
+    uint32_t bits;
+    memcpy(&bits, &sc->scale, sizeof bits);
+    const int64_t v[9] = {bits, sc->hysteresis, sc->good_steps, sc->steps, sc->overflows, sc->skipped, sc->growths,
+                          sc->backoffs, sc->min_overflows};
+    return dt_checkpoint_shard_add(s, "loss_scaler", DT_CKPT_I64, v, 9, NULL);
+}
+
+static dt_status dt__ck_get_scaler(const dt_checkpoint_shard *s, dt_loss_scaler *sc)
+{
+    const void *p = NULL;
+    DT_CHECK(dt_checkpoint_shard_find(s, "loss_scaler", DT_CKPT_I64, 9, &p));
+    int64_t v[9];
+    memcpy(v, p, sizeof v);
+    const uint32_t bits = (uint32_t)v[0];
+    memcpy(&sc->scale, &bits, sizeof bits);
+    sc->hysteresis = (int)v[1];
+    sc->good_steps = v[2], sc->steps = v[3], sc->overflows = v[4], sc->skipped = v[5];
+    sc->growths = v[6], sc->backoffs = v[7], sc->min_overflows = v[8];
+    return DT_OK;
+}
+
+/* Micro-batches of one step over every rank, and the data position of iteration it. */
+static int64_t dt__ck_micro_per_step(const dt_trainer *tr) { return (int64_t)tr->n_micro * tr->dp_size; }
+
+/* This rank's shard at iteration `iteration` (a server: its version too). */
+static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, int64_t iteration, int64_t version)
+{
+    const int64_t t[5] = {iteration, role, iteration * dt__ck_micro_per_step(tr), dt__ck_micro_per_step(tr),
+                          tr->nf_skipped};
+    DT_CHECK(dt_checkpoint_shard_add(s, "trainer", DT_CKPT_I64, t, 5, NULL));
+    const dt_loss_scaler *sc = role == DT__CK_PS_SERVER ? dt__ps_server_scaler(tr->ps) : &tr->scaler;
+    if (tr->cfg.use_loss_scaling) DT_CHECK(dt__ck_put_scaler(s, sc));
+    switch (role) {
+    case DT__CK_REPLICA:
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__tr_layout(tr), dt__tr_params(tr)));
+        if (tr->mlp) DT_CHECK(dt__ck_put_tensors(s, tr->be, "state/", dt_mlp_state_layout(tr->mlp), dt_mlp_state(tr->mlp)));
+        return dt__ck_put_optim(s, &tr->opt);
+    case DT__CK_ZERO: {
+        size_t lo, len;
+        dt__zero_shard(tr->zero, &lo, &len);
+        float *m = dt__zero_master_data(tr->zero);
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, m ? "master/" : "param/", dt__zero_layout(tr->zero),
+                                    m ? m : dt__tr_params(tr) + lo));
+        return dt__ck_put_optim(s, dt__zero_optimizer(tr->zero));
+    }
+    case DT__CK_STAGE:
+        DT_CHECK(dt__pipe_boundary(tr->pipe, tr->iter));
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__pipe_layout(tr->pipe), dt__pipe_params(tr->pipe)));
+        return dt__ck_put_optim(s, dt__pipe_optimizer(tr->pipe));
+    case DT__CK_PS_SERVER: {
+        DT_CHECK(dt_checkpoint_shard_add(s, "ps.version", DT_CKPT_I64, &version, 1, NULL));
+        const dt_optim *o = dt__ps_server_optim(tr->ps);
+        if (!o) return DT_FAIL(DT_ERR_INVALID, "parameter server: a checkpoint before serving began");
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__ps_server_layout(tr->ps), dt__ps_server_params(tr->ps)));
+        return dt__ck_put_optim(s, o);
+    }
+    default: return DT_OK; /* a worker: trainer and scaler only */
+    }
+}
+
+/* The manifest's layout object. */
+static char *dt__ck_layout_json(const dt_trainer *tr)
+{
+    const dt_train_config *c = &tr->cfg;
+    const int world = c->comm ? c->comm->size : 1;
+    const int role = dt__ck_role(tr);
+    const char *kind = tr->ps       ? (c->ps_mode == DT_PS_SYNC ? "parameter server (ps-sync)" : "parameter server (ps-async)")
+                       : tr->pipe   ? "pipeline/tensor parallel"
+                       : tr->zero   ? "zero-1"
+                       : world > 1 ? "data parallel"
+                                    : "single process";
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", kind, "world_size", world,
+                          "data_parallel_size", tr->dp_size, "tensor_model_parallel_size", c->tensor_size,
+                          "pipeline_model_parallel_size", c->pipeline_size, "num_ps_servers",
+                          tr->ps ? c->num_ps_servers : 0, "use_distributed_optimizer", tr->zero != NULL,
+                          "rank_0_role", dt__ck_roles[role],
+                          "shards", tr->ps ? "servers: their shard's weights and optimizer; workers: iteration and "
+                                             "scaler"
+                                   : tr->pipe ? "each rank: its stage's (tensor shard's) weights and optimizer"
+                                   : tr->zero ? "each rank: its segment's weights (masters) and optimizer"
+                                              : "each rank: the whole model and optimizer (replicas are equal)");
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}
+
+static void dt__ck_set(char **dst, const char *s)
+{
+    free(*dst);
+    *dst = strdup(s ? s : "");
+}
+
+dt_status dt_trainer_save(dt_trainer *tr, const char *dir)
+{
+    if (!dir || !dir[0]) return DT_FAIL(DT_ERR_INVALID, "--save '': expected a directory");
+    const int role = dt__ck_role(tr);
+    const int world = tr->cfg.comm ? tr->cfg.comm->size : 1;
+    int64_t iteration = tr->iter, version = 0;
+    if (tr->ps) { /* the servers save when asked: the same directory everywhere */
+        if (!tr->save_dir || strcmp(dir, tr->save_dir) != 0)
+            return DT_FAIL(DT_ERR_INVALID, "--save %s: with a parameter server the checkpoint directory is the "
+                                           "configuration's (--save %s), which the servers use",
+                           dir, tr->save_dir ? tr->save_dir : "not given");
+        if (role == DT__CK_PS_WORKER) {
+            DT_CHECK(dt__ps_ensure_pulled(tr));
+            if (!dt__ps_finished(tr->ps)) {
+                dt_status st = dt__ps_save_round(tr->ps, dt__tr_params(tr));
+                if (st != DT_OK) {
+                    tr->ps_broken = 1;
+                    return st;
+                }
+            }
+        } else {
+            version = dt__ps_server_version(tr->ps);
+            iteration = tr->cfg.ps_mode == DT_PS_ASYNC ? version / dt__ps_num_workers(tr->ps) : version;
+        }
+    }
+    dt_checkpoint_shard s;
+    dt_checkpoint_shard_init(&s, tr->cfg.comm ? tr->cfg.comm->rank : 0, world, iteration);
+    dt_status local = dt__ck_fill(tr, &s, role, iteration, version);
+    char *cj = local == DT_OK ? dt_train_config_json(&tr->cfg) : NULL;
+    char *lj = local == DT_OK ? dt__ck_layout_json(tr) : NULL;
+    if (local == DT_OK && (!cj || !lj)) local = DT_FAIL(DT_ERR_NOMEM, "--save %s: out of memory", dir);
+    const dt_checkpoint_save a = {.dir = dir,
+                                  .iteration = iteration,
+                                  .comm = tr->cfg.comm,
+                                  .shard = &s,
+                                  .layout_json = lj,
+                                  .config_json = cj,
+                                  .keep = tr->cfg.save_keep,
+                                  .local_status = local};
+    char path[4200];
+    dt_status st = dt_checkpoint_write(&a, path, sizeof path);
+    dt_checkpoint_shard_free(&s);
+    free(cj);
+    free(lj);
+    DT_CHECK(st);
+    tr->last_save = role == DT__CK_PS_SERVER ? version : iteration;
+    dt__ck_set(&tr->ck_saved, path);
+    return DT_OK;
+}
+
+/* Configuration keys a resumed run may change: they do not touch the state. */
+static const char *const dt__ck_may_change[] = {"train_iters",  "log_interval", "eval_interval",  "eval_iters",
+                                                "trace",        "threads",      "device",         "comm_timeout",
+                                                "skip_nonfinite", "allreduce_chunk_bytes", "bucket_bytes", NULL};
+
+static char *dt__ck_value_text(json_t *v)
+{
+    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | DT__JSON_PRECISION);
+}
+
+/* The checkpoint's configuration (JSON text) against this run's: the first
+ * key that differs, named with both values. */
+static dt_status dt__ck_config_check(const char *path, const char *saved, const dt_train_config *cfg)
+{
+    json_error_t err;
+    json_t *a = json_loads(saved, 0, &err), *b = dt__config_object(cfg);
+    dt_status st = DT_OK;
+    if (!a || !b) {
+        st = !a ? DT_FAIL(DT_ERR_FORMAT, "%s: the manifest's config does not parse (%s)", path, err.text)
+                : DT_FAIL(DT_ERR_NOMEM, "--load: out of memory");
+        goto done;
+    }
+    for (int pass = 0; pass < 2 && st == DT_OK; pass++) {
+        json_t *x = pass ? b : a, *y = pass ? a : b;
+        const char *key;
+        json_t *v;
+        json_object_foreach(x, key, v)
+        {
+            int allowed = 0;
+            for (int i = 0; dt__ck_may_change[i]; i++) allowed |= !strcmp(key, dt__ck_may_change[i]);
+            allowed |= !strcmp(key, "model"); /* the preset's name: a label, the sizes are compared one by one */
+            if (allowed) continue;
+            json_t *w = json_object_get(y, key);
+            if (!w) {
+                st = DT_FAIL(DT_ERR_INVALID, "%s: model, layout or optimizer differ from this run's: %s is %s "
+                                             "configuration only",
+                             path, key, pass ? "this run's" : "the checkpoint's");
+                break;
+            }
+            char *sv = dt__ck_value_text(pass ? w : v), *sw = dt__ck_value_text(pass ? v : w);
+            if (sv && sw && strcmp(sv, sw) != 0)
+                st = DT_FAIL(DT_ERR_INVALID, "%s: model, layout or optimizer differ from this run's: %s %s vs %s "
+                                             "(checkpoint vs this run; only train_iters, the log and eval settings, "
+                                             "trace, threads, device and communication tuning may change)",
+                             path, key, sv, sw);
+            free(sv);
+            free(sw);
+            if (st != DT_OK) break;
+        }
+    }
+done:
+    json_decref(a);
+    json_decref(b);
+    return st;
+}
+
+/* Every rank of the world learns whether any failed; a rank that did not
+ * keeps its own message, the others get one naming the first that did. */
+static dt_status dt__ck_agree(dt_trainer *tr, dt_status mine, const char *what)
+{
+    dt_comm *c = tr->cfg.comm;
+    if (!c || c->size == 1) return mine;
+    float *f = calloc((size_t)c->size, sizeof *f);
+    if (!f) return DT_FAIL(DT_ERR_NOMEM, "checkpoint: out of memory");
+    f[c->rank] = mine != DT_OK ? 1.0f : 0.0f;
+    dt_status st = dt_comm_allreduce(c, f, (size_t)c->size, DT_ALLREDUCE_RING, NULL);
+    int bad = -1;
+    for (int r = 0; st == DT_OK && r < c->size && bad < 0; r++)
+        if (f[r] != 0.0f) bad = r;
+    free(f);
+    if (mine != DT_OK) return mine;
+    DT_CHECK(st);
+    if (bad >= 0) return DT_FAIL(DT_ERR_INVALID, "%s: rank %d failed (its message is on its stderr)", what, bad);
+    return DT_OK;
+}
+
+/* This rank's part of the load, local only: check everything, restore
+ * what is local. */
+static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, size_t cap, char *note, size_t ncap)
+{
+    const int world = tr->cfg.comm ? tr->cfg.comm->size : 1, rank = tr->cfg.comm ? tr->cfg.comm->rank : 0;
+    const int role = dt__ck_role(tr);
+    dt_checkpoint_manifest m;
+    DT_CHECK(dt_checkpoint_find_latest(dir, path, cap, note, ncap, &m));
+    dt_status st = DT_OK;
+    dt_checkpoint_shard s;
+    memset(&s, 0, sizeof s);
+    if (m.world_size != world) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: %d shards (a world of %d ranks), this run has %d rank%s: the shard count "
+                                     "differs from the world",
+                     path, m.world_size, m.world_size, world, world == 1 ? "" : "s");
+        goto done;
+    }
+    DT_CHECK_GOTO(dt__ck_config_check(path, m.config_json, &tr->cfg), st, done);
+    DT_CHECK_GOTO(dt_checkpoint_read_shard(&m, rank, &s), st, done);
+    const void *tp = NULL;
+    DT_CHECK_GOTO(dt_checkpoint_shard_find(&s, "trainer", DT_CKPT_I64, 5, &tp), st, done);
+    int64_t t[5];
+    memcpy(t, tp, sizeof t);
+    const int64_t it = m.iteration;
+    if (t[0] != it || t[1] != role || t[3] != dt__ck_micro_per_step(tr) || t[2] != it * t[3]) {
+        st = DT_FAIL(DT_ERR_FORMAT, "%s: the shard is a %s at iteration %lld (data position %lld, %lld micro-batches "
+                                    "per step); this rank is a %s at %lld (%lld micro-batches per step)",
+                     s.path, t[1] >= 0 && t[1] <= 4 ? dt__ck_roles[t[1]] : "?", (long long)t[0], (long long)t[2],
+                     (long long)t[3], dt__ck_roles[role], (long long)it, (long long)dt__ck_micro_per_step(tr));
+        goto done;
+    }
+    if (it > tr->cfg.train_iters && role != DT__CK_PS_SERVER) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: saved at iteration %lld, beyond this run's --train-iters %lld", path,
+                     (long long)it, (long long)tr->cfg.train_iters);
+        goto done;
+    }
+    if (tr->cfg.use_loss_scaling && role != DT__CK_PS_SERVER) DT_CHECK_GOTO(dt__ck_get_scaler(&s, &tr->scaler), st, done);
+    switch (role) {
+    case DT__CK_REPLICA:
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", dt__tr_layout(tr), dt__tr_params(tr)), st, done);
+        if (tr->mlp)
+            DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "state/", dt_mlp_state_layout(tr->mlp), dt_mlp_state(tr->mlp)),
+                          st, done);
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, &tr->opt, 1), st, done);
+        break;
+    case DT__CK_ZERO: {
+        size_t lo, len;
+        dt__zero_shard(tr->zero, &lo, &len);
+        float *mw = dt__zero_master_data(tr->zero);
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, mw ? "master/" : "param/", dt__zero_layout(tr->zero),
+                                         mw ? mw : dt__tr_params(tr) + lo),
+                      st, done);
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__zero_optimizer(tr->zero), 1), st, done);
+        break;
+    }
+    case DT__CK_STAGE:
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", dt__pipe_layout(tr->pipe), dt__pipe_params(tr->pipe)),
+                      st, done);
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__pipe_optimizer(tr->pipe), 1), st, done);
+        DT_CHECK_GOTO(dt__pipe_seek(tr->pipe, it), st, done);
+        break;
+    case DT__CK_PS_SERVER: { /* checked now, applied when serving starts (dt__ck_ps_restore) */
+        const void *vp = NULL;
+        DT_CHECK_GOTO(dt_checkpoint_shard_find(&s, "ps.version", DT_CKPT_I64, 1, &vp), st, done);
+        int64_t v;
+        memcpy(&v, vp, sizeof v);
+        const int64_t want = tr->cfg.ps_mode == DT_PS_ASYNC ? it * dt__ps_num_workers(tr->ps) : it;
+        if (v != want) {
+            st = DT_FAIL(DT_ERR_FORMAT, "%s: server version %lld, expected %lld at iteration %lld", s.path,
+                         (long long)v, (long long)want, (long long)it);
+            goto done;
+        }
+        if (tr->cfg.use_loss_scaling) {
+            dt_loss_scaler probe;
+            DT_CHECK_GOTO(dt__ck_get_scaler(&s, &probe), st, done);
+        }
+        int t_lo, t_hi;
+        dt__ps_server_tensors(tr->ps, &t_lo, &t_hi);
+        const dt_paramset *L = dt__tr_layout(tr);
+        dt_paramset sub = {.info = L->info + t_lo, .count = t_hi - t_lo};
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", &sub, NULL), st, done);
+        dt_optim probe = {.cfg = tr->cfg.optim, .be = tr->be, .layout = &sub};
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, &probe, 0), st, done);
+        tr->ps_resume = malloc(sizeof *tr->ps_resume);
+        if (!tr->ps_resume) {
+            st = DT_FAIL(DT_ERR_NOMEM, "--load: out of memory");
+            goto done;
+        }
+        *tr->ps_resume = s; /* moved */
+        memset(&s, 0, sizeof s);
+        tr->ps_start_version = v;
+        tr->last_save = v;
+        break;
+    }
+    default: break;
+    }
+    tr->iter = role == DT__CK_PS_SERVER ? 0 : it;
+    if (role != DT__CK_PS_SERVER) tr->last_save = it;
+    tr->nf_skipped = t[4];
+done:
+    dt_checkpoint_shard_free(&s);
+    dt_checkpoint_manifest_free(&m);
+    return st;
+}
+
+dt_status dt_trainer_load(dt_trainer *tr, const char *dir)
+{
+    if (tr->iter != 0 || tr->ps_pulled || tr->ps_resume)
+        return DT_FAIL(DT_ERR_INVALID, "--load %s: load right after creating the trainer, before any step", dir);
+    char path[4200] = "", note[2048] = "";
+    dt_status mine = dt__ck_load_local(tr, dir, path, sizeof path, note, sizeof note);
+    char what[4300];
+    snprintf(what, sizeof what, "--load %s", dir);
+    dt_status st = dt__ck_agree(tr, mine, what);
+    if (st != DT_OK) {
+        tr->ps_broken = 1; /* every rank fails: no server will serve, so no worker may wait for one */
+        return st;
+    }
+    /* every rank has its part: the ZeRO segments to everyone */
+    if (tr->zero) DT_CHECK(dt__zero_restored(tr->zero, dt__tr_params(tr)));
+    dt__ck_set(&tr->ck_loaded, path);
+    dt__ck_set(&tr->ck_note, note);
+    return DT_OK;
+}
+
+const char *dt_trainer_loaded_path(const dt_trainer *tr) { return tr->ck_loaded; }
+const char *dt_trainer_load_note(const dt_trainer *tr) { return tr->ck_note ? tr->ck_note : ""; }
+const char *dt_trainer_saved_path(const dt_trainer *tr) { return tr->ck_saved; }
+
+/* A parameter server starts serving: its loaded shard into the buffers. */
+static dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps)
+{
+    dt_trainer *tr = ctx;
+    dt_checkpoint_shard *s = tr->ps_resume;
+    dt_status st = dt__ck_get_tensors(s, tr->be, "param/", dt__ps_server_layout(ps), dt__ps_server_params(ps));
+    if (st == DT_OK) st = dt__ck_get_optim(s, dt__ps_server_optim(ps), 1);
+    if (st == DT_OK && tr->cfg.use_loss_scaling) st = dt__ck_get_scaler(s, dt__ps_server_scaler(ps));
+    dt_checkpoint_shard_free(s);
+    free(s);
+    tr->ps_resume = NULL;
+    return st;
+}
+
+/* Every worker asked for a checkpoint (lib/ps.c calls this between updates). */
+static dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version)
+{
+    (void)ps, (void)version;
+    dt_trainer *tr = ctx;
+    return dt_trainer_save(tr, tr->save_dir);
+}
+
+/* A worker's first pull of the servers' weights, on first use. */
+static dt_status dt__ps_ensure_pulled(dt_trainer *tr)
+{
+    if (!tr->ps || dt__ps_is_server(tr->ps) || tr->ps_pulled) return DT_OK;
+    tr->ps_pulled = 1;
+    dt_status st = dt__ps_pull_initial(tr->ps, dt__tr_params(tr));
+    if (st != DT_OK) tr->ps_broken = 1;
+    return st;
 }

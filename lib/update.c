@@ -72,6 +72,10 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
     r->lr = dt_lr_at(a->lr, applied);
     if (skip) return DT_OK;
     r->norm = norm;
+    if (!isfinite(r->norm) && a->allow_nonfinite) {
+        r->nonfinite = 1;
+        return DT_OK;
+    }
     if (!isfinite(r->norm))
         return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
                        (long long)a->position + 1, r->norm);

@@ -46,6 +46,10 @@ typedef struct dt__update_args {
      * so the update is unchanged; the trainer passes it only when writing a
      * trace (the grad_amax events of docs/trace-format.md). */
     float *amax;
+    /* 1: a non-finite gradient norm is not an error: the result says so
+     * (nonfinite) and nothing is updated, for the caller to report (the
+     * trainer names the first bad layer). */
+    int allow_nonfinite;
 } dt__update_args;
 
 typedef struct dt__update_result {
@@ -55,6 +59,7 @@ typedef struct dt__update_result {
     float clip;               /* clip factor applied */
     float lr;                 /* learning rate of this update */
     dt_loss_scaler_event ev;  /* zeroed without loss scaling */
+    int nonfinite;            /* allow_nonfinite: the norm (in norm) was NaN/inf, no update applied */
 } dt__update_result;
 
 dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r);

@@ -32,10 +32,14 @@ static inline __attribute__((always_inline)) float dt__expf(float x)
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     /* 2^n for n in [-126, 128]: split as 2^(n/2) * 2^(n - n/2) so both halves are normal. */
+    /* A NaN x makes fn NaN, whose conversion to int is undefined (and gave
+     * INT_MIN, then a left shift of a negative value): take n = 0, p is NaN
+     * and so is the result. */
+    fn = fn == fn ? fn : 0.0f;
     int32_t n = (int32_t)fn;
     int32_t n1 = n / 2;
     int32_t n2 = n - n1;
-    int32_t b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
+    uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
     float s1, s2;
     memcpy(&s1, &b1, sizeof s1);
     memcpy(&s2, &b2, sizeof s2);

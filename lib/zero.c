@@ -218,3 +218,15 @@ dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero
     if (z->masters != DT_F32) DT_CHECK(dt__zero_round_into(z, params));
     return dt_comm_all_gather(z->dp, params, numel, a->coll);
 }
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+dt_optim *dt__zero_optimizer(dt__zero *z) { return z->opt_ready ? &z->opt : NULL; }
+
+float *dt__zero_master_data(dt__zero *z) { return z->masters != DT_F32 ? z->master.data : NULL; }
+
+dt_status dt__zero_restored(dt__zero *z, float *params)
+{
+    if (z->masters != DT_F32) DT_CHECK(dt__zero_round_into(z, params));
+    return dt_comm_all_gather(z->dp, params, z->layout->numel, NULL);
+}

@@ -90,4 +90,14 @@ void dt__zero_shard(const dt__zero *z, size_t *lo, size_t *len);
 /* The shard's own layout (pieces of the model's tensors, offsets from lo). */
 const dt_paramset *dt__zero_layout(const dt__zero *z);
 
+/* Checkpoints (lib/train.c): the shard's optimizer, and its FP32 master
+ * weights for writing (NULL without dt__zero_keep_masters). */
+dt_optim *dt__zero_optimizer(dt__zero *z);
+float *dt__zero_master_data(dt__zero *z);
+/* After a checkpoint restored this rank's segment (the masters under mixed
+ * precision, else params[lo, lo+len)): round it (mixed precision) and
+ * all-gather the segments so every rank holds the whole model again.
+ * Collective over dp. */
+dt_status dt__zero_restored(dt__zero *z, float *params);
+
 #endif

@@ -13,6 +13,7 @@
  * line redrawn in place; otherwise one log line per --log-interval on
  * stdout. Evaluations and the final line always go to stdout. */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,9 @@ typedef struct dtrain_opts {
     int64_t allreduce_chunk_bytes;
     double bucket_mb;
     int num_ps_servers, max_staleness;
-    const char *slow_rank;
+    const char *slow_rank, *hang_rank;
+    double comm_timeout;
+    int skip_nonfinite;
     int fp16, bf16, loss_scale_window, hysteresis;
     float loss_scale, initial_loss_scale, min_loss_scale;
     float bn_momentum, blobs_separation;
@@ -60,6 +63,9 @@ typedef struct dtrain_opts {
     int64_t log_interval, eval_interval;
     int eval_iters;
     const char *trace, *summary;
+    const char *save, *load;
+    int64_t save_interval;
+    int save_keep;
     int pipeline_size, print_schedule, distributed_optimizer, tensor_size;
     const char *pipeline_schedule, *pipeline_split;
     int help, version;
@@ -188,9 +194,14 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          "print each stage's instruction list for these settings and exit", "off", 0},
         {"--slow-rank", DT_ARG_STRING, &o->slow_rank, 0, 0, 0, NULL, "R:MS",
          "testing: rank R sleeps MS milliseconds before each gradient exchange (a straggler)", "off", 0},
+        {"--comm-timeout", DT_ARG_DOUBLE, &o->comm_timeout, IN(0, 1e9), NULL, "SECONDS",
+         "a rank waiting this long for another (died or hung) fails and mpirun ends the job, exit status 3 "
+         "(0: wait for ever; docs/faults.md)", NULL, 0},
+        {"--hang-rank", DT_ARG_STRING, &o->hang_rank, 0, 0, 0, NULL, "R:ITER",
+         "testing: rank R hangs (sleeps for ever) at the start of iteration ITER", "off", 0},
         {"--allreduce-chunk-bytes", DT_ARG_INT64, &o->allreduce_chunk_bytes, MIN0, NULL, "N",
          "ring allreduce: pipeline each segment in chunks of this many bytes (0: whole segments)", NULL, 0},
-        {"--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, MIN0, NULL, "MB",
+        {"--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, IN(0, 1 << 20), NULL, "MB",
          "gradient buckets allreduced while the backward goes on (0: one bucket after it)", NULL, 0},
         {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
         {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu|cuda", NULL, "compute backend", NULL, 0},
@@ -203,7 +214,23 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         {"--eval-iters", DT_ARG_INT, &o->eval_iters, MIN1, NULL, "N", "validation batches per evaluation", NULL, 0},
         {"--trace", DT_ARG_STRING, &o->trace, 0, 0, 0, NULL, "FILE", "write a Chrome trace (Perfetto) of the run",
          NULL, 0},
+        {"--skip-nonfinite", DT_ARG_FLAG, &o->skip_nonfinite, 0, 0, 0, NULL, NULL,
+         "FP32: skip (and count) a step whose loss or gradient norm is NaN/inf instead of stopping; either way "
+         "the first bad layer is named",
+         "off (stop)", 0},
         {"--summary", DT_ARG_STRING, &o->summary, 0, 0, 0, NULL, "FILE", "write a JSON summary of the run", NULL, 0},
+        {"Checkpoints (docs/checkpoints.md)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
+        {"--save", DT_ARG_STRING, &o->save, 0, 0, 0, NULL, "DIR",
+         "save checkpoints under DIR (DIR/iter_XXXXXXXX, DIR/latest) every --save-interval iterations and at the end",
+         "off", 0},
+        {"--save-interval", DT_ARG_INT64, &o->save_interval, MIN1, NULL, "N", "iterations between checkpoints",
+         "1000", 0},
+        {"--save-keep", DT_ARG_INT, &o->save_keep, MIN0, NULL, "K",
+         "keep only the newest K checkpoints (0: all)", "0", 0},
+        {"--load", DT_ARG_STRING, &o->load, 0, 0, 0, NULL, "DIR",
+         "resume exactly from a checkpoint: DIR/latest (or the newest valid one) of a save directory, or DIR "
+         "itself (DIR/iter_X)",
+         "off", 0},
         {"--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
         {"--version", DT_ARG_FLAG, &o->version, 0, 0, 0, NULL, NULL, "print the version and exit", NULL, 0},
     };
@@ -259,6 +286,7 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->bucket_mb = (double)d->bucket_bytes / (1 << 20);
     o->num_ps_servers = 1;
     o->max_staleness = -1;
+    o->comm_timeout = d->comm_timeout;
     o->pipeline_size = d->pipeline_size;
     o->tensor_size = d->tensor_size;
     o->pipeline_schedule = dt_sched_kind_name(d->pipeline_schedule);
@@ -280,6 +308,8 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->log_interval = d->log_interval;
     o->eval_interval = d->eval_interval;
     o->eval_iters = d->eval_iters;
+    o->save_interval = 1000;
+    o->save_keep = 0;
 }
 
 /* Turn parsed flags into a configuration. Returns 0, or 2 after printing
@@ -451,6 +481,27 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         cfg->slow_rank = r;
         cfg->slow_ms = ms;
     }
+    if (o->hang_rank) {
+        int r, iter;
+        if (dt_args_parse_rank_ms(PROG, "--hang-rank", o->hang_rank, &r, &iter) != DT_ARGS_OK) return 2;
+        if (iter < 1) {
+            fprintf(stderr, PROG ": --hang-rank '%s': expected RANK:ITER with ITER >= 1\n", o->hang_rank);
+            return 2;
+        }
+        cfg->hang_rank = r;
+        cfg->hang_iter = iter;
+    }
+    cfg->comm_timeout = o->comm_timeout;
+    if (!o->save && (dt_args_given(args, n_args, "--save-interval") || dt_args_given(args, n_args, "--save-keep"))) {
+        fprintf(stderr, PROG ": %s: needs --save DIR\n",
+                dt_args_given(args, n_args, "--save-interval") ? "--save-interval" : "--save-keep");
+        return 2;
+    }
+    cfg->save_dir = o->save;
+    cfg->save_interval = o->save_interval;
+    cfg->save_keep = o->save_keep;
+    cfg->load_dir = o->load;
+    cfg->skip_nonfinite = o->skip_nonfinite;
     cfg->allreduce_chunk_bytes = (size_t)o->allreduce_chunk_bytes;
     cfg->bucket_bytes = (size_t)(o->bucket_mb * (1 << 20));
     if (o->fp16 && o->bf16) {
@@ -487,6 +538,7 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     early.num_ps_servers = 0;
     early.max_staleness = -1;
     early.slow_ms = 0;
+    early.hang_iter = 0;
     early.pipeline_size = 1; /* checked with the number of ranks by the trainer */
     early.tensor_size = 1;
     memset(early.pipeline_split, 0, sizeof early.pipeline_split);
@@ -655,11 +707,57 @@ static int dtrain_launched_by_mpirun(void)
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
+/* Exit status of a multi-rank job ended by dtrain_abort_job (mpirun passes
+ * it on): a rank failed, or timed out waiting for a dead or hung one. */
+#define DTRAIN_EXIT_ABORT 3
+
+/* After a failure once the ranks work together, other ranks may be waiting
+ * for this one (or this one timed out waiting for a dead or hung rank):
+ * with more than one rank, end the whole job now (MPI_Abort through
+ * dt_comm_abort) rather than wait in MPI_Finalize. The message is printed
+ * first. Returns only for a single process. */
+static void dtrain_abort_job(dt_comm *comm)
+{
+    if (!comm || comm->size < 2) return;
+    fflush(stdout);
+    fflush(stderr);
+    dt_comm_abort(comm, DTRAIN_EXIT_ABORT);
+}
+
 static void dtrain_comm_end(dt_comm *comm)
 {
     if (!comm) return;
     dt_comm_free(comm);
     if (dt_comm_finalize() != DT_OK) fprintf(stderr, PROG ": %s\n", dt_last_error());
+}
+
+/* Under mpirun every rank parses the same command line before MPI starts:
+ * only rank 0 (by the launcher's environment) reports what is wrong with it,
+ * so a bad flag is one line rather than one per rank. Returns the saved
+ * stderr to give back to dtrain_restore_stderr, or -1 (nothing silenced). */
+static int dtrain_quiet_other_ranks(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r) r = getenv("PMI_RANK");
+    if (!r) r = getenv("PMIX_RANK");
+    if (!r || atoi(r) == 0) return -1;
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), nul = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && nul >= 0 && dup2(nul, STDERR_FILENO) >= 0) {
+        close(nul);
+        return saved;
+    }
+    if (saved >= 0) close(saved);
+    if (nul >= 0) close(nul);
+    return -1;
+}
+
+static void dtrain_restore_stderr(int saved)
+{
+    if (saved < 0) return;
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
 }
 
 int main(int argc, char **argv)
@@ -686,6 +784,7 @@ int main(int argc, char **argv)
         snprintf(def_text[i], sizeof def_text[i], "%d from --model %s", size_values[i], o.model);
         dt_args_find(args, n_args, size_flags[i])->default_text = def_text[i];
     }
+    const int saved_stderr = dtrain_quiet_other_ranks();
     if (dt_args_parse(PROG, args, n_args, argc, argv) != DT_ARGS_OK) return 2;
     if (o.help) {
         dt_args_print_help(stdout,
@@ -703,6 +802,7 @@ int main(int argc, char **argv)
     dt_train_config cfg;
     int rc = dtrain_make_config(&o, args, n_args, &cfg);
     if (rc != 0) return rc;
+    dtrain_restore_stderr(saved_stderr);
     if (o.print_schedule) { /* one pipeline; micro-batches per step from the global batch */
         const int m = cfg.global_batch_size / cfg.micro_batch_size;
         const int async = cfg.pipeline_schedule == DT_SCHED_PIPEDREAM || cfg.pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC;
@@ -769,16 +869,35 @@ int main(int argc, char **argv)
     if (cst != DT_OK) {
         /* DT_ERR_INVALID here is still the command line (a --seq-length too
          * short for the task, ...); files and memory are run-time failures */
-        if (rank0) fprintf(stderr, PROG ": %s\n", dt_last_error());
+        if (rank0 || cst == DT_ERR_BACKEND) fprintf(stderr, PROG ": %s\n", dt_last_error());
+        if (cst == DT_ERR_BACKEND) dtrain_abort_job(comm); /* a rank may be gone: the others must not wait */
         dtrain_comm_end(comm);
         return cst == DT_ERR_INVALID ? 2 : 1;
     }
     dtrain_print_setup(tr);
+    if (o.load) { /* every rank, servers included, before serving or stepping */
+        dt_status lst = dt_trainer_load(tr, o.load);
+        if (lst != DT_OK) {
+            const char *msg = dt_last_error();
+            if (rank0 || !strstr(msg, "(its message is on its stderr)")) fprintf(stderr, PROG ": %s\n", msg);
+            dt_trainer_free(tr);
+            dtrain_comm_end(comm);
+            return 1;
+        }
+        if (rank0 && dt_trainer_load_note(tr)[0])
+            fprintf(stderr, PROG ": warning: --load %s: %s\n", o.load, dt_trainer_load_note(tr));
+        printf("resume: loaded %s at iteration %lld\n", dt_trainer_loaded_path(tr),
+               (long long)dt_trainer_iterations(tr));
+        fflush(stdout);
+    }
     if (dt_trainer_is_server(tr)) { /* a parameter server: serve, then close the trace */
         int status = 0;
         if (dt_trainer_serve(tr) != DT_OK || dt_trainer_finish(tr) != DT_OK) {
-            fprintf(stderr, PROG ": rank %d: %s\n", comm->rank, dt_last_error());
+            const char *msg = dt_last_error(); /* a timeout already names the rank */
+            if (strncmp(msg, "rank ", 5) == 0) fprintf(stderr, PROG ": %s\n", msg);
+            else fprintf(stderr, PROG ": rank %d: %s\n", comm->rank, msg);
             status = 1;
+            dtrain_abort_job(comm);
         }
         dt_trainer_free(tr);
         dtrain_comm_end(comm);
@@ -793,7 +912,7 @@ int main(int argc, char **argv)
     const int64_t total = cfg.train_iters;
     int status = 0;
 
-    for (int64_t it = 0; it < total; it++) {
+    for (int64_t it = dt_trainer_iterations(tr); it < total; it++) {
         if (dt_trainer_step(tr, &st) != DT_OK) {
             dtrain_clear_live(&out);
             fprintf(stderr, PROG ": %s\n", dt_last_error());
@@ -815,6 +934,12 @@ int main(int argc, char **argv)
             dtrain_clear_live(&out);
             printf("overflow: iteration %lld skipped at loss scale %g (first inf/NaN gradient: %s)\n",
                    (long long)st.iter, (double)st.loss_scale, st.overflow_tensor ? st.overflow_tensor : "?");
+            fflush(stdout);
+        }
+        if (st.nonfinite) { /* --skip-nonfinite: every skipped step is said */
+            dtrain_clear_live(&out);
+            printf("nonfinite: iteration %lld skipped (%s); %lld skipped so far\n", (long long)st.iter,
+                   st.nonfinite_where ? st.nonfinite_where : "?", (long long)st.nonfinite_skipped);
             fflush(stdout);
         }
         if (st.scale_at_min_first) {
@@ -848,6 +973,18 @@ int main(int argc, char **argv)
                 goto done;
             }
             dtrain_print_eval(&out, st.iter, &ev);
+        }
+        if (o.save && (st.iter % cfg.save_interval == 0 || st.iter == total)) {
+            if (dt_trainer_save(tr, o.save) != DT_OK) {
+                dtrain_clear_live(&out);
+                fprintf(stderr, PROG ": %s\n", dt_last_error());
+                status = 1;
+                goto done;
+            }
+            if (!out.live) {
+                printf("checkpoint: iteration %lld saved in %s\n", (long long)st.iter, dt_trainer_saved_path(tr));
+                fflush(stdout);
+            }
         }
     }
     if (dt_trainer_evaluate(tr, &ev) != DT_OK) {
@@ -883,6 +1020,7 @@ int main(int argc, char **argv)
     fflush(stdout);
 
 done:
+    if (status != 0) dtrain_abort_job(comm);
     dt_trainer_free(tr);
     dtrain_comm_end(comm);
     return status;

@@ -171,7 +171,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
         "ps-sync/ps-async: K server ranks after the workers", NULL, 0);
     ADD("--use-distributed-optimizer", DT_ARG_FLAG, &o->distributed_optimizer, 0, 0, 0, NULL, NULL,
         "ZeRO-1: reduce-scatter, sharded update, all-gather", "off", 0);
-    ADD("--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, MIN0, NULL, "MB",
+    ADD("--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, IN(0, 1 << 20), NULL, "MB",
         "gradient buckets exchanged while the backward goes on (0: one bucket after it)", NULL, 0);
     ADD("--allreduce-chunk-bytes", DT_ARG_INT64, &o->chunk_bytes, MIN0, NULL, "N",
         "ring allreduce: pipeline each segment in chunks of this many bytes (0: whole segments)", NULL, 0);
@@ -237,6 +237,14 @@ static void dtsim_opts_default(dtsim_opts *o, const dts_scenario *d)
     o->skip = 1;
 }
 
+/* The library's message without the "dtsim: " some of sim/'s messages
+ * start with (the program prefixes its name itself). */
+static const char *dtsim_last_error(void)
+{
+    const char *m = dt_last_error();
+    return strncmp(m, PROG ": ", sizeof PROG + 1) == 0 ? m + sizeof PROG + 1 : m;
+}
+
 /* Exit status of a library failure on the inputs: 2 for what the user
  * gave (a bad value, a missing or malformed file), 1 otherwise. */
 static int dtsim_input_code(dt_status st)
@@ -246,7 +254,7 @@ static int dtsim_input_code(dt_status st)
 
 static int dtsim_fail(dt_status st)
 {
-    fprintf(stderr, PROG ": %s\n", dt_last_error());
+    fprintf(stderr, PROG ": %s\n", dtsim_last_error());
     return dtsim_input_code(st);
 }
 
@@ -531,7 +539,7 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
     memset(&s, 0, sizeof s);
     dt_status st = dts_run(sc, &ro, &s);
     if (st != DT_OK) {
-        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        fprintf(stderr, PROG ": %s\n", dtsim_last_error());
         free(sc);
         /* the scenario was checked: an invalid one here is still the input;
          * files (the trace being written) and memory are run-time failures */
@@ -543,7 +551,7 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
         st = dts_summary_write(&s, sc, o->summary);
         if (st != DT_OK) {
             fflush(stdout);
-            fprintf(stderr, PROG ": %s\n", dt_last_error());
+            fprintf(stderr, PROG ": %s\n", dtsim_last_error());
             rc = 1;
         } else {
             printf("summary: %s\n", o->summary);
@@ -745,7 +753,7 @@ static int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_
         }
         dt_status st = dts_scenario_check(sc);
         if (st != DT_OK) {
-            fprintf(stderr, PROG ": --sweep %s: %s\n", label, dt_last_error());
+            fprintf(stderr, PROG ": --sweep %s: %s\n", label, dtsim_last_error());
             rc = dtsim_input_code(st);
         }
     }
@@ -790,7 +798,7 @@ static int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_
         dt_status st = dts_run(sc, &ro, &s);
         if (st != DT_OK) {
             fflush(stdout);
-            fprintf(stderr, PROG ": %s\n", dt_last_error());
+            fprintf(stderr, PROG ": %s\n", dtsim_last_error());
             rc = st == DT_ERR_INVALID || st == DT_ERR_UNSUPPORTED || st == DT_ERR_FORMAT ? 2 : 1;
             break;
         }
@@ -843,7 +851,7 @@ static int dtsim_cmd_validate(dtsim_opts *o, const char **runs, int n_runs)
     dt_status st = dts_validate(&vo, stdout, &res);
     fflush(stdout);
     if (st != DT_OK) {
-        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        fprintf(stderr, PROG ": %s\n", dtsim_last_error());
         dts_validate_result_free(&res);
         return dtsim_input_code(st);
     }

@@ -72,8 +72,9 @@ int main(int argc, char **argv)
             n_paths++;
         }
     }
-    if (dt_args_parse(PROG, args, n_args, n_fl, fl) != DT_ARGS_OK) return 2;
+    const int parsed = dt_args_parse(PROG, args, n_args, n_fl, fl); /* values point into argv, not fl */
     free(fl);
+    if (parsed != DT_ARGS_OK) return 2;
     if (help) {
         dt_args_print_help(stdout, "dtviz [flags] TRACE [TRACE2]", args, n_args);
         printf("\nKeys (window): h help, 1-4 views (timeline, ring, scale, memory), space play/pause (the whole\n"

@@ -52,8 +52,21 @@ static inline int dts__before(const dts__event *x, const dts__event *y)
     return x->time < y->time || (x->time == y->time && x->seq < y->seq);
 }
 
+/* Events past this time are refused: time + any one duration the model
+ * computes (a layer, a message) then stays far from int64 overflow. */
+#define DTS__HORIZON_NS ((int64_t)1 << 62)
+
+static dt_status dts__beyond_horizon(void)
+{
+    return DT_FAIL(DT_ERR_INVALID,
+                   "dtsim: the simulated run lasts more than %.0f years (the engine's horizon, 2^62 ns): the "
+                   "scenario is too large (fewer --train-iters, or a smaller model or batch)",
+                   (double)DTS__HORIZON_NS / 1e9 / 86400 / 365.25);
+}
+
 dt_status dts_engine_at(dts_engine *e, int64_t at, dts_fn fn, void *ctx, int64_t a, int64_t b)
 {
+    if (at > DTS__HORIZON_NS) return dts__beyond_horizon();
     assert(at >= e->now && "dtsim: event scheduled in the past");
     if (at < e->now)
         return DT_FAIL(DT_ERR_INVALID, "dtsim: event scheduled at %lld ns, before the current time %lld ns",
@@ -80,6 +93,7 @@ dt_status dts_engine_at(dts_engine *e, int64_t at, dts_fn fn, void *ctx, int64_t
 dt_status dts_engine_after(dts_engine *e, int64_t delay, dts_fn fn, void *ctx, int64_t a, int64_t b)
 {
     if (delay < 0) return DT_FAIL(DT_ERR_INVALID, "dtsim: negative delay %lld ns", (long long)delay);
+    if (delay > DTS__HORIZON_NS - e->now) return dts__beyond_horizon();
     return dts_engine_at(e, e->now + delay, fn, ctx, a, b);
 }
 

@@ -185,7 +185,9 @@ struct dts__sim {
     dt_status st;
 };
 
-static int64_t dts__ns(double x) { return (int64_t)llround(x); }
+/* Nanoseconds of a computed duration; absurd ones saturate below 2^62 (the
+ * engine refuses events past that) rather than overflow int64. */
+static int64_t dts__ns(double x) { return x < 4.0e18 ? (int64_t)llround(x) : (int64_t)4000000000000000000LL; }
 
 static void dts__fail(dts__sim *s, dt_status st)
 {
@@ -1268,8 +1270,25 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
             e.pid += k;
             st = dt_trace_write(w, &e);
         }
-    dt_status cst = dt_trace_writer_close(w);
-    return st != DT_OK ? st : cst;
+    if (st != DT_OK) { /* leave no partial trace */
+        dt_trace_writer_abort(w);
+        return st;
+    }
+    return dt_trace_writer_close(w);
+}
+
+/* The events a run would take, roughly (every rank's forward and backward
+ * per layer and micro-batch, a few per step, and the ring's chunk messages),
+ * to refuse up front what would run for hours rather than seem to hang. */
+#define DTS__MAX_EVENTS 1e10
+static double dts__events_estimate(const dts_scenario *sc)
+{
+    const double world = dts_scenario_world(sc);
+    double per_step = world * ((double)sc->m * (2.0 * sc->model.num_layers + 8) + 16);
+    if (sc->d > 1 && sc->chunk_bytes > 0)
+        per_step += world * 2.0 * (sc->d - 1) *
+                    ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes);
+    return per_step * (double)sc->steps;
 }
 
 dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary *out)
@@ -1277,6 +1296,14 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     memset(out, 0, sizeof *out);
     DT_CHECK(dts_scenario_check(sc));
     if (!sc->have_cost) return DT_FAIL(DT_ERR_INVALID, "dtsim: the scenario has no cost model (a profile or the roofline)");
+    const double n_events = dts__events_estimate(sc);
+    if (!(n_events <= DTS__MAX_EVENTS))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "dtsim: the scenario needs about %.3g events (%d ranks, %lld steps of %d micro-batches, %d "
+                       "layers), more than the %.0e the simulator runs: fewer --train-iters or --micro-batches, "
+                       "fewer ranks, or a larger --allreduce-chunk-bytes",
+                       n_events, dts_scenario_world(sc), (long long)sc->steps, sc->m, sc->model.num_layers,
+                       DTS__MAX_EVENTS);
     struct timespec w0, w1;
     clock_gettime(CLOCK_MONOTONIC, &w0);
     dts__sim s;

@@ -277,6 +277,19 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for a scenario", what);
     }
     *n = *sc;
+    /* a trace's header: only the format and version this dtrain writes */
+    const json_t *od = json_object_get(doc, "otherData");
+    if (json_is_object(od)) {
+        const json_t *fmt = json_object_get(od, "format"), *ver = json_object_get(od, "version");
+        if (!json_is_string(fmt) || strcmp(json_string_value(fmt), "dtrain-trace") != 0 || !json_is_integer(ver) ||
+            json_integer_value(ver) != DT_TRACE_VERSION) {
+            st = DT_FAIL(DT_ERR_FORMAT,
+                         "%s: otherData: expected a dtrain trace (\"format\": \"dtrain-trace\", \"version\": %d; "
+                         "this dtsim reads version %d only)",
+                         what, DT_TRACE_VERSION, DT_TRACE_VERSION);
+            goto out;
+        }
+    }
     const json_t *o = dts__config_root(doc);
     char buf[64];
     if (!json_is_object(o)) {

@@ -220,3 +220,60 @@ tests_check_viz_ring_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/s
 tests_check_viz_ring_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
 endif
 endif
+# The fuzzers' harnesses (fuzz/*.c) on the crash inputs make fuzz found
+# (fuzz/regress/TARGET, fixed since) and on their seeds (fuzz/corpus):
+# docs/sanitizers.md.
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_fuzz_regress
+tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/testutil.h programs/args.c programs/args.h
+tests_check_fuzz_regress_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/programs
+tests_check_fuzz_regress_LDADD = libdtsim.la $(DT_CHECK_LDADD)
+endif
+# Faults: a hung or killed rank ends the job within --comm-timeout (dp,
+# pipeline, parameter server; docs/faults.md). Multi-rank: after the others.
+TESTS += tests/faults.sh
+EXTRA_DIST += tests/faults.sh
+tests/faults.log: tests/sim.log
+# NaN/inf in FP32 training: the first bad layer named, --skip-nonfinite.
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_nonfinite
+tests_check_nonfinite_SOURCES = tests/check_nonfinite.c tests/testutil.h
+tests_check_nonfinite_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_nonfinite_LDADD = $(DT_CHECK_LDADD)
+endif
+# The bad-input catalogue: every program's flags, data files, traces, configs
+# and hardware files with invalid values (exit 2 or the documented code, one
+# stderr line, no crash, hang or partial output); mpirun layouts.
+TESTS += tests/badinput.sh
+EXTRA_DIST += tests/badinput.sh
+tests/badinput.log: tests/faults.log
+# Checkpoints: the file format, its corruptions and the search for the
+# newest valid one (check_checkpoint); exact resume for every layout and
+# the kill -9 test (ckpt.sh, under mpirun after the other multi-rank tests).
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_checkpoint
+tests_check_checkpoint_SOURCES = tests/check_checkpoint.c tests/testutil.h
+tests_check_checkpoint_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_checkpoint_LDADD = $(DT_CHECK_LDADD)
+endif
+TESTS += tests/ckpt.sh
+EXTRA_DIST += tests/ckpt.sh
+tests/ckpt.log: tests/badinput.log
+# Under ./configure --enable-sanitizers (docs/sanitizers.md): ASan, UBSan
+# and LeakSanitizer are on in every test process with their defaults (a
+# report fails the test); mpirun is wrapped (tests/sanitizers/mpirun) so
+# that MPI ranks run with LSAN_OPTIONS=$DT_MPI_LSAN_OPTIONS (default
+# detect_leaks=0: Open MPI's own leaks cannot be named once its components
+# are unloaded). UBSan prints the stack of what it reports.
+# allocator_may_return_null=1: an impossible allocation returns NULL as
+# glibc's malloc does (tests/badinput.sh checks the clean error) instead
+# of ASan aborting. Check's timeouts are 10x (ASan runs 2-4x slower).
+# DT_SANITIZERS=yes: tests/sim.sh then makes its runs once without judging
+# their timings (instrumented code does not run at the simulated speeds).
+EXTRA_DIST += tests/sanitizers/mpirun
+if DT_SANITIZERS
+TESTS_ENVIRONMENT += PATH='$(abs_top_srcdir)/tests/sanitizers':"$$PATH" \
+	ASAN_OPTIONS="$${ASAN_OPTIONS-allocator_may_return_null=1}" \
+	UBSAN_OPTIONS="$${UBSAN_OPTIONS-print_stacktrace=1}" CK_TIMEOUT_MULTIPLIER=10 DT_SANITIZERS=yes; \
+	export PATH ASAN_OPTIONS UBSAN_OPTIONS CK_TIMEOUT_MULTIPLIER DT_SANITIZERS;
+endif

@@ -227,9 +227,10 @@ static dt_status dtv__index(dtv_trace *t)
         row->s = malloc((size_t)count[k] * sizeof *row->s);
         row->max_end = malloc((size_t)count[k] * sizeof *row->max_end);
         if (!row->s || !row->max_end) {
-            free(count);
+            const dt_status st = DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for %d spans", t->name, count[k]);
+            free(count); /* after the message, which reads count[k] */
             free(row_of);
-            return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for %d spans", t->name, count[k]);
+            return st;
         }
         row_of[k] = r++;
     }
@@ -243,7 +244,7 @@ static dt_status dtv__index(dtv_trace *t)
     free(row_of);
     for (int k = 0; k < t->n_rows; k++) {
         dtv_row *row = &t->rows[k];
-        qsort(row->s, (size_t)row->n, sizeof *row->s, dtv__cmp_span);
+        if (row->n > 1) qsort(row->s, (size_t)row->n, sizeof *row->s, dtv__cmp_span);
         int64_t mx = INT64_MIN;
         for (int i = 0; i < row->n; i++) {
             if (row->s[i].t1 > mx) mx = row->s[i].t1;
@@ -327,9 +328,10 @@ static dt_status dtv__index(dtv_trace *t)
         }
         t->overflow[o].layer = best;
     }
-    qsort(t->loss_scale.p, (size_t)t->loss_scale.n, sizeof(dtv_point), dtv__cmp_point);
+    /* an empty series has p == NULL: qsort(NULL, 0, ...) is undefined */
+    if (t->loss_scale.n > 1) qsort(t->loss_scale.p, (size_t)t->loss_scale.n, sizeof(dtv_point), dtv__cmp_point);
     for (int k = 0; k < t->n_ranks; k++) {
-        qsort(t->memory[k].p, (size_t)t->memory[k].n, sizeof(dtv_point), dtv__cmp_point);
+        if (t->memory[k].n > 1) qsort(t->memory[k].p, (size_t)t->memory[k].n, sizeof(dtv_point), dtv__cmp_point);
         for (int i = 0; i < t->memory[k].n; i++)
             if (t->memory[k].p[i].v > t->mem_max) t->mem_max = t->memory[k].p[i].v;
     }
@@ -513,7 +515,7 @@ dt_status dtv_trace_counter_series(const dtv_trace *t, const char *name, dtv_ser
         }
     }
     for (int k = 0; k < t->n_ranks; k++) { /* by time, then file order (iter holds the event index meanwhile) */
-        qsort(out[k].p, (size_t)out[k].n, sizeof(dtv_point), dtv__cmp_point_stable);
+        if (out[k].n > 1) qsort(out[k].p, (size_t)out[k].n, sizeof(dtv_point), dtv__cmp_point_stable);
         for (int i = 0; i < out[k].n; i++) out[k].p[i].iter = DT_TRACE_NONE;
     }
     return DT_OK;

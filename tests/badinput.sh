@@ -1,0 +1,636 @@
+#!/bin/sh
+# badinput.sh: the bad-input catalogue, run by `make check` with DT_BUILDDIR
+# (where ./dtrain, ./dtsim, ./dtviz and ./dtbench are) and DT_SRCDIR set.
+#
+# Every program's inputs with invalid values, table-driven. A table row is
+#   EXPECTED_EXIT | WORD_IN_MESSAGE | ARGS...
+# (ARGS are read by the shell: quote '' for an empty value; $TMP is this
+# run's scratch directory, $O an output directory that must stay empty).
+# Each case runs under `timeout 30` and must: exit with EXPECTED_EXIT (2 for
+# a bad command line or input, 1 for a documented run-time failure such as
+# a missing --data file; docs/errors.md); not crash or hang (exit >= 124, a
+# sanitizer report, an assertion); print exactly one line on stderr,
+# starting "PROG: " or "PROG SUBCOMMAND: " and holding WORD; and leave $O
+# empty (no partial --trace/--summary/--png/--save output). Under mpirun
+# (the LAYOUT table: EXPECTED_EXIT | WORD | NP | ARGS) mpirun adds its own
+# banner: exactly one "dtrain: " line (rank 0's) is required there.
+#
+# The numeric tables (FLAG | KIND | EXTRA...) expand to one case per invalid
+# value: for every flag non-numeric 'abc', empty '', trailing junk '1x',
+# '1e999', 'nan', 'inf' and a leading space; for integers (KIND i) also
+# '2.5' and 2^66; for numbers (KIND f) 1e39 (beyond a float); EXTRA lists
+# the values the flag's range excludes (negative, zero where invalid, too
+# large).
+#
+# Tables: dtrain flags and combinations; dtrain --data files; dtrain
+# layouts under mpirun -np 2..4; dtrain checkpoints (--save/--load) and
+# --comm-timeout; dtsim flags, configs, traces (--config, --profile,
+# --grad-trace), hardware files and absurd sizes; dtviz flags and traces;
+# dtbench subcommands' flags and files. An unreadable (chmod 000) file is
+# checked only when not running as root (root reads it anyway).
+# POSIX sh. Skips (77) only if the build has no MPI: then the layouts are
+# left out and the rest runs.
+
+set -u
+LC_ALL=C
+export LC_ALL
+BUILDDIR=${DT_BUILDDIR:-.}
+SRCDIR=${DT_SRCDIR:-.}
+for p in dtrain dtsim dtbench; do
+    [ -x "$BUILDDIR/$p" ] || { echo "badinput.sh: $BUILDDIR/$p not found (set DT_BUILDDIR)" >&2; exit 99; }
+done
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-badinput.XXXXXX") || exit 99
+trap 'chmod -R u+rwx "$TMP" 2>/dev/null; rm -rf "$TMP"' EXIT HUP INT TERM
+O=$TMP/out
+failures=0
+cases=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+HAVE_MPI=0
+if "$BUILDDIR/tests/check_comm" --have-mpi 2>/dev/null | grep -q yes && command -v mpirun >/dev/null 2>&1; then
+    HAVE_MPI=1
+    . "$SRCDIR/tests/mpi-env.sh"
+fi
+MPIRUN="mpirun --oversubscribe --allow-run-as-root"
+
+# what a crash leaves on stderr
+CRASH_RE='AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|ThreadSanitizer|runtime error:|Assertion .* failed|Segmentation fault|core dumped|Signal: |signal [0-9]|MPI_ABORT'
+
+# one_case NAME EXPECT WORD NP PROG ARGS...: run and check one case (NP: - for no mpirun)
+one_case() {
+    name=$1 expect=$2 word=$3 np=$4 prog=$5
+    shift 5
+    cases=$((cases + 1))
+    rm -rf "$O"
+    mkdir -p "$O"
+    if [ "$np" = - ]; then
+        timeout 30 "$prog" "$@" >"$TMP/stdout" 2>"$TMP/stderr" </dev/null
+    else
+        timeout 60 $MPIRUN -np "$np" "$prog" "$@" >"$TMP/stdout" 2>"$TMP/stderr" </dev/null
+    fi
+    rc=$?
+    what="$name $* ${np#-}"
+    if [ "$rc" -ge 124 ]; then
+        fail "$what: exit $rc (a hang (124) or a crash): $(head -c 400 "$TMP/stderr")"
+        return
+    fi
+    # ASan with allocator_may_return_null=1 (make check under --enable-sanitizers) warns when it returns
+    # NULL for an impossible size: that is the clean path, not a crash report or a line of ours
+    if grep -q 'WARNING: AddressSanitizer failed to allocate' "$TMP/stderr"; then
+        grep -v 'WARNING: AddressSanitizer failed to allocate' "$TMP/stderr" >"$TMP/stderr.asan"
+        mv "$TMP/stderr.asan" "$TMP/stderr"
+    fi
+    if grep -E -q "$CRASH_RE" "$TMP/stderr"; then
+        fail "$what: crash report on stderr: $(grep -E "$CRASH_RE" "$TMP/stderr" | head -3)"
+        return
+    fi
+    if [ "$rc" -ne "$expect" ]; then
+        fail "$what: exit $rc, expected $expect (stderr: $(head -c 400 "$TMP/stderr"))"
+        return
+    fi
+    if [ -n "$(ls -A "$O")" ]; then
+        fail "$what: left output behind after the failure: $(ls -A "$O")"
+        return
+    fi
+    [ "$expect" -eq 0 ] && { echo "ok: $what -> exit 0"; return; }
+    if [ "$np" = - ]; then
+        lines=$(wc -l <"$TMP/stderr" | tr -d ' ')
+        msg=$(cat "$TMP/stderr")
+        if [ "$lines" != 1 ]; then
+            fail "$what: $lines lines on stderr, expected 1: $msg"
+            return
+        fi
+        case $msg in
+        "$name: "* | "$name "[a-z]*": "*) ;;
+        *) fail "$what: stderr does not start with '$name: ': $msg"; return ;;
+        esac
+    else
+        lines=$(grep -c "^$name: " "$TMP/stderr")
+        msg=$(grep "^$name: " "$TMP/stderr")
+        if [ "$lines" != 1 ]; then
+            fail "$what: $lines '$name: ' lines on stderr, expected 1 (rank 0's): $(cat "$TMP/stderr")"
+            return
+        fi
+    fi
+    case $msg in
+    *"$word"*) echo "ok: $what -> $msg" ;;
+    *) fail "$what: stderr does not name '$word': $msg" ;;
+    esac
+}
+
+# word_of TEXT: a table's WORD, trimmed, with $TMP and $O replaced
+word_of() { printf '%s\n' "$1" | sed "s/^ *//; s/ *\$//; s|\\\$TMP|$TMP|g; s|\\\$O|$O|g"; }
+
+# table NAME PROG [PREFIX...] < ROWS: run each row "EXPECT | WORD | ARGS" as PROG PREFIX ARGS
+table() {
+    t_name=$1 t_prog=$2
+    shift 2
+    t_prefix=$*
+    while IFS='|' read -r t_exp t_word t_args; do
+        case $t_exp in '' | '#'*) continue ;; esac
+        t_exp=$(echo $t_exp)
+        t_word=$(word_of "$t_word")
+        eval "set -- $t_prefix $t_args"
+        one_case "$t_name" "$t_exp" "$t_word" - "$t_prog" "$@"
+    done
+}
+
+# mpi_table < ROWS: "EXPECT | WORD | NP | ARGS" as mpirun -np NP dtrain ARGS
+mpi_table() {
+    while IFS='|' read -r t_exp t_word t_np t_args; do
+        case $t_exp in '' | '#'*) continue ;; esac
+        t_exp=$(echo $t_exp)
+        t_np=$(echo $t_np)
+        t_word=$(word_of "$t_word")
+        eval "set -- $t_args"
+        one_case dtrain "$t_exp" "$t_word" "$t_np" "$BUILDDIR/dtrain" --train-iters 1 --eval-iters 1 "$@"
+    done
+}
+
+# numeric NAME PROG [PREFIX...] < ROWS: "FLAG | KIND | EXTRA VALUES" -> one case per invalid value
+numeric() {
+    n_name=$1 n_prog=$2
+    shift 2
+    n_prefix=$*
+    while IFS='|' read -r n_flag n_kind n_extra; do
+        case $n_flag in '' | '#'*) continue ;; esac
+        n_flag=$(echo $n_flag)
+        n_kind=$(echo $n_kind)
+        if [ "$n_kind" = i ]; then more="2.5 73786976294838206464"; else more="1e39"; fi
+        for v in abc EMPTY 1x 1e999 nan inf SPACE7 $more $n_extra; do
+            case $v in EMPTY) v= ;; SPACE7) v=' 7' ;; esac
+            eval "set -- $n_prefix"
+            one_case "$n_name" 2 "$n_flag" - "$n_prog" "$@" "$n_flag" "$v"
+        done
+    done
+}
+
+DTRAIN=$BUILDDIR/dtrain
+DTSIM=$BUILDDIR/dtsim
+DTVIZ=$BUILDDIR/dtviz
+DTBENCH=$BUILDDIR/dtbench
+
+# ---- inputs ----------------------------------------------------------------------
+: >"$TMP/empty"
+printf 'abc' >"$TMP/short.txt"
+awk 'BEGIN { for (i = 0; i < 10; i++) print "the quick brown fox" }' >"$TMP/150.txt" # 200 bytes
+head -c 4096 /dev/urandom >"$TMP/junk.bin" 2>/dev/null || awk 'BEGIN { for (i = 0; i < 4096; i++) printf "%c", 128 + i % 120 }' >"$TMP/junk.bin"
+mkdir "$TMP/dir"
+printf 'secret text for a file nobody may read, long enough for any sequence length.%.0s\n' 1 2 3 4 >"$TMP/noread.txt"
+chmod 000 "$TMP/noread.txt"
+printf '{"num_layers": 4,\n' >"$TMP/syntax.json"
+printf '[1, 2, 3]\n' >"$TMP/array.json"
+printf '{"traceEvents":[{"name":"x","ph":"X","ts":1,"dur":2,"pid":1,"tid":1}]}\n' >"$TMP/chrome.json"
+printf '[{"name":"x","ph":"X","ts":1,"dur":2,"pid":1,"tid":1}]\n' >"$TMP/chrome-array.json"
+# dtsim configs
+cfg() { printf '%s\n' "$2" >"$TMP/$1.json"; }
+cfg c-layers '{"num_layers": 1000000000000}'
+cfg c-mb40 '{"micro_batch_size": 1099511627776}'
+cfg c-m40 '{"micro_batches": 1099511627776}'
+cfg c-neg '{"micro_batch_size": -4}'
+cfg c-negsize '{"hidden_size": -64}'
+cfg c-float '{"num_layers": 2.5}'
+cfg c-str '{"hidden_size": "64"}'
+cfg c-bool '{"use_distributed_optimizer": "yes"}'
+cfg c-key '{"num_layer": 4}'
+cfg c-dup '{"num_layers": 2, "num_layers": 3}'
+cfg c-steps '{"train_iters": 1000000000000}'
+cfg c-time '{"hidden_size": 65536, "num_layers": 1024, "train_iters": 2500}'
+cfg c-ranks '{"data_parallel_size": 1048576}'
+cfg c-hw '{"hardware": "/no/such/hw.json"}'
+cfg c-hwobj '{"hardware": {"format": "dtsim-hw", "version": 1, "name": "x", "peak_flops": -1}}'
+cfg c-sched '{"pipeline_schedule": "zigzag"}'
+cfg c-split '{"pipeline_model_parallel_size": 2, "pipeline_split": [1, 5]}'
+cfg c-trace-v2 '{"otherData": {"format": "dtrain-trace", "version": 2, "config": {"num_layers": 2}}, "traceEvents": []}'
+cfg c-trace-fmt '{"otherData": {"format": "perfetto", "version": 1, "config": {"num_layers": 2}}, "traceEvents": []}'
+# hardware files
+HWREF=$SRCDIR/sim/hw/cpu-2core.json
+cfg hw-fmt '{"format": "dtsim-config", "version": 1, "name": "x"}'
+cfg hw-ver '{"format": "dtsim-hw", "version": 7, "name": "x"}'
+cfg hw-neg "$(sed 's/"peak_flops": *[0-9.e+]*/"peak_flops": -1/' "$HWREF")"
+cfg hw-zero-bw "$(sed 's/"bytes_per_ns": *[0-9.e+]*/"bytes_per_ns": 0/' "$HWREF")"
+cfg hw-str "$(sed 's/"efficiency": *[0-9.e+]*/"efficiency": "high"/' "$HWREF")"
+cfg hw-key "$(sed 's/"efficiency"/"eficiency"/' "$HWREF")"
+cfg hw-nolink "$(sed 's/"intra"/"intra_link"/' "$HWREF")"
+head -c 200 "$HWREF" >"$TMP/hw-cut.json"
+# traces: a real one from dtrain, a simulated one from dtsim, and damaged copies
+"$DTRAIN" --train-iters 3 --micro-batch-size 8 --global-batch-size 16 --eval-iters 1 --eval-interval 0 --threads 1 \
+    --trace "$TMP/real.json" >"$TMP/setup.out" 2>&1 || { cat "$TMP/setup.out" >&2; fail "dtrain --trace (setup) failed"; }
+"$DTSIM" run --pipeline-model-parallel-size 2 --micro-batches 4 --train-iters 2 --trace "$TMP/pp.json" \
+    >"$TMP/setup.out" 2>&1 || { cat "$TMP/setup.out" >&2; fail "dtsim run --trace (setup) failed"; }
+sed 's/"version":1/"version":2/' "$TMP/real.json" >"$TMP/t-v2.json"
+sed 's/"format":"dtrain-trace"/"format":"chrome"/' "$TMP/real.json" >"$TMP/t-fmt.json"
+head -c 3000 "$TMP/real.json" >"$TMP/t-cut.json"
+head -c 100 "$TMP/real.json" >"$TMP/t-cut100.json"
+sed '5s/"dur":[0-9.]*,//' "$TMP/real.json" >"$TMP/t-nodur.json"
+sed '5s/"dur":[0-9.]*/"dur":-5.000/' "$TMP/real.json" >"$TMP/t-negdur.json"
+sed '5s/"ts":[0-9.]*/"ts":1e300/' "$TMP/real.json" >"$TMP/t-hugets.json"
+sed 's/"forward"/"frward"/g' "$TMP/real.json" >"$TMP/t-nofwd.json"
+sed 's/"config":{.*}},"displayTimeUnit"/"cfg":{}},"displayTimeUnit"/' "$TMP/real.json" >"$TMP/t-nocfg.json"
+sed 's/"num_layers":2,/"num_layers":1000000000000,/' "$TMP/real.json" >"$TMP/t-layers.json"
+sed 's/"micro_batch_size":8,/"micro_batch_size":1099511627776,/' "$TMP/real.json" >"$TMP/t-mb40.json"
+
+# ---- dtrain: numeric flags -----------------------------------------------------------
+numeric dtrain "$DTRAIN" --train-iters 0 <<'EOF'
+--num-layers | i | -1 0 1025
+--hidden-size | i | -1 0 65537
+--num-attention-heads | i | -1 0
+--max-position-embeddings | i | -1 0 65537
+--seq-length | i | -1 0
+--task-digits | i | -1 0 10
+--task-max-len | i | -1 0 65
+--blobs-classes | i | -1 0 1 1025
+--blobs-dims | i | -1 0 65537
+--blobs-separation | f | -1 0
+--bn-momentum | f | -1 1.5
+--micro-batch-size | i | -1 0 2147483648
+--global-batch-size | i | -1 0
+--train-iters | i | -1
+--seed | i | -1
+--lr | f | -1
+--min-lr | f | -1
+--lr-warmup-iters | i | -1
+--lr-decay-iters | i | -1
+--weight-decay | f | -1
+--adam-beta1 | f | -1 1
+--adam-beta2 | f | -1 1
+--adam-eps | f | -1 0
+--sgd-momentum | f | -1 1
+--lars-eta | f | -1 0
+--lamb-gamma-l | f | -1
+--lamb-gamma-u | f | -1 0
+--clip-grad | f |
+--base-batch-size | i | -1 0
+--loss-scale | f | -1
+--initial-loss-scale | f | -1 0
+--loss-scale-window | i | -1 0
+--hysteresis | i | -1 0
+--min-loss-scale | f | -1 0
+--recompute-num-layers | i | -1 0
+--num-ps-servers | i | -1 0
+--max-staleness | i | -1
+--tensor-model-parallel-size | i | -1 0 65
+--pipeline-model-parallel-size | i | -1 0 65
+--allreduce-chunk-bytes | i | -1
+--bucket-size-mb | f | -1 1048577 1e300
+--threads | i | -1 1025
+--log-interval | i | -1 0
+--eval-interval | i | -1
+--eval-iters | i | -1 0
+EOF
+
+# ---- dtrain: values the parser takes but the configuration refuses --------------------
+table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 <<'EOF'
+2 | too many tokens | --micro-batch-size 2147483647
+2 | --seq-length 65536 | --seq-length 65536
+2 | --num-attention-heads 2147483647 | --num-attention-heads 2147483647
+2 | --lr-warmup-iters | --lr-warmup-iters 2147483647 --lr-decay-iters 10
+2 | --global-batch-size 2147483647 | --global-batch-size 2147483647 --micro-batch-size 2
+2 | --pipeline-split | --pipeline-split 1,x
+2 | --pipeline-split | --pipeline-split 0,2
+2 | --pipeline-split | --pipeline-split -1,3
+2 | --pipeline-split | --pipeline-split ''
+2 | --pipeline-split | --pipeline-split 99999999999999999999,1
+2 | --slow-rank | --slow-rank 1
+2 | --slow-rank | --slow-rank x:10
+2 | --slow-rank | --slow-rank 1:-5
+2 | --slow-rank | --slow-rank 1:99999999999
+2 | --slow-rank | --slow-rank ''
+2 | --max-staleness | --max-staleness 3
+2 | --num-ps-servers | --num-ps-servers 2
+2 | --allreduce nccl | --allreduce nccl
+2 | --loss-scale-window | --loss-scale-window 10
+2 | --bn-momentum | --bn-momentum 0.5
+2 | --num-attention-heads | --model mlp-bn --num-attention-heads 2
+2 | --num-layers 1024 | --model mlp-bn --num-layers 1024
+2 | --data | --model mlp-bn --data $TMP/150.txt
+2 | --trace | --trace ''
+2 | --summary | --summary ''
+1 | cannot allocate | --hidden-size 65536 --num-layers 1024 --trace $O/t.json --summary $O/s.json
+1 | cannot allocate | --hidden-size 65536 --num-attention-heads 1 --max-position-embeddings 65536 --seq-length 16384 --micro-batch-size 64 --trace $O/t.json
+1 | $TMP/dir/no/t.json | --trace $TMP/dir/no/t.json --summary $O/s.json
+1 | $TMP/dir/no/s.json | --summary $TMP/dir/no/s.json --trace $O/t.json
+EOF
+
+# ---- dtrain --data files ---------------------------------------------------------------
+table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
+1 | $TMP/missing.txt | --data $TMP/missing.txt
+1 | $TMP/empty | --data $TMP/empty
+1 | /dev/null | --data /dev/null
+1 | is a directory | --data $TMP/dir
+1 | too short | --data $TMP/short.txt
+1 | at least 161 bytes | --data $TMP/short.txt
+1 | too short for --seq-length 64 | --data $TMP/150.txt --seq-length 64
+EOF
+# binary junk is text to a byte-level model (vocab 256): it trains (exit 0)
+one_case dtrain 0 '' - "$DTRAIN" --train-iters 1 --eval-iters 1 --data "$TMP/junk.bin"
+if [ "$(id -u)" -ne 0 ]; then
+    one_case dtrain 1 "$TMP/noread.txt" - "$DTRAIN" --train-iters 1 --eval-iters 1 --data "$TMP/noread.txt" \
+        --trace "$O/t.json"
+else
+    echo "skip: --data on a chmod 000 file: running as root, which reads it anyway"
+fi
+
+# ---- dtrain: parallel layouts under mpirun ---------------------------------------------
+if [ "$HAVE_MPI" = 1 ]; then
+    mpi_table <<'EOF'
+2 | 3 ranks are not a multiple of 2 | 3 | --tensor-model-parallel-size 2
+2 | 3 ranks are not a multiple | 3 | --pipeline-model-parallel-size 2
+2 | only 2 blocks | 4 | --pipeline-model-parallel-size 4
+2 | only 3 blocks | 4 | --pipeline-model-parallel-size 4 --num-layers 3
+2 | only 1 blocks | 2 | --pipeline-model-parallel-size 2 --num-layers 1
+2 | the model has 4 | 3 | --pipeline-model-parallel-size 3 --num-layers 4 --pipeline-split 1,1,1
+2 | expected 2 positive block counts | 2 | --pipeline-model-parallel-size 2 --pipeline-split 2
+2 | --global-batch-size 12 | 2 | --micro-batch-size 4 --global-batch-size 12
+2 | --global-batch-size 8 | 2 | --pipeline-model-parallel-size 2 --micro-batch-size 3 --global-batch-size 8
+2 | --global-batch-size 6 | 4 | --tensor-model-parallel-size 2 --micro-batch-size 4 --global-batch-size 6
+2 | does not divide --num-attention-heads 3 | 2 | --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 63
+2 | does not divide --num-attention-heads 4 | 3 | --tensor-model-parallel-size 3
+2 | does not divide --num-attention-heads 2 | 4 | --tensor-model-parallel-size 4 --num-attention-heads 2
+2 | --use-distributed-optimizer | 2 | --pipeline-model-parallel-size 2 --use-distributed-optimizer
+2 | --use-distributed-optimizer | 4 | --tensor-model-parallel-size 2 --use-distributed-optimizer
+2 | --use-distributed-optimizer | 3 | --allreduce ps-sync --use-distributed-optimizer
+2 | at least 2 ranks | 1 | --allreduce ps-sync
+2 | --num-ps-servers 2 | 2 | --allreduce ps-sync --num-ps-servers 2
+2 | --num-ps-servers 3 | 3 | --allreduce ps-async --num-ps-servers 3
+2 | --num-ps-servers 4 | 4 | --allreduce ps-async --num-ps-servers 4
+2 | with a parameter server | 4 | --allreduce ps-sync --pipeline-model-parallel-size 2
+2 | --slow-rank 5 | 2 | --slow-rank 5:10
+2 | --allreduce nccl | 2 | --allreduce nccl
+2 | --lr | 3 | --lr -1
+2 | --micro-batch-size | 4 | --micro-batch-size 0
+1 | $TMP/missing.txt | 2 | --data $TMP/missing.txt --trace $O/t.json
+EOF
+else
+    echo "skip: the mpirun layouts (this build has no MPI)"
+fi
+
+# ---- dtrain: checkpoints and --comm-timeout (when this dtrain has them) ------------------
+if "$DTRAIN" --help | grep -q -e '^  --comm-timeout '; then
+    numeric dtrain "$DTRAIN" --train-iters 0 <<'EOF'
+--comm-timeout | f | -1 1000000001
+EOF
+fi
+if "$DTRAIN" --help | grep -q -e '^  --load '; then
+    numeric dtrain "$DTRAIN" --train-iters 0 --save "$TMP/ck-never" <<'EOF'
+--save-interval | i | -1 0
+--save-keep | i | -1
+EOF
+    # a good checkpoint of the default tiny model, and damaged copies
+    "$DTRAIN" --train-iters 2 --eval-iters 1 --save "$TMP/ck" >"$TMP/setup.out" 2>&1 ||
+        { cat "$TMP/setup.out" >&2; fail "dtrain --save (setup) failed"; }
+    "$DTRAIN" --train-iters 2 --eval-iters 1 --num-layers 3 --save "$TMP/ck3" >"$TMP/setup.out" 2>&1 ||
+        { cat "$TMP/setup.out" >&2; fail "dtrain --num-layers 3 --save (setup) failed"; }
+    it=$(ls -d "$TMP/ck"/iter_* 2>/dev/null | tail -n 1)
+    big=$(ls -S "$it" 2>/dev/null | head -n 1)
+    if [ -n "$it" ] && [ -n "$big" ]; then
+        for kind in flip cut zero; do
+            rm -rf "$TMP/ck-$kind"
+            cp -R "$TMP/ck" "$TMP/ck-$kind"
+            f=$TMP/ck-$kind/${it##*/}/$big
+            size=$(wc -c <"$f" | tr -d ' ')
+            case $kind in
+            flip) printf 'XXXXXXXX' | dd of="$f" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null ;;
+            cut) head -c $((size / 2)) "$TMP/ck/${it##*/}/$big" >"$f" ;;
+            zero) : >"$f" ;;
+            esac
+        done
+        table dtrain "$DTRAIN" --train-iters 3 --eval-iters 1 --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
+1 | $TMP/no-such-ck | --load $TMP/no-such-ck
+1 | $TMP/empty | --load $TMP/empty
+1 | $TMP/dir | --load $TMP/dir
+1 | ck-flip | --load $TMP/ck-flip
+1 | ck-cut | --load $TMP/ck-cut
+1 | ck-zero | --load $TMP/ck-zero
+1 | differ | --load $TMP/ck3
+1 | differ | --load $TMP/ck --hidden-size 128 --num-attention-heads 4
+EOF
+    else
+        fail "dtrain --save wrote no $TMP/ck/iter_*: $(ls -R "$TMP/ck" 2>&1 | head -5)"
+    fi
+fi
+
+# ---- dtsim: numeric flags ----------------------------------------------------------------
+numeric dtsim "$DTSIM" run <<'EOF'
+--num-layers | i | -1 0 1025
+--hidden-size | i | -1 0 65537
+--num-attention-heads | i | -1 0
+--max-position-embeddings | i | -1 0 65537
+--vocab-size | i | -1 0 1 16777217
+--seq-length | i | -1 0
+--micro-batch-size | i | -1 0
+--global-batch-size | i | -1 0
+--micro-batches | i | -1 0
+--train-iters | i | -1 0
+--seed | i | -1
+--loss-scale | f | -1
+--initial-loss-scale | f | -1 0
+--loss-scale-window | i | -1 0
+--hysteresis | i | -1 0
+--min-loss-scale | f | -1 0
+--tensor-model-parallel-size | i | -1 0 1025
+--pipeline-model-parallel-size | i | -1 0 1025
+--data-parallel-size | i | -1 0 1048577
+--num-ps-servers | i | -1 0
+--bucket-size-mb | f | -1 1048577 1e300
+--allreduce-chunk-bytes | i | -1
+EOF
+numeric dtsim "$DTSIM" validate --profile "$TMP/real.json" "$TMP/real.json" <<'EOF'
+--skip | i | -1
+EOF
+
+# ---- dtsim: absurd sizes, configs, traces, hardware files --------------------------------
+table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
+2 | too many tokens | --micro-batch-size 2147483647
+2 | events | --train-iters 1000000000000
+2 | events | --micro-batches 2147483647
+2 | events | --global-batch-size 2147483647 --micro-batch-size 1
+2 | events | --data-parallel-size 1048576
+2 | events | --allreduce-chunk-bytes 1 --data-parallel-size 64
+2 | events | --allreduce ps-sync --num-ps-servers 1000000
+2 | years | --hidden-size 65536 --num-layers 1024
+2 | --pipeline-split | --pipeline-model-parallel-size 2 --pipeline-split 1,99999999999999999999
+2 | --slow-rank | --slow-rank 0:-1
+# --config
+2 | $TMP/missing.json | --config $TMP/missing.json
+2 | $TMP/empty | --config $TMP/empty
+2 | $TMP/dir | --config $TMP/dir
+2 | junk.bin | --config $TMP/junk.bin
+2 | syntax.json: line | --config $TMP/syntax.json
+2 | JSON object | --config $TMP/array.json
+2 | JSON object | --config $TMP/chrome-array.json
+2 | "traceEvents": unknown key | --config $TMP/chrome.json
+2 | "num_layers": expected an integer in 1..1024 | --config $TMP/c-layers.json
+2 | "micro_batch_size": expected an integer >= 1 | --config $TMP/c-mb40.json
+2 | "micro_batches" | --config $TMP/c-m40.json
+2 | "micro_batch_size" | --config $TMP/c-neg.json
+2 | "hidden_size" | --config $TMP/c-negsize.json
+2 | "num_layers" | --config $TMP/c-float.json
+2 | "hidden_size" | --config $TMP/c-str.json
+2 | "use_distributed_optimizer" | --config $TMP/c-bool.json
+2 | "num_layer": unknown key | --config $TMP/c-key.json
+2 | duplicate | --config $TMP/c-dup.json
+2 | events | --config $TMP/c-steps.json
+2 | years | --config $TMP/c-time.json
+2 | events | --config $TMP/c-ranks.json
+2 | "hardware" | --config $TMP/c-hw.json
+2 | "hardware" | --config $TMP/c-hwobj.json
+2 | "pipeline_schedule" | --config $TMP/c-sched.json
+2 | --pipeline-split | --config $TMP/c-split.json
+2 | version | --config $TMP/c-trace-v2.json
+2 | dtrain-trace | --config $TMP/c-trace-fmt.json
+2 | version | --config $TMP/t-v2.json
+2 | dtrain-trace | --config $TMP/t-fmt.json
+2 | t-cut.json: line | --config $TMP/t-cut.json
+2 | "num_layers": expected | --config $TMP/t-layers.json
+2 | "micro_batch_size": expected | --config $TMP/t-mb40.json
+# --profile
+2 | $TMP/missing.json | --profile $TMP/missing.json
+2 | $TMP/empty | --profile $TMP/empty
+2 | $TMP/dir | --profile $TMP/dir
+2 | junk.bin | --profile $TMP/junk.bin
+2 | not a dtrain trace | --profile $TMP/chrome.json
+2 | chrome-array.json | --profile $TMP/chrome-array.json
+2 | version 2 | --profile $TMP/t-v2.json
+2 | otherData.format | --profile $TMP/t-fmt.json
+2 | t-cut.json | --profile $TMP/t-cut.json
+2 | t-cut100.json | --profile $TMP/t-cut100.json
+2 | missing "dur" | --profile $TMP/t-nodur.json
+2 | negative | --profile $TMP/t-negdur.json
+2 | int64 nanosecond range | --profile $TMP/t-hugets.json
+2 | no embedding forward spans | --profile $TMP/t-nofwd.json
+2 | otherData.config | --profile $TMP/t-nocfg.json
+2 | t-layers.json | --profile $TMP/t-layers.json
+2 | syntax.json | --profile $TMP/syntax.json
+# --grad-trace (fp16)
+2 | $TMP/missing.json | --fp16 --grad-trace $TMP/missing.json
+2 | junk.bin | --fp16 --grad-trace $TMP/junk.bin
+2 | not a dtrain trace | --fp16 --grad-trace $TMP/chrome.json
+2 | version 2 | --fp16 --grad-trace $TMP/t-v2.json
+2 | t-cut.json | --fp16 --grad-trace $TMP/t-cut.json
+2 | no grad_amax events | --fp16 --grad-trace $TMP/real.json
+# --hw
+2 | $TMP/missing.json | --hw $TMP/missing.json
+2 | $TMP/empty | --hw $TMP/empty
+2 | $TMP/dir | --hw $TMP/dir
+2 | junk.bin | --hw $TMP/junk.bin
+2 | hw-cut.json | --hw $TMP/hw-cut.json
+2 | hw-fmt.json | --hw $TMP/hw-fmt.json
+2 | hw-ver.json | --hw $TMP/hw-ver.json
+2 | peak_flops | --hw $TMP/hw-neg.json
+2 | bytes_per_ns | --hw $TMP/hw-zero-bw.json
+2 | efficiency | --hw $TMP/hw-str.json
+2 | eficiency | --hw $TMP/hw-key.json
+2 | intra | --hw $TMP/hw-nolink.json
+2 | JSON object | --hw $TMP/array.json
+2 | hw | --hw $TMP/real.json
+EOF
+table dtsim "$DTSIM" <<'EOF'
+2 | --sweep | sweep --sweep micro-batches=1,99999999999999999999
+2 | --sweep | sweep --sweep micro-batches=nan
+2 | --sweep | sweep --sweep link-bandwidth-scale=1e999
+2 | --sweep | sweep --sweep link-bandwidth-scale=-1
+2 | --sweep | sweep --sweep data-parallel-size=
+2 | --sweep | sweep --sweep micro-batches=2147483647 --train-iters 100
+2 | junk.bin | validate --profile $TMP/junk.bin $TMP/real.json
+2 | t-cut.json | validate --profile $TMP/real.json $TMP/t-cut.json
+2 | missing.json | validate --profile $TMP/real.json $TMP/missing.json
+2 | junk.bin | validate --profile $TMP/real.json --comm $TMP/junk.bin $TMP/real.json
+2 | hw-fmt.json | validate --profile $TMP/real.json --hw $TMP/hw-fmt.json $TMP/real.json
+EOF
+
+# ---- dtviz ---------------------------------------------------------------------------------
+if [ -x "$DTVIZ" ]; then
+    unset DISPLAY WAYLAND_DISPLAY
+    numeric dtviz "$DTVIZ" "$TMP/pp.json" --png "$O/x.png" <<'EOF'
+--time | f | -1 1.5
+--fps | i | -1 0 241
+--duration | f | -1 0 3601
+--frame-count | i | -1 0 100001
+EOF
+    table dtviz "$DTVIZ" <<'EOF'
+2 | --size | $TMP/pp.json --png $O/x.png --size 0x0
+2 | --size | $TMP/pp.json --png $O/x.png --size -1400x800
+2 | --size | $TMP/pp.json --png $O/x.png --size 99999999999x800
+2 | --size | $TMP/pp.json --png $O/x.png --size 1400x800x
+2 | --size | $TMP/pp.json --png $O/x.png --size ''
+2 | --size | $TMP/pp.json --png $O/x.png --size 20000x800
+2 | --zoom | $TMP/pp.json --png $O/x.png --zoom 0.6:0.4
+2 | --zoom | $TMP/pp.json --png $O/x.png --zoom nan:1
+2 | --zoom | $TMP/pp.json --png $O/x.png --zoom 0:1e999
+2 | --zoom | $TMP/pp.json --png $O/x.png --zoom -0.5:0.5
+2 | --zoom | $TMP/pp.json --png $O/x.png --zoom 0.2
+2 | --png | $TMP/pp.json --png ''
+2 | $TMP/missing.json | $TMP/missing.json --png $O/x.png
+2 | $TMP/empty | $TMP/empty --png $O/x.png
+2 | $TMP/dir | $TMP/dir --png $O/x.png
+2 | junk.bin | $TMP/junk.bin --png $O/x.png
+2 | not a dtrain trace | $TMP/chrome.json --png $O/x.png
+2 | chrome-array.json | $TMP/chrome-array.json --png $O/x.png
+2 | version 2 | $TMP/t-v2.json --png $O/x.png
+2 | otherData.format | $TMP/t-fmt.json --png $O/x.png
+2 | t-cut.json | $TMP/t-cut.json --png $O/x.png
+2 | t-cut100.json | $TMP/t-cut100.json --png $O/x.png
+2 | missing "dur" | $TMP/t-nodur.json --png $O/x.png
+2 | negative | $TMP/t-negdur.json --png $O/x.png
+2 | int64 nanosecond range | $TMP/t-hugets.json --png $O/x.png
+2 | syntax.json | $TMP/syntax.json --png $O/x.png
+2 | junk.bin | $TMP/pp.json $TMP/junk.bin --png $O/x.png
+2 | junk.bin | $TMP/pp.json $TMP/junk.bin --frames $O/frames --frame-count 2
+2 | t-cut.json | $TMP/t-cut.json --frames $O/frames --frame-count 2
+1 | $TMP/dir/no/x.png | $TMP/pp.json --png $TMP/dir/no/x.png
+EOF
+else
+    echo "skip: dtviz (built without SDL2)"
+fi
+
+# ---- dtbench ----------------------------------------------------------------------------------
+numeric dtbench "$DTBENCH" train --model tiny <<'EOF'
+--threads | i | -1 0 1025
+--micro-batch-size | i | -1 0
+--seq-length | i | -1
+--steps | i | -1 0
+--warmup | i | -1
+EOF
+numeric dtbench "$DTBENCH" gelu <<'EOF'
+--n | i | -1 0 4294967297
+--iters | i | -1
+EOF
+numeric dtbench "$DTBENCH" allreduce <<'EOF'
+--allreduce-chunk-bytes | i | -1
+--min-bytes | i | -1 0 3 1073741825
+--max-bytes | i | -1 0 3 1073741825
+EOF
+numeric dtbench "$DTBENCH" pipeline <<'EOF'
+--pipeline-model-parallel-size | i | -1 65
+--num-layers | i | -1 0 1025
+--hidden-size | i | -1 0 3 65537
+EOF
+numeric dtbench "$DTBENCH" bubbles "$TMP/pp.json" <<'EOF'
+--skip | i | -1 1000000001
+EOF
+table dtbench "$DTBENCH" <<'EOF'
+2 | --seq-length 100 | train --model tiny --seq-length 100
+2 | too many tokens | train --model tiny --micro-batch-size 100000000
+2 | too many tokens | recompute --model tiny --micro-batch-size 2147483647
+2 | --fp16 and --bf16 | train --fp16 --bf16
+2 | --fp16 | gemm --fp16
+2 | --device cuda | recompute --device cuda
+2 | --device cpu | gelu --device cpu
+2 | --pipeline-split | pipeline --pipeline-split 1,x
+2 | --pipeline-split | pipeline --pipeline-split 0
+2 | --pipeline-split | pipeline --pipeline-split ''
+2 | unknown command | frobnicate
+2 | --bogus | train --bogus 1
+2 | expected trace files | bubbles
+2 | --skip | bubbles --skip
+2 | unknown flag | bubbles --bogus $TMP/pp.json
+1 | $TMP/missing.json | bubbles $TMP/missing.json
+1 | junk.bin | bubbles $TMP/junk.bin
+1 | t-cut.json | bubbles $TMP/t-cut.json
+1 | not a dtrain trace | bubbles $TMP/chrome.json
+EOF
+
+echo "badinput.sh: $cases cases, $failures failure(s)"
+[ "$failures" -eq 0 ] || exit 1
+exit 0

@@ -1,0 +1,238 @@
+#!/bin/sh
+# ckpt.sh: checkpoints and exact resume (docs/checkpoints.md), run by `make
+# check`. Tiny model, a few steps per run.
+#
+# 1. Exact resume: for every layout, a run of N+M steps saving at N and at
+#    the end (A), and a run resumed from A's checkpoint of step N saving its
+#    end (B), must end bit-identical: every shard file of B's last
+#    checkpoint equals A's byte for byte (weights, optimizer moments and
+#    step, FP32 masters, loss-scaler state, iteration), the summaries agree
+#    on param_probe, train_loss, iterations (and the loss scaler's counters),
+#    and the log lines of steps N+1..N+M (loss, lr, grad_norm) are the same.
+#    Layouts: one process (adamw; sgd; a first part with a smaller
+#    --train-iters), --fp16 (the dynamic scaler skips step 1, grows in step 4
+#    only if its clean-step count crossed the save after step 3, backs off in
+#    step 5), --bf16, mlp-bn (BatchNorm statistics), and under mpirun: data
+#    parallel (ring, 2 ranks), ZeRO-1 (fp32 and fp16, 2 ranks), ps-sync (2
+#    workers, 1 server), pipeline gpipe and 1f1b (p = 2), tensor parallel
+#    (t = 2), t x d = 2 x 2. ps-async is not deterministic run to run: it is
+#    only checked to resume at the saved iteration and finish.
+# 2. Refusals: pipedream with --save; a checkpoint of another model
+#    (hidden_size 64 vs 32), of another world size, a missing directory.
+# 3. The kill test: a run with --save-interval 1 is killed with SIGKILL at
+#    random moments (during steps and during saves) KILLS times in a row,
+#    restarting with --load each time; every restart must load a valid
+#    checkpoint no older than one save interval before the last step the
+#    killed run logged, and the run, once complete, must end byte-identical
+#    to an uninterrupted one. CKPT_KILLS (default 15), CKPT_KILL_ITERS (80),
+#    CKPT_KILL_MAX (0.35 s: the latest moment) and CKPT_SEED change it; a
+#    longer run: CKPT_KILLS=200 CKPT_KILL_ITERS=1200 tests/ckpt.sh.
+# The multi-rank parts need MPI (skipped without it); the rest always runs.
+
+TEST=ckpt.sh
+BUILDDIR=${DT_BUILDDIR:-.}
+if "$BUILDDIR/tests/check_comm" --have-mpi 2>/dev/null | grep -q yes; then
+    HAVE_MPI=1
+    . "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
+else
+    HAVE_MPI=0
+    set -u
+    LC_ALL=C
+    export LC_ALL
+    DTRAIN=$BUILDDIR/dtrain
+    [ -x "$DTRAIN" ] || { echo "$TEST: $DTRAIN not found (set DT_BUILDDIR)" >&2; exit 99; }
+    TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-$TEST.XXXXXX") || exit 99
+    trap 'rm -rf "$TMP"' EXIT HUP INT TERM
+    failures=0
+    fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+    key() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
+    echo "$TEST: this build has no MPI: the multi-rank layouts are skipped"
+fi
+KILLS=${CKPT_KILLS:-15}
+
+N=3 M=3
+COMMON="--train-iters $((N + M)) --lr-decay-iters $((N + M)) --lr-warmup-iters 2 --eval-iters 1 --eval-interval 0 \
+--log-interval 1 --threads 1"
+GPT="--task add --task-digits 2 --seq-length 16"
+
+# launch NP ARGS...: dtrain alone (NP 1) or under mpirun
+launch() {
+    np=$1; shift
+    if [ "$np" = 1 ]; then timeout 120 "$DTRAIN" "$@"; else timeout 120 $MPIRUN -np "$np" "$DTRAIN" "$@"; fi
+}
+# steps FILE: the log lines of steps N+1.. without the timing ("iter k/T loss X lr Y grad_norm Z ...")
+steps() { sed -n 's/^\(iter [0-9]*\/[0-9]*  loss [^ ]*  lr [^ ]*  grad_norm [^ ]*\).*/\1/p' "$1" |
+    awk -v n=$N '{ split($2, a, "/"); if (a[1] + 0 > n) print }'; }
+sumkeys="param_probe train_loss iterations loss_scale skipped_steps loss_scale_backoffs"
+
+# resume NAME NP ARGS...: A (N+M steps, saves at N and the end), B (from A's step N); compare
+resume() {
+    name=$1 np=$2; shift 2
+    d=$TMP/$name
+    if ! launch "$np" $COMMON "$@" --save "$d/A" --save-interval $N --summary "$d/A.json" >"$d.A.out" 2>&1; then
+        fail "$name: the uninterrupted run failed:"; tail -n 5 "$d.A.out" >&2; return
+    fi
+    if ! launch "$np" $COMMON "$@" --load "$d/A/iter_0000000$N" --save "$d/B" --save-interval 100 \
+            --summary "$d/B.json" >"$d.B.out" 2>&1; then
+        fail "$name: the resumed run failed:"; tail -n 5 "$d.B.out" >&2; return
+    fi
+    ok=1 n=0
+    for f in "$d/A/iter_0000000$((N + M))"/shard-*.bin; do
+        n=$((n + 1))
+        cmp -s "$f" "$d/B/iter_0000000$((N + M))/${f##*/}" || { fail "$name: ${f##*/} of the last checkpoint differs"; ok=0; }
+    done
+    for k in $sumkeys; do
+        [ "$(key "$d/A.json" $k)" = "$(key "$d/B.json" $k)" ] ||
+            { fail "$name: $k $(key "$d/B.json" $k) after resuming, $(key "$d/A.json" $k) uninterrupted"; ok=0; }
+    done
+    if [ "$(steps "$d.A.out")" != "$(steps "$d.B.out")" ] || [ -z "$(steps "$d.A.out")" ]; then
+        fail "$name: the losses of steps $((N + 1))..$((N + M)) differ:"; steps "$d.A.out" >&2; steps "$d.B.out" >&2; ok=0
+    fi
+    [ $ok = 1 ] && echo "ok: $name resumes exactly ($n shard(s) byte-identical, param_probe $(key "$d/B.json" param_probe))"
+}
+
+# 1. one process
+resume single 1 $GPT --micro-batch-size 8
+resume sgd 1 $GPT --micro-batch-size 8 --optimizer sgd --lr 0.1
+resume fp16 1 $GPT --micro-batch-size 8 --fp16 --initial-loss-scale 131072 --loss-scale-window 3 --hysteresis 1
+if [ "$(key "$TMP/fp16/A.json" skipped_steps)" = 0 ] 2>/dev/null; then fail "fp16: no skipped step: the scaler state is not exercised"; fi
+resume bf16 1 $GPT --micro-batch-size 8 --bf16
+resume mlp-bn 1 --model mlp-bn --task blobs --micro-batch-size 16 --global-batch-size 32
+# a first part run with a smaller --train-iters (it may change; the schedule may not)
+d=$TMP/part
+if launch 1 $COMMON $GPT --micro-batch-size 8 --train-iters $N --save "$d" >"$d.1.out" 2>&1 &&
+   launch 1 $COMMON $GPT --micro-batch-size 8 --load "$d" --save "$d" --summary "$d.json" >"$d.2.out" 2>&1 &&
+   grep -q "resume: loaded $d/iter_0000000$N at iteration $N" "$d.2.out"; then
+    if cmp -s "$d/iter_0000000$((N + M))/shard-00000.bin" "$TMP/single/A/iter_0000000$((N + M))/shard-00000.bin"; then
+        echo "ok: a run of $N steps continued to $((N + M)) by --load equals the uninterrupted run"
+    else
+        fail "part: the continued run differs from the uninterrupted one"
+    fi
+else
+    fail "part: the runs failed:"; tail -n 5 "$d.1.out" "$d.2.out" >&2
+fi
+
+# 2. refusals
+# expect WANT ARGS...: dtrain (one process) must fail with a message containing WANT
+expect() {
+    want=$1; shift
+    timeout 60 "$DTRAIN" "$@" >"$TMP/err.out" 2>&1
+    rc=$?
+    if [ "$rc" = 0 ] || ! grep -q -- "$want" "$TMP/err.out"; then
+        fail "dtrain $*: expected a failure mentioning '$want', got exit $rc:"; cat "$TMP/err.out" >&2
+    else
+        echo "ok: refused: $(grep -m1 -- "$want" "$TMP/err.out")"
+    fi
+}
+expect "hidden_size 64 vs 32" $COMMON $GPT --micro-batch-size 8 --hidden-size 32 --load "$TMP/single/A"
+expect "no such directory" $COMMON $GPT --micro-batch-size 8 --load "$TMP/nowhere"
+expect "lr_decay_iters 6 vs 9" $GPT --micro-batch-size 8 --lr-warmup-iters 2 --train-iters 9 --load "$TMP/single/A"
+expect "--save-interval: needs --save" --save-interval 2
+
+# the multi-rank layouts
+if [ "$HAVE_MPI" = 1 ]; then
+    resume dp 2 $GPT --micro-batch-size 4 --global-batch-size 8
+    resume zero 2 $GPT --micro-batch-size 4 --global-batch-size 8 --use-distributed-optimizer
+    resume zero-fp16 2 $GPT --micro-batch-size 4 --global-batch-size 8 --use-distributed-optimizer --fp16 \
+        --initial-loss-scale 131072 --loss-scale-window 3 --hysteresis 1
+    resume ps-sync 3 $GPT --micro-batch-size 4 --global-batch-size 8 --allreduce ps-sync
+    resume gpipe 2 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 --pipeline-schedule gpipe
+    resume 1f1b 2 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b
+    resume tp 2 $GPT --micro-batch-size 4 --global-batch-size 8 --tensor-model-parallel-size 2
+    resume tp2dp2 4 $GPT --micro-batch-size 2 --global-batch-size 8 --tensor-model-parallel-size 2
+    # ps-async: resumes at the saved iteration and trains to the end
+    d=$TMP/async
+    if launch 3 $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 --allreduce ps-async --save "$d" --save-interval $N \
+            >"$d.1.out" 2>&1 &&
+       launch 3 $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 --allreduce ps-async --load "$d/iter_0000000$N" \
+            --summary "$d.json" >"$d.2.out" 2>&1 &&
+       grep -q "resume: loaded .*iter_0000000$N at iteration $N" "$d.2.out" && [ "$(key "$d.json" iterations)" = $((N + M)) ]; then
+        echo "ok: ps-async resumes at iteration $N and trains to $((N + M)) (train_loss $(key "$d.json" train_loss))"
+    else
+        fail "ps-async resume:"; tail -n 5 "$d.1.out" "$d.2.out" >&2
+    fi
+    expect_error "pipedream: not supported" 2 $COMMON $GPT --micro-batch-size 2 --global-batch-size 8 \
+        --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --save "$TMP/pd"
+    expect_error "shard count differs from the world" 2 $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 \
+        --load "$TMP/single/A"
+fi
+
+# 3. the kill test
+K=$TMP/kill
+KITERS=${CKPT_KILL_ITERS:-80}
+KMAX=${CKPT_KILL_MAX:-0.35}
+KARGS="--task add --task-digits 2 --seq-length 16 --micro-batch-size 32 --train-iters $KITERS --lr-warmup-iters 4 \
+--eval-iters 1 --eval-interval 0 --log-interval 1 --threads 1 --save-interval 1 --save-keep 2"
+# has_ckpt: the run's directory holds a checkpoint or latest (a restart then passes --load)
+has_ckpt() { [ -f "$K/run/latest" ] || ls "$K/run" 2>/dev/null | grep -q '^iter_[0-9]*$'; }
+# check_restart FILE LOADED: the restart (LOADED 1: with --load) against the steps logged before:
+# at most one step (the save interval) lost
+check_restart() {
+    if [ "$2" = 1 ]; then
+        got=$(sed -n 's/^resume: loaded .* at iteration \([0-9]*\)$/\1/p' "$1")
+        [ -n "$got" ] || return 0 # killed before it had loaded: the next restart checks
+    else
+        got=0
+    fi
+    lost=$((logged - got))
+    if [ "$lost" -lt 0 ] || [ "$lost" -gt 1 ]; then
+        fail "kill test: $logged step(s) logged before, the restart resumes at iteration $got"
+    else
+        survived=$((survived + pending))
+        [ "$lost" -gt "$lost_max" ] && lost_max=$lost
+        note=$(sed -n 's/.*warning: --load [^:]*: \(.*\)/\1/p' "$1" | head -n 1)
+        [ -n "$note" ] && echo "  restart after kill $i: $note"
+    fi
+    pending=0
+}
+if ! timeout 120 "$DTRAIN" $KARGS --save "$K/ref" >"$K.ref.out" 2>&1; then
+    fail "kill test: the uninterrupted run failed:"; tail -n 5 "$K.ref.out" >&2
+else
+    seed=${CKPT_SEED:-$$}
+    t_run=$(awk '/^done:/ { print $5 }' "$K.ref.out")
+    # the moments: uniform in [10 ms, KMAX] after each start
+    awk -v s="$seed" -v n="$KILLS" -v t="$KMAX" 'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.3f\n", 0.01 + rand() * (t - 0.01) }' \
+        >"$K.moments"
+    echo "kill test: $KILLS kills with SIGKILL, $KITERS steps saving every step (CKPT_SEED=$seed; the run alone: $t_run s)"
+    survived=0 lost_max=0 pending=0 logged=0 i=0 late=0
+    while read -r moment; do
+        i=$((i + 1))
+        set -- $KARGS --save "$K/run"
+        loaded=0
+        if has_ckpt; then set -- "$@" --load "$K/run"; loaded=1; fi
+        "$DTRAIN" "$@" >"$K.$i.out" 2>&1 &
+        pid=$!
+        sleep "$moment"
+        kill -9 "$pid" 2>/dev/null
+        { wait "$pid"; } 2>/dev/null
+        rc=$?
+        if [ "$rc" != 137 ] && ! grep -q '^done:' "$K.$i.out"; then
+            fail "kill test: run $i exited with $rc by itself:"; tail -n 5 "$K.$i.out" >&2
+            break
+        fi
+        check_restart "$K.$i.out" $loaded
+        if grep -q '^done:' "$K.$i.out"; then late=$((late + 1)); i=$((i - 1)); break; fi
+        pending=$((pending + 1))
+        l=$(sed -n 's/^iter \([0-9]*\)\/.*/\1/p' "$K.$i.out" | tail -n 1)
+        [ -n "$l" ] && logged=$l
+        echo "  kill $i at $moment s: last step logged $logged"
+    done <"$K.moments"
+    set -- $KARGS --save "$K/run"
+    loaded=0
+    if has_ckpt; then set -- "$@" --load "$K/run"; loaded=1; fi
+    if ! timeout 120 "$DTRAIN" "$@" >"$K.final.out" 2>&1; then
+        fail "kill test: the final run failed:"; tail -n 5 "$K.final.out" >&2
+    else
+        check_restart "$K.final.out" $loaded
+        if cmp -s "$K/ref/iter_000000$KITERS/shard-00000.bin" "$K/run/iter_000000$KITERS/shard-00000.bin"; then
+            echo "ok: kill test: $survived of $i kill(s) survived, at most $lost_max step(s) lost per kill (the save" \
+                 "interval is 1); the completed run equals the uninterrupted one byte for byte"
+            [ "$late" = 0 ] || echo "  (run $i had finished before its kill: raise CKPT_KILL_ITERS for more kills)"
+        else
+            fail "kill test: the final checkpoint differs from the uninterrupted run's"
+        fi
+    fi
+fi
+
+[ "$failures" = 0 ] || { echo "$TEST: $failures failure(s)" >&2; exit 1; }
+echo "$TEST: all checks passed"

@@ -1,0 +1,114 @@
+#!/bin/sh
+# faults.sh: a rank that hangs or dies ends the job within a bounded time
+# (--comm-timeout; docs/faults.md). Run by `make check` with DT_BUILDDIR and
+# DT_SRCDIR; skipped (77) when dtrain was built without MPI.
+#
+# For data parallelism (ring allreduce, 3 ranks), a 2-stage pipeline and a
+# parameter server (ps-sync, 2 workers + 1 server):
+# 1. a hung rank (--hang-rank 1:3, rank 1 sleeps for ever at iteration 3)
+#    with --comm-timeout 3: the job fails (mpirun non-zero: dtrain's
+#    MPI_Abort, exit status 3) within 20 s, and a rank's message names
+#    rank 1 ("no message from rank 1 ... --comm-timeout 3").
+# 2. a killed rank (kill -9 of rank 1 once iteration 2 is logged): Open MPI
+#    notices the death and kills the job itself; it must end within 20 s,
+#    non-zero, with a message (mpirun's "exited on signal 9", or ours).
+# 3. the same under `mpirun --enable-recovery`, where Open MPI leaves the
+#    survivors running: they must stop on their own through the timeout,
+#    within 20 s, naming rank 1 or the rank waiting for it. (mpirun then
+#    returns 0 even after MPI_Abort, so only the time and message count.)
+# Each run prints its time to detection, the figures docs/faults.md quotes.
+
+TEST=faults.sh
+. "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
+
+# The fault must come before the run could end: many short iterations.
+BASE="--train-iters 400 --log-interval 1 --eval-iters 1 --micro-batch-size 8 --comm-timeout 3"
+LIMIT=20
+
+mode_args() {
+    case $1 in
+        dp) echo "--allreduce ring" ;;
+        pp) echo "--pipeline-model-parallel-size 2 --global-batch-size 16" ;;
+        ps) echo "--allreduce ps-sync" ;;
+    esac
+}
+mode_np() { case $1 in pp) echo 2 ;; *) echo 3 ;; esac; }
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+# 1. hung rank
+for mode in dp pp ps; do
+    out=$TMP/hang-$mode.out
+    t0=$(now)
+    timeout 60 $MPIRUN -np "$(mode_np $mode)" "$DTRAIN" $BASE $(mode_args $mode) --hang-rank 1:3 >"$out" 2>&1
+    rc=$?
+    dt=$(secs "$t0" "$(now)")
+    if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then
+        fail "hang $mode: mpirun exited $rc (expected non-zero, within $LIMIT s):"; tail -n 20 "$out" >&2
+    elif ! awk -v t="$dt" -v l="$LIMIT" 'BEGIN { exit !(t < l) }'; then
+        fail "hang $mode: took $dt s (expected < $LIMIT)"
+    elif ! grep -q "no message from rank 1 for 3 s (--comm-timeout 3)" "$out"; then
+        fail "hang $mode: no message naming rank 1:"; tail -n 20 "$out" >&2
+    else
+        echo "ok: hang $mode: exit $rc after $dt s: $(grep -m1 'no message from rank 1' "$out")"
+    fi
+done
+
+# kill_run NAME MODE EXTRA: start the job, kill -9 its rank 1 once iteration
+# 2 is logged; sets rc, dt (seconds from the kill to the end) and out.
+kill_run() {
+    name=$1 mode=$2 extra=$3
+    out=$TMP/$name.out
+    marker=$TMP/$name.summary.json
+    : >"$out"
+    timeout 60 $MPIRUN $extra -np "$(mode_np $mode)" "$DTRAIN" $BASE $(mode_args $mode) --summary "$marker" \
+        >"$out" 2>&1 &
+    job=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q "^iter 2/" "$out"; do sleep 0.1; i=$((i + 1)); done
+    victim=""
+    for p in $(pgrep -f -- "--summary $marker"); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then victim=$p; fi
+    done
+    t0=$(now)
+    if [ -n "$victim" ]; then kill -9 "$victim"; fi
+    wait "$job"
+    rc=$?
+    dt=$(secs "$t0" "$(now)")
+    [ -n "$victim" ] || { fail "$name: rank 1's process not found (no /proc?)"; rc=skip; }
+}
+
+# 2. killed rank, Open MPI's default handling
+for mode in dp pp ps; do
+    kill_run "kill-$mode" $mode ""
+    [ "$rc" = skip ] && continue
+    msg=$(grep -m1 -e "exited on signal 9" -e "no message from rank" -e "--comm-timeout" "$out")
+    if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ -z "$msg" ] ||
+        ! awk -v t="$dt" -v l="$LIMIT" 'BEGIN { exit !(t < l) }'; then
+        fail "kill $mode: exit $rc after $dt s (expected non-zero within $LIMIT s, with a message):"
+        tail -n 20 "$out" >&2
+    else
+        echo "ok: kill $mode: exit $rc $dt s after the kill: $msg"
+    fi
+done
+
+# 3. killed rank, survivors left running (--enable-recovery): our timeout
+for mode in dp pp ps; do
+    kill_run "recover-$mode" $mode "--enable-recovery"
+    [ "$rc" = skip ] && continue
+    msg=$(grep -m1 -e "no message from rank" -e "took no message" -e "not complete after" "$out")
+    if [ "$rc" = 124 ] || [ -z "$msg" ] || ! awk -v t="$dt" -v l="$LIMIT" 'BEGIN { exit !(t < l) }'; then
+        fail "kill $mode (--enable-recovery): exit $rc after $dt s (expected our timeout message within $LIMIT s):"
+        tail -n 20 "$out" >&2
+    else
+        echo "ok: kill $mode (--enable-recovery): ended $dt s after the kill: $msg"
+    fi
+done
+
+# bad values
+expect_error "--comm-timeout" 1 --comm-timeout -1
+expect_error "--hang-rank 7: expected a rank 0..1" 2 --hang-rank 7:1
+
+[ "$failures" -eq 0 ] || { echo "faults.sh: $failures failure(s)" >&2; exit 1; }
+echo "faults.sh: hung and killed ranks end the job within the timeout"
