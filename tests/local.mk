@@ -277,3 +277,10 @@ TESTS_ENVIRONMENT += PATH='$(abs_top_srcdir)/tests/sanitizers':"$$PATH" \
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS-print_stacktrace=1}" CK_TIMEOUT_MULTIPLIER=10 DT_SANITIZERS=yes; \
 	export PATH ASAN_OPTIONS UBSAN_OPTIONS CK_TIMEOUT_MULTIPLIER DT_SANITIZERS;
 endif
+# Tutorials (tutorials/NN-name/README.md): each one's check.sh runs the
+# README's commands (TUTORIAL_QUICK=1 by default: shortened where its README
+# says) and checks the outputs it quotes; tutorials.sh also checks that every
+# command the README prints was run. After the multi-rank tests.
+TESTS += tests/tutorials.sh
+EXTRA_DIST += tests/tutorials.sh tutorials
+tests/tutorials.log: tests/ckpt.log

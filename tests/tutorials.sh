@@ -1,0 +1,128 @@
+#!/bin/sh
+# tutorials.sh: runs every tutorial (tutorials/NN-name/check.sh next to its
+# README.md) and reports per tutorial, so that the tutorials cannot drift
+# from the code. Under make check, TUTORIAL_QUICK defaults to 1 (each
+# tutorial's README says what that shortens); TUTORIAL_QUICK=0 runs the
+# commands exactly as printed. TUTORIALS='00-quickstart ...' runs a subset.
+#
+# It is also the tutorials' library: a check.sh sets TUTORIAL_LIB=1 and
+# sources this file, which then defines the helpers below and returns:
+#   tut_cmd NAME [--quick "ARGS"] ./PROG ARGS...
+#       runs the README's command ./PROG ARGS in the tutorial's scratch
+#       directory ($TUT_DIR, holding links to the build's programs), with
+#       ARGS appended when TUTORIAL_QUICK=1; stdout+stderr in NAME.out; a
+#       non-zero exit fails the tutorial and stops it.
+#   tut_line NAME ERE          NAME.out has a line matching ERE
+#   tut_num NAME SED-REGEX     prints the \1 of the first line matching
+#   tut_range WHAT VALUE LO HI LO <= VALUE <= HI
+#   tut_file PATH              PATH exists and is not empty
+#   tut_finish                 exit 0, or 1 after any failure
+# Every command line of the README (a line in a code block starting with
+# ./dtrain, ./dtsim, ./dtviz or ./dtbench; trailing "# comments" dropped,
+# "\" continuations joined) must have been run through tut_cmd as printed.
+# POSIX sh.
+
+set -u
+LC_ALL=C
+export LC_ALL
+BUILDDIR=${DT_BUILDDIR:-.}
+SRCDIR=${DT_SRCDIR:-.}
+TUTORIAL_QUICK=${TUTORIAL_QUICK-1}
+export TUTORIAL_QUICK
+
+if [ "${TUTORIAL_LIB:-}" = 1 ]; then
+    tut_failures=0
+    tut_fail() { echo "FAIL: $*" >&2; tut_failures=$((tut_failures + 1)); }
+    TUT_DIR=${TUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/dtrain-tutorial.XXXXXX")} || exit 99
+    TUT_LOG=${TUT_LOG:-$TUT_DIR/commands.log}
+    for p in dtrain dtsim dtviz dtbench; do
+        [ -x "$BUILDDIR/$p" ] && ln -sf "$(cd "$BUILDDIR" && pwd)/$p" "$TUT_DIR/$p"
+    done
+    cd "$TUT_DIR" || exit 99
+    tut_cmd() {
+        name=$1; shift
+        extra=
+        if [ "$1" = --quick ]; then
+            [ "$TUTORIAL_QUICK" = 1 ] && extra=$2
+            shift 2
+        fi
+        echo "$*" >>"$TUT_LOG"
+        echo "\$ $* $extra" | sed "s/ *$//"
+        # $extra is split into words on purpose
+        "$@" $extra >"$name.out" 2>&1
+        rc=$?
+        if [ "$rc" -ne 0 ]; then
+            tut_fail "$* $extra: exit $rc"
+            tail -n 20 "$name.out" >&2
+            tut_finish
+        fi
+    }
+    tut_line() {
+        if grep -E -q -- "$2" "$1.out"; then
+            echo "  ok: $(grep -E -m1 -- "$2" "$1.out")"
+        else
+            tut_fail "$1: no line matching /$2/"
+            tail -n 5 "$1.out" >&2
+        fi
+    }
+    tut_num() { sed -n "s/$2/\1/p" "$1.out" | head -n 1; }
+    tut_range() {
+        if [ -n "$2" ] && awk -v v="$2" -v lo="$3" -v hi="$4" 'BEGIN { exit !(v + 0 >= lo + 0 && v + 0 <= hi + 0) }'; then
+            echo "  ok: $1 = $2 (in [$3, $4])"
+        else
+            tut_fail "$1 = '$2', outside [$3, $4]"
+        fi
+    }
+    tut_file() { [ -s "$1" ] && echo "  ok: $1 written" || tut_fail "$1 missing or empty"; }
+    tut_finish() { [ "$tut_failures" = 0 ] && exit 0; exit 1; }
+    return 0
+fi
+
+[ -x "$BUILDDIR/dtrain" ] || { echo "tutorials.sh: $BUILDDIR/dtrain not found (set DT_BUILDDIR)" >&2; exit 99; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-tutorials.XXXXXX") || exit 99
+trap 'rm -rf "$TMP"' EXIT HUP INT TERM
+
+# readme_commands README: its program command lines, one per line
+readme_commands() {
+    awk '/^```/ { code = !code; next }
+         code { line = $0
+                if (cont != "") { sub(/^ +/, "", line); line = cont " " line; cont = "" }
+                if (line ~ /\\$/) { sub(/ *\\$/, "", line); cont = line; next }
+                if (line !~ /^\.\/dt(rain|sim|viz|bench)( |$)/) next
+                sub(/ +#.*$/, "", line); sub(/ +$/, "", line); gsub(/  +/, " ", line); print line }' "$1"
+}
+
+passed=0 failed=0 skipped=0
+names=${TUTORIALS:-$(cd "$SRCDIR/tutorials" 2>/dev/null && ls -d [0-9]*-* 2>/dev/null)}
+for name in $names; do
+    dir=$SRCDIR/tutorials/$name
+    if [ ! -f "$dir/README.md" ] || [ ! -f "$dir/check.sh" ]; then
+        echo "FAIL: tutorials/$name: needs README.md and check.sh" >&2
+        failed=$((failed + 1)); continue
+    fi
+    work=$TMP/$name
+    mkdir -p "$work"
+    start=$(date +%s)
+    echo "=== tutorials/$name (TUTORIAL_QUICK=$TUTORIAL_QUICK)"
+    TUT_DIR=$work TUT_LOG=$work/commands.log TUTORIAL_LIB=1 DT_BUILDDIR=$(cd "$BUILDDIR" && pwd) \
+        DT_SRCDIR=$(cd "$SRCDIR" && pwd) sh "$dir/check.sh"
+    rc=$?
+    if [ "$rc" = 0 ]; then
+        # every command the README prints was run as printed
+        readme_commands "$dir/README.md" >"$TMP/want"
+        sed 's/  */ /g' "$work/commands.log" >"$TMP/ran" 2>/dev/null || : >"$TMP/ran"
+        while IFS= read -r c; do
+            grep -F -x -q -- "$c" "$TMP/ran" || { echo "FAIL: tutorials/$name: README command not run by check.sh: $c" >&2; rc=1; }
+        done <"$TMP/want"
+    fi
+    secs=$(( $(date +%s) - start ))
+    case $rc in
+        0) echo "PASS: tutorials/$name (${secs} s)"; passed=$((passed + 1)) ;;
+        77) echo "SKIP: tutorials/$name"; skipped=$((skipped + 1)) ;;
+        *) echo "FAIL: tutorials/$name (exit $rc, ${secs} s)"; failed=$((failed + 1)) ;;
+    esac
+done
+echo "tutorials: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -gt 0 ] && exit 1
+[ "$passed" = 0 ] && exit 77
+exit 0

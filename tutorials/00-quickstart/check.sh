@@ -1,0 +1,69 @@
+#!/bin/sh
+# check.sh: runs tutorials/00-quickstart/README.md's commands and checks the
+# outputs it quotes, within the ranges it states. Run by tests/tutorials.sh
+# (make check), or alone: DT_BUILDDIR=build DT_SRCDIR=. sh check.sh
+# TUTORIAL_QUICK=1 runs the first ./dtrain for 600 iterations, not 2500.
+TUTORIAL_LIB=1
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
+
+# 1. The main job: 2500 iterations (600 with TUTORIAL_QUICK=1).
+tut_cmd main --quick "--train-iters 600" ./dtrain
+tut_line main '^model: tiny, 2 layers, 4 heads, width 64, context 64, vocab 256, 136960 params'
+tut_line main '^data:  task add \(operands of 1\.\.2 digits\)'
+tut_line main '^eval  iter [0-9]+: val_loss [0-9.]+ accuracy [0-9.]+% \(1860 examples\)'
+tut_line main '^final: val_loss [0-9.]+ accuracy [0-9.]+% \(1860 examples\) tokens/s [0-9]+$'
+acc=$(tut_num main '^final: .* accuracy \([0-9.]*\)%.*')
+if [ "$TUTORIAL_QUICK" = 1 ]; then
+    tut_range "accuracy after 600 iterations (%)" "$acc" 40 100
+else
+    tut_range "final accuracy (%)" "$acc" 95 100
+    tut_range "accuracy at iteration 500 (%)" "$(tut_num main '^eval  iter 500: .* accuracy \([0-9.]*\)%.*')" 30 60
+    tut_range "accuracy at iteration 1000 (%)" "$(tut_num main '^eval  iter 1000: .* accuracy \([0-9.]*\)%.*')" 70 95
+    tut_range "run time (s)" "$(tut_num main '^done: 2500 iterations in \([0-9.]*\) s.*')" 10 120
+fi
+tut_range "tokens/s" "$(tut_num main '^final: .* tokens\/s \([0-9]*\)$')" 40000 1000000
+
+# 2. A first trace.
+tut_cmd trace ./dtrain --train-iters 200 --trace run.json
+tut_line trace '^trace: run\.json$'
+tut_line trace '^done: 200 iterations in .* peak activation memory 20\.08 MiB$'
+tut_file run.json
+tut_line trace '^final: val_loss [0-9.]+ accuracy [0-9.]+% '
+acc200=$(tut_num trace '^final: .* accuracy \([0-9.]*\)%.*')
+tut_range "accuracy after 200 iterations (%)" "$acc200" 5 30
+toks=$(tut_num trace '^final: .* tokens\/s \([0-9]*\)$')
+step_ms=$(awk -v t="$toks" 'BEGIN { if (t > 0) printf "%.3f", 2048 / t * 1000 }')
+tut_range "measured step time 2048 / tokens/s (ms)" "$step_ms" 1 50
+
+if [ -x ./dtviz ]; then
+    tut_cmd viz ./dtviz run.json --png run.png
+    tut_file run.png
+else
+    echo "./dtviz run.json --png run.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; ./dtviz run.json --png run.png not run)"
+fi
+
+# 3. The simulator's prediction from the trace.
+tut_cmd sim ./dtsim run --config run.json --profile run.json
+tut_line sim '^scenario: tiny \(2 layers, width 64, 4 heads, vocab 256\), B=128 T=16 m=1 \(global batch 128\), 200 steps$'
+tut_line sim '^layout:   t=1 p=1 d=1 \(1 rank\)'
+tut_line sim '^step time [0-9.]+ ms \(rank 0: compute [0-9.]+, optimizer [0-9.]+, comm 0\.000 ms per step\)$'
+tut_line sim '^peak memory 22\.17 MiB \(rank 0\)$'
+sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
+ratio=$(awk -v s="$sim_ms" -v m="$step_ms" 'BEGIN { if (m > 0) printf "%.3f", s / m }')
+tut_range "predicted / measured step time" "$ratio" 0.8 1.2
+
+# 4. The exercise's answer.
+tut_cmd ex_sim ./dtsim run --config run.json --profile run.json --micro-batch-size 32 --global-batch-size 128
+tut_line ex_sim 'B=32 T=16 m=4 \(global batch 128\)'
+tut_line ex_sim '^peak memory 7\.11 MiB \(rank 0\)$'
+ex_ms=$(tut_num ex_sim '^step time \([0-9.]*\) ms.*')
+tut_range "predicted step time, m=4 / m=1" "$(awk -v a="$ex_ms" -v b="$sim_ms" 'BEGIN { printf "%.3f", a / b }')" 0.95 1.05
+tut_cmd ex ./dtrain --train-iters 200 --micro-batch-size 32 --global-batch-size 128
+tut_line ex '^batch: 128 sequences \(4 x 32 micro-batches\)'
+tut_line ex 'peak activation memory 5\.02 MiB$'
+tut_range "tokens/s, 4 x 32 / 1 x 128" "$(awk -v a="$(tut_num ex '^final: .* tokens\/s \([0-9]*\)$')" -v b="$toks" 'BEGIN { printf "%.3f", a / b }')" 0.7 1.4
+ex_acc=$(tut_num ex '^final: .* accuracy \([0-9.]*\)%.*')
+tut_range "accuracy, 4 x 32 minus 1 x 128 (points)" "$(awk -v a="$ex_acc" -v b="$acc200" 'BEGIN { printf "%.2f", a - b }')" -2 2
+
+tut_finish
