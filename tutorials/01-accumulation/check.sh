@@ -1,0 +1,72 @@
+#!/bin/sh
+# check.sh: runs tutorials/01-accumulation/README.md's commands and checks
+# the outputs it quotes, within the ranges it states. Run by
+# tests/tutorials.sh (make check), or alone:
+# DT_BUILDDIR=build DT_SRCDIR=. sh tutorials/01-accumulation/check.sh
+# TUTORIAL_QUICK changes nothing here: every run is already short.
+TUTORIAL_LIB=1
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
+
+# json FILE KEY: the number after "KEY": in a dtrain --summary file
+json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
+# reldiff A B: |A - B| / max(|A|, |B|)
+reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b; if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
+
+# 2. The memory: one micro-batch of 128 against 8 of 16.
+tut_cmd big ./dtrain --train-iters 20 --micro-batch-size 128 --global-batch-size 128 --summary big.json
+tut_cmd acc ./dtrain --train-iters 20 --micro-batch-size 16 --global-batch-size 128 --summary acc.json
+tut_file big.json
+tut_file acc.json
+tut_line big '^batch: 128 sequences \(1 x 128 micro-batch\), 2048 tokens per step, 20 iterations$'
+tut_line acc '^batch: 128 sequences \(8 x 16 micro-batches\), 2048 tokens per step, 20 iterations$'
+tut_line big '^done: 20 iterations in .* peak activation memory 20\.08 MiB$'
+tut_line acc '^done: 20 iterations in .* peak activation memory 2\.51 MiB$'
+for n in big acc; do
+    tut_range "$n run time (s)" "$(tut_num $n '^done: 20 iterations in \([0-9.]*\) s.*')" 0.01 30
+done
+tut_range "big.json peak_activation_bytes" "$(json big.json peak_activation_bytes)" 21053440 21053440
+tut_range "acc.json peak_activation_bytes" "$(json acc.json peak_activation_bytes)" 2631680 2631680
+for f in big.json acc.json; do
+    tut_range "$f master_weight_bytes" "$(json $f master_weight_bytes)" 547840 547840
+    tut_range "$f optimizer_state_bytes" "$(json $f optimizer_state_bytes)" 1095680 1095680
+done
+
+# 3. The same weights.
+for n in big acc; do
+    tut_line $n '^iter 1/20  loss 5\.5705  lr 1\.500e-03  grad_norm 5\.056  '
+    tut_line $n '^final: val_loss 2\.5058 accuracy 0\.22% \(1860 examples\) '
+done
+for k in train_loss param_probe; do
+    a=$(json big.json $k); b=$(json acc.json $k)
+    echo "  $k: 1 x 128 = $a, 8 x 16 = $b"
+    if [ -n "$a" ] && [ -n "$b" ]; then
+        tut_range "$k relative difference, 1 x 128 vs 8 x 16" "$(reldiff "$a" "$b")" 0 1e-5
+    else
+        tut_fail "$k missing from a summary"
+    fi
+done
+
+# 4. Linear LR scaling.
+tut_cmd lin ./dtrain --train-iters 5 --micro-batch-size 128 --global-batch-size 512 --lr-scaling linear --base-batch-size 128
+tut_line lin '^batch: 512 sequences \(4 x 128 micro-batches\), 8192 tokens per step, 5 iterations$'
+tut_line lin '^lr scaling: linear, global batch 512 / base 128 = x4: effective lr 0\.012 -> 0\.0004$'
+
+# 5. BatchNorm momentum, adjusted and not.
+tut_cmd bn ./dtrain --model mlp-bn --task blobs --micro-batch-size 16 --global-batch-size 64 --bn-momentum-adjust --train-iters 50
+tut_cmd bn0 ./dtrain --model mlp-bn --task blobs --micro-batch-size 16 --global-batch-size 64 --train-iters 50
+tut_line bn '^bn:    momentum 0\.1 per step -> 0\.0259963 per micro-batch \(1-\(1-m\)\^\(1/4\)\)$'
+tut_line bn0 '^bn:    momentum 0\.1 per micro-batch \(not adjusted for accumulation: --bn-momentum-adjust\)$'
+m4=$(tut_num bn '^bn: .* -> \([0-9.]*\) per micro-batch.*')
+tut_range "printed momentum - (1 - 0.9^(1/4))" "$(awk -v p="$m4" 'BEGIN { printf "%.9f", p - (1 - 0.9 ^ 0.25) }')" -0.0000001 0.0000001
+tut_line bn '^final: val_loss [0-9.]+ accuracy [0-9.]+% \(512 examples\) '
+acc_bn=$(tut_num bn '^final: .* accuracy \([0-9.]*\)%.*')
+acc_bn0=$(tut_num bn0 '^final: .* accuracy \([0-9.]*\)%.*')
+tut_range "mlp-bn accuracy, adjusted (%)" "$acc_bn" 80 100
+tut_range "mlp-bn accuracy, not adjusted (%)" "$acc_bn0" 80 100
+tut_range "accuracy, adjusted minus not (points)" "$(awk -v a="$acc_bn" -v b="$acc_bn0" 'BEGIN { printf "%.2f", a - b }')" -2 2
+
+# The exercise: sqrt LR scaling.
+tut_cmd sqrt ./dtrain --train-iters 5 --micro-batch-size 128 --global-batch-size 512 --lr-scaling sqrt --base-batch-size 128
+tut_line sqrt '^lr scaling: sqrt, global batch 512 / base 128 = x2: effective lr 0\.006 -> 0\.0002$'
+
+tut_finish
