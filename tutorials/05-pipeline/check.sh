@@ -1,0 +1,82 @@
+#!/bin/sh
+# check.sh: runs tutorials/05-pipeline/README.md's commands and checks the
+# outputs it quotes, within the ranges it states. Run by tests/tutorials.sh
+# (make check), or alone: DT_BUILDDIR=build DT_SRCDIR=. sh check.sh
+# TUTORIAL_QUICK changes nothing here: every run is already short.
+TUTORIAL_LIB=1
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
+# Open MPI settings of the multi-rank tests, plus eager messages (docs/pipeline.md)
+. "$SRCDIR/tests/mpi-env.sh"
+: "${OMPI_MCA_btl_vader_eager_limit:=135168}"
+: "${OMPI_MCA_btl_vader_segment_size:=33554432}"
+export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
+command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
+
+# 2. The schedules, printed.
+tut_cmd gpipe ./dtrain --print-schedule --pipeline-model-parallel-size 4 --global-batch-size 6 --micro-batch-size 1 --pipeline-schedule gpipe
+tut_line gpipe '^schedule gpipe: p=4 m=6 steps=1$'
+tut_line gpipe '^stage 0: F0 F1 F2 F3 F4 F5 B0 B1 B2 B3 B4 B5 OPT$'
+tut_line gpipe '^bubble fraction \(p-1\)/\(m\+p-1\) = 0\.3333$'
+tut_cmd 1f1b ./dtrain --print-schedule --pipeline-model-parallel-size 4 --global-batch-size 6 --micro-batch-size 1 --pipeline-schedule 1f1b
+tut_line 1f1b '^schedule 1f1b: p=4 m=6 steps=1$'
+tut_line 1f1b '^stage 0: F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 OPT$'
+tut_line 1f1b '^stage 3: F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 OPT$'
+tut_line 1f1b '^bubble fraction \(p-1\)/\(m\+p-1\) = 0\.3333$'
+
+# 3. A real 2-stage run.
+tut_cmd pp mpirun --oversubscribe --allow-run-as-root -np 2 ./dtrain --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 10 --eval-interval 0 --eval-iters 1 --trace pp.json
+tut_line pp 'schedule 1f1b, 8 micro-batches per step per pipeline$'
+tut_line pp '^  rank 1: tensor 0, data 0, stage 1$'
+tut_line pp '^trace: pp\.json$'
+tut_file pp.rank0.json
+tut_file pp.rank1.json
+tut_cmd bub ./dtbench bubbles pp.rank0.json pp.rank1.json
+tut_line bub '^pp\.rank0\.json stage=0 steps=10 mean_steps=9 bubble='
+tut_line bub '^pp\.rank1\.json stage=1 steps=10 mean_steps=9 bubble='
+b0=$(tut_num bub '^pp\.rank0\.json .* bubble=\([0-9.]*\) .*')
+fb0=$(tut_num bub '^pp\.rank0\.json .* bubble_fb=\([0-9.]*\) .*')
+fb1=$(tut_num bub '^pp\.rank1\.json .* bubble_fb=\([0-9.]*\) .*')
+tut_range "stage 0 bubble (formula 0.1111)" "$b0" 0.08 0.30
+tut_range "stage 0 bubble, forward/backward only" "$fb0" 0.08 0.30
+tut_range "stage 1 bubble, forward/backward only" "$fb1" 0.08 0.30
+meas_ms=$(tut_num bub '^pp\.rank0\.json .* window_ms=\([0-9.]*\) .*')
+tut_range "measured step time, stage 0 window (ms)" "$meas_ms" 100 500
+
+if [ -x ./dtviz ]; then
+    tut_cmd viz ./dtviz pp.json --png pp.png
+    tut_file pp.png
+else
+    echo "./dtviz pp.json --png pp.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; ./dtviz pp.json --png pp.png not run)"
+fi
+
+# 4. The simulator's prediction.
+tut_cmd prof ./dtrain --threads 1 --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 4 --train-iters 30 --eval-interval 0 --eval-iters 1 --trace profile.json
+tut_line prof '^trace: profile\.json$'
+tut_file profile.json
+tut_cmd sim ./dtsim run --config pp.rank0.json --profile profile.json
+tut_line sim '^scenario: custom \(8 layers, width 128, 4 heads, vocab 256\), B=4 T=64 m=8 \(global batch 32\), 10 steps$'
+tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b'
+tut_line sim '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.1111:$'
+sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
+tut_range "predicted step time (ms)" "$sim_ms" 80 400
+tut_range "predicted / measured step time" "$(awk -v s="$sim_ms" -v m="$meas_ms" 'BEGIN { if (m > 0) printf "%.3f", s / m }')" 0.5 1.3
+sb0=$(tut_num sim '^  stage 0: \([0-9.]*\) .*')
+tut_range "predicted stage 0 bubble" "$sb0" 0.05 0.25
+
+# 5. PipeDream.
+tut_cmd pd ./dtrain --print-schedule --pipeline-model-parallel-size 4 --global-batch-size 4 --micro-batch-size 1 --pipeline-schedule pipedream
+tut_line pd '^schedule pipedream: p=4 m=4 steps=2$'
+tut_line pd '^stage 0: F0@v0 F1@v0 F2@v0 F3@v0 B0@v0 OPT F4@v1 B1@v0 OPT F5@v2 B2@v0 OPT F6@v3 B3@v0 OPT F7@v4 B4@v1 OPT B5@v2 OPT B6@v3 OPT B7@v4 OPT$'
+tut_line pd '^stage 3: F0@v0 B0@v0 OPT F1@v1 B1@v1 OPT'
+
+# Exercise: gpipe on the same run.
+tut_cmd ex mpirun --oversubscribe --allow-run-as-root -np 2 ./dtrain --pipeline-model-parallel-size 2 --pipeline-schedule gpipe --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 10 --eval-interval 0 --eval-iters 1 --trace ex.json
+tut_cmd ex_bub ./dtbench bubbles ex.rank0.json ex.rank1.json
+exb0=$(tut_num ex_bub '^ex\.rank0\.json .* bubble_fb=\([0-9.]*\) .*')
+tut_range "gpipe stage 0 bubble, forward/backward only" "$exb0" 0.08 0.30
+pk1=$(tut_num pp '^done: .* peak activation memory \([0-9.]*\) MiB$')
+pk2=$(tut_num ex '^done: .* peak activation memory \([0-9.]*\) MiB$')
+tut_range "peak activation memory, gpipe / 1f1b" "$(awk -v a="$pk2" -v b="$pk1" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 1.5 5
+
+tut_finish
