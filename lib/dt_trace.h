@@ -73,6 +73,10 @@ typedef struct dt_trace_event {
 DT_API void dt_trace_event_init(dt_trace_event *e, char ph, const char *name, const char *cat, int pid,
                                 int tid, int64_t ts_ns, int64_t dur_ns);
 DT_API dt_status dt_trace_event_add_arg(dt_trace_event *e, const char *key, double value);
+/* The extra arg `key` of e, or NULL when it has none. */
+DT_API const dt_trace_arg *dt_trace_event_find_arg(const dt_trace_event *e, const char *key);
+/* Its value, or dflt when e has no such extra. */
+DT_API double dt_trace_event_arg(const dt_trace_event *e, const char *key, double dflt);
 
 typedef struct dt_trace_writer dt_trace_writer;
 

@@ -21,9 +21,7 @@ static int dt__is_instr(const dt_trace_event *e)
 /* The "stage" extra, or -1. */
 static int dt__event_stage(const dt_trace_event *e)
 {
-    for (int i = 0; i < e->n_extra && i < DT_TRACE_MAX_EXTRA; i++)
-        if (strcmp(e->extra[i].key, "stage") == 0) return (int)e->extra[i].value;
-    return -1;
+    return (int)dt_trace_event_arg(e, "stage", -1);
 }
 
 static int dt__cmp_i64(const void *a, const void *b)

@@ -119,6 +119,19 @@ static dt_status dt__check_extra(const dt_trace_event *e, int i, const char *who
     return DT_OK;
 }
 
+const dt_trace_arg *dt_trace_event_find_arg(const dt_trace_event *e, const char *key)
+{
+    for (int i = 0; i < e->n_extra && i < DT_TRACE_MAX_EXTRA; i++)
+        if (strcmp(e->extra[i].key, key) == 0) return &e->extra[i];
+    return NULL;
+}
+
+double dt_trace_event_arg(const dt_trace_event *e, const char *key, double dflt)
+{
+    const dt_trace_arg *a = dt_trace_event_find_arg(e, key);
+    return a ? a->value : dflt;
+}
+
 dt_status dt_trace_event_add_arg(dt_trace_event *e, const char *key, double value)
 {
     if (!e || !key) return DT_FAIL(DT_ERR_INVALID, "dt_trace_event_add_arg: NULL event or key");

@@ -74,17 +74,10 @@
 
 static double dts__amp_extra(const dt_trace_event *e, const char *key, double dflt)
 {
-    for (int i = 0; i < e->n_extra; i++)
-        if (!strcmp(e->extra[i].key, key)) return e->extra[i].value;
-    return dflt;
+    return dt_trace_event_arg(e, key, dflt);
 }
 
-static int dts__amp_has_extra(const dt_trace_event *e, const char *key)
-{
-    for (int i = 0; i < e->n_extra; i++)
-        if (!strcmp(e->extra[i].key, key)) return 1;
-    return 0;
-}
+static int dts__amp_has_extra(const dt_trace_event *e, const char *key) { return dt_trace_event_find_arg(e, key) != NULL; }
 
 static int dts__amp_is_event(const dt_trace_event *e)
 {

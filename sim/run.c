@@ -141,7 +141,6 @@ typedef struct dts__server {
     int state;          /* DTS__SV_IDLE (polling since idle_since), _WAKE (a wake is scheduled), _BUSY */
     int64_t idle_since;
     int64_t *hdr_at;    /* (W) arrival of worker w's pending push header, -1 none */
-    int64_t *hdr_post;  /* (W) when worker w posted it (its gradient is ready from then) */
     int n_noticed;      /* ps-sync: headers of this step noticed so far */
     int *noticed;       /* (W) ps-sync */
     int record;
@@ -774,7 +773,7 @@ static void dts__ps_push(dts__sim *s, dts__unit *u)
     u->max_stale = 0;
     for (int k = 0; k < s->K; k++) {
         const int64_t at = dts_net_send(&s->net, u->rank, s->srv[k].rank, DTS__PS_HDR_BYTES, now, NULL);
-        dts__at(s, at, dts__ps_hdr, &s->srv[k], u->idx, now);
+        dts__at(s, at, dts__ps_hdr, &s->srv[k], u->idx, 0);
     }
 }
 
@@ -796,13 +795,13 @@ static void dts__ps_idle(dts__sim *s, dts__server *v)
     dts__at(s, dts__poll_notice(s, now, first), dts__ps_wake, v, 0, 0);
 }
 
-/* a push header from worker a (posted at b) arrives */
+/* a push header from worker a arrives */
 static void dts__ps_hdr(dts_engine *e, void *ctx, int64_t a, int64_t b)
 {
+    (void)b;
     dts__server *v = ctx;
     dts__sim *s = v->sim;
     v->hdr_at[a] = dts_engine_now(e);
-    v->hdr_post[a] = b;
     if (v->state != DTS__SV_IDLE) return;
     v->state = DTS__SV_WAKE;
     dts__at(s, dts__poll_notice(s, v->idle_since, dts_engine_now(e)), dts__ps_wake, v, 0, 0);
@@ -1141,9 +1140,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             v->rank = s->W + j;
             v->record = s->keep_all;
             v->hdr_at = malloc((size_t)s->W * sizeof *v->hdr_at);
-            v->hdr_post = calloc((size_t)s->W, sizeof *v->hdr_post);
             v->noticed = calloc((size_t)s->W, sizeof *v->noticed);
-            if (!v->hdr_at || !v->hdr_post || !v->noticed) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
+            if (!v->hdr_at || !v->noticed) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
             for (int w = 0; w < s->W; w++) v->hdr_at[w] = -1;
         }
     }
@@ -1163,7 +1161,6 @@ static void dts__teardown(dts__sim *s)
     if (s->srv)
         for (int j = 0; j < s->K; j++) {
             free(s->srv[j].hdr_at);
-            free(s->srv[j].hdr_post);
             free(s->srv[j].noticed);
         }
     if (s->dp_open)

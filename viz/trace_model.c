@@ -43,9 +43,7 @@ dtv_kind dtv_kind_of(const dt_trace_event *e)
 
 static double dtv__extra(const dt_trace_event *e, const char *key, double dflt)
 {
-    for (int i = 0; i < e->n_extra; i++)
-        if (dtv__is(e->extra[i].key, key)) return e->extra[i].value;
-    return dflt;
+    return dt_trace_event_arg(e, key, dflt);
 }
 
 static int dtv__series_add(dtv_series *s, dtv_point p)

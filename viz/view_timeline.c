@@ -128,9 +128,7 @@ static int dtv__stage_of_row(const dtv_trace *t, const dtv_row *row)
 
 static double dtv__extra(const dt_trace_event *e, const char *key, double dflt)
 {
-    for (int i = 0; i < e->n_extra; i++)
-        if (!strcmp(e->extra[i].key, key)) return e->extra[i].value;
-    return dflt;
+    return dt_trace_event_arg(e, key, dflt);
 }
 
 void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)
