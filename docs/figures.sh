@@ -31,6 +31,7 @@ set -eu
 LC_ALL=C
 export LC_ALL
 
+# FIGURES=tutorials/NN-name: only that tutorial's pictures (its figures.sh)
 if [ $# -ne 2 ]; then
     echo "usage: figures.sh BUILDDIR SRCDIR" >&2
     exit 2
@@ -73,6 +74,7 @@ step() {
     fi
 }
 
+if [ -z "${FIGURES:-}" ]; then
 # ---- a real pipeline run and its simulation -----------------------------------
 # 4 blocks of width 128, T = 64, micro-batches of 4, m = 4, one thread per rank
 MODEL="--num-layers 4 --hidden-size 128 --seq-length 64 --micro-batch-size 4 --threads 1 --lr-warmup-iters 1 \
@@ -125,4 +127,22 @@ step "dtsim: ps-async, 3 workers + 1 server, worker 1 slowed by 30 ms" \
     --hw "$SRCDIR/sim/hw/cpu-2core.json" --trace ps.json
 step "ps-async.png" "$DTVIZ" ps.json --view ring --time 0.6 --size 1400x700 --png "$OUT/ps-async.png"
 
-echo "figures.sh: wrote $(ls "$OUT"/*.png | wc -l | tr -d ' ') pictures to $OUT"
+fi
+
+# ---- the tutorials' pictures ---------------------------------------------------
+# Each tutorials/NN-name/figures.sh is sourced here, in its own work
+# directory, with $DTRAIN, $DTSIM, $DTVIZ, $MPIRUN, $SIZE, $SRCDIR and step()
+# defined and FIGDIR set to its tutorial's folder, where its PNGs go.
+for f in "$SRCDIR"/tutorials/[0-9]*-*/figures.sh; do
+    [ -f "$f" ] || continue
+    FIGDIR=$(dirname "$f")
+    tut=$(basename "$FIGDIR")
+    case ${FIGURES:-} in "" | "tutorials/$tut" | "tutorials/$tut/") ;; *) continue ;; esac
+    echo "tutorials/$tut"
+    mkdir -p "$WORK/$tut"
+    cd "$WORK/$tut"
+    . "$f"
+    cd "$WORK"
+done
+
+echo "figures.sh: wrote $(ls "$OUT"/*.png "$SRCDIR"/tutorials/*/*.png 2>/dev/null | wc -l | tr -d ' ') pictures to $OUT and tutorials/*/"

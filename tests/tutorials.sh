@@ -16,10 +16,18 @@
 #   tut_num NAME SED-REGEX     prints the \1 of the first line matching
 #   tut_range WHAT VALUE LO HI LO <= VALUE <= HI
 #   tut_file PATH              PATH exists and is not empty
+#   tut_gpu                    true when a usable CUDA device is present
+#                              (a CUDA build whose tests/check_cuda --probe passes)
+#   tut_gpu_cmd NAME ./PROG ARGS...
+#       a GPU command (a line of a code block opened with ```sh gpu):
+#       run as tut_cmd does when tut_gpu is true; otherwise it is only
+#       recorded as skipped (the caller must then skip checks of NAME.out)
 #   tut_finish                 exit 0, or 1 after any failure
 # Every command line of the README (a line in a code block starting with
 # ./dtrain, ./dtsim, ./dtviz or ./dtbench; trailing "# comments" dropped,
 # "\" continuations joined) must have been run through tut_cmd as printed.
+# Lines of ```sh gpu blocks must have gone through tut_gpu_cmd: run where
+# a GPU is present, listed as skipped (not run) where none is.
 # POSIX sh.
 
 set -u
@@ -74,6 +82,22 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
         fi
     }
     tut_file() { [ -s "$1" ] && echo "  ok: $1 written" || tut_fail "$1 missing or empty"; }
+    tut_gpu() {
+        [ -n "${tut_has_gpu:-}" ] || {
+            tut_has_gpu=no
+            [ -x "$BUILDDIR/tests/check_cuda" ] && "$BUILDDIR/tests/check_cuda" --probe >/dev/null 2>&1 && tut_has_gpu=yes
+        }
+        [ "$tut_has_gpu" = yes ]
+    }
+    tut_gpu_cmd() {
+        if tut_gpu; then
+            tut_cmd "$@"
+        else
+            shift
+            echo "$*" >>"$TUT_LOG.gpu-skipped"
+            echo "\$ $*   (skipped: no CUDA device)"
+        fi
+    }
     tut_finish() { [ "$tut_failures" = 0 ] && exit 0; exit 1; }
     return 0
 fi
@@ -82,9 +106,11 @@ fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-tutorials.XXXXXX") || exit 99
 trap 'rm -rf "$TMP"' EXIT HUP INT TERM
 
-# readme_commands README: its program command lines, one per line
+# readme_commands README [gpu]: its program command lines, one per line
+# (those of ```sh gpu blocks with "gpu", the others without)
 readme_commands() {
-    awk '/^```/ { code = !code; next }
+    awk -v want="${2:-}" '/^```/ { code = !code; gpu = ($0 ~ /^```sh gpu/); next }
+         code && (gpu ? "gpu" : "") != want { next }
          code { line = $0
                 if (cont != "") { sub(/^ +/, "", line); line = cont " " line; cont = "" }
                 if (line ~ /\\$/) { sub(/ *\\$/, "", line); cont = line; next }
@@ -114,6 +140,14 @@ for name in $names; do
         while IFS= read -r c; do
             grep -F -x -q -- "$c" "$TMP/ran" || { echo "FAIL: tutorials/$name: README command not run by check.sh: $c" >&2; rc=1; }
         done <"$TMP/want"
+        # GPU commands: run, or listed as skipped where there is no GPU
+        readme_commands "$dir/README.md" gpu >"$TMP/want"
+        sed 's/  */ /g' "$work/commands.log.gpu-skipped" >>"$TMP/ran" 2>/dev/null
+        while IFS= read -r c; do
+            grep -F -x -q -- "$c" "$TMP/ran" || { echo "FAIL: tutorials/$name: README GPU command neither run nor skipped by check.sh: $c" >&2; rc=1; }
+        done <"$TMP/want"
+        [ -s "$work/commands.log.gpu-skipped" ] &&
+            echo "  ($(wc -l <"$work/commands.log.gpu-skipped" | tr -d ' ') GPU commands not run: no CUDA device)"
     fi
     secs=$(( $(date +%s) - start ))
     case $rc in
