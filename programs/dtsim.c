@@ -64,6 +64,7 @@ typedef struct dtsim_opts {
     double bucket_mb;
     int64_t chunk_bytes;
     const char *config, *hw, *profile, *grad_trace;
+    int devices_per_node; /* 0: the hardware file's */
     /* run */
     const char *trace, *summary;
     /* sweep */
@@ -97,6 +98,9 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
             "built-in defaults (dts_hw_default)", 0);
         ADD("--comm", DT_ARG_STRING, &o->comm, 0, 0, 0, NULL, "FILE",
             "`dtbench allreduce --json` output to fit the links from (overrides --hw's links)", "none", 0);
+        ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",
+            "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",
+            "the hardware file's devices_per_node", 0);
         ADD("--skip", DT_ARG_INT, &o->skip, MIN0, NULL, "N", "warm-up steps left out of the means", NULL, 0);
         ADD(SECTION("Other"));
         ADD("--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0);
@@ -184,6 +188,9 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     ADD("--profile", DT_ARG_STRING, &o->profile, 0, 0, 0, NULL, "FILE",
         "per-layer costs from a single-rank `dtrain --trace` (same width, heads, vocab and T)",
         "roofline of --hw", 0);
+    ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",
+        "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",
+        "the hardware file's devices_per_node", 0);
     if (mode == DTSIM_RUN) {
         ADD(SECTION("Output"));
         ADD("--trace", DT_ARG_STRING, &o->trace, 0, 0, 0, NULL, "FILE",
@@ -473,6 +480,7 @@ static int dtsim_make_scenario(dtsim_opts *o, dt_arg *args, int n_args, dts_scen
         if (st != DT_OK) return dtsim_fail(st);
         sc->hw = hw;
     }
+    if (o->devices_per_node > 0) sc->hw.devices_per_node = o->devices_per_node;
     if (o->grad_trace) {
         if (strlen(o->grad_trace) >= sizeof sc->grad_trace) {
             fprintf(stderr, PROG ": --grad-trace: a file name of at most %zu bytes expected\n",
@@ -845,7 +853,8 @@ static int dtsim_cmd_validate(dtsim_opts *o, const char **runs, int n_runs)
                             .comm_json = o->comm,
                             .runs = runs,
                             .n_runs = n_runs,
-                            .skip = o->skip};
+                            .skip = o->skip,
+                            .devices_per_node = o->devices_per_node};
     dts_validate_result res;
     memset(&res, 0, sizeof res);
     dt_status st = dts_validate(&vo, stdout, &res);

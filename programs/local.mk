@@ -9,3 +9,14 @@ dtsim_SOURCES = programs/dtsim.c programs/args.c programs/args.h
 dtsim_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim
 dtsim_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 dtsim_LDADD = libdtsim.la libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+# `make demo`: the showcase (programs/demo.sh): a 4-rank CPU run with
+# pipeline x data parallelism on the built-in task, its trace, dtsim's
+# prediction of it with the error, and the rendered timeline (BUILDDIR/demo/).
+# Not part of `make` or `make check`: it trains for a few minutes.
+.PHONY: demo
+EXTRA_DIST += programs/demo.sh
+if HAVE_SDL
+DEMO_VIEWER = dtviz$(EXEEXT)
+endif
+demo: dtrain$(EXEEXT) dtsim$(EXEEXT) $(DEMO_VIEWER)
+	$(SHELL) $(top_srcdir)/programs/demo.sh '$(abs_top_builddir)' '$(abs_top_srcdir)'

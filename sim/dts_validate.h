@@ -35,6 +35,7 @@ typedef struct dts_validate_opts {
     const char **runs;     /* measured traces: rank 0's file of each run (run.rank0.json or run.json) */
     int n_runs;
     int skip;              /* warm-up steps left out (default 1) */
+    int devices_per_node;  /* > 0: overrides the hardware file's (ranks sharing a node's intra link) */
 } dts_validate_opts;
 
 typedef struct dts_validate_row {

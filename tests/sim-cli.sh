@@ -36,7 +36,7 @@ expect_help --config --model --num-layers --hidden-size --num-attention-heads --
     --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
     --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
     --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity --slow-rank \
-    --optimizer --hw --profile --grad-trace --trace --summary --seed --help --version
+    --optimizer --hw --devices-per-node --profile --grad-trace --trace --summary --seed --help --version
 for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
     grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
 done
@@ -47,7 +47,7 @@ grep -q -e '^  --sweep ' "$TMP/out" || fail "sweep --help does not list --sweep"
 grep -q -e '^  --csv ' "$TMP/out" || fail "sweep --help does not list --csv"
 run validate --help
 [ "$rc" -eq 0 ] || fail "validate --help: exit $rc"
-for flag in --profile --hw --comm --skip; do
+for flag in --profile --hw --comm --devices-per-node --skip; do
     grep -q -e "^  $flag " "$TMP/out" || fail "validate --help does not list $flag"
 done
 run run --help
@@ -74,6 +74,8 @@ expect_usage_error "--global-batch-size 100" run --global-batch-size 100
 expect_usage_error "--data-parallel-size 2" run --micro-batch-size 4 --data-parallel-size 2 --global-batch-size 12
 expect_usage_error "--micro-batches 3" run --micro-batches 3 --global-batch-size 256
 expect_usage_error "--micro-batches" run --micro-batches 0
+expect_usage_error "--devices-per-node" run --devices-per-node 0
+expect_usage_error "--devices-per-node" validate --devices-per-node x
 expect_usage_error "--train-iters" run --train-iters 0
 expect_usage_error "--seq-length 100" run --seq-length 100
 expect_usage_error "--hidden-size" run --hidden-size 30
@@ -230,6 +232,17 @@ if [ -x "$BUILDDIR/dtrain" ]; then
     grep -q 'm=4 (global batch 32), 1 step$' "$TMP/out" || fail "flags over a dtrain config: $(head -n 1 "$TMP/out")"
 else
     fail "$BUILDDIR/dtrain not found: the dtrain-trace checks did not run"
+fi
+
+# ---- --devices-per-node: 4 ranks on one node use its intra link, not the inter one ----
+HW2=${DT_SRCDIR:-.}/sim/hw/cpu-2core.json
+run run --data-parallel-size 4 --bucket-size-mb 0 --train-iters 2 --hw "$HW2"
+two=$(sed -n 's/^comm per step on rank 0: dp allreduce \([0-9.]*\) ms.*/\1/p' "$TMP/out")
+run run --data-parallel-size 4 --bucket-size-mb 0 --train-iters 2 --hw "$HW2" --devices-per-node 4
+one=$(sed -n 's/^comm per step on rank 0: dp allreduce \([0-9.]*\) ms.*/\1/p' "$TMP/out")
+# cpu-2core.json: 2 devices per node, intra 10.81 GB/s, inter 1.25 GB/s: one node is faster
+if [ -z "$two" ] || [ -z "$one" ] || ! awk -v a="$one" -v b="$two" 'BEGIN { exit !(a > 0 && a < b) }'; then
+    fail "--devices-per-node 4: dp allreduce '$one' ms, expected less than on 2 nodes ('$two' ms)"
 fi
 
 # ---- sweep: one row per combination ----------------------------------------------
