@@ -70,6 +70,12 @@ tut_line pd '^schedule pipedream: p=4 m=4 steps=2$'
 tut_line pd '^stage 0: F0@v0 F1@v0 F2@v0 F3@v0 B0@v0 OPT F4@v1 B1@v0 OPT F5@v2 B2@v0 OPT F6@v3 B3@v0 OPT F7@v4 B4@v1 OPT B5@v2 OPT B6@v3 OPT B7@v4 OPT$'
 tut_line pd '^stage 3: F0@v0 B0@v0 OPT F1@v1 B1@v1 OPT'
 
+# 7. Vertical sync.
+tut_cmd vs ./dtrain --print-schedule --pipeline-model-parallel-size 4 --global-batch-size 4 --micro-batch-size 1 --pipeline-schedule pipedream-vsync
+tut_line vs '^schedule pipedream-vsync: p=4 m=4 steps=2$'
+tut_line vs '^stage 0: F0@v0 F1@v0 F2@v0 F3@v0 B0@v0 OPT F4@v1 B1@v0 OPT F5@v2 B2@v0 OPT F6@v3 B3@v0 OPT F7@v4 B4@v1 OPT B5@v2 OPT B6@v3 OPT B7@v4 OPT$'
+tut_line vs '^stage 3: F0@v0 B0@v0 OPT F1@v0 B1@v0 OPT F2@v0 B2@v0 OPT F3@v0 B3@v0 OPT F4@v1 B4@v1 OPT F5@v2 B5@v2 OPT F6@v3 B6@v3 OPT F7@v4 B7@v4 OPT$'
+
 # Exercise: gpipe on the same run.
 tut_cmd ex mpirun --oversubscribe --allow-run-as-root -np 2 ./dtrain --pipeline-model-parallel-size 2 --pipeline-schedule gpipe --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 10 --eval-interval 0 --eval-iters 1 --trace ex.json
 tut_cmd ex_bub ./dtbench bubbles ex.rank0.json ex.rank1.json
