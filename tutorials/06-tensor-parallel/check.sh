@@ -1,0 +1,114 @@
+#!/bin/sh
+# check.sh: runs tutorials/06-tensor-parallel/README.md's commands and
+# checks the outputs it quotes, within the ranges it states. Run by
+# tests/tutorials.sh (make check), or alone:
+# DT_BUILDDIR=build DT_SRCDIR=. sh tutorials/06-tensor-parallel/check.sh
+# TUTORIAL_QUICK changes nothing here: every run is already short.
+TUTORIAL_LIB=1
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
+. "$SRCDIR/tests/mpi-env.sh"
+command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
+MPIRUN="mpirun --oversubscribe --allow-run-as-root"
+# the README's --hw sim/hw/cpu-2core.json is relative to an in-tree build
+[ -e sim ] || ln -s "$SRCDIR/sim" sim
+
+# json FILE KEY: the number after "KEY": in a summary file
+json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
+# reldiff A B: |A - B| / max(|A|, |B|)
+reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b; if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
+
+# 2. One process against t = 2.
+tut_cmd serial ./dtrain --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --threads 1 --summary serial.json --trace serial-trace.json
+tut_cmd tp $MPIRUN -np 2 ./dtrain --tensor-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary tp.json --trace tp-trace.json
+tut_line serial '^model: custom, 4 layers, 4 heads, width 128, context 64, vocab 256, 867072 params \(867\.1k\)$'
+tut_line serial '^batch: 8 sequences \(2 x 4 micro-batches\), 512 tokens per step, 30 iterations$'
+tut_line tp '^parallel: grid t=2 x d=1 x p=1 \(tensor, data, pipeline; rank = t_i \+ 2\*\(d_i \+ 1\*p_i\)\), schedule 1f1b, 2 micro-batches per step per pipeline$'
+tut_line tp '^  rank 1: tensor 1, data 0, stage 0$'
+for n in serial tp; do
+    tut_line $n '^iter 1/30  loss 5\.6273  lr 1\.000e-03  grad_norm 13\.698  '
+    tut_line $n '^iter 10/30  loss 2\.1385  lr 2\.661e-03  grad_norm 1\.397  '
+done
+tut_line serial '^iter 30/30  loss 1\.9141  lr 1\.098e-04  grad_norm 1\.331  '
+tut_line tp '^iter 30/30  loss 1\.9140  lr 1\.098e-04  grad_norm 1\.332  '
+tut_line serial '^done: .* peak activation memory 9\.52 MiB$'
+tut_line tp '^done: .* peak activation memory 6\.02 MiB$'
+for k in train_loss val_loss param_probe; do
+    a=$(json serial.json $k); b=$(json tp.json $k)
+    echo "  $k: serial $a, t = 2 $b, relative difference $(reldiff "$a" "$b")"
+done
+tut_range "train_loss relative difference, t = 2" "$(reldiff "$(json serial.json train_loss)" "$(json tp.json train_loss)")" 0 2e-5
+tut_range "val_loss relative difference, t = 2" "$(reldiff "$(json serial.json val_loss)" "$(json tp.json val_loss)")" 0 2e-5
+tut_range "param_probe relative difference, t = 2" "$(reldiff "$(json serial.json param_probe)" "$(json tp.json param_probe)")" 0 1e-4
+
+# 3. The allreduces in the trace.
+tut_cmd count sh -c 'for r in 0 1; do for k in f g; do echo "rank $r, $k: $(grep -c "\"name\":\"tp allreduce $k\"" tp-trace.rank$r.json) in all, $(grep "\"iter\":5," tp-trace.rank$r.json | grep -c "\"name\":\"tp allreduce $k\"") in step 6"; done; done'
+for r in 0 1; do
+    tut_line count "^rank $r, f: 480 in all, 16 in step 6$"
+    tut_line count "^rank $r, g: 512 in all, 16 in step 6$"
+done
+if [ -x ./dtviz ]; then
+    tut_cmd viz ./dtviz tp-trace.json --zoom 0.5:0.52 --size 1400x400 --png tp.png
+    tut_file tp.png
+else
+    echo "./dtviz tp-trace.json --zoom 0.5:0.52 --size 1400x400 --png tp.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; ./dtviz tp-trace.json ... not run)"
+fi
+
+# 4. dtbench tp on 4 ranks.
+tut_cmd bench $MPIRUN -np 4 ./dtbench tp
+tut_line bench '^# dtbench tp: 4 rank\(s\), GPT 4 blocks, width 128, 4 heads, T = 64, micro-batch 4, 2 micro-batches per step and replica, 5 steps'
+tut_line bench '^ +1 +4 +0 +0 +0 +0 '
+tut_line bench '^ +2 +2 +32 +32 +4194304 +4194304 '
+tut_line bench '^ +4 +1 +32 +32 +6291456 +6291456 '
+s1=$(awk '$1 == 1 && $2 == 4 { print $8 }' bench.out); s2=$(awk '$1 == 2 && $2 == 2 { print $8 }' bench.out)
+s4=$(awk '$1 == 4 && $2 == 1 { print $8 }' bench.out)
+echo "  step ms: t=1 $s1, t=2 $s2, t=4 $s4"
+for v in "$s1" "$s2" "$s4"; do tut_range "dtbench tp step (ms)" "$v" 10 1000; done
+for t in 2 4; do
+    tut_range "dtbench tp: t = $t allreduce share of the step (%)" "$(awk -v t=$t '$1 == t && $2 == 4 / t { sub(/%/, "", $7); print $7 }' bench.out)" 10 99
+done
+
+# 5. The simulator's prediction (tensor parallelism analytically).
+tut_cmd sim ./dtsim run --config tp-trace.rank0.json --profile serial-trace.json --hw sim/hw/cpu-2core.json
+tut_line sim '^scenario: custom \(4 layers, width 128, 4 heads, vocab 256\), B=4 T=64 m=2 \(global batch 8\), 30 steps$'
+tut_line sim '^layout:   t=2 p=1 d=1 \(2 ranks\), schedule 1f1b, exchange ring, fp32$'
+tpms=$(tut_num sim '^comm per step on rank 0: .* tp allreduce \([0-9.]*\) ms.*')
+tut_range "simulated tp allreduce per step (ms), 32 x 15.8 us = 0.505" "$tpms" 0.50 0.51
+tut_cmd val ./dtsim validate --profile serial-trace.json --hw sim/hw/cpu-2core.json tp-trace.rank0.json
+tut_line val '^t2 p1 d1 1f1b m=2 '
+vrow=$(grep '^t2 p1 d1 1f1b m=2 ' val.out | tr -d '|')
+meas=$(echo "$vrow" | awk '{ print $6 }'); pred=$(echo "$vrow" | awk '{ print $8 }')
+cm=$(echo "$vrow" | awk '{ print $11 }'); cp=$(echo "$vrow" | awk '{ print $13 }')
+km=$(echo "$vrow" | awk '{ print $14 }'); kp=$(echo "$vrow" | awk '{ print $16 }')
+echo "  step measured $meas predicted $pred; compute $cm / $cp; comm $km / $kp"
+tut_range "measured t = 2 step (ms)" "$meas" 10 300
+tut_range "predicted t = 2 step (ms)" "$pred" 8 80
+tut_range "predicted / measured step" "$(awk -v p="$pred" -v m="$meas" 'BEGIN { if (m > 0) printf "%.3f", p / m }')" 0.2 3
+tut_range "predicted tp comm (ms)" "$kp" 0.50 0.51
+
+# 6. GPU: one GPU, then t = 2 over NCCL (needs 2 GPUs).
+tut_gpu_cmd gpu1 ./dtrain --device cuda --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary gpu-serial.json
+ngpu=0
+tut_gpu && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+    tut_gpu_cmd gpu2 $MPIRUN -np 2 ./dtrain --device cuda --tensor-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary gpu-tp.json
+    tut_range "GPU train_loss relative difference, 1 GPU vs t = 2" "$(reldiff "$(json gpu-serial.json train_loss)" "$(json gpu-tp.json train_loss)")" 0 1e-4
+else
+    echo "mpirun ... -np 2 ./dtrain --device cuda --tensor-model-parallel-size 2 ..." >>"$TUT_LOG.gpu-skipped"
+    echo "  (fewer than 2 GPUs: the tensor-parallel GPU run is skipped)"
+fi
+
+# Exercise: t = 4.
+tut_cmd ex $MPIRUN -np 4 ./dtrain --tensor-model-parallel-size 4 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary tp4.json --trace tp4-trace.json
+tut_line ex '^parallel: grid t=4 x d=1 x p=1 '
+tut_line ex '^done: .* peak activation memory 4\.27 MiB$'
+for k in train_loss val_loss param_probe; do
+    echo "  $k: serial $(json serial.json $k), t = 4 $(json tp4.json $k), relative difference $(reldiff "$(json serial.json $k)" "$(json tp4.json $k)")"
+done
+tut_range "train_loss relative difference, t = 4" "$(reldiff "$(json serial.json train_loss)" "$(json tp4.json train_loss)")" 0 1e-4
+tut_range "val_loss relative difference, t = 4" "$(reldiff "$(json serial.json val_loss)" "$(json tp4.json val_loss)")" 0 1e-4
+tut_range "param_probe relative difference, t = 4" "$(reldiff "$(json serial.json param_probe)" "$(json tp4.json param_probe)")" 0 1e-3
+tut_cmd ex_count sh -c 'grep "\"iter\":5," tp4-trace.rank3.json | grep -c "\"name\":\"tp allreduce"'
+tut_line ex_count '^32$'
+
+tut_finish
