@@ -209,6 +209,12 @@ DT_API size_t dt_trainer_num_params(const dt_trainer *tr);
 DT_API double dt_trainer_tokens_per_second(const dt_trainer *tr);
 /* Seconds since dt_trainer_create returned. */
 DT_API double dt_trainer_elapsed_seconds(const dt_trainer *tr);
+/* A parameter-server worker's staleness: the pushes, their mean and largest
+ * staleness (updates the servers applied between the worker's last pull and
+ * the push; 0 under ps-sync): this worker's during the run, every worker's
+ * after dt_trainer_finish. DT_ERR_INVALID without a parameter server or on
+ * a server rank. */
+DT_API dt_status dt_trainer_staleness(const dt_trainer *tr, int64_t *pushes, double *mean, int64_t *max);
 /* Write the JSON run summary with stable keys: train_loss (last step's, or
  * null), val_loss and accuracy (null without eval or without examples),
  * val_examples, tokens_per_second, peak_activation_bytes, iterations,

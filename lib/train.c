@@ -1950,6 +1950,18 @@ static json_t *dt__pipe_summary(const dt_trainer *tr)
     return o;
 }
 
+dt_status dt_trainer_staleness(const dt_trainer *tr, int64_t *pushes, double *mean, int64_t *max)
+{
+    if (!tr->ps || dt_trainer_is_server(tr))
+        return DT_FAIL(DT_ERR_INVALID, "staleness: this rank is not a parameter-server worker");
+    dt__ps_stats x;
+    dt__ps_get_stats(tr->ps, &x);
+    *pushes = x.pushes;
+    *mean = x.mean;
+    *max = x.max;
+    return DT_OK;
+}
+
 /* The summary's parameter_server object (JSON null without one). */
 static json_t *dt__ps_summary(const dt_trainer *tr)
 {
@@ -2003,16 +2015,19 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "loss_scale_backoffs", json_integer(ls ? tr->scaler.backoffs : 0), &bad);
         dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
-        /* this rank's: the whole model's, or its shard's under --use-distributed-optimizer */
-        /* this rank's FP32 master weights: the model's buffer, or its shard under ZeRO-1 with --fp16/--bf16 */
+        /* this rank's FP32 master weights and optimizer state: the model's, its stage's or tensor shard's
+         * (pipeline, tensor parallelism), or its ZeRO-1 shard's (--use-distributed-optimizer) */
         dt__jset(o, "master_weight_bytes",
                  json_integer((json_int_t)(tr->zero && dt__zero_master_bytes(tr->zero)
                                                ? dt__zero_master_bytes(tr->zero)
-                                               : tr->pipe ? 0 : dt__tr_layout(tr)->numel * sizeof(float))),
+                                               : (tr->pipe ? dt__pipe_layout(tr->pipe) : dt__tr_layout(tr))->numel *
+                                                     sizeof(float))),
                  &bad);
         dt__jset(o, "optimizer_state_bytes",
-                 json_integer((json_int_t)(tr->zero ? dt__zero_state_bytes(tr->zero)
-                                                    : tr->opt_ready ? dt_optim_state_bytes(&tr->opt) : 0)),
+                 json_integer((json_int_t)(tr->zero   ? dt__zero_state_bytes(tr->zero)
+                                           : tr->pipe ? dt_optim_state_bytes(dt__pipe_optimizer(tr->pipe))
+                                           : tr->opt_ready ? dt_optim_state_bytes(&tr->opt)
+                                                           : 0)),
                  &bad);
         dt__jset(o, "parameter_server", dt__ps_summary(tr), &bad);
         dt__jset(o, "pipeline", dt__pipe_summary(tr), &bad);

@@ -530,6 +530,11 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     cfg->eval_interval = o->eval_interval;
     cfg->eval_iters = o->eval_iters;
     cfg->trace_path = o->trace;
+    if (o->trace && o->summary && !strcmp(o->trace, o->summary)) {
+        fprintf(stderr, PROG ": --summary '%s': the same file as --trace; expected another name (the summary would "
+                "overwrite the trace)\n", o->summary);
+        return 2;
+    }
 
     /* before MPI: everything but what depends on the number of ranks (the
      * trainer checks the parameter server against it) */
@@ -1011,6 +1016,11 @@ int main(int argc, char **argv)
     printf("done: %lld iterations in %.1f s (%.1f s training), peak activation memory %.2f MiB\n",
            (long long)dt_trainer_iterations(tr), dt_trainer_elapsed_seconds(tr), train_seconds,
            (double)dt_trainer_peak_activation_bytes(tr) / (1024.0 * 1024.0));
+    int64_t pushes, smax;
+    double smean;
+    if (o.allreduce && !strcmp(o.allreduce, "ps-async") && dt_trainer_staleness(tr, &pushes, &smean, &smax) == DT_OK)
+        printf("staleness: mean %.4f, max %lld over the %lld pushes of all workers\n", smean, (long long)smax,
+               (long long)pushes);
     if (ev.accuracy >= 0)
         printf("final: val_loss %.4f accuracy %.2f%% (%d examples) tokens/s %.0f\n", (double)ev.loss,
                100.0 * ev.accuracy, ev.n_examples, dt_trainer_tokens_per_second(tr));

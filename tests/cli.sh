@@ -119,6 +119,7 @@ run --version
 grep -q '^dtrain [0-9]' "$TMP/out" || fail "--version printed: $(cat "$TMP/out")"
 
 # ---- bad flags and values: exit 2, one line naming the flag -----------------
+expect_usage_error "the same file as --trace" --trace same.json --summary same.json
 expect_usage_error --micro-batch-size --micro-batch-size 0
 expect_usage_error "expected an integer >= 1" --micro-batch-size 0
 expect_usage_error --micro-batch-size --micro-batch-size=abc

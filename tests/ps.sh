@@ -47,14 +47,16 @@ SHORT="--allreduce ps-async --micro-batch-size 16 --train-iters 40 --eval-iters 
 --slow-rank 1:30"
 for bound in none 1; do
     extra=""; [ "$bound" = none ] || extra="--max-staleness $bound"
-    if ! run "slow-$bound" 120 $SHORT $extra --summary "$TMP/slow-$bound.json" --trace "$TMP/slow-$bound.json"; then
+    if ! run "slow-$bound" 120 $SHORT $extra --summary "$TMP/slow-$bound-summary.json" --trace "$TMP/slow-$bound.json"; then
         continue
     fi
-    s=$TMP/slow-$bound.json
+    s=$TMP/slow-$bound-summary.json
     pushes=$(key "$s" pushes); max=$(key "$s" staleness_max); mean=$(key "$s" staleness_mean)
     hist=$(sed -n '/"staleness_histogram"/,/]/p' "$s" | tr -d ' \n' | sed 's/.*\[\(.*\)\].*/\1/')
     echo "slow worker, bound $bound: $pushes pushes, staleness mean $mean max $max, histogram [$hist]"
     [ "$pushes" = 80 ] || fail "bound $bound: $pushes pushes recorded, expected 80 (2 workers x 40)"
+    grep -q "^staleness: mean $(printf '%.4f' "$mean"), max $max over the $pushes pushes of all workers\$" "$TMP/slow-$bound.out" ||
+        fail "bound $bound: no staleness line matching the summary's in the output: $(grep '^staleness' "$TMP/slow-$bound.out")"
     if ! echo "$hist" | awk -F, -v n="$pushes" -v mean="$mean" -v max="$max" '{ t = 0; s = 0
             for (i = 1; i <= NF; i++) { t += $i; s += (i - 1) * $i }
             d = s / t - mean; if (d < 0) d = -d

@@ -41,6 +41,11 @@ for opt in adamw sgd; do
                 --tensor-model-parallel-size $t --pipeline-model-parallel-size $p --summary "$TMP/$name.json" \
                 --trace "$TMP/$name-trace.json" >"$TMP/$name.out" 2>&1; then
             same $name serial-$opt
+            # the summary's memory is this rank's shard: some, not all, of the model
+            mw=$(key "$TMP/$name.json" master_weight_bytes); sw=$(key "$TMP/serial-$opt.json" master_weight_bytes)
+            if [ -z "$mw" ] || [ -z "$sw" ] || [ "$mw" -le 0 ] || [ "$mw" -ge "$sw" ]; then
+                fail "$name: master_weight_bytes '$mw', expected a shard of the serial run's $sw"
+            fi
             # in the 4 training steps (iter 0-3; the evaluation after them has
             # its own forward allreduces): 2 blocks over p stages, 8 / (2 d)
             # micro-batches per step on each of the d = n / (t p) replicas

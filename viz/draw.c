@@ -2,6 +2,7 @@
 #include "dtv_draw.h"
 
 #include <SDL_image.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +240,21 @@ void dtv_fmt_time(char *buf, size_t n, double ns)
     else if (a >= 1e6) snprintf(buf, n, "%.3g ms", ns * 1e-6);
     else if (a >= 1e3) snprintf(buf, n, "%.3g us", ns * 1e-3);
     else snprintf(buf, n, "%.0f ns", ns);
+}
+
+void dtv_fmt_time_tick(char *buf, size_t n, double ns, double step)
+{
+    const double a = ns < 0 ? -ns : ns;
+    if (a < 0.5 || !(step > 0)) {
+        dtv_fmt_time(buf, n, ns);
+        return;
+    }
+    const double unit = a >= 1e9 ? 1e9 : a >= 1e6 ? 1e6 : a >= 1e3 ? 1e3 : 1;
+    const char *name = unit == 1e9 ? "s" : unit == 1e6 ? "ms" : unit == 1e3 ? "us" : "ns";
+    /* enough decimals that ticks `step` apart never print the same */
+    int dec = step / unit >= 1 ? 0 : (int)ceil(-log10(step / unit) - 1e-9);
+    if (dec > 6) dec = 6;
+    snprintf(buf, n, "%.*f %s", dec, ns / unit, name);
 }
 
 void dtv_fmt_bytes(char *buf, size_t n, double bytes)

@@ -58,6 +58,8 @@ int dtv_text(dtv_canvas *c, int x, int y, int font, int align, SDL_Color col, co
 int dtv_text_height(const dtv_canvas *c, int font);
 /* A time in ns as "12.3 ms" / "450 us" / "2.01 s". */
 void dtv_fmt_time(char *buf, size_t n, double ns);
+/* An axis tick: the unit of ns, with enough decimals to tell ticks `step` ns apart */
+void dtv_fmt_time_tick(char *buf, size_t n, double ns, double step);
 /* A byte count as "3.2 MiB". */
 void dtv_fmt_bytes(char *buf, size_t n, double bytes);
 

@@ -68,7 +68,7 @@ void dtv_time_axis(dtv_canvas *c, int x, int y, int w, const dtv_view *v)
         const int px = (int)lround(dtv_x_of(v, x, w, (int64_t)tk));
         dtv_line(c, px, y, px, y + 4, DTV_DIM);
         char b[32];
-        dtv_fmt_time(b, sizeof b, tk);
+        dtv_fmt_time_tick(b, sizeof b, tk, step);
         dtv_text(c, px, y + 5, DTV_FONT_SMALL, DTV_CENTER, DTV_DIM, "%s", b);
     }
 }
@@ -142,7 +142,7 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
     tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
     dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s", t->tool,
              t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
-    if (t->p > 1 || !isnan(t->formula)) {
+    if (t->p > 1 && !isnan(t->formula)) {
         char sched[32] = "";
         dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
         const int async = !strncmp(sched, "pipedream", 9);
