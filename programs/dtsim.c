@@ -135,7 +135,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     ADD("--optimizer", DT_ARG_CHOICE, &o->optimizer, 0, 0, 0, "sgd|adamw|lars|lamb", NULL,
         "optimizer (its state: 2 floats per parameter for adamw/lamb, 1 for sgd/lars)", NULL, 0);
     ADD("--seed", DT_ARG_UINT64, &o->seed, 0, 0, 0, NULL, "N", "seed of the simulator's random draws (numerics)",
-        NULL, 0);
+        "1, or --config's seed (a dtrain trace's: the run's --seed)", 0);
     ADD(SECTION("Mixed precision"));
     ADD("--fp16", DT_ARG_FLAG, &o->fp16, 0, 0, 0, NULL, NULL, "FP16 storage, FP32 masters, dynamic loss scaling",
         "off", 0);
