@@ -1,0 +1,130 @@
+#!/bin/sh
+# check.sh: runs tutorials/08-simulator/README.md's commands and checks the
+# outputs it quotes, within the ranges it states. Run by tests/tutorials.sh
+# (make check), or alone: DT_BUILDDIR=build DT_SRCDIR=. sh check.sh
+# TUTORIAL_QUICK=1 shortens two things: `./dtbench simval` runs with
+# --quick (3 real runs instead of 14), and the 4-rank run of section 6
+# trains 10 steps instead of 20.
+TUTORIAL_LIB=1
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
+# Open MPI settings of the multi-rank tests, plus eager messages (docs/pipeline.md)
+. "$SRCDIR/tests/mpi-env.sh"
+: "${OMPI_MCA_btl_vader_eager_limit:=135168}"
+: "${OMPI_MCA_btl_vader_segment_size:=33554432}"
+export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
+command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
+# the README's --hw sim/hw/*.json, as in the source tree
+ln -sfn "$(cd "$SRCDIR" && pwd)/sim" sim
+# ratio A B: A / B with 3 decimals
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
+
+# 2. A real run, and a profile.
+tut_cmd real mpirun --oversubscribe --allow-run-as-root -np 2 ./dtrain --pipeline-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 16 --threads 1 --train-iters 20 --eval-interval 0 --eval-iters 1 --trace real.json
+tut_line real '^parallel: grid t=1 x d=1 x p=2 .*schedule 1f1b, 4 micro-batches per step per pipeline$'
+tut_line real '^trace: real\.json$'
+tut_file real.rank0.json
+tut_file real.rank1.json
+tut_cmd prof ./dtrain --threads 1 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 4 --train-iters 30 --eval-interval 0 --eval-iters 1 --trace profile.json
+tut_line prof '^trace: profile\.json$'
+tut_file profile.json
+
+# 3. The prediction, and the comparison.
+tut_cmd sim ./dtsim run --config real.rank0.json --profile profile.json --hw sim/hw/cpu-2core.json --trace sim.json
+tut_line sim '^scenario: custom \(4 layers, width 128, 4 heads, vocab 256\), B=4 T=64 m=4 \(global batch 16\), 20 steps$'
+tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b, exchange ring, fp32$'
+tut_line sim '^machine:  cpu-2core; cost: profile profile\.json$'
+tut_line sim '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.2000:$'
+sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
+tut_range "predicted step time (ms)" "$sim_ms" 40 250
+sb0=$(tut_num sim '^  stage 0: [0-9.]* (\([0-9.]*\))$')
+tut_range "predicted stage 0 bubble, forward/backward only" "$sb0" 0.15 0.40
+tut_file sim.json
+tut_cmd val ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json real.rank0.json
+tut_line val '^t1 p2 d1 1f1b m=4 '
+meas_ms=$(tut_num val '^t1 p2 d1 1f1b m=4 *\([0-9.]*\) ms.*')
+pred_ms=$(tut_num val '^t1 p2 d1 1f1b m=4 *[0-9.]* ms *\([0-9.]*\) ms.*')
+err=$(tut_num val '^t1 p2 d1 1f1b m=4 *[0-9.]* ms *[0-9.]* ms *\([-+0-9.]*\)%.*')
+tut_range "measured step time (ms)" "$meas_ms" 40 400
+tut_range "validate's prediction - dtsim run's (ms)" "$(awk -v a="$pred_ms" -v b="$sim_ms" 'BEGIN { printf "%.3f", a - b }')" -0.01 0.01
+tut_range "validate: error of the prediction (%)" "$err" -75 20
+cm=$(awk '/^t1 p2 d1 1f1b m=4 / { print $12 }' val.out)
+cp=$(awk '/^t1 p2 d1 1f1b m=4 / { print $14 }' val.out)
+tut_range "validate: measured / predicted compute" "$(ratio "$cm" "$cp")" 0.9 3
+
+# 4. Side by side.
+if [ -x ./dtviz ]; then
+    tut_cmd viz ./dtviz real.json sim.json --zoom 0:0.3 --png real-vs-sim.png
+    tut_file real-vs-sim.png
+else
+    echo "./dtviz real.json sim.json --zoom 0:0.3 --png real-vs-sim.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; not run)"
+fi
+
+# 5. What if: 1024 GPUs. Roofline costs: deterministic, exact lines.
+BIG="--model gpt2-124m --num-layers 32 --seq-length 1024 --micro-batch-size 1"
+tut_cmd h100 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h100-ib.json
+tut_line h100 '^scenario: custom \(32 layers, width 768, 12 heads, vocab 256\), B=1 T=1024 m=64 \(global batch 4096\), 2 steps$'
+tut_line h100 '^layout:   t=1 p=16 d=64 \(1024 ranks\), schedule 1f1b, exchange ring, fp32$'
+tut_line h100 '^step time 73\.029 ms \(rank 0: compute 33\.898, optimizer 2\.798, comm 20\.027 ms per step\)$'
+tut_line h100 '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.1899:$'
+tut_line h100 '^  stage 0: 0\.3245 \(0\.3761\)$'
+tut_line h100 '^  stage 1: 0\.3318 \(0\.3906\)$'
+tut_line h100 '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 17\.632 ms, '
+tut_line h100 '^peak memory 3351\.80 MiB \(rank 0\)$'
+tut_cmd h200 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h200-nvlink.json
+tut_line h200 '^step time 62\.329 ms \(rank 0: compute 25\.127, optimizer 2\.749, comm 18\.146 ms per step\)$'
+tut_line h200 '^  stage 0: 0\.3610 \(0\.4240\)$'
+
+# the layouts of 1024 GPUs at a global batch of 4096 sequences
+for pd in 2:512:76.202:0.0831:0.1111 4:256:70.039:0.1591:0.1579 8:128:69.133:0.2348:0.1795 \
+          16:64:73.029:0.3245:0.1899 32:32:83.678:0.4377:0.1950; do
+    p=${pd%%:*}; r=${pd#*:}; d=${r%%:*}; r=${r#*:}; ms=${r%%:*}; r=${r#*:}; b=${r%%:*}; f=${r#*:}
+    tut_cmd lay$p ./dtsim run $BIG --global-batch-size 4096 --pipeline-model-parallel-size $p --data-parallel-size $d --train-iters 2 --hw sim/hw/h100-ib.json
+    tut_line lay$p "^layout:   t=1 p=$p d=$d \\(1024 ranks\\)"
+    tut_line lay$p "^step time $(echo "$ms" | sed 's/\./\\./') ms "
+    tut_line lay$p "^bubble per stage .* = $(echo "$f" | sed 's/\./\\./'):\$"
+    tut_line lay$p "^  stage 0: $(echo "$b" | sed 's/\./\\./') "
+done
+tut_line lay2 'dp allreduce 18\.274 ms, '
+tut_cmd sweep ./dtsim sweep $BIG --pipeline-model-parallel-size 8 --data-parallel-size 128 --train-iters 2 --hw sim/hw/h100-ib.json --sweep micro-batches=16,32,64 --sweep link-bandwidth-scale=0.5,1,4
+tut_line sweep '^ m  bw_scale     step_ms     bubble0  bubble_max     formula     comm_ms    peak_MiB$'
+tut_line sweep '^16       0\.5      57\.695      0\.3204      0\.3204      0\.3043      21\.816     3544\.11$'
+tut_line sweep '^32         1      69\.133      0\.2348      0\.2348      0\.1795      16\.504     3544\.11$'
+tut_line sweep '^32         4      62\.446      0\.1973      0\.1973      0\.1795       9\.818     3544\.11$'
+tut_line sweep '^64         1     106\.355      0\.1775      0\.1783      0\.0986      20\.227     3544\.11$'
+tut_line sweep '^64         4      97\.026      0\.1240      0\.1254      0\.0986      10\.898     3544\.11$'
+
+# 6. How far to trust it: the validation matrix ...
+tut_cmd simval --quick "--quick" ./dtbench simval
+tut_line simval '^step time: mean absolute error [0-9.]*%, largest [0-9.]*% over [0-9]* runs$'
+if [ "$TUTORIAL_QUICK" = 1 ]; then nruns=3; else nruns=14; fi
+tut_line simval "over $nruns runs\$"
+mae=$(tut_num simval '^step time: mean absolute error \([0-9.]*\)%.*')
+tut_range "simval: mean absolute error (%)" "$mae" 0 95
+tut_range "simval: p2 1f1b m=4 measured step (ms)" "$(tut_num simval '^t1 p2 d1 1f1b m=4 *\([0-9.]*\) ms.*')" 5 100
+tut_range "simval: ps-sync error (%)" "$(tut_num simval '^ps-sync W=1 K=1 m=4 *[0-9.]* ms *[0-9.]* ms *\([-+0-9.]*\)%.*')" -60 60
+# ... and a run that breaks an assumption: 4 ranks on 2 cores
+tut_cmd pd --quick "--train-iters 10" mpirun --oversubscribe --allow-run-as-root -np 4 ./dtrain --pipeline-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 20 --eval-interval 0 --eval-iters 1 --trace pd.json
+tut_line pd '^parallel: grid t=1 x d=2 x p=2 .*schedule 1f1b, 4 micro-batches per step per pipeline$'
+tut_cmd pdval ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json pd.rank0.json
+tut_line pdval '^t1 p2 d2 1f1b m=4 ring '
+pd_meas=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *\([0-9.]*\) ms.*')
+pd_pred=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
+tut_range "4 ranks on 2 cores: measured / predicted step time" "$(ratio "$pd_meas" "$pd_pred")" 1.2 12
+tut_range "4-rank prediction - 2-rank prediction (ms)" "$(awk -v a="$pd_pred" -v b="$sim_ms" 'BEGIN { printf "%.3f", a - b }')" 0 5
+tut_cmd pdsim ./dtsim run --config pd.rank0.json --profile profile.json --hw sim/hw/cpu-2core.json --trace pdsim.json
+tut_line pdsim '^layout:   t=1 p=2 d=2 \(4 ranks\), schedule 1f1b, exchange ring, fp32$'
+if [ -x ./dtviz ]; then
+    tut_cmd pdviz ./dtviz pd.json pdsim.json --zoom 0:0.3 --size 1400x1100 --png contention.png
+    tut_file contention.png
+else
+    echo "./dtviz pd.json pdsim.json --zoom 0:0.3 --size 1400x1100 --png contention.png" >>"$TUT_LOG"
+fi
+
+# Exercise: 512 and 2048 GPUs; the world allreduce's 2(n-1) alpha.
+tut_cmd ex32 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 32 --train-iters 2 --hw sim/hw/h100-ib.json
+tut_cmd ex128 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 128 --train-iters 2 --hw sim/hw/h100-ib.json
+tut_line ex32 '^step time 64\.800 ms \(rank 0: compute 33\.898, optimizer 2\.760, comm 19\.989 ms per step\)$'
+tut_line ex128 '^step time 89\.432 ms \(rank 0: compute 33\.898, optimizer 2\.817, comm 20\.046 ms per step\)$'
+
+tut_finish
