@@ -709,6 +709,26 @@ static void dtsim_sweep_apply(const dtsim_sweep *sw, int i, const dts_scenario *
     }
 }
 
+/* With --global-batch-size G (and m not swept), a combination keeps G:
+ * m = G / (B x d) for its d. 0, or 2 after the message naming the combination. */
+static int dtsim_sweep_batch(const dtsim_opts *o, dt_arg *args, int n_args, const dtsim_sweep *sw, int n_sw,
+                             dts_scenario *sc, const char *label)
+{
+    if (!dt_args_given(args, n_args, "--global-batch-size")) return 0;
+    for (int k = 0; k < n_sw; k++)
+        if (sw[k].key == DTSIM_SW_M) return 0;
+    const int64_t per_micro = (int64_t)sc->B * sc->d;
+    if (o->global_batch % per_micro != 0) {
+        fprintf(stderr,
+                PROG ": --sweep %s: --global-batch-size %d is not a multiple of --micro-batch-size %d x "
+                     "--data-parallel-size %d\n",
+                label, o->global_batch, sc->B, sc->d);
+        return 2;
+    }
+    sc->m = (int)(o->global_batch / per_micro);
+    return 0;
+}
+
 static void dtsim_cell(int csv, int width, const char *text, int last)
 {
     if (csv)
@@ -759,6 +779,8 @@ static int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_
                             dtsim_sweep_names[sw[k].key], sw[k].text[idx[k]]);
             if (len >= (int)sizeof label) len = (int)sizeof label - 1;
         }
+        rc = dtsim_sweep_batch(o, args, n_args, sw, n_sw, sc, label);
+        if (rc != 0) break;
         dt_status st = dts_scenario_check(sc);
         if (st != DT_OK) {
             fprintf(stderr, PROG ": --sweep %s: %s\n", label, dtsim_last_error());
@@ -800,6 +822,7 @@ static int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_
             r /= sw[k].n;
         }
         for (int k = 0; k < n_sw; k++) dtsim_sweep_apply(&sw[k], idx[k], base, sc);
+        (void)dtsim_sweep_batch(o, args, n_args, sw, n_sw, sc, ""); /* checked above */
         dts_run_opts ro = {.trace_path = NULL, .keep_events = 0};
         dts_summary s;
         memset(&s, 0, sizeof s);

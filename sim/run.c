@@ -1378,6 +1378,7 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     out->comm_ns_pp = s.u[0].ns_pp / n_steps;
     out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? 4.0 * s.tp_blocks[0] * sc->m * s.tp_ar_ns : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
+    out->world_sync_ns = dts__is_pipe(sc) ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;
     out->staleness_mean = s.pushes ? (double)s.stale_sum / (double)s.pushes : 0.0;
     out->staleness_max = s.stale_max;

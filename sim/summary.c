@@ -38,6 +38,7 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
             bad |= dts__set(ph, "pipeline_wait", json_real(s->comm_ns_pp * 1e-6));
             bad |= dts__set(ph, "tp_allreduce", json_real(s->comm_ns_tp * 1e-6));
             bad |= dts__set(ph, "push_pull", json_real(s->comm_ns_ps * 1e-6));
+            bad |= dts__set(ph, "step_end_allreduce", json_real(s->world_sync_ns * 1e-6));
         }
         json_t *b = json_array(), *bf = json_array(), *ms = json_array(), *pm = json_array();
         bad |= !b || !bf || !ms || !pm;
@@ -96,6 +97,9 @@ void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
     fprintf(f, "comm per step on rank 0: dp allreduce %.3f ms, pipeline waits %.3f ms, tp allreduce %.3f ms, "
                "push/pull %.3f ms\n",
             s->comm_ns_dp * 1e-6, s->comm_ns_pp * 1e-6, s->comm_ns_tp * 1e-6, s->comm_ns_ps * 1e-6);
+    if (s->world_sync_ns > 0)
+        fprintf(f, "step end on every rank: the world allreduce of the loss (8 bytes, a ring over %d ranks) %.3f ms\n",
+                s->n_ranks, s->world_sync_ns * 1e-6);
     int64_t peak = 0;
     int at = 0;
     for (int i = 0; i < s->n_ranks; i++)

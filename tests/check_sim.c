@@ -281,6 +281,24 @@ START_TEST(test_bubble_formula)
 }
 END_TEST
 
+/* A pipeline step ends with the world allreduce of the loss (lib/pipeline.c:
+ * 8 bytes, a ring over every rank): the summary reports its cost, 2(n-1)·α
+ * + 2(n-1)/n·8/β. */
+START_TEST(test_world_sync)
+{
+    const int p = 4, m = 4;
+    const double alpha = 5000, beta = 2.0;
+    dts_scenario sc;
+    fixed_scenario(&sc, p, p, m, 3, DT_SCHED_1F1B, 1000, 2000);
+    sc.hw = dt_test_flat_hw(alpha, beta);
+    dts_summary s;
+    ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
+    const double want = 2.0 * (p - 1) * alpha + 2.0 * (p - 1) / p * 8.0 / beta;
+    ck_assert_msg(fabs(s.world_sync_ns - want) <= 2 * (p - 1), "world sync %.1f ns, formula %.1f", s.world_sync_ns, want);
+    dts_summary_free(&s);
+}
+END_TEST
+
 /* PipeDream keeps p - s weight versions alive on stage s (msr-fiddle/pipedream's
  * num_versions = warm-up + 1): the generator stashes a copy of each of them
  * (the current weights move on while in-flight micro-batches still need
@@ -452,6 +470,7 @@ static Suite *sim_suite(void)
     Suite *s = suite_create("sim");
     TCase *tc = tcase_create("engine");
     tcase_add_test(tc, test_engine_order);
+    tcase_add_test(tc, test_world_sync);
     tcase_add_test(tc, test_engine_past);
     tcase_add_test(tc, test_engine_heap);
     suite_add_tcase(s, tc);

@@ -268,6 +268,19 @@ else
     [ "$n_fields" = 8 ] || fail "sweep --csv: rows of different widths: $(cat "$TMP/out")"
 fi
 
+# sweeping d under --global-batch-size keeps the global batch: m = G / (B d)
+run sweep --micro-batch-size 8 --global-batch-size 64 --train-iters 2 --sweep data-parallel-size=1,2,4 \
+    --pipeline-model-parallel-size 2
+if [ "$rc" -ne 0 ]; then
+    fail "sweep d with --global-batch-size: exit $rc: $(cat "$TMP/err")"
+else
+    for row in '1 0.1111' '2 0.2000' '4 0.3333'; do
+        set -- $row
+        grep -q "^ *$1  .* $2 " "$TMP/out" || fail "sweep d=$1 with --global-batch-size 64: formula $2 (m = 64 / (8 x $1)) missing: $(cat "$TMP/out")"
+    done
+fi
+expect_usage_error "--data-parallel-size 3" sweep --micro-batch-size 8 --global-batch-size 64 --sweep data-parallel-size=1,3
+
 cli_finish
 echo "sim-cli.sh: all passed"
 exit 0
