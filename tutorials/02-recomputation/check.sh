@@ -1,0 +1,135 @@
+#!/bin/sh
+# check.sh: runs tutorials/02-recomputation/README.md's commands and checks
+# the outputs it quotes, within the ranges it states. Run by
+# tests/tutorials.sh (make check), or alone:
+# DT_BUILDDIR=build DT_SRCDIR=. sh tutorials/02-recomputation/check.sh
+# TUTORIAL_QUICK=1 times 2 steps per row of `dtbench recompute` instead of 5.
+TUTORIAL_LIB=1
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
+
+# json FILE KEY: the value after "KEY": in a dtrain --summary file (as printed)
+json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
+# ratio A B: A / B to 3 decimals
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
+
+# 2. The memory/time table.
+tut_cmd bench --quick "--steps 2" ./dtbench recompute --micro-batch-size 2 --seq-length 256
+tut_line bench '^# dtbench recompute: --model small \(L=6, C=384\), B=2, T=256, 1 thread\(s\); forward \+ backward, 1 warm-up \+ '
+tut_line bench '^# K = blocks per checkpointed group \(full\); sqrt\(L\) rounds down to 2$'
+tut_line bench '^none +- +96522240 +1\.000 '
+tut_line bench '^selective +- +79478784 +0\.823 '
+tut_line bench '^full +1 +21241856 +0\.220 '
+tut_line bench '^full +2 +34619392 +0\.359 '
+tut_line bench '^full +6 +95993856 +0\.995 '
+# the step-time ratio column (the last) of each row
+brow() { awk -v g="$1" -v k="$2" '$1 == g && $2 == k { print $NF; exit }' bench.out; }
+tut_range "dtbench: selective step time / none" "$(brow selective -)" 0.8 1.6
+tut_range "dtbench: full K=1 step time / none" "$(brow full 1)" 1.0 3.0
+tut_range "dtbench: full K=2 step time / none" "$(brow full 2)" 1.0 3.0
+tut_range "dtbench: full K=6 step time / none" "$(brow full 6)" 1.0 3.0
+tut_range "dtbench: none step time (ms)" "$(awk '$1 == "none" { print $5; exit }' bench.out)" 100 2000
+
+# 3. Three real runs: none, selective, full.
+tut_cmd none ./dtrain --threads 1 --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --trace none.json --summary none-summary.json
+tut_cmd sel ./dtrain --threads 1 --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --trace sel.json --summary sel-summary.json --recompute-activations
+tut_cmd full ./dtrain --threads 1 --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --trace full.json --summary full-summary.json --recompute-granularity full --recompute-num-layers 1
+tut_line sel '^memory: selective activation recomputation \(attention probabilities\)$'
+tut_line full '^memory: full activation recomputation, checkpoint every 1 block$'
+tut_line none '^done: 30 iterations in .* peak activation memory 74\.13 MiB$'
+tut_line sel '^done: 30 iterations in .* peak activation memory 66\.13 MiB$'
+tut_line full '^done: 30 iterations in .* peak activation memory 13\.52 MiB$'
+tut_range "none-summary.json peak_activation_bytes" "$(json none-summary.json peak_activation_bytes)" 77733888 77733888
+tut_range "sel-summary.json peak_activation_bytes" "$(json sel-summary.json peak_activation_bytes)" 69345280 69345280
+tut_range "full-summary.json peak_activation_bytes" "$(json full-summary.json peak_activation_bytes)" 14172160 14172160
+for n in none sel full; do
+    tut_line $n '^iter 1/30  loss 5\.6482  lr 1\.000e-03  grad_norm 17\.414  '
+    tut_line $n '^iter 30/30  loss 1\.9681  lr 1\.098e-04  grad_norm 0\.744  '
+    tut_line $n '^final: val_loss 1\.9926 accuracy 0\.00% \(126 examples\) '
+    tut_range "$n-summary.json train_loss" "$(json $n-summary.json train_loss)" 1.96813070774078 1.96813070774078
+    tut_range "$n-summary.json param_probe" "$(json $n-summary.json param_probe)" -22.7965304784747 -22.7965304784747
+    tut_file $n.json
+done
+# every logged loss line identical (up to the tok/s and eta columns)
+for n in sel full; do
+    if [ "$(grep '^iter ' none.out | sed 's/  [0-9]* tok\/s.*//')" = "$(grep '^iter ' $n.out | sed 's/  [0-9]* tok\/s.*//')" ]; then
+        echo "  ok: $n's iter lines equal none's"
+    else
+        tut_fail "$n's iter lines differ from none's"
+    fi
+done
+# Step times of separate runs vary with the machine's load; inside one
+# trace they do not: the blocks' spans summed per trace and name.
+tut_cmd spans awk -F'"dur":' '/"layer":[0-7]}/ { split($2, d, ","); n = $1; sub(/.*"name":"/, "", n); sub(/".*/, "", n); ms[FILENAME " " n] += d[1] / 1000 } END { for (k in ms) printf "%s %.0f ms\n", k, ms[k] }' none.json sel.json full.json
+sort spans.out
+span() { awk -v k="$1 $2" '$1 " " $2 == k { print $3 }' spans.out; }
+f_full=$(span full.json forward) b_full=$(span full.json backward) r_full=$(span full.json recompute)
+f_sel=$(span sel.json forward) r_sel=$(span sel.json recompute)
+tut_range "spans: lines" "$(wc -l <spans.out | tr -d ' ')" 8 8
+tut_range "full.json: recompute / forward of the blocks" "$(ratio "$r_full" "$f_full")" 0.75 1.35
+tut_range "full.json: (forward + backward + recompute) / (forward + backward)" "$(ratio "$((f_full + b_full + r_full))" "$((f_full + b_full))")" 1.2 1.55
+tut_range "sel.json: recompute / forward of the blocks" "$(ratio "$r_sel" "$f_sel")" 0.03 0.4
+# the trace marks the recomputed forwards: 8 blocks x 30 steps
+nre() { grep -c '"name":"recompute"' "$1"; }
+tut_range "recompute spans in none.json" "$(nre none.json)" 0 0
+tut_range "recompute spans in sel.json" "$(nre sel.json)" 240 240
+tut_range "recompute spans in full.json" "$(nre full.json)" 240 240
+# what the memory view draws: activations after each forward
+actb() { sed -n 's/.*"name":"activation_bytes".*"value":\([0-9]*\)\..*/\1/p' "$1" | sort -u | tr '\n' ' ' | sed 's/ $//'; }
+tut_range "none.json activation_bytes (every step)" "$(actb none.json)" 77733888 77733888
+tut_range "full.json activation_bytes (every step)" "$(actb full.json)" 6299648 6299648
+
+# 4. Look at it.
+if [ -x ./dtviz ]; then
+    tut_cmd viz ./dtviz none.json full.json --zoom 0.5:0.56 --png timeline.png
+    tut_cmd vizm ./dtviz none.json full.json --view memory --png memory.png
+    tut_file timeline.png
+    tut_file memory.png
+else
+    echo "./dtviz none.json full.json --zoom 0.5:0.56 --png timeline.png" >>"$TUT_LOG"
+    echo "./dtviz none.json full.json --view memory --png memory.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; the dtviz commands not run)"
+fi
+
+# 5. The simulator.
+tut_cmd val ./dtsim validate --profile none.json none.json sel.json full.json
+vrow() { awk -v n="$1" -v f="$2" '/^dp d1 ring m=1 / { if (++i == n) { print $f; exit } }' val.out; }
+tut_line val '^step time: mean absolute error '
+tut_range "validate: rows" "$(grep -c '^dp d1 ring m=1 ' val.out)" 3 3
+tut_range "validate: none predicted / measured (its own profile)" "$(ratio "$(vrow 1 7)" "$(vrow 1 5)")" 0.999 1.001
+tut_range "validate: selective predicted / none predicted (not modelled)" "$(ratio "$(vrow 2 7)" "$(vrow 1 7)")" 1 1
+tut_range "validate: full predicted / none predicted" "$(ratio "$(vrow 3 7)" "$(vrow 1 7)")" 1.2 1.5
+tut_range "validate: full predicted / measured" "$(ratio "$(vrow 3 7)" "$(vrow 3 5)")" 0.5 1.6
+tut_range "validate: none measured step (ms)" "$(vrow 1 5)" 60 600
+tut_cmd simn ./dtsim run --config none.json --profile none.json
+tut_cmd simf ./dtsim run --config full.json --profile none.json
+tut_line simf '^layout:   t=1 p=1 d=1 \(1 rank\), schedule 1f1b, exchange ring, fp32, full recomputation$'
+tut_line simn '^peak memory 99\.46 MiB \(rank 0\)$'
+tut_line simf '^peak memory 99\.46 MiB \(rank 0\)$'
+
+# GPU: the same three runs on a CUDA device.
+tut_gpu_cmd gnone ./dtrain --device cuda --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --summary gpu-none.json
+tut_gpu_cmd gsel ./dtrain --device cuda --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --summary gpu-sel.json --recompute-activations
+tut_gpu_cmd gfull ./dtrain --device cuda --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --summary gpu-full.json --recompute-granularity full --recompute-num-layers 1
+if tut_gpu; then
+    tut_line gnone 'peak activation memory 74\.13 MiB$'
+    tut_line gsel 'peak activation memory 66\.13 MiB$'
+    tut_line gfull 'peak activation memory 13\.52 MiB$'
+    for n in sel full; do
+        tut_range "GPU $n train_loss = none's" "$(json gpu-$n.json train_loss)" "$(json gpu-none.json train_loss)" "$(json gpu-none.json train_loss)"
+        tut_range "GPU $n param_probe = none's" "$(json gpu-$n.json param_probe)" "$(json gpu-none.json param_probe)" "$(json gpu-none.json param_probe)"
+    done
+fi
+
+# Exercise: the best K for 64 blocks.
+for k in 1 2 3 4 8; do
+    tut_cmd ex$k ./dtrain --threads 1 --num-layers 64 --micro-batch-size 16 --train-iters 1 --eval-iters 1 --recompute-granularity full --recompute-num-layers $k
+done
+tut_cmd ex0 ./dtrain --threads 1 --num-layers 64 --micro-batch-size 16 --train-iters 1 --eval-iters 1
+tut_line ex1 'peak activation memory 5\.13 MiB$'
+tut_line ex2 'peak activation memory 4\.20 MiB$'
+tut_line ex3 'peak activation memory 4\.57 MiB$'
+tut_line ex4 'peak activation memory 5\.33 MiB$'
+tut_line ex8 'peak activation memory 9\.09 MiB$'
+tut_line ex0 'peak activation memory 68\.63 MiB$'
+
+tut_finish
