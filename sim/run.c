@@ -238,6 +238,21 @@ static void dts__memory(dts__sim *s, dts__unit *u)
 static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__step_end(dts__sim *s, dts__unit *u);
 
+/* Activation bytes a layer keeps from its forward to its backward, as
+ * lib/'s arena does (dt_gpt_predicted_activation_bytes): everything without
+ * recomputation; under selective recomputation a block drops its attention
+ * probabilities, (B, NH, T, T); under full recomputation (one block per
+ * group, K = 1) it keeps only its input, (B, T, C). */
+static int64_t dts__saved_act(const dts_scenario *sc, int slot)
+{
+    const int64_t all = sc->cost.act_bytes[slot];
+    if (slot < 1 || slot > sc->model.num_layers) return all; /* the embedding and the head */
+    const int64_t BT = (int64_t)sc->B * sc->T;
+    if (sc->recompute == 1) return BT * sc->model.hidden_size * (int64_t)sizeof(float);
+    if (sc->recompute == 2) return all - BT * sc->model.num_heads * sc->T * (int64_t)sizeof(float);
+    return all;
+}
+
 static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in, int64_t t0, int64_t t1)
 {
     if (!u->record) return;
@@ -577,19 +592,26 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
     if (a == 0) {
         const int slot = u->layer + 1;
         int64_t dur = u->dir ? sc->cost.bwd_ns[slot] : sc->cost.fwd_ns[slot];
-        if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L) dur += sc->cost.fwd_ns[slot];
+        if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L) {
+            dur += sc->cost.fwd_ns[slot];
+            /* the recomputed forward rebuilds the block's activations for its backward */
+            u->mem_act += sc->cost.act_bytes[slot] - dts__saved_act(sc, slot);
+            dts__memory(s, u);
+        }
         dts__at(s, now + dur, dts__dp_op, u, 1, now);
         return;
     }
     const int slot = u->layer + 1;
+    const int full = sc->recompute == 1 && u->layer >= 0 && u->layer < L;
     dts__span(s, u, u->dir ? "backward" : "forward", "compute", DT_LANE_COMPUTE, b, now, u->step, u->mb, u->layer, DT_TRACE_NONE);
     if (!u->dir) {
-        u->mem_act += sc->cost.act_bytes[slot];
+        u->mem_act += dts__saved_act(sc, slot);
         if (u->layer == L) dts__memory(s, u);
         if (u->layer < L) u->layer++;
         else u->dir = 1;
     } else {
-        u->mem_act -= sc->cost.act_bytes[slot];
+        /* full recomputation: the block's activations, rebuilt at its backward's start, go with its input */
+        u->mem_act -= full ? sc->cost.act_bytes[slot] : dts__saved_act(sc, slot);
         /* the last micro-batch's backward completes this layer's gradient */
         if (!ps && sc->d > 1 && !sc->zero && u->mb == sc->m - 1 && !strcmp(sc->precision, "fp32"))
             for (int k = 0; k < s->n_buckets; k++)

@@ -17,9 +17,14 @@
  *   - the inline "hardware" object (sim/hw.c's reader): round trip, the
  *     optional sleep_overshoot_ns, its errors named under "hardware". */
 #include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "dt_backend.h"
+#include "dt_gpt.h"
+#include "dts_run.h"
 #include "dts_scenario.h"
 #include "testutil.h"
 
@@ -632,11 +637,54 @@ START_TEST(test_hardware_file)
 }
 END_TEST
 
+/* Activation memory under recomputation: the simulated peak, less the
+ * static memory, against lib/'s own prediction of its arena
+ * (dt_gpt_predicted_activation_bytes) for none, selective and full (K = 1).
+ * Within 10%: lib pads every buffer to 16 floats and full recomputation
+ * keeps group outputs where dtsim keeps block inputs (seen: 0-4%). */
+START_TEST(test_recompute_memory)
+{
+    dts_scenario *sc = malloc(sizeof *sc);
+    ck_assert_ptr_nonnull(sc);
+    dt_backend *be = NULL;
+    ck_dt(dt_backend_cpu_create(1, &be));
+    const int modes[] = {0, 2, 1}; /* dtsim's numbering: 0 none, 1 full, 2 selective */
+    const dt_recompute lib_modes[] = {DT_RECOMPUTE_NONE, DT_RECOMPUTE_SELECTIVE, DT_RECOMPUTE_FULL};
+    double got[3];
+    for (int i = 0; i < 3; i++) {
+        dts_scenario_default(sc);
+        sc->model.num_layers = 4;
+        sc->B = 8;
+        sc->steps = 1;
+        sc->recompute = modes[i];
+        ck_dt(dts_scenario_set_cost(sc, NULL));
+        int64_t params = 0;
+        for (int slot = 0; slot <= sc->model.num_layers + 1; slot++) params += sc->cost.params[slot];
+        dts_summary sum;
+        ck_dt(dts_run(sc, NULL, &sum));
+        /* static: weights, gradients and AdamW's two moments, 4 bytes each */
+        got[i] = (double)(sum.peak_mem[0] - params * 16);
+        dts_summary_free(&sum);
+        dt_gpt *m = NULL;
+        ck_dt(dt_gpt_create(&sc->model, be, &m));
+        ck_dt(dt_gpt_set_recompute(m, lib_modes[i], 1));
+        const double want = (double)dt_gpt_predicted_activation_bytes(m, sc->B, sc->T);
+        dt_gpt_free(m);
+        ck_assert_msg(fabs(got[i] - want) <= 0.10 * want, "recompute %d: simulated %g activation bytes, lib %g", modes[i],
+                      got[i], want);
+    }
+    ck_assert(got[1] < got[0] && got[2] < got[1]); /* selective saves some, full most */
+    dt_backend_destroy(be);
+    free(sc);
+}
+END_TEST
+
 static Suite *scenario_suite(void)
 {
     Suite *s = suite_create("sim_scenario");
     TCase *tc = tcase_create("scenario");
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_recompute_memory);
     tcase_add_test(tc, test_round_trip_default);
     tcase_add_test(tc, test_round_trip_every_field);
     tcase_add_test(tc, test_dtrain_config);

@@ -305,7 +305,18 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
                 else
                     snprintf(lab, sizeof lab, "peak %s (act %s, static %s)", b, a, st);
             } else {
-                snprintf(lab, sizeof lab, "peak %s", b);
+                /* a real run: the area is the activations after the forward; the
+                 * arena's high-water mark (the line) is the real peak */
+                double hwm = -1;
+                for (int j = 0; hw && j < hw[k].n && hw[k].p[j].t <= lim; j++)
+                    if (hw[k].p[j].v > hwm) hwm = hw[k].p[j].v;
+                if (hwm >= 0) {
+                    char h[32];
+                    dtv_fmt_bytes(h, sizeof h, hwm);
+                    snprintf(lab, sizeof lab, "after forward %s, high-water mark %s", b, h);
+                } else {
+                    snprintf(lab, sizeof lab, "after forward %s", b);
+                }
             }
             int tw = 0;
             TTF_SizeUTF8(c->small, lab, &tw, NULL);
