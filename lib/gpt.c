@@ -390,9 +390,14 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
 
 /* ---- forward / backward --------------------------------------------------- */
 
+/* The span ends when the layer's work has: on an asynchronous backend (a
+ * GPU) the kernels are only queued when the host returns, so wait for them
+ * first; a failed wait shows again at the next call that needs the device. */
 static void dt__hook(dt_gpt *m, int layer, char pass, int64_t t0)
 {
-    if (m->hook) m->hook(m->hook_ctx, layer, pass, t0, dt_time_ns());
+    if (!m->hook) return;
+    if (m->be->synchronize) (void)m->be->synchronize(m->be);
+    m->hook(m->hook_ctx, layer, pass, t0, dt_time_ns());
 }
 
 static const dt__rounder *dt__gpt_rnd(const dt_gpt *m) { return m->precision == DT_F32 ? NULL : &m->rnd; }
