@@ -22,7 +22,15 @@
 #       a GPU command (a line of a code block opened with ```sh gpu):
 #       run as tut_cmd does when tut_gpu is true; otherwise it is only
 #       recorded as skipped (the caller must then skip checks of NAME.out)
+#   tut_mpi                    Open MPI settings of the multi-rank tests
+#                              (tests/mpi-env.sh) plus eager messages
+#                              (docs/pipeline.md), and $MPIRUN; exit 77 (skip)
+#                              without mpirun
+#   tut_json FILE KEY          the number after "KEY": in a summary file
+#   tut_reldiff A B            |A - B| / max(|A|, |B|)
 #   tut_finish                 exit 0, or 1 after any failure
+# The scratch directory holds a link `sim` to the source tree's sim/, so the
+# READMEs' `--hw sim/hw/X.json` (paths of an in-tree build) run as printed.
 # Every command line of the README (a line in a code block starting with
 # ./dtrain, ./dtsim, ./dtviz or ./dtbench; trailing "# comments" dropped,
 # "\" continuations joined) must have been run through tut_cmd as printed.
@@ -47,6 +55,7 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
         [ -x "$BUILDDIR/$p" ] && ln -sf "$(cd "$BUILDDIR" && pwd)/$p" "$TUT_DIR/$p"
     done
     cd "$TUT_DIR" || exit 99
+    [ -e sim ] || ln -s "$(cd "$SRCDIR" && pwd)/sim" sim
     tut_cmd() {
         name=$1; shift
         extra=
@@ -97,6 +106,19 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
             echo "$*" >>"$TUT_LOG.gpu-skipped"
             echo "\$ $*   (skipped: no CUDA device)"
         fi
+    }
+    tut_mpi() {
+        . "$SRCDIR/tests/mpi-env.sh"
+        : "${OMPI_MCA_btl_vader_eager_limit:=135168}"
+        : "${OMPI_MCA_btl_vader_segment_size:=33554432}"
+        export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
+        command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
+        MPIRUN="mpirun --oversubscribe --allow-run-as-root"
+    }
+    tut_json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
+    tut_reldiff() {
+        awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b
+                                         if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'
     }
     tut_finish() { [ "$tut_failures" = 0 ] && exit 0; exit 1; }
     return 0

@@ -7,10 +7,6 @@
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
-# json FILE KEY: the number after "KEY": in a dtrain --summary file
-json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
-# reldiff A B: |A - B| / max(|A|, |B|)
-reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b; if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
 
 # 2. The memory: one micro-batch of 128 against 8 of 16.
 tut_cmd big ./dtrain --train-iters 20 --micro-batch-size 128 --global-batch-size 128 --summary big.json
@@ -24,11 +20,11 @@ tut_line acc '^done: 20 iterations in .* peak activation memory 2\.51 MiB$'
 for n in big acc; do
     tut_range "$n run time (s)" "$(tut_num $n '^done: 20 iterations in \([0-9.]*\) s.*')" 0.01 30
 done
-tut_range "big.json peak_activation_bytes" "$(json big.json peak_activation_bytes)" 21053440 21053440
-tut_range "acc.json peak_activation_bytes" "$(json acc.json peak_activation_bytes)" 2631680 2631680
+tut_range "big.json peak_activation_bytes" "$(tut_json big.json peak_activation_bytes)" 21053440 21053440
+tut_range "acc.json peak_activation_bytes" "$(tut_json acc.json peak_activation_bytes)" 2631680 2631680
 for f in big.json acc.json; do
-    tut_range "$f master_weight_bytes" "$(json $f master_weight_bytes)" 547840 547840
-    tut_range "$f optimizer_state_bytes" "$(json $f optimizer_state_bytes)" 1095680 1095680
+    tut_range "$f master_weight_bytes" "$(tut_json $f master_weight_bytes)" 547840 547840
+    tut_range "$f optimizer_state_bytes" "$(tut_json $f optimizer_state_bytes)" 1095680 1095680
 done
 
 # 3. The same weights.
@@ -37,10 +33,10 @@ for n in big acc; do
     tut_line $n '^final: val_loss 2\.5058 accuracy 0\.22% \(1860 examples\) '
 done
 for k in train_loss param_probe; do
-    a=$(json big.json $k); b=$(json acc.json $k)
+    a=$(tut_json big.json $k); b=$(tut_json acc.json $k)
     echo "  $k: 1 x 128 = $a, 8 x 16 = $b"
     if [ -n "$a" ] && [ -n "$b" ]; then
-        tut_range "$k relative difference, 1 x 128 vs 8 x 16" "$(reldiff "$a" "$b")" 0 1e-5
+        tut_range "$k relative difference, 1 x 128 vs 8 x 16" "$(tut_reldiff "$a" "$b")" 0 1e-5
     else
         tut_fail "$k missing from a summary"
     fi

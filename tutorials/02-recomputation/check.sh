@@ -7,8 +7,6 @@
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
-# json FILE KEY: the value after "KEY": in a dtrain --summary file (as printed)
-json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
 # ratio A B: A / B to 3 decimals
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 
@@ -38,15 +36,15 @@ tut_line full '^memory: full activation recomputation, checkpoint every 1 block$
 tut_line none '^done: 30 iterations in .* peak activation memory 74\.13 MiB$'
 tut_line sel '^done: 30 iterations in .* peak activation memory 66\.13 MiB$'
 tut_line full '^done: 30 iterations in .* peak activation memory 13\.52 MiB$'
-tut_range "none-summary.json peak_activation_bytes" "$(json none-summary.json peak_activation_bytes)" 77733888 77733888
-tut_range "sel-summary.json peak_activation_bytes" "$(json sel-summary.json peak_activation_bytes)" 69345280 69345280
-tut_range "full-summary.json peak_activation_bytes" "$(json full-summary.json peak_activation_bytes)" 14172160 14172160
+tut_range "none-summary.json peak_activation_bytes" "$(tut_json none-summary.json peak_activation_bytes)" 77733888 77733888
+tut_range "sel-summary.json peak_activation_bytes" "$(tut_json sel-summary.json peak_activation_bytes)" 69345280 69345280
+tut_range "full-summary.json peak_activation_bytes" "$(tut_json full-summary.json peak_activation_bytes)" 14172160 14172160
 for n in none sel full; do
     tut_line $n '^iter 1/30  loss 5\.6482  lr 1\.000e-03  grad_norm 17\.414  '
     tut_line $n '^iter 30/30  loss 1\.9681  lr 1\.098e-04  grad_norm 0\.744  '
     tut_line $n '^final: val_loss 1\.9926 accuracy 0\.00% \(126 examples\) '
-    tut_range "$n-summary.json train_loss" "$(json $n-summary.json train_loss)" 1.96813070774078 1.96813070774078
-    tut_range "$n-summary.json param_probe" "$(json $n-summary.json param_probe)" -22.7965304784747 -22.7965304784747
+    tut_range "$n-summary.json train_loss" "$(tut_json $n-summary.json train_loss)" 1.96813070774078 1.96813070774078
+    tut_range "$n-summary.json param_probe" "$(tut_json $n-summary.json param_probe)" -22.7965304784747 -22.7965304784747
     tut_file $n.json
 done
 # every logged loss line identical (up to the tok/s and eta columns)
@@ -115,8 +113,8 @@ if tut_gpu; then
     tut_line gsel 'peak activation memory 66\.13 MiB$'
     tut_line gfull 'peak activation memory 13\.52 MiB$'
     for n in sel full; do
-        tut_range "GPU $n train_loss = none's" "$(json gpu-$n.json train_loss)" "$(json gpu-none.json train_loss)" "$(json gpu-none.json train_loss)"
-        tut_range "GPU $n param_probe = none's" "$(json gpu-$n.json param_probe)" "$(json gpu-none.json param_probe)" "$(json gpu-none.json param_probe)"
+        tut_range "GPU $n train_loss = none's" "$(tut_json gpu-$n.json train_loss)" "$(tut_json gpu-none.json train_loss)" "$(tut_json gpu-none.json train_loss)"
+        tut_range "GPU $n param_probe = none's" "$(tut_json gpu-$n.json param_probe)" "$(tut_json gpu-none.json param_probe)" "$(tut_json gpu-none.json param_probe)"
     done
 fi
 

@@ -8,9 +8,7 @@
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
-# json FILE KEY: the first number after "KEY": in a dtrain --summary file
 # (the top-level keys come before "config")
-json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
 # tut_fails NAME RC ./PROG ARGS...: a README command that must fail with
 # exit status RC (run as printed; recorded like tut_cmd's)
 tut_fails() {
@@ -99,11 +97,11 @@ tut_line col '^overflow: iteration 51 skipped at loss scale 2 \(first inf/NaN gr
 tut_line col '^dtrain: warning: the loss scale is at its minimum \(1\) and gradients still overflow \(iteration [0-9]+, first in lm_head\.w\): fp16 cannot hold them; lower --lr, check the data, or use --bf16$'
 tut_line col '^iter 200/200  loss [0-9.]+  lr 4\.926e-01  grad_norm 0\.000  scale 1 skipped [0-9]+  '
 tut_file collapse-summary.json
-tut_range "collapse: final loss_scale" "$(json collapse-summary.json loss_scale)" 1 1
-cs=$(json collapse-summary.json skipped_steps)
+tut_range "collapse: final loss_scale" "$(tut_json collapse-summary.json loss_scale)" 1 1
+cs=$(tut_json collapse-summary.json skipped_steps)
 tut_range "collapse: skipped_steps (166 here)" "$cs" 100 200
-tut_range "collapse: loss_scale_backoffs (16 here)" "$(json collapse-summary.json loss_scale_backoffs)" 16 16
-tut_range "collapse: loss_scale_at_min_overflows (149 here)" "$(json collapse-summary.json loss_scale_at_min_overflows)" 100 200
+tut_range "collapse: loss_scale_backoffs (16 here)" "$(tut_json collapse-summary.json loss_scale_backoffs)" 16 16
+tut_range "collapse: loss_scale_at_min_overflows (149 here)" "$(tut_json collapse-summary.json loss_scale_at_min_overflows)" 100 200
 tut_range "collapse: val_loss (9.2000 here)" "$(tut_num col '^final: val_loss \([0-9.]*\) .*')" 5 20
 viz colviz collapse.json --view scale --png collapse.png
 tut_cmd col32 ./dtrain --threads 1 --lr 0.5 --clip-grad 0 --train-iters 200 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --log-interval 25
@@ -136,15 +134,15 @@ done
 tut_line cmp_bf16 '^precision: bf16 storage, FP32 master weights and accumulation, no loss scaling$'
 if [ "$TUTORIAL_QUICK" = 1 ]; then lo=1.0 hi=2.2 alo=0 ahi=10; else lo=0.45 hi=0.85 alo=30 ahi=65; fi
 for p in fp32 bf16 fp16; do
-    tut_range "$p: val_loss" "$(json "$p-summary.json" val_loss)" $lo $hi
-    tut_range "$p: accuracy (%)" "$(awk -v a="$(json "$p-summary.json" accuracy)" 'BEGIN { printf "%.2f", 100 * a }')" $alo $ahi
+    tut_range "$p: val_loss" "$(tut_json "$p-summary.json" val_loss)" $lo $hi
+    tut_range "$p: accuracy (%)" "$(awk -v a="$(tut_json "$p-summary.json" accuracy)" 'BEGIN { printf "%.2f", 100 * a }')" $alo $ahi
 done
-d=$(awk -v a="$(json bf16-summary.json val_loss)" -v b="$(json fp32-summary.json val_loss)" 'BEGIN { printf "%.4f", a - b }')
+d=$(awk -v a="$(tut_json bf16-summary.json val_loss)" -v b="$(tut_json fp32-summary.json val_loss)" 'BEGIN { printf "%.4f", a - b }')
 tut_range "val_loss, bf16 minus FP32" "$d" -0.1 0.1
-d=$(awk -v a="$(json fp16-summary.json val_loss)" -v b="$(json fp32-summary.json val_loss)" 'BEGIN { printf "%.4f", a - b }')
+d=$(awk -v a="$(tut_json fp16-summary.json val_loss)" -v b="$(tut_json fp32-summary.json val_loss)" 'BEGIN { printf "%.4f", a - b }')
 tut_range "val_loss, fp16 minus FP32" "$d" -0.1 0.1
-tut_range "fp16: skipped_steps (2 here)" "$(json fp16-summary.json skipped_steps)" 0 10
-tut_range "bf16: skipped_steps" "$(json bf16-summary.json skipped_steps)" 0 0
+tut_range "fp16: skipped_steps (2 here)" "$(tut_json fp16-summary.json skipped_steps)" 0 10
+tut_range "bf16: skipped_steps" "$(tut_json bf16-summary.json skipped_steps)" 0 0
 tut_line cmp_fp32 'peak activation memory 20\.08 MiB$'
 tut_line cmp_bf16 'peak activation memory 18\.34 MiB$'
 tut_line cmp_fp16 'peak activation memory 18\.34 MiB$'
@@ -170,19 +168,19 @@ tut_cmd a ./dtrain --threads 1 --fp16 --seq-length 32 --task-digits 3 --micro-ba
 tut_cmd b ./dtrain --threads 1 --fp16 --seq-length 32 --task-digits 3 --micro-batch-size 8 --global-batch-size 8 --train-iters 80 --lr-warmup-iters 2 --eval-iters 2 --eval-interval 0 --seed 12 --initial-loss-scale 1048576 --trace b.json --summary b-summary.json
 tut_line b '^overflow: iteration 5 skipped at loss scale 131072 \(first inf/NaN gradient: h\.1\.fcproj\.b\)$'
 tut_range "run A: skipped steps (9 here)" "$(count a '^overflow: ')" 9 9
-tut_range "run B: skipped steps" "$(json b-summary.json skipped_steps)" 5 5
-tut_range "run B: final loss scale" "$(json b-summary.json loss_scale)" 65536 65536
+tut_range "run B: skipped steps" "$(tut_json b-summary.json skipped_steps)" 5 5
+tut_range "run B: final loss scale" "$(tut_json b-summary.json loss_scale)" 65536 65536
 tut_cmd simb ./dtsim run --config b.json --grad-trace a.json --profile a.json
 tut_line simb '^layout:   t=1 p=1 d=1 \(1 rank\), schedule 1f1b, exchange ring, fp16$'
 tut_line simb '^loss scale: 5 overflows, 5 skipped steps, final scale 65536$'
 
 tut_cmd a10 ./dtrain --threads 1 --fp16 --seq-length 32 --task-digits 3 --micro-batch-size 8 --global-batch-size 8 --train-iters 80 --lr-warmup-iters 2 --eval-iters 2 --eval-interval 0 --seed 11 --initial-loss-scale 16777216 --trace a10.json --loss-scale-window 10
 tut_cmd b10 ./dtrain --threads 1 --fp16 --seq-length 32 --task-digits 3 --micro-batch-size 8 --global-batch-size 8 --train-iters 80 --lr-warmup-iters 2 --eval-iters 2 --eval-interval 0 --seed 12 --initial-loss-scale 1048576 --trace b10.json --summary b10-summary.json --loss-scale-window 10
-rs=$(json b10-summary.json skipped_steps)
+rs=$(tut_json b10-summary.json skipped_steps)
 tut_line b10 '^overflow: iteration 46 skipped at loss scale 1\.04858e\+06 '
 tut_range "run B, window 10: skipped steps" "$rs" 10 10
-tut_range "run B, window 10: final loss scale" "$(json b10-summary.json loss_scale)" 524288 524288
-tut_range "run B, window 10: backoffs" "$(json b10-summary.json loss_scale_backoffs)" 7 7
+tut_range "run B, window 10: final loss scale" "$(tut_json b10-summary.json loss_scale)" 524288 524288
+tut_range "run B, window 10: backoffs" "$(tut_json b10-summary.json loss_scale_backoffs)" 7 7
 tut_cmd sim10 ./dtsim run --config b10.json --grad-trace a10.json --profile a10.json --trace sim10.json
 tut_line sim10 '^loss scale: 13 overflows, 13 skipped steps, final scale 131072$'
 viz simviz b10.json sim10.json --view scale --png real-vs-sim.png
@@ -209,8 +207,8 @@ tut_range "seeds predicting 9..12 skipped steps" "$(awk '$1 >= 9 && $1 <= 12' se
 # The exercise: hysteresis 1.
 tut_cmd ex ./dtrain --threads 1 --fp16 --initial-loss-scale 1048576 --loss-scale-window 20 --hysteresis 1 --train-iters 150 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --summary ex.json
 tut_line ex '^overflow: iteration 2 skipped at loss scale 524288 \(first inf/NaN gradient: lm_head\.w\)$'
-tut_range "hysteresis 1: skipped_steps" "$(json ex.json skipped_steps)" 9 9
-tut_range "hysteresis 1: loss_scale_backoffs" "$(json ex.json loss_scale_backoffs)" 9 9
-tut_range "hysteresis 1: final loss_scale" "$(json ex.json loss_scale)" 131072 131072
+tut_range "hysteresis 1: skipped_steps" "$(tut_json ex.json skipped_steps)" 9 9
+tut_range "hysteresis 1: loss_scale_backoffs" "$(tut_json ex.json loss_scale_backoffs)" 9 9
+tut_range "hysteresis 1: final loss_scale" "$(tut_json ex.json loss_scale)" 131072 131072
 
 tut_finish

@@ -6,16 +6,9 @@
 # TUTORIAL_QUICK changes nothing here: every run is already short.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
-. "$SRCDIR/tests/mpi-env.sh"
-command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
-MPIRUN="mpirun --oversubscribe --allow-run-as-root"
-# the README's --hw sim/hw/cpu-2core.json is relative to an in-tree build
-[ -e sim ] || ln -s "$SRCDIR/sim" sim
+# Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
+tut_mpi
 
-# json FILE KEY: the number after "KEY": in a summary file
-json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
-# reldiff A B: |A - B| / max(|A|, |B|)
-reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b; if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
 # hist FILE: a summary's staleness histogram, comma-separated
 hist() { sed -n '/"staleness_histogram"/,/]/p' "$1" | tr -d ' \n' | sed 's/.*\[\(.*\)\].*/\1/'; }
 
@@ -35,13 +28,13 @@ for n in serial ring pssync; do
 done
 for f in ring.json ps-sync.json; do
     for k in train_loss val_loss param_probe; do
-        a=$(json serial.json $k); b=$(json $f $k)
+        a=$(tut_json serial.json $k); b=$(tut_json $f $k)
         echo "  $k: serial $a, $f $b"
-        tut_range "$k relative difference, serial vs $f" "$(reldiff "$a" "$b")" 0 1e-4
+        tut_range "$k relative difference, serial vs $f" "$(tut_reldiff "$a" "$b")" 0 1e-4
     done
 done
-tut_range "tokens/s, 2 ranks (ring) / 1 process" "$(awk -v a="$(json ring.json tokens_per_second)" -v b="$(json serial.json tokens_per_second)" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 0.4 2.2
-tut_range "param_probe relative difference, ring vs ps-sync" "$(reldiff "$(json ring.json param_probe)" "$(json ps-sync.json param_probe)")" 0 1e-6
+tut_range "tokens/s, 2 ranks (ring) / 1 process" "$(awk -v a="$(tut_json ring.json tokens_per_second)" -v b="$(tut_json serial.json tokens_per_second)" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 0.4 2.2
+tut_range "param_probe relative difference, ring vs ps-sync" "$(tut_reldiff "$(tut_json ring.json param_probe)" "$(tut_json ps-sync.json param_probe)")" 0 1e-6
 
 # 3. The ring's two phases: 4 ranks, 10 steps.
 tut_cmd ring4 $MPIRUN -np 4 ./dtrain --micro-batch-size 16 --global-batch-size 64 --train-iters 10 --eval-interval 0 --eval-iters 1 --trace ring4.json
@@ -99,8 +92,8 @@ grep -q '"intra": {"alpha_ns": 1821, "bytes_per_ns": 10.81}' sim/hw/cpu-2core.js
 # 6. Asynchronous parameter server with a slow worker.
 tut_cmd psa $MPIRUN -np 3 ./dtrain --allreduce ps-async --micro-batch-size 16 --train-iters 40 --eval-iters 1 --eval-interval 0 --slow-rank 1:30 --summary ps-async.json --trace ps.json
 tut_line psa '^parallel: 2 workers and 1 parameter server \(ps-async\), weights and optimizer state sharded over the servers$'
-tut_range "ps-async pushes" "$(json ps-async.json pushes)" 80 80
-smean=$(json ps-async.json staleness_mean); smax=$(json ps-async.json staleness_max)
+tut_range "ps-async pushes" "$(tut_json ps-async.json pushes)" 80 80
+smean=$(tut_json ps-async.json staleness_mean); smax=$(tut_json ps-async.json staleness_max)
 echo "  real: staleness mean $smean, max $smax, histogram [$(hist ps-async.json)]"
 tut_range "real staleness mean" "$smean" 0.45 1.05
 tut_range "real staleness max" "$smax" 1 40
@@ -120,7 +113,7 @@ fi
 tut_cmd simps ./dtsim run --allreduce ps-async --num-ps-servers 1 --data-parallel-size 2 --micro-batch-size 16 --micro-batches 1 --train-iters 40 --slow-rank 1:30 --profile profile.json --hw sim/hw/cpu-2core.json --summary sim-ps.json
 tut_line simps '^layout:   t=1 p=1 d=2 \+ 1 parameter server \(3 ranks\), schedule 1f1b, exchange ps-async, fp32$'
 tut_line simps '^parameter server: 80 pushes, staleness mean '
-ssmean=$(json sim-ps.json staleness_mean); ssmax=$(json sim-ps.json staleness_max)
+ssmean=$(tut_json sim-ps.json staleness_mean); ssmax=$(tut_json sim-ps.json staleness_max)
 echo "  simulated: staleness mean $ssmean, max $ssmax, histogram [$(hist sim-ps.json)]"
 tut_range "simulated staleness mean" "$ssmean" 0.45 1.05
 tut_range "simulated staleness max" "$ssmax" 1 40
@@ -132,22 +125,22 @@ tut_gpu && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
     tut_gpu_cmd gpu2 $MPIRUN -np 2 ./dtrain --device cuda --allreduce nccl --micro-batch-size 32 --global-batch-size 64 --train-iters 100 --eval-interval 0 --summary gpu-nccl.json
     for k in train_loss val_loss; do
-        tut_range "GPU $k relative difference, 1 GPU vs 2 GPUs (NCCL)" "$(reldiff "$(json gpu-serial.json $k)" "$(json gpu-nccl.json $k)")" 0 1e-4
+        tut_range "GPU $k relative difference, 1 GPU vs 2 GPUs (NCCL)" "$(tut_reldiff "$(tut_json gpu-serial.json $k)" "$(tut_json gpu-nccl.json $k)")" 0 1e-4
     done
 else
     echo "mpirun ... -np 2 ./dtrain --device cuda --allreduce nccl ..." >>"$TUT_LOG.gpu-skipped"
     echo "  (fewer than 2 GPUs: the NCCL run is skipped)"
 fi
 if tut_gpu; then
-    tut_range "GPU vs CPU val_loss relative difference" "$(reldiff "$(json gpu-serial.json val_loss)" "$(json serial.json val_loss)")" 0 2e-3
+    tut_range "GPU vs CPU val_loss relative difference" "$(tut_reldiff "$(tut_json gpu-serial.json val_loss)" "$(tut_json serial.json val_loss)")" 0 2e-3
 fi
 
 # Exercise: bound the staleness.
 tut_cmd ex $MPIRUN -np 3 ./dtrain --allreduce ps-async --micro-batch-size 16 --train-iters 40 --eval-iters 1 --eval-interval 0 --slow-rank 1:30 --max-staleness 1 --summary bounded.json
-bmean=$(json bounded.json staleness_mean)
-echo "  bounded: staleness mean $bmean, max $(json bounded.json staleness_max), histogram [$(hist bounded.json)]"
-tut_range "bounded staleness max" "$(json bounded.json staleness_max)" 1 1
+bmean=$(tut_json bounded.json staleness_mean)
+echo "  bounded: staleness mean $bmean, max $(tut_json bounded.json staleness_max), histogram [$(hist bounded.json)]"
+tut_range "bounded staleness max" "$(tut_json bounded.json staleness_max)" 1 1
 tut_range "bounded staleness mean" "$bmean" 0.5 1
-tut_range "bounded run time / unbounded" "$(awk -v a="$(json bounded.json elapsed_seconds)" -v b="$(json ps-async.json elapsed_seconds)" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 0.6 1.6
+tut_range "bounded run time / unbounded" "$(awk -v a="$(tut_json bounded.json elapsed_seconds)" -v b="$(tut_json ps-async.json elapsed_seconds)" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 0.6 1.6
 
 tut_finish

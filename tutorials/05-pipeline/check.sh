@@ -5,12 +5,8 @@
 # TUTORIAL_QUICK changes nothing here: every run is already short.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
-# Open MPI settings of the multi-rank tests, plus eager messages (docs/pipeline.md)
-. "$SRCDIR/tests/mpi-env.sh"
-: "${OMPI_MCA_btl_vader_eager_limit:=135168}"
-: "${OMPI_MCA_btl_vader_segment_size:=33554432}"
-export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
-command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
+# Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
+tut_mpi
 
 # 2. The schedules, printed.
 tut_cmd gpipe ./dtrain --print-schedule --pipeline-model-parallel-size 4 --global-batch-size 6 --micro-batch-size 1 --pipeline-schedule gpipe

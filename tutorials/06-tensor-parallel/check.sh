@@ -6,16 +6,9 @@
 # TUTORIAL_QUICK changes nothing here: every run is already short.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
-. "$SRCDIR/tests/mpi-env.sh"
-command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
-MPIRUN="mpirun --oversubscribe --allow-run-as-root"
-# the README's --hw sim/hw/cpu-2core.json is relative to an in-tree build
-[ -e sim ] || ln -s "$SRCDIR/sim" sim
+# Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
+tut_mpi
 
-# json FILE KEY: the number after "KEY": in a summary file
-json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
-# reldiff A B: |A - B| / max(|A|, |B|)
-reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b; if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
 
 # 2. One process against t = 2.
 tut_cmd serial ./dtrain --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --threads 1 --summary serial.json --trace serial-trace.json
@@ -33,12 +26,12 @@ tut_line tp '^iter 30/30  loss 1\.9140  lr 1\.098e-04  grad_norm 1\.332  '
 tut_line serial '^done: .* peak activation memory 9\.52 MiB$'
 tut_line tp '^done: .* peak activation memory 6\.02 MiB$'
 for k in train_loss val_loss param_probe; do
-    a=$(json serial.json $k); b=$(json tp.json $k)
-    echo "  $k: serial $a, t = 2 $b, relative difference $(reldiff "$a" "$b")"
+    a=$(tut_json serial.json $k); b=$(tut_json tp.json $k)
+    echo "  $k: serial $a, t = 2 $b, relative difference $(tut_reldiff "$a" "$b")"
 done
-tut_range "train_loss relative difference, t = 2" "$(reldiff "$(json serial.json train_loss)" "$(json tp.json train_loss)")" 0 2e-5
-tut_range "val_loss relative difference, t = 2" "$(reldiff "$(json serial.json val_loss)" "$(json tp.json val_loss)")" 0 2e-5
-tut_range "param_probe relative difference, t = 2" "$(reldiff "$(json serial.json param_probe)" "$(json tp.json param_probe)")" 0 1e-4
+tut_range "train_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp.json train_loss)")" 0 2e-5
+tut_range "val_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp.json val_loss)")" 0 2e-5
+tut_range "param_probe relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp.json param_probe)")" 0 1e-4
 
 # 3. The allreduces in the trace.
 tut_cmd count sh -c 'for r in 0 1; do for k in f g; do echo "rank $r, $k: $(grep -c "\"name\":\"tp allreduce $k\"" tp-trace.rank$r.json) in all, $(grep "\"iter\":5," tp-trace.rank$r.json | grep -c "\"name\":\"tp allreduce $k\"") in step 6"; done; done'
@@ -92,7 +85,7 @@ ngpu=0
 tut_gpu && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
     tut_gpu_cmd gpu2 $MPIRUN -np 2 ./dtrain --device cuda --tensor-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary gpu-tp.json
-    tut_range "GPU train_loss relative difference, 1 GPU vs t = 2" "$(reldiff "$(json gpu-serial.json train_loss)" "$(json gpu-tp.json train_loss)")" 0 1e-4
+    tut_range "GPU train_loss relative difference, 1 GPU vs t = 2" "$(tut_reldiff "$(tut_json gpu-serial.json train_loss)" "$(tut_json gpu-tp.json train_loss)")" 0 1e-4
 else
     echo "mpirun ... -np 2 ./dtrain --device cuda --tensor-model-parallel-size 2 ..." >>"$TUT_LOG.gpu-skipped"
     echo "  (fewer than 2 GPUs: the tensor-parallel GPU run is skipped)"
@@ -103,11 +96,11 @@ tut_cmd ex $MPIRUN -np 4 ./dtrain --tensor-model-parallel-size 4 --num-layers 4 
 tut_line ex '^parallel: grid t=4 x d=1 x p=1 '
 tut_line ex '^done: .* peak activation memory 4\.27 MiB$'
 for k in train_loss val_loss param_probe; do
-    echo "  $k: serial $(json serial.json $k), t = 4 $(json tp4.json $k), relative difference $(reldiff "$(json serial.json $k)" "$(json tp4.json $k)")"
+    echo "  $k: serial $(tut_json serial.json $k), t = 4 $(tut_json tp4.json $k), relative difference $(tut_reldiff "$(tut_json serial.json $k)" "$(tut_json tp4.json $k)")"
 done
-tut_range "train_loss relative difference, t = 4" "$(reldiff "$(json serial.json train_loss)" "$(json tp4.json train_loss)")" 0 1e-4
-tut_range "val_loss relative difference, t = 4" "$(reldiff "$(json serial.json val_loss)" "$(json tp4.json val_loss)")" 0 1e-4
-tut_range "param_probe relative difference, t = 4" "$(reldiff "$(json serial.json param_probe)" "$(json tp4.json param_probe)")" 0 1e-3
+tut_range "train_loss relative difference, t = 4" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp4.json train_loss)")" 0 1e-4
+tut_range "val_loss relative difference, t = 4" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp4.json val_loss)")" 0 1e-4
+tut_range "param_probe relative difference, t = 4" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp4.json param_probe)")" 0 1e-3
 tut_cmd ex_count sh -c 'grep "\"iter\":5," tp4-trace.rank3.json | grep -c "\"name\":\"tp allreduce"'
 tut_line ex_count '^32$'
 

@@ -11,8 +11,6 @@ TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
 full() { [ "$TUTORIAL_QUICK" != 1 ]; }
-# json FILE KEY: the number after "KEY": in a dtrain --summary file
-json() { sed -n "s/^ *\"$2\": \([-0-9.eE+]*\),*$/\1/p" "$1" | head -n 1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 
 # 2. A batch of 512 on one CPU: 8 accumulated micro-batches of 64, LAMB.
@@ -89,7 +87,7 @@ tut_range "predicted / measured step of 512 (accumulated)" "$(ratio "$s512" "$la
 # 6. GPU.
 tut_gpu_cmd glamb ./dtrain --device cuda --optimizer lamb --micro-batch-size 64 --global-batch-size 512 --train-iters 200 --lr-scaling linear --base-batch-size 64 --log-interval 50 --summary gpu-lamb.json
 if tut_gpu && full; then
-    tut_range "GPU LAMB val_loss (CPU 1.0148)" "$(json gpu-lamb.json val_loss)" 0.95 1.08
+    tut_range "GPU LAMB val_loss (CPU 1.0148)" "$(tut_json gpu-lamb.json val_loss)" 0.95 1.08
 fi
 
 # Exercise: LAMB at twice the linear rule's LR.

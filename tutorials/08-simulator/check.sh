@@ -7,14 +7,8 @@
 # trains 10 steps instead of 20.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
-# Open MPI settings of the multi-rank tests, plus eager messages (docs/pipeline.md)
-. "$SRCDIR/tests/mpi-env.sh"
-: "${OMPI_MCA_btl_vader_eager_limit:=135168}"
-: "${OMPI_MCA_btl_vader_segment_size:=33554432}"
-export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
-command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
-# the README's --hw sim/hw/*.json, as in the source tree
-ln -sfn "$(cd "$SRCDIR" && pwd)/sim" sim
+# Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
+tut_mpi
 # ratio A B: A / B with 3 decimals
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 

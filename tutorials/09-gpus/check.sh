@@ -7,10 +7,8 @@
 # changes nothing here: every run is already short.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
-. "$SRCDIR/tests/mpi-env.sh"
-command -v mpirun >/dev/null 2>&1 || { echo "  (no mpirun: tutorial skipped)"; exit 77; }
-# the README's --hw sim/hw/*.json, as in the source tree
-ln -sfn "$(cd "$SRCDIR" && pwd)/sim" sim
+# Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
+tut_mpi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 
 # 2. Building with CUDA: the GPU machine's commands (configure, make: not ./ programs).
