@@ -54,6 +54,15 @@ ratio=$(awk -v s="$sim_ms" -v m="$step_ms" 'BEGIN { if (m > 0) printf "%.3f", s 
 tut_range "predicted / measured step time" "$ratio" 0.8 1.2
 
 # 4. The exercise's answer.
+# 5. On a GPU (run only where a CUDA device is present).
+tut_gpu_cmd gmain ./dtrain --device cuda
+tut_gpu_cmd gtrace ./dtrain --device cuda --train-iters 200 --trace gpu.json
+tut_gpu_cmd gsim ./dtsim run --config gpu.json --profile gpu.json
+if tut_gpu; then
+    tut_range "GPU accuracy (%)" "$(tut_num gmain '^final: .* accuracy \([0-9.]*\)%.*')" 90 100
+    tut_line gsim '^step time '
+fi
+
 tut_cmd ex_sim ./dtsim run --config run.json --profile run.json --micro-batch-size 32 --global-batch-size 128
 tut_line ex_sim 'B=32 T=16 m=4 \(global batch 128\)'
 tut_line ex_sim '^peak memory 7\.11 MiB \(rank 0\)$'

@@ -9,8 +9,8 @@ TUTORIAL_LIB=1
 
 
 # 2. The memory: one micro-batch of 128 against 8 of 16.
-tut_cmd big ./dtrain --train-iters 20 --micro-batch-size 128 --global-batch-size 128 --summary big.json
-tut_cmd acc ./dtrain --train-iters 20 --micro-batch-size 16 --global-batch-size 128 --summary acc.json
+tut_cmd big ./dtrain --train-iters 20 --micro-batch-size 128 --global-batch-size 128 --summary big.json --trace big-trace.json
+tut_cmd acc ./dtrain --train-iters 20 --micro-batch-size 16 --global-batch-size 128 --summary acc.json --trace acc-trace.json
 tut_file big.json
 tut_file acc.json
 tut_line big '^batch: 128 sequences \(1 x 128 micro-batch\), 2048 tokens per step, 20 iterations$'
@@ -26,6 +26,22 @@ for f in big.json acc.json; do
     tut_range "$f master_weight_bytes" "$(tut_json $f master_weight_bytes)" 547840 547840
     tut_range "$f optimizer_state_bytes" "$(tut_json $f optimizer_state_bytes)" 1095680 1095680
 done
+
+if [ -x ./dtviz ]; then
+    tut_cmd mem ./dtviz big-trace.json acc-trace.json --view memory --png memory.png
+    tut_file memory.png
+else
+    echo "./dtviz big-trace.json acc-trace.json --view memory --png memory.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; not run)"
+fi
+
+# 6. On a GPU (run only where a CUDA device is present).
+tut_gpu_cmd gbig ./dtrain --device cuda --train-iters 20 --micro-batch-size 128 --global-batch-size 128 --summary gpu-big.json
+tut_gpu_cmd gacc ./dtrain --device cuda --train-iters 20 --micro-batch-size 16 --global-batch-size 128 --summary gpu-acc.json
+if tut_gpu; then
+    tut_range "gpu-big.json peak_activation_bytes" "$(tut_json gpu-big.json peak_activation_bytes)" 21053440 21053440
+    tut_range "gpu-acc.json peak_activation_bytes" "$(tut_json gpu-acc.json peak_activation_bytes)" 2631680 2631680
+fi
 
 # 3. The same weights.
 for n in big acc; do

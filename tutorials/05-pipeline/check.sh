@@ -72,6 +72,16 @@ tut_line vs '^schedule pipedream-vsync: p=4 m=4 steps=2$'
 tut_line vs '^stage 0: F0@v0 F1@v0 F2@v0 F3@v0 B0@v0 OPT F4@v1 B1@v0 OPT F5@v2 B2@v0 OPT F6@v3 B3@v0 OPT F7@v4 B4@v1 OPT B5@v2 OPT B6@v3 OPT B7@v4 OPT$'
 tut_line vs '^stage 3: F0@v0 B0@v0 OPT F1@v0 B1@v0 OPT F2@v0 B2@v0 OPT F3@v0 B3@v0 OPT F4@v1 B4@v1 OPT F5@v2 B5@v2 OPT F6@v3 B6@v3 OPT F7@v4 B7@v4 OPT$'
 
+# 8. On GPUs (run only where CUDA devices are present).
+tut_gpu_cmd gsched ./dtrain --device cuda --print-schedule --pipeline-model-parallel-size 2 --global-batch-size 32 --micro-batch-size 4 --pipeline-schedule 1f1b
+if tut_gpu && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+    tut_cmd gpp $MPIRUN -np 2 ./dtrain --device cuda --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --train-iters 10 --eval-interval 0 --eval-iters 1 --trace gpu-pp.json
+    tut_cmd gbub ./dtbench bubbles gpu-pp.rank0.json gpu-pp.rank1.json
+else
+    echo "./dtbench bubbles gpu-pp.rank0.json gpu-pp.rank1.json" >>"$TUT_LOG.gpu-skipped"
+    echo "  (skipped: the 2-rank GPU run needs 2 CUDA devices)"
+fi
+
 # Exercise: gpipe on the same run.
 tut_cmd ex mpirun --oversubscribe --allow-run-as-root -np 2 ./dtrain --pipeline-model-parallel-size 2 --pipeline-schedule gpipe --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 10 --eval-interval 0 --eval-iters 1 --trace ex.json
 tut_cmd ex_bub ./dtbench bubbles ex.rank0.json ex.rank1.json
