@@ -12,12 +12,11 @@
 #   sh programs/demo.sh BUILDDIR SRCDIR [OUTDIR]     (OUTDIR: BUILDDIR/demo)
 #   DEMO_ITERS=N  training steps (default 2500, dtrain's default)
 #
-# The 4 ranks need 4 cores to run one per core. The simulator assumes they
-# do. On a machine with fewer cores the ranks take turns, and the demo then
-# predicts twice: with a profile of one process alone (a core per rank), and
-# with a profile taken while 4 processes run at once (every rank sharing the
-# cores all the time). The real run lies between the two: in the pipeline's
-# bubbles fewer ranks compute. POSIX sh.
+# The 4 ranks need 4 cores to run one per core, as the simulator assumes
+# by default. On a machine with fewer cores the ranks take turns: the demo
+# then predicts twice, with a core per rank and with the ranks sharing the
+# machine's cores (dtsim --cores-per-node: k ranks computing at once on c
+# cores run at c/k of their speed). POSIX sh.
 
 set -eu
 LC_ALL=C
@@ -42,7 +41,7 @@ NP=4
 CORES=$(nproc 2>/dev/null || echo 1)
 mkdir -p "$OUT"
 cd "$OUT"
-rm -f demo.rank*.json profile*.json sim.json timeline.png ./*.log
+rm -f demo.rank*.json profile*.json sim.json timeline*.png ./*.log
 
 # Open MPI settings of the multi-rank tests, plus eager messages (docs/pipeline.md)
 . "$SRCDIR/tests/mpi-env.sh"
@@ -74,20 +73,6 @@ echo "== 2/4 calibrate: a single-rank profile of the same micro-batch (30 steps)
 PROF="$TRAIN --global-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1"
 run profile.log "$BUILDDIR/dtrain" $PROF --trace profile.json
 echo "   ./dtrain $PROF --trace profile.json"
-if [ "$CORES" -lt "$NP" ]; then
-    echo "   and again with $NP processes at once ($NP ranks on $CORES cores take turns): profile-shared.json"
-    i=1
-    pids=
-    while [ $i -le $NP ]; do
-        "$BUILDDIR/dtrain" $PROF --trace "profile-shared$i.json" >"profile-shared$i.log" 2>&1 &
-        pids="$pids $!"
-        i=$((i + 1))
-    done
-    for p in $pids; do wait "$p" || { echo "demo.sh: a shared profile run failed (profile-shared*.log)" >&2; exit 1; }; done
-    mv profile-shared1.json profile-shared.json
-    rm -f profile-shared[0-9]*.json profile-shared[0-9]*.log
-fi
-
 echo "== 3/4 predict: dtsim validate (the run's configuration and the profile; never its durations)"
 echo "   ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node $NP demo.rank0.json"
 run validate.log "$BUILDDIR/dtsim" validate --profile profile.json --hw "$HW" --devices-per-node $NP demo.rank0.json
@@ -95,22 +80,26 @@ sed -n '/^run /,$p' validate.log | sed 's/^/   /'
 err=$(sed -n 's/^t1 p2 d2 .* \([-+][0-9.]*%\) .*/\1/p' validate.log)
 meas=$(sed -n 's/^t1 p2 d2 [^ ]* [^ ]* [^ ]* *\([0-9.]*\) ms .*/\1/p' validate.log)
 pred=$(sed -n 's/^t1 p2 d2 [^ ]* [^ ]* [^ ]* *[0-9.]* ms *\([0-9.]*\) ms .*/\1/p' validate.log)
-if [ -f profile-shared.json ]; then
-    echo "   ./dtsim validate --profile profile-shared.json --hw sim/hw/cpu-2core.json --devices-per-node $NP demo.rank0.json"
-    run validate-shared.log "$BUILDDIR/dtsim" validate --profile profile-shared.json --hw "$HW" --devices-per-node $NP demo.rank0.json
+if [ "$CORES" -lt "$NP" ]; then
+    echo "   ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node $NP --cores-per-node $CORES demo.rank0.json"
+    run validate-shared.log "$BUILDDIR/dtsim" validate --profile profile.json --hw "$HW" --devices-per-node $NP \
+        --cores-per-node "$CORES" demo.rank0.json
     sed -n '/^t1 p2 d2 /p' validate-shared.log | sed 's/^/   /'
     err2=$(sed -n 's/^t1 p2 d2 .* \([-+][0-9.]*%\) .*/\1/p' validate-shared.log)
     pred2=$(sed -n 's/^t1 p2 d2 [^ ]* [^ ]* [^ ]* *[0-9.]* ms *\([0-9.]*\) ms .*/\1/p' validate-shared.log)
 fi
 
 echo "== 4/4 draw: the real steps above the simulated ones"
-# the simulation of the same run, 6 steps, drawn with the real run's steps 2-7
+# the simulation of the same run (sharing the cores if they are fewer than
+# the ranks), 6 steps, drawn beside the real run's steps 2-7
+SHARE=
+[ "$CORES" -lt "$NP" ] && SHARE="--cores-per-node $CORES"
 run sim.log "$BUILDDIR/dtsim" run --config demo.rank0.json --profile profile.json --hw "$HW" --devices-per-node $NP \
-    --train-iters 6 --trace sim.json
+    $SHARE --train-iters 6 --trace sim.json
 pic=
 if [ -x "$BUILDDIR/dtviz" ]; then
     zoom=$(awk -v n="$ITERS" 'BEGIN { printf "%.6f:%.6f", 2 / n, 7 / n }')
-    echo "   ./dtsim run --config demo.rank0.json --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node $NP --train-iters 6 --trace sim.json"
+    echo "   ./dtsim run --config demo.rank0.json --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node $NP $SHARE --train-iters 6 --trace sim.json" | sed 's/\([^ ]\)  */\1 /g'
     echo "   ./dtviz demo.json --zoom $zoom --png timeline.png; ./dtviz sim.json --png timeline-sim.png"
     unset DISPLAY WAYLAND_DISPLAY SDL_VIDEODRIVER || true
     run viz.log "$BUILDDIR/dtviz" demo.json --zoom "$zoom" --size 1400x600 --png timeline.png
@@ -123,9 +112,8 @@ fi
 echo "== summary"
 sed -n 's/^final: \(.*\) tokens\/s.*/   trained:   \1/p' train.log
 echo "   step time: measured $meas ms, predicted $pred ms (error $err; one core per rank assumed)"
-if [ -f profile-shared.json ]; then
-    echo "              predicted ${pred2:-?} ms (error ${err2:-?}) with every rank sharing the $CORES cores all the time"
-    echo "              ($NP ranks on $CORES cores: the real run lies between the two, see docs/simulator.md)"
+if [ "$CORES" -lt "$NP" ]; then
+    echo "              predicted ${pred2:-?} ms (error ${err2:-?}) with the $NP ranks sharing this machine's $CORES cores"
 fi
 echo "   trace:     $OUT/demo.json (demo.rank0.json .. demo.rank3.json; open in https://ui.perfetto.dev or ./dtviz)"
 [ -n "$pic" ] && echo "   pictures:  $pic"

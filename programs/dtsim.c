@@ -65,6 +65,7 @@ typedef struct dtsim_opts {
     int64_t chunk_bytes;
     const char *config, *hw, *profile, *grad_trace;
     int devices_per_node; /* 0: the hardware file's */
+    int cores_per_node;   /* 0: a core (device) per rank */
     /* run */
     const char *trace, *summary;
     /* sweep */
@@ -101,6 +102,10 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
         ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",
             "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",
             "the hardware file's devices_per_node", 0);
+        ADD("--cores-per-node", DT_ARG_INT, &o->cores_per_node, MIN1, NULL, "N",
+            "the node's ranks share N cores for their compute (more ranks than cores: each computing rank runs at "
+            "N/k of its speed while k compute)",
+            "a core of its own per rank", 0);
         ADD("--skip", DT_ARG_INT, &o->skip, MIN0, NULL, "N", "warm-up steps left out of the means", NULL, 0);
         ADD(SECTION("Other"));
         ADD("--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0);
@@ -191,6 +196,10 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",
         "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",
         "the hardware file's devices_per_node", 0);
+    ADD("--cores-per-node", DT_ARG_INT, &o->cores_per_node, MIN1, NULL, "N",
+        "the node's ranks share N cores for their compute (more ranks than cores: each computing rank runs at N/k of "
+        "its speed while k compute)",
+        "a core of its own per rank", 0);
     if (mode == DTSIM_RUN) {
         ADD(SECTION("Output"));
         ADD("--trace", DT_ARG_STRING, &o->trace, 0, 0, 0, NULL, "FILE",
@@ -481,6 +490,12 @@ static int dtsim_make_scenario(dtsim_opts *o, dt_arg *args, int n_args, dts_scen
         sc->hw = hw;
     }
     if (o->devices_per_node > 0) sc->hw.devices_per_node = o->devices_per_node;
+    if (o->cores_per_node > 0) sc->hw.cores_per_node = o->cores_per_node;
+    if (sc->hw.cores_per_node > 0 && sc->t > 1) {
+        fprintf(stderr, PROG ": --cores-per-node with --tensor-model-parallel-size %d: not supported (shared cores "
+                             "model pipeline and data-parallel ranks)\n", sc->t);
+        return 2;
+    }
     if (o->grad_trace) {
         if (strlen(o->grad_trace) >= sizeof sc->grad_trace) {
             fprintf(stderr, PROG ": --grad-trace: a file name of at most %zu bytes expected\n",
@@ -877,7 +892,8 @@ static int dtsim_cmd_validate(dtsim_opts *o, const char **runs, int n_runs)
                             .runs = runs,
                             .n_runs = n_runs,
                             .skip = o->skip,
-                            .devices_per_node = o->devices_per_node};
+                            .devices_per_node = o->devices_per_node,
+                            .cores_per_node = o->cores_per_node};
     dts_validate_result res;
     memset(&res, 0, sizeof res);
     dt_status st = dts_validate(&vo, stdout, &res);

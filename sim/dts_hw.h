@@ -60,6 +60,10 @@ typedef struct dts_hw {
     int64_t sleep_overshoot_ns;
     int64_t mem_capacity_bytes;
     int devices_per_node;
+    /* cores each node's ranks share for their compute (processor sharing:
+     * with k computing, each runs at min(1, cores/k)); 0: a device of its
+     * own per rank. Set by --cores-per-node, not read from the JSON. */
+    int cores_per_node;
     dts_link intra; /* link between devices of one node */
     dts_link inter; /* link between nodes */
     char source[1024]; /* where the figures come from (published spec names, or "calibrated: <command>") */

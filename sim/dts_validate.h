@@ -36,6 +36,7 @@ typedef struct dts_validate_opts {
     int n_runs;
     int skip;              /* warm-up steps left out (default 1) */
     int devices_per_node;  /* > 0: overrides the hardware file's (ranks sharing a node's intra link) */
+    int cores_per_node;    /* > 0: the node's ranks share this many cores (dts_hw.cores_per_node) */
 } dts_validate_opts;
 
 typedef struct dts_validate_row {

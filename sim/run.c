@@ -179,10 +179,27 @@ struct dts__sim {
     int64_t pushes, stale_sum;
     int stale_max;
     int64_t stale_hist[16];
+    /* cores shared per node (hw.cores_per_node > 0): one job per unit */
+    struct dts__job *job; /* (n_units) */
+    int *cpu_active;      /* (nodes) jobs computing on the node */
+    int64_t *cpu_last;    /* (nodes) when their progress was last brought up to date */
+    int n_nodes;
     dts__evbuf ev;
     int keep_all;
     dt_status st;
 };
+
+/* A compute op of a unit under shared cores: work left in single-core ns,
+ * and what to call when it is done. gen invalidates the finish events of
+ * earlier rates. */
+typedef struct dts__job {
+    dts__unit *u;
+    double left;
+    int64_t gen;
+    int live;
+    dts_fn fn;
+    int64_t a, b;
+} dts__job;
 
 /* Nanoseconds of a computed duration; absurd ones saturate below 2^62 (the
  * engine refuses events past that) rather than overflow int64. */
@@ -237,6 +254,72 @@ static void dts__memory(dts__sim *s, dts__unit *u)
 
 static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__step_end(dts__sim *s, dts__unit *u);
+
+/* ---- compute, on a core of its own or on shared cores -------------------- */
+
+static int dts__node_of(const dts__sim *s, const dts__unit *u)
+{
+    return u->rank / (s->sc->hw.devices_per_node > 0 ? s->sc->hw.devices_per_node : 1);
+}
+
+/* Bring the node's jobs' work left up to now at the rate they had. */
+static void dts__cpu_advance(dts__sim *s, int node, int64_t now)
+{
+    const int k = s->cpu_active[node];
+    const double rate = k > s->sc->hw.cores_per_node ? (double)s->sc->hw.cores_per_node / k : 1.0;
+    const double done = (double)(now - s->cpu_last[node]) * rate;
+    for (int i = 0; k > 0 && i < s->n_units; i++)
+        if (s->job[i].live && dts__node_of(s, &s->u[i]) == node) s->job[i].left -= done;
+    s->cpu_last[node] = now;
+}
+
+static void dts__cpu_done(dts_engine *e, void *ctx, int64_t a, int64_t b);
+
+/* The node's computing jobs at their new rate: a new finish event each. */
+static void dts__cpu_resched(dts__sim *s, int node, int64_t now)
+{
+    const int k = s->cpu_active[node];
+    const double rate = k > s->sc->hw.cores_per_node ? (double)s->sc->hw.cores_per_node / k : 1.0;
+    for (int i = 0; i < s->n_units; i++) {
+        dts__job *j = &s->job[i];
+        if (!j->live || dts__node_of(s, &s->u[i]) != node) continue;
+        j->gen++;
+        const double left = j->left > 0 ? j->left : 0;
+        dts__at(s, now + (int64_t)ceil(left / rate), dts__cpu_done, j, j->gen, 0);
+    }
+}
+
+static void dts__cpu_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)b;
+    dts__job *j = ctx;
+    if (!j->live || a != j->gen) return; /* a finish time of an earlier rate */
+    dts__sim *s = j->u->sim;
+    const int node = dts__node_of(s, j->u);
+    const int64_t now = dts_engine_now(e);
+    dts__cpu_advance(s, node, now);
+    j->live = 0;
+    s->cpu_active[node]--;
+    dts__cpu_resched(s, node, now);
+    j->fn(e, j->u, j->a, j->b);
+}
+
+/* Run `dur` ns of u's compute, then fn(u, a, b): at once on a core of its
+ * own, or sharing its node's cores with the node's other computing units. */
+static void dts__compute(dts__sim *s, dts__unit *u, int64_t dur, dts_fn fn, int64_t a, int64_t b)
+{
+    const int64_t now = dts_engine_now(s->e);
+    if (s->sc->hw.cores_per_node <= 0) {
+        dts__at(s, now + dur, fn, u, a, b);
+        return;
+    }
+    const int node = dts__node_of(s, u);
+    dts__cpu_advance(s, node, now);
+    dts__job *j = &s->job[u->idx];
+    *j = (dts__job){.u = u, .left = (double)dur, .gen = j->gen, .live = 1, .fn = fn, .a = a, .b = b};
+    s->cpu_active[node]++;
+    dts__cpu_resched(s, node, now);
+}
 
 /* Activation bytes a layer keeps from its forward to its backward, as
  * lib/'s arena does (dt_gpt_predicted_activation_bytes): everything without
@@ -491,9 +574,9 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         case DT_SCHED_FORWARD:
             u->mem_act += s->act[st];
             dts__memory(s, u);
-            dts__at(s, now + s->fwd_ns[st], dts__pipe_advance, u, 2, 0);
+            dts__compute(s, u, s->fwd_ns[st], dts__pipe_advance, 2, 0);
             return;
-        case DT_SCHED_BACKWARD: dts__at(s, now + s->bwd_ns[st], dts__pipe_advance, u, 2, 0); return;
+        case DT_SCHED_BACKWARD: dts__compute(s, u, s->bwd_ns[st], dts__pipe_advance, 2, 0); return;
         case DT_SCHED_STASH:
             u->stash_now++;
             if (u->stash_now > u->stash_max) u->stash_max = u->stash_now;
@@ -598,7 +681,7 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
             u->mem_act += sc->cost.act_bytes[slot] - dts__saved_act(sc, slot);
             dts__memory(s, u);
         }
-        dts__at(s, now + dur, dts__dp_op, u, 1, now);
+        dts__compute(s, u, dur, dts__dp_op, 1, now);
         return;
     }
     const int slot = u->layer + 1;
@@ -1075,6 +1158,19 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     }
     s->u = calloc((size_t)s->n_units, sizeof *s->u);
     if (!s->u) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d ranks", s->n_units);
+    if (sc->hw.cores_per_node > 0) {
+        if (sc->t > 1)
+            return DT_FAIL(DT_ERR_UNSUPPORTED, "dtsim: --cores-per-node with --tensor-model-parallel-size %d: not "
+                                               "supported (shared cores model pipeline and data-parallel ranks)",
+                           sc->t);
+        const int dpn = sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1;
+        s->n_nodes = (s->world + dpn - 1) / dpn;
+        s->job = calloc((size_t)s->n_units, sizeof *s->job);
+        s->cpu_active = calloc((size_t)s->n_nodes, sizeof *s->cpu_active);
+        s->cpu_last = calloc((size_t)s->n_nodes, sizeof *s->cpu_last);
+        if (!s->job || !s->cpu_active || !s->cpu_last)
+            return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d nodes", s->n_nodes);
+    }
     const int states = sc->optimizer_states;
     for (int i = 0; i < s->n_units; i++) {
         dts__unit *u = &s->u[i];
@@ -1172,6 +1268,9 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
 
 static void dts__teardown(dts__sim *s)
 {
+    free(s->job);
+    free(s->cpu_active);
+    free(s->cpu_last);
     if (s->u)
         for (int i = 0; i < s->n_units; i++) {
             free(s->u[i].act_arr);

@@ -117,6 +117,7 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
         hw.intra = hw.inter = l;
     }
     if (o->devices_per_node > 0) hw.devices_per_node = o->devices_per_node;
+    if (o->cores_per_node > 0) hw.cores_per_node = o->cores_per_node;
     dt_trace *prof = NULL;
     DT_CHECK(dt_trace_read(o->profile, &prof));
     res->rows = calloc((size_t)o->n_runs, sizeof *res->rows);

@@ -299,6 +299,45 @@ START_TEST(test_world_sync)
 }
 END_TEST
 
+/* Shared cores (--cores-per-node): two data-parallel ranks that always
+ * compute together on one core take exactly twice as long; a 1F1B pipeline
+ * of two stages on one core lies between a core per stage and twice that,
+ * and no faster than its total work on one core. */
+START_TEST(test_shared_cores)
+{
+    dts_scenario sc;
+    dts_summary s;
+    double step[2];
+    for (int cores = 0; cores <= 1; cores++) {
+        fixed_scenario(&sc, 2, 1, 2, 3, DT_SCHED_1F1B, 1000, 2000);
+        sc.d = 2;
+        sc.hw.cores_per_node = cores;
+        ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
+        step[cores] = s.step_ns;
+        dts_summary_free(&s);
+    }
+    ck_assert_msg(fabs(step[1] - 2 * step[0]) <= 10, "d = 2 on one core: %.0f ns, alone %.0f ns", step[1], step[0]);
+    const int L = 2, p = 2, m = 4;
+    for (int cores = 0; cores <= 1; cores++) {
+        fixed_scenario(&sc, L, p, m, 3, DT_SCHED_1F1B, 1000, 2000);
+        sc.hw.cores_per_node = cores;
+        ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
+        step[cores] = s.step_ns;
+        dts_summary_free(&s);
+    }
+    ck_assert(fabs(step[0] - (m + p - 1) * 3000.0) < 1e-6);
+    const double work = (double)m * L * 3000; /* every forward and backward of a step, one after the other */
+    ck_assert_msg(step[1] >= work - 10 && step[1] < 2 * step[0], "p = 2 on one core: %.0f ns (work %.0f, alone %.0f)",
+                  step[1], work, step[0]);
+    /* more cores than ranks: nothing changes */
+    fixed_scenario(&sc, L, p, m, 3, DT_SCHED_1F1B, 1000, 2000);
+    sc.hw.cores_per_node = 2;
+    ck_assert(dts_run(&sc, NULL, &s) == DT_OK);
+    ck_assert(fabs(s.step_ns - step[0]) < 1e-6);
+    dts_summary_free(&s);
+}
+END_TEST
+
 /* PipeDream keeps p - s weight versions alive on stage s (msr-fiddle/pipedream's
  * num_versions = warm-up + 1): the generator stashes a copy of each of them
  * (the current weights move on while in-flight micro-batches still need
@@ -471,6 +510,7 @@ static Suite *sim_suite(void)
     TCase *tc = tcase_create("engine");
     tcase_add_test(tc, test_engine_order);
     tcase_add_test(tc, test_world_sync);
+    tcase_add_test(tc, test_shared_cores);
     tcase_add_test(tc, test_engine_past);
     tcase_add_test(tc, test_engine_heap);
     suite_add_tcase(s, tc);

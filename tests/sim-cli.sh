@@ -36,7 +36,7 @@ expect_help --config --model --num-layers --hidden-size --num-attention-heads --
     --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
     --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
     --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity --slow-rank \
-    --optimizer --hw --devices-per-node --profile --grad-trace --trace --summary --seed --help --version
+    --optimizer --hw --devices-per-node --cores-per-node --profile --grad-trace --trace --summary --seed --help --version
 for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
     grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
 done
@@ -47,7 +47,7 @@ grep -q -e '^  --sweep ' "$TMP/out" || fail "sweep --help does not list --sweep"
 grep -q -e '^  --csv ' "$TMP/out" || fail "sweep --help does not list --csv"
 run validate --help
 [ "$rc" -eq 0 ] || fail "validate --help: exit $rc"
-for flag in --profile --hw --comm --devices-per-node --skip; do
+for flag in --profile --hw --comm --devices-per-node --cores-per-node --skip; do
     grep -q -e "^  $flag " "$TMP/out" || fail "validate --help does not list $flag"
 done
 run run --help
@@ -75,6 +75,8 @@ expect_usage_error "--data-parallel-size 2" run --micro-batch-size 4 --data-para
 expect_usage_error "--micro-batches 3" run --micro-batches 3 --global-batch-size 256
 expect_usage_error "--micro-batches" run --micro-batches 0
 expect_usage_error "--devices-per-node" run --devices-per-node 0
+expect_usage_error "--cores-per-node" run --cores-per-node 0
+expect_usage_error "--cores-per-node with --tensor-model-parallel-size 2" run --cores-per-node 1 --tensor-model-parallel-size 2
 expect_usage_error "--devices-per-node" validate --devices-per-node x
 expect_usage_error "--train-iters" run --train-iters 0
 expect_usage_error "--seq-length 100" run --seq-length 100

@@ -106,6 +106,10 @@ pd_meas=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *\([0-9.]*\) ms.*')
 pd_pred=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
 tut_range "4 ranks on 2 cores: measured / predicted step time" "$(ratio "$pd_meas" "$pd_pred")" 1.2 12
 tut_range "4-rank prediction - 2-rank prediction (ms)" "$(awk -v a="$pd_pred" -v b="$sim_ms" 'BEGIN { printf "%.3f", a - b }')" 0 5
+tut_cmd pdshare ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node 4 --cores-per-node 2 pd.rank0.json
+pd_share=$(tut_num pdshare '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
+tut_range "shared cores: prediction / prediction without the flag" "$(ratio "$pd_share" "$pd_pred")" 1.2 2.0
+tut_range "shared cores: measured / predicted step time" "$(ratio "$pd_meas" "$pd_share")" 0.7 4
 tut_cmd pdsim ./dtsim run --config pd.rank0.json --profile profile.json --hw sim/hw/cpu-2core.json --trace pdsim.json
 tut_line pdsim '^layout:   t=1 p=2 d=2 \(4 ranks\), schedule 1f1b, exchange ring, fp32$'
 if [ -x ./dtviz ]; then
