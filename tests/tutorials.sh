@@ -28,6 +28,7 @@
 #                              without mpirun
 #   tut_json FILE KEY          the number after "KEY": in a summary file
 #   tut_reldiff A B            |A - B| / max(|A|, |B|)
+#   tut_ratio A B              A / B to 3 decimals (empty when B <= 0)
 #   tut_finish                 exit 0, or 1 after any failure
 # The scratch directory holds a link `sim` to the source tree's sim/, so the
 # READMEs' `--hw sim/hw/X.json` (paths of an in-tree build) run as printed.
@@ -120,6 +121,7 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
         awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b
                                          if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'
     }
+    tut_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
     tut_finish() { [ "$tut_failures" = 0 ] && exit 0; exit 1; }
     return 0
 fi

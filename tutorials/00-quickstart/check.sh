@@ -50,7 +50,7 @@ tut_line sim '^layout:   t=1 p=1 d=1 \(1 rank\)'
 tut_line sim '^step time [0-9.]+ ms \(rank 0: compute [0-9.]+, optimizer [0-9.]+, comm 0\.000 ms per step\)$'
 tut_line sim '^peak memory 22\.17 MiB \(rank 0\)$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
-ratio=$(awk -v s="$sim_ms" -v m="$step_ms" 'BEGIN { if (m > 0) printf "%.3f", s / m }')
+ratio=$(tut_ratio "$sim_ms" "$step_ms")
 tut_range "predicted / measured step time" "$ratio" 0.8 1.2
 
 # 4. The exercise's answer.
@@ -67,11 +67,11 @@ tut_cmd ex_sim ./dtsim run --config run.json --profile run.json --micro-batch-si
 tut_line ex_sim 'B=32 T=16 m=4 \(global batch 128\)'
 tut_line ex_sim '^peak memory 7\.11 MiB \(rank 0\)$'
 ex_ms=$(tut_num ex_sim '^step time \([0-9.]*\) ms.*')
-tut_range "predicted step time, m=4 / m=1" "$(awk -v a="$ex_ms" -v b="$sim_ms" 'BEGIN { printf "%.3f", a / b }')" 0.95 1.05
+tut_range "predicted step time, m=4 / m=1" "$(tut_ratio "$ex_ms" "$sim_ms")" 0.95 1.05
 tut_cmd ex ./dtrain --train-iters 200 --micro-batch-size 32 --global-batch-size 128
 tut_line ex '^batch: 128 sequences \(4 x 32 micro-batches\)'
 tut_line ex 'peak activation memory 5\.02 MiB$'
-tut_range "tokens/s, 4 x 32 / 1 x 128" "$(awk -v a="$(tut_num ex '^final: .* tokens\/s \([0-9]*\)$')" -v b="$toks" 'BEGIN { printf "%.3f", a / b }')" 0.7 1.4
+tut_range "tokens/s, 4 x 32 / 1 x 128" "$(tut_ratio "$(tut_num ex '^final: .* tokens\/s \([0-9]*\)$')" "$toks")" 0.7 1.4
 ex_acc=$(tut_num ex '^final: .* accuracy \([0-9.]*\)%.*')
 tut_range "accuracy, 4 x 32 minus 1 x 128 (points)" "$(awk -v a="$ex_acc" -v b="$acc200" 'BEGIN { printf "%.2f", a - b }')" -2 2
 

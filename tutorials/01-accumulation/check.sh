@@ -7,7 +7,6 @@
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
-
 # 2. The memory: one micro-batch of 128 against 8 of 16.
 tut_cmd big ./dtrain --train-iters 20 --micro-batch-size 128 --global-batch-size 128 --summary big.json --trace big-trace.json
 tut_cmd acc ./dtrain --train-iters 20 --micro-batch-size 16 --global-batch-size 128 --summary acc.json --trace acc-trace.json

@@ -7,9 +7,6 @@
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
-# ratio A B: A / B to 3 decimals
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
-
 # 2. The memory/time table.
 tut_cmd bench --quick "--steps 2" ./dtbench recompute --micro-batch-size 2 --seq-length 256
 tut_line bench '^# dtbench recompute: --model small \(L=6, C=384\), B=2, T=256, 1 thread\(s\); forward \+ backward, 1 warm-up \+ '
@@ -63,9 +60,9 @@ span() { awk -v k="$1 $2" '$1 " " $2 == k { print $3 }' spans.out; }
 f_full=$(span full.json forward) b_full=$(span full.json backward) r_full=$(span full.json recompute)
 f_sel=$(span sel.json forward) r_sel=$(span sel.json recompute)
 tut_range "spans: lines" "$(wc -l <spans.out | tr -d ' ')" 8 8
-tut_range "full.json: recompute / forward of the blocks" "$(ratio "$r_full" "$f_full")" 0.75 1.35
-tut_range "full.json: (forward + backward + recompute) / (forward + backward)" "$(ratio "$((f_full + b_full + r_full))" "$((f_full + b_full))")" 1.2 1.55
-tut_range "sel.json: recompute / forward of the blocks" "$(ratio "$r_sel" "$f_sel")" 0.03 0.4
+tut_range "full.json: recompute / forward of the blocks" "$(tut_ratio "$r_full" "$f_full")" 0.75 1.35
+tut_range "full.json: (forward + backward + recompute) / (forward + backward)" "$(tut_ratio "$((f_full + b_full + r_full))" "$((f_full + b_full))")" 1.2 1.55
+tut_range "sel.json: recompute / forward of the blocks" "$(tut_ratio "$r_sel" "$f_sel")" 0.03 0.4
 # the trace marks the recomputed forwards: 8 blocks x 30 steps
 nre() { grep -c '"name":"recompute"' "$1"; }
 tut_range "recompute spans in none.json" "$(nre none.json)" 0 0
@@ -93,10 +90,10 @@ tut_cmd val ./dtsim validate --profile none.json none.json sel.json full.json
 vrow() { awk -v n="$1" -v f="$2" '/^dp d1 ring m=1 / { if (++i == n) { print $f; exit } }' val.out; }
 tut_line val '^step time: mean absolute error '
 tut_range "validate: rows" "$(grep -c '^dp d1 ring m=1 ' val.out)" 3 3
-tut_range "validate: none predicted / measured (its own profile)" "$(ratio "$(vrow 1 7)" "$(vrow 1 5)")" 0.999 1.001
-tut_range "validate: selective predicted / none predicted (not modelled)" "$(ratio "$(vrow 2 7)" "$(vrow 1 7)")" 1 1
-tut_range "validate: full predicted / none predicted" "$(ratio "$(vrow 3 7)" "$(vrow 1 7)")" 1.2 1.5
-tut_range "validate: full predicted / measured" "$(ratio "$(vrow 3 7)" "$(vrow 3 5)")" 0.5 1.6
+tut_range "validate: none predicted / measured (its own profile)" "$(tut_ratio "$(vrow 1 7)" "$(vrow 1 5)")" 0.999 1.001
+tut_range "validate: selective predicted / none predicted (not modelled)" "$(tut_ratio "$(vrow 2 7)" "$(vrow 1 7)")" 1 1
+tut_range "validate: full predicted / none predicted" "$(tut_ratio "$(vrow 3 7)" "$(vrow 1 7)")" 1.2 1.5
+tut_range "validate: full predicted / measured" "$(tut_ratio "$(vrow 3 7)" "$(vrow 3 5)")" 0.5 1.6
 tut_range "validate: none measured step (ms)" "$(vrow 1 5)" 60 600
 tut_cmd simn ./dtsim run --config none.json --profile none.json
 tut_cmd simf ./dtsim run --config full.json --profile none.json

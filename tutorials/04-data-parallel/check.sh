@@ -33,7 +33,7 @@ for f in ring.json ps-sync.json; do
         tut_range "$k relative difference, serial vs $f" "$(tut_reldiff "$a" "$b")" 0 1e-4
     done
 done
-tut_range "tokens/s, 2 ranks (ring) / 1 process" "$(awk -v a="$(tut_json ring.json tokens_per_second)" -v b="$(tut_json serial.json tokens_per_second)" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 0.4 2.2
+tut_range "tokens/s, 2 ranks (ring) / 1 process" "$(tut_ratio "$(tut_json ring.json tokens_per_second)" "$(tut_json serial.json tokens_per_second)")" 0.4 2.2
 tut_range "param_probe relative difference, ring vs ps-sync" "$(tut_reldiff "$(tut_json ring.json param_probe)" "$(tut_json ps-sync.json param_probe)")" 0 1e-6
 
 # 3. The ring's two phases: 4 ranks, 10 steps.
@@ -82,8 +82,8 @@ km=$(echo "$vrow" | awk '{ print $13 }'); kp=$(echo "$vrow" | awk '{ print $15 }
 echo "  step measured $meas predicted $pred; compute $cm / $cp; comm $km / $kp"
 tut_range "measured ring step (ms)" "$meas" 3 150
 tut_range "predicted ring step (ms)" "$pred" 5 40
-tut_range "predicted / measured step" "$(awk -v p="$pred" -v m="$meas" 'BEGIN { if (m > 0) printf "%.3f", p / m }')" 0.2 3
-tut_range "predicted / measured compute" "$(awk -v p="$cp" -v m="$cm" 'BEGIN { if (m > 0) printf "%.3f", p / m }')" 0.2 3
+tut_range "predicted / measured step" "$(tut_ratio "$pred" "$meas")" 0.2 3
+tut_range "predicted / measured compute" "$(tut_ratio "$cp" "$cm")" 0.2 3
 tut_range "predicted ring allreduce (ms), 2 alpha + S/beta = 0.054" "$kp" 0.04 0.07
 grep -q '"intra": {"alpha_ns": 1821, "bytes_per_ns": 10.81}' sim/hw/cpu-2core.json &&
     echo "  ok: sim/hw/cpu-2core.json: alpha 1821 ns, beta 10.81 GB/s" ||
@@ -141,6 +141,6 @@ bmean=$(tut_json bounded.json staleness_mean)
 echo "  bounded: staleness mean $bmean, max $(tut_json bounded.json staleness_max), histogram [$(hist bounded.json)]"
 tut_range "bounded staleness max" "$(tut_json bounded.json staleness_max)" 1 1
 tut_range "bounded staleness mean" "$bmean" 0.5 1
-tut_range "bounded run time / unbounded" "$(awk -v a="$(tut_json bounded.json elapsed_seconds)" -v b="$(tut_json ps-async.json elapsed_seconds)" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 0.6 1.6
+tut_range "bounded run time / unbounded" "$(tut_ratio "$(tut_json bounded.json elapsed_seconds)" "$(tut_json ps-async.json elapsed_seconds)")" 0.6 1.6
 
 tut_finish

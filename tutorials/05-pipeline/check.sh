@@ -56,7 +56,7 @@ tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b'
 tut_line sim '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.1111:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
 tut_range "predicted step time (ms)" "$sim_ms" 80 400
-tut_range "predicted / measured step time" "$(awk -v s="$sim_ms" -v m="$meas_ms" 'BEGIN { if (m > 0) printf "%.3f", s / m }')" 0.5 1.3
+tut_range "predicted / measured step time" "$(tut_ratio "$sim_ms" "$meas_ms")" 0.5 1.3
 sb0=$(tut_num sim '^  stage 0: \([0-9.]*\) .*')
 tut_range "predicted stage 0 bubble" "$sb0" 0.05 0.25
 
@@ -89,6 +89,6 @@ exb0=$(tut_num ex_bub '^ex\.rank0\.json .* bubble_fb=\([0-9.]*\) .*')
 tut_range "gpipe stage 0 bubble, forward/backward only" "$exb0" 0.08 0.30
 pk1=$(tut_num pp '^done: .* peak activation memory \([0-9.]*\) MiB$')
 pk2=$(tut_num ex '^done: .* peak activation memory \([0-9.]*\) MiB$')
-tut_range "peak activation memory, gpipe / 1f1b" "$(awk -v a="$pk2" -v b="$pk1" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 1.5 5
+tut_range "peak activation memory, gpipe / 1f1b" "$(tut_ratio "$pk2" "$pk1")" 1.5 5
 
 tut_finish

@@ -9,7 +9,6 @@ TUTORIAL_LIB=1
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
 tut_mpi
 
-
 # 2. One process against t = 2.
 tut_cmd serial ./dtrain --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --threads 1 --summary serial.json --trace serial-trace.json
 tut_cmd tp $MPIRUN -np 2 ./dtrain --tensor-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary tp.json --trace tp-trace.json
@@ -76,7 +75,7 @@ km=$(echo "$vrow" | awk '{ print $14 }'); kp=$(echo "$vrow" | awk '{ print $16 }
 echo "  step measured $meas predicted $pred; compute $cm / $cp; comm $km / $kp"
 tut_range "measured t = 2 step (ms)" "$meas" 10 300
 tut_range "predicted t = 2 step (ms)" "$pred" 8 80
-tut_range "predicted / measured step" "$(awk -v p="$pred" -v m="$meas" 'BEGIN { if (m > 0) printf "%.3f", p / m }')" 0.2 3
+tut_range "predicted / measured step" "$(tut_ratio "$pred" "$meas")" 0.2 3
 tut_range "predicted tp comm (ms)" "$kp" 0.50 0.51
 
 # 6. GPU: one GPU, then t = 2 over NCCL (needs 2 GPUs).

@@ -11,7 +11,6 @@ TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
 full() { [ "$TUTORIAL_QUICK" != 1 ]; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 
 # 2. A batch of 512 on one CPU: 8 accumulated micro-batches of 64, LAMB.
 tut_cmd lamb --quick "--train-iters 50" ./dtrain --threads 1 --optimizer lamb --micro-batch-size 64 --global-batch-size 512 --train-iters 200 --lr-scaling linear --base-batch-size 64 --log-interval 50 --trace lamb.json --summary lamb-summary.json
@@ -52,7 +51,7 @@ if full; then
 fi
 # the seconds column: equal samples take about equal time on one CPU
 secs() { awk -v o="$1" -v b="$2" -v s="$3" '$1 == o && $2 == b && $4 == s { print $NF; exit }' bench.out; }
-tut_range "dtbench: seconds, lamb 512 linear / adamw 64" "$(ratio "$(secs lamb 512 linear)" "$(secs adamw 64 none)")" 0.5 2.0
+tut_range "dtbench: seconds, lamb 512 linear / adamw 64" "$(tut_ratio "$(secs lamb 512 linear)" "$(secs adamw 64 none)")" 0.5 2.0
 
 # 4. The trust ratios in the trace.
 tut_cmd trust awk -F'"' '/"trust\// { v = $0; sub(/.*"value":/, "", v); sub(/}.*/, "", v); if (!($4 in first)) first[$4] = v; last[$4] = v } END { for (k in first) printf "%-20s %8.4f %8.4f\n", k, first[k], last[k] }' lamb.json
@@ -80,9 +79,9 @@ tut_line simdp '^scenario: tiny \(2 layers, width 64, 4 heads, vocab 256\), B=64
 tut_line simdp '^layout:   t=1 p=1 d=8 \(8 ranks\), schedule 1f1b, exchange ring, fp32$'
 st() { tut_num "$1" '^step time \([0-9.]*\) ms.*'; }
 s512=$(st sim512) s64=$(st sim64) sdp=$(st simdp)
-tut_range "predicted step, 512 accumulated / 64" "$(ratio "$s512" "$s64")" 6.5 8.5
-tut_range "predicted step, 512 over 8 ranks / 64" "$(ratio "$sdp" "$s64")" 1.0 1.3
-tut_range "predicted / measured step of 512 (accumulated)" "$(ratio "$s512" "$lamb_ms")" 0.6 1.5
+tut_range "predicted step, 512 accumulated / 64" "$(tut_ratio "$s512" "$s64")" 6.5 8.5
+tut_range "predicted step, 512 over 8 ranks / 64" "$(tut_ratio "$sdp" "$s64")" 1.0 1.3
+tut_range "predicted / measured step of 512 (accumulated)" "$(tut_ratio "$s512" "$lamb_ms")" 0.6 1.5
 
 # 6. GPU.
 tut_gpu_cmd glamb ./dtrain --device cuda --optimizer lamb --micro-batch-size 64 --global-batch-size 512 --train-iters 200 --lr-scaling linear --base-batch-size 64 --log-interval 50 --summary gpu-lamb.json

@@ -9,8 +9,6 @@ TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
 tut_mpi
-# ratio A B: A / B with 3 decimals
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 
 # 2. A real run, and a profile.
 tut_cmd real mpirun --oversubscribe --allow-run-as-root -np 2 ./dtrain --pipeline-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 16 --threads 1 --train-iters 20 --eval-interval 0 --eval-iters 1 --trace real.json
@@ -43,7 +41,7 @@ tut_range "validate's prediction - dtsim run's (ms)" "$(awk -v a="$pred_ms" -v b
 tut_range "validate: error of the prediction (%)" "$err" -75 20
 cm=$(awk '/^t1 p2 d1 1f1b m=4 / { print $12 }' val.out)
 cp=$(awk '/^t1 p2 d1 1f1b m=4 / { print $14 }' val.out)
-tut_range "validate: measured / predicted compute" "$(ratio "$cm" "$cp")" 0.9 3
+tut_range "validate: measured / predicted compute" "$(tut_ratio "$cm" "$cp")" 0.9 3
 
 # 4. Side by side.
 if [ -x ./dtviz ]; then
@@ -104,12 +102,12 @@ tut_cmd pdval ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json
 tut_line pdval '^t1 p2 d2 1f1b m=4 ring '
 pd_meas=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *\([0-9.]*\) ms.*')
 pd_pred=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
-tut_range "4 ranks on 2 cores: measured / predicted step time" "$(ratio "$pd_meas" "$pd_pred")" 1.2 12
+tut_range "4 ranks on 2 cores: measured / predicted step time" "$(tut_ratio "$pd_meas" "$pd_pred")" 1.2 12
 tut_range "4-rank prediction - 2-rank prediction (ms)" "$(awk -v a="$pd_pred" -v b="$sim_ms" 'BEGIN { printf "%.3f", a - b }')" 0 5
 tut_cmd pdshare ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node 4 --cores-per-node 2 pd.rank0.json
 pd_share=$(tut_num pdshare '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
-tut_range "shared cores: prediction / prediction without the flag" "$(ratio "$pd_share" "$pd_pred")" 1.2 2.0
-tut_range "shared cores: measured / predicted step time" "$(ratio "$pd_meas" "$pd_share")" 0.7 4
+tut_range "shared cores: prediction / prediction without the flag" "$(tut_ratio "$pd_share" "$pd_pred")" 1.2 2.0
+tut_range "shared cores: measured / predicted step time" "$(tut_ratio "$pd_meas" "$pd_share")" 0.7 4
 tut_cmd pdsim ./dtsim run --config pd.rank0.json --profile profile.json --hw sim/hw/cpu-2core.json --trace pdsim.json
 tut_line pdsim '^layout:   t=1 p=2 d=2 \(4 ranks\), schedule 1f1b, exchange ring, fp32$'
 if [ -x ./dtviz ]; then

@@ -9,7 +9,6 @@ TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
 tut_mpi
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 
 # 2. Building with CUDA: the GPU machine's commands (configure, make: not ./ programs).
 # 3. One GPU.
@@ -72,7 +71,7 @@ done
 sm_tps=$(tut_num sm '^final: .* tokens.s \([0-9]*\)$')
 tcp_tps=$(tut_num tcp '^final: .* tokens.s \([0-9]*\)$')
 tut_range "tokens/s, shared memory (2 ranks)" "$sm_tps" 10000 400000
-tut_range "tokens/s, TCP over loopback / shared memory" "$(ratio "$tcp_tps" "$sm_tps")" 0.3 1.3
+tut_range "tokens/s, TCP over loopback / shared memory" "$(tut_ratio "$tcp_tps" "$sm_tps")" 0.3 1.3
 # (the README's two-host GPU line names hosts node1 and node2: not run anywhere)
 
 # 6. The same trace and viewer workflow.
