@@ -91,6 +91,17 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
         if (n >= cap) return -1;                                                                                     \
         a[n++] = (dt_arg){__VA_ARGS__};                                                                              \
     } while (0)
+/* the machine's shape, for every subcommand */
+#define ADD_NODE_FLAGS()                                                                                             \
+    do {                                                                                                             \
+        ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",                                \
+            "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",                      \
+            "the hardware file's devices_per_node", 0);                                                              \
+        ADD("--cores-per-node", DT_ARG_INT, &o->cores_per_node, MIN1, NULL, "N",                                    \
+            "the node's ranks share N cores for their compute (more ranks than cores: each computing rank runs at "  \
+            "N/k of its speed while k compute)",                                                                     \
+            "a core of its own per rank", 0);                                                                        \
+    } while (0)
     if (mode == DTSIM_VALIDATE) {
         ADD(SECTION("Calibration inputs (not the measured runs)"));
         ADD("--profile", DT_ARG_STRING, &o->profile, 0, 0, 0, NULL, "FILE",
@@ -99,13 +110,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
             "built-in defaults (dts_hw_default)", 0);
         ADD("--comm", DT_ARG_STRING, &o->comm, 0, 0, 0, NULL, "FILE",
             "`dtbench allreduce --json` output to fit the links from (overrides --hw's links)", "none", 0);
-        ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",
-            "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",
-            "the hardware file's devices_per_node", 0);
-        ADD("--cores-per-node", DT_ARG_INT, &o->cores_per_node, MIN1, NULL, "N",
-            "the node's ranks share N cores for their compute (more ranks than cores: each computing rank runs at "
-            "N/k of its speed while k compute)",
-            "a core of its own per rank", 0);
+        ADD_NODE_FLAGS();
         ADD("--skip", DT_ARG_INT, &o->skip, MIN0, NULL, "N", "warm-up steps left out of the means", NULL, 0);
         ADD(SECTION("Other"));
         ADD("--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0);
@@ -193,13 +198,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     ADD("--profile", DT_ARG_STRING, &o->profile, 0, 0, 0, NULL, "FILE",
         "per-layer costs from a single-rank `dtrain --trace` (same width, heads, vocab and T)",
         "roofline of --hw", 0);
-    ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",
-        "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",
-        "the hardware file's devices_per_node", 0);
-    ADD("--cores-per-node", DT_ARG_INT, &o->cores_per_node, MIN1, NULL, "N",
-        "the node's ranks share N cores for their compute (more ranks than cores: each computing rank runs at N/k of "
-        "its speed while k compute)",
-        "a core of its own per rank", 0);
+    ADD_NODE_FLAGS();
     if (mode == DTSIM_RUN) {
         ADD(SECTION("Output"));
         ADD("--trace", DT_ARG_STRING, &o->trace, 0, 0, 0, NULL, "FILE",
@@ -216,6 +215,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     ADD(SECTION("Other"));
     ADD("--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0);
     ADD("--version", DT_ARG_FLAG, &o->version, 0, 0, 0, NULL, NULL, "print the version and exit", NULL, 0);
+#undef ADD_NODE_FLAGS
 #undef ADD
     return n;
 }
