@@ -27,7 +27,20 @@ libdtrain_core_la_SOURCES = \
 	lib/trace_write.c \
 	lib/trace_read.c \
 	lib/trace_stats.c \
-	lib/train.c \
+	lib/train/config.c \
+	lib/train/config_json.c \
+	lib/train/trainer.c \
+	lib/train/model_gpt.c \
+	lib/train/model_mlp.c \
+	lib/train/step_dp.c \
+	lib/train/step_zero.c \
+	lib/train/step_ps.c \
+	lib/train/step_pipe.c \
+	lib/train/nonfinite.c \
+	lib/train/eval.c \
+	lib/train/trace_hooks.c \
+	lib/train/summary.c \
+	lib/train/checkpoint_io.c \
 	lib/update.c \
 	lib/ps.c \
 	lib/zero.c \
@@ -94,4 +107,5 @@ noinst_HEADERS += \
 	lib/zero.h \
 	lib/stage.h \
 	lib/pipeline.h \
-	lib/tp.h
+	lib/tp.h \
+	lib/train/trainer_internal.h

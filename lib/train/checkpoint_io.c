@@ -1,0 +1,497 @@
+/* checkpoint_io.c: the trainer's checkpoints (dt_trainer_save,
+ * dt_trainer_load): what each rank's shard holds, the checks a load makes
+ * before it changes anything, and the agreement of every rank on the
+ * outcome. The file format and the crash-safe commit are lib/checkpoint.c's.
+ *
+ * (docs/checkpoints.md.) Every rank writes one
+ * shard; what it holds depends on the rank's role:
+ *   every role       trainer i64[5]: iteration, role, data position (the next
+ *                    training micro-batch index), micro-batches per step (all
+ *                    ranks), steps skipped by --skip-nonfinite;
+ *                    loss_scaler i64[9] with loss scaling: scale (float
+ *                    bits), hysteresis, good steps, steps, overflows,
+ *                    skipped, growths, backoffs, at-min overflows
+ *   replica          (one process, each data-parallel rank: replicas are
+ *                    equal and each writes its own, so every shard is
+ *                    self-contained) param/<t> for every tensor (the FP32
+ *                    masters under --fp16/--bf16), state/<t> (mlp-bn's
+ *                    BatchNorm statistics), the optimizer
+ *   zero-1 segment   param/<piece> (FP32) or master/<piece> (mixed
+ *                    precision) of the rank's segment, its optimizer
+ *   stage            param/<t> of the stage's tensors (tensor-parallel
+ *                    shards under t > 1), its optimizer
+ *   ps server        ps.version i64[1], param/<t> of its shard, its optimizer
+ *   ps worker        nothing more (its weights are the servers')
+ *   optimizer        optim.step i64[1]; exp_avg/<t> and exp_avg_sq/<t>
+ *                    (adamw, lamb) or momentum/<t> (sgd, lars)
+ * Nothing else is state: the data rows and the weight init are pure
+ * functions of (seed, stream, index) (there is no dropout and no other RNG),
+ * the LR is a function of the iteration and the skipped steps, evaluation
+ * always reads validation batches 0..eval_iters-1, gradients are zero
+ * between steps, and the half compute copies are rebuilt at every forward. */
+
+#define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_internal.h"
+
+enum { DT__CK_REPLICA = 0, DT__CK_ZERO, DT__CK_STAGE, DT__CK_PS_WORKER, DT__CK_PS_SERVER };
+static const char *const dt__ck_roles[] = {"replica", "zero-1 segment", "pipeline/tensor stage",
+                                           "parameter-server worker", "parameter server"};
+
+static int dt__ck_role(const dt_trainer *tr)
+{
+    if (tr->ps.rt) return dt__ps_is_server(tr->ps.rt) ? DT__CK_PS_SERVER : DT__CK_PS_WORKER;
+    if (tr->pipe.rt) return DT__CK_STAGE;
+    if (tr->zero) return DT__CK_ZERO;
+    return DT__CK_REPLICA;
+}
+
+dt_status dt__validate_checkpoint(const dt_train_config *cfg)
+{
+    if (cfg->save_dir && !cfg->save_dir[0]) return DT_FAIL(DT_ERR_INVALID, "--save '': expected a directory");
+    if (cfg->load_dir && !cfg->load_dir[0]) return DT_FAIL(DT_ERR_INVALID, "--load '': expected a directory");
+    if (cfg->save_dir && cfg->save_interval < 1)
+        return DT_FAIL(DT_ERR_INVALID, "--save-interval %lld: expected an integer >= 1", (long long)cfg->save_interval);
+    if (cfg->save_keep < 0)
+        return DT_FAIL(DT_ERR_INVALID, "--save-keep %d: expected an integer >= 0 (0: keep every checkpoint)",
+                       cfg->save_keep);
+    const int pipe = cfg->pipeline_size > 1 || cfg->tensor_size > 1;
+    if (pipe && (cfg->save_dir || cfg->load_dir) &&
+        (cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC))
+        return DT_FAIL(DT_ERR_INVALID, "--%s with --pipeline-schedule %s: not supported: its stages keep "
+                                       "micro-batches and stashed weight versions in flight across step boundaries, "
+                                       "which a checkpoint of whole steps cannot hold (use gpipe or 1f1b)",
+                       cfg->save_dir ? "save" : "load", dt_sched_kind_name(cfg->pipeline_schedule));
+    return DT_OK;
+}
+
+/* Records prefix<tensor> of a flat buffer in backend memory, one per tensor of L. */
+static dt_status dt__ck_put_tensors(dt_checkpoint_shard *s, dt_backend *be, const char *prefix, const dt_paramset *L,
+                                    const float *buf)
+{
+    char name[DT_CHECKPOINT_NAME_MAX + 1];
+    for (int i = 0; i < L->count; i++) {
+        const dt_param_info *p = &L->info[i];
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        void *copy = NULL;
+        DT_CHECK(dt_checkpoint_shard_add(s, name, DT_CKPT_F32, NULL, p->numel, &copy));
+        if (p->numel) DT_CHECK(be->copy(be, copy, buf + p->offset, p->numel * sizeof(float), DT_COPY_D2H));
+    }
+    return DT_OK;
+}
+
+static dt_status dt__ck_get_tensors(const dt_checkpoint_shard *s, dt_backend *be, const char *prefix,
+                                    const dt_paramset *L, float *buf)
+{
+    char name[DT_CHECKPOINT_NAME_MAX + 1];
+    for (int i = 0; i < L->count; i++) {
+        const dt_param_info *p = &L->info[i];
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        const void *data = NULL;
+        DT_CHECK(dt_checkpoint_shard_find(s, name, DT_CKPT_F32, p->numel, &data));
+        if (buf && p->numel) DT_CHECK(be->copy(be, buf + p->offset, data, p->numel * sizeof(float), DT_COPY_H2D));
+    }
+    return DT_OK;
+}
+
+static int dt__ck_adam(const dt_optim *o) { return o->cfg.kind == DT_OPTIM_ADAMW || o->cfg.kind == DT_OPTIM_LAMB; }
+
+static dt_status dt__ck_put_optim(dt_checkpoint_shard *s, const dt_optim *o)
+{
+    const int64_t step = o->step;
+    DT_CHECK(dt_checkpoint_shard_add(s, "optim.step", DT_CKPT_I64, &step, 1, NULL));
+    DT_CHECK(dt__ck_put_tensors(s, o->be, dt__ck_adam(o) ? "exp_avg/" : "momentum/", o->layout, o->state1.data));
+    if (dt__ck_adam(o)) DT_CHECK(dt__ck_put_tensors(s, o->be, "exp_avg_sq/", o->layout, o->state2.data));
+    return DT_OK;
+}
+
+/* With apply 0 only check that the records are there with the right sizes. */
+static dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int apply)
+{
+    const void *step = NULL;
+    DT_CHECK(dt_checkpoint_shard_find(s, "optim.step", DT_CKPT_I64, 1, &step));
+    DT_CHECK(dt__ck_get_tensors(s, o->be, dt__ck_adam(o) ? "exp_avg/" : "momentum/", o->layout,
+                                apply ? o->state1.data : NULL));
+    if (dt__ck_adam(o))
+        DT_CHECK(dt__ck_get_tensors(s, o->be, "exp_avg_sq/", o->layout, apply ? o->state2.data : NULL));
+    if (apply) memcpy(&o->step, step, sizeof o->step);
+    return DT_OK;
+}
+
+static dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler *sc)
+{
+    uint32_t bits;
+    memcpy(&bits, &sc->scale, sizeof bits);
+    const int64_t v[9] = {bits, sc->hysteresis, sc->good_steps, sc->steps, sc->overflows, sc->skipped, sc->growths,
+                          sc->backoffs, sc->min_overflows};
+    return dt_checkpoint_shard_add(s, "loss_scaler", DT_CKPT_I64, v, 9, NULL);
+}
+
+static dt_status dt__ck_get_scaler(const dt_checkpoint_shard *s, dt_loss_scaler *sc)
+{
+    const void *p = NULL;
+    DT_CHECK(dt_checkpoint_shard_find(s, "loss_scaler", DT_CKPT_I64, 9, &p));
+    int64_t v[9];
+    memcpy(v, p, sizeof v);
+    const uint32_t bits = (uint32_t)v[0];
+    memcpy(&sc->scale, &bits, sizeof bits);
+    sc->hysteresis = (int)v[1];
+    sc->good_steps = v[2], sc->steps = v[3], sc->overflows = v[4], sc->skipped = v[5];
+    sc->growths = v[6], sc->backoffs = v[7], sc->min_overflows = v[8];
+    return DT_OK;
+}
+
+/* Micro-batches of one step over every rank, and the data position of iteration it. */
+static int64_t dt__ck_micro_per_step(const dt_trainer *tr) { return (int64_t)tr->n_micro * tr->dp_size; }
+
+/* This rank's shard at iteration `iteration` (a server: its version too). */
+static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, int64_t iteration, int64_t version)
+{
+    const int64_t t[5] = {iteration, role, iteration * dt__ck_micro_per_step(tr), dt__ck_micro_per_step(tr),
+                          tr->nf.skipped};
+    DT_CHECK(dt_checkpoint_shard_add(s, "trainer", DT_CKPT_I64, t, 5, NULL));
+    const dt_loss_scaler *sc = role == DT__CK_PS_SERVER ? dt__ps_server_scaler(tr->ps.rt) : &tr->scaler;
+    if (tr->cfg.use_loss_scaling) DT_CHECK(dt__ck_put_scaler(s, sc));
+    switch (role) {
+    case DT__CK_REPLICA:
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", tr->kind->layout(tr), tr->kind->params(tr)));
+        if (tr->kind->state_layout)
+            DT_CHECK(dt__ck_put_tensors(s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)));
+        return dt__ck_put_optim(s, &tr->opt);
+    case DT__CK_ZERO: {
+        size_t lo, len;
+        dt__zero_shard(tr->zero, &lo, &len);
+        float *m = dt__zero_master_data(tr->zero);
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, m ? "master/" : "param/", dt__zero_layout(tr->zero),
+                                    m ? m : tr->kind->params(tr) + lo));
+        return dt__ck_put_optim(s, dt__zero_optimizer(tr->zero));
+    }
+    case DT__CK_STAGE:
+        DT_CHECK(dt__pipe_boundary(tr->pipe.rt, tr->iter));
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
+        return dt__ck_put_optim(s, dt__pipe_optimizer(tr->pipe.rt));
+    case DT__CK_PS_SERVER: {
+        DT_CHECK(dt_checkpoint_shard_add(s, "ps.version", DT_CKPT_I64, &version, 1, NULL));
+        const dt_optim *o = dt__ps_server_optim(tr->ps.rt);
+        if (!o) return DT_FAIL(DT_ERR_INVALID, "parameter server: a checkpoint before serving began");
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__ps_server_layout(tr->ps.rt), dt__ps_server_params(tr->ps.rt)));
+        return dt__ck_put_optim(s, o);
+    }
+    default: return DT_OK; /* a worker: trainer and scaler only */
+    }
+}
+
+/* The manifest's layout object. */
+static char *dt__ck_layout_json(const dt_trainer *tr)
+{
+    const dt_train_config *c = &tr->cfg;
+    const int world = c->comm ? c->comm->size : 1;
+    const int role = dt__ck_role(tr);
+    const char *kind = tr->ps.rt       ? (c->ps_mode == DT_PS_SYNC ? "parameter server (ps-sync)" : "parameter server (ps-async)")
+                       : tr->pipe.rt   ? "pipeline/tensor parallel"
+                       : tr->zero   ? "zero-1"
+                       : world > 1 ? "data parallel"
+                                    : "single process";
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", kind, "world_size", world,
+                          "data_parallel_size", tr->dp_size, "tensor_model_parallel_size", c->tensor_size,
+                          "pipeline_model_parallel_size", c->pipeline_size, "num_ps_servers",
+                          tr->ps.rt ? c->num_ps_servers : 0, "use_distributed_optimizer", tr->zero != NULL,
+                          "rank_0_role", dt__ck_roles[role],
+                          "shards", tr->ps.rt ? "servers: their shard's weights and optimizer; workers: iteration and "
+                                             "scaler"
+                                   : tr->pipe.rt ? "each rank: its stage's (tensor shard's) weights and optimizer"
+                                   : tr->zero ? "each rank: its segment's weights (masters) and optimizer"
+                                              : "each rank: the whole model and optimizer (replicas are equal)");
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}
+
+static void dt__ck_set(char **dst, const char *s)
+{
+    free(*dst);
+    *dst = strdup(s ? s : "");
+}
+
+dt_status dt_trainer_save(dt_trainer *tr, const char *dir)
+{
+    if (!dir || !dir[0]) return DT_FAIL(DT_ERR_INVALID, "--save '': expected a directory");
+    const int role = dt__ck_role(tr);
+    const int world = tr->cfg.comm ? tr->cfg.comm->size : 1;
+    int64_t iteration = tr->iter, version = 0;
+    if (tr->ps.rt) { /* the servers save when asked: the same directory everywhere */
+        if (!tr->save_dir || strcmp(dir, tr->save_dir) != 0)
+            return DT_FAIL(DT_ERR_INVALID, "--save %s: with a parameter server the checkpoint directory is the "
+                                           "configuration's (--save %s), which the servers use",
+                           dir, tr->save_dir ? tr->save_dir : "not given");
+        if (role == DT__CK_PS_WORKER) {
+            DT_CHECK(dt__tr_ps_ensure_pulled(tr));
+            if (!dt__ps_finished(tr->ps.rt)) {
+                dt_status st = dt__ps_save_round(tr->ps.rt, tr->kind->params(tr));
+                if (st != DT_OK) {
+                    tr->ps.broken = 1;
+                    return st;
+                }
+            }
+        } else {
+            version = dt__ps_server_version(tr->ps.rt);
+            iteration = tr->cfg.ps_mode == DT_PS_ASYNC ? version / dt__ps_num_workers(tr->ps.rt) : version;
+        }
+    }
+    dt_checkpoint_shard s;
+    dt_checkpoint_shard_init(&s, tr->cfg.comm ? tr->cfg.comm->rank : 0, world, iteration);
+    dt_status local = dt__ck_fill(tr, &s, role, iteration, version);
+    char *cj = local == DT_OK ? dt_train_config_json(&tr->cfg) : NULL;
+    char *lj = local == DT_OK ? dt__ck_layout_json(tr) : NULL;
+    if (local == DT_OK && (!cj || !lj)) local = DT_FAIL(DT_ERR_NOMEM, "--save %s: out of memory", dir);
+    const dt_checkpoint_save a = {.dir = dir,
+                                  .iteration = iteration,
+                                  .comm = tr->cfg.comm,
+                                  .shard = &s,
+                                  .layout_json = lj,
+                                  .config_json = cj,
+                                  .keep = tr->cfg.save_keep,
+                                  .local_status = local};
+    char path[4200];
+    dt_status st = dt_checkpoint_write(&a, path, sizeof path);
+    dt_checkpoint_shard_free(&s);
+    free(cj);
+    free(lj);
+    DT_CHECK(st);
+    tr->ck.last_save = role == DT__CK_PS_SERVER ? version : iteration;
+    dt__ck_set(&tr->ck.saved, path);
+    return DT_OK;
+}
+
+/* Configuration keys a resumed run may change: they do not touch the state. */
+static const char *const dt__ck_may_change[] = {"train_iters",  "log_interval", "eval_interval",  "eval_iters",
+                                                "trace",        "threads",      "device",         "comm_timeout",
+                                                "skip_nonfinite", "allreduce_chunk_bytes", "bucket_bytes", NULL};
+
+static char *dt__ck_value_text(json_t *v)
+{
+    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | DT__JSON_PRECISION);
+}
+
+/* The checkpoint's configuration (JSON text) against this run's: the first
+ * key that differs, named with both values. */
+static dt_status dt__ck_config_check(const char *path, const char *saved, const dt_train_config *cfg)
+{
+    json_error_t err;
+    json_t *a = json_loads(saved, 0, &err), *b = dt__config_object(cfg);
+    dt_status st = DT_OK;
+    if (!a || !b) {
+        st = !a ? DT_FAIL(DT_ERR_FORMAT, "%s: the manifest's config does not parse (%s)", path, err.text)
+                : DT_FAIL(DT_ERR_NOMEM, "--load: out of memory");
+        goto done;
+    }
+    for (int pass = 0; pass < 2 && st == DT_OK; pass++) {
+        json_t *x = pass ? b : a, *y = pass ? a : b;
+        const char *key;
+        json_t *v;
+        json_object_foreach(x, key, v)
+        {
+            int allowed = 0;
+            for (int i = 0; dt__ck_may_change[i]; i++) allowed |= !strcmp(key, dt__ck_may_change[i]);
+            allowed |= !strcmp(key, "model"); /* the preset's name: a label, the sizes are compared one by one */
+            if (allowed) continue;
+            json_t *w = json_object_get(y, key);
+            if (!w) {
+                st = DT_FAIL(DT_ERR_INVALID, "%s: model, layout or optimizer differ from this run's: %s is %s "
+                                             "configuration only",
+                             path, key, pass ? "this run's" : "the checkpoint's");
+                break;
+            }
+            char *sv = dt__ck_value_text(pass ? w : v), *sw = dt__ck_value_text(pass ? v : w);
+            if (sv && sw && strcmp(sv, sw) != 0)
+                st = DT_FAIL(DT_ERR_INVALID, "%s: model, layout or optimizer differ from this run's: %s %s vs %s "
+                                             "(checkpoint vs this run; only train_iters, the log and eval settings, "
+                                             "trace, threads, device and communication tuning may change)",
+                             path, key, sv, sw);
+            free(sv);
+            free(sw);
+            if (st != DT_OK) break;
+        }
+    }
+done:
+    json_decref(a);
+    json_decref(b);
+    return st;
+}
+
+/* Every rank of the world learns whether any failed; a rank that did not
+ * keeps its own message, the others get one naming the first that did. */
+static dt_status dt__ck_agree(dt_trainer *tr, dt_status mine, const char *what)
+{
+    dt_comm *c = tr->cfg.comm;
+    if (!c || c->size == 1) return mine;
+    float *f = calloc((size_t)c->size, sizeof *f);
+    if (!f) return DT_FAIL(DT_ERR_NOMEM, "checkpoint: out of memory");
+    f[c->rank] = mine != DT_OK ? 1.0f : 0.0f;
+    dt_status st = dt_comm_allreduce(c, f, (size_t)c->size, DT_ALLREDUCE_RING, NULL);
+    int bad = -1;
+    for (int r = 0; st == DT_OK && r < c->size && bad < 0; r++)
+        if (f[r] != 0.0f) bad = r;
+    free(f);
+    if (mine != DT_OK) return mine;
+    DT_CHECK(st);
+    if (bad >= 0) return DT_FAIL(DT_ERR_INVALID, "%s: rank %d failed (its message is on its stderr)", what, bad);
+    return DT_OK;
+}
+
+/* This rank's part of the load, local only: check everything, restore
+ * what is local. */
+static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, size_t cap, char *note, size_t ncap)
+{
+    const int world = tr->cfg.comm ? tr->cfg.comm->size : 1, rank = tr->cfg.comm ? tr->cfg.comm->rank : 0;
+    const int role = dt__ck_role(tr);
+    dt_checkpoint_manifest m;
+    DT_CHECK(dt_checkpoint_find_latest(dir, path, cap, note, ncap, &m));
+    dt_status st = DT_OK;
+    dt_checkpoint_shard s;
+    memset(&s, 0, sizeof s);
+    if (m.world_size != world) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: %d shards (a world of %d ranks), this run has %d rank%s: the shard count "
+                                     "differs from the world",
+                     path, m.world_size, m.world_size, world, world == 1 ? "" : "s");
+        goto done;
+    }
+    DT_CHECK_GOTO(dt__ck_config_check(path, m.config_json, &tr->cfg), st, done);
+    DT_CHECK_GOTO(dt_checkpoint_read_shard(&m, rank, &s), st, done);
+    const void *tp = NULL;
+    DT_CHECK_GOTO(dt_checkpoint_shard_find(&s, "trainer", DT_CKPT_I64, 5, &tp), st, done);
+    int64_t t[5];
+    memcpy(t, tp, sizeof t);
+    const int64_t it = m.iteration;
+    if (t[0] != it || t[1] != role || t[3] != dt__ck_micro_per_step(tr) || t[2] != it * t[3]) {
+        st = DT_FAIL(DT_ERR_FORMAT, "%s: the shard is a %s at iteration %lld (data position %lld, %lld micro-batches "
+                                    "per step); this rank is a %s at %lld (%lld micro-batches per step)",
+                     s.path, t[1] >= 0 && t[1] <= 4 ? dt__ck_roles[t[1]] : "?", (long long)t[0], (long long)t[2],
+                     (long long)t[3], dt__ck_roles[role], (long long)it, (long long)dt__ck_micro_per_step(tr));
+        goto done;
+    }
+    if (it > tr->cfg.train_iters && role != DT__CK_PS_SERVER) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: saved at iteration %lld, beyond this run's --train-iters %lld", path,
+                     (long long)it, (long long)tr->cfg.train_iters);
+        goto done;
+    }
+    if (tr->cfg.use_loss_scaling && role != DT__CK_PS_SERVER) DT_CHECK_GOTO(dt__ck_get_scaler(&s, &tr->scaler), st, done);
+    switch (role) {
+    case DT__CK_REPLICA:
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", tr->kind->layout(tr), tr->kind->params(tr)), st, done);
+        if (tr->kind->state_layout)
+            DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)),
+                          st, done);
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, &tr->opt, 1), st, done);
+        break;
+    case DT__CK_ZERO: {
+        size_t lo, len;
+        dt__zero_shard(tr->zero, &lo, &len);
+        float *mw = dt__zero_master_data(tr->zero);
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, mw ? "master/" : "param/", dt__zero_layout(tr->zero),
+                                         mw ? mw : tr->kind->params(tr) + lo),
+                      st, done);
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__zero_optimizer(tr->zero), 1), st, done);
+        break;
+    }
+    case DT__CK_STAGE:
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)),
+                      st, done);
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__pipe_optimizer(tr->pipe.rt), 1), st, done);
+        DT_CHECK_GOTO(dt__pipe_seek(tr->pipe.rt, it), st, done);
+        break;
+    case DT__CK_PS_SERVER: { /* checked now, applied when serving starts (dt__ck_ps_restore) */
+        const void *vp = NULL;
+        DT_CHECK_GOTO(dt_checkpoint_shard_find(&s, "ps.version", DT_CKPT_I64, 1, &vp), st, done);
+        int64_t v;
+        memcpy(&v, vp, sizeof v);
+        const int64_t want = tr->cfg.ps_mode == DT_PS_ASYNC ? it * dt__ps_num_workers(tr->ps.rt) : it;
+        if (v != want) {
+            st = DT_FAIL(DT_ERR_FORMAT, "%s: server version %lld, expected %lld at iteration %lld", s.path,
+                         (long long)v, (long long)want, (long long)it);
+            goto done;
+        }
+        if (tr->cfg.use_loss_scaling) {
+            dt_loss_scaler probe;
+            DT_CHECK_GOTO(dt__ck_get_scaler(&s, &probe), st, done);
+        }
+        int t_lo, t_hi;
+        dt__ps_server_tensors(tr->ps.rt, &t_lo, &t_hi);
+        const dt_paramset *L = tr->kind->layout(tr);
+        dt_paramset sub = {.info = L->info + t_lo, .count = t_hi - t_lo};
+        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", &sub, NULL), st, done);
+        dt_optim probe = {.cfg = tr->cfg.optim, .be = tr->be, .layout = &sub};
+        DT_CHECK_GOTO(dt__ck_get_optim(&s, &probe, 0), st, done);
+        tr->ps.resume = malloc(sizeof *tr->ps.resume);
+        if (!tr->ps.resume) {
+            st = DT_FAIL(DT_ERR_NOMEM, "--load: out of memory");
+            goto done;
+        }
+        *tr->ps.resume = s; /* moved */
+        memset(&s, 0, sizeof s);
+        tr->ps.start_version = v;
+        tr->ck.last_save = v;
+        break;
+    }
+    default: break;
+    }
+    tr->iter = role == DT__CK_PS_SERVER ? 0 : it;
+    if (role != DT__CK_PS_SERVER) tr->ck.last_save = it;
+    tr->nf.skipped = t[4];
+done:
+    dt_checkpoint_shard_free(&s);
+    dt_checkpoint_manifest_free(&m);
+    return st;
+}
+
+dt_status dt_trainer_load(dt_trainer *tr, const char *dir)
+{
+    if (tr->iter != 0 || tr->ps.pulled || tr->ps.resume)
+        return DT_FAIL(DT_ERR_INVALID, "--load %s: load right after creating the trainer, before any step", dir);
+    char path[4200] = "", note[2048] = "";
+    dt_status mine = dt__ck_load_local(tr, dir, path, sizeof path, note, sizeof note);
+    char what[4300];
+    snprintf(what, sizeof what, "--load %s", dir);
+    dt_status st = dt__ck_agree(tr, mine, what);
+    if (st != DT_OK) {
+        tr->ps.broken = 1; /* every rank fails: no server will serve, so no worker may wait for one */
+        return st;
+    }
+    /* every rank has its part: the ZeRO segments to everyone */
+    if (tr->zero) DT_CHECK(dt__zero_restored(tr->zero, tr->kind->params(tr)));
+    dt__ck_set(&tr->ck.loaded, path);
+    dt__ck_set(&tr->ck.note, note);
+    return DT_OK;
+}
+
+const char *dt_trainer_loaded_path(const dt_trainer *tr) { return tr->ck.loaded; }
+const char *dt_trainer_load_note(const dt_trainer *tr) { return tr->ck.note ? tr->ck.note : ""; }
+const char *dt_trainer_saved_path(const dt_trainer *tr) { return tr->ck.saved; }
+
+/* A parameter server starts serving: its loaded shard into the buffers. */
+dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps)
+{
+    dt_trainer *tr = ctx;
+    dt_checkpoint_shard *s = tr->ps.resume;
+    dt_status st = dt__ck_get_tensors(s, tr->be, "param/", dt__ps_server_layout(ps), dt__ps_server_params(ps));
+    if (st == DT_OK) st = dt__ck_get_optim(s, dt__ps_server_optim(ps), 1);
+    if (st == DT_OK && tr->cfg.use_loss_scaling) st = dt__ck_get_scaler(s, dt__ps_server_scaler(ps));
+    dt_checkpoint_shard_free(s);
+    free(s);
+    tr->ps.resume = NULL;
+    return st;
+}
+
+/* Every worker asked for a checkpoint (lib/ps.c calls this between updates). */
+dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version)
+{
+    (void)ps, (void)version;
+    dt_trainer *tr = ctx;
+    return dt_trainer_save(tr, tr->save_dir);
+}
+
+

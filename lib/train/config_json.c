@@ -1,0 +1,166 @@
+/* config_json.c: the configuration as JSON (dt_train_config_json), the
+ * object that trace headers, summaries and checkpoint manifests carry, and
+ * the small jansson helpers the summary shares.
+ *
+ * Invariants: keys are Megatron-LM's argument names where one exists, in a
+ * fixed order; a float is written as the shortest decimal that reads back
+ * as the same float; a seed above 2^63 is kept exact as text. A resumed
+ * run compares these objects key by key (checkpoint_io.c), so a key's
+ * meaning never changes. */
+#define _POSIX_C_SOURCE 200809L
+#include "dt_train.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_internal.h"
+
+/* A float as the shortest decimal that reads back as the same float, so
+ * 0.001f is written 0.001 rather than 0.0010000000474974513. */
+static double dt__float_json(float f)
+{
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+static const char *dt__lr_style_name(dt_lr_decay s)
+{
+    switch (s) {
+    case DT_LR_CONSTANT: return "constant";
+    case DT_LR_LINEAR: return "linear";
+    case DT_LR_COSINE: return "cosine";
+    }
+    return "?";
+}
+
+/* json_object_set_new that remembers a failure (NULL value or no memory). */
+void dt__jset(json_t *obj, const char *key, json_t *v, int *bad)
+{
+    if (!v || json_object_set_new(obj, key, v) != 0) *bad = 1;
+}
+
+static json_t *dt__jstr_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+json_t *dt__jreal_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *dt__jseed_text(uint64_t seed)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)seed);
+    return json_string(buf);
+}
+
+json_t *dt__config_object(const dt_train_config *cfg)
+{
+    json_t *o = json_object();
+    if (!o) return NULL;
+    int bad = 0;
+    dt__jset(o, "model", json_string(cfg->model_name), &bad);
+    dt__jset(o, "num_layers", json_integer(cfg->model.num_layers), &bad);
+    dt__jset(o, "hidden_size", json_integer(cfg->model.hidden_size), &bad);
+    dt__jset(o, "num_attention_heads", json_integer(cfg->model.num_heads), &bad);
+    dt__jset(o, "max_position_embeddings", json_integer(cfg->model.seq_len), &bad);
+    dt__jset(o, "vocab_size", cfg->model.vocab_size > 0 ? json_integer(cfg->model.vocab_size) : json_null(), &bad);
+    dt__jset(o, "seq_length", json_integer(cfg->seq_length), &bad);
+    dt__jset(o, "task", cfg->data.path ? json_null() : dt__jstr_or_null(cfg->data.task), &bad);
+    dt__jset(o, "data", dt__jstr_or_null(cfg->data.path), &bad);
+    dt__jset(o, "task_digits", json_integer(cfg->data.digits), &bad);
+    dt__jset(o, "task_max_len", json_integer(cfg->data.max_len), &bad);
+    dt__jset(o, "data_seed", json_integer((json_int_t)cfg->data.seed), &bad);
+    dt__jset(o, "micro_batch_size", json_integer(cfg->micro_batch_size), &bad);
+    dt__jset(o, "global_batch_size", json_integer(cfg->global_batch_size), &bad);
+    dt__jset(o, "train_iters", json_integer(cfg->train_iters), &bad);
+    dt__jset(o, "optimizer", json_string(dt_optim_kind_name(cfg->optim.kind)), &bad);
+    dt__jset(o, "lr", json_real(dt__float_json(cfg->lr.max_lr)), &bad);
+    dt__jset(o, "min_lr", json_real(dt__float_json(cfg->lr.min_lr)), &bad);
+    dt__jset(o, "lr_warmup_iters", json_integer(cfg->lr.warmup_iters), &bad);
+    dt__jset(o, "lr_decay_iters", json_integer(cfg->lr.decay_iters), &bad);
+    dt__jset(o, "lr_decay_style", json_string(dt__lr_style_name(cfg->lr.style)), &bad);
+    dt__jset(o, "weight_decay", json_real(dt__float_json(cfg->optim.weight_decay)), &bad);
+    dt__jset(o, "adam_beta1", json_real(dt__float_json(cfg->optim.beta1)), &bad);
+    dt__jset(o, "adam_beta2", json_real(dt__float_json(cfg->optim.beta2)), &bad);
+    dt__jset(o, "adam_eps", json_real(dt__float_json(cfg->optim.eps)), &bad);
+    dt__jset(o, "sgd_momentum", json_real(dt__float_json(cfg->optim.momentum)), &bad);
+    dt__jset(o, "lars_eta", json_real(dt__float_json(cfg->optim.lars_eta)), &bad);
+    dt__jset(o, "lamb_gamma_l", json_real(dt__float_json(cfg->optim.lamb_gamma_l)), &bad);
+    dt__jset(o, "lamb_gamma_u", dt__jreal_or_null(cfg->optim.lamb_gamma_u), &bad);
+    dt__jset(o, "sgd_nesterov", json_boolean(cfg->optim.nesterov), &bad);
+    dt__jset(o, "clip_grad", json_real(dt__float_json(cfg->clip_grad)), &bad);
+    if (cfg->model_kind == DT_MODEL_MLP_BN) {
+        dt__jset(o, "mlp_hidden_size", json_integer(cfg->mlp.hidden_size), &bad);
+        dt__jset(o, "mlp_num_layers", json_integer(cfg->mlp.num_layers), &bad);
+        dt__jset(o, "batchnorm", json_boolean(cfg->mlp.batchnorm), &bad);
+        dt__jset(o, "bn_momentum", json_real(dt__float_json(cfg->mlp.bn_momentum)), &bad);
+        dt__jset(o, "bn_momentum_adjust", json_boolean(cfg->bn_momentum_adjust), &bad);
+        dt__jset(o, "blobs_classes", json_integer(cfg->blobs.classes), &bad);
+        dt__jset(o, "blobs_dims", json_integer(cfg->blobs.dims), &bad);
+        dt__jset(o, "blobs_separation", json_real(dt__float_json(cfg->blobs.separation)), &bad);
+    }
+    dt__jset(o, "precision", json_string(dt_dtype_name(cfg->precision)), &bad);
+    const int ps = cfg->ps_mode != DT_PS_NONE;
+    dt__jset(o, "data_parallel_size",
+             json_integer(((cfg->comm ? cfg->comm->size : 1) - (ps ? cfg->num_ps_servers : 0)) /
+                          (cfg->pipeline_size * cfg->tensor_size)),
+             &bad);
+    dt__jset(o, "allreduce",
+             json_string(ps ? (cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async") : dt_allreduce_algo_name(cfg->allreduce)),
+             &bad);
+    dt__jset(o, "num_ps_servers", json_integer(ps ? cfg->num_ps_servers : 0), &bad);
+    dt__jset(o, "pipeline_model_parallel_size", json_integer(cfg->pipeline_size), &bad);
+    dt__jset(o, "tensor_model_parallel_size", json_integer(cfg->tensor_size), &bad);
+    dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);
+    dt__jset(o, "use_distributed_optimizer", json_boolean(cfg->use_distributed_optimizer), &bad);
+    dt__jset(o, "max_staleness", cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness)
+                                                                                          : json_null(),
+             &bad);
+    dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
+    dt__jset(o, "bucket_bytes", json_integer((json_int_t)cfg->bucket_bytes), &bad);
+    dt__jset(o, "comm_timeout", json_real(cfg->comm_timeout), &bad);
+    dt__jset(o, "skip_nonfinite", json_boolean(cfg->skip_nonfinite), &bad);
+    if (cfg->use_loss_scaling) {
+        dt__jset(o, "loss_scale", json_real(cfg->loss_scaler.static_scale), &bad);
+        dt__jset(o, "initial_loss_scale", json_real(cfg->loss_scaler.initial_scale), &bad);
+        dt__jset(o, "loss_scale_window", json_integer(cfg->loss_scaler.window), &bad);
+        dt__jset(o, "hysteresis", json_integer(cfg->loss_scaler.hysteresis), &bad);
+        dt__jset(o, "min_loss_scale", json_real(cfg->loss_scaler.min_scale), &bad);
+    }
+    static const char *const scaling[] = {"none", "linear", "sqrt"};
+    dt__jset(o, "lr_scaling", json_string(scaling[cfg->lr_scaling]), &bad);
+    dt__jset(o, "base_batch_size", json_integer(cfg->base_batch_size), &bad);
+    static const char *const recompute[] = {"none", "full", "selective"};
+    dt__jset(o, "recompute_granularity", json_string(recompute[cfg->recompute]), &bad);
+    dt__jset(o, "recompute_num_layers", json_integer(cfg->recompute == DT_RECOMPUTE_FULL ? cfg->recompute_num_layers : 0),
+             &bad);
+    /* seeds above 2^63 do not fit a JSON integer in jansson; keep them exact as text */
+    dt__jset(o, "seed",
+             cfg->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)cfg->seed) : dt__jseed_text(cfg->seed),
+             &bad);
+    dt__jset(o, "threads", json_integer(cfg->threads), &bad);
+    dt__jset(o, "device", dt__jstr_or_null(cfg->device), &bad);
+    dt__jset(o, "eval_iters", json_integer(cfg->eval_iters), &bad);
+    dt__jset(o, "eval_interval", json_integer(cfg->eval_interval), &bad);
+    dt__jset(o, "log_interval", json_integer(cfg->log_interval), &bad);
+    dt__jset(o, "trace", dt__jstr_or_null(cfg->trace_path), &bad);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *dt_train_config_json(const dt_train_config *cfg)
+{
+    json_t *o = dt__config_object(cfg);
+    if (!o) return NULL;
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | DT__JSON_PRECISION);
+    json_decref(o);
+    return s;
+}
+

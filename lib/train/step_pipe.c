@@ -1,0 +1,190 @@
+/* step_pipe.c: the pipeline- and tensor-parallel strategy. The stage
+ * runtime (lib/pipeline.c) owns the stage's weights, gradients and
+ * optimizer and executes the schedule (lib/schedule.c) whole; this file
+ * creates it from the configuration, feeds it the data, traces each
+ * executed instruction and each tensor-parallel allreduce, and gathers the
+ * figures of every stage after the last step (the summary's pipeline
+ * object).
+ *
+ * Invariants: one dt__tr_pipe_step is one iteration of the schedule; rank
+ * = tensor + t * (data + d * stage); after the last step every rank holds
+ * every stage's figures (a collective) and rank 0 the whole model's
+ * weights fingerprint. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_time.h"
+#include "trainer_internal.h"
+
+/* The pipeline's data: micro-batch `index` of the training or validation rows. */
+static dt_status dt__pipe_batch(void *ctx, int val, uint64_t index, int32_t *tokens, int32_t *targets, int32_t *example,
+                                int *n_examples)
+{
+    dt_trainer *tr = ctx;
+    return dt_data_batch(tr->gpt.data, val ? DT_SPLIT_VAL : DT_SPLIT_TRAIN, index, tr->B, tr->T, tokens, targets, example,
+                         n_examples);
+}
+
+/* Trace: every executed instruction of the schedule, on the lane of its kind. */
+static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64_t t0_ns, int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace.writer || tr->trace.status != DT_OK) return;
+    const int compute = in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD;
+    const int optim = in->op == DT_SCHED_OPTIM_STEP || in->op == DT_SCHED_STASH || in->op == DT_SCHED_DROP;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, dt_sched_op_name(in->op), "pipeline", tr->rank,
+                        compute ? DT_LANE_COMPUTE : optim ? DT_LANE_OPTIM : DT_LANE_COMM, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
+    e.iter = in->step;
+    if (in->mb >= 0) e.micro_batch = in->mb;
+    if (dt_trace_event_add_arg(&e, "stage", stage) != DT_OK || dt_trace_event_add_arg(&e, "version", in->version) != DT_OK ||
+        dt_trace_event_add_arg(&e, "phase", (double)in->phase) != DT_OK)
+        return;
+    dt__trace_write(tr, &e);
+}
+
+/* Trace: each allreduce of the tensor-parallel operators f and g. */
+static void dt__tp_event(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace.writer || tr->trace.status != DT_OK) return;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, is_g ? "tp allreduce g" : "tp allreduce f", "tp", tr->rank,
+                        DT_LANE_COMM, t0_ns - tr->t_start_ns, t1_ns - t0_ns);
+    e.iter = tr->iter;
+    if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK) return;
+    dt__trace_write(tr, &e);
+}
+
+/* Pipeline/tensor parallelism: the stage owns its weights, gradients and optimizer. */
+dt_status dt__tr_pipe_create(dt_trainer *tr)
+{
+    const dt_train_config *cfg = &tr->cfg;
+    if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm));
+    int any = 0;
+    for (int i = 0; i < 64; i++) any |= cfg->pipeline_split[i] != 0;
+    const dt__pipe_setup ps = {.world = cfg->comm,
+                               .device_world = tr->gcomm,
+                               .p = cfg->pipeline_size,
+                               .t = cfg->tensor_size,
+                               .kind = cfg->pipeline_schedule,
+                               .split = any ? cfg->pipeline_split : NULL,
+                               .model = &tr->cfg.model,
+                               .B = tr->B,
+                               .T = tr->T,
+                               .m = tr->n_micro,
+                               .steps = cfg->train_iters > 0 ? cfg->train_iters : 1,
+                               .be = tr->be,
+                               .seed = cfg->seed,
+                               .optim = cfg->optim,
+                               .lr = tr->lr,
+                               .clip_grad = cfg->clip_grad,
+                               .allreduce = cfg->allreduce,
+                               .chunk_bytes = cfg->allreduce_chunk_bytes,
+                               .batch = dt__pipe_batch,
+                               .event = dt__pipe_event,
+                               .tp_event = dt__tp_event,
+                               .ctx = tr};
+    return dt__pipe_create(&ps, &tr->pipe.rt);
+}
+
+/* After the last pipeline step: the whole model on rank 0 and every stage's
+ * figures on every rank (collective). */
+static dt_status dt__pipe_finish(dt_trainer *tr)
+{
+    const int p = tr->cfg.pipeline_size;
+    DT_CHECK(dt__pipe_probe(tr->pipe.rt, &tr->pipe.probe));
+    tr->pipe.figures = calloc((size_t)3 * p, sizeof *tr->pipe.figures);
+    float *v = calloc((size_t)3 * p, sizeof *v);
+    if (!tr->pipe.figures || !v) {
+        free(v);
+        return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory");
+    }
+    const int s = dt__pipe_stage(tr->pipe.rt);
+    if (dt__pipe_dp_index(tr->pipe.rt) == 0 && dt__pipe_tp_index(tr->pipe.rt) == 0) {
+        v[s] = (float)dt__pipe_peak_activation_bytes(tr->pipe.rt);
+        v[p + s] = (float)dt__pipe_max_versions(tr->pipe.rt);
+        v[2 * p + s] = (float)dt__pipe_max_versions_in_flight(tr->pipe.rt);
+    }
+    dt_status st = dt_comm_allreduce(tr->cfg.comm, v, (size_t)3 * p, DT_ALLREDUCE_RING, NULL);
+    for (int i = 0; st == DT_OK && i < 3 * p; i++) tr->pipe.figures[i] = v[i];
+    free(v);
+    DT_CHECK(st);
+    return dt__pipe_version_check(tr->pipe.rt, &tr->pipe.mismatch, &tr->pipe.disagree);
+}
+
+dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
+{
+    if (tr->iter >= tr->cfg.train_iters)
+        return DT_FAIL(DT_ERR_INVALID, "iteration %lld: the pipeline schedule ends after --train-iters %lld",
+                       (long long)tr->iter + 1, (long long)tr->cfg.train_iters);
+    const int64_t t0 = dt_time_ns();
+    dt__pipe_stats ps;
+    DT_CHECK(dt__pipe_step(tr->pipe.rt, tr->iter, &ps));
+    DT_CHECK(tr->be->synchronize(tr->be));
+    const int64_t t1 = dt_time_ns();
+    DT_CHECK(dt__trace_check(tr));
+    DT_CHECK(dt__loss_check(tr, ps.loss));
+    if (tr->trace.writer) {
+        const int64_t ts = t1 - tr->t_start_ns;
+        DT_CHECK(dt__trace_counter(tr, "loss", ts, ps.loss));
+        DT_CHECK(dt__trace_counter(tr, "lr", ts, ps.lr));
+        DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts, (double)dt__pipe_peak_activation_bytes(tr->pipe.rt)));
+    }
+    const double secs = (double)(t1 - t0) * 1e-9;
+    dt__tr_account(tr, secs);
+    tr->iter++;
+    if (tr->iter == tr->cfg.train_iters) DT_CHECK(dt__pipe_finish(tr));
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->iter = tr->iter;
+        out->loss = ps.loss;
+        out->lr = ps.lr;
+        out->grad_norm = ps.grad_norm;
+        out->step_seconds = secs;
+        out->tokens_per_second = secs > 0 ? (double)tr->cfg.global_batch_size * tr->T / secs : 0.0;
+        out->loss_scale = 1.0f;
+    }
+    return DT_OK;
+}
+
+/* The summary's pipeline object (JSON null without pipeline parallelism):
+ * per stage the peak saved activation bytes, the most weight versions
+ * alive at once (current + stashed) and the most distinct versions used by
+ * micro-batches in flight. */
+json_t *dt__tr_pipe_summary(const dt_trainer *tr)
+{
+    if (!tr->pipe.rt) return json_null();
+    const int p = tr->cfg.pipeline_size;
+    json_t *o = json_object(), *a = json_array(), *v = json_array(), *f = json_array();
+    int bad = !o || !a || !v || !f;
+    for (int s = 0; !bad && tr->pipe.figures && s < p; s++) {
+        bad |= json_array_append_new(a, json_integer((json_int_t)tr->pipe.figures[s])) != 0;
+        bad |= json_array_append_new(v, json_integer((json_int_t)tr->pipe.figures[p + s])) != 0;
+        bad |= json_array_append_new(f, json_integer((json_int_t)tr->pipe.figures[2 * p + s])) != 0;
+    }
+    if (!bad) {
+        dt__jset(o, "schedule", json_string(dt_sched_kind_name(tr->cfg.pipeline_schedule)), &bad);
+        dt__jset(o, "stages", json_integer(p), &bad);
+        dt__jset(o, "data_parallel_size", json_integer(tr->dp_size), &bad);
+        dt__jset(o, "micro_batches_per_step", json_integer(tr->n_micro), &bad);
+        dt__jset(o, "stage_peak_activation_bytes", a, &bad);
+        dt__jset(o, "stage_weight_versions", v, &bad);
+        dt__jset(o, "stage_versions_in_flight", f, &bad);
+        /* stashing: backward on the forward's weights; vertical sync: one version per micro-batch */
+        dt__jset(o, "version_mismatches", json_integer(tr->pipe.mismatch), &bad);
+        dt__jset(o, "version_disagreements_across_stages", json_integer(tr->pipe.disagree), &bad);
+        a = v = f = NULL;
+    }
+    json_decref(a), json_decref(v), json_decref(f);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+

@@ -1,0 +1,49 @@
+/* step_zero.c: the ZeRO-1 strategy (--use-distributed-optimizer with data
+ * parallelism; lib/zero.c holds the algorithm, docs/zero.md explains it).
+ * Every rank keeps the whole model's weights and gradients but only its
+ * segment of the optimizer state (and, under mixed precision, of the FP32
+ * master weights): the step reduce-scatters the gradients, updates the
+ * rank's segment and all-gathers the new weights.
+ *
+ * Invariants: the segments partition the flat buffer; after a step every
+ * rank holds the same weights, equal to the replica strategy's up to the
+ * order of the gradient sums; the loss is summed before the update, so a
+ * non-finite one stops the step on every rank. */
+#define _POSIX_C_SOURCE 200809L
+#include "dt_time.h"
+#include "trainer_internal.h"
+
+dt_status dt__tr_zero_create(dt_trainer *tr)
+{
+    const dt_train_config *cfg = &tr->cfg;
+    /* the device gradients' communicator: NCCL on the GPU (made here, before the buckets would) */
+    if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm));
+    DT_CHECK(dt__zero_create(tr->gcomm ? tr->gcomm : cfg->comm, tr->be, tr->kind->layout(tr), &tr->cfg.optim,
+                             &tr->zero));
+    if (cfg->precision != DT_F32 && tr->kind->round_weights) { /* the FP32 masters sharded too; the model keeps their half values */
+        DT_CHECK(dt__zero_keep_masters(tr->zero, tr->kind->params(tr), cfg->precision));
+        DT_CHECK(tr->kind->round_weights(tr));
+    }
+    return DT_OK;
+}
+
+/* Reduce-scatter, update this rank's shard, all-gather the weights. */
+dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c)
+{
+    float l = (float)c->loss_sum;
+    DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));
+    c->loss_sum = l;
+    DT_CHECK(dt__loss_check(tr, c->loss_sum));
+    c->t_opt = dt_time_ns();
+    const dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
+                                     .hook = tr->trace.writer ? dt__comm_hook : NULL,
+                                     .hook_ctx = tr};
+    const dt__zero_step_args za = {.scaler = tr->cfg.use_loss_scaling ? &tr->scaler : NULL,
+                                   .loss_scale = c->S,
+                                   .lr = &tr->lr,
+                                   .position = tr->iter,
+                                   .clip_grad = tr->cfg.clip_grad,
+                                   .coll = &opts,
+                                   .scalar_comm = tr->cfg.comm};
+    return dt__zero_step(tr->zero, tr->kind->params(tr), tr->kind->grads(tr), &za, &c->ur);
+}

@@ -1,0 +1,93 @@
+/* summary.c: the --summary JSON of a run (dt_trainer_write_summary):
+ * results, throughput, memory, the loss scaler's counts, the weights'
+ * fingerprint (param_probe), the strategy's own object (parameter_server,
+ * pipeline) and the configuration.
+ *
+ * Invariants: the file is written whole or not at all (jansson's dump of
+ * one object); key order is fixed; a value that is not finite is null. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_internal.h"
+
+/* A fingerprint of the weights for comparing runs (serial against data
+ * parallel, ...): sum of w_i * u(i) with u(i) in [-1, 1) a hash of the
+ * element index (dt__probe_u), in double. Any change of the weights changes
+ * it to first order; a split model adds its parts (dt__pipe_probe). */
+static double dt__param_probe(dt_trainer *tr)
+{
+    if (tr->pipe.rt) return tr->pipe.probe; /* added over the stages after the last step */
+    size_t n = tr->kind->layout(tr)->numel;
+    float *w = malloc(n * sizeof *w);
+    if (!w || tr->be->copy(tr->be, w, tr->kind->params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK) {
+        free(w);
+        return NAN;
+    }
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)w[i] * dt__probe_u(i);
+    free(w);
+    return s;
+}
+
+dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
+                                   const dt_eval_result *eval)
+{
+    if (!path || !path[0]) return DT_FAIL(DT_ERR_INVALID, "--summary: expected a file name");
+    json_t *o = json_object();
+    json_t *cfg = dt__config_object(&tr->cfg);
+    int bad = !o || !cfg;
+    if (!bad) {
+        const int has_acc = eval && eval->accuracy >= 0;
+        dt__jset(o, "train_loss", last ? dt__jreal_or_null(last->loss) : json_null(), &bad);
+        dt__jset(o, "val_loss", eval ? dt__jreal_or_null(eval->loss) : json_null(), &bad);
+        dt__jset(o, "accuracy", has_acc ? json_real(eval->accuracy) : json_null(), &bad);
+        dt__jset(o, "val_examples", json_integer(eval ? eval->n_examples : 0), &bad);
+        dt__jset(o, "tokens_per_second", dt__jreal_or_null(dt_trainer_tokens_per_second(tr)), &bad);
+        dt__jset(o, "peak_activation_bytes", json_integer((json_int_t)dt__tr_peak_act(tr)), &bad);
+        dt__jset(o, "iterations", json_integer(tr->iter), &bad);
+        dt__jset(o, "param_probe", dt__jreal_or_null(dt__param_probe(tr)), &bad);
+        const int ls = tr->cfg.use_loss_scaling;
+        dt__jset(o, "loss_scale", ls ? json_real(dt_loss_scaler_scale(&tr->scaler)) : json_null(), &bad);
+        dt__jset(o, "skipped_steps", json_integer(ls ? tr->scaler.skipped : 0), &bad);
+        dt__jset(o, "nonfinite_skipped_steps", json_integer(tr->nf.skipped), &bad);
+        dt__jset(o, "loss_scale_backoffs", json_integer(ls ? tr->scaler.backoffs : 0), &bad);
+        dt__jset(o, "loss_scale_at_min_overflows", json_integer(ls ? tr->scaler.min_overflows : 0), &bad);
+        dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
+        /* this rank's FP32 master weights and optimizer state: the model's, its stage's or tensor shard's
+         * (pipeline, tensor parallelism), or its ZeRO-1 shard's (--use-distributed-optimizer) */
+        dt__jset(o, "master_weight_bytes",
+                 json_integer((json_int_t)(tr->zero && dt__zero_master_bytes(tr->zero)
+                                               ? dt__zero_master_bytes(tr->zero)
+                                               : (tr->pipe.rt ? dt__pipe_layout(tr->pipe.rt) : tr->kind->layout(tr))->numel *
+                                                     sizeof(float))),
+                 &bad);
+        dt__jset(o, "optimizer_state_bytes",
+                 json_integer((json_int_t)(tr->zero   ? dt__zero_state_bytes(tr->zero)
+                                           : tr->pipe.rt ? dt_optim_state_bytes(dt__pipe_optimizer(tr->pipe.rt))
+                                           : tr->opt_ready ? dt_optim_state_bytes(&tr->opt)
+                                                           : 0)),
+                 &bad);
+        dt__jset(o, "parameter_server", dt__tr_ps_summary(tr), &bad);
+        dt__jset(o, "pipeline", dt__tr_pipe_summary(tr), &bad);
+        dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);
+        dt__jset(o, "config", cfg, &bad);
+        cfg = NULL; /* owned by o now, even on failure */
+    }
+    json_decref(cfg);
+    if (bad) {
+        json_decref(o);
+        return DT_FAIL(DT_ERR_NOMEM, "--summary %s: out of memory building the summary", path);
+    }
+    errno = 0;
+    int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER | DT__JSON_PRECISION);
+    int err = errno;
+    json_decref(o);
+    if (rc != 0)
+        return DT_FAIL(DT_ERR_IO, "--summary %s: cannot write the file (%s)", path,
+                       err ? strerror(err) : "write failed");
+    return DT_OK;
+}
+

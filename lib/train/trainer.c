@@ -1,0 +1,301 @@
+/* trainer.c: the trainer's core (see dt_train.h): create and free, the
+ * step as a short dispatch over the strategies, and the run's throughput
+ * bookkeeping. Everything else lives beside it in lib/train/ (the list and
+ * the invariants are in trainer_internal.h).
+ *
+ * A step with N = global_batch_size / micro_batch_size:
+ *   for k in 0..N-1: batch(train, iter*N + k) -> forward -> backward(1/N)
+ *   norm = ||grads||; scale = clip factor; lr = schedule(iter)
+ *   optimizer step(grad_scale = scale); zero grads
+ * so gradients are the mean over the global batch, and the training data a
+ * run sees depends only on (seed, global batch, micro batch, T), never on
+ * timing or threads.
+ *
+ * Invariants: the trainer owns copies of every string in its config; the
+ * same config (and thread count) gives bit-identical losses; evaluation
+ * always reads validation batches 0..eval_iters-1 and never changes the
+ * parameters or gradients. Trace times are nanoseconds since the trainer
+ * was created; the "iter" arg of trace events is the 0-based iteration. */
+#define _POSIX_C_SOURCE 200809L
+#include "dt_train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dt_time.h"
+#include "trainer_internal.h"
+
+void dt__tr_set_hook(dt_trainer *tr, int on)
+{
+    if (tr->kind->set_layer_hook) tr->kind->set_layer_hook(tr, on);
+}
+
+size_t dt__tr_peak_act(const dt_trainer *tr)
+{
+    if (tr->strategy == DT__STRATEGY_PIPE) return dt__pipe_peak_activation_bytes(tr->pipe.rt);
+    return tr->kind->peak_activation_bytes(tr);
+}
+
+static dt_status dt__strdup(const char *s, char **out)
+{
+    *out = NULL;
+    if (!s) return DT_OK;
+    *out = strdup(s);
+    if (!*out) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory copying '%s'", s);
+    return DT_OK;
+}
+
+/* The ranks' layout: data-parallel rank and size, micro-batches per step,
+ * and the strategy. */
+static void dt__tr_layout_ranks(dt_trainer *tr)
+{
+    const dt_train_config *cfg = &tr->cfg;
+    tr->rank = cfg->comm ? cfg->comm->rank : 0;
+    tr->dp_rank = tr->rank;
+    tr->dp_size = cfg->comm ? cfg->comm->size : 1;
+    tr->dp_comm = cfg->comm;
+    if (cfg->ps_mode != DT_PS_NONE) { /* workers 0..W-1, then the servers */
+        tr->dp_size -= cfg->num_ps_servers;
+        if (tr->dp_rank >= tr->dp_size) tr->dp_rank = 0; /* a server: its batch buffers are never used */
+    }
+    const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1; /* the stage runtime (lib/pipeline.c) */
+    if (split) { /* t x d x p: rank = tensor + t * (data + d * stage) */
+        tr->dp_size /= cfg->pipeline_size * cfg->tensor_size;
+        tr->dp_rank = (tr->rank / cfg->tensor_size) % tr->dp_size;
+    }
+    tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
+    tr->strategy = split                                                 ? DT__STRATEGY_PIPE
+                   : cfg->ps_mode != DT_PS_NONE                          ? DT__STRATEGY_PS
+                   : cfg->use_distributed_optimizer && tr->dp_size > 1 ? DT__STRATEGY_ZERO
+                                                                         : DT__STRATEGY_REPLICA;
+}
+
+static dt_status dt__tr_strategy_create(dt_trainer *tr)
+{
+    switch (tr->strategy) {
+    case DT__STRATEGY_PIPE: return dt__tr_pipe_create(tr);
+    case DT__STRATEGY_PS: return dt__tr_ps_create(tr);
+    case DT__STRATEGY_ZERO: return dt__tr_zero_create(tr);
+    case DT__STRATEGY_REPLICA: return dt__tr_dp_create(tr);
+    }
+    return DT_FAIL(DT_ERR_INVALID, "trainer: unknown strategy %d", (int)tr->strategy);
+}
+
+dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
+{
+    *out = NULL;
+    DT_CHECK(dt_train_config_validate(cfg));
+    dt_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory");
+    dt_status st = DT_OK;
+
+    tr->cfg = *cfg;
+    tr->kind = cfg->model_kind == DT_MODEL_MLP_BN ? &dt__model_mlp : &dt__model_gpt;
+    tr->pipe.probe = NAN;
+    DT_CHECK_GOTO(dt__strdup(cfg->data.task, &tr->task), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->data.path, &tr->path), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->device, &tr->device), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->trace_path, &tr->trace_path), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->save_dir, &tr->save_dir), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->load_dir, &tr->load_dir), st, fail);
+    tr->cfg.save_dir = tr->save_dir;
+    tr->cfg.load_dir = tr->load_dir;
+    tr->ck.last_save = -1;
+    tr->cfg.data.task = tr->task;
+    tr->cfg.data.path = tr->path;
+    tr->cfg.device = tr->device;
+    tr->cfg.trace_path = tr->trace_path;
+
+    tr->B = cfg->micro_batch_size;
+    tr->T = cfg->seq_length;
+    /* before any split: the communicators made from comm inherit it */
+    if (cfg->comm) DT_CHECK_GOTO(dt_comm_set_timeout(cfg->comm, cfg->comm_timeout), st, fail);
+    dt__tr_layout_ranks(tr);
+
+    DT_CHECK_GOTO(dt_backend_create(tr->cfg.device, cfg->threads, &tr->be), st, fail);
+    tr->cfg.threads = tr->be->threads;
+    DT_CHECK_GOTO(tr->kind->create(tr, tr->strategy == DT__STRATEGY_PIPE), st, fail);
+    {
+        double f = dt_lr_scaling_factor(cfg->lr_scaling, cfg->global_batch_size, cfg->base_batch_size);
+        tr->lr = cfg->lr;
+        tr->lr.max_lr = (float)(cfg->lr.max_lr * f);
+        tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
+    }
+    if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
+    DT_CHECK_GOTO(dt__tr_strategy_create(tr), st, fail);
+    if (tr->strategy != DT__STRATEGY_PIPE) DT_CHECK_GOTO(tr->kind->zero_grad(tr), st, fail);
+    if (tr->cfg.trace_path) DT_CHECK_GOTO(dt__trace_open(tr), st, fail);
+    if (tr->strategy == DT__STRATEGY_REPLICA) DT_CHECK_GOTO(dt__tr_dp_start(tr), st, fail);
+    /* a parameter-server worker pulls the servers' weights with its first
+     * step, evaluation or save (dt__tr_ps_ensure_pulled), so that
+     * dt_trainer_load can still run on every rank first */
+    tr->t_start_ns = dt_time_ns();
+    *out = tr;
+    return DT_OK;
+
+fail:
+    dt_trainer_free(tr);
+    return st;
+}
+
+dt_status dt_trainer_finish(dt_trainer *tr)
+{
+    if (!tr || !tr->trace.writer) return DT_OK;
+    dt__tr_set_hook(tr, 0);
+    dt_status st = dt_trace_writer_close(tr->trace.writer);
+    tr->trace.writer = NULL;
+    if (tr->trace.status != DT_OK) {
+        /* the first write error is the cause; the message of a later close
+         * failure would hide it, so restate it */
+        return DT_FAIL(tr->trace.status, "--trace %s: writing the trace failed", tr->cfg.trace_path);
+    }
+    return st;
+}
+
+void dt_trainer_free(dt_trainer *tr)
+{
+    if (!tr) return;
+    if (tr->trace.writer) { /* not finished: the run failed, leave no partial trace */
+        dt__tr_set_hook(tr, 0);
+        dt_trace_writer_abort(tr->trace.writer);
+    }
+    dt__tr_dp_free(tr);
+    dt__tr_ps_shutdown(tr);
+    free(tr->save_dir);
+    free(tr->load_dir);
+    free(tr->ck.loaded);
+    free(tr->ck.note);
+    free(tr->ck.saved);
+    dt__pipe_free(tr->pipe.rt);
+    dt__zero_free(tr->zero);
+    free(tr->pipe.figures);
+    dt_comm_free(tr->gcomm);
+    if (tr->opt_ready) dt_optim_free(&tr->opt);
+    tr->kind->destroy(tr);
+    dt_backend_destroy(tr->be);
+    free(tr->task);
+    free(tr->path);
+    free(tr->device);
+    free(tr->trace_path);
+    free(tr);
+}
+
+/* The batch index of micro-batch j (0 .. n_micro * dp_size - 1) of the
+ * current step: the global batch is n_micro * dp_size micro-batches, rank r
+ * takes j = r * n_micro .. r * n_micro + n_micro - 1, so n ranks with
+ * micro-batch b see exactly the rows of one rank with n * b. */
+uint64_t dt__micro_index(const dt_trainer *tr, int j)
+{
+    return (uint64_t)tr->iter * (uint64_t)(tr->n_micro * tr->dp_size) + (uint64_t)j;
+}
+
+/* --slow-rank: this rank sleeps before its gradient exchange (a straggler). */
+static void dt__straggle(const dt_trainer *tr)
+{
+    if (tr->cfg.slow_ms <= 0 || tr->rank != tr->cfg.slow_rank) return;
+    struct timespec ts = {.tv_sec = tr->cfg.slow_ms / 1000, .tv_nsec = (long)(tr->cfg.slow_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Steps' throughput bookkeeping (the first step is the warm-up). */
+void dt__tr_account(dt_trainer *tr, double secs)
+{
+    const double tokens = (double)tr->cfg.global_batch_size * tr->T;
+    if (tr->iter == 0) {
+        tr->speed.first_step_s = secs;
+    } else {
+        tr->speed.rest_s += secs;
+        tr->speed.rest_tokens += tokens;
+    }
+}
+
+/* --hang-rank R:ITER: rank R stops for ever at the start of iteration ITER
+ * (a hung rank, for tests of --comm-timeout); signals still end it. */
+static void dt__hang(const dt_trainer *tr)
+{
+    if (tr->cfg.hang_iter <= 0 || tr->rank != tr->cfg.hang_rank || tr->iter + 1 != tr->cfg.hang_iter) return;
+    for (;;) {
+        struct timespec ts = {.tv_sec = 1, .tv_nsec = 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
+dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
+{
+    dt__hang(tr);
+    tr->nf.skip = 0;
+    if (tr->strategy == DT__STRATEGY_PIPE) return dt__tr_pipe_step(tr, out); /* the schedule is the whole step */
+    if (tr->strategy == DT__STRATEGY_PS) DT_CHECK(dt__tr_ps_begin_step(tr));
+    const int64_t t0 = dt_time_ns();
+
+    /* forward and backward of this rank's micro-batches; loss scaling: the
+     * backward starts from S * loss, unscaled by the update */
+    dt__step_ctx c = {.S = tr->cfg.use_loss_scaling ? dt_loss_scaler_scale(&tr->scaler) : 1.0f};
+    size_t act_bytes = 0;
+    /* the ranks whose micro-batches make up one gradient: every worker's,
+     * except under ps-async, where each worker's push is an update of its own */
+    const int share = tr->cfg.ps_mode == DT_PS_ASYNC ? 1 : tr->dp_size;
+    DT_CHECK(tr->kind->accumulate(tr, c.S, share, &c.loss_sum, &act_bytes));
+    DT_CHECK(dt__trace_check(tr));
+    dt__straggle(tr);
+
+    /* the gradients' exchange and the update */
+    switch (tr->strategy) {
+    case DT__STRATEGY_PS: DT_CHECK(dt__tr_ps_update(tr, &c)); break;
+    case DT__STRATEGY_ZERO: DT_CHECK(dt__tr_zero_update(tr, &c)); break;
+    default: DT_CHECK(dt__tr_dp_update(tr, &c)); break;
+    }
+    DT_CHECK(tr->kind->zero_grad(tr));
+    DT_CHECK(tr->be->synchronize(tr->be));
+    const int64_t t1 = dt_time_ns();
+    DT_CHECK(dt__trace_step_end(tr, &c, act_bytes, t1));
+
+    const double secs = (double)(t1 - t0) * 1e-9;
+    const double tokens = (double)tr->cfg.global_batch_size * tr->T;
+    dt__tr_account(tr, secs);
+    tr->iter++;
+    if (out) {
+        const dt_paramset *layout = tr->kind->layout(tr);
+        out->iter = tr->iter;
+        out->loss = (float)c.loss_sum;
+        out->lr = c.ur.lr;
+        out->grad_norm = c.ur.norm;
+        out->step_seconds = secs;
+        out->tokens_per_second = secs > 0 ? tokens / secs : 0.0;
+        out->loss_scale = c.S;
+        out->overflow = c.ur.skipped;
+        out->overflow_tensor = c.ur.first_bad >= 0 ? layout->info[c.ur.first_bad].name : NULL;
+        out->scale_at_min = c.ur.ev.at_min;
+        out->scale_at_min_first = c.ur.ev.at_min_first;
+        out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;
+        out->nonfinite = tr->nf.skip;
+        out->nonfinite_where = tr->nf.skip ? tr->nf.where : NULL;
+        out->nonfinite_skipped = tr->nf.skipped;
+        out->staleness = c.rep.staleness;
+        out->version = c.rep.version;
+    }
+    return DT_OK;
+}
+
+dt_gpt *dt_trainer_model(dt_trainer *tr) { return tr->gpt.model; }
+const dt_lr_schedule *dt_trainer_lr_schedule(const dt_trainer *tr) { return &tr->lr; }
+size_t dt_trainer_peak_activation_bytes(const dt_trainer *tr) { return dt__tr_peak_act(tr); }
+const dt_train_config *dt_trainer_config(const dt_trainer *tr) { return &tr->cfg; }
+const dt_dataset *dt_trainer_data(const dt_trainer *tr) { return tr->gpt.data; }
+int64_t dt_trainer_iterations(const dt_trainer *tr) { return tr->iter; }
+size_t dt_trainer_num_params(const dt_trainer *tr) { return tr->num_params; }
+
+double dt_trainer_tokens_per_second(const dt_trainer *tr)
+{
+    if (tr->iter >= 2 && tr->speed.rest_s > 0) return tr->speed.rest_tokens / tr->speed.rest_s;
+    if (tr->iter >= 1 && tr->speed.first_step_s > 0)
+        return (double)tr->cfg.global_batch_size * tr->T / tr->speed.first_step_s;
+    return 0.0;
+}
+
+double dt_trainer_elapsed_seconds(const dt_trainer *tr) { return (double)(dt_time_ns() - tr->t_start_ns) * 1e-9; }

@@ -1,0 +1,265 @@
+/* trainer_internal.h: the trainer's state and the seams between the files
+ * of lib/train/ (private to them; the public API is dt_train.h).
+ *
+ * The trainer is a short core (trainer.c: create, free, the step as a
+ * dispatch over strategies) with each concern in a file of its own that
+ * owns one sub-struct of dt_trainer:
+ *   model_gpt.c, model_mlp.c  the model kind behind dt__model_kind (gpt, mlp)
+ *   step_dp.c       one process or allreduce data parallelism: buckets, comm thread (dp)
+ *   step_zero.c     ZeRO-1: reduce-scatter, shard update, all-gather (zero)
+ *   step_ps.c       parameter-server workers and servers (ps)
+ *   step_pipe.c     pipeline and tensor parallelism: the stage runtime (pipe)
+ *   nonfinite.c     non-finite loss or gradient norm: the first bad layer (nf)
+ *   trace_hooks.c   trace events from the layers, collectives and steps (trace)
+ *   eval.c          evaluation on the validation split
+ *   summary.c       the --summary JSON
+ *   checkpoint_io.c dt_trainer_save / dt_trainer_load (ck)
+ *   config.c, config_json.c  the configuration: defaults, validation, JSON
+ *
+ * Invariants: exactly one strategy runs a trainer's steps, fixed at
+ * create; the model kind's table is the only place that tells the GPT from
+ * the BatchNorm MLP; a sub-struct is written only by the file that owns it
+ * (the trace lock dp.mu excepted, which the trace writer takes when the
+ * comm thread runs). */
+#ifndef DT_TRAINER_INTERNAL_H
+#define DT_TRAINER_INTERNAL_H
+
+#include <jansson.h>
+#include <pthread.h>
+
+#include "dt_backend.h"
+#include "dt_blobs.h"
+#include "dt_checkpoint.h"
+#include "dt_internal.h"
+#include "dt_mlp.h"
+#include "dt_train.h"
+#include "dt_trace.h"
+#include "pipeline.h"
+#include "ps.h"
+#include "update.h"
+#include "zero.h"
+
+/* How this trainer's steps run (fixed at create). */
+typedef enum dt__strategy {
+    DT__STRATEGY_REPLICA = 0, /* one process, or allreduce data parallelism (step_dp.c) */
+    DT__STRATEGY_ZERO,        /* ZeRO-1 over the data-parallel ranks (step_zero.c) */
+    DT__STRATEGY_PS,          /* a parameter server's worker or server (step_ps.c) */
+    DT__STRATEGY_PIPE,        /* pipeline and/or tensor parallelism (step_pipe.c) */
+} dt__strategy;
+
+/* The sums of one evaluation (eval.c): over every rank of the data-parallel group. */
+typedef struct dt__eval_sums {
+    double loss;     /* sum of per-target (GPT) or per-example (mlp-bn) losses */
+    double counted;  /* targets or examples the loss is summed over */
+    double examples; /* complete examples (accuracy) */
+    double correct;
+} dt__eval_sums;
+
+/* One model kind (DT_MODEL_GPT, DT_MODEL_MLP_BN) behind the trainer. The
+ * optional slots are NULL where the kind has no such thing. */
+typedef struct dt__model_kind {
+    const char *name;
+    /* open the data and, unless split (pipeline/tensor stages own the
+     * model), build and initialise the model; fill cfg's data-dependent
+     * sizes, num_params and the host batch buffers */
+    dt_status (*create)(dt_trainer *tr, int split);
+    void (*destroy)(dt_trainer *tr);
+    const dt_paramset *(*layout)(const dt_trainer *tr); /* the flat buffer's tensors */
+    float *(*params)(dt_trainer *tr);                   /* (numel) backend memory */
+    float *(*grads)(dt_trainer *tr);                    /* (numel) backend memory */
+    dt_status (*zero_grad)(dt_trainer *tr);
+    size_t (*peak_activation_bytes)(const dt_trainer *tr);
+    /* forward and backward of this rank's micro-batches of step tr->iter,
+     * the backward seeded with S times the micro-batch's weight in the
+     * global batch (share: the ranks whose micro-batches make one
+     * gradient); adds the weighted losses to *loss_sum */
+    dt_status (*accumulate)(dt_trainer *tr, float S, int share, double *loss_sum, size_t *act_bytes);
+    int (*has_accuracy)(const dt_trainer *tr);
+    dt_status (*eval_batch)(dt_trainer *tr, int i, dt__eval_sums *sum); /* validation micro-batch i */
+    void (*set_training)(dt_trainer *tr, int on);       /* optional: BatchNorm's batch or running statistics */
+    void (*set_layer_hook)(dt_trainer *tr, int on);     /* optional: per-layer trace spans and bucket launches */
+    /* optional: extra state a checkpoint keeps (BatchNorm running statistics) */
+    const dt_paramset *(*state_layout)(const dt_trainer *tr);
+    float *(*state)(dt_trainer *tr);
+    /* optional: the first layer whose forward output is non-finite (nonfinite.c) */
+    dt_status (*locate_forward)(dt_trainer *tr, char *where, size_t cap);
+    /* optional: round the weights to the compute precision after ZeRO took the FP32 masters */
+    dt_status (*round_weights)(dt_trainer *tr);
+    /* the layout is the GPT's (embedding, blocks "h.<l>.*", head): buckets
+     * by layer and per-layer grad_amax events apply */
+    int gpt_layers;
+} dt__model_kind;
+
+extern const dt__model_kind dt__model_gpt, dt__model_mlp;
+
+struct dt_trainer {
+    dt_train_config cfg; /* copy; strings point to the owned copies below */
+    char *task, *path, *device, *trace_path, *save_dir, *load_dir;
+
+    dt_backend *be;
+    const dt__model_kind *kind; /* cfg.model_kind's table */
+    dt__strategy strategy;
+    dt_optim opt; /* the replica strategy's optimizer (opt_ready) */
+    int opt_ready;
+    dt_loss_scaler scaler; /* when cfg.use_loss_scaling */
+    dt_lr_schedule lr;     /* cfg.lr after lr_scaling */
+    size_t num_params;
+
+    int B, T, n_micro;    /* micro-batch size, sequence length, micro-batches per step on this rank */
+    int dp_rank, dp_size; /* data parallelism (1 rank without a communicator): the workers */
+    int rank;             /* in cfg.comm (0 without one): trace pid and file */
+    dt_comm *dp_comm;     /* the data-parallel ranks: cfg.comm, or the workers' with a parameter server */
+    dt_comm *gcomm;       /* owned: NCCL over cfg.comm's ranks for device gradients (--device cuda), else NULL */
+
+    int64_t t_start_ns;
+    int64_t iter; /* steps completed */
+
+    struct { /* model_gpt.c */
+        dt_dataset *data; /* byte tasks and text */
+        dt_gpt *model;    /* NULL when split across stages */
+        int32_t *tokens;  /* (B,T) host */
+        int32_t *targets; /* (B,T) host */
+        int32_t *example; /* (B,T) host: example id per counted target */
+        float *pos_loss;  /* (B,T) host */
+        uint8_t *pos_correct; /* (B,T) host */
+    } gpt;
+    struct { /* model_mlp.c */
+        dt_blobs *blobs;
+        dt_mlp *net;
+        float *x;   /* (B, D) host: inputs */
+        int32_t *y; /* (B) host: labels */
+    } mlp;
+
+    /* step_dp.c: gradient buckets, contiguous ranges of the flat gradient
+     * buffer in backward order; a comm thread allreduces each as soon as
+     * the last micro-batch's backward has finished its layers, so
+     * communication overlaps the rest of the backward. */
+    struct {
+        int n_buckets;
+        size_t *bucket_off, *bucket_len; /* (n_buckets) in floats */
+        int *bucket_low; /* (n_buckets) lowest layer of the bucket: ready after its backward */
+        int *queue;      /* (n_buckets) launched buckets, in order */
+        int q_head, q_tail, n_done, stop, overlap_active;
+        dt_status comm_status;
+        char comm_err[512]; /* the comm thread's message (dt_last_error is per thread) */
+        pthread_t comm_thread;
+        int comm_thread_on;
+        pthread_mutex_t mu; /* the queue, and trace writes from both threads */
+        pthread_cond_t cv;
+    } dp;
+
+    dt__zero *zero; /* step_zero.c: ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
+
+    struct { /* step_ps.c */
+        dt__ps *rt; /* parameter server (cfg.ps_mode), else NULL */
+        int broken; /* an exchange failed: do not say goodbye to the servers */
+        int pulled; /* a worker has pulled the servers' first weights */
+        dt_checkpoint_shard *resume; /* a server: the loaded shard, applied when serving starts */
+        int64_t start_version;       /* ... and its version */
+    } ps;
+
+    struct {                    /* step_pipe.c */
+        dt__pipe *rt;           /* this rank's stage (cfg.pipeline_size or tensor_size > 1), else NULL */
+        double probe;           /* after the last step: the whole model's weights fingerprint (NAN before) */
+        double *figures;        /* (3p) after the last step: per stage peak activation bytes, versions alive, in flight */
+        long long mismatch, disagree; /* after the last step: dt__pipe_version_check */
+    } pipe;
+
+    struct {                    /* trace_hooks.c */
+        dt_trace_writer *writer;
+        dt_status status;       /* first error while writing from a hook */
+        int micro;              /* micro-batch being computed (hook args) */
+    } trace;
+
+    struct {                    /* nonfinite.c: non-finite loss or gradient norm (FP32) */
+        int skip;               /* this step is skipped (--skip-nonfinite) */
+        int64_t skipped;        /* steps skipped so far */
+        char where[256];        /* the first bad layer, as the message says it */
+    } nf;
+
+    struct {                    /* checkpoint_io.c */
+        int64_t last_save;      /* iteration (a server: version) last saved or loaded; -1 none */
+        char *loaded, *note, *saved;
+    } ck;
+
+    struct {                    /* trainer.c: throughput (the first step is the warm-up) */
+        double first_step_s;    /* duration of step 0 */
+        double rest_s;          /* total duration of steps 1.. */
+        double rest_tokens;     /* tokens of steps 1.. */
+    } speed;
+};
+
+/* What a step strategy hands back to the step's common end (trainer.c). */
+typedef struct dt__step_ctx {
+    float S;                  /* the loss scale the backward started from */
+    double loss_sum;          /* the step's loss (all ranks' after the update) */
+    dt__update_result ur;     /* the update's figures */
+    dt__ps_reply rep;         /* a parameter-server worker: the servers' answer */
+    int64_t t_opt;            /* when the update began */
+} dt__step_ctx;
+
+/* ---- trainer.c ---- */
+/* The batch index of micro-batch j (0 .. n_micro * dp_size - 1) of the current step. */
+uint64_t dt__micro_index(const dt_trainer *tr, int j);
+void dt__tr_set_hook(dt_trainer *tr, int on);
+size_t dt__tr_peak_act(const dt_trainer *tr);
+
+/* ---- config_json.c ---- */
+/* Reals are written with 15 significant digits: exact for every float the
+ * summary holds, and 0.1 stays "0.1" instead of 0.10000000000000001. */
+#define DT__JSON_PRECISION JSON_REAL_PRECISION(15)
+json_t *dt__config_object(const dt_train_config *cfg);
+void dt__jset(json_t *obj, const char *key, json_t *v, int *bad);
+json_t *dt__jreal_or_null(double v);
+
+/* ---- config.c / checkpoint_io.c ---- */
+dt_status dt__validate_checkpoint(const dt_train_config *cfg);
+
+/* ---- trace_hooks.c ---- */
+dt_status dt__trace_write(dt_trainer *tr, const dt_trace_event *e);
+dt_status dt__trace_metadata(dt_trainer *tr);
+dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts, double value);
+dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const float *amax, float S, int64_t ts);
+dt_status dt__trace_check(dt_trainer *tr);
+dt_status dt__trace_open(dt_trainer *tr);
+dt_status dt__trace_step_end(dt_trainer *tr, const dt__step_ctx *c, size_t act_bytes, int64_t t1);
+void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
+void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns, int64_t t1_ns);
+
+/* ---- step_dp.c ---- */
+dt_status dt__tr_dp_create(dt_trainer *tr);
+dt_status dt__tr_dp_start(dt_trainer *tr);
+void dt__tr_dp_free(dt_trainer *tr);
+void dt__tr_dp_launch_bucket(dt_trainer *tr, int b);
+dt_status dt__tr_dp_update(dt_trainer *tr, dt__step_ctx *c);
+
+/* ---- step_zero.c ---- */
+dt_status dt__tr_zero_create(dt_trainer *tr);
+dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c);
+
+/* ---- step_ps.c ---- */
+dt_status dt__tr_ps_create(dt_trainer *tr);
+dt_status dt__tr_ps_begin_step(dt_trainer *tr);
+dt_status dt__tr_ps_update(dt_trainer *tr, dt__step_ctx *c);
+dt_status dt__tr_ps_ensure_pulled(dt_trainer *tr);
+void dt__tr_ps_shutdown(dt_trainer *tr);
+json_t *dt__tr_ps_summary(const dt_trainer *tr);
+
+/* ---- step_pipe.c ---- */
+dt_status dt__tr_pipe_create(dt_trainer *tr);
+dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out);
+json_t *dt__tr_pipe_summary(const dt_trainer *tr);
+
+/* ---- nonfinite.c ---- */
+dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v);
+dt_status dt__loss_check(dt_trainer *tr, double loss);
+dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap);
+
+/* ---- checkpoint_io.c ---- */
+dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps);
+dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version);
+
+/* ---- trainer.c: throughput ---- */
+void dt__tr_account(dt_trainer *tr, double secs);
+
+#endif
