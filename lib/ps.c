@@ -26,6 +26,7 @@ typedef struct dt__ps_msg {
     int64_t skipped, first_bad;
     double loss, norm, clip, lr, loss_scale;
 } dt__ps_msg;
+_Static_assert(sizeof(dt__ps_msg) == DT_PS_MSG_HEADER_BYTES, "ps.h: DT_PS_MSG_HEADER_BYTES is not sizeof(dt__ps_msg)");
 
 struct dt__ps {
     dt_comm *world;

@@ -53,6 +53,10 @@
 #define DT_PS_POLL_FIRST_NS 20000L
 #define DT_PS_POLL_MAX_NS 500000L
 
+/* Bytes of the header every protocol message starts with (dt__ps_msg in
+ * lib/ps.c, which asserts it): the simulator sends headers of this size. */
+#define DT_PS_MSG_HEADER_BYTES 80
+
 #define DT__PS_HIST 64 /* staleness histogram bins 0..63 (the last one: 63 or more) */
 
 typedef struct dt__ps dt__ps;

@@ -854,8 +854,6 @@ static void dts__ps_apply(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__ps_applied(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__ps_reply(dts_engine *e, void *ctx, int64_t a, int64_t b);
 
-enum { DTS__PS_HDR_BYTES = 80 }; /* sizeof(dt__ps_msg) */
-
 /* lib/ps.c dt__ps_idle_waitany: test at once, then sleep 20 us, 40 us, ...
  * 500 us, 500 us, ... between tests. When a message arriving at `arrival`
  * is noticed by a wait that started at t0. */
@@ -877,7 +875,7 @@ static void dts__ps_push(dts__sim *s, dts__unit *u)
     u->replies = 0;
     u->max_stale = 0;
     for (int k = 0; k < s->K; k++) {
-        const int64_t at = dts_net_send(&s->net, u->rank, s->srv[k].rank, DTS__PS_HDR_BYTES, now, NULL);
+        const int64_t at = dts_net_send(&s->net, u->rank, s->srv[k].rank, DT_PS_MSG_HEADER_BYTES, now, NULL);
         dts__at(s, at, dts__ps_hdr, &s->srv[k], u->idx, 0);
     }
 }
@@ -968,7 +966,7 @@ static void dts__ps_send_reply(dts__sim *s, dts__server *v, int w, int64_t stale
     if (staleness > u->max_stale) u->max_stale = (int)staleness;
     const int64_t now = dts_engine_now(s->e);
     int64_t sd = 0;
-    dts_net_send(&s->net, v->rank, u->rank, DTS__PS_HDR_BYTES, now, NULL);
+    dts_net_send(&s->net, v->rank, u->rank, DT_PS_MSG_HEADER_BYTES, now, NULL);
     const int64_t at = dts_net_send(&s->net, v->rank, u->rank, v->params * 4, now, &sd);
     if (sd > *done) *done = sd;
     dts__at(s, at, dts__ps_reply, u, v->idx, v->version);
