@@ -3,6 +3,15 @@
  * real run's trace (dt_trace_read) and the simulator's events give their
  * figures through the same code.
  *
+ * Step and phase times of one rank (dt_trace_phase_times_events): the step
+ * period is the mean distance between the ends of consecutive steps, where
+ * a step ends with the last event carrying its "iter" (steps >= skip;
+ * "evaluate" spans are not part of a step); the phases are the summed
+ * spans per step: compute (forward, backward, recompute: cat "compute" or
+ * "pipeline"), optimizer (optimizer, optim_step, apply), comm (cat "comm"
+ * and "tp" spans, push/pull, pipeline receives). The simulator's summary,
+ * its validation against measured runs and the viewer all use it.
+ *
  * Pipeline bubble of one rank's stage. The events used are the pipeline
  * instructions: complete ('X') events with cat "pipeline" and an "iter" arg
  * (docs/trace-format.md), of one pid. For each step t (the "iter" arg)
@@ -46,6 +55,21 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Phases of one rank's step, in ns per step (means over steps >= skip). */
+typedef struct dt_trace_phase_times {
+    double step_ns;      /* step period */
+    double compute_ns;   /* forward + backward (+ recompute) spans */
+    double optim_ns;     /* optimizer / optim_step / apply spans */
+    double comm_ns;      /* comm-lane spans (allreduce steps, push/pull, tp allreduces, pipeline waits) */
+    int steps;           /* steps in the means */
+} dt_trace_phase_times;
+
+/* The step and phase times of pid from events ev[0..n-1] (any order),
+ * leaving out the steps before skip (warm-up). DT_ERR_INVALID when pid has
+ * no events with an iteration, or fewer than skip + 1 steps; DT_ERR_NOMEM. */
+DT_API dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip,
+                                             dt_trace_phase_times *out);
 
 /* One step of one stage. */
 typedef struct dt_bubble_step {

@@ -1,5 +1,9 @@
 /* trace_stats.c: figures computed from trace events (dt_trace_stats.h).
  *
+ * The step and phase times of one rank: one pass for the last step (events
+ * inside "evaluate" spans left out), one that adds each event to its
+ * step's end and its phase.
+ *
  * The pipeline bubble of one rank's stage, per step and on average; the
  * definition is in dt_trace_stats.h and docs/trace-format.md. Two passes
  * over the events: the distinct steps of the selected pid's pipeline
@@ -169,4 +173,82 @@ dt_status dt_bubble_stats_trace(const dt_trace *t, int pid, int skip, dt_bubble_
         return DT_FAIL(DT_ERR_INVALID, "pipeline bubble: no trace");
     }
     return dt_bubble_stats_events(t->events, t->n_events, pid, skip, out);
+}
+
+/* ---- step and phase times ------------------------------------------------ */
+
+static int dt__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
+
+/* Evaluation spans of one rank: what happens inside them (the evaluate span
+ * itself, and under tensor parallelism its allreduces, which carry the
+ * iteration after the last step) is not part of a training step. */
+typedef struct dt__evals {
+    int64_t t0[64], t1[64];
+    int n;
+} dt__evals;
+
+static void dt__find_evals(const dt_trace_event *ev, size_t n, int pid, dt__evals *out)
+{
+    out->n = 0;
+    for (size_t i = 0; i < n && out->n < 64; i++)
+        if (ev[i].pid == pid && ev[i].ph == DT_TRACE_COMPLETE && dt__is(ev[i].name, "evaluate")) {
+            out->t0[out->n] = ev[i].ts_ns;
+            out->t1[out->n++] = ev[i].ts_ns + ev[i].dur_ns;
+        }
+}
+
+/* An event of pid's training steps: it has an iteration and is not part of an evaluation. */
+static int dt__in_step(const dt_trace_event *e, int pid, const dt__evals *ev)
+{
+    if (e->pid != pid || e->iter == DT_TRACE_NONE || e->iter < 0) return 0;
+    for (int i = 0; i < ev->n; i++)
+        if (e->ts_ns >= ev->t0[i] && e->ts_ns <= ev->t1[i]) return 0;
+    return 1;
+}
+
+dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip, dt_trace_phase_times *out)
+{
+    memset(out, 0, sizeof *out);
+    dt__evals evals;
+    dt__find_evals(ev, n, pid, &evals);
+    int64_t max_iter = -1;
+    for (size_t i = 0; i < n; i++)
+        if (dt__in_step(&ev[i], pid, &evals) && ev[i].iter > max_iter) max_iter = ev[i].iter;
+    if (max_iter < 0) return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has no events with an iteration", pid);
+    const size_t ns = (size_t)max_iter + 1;
+    int64_t *end = malloc(ns * sizeof *end);
+    if (!end) return DT_FAIL(DT_ERR_NOMEM, "trace: out of memory for %zu steps", ns);
+    for (size_t i = 0; i < ns; i++) end[i] = INT64_MIN;
+    double compute = 0, optim = 0, comm = 0;
+    for (size_t i = 0; i < n; i++) {
+        const dt_trace_event *e = &ev[i];
+        if (!dt__in_step(e, pid, &evals)) continue;
+        const int64_t t1 = e->ts_ns + (e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0);
+        if (t1 > end[e->iter]) end[e->iter] = t1;
+        if (e->ph != DT_TRACE_COMPLETE || e->iter < skip) continue;
+        const int pipe = dt__is(e->cat, "pipeline");
+        if ((dt__is(e->cat, "compute") || pipe) &&
+            (dt__is(e->name, "forward") || dt__is(e->name, "backward") || dt__is(e->name, "recompute")))
+            compute += (double)e->dur_ns;
+        else if (dt__is(e->name, "optimizer") || dt__is(e->name, "optim_step") || dt__is(e->name, "apply"))
+            optim += (double)e->dur_ns;
+        else if (dt__is(e->cat, "comm") || dt__is(e->cat, "tp") ||
+                 (pipe && (dt__is(e->name, "recv_act") || dt__is(e->name, "recv_grad"))))
+            comm += (double)e->dur_ns;
+    }
+    /* the period: from the end of step skip-1 to the end of the last step, per step */
+    const int64_t last = max_iter;
+    const int64_t base = skip > 0 && skip - 1 <= last ? end[skip - 1] : 0;
+    const int64_t counted = last - (skip > 0 ? skip - 1 : -1);
+    const int64_t last_end = end[last];
+    free(end);
+    if (counted < 1 || base == INT64_MIN || (skip > 0 && skip > last))
+        return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has %lld steps; at least %d needed (the first %d are warm-up)",
+                       pid, (long long)last + 1, skip + 1, skip);
+    out->steps = (int)counted;
+    out->step_ns = (double)(last_end - base) / (double)counted;
+    out->compute_ns = compute / (double)counted;
+    out->optim_ns = optim / (double)counted;
+    out->comm_ns = comm / (double)counted;
+    return DT_OK;
 }

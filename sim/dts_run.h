@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "dt_trace.h"
+#include "dt_trace_stats.h"
 #include "dts_scenario.h"
 
 #ifdef __cplusplus
@@ -32,22 +33,13 @@ typedef struct dts_run_opts {
                                     steps); not owned */
 } dts_run_opts;
 
-/* Phases of one rank's step, in ns per step (means over steps >= 1, as the
- * validation computes them from real traces; see dts_validate.h). */
-typedef struct dts_phase_times {
-    double step_ns;      /* step period */
-    double compute_ns;   /* forward + backward (+ recompute) spans */
-    double optim_ns;     /* optimizer / optim_step / apply spans */
-    double comm_ns;      /* comm-lane spans (allreduce steps, push/pull, tp allreduces, pipeline waits) */
-    int steps;           /* steps in the means */
-} dts_phase_times;
-
 typedef struct dts_summary {
     int64_t steps;
     int64_t total_ns;        /* end of the last event */
     double step_ns;          /* mean step period over steps >= 1 of rank 0 (all steps if only one) */
     int64_t *step_end_ns;    /* (steps) when rank 0 finished each step */
-    dts_phase_times rank0;   /* rank 0's phases */
+    dt_trace_phase_times rank0; /* rank 0's phases (dt_trace_phase_times_events over steps >= 1, as the
+                                 * validation reads real traces) */
     int p;
     double *bubble;          /* (p) per stage: dt_bubble_stats mean (NAN without pipeline events) */
     double *bubble_fb;       /* (p) forward/backward-only bubble */

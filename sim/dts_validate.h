@@ -1,15 +1,9 @@
-/* dts_validate.h: the same figures from a real trace and a simulated one,
- * and the validation of predictions against measured runs
+/* dts_validate.h: the validation of predictions against measured runs
  * (sim/validate.c).
  *
- * Step and phase times of one rank (dts_phase_times_events): the step
- * period is the mean distance between the ends of consecutive steps, where
- * a step ends with the last event carrying its "iter" (steps >= skip;
- * "evaluate" spans are not part of a step); the
- * phases are the summed spans per step: compute (forward, backward,
- * recompute: cat "compute" or "pipeline"), optimizer (optimizer,
- * optim_step, apply), comm (cat "comm" and "tp" spans, push/pull, pipeline
- * receives). One function computes them for both sides.
+ * Both sides' step and phase times come from one function,
+ * dt_trace_phase_times_events (lib/dt_trace_stats.h), over the measured
+ * trace and over the simulated events alike.
  *
  * Validation predicts each measured run from calibration inputs that are
  * not that run (a single-rank compute profile and a communication fit),
@@ -26,8 +20,6 @@
 extern "C" {
 #endif
 
-dt_status dts_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip, dts_phase_times *out);
-
 typedef struct dts_validate_opts {
     const char *profile;   /* single-rank compute profile trace (required) */
     const char *hw;        /* hardware JSON (its links: the communication fit); NULL: dts_hw_default */
@@ -41,7 +33,7 @@ typedef struct dts_validate_opts {
 
 typedef struct dts_validate_row {
     char name[96];         /* the run: its layout and schedule */
-    dts_phase_times measured, predicted;
+    dt_trace_phase_times measured, predicted;
     double err;            /* (predicted - measured) / measured step time */
 } dts_validate_row;
 

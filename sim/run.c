@@ -47,7 +47,6 @@
 #include "dts_coll.h"
 #include "dts_engine.h"
 #include "dts_net.h"
-#include "dts_validate.h"
 #include "ps.h"
 
 /* ---- events ------------------------------------------------------------- */
@@ -1471,7 +1470,7 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
         if (end > out->step_end_ns[e->iter]) out->step_end_ns[e->iter] = end;
     }
     const int skip = sc->steps > 1 ? 1 : 0;
-    st = dts_phase_times_events(s.ev.v, s.ev.n, 0, skip, &out->rank0);
+    st = dt_trace_phase_times_events(s.ev.v, s.ev.n, 0, skip, &out->rank0);
     if (st != DT_OK) goto done;
     out->step_ns = out->rank0.step_ns;
     out->bubble_formula = dt_schedule_bubble_formula(out->p, sc->m);

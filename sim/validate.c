@@ -1,5 +1,6 @@
-/* validate.c: step and phase times read the same way from real and
- * simulated traces, and `dtsim validate` (see dts_validate.h).
+/* validate.c: `dtsim validate` (see dts_validate.h): predict measured runs
+ * and compare their step and phase times (dt_trace_phase_times_events, the
+ * same reading of the real trace and of the simulated events).
  *
  * What a prediction may use: the scenario read from the measured run's own
  * configuration (model, layout, schedule, batch: what the user would type),
@@ -13,82 +14,6 @@
 #include <string.h>
 
 #include "dts_fit.h"
-
-static int dts__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
-
-/* Evaluation spans of one rank: what happens inside them (the evaluate span
- * itself, and under tensor parallelism its allreduces, which carry the
- * iteration after the last step) is not part of a training step. */
-typedef struct dts__evals {
-    int64_t t0[64], t1[64];
-    int n;
-} dts__evals;
-
-static void dts__find_evals(const dt_trace_event *ev, size_t n, int pid, dts__evals *out)
-{
-    out->n = 0;
-    for (size_t i = 0; i < n && out->n < 64; i++)
-        if (ev[i].pid == pid && ev[i].ph == DT_TRACE_COMPLETE && dts__is(ev[i].name, "evaluate")) {
-            out->t0[out->n] = ev[i].ts_ns;
-            out->t1[out->n++] = ev[i].ts_ns + ev[i].dur_ns;
-        }
-}
-
-/* An event of pid's training steps: it has an iteration and is not part of an evaluation. */
-static int dts__in_step(const dt_trace_event *e, int pid, const dts__evals *ev)
-{
-    if (e->pid != pid || e->iter == DT_TRACE_NONE || e->iter < 0) return 0;
-    for (int i = 0; i < ev->n; i++)
-        if (e->ts_ns >= ev->t0[i] && e->ts_ns <= ev->t1[i]) return 0;
-    return 1;
-}
-
-dt_status dts_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip, dts_phase_times *out)
-{
-    memset(out, 0, sizeof *out);
-    dts__evals evals;
-    dts__find_evals(ev, n, pid, &evals);
-    int64_t max_iter = -1;
-    for (size_t i = 0; i < n; i++)
-        if (dts__in_step(&ev[i], pid, &evals) && ev[i].iter > max_iter) max_iter = ev[i].iter;
-    if (max_iter < 0) return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has no events with an iteration", pid);
-    const size_t ns = (size_t)max_iter + 1;
-    int64_t *end = malloc(ns * sizeof *end);
-    if (!end) return DT_FAIL(DT_ERR_NOMEM, "trace: out of memory for %zu steps", ns);
-    for (size_t i = 0; i < ns; i++) end[i] = INT64_MIN;
-    double compute = 0, optim = 0, comm = 0;
-    for (size_t i = 0; i < n; i++) {
-        const dt_trace_event *e = &ev[i];
-        if (!dts__in_step(e, pid, &evals)) continue;
-        const int64_t t1 = e->ts_ns + (e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0);
-        if (t1 > end[e->iter]) end[e->iter] = t1;
-        if (e->ph != DT_TRACE_COMPLETE || e->iter < skip) continue;
-        const int pipe = dts__is(e->cat, "pipeline");
-        if ((dts__is(e->cat, "compute") || pipe) &&
-            (dts__is(e->name, "forward") || dts__is(e->name, "backward") || dts__is(e->name, "recompute")))
-            compute += (double)e->dur_ns;
-        else if (dts__is(e->name, "optimizer") || dts__is(e->name, "optim_step") || dts__is(e->name, "apply"))
-            optim += (double)e->dur_ns;
-        else if (dts__is(e->cat, "comm") || dts__is(e->cat, "tp") ||
-                 (pipe && (dts__is(e->name, "recv_act") || dts__is(e->name, "recv_grad"))))
-            comm += (double)e->dur_ns;
-    }
-    /* the period: from the end of step skip-1 to the end of the last step, per step */
-    const int64_t last = max_iter;
-    const int64_t base = skip > 0 && skip - 1 <= last ? end[skip - 1] : 0;
-    const int64_t counted = last - (skip > 0 ? skip - 1 : -1);
-    const int64_t last_end = end[last];
-    free(end);
-    if (counted < 1 || base == INT64_MIN || (skip > 0 && skip > last))
-        return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has %lld steps; at least %d needed (the first %d are warm-up)",
-                       pid, (long long)last + 1, skip + 1, skip);
-    out->steps = (int)counted;
-    out->step_ns = (double)(last_end - base) / (double)counted;
-    out->compute_ns = compute / (double)counted;
-    out->optim_ns = optim / (double)counted;
-    out->comm_ns = comm / (double)counted;
-    return DT_OK;
-}
 
 /* A short name of a run: its layout, schedule and exchange. */
 static void dts__run_name(const dts_scenario *sc, char *buf, size_t n)
@@ -155,14 +80,14 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
                 break;
             }
         dts_validate_row *row = &res->rows[i];
-        if (st == DT_OK) st = dts_phase_times_events(t->events, t->n_events, pid, skip, &row->measured);
+        if (st == DT_OK) st = dt_trace_phase_times_events(t->events, t->n_events, pid, skip, &row->measured);
         dts_summary sum_pred;
         if (st == DT_OK) {
             const dts_run_opts ro = {.keep_events = 1};
             st = dts_run(&sc, &ro, &sum_pred);
         }
         if (st == DT_OK) {
-            st = dts_phase_times_events(sum_pred.ev, sum_pred.n_ev, pid, skip, &row->predicted);
+            st = dt_trace_phase_times_events(sum_pred.ev, sum_pred.n_ev, pid, skip, &row->predicted);
             dts_summary_free(&sum_pred);
         }
         dt_trace_free(t);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dts_validate.h"
+#include "dt_trace_stats.h"
 
 dt_status dtv_app_open(dtv_app *a, const char *const *paths, int n)
 {
@@ -23,9 +23,9 @@ dt_status dtv_app_open(dtv_app *a, const char *const *paths, int n)
         }
         a->n = i + 1;
         dtv_view_all(&a->view[i], &a->tr[i]);
-        dts_phase_times pt;
-        a->step_ns[i] = dts_phase_times_events(a->tr[i].ev, a->tr[i].n_ev, a->tr[i].pids[0],
-                                               a->tr[i].n_steps > 2 ? 1 : 0, &pt) == DT_OK
+        dt_trace_phase_times pt;
+        a->step_ns[i] = dt_trace_phase_times_events(a->tr[i].ev, a->tr[i].n_ev, a->tr[i].pids[0],
+                                                    a->tr[i].n_steps > 2 ? 1 : 0, &pt) == DT_OK
                             ? pt.step_ns
                             : NAN;
     }

@@ -42,7 +42,7 @@
 #include "dtv_app.h"
 #include "dts_run.h"
 #include "dts_scenario.h"
-#include "dts_validate.h"
+#include "dt_trace_stats.h"
 
 #define DTV__MIN_SPAN 1000      /* ns: the narrowest window */
 #define DTV__MAX_SPEED 256.0
@@ -396,8 +396,8 @@ static void dtv__whatif(dtv_app *a, int what, int dir)
     const double was = a->step_ns[0];
     dtv_trace_free(old);
     a->tr[0] = nt;
-    dts_phase_times pt;
-    a->step_ns[0] = dts_phase_times_events(nt.ev, nt.n_ev, nt.pids[0], nt.n_steps > 2 ? 1 : 0, &pt) == DT_OK
+    dt_trace_phase_times pt;
+    a->step_ns[0] = dt_trace_phase_times_events(nt.ev, nt.n_ev, nt.pids[0], nt.n_steps > 2 ? 1 : 0, &pt) == DT_OK
                         ? pt.step_ns
                         : NAN;
     dt_clear_error();
