@@ -11,7 +11,10 @@
  *     events, another rank) mixed in;
  *   - sparse and out-of-order steps, a zero window, overlapping steps
  *     (pipedream), the stage and pid checks, errors;
- *   - a trace written to a file and read back gives the same figures. */
+ *   - a trace written to a file and read back gives the same figures;
+ *   - the step and phase times (dt_trace_phase_times_events) of three
+ *     hand-made data-parallel steps with an evaluation and another rank's
+ *     events mixed in, and their errors. */
 #include <string.h>
 #include <unistd.h>
 
@@ -277,6 +280,50 @@ START_TEST(test_file_round_trip)
 }
 END_TEST
 
+/* Three steps of 10 ms on rank 0: forward 0-2, backward 2-5, an allreduce
+ * step 5-6, the optimizer 6-7 (ms after the step's start); an evaluation
+ * after step 1 whose events carry iter 3 (left out), rank 1's events
+ * (ignored). skip 1: the period runs from step 0's end to step 2's. */
+START_TEST(test_phase_times)
+{
+    dt_trace_event ev[32];
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) {
+        const int64_t o = 10 * i;
+        const struct {
+            const char *name, *cat;
+            int64_t t0, t1;
+        } sp[] = {{"forward", "compute", 0, 2}, {"backward", "compute", 2, 5}, {"allreduce", "comm", 5, 6},
+                  {"optimizer", "optim", 6, 7}};
+        for (int k = 0; k < 4; k++)
+            for (int pid = 0; pid < 2; pid++) {
+                dt_trace_event *e = &ev[n++];
+                dt_trace_event_init(e, DT_TRACE_COMPLETE, sp[k].name, sp[k].cat, pid, DT_LANE_COMPUTE,
+                                    (o + sp[k].t0 + pid) * MS, (sp[k].t1 - sp[k].t0) * MS);
+                e->iter = i;
+            }
+    }
+    dt_trace_event_init(&ev[n++], DT_TRACE_COMPLETE, "evaluate", "eval", 0, DT_LANE_COMPUTE, 17 * MS, 2 * MS);
+    dt_trace_event_init(&ev[n], DT_TRACE_COMPLETE, "forward", "compute", 0, DT_LANE_COMPUTE, 17 * MS, 1 * MS);
+    ev[n++].iter = 3;
+    dt_trace_phase_times pt;
+    ck_dt(dt_trace_phase_times_events(ev, n, 0, 1, &pt));
+    ck_assert_int_eq(pt.steps, 2);
+    ck_assert_double_eq_tol(pt.step_ns, 10.0 * MS, 1e-6);
+    ck_assert_double_eq_tol(pt.compute_ns, 5.0 * MS, 1e-6);
+    ck_assert_double_eq_tol(pt.comm_ns, 1.0 * MS, 1e-6);
+    ck_assert_double_eq_tol(pt.optim_ns, 1.0 * MS, 1e-6);
+    /* skip 0: three steps from time 0 */
+    ck_dt(dt_trace_phase_times_events(ev, n, 0, 0, &pt));
+    ck_assert_int_eq(pt.steps, 3);
+    ck_assert_double_eq_tol(pt.step_ns, 27.0 * MS / 3, 1e-6);
+    /* no events of rank 2; more warm-up steps than steps */
+    ck_assert_int_eq(dt_trace_phase_times_events(ev, n, 2, 1, &pt), DT_ERR_INVALID);
+    ck_assert_int_eq(dt_trace_phase_times_events(ev, n, 0, 3, &pt), DT_ERR_INVALID);
+    dt_clear_error();
+}
+END_TEST
+
 static Suite *trace_stats_suite(void)
 {
     Suite *s = suite_create("trace_stats");
@@ -286,6 +333,9 @@ static Suite *trace_stats_suite(void)
     tcase_add_test(tc, test_edge_cases);
     tcase_add_test(tc, test_file_round_trip);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("phase_times");
+    tcase_add_test(tp, test_phase_times);
+    suite_add_tcase(s, tp);
     return s;
 }
 
