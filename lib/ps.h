@@ -49,7 +49,7 @@
 
 /* A server polls for messages (dt__ps_idle_waitany): a test, then a sleep
  * of DT_PS_POLL_FIRST_NS doubling up to DT_PS_POLL_MAX_NS between tests.
- * The simulator models the same ladder (sim/run.c). */
+ * The simulator models the same ladder (sim/run_ps.c). */
 #define DT_PS_POLL_FIRST_NS 20000L
 #define DT_PS_POLL_MAX_NS 500000L
 

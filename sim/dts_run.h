@@ -1,4 +1,5 @@
-/* dts_run.h: simulate one scenario (sim/run.c) and summarise it.
+/* dts_run.h: simulate one scenario (sim/run*.c: run.c the
+ * entry, run_internal.h its files) and summarise it.
  *
  * The executor walks the same per-stage instruction lists the real runtime
  * executes (dt_schedule_make in lib/), or, without pipeline and tensor

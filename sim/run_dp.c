@@ -1,0 +1,235 @@
+/* run_dp.c: the data-parallel step (lib/train.c; see run_internal.h),
+ * also the parameter server's workers' compute. Forward and backward per
+ * layer and micro-batch; during the last micro-batch's backward each
+ * gradient bucket (25 MiB, head first) is handed to the unit's
+ * communication lane when its lowest layer is done (FP32 only; with
+ * --fp16/--bf16 the whole buffer after the backward); the lane allreduces
+ * the buckets in order; then the loss allreduce and the optimizer. ZeRO-1:
+ * reduce-scatter, the update of 1/d of the parameters, all-gather. A
+ * parameter server's worker pushes instead (run_ps.c). The activations a
+ * layer keeps for its backward follow lib/'s arena, with recomputation.
+ *
+ * Invariants: a unit's lane runs one bucket at a time, in order; the loss
+ * allreduce starts only after every bucket is done and any straggler's
+ * sleep is over. */
+#include "run_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b);
+static void dts__dp_launch(dts__sim *s, dts__unit *u, int b);
+static void dts__dp_exchange(dts__sim *s, dts__unit *u);
+static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind);
+
+/* Activation bytes a layer keeps from its forward to its backward, as
+ * lib/'s arena does (dt_gpt_predicted_activation_bytes): everything without
+ * recomputation; under selective recomputation a block drops its attention
+ * probabilities, (B, NH, T, T); under full recomputation (one block per
+ * group, K = 1) it keeps only its input, (B, T, C). */
+static int64_t dts__saved_act(const dts_scenario *sc, int slot)
+{
+    const int64_t all = sc->cost.act_bytes[slot];
+    if (slot < 1 || slot > sc->model.num_layers) return all; /* the embedding and the head */
+    const int64_t BT = (int64_t)sc->B * sc->T;
+    if (sc->recompute == 1) return BT * sc->model.hidden_size * (int64_t)sizeof(float);
+    if (sc->recompute == 2) return all - BT * sc->model.num_heads * sc->T * (int64_t)sizeof(float);
+    return all;
+}
+
+void dts__dp_begin_step(dts__sim *s, dts__unit *u)
+{
+    u->mb = 0;
+    u->layer = -1;
+    u->dir = 0;
+    u->next_bucket = u->buckets_ready = u->buckets_done = u->comm_busy = u->bwd_done = 0;
+    dts__at(s, dts_engine_now(s->e), dts__dp_op, u, 0, 0);
+}
+
+/* a = 0: start the op at (mb, layer, dir); a = 1: it finished (t0 in b); a = 2: a straggler's sleep ended */
+static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    dts__unit *u = ctx;
+    dts__sim *s = u->sim;
+    const dts_scenario *sc = s->sc;
+    const int64_t now = dts_engine_now(e);
+    const int L = sc->model.num_layers;
+    const int ps = sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC;
+    if (a == 2) { /* the straggler's sleep is over */
+        if (ps) dts__ps_push(s, u);
+        else dts__dp_exchange(s, u);
+        return;
+    }
+    if (a == 0) {
+        const int slot = u->layer + 1;
+        int64_t dur = u->dir ? sc->cost.bwd_ns[slot] : sc->cost.fwd_ns[slot];
+        if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L) {
+            dur += sc->cost.fwd_ns[slot];
+            /* the recomputed forward rebuilds the block's activations for its backward */
+            u->mem_act += sc->cost.act_bytes[slot] - dts__saved_act(sc, slot);
+            dts__memory(s, u);
+        }
+        dts__compute(s, u, dur, dts__dp_op, 1, now);
+        return;
+    }
+    const int slot = u->layer + 1;
+    const int full = sc->recompute == 1 && u->layer >= 0 && u->layer < L;
+    dts__span(s, u, u->dir ? "backward" : "forward", "compute", DT_LANE_COMPUTE, b, now, u->step, u->mb, u->layer, DT_TRACE_NONE);
+    if (!u->dir) {
+        u->mem_act += dts__saved_act(sc, slot);
+        if (u->layer == L) dts__memory(s, u);
+        if (u->layer < L) u->layer++;
+        else u->dir = 1;
+    } else {
+        /* full recomputation: the block's activations, rebuilt at its backward's start, go with its input */
+        u->mem_act -= full ? sc->cost.act_bytes[slot] : dts__saved_act(sc, slot);
+        /* the last micro-batch's backward completes this layer's gradient */
+        if (!ps && sc->d > 1 && !sc->zero && u->mb == sc->m - 1 && !strcmp(sc->precision, "fp32"))
+            for (int k = 0; k < s->n_buckets; k++)
+                if (s->bucket_low[k] == u->layer) dts__dp_launch(s, u, k);
+        if (u->layer > -1) {
+            u->layer--;
+        } else if (u->mb + 1 < sc->m) {
+            dts__memory(s, u);
+            u->mb++;
+            u->layer = -1;
+            u->dir = 0;
+        } else { /* backward done */
+            dts__memory(s, u);
+            u->bwd_done = 1;
+            const int64_t slow = u->rank == sc->slow_rank ? sc->slow_ns : 0;
+            u->exch_t0 = now + slow;
+            if (slow) {
+                dts__at(s, now + slow, dts__dp_op, u, 2, 0);
+                return;
+            }
+            if (ps) dts__ps_push(s, u);
+            else dts__dp_exchange(s, u);
+            return;
+        }
+    }
+    dts__at(s, now, dts__dp_op, u, 0, 0);
+}
+
+/* Hand bucket b to the communication lane (in order). */
+static void dts__dp_start_bucket(dts__sim *s, dts__unit *u)
+{
+    if (u->comm_busy || u->next_bucket >= u->buckets_ready) return;
+    const int b = u->next_bucket;
+    dts__cinst *ci = s->bucket_open[b];
+    if (!ci) {
+        dts__unit **m = malloc((size_t)s->sc->d * sizeof *m);
+        if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
+        for (int i = 0; i < s->sc->d; i++) m[i] = &s->u[i];
+        ci = dts__cinst_new(s, dts__ar_kind(s->sc), m, s->sc->d, s->bucket_bytes[b], DTS__C_BUCKET,
+                            dts__dp_coll_done);
+        free(m);
+        if (!ci) return;
+        s->bucket_open[b] = ci;
+    }
+    if (++ci->arrived == ci->n) s->bucket_open[b] = NULL;
+    u->comm_busy = 1;
+    u->next_bucket++;
+    dts_coll_arrive(ci->c, u->dpi);
+}
+
+static void dts__dp_launch(dts__sim *s, dts__unit *u, int b)
+{
+    (void)b;
+    if (u->record) {
+        dt_trace_event ev;
+        dt_trace_event_init(&ev, DT_TRACE_INSTANT, "bucket launch", "comm", u->rank, DT_LANE_COMM,
+                            dts_engine_now(s->e), 0);
+        ev.iter = u->step;
+        ev.bytes = s->bucket_bytes[b];
+        dt_trace_event_add_arg(&ev, "bucket", b);
+        dts__rec(s, 1, &ev);
+    }
+    u->buckets_ready++;
+    dts__dp_start_bucket(s, u);
+}
+
+static void dts__dp_optimizer(dts__sim *s, dts__unit *u);
+
+/* After the backward (and the straggler's sleep): the gradient exchange. */
+static void dts__dp_exchange(dts__sim *s, dts__unit *u)
+{
+    const dts_scenario *sc = s->sc;
+    if (sc->d == 1) {
+        dts__dp_optimizer(s, u);
+        return;
+    }
+    if (sc->zero) { /* the loss first, then reduce-scatter / update / all-gather */
+        dts__sync_arrive(s, &s->loss_sync, u);
+        return;
+    }
+    if (strcmp(sc->precision, "fp32") != 0)
+        for (int b = 0; b < s->n_buckets; b++) dts__dp_launch(s, u, b);
+    if (u->buckets_done == s->n_buckets) dts__sync_arrive(s, &s->loss_sync, u);
+}
+
+static void dts__zero_coll(dts__sim *s, dts__unit *u, int which)
+{
+    dts__cinst *ci = s->zero_open[which];
+    if (!ci) {
+        dts__unit **m = malloc((size_t)s->sc->d * sizeof *m);
+        if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
+        for (int i = 0; i < s->sc->d; i++) m[i] = &s->u[i];
+        ci = dts__cinst_new(s, which ? DTS_COLL_ALL_GATHER : DTS_COLL_REDUCE_SCATTER, m, s->sc->d,
+                            s->params[0] * 4, which ? DTS__C_ZERO_AG : DTS__C_ZERO_RS, dts__dp_coll_done);
+        free(m);
+        if (!ci) return;
+        s->zero_open[which] = ci;
+    }
+    if (++ci->arrived == ci->n) s->zero_open[which] = NULL;
+    dts_coll_arrive(ci->c, u->dpi);
+}
+
+static void dts__dp_opt_done(dts_engine *e, void *ctx, int64_t a, int64_t b);
+
+void dts__dp_after_sync(dts__sim *s, dts__unit *u)
+{
+    u->opt_t0 = dts_engine_now(s->e);
+    if (s->sc->zero) dts__zero_coll(s, u, 0);
+    else dts__dp_optimizer(s, u);
+}
+
+static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind)
+{
+    const int64_t now = dts_engine_now(s->e);
+    switch (kind) {
+    case DTS__C_BUCKET:
+        u->comm_busy = 0;
+        u->buckets_done++;
+        dts__dp_start_bucket(s, u);
+        if (u->bwd_done && u->buckets_done == s->n_buckets && now >= u->exch_t0) dts__sync_arrive(s, &s->loss_sync, u);
+        break;
+    case DTS__C_ZERO_RS: /* update this rank's 1/d of the parameters */
+        dts__at(s, now + dts__ns((double)s->params[0] / s->sc->d * s->sc->cost.optim_ns_per_param), dts__dp_opt_done,
+                u, 1, 0);
+        break;
+    case DTS__C_ZERO_AG: dts__dp_opt_done(s->e, u, 2, 0); break;
+    }
+}
+
+static void dts__dp_optimizer(dts__sim *s, dts__unit *u)
+{
+    const int64_t now = dts_engine_now(s->e);
+    if (s->sc->d == 1) u->opt_t0 = now;
+    dts__at(s, now + dts__ns((double)s->params[0] * s->sc->cost.optim_ns_per_param), dts__dp_opt_done, u, 2, 0);
+}
+
+/* a = 1: ZeRO's update done (all-gather next); a = 2: the optimizer is done */
+static void dts__dp_opt_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)b;
+    dts__unit *u = ctx;
+    dts__sim *s = u->sim;
+    if (a == 1) {
+        dts__zero_coll(s, u, 1);
+        return;
+    }
+    dts__span(s, u, "optimizer", "optim", DT_LANE_OPTIM, u->opt_t0, dts_engine_now(e), u->step, DT_TRACE_NONE,
+              DT_TRACE_NONE, DT_TRACE_NONE);
+    dts__step_end(s, u);
+}

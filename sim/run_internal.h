@@ -1,0 +1,224 @@
+/* run_internal.h: the executor's shared state (sim/run*.c only; the
+ * public side is dts_run.h). It holds the simulated ranks ("units"), the
+ * collective and sync instances that join them, the parameter servers and
+ * the run-wide state, and declares what the executor's files call on one
+ * another.
+ *
+ * The files, each calling only those listed before it:
+ *   run_unit.c  scheduling, recording events and memory, compute on a core
+ *               of its own or on a node's shared cores
+ *   run_coll.c  collective instances (dts_coll) and analytic syncs
+ *   run_step.c  the step boundary (host overhead, the next step)
+ *   run_ps.c    the parameter server and its workers' push/pull
+ *   run_dp.c    the data-parallel step (lib/train.c)
+ *   run_pipe.c  the pipeline step (lib/pipeline.c)
+ *   run.c       setup, the run and its summary
+ * A file reaches one listed after it only through a function pointer set
+ * at setup (a sync's done, a collective's resume, the sim's begin_step),
+ * so no two files call each other directly.
+ *
+ * Invariants: events are recorded in the order they end, per unit; each
+ * unit runs one compute operation at a time; nothing here reads a clock or
+ * iterates an unordered container, so a run is deterministic. */
+#ifndef DTS_RUN_INTERNAL_H
+#define DTS_RUN_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "dts_coll.h"
+#include "dts_engine.h"
+#include "dts_net.h"
+#include "dts_run.h"
+
+/* ---- events ------------------------------------------------------------- */
+
+typedef struct dts__evbuf {
+    dt_trace_event *v;
+    size_t n, cap;
+} dts__evbuf;
+
+/* ---- units -------------------------------------------------------------- */
+
+enum { DTS__W_NONE = 0, DTS__W_ACT, DTS__W_GRAD };
+
+typedef struct dts__sim dts__sim;
+
+typedef struct dts__unit {
+    dts__sim *sim;
+    int idx;
+    int rank;          /* representative world rank (t_i = 0) */
+    int stage, dpi;
+    int record;        /* keep this unit's events */
+    /* pipeline */
+    int pc, end;
+    int64_t step;
+    int wait;
+    int64_t wait_t0;
+    int64_t *act_arr, *grad_arr; /* arrival times by message sequence (-1: not sent yet) */
+    int n_act_recv, n_grad_recv, n_act_sent, n_grad_sent;
+    int opt_phase;
+    int64_t opt_t0;
+    /* data parallel / parameter server worker */
+    int mb, layer, dir; /* dir 0 forward, 1 backward */
+    int next_bucket, buckets_ready, buckets_done, comm_busy, bwd_done;
+    int64_t exch_t0;
+    int replies;
+    int64_t *pulled;   /* (K) server versions at this worker's last pull */
+    int max_stale;
+    /* memory */
+    int64_t mem_static, mem_act, mem_stash, mem_peak;
+    int stash_now, stash_max;
+    /* phase accounting (per run) */
+    int64_t ns_dp, ns_pp, ns_tp, ns_ps;
+    int finished;
+} dts__unit;
+
+/* What a unit resumes with when its part of a collective is done (kind:
+ * the instance's DTS__C_*). */
+typedef void (*dts__resume_fn)(dts__sim *s, dts__unit *u, int kind);
+
+/* A collective instance with its members' units. */
+typedef struct dts__cinst {
+    dts__sim *sim;
+    dts_coll *c;
+    dts__unit **members;
+    int n, kind;       /* kind: what to resume when done (DTS__C_*) */
+    dts__resume_fn resume; /* called with kind when a member is done */
+    int arrived;       /* members that arrived: the instance takes no more once all have */
+} dts__cinst;
+
+enum { DTS__C_OPT_DP = 0, DTS__C_BUCKET, DTS__C_ZERO_RS, DTS__C_ZERO_AG };
+
+/* An analytic sync (world loss allreduce, pipeline norm allreduce). */
+typedef struct dts__sync {
+    int n, arrived;
+    int64_t last, cost;
+    dts__unit **members;
+    void (*done)(dts__sim *s, dts__unit *u); /* each member's, once all have arrived and the cost is paid */
+} dts__sync;
+
+/* A parameter server (lib/ps.c). It waits for pushes by polling: a test of
+ * every pending receive, then a sleep of 20 us doubling up to 500 us (each
+ * sleep waking sleep_overshoot_ns late), so it notices a message at its
+ * first poll after the arrival; each wait call starts the ladder again.
+ * A push's gradient (a large message) moves only once the server has
+ * posted its receive, after noticing the push's header. */
+typedef struct dts__server {
+    dts__sim *sim;
+    int idx, rank;
+    int64_t params;     /* elements of its shard */
+    int64_t version;
+    int state;          /* DTS__SV_IDLE (polling since idle_since), _WAKE (a wake is scheduled), _BUSY */
+    int64_t idle_since;
+    int64_t *hdr_at;    /* (W) arrival of worker w's pending push header, -1 none */
+    int n_noticed;      /* ps-sync: headers of this step noticed so far */
+    int *noticed;       /* (W) ps-sync */
+    int record;
+} dts__server;
+
+enum { DTS__SV_IDLE = 0, DTS__SV_WAKE, DTS__SV_BUSY };
+
+struct dts__sim {
+    const dts_scenario *sc;
+    dts_engine *e;
+    dts_net net;
+    dt_schedule *sched;
+    int sched_borrowed;
+    int n_units, world;
+    dts__unit *u;
+    /* per stage */
+    int64_t *fwd_ns, *bwd_ns, *opt_ns, *stash_ns, *params, *act; /* (p) per stage, one rank's share (blocks / t) */
+    int64_t msg_bytes;
+    int64_t tp_ar_ns;    /* one tensor-parallel allreduce of a block's activation */
+    int n_tp_blocks_max;
+    int *tp_blocks;      /* (p) blocks per stage */
+    dts__cinst **dp_open; /* (p) the open data-parallel collective of each stage (pipeline) */
+    int *dp_open_seq;
+    dts__sync *norm;      /* (d) per pipeline */
+    dts__sync world_sync;
+    /* data parallel buckets */
+    int n_buckets;
+    int64_t *bucket_bytes;
+    int *bucket_low;
+    dts__cinst **bucket_open; /* (n_buckets) */
+    dts__cinst *zero_open[2];
+    dts__sync loss_sync;
+    /* parameter server */
+    int W, K;
+    dts__server *srv;
+    int64_t pushes, stale_sum;
+    int stale_max;
+    int64_t stale_hist[16];
+    /* cores shared per node (hw.cores_per_node > 0): one job per unit */
+    struct dts__job *job; /* (n_units) */
+    int *cpu_active;      /* (nodes) jobs computing on the node */
+    int64_t *cpu_last;    /* (nodes) when their progress was last brought up to date */
+    int n_nodes;
+    void (*begin_step)(dts__sim *s, dts__unit *u); /* the shape's step (pipeline or data parallel) */
+    dts__evbuf ev;
+    int keep_all;
+    dt_status st;
+};
+
+/* A compute op of a unit under shared cores: work left in single-core ns,
+ * and what to call when it is done. gen invalidates the finish events of
+ * earlier rates. */
+typedef struct dts__job {
+    dts__unit *u;
+    double left;
+    int64_t gen;
+    int live;
+    dts_fn fn;
+    int64_t a, b;
+} dts__job;
+
+/* Nanoseconds of a computed duration; absurd ones saturate below 2^62 (the
+ * engine refuses events past that) rather than overflow int64. */
+static inline int64_t dts__ns(double x) { return x < 4.0e18 ? (int64_t)llround(x) : (int64_t)4000000000000000000LL; }
+
+static inline int dts__is_pipe(const dts_scenario *sc) { return sc->p > 1 || sc->t > 1; }
+static inline int dts__is_ps(const dts_scenario *sc)
+{
+    return sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC;
+}
+
+static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return &s->u[dpi + s->sc->d * stage]; }
+
+/* run_unit.c */
+void dts__fail(dts__sim *s, dt_status st);
+void dts__at(dts__sim *s, int64_t t, dts_fn fn, void *ctx, int64_t a, int64_t b);
+void dts__rec(dts__sim *s, int record, const dt_trace_event *e);
+void dts__span(dts__sim *s, dts__unit *u, const char *name, const char *cat, int lane, int64_t t0, int64_t t1,
+               int64_t iter, int mb, int layer, int64_t bytes);
+void dts__memory(dts__sim *s, dts__unit *u);
+/* Run `dur` ns of u's compute, then fn(u, a, b): at once on a core of its
+ * own, or sharing its node's cores with the node's other computing units. */
+void dts__compute(dts__sim *s, dts__unit *u, int64_t dur, dts_fn fn, int64_t a, int64_t b);
+
+/* run_coll.c */
+dts__cinst *dts__cinst_new(dts__sim *s, dts_coll_kind kind, dts__unit **members, int n, int64_t bytes, int what,
+                           dts__resume_fn resume);
+void dts__cinst_free(dts__cinst *ci);
+dts_coll_kind dts__ar_kind(const dts_scenario *sc);
+void dts__sync_arrive(dts__sim *s, dts__sync *y, dts__unit *u);
+
+/* run_step.c */
+void dts__step_end(dts__sim *s, dts__unit *u);
+/* The world sync that ends a pipelined step is done (its dts__sync.done). */
+void dts__step_synced(dts__sim *s, dts__unit *u);
+
+/* run_ps.c */
+void dts__ps_push(dts__sim *s, dts__unit *u);
+
+/* run_dp.c */
+void dts__dp_begin_step(dts__sim *s, dts__unit *u);
+/* The loss allreduce is done (the loss sync's dts__sync.done). */
+void dts__dp_after_sync(dts__sim *s, dts__unit *u);
+
+/* run_pipe.c */
+void dts__pipe_begin_step(dts__sim *s, dts__unit *u);
+/* The gradient-norm allreduce over the pipeline is done (the norm syncs' dts__sync.done). */
+void dts__pipe_norm_done(dts__sim *s, dts__unit *u);
+
+#endif

@@ -1,0 +1,223 @@
+/* run_pipe.c: the pipeline step (lib/pipeline.c; see run_internal.h).
+ * One unit per (d_i, p_i) stands for its t tensor-parallel ranks (they do
+ * the same work in lockstep, joined by their per-block allreduces, which
+ * are costed with the ring formula over the t ranks' links). The unit
+ * walks its stage's instruction list from dt_schedule_make:
+ * FORWARD/BACKWARD take the stage's summed layer costs, SEND posts a
+ * message on the link to the neighbour stage (non-blocking), RECV waits
+ * for the matching message (sends and receives between two stages come in
+ * the same order on both sides, so the k-th receive takes the k-th
+ * message), OPTIM_STEP runs the stage's data-parallel allreduce (step
+ * level, dts_coll), the gradient-norm allreduce over the pipeline
+ * (gpipe/1f1b) and the update, STASH copies the weights. Each step ends
+ * with the world allreduce of the loss (run_step.c).
+ *
+ * Invariants: a unit executes its instructions in list order, one at a
+ * time; it waits for exactly one message at a time (wait, and the next
+ * receive's sequence number). */
+#include "run_internal.h"
+
+#include <stdlib.h>
+
+static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b);
+static void dts__opt_continue(dts__sim *s, dts__unit *u);
+
+static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in, int64_t t0, int64_t t1)
+{
+    if (!u->record) return;
+    static const int lanes[] = {DT_LANE_COMM, DT_LANE_COMPUTE, DT_LANE_COMM, DT_LANE_COMM, DT_LANE_COMPUTE,
+                                DT_LANE_COMM, DT_LANE_OPTIM, DT_LANE_OPTIM, DT_LANE_OPTIM};
+    dt_trace_event ev;
+    dt_trace_event_init(&ev, DT_TRACE_COMPLETE, dt_sched_op_name(in->op), "pipeline", u->rank, lanes[in->op], t0,
+                        t1 - t0);
+    ev.iter = in->op == DT_SCHED_OPTIM_STEP || in->op == DT_SCHED_STASH || in->op == DT_SCHED_DROP ? u->step : in->step;
+    if (in->mb >= 0) ev.micro_batch = in->mb;
+    dt_trace_event_add_arg(&ev, "stage", u->stage);
+    if (in->version >= 0) dt_trace_event_add_arg(&ev, "version", in->version);
+    dt_trace_event_add_arg(&ev, "phase", in->phase);
+    dts__rec(s, 1, &ev);
+}
+
+static void dts__tp_spans(dts__sim *s, dts__unit *u, int64_t t0, int64_t t1, int forward, int64_t iter)
+{
+    /* the block's allreduces sit at the end of the compute span, two per block */
+    const int n = 2 * s->tp_blocks[u->stage];
+    if (!u->record || n == 0 || s->sc->t == 1) return;
+    int64_t at = t1 - n * s->tp_ar_ns;
+    if (at < t0) at = t0;
+    for (int i = 0; i < n; i++, at += s->tp_ar_ns) {
+        dt_trace_event ev;
+        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, forward ? "tp allreduce g" : "tp allreduce f", "tp", u->rank,
+                            DT_LANE_COMM, at, s->tp_ar_ns);
+        ev.iter = iter;
+        dt_trace_event_add_arg(&ev, "forward", forward);
+        dts__rec(s, 1, &ev);
+    }
+}
+
+/* The message arrives at `to` at time t: wake it if it waits for exactly this one. */
+static void dts__deliver(dts__sim *s, dts__unit *to, int grad, int seq, int64_t t)
+{
+    if (grad) to->grad_arr[seq] = t;
+    else to->act_arr[seq] = t;
+    const int want = grad ? DTS__W_GRAD : DTS__W_ACT;
+    const int next = grad ? to->n_grad_recv : to->n_act_recv;
+    if (to->wait == want && next == seq) {
+        to->wait = DTS__W_NONE;
+        dts__at(s, t, dts__pipe_advance, to, 1, 0); /* b = 0: resume the waiting receive */
+    }
+}
+
+/* The stage's data-parallel allreduce is done (its instance's resume). */
+static void dts__opt_dp_done(dts__sim *s, dts__unit *u, int kind)
+{
+    (void)kind;
+    dts__opt_continue(s, u);
+}
+
+void dts__pipe_norm_done(dts__sim *s, dts__unit *u)
+{
+    u->opt_phase = 2;
+    dts__opt_continue(s, u);
+}
+
+/* OPTIM_STEP in phases: 0 data-parallel allreduce, 1 norm over the pipeline, 2 update. */
+static void dts__opt_continue(dts__sim *s, dts__unit *u)
+{
+    const dts_scenario *sc = s->sc;
+    const int async = sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC;
+    const int64_t now = dts_engine_now(s->e);
+    if (u->opt_phase == 0) {
+        u->opt_phase = 1;
+        if (sc->d > 1) {
+            dts__cinst *ci = s->dp_open[u->stage];
+            if (!ci) {
+                dts__unit **m = malloc((size_t)sc->d * sizeof *m);
+                if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
+                for (int i = 0; i < sc->d; i++) m[i] = dts__unit_at(s, i, u->stage);
+                ci = dts__cinst_new(s, dts__ar_kind(sc), m, sc->d, s->params[u->stage] * 4, DTS__C_OPT_DP,
+                                    dts__opt_dp_done);
+                free(m);
+                if (!ci) return;
+                s->dp_open[u->stage] = ci;
+            }
+            if (++ci->arrived == sc->d) s->dp_open[u->stage] = NULL;
+            dts_coll_arrive(ci->c, u->dpi);
+            return;
+        }
+    }
+    if (u->opt_phase == 1) {
+        if (!async && sc->p > 1) {
+            dts__sync_arrive(s, &s->norm[u->dpi], u);
+            return;
+        }
+        u->opt_phase = 2;
+    }
+    /* the update (plus the tensor-parallel norm allreduce) */
+    const int64_t t1 = now + s->opt_ns[u->stage];
+    u->opt_phase = 3;
+    dts__at(s, t1, dts__pipe_advance, u, 2, 0);
+}
+
+/* b: 0 run from pc, 1 a receive's message has arrived (finish it), 2 a timed op finished */
+static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)b;
+    dts__unit *u = ctx;
+    dts__sim *s = u->sim;
+    const int st = u->stage;
+    const dt_sched_instr *list = s->sched->instr[st];
+    const int64_t now = dts_engine_now(e);
+    if (a == 2) { /* the timed instruction at pc is done */
+        const dt_sched_instr *in = &list[u->pc];
+        dts__pipe_event(s, u, in, u->wait_t0, now);
+        if (in->op == DT_SCHED_BACKWARD) {
+            u->mem_act -= s->act[st];
+            dts__memory(s, u);
+        }
+        if (in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD)
+            dts__tp_spans(s, u, u->wait_t0, now, in->op == DT_SCHED_FORWARD, in->step);
+        if (in->op == DT_SCHED_OPTIM_STEP) u->opt_phase = 0;
+        u->pc++;
+    } else if (a == 1) { /* the receive at pc has its message */
+        const dt_sched_instr *in = &list[u->pc];
+        dts__pipe_event(s, u, in, u->wait_t0, now);
+        u->ns_pp += now - u->wait_t0;
+        if (in->op == DT_SCHED_RECV_ACT) u->n_act_recv++;
+        else u->n_grad_recv++;
+        u->pc++;
+    }
+    while (u->pc < u->end) {
+        const dt_sched_instr *in = &list[u->pc];
+        u->wait_t0 = now;
+        switch (in->op) {
+        case DT_SCHED_FORWARD:
+            u->mem_act += s->act[st];
+            dts__memory(s, u);
+            dts__compute(s, u, s->fwd_ns[st], dts__pipe_advance, 2, 0);
+            return;
+        case DT_SCHED_BACKWARD: dts__compute(s, u, s->bwd_ns[st], dts__pipe_advance, 2, 0); return;
+        case DT_SCHED_STASH:
+            u->stash_now++;
+            if (u->stash_now > u->stash_max) u->stash_max = u->stash_now;
+            u->mem_stash += s->params[st] * 4;
+            dts__memory(s, u);
+            dts__at(s, now + s->stash_ns[st], dts__pipe_advance, u, 2, 0);
+            return;
+        case DT_SCHED_DROP:
+            u->stash_now--;
+            u->mem_stash -= s->params[st] * 4;
+            dts__memory(s, u);
+            dts__pipe_event(s, u, in, now, now);
+            u->pc++;
+            continue;
+        case DT_SCHED_SEND_ACT:
+        case DT_SCHED_SEND_GRAD: {
+            const int grad = in->op == DT_SCHED_SEND_GRAD;
+            dts__unit *to = dts__unit_at(s, u->dpi, st + (grad ? -1 : 1));
+            const int seq = grad ? u->n_grad_sent++ : u->n_act_sent++;
+            const int64_t at = dts_net_send(&s->net, u->rank, to->rank, s->msg_bytes, now, NULL);
+            dts__deliver(s, to, grad, seq, at);
+            dts__pipe_event(s, u, in, now, now);
+            u->pc++;
+            continue;
+        }
+        case DT_SCHED_RECV_ACT:
+        case DT_SCHED_RECV_GRAD: {
+            const int grad = in->op == DT_SCHED_RECV_GRAD;
+            const int seq = grad ? u->n_grad_recv : u->n_act_recv;
+            const int64_t t = grad ? u->grad_arr[seq] : u->act_arr[seq];
+            if (t < 0) { /* not sent yet: the sender wakes us */
+                u->wait = grad ? DTS__W_GRAD : DTS__W_ACT;
+                return;
+            }
+            if (t > now) {
+                dts__at(s, t, dts__pipe_advance, u, 1, 0);
+                return;
+            }
+            dts__pipe_event(s, u, in, now, now);
+            if (grad) u->n_grad_recv++;
+            else u->n_act_recv++;
+            u->pc++;
+            continue;
+        }
+        case DT_SCHED_OPTIM_STEP:
+            if (u->opt_phase == 0) u->opt_t0 = now;
+            u->wait_t0 = u->opt_t0;
+            dts__opt_continue(s, u);
+            return;
+        }
+    }
+    dts__step_end(s, u);
+}
+
+void dts__pipe_begin_step(dts__sim *s, dts__unit *u)
+{
+    const int st = u->stage, n = s->sched->count[st];
+    const dt_sched_instr *list = s->sched->instr[st];
+    int end = u->pc;
+    for (int i = u->pc; i < n; i++)
+        if (list[i].step <= u->step) end = i + 1;
+    u->end = end;
+    dts__at(s, dts_engine_now(s->e), dts__pipe_advance, u, 0, 0);
+}
