@@ -1,6 +1,8 @@
 /* dtv_view.h: the views (one file each: view_timeline.c, view_ring.c,
  * view_scale.c, view_memory.c) and what they share: the visible time
- * window, the playback time and the layout helpers.
+ * window, the playback time and the layout helpers. The registry (names,
+ * dispatch) is view.c, the time axis and legend view_axis.c: the views use
+ * those helpers and the registry uses the views, never the other way.
  *
  * A view draws one trace into a rectangle of the canvas. It draws only
  * what is visible (spans found by binary search, at most one box per pixel
@@ -20,6 +22,7 @@
 
 typedef enum dtv_view_id { DTV_VIEW_TIMELINE = 0, DTV_VIEW_RING, DTV_VIEW_SCALE, DTV_VIEW_MEMORY, DTV_N_VIEWS } dtv_view_id;
 
+/* view.c: the registry. */
 const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory" */
 int dtv_view_parse(const char *s, dtv_view_id *out);
 
@@ -39,7 +42,7 @@ static inline double dtv_x_of(const dtv_view *v, int x, int w, int64_t ns)
     return x + (double)(ns - v->t0) * (double)w / (double)(v->t1 - v->t0);
 }
 
-/* A time axis with ticks and units along [x, x + w) at y (labels below). */
+/* view_axis.c: a time axis with ticks and units along [x, x + w) at y (labels below). */
 void dtv_time_axis(dtv_canvas *c, int x, int y, int w, const dtv_view *v);
 /* One legend entry per kind present in the trace, wrapped in the area's width; returns the height used. */
 int dtv_legend(dtv_canvas *c, SDL_Rect area, const dtv_trace *t);
@@ -49,7 +52,7 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
 void dtv_draw_ring(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
-/* Dispatch on v->id. */
+/* view.c: dispatch on v->id. */
 void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 
 /* Timeline geometry (tests probe pixels with it): the rows' area inside
