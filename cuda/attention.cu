@@ -15,7 +15,7 @@
  * causal result, and backward relies on att coming from this forward.
  *
  * Softmax kernels: one warp per row of T; max and sums by xor-shuffle
- * butterflies (fixed order), exp from dt_cuda_math.h (the CPU backend's
+ * butterflies (fixed order), exp from dt_math_hd.h (the CPU backend's
  * polynomial). */
 #include "cuda_internal.h"
 
@@ -35,7 +35,7 @@ __global__ void dt__k_causal_softmax(float *att, size_t rows, int T)
     mx = dt__warp_max(mx);
     float s = 0.0f;
     for (int j = lane; j <= t; j += 32) {
-        float e = dt__hd_expf(p[j] - mx);
+        float e = dt__expf(p[j] - mx);
         p[j] = e;
         s += e;
     }

@@ -7,7 +7,7 @@
  * before anything is written, at the cost of one 4-byte read back per call.
  * Then one block per row:
  *   1. max and argmax (ties: lowest index, as the CPU's strict `>` scan);
- *   2. s = sum exp(z - max) in FP32, exp from dt_cuda_math.h;
+ *   2. s = sum exp(z - max) in FP32, exp from dt_math_hd.h;
  *   3. loss = max + logf(s) - z[target], correct = (argmax == target);
  *   4. dlogits = dloss * exp(z - max) / s, then dlogits[target] -= dloss.
  * dlogits may alias logits: z[target] is read in step 3, and a barrier
@@ -83,7 +83,7 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
     mx = s_max;
     /* 2. sum of exponentials */
     float s = 0.0f;
-    for (int v = tid; v < V; v += DT__CE_THREADS) s += dt__hd_expf(z[v] - mx);
+    for (int v = tid; v < V; v += DT__CE_THREADS) s += dt__expf(z[v] - mx);
     s = dt__warp_sum(s);
     if (lane == 0) s_val[warp] = s;
     __syncthreads();
@@ -99,7 +99,7 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
     if (!d) return;
     /* 4. gradient */
     const float inv = 1.0f / s_sum;
-    for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = dloss * dt__hd_expf(z[v] - mx) * inv;
+    for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = dloss * dt__expf(z[v] - mx) * inv;
     __syncthreads();
     if (tid == 0) d[tgt] -= dloss;
 }

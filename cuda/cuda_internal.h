@@ -29,7 +29,7 @@
 
 #include "dt_backend.h"
 #include "dt_cuda.h"
-#include "dt_cuda_math.h"
+#include "dt_math_hd.h"
 
 typedef struct dt__cuda_impl {
     int device;             /* CUDA device ordinal */

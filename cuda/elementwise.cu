@@ -2,8 +2,8 @@
  * 16-bit storage (dt__cuda_gelu_forward_half, dt_cuda.h).
  *
  * Every FP32 kernel is a grid-stride loop over n elements (n may exceed
- * 2^32) applying the per-element math of dt_cuda_math.h, the same code the
- * CPU-side test checks against the CPU backend. Each element is read and
+ * 2^32) applying the per-element math of lib/dt_math_hd.h, the same code
+ * the CPU backend runs. Each element is read and
  * written by one thread, so outputs may alias inputs where dt_backend.h
  * allows it (gelu_backward's and relu_backward's dinp may be dout,
  * residual's out may be a or b).
@@ -20,12 +20,12 @@
 
 __global__ void dt__k_gelu_forward(float *out, const float *inp, size_t n)
 {
-    DT__CUDA_FOR(i, n) out[i] = dt__hd_gelu(inp[i]);
+    DT__CUDA_FOR(i, n) out[i] = dt__gelu(inp[i]);
 }
 
 __global__ void dt__k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
-    DT__CUDA_FOR(i, n) dinp[i] = dt__hd_gelu_grad(inp[i]) * dout[i];
+    DT__CUDA_FOR(i, n) dinp[i] = dt__gelu_grad(inp[i]) * dout[i];
 }
 
 __global__ void dt__k_residual(float *out, const float *a, const float *b, size_t n)
@@ -35,12 +35,12 @@ __global__ void dt__k_residual(float *out, const float *a, const float *b, size_
 
 __global__ void dt__k_relu_forward(float *out, const float *inp, size_t n)
 {
-    DT__CUDA_FOR(i, n) out[i] = dt__hd_relu(inp[i]);
+    DT__CUDA_FOR(i, n) out[i] = dt__relu(inp[i]);
 }
 
 __global__ void dt__k_relu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
-    DT__CUDA_FOR(i, n) dinp[i] = dt__hd_relu_grad(inp[i], dout[i]);
+    DT__CUDA_FOR(i, n) dinp[i] = dt__relu_grad(inp[i], dout[i]);
 }
 
 #define DT__GRID(n) dt__cuda_blocks((n), DT__CUDA_THREADS), DT__CUDA_THREADS, 0, DT__CUDA_STREAM(be)
@@ -118,8 +118,8 @@ __global__ void dt__k_gelu_half_vec(uint4 *out, const uint4 *in, size_t n8)
         memcpy(h, &raw, sizeof raw);
         for (int k = 0; k < 4; k++) {
             float2 f = Ops::widen2(h[k]);
-            f.x = dt__hd_gelu(f.x);
-            f.y = dt__hd_gelu(f.y);
+            f.x = dt__gelu(f.x);
+            f.y = dt__gelu(f.y);
             h[k] = Ops::narrow2(f);
         }
         memcpy(&raw, h, sizeof raw);
@@ -130,7 +130,7 @@ __global__ void dt__k_gelu_half_vec(uint4 *out, const uint4 *in, size_t n8)
 template <class Ops>
 __global__ void dt__k_gelu_half_scalar(typename Ops::T *out, const typename Ops::T *in, size_t n)
 {
-    DT__CUDA_FOR(i, n) out[i] = Ops::narrow(dt__hd_gelu(Ops::widen(in[i])));
+    DT__CUDA_FOR(i, n) out[i] = Ops::narrow(dt__gelu(Ops::widen(in[i])));
 }
 
 template <class Ops>

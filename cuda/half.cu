@@ -1,8 +1,8 @@
 /* half.cu: the mixed-precision ops on the GPU, cast and unscale_check
  * (semantics in dt_backend.h).
  *
- * cast converts with the integer conversions of dt_cuda_math.h, a copy of
- * lib/half.c's reference, so every element gets the same bits as on the CPU
+ * cast converts with the integer conversions of lib/dt_math_hd.h, the
+ * code of lib/half.c's reference, so every element gets the same bits as on the CPU
  * (round to nearest even, subnormals, overflow to inf, quiet NaN keeping
  * the top payload bits), whatever the GPU's own conversion instructions do
  * with NaN payloads. f16 <-> bf16 goes through float, which is exact for the
@@ -21,11 +21,11 @@ __global__ void dt__k_cast(void *dst, const void *src, size_t n)
     {
         float f;
         if (S == DT_F32) f = ((const float *)src)[i];
-        else if (S == DT_F16) f = dt__hd_f16_to_float(((const uint16_t *)src)[i]);
-        else f = dt__hd_bf16_to_float(((const uint16_t *)src)[i]);
+        else if (S == DT_F16) f = dt__f16_to_float(((const uint16_t *)src)[i]);
+        else f = dt__bf16_to_float(((const uint16_t *)src)[i]);
         if (D == DT_F32) ((float *)dst)[i] = f;
-        else if (D == DT_F16) ((uint16_t *)dst)[i] = dt__hd_f16_from_float(f);
-        else ((uint16_t *)dst)[i] = dt__hd_bf16_from_float(f);
+        else if (D == DT_F16) ((uint16_t *)dst)[i] = dt__f16_from_float(f);
+        else ((uint16_t *)dst)[i] = dt__bf16_from_float(f);
     }
 }
 
@@ -65,7 +65,7 @@ __global__ void dt__k_unscale_check(float *x, float s, size_t n, int *flag)
     {
         float v = x[i] * s;
         x[i] = v;
-        bad |= dt__hd_nonfinite(v);
+        bad |= dt__float_nonfinite(v);
     }
     if (bad) *flag = 1;
 }

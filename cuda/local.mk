@@ -19,7 +19,7 @@ DT_CUDA_SRCS = \
 	cuda/optim.cu \
 	cuda/half.cu \
 	cuda/batchnorm.cu
-DT_CUDA_HDRS = cuda/cuda_internal.h cuda/dt_cuda.h cuda/dt_cuda_math.h
+DT_CUDA_HDRS = cuda/cuda_internal.h cuda/dt_cuda.h
 
 if HAVE_CUDA
 # the NCCL communicator is plain C on the CUDA/NCCL headers
@@ -55,4 +55,4 @@ dt__v_NVCC_1 =
 	$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) --mode=compile \
 	$(SHELL) $(top_srcdir)/cuda/nvcc-libtool.sh $(NVCC) $(DT_NVCC_FLAGS) -c -o $@ $<
 $(DT_CUDA_SRCS:.cu=.lo): $(DT_CUDA_HDRS) $(top_srcdir)/lib/dt_backend.h $(top_srcdir)/lib/dt_status.h \
-	$(top_srcdir)/lib/dt_tensor.h $(top_srcdir)/lib/dt_half.h
+	$(top_srcdir)/lib/dt_tensor.h $(top_srcdir)/lib/dt_half.h $(top_srcdir)/lib/dt_math_hd.h

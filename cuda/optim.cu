@@ -1,7 +1,7 @@
 /* optim.cu: reductions and optimizer updates on flat float buffers on the
  * GPU (sumsq, scale, AdamW, SGD, LARS, LAMB's direction, axpy); semantics
- * in dt_backend.h, per-element math in dt_cuda_math.h (shared with the
- * CPU-side test).
+ * in dt_backend.h, per-element math in lib/dt_math_hd.h (the CPU
+ * backend's own code).
  *
  * Invariants: every op but sumsq is elementwise (one thread per element),
  * so results do not depend on the launch shape. sumsq accumulates squares
@@ -88,7 +88,7 @@ __global__ void dt__k_adamw(float *p, const float *g, float *m, float *v, size_t
     DT__CUDA_FOR(i, n)
     {
         float mi = m[i], vi = v[i];
-        p[i] = dt__hd_adamw(p[i], g[i] * grad_scale, &mi, &vi, lr, beta1, beta2, a1, a2, ibc1, ibc2, eps, wd);
+        p[i] = dt__adamw(p[i], g[i] * grad_scale, &mi, &vi, lr, beta1, beta2, a1, a2, ibc1, ibc2, eps, wd);
         m[i] = mi;
         v[i] = vi;
     }
@@ -100,7 +100,7 @@ __global__ void dt__k_sgd(float *p, const float *g, float *buf, size_t n, float 
     DT__CUDA_FOR(i, n)
     {
         float b = buf[i];
-        p[i] = dt__hd_sgd(p[i], g[i] * grad_scale, &b, lr, momentum, wd, nesterov, first);
+        p[i] = dt__sgd(p[i], g[i] * grad_scale, &b, lr, momentum, wd, nesterov, first);
         buf[i] = b;
     }
 }
@@ -111,7 +111,7 @@ __global__ void dt__k_lars(float *p, const float *g, float *buf, size_t n, float
     DT__CUDA_FOR(i, n)
     {
         float b = buf[i];
-        p[i] = dt__hd_lars(p[i], g[i] * grad_scale, &b, a, momentum, wd);
+        p[i] = dt__lars(p[i], g[i] * grad_scale, &b, a, momentum, wd);
         buf[i] = b;
     }
 }
@@ -123,7 +123,7 @@ __global__ void dt__k_lamb_direction(float *u, const float *p, const float *g, f
     DT__CUDA_FOR(i, n)
     {
         float mi = m[i], vi = v[i];
-        u[i] = dt__hd_adam_direction(g[i] * grad_scale, &mi, &vi, beta1, beta2, a1, a2, ibc1, ibc2, eps) + wd * p[i];
+        u[i] = dt__adam_direction(g[i] * grad_scale, &mi, &vi, beta1, beta2, a1, a2, ibc1, ibc2, eps) + wd * p[i];
         m[i] = mi;
         v[i] = vi;
     }

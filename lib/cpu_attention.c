@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "cpu_backend.h"
-#include "vmath.h"
+#include "dt_math_hd.h"
 
 dt_status dt__cpu_attention_forward(dt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
                                     int NH)

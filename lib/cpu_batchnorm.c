@@ -30,11 +30,12 @@
  *  - eval mode writes mean(C) and rstd(C), if not NULL, with the running
  *    statistics it used, so out = (inp - mean) * rstd * w + b in both modes;
  *  - batchnorm_backward's dinp must not alias dout or inp.
- * ReLU propagates NaN (x < 0 ? 0 : x), so the trainer's non-finite checks
- * still see it after an activation. */
+ * ReLU (dt_math_hd.h) propagates NaN (x < 0 ? 0 : x), so the trainer's
+ * non-finite checks still see it after an activation. */
 #include <math.h>
 
 #include "cpu_backend.h"
+#include "dt_math_hd.h"
 
 #define DT__BN_SLICE 16
 /* Below this many elements one thread does the whole op: the fork costs more. */
@@ -157,7 +158,7 @@ dt_status dt__cpu_relu_forward(dt_backend *be, float *out, const float *inp, siz
 {
     (void)be;
 #pragma omp parallel for simd schedule(static) if (n >= DT__RELU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) out[i] = inp[i] < 0.0f ? 0.0f : inp[i];
+    for (size_t i = 0; i < n; i++) out[i] = dt__relu(inp[i]);
     return DT_OK;
 }
 
@@ -165,6 +166,6 @@ dt_status dt__cpu_relu_backward(dt_backend *be, float *dinp, const float *inp, c
 {
     (void)be;
 #pragma omp parallel for simd schedule(static) if (n >= DT__RELU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) dinp[i] = dt__relu_grad(inp[i], dout[i]);
     return DT_OK;
 }

@@ -15,6 +15,7 @@
 
 #include "cpu_backend.h"
 #include "dt_half.h"
+#include "dt_math_hd.h"
 
 #define DT__HALF_PAR_MIN ((size_t)1 << 15)
 /* Elements per parallel work item of cast. */
@@ -78,8 +79,6 @@ dt_status dt__cpu_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void 
     return DT_OK;
 }
 
-/* Non-finite test on the bit pattern (exponent all ones), so it holds even
- * if a build adds -ffinite-math-only, and vectorizes to integer compares. */
 dt_status dt__cpu_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite)
 {
     (void)be;
@@ -91,9 +90,7 @@ dt_status dt__cpu_unscale_check(dt_backend *be, float *x, float s, size_t n, int
     for (size_t i = 0; i < n; i++) {
         float v = x[i] * s;
         x[i] = v;
-        uint32_t u;
-        memcpy(&u, &v, sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        bad |= dt__float_nonfinite(v);
     }
     if (bad) *nonfinite = 1;
     return DT_OK;

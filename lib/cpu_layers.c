@@ -15,11 +15,9 @@
 #endif
 
 #include "cpu_backend.h"
-#include "vmath.h"
+#include "dt_math_hd.h"
 
 #define DT__LN_EPS 1e-5f
-#define DT__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define DT__GELU_A 0.044715f
 
 static int dt__nthreads(void)
 {
@@ -159,11 +157,7 @@ dt_status dt__cpu_gelu_forward(dt_backend *be, float *out, const float *inp, siz
 {
     (void)be;
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = DT__GELU_K * (x + DT__GELU_A * x * x * x);
-        out[i] = 0.5f * x * (1.0f + dt__tanhf(u));
-    }
+    for (size_t i = 0; i < n; i++) out[i] = dt__gelu(inp[i]);
     return DT_OK;
 }
 
@@ -171,14 +165,7 @@ dt_status dt__cpu_gelu_backward(dt_backend *be, float *dinp, const float *inp, c
 {
     (void)be;
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = DT__GELU_K * (x + DT__GELU_A * x * x * x);
-        float t = dt__tanhf(u);
-        float du = DT__GELU_K * (1.0f + 3.0f * DT__GELU_A * x * x);
-        float g = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-        dinp[i] = g * dout[i];
-    }
+    for (size_t i = 0; i < n; i++) dinp[i] = dt__gelu_grad(inp[i]) * dout[i];
     return DT_OK;
 }
 

@@ -1,6 +1,7 @@
 /* cpu_optim.c: the CPU backend's reductions and optimizer updates on flat
  * float buffers (sumsq, scale, AdamW, SGD, LARS, LAMB's direction, axpy);
- * semantics in dt_backend.h.
+ * semantics in dt_backend.h, per-element math in dt_math_hd.h (inlined
+ * into the vectorized loops, shared with the CUDA kernels).
  *
  * Invariants: every op is elementwise except sumsq, so results never depend
  * on the thread count. sumsq splits x into at most DT__SUMSQ_MAX_CHUNKS
@@ -9,9 +10,8 @@
  * result is bit-identical for any thread count (no `reduction` clause,
  * whose combine order is unspecified). Small inputs run on one thread: the
  * OpenMP fork costs more than the work below DT__OPT_PAR_MIN elements. */
-#include <math.h>
-
 #include "cpu_backend.h"
+#include "dt_math_hd.h"
 
 #define DT__OPT_PAR_MIN ((size_t)1 << 15)
 #define DT__SUMSQ_MAX_CHUNKS 256
@@ -71,20 +71,6 @@ dt_status dt__cpu_scale(dt_backend *be, float *x, float s, size_t n)
     return DT_OK;
 }
 
-/* Adam's moment update for one element and the resulting direction
- * mhat / (sqrt(vhat) + eps), shared by AdamW and LAMB (inlined into their
- * vectorized loops). a1 = 1 - beta1, a2 = 1 - beta2, ibc = 1 / bias correction. */
-static inline __attribute__((always_inline)) float dt__adam_direction(float gi, float *m, float *v, float beta1,
-                                                                      float beta2, float a1, float a2, float ibc1,
-                                                                      float ibc2, float eps)
-{
-    float mi = beta1 * *m + a1 * gi;
-    float vi = beta2 * *v + a2 * gi * gi;
-    *m = mi;
-    *v = vi;
-    return (mi * ibc1) / (sqrtf(vi * ibc2) + eps);
-}
-
 /* The loop vectorizes only under -fno-math-errno: with errno semantics GCC
  * guards each sqrtf with a branch (the argument is never negative here, so
  * errno could never be set). It is memory-bound either way: 28 bytes of
@@ -100,11 +86,8 @@ dt_status dt__cpu_adamw_update(dt_backend *be, float *p, const float *g, float *
     const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
     const float ibc1 = 1.0f / bc1, ibc2 = 1.0f / bc2;
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float pi = p[i];
-        p[i] = pi - lr * (dt__adam_direction(g[i] * grad_scale, &m[i], &v[i], beta1, beta2, a1, a2, ibc1, ibc2, eps) +
-                          wd * pi);
-    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = dt__adamw(p[i], g[i] * grad_scale, &m[i], &v[i], lr, beta1, beta2, a1, a2, ibc1, ibc2, eps, wd);
     return DT_OK;
 }
 
@@ -113,32 +96,20 @@ dt_status dt__cpu_sgd_update(dt_backend *be, float *p, const float *g, float *bu
 {
     (void)be;
     if (momentum == 0.0f) {
-        /* buf = g' exactly, so nesterov and plain both step along g'; buf is
-         * still written so the state means the same for every momentum. */
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i] * grad_scale + wd * p[i];
-            buf[i] = gi;
-            p[i] -= lr * gi;
-        }
+        for (size_t i = 0; i < n; i++) p[i] = dt__sgd_plain(p[i], g[i] * grad_scale, &buf[i], lr, wd);
         return DT_OK;
     }
+    /* first is a constant in each loop, so each inlines to its own branch. */
     if (first) {
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i] * grad_scale + wd * p[i];
-            buf[i] = gi;
-            p[i] -= lr * (nesterov ? gi + momentum * gi : gi);
-        }
+        for (size_t i = 0; i < n; i++)
+            p[i] = dt__sgd_momentum(p[i], g[i] * grad_scale, &buf[i], lr, momentum, wd, nesterov, 1);
         return DT_OK;
     }
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * grad_scale + wd * p[i];
-        float b = momentum * buf[i] + gi;
-        buf[i] = b;
-        p[i] -= lr * (nesterov ? gi + momentum * b : b);
-    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = dt__sgd_momentum(p[i], g[i] * grad_scale, &buf[i], lr, momentum, wd, nesterov, 0);
     return DT_OK;
 }
 
@@ -150,12 +121,7 @@ dt_status dt__cpu_lars_update(dt_backend *be, float *p, const float *g, float *b
     (void)be;
     const float a = lr * trust;
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float pi = p[i];
-        float b = momentum * buf[i] + a * (g[i] * grad_scale + wd * pi);
-        buf[i] = b;
-        p[i] = pi - b;
-    }
+    for (size_t i = 0; i < n; i++) p[i] = dt__lars(p[i], g[i] * grad_scale, &buf[i], a, momentum, wd);
     return DT_OK;
 }
 

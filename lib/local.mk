@@ -98,7 +98,7 @@ include_HEADERS += \
 noinst_HEADERS += \
 	lib/dt_internal.h \
 	lib/data_internal.h \
-	lib/vmath.h \
+	lib/dt_math_hd.h \
 	lib/cpu_backend.h \
 	lib/gpt_layers.h \
 	lib/comm_internal.h \

@@ -13,7 +13,7 @@
 
 #include "cpu_backend.h"
 #include "testutil.h"
-#include "vmath.h"
+#include "dt_math_hd.h"
 
 static dt_backend *be;
 
