@@ -119,7 +119,8 @@ struct dt_backend {
     dt_status (*sgd_update)(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
                             float momentum, float wd, float grad_scale, int nesterov, int first);
 
-    /* LARS on one tensor (../shared/reference.md): g' = g * grad_scale;
+    /* LARS on one tensor (You et al., LARS, arXiv 1708.03888, 2017; see
+     * dt_optim.h): g' = g * grad_scale;
      * buf = momentum * buf + lr * trust * (g' + wd * p); p -= buf. The
      * caller computes trust = eta * ||p|| / (||g'|| + wd * ||p||) from
      * sumsq (1 for tensors without LARS, e.g. biases and norms). */

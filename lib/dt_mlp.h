@@ -1,5 +1,6 @@
 /* dt_mlp.h: "mlp-bn", a small classifier with BatchNorm for teaching
- * gradient accumulation (../shared/reference.md, Optimizers): with
+ * gradient accumulation (docs/architecture.md, "BatchNorm and mlp-bn";
+ * Ioffe and Szegedy, Batch Normalization, arXiv 1502.03167, 2015): with
  * BatchNorm, N micro-batches are not one large batch, neither for the
  * gradients (each micro-batch normalises with its own statistics) nor for
  * the running statistics (updated N times per optimizer step).

@@ -8,7 +8,8 @@
  * trust ratio applies only to decay = 1 tensors; the others take the plain
  * step (LARS: momentum SGD at lr; LAMB: Adam at lr), trust 1, no decay.
  *
- * LARS (../shared/reference.md), per tensor, g' = grad_scale * g:
+ * LARS (You, Gitman and Ginsburg, arXiv 1708.03888, 2017), per tensor,
+ * g' = grad_scale * g:
  *   trust = eta * ||w|| / (||g'|| + wd * ||w||)
  *   v <- momentum * v + lr * trust * (g' + wd * w);  w <- w - v
  * LAMB (You et al., arXiv 1904.00962), per tensor:
