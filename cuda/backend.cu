@@ -3,9 +3,10 @@
  * Owns: dt_backend_cuda_create (device check, stream, cuBLAS handle), the
  * memory ops (cudaMalloc'd buffers zeroed on the stream, copies,
  * synchronize), the device and host workspaces that other ops borrow, and
- * the table assembled from the op files (gemm.cu, encoder.cu, layernorm.cu,
- * attention.cu, elementwise.cu, crossentropy.cu, optim.cu, half.cu,
- * batchnorm.cu).
+ * the static const table of ops from the op files (gemm.cu, encoder.cu,
+ * layernorm.cu, attention.cu, elementwise.cu, crossentropy.cu, optim.cu,
+ * half.cu, batchnorm.cu). Arguments reach the ops already checked by the
+ * front (lib/backend.c); the ops check only what is theirs (device data).
  *
  * Invariants: the backend uses the current CUDA device at creation
  * (cudaGetDevice: device 0 unless the caller set another, e.g. per local MPI
@@ -43,7 +44,6 @@ static void dt__cuda_destroy(dt_backend *be)
 static dt_status dt__cuda_set_threads(dt_backend *be, int n)
 {
     /* Host threads do no work in this backend; the count is kept for logs. */
-    if (n > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", n);
     be->threads = n <= 0 ? 1 : n;
     return DT_OK;
 }
@@ -175,6 +175,43 @@ dt_status dt__cuda_set_tf32(dt_backend *be, int allow_tf32)
     return DT_OK;
 }
 
+static const dt_backend_ops dt__cuda_ops = {
+    .destroy = dt__cuda_destroy,                                       /* synchronizes, then frees all */
+    .set_threads = dt__cuda_set_threads,                               /* kept for logs only */
+    .alloc = dt__cuda_alloc,                                           /* cudaMalloc, zeroed on the stream */
+    .free = dt__cuda_free,                                             /* cudaFree */
+    .memset_zero = dt__cuda_memset_zero,                               /* cudaMemsetAsync */
+    .copy = dt__cuda_copy,                                             /* host copies complete on return */
+    .synchronize = dt__cuda_synchronize,                               /* cudaStreamSynchronize */
+    .set_gemm_inputs = dt__cuda_set_gemm_inputs,                       /* gemm.cu: 16-bit tensor-core GEMMs */
+    .gemm = dt__cuda_gemm,                                             /* gemm.cu: cuBLAS */
+    .encoder_forward = dt__cuda_encoder_forward,                       /* encoder.cu */
+    .encoder_backward = dt__cuda_encoder_backward,                     /* encoder.cu: token buckets */
+    .layernorm_forward = dt__cuda_layernorm_forward,                   /* layernorm.cu */
+    .layernorm_backward = dt__cuda_layernorm_backward,                 /* layernorm.cu */
+    .matmul_forward = dt__cuda_matmul_forward,                         /* gemm.cu: bias, then gemm */
+    .matmul_backward = dt__cuda_matmul_backward,                       /* gemm.cu */
+    .attention_forward = dt__cuda_attention_forward,                   /* attention.cu: batched GEMMs */
+    .attention_backward = dt__cuda_attention_backward,                 /* attention.cu */
+    .gelu_forward = dt__cuda_gelu_forward,                             /* elementwise.cu */
+    .gelu_backward = dt__cuda_gelu_backward,                           /* elementwise.cu */
+    .residual_forward = dt__cuda_residual_forward,                     /* elementwise.cu */
+    .crossentropy_forward_backward = dt__cuda_crossentropy_forward_backward, /* crossentropy.cu */
+    .sumsq = dt__cuda_sumsq,                                           /* optim.cu: fixed tree in double */
+    .scale = dt__cuda_scale,                                           /* optim.cu */
+    .adamw_update = dt__cuda_adamw_update,                             /* optim.cu */
+    .sgd_update = dt__cuda_sgd_update,                                 /* optim.cu */
+    .lars_update = dt__cuda_lars_update,                               /* optim.cu */
+    .lamb_direction = dt__cuda_lamb_direction,                         /* optim.cu */
+    .axpy = dt__cuda_axpy,                                             /* optim.cu */
+    .cast = dt__cuda_cast,                                             /* half.cu: dt_math_hd.h conversions */
+    .unscale_check = dt__cuda_unscale_check,                           /* half.cu */
+    .batchnorm_forward = dt__cuda_batchnorm_forward,                   /* batchnorm.cu */
+    .batchnorm_backward = dt__cuda_batchnorm_backward,                 /* batchnorm.cu */
+    .relu_forward = dt__cuda_relu_forward,                             /* elementwise.cu */
+    .relu_backward = dt__cuda_relu_backward,                           /* elementwise.cu */
+};
+
 /* Creation: every failure path releases what was made so far. */
 dt_status dt_backend_cuda_create(int threads, dt_backend **out)
 {
@@ -203,20 +240,16 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
         }
     }
 
-    dt_backend *be = (dt_backend *)calloc(1, sizeof *be);
     dt__cuda_impl *im = (dt__cuda_impl *)calloc(1, sizeof *im);
-    if (!be || !im) {
-        free(be);
-        free(im);
-        return DT_FAIL(DT_ERR_NOMEM, "cuda backend: out of memory");
-    }
+    if (!im) return DT_FAIL(DT_ERR_NOMEM, "cuda backend: out of memory");
     im->device = dev;
-    be->impl = im;
-    be->name = "cuda";
-    be->device = DT_DEVICE_CUDA;
-    be->destroy = dt__cuda_destroy;
+    dt_backend *be;
+    dt_status st = dt__backend_new(&dt__cuda_ops, "cuda", DT_DEVICE_CUDA, im, &be);
+    if (st != DT_OK) {
+        free(im);
+        return st;
+    }
 
-    dt_status st = DT_OK;
     cudaDeviceProp prop;
     e = cudaSetDevice(dev);
     if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
@@ -240,40 +273,7 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
         }
     }
 
-    be->set_threads = dt__cuda_set_threads;
-    be->alloc = dt__cuda_alloc;
-    be->free = dt__cuda_free;
-    be->memset_zero = dt__cuda_memset_zero;
-    be->copy = dt__cuda_copy;
-    be->synchronize = dt__cuda_synchronize;
-    be->gemm = dt__cuda_gemm;
-    be->set_gemm_inputs = dt__cuda_set_gemm_inputs;
-    be->encoder_forward = dt__cuda_encoder_forward;
-    be->encoder_backward = dt__cuda_encoder_backward;
-    be->layernorm_forward = dt__cuda_layernorm_forward;
-    be->layernorm_backward = dt__cuda_layernorm_backward;
-    be->matmul_forward = dt__cuda_matmul_forward;
-    be->matmul_backward = dt__cuda_matmul_backward;
-    be->attention_forward = dt__cuda_attention_forward;
-    be->attention_backward = dt__cuda_attention_backward;
-    be->gelu_forward = dt__cuda_gelu_forward;
-    be->gelu_backward = dt__cuda_gelu_backward;
-    be->residual_forward = dt__cuda_residual_forward;
-    be->crossentropy_forward_backward = dt__cuda_crossentropy_forward_backward;
-    be->sumsq = dt__cuda_sumsq;
-    be->scale = dt__cuda_scale;
-    be->adamw_update = dt__cuda_adamw_update;
-    be->sgd_update = dt__cuda_sgd_update;
-    be->lars_update = dt__cuda_lars_update;
-    be->lamb_direction = dt__cuda_lamb_direction;
-    be->axpy = dt__cuda_axpy;
-    be->cast = dt__cuda_cast;
-    be->unscale_check = dt__cuda_unscale_check;
-    be->batchnorm_forward = dt__cuda_batchnorm_forward;
-    be->batchnorm_backward = dt__cuda_batchnorm_backward;
-    be->relu_forward = dt__cuda_relu_forward;
-    be->relu_backward = dt__cuda_relu_backward;
-    st = dt__cuda_set_threads(be, threads);
+    st = be->set_threads(be, threads);
     if (st != DT_OK) goto fail;
     *out = be;
     return DT_OK;

@@ -12,7 +12,8 @@
  * double rounding (then both round to the same float almost always). The
  * same block then writes out (or dinp) for its slice, so nothing goes
  * through global memory in between and there are no atomics.
- * Argument checks are the CPU backend's. */
+ * Arguments arrive checked by the front (lib/backend.c), the same checks
+ * for both backends. */
 #include "cuda_internal.h"
 
 /* Training-mode forward for one slice of 32 channels. */
@@ -89,21 +90,6 @@ dt_status dt__cuda_batchnorm_forward(dt_backend *be, float *out, float *mean, fl
                                      float *running_var, const float *inp, const float *w, const float *b, int N,
                                      int C, float momentum, float eps, int training)
 {
-    if (N < 1 || C < 1) return DT_FAIL(DT_ERR_INVALID, "batchnorm: %d rows of %d channels (expected >= 1 each)", N, C);
-    if (!(eps > 0.0f)) return DT_FAIL(DT_ERR_INVALID, "batchnorm: eps %g (expected > 0)", (double)eps);
-    if (training) {
-        if (N < 2)
-            return DT_FAIL(DT_ERR_INVALID,
-                           "batchnorm: %d row in training mode (expected >= 2: the variance of one row is undefined)",
-                           N);
-        if (!(momentum >= 0.0f && momentum <= 1.0f))
-            return DT_FAIL(DT_ERR_INVALID, "batchnorm: momentum %g (expected 0..1)", (double)momentum);
-        if (!mean || !rstd) return DT_FAIL(DT_ERR_INVALID, "batchnorm: training mode needs mean and rstd outputs");
-        if (!running_mean != !running_var)
-            return DT_FAIL(DT_ERR_INVALID, "batchnorm: running_mean and running_var must both be given or both NULL");
-    } else if (!running_mean || !running_var) {
-        return DT_FAIL(DT_ERR_INVALID, "batchnorm: eval mode needs the running statistics");
-    }
     const double unbias = (double)N / (N - 1 > 0 ? N - 1 : 1);
     const unsigned slices = (unsigned)((C + 31) / 32);
     if (training)
@@ -164,7 +150,6 @@ dt_status dt__cuda_batchnorm_backward(dt_backend *be, float *dinp, float *dw, fl
                                       const float *inp, const float *w, const float *mean, const float *rstd,
                                       int N, int C)
 {
-    if (N < 1 || C < 1) return DT_FAIL(DT_ERR_INVALID, "batchnorm backward: %d rows of %d channels", N, C);
     dt__k_bn_backward<<<(unsigned)((C + 31) / 32), dim3(32, 32), 0, DT__CUDA_STREAM(be)>>>(dinp, dw, db, dout, inp, w,
                                                                                           mean, rstd, N, C);
     DT_CUDA_LAUNCHED("batchnorm backward");

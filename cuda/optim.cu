@@ -151,9 +151,6 @@ dt_status dt__cuda_adamw_update(dt_backend *be, float *p, const float *g, float 
                                 float beta1, float beta2, float eps, float wd, float bc1, float bc2,
                                 float grad_scale)
 {
-    if (!(bc1 > 0.0f) || !(bc2 > 0.0f))
-        return DT_FAIL(DT_ERR_INVALID, "adamw: bias corrections %g, %g (expected > 0: step count >= 1)", (double)bc1,
-                       (double)bc2);
     if (n == 0) return DT_OK;
     dt__k_adamw<<<DT__GRID(n)>>>(p, g, m, v, n, lr, beta1, beta2, 1.0f - beta1, 1.0f - beta2, 1.0f / bc1,
                                  1.0f / bc2, eps, wd, grad_scale);
@@ -183,9 +180,6 @@ dt_status dt__cuda_lamb_direction(dt_backend *be, float *u, const float *p, cons
                                   size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
                                   float grad_scale)
 {
-    if (!(bc1 > 0.0f) || !(bc2 > 0.0f))
-        return DT_FAIL(DT_ERR_INVALID, "lamb: bias corrections %g, %g (expected > 0: step count >= 1)", (double)bc1,
-                       (double)bc2);
     if (n == 0) return DT_OK;
     dt__k_lamb_direction<<<DT__GRID(n)>>>(u, p, g, m, v, n, beta1, beta2, 1.0f - beta1, 1.0f - beta2, 1.0f / bc1,
                                           1.0f / bc2, eps, wd, grad_scale);

@@ -1,6 +1,8 @@
-/* cpu_backend.c: the CPU backend's table: memory (64-byte aligned, zeroed),
- * threads (one OpenMP pool; OpenBLAS single-threaded inside it), and the ops from the
- * cpu_*.c files. It is the reference every other backend is tested against. */
+/* cpu_backend.c: the CPU backend's static const table of ops: memory
+ * (64-byte aligned, zeroed), threads (one OpenMP pool; OpenBLAS
+ * single-threaded inside it), and the ops of the cpu_*.c files. It is the
+ * reference every other backend is tested against. Arguments reach the
+ * ops already checked by the front (backend.c). */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,16 +14,17 @@
 
 static void dt__cpu_destroy(dt_backend *be) { free(be); }
 
+/* n <= 0: one thread per core, which goes back through the front so it
+ * meets the same limit as an explicit count. */
 static dt_status dt__cpu_set_threads(dt_backend *be, int n)
 {
     if (n <= 0) {
 #ifdef _OPENMP
-        n = omp_get_num_procs();
+        return be->set_threads(be, omp_get_num_procs());
 #else
-        n = 1;
+        return be->set_threads(be, 1);
 #endif
     }
-    if (n > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", n);
     /* OpenBLAS stays single-threaded: GEMMs are split across OpenMP's
      * threads instead (cpu_gemm.c), so one pool serves every op. */
     openblas_set_num_threads(1);
@@ -70,47 +73,49 @@ static dt_status dt__cpu_synchronize(dt_backend *be)
     return DT_OK;
 }
 
+static const dt_backend_ops dt__cpu_ops = {
+    .destroy = dt__cpu_destroy,                                        /* free(be): no impl */
+    .set_threads = dt__cpu_set_threads,                                /* OpenMP pool; OpenBLAS single-threaded */
+    .alloc = dt__cpu_alloc,                                            /* aligned_alloc(64), zeroed */
+    .free = dt__cpu_free,                                              /* free() */
+    .memset_zero = dt__cpu_memset_zero,                                /* memset */
+    .copy = dt__cpu_copy,                                              /* memmove: host and device memory are one */
+    .synchronize = dt__cpu_synchronize,                                /* nothing is queued: no-op */
+    .set_gemm_inputs = NULL,                                           /* none: FP32 GEMMs only */
+    .gemm = dt__cpu_gemm,                                              /* cpu_gemm.c: OpenBLAS per block of rows */
+    .encoder_forward = dt__cpu_encoder_forward,                        /* cpu_layers.c */
+    .encoder_backward = dt__cpu_encoder_backward,                      /* cpu_layers.c: channel slices */
+    .layernorm_forward = dt__cpu_layernorm_forward,                    /* cpu_layers.c */
+    .layernorm_backward = dt__cpu_layernorm_backward,                  /* cpu_layers.c: per-thread partials */
+    .matmul_forward = dt__cpu_matmul_forward,                          /* cpu_gemm.c: bias, then gemm */
+    .matmul_backward = dt__cpu_matmul_backward,                        /* cpu_gemm.c */
+    .attention_forward = dt__cpu_attention_forward,                    /* cpu_attention.c: one (b, h) per task */
+    .attention_backward = dt__cpu_attention_backward,                  /* cpu_attention.c */
+    .gelu_forward = dt__cpu_gelu_forward,                              /* cpu_layers.c */
+    .gelu_backward = dt__cpu_gelu_backward,                            /* cpu_layers.c */
+    .residual_forward = dt__cpu_residual_forward,                      /* cpu_layers.c */
+    .crossentropy_forward_backward = dt__cpu_crossentropy_forward_backward, /* cpu_layers.c: checks the targets */
+    .sumsq = dt__cpu_sumsq,                                            /* cpu_optim.c: fixed chunks in double */
+    .scale = dt__cpu_scale,                                            /* cpu_optim.c */
+    .adamw_update = dt__cpu_adamw_update,                              /* cpu_optim.c */
+    .sgd_update = dt__cpu_sgd_update,                                  /* cpu_optim.c */
+    .lars_update = dt__cpu_lars_update,                                /* cpu_optim.c */
+    .lamb_direction = dt__cpu_lamb_direction,                          /* cpu_optim.c */
+    .axpy = dt__cpu_axpy,                                              /* cpu_optim.c */
+    .cast = dt__cpu_cast,                                              /* cpu_half.c: half.c array conversions */
+    .unscale_check = dt__cpu_unscale_check,                            /* cpu_half.c */
+    .batchnorm_forward = dt__cpu_batchnorm_forward,                    /* cpu_batchnorm.c: double sums */
+    .batchnorm_backward = dt__cpu_batchnorm_backward,                  /* cpu_batchnorm.c */
+    .relu_forward = dt__cpu_relu_forward,                              /* cpu_batchnorm.c */
+    .relu_backward = dt__cpu_relu_backward,                            /* cpu_batchnorm.c */
+};
+
 dt_status dt_backend_cpu_create(int threads, dt_backend **out)
 {
     *out = NULL;
-    dt_backend *be = calloc(1, sizeof *be);
-    if (!be) return DT_FAIL(DT_ERR_NOMEM, "cpu backend: out of memory");
-    be->name = "cpu";
-    be->device = DT_DEVICE_CPU;
-    be->destroy = dt__cpu_destroy;
-    be->set_threads = dt__cpu_set_threads;
-    be->alloc = dt__cpu_alloc;
-    be->free = dt__cpu_free;
-    be->memset_zero = dt__cpu_memset_zero;
-    be->copy = dt__cpu_copy;
-    be->synchronize = dt__cpu_synchronize;
-    be->gemm = dt__cpu_gemm;
-    be->encoder_forward = dt__cpu_encoder_forward;
-    be->encoder_backward = dt__cpu_encoder_backward;
-    be->layernorm_forward = dt__cpu_layernorm_forward;
-    be->layernorm_backward = dt__cpu_layernorm_backward;
-    be->matmul_forward = dt__cpu_matmul_forward;
-    be->matmul_backward = dt__cpu_matmul_backward;
-    be->attention_forward = dt__cpu_attention_forward;
-    be->attention_backward = dt__cpu_attention_backward;
-    be->gelu_forward = dt__cpu_gelu_forward;
-    be->gelu_backward = dt__cpu_gelu_backward;
-    be->residual_forward = dt__cpu_residual_forward;
-    be->crossentropy_forward_backward = dt__cpu_crossentropy_forward_backward;
-    be->sumsq = dt__cpu_sumsq;
-    be->scale = dt__cpu_scale;
-    be->adamw_update = dt__cpu_adamw_update;
-    be->sgd_update = dt__cpu_sgd_update;
-    be->lars_update = dt__cpu_lars_update;
-    be->lamb_direction = dt__cpu_lamb_direction;
-    be->axpy = dt__cpu_axpy;
-    be->cast = dt__cpu_cast;
-    be->unscale_check = dt__cpu_unscale_check;
-    be->batchnorm_forward = dt__cpu_batchnorm_forward;
-    be->batchnorm_backward = dt__cpu_batchnorm_backward;
-    be->relu_forward = dt__cpu_relu_forward;
-    be->relu_backward = dt__cpu_relu_backward;
-    dt_status st = dt__cpu_set_threads(be, threads);
+    dt_backend *be;
+    DT_CHECK(dt__backend_new(&dt__cpu_ops, "cpu", DT_DEVICE_CPU, NULL, &be));
+    dt_status st = be->set_threads(be, threads);
     if (st != DT_OK) {
         free(be);
         return st;

@@ -22,7 +22,8 @@
  * so it has no E[x^2] - E[x]^2 cancellation when |mean| >> std. Everything
  * stored (out, mean, rstd, running statistics) is float.
  *
- * Contract beyond dt_backend.h (what this reference implements):
+ * Contract beyond dt_backend.h (what this reference implements; the
+ * front, backend.c, rejects calls outside it before they reach the op):
  *  - training mode needs N >= 2 (PyTorch refuses it too: the unbiased
  *    variance of one row is 0/0); 0 <= momentum <= 1; eps > 0;
  *  - training mode with running_mean == running_var == NULL normalises
@@ -47,21 +48,6 @@ dt_status dt__cpu_batchnorm_forward(dt_backend *be, float *out, float *mean, flo
                                     int C, float momentum, float eps, int training)
 {
     (void)be;
-    if (N < 1 || C < 1) return DT_FAIL(DT_ERR_INVALID, "batchnorm: %d rows of %d channels (expected >= 1 each)", N, C);
-    if (!(eps > 0.0f)) return DT_FAIL(DT_ERR_INVALID, "batchnorm: eps %g (expected > 0)", (double)eps);
-    if (training) {
-        if (N < 2)
-            return DT_FAIL(DT_ERR_INVALID,
-                           "batchnorm: %d row in training mode (expected >= 2: the variance of one row is undefined)",
-                           N);
-        if (!(momentum >= 0.0f && momentum <= 1.0f))
-            return DT_FAIL(DT_ERR_INVALID, "batchnorm: momentum %g (expected 0..1)", (double)momentum);
-        if (!mean || !rstd) return DT_FAIL(DT_ERR_INVALID, "batchnorm: training mode needs mean and rstd outputs");
-        if (!running_mean != !running_var)
-            return DT_FAIL(DT_ERR_INVALID, "batchnorm: running_mean and running_var must both be given or both NULL");
-    } else if (!running_mean || !running_var) {
-        return DT_FAIL(DT_ERR_INVALID, "batchnorm: eval mode needs the running statistics");
-    }
     const int nslices = (C + DT__BN_SLICE - 1) / DT__BN_SLICE;
     const double unbias = N > 1 ? (double)N / (N - 1) : 1.0;
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= DT__BN_PAR_MIN)
@@ -120,7 +106,6 @@ dt_status dt__cpu_batchnorm_backward(dt_backend *be, float *dinp, float *dw, flo
                                      int C)
 {
     (void)be;
-    if (N < 1 || C < 1) return DT_FAIL(DT_ERR_INVALID, "batchnorm backward: %d rows of %d channels", N, C);
     const int nslices = (C + DT__BN_SLICE - 1) / DT__BN_SLICE;
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= DT__BN_PAR_MIN)
     for (int s = 0; s < nslices; s++) {

@@ -80,9 +80,6 @@ dt_status dt__cpu_adamw_update(dt_backend *be, float *p, const float *g, float *
                                float grad_scale)
 {
     (void)be;
-    if (!(bc1 > 0.0f) || !(bc2 > 0.0f))
-        return DT_FAIL(DT_ERR_INVALID, "adamw: bias corrections %g, %g (expected > 0: step count >= 1)", (double)bc1,
-                       (double)bc2);
     const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
     const float ibc1 = 1.0f / bc1, ibc2 = 1.0f / bc2;
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)
@@ -133,9 +130,6 @@ dt_status dt__cpu_lamb_direction(dt_backend *be, float *u, const float *p, const
                                  float grad_scale)
 {
     (void)be;
-    if (!(bc1 > 0.0f) || !(bc2 > 0.0f))
-        return DT_FAIL(DT_ERR_INVALID, "lamb: bias corrections %g, %g (expected > 0: step count >= 1)", (double)bc1,
-                       (double)bc2);
     const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
     const float ibc1 = 1.0f / bc1, ibc2 = 1.0f / bc2;
 #pragma omp parallel for simd schedule(static) if (n >= DT__OPT_PAR_MIN)

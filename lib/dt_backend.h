@@ -1,8 +1,10 @@
-/* dt_backend.h: the table of function pointers every compute backend fills.
+/* dt_backend.h: compute backends: the ops every backend implements (one
+ * static const dt_backend_ops table per backend) and the instance,
+ * dt_backend, whose members are the checked front that callers use.
  *
- * Core code (model, optimizers, trainer) calls only through this table and
- * never tests which backend it has; the CPU backend is always built and is
- * the reference every other backend is tested against.
+ * Core code (model, optimizers, trainer) calls only through be->op(be, ...)
+ * and never tests which backend it has; the CPU backend is always built
+ * and is the reference every other backend is tested against.
  *
  * Conventions for all ops:
  *  - pointers are device pointers of this backend; sizes are element counts;
@@ -29,141 +31,228 @@ typedef enum dt_copy_kind { DT_COPY_H2D = 0, DT_COPY_D2H, DT_COPY_D2D } dt_copy_
 
 typedef struct dt_backend dt_backend;
 
+/* ---- the ops: signature and semantics, one typedef each -------------- */
+
+typedef void dt_backend_destroy_fn(dt_backend *be);
+typedef dt_status dt_backend_set_threads_fn(dt_backend *be, int n);
+
+/* ---- memory: alloc returns zeroed, 64-byte aligned memory ---------- */
+typedef dt_status dt_backend_alloc_fn(dt_backend *be, size_t bytes, void **out);
+typedef void dt_backend_free_fn(dt_backend *be, void *p);
+typedef dt_status dt_backend_memset_zero_fn(dt_backend *be, void *p, size_t bytes);
+typedef dt_status dt_backend_copy_fn(dt_backend *be, void *dst, const void *src, size_t bytes, dt_copy_kind kind);
+typedef dt_status dt_backend_synchronize_fn(dt_backend *be);
+/* Mixed-precision hint (may be NULL: ignored): from now on the inputs
+ * of every GEMM (gemm's A and B; matmul's inp, w and dout; attention's
+ * q, k, v, probabilities and their gradients) hold values exactly
+ * representable in dtype (DT_F16 or DT_BF16; DT_F32 withdraws the
+ * promise). A backend may then multiply in that type with FP32
+ * accumulation (tensor cores): products of such values are exact in
+ * FP32, so results differ from FP32 GEMMs only by summation order. */
+typedef dt_status dt_backend_set_gemm_inputs_fn(dt_backend *be, dt_dtype dtype);
+
+/* ---- GEMM: C(M,N) = alpha * op(A) op(B) + beta * C, row-major ------ */
+typedef dt_status dt_backend_gemm_fn(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- layers ---------------------------------------------------------- */
+/* out(B,T,C) = wte[tokens] + wpe[t] */
+typedef dt_status dt_backend_encoder_forward_fn(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
+                                                const float *wpe, int B, int T, int C);
+/* dwte(V,C) +=, dwpe(T,C) += from dout(B,T,C) */
+typedef dt_status dt_backend_encoder_backward_fn(dt_backend *be, float *dwte, float *dwpe, const float *dout,
+                                                 const int32_t *tokens, int B, int T, int C);
+/* out(N,C), mean(N), rstd(N) from inp(N,C), w(C), b(C); eps = 1e-5 */
+typedef dt_status dt_backend_layernorm_forward_fn(dt_backend *be, float *out, float *mean, float *rstd,
+                                                  const float *inp, const float *w, const float *b, int N, int C);
+/* dinp(N,C) +=, dw(C) +=, db(C) += */
+typedef dt_status dt_backend_layernorm_backward_fn(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                                   const float *inp, const float *w, const float *mean,
+                                                   const float *rstd, int N, int C);
+/* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC) (bias may be NULL) */
+typedef dt_status dt_backend_matmul_forward_fn(dt_backend *be, float *out, const float *inp, const float *w,
+                                               const float *bias, int N, int C, int OC);
+/* dinp(N,C) = dout @ w (overwritten; skipped if dinp is NULL), dw(OC,C) +=, dbias(OC) += (may be NULL) */
+typedef dt_status dt_backend_matmul_backward_fn(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                                                const float *inp, const float *w, int N, int C, int OC);
+/* causal multi-head attention: qkv(B,T,3C) laid out [q | k | v], each
+ * split into NH heads of C/NH; att(B,NH,T,T) receives the softmax
+ * probabilities (row t holds keys 0..t; entries above the diagonal are
+ * unspecified); out(B,T,C). */
+typedef dt_status dt_backend_attention_forward_fn(dt_backend *be, float *out, float *att, const float *qkv, int B,
+                                                  int T, int C, int NH);
+/* dqkv(B,T,3C) overwritten; scratch(B,NH,T,T) is workspace */
+typedef dt_status dt_backend_attention_backward_fn(dt_backend *be, float *dqkv, float *scratch, const float *dout,
+                                                   const float *qkv, const float *att, int B, int T, int C, int NH);
+/* GELU, tanh approximation: out(n) = gelu(inp) */
+typedef dt_status dt_backend_gelu_forward_fn(dt_backend *be, float *out, const float *inp, size_t n);
+/* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) */
+typedef dt_status dt_backend_gelu_backward_fn(dt_backend *be, float *dinp, const float *inp, const float *dout,
+                                              size_t n);
+/* out(n) = a + b (out may alias a or b) */
+typedef dt_status dt_backend_residual_forward_fn(dt_backend *be, float *out, const float *a, const float *b, size_t n);
+/* Fused softmax cross-entropy over logits(N,V) with targets(N); a target
+ * < 0 is ignored. losses(N) = -log p[target] (0 where ignored);
+ * correct(N) (may be NULL) = 1 if argmax == target (ties: lowest index);
+ * dlogits(N,V) (may be NULL, may alias logits) = dloss * (p - onehot)
+ * on counted rows, 0 on ignored rows. */
+typedef dt_status dt_backend_crossentropy_forward_backward_fn(dt_backend *be, float *losses, uint8_t *correct,
+                                                              float *dlogits, const float *logits,
+                                                              const int32_t *targets, int N, int V, float dloss);
+
+/* ---- reductions and optimizers on flat buffers ------------------------ */
+/* *out = sum x[i]^2, accumulated in double, in a fixed order */
+typedef dt_status dt_backend_sumsq_fn(dt_backend *be, const float *x, size_t n, double *out);
+/* x *= s */
+typedef dt_status dt_backend_scale_fn(dt_backend *be, float *x, float s, size_t n);
+/* AdamW on one tensor: g' = g * grad_scale; m,v moments; bias
+ * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decoupled decay:
+ * p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p) */
+typedef dt_status dt_backend_adamw_update_fn(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                                             float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                                             float bc2, float grad_scale);
+/* SGD with momentum (PyTorch form): g' = g * grad_scale + wd * p;
+ * buf = momentum * buf + g' (buf = g' on the first step when first != 0);
+ * p -= lr * (nesterov ? g' + momentum * buf : buf) */
+typedef dt_status dt_backend_sgd_update_fn(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
+                                           float momentum, float wd, float grad_scale, int nesterov, int first);
+/* LARS on one tensor (You et al., LARS, arXiv 1708.03888, 2017; see
+ * dt_optim.h): g' = g * grad_scale;
+ * buf = momentum * buf + lr * trust * (g' + wd * p); p -= buf. The
+ * caller computes trust = eta * ||p|| / (||g'|| + wd * ||p||) from
+ * sumsq (1 for tensors without LARS, e.g. biases and norms). */
+typedef dt_status dt_backend_lars_update_fn(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
+                                            float trust, float momentum, float wd, float grad_scale);
+/* LAMB, first half, on one tensor: g' = g * grad_scale; Adam moments m,
+ * v; u(n) = mhat / (sqrt(vhat) + eps) + wd * p (bc1, bc2 as for AdamW).
+ * The caller then takes ||p|| and ||u|| with sumsq and applies
+ * p += (-lr * phi(||p||) / ||u||) * u with axpy. */
+typedef dt_status dt_backend_lamb_direction_fn(dt_backend *be, float *u, const float *p, const float *g, float *m,
+                                               float *v, size_t n, float beta1, float beta2, float eps, float wd,
+                                               float bc1, float bc2, float grad_scale);
+/* y(n) += a * x(n) */
+typedef dt_status dt_backend_axpy_fn(dt_backend *be, float *y, float a, const float *x, size_t n);
+
+/* ---- mixed precision ------------------------------------------------- */
+/* dst(n) = src(n) converted between DT_F32, DT_F16 and DT_BF16 (IEEE
+ * round to nearest even; NaN becomes the quiet NaN with the same sign
+ * and top payload bits, as x86's conversions do; overflow becomes inf).
+ * dst and src must not overlap unless the types are equal; another
+ * dtype gives DT_ERR_INVALID. */
+typedef dt_status dt_backend_cast_fn(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
+                                     size_t n);
+/* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left
+ * unchanged otherwise, so one flag can collect many tensors). */
+typedef dt_status dt_backend_unscale_check_fn(dt_backend *be, float *x, float s, size_t n, int *nonfinite);
+
+/* ---- BatchNorm and ReLU (the mlp-bn model) ---------------------------- */
+/* BatchNorm over N rows of C features. training != 0: batch statistics
+ * (biased variance) normalise; mean(C) and rstd(C) are saved; the
+ * running statistics become (1 - momentum) * running + momentum * batch
+ * (unbiased variance for running_var, as PyTorch). training == 0: the
+ * running statistics normalise and nothing is updated. */
+typedef dt_status dt_backend_batchnorm_forward_fn(dt_backend *be, float *out, float *mean, float *rstd,
+                                                  float *running_mean, float *running_var, const float *inp,
+                                                  const float *w, const float *b, int N, int C, float momentum,
+                                                  float eps, int training);
+/* dinp(N,C) overwritten, dw(C) +=, db(C) += (training-mode statistics) */
+typedef dt_status dt_backend_batchnorm_backward_fn(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                                   const float *inp, const float *w, const float *mean,
+                                                   const float *rstd, int N, int C);
+/* out(n) = max(x, 0) */
+typedef dt_status dt_backend_relu_forward_fn(dt_backend *be, float *out, const float *inp, size_t n);
+/* dinp(n) = dout where inp > 0, else 0 (dinp may alias dout) */
+typedef dt_status dt_backend_relu_backward_fn(dt_backend *be, float *dinp, const float *inp, const float *dout,
+                                              size_t n);
+
+/* A backend's table of ops: one `static const` table per backend
+ * (cpu_backend.c, cuda/backend.cu), filled with designated initializers,
+ * shared by all its instances. Every slot is required except
+ * set_gemm_inputs. The ops are called only by the front below, after it
+ * has checked the arguments that every backend rejects alike, so an op
+ * checks only what is its own (device data, its own limits). */
+typedef struct dt_backend_ops {
+    dt_backend_destroy_fn *destroy;                                             /* frees be, its impl and all it owns */
+    dt_backend_set_threads_fn *set_threads;                                     /* n <= 0: the backend's default */
+    dt_backend_alloc_fn *alloc;                                                 /* zeroed, 64-byte aligned */
+    dt_backend_free_fn *free;                                                   /* p may be NULL */
+    dt_backend_memset_zero_fn *memset_zero;                                     /* bytes of p set to 0 */
+    dt_backend_copy_fn *copy;                                                   /* memmove semantics */
+    dt_backend_synchronize_fn *synchronize;                                     /* waits for all queued work */
+    dt_backend_set_gemm_inputs_fn *set_gemm_inputs;                             /* NULL: no 16-bit GEMMs */
+    dt_backend_gemm_fn *gemm;                                                   /* row-major */
+    dt_backend_encoder_forward_fn *encoder_forward;                             /* token + position embeddings */
+    dt_backend_encoder_backward_fn *encoder_backward;                           /* accumulates dwte, dwpe */
+    dt_backend_layernorm_forward_fn *layernorm_forward;                         /* eps 1e-5 */
+    dt_backend_layernorm_backward_fn *layernorm_backward;                       /* accumulates dinp, dw, db */
+    dt_backend_matmul_forward_fn *matmul_forward;                               /* linear layer */
+    dt_backend_matmul_backward_fn *matmul_backward;                             /* accumulates dw, dbias */
+    dt_backend_attention_forward_fn *attention_forward;                         /* causal, multi-head */
+    dt_backend_attention_backward_fn *attention_backward;                       /* dqkv overwritten */
+    dt_backend_gelu_forward_fn *gelu_forward;                                   /* tanh approximation */
+    dt_backend_gelu_backward_fn *gelu_backward;                                 /* dinp may alias dout */
+    dt_backend_residual_forward_fn *residual_forward;                           /* out may alias a or b */
+    dt_backend_crossentropy_forward_backward_fn *crossentropy_forward_backward; /* fused softmax cross-entropy */
+    dt_backend_sumsq_fn *sumsq;                                                 /* double, fixed order */
+    dt_backend_scale_fn *scale;                                                 /* x *= s */
+    dt_backend_adamw_update_fn *adamw_update;                                   /* one tensor */
+    dt_backend_sgd_update_fn *sgd_update;                                       /* PyTorch form */
+    dt_backend_lars_update_fn *lars_update;                                     /* trust from the caller */
+    dt_backend_lamb_direction_fn *lamb_direction;                               /* LAMB's first half */
+    dt_backend_axpy_fn *axpy;                                                   /* y += a * x */
+    dt_backend_cast_fn *cast;                                                   /* f32, f16, bf16 */
+    dt_backend_unscale_check_fn *unscale_check;                                 /* raises *nonfinite */
+    dt_backend_batchnorm_forward_fn *batchnorm_forward;                         /* training or eval */
+    dt_backend_batchnorm_backward_fn *batchnorm_backward;                       /* training-mode statistics */
+    dt_backend_relu_forward_fn *relu_forward;                                   /* propagates NaN */
+    dt_backend_relu_backward_fn *relu_backward;                                 /* dinp may alias dout */
+} dt_backend_ops;
+
 struct dt_backend {
     const char *name;
     dt_device device;
     void *impl; /* backend-private state */
     int threads;
+    const dt_backend_ops *ops; /* the backend's table, called through the front */
 
-    void (*destroy)(dt_backend *be);
-    dt_status (*set_threads)(dt_backend *be, int n);
-
-    /* ---- memory: alloc returns zeroed, 64-byte aligned memory ---------- */
-    dt_status (*alloc)(dt_backend *be, size_t bytes, void **out);
-    void (*free)(dt_backend *be, void *p);
-    dt_status (*memset_zero)(dt_backend *be, void *p, size_t bytes);
-    dt_status (*copy)(dt_backend *be, void *dst, const void *src, size_t bytes, dt_copy_kind kind);
-    dt_status (*synchronize)(dt_backend *be);
-
-    /* Mixed-precision hint (may be NULL: ignored): from now on the inputs
-     * of every GEMM (gemm's A and B; matmul's inp, w and dout; attention's
-     * q, k, v, probabilities and their gradients) hold values exactly
-     * representable in dtype (DT_F16 or DT_BF16; DT_F32 withdraws the
-     * promise). A backend may then multiply in that type with FP32
-     * accumulation (tensor cores): products of such values are exact in
-     * FP32, so results differ from FP32 GEMMs only by summation order. */
-    dt_status (*set_gemm_inputs)(dt_backend *be, dt_dtype dtype);
-
-    /* ---- GEMM: C(M,N) = alpha * op(A) op(B) + beta * C, row-major ------ */
-    dt_status (*gemm)(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
-                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-
-    /* ---- layers ---------------------------------------------------------- */
-    /* out(B,T,C) = wte[tokens] + wpe[t] */
-    dt_status (*encoder_forward)(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
-                                 const float *wpe, int B, int T, int C);
-    /* dwte(V,C) +=, dwpe(T,C) += from dout(B,T,C) */
-    dt_status (*encoder_backward)(dt_backend *be, float *dwte, float *dwpe, const float *dout,
-                                  const int32_t *tokens, int B, int T, int C);
-    /* out(N,C), mean(N), rstd(N) from inp(N,C), w(C), b(C); eps = 1e-5 */
-    dt_status (*layernorm_forward)(dt_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                                   const float *w, const float *b, int N, int C);
-    /* dinp(N,C) +=, dw(C) +=, db(C) += */
-    dt_status (*layernorm_backward)(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                    const float *inp, const float *w, const float *mean, const float *rstd,
-                                    int N, int C);
-    /* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC) (bias may be NULL) */
-    dt_status (*matmul_forward)(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,
-                                int N, int C, int OC);
-    /* dinp(N,C) = dout @ w (overwritten; skipped if dinp is NULL), dw(OC,C) +=, dbias(OC) += (may be NULL) */
-    dt_status (*matmul_backward)(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
-                                 const float *inp, const float *w, int N, int C, int OC);
-    /* causal multi-head attention: qkv(B,T,3C) laid out [q | k | v], each
-     * split into NH heads of C/NH; att(B,NH,T,T) receives the softmax
-     * probabilities (row t holds keys 0..t; entries above the diagonal are
-     * unspecified); out(B,T,C). */
-    dt_status (*attention_forward)(dt_backend *be, float *out, float *att, const float *qkv, int B, int T,
-                                   int C, int NH);
-    /* dqkv(B,T,3C) overwritten; scratch(B,NH,T,T) is workspace */
-    dt_status (*attention_backward)(dt_backend *be, float *dqkv, float *scratch, const float *dout,
-                                    const float *qkv, const float *att, int B, int T, int C, int NH);
-    /* GELU, tanh approximation: out(n) = gelu(inp) */
-    dt_status (*gelu_forward)(dt_backend *be, float *out, const float *inp, size_t n);
-    /* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) */
-    dt_status (*gelu_backward)(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
-    /* out(n) = a + b (out may alias a or b) */
-    dt_status (*residual_forward)(dt_backend *be, float *out, const float *a, const float *b, size_t n);
-    /* Fused softmax cross-entropy over logits(N,V) with targets(N); a target
-     * < 0 is ignored. losses(N) = -log p[target] (0 where ignored);
-     * correct(N) (may be NULL) = 1 if argmax == target (ties: lowest index);
-     * dlogits(N,V) (may be NULL, may alias logits) = dloss * (p - onehot)
-     * on counted rows, 0 on ignored rows. */
-    dt_status (*crossentropy_forward_backward)(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
-                                               const float *logits, const int32_t *targets, int N, int V,
-                                               float dloss);
-
-    /* ---- reductions and optimizers on flat buffers ------------------------ */
-    /* *out = sum x[i]^2, accumulated in double, in a fixed order */
-    dt_status (*sumsq)(dt_backend *be, const float *x, size_t n, double *out);
-    /* x *= s */
-    dt_status (*scale)(dt_backend *be, float *x, float s, size_t n);
-    /* AdamW on one tensor: g' = g * grad_scale; m,v moments; bias
-     * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decoupled decay:
-     * p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p) */
-    dt_status (*adamw_update)(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr,
-                              float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                              float grad_scale);
-    /* SGD with momentum (PyTorch form): g' = g * grad_scale + wd * p;
-     * buf = momentum * buf + g' (buf = g' on the first step when first != 0);
-     * p -= lr * (nesterov ? g' + momentum * buf : buf) */
-    dt_status (*sgd_update)(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                            float momentum, float wd, float grad_scale, int nesterov, int first);
-
-    /* LARS on one tensor (You et al., LARS, arXiv 1708.03888, 2017; see
-     * dt_optim.h): g' = g * grad_scale;
-     * buf = momentum * buf + lr * trust * (g' + wd * p); p -= buf. The
-     * caller computes trust = eta * ||p|| / (||g'|| + wd * ||p||) from
-     * sumsq (1 for tensors without LARS, e.g. biases and norms). */
-    dt_status (*lars_update)(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float trust,
-                             float momentum, float wd, float grad_scale);
-    /* LAMB, first half, on one tensor: g' = g * grad_scale; Adam moments m,
-     * v; u(n) = mhat / (sqrt(vhat) + eps) + wd * p (bc1, bc2 as for AdamW).
-     * The caller then takes ||p|| and ||u|| with sumsq and applies
-     * p += (-lr * phi(||p||) / ||u||) * u with axpy. */
-    dt_status (*lamb_direction)(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
-                                size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                                float grad_scale);
-    /* y(n) += a * x(n) */
-    dt_status (*axpy)(dt_backend *be, float *y, float a, const float *x, size_t n);
-
-    /* ---- mixed precision ------------------------------------------------- */
-    /* dst(n) = src(n) converted between DT_F32, DT_F16 and DT_BF16 (IEEE
-     * round to nearest even; NaN becomes the quiet NaN with the same sign
-     * and top payload bits, as x86's conversions do; overflow becomes inf).
-     * dst and src must not overlap unless the types are equal; another
-     * dtype gives DT_ERR_INVALID. */
-    dt_status (*cast)(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type, size_t n);
-    /* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left
-     * unchanged otherwise, so one flag can collect many tensors). */
-    dt_status (*unscale_check)(dt_backend *be, float *x, float s, size_t n, int *nonfinite);
-
-    /* ---- BatchNorm and ReLU (the mlp-bn model) ---------------------------- */
-    /* BatchNorm over N rows of C features. training != 0: batch statistics
-     * (biased variance) normalise; mean(C) and rstd(C) are saved; the
-     * running statistics become (1 - momentum) * running + momentum * batch
-     * (unbiased variance for running_var, as PyTorch). training == 0: the
-     * running statistics normalise and nothing is updated. */
-    dt_status (*batchnorm_forward)(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
-                                   float *running_var, const float *inp, const float *w, const float *b, int N, int C,
-                                   float momentum, float eps, int training);
-    /* dinp(N,C) overwritten, dw(C) +=, db(C) += (training-mode statistics) */
-    dt_status (*batchnorm_backward)(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                    const float *inp, const float *w, const float *mean, const float *rstd, int N,
-                                    int C);
-    /* out(n) = max(x, 0) */
-    dt_status (*relu_forward)(dt_backend *be, float *out, const float *inp, size_t n);
-    /* dinp(n) = dout where inp > 0, else 0 (dinp may alias dout) */
-    dt_status (*relu_backward)(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    /* The checked front (backend.c), the same for every backend: callers
+     * call be->gemm(be, ...) and so on; each member checks the arguments,
+     * with the same status and message for every backend, then calls
+     * be->ops. set_gemm_inputs is NULL where the backend has none. */
+    dt_backend_destroy_fn *destroy;
+    dt_backend_set_threads_fn *set_threads;
+    dt_backend_alloc_fn *alloc;
+    dt_backend_free_fn *free;
+    dt_backend_memset_zero_fn *memset_zero;
+    dt_backend_copy_fn *copy;
+    dt_backend_synchronize_fn *synchronize;
+    dt_backend_set_gemm_inputs_fn *set_gemm_inputs;
+    dt_backend_gemm_fn *gemm;
+    dt_backend_encoder_forward_fn *encoder_forward;
+    dt_backend_encoder_backward_fn *encoder_backward;
+    dt_backend_layernorm_forward_fn *layernorm_forward;
+    dt_backend_layernorm_backward_fn *layernorm_backward;
+    dt_backend_matmul_forward_fn *matmul_forward;
+    dt_backend_matmul_backward_fn *matmul_backward;
+    dt_backend_attention_forward_fn *attention_forward;
+    dt_backend_attention_backward_fn *attention_backward;
+    dt_backend_gelu_forward_fn *gelu_forward;
+    dt_backend_gelu_backward_fn *gelu_backward;
+    dt_backend_residual_forward_fn *residual_forward;
+    dt_backend_crossentropy_forward_backward_fn *crossentropy_forward_backward;
+    dt_backend_sumsq_fn *sumsq;
+    dt_backend_scale_fn *scale;
+    dt_backend_adamw_update_fn *adamw_update;
+    dt_backend_sgd_update_fn *sgd_update;
+    dt_backend_lars_update_fn *lars_update;
+    dt_backend_lamb_direction_fn *lamb_direction;
+    dt_backend_axpy_fn *axpy;
+    dt_backend_cast_fn *cast;
+    dt_backend_unscale_check_fn *unscale_check;
+    dt_backend_batchnorm_forward_fn *batchnorm_forward;
+    dt_backend_batchnorm_backward_fn *batchnorm_backward;
+    dt_backend_relu_forward_fn *relu_forward;
+    dt_backend_relu_backward_fn *relu_backward;
 };
 
 /* Create a backend by name ("cpu" or "cuda"). threads <= 0: default. */
@@ -175,6 +264,13 @@ DT_API dt_status dt_backend_cpu_create(int threads, dt_backend **out);
  * threads is accepted and ignored. Fails with DT_ERR_UNSUPPORTED and a
  * one-line message when no CUDA device is usable or the build has no CUDA. */
 DT_API dt_status dt_backend_cuda_create(int threads, dt_backend **out);
+
+/* For backend implementations (backend.c): a new instance of ops with its
+ * checked front, name, device and impl; threads is left 0 (the creator
+ * calls be->set_threads). Free it with free() before ops->destroy could
+ * run, through be->destroy after. */
+dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device device, void *impl,
+                          dt_backend **out);
 
 #ifdef __cplusplus
 }
