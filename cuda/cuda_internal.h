@@ -1,7 +1,8 @@
 /* cuda_internal.h: what the CUDA backend's .cu files share (compiled by nvcc
  * only, never installed): the backend's private state, the checking macros
  * for CUDA and cuBLAS calls, launch helpers, and the op entry points that
- * backend.cu assembles into the dt_backend table (one .cu file per family).
+ * backend.cu assembles into its static const dt_backend_ops table, declared
+ * with the op types of dt_backend.h (one .cu file per family).
  *
  * Invariants:
  *  - every CUDA runtime and cuBLAS call goes through DT_CUDA_CHECK or
@@ -125,71 +126,48 @@ dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, i
 dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
                                    const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
                                    float beta, float *C, int ldc, long long sC, int batch, int half_ok);
-dt_status dt__cuda_set_gemm_inputs(dt_backend *be, dt_dtype dtype);
-dt_status dt__cuda_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
-                        int lda, const float *B, int ldb, float beta, float *C, int ldc);
-dt_status dt__cuda_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,
-                                  int N, int C, int OC);
-dt_status dt__cuda_matmul_backward(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
-                                   const float *inp, const float *w, int N, int C, int OC);
+dt_backend_set_gemm_inputs_fn dt__cuda_set_gemm_inputs;
+dt_backend_gemm_fn dt__cuda_gemm;
+dt_backend_matmul_forward_fn dt__cuda_matmul_forward;
+dt_backend_matmul_backward_fn dt__cuda_matmul_backward;
 
 /* encoder.cu */
-dt_status dt__cuda_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
-                                   const float *wpe, int B, int T, int C);
-dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout,
-                                    const int32_t *tokens, int B, int T, int C);
+dt_backend_encoder_forward_fn dt__cuda_encoder_forward;
+dt_backend_encoder_backward_fn dt__cuda_encoder_backward;
 
 /* layernorm.cu */
-dt_status dt__cuda_layernorm_forward(dt_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                                     const float *w, const float *b, int N, int C);
-dt_status dt__cuda_layernorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                      const float *inp, const float *w, const float *mean, const float *rstd,
-                                      int N, int C);
+dt_backend_layernorm_forward_fn dt__cuda_layernorm_forward;
+dt_backend_layernorm_backward_fn dt__cuda_layernorm_backward;
 
 /* attention.cu */
-dt_status dt__cuda_attention_forward(dt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
-                                     int NH);
-dt_status dt__cuda_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout,
-                                      const float *qkv, const float *att, int B, int T, int C, int NH);
+dt_backend_attention_forward_fn dt__cuda_attention_forward;
+dt_backend_attention_backward_fn dt__cuda_attention_backward;
 
 /* elementwise.cu */
-dt_status dt__cuda_gelu_forward(dt_backend *be, float *out, const float *inp, size_t n);
-dt_status dt__cuda_gelu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
-dt_status dt__cuda_residual_forward(dt_backend *be, float *out, const float *a, const float *b, size_t n);
-dt_status dt__cuda_relu_forward(dt_backend *be, float *out, const float *inp, size_t n);
-dt_status dt__cuda_relu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+dt_backend_gelu_forward_fn dt__cuda_gelu_forward;
+dt_backend_gelu_backward_fn dt__cuda_gelu_backward;
+dt_backend_residual_forward_fn dt__cuda_residual_forward;
+dt_backend_relu_forward_fn dt__cuda_relu_forward;
+dt_backend_relu_backward_fn dt__cuda_relu_backward;
 
 /* crossentropy.cu */
-dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
-                                                 const float *logits, const int32_t *targets, int N, int V,
-                                                 float dloss);
+dt_backend_crossentropy_forward_backward_fn dt__cuda_crossentropy_forward_backward;
 
 /* optim.cu */
-dt_status dt__cuda_sumsq(dt_backend *be, const float *x, size_t n, double *out);
-dt_status dt__cuda_scale(dt_backend *be, float *x, float s, size_t n);
-dt_status dt__cuda_adamw_update(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr,
-                                float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                                float grad_scale);
-dt_status dt__cuda_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                              float momentum, float wd, float grad_scale, int nesterov, int first);
-dt_status dt__cuda_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                               float trust, float momentum, float wd, float grad_scale);
-dt_status dt__cuda_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
-                                  size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                                  float grad_scale);
-dt_status dt__cuda_axpy(dt_backend *be, float *y, float a, const float *x, size_t n);
+dt_backend_sumsq_fn dt__cuda_sumsq;
+dt_backend_scale_fn dt__cuda_scale;
+dt_backend_adamw_update_fn dt__cuda_adamw_update;
+dt_backend_sgd_update_fn dt__cuda_sgd_update;
+dt_backend_lars_update_fn dt__cuda_lars_update;
+dt_backend_lamb_direction_fn dt__cuda_lamb_direction;
+dt_backend_axpy_fn dt__cuda_axpy;
 
 /* half.cu */
-dt_status dt__cuda_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
-                        size_t n);
-dt_status dt__cuda_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite);
+dt_backend_cast_fn dt__cuda_cast;
+dt_backend_unscale_check_fn dt__cuda_unscale_check;
 
 /* batchnorm.cu */
-dt_status dt__cuda_batchnorm_forward(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
-                                     float *running_var, const float *inp, const float *w, const float *b, int N,
-                                     int C, float momentum, float eps, int training);
-dt_status dt__cuda_batchnorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                      const float *inp, const float *w, const float *mean, const float *rstd,
-                                      int N, int C);
+dt_backend_batchnorm_forward_fn dt__cuda_batchnorm_forward;
+dt_backend_batchnorm_backward_fn dt__cuda_batchnorm_backward;
 
 #endif
