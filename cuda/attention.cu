@@ -61,7 +61,7 @@ __global__ void dt__k_causal_softmax_backward(float *dS, const float *att, size_
     for (int j = t + 1 + lane; j < T; j += 32) d[j] = 0.0f;
 }
 
-/* The heads (NH > 0 dividing C) are checked by the front (lib/backend.c);
+/* The heads (NH > 0 dividing C) are checked by the front (lib/backend/backend.c);
  * negative sizes only here: the CPU backend does not reject them. */
 static dt_status dt__att_check(int B, int T)
 {

@@ -6,7 +6,7 @@
  * the static const table of ops from the op files (gemm.cu, encoder.cu,
  * layernorm.cu, attention.cu, elementwise.cu, crossentropy.cu, optim.cu,
  * half.cu, batchnorm.cu). Arguments reach the ops already checked by the
- * front (lib/backend.c); the ops check only what is theirs (device data).
+ * front (lib/backend/backend.c); the ops check only what is theirs (device data).
  *
  * Invariants: the backend uses the current CUDA device at creation
  * (cudaGetDevice: device 0 unless the caller set another, e.g. per local MPI

@@ -12,7 +12,7 @@
  * double rounding (then both round to the same float almost always). The
  * same block then writes out (or dinp) for its slice, so nothing goes
  * through global memory in between and there are no atomics.
- * Arguments arrive checked by the front (lib/backend.c), the same checks
+ * Arguments arrive checked by the front (lib/backend/backend.c), the same checks
  * for both backends. */
 #include "cuda_internal.h"
 

@@ -14,7 +14,7 @@
  * one group (ncclGroupStart; ncclSend/ncclRecv ...; ncclGroupEnd) and
  * records one CUDA event after it, which every request of the group holds.
  * wait is cudaEventSynchronize on it, test cudaEventQuery. The collectives
- * of lib/collectives.c post their receives and sends before waiting, so
+ * of lib/comm/collectives.c post their receives and sends before waiting, so
  * they run unchanged; ops->grouped tells the ring not to pipeline chunks
  * (each chunk's group would wait on a neighbour's later group).
  *

@@ -2,7 +2,7 @@
  * 16-bit storage (dt__cuda_gelu_forward_half, dt_cuda.h).
  *
  * Every FP32 kernel is a grid-stride loop over n elements (n may exceed
- * 2^32) applying the per-element math of lib/dt_math_hd.h, the same code
+ * 2^32) applying the per-element math of lib/core/dt_math_hd.h, the same code
  * the CPU backend runs. Each element is read and
  * written by one thread, so outputs may alias inputs where dt_backend.h
  * allows it (gelu_backward's and relu_backward's dinp may be dout,

@@ -50,7 +50,7 @@ dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M
                                    float beta, float *C, int ldc, long long sC, int batch, int half_ok)
 {
     /* Sizes are >= 0: the table's gemm and matmul come checked by the front
-     * (lib/backend.c), attention passes sizes derived from checked ones. */
+     * (lib/backend/backend.c), attention passes sizes derived from checked ones. */
     if (M == 0 || N == 0 || batch == 0) return DT_OK;
     dt__cuda_impl *im = DT__CUDA_IMPL(be);
     if (K == 0) {

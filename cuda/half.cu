@@ -1,8 +1,8 @@
 /* half.cu: the mixed-precision ops on the GPU, cast and unscale_check
  * (semantics in dt_backend.h).
  *
- * cast converts with the integer conversions of lib/dt_math_hd.h, the
- * code of lib/half.c's reference, so every element gets the same bits as on the CPU
+ * cast converts with the integer conversions of lib/core/dt_math_hd.h, the
+ * code of lib/core/half.c's reference, so every element gets the same bits as on the CPU
  * (round to nearest even, subnormals, overflow to inf, quiet NaN keeping
  * the top payload bits), whatever the GPU's own conversion instructions do
  * with NaN payloads. f16 <-> bf16 goes through float, which is exact for the
@@ -33,7 +33,7 @@ __global__ void dt__k_cast(void *dst, const void *src, size_t n)
 
 dt_status dt__cuda_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type, size_t n)
 {
-    /* Types, NULL pointers and n == 0 are the front's (lib/backend.c);
+    /* Types, NULL pointers and n == 0 are the front's (lib/backend/backend.c);
      * gemm.cu calls this directly with f32 sources and n > 0. */
     if (src_type == dst_type) return be->copy(be, dst, src, n * dt_dtype_size(src_type), DT_COPY_D2D);
 #define DT__CAST_CASE(D, S)                                                                                   \

@@ -40,7 +40,7 @@ EXTRA_DIST += cuda/nvcc-libtool.sh
 # so the kernels match the CPU backend within the tolerances of
 # tests/check_cuda.c.
 DT_NVCC_FLAGS = $(NVCC_ARCH_FLAGS) -std=c++17 -DDT_BUILDING_LIBRARY -DHAVE_CONFIG_H \
-	-I$(top_builddir) -I$(top_srcdir)/lib -I$(top_srcdir)/cuda $(CUDA_CFLAGS) \
+	-I$(top_builddir) -I$(top_srcdir)/include $(DT_LIB_CPPFLAGS) -I$(top_srcdir)/cuda $(CUDA_CFLAGS) \
 	--compiler-options=-fvisibility=hidden,-Wall $(NVCCFLAGS)
 
 SUFFIXES = .cu
@@ -54,5 +54,5 @@ dt__v_NVCC_1 =
 	$(DT_V_NVCC)$(MKDIR_P) $(@D) && \
 	$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) --mode=compile \
 	$(SHELL) $(top_srcdir)/cuda/nvcc-libtool.sh $(NVCC) $(DT_NVCC_FLAGS) -c -o $@ $<
-$(DT_CUDA_SRCS:.cu=.lo): $(DT_CUDA_HDRS) $(top_srcdir)/lib/dt_backend.h $(top_srcdir)/lib/dt_status.h \
-	$(top_srcdir)/lib/dt_tensor.h $(top_srcdir)/lib/dt_half.h $(top_srcdir)/lib/dt_math_hd.h
+$(DT_CUDA_SRCS:.cu=.lo): $(DT_CUDA_HDRS) $(top_srcdir)/include/dt_backend.h $(top_srcdir)/include/dt_status.h \
+	$(top_srcdir)/include/dt_tensor.h $(top_srcdir)/include/dt_half.h $(top_srcdir)/lib/core/dt_math_hd.h

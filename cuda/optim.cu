@@ -1,6 +1,6 @@
 /* optim.cu: reductions and optimizer updates on flat float buffers on the
  * GPU (sumsq, scale, AdamW, SGD, LARS, LAMB's direction, axpy); semantics
- * in dt_backend.h, per-element math in lib/dt_math_hd.h (the CPU
+ * in dt_backend.h, per-element math in lib/core/dt_math_hd.h (the CPU
  * backend's own code).
  *
  * Invariants: every op but sumsq is elementwise (one thread per element),

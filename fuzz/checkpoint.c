@@ -1,5 +1,5 @@
 /* fuzz/checkpoint.c: libFuzzer harness for the checkpoint reader
- * (lib/checkpoint.c). The input is used twice, in a private temporary
+ * (lib/train/checkpoint.c). The input is used twice, in a private temporary
  * directory: as one shard file (dt_checkpoint_shard_read_file: magic,
  * header, records, every CRC32C) and as the manifest.json of a checkpoint
  * directory whose shard-00000.bin is the same bytes (dt_checkpoint_verify:

@@ -23,13 +23,13 @@ FUZZ_ALL_TARGETS = trace_read sim_config args hw checkpoint
 FUZZ_OUT = fuzz/out
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -g -O1 -std=gnu11 -fopenmp -fno-math-errno -w $(FUZZ_SAN) \
-	-I$(top_srcdir)/lib -I$(top_srcdir)/sim -I$(top_srcdir)/programs -I$(top_srcdir)/cuda -I$(top_builddir) \
+	-I$(top_srcdir)/include $(DT_LIB_CPPFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/programs -I$(top_srcdir)/cuda -I$(top_builddir) \
 	$(JANSSON_CFLAGS) $(OPENBLAS_CFLAGS)
 FUZZ_LIBS = $(JANSSON_LIBS) $(OPENBLAS_LIBS) -lm
 # What the harnesses reach: the core library without MPI or CUDA (their
 # stand-ins instead), the simulator and the flag parser. Linked from an
 # archive, so each fuzzer takes only the objects it calls into.
-FUZZ_LIB_SRCS = $(libdtrain_core_la_SOURCES:lib/comm_mpi.c=lib/comm_mpi_none.c) cuda/cuda_none.c \
+FUZZ_LIB_SRCS = $(libdtrain_core_la_SOURCES:lib/comm/comm_mpi.c=lib/comm/comm_mpi_none.c) cuda/cuda_none.c \
 	$(libdtsim_la_SOURCES) programs/args.c
 FUZZ_HARNESSES = fuzz/trace_read.c fuzz/sim_config.c fuzz/args.c fuzz/hw.c fuzz/checkpoint.c
 EXTRA_DIST += $(FUZZ_HARNESSES) fuzz/corpus fuzz/regress fuzz/.gitignore
@@ -42,7 +42,7 @@ fuzz-build:
 	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { \
 	  echo "make fuzz: $(FUZZ_CC) not found (install clang-14, or make fuzz FUZZ_CC=clang)" >&2; exit 1; }
 	@mkdir -p $(FUZZ_OUT)/obj
-	@newest=`ls -t $(top_srcdir)/lib/*.h $(top_srcdir)/sim/*.h $(top_srcdir)/cuda/*.h $(top_srcdir)/programs/*.h | head -n 1`; \
+	@newest=`ls -t $(top_srcdir)/include/*.h $(top_srcdir)/lib/*/*.h $(top_srcdir)/lib/*/*/*.h $(top_srcdir)/sim/*.h $(top_srcdir)/cuda/*.h $(top_srcdir)/programs/*.h | head -n 1`; \
 	objs=; \
 	for src in $(FUZZ_LIB_SRCS); do \
 	  case $$src in *.h|*.cu|cuda/comm_nccl.c) continue ;; esac; \
@@ -60,7 +60,7 @@ fuzz-build:
 	for t in $(FUZZ_ALL_TARGETS); do \
 	  h=$(top_srcdir)/fuzz/$$t.c; \
 	  test -f $$h || continue; \
-	  if test $$t = checkpoint && test ! -f $(top_srcdir)/lib/checkpoint.c; then continue; fi; \
+	  if test $$t = checkpoint && test ! -f $(top_srcdir)/lib/train/checkpoint.c; then continue; fi; \
 	  bin=$(FUZZ_OUT)/fuzz_$$t; \
 	  if test ! -f $$bin || test $$h -nt $$bin || test $(FUZZ_OUT)/libfuzzdeps.a -nt $$bin; then \
 	    echo "  FUZZLD   $$bin"; \

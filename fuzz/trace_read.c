@@ -1,4 +1,4 @@
-/* fuzz/trace_read.c: libFuzzer harness for the trace reader (lib/trace_read.c):
+/* fuzz/trace_read.c: libFuzzer harness for the trace reader (lib/trace/trace_read.c):
  * the input is a whole trace file's bytes, read by dt_trace_read_mem (the
  * code dt_trace_read runs after reading the file). Any input must give
  * either a trace (freed here) or DT_ERR_FORMAT with a message and *out NULL;

@@ -1,11 +1,11 @@
 /* amp.c: the simulator's mixed-precision numerics model (dts_amp.h): fit
  * per-slot gradient magnitudes to a real fp16 run's grad_amax events, then
  * replay the dynamic loss scaler on random draws from the fit. The scaler
- * is lib/loss_scaler.c's dt_loss_scaler_update itself; this file only
+ * is lib/optim/loss_scaler.c's dt_loss_scaler_update itself; this file only
  * decides the overflow flag it is fed.
  *
- * The overflow rule, and why. Under --fp16 the CPU GPT (lib/gpt.c,
- * block.c, head.c) computes in FP32 but rounds to half (lib/half.c, round
+ * The overflow rule, and why. Under --fp16 the CPU GPT (lib/model/gpt.c,
+ * block.c, head.c) computes in FP32 but rounds to half (lib/core/half.c, round
  * to nearest even, overflow to inf) every activation, every activation
  * gradient after each op, and each micro-batch's parameter gradients
  * before they are accumulated in FP32 (gpt.c, dt__round of gmb). An inf

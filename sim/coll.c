@@ -7,7 +7,7 @@
  * are written so that sender and receiver share the step index).
  *
  * Trace hook: one call per step that sends or receives, numbered from 0
- * within its phase as lib/collectives.c numbers them (docs/trace-format.md).
+ * within its phase as lib/comm/collectives.c numbers them (docs/trace-format.md).
  *
  * Invariants: prefix[i][c] = number of leading steps whose chunk-c receive
  * has arrived (steps without a receive count as arrived); next[i][c] =

@@ -2,7 +2,7 @@
  * per-layer gradient magnitudes fitted from a real fp16 run's trace, and
  * the dynamic loss scaler's trajectory they imply (overflow steps, skipped
  * steps, the first overflowing layer), driven by the real scaler
- * (dt_loss_scaler_update in lib/loss_scaler.c), never a copy of it.
+ * (dt_loss_scaler_update in lib/optim/loss_scaler.c), never a copy of it.
  *
  * Layer slots: index = trace layer + 1, so slot 0 is the embedding (wte,
  * wpe), slots 1..L the blocks, slot L+1 the final LayerNorm and LM head.

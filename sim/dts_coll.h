@@ -1,5 +1,5 @@
 /* dts_coll.h: collectives among simulated ranks (sim/coll.c), at the level
- * of their steps, as lib/collectives.c runs them.
+ * of their steps, as lib/comm/collectives.c runs them.
  *
  * Each member runs a list of steps; a step sends at most one message and
  * receives at most one. Ring allreduce: n-1 reduce-scatter steps then n-1

@@ -52,7 +52,7 @@ int64_t dts_layer_act_bytes(const dt_gpt_config *cfg, int slot, int B, int T);
 /* Forward FLOPs of slot at B x T: 2 * (matrix parameters) * B*T for the
  * GEMMs (block 12C^2, head V*C, embedding 0: a gather) plus, per block,
  * the attention's Q K^T and att V: 4*B*T*T*C. Causal attention needs only
- * half of those, but lib/cpu_attention.c (and most kernels) compute the
+ * half of those, but lib/backend/cpu/cpu_attention.c (and most kernels) compute the
  * whole T x T blocks they touch, so it is counted whole. Backward = 2x. */
 double dts_layer_fwd_flops(const dt_gpt_config *cfg, int slot, int B, int T);
 /* Bytes the forward of slot moves through device memory at B x T (FP32):

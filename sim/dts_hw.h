@@ -55,7 +55,7 @@ typedef struct dts_hw {
     double efficiency;          /* achieved fraction of peak_flops for the roofline (0,1] */
     int64_t kernel_overhead_ns; /* fixed cost per op (launch / loop overhead) */
     /* how much later than asked a host sleep (nanosleep) wakes up: the
-     * parameter server polls with sleeps (lib/ps.c), so its reaction time
+     * parameter server polls with sleeps (lib/parallel/ps.c), so its reaction time
      * depends on it */
     int64_t sleep_overshoot_ns;
     int64_t mem_capacity_bytes;

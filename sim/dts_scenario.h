@@ -9,8 +9,8 @@
  * trace and the calibration inputs.
  *
  * Ranks: world = t * p * d (+ num_ps_servers with a parameter server),
- * rank = t_i + t * (d_i + d * p_i) as in lib/pipeline.c; parameter servers
- * are the last num_ps_servers ranks (lib/ps.c).
+ * rank = t_i + t * (d_i + d * p_i) as in lib/parallel/pipeline.c; parameter servers
+ * are the last num_ps_servers ranks (lib/parallel/ps.c).
  *
  * Invariants after dts_scenario_check: every size >= 1; m * B * d ==
  * global batch; the split (if any) has p entries summing to L; the cost

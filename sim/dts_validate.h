@@ -2,7 +2,7 @@
  * (sim/validate.c).
  *
  * Both sides' step and phase times come from one function,
- * dt_trace_phase_times_events (lib/dt_trace_stats.h), over the measured
+ * dt_trace_phase_times_events (include/dt_trace_stats.h), over the measured
  * trace and over the simulated events alike.
  *
  * Validation predicts each measured run from calibration inputs that are

@@ -4,7 +4,7 @@
 # scaler: one piece of code for each, shared with the real runtime.
 noinst_LTLIBRARIES += libdtsim.la
 libdtsim_la_SOURCES = sim/dts_engine.h sim/engine.c
-libdtsim_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim
+libdtsim_la_CPPFLAGS = $(AM_CPPFLAGS) $(DT_SHARED_CPPFLAGS) -I$(top_srcdir)/sim
 libdtsim_la_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 libdtsim_la_LIBADD = $(JANSSON_LIBS) -lm
 EXTRA_DIST += sim/hw/cpu-2core.json sim/hw/h100-ib.json sim/hw/h200-nvlink.json

@@ -11,7 +11,7 @@
  *   run_step.c  the step boundary (host overhead, the next step)
  *   run_ps.c    the parameter server and its workers' push/pull
  *   run_dp.c    the data-parallel step (lib/train.c)
- *   run_pipe.c  the pipeline step (lib/pipeline.c)
+ *   run_pipe.c  the pipeline step (lib/parallel/pipeline.c)
  *   run.c       setup, the run and its summary
  * A file reaches one listed after it only through a function pointer set
  * at setup (a sync's done, a collective's resume, the sim's begin_step),
@@ -98,7 +98,7 @@ typedef struct dts__sync {
     void (*done)(dts__sim *s, dts__unit *u); /* each member's, once all have arrived and the cost is paid */
 } dts__sync;
 
-/* A parameter server (lib/ps.c). It waits for pushes by polling: a test of
+/* A parameter server (lib/parallel/ps.c). It waits for pushes by polling: a test of
  * every pending receive, then a sleep of 20 us doubling up to 500 us (each
  * sleep waking sleep_overshoot_ns late), so it notices a message at its
  * first poll after the arrival; each wait call starts the ladder again.

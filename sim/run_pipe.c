@@ -1,4 +1,4 @@
-/* run_pipe.c: the pipeline step (lib/pipeline.c; see run_internal.h).
+/* run_pipe.c: the pipeline step (lib/parallel/pipeline.c; see run_internal.h).
  * One unit per (d_i, p_i) stands for its t tensor-parallel ranks (they do
  * the same work in lockstep, joined by their per-block allreduces, which
  * are costed with the ring formula over the t ranks' links). The unit

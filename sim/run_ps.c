@@ -1,4 +1,4 @@
-/* run_ps.c: the parameter server (lib/ps.c) and its workers' push/pull
+/* run_ps.c: the parameter server (lib/parallel/ps.c) and its workers' push/pull
  * (see run_internal.h). Workers compute (run_dp.c), then push each server
  * its shard's gradient and wait for every server's reply; ps-sync servers
  * wait for every worker's push of the step, sum, apply once and reply to
@@ -7,17 +7,17 @@
  * worker's previous pull and this push (largest over the servers), as the
  * real servers count it.
  *
- * A server waits for pushes by polling (lib/ps.c dt__ps_idle_waitany), so
+ * A server waits for pushes by polling (lib/parallel/ps.c dt__ps_idle_waitany), so
  * it notices a header at its first poll after the arrival; a push's
  * gradient moves only once the server has posted its receive, after
  * noticing the push's header. Every message starts with a header of
- * DT_PS_MSG_HEADER_BYTES (lib/ps.h).
+ * DT_PS_MSG_HEADER_BYTES (lib/parallel/ps.h).
  *
  * Invariants: a server handles one push (ps-async) or one step's pushes
  * (ps-sync) at a time; a worker's step ends once every server replied. */
 #include "run_internal.h"
 
-#include "ps.h"
+#include "dt_rules.h"
 
 static void dts__ps_hdr(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__ps_wake(dts_engine *e, void *ctx, int64_t a, int64_t b);
@@ -25,7 +25,7 @@ static void dts__ps_apply(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__ps_applied(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__ps_reply(dts_engine *e, void *ctx, int64_t a, int64_t b);
 
-/* lib/ps.c dt__ps_idle_waitany: test at once, then sleep 20 us, 40 us, ...
+/* lib/parallel/ps.c dt__ps_idle_waitany: test at once, then sleep 20 us, 40 us, ...
  * 500 us, 500 us, ... between tests. When a message arriving at `arrival`
  * is noticed by a wait that started at t0. */
 static int64_t dts__poll_notice(const dts__sim *s, int64_t t0, int64_t arrival)

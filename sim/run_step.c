@@ -1,6 +1,6 @@
 /* run_step.c: the step boundary of every shape (see run_internal.h).
  * A pipelined step ends with the world allreduce of the loss
- * (lib/pipeline.c dt__pipe_step); then, as for the other shapes, the
+ * (lib/parallel/pipeline.c dt__pipe_step); then, as for the other shapes, the
  * host's per-step overhead, then the next step (the sim's begin_step) or,
  * after the last, the unit is finished.
  *
@@ -25,7 +25,7 @@ static void dts__step_next(dts_engine *e, void *ctx, int64_t a, int64_t b)
 
 void dts__step_end(dts__sim *s, dts__unit *u)
 {
-    if (dts__is_pipe(s->sc)) { /* lib/pipeline.c: the loss and norm allreduce over the world */
+    if (dts__is_pipe(s->sc)) { /* lib/parallel/pipeline.c: the loss and norm allreduce over the world */
         dts__sync_arrive(s, &s->world_sync, u);
         return;
     }

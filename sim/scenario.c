@@ -47,8 +47,7 @@
 #include "dt_trace.h"
 #include "dts_json.h"
 #include "dts_scenario.h"
-#include "stage.h"
-#include "tp.h"
+#include "dt_rules.h"
 
 /* dtrain's default data vocabulary (dt_data_vocab_size: bytes) */
 #define DTS__VOCAB 256
@@ -119,7 +118,7 @@ static const char *const dts__recompute_names[3] = {"none", "full", "selective"}
 static int dts__optimizer_states(dt_optim_kind k)
 {
     /* AdamW and LAMB: two moments; SGD and LARS keep a momentum buffer
-     * even at momentum 0 (lib/optim.c) */
+     * even at momentum 0 (lib/optim/optim.c) */
     return k == DT_OPTIM_ADAMW || k == DT_OPTIM_LAMB ? 2 : 1;
 }
 

@@ -6,7 +6,7 @@
 # split 4 + 4, width 128, T = 64, micro-batch 4, 1 thread per rank), gpipe
 # and 1f1b, m = 4 and m = 8 micro-batches per step, 6 steps. Each rank's
 # trace gives its stage's mean bubble over steps 2..6 (`dtbench bubbles`,
-# lib/dt_trace_stats.h), checked against the formula f = 1/(m+1): 0.200 at
+# include/dt_trace_stats.h), checked against the formula f = 1/(m+1): 0.200 at
 # m = 4, 0.111 at m = 8.
 #
 # What is checked, per run:
@@ -14,7 +14,7 @@
 #     stage's bubble_fb (forward and backward busy) lie in [f - LOW, f + HIGH];
 #     stage 1's bubble is not checked: with p > 1 its optim_step includes
 #     waiting in the gradient-norm allreduce for stage 0's last backward
-#     (lib/pipeline.c), so it reads about f * forward/(forward + backward),
+#     (lib/parallel/pipeline.c), so it reads about f * forward/(forward + backward),
 #     ~0.4 f; bubble_fb does not count the optimizer step and matches f;
 #   - the bubble shrinks with m: every stage's bubble_fb at m = 8 is below
 #     its value at m = 4.

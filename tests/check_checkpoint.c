@@ -1,5 +1,5 @@
-/* check_checkpoint.c: checkpoint files and directories (lib/checkpoint.c,
- * lib/crc32c.c; docs/checkpoints.md).
+/* check_checkpoint.c: checkpoint files and directories (lib/train/checkpoint.c,
+ * lib/core/crc32c.c; docs/checkpoints.md).
  *
  * CRC32C: the check value 0xE3069283 of "123456789", the empty string,
  * incremental updates at every split point equal the whole, and one bit

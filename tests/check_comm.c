@@ -618,7 +618,7 @@ START_TEST(test_self_split)
 END_TEST
 
 /* ---- collectives (tests/check_comm.c, written by the collectives engineer) ----
- * Tests of lib/collectives.c on g_world (the MPI world, or a self
+ * Tests of lib/comm/collectives.c on g_world (the MPI world, or a self
  * communicator without MPI). Each test must leave no request pending and
  * use tags no other test uses.
  *

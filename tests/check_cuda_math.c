@@ -1,4 +1,4 @@
-/* check_cuda_math.c: the CUDA kernels' per-element math (lib/dt_math_hd.h,
+/* check_cuda_math.c: the CUDA kernels' per-element math (lib/core/dt_math_hd.h,
  * compiled here by the C compiler as plain C, scalar) against the CPU
  * backend's ops, and dt_backend_create("cuda") without a usable device.
  * Runs in every build, with or without CUDA and a GPU.

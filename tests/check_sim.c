@@ -281,7 +281,7 @@ START_TEST(test_bubble_formula)
 }
 END_TEST
 
-/* A pipeline step ends with the world allreduce of the loss (lib/pipeline.c:
+/* A pipeline step ends with the world allreduce of the loss (lib/parallel/pipeline.c:
  * 8 bytes, a ring over every rank): the summary reports its cost, 2(n-1)·α
  * + 2(n-1)/n·8/β. */
 START_TEST(test_world_sync)
@@ -444,7 +444,7 @@ END_TEST
  *   reply header then data leave the server's port by 32.16 µs (the server
  *   waits for its sends, then polls from 32.16 µs), reach the worker at
  *   34.16; it computes to 40.16 and posts its push header, which arrives at
- *   42.32; the server's polls (lib/ps.c: at once, then after 20 µs, 40 µs,
+ *   42.32; the server's polls (lib/parallel/ps.c: at once, then after 20 µs, 40 µs,
  *   ...) find it at 52.16; it posts the gradient's receive, the gradient
  *   moves (32 µs + α) and arrives at 86.16; the new wait polls at 72.16,
  *   then 112.16: found; the update ends at 120.16 µs = the step period. */

@@ -1,4 +1,4 @@
-/* check_zero.c: ZeRO-1, the sharded optimizer (lib/zero.c). Run by
+/* check_zero.c: ZeRO-1, the sharded optimizer (lib/parallel/zero.c). Run by
  * tests/zero.sh under mpirun with 1..4 ranks; every rank runs the whole
  * suite on the MPI world (a "self" communicator when built without MPI).
  * `check_zero --have-mpi` prints yes or no and starts nothing.

@@ -2,7 +2,7 @@
 # shell tests of the programs. GPU tests exit 77 (skipped) without a device.
 if HAVE_CHECK
 DT_CHECK_LDADD = libdtrain_core.la $(CHECK_LIBS) $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
-DT_CHECK_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(JANSSON_CFLAGS) -DDT_SRCDIR='"$(abs_top_srcdir)"'
+DT_CHECK_CFLAGS = $(DT_LIB_CPPFLAGS) $(AM_CFLAGS) $(CHECK_CFLAGS) $(JANSSON_CFLAGS) -DDT_SRCDIR='"$(abs_top_srcdir)"'
 DT_CHECK_SUITES = \
 	tests/check_tensor \
 	tests/check_ops \

@@ -1,7 +1,7 @@
 /* checkpoint_io.c: the trainer's checkpoints (dt_trainer_save,
  * dt_trainer_load): what each rank's shard holds, the checks a load makes
  * before it changes anything, and the agreement of every rank on the
- * outcome. The file format and the crash-safe commit are lib/checkpoint.c's.
+ * outcome. The file format and the crash-safe commit are lib/train/checkpoint.c's.
  *
  * (docs/checkpoints.md.) Every rank writes one
  * shard; what it holds depends on the rank's role:
@@ -486,7 +486,7 @@ dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps)
     return st;
 }
 
-/* Every worker asked for a checkpoint (lib/ps.c calls this between updates). */
+/* Every worker asked for a checkpoint (lib/parallel/ps.c calls this between updates). */
 dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version)
 {
     (void)ps, (void)version;

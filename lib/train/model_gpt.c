@@ -1,5 +1,5 @@
 /* model_gpt.c: the GPT behind the trainer's model-kind table (the byte
- * tasks and text data of lib/data_*.c, the model of lib/gpt.c).
+ * tasks and text data of lib/data_*.c, the model of lib/model/gpt.c).
  *
  * A step's micro-batches are weighted by their counted targets: the
  * step's loss is the mean over every counted target of all its

@@ -1,5 +1,5 @@
 /* model_mlp.c: the BatchNorm MLP behind the trainer's model-kind table
- * (--model mlp-bn on --task blobs: lib/mlp.c, lib/data_blobs.c), the
+ * (--model mlp-bn on --task blobs: lib/model/mlp.c, lib/data/data_blobs.c), the
  * model that shows how BatchNorm's batch statistics interact with
  * micro-batches and data parallelism.
  *

@@ -3,7 +3,7 @@
  * micro-batches the gradients are summed over the data-parallel ranks, in
  * buckets that a comm thread allreduces while the last backward still
  * runs (the GPT), or in one allreduce of the flat buffer; then every rank
- * applies the same update (lib/update.c).
+ * applies the same update (lib/optim/update.c).
  *
  * Invariants: the collectives give bit-identical sums on every rank, so
  * the replicas stay equal; buckets are contiguous ranges of the flat

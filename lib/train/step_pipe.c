@@ -1,6 +1,6 @@
 /* step_pipe.c: the pipeline- and tensor-parallel strategy. The stage
- * runtime (lib/pipeline.c) owns the stage's weights, gradients and
- * optimizer and executes the schedule (lib/schedule.c) whole; this file
+ * runtime (lib/parallel/pipeline.c) owns the stage's weights, gradients and
+ * optimizer and executes the schedule (lib/parallel/schedule.c) whole; this file
  * creates it from the configuration, feeds it the data, traces each
  * executed instruction and each tensor-parallel allreduce, and gathers the
  * figures of every stage after the last step (the summary's pipeline

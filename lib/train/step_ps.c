@@ -1,5 +1,5 @@
 /* step_ps.c: the parameter-server strategy (--allreduce ps-sync,
- * ps-async; lib/ps.c holds the protocol). The last --num-ps-servers ranks
+ * ps-async; lib/parallel/ps.c holds the protocol). The last --num-ps-servers ranks
  * serve a shard of the weights and the optimizer state each
  * (dt_trainer_serve); the others are workers: each step they push their
  * gradients and pull the servers' new weights, which stand in for the

@@ -1,5 +1,5 @@
 /* step_zero.c: the ZeRO-1 strategy (--use-distributed-optimizer with data
- * parallelism; lib/zero.c holds the algorithm, docs/zero.md explains it).
+ * parallelism; lib/parallel/zero.c holds the algorithm, docs/zero.md explains it).
  * Every rank keeps the whole model's weights and gradients but only its
  * segment of the optimizer state (and, under mixed precision, of the FP32
  * master weights): the step reduce-scatters the gradients, updates the

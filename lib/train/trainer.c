@@ -62,7 +62,7 @@ static void dt__tr_layout_ranks(dt_trainer *tr)
         tr->dp_size -= cfg->num_ps_servers;
         if (tr->dp_rank >= tr->dp_size) tr->dp_rank = 0; /* a server: its batch buffers are never used */
     }
-    const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1; /* the stage runtime (lib/pipeline.c) */
+    const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1; /* the stage runtime (lib/parallel/pipeline.c) */
     if (split) { /* t x d x p: rank = tensor + t * (data + d * stage) */
         tr->dp_size /= cfg->pipeline_size * cfg->tensor_size;
         tr->dp_rank = (tr->rank / cfg->tensor_size) % tr->dp_size;

@@ -1,5 +1,5 @@
 /* crc32c.c: CRC-32C (Castagnoli), the checksum of every checkpoint file and
- * tensor (lib/checkpoint.c, docs/checkpoints.md).
+ * tensor (lib/train/checkpoint.c, docs/checkpoints.md).
  *
  * Reflected polynomial 0x82F63B78 (0x1EDC6F41 unreflected), initial value
  * and final XOR 0xFFFFFFFF, as iSCSI, ext4 and SSE4.2's crc32 instruction;

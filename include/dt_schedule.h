@@ -1,5 +1,5 @@
-/* dt_schedule.h: pipeline schedules as pure data (lib/schedule.c). One
- * generator makes them; the runtime (lib/pipeline.c) executes them and the
+/* dt_schedule.h: pipeline schedules as pure data (lib/parallel/schedule.c). One
+ * generator makes them; the runtime (lib/parallel/pipeline.c) executes them and the
  * simulator times them. No I/O, no communication, no clocks.
  *
  * A schedule for p stages, m micro-batches per step and `steps` steps is,

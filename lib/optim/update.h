@@ -1,6 +1,6 @@
 /* update.h: one optimizer update of a flat parameter buffer or of a shard
- * of it (lib/update.c), never installed. The trainer applies it to the whole
- * model; a parameter server (lib/ps.c) applies it to its shard and sums the
+ * of it (lib/optim/update.c), never installed. The trainer applies it to the whole
+ * model; a parameter server (lib/parallel/ps.c) applies it to its shard and sums the
  * overflow flag and the squared gradient norm over the servers through
  * `reduce`, so both follow exactly one rule:
  *

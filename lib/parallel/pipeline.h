@@ -1,4 +1,4 @@
-/* pipeline.h: the pipeline-parallel runtime (lib/pipeline.c), never
+/* pipeline.h: the pipeline-parallel runtime (lib/parallel/pipeline.c), never
  * installed; the trainer drives it under --pipeline-model-parallel-size p.
  *
  * Ranks: the world's N = t x d x p ranks form a grid, tensor fastest, then
@@ -6,10 +6,10 @@
  * tensor-parallel group (the most communication) is neighbouring ranks, as
  * Megatron-LM orders them. Sub-communicators: the pipeline's (rank = stage),
  * for activations and their gradients; the stage's data-parallel group, for
- * the gradient allreduce; the tensor-parallel group, for f and g (lib/tp.h).
+ * the gradient allreduce; the tensor-parallel group, for f and g (lib/parallel/tp.h).
  * t = 1 and p = 1 are allowed (one stage: tensor parallelism alone).
  *
- * A stage executes its list of the schedule (lib/schedule.c, the one
+ * A stage executes its list of the schedule (lib/parallel/schedule.c, the one
  * generator) in order: receives block, sends do not (their buffers stay
  * untouched until the send is complete). Training step t runs the list
  * through the last instruction of step t (pipedream: later forwards that
@@ -45,7 +45,7 @@ typedef struct dt__pipe_setup {
     dt_comm *world;            /* host communicator of all p x d ranks */
     dt_comm *device_world;     /* NCCL over the same ranks for device buffers (--device cuda), or NULL */
     int p;
-    int t;                     /* tensor-parallel size (>= 1; lib/tp.h): the blocks are sharded over t ranks */
+    int t;                     /* tensor-parallel size (>= 1; lib/parallel/tp.h): the blocks are sharded over t ranks */
     dt_sched_kind kind;
     const int *split;          /* (p) blocks per stage, or NULL: even */
     const dt_gpt_config *model; /* vocab_size set */

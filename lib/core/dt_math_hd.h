@@ -3,7 +3,7 @@
  * Owns: exp and tanh (a branch-free polynomial), GELU and its derivative,
  * ReLU, the optimizer steps (Adam's direction, AdamW, SGD, LARS), the
  * non-finite test, and the f16/bf16 scalar conversions. The CPU backend
- * (lib/cpu_*.c, lib/half.c) calls these in its `#pragma omp simd` loops,
+ * (lib/cpu_*.c, lib/core/half.c) calls these in its `#pragma omp simd` loops,
  * the CUDA kernels (the .cu files of cuda/) call them per thread, so both
  * devices compute the same function. Private to the library, never
  * installed.

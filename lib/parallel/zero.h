@@ -1,5 +1,5 @@
 /* zero.h: ZeRO-1, optimizer-state sharding over the data-parallel group
- * (lib/zero.c), never installed; the trainer drives it for
+ * (lib/parallel/zero.c), never installed; the trainer drives it for
  * --use-distributed-optimizer. Design, data flow and limits: docs/zero.md.
  *
  * Of the n ranks of the data-parallel communicator, rank r owns segment r

@@ -1,4 +1,4 @@
-/* stage.h: one pipeline stage of the GPT (lib/stage.c), never installed:
+/* stage.h: one pipeline stage of the GPT (lib/parallel/stage.c), never installed:
  * the embedding on the first stage, blocks l0..l1-1, the final LayerNorm,
  * LM head and loss on the last.
  *
@@ -28,12 +28,11 @@
 
 typedef struct dt__stage dt__stage;
 
-/* The blocks of p stages: split[s] blocks on stage s (split may be NULL: as
- * even as possible, earlier stages taking the extra ones). */
-dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s);
+/* dt__stage_split, the blocks of each stage: dt_rules.h (the simulator uses it). */
+#include "dt_rules.h"
 
 /* cfg: the whole model (vocab_size set); slots >= 1; B, T: micro-batch
- * shape; tp: tensor parallelism of the blocks (lib/tp.h; not owned), or
+ * shape; tp: tensor parallelism of the blocks (lib/parallel/tp.h; not owned), or
  * NULL. With t > 1 the blocks hold this rank's shards (the embedding, final
  * LayerNorm and LM head stay whole: replicated), and the layout is no
  * longer a range of the whole model's (dt__stage_offset means nothing). */

@@ -1,4 +1,4 @@
-/* dt_trace_stats.h: figures computed from a trace (lib/trace_stats.c).
+/* dt_trace_stats.h: figures computed from a trace (lib/trace/trace_stats.c).
  * Pure computation over events already in memory: no I/O, no clocks, so a
  * real run's trace (dt_trace_read) and the simulator's events give their
  * figures through the same code.

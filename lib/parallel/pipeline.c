@@ -10,7 +10,7 @@
  *   BACKWARD   the stage backward (gradients accumulate)
  *   SEND_GRAD  isend the input gradient (waited for before the next backward)
  *   OPTIM_STEP allreduce the gradients over the stage's data-parallel group,
- *              then lib/update.c with the squared norm summed over the
+ *              then lib/optim/update.c with the squared norm summed over the
  *              pipeline's stages (gpipe/1f1b; pipedream clips each stage by
  *              its own norm, since its stages update at different times)
  *   STASH/DROP copy the current weights into a stash buffer / free it

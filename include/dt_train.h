@@ -223,7 +223,7 @@ DT_API dt_status dt_trainer_staleness(const dt_trainer *tr, int64_t *pushes, dou
  * servers, pushes and the staleness mean, max and histogram over every
  * worker's pushes), config (dt_train_config_json of the trainer's copy).
  * last and eval may be NULL. */
-/* Checkpoints (docs/checkpoints.md, lib/dt_checkpoint.h). Collective over
+/* Checkpoints (docs/checkpoints.md, include/dt_checkpoint.h). Collective over
  * cfg.comm: every rank calls. dt_trainer_save writes DIR/iter_X (X the
  * iterations done) with one shard per rank: the model's weights (FP32
  * masters under --fp16/--bf16), the optimizer state and step, the loss

@@ -1,5 +1,5 @@
-/* dt_checkpoint.h: crash-safe, checksummed checkpoints (lib/checkpoint.c,
- * lib/crc32c.c); the trainer's use of them is dt_trainer_save / _load
+/* dt_checkpoint.h: crash-safe, checksummed checkpoints (lib/train/checkpoint.c,
+ * lib/core/crc32c.c); the trainer's use of them is dt_trainer_save / _load
  * (dt_train.h) and docs/checkpoints.md describes both.
  *
  * Files. A save root DIR holds

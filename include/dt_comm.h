@@ -6,7 +6,7 @@
  * rank, always built), "mpi" (OpenMPI, when configure found it), later
  * "nccl". Core code never tests which backend it has.
  *
- * The collective algorithms (lib/collectives.c) are written on top of the
+ * The collective algorithms (lib/comm/collectives.c) are written on top of the
  * point-to-point ops, so every step can be traced and taught: ring
  * allreduce = reduce-scatter then all-gather, 2(n-1) steps, chunked; tree
  * (recursive halving-doubling); naive (reduce to rank 0, broadcast); and
@@ -120,7 +120,7 @@ DT_API dt_status dt_comm_nccl_create(dt_comm *host, struct dt_backend *be, dt_co
 /* 1 if this build has the MPI backend. */
 DT_API int dt_comm_have_mpi(void);
 
-/* ---- collectives (lib/collectives.c) ------------------------------------- */
+/* ---- collectives (lib/comm/collectives.c) ------------------------------------- */
 
 typedef enum dt_allreduce_algo {
     DT_ALLREDUCE_RING = 0, /* reduce-scatter + all-gather, 2(n-1) steps */

@@ -1,5 +1,5 @@
 /* tp.h: Megatron-LM tensor parallelism for a transformer block
- * (lib/tp.c), never installed.
+ * (lib/parallel/tp.c), never installed.
  *
  * With t ranks, rank r holds:
  *   ln1, ln2 (gains, biases)       replicated;
@@ -48,8 +48,8 @@ dt_status dt__tp_f(dt__tp *tp, char pass, float *x, size_t n);
 /* g: forward, x(n) becomes the sum over the group; identity backward. */
 dt_status dt__tp_g(dt__tp *tp, char pass, float *x, size_t n);
 
-/* Checks that C, NH and 4C split into t parts (messages name the flags). */
-dt_status dt__tp_check(const dt_gpt_config *cfg, int t);
+/* dt__tp_check, whether the model splits over t ranks: dt_rules.h (the simulator uses it). */
+#include "dt_rules.h"
 /* Elements of rank r's block shard, and its layout (12 tensors in the
  * whole block's order, shapes local) appended to ps with names h.<l>.*. */
 dt_status dt__tp_block_layout(const dt_gpt_config *cfg, int t, int l, dt_paramset *ps);

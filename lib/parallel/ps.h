@@ -1,4 +1,4 @@
-/* ps.h: the parameter server (lib/ps.c), never installed; the trainer drives
+/* ps.h: the parameter server (lib/parallel/ps.c), never installed; the trainer drives
  * it when --allreduce is ps-sync or ps-async.
  *
  * Roles: of the N ranks of the world communicator, ranks 0..W-1 are workers
@@ -9,7 +9,7 @@
  * shard's new weights back.
  *
  * ps-sync: for every step a server takes one push from each worker, sums
- * them in worker order, applies one update (lib/update.c, the trainer's own
+ * them in worker order, applies one update (lib/optim/update.c, the trainer's own
  * rule; the servers sum their overflow flags and squared norms so clipping
  * and loss scaling see the whole gradient) and answers every worker: the
  * same arithmetic as data parallelism with an allreduce.
@@ -47,15 +47,9 @@
 #include "dt_optim.h"
 #include "dt_tensor.h"
 
-/* A server polls for messages (dt__ps_idle_waitany): a test, then a sleep
- * of DT_PS_POLL_FIRST_NS doubling up to DT_PS_POLL_MAX_NS between tests.
- * The simulator models the same ladder (sim/run_ps.c). */
-#define DT_PS_POLL_FIRST_NS 20000L
-#define DT_PS_POLL_MAX_NS 500000L
-
-/* Bytes of the header every protocol message starts with (dt__ps_msg in
- * lib/ps.c, which asserts it): the simulator sends headers of this size. */
-#define DT_PS_MSG_HEADER_BYTES 80
+/* The polling ladder and the message header's size: dt_rules.h (the
+ * simulator models both). */
+#include "dt_rules.h"
 
 #define DT__PS_HIST 64 /* staleness histogram bins 0..63 (the last one: 63 or more) */
 

@@ -1,0 +1,22 @@
+# include/local.mk: the public headers, installed; the only headers that
+# sim/, viz/ and programs/ can include from the library.
+include_HEADERS += \
+	include/dtrain.h \
+	include/dt_status.h \
+	include/dt_tensor.h \
+	include/dt_rng.h \
+	include/dt_time.h \
+	include/dt_half.h \
+	include/dt_backend.h \
+	include/dt_gpt.h \
+	include/dt_mlp.h \
+	include/dt_data.h \
+	include/dt_blobs.h \
+	include/dt_optim.h \
+	include/dt_loss_scaler.h \
+	include/dt_comm.h \
+	include/dt_trace.h \
+	include/dt_trace_stats.h \
+	include/dt_schedule.h \
+	include/dt_train.h \
+	include/dt_checkpoint.h

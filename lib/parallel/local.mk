@@ -1,0 +1,16 @@
+# lib/parallel/local.mk: the parallelisms as mechanisms: schedules (the one
+# generator), pipeline stages and their runtime, tensor parallelism, ZeRO-1,
+# the parameter server.
+libdtrain_core_la_SOURCES += \
+	lib/parallel/schedule.c \
+	lib/parallel/stage.c \
+	lib/parallel/pipeline.c \
+	lib/parallel/tp.c \
+	lib/parallel/zero.c \
+	lib/parallel/ps.c
+noinst_HEADERS += \
+	lib/parallel/stage.h \
+	lib/parallel/pipeline.h \
+	lib/parallel/tp.h \
+	lib/parallel/zero.h \
+	lib/parallel/ps.h
