@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-/* Learning-rate scaling when the global batch grows (reference.md: the
+/* Learning-rate scaling when the global batch grows (Goyal et al. 2017: the
  * linear scaling rule; sqrt is common for Adam-like optimizers): the peak
  * and minimum LR are multiplied by global/base (linear) or its square root
  * (sqrt); warm-up then ramps to the scaled peak. */

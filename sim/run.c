@@ -159,7 +159,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             for (int st = 0; st < sc->p; st++) s->norm[d].members[st] = dts__unit_at(s, d, st);
         }
     } else if (!s->K && sc->d > 1 && !sc->zero) {
-        /* lib/train.c's buckets: layers in backward order, cut at bucket_bytes; one bucket with --fp16/--bf16 */
+        /* lib/train/step_dp.c's buckets: layers in backward order, cut at bucket_bytes; one bucket with --fp16/--bf16 */
         s->bucket_bytes = calloc((size_t)L + 2, sizeof *s->bucket_bytes);
         s->bucket_low = calloc((size_t)L + 2, sizeof *s->bucket_low);
         s->bucket_open = calloc((size_t)L + 2, sizeof *s->bucket_open);

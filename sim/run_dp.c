@@ -1,4 +1,4 @@
-/* run_dp.c: the data-parallel step (lib/train.c; see run_internal.h),
+/* run_dp.c: the data-parallel step (lib/train/step_dp.c; see run_internal.h),
  * also the parameter server's workers' compute. Forward and backward per
  * layer and micro-batch; during the last micro-batch's backward each
  * gradient bucket (25 MiB, head first) is handed to the unit's

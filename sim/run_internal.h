@@ -10,7 +10,7 @@
  *   run_coll.c  collective instances (dts_coll) and analytic syncs
  *   run_step.c  the step boundary (host overhead, the next step)
  *   run_ps.c    the parameter server and its workers' push/pull
- *   run_dp.c    the data-parallel step (lib/train.c)
+ *   run_dp.c    the data-parallel step (lib/train/step_dp.c)
  *   run_pipe.c  the pipeline step (lib/parallel/pipeline.c)
  *   run.c       setup, the run and its summary
  * A file reaches one listed after it only through a function pointer set

@@ -662,7 +662,7 @@ dt_status dts_scenario_check(const dts_scenario *sc)
                                        "or --bf16 without --loss-scale");
     if (sc->recompute < 0 || sc->recompute > 2)
         return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity: unknown value %d", sc->recompute);
-    if (sc->p > 1 || sc->t > 1) { /* what dtrain refuses (lib/train.c): FP32 stages, no recomputation */
+    if (sc->p > 1 || sc->t > 1) { /* what dtrain refuses (lib/train/config.c): FP32 stages, no recomputation */
         const char *flag = sc->p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
         const int size = sc->p > 1 ? sc->p : sc->t;
         if (strcmp(sc->precision, "fp32") != 0)
