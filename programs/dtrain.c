@@ -1,6 +1,7 @@
 /* dtrain.c: the training program. Parses Megatron-LM style flags into a
  * dt_train_config, runs the trainer, logs progress and evaluations, and
- * writes the optional summary (--summary) and trace (--trace).
+ * writes the optional summary (--summary) and trace (--trace). Its flag
+ * table takes the job flags shared with dtsim from job_flags.c.
  *
  * Exit status: 0 success; 1 a library failure at run time (message
  * `dtrain: <dt_last_error()>`, e.g. an unreadable --data file); 2 a bad
@@ -22,217 +23,201 @@
 
 #include "args.h"
 #include "dtrain.h"
+#include "job_flags.h"
 
 #define PROG "dtrain"
 
 /* Default warm-up: at most this many iterations, and at most a tenth of the run. */
 #define DT_DEFAULT_WARMUP_CAP_FRACTION 10
 
+/* The flags' values; the destinations hold the defaults before parsing. */
 typedef struct dtrain_opts {
-    const char *model;
-    int num_layers, hidden_size, num_heads, max_pos, seq_length;
+    job_opts job; /* the flags dtrain shares with dtsim (job_flags.h) */
+    /* data */
     const char *task, *data;
     int task_digits, task_max_len;
-    int micro_batch, global_batch;
-    int64_t train_iters;
-    const char *optimizer;
+    float blobs_separation;
+    int blobs_classes, blobs_dims;
+    /* mlp-bn */
+    float bn_momentum;
+    int bn_momentum_adjust, no_batchnorm;
+    /* optimizer */
     float lr, min_lr;
     int64_t warmup_iters, decay_iters;
     const char *decay_style;
     float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
     float lars_eta, lamb_gamma_l, lamb_gamma_u;
     const char *lr_scaling;
-    const char *allreduce;
-    int64_t allreduce_chunk_bytes;
-    double bucket_mb;
-    int num_ps_servers, max_staleness;
-    const char *slow_rank, *hang_rank;
-    double comm_timeout;
-    int skip_nonfinite;
-    int fp16, bf16, loss_scale_window, hysteresis;
-    float loss_scale, initial_loss_scale, min_loss_scale;
-    float bn_momentum, blobs_separation;
-    int bn_momentum_adjust, no_batchnorm, blobs_classes, blobs_dims;
     int base_batch;
-    int recompute_on;
-    const char *recompute_granularity;
+    /* memory */
     int recompute_num_layers;
-    uint64_t seed;
-    int threads;
+    /* parallelism and faults */
+    int max_staleness;
+    int print_schedule;
+    const char *hang_rank;
+    double comm_timeout;
+    /* run */
     const char *device;
+    int threads;
     int64_t log_interval, eval_interval;
     int eval_iters;
-    const char *trace, *summary;
+    int skip_nonfinite;
+    /* checkpoints */
     const char *save, *load;
     int64_t save_interval;
     int save_keep;
-    int pipeline_size, print_schedule, distributed_optimizer, tensor_size;
-    const char *pipeline_schedule, *pipeline_split;
-    int help, version;
 } dtrain_opts;
 
-#define MIN1 (DT_ARG_HAS_MIN), 1, 0
-#define MIN0 (DT_ARG_HAS_MIN), 0, 0
-#define UNIT (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX | DT_ARG_MAX_EXCLUSIVE), 0, 1
-#define IN(lo, hi) (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX), (lo), (hi)
+/* ranges of dtrain's own flags, as designated initializers */
+#define MIN1 .range = DT_ARG_HAS_MIN, .min = 1
+#define MIN0 .range = DT_ARG_HAS_MIN, .min = 0
+#define POS .range = DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, .min = 0
+#define UNIT .range = DT_ARG_HAS_MIN | DT_ARG_HAS_MAX | DT_ARG_MAX_EXCLUSIVE, .min = 0, .max = 1
+#define IN(lo, hi) .range = DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, .min = (lo), .max = (hi)
+/* one of the job flags shared with dtsim (job_flags.c), as dtrain words it */
+#define JOB(id) job_flag(JOB_DTRAIN, &o->job, (id))
+
+enum { DTRAIN_MAX_ARGS = 128 };
 
 static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
 {
     const dt_arg table[] = {
-        {"Model", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--model", DT_ARG_CHOICE, &o->model, 0, 0, 0, "tiny|small|gpt2-124m|mlp-bn", NULL,
-         "model preset (sizes below override it)", NULL, 0},
-        {"--num-layers", DT_ARG_INT, &o->num_layers, IN(1, 1024), NULL, "N", "transformer blocks", NULL, 0},
-        {"--hidden-size", DT_ARG_INT, &o->hidden_size, IN(1, 65536), NULL, "N", "model width C", NULL, 0},
-        {"--num-attention-heads", DT_ARG_INT, &o->num_heads, MIN1, NULL, "N", "attention heads (divide --hidden-size)",
-         NULL, 0},
-        {"--max-position-embeddings", DT_ARG_INT, &o->max_pos, IN(1, 65536), NULL, "N", "model context (positions)",
-         NULL, 0},
-        {"--seq-length", DT_ARG_INT, &o->seq_length, MIN1, NULL, "N", "training sequence length T", NULL, 0},
-        {"Data", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--task", DT_ARG_CHOICE, &o->task, 0, 0, 0, "add|reverse|sort|blobs", NULL,
-         "built-in synthetic task (blobs: classification for --model mlp-bn)", NULL, 0},
-        {"--data", DT_ARG_STRING, &o->data, 0, 0, 0, NULL, "FILE", "train on a text file instead of --task", NULL,
-         0},
-        {"--task-digits", DT_ARG_INT, &o->task_digits, IN(1, 9), NULL, "N", "add: maximum digits per operand", NULL,
-         0},
-        {"--task-max-len", DT_ARG_INT, &o->task_max_len, IN(1, 64), NULL, "N", "reverse/sort: maximum word length",
-         NULL, 0},
-        {"--blobs-classes", DT_ARG_INT, &o->blobs_classes, IN(2, 1024), NULL, "K", "blobs: classes", NULL, 0},
-        {"--blobs-dims", DT_ARG_INT, &o->blobs_dims, IN(1, 65536), NULL, "D", "blobs: input dimensions", NULL, 0},
-        {"--blobs-separation", DT_ARG_FLOAT, &o->blobs_separation, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL,
-         "X", "blobs: spread of the class centers in units of the noise", NULL, 0},
-        {"mlp-bn (BatchNorm)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--bn-momentum", DT_ARG_FLOAT, &o->bn_momentum, IN(0, 1), NULL, "M",
-         "BatchNorm running-statistics momentum per optimizer step", NULL, 0},
-        {"--bn-momentum-adjust", DT_ARG_FLAG, &o->bn_momentum_adjust, 0, 0, 0, NULL, NULL,
-         "with N micro-batches per step, update the running statistics with 1-(1-M)^(1/N) per micro-batch", "off",
-         0},
-        {"--no-batchnorm", DT_ARG_FLAG, &o->no_batchnorm, 0, 0, 0, NULL, NULL, "mlp-bn without BatchNorm (a plain MLP)",
-         "off", 0},
-        {"Batch and schedule", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--micro-batch-size", DT_ARG_INT, &o->micro_batch, MIN1, NULL, "N", "sequences per forward/backward", NULL,
-         0},
-        {"--global-batch-size", DT_ARG_INT, &o->global_batch, MIN1, NULL, "N",
-         "sequences per optimizer step (a multiple of --micro-batch-size)", NULL, 0},
-        {"--train-iters", DT_ARG_INT64, &o->train_iters, MIN0, NULL, "N", "optimizer steps", NULL, 0},
-        {"--seed", DT_ARG_UINT64, &o->seed, 0, 0, 0, NULL, "N", "seed of the weights and the data", NULL, 0},
-        {"Optimizer", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--optimizer", DT_ARG_CHOICE, &o->optimizer, 0, 0, 0, "sgd|adamw|lars|lamb", NULL, "optimizer", NULL, 0},
-        {"--lr", DT_ARG_FLOAT, &o->lr, MIN0, NULL, "X", "peak learning rate", NULL, 0},
-        {"--min-lr", DT_ARG_FLOAT, &o->min_lr, MIN0, NULL, "X", "learning rate at the end of the decay", NULL, 0},
-        {"--lr-warmup-iters", DT_ARG_INT64, &o->warmup_iters, MIN0, NULL, "N",
-         "linear warm-up iterations (default at most --train-iters/10)", NULL, 0},
-        {"--lr-decay-iters", DT_ARG_INT64, &o->decay_iters, MIN0, NULL, "N", "iteration where the decay ends",
-         "--train-iters", 0},
-        {"--lr-decay-style", DT_ARG_CHOICE, &o->decay_style, 0, 0, 0, "constant|linear|cosine", NULL,
-         "learning-rate decay", NULL, 0},
-        {"--weight-decay", DT_ARG_FLOAT, &o->weight_decay, MIN0, NULL, "X", "weight decay (matrices only)", NULL,
-         0},
-        {"--adam-beta1", DT_ARG_FLOAT, &o->beta1, UNIT, NULL, "X", "AdamW beta1", NULL, 0},
-        {"--adam-beta2", DT_ARG_FLOAT, &o->beta2, UNIT, NULL, "X", "AdamW beta2", NULL, 0},
-        {"--adam-eps", DT_ARG_FLOAT, &o->adam_eps, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "X",
-         "AdamW epsilon", NULL, 0},
-        {"--sgd-momentum", DT_ARG_FLOAT, &o->momentum, UNIT, NULL, "X", "SGD and LARS momentum", NULL, 0},
-        {"--lars-eta", DT_ARG_FLOAT, &o->lars_eta, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "X",
-         "LARS trust coefficient", NULL, 0},
-        {"--lamb-gamma-l", DT_ARG_FLOAT, &o->lamb_gamma_l, MIN0, NULL, "X", "LAMB: lower bound of phi(||w||)", NULL,
-         0},
-        {"--lamb-gamma-u", DT_ARG_FLOAT, &o->lamb_gamma_u, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "X",
-         "LAMB: upper bound of phi(||w||) (inf: none)", NULL, 0},
-        {"--clip-grad", DT_ARG_FLOAT, &o->clip_grad, 0, 0, 0, NULL, "X", "clip the gradient norm to this (<= 0: off)",
-         NULL, 0},
-        {"--lr-scaling", DT_ARG_CHOICE, &o->lr_scaling, 0, 0, 0, "none|linear|sqrt", NULL,
-         "scale --lr and --min-lr by global/base batch (linear) or its square root (sqrt)", NULL, 0},
-        {"--base-batch-size", DT_ARG_INT, &o->base_batch, MIN1, NULL, "N",
-         "the global batch --lr was tuned for (with --lr-scaling)", "--global-batch-size", 0},
-        {"Mixed precision", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--fp16", DT_ARG_FLAG, &o->fp16, 0, 0, 0, NULL, NULL,
-         "FP16 storage of weights, activations and gradients; FP32 masters; dynamic loss scaling", "off", 0},
-        {"--bf16", DT_ARG_FLAG, &o->bf16, 0, 0, 0, NULL, NULL, "bfloat16 storage, FP32 masters; no loss scaling",
-         "off", 0},
-        {"--loss-scale", DT_ARG_FLOAT, &o->loss_scale, MIN0, NULL, "S", "static loss scale (0: dynamic with --fp16)",
-         NULL, 0},
-        {"--initial-loss-scale", DT_ARG_FLOAT, &o->initial_loss_scale, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0,
-         NULL, "S", "dynamic loss scale at the start", NULL, 0},
-        {"--loss-scale-window", DT_ARG_INT, &o->loss_scale_window, MIN1, NULL, "N",
-         "clean steps before the scale doubles", NULL, 0},
-        {"--hysteresis", DT_ARG_INT, &o->hysteresis, MIN1, NULL, "N", "overflows tolerated before the scale halves",
-         NULL, 0},
-        {"--min-loss-scale", DT_ARG_FLOAT, &o->min_loss_scale, DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0, NULL, "S",
-         "the scale never goes below this", NULL, 0},
-        {"Memory", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--recompute-activations", DT_ARG_FLAG, &o->recompute_on, 0, 0, 0, NULL, NULL,
-         "recompute activations in backward instead of keeping them (selective unless a granularity is given)",
-         "off", 0},
-        {"--recompute-granularity", DT_ARG_CHOICE, &o->recompute_granularity, 0, 0, 0, "full|selective", NULL,
-         "full: keep only every K-th block's input; selective: drop only the attention probabilities", "off", 0},
-        {"--recompute-num-layers", DT_ARG_INT, &o->recompute_num_layers, MIN1, NULL, "K",
-         "full recomputation: blocks per checkpointed group", NULL, 0},
-        {"Data parallelism (run under mpirun -np N)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--allreduce", DT_ARG_CHOICE, &o->allreduce, 0, 0, 0, "ring|tree|naive|mpi|nccl|ps-sync|ps-async", NULL,
-         "gradients summed by our ring, recursive halving-doubling, reduce+broadcast, MPI_Allreduce, ncclAllReduce (--device cuda), or a "
-         "parameter server (synchronous or asynchronous)",
-         NULL, 0},
-        {"--use-distributed-optimizer", DT_ARG_FLAG, &o->distributed_optimizer, 0, 0, 0, NULL, NULL,
-         "ZeRO-1: shard the optimizer state over the data-parallel ranks (reduce-scatter, update, all-gather)", "off",
-         0},
-        {"--num-ps-servers", DT_ARG_INT, &o->num_ps_servers, MIN1, NULL, "K",
-         "ps-sync/ps-async: the last K ranks are servers holding shards of the weights and optimizer state", "1", 0},
-        {"--max-staleness", DT_ARG_INT, &o->max_staleness, MIN0, NULL, "S",
-         "ps-async: a worker waits rather than push a gradient more than S updates old", "none", 0},
-        {"Model parallelism (mpirun -np t x p x d)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--tensor-model-parallel-size", DT_ARG_INT, &o->tensor_size, IN(1, 64), NULL, "T",
-         "split each block's attention heads and MLP over T ranks (Megatron-LM; rank r is tensor rank r % T)", "1", 0},
-        {"--pipeline-model-parallel-size", DT_ARG_INT, &o->pipeline_size, IN(1, 64), NULL, "P",
-         "split the GPT's blocks over P stages (of N = P x d ranks, rank r is stage r / d)", "1", 0},
-        {"--pipeline-schedule", DT_ARG_CHOICE, &o->pipeline_schedule, 0, 0, 0, "gpipe|1f1b|pipedream|pipedream-vsync",
-         NULL, "the order of forwards and backwards on each stage (docs/pipeline-schedules.md)", "1f1b", 0},
-        {"--pipeline-split", DT_ARG_STRING, &o->pipeline_split, 0, 0, 0, NULL, "N,N,...",
-         "blocks per stage", "as even as possible", 0},
-        {"--print-schedule", DT_ARG_FLAG, &o->print_schedule, 0, 0, 0, NULL, NULL,
-         "print each stage's instruction list for these settings and exit", "off", 0},
-        {"--slow-rank", DT_ARG_STRING, &o->slow_rank, 0, 0, 0, NULL, "R:MS",
-         "testing: rank R sleeps MS milliseconds before each gradient exchange (a straggler)", "off", 0},
-        {"--comm-timeout", DT_ARG_DOUBLE, &o->comm_timeout, IN(0, 1e9), NULL, "SECONDS",
-         "a rank waiting this long for another (died or hung) fails and mpirun ends the job, exit status 3 "
-         "(0: wait for ever; docs/faults.md)", NULL, 0},
-        {"--hang-rank", DT_ARG_STRING, &o->hang_rank, 0, 0, 0, NULL, "R:ITER",
-         "testing: rank R hangs (sleeps for ever) at the start of iteration ITER", "off", 0},
-        {"--allreduce-chunk-bytes", DT_ARG_INT64, &o->allreduce_chunk_bytes, MIN0, NULL, "N",
-         "ring allreduce: pipeline each segment in chunks of this many bytes (0: whole segments)", NULL, 0},
-        {"--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, IN(0, 1 << 20), NULL, "MB",
-         "gradient buckets allreduced while the backward goes on (0: one bucket after it)", NULL, 0},
-        {"Run", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--device", DT_ARG_CHOICE, &o->device, 0, 0, 0, "cpu|cuda", NULL, "compute backend", NULL, 0},
-        {"--threads", DT_ARG_INT, &o->threads, IN(0, 1024), NULL, "N",
-         "CPU threads (0: one per core; under mpirun: cores / ranks on the host)", "0", 0},
-        {"--log-interval", DT_ARG_INT64, &o->log_interval, MIN1, NULL, "N", "iterations between log lines", NULL,
-         0},
-        {"--eval-interval", DT_ARG_INT64, &o->eval_interval, MIN0, NULL, "N",
-         "iterations between evaluations (0: only at the end)", NULL, 0},
-        {"--eval-iters", DT_ARG_INT, &o->eval_iters, MIN1, NULL, "N", "validation batches per evaluation", NULL, 0},
-        {"--trace", DT_ARG_STRING, &o->trace, 0, 0, 0, NULL, "FILE", "write a Chrome trace (Perfetto) of the run",
-         NULL, 0},
-        {"--skip-nonfinite", DT_ARG_FLAG, &o->skip_nonfinite, 0, 0, 0, NULL, NULL,
-         "FP32: skip (and count) a step whose loss or gradient norm is NaN/inf instead of stopping; either way "
-         "the first bad layer is named",
-         "off (stop)", 0},
-        {"--summary", DT_ARG_STRING, &o->summary, 0, 0, 0, NULL, "FILE", "write a JSON summary of the run", NULL, 0},
-        {"Checkpoints (docs/checkpoints.md)", DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0},
-        {"--save", DT_ARG_STRING, &o->save, 0, 0, 0, NULL, "DIR",
-         "save checkpoints under DIR (DIR/iter_XXXXXXXX, DIR/latest) every --save-interval iterations and at the end",
-         "off", 0},
-        {"--save-interval", DT_ARG_INT64, &o->save_interval, MIN1, NULL, "N", "iterations between checkpoints",
-         "1000", 0},
-        {"--save-keep", DT_ARG_INT, &o->save_keep, MIN0, NULL, "K",
-         "keep only the newest K checkpoints (0: all)", "0", 0},
-        {"--load", DT_ARG_STRING, &o->load, 0, 0, 0, NULL, "DIR",
-         "resume exactly from a checkpoint: DIR/latest (or the newest valid one) of a save directory, or DIR "
-         "itself (DIR/iter_X)",
-         "off", 0},
-        {"--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
-        {"--version", DT_ARG_FLAG, &o->version, 0, 0, 0, NULL, NULL, "print the version and exit", NULL, 0},
+        JOB_SECTION("Model"),
+        JOB(JF_MODEL),
+        JOB(JF_NUM_LAYERS),
+        JOB(JF_HIDDEN_SIZE),
+        JOB(JF_NUM_ATTENTION_HEADS),
+        JOB(JF_MAX_POSITION_EMBEDDINGS),
+        JOB(JF_SEQ_LENGTH),
+        JOB_SECTION("Data"),
+        {.name = "--task", .kind = DT_ARG_CHOICE, .dest = &o->task, .choices = "add|reverse|sort|blobs",
+         .help = "built-in synthetic task (blobs: classification for --model mlp-bn)"},
+        {.name = "--data", .kind = DT_ARG_STRING, .dest = &o->data, .metavar = "FILE",
+         .help = "train on a text file instead of --task"},
+        {.name = "--task-digits", .kind = DT_ARG_INT, .dest = &o->task_digits, IN(1, 9), .metavar = "N",
+         .help = "add: maximum digits per operand"},
+        {.name = "--task-max-len", .kind = DT_ARG_INT, .dest = &o->task_max_len, IN(1, 64), .metavar = "N",
+         .help = "reverse/sort: maximum word length"},
+        {.name = "--blobs-classes", .kind = DT_ARG_INT, .dest = &o->blobs_classes, IN(2, 1024), .metavar = "K",
+         .help = "blobs: classes"},
+        {.name = "--blobs-dims", .kind = DT_ARG_INT, .dest = &o->blobs_dims, IN(1, 65536), .metavar = "D",
+         .help = "blobs: input dimensions"},
+        {.name = "--blobs-separation", .kind = DT_ARG_FLOAT, .dest = &o->blobs_separation, POS, .metavar = "X",
+         .help = "blobs: spread of the class centers in units of the noise"},
+        JOB_SECTION("mlp-bn (BatchNorm)"),
+        {.name = "--bn-momentum", .kind = DT_ARG_FLOAT, .dest = &o->bn_momentum, IN(0, 1), .metavar = "M",
+         .help = "BatchNorm running-statistics momentum per optimizer step"},
+        {.name = "--bn-momentum-adjust", .kind = DT_ARG_FLAG, .dest = &o->bn_momentum_adjust,
+         .help = "with N micro-batches per step, update the running statistics with 1-(1-M)^(1/N) per micro-batch",
+         .default_text = "off"},
+        {.name = "--no-batchnorm", .kind = DT_ARG_FLAG, .dest = &o->no_batchnorm,
+         .help = "mlp-bn without BatchNorm (a plain MLP)", .default_text = "off"},
+        JOB_SECTION("Batch and schedule"),
+        JOB(JF_MICRO_BATCH_SIZE),
+        JOB(JF_GLOBAL_BATCH_SIZE),
+        JOB(JF_TRAIN_ITERS),
+        JOB(JF_SEED),
+        JOB_SECTION("Optimizer"),
+        JOB(JF_OPTIMIZER),
+        {.name = "--lr", .kind = DT_ARG_FLOAT, .dest = &o->lr, MIN0, .metavar = "X", .help = "peak learning rate"},
+        {.name = "--min-lr", .kind = DT_ARG_FLOAT, .dest = &o->min_lr, MIN0, .metavar = "X",
+         .help = "learning rate at the end of the decay"},
+        {.name = "--lr-warmup-iters", .kind = DT_ARG_INT64, .dest = &o->warmup_iters, MIN0, .metavar = "N",
+         .help = "linear warm-up iterations (default at most --train-iters/10)"},
+        {.name = "--lr-decay-iters", .kind = DT_ARG_INT64, .dest = &o->decay_iters, MIN0, .metavar = "N",
+         .help = "iteration where the decay ends", .default_text = "--train-iters"},
+        {.name = "--lr-decay-style", .kind = DT_ARG_CHOICE, .dest = &o->decay_style,
+         .choices = "constant|linear|cosine", .help = "learning-rate decay"},
+        {.name = "--weight-decay", .kind = DT_ARG_FLOAT, .dest = &o->weight_decay, MIN0, .metavar = "X",
+         .help = "weight decay (matrices only)"},
+        {.name = "--adam-beta1", .kind = DT_ARG_FLOAT, .dest = &o->beta1, UNIT, .metavar = "X",
+         .help = "AdamW beta1"},
+        {.name = "--adam-beta2", .kind = DT_ARG_FLOAT, .dest = &o->beta2, UNIT, .metavar = "X",
+         .help = "AdamW beta2"},
+        {.name = "--adam-eps", .kind = DT_ARG_FLOAT, .dest = &o->adam_eps, POS, .metavar = "X",
+         .help = "AdamW epsilon"},
+        {.name = "--sgd-momentum", .kind = DT_ARG_FLOAT, .dest = &o->momentum, UNIT, .metavar = "X",
+         .help = "SGD and LARS momentum"},
+        {.name = "--lars-eta", .kind = DT_ARG_FLOAT, .dest = &o->lars_eta, POS, .metavar = "X",
+         .help = "LARS trust coefficient"},
+        {.name = "--lamb-gamma-l", .kind = DT_ARG_FLOAT, .dest = &o->lamb_gamma_l, MIN0, .metavar = "X",
+         .help = "LAMB: lower bound of phi(||w||)"},
+        {.name = "--lamb-gamma-u", .kind = DT_ARG_FLOAT, .dest = &o->lamb_gamma_u, POS, .metavar = "X",
+         .help = "LAMB: upper bound of phi(||w||) (inf: none)"},
+        {.name = "--clip-grad", .kind = DT_ARG_FLOAT, .dest = &o->clip_grad, .metavar = "X",
+         .help = "clip the gradient norm to this (<= 0: off)"},
+        {.name = "--lr-scaling", .kind = DT_ARG_CHOICE, .dest = &o->lr_scaling, .choices = "none|linear|sqrt",
+         .help = "scale --lr and --min-lr by global/base batch (linear) or its square root (sqrt)"},
+        {.name = "--base-batch-size", .kind = DT_ARG_INT, .dest = &o->base_batch, MIN1, .metavar = "N",
+         .help = "the global batch --lr was tuned for (with --lr-scaling)", .default_text = "--global-batch-size"},
+        JOB_SECTION("Mixed precision"),
+        JOB(JF_FP16),
+        JOB(JF_BF16),
+        JOB(JF_LOSS_SCALE),
+        JOB(JF_INITIAL_LOSS_SCALE),
+        JOB(JF_LOSS_SCALE_WINDOW),
+        JOB(JF_HYSTERESIS),
+        JOB(JF_MIN_LOSS_SCALE),
+        JOB_SECTION("Memory"),
+        JOB(JF_RECOMPUTE_ACTIVATIONS),
+        JOB(JF_RECOMPUTE_GRANULARITY),
+        {.name = "--recompute-num-layers", .kind = DT_ARG_INT, .dest = &o->recompute_num_layers, MIN1,
+         .metavar = "K", .help = "full recomputation: blocks per checkpointed group"},
+        JOB_SECTION("Data parallelism (run under mpirun -np N)"),
+        JOB(JF_ALLREDUCE),
+        JOB(JF_USE_DISTRIBUTED_OPTIMIZER),
+        JOB(JF_NUM_PS_SERVERS),
+        {.name = "--max-staleness", .kind = DT_ARG_INT, .dest = &o->max_staleness, MIN0, .metavar = "S",
+         .help = "ps-async: a worker waits rather than push a gradient more than S updates old",
+         .default_text = "none"},
+        JOB_SECTION("Model parallelism (mpirun -np t x p x d)"),
+        JOB(JF_TENSOR_MODEL_PARALLEL_SIZE),
+        JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE),
+        JOB(JF_PIPELINE_SCHEDULE),
+        JOB(JF_PIPELINE_SPLIT),
+        {.name = "--print-schedule", .kind = DT_ARG_FLAG, .dest = &o->print_schedule,
+         .help = "print each stage's instruction list for these settings and exit", .default_text = "off"},
+        JOB(JF_SLOW_RANK),
+        {.name = "--comm-timeout", .kind = DT_ARG_DOUBLE, .dest = &o->comm_timeout, IN(0, 1e9),
+         .metavar = "SECONDS",
+         .help = "a rank waiting this long for another (died or hung) fails and mpirun ends the job, exit status 3 "
+                 "(0: wait for ever; docs/faults.md)"},
+        {.name = "--hang-rank", .kind = DT_ARG_STRING, .dest = &o->hang_rank, .metavar = "R:ITER",
+         .help = "testing: rank R hangs (sleeps for ever) at the start of iteration ITER", .default_text = "off"},
+        JOB(JF_ALLREDUCE_CHUNK_BYTES),
+        JOB(JF_BUCKET_SIZE_MB),
+        JOB_SECTION("Run"),
+        {.name = "--device", .kind = DT_ARG_CHOICE, .dest = &o->device, .choices = "cpu|cuda",
+         .help = "compute backend"},
+        {.name = "--threads", .kind = DT_ARG_INT, .dest = &o->threads, IN(0, 1024), .metavar = "N",
+         .help = "CPU threads (0: one per core; under mpirun: cores / ranks on the host)", .default_text = "0"},
+        {.name = "--log-interval", .kind = DT_ARG_INT64, .dest = &o->log_interval, MIN1, .metavar = "N",
+         .help = "iterations between log lines"},
+        {.name = "--eval-interval", .kind = DT_ARG_INT64, .dest = &o->eval_interval, MIN0, .metavar = "N",
+         .help = "iterations between evaluations (0: only at the end)"},
+        {.name = "--eval-iters", .kind = DT_ARG_INT, .dest = &o->eval_iters, MIN1, .metavar = "N",
+         .help = "validation batches per evaluation"},
+        JOB(JF_TRACE),
+        {.name = "--skip-nonfinite", .kind = DT_ARG_FLAG, .dest = &o->skip_nonfinite,
+         .help = "FP32: skip (and count) a step whose loss or gradient norm is NaN/inf instead of stopping; either "
+                 "way the first bad layer is named",
+         .default_text = "off (stop)"},
+        JOB(JF_SUMMARY),
+        JOB_SECTION("Checkpoints (docs/checkpoints.md)"),
+        {.name = "--save", .kind = DT_ARG_STRING, .dest = &o->save, .metavar = "DIR",
+         .help = "save checkpoints under DIR (DIR/iter_XXXXXXXX, DIR/latest) every --save-interval iterations and "
+                 "at the end",
+         .default_text = "off"},
+        {.name = "--save-interval", .kind = DT_ARG_INT64, .dest = &o->save_interval, MIN1, .metavar = "N",
+         .help = "iterations between checkpoints", .default_text = "1000"},
+        {.name = "--save-keep", .kind = DT_ARG_INT, .dest = &o->save_keep, MIN0, .metavar = "K",
+         .help = "keep only the newest K checkpoints (0: all)", .default_text = "0"},
+        {.name = "--load", .kind = DT_ARG_STRING, .dest = &o->load, .metavar = "DIR",
+         .help = "resume exactly from a checkpoint: DIR/latest (or the newest valid one) of a save directory, or "
+                 "DIR itself (DIR/iter_X)",
+         .default_text = "off"},
+        JOB(JF_HELP),
+        JOB(JF_VERSION),
     };
     int n = (int)(sizeof table / sizeof table[0]);
     if (n > cap) return -1;
@@ -247,23 +232,42 @@ static const char *dtrain_decay_name(dt_lr_decay s)
 
 /* Defaults come from the library's dt_train_config_default, so the program
  * and library agree and --help prints them. */
+static void dtrain_job_default(job_opts *j, const dt_train_config *d)
+{
+    j->model = "tiny";
+    j->num_layers = d->model.num_layers;
+    j->hidden_size = d->model.hidden_size;
+    j->num_heads = d->model.num_heads;
+    j->max_pos = d->model.seq_len;
+    j->seq_length = d->seq_length;
+    j->micro_batch = d->micro_batch_size;
+    j->global_batch = d->global_batch_size;
+    j->train_iters = d->train_iters;
+    j->optimizer = dt_optim_kind_name(d->optim.kind);
+    j->allreduce = dt_allreduce_algo_name(d->allreduce);
+    j->allreduce_chunk_bytes = (int64_t)d->allreduce_chunk_bytes;
+    j->bucket_mb = (double)d->bucket_bytes / (1 << 20);
+    j->num_ps_servers = 1;
+    j->pipeline_size = d->pipeline_size;
+    j->tensor_size = d->tensor_size;
+    j->pipeline_schedule = dt_sched_kind_name(d->pipeline_schedule);
+    j->loss_scale = d->loss_scaler.static_scale;
+    j->initial_loss_scale = d->loss_scaler.initial_scale;
+    j->loss_scale_window = d->loss_scaler.window;
+    j->hysteresis = d->loss_scaler.hysteresis;
+    j->min_loss_scale = d->loss_scaler.min_scale;
+    j->recompute_granularity = "selective";
+    j->seed = d->seed;
+}
+
 static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
 {
     memset(o, 0, sizeof *o);
-    o->model = "tiny";
-    o->num_layers = d->model.num_layers;
-    o->hidden_size = d->model.hidden_size;
-    o->num_heads = d->model.num_heads;
-    o->max_pos = d->model.seq_len;
-    o->seq_length = d->seq_length;
+    dtrain_job_default(&o->job, d);
     o->task = d->data.task;
     o->data = NULL;
     o->task_digits = d->data.digits;
     o->task_max_len = d->data.max_len;
-    o->micro_batch = d->micro_batch_size;
-    o->global_batch = d->global_batch_size;
-    o->train_iters = d->train_iters;
-    o->optimizer = dt_optim_kind_name(d->optim.kind);
     o->lr = d->lr.max_lr;
     o->min_lr = d->lr.min_lr;
     o->warmup_iters = d->lr.warmup_iters;
@@ -281,28 +285,14 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->lamb_gamma_u = sgd.lamb_gamma_u;
     o->clip_grad = d->clip_grad;
     o->lr_scaling = "none";
-    o->allreduce = dt_allreduce_algo_name(d->allreduce);
-    o->allreduce_chunk_bytes = (int64_t)d->allreduce_chunk_bytes;
-    o->bucket_mb = (double)d->bucket_bytes / (1 << 20);
-    o->num_ps_servers = 1;
     o->max_staleness = -1;
     o->comm_timeout = d->comm_timeout;
-    o->pipeline_size = d->pipeline_size;
-    o->tensor_size = d->tensor_size;
-    o->pipeline_schedule = dt_sched_kind_name(d->pipeline_schedule);
-    o->loss_scale = d->loss_scaler.static_scale;
-    o->initial_loss_scale = d->loss_scaler.initial_scale;
-    o->loss_scale_window = d->loss_scaler.window;
-    o->hysteresis = d->loss_scaler.hysteresis;
-    o->min_loss_scale = d->loss_scaler.min_scale;
     o->bn_momentum = d->mlp.bn_momentum;
     o->blobs_classes = d->blobs.classes;
     o->blobs_dims = d->blobs.dims;
     o->blobs_separation = d->blobs.separation;
     o->base_batch = d->base_batch_size;
-    o->recompute_granularity = "selective";
     o->recompute_num_layers = 1;
-    o->seed = d->seed;
     o->threads = d->threads;
     o->device = d->device;
     o->log_interval = d->log_interval;
@@ -317,19 +307,19 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
 static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
     dt_train_config_default(cfg);
-    const int mlp = strcmp(o->model, "mlp-bn") == 0;
+    const int mlp = strcmp(o->job.model, "mlp-bn") == 0;
     dt_gpt_config preset;
     if (mlp) { /* the GPT sizes stay at their defaults; the size flags go to the MLP */
         preset = cfg->model;
-    } else if (dt_gpt_config_preset(o->model, &preset) != DT_OK) {
+    } else if (dt_gpt_config_preset(o->job.model, &preset) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
     }
     int custom = 0;
     if (mlp) {
         cfg->model_kind = DT_MODEL_MLP_BN;
-        if (dt_args_given(args, n_args, "--hidden-size")) cfg->mlp.hidden_size = o->hidden_size;
-        if (dt_args_given(args, n_args, "--num-layers")) cfg->mlp.num_layers = o->num_layers;
+        if (dt_args_given(args, n_args, "--hidden-size")) cfg->mlp.hidden_size = o->job.hidden_size;
+        if (dt_args_given(args, n_args, "--num-layers")) cfg->mlp.num_layers = o->job.num_layers;
         cfg->mlp.batchnorm = !o->no_batchnorm;
         cfg->mlp.bn_momentum = o->bn_momentum;
         cfg->bn_momentum_adjust = o->bn_momentum_adjust;
@@ -353,7 +343,7 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     cfg->blobs.classes = o->blobs_classes;
     cfg->blobs.dims = o->blobs_dims;
     cfg->blobs.separation = o->blobs_separation;
-    cfg->blobs.seed = o->seed;
+    cfg->blobs.seed = o->job.seed;
 #define DT_SIZE(flag, field, value)                                                                              \
     do {                                                                                                         \
         if (!mlp && dt_args_given(args, n_args, flag) && (value) != preset.field) {                                      \
@@ -361,15 +351,15 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
             custom = 1;                                                                                          \
         }                                                                                                        \
     } while (0)
-    DT_SIZE("--num-layers", num_layers, o->num_layers);
-    DT_SIZE("--hidden-size", hidden_size, o->hidden_size);
-    DT_SIZE("--num-attention-heads", num_heads, o->num_heads);
-    DT_SIZE("--max-position-embeddings", seq_len, o->max_pos);
+    DT_SIZE("--num-layers", num_layers, o->job.num_layers);
+    DT_SIZE("--hidden-size", hidden_size, o->job.hidden_size);
+    DT_SIZE("--num-attention-heads", num_heads, o->job.num_heads);
+    DT_SIZE("--max-position-embeddings", seq_len, o->job.max_pos);
 #undef DT_SIZE
-    snprintf(cfg->model_name, sizeof cfg->model_name, "%s", custom ? "custom" : o->model);
+    snprintf(cfg->model_name, sizeof cfg->model_name, "%s", custom ? "custom" : o->job.model);
     cfg->model = preset;
     cfg->model.vocab_size = 0;
-    cfg->seq_length = o->seq_length;
+    cfg->seq_length = o->job.seq_length;
     /* a longer context than the default sequence: train at the default T
      * unless --seq-length says otherwise; a shorter one: use all of it */
     if (!dt_args_given(args, n_args, "--seq-length") && cfg->seq_length > cfg->model.seq_len)
@@ -377,19 +367,19 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
 
     cfg->data.task = o->task;
     cfg->data.path = o->data;
-    cfg->data.seed = o->seed;
+    cfg->data.seed = o->job.seed;
     cfg->data.digits = o->task_digits;
     cfg->data.max_len = o->task_max_len;
-    cfg->micro_batch_size = o->micro_batch;
-    cfg->global_batch_size = o->global_batch;
+    cfg->micro_batch_size = o->job.micro_batch;
+    cfg->global_batch_size = o->job.global_batch;
     /* --micro-batch-size alone: one micro-batch per step unless the global
      * size was given too */
     if (dt_args_given(args, n_args, "--micro-batch-size") && !dt_args_given(args, n_args, "--global-batch-size"))
-        cfg->global_batch_size = o->micro_batch;
-    cfg->train_iters = o->train_iters;
+        cfg->global_batch_size = o->job.micro_batch;
+    cfg->train_iters = o->job.train_iters;
 
     dt_optim_kind kind;
-    if (dt_optim_kind_parse(o->optimizer, &kind) != DT_OK) {
+    if (dt_optim_kind_parse(o->job.optimizer, &kind) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
     }
@@ -407,9 +397,9 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     if (!dt_args_given(args, n_args, "--min-lr") && cfg->lr.min_lr > cfg->lr.max_lr) cfg->lr.min_lr = cfg->lr.max_lr;
     cfg->lr.warmup_iters = o->warmup_iters;
     if (!dt_args_given(args, n_args, "--lr-warmup-iters") &&
-        cfg->lr.warmup_iters > o->train_iters / DT_DEFAULT_WARMUP_CAP_FRACTION)
-        cfg->lr.warmup_iters = o->train_iters / DT_DEFAULT_WARMUP_CAP_FRACTION;
-    cfg->lr.decay_iters = dt_args_given(args, n_args, "--lr-decay-iters") ? o->decay_iters : o->train_iters;
+        cfg->lr.warmup_iters > o->job.train_iters / DT_DEFAULT_WARMUP_CAP_FRACTION)
+        cfg->lr.warmup_iters = o->job.train_iters / DT_DEFAULT_WARMUP_CAP_FRACTION;
+    cfg->lr.decay_iters = dt_args_given(args, n_args, "--lr-decay-iters") ? o->decay_iters : o->job.train_iters;
     if (dt_lr_decay_parse(o->decay_style, &cfg->lr.style) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
@@ -423,8 +413,8 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     /* Megatron-LM: --recompute-activations alone means selective; a
      * granularity turns recomputation on by itself. */
     cfg->recompute = DT_RECOMPUTE_NONE;
-    if (o->recompute_on || dt_args_given(args, n_args, "--recompute-granularity"))
-        if (dt_recompute_parse(o->recompute_granularity, &cfg->recompute) != DT_OK) {
+    if (o->job.recompute_on || dt_args_given(args, n_args, "--recompute-granularity"))
+        if (dt_recompute_parse(o->job.recompute_granularity, &cfg->recompute) != DT_OK) {
             fprintf(stderr, PROG ": %s\n", dt_last_error());
             return 2;
         }
@@ -433,14 +423,14 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         return 2;
     }
     cfg->recompute_num_layers = o->recompute_num_layers;
-    if (dt_ps_mode_parse(o->allreduce, &cfg->ps_mode) != DT_OK && dt_allreduce_algo_parse(o->allreduce, &cfg->allreduce) != DT_OK) {
+    if (dt_ps_mode_parse(o->job.allreduce, &cfg->ps_mode) != DT_OK && dt_allreduce_algo_parse(o->job.allreduce, &cfg->allreduce) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
     }
-    const int ps_given = dt_ps_mode_parse(o->allreduce, &cfg->ps_mode) == DT_OK;
+    const int ps_given = dt_ps_mode_parse(o->job.allreduce, &cfg->ps_mode) == DT_OK;
     if (ps_given) {
         cfg->allreduce = DT_ALLREDUCE_RING; /* unused by the parameter server */
-        cfg->num_ps_servers = o->num_ps_servers;
+        cfg->num_ps_servers = o->job.num_ps_servers;
     } else if (dt_args_given(args, n_args, "--num-ps-servers")) {
         fprintf(stderr, PROG ": --num-ps-servers needs --allreduce ps-sync or ps-async\n");
         return 2;
@@ -452,22 +442,22 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
         }
         cfg->max_staleness = o->max_staleness;
     }
-    cfg->pipeline_size = o->pipeline_size;
-    cfg->tensor_size = o->tensor_size;
-    cfg->use_distributed_optimizer = o->distributed_optimizer;
-    if (dt_sched_kind_parse(o->pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) {
+    cfg->pipeline_size = o->job.pipeline_size;
+    cfg->tensor_size = o->job.tensor_size;
+    cfg->use_distributed_optimizer = o->job.distributed_optimizer;
+    if (dt_sched_kind_parse(o->job.pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 2;
     }
-    if (o->pipeline_split) {
-        const char *q = o->pipeline_split;
+    if (o->job.pipeline_split) {
+        const char *q = o->job.pipeline_split;
         for (int i = 0;; i++) {
             char *end = NULL;
             long v = strtol(q, &end, 10);
             if (i >= 64 || end == q || v < 1 || v > 100000 || (*end && *end != ',')) {
                 fprintf(stderr, PROG ": --pipeline-split '%s': expected positive block counts separated by commas, "
                                 "e.g. 3,5\n",
-                        o->pipeline_split);
+                        o->job.pipeline_split);
                 return 2;
             }
             cfg->pipeline_split[i] = (int)v;
@@ -475,9 +465,9 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
             q = end + 1;
         }
     }
-    if (o->slow_rank) {
+    if (o->job.slow_rank) {
         int r, ms;
-        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
+        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->job.slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
         cfg->slow_rank = r;
         cfg->slow_ms = ms;
     }
@@ -502,37 +492,37 @@ static int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train
     cfg->save_keep = o->save_keep;
     cfg->load_dir = o->load;
     cfg->skip_nonfinite = o->skip_nonfinite;
-    cfg->allreduce_chunk_bytes = (size_t)o->allreduce_chunk_bytes;
-    cfg->bucket_bytes = (size_t)(o->bucket_mb * (1 << 20));
-    if (o->fp16 && o->bf16) {
+    cfg->allreduce_chunk_bytes = (size_t)o->job.allreduce_chunk_bytes;
+    cfg->bucket_bytes = (size_t)(o->job.bucket_mb * (1 << 20));
+    if (o->job.fp16 && o->job.bf16) {
         fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
         return 2;
     }
-    cfg->precision = o->fp16 ? DT_F16 : o->bf16 ? DT_BF16 : DT_F32;
-    cfg->loss_scaler.static_scale = o->loss_scale;
-    cfg->loss_scaler.initial_scale = o->initial_loss_scale;
-    cfg->loss_scaler.window = o->loss_scale_window;
-    cfg->loss_scaler.hysteresis = o->hysteresis;
-    cfg->loss_scaler.min_scale = o->min_loss_scale;
+    cfg->precision = o->job.fp16 ? DT_F16 : o->job.bf16 ? DT_BF16 : DT_F32;
+    cfg->loss_scaler.static_scale = o->job.loss_scale;
+    cfg->loss_scaler.initial_scale = o->job.initial_loss_scale;
+    cfg->loss_scaler.window = o->job.loss_scale_window;
+    cfg->loss_scaler.hysteresis = o->job.hysteresis;
+    cfg->loss_scaler.min_scale = o->job.min_loss_scale;
     /* fp16: dynamic scaling unless --loss-scale; bf16 and fp32: only a static --loss-scale */
-    cfg->use_loss_scaling = o->fp16 || o->loss_scale > 0;
+    cfg->use_loss_scaling = o->job.fp16 || o->job.loss_scale > 0;
     static const char *const scaler_flags[] = {"--initial-loss-scale", "--loss-scale-window", "--hysteresis",
                                                "--min-loss-scale", NULL};
     for (const char *const *f = scaler_flags; *f; f++)
-        if (dt_args_given(args, n_args, *f) && (!o->fp16 || o->loss_scale > 0)) {
+        if (dt_args_given(args, n_args, *f) && (!o->job.fp16 || o->job.loss_scale > 0)) {
             fprintf(stderr, PROG ": %s needs dynamic loss scaling (--fp16 without --loss-scale)\n", *f);
             return 2;
         }
-    cfg->seed = o->seed;
+    cfg->seed = o->job.seed;
     cfg->threads = o->threads;
     cfg->device = o->device;
     cfg->log_interval = o->log_interval;
     cfg->eval_interval = o->eval_interval;
     cfg->eval_iters = o->eval_iters;
-    cfg->trace_path = o->trace;
-    if (o->trace && o->summary && !strcmp(o->trace, o->summary)) {
+    cfg->trace_path = o->job.trace;
+    if (o->job.trace && o->job.summary && !strcmp(o->job.trace, o->job.summary)) {
         fprintf(stderr, PROG ": --summary '%s': the same file as --trace; expected another name (the summary would "
-                "overwrite the trace)\n", o->summary);
+                "overwrite the trace)\n", o->job.summary);
         return 2;
     }
 
@@ -771,27 +761,27 @@ int main(int argc, char **argv)
     dt_train_config_default(&defaults);
     dtrain_opts o;
     dtrain_opts_default(&o, &defaults);
-    dt_arg args[128];
-    int n_args = dtrain_build_args(&o, args, 128);
+    dt_arg args[DTRAIN_MAX_ARGS];
+    int n_args = dtrain_build_args(&o, args, DTRAIN_MAX_ARGS);
     if (n_args < 0) {
         fprintf(stderr, PROG ": internal error: flag table too large\n");
         return 1;
     }
     /* --global-batch-size follows a lone --micro-batch-size: say so */
     char gb_text[64];
-    snprintf(gb_text, sizeof gb_text, "%d, or --micro-batch-size if only that is given", o.global_batch);
+    snprintf(gb_text, sizeof gb_text, "%d, or --micro-batch-size if only that is given", o.job.global_batch);
     dt_args_find(args, n_args, "--global-batch-size")->default_text = gb_text;
     /* sizes default to the preset's: say which in --help */
     char def_text[4][48];
     const char *size_flags[4] = {"--num-layers", "--hidden-size", "--num-attention-heads", "--max-position-embeddings"};
-    const int size_values[4] = {o.num_layers, o.hidden_size, o.num_heads, o.max_pos};
+    const int size_values[4] = {o.job.num_layers, o.job.hidden_size, o.job.num_heads, o.job.max_pos};
     for (int i = 0; i < 4; i++) {
-        snprintf(def_text[i], sizeof def_text[i], "%d from --model %s", size_values[i], o.model);
+        snprintf(def_text[i], sizeof def_text[i], "%d from --model %s", size_values[i], o.job.model);
         dt_args_find(args, n_args, size_flags[i])->default_text = def_text[i];
     }
     const int saved_stderr = dtrain_quiet_other_ranks();
     if (dt_args_parse(PROG, args, n_args, argc, argv) != DT_ARGS_OK) return 2;
-    if (o.help) {
+    if (o.job.help) {
         dt_args_print_help(stdout,
                            "Usage: dtrain [--flag value | --flag=value]...\n"
                            "Train a small GPT on the CPU: a built-in task (add, reverse, sort) or a text file.\n"
@@ -799,7 +789,7 @@ int main(int argc, char **argv)
                            args, n_args);
         return 0;
     }
-    if (o.version) {
+    if (o.job.version) {
         printf("dtrain %s\n", DT_VERSION_STRING);
         return 0;
     }
@@ -999,26 +989,26 @@ int main(int argc, char **argv)
         goto done;
     }
     dtrain_print_eval(&out, dt_trainer_iterations(tr), &ev);
-    if (o.summary && rank0) {
-        if (dt_trainer_write_summary(tr, o.summary, have_step ? &st : NULL, &ev) != DT_OK) {
+    if (o.job.summary && rank0) {
+        if (dt_trainer_write_summary(tr, o.job.summary, have_step ? &st : NULL, &ev) != DT_OK) {
             fprintf(stderr, PROG ": %s\n", dt_last_error());
             status = 1;
             goto done;
         }
-        printf("summary: %s\n", o.summary);
+        printf("summary: %s\n", o.job.summary);
     }
     if (dt_trainer_finish(tr) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         status = 1;
         goto done;
     }
-    if (o.trace) printf("trace: %s\n", o.trace);
+    if (o.job.trace) printf("trace: %s\n", o.job.trace);
     printf("done: %lld iterations in %.1f s (%.1f s training), peak activation memory %.2f MiB\n",
            (long long)dt_trainer_iterations(tr), dt_trainer_elapsed_seconds(tr), train_seconds,
            (double)dt_trainer_peak_activation_bytes(tr) / (1024.0 * 1024.0));
     int64_t pushes, smax;
     double smean;
-    if (o.allreduce && !strcmp(o.allreduce, "ps-async") && dt_trainer_staleness(tr, &pushes, &smean, &smax) == DT_OK)
+    if (o.job.allreduce && !strcmp(o.job.allreduce, "ps-async") && dt_trainer_staleness(tr, &pushes, &smean, &smax) == DT_OK)
         printf("staleness: mean %.4f, max %lld over the %lld pushes of all workers\n", smean, (long long)smax,
                (long long)pushes);
     if (ev.accuracy >= 0)

@@ -8,9 +8,10 @@
  *
  * The scenario's flags are dtrain's (--num-layers, --micro-batch-size,
  * --pipeline-model-parallel-size, ...) plus --data-parallel-size (dtrain
- * infers it from the ranks) and --micro-batches. --config FILE reads a
- * scenario from JSON first (a dtsim config file, or a dtrain trace or
- * summary: its config); flags on the command line override it.
+ * infers it from the ranks) and --micro-batches; the shared ones come from
+ * one table (job_flags.c). --config FILE reads a scenario from JSON first
+ * (a dtsim config file, or a dtrain trace or summary: its config); flags on
+ * the command line override it.
  *
  * The batch: --global-batch-size G sets the micro-batches per step and
  * pipeline to m = G / (B x d) (it must divide); --micro-batches M sets m
@@ -34,6 +35,7 @@
 
 #include "args.h"
 #include "dtrain.h"
+#include "job_flags.h"
 #include "dts_run.h"
 #include "dts_scenario.h"
 #include "dts_validate.h"
@@ -47,41 +49,26 @@
 typedef enum { DTSIM_RUN = 0, DTSIM_SWEEP, DTSIM_VALIDATE } dtsim_mode;
 
 typedef struct dtsim_opts {
+    job_opts job; /* the flags dtsim shares with dtrain (job_flags.h) */
     /* scenario */
-    const char *model;
-    int num_layers, hidden_size, num_heads, max_pos, vocab, seq_length;
-    int micro_batch, global_batch, micro_batches;
-    int64_t train_iters;
-    uint64_t seed;
-    const char *optimizer;
-    int fp16, bf16, loss_scale_window, hysteresis;
-    float loss_scale, initial_loss_scale, min_loss_scale;
-    int recompute_on;
-    const char *recompute_granularity;
-    int tensor_size, pipeline_size, data_size;
-    const char *pipeline_schedule, *pipeline_split, *allreduce, *slow_rank;
-    int num_ps_servers, distributed_optimizer;
-    double bucket_mb;
-    int64_t chunk_bytes;
+    int vocab, micro_batches, data_size;
     const char *config, *hw, *profile, *grad_trace;
     int devices_per_node; /* 0: the hardware file's */
     int cores_per_node;   /* 0: a core (device) per rank */
-    /* run */
-    const char *trace, *summary;
     /* sweep */
     const char *sweep;
     int csv;
     /* validate */
     const char *comm;
     int skip;
-    int help, version;
 } dtsim_opts;
 
-#define MIN1 (DT_ARG_HAS_MIN), 1, 0
-#define MIN0 (DT_ARG_HAS_MIN), 0, 0
-#define POS (DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE), 0, 0
-#define IN(lo, hi) (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX), (lo), (hi)
-#define SECTION(name) name, DT_ARG_SECTION, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, 0
+_Static_assert(JOB_FLAGS_SIM_MAX_STAGES == DTS_MAX_STAGES, "--pipeline-model-parallel-size's bound is the simulator's");
+
+/* ranges of dtsim's own flags, as designated initializers */
+#define MIN1 .range = DT_ARG_HAS_MIN, .min = 1
+#define MIN0 .range = DT_ARG_HAS_MIN, .min = 0
+#define IN(lo, hi) .range = DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, .min = (lo), .max = (hi)
 
 static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
 {
@@ -91,131 +78,117 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
         if (n >= cap) return -1;                                                                                     \
         a[n++] = (dt_arg){__VA_ARGS__};                                                                              \
     } while (0)
+/* one of the job flags shared with dtrain (job_flags.c), as dtsim words it */
+#define JOB(id)                                                                                                      \
+    do {                                                                                                             \
+        if (n >= cap) return -1;                                                                                     \
+        a[n++] = job_flag(JOB_DTSIM, &o->job, (id));                                                                 \
+    } while (0)
+#define SECTION(heading) ADD(.name = (heading), .kind = DT_ARG_SECTION)
 /* the machine's shape, for every subcommand */
 #define ADD_NODE_FLAGS()                                                                                             \
     do {                                                                                                             \
-        ADD("--devices-per-node", DT_ARG_INT, &o->devices_per_node, MIN1, NULL, "N",                                \
-            "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",                      \
-            "the hardware file's devices_per_node", 0);                                                              \
-        ADD("--cores-per-node", DT_ARG_INT, &o->cores_per_node, MIN1, NULL, "N",                                    \
-            "the node's ranks share N cores for their compute (more ranks than cores: each computing rank runs at "  \
-            "N/k of its speed while k compute)",                                                                     \
-            "a core of its own per rank", 0);                                                                        \
+        ADD(.name = "--devices-per-node", .kind = DT_ARG_INT, .dest = &o->devices_per_node, MIN1, .metavar = "N",   \
+            .help = "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",              \
+            .default_text = "the hardware file's devices_per_node");                                                 \
+        ADD(.name = "--cores-per-node", .kind = DT_ARG_INT, .dest = &o->cores_per_node, MIN1, .metavar = "N",       \
+            .help = "the node's ranks share N cores for their compute (more ranks than cores: each computing rank "  \
+                    "runs at N/k of its speed while k compute)",                                                     \
+            .default_text = "a core of its own per rank");                                                           \
     } while (0)
     if (mode == DTSIM_VALIDATE) {
-        ADD(SECTION("Calibration inputs (not the measured runs)"));
-        ADD("--profile", DT_ARG_STRING, &o->profile, 0, 0, 0, NULL, "FILE",
-            "single-rank compute profile: a `dtrain --trace` of one process (required)", "none", 0);
-        ADD("--hw", DT_ARG_STRING, &o->hw, 0, 0, 0, NULL, "FILE", "hardware file (sim/hw/*.json): its links",
-            "built-in defaults (dts_hw_default)", 0);
-        ADD("--comm", DT_ARG_STRING, &o->comm, 0, 0, 0, NULL, "FILE",
-            "`dtbench allreduce --json` output to fit the links from (overrides --hw's links)", "none", 0);
+        SECTION("Calibration inputs (not the measured runs)");
+        ADD(.name = "--profile", .kind = DT_ARG_STRING, .dest = &o->profile, .metavar = "FILE",
+            .help = "single-rank compute profile: a `dtrain --trace` of one process (required)", .default_text = "none");
+        ADD(.name = "--hw", .kind = DT_ARG_STRING, .dest = &o->hw, .metavar = "FILE",
+            .help = "hardware file (sim/hw/*.json): its links", .default_text = "built-in defaults (dts_hw_default)");
+        ADD(.name = "--comm", .kind = DT_ARG_STRING, .dest = &o->comm, .metavar = "FILE",
+            .help = "`dtbench allreduce --json` output to fit the links from (overrides --hw's links)",
+            .default_text = "none");
         ADD_NODE_FLAGS();
-        ADD("--skip", DT_ARG_INT, &o->skip, MIN0, NULL, "N", "warm-up steps left out of the means", NULL, 0);
-        ADD(SECTION("Other"));
-        ADD("--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0);
+        ADD(.name = "--skip", .kind = DT_ARG_INT, .dest = &o->skip, MIN0, .metavar = "N",
+            .help = "warm-up steps left out of the means");
+        SECTION("Other");
+        JOB(JF_HELP);
         return n;
     }
-    ADD(SECTION("Scenario input"));
-    ADD("--config", DT_ARG_STRING, &o->config, 0, 0, 0, NULL, "FILE",
-        "read the scenario from JSON first: a dtsim config, or a dtrain trace or summary (its config); flags "
-        "override it",
-        "none", 0);
-    ADD(SECTION("Model"));
-    ADD("--model", DT_ARG_CHOICE, &o->model, 0, 0, 0, "tiny|small|gpt2-124m", NULL,
-        "model preset (sizes below override it)", NULL, 0);
-    ADD("--num-layers", DT_ARG_INT, &o->num_layers, IN(1, 1024), NULL, "N", "transformer blocks", NULL, 0);
-    ADD("--hidden-size", DT_ARG_INT, &o->hidden_size, IN(1, 65536), NULL, "N", "model width C", NULL, 0);
-    ADD("--num-attention-heads", DT_ARG_INT, &o->num_heads, MIN1, NULL, "N",
-        "attention heads (divide --hidden-size)", NULL, 0);
-    ADD("--max-position-embeddings", DT_ARG_INT, &o->max_pos, IN(1, 65536), NULL, "N", "model context (positions)",
-        NULL, 0);
-    ADD("--vocab-size", DT_ARG_INT, &o->vocab, IN(2, 1 << 24), NULL, "V",
-        "vocabulary (dtrain's data: 256 bytes; the LM head's cost)", NULL, 0);
-    ADD("--seq-length", DT_ARG_INT, &o->seq_length, MIN1, NULL, "N", "training sequence length T", NULL, 0);
-    ADD(SECTION("Batch"));
-    ADD("--micro-batch-size", DT_ARG_INT, &o->micro_batch, MIN1, NULL, "N", "sequences per forward/backward", NULL,
-        0);
-    ADD("--global-batch-size", DT_ARG_INT, &o->global_batch, MIN1, NULL, "N",
-        "sequences per optimizer step (a multiple of --micro-batch-size x --data-parallel-size)",
-        "--micro-batch-size x --micro-batches x --data-parallel-size", 0);
-    ADD("--micro-batches", DT_ARG_INT, &o->micro_batches, MIN1, NULL, "M",
-        "micro-batches per step and pipeline (m; instead of --global-batch-size)", "1, or from --config", 0);
-    ADD("--train-iters", DT_ARG_INT64, &o->train_iters, MIN1, NULL, "N", "optimizer steps simulated", NULL, 0);
-    ADD("--optimizer", DT_ARG_CHOICE, &o->optimizer, 0, 0, 0, "sgd|adamw|lars|lamb", NULL,
-        "optimizer (its state: 2 floats per parameter for adamw/lamb, 1 for sgd/lars)", NULL, 0);
-    ADD("--seed", DT_ARG_UINT64, &o->seed, 0, 0, 0, NULL, "N", "seed of the simulator's random draws (numerics)",
-        "1, or --config's seed (a dtrain trace's: the run's --seed)", 0);
-    ADD(SECTION("Mixed precision"));
-    ADD("--fp16", DT_ARG_FLAG, &o->fp16, 0, 0, 0, NULL, NULL, "FP16 storage, FP32 masters, dynamic loss scaling",
-        "off", 0);
-    ADD("--bf16", DT_ARG_FLAG, &o->bf16, 0, 0, 0, NULL, NULL, "bfloat16 storage, FP32 masters", "off", 0);
-    ADD("--loss-scale", DT_ARG_FLOAT, &o->loss_scale, MIN0, NULL, "S", "static loss scale (0: dynamic with --fp16)",
-        NULL, 0);
-    ADD("--initial-loss-scale", DT_ARG_FLOAT, &o->initial_loss_scale, POS, NULL, "S",
-        "dynamic loss scale at the start", NULL, 0);
-    ADD("--loss-scale-window", DT_ARG_INT, &o->loss_scale_window, MIN1, NULL, "N",
-        "clean steps before the scale doubles", NULL, 0);
-    ADD("--hysteresis", DT_ARG_INT, &o->hysteresis, MIN1, NULL, "N", "overflows tolerated before the scale halves",
-        NULL, 0);
-    ADD("--min-loss-scale", DT_ARG_FLOAT, &o->min_loss_scale, POS, NULL, "S", "the scale never goes below this",
-        NULL, 0);
-    ADD("--grad-trace", DT_ARG_STRING, &o->grad_trace, 0, 0, 0, NULL, "FILE",
-        "fp16: a real run's trace with grad_amax events to fit the gradient model from", "none (no numerics model)",
-        0);
-    ADD(SECTION("Memory"));
-    ADD("--recompute-activations", DT_ARG_FLAG, &o->recompute_on, 0, 0, 0, NULL, NULL,
-        "recompute activations in backward (selective unless a granularity is given)", "off", 0);
-    ADD("--recompute-granularity", DT_ARG_CHOICE, &o->recompute_granularity, 0, 0, 0, "full|selective", NULL,
-        "full: recompute whole blocks; selective: only the attention probabilities", "off", 0);
-    ADD(SECTION("Parallelism (ranks = t x p x d, plus the parameter servers)"));
-    ADD("--tensor-model-parallel-size", DT_ARG_INT, &o->tensor_size, IN(1, 1024), NULL, "T",
-        "split each block's heads and MLP over T ranks", NULL, 0);
-    ADD("--pipeline-model-parallel-size", DT_ARG_INT, &o->pipeline_size, IN(1, DTS_MAX_STAGES), NULL, "P",
-        "split the blocks over P stages", NULL, 0);
-    ADD("--data-parallel-size", DT_ARG_INT, &o->data_size, IN(1, 1 << 20), NULL, "D",
-        "data-parallel replicas (workers with a parameter server); dtrain infers it from the ranks", NULL, 0);
-    ADD("--pipeline-schedule", DT_ARG_CHOICE, &o->pipeline_schedule, 0, 0, 0, "gpipe|1f1b|pipedream|pipedream-vsync",
-        NULL, "order of forwards and backwards on each stage", NULL, 0);
-    ADD("--pipeline-split", DT_ARG_STRING, &o->pipeline_split, 0, 0, 0, NULL, "N,N,...", "blocks per stage",
-        "as even as possible", 0);
-    ADD("--allreduce", DT_ARG_CHOICE, &o->allreduce, 0, 0, 0, "ring|tree|naive|mpi|nccl|ps-sync|ps-async", NULL,
-        "gradient exchange (mpi and nccl are simulated as the ring)", NULL, 0);
-    ADD("--num-ps-servers", DT_ARG_INT, &o->num_ps_servers, MIN1, NULL, "K",
-        "ps-sync/ps-async: K server ranks after the workers", NULL, 0);
-    ADD("--use-distributed-optimizer", DT_ARG_FLAG, &o->distributed_optimizer, 0, 0, 0, NULL, NULL,
-        "ZeRO-1: reduce-scatter, sharded update, all-gather", "off", 0);
-    ADD("--bucket-size-mb", DT_ARG_DOUBLE, &o->bucket_mb, IN(0, 1 << 20), NULL, "MB",
-        "gradient buckets exchanged while the backward goes on (0: one bucket after it)", NULL, 0);
-    ADD("--allreduce-chunk-bytes", DT_ARG_INT64, &o->chunk_bytes, MIN0, NULL, "N",
-        "ring allreduce: pipeline each segment in chunks of this many bytes (0: whole segments)", NULL, 0);
-    ADD("--slow-rank", DT_ARG_STRING, &o->slow_rank, 0, 0, 0, NULL, "R:MS",
-        "rank R waits MS milliseconds before each gradient exchange (a straggler)", "off", 0);
-    ADD(SECTION("Machine and costs"));
-    ADD("--hw", DT_ARG_STRING, &o->hw, 0, 0, 0, NULL, "FILE",
-        "hardware file (sim/hw/*.json; sim/hw/cpu-2core.json has this machine's fitted links)",
-        "built-in uncalibrated defaults (dts_hw_default)", 0);
-    ADD("--profile", DT_ARG_STRING, &o->profile, 0, 0, 0, NULL, "FILE",
-        "per-layer costs from a single-rank `dtrain --trace` (same width, heads, vocab and T)",
-        "roofline of --hw", 0);
+    SECTION("Scenario input");
+    ADD(.name = "--config", .kind = DT_ARG_STRING, .dest = &o->config, .metavar = "FILE",
+        .help = "read the scenario from JSON first: a dtsim config, or a dtrain trace or summary (its config); flags "
+                "override it",
+        .default_text = "none");
+    SECTION("Model");
+    JOB(JF_MODEL);
+    JOB(JF_NUM_LAYERS);
+    JOB(JF_HIDDEN_SIZE);
+    JOB(JF_NUM_ATTENTION_HEADS);
+    JOB(JF_MAX_POSITION_EMBEDDINGS);
+    ADD(.name = "--vocab-size", .kind = DT_ARG_INT, .dest = &o->vocab, IN(2, 1 << 24), .metavar = "V",
+        .help = "vocabulary (dtrain's data: 256 bytes; the LM head's cost)");
+    JOB(JF_SEQ_LENGTH);
+    SECTION("Batch");
+    JOB(JF_MICRO_BATCH_SIZE);
+    JOB(JF_GLOBAL_BATCH_SIZE);
+    ADD(.name = "--micro-batches", .kind = DT_ARG_INT, .dest = &o->micro_batches, MIN1, .metavar = "M",
+        .help = "micro-batches per step and pipeline (m; instead of --global-batch-size)",
+        .default_text = "1, or from --config");
+    JOB(JF_TRAIN_ITERS);
+    JOB(JF_OPTIMIZER);
+    JOB(JF_SEED);
+    SECTION("Mixed precision");
+    JOB(JF_FP16);
+    JOB(JF_BF16);
+    JOB(JF_LOSS_SCALE);
+    JOB(JF_INITIAL_LOSS_SCALE);
+    JOB(JF_LOSS_SCALE_WINDOW);
+    JOB(JF_HYSTERESIS);
+    JOB(JF_MIN_LOSS_SCALE);
+    ADD(.name = "--grad-trace", .kind = DT_ARG_STRING, .dest = &o->grad_trace, .metavar = "FILE",
+        .help = "fp16: a real run's trace with grad_amax events to fit the gradient model from",
+        .default_text = "none (no numerics model)");
+    SECTION("Memory");
+    JOB(JF_RECOMPUTE_ACTIVATIONS);
+    JOB(JF_RECOMPUTE_GRANULARITY);
+    SECTION("Parallelism (ranks = t x p x d, plus the parameter servers)");
+    JOB(JF_TENSOR_MODEL_PARALLEL_SIZE);
+    JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE);
+    ADD(.name = "--data-parallel-size", .kind = DT_ARG_INT, .dest = &o->data_size, IN(1, 1 << 20), .metavar = "D",
+        .help = "data-parallel replicas (workers with a parameter server); dtrain infers it from the ranks");
+    JOB(JF_PIPELINE_SCHEDULE);
+    JOB(JF_PIPELINE_SPLIT);
+    JOB(JF_ALLREDUCE);
+    JOB(JF_NUM_PS_SERVERS);
+    JOB(JF_USE_DISTRIBUTED_OPTIMIZER);
+    JOB(JF_BUCKET_SIZE_MB);
+    JOB(JF_ALLREDUCE_CHUNK_BYTES);
+    JOB(JF_SLOW_RANK);
+    SECTION("Machine and costs");
+    ADD(.name = "--hw", .kind = DT_ARG_STRING, .dest = &o->hw, .metavar = "FILE",
+        .help = "hardware file (sim/hw/*.json; sim/hw/cpu-2core.json has this machine's fitted links)",
+        .default_text = "built-in uncalibrated defaults (dts_hw_default)");
+    ADD(.name = "--profile", .kind = DT_ARG_STRING, .dest = &o->profile, .metavar = "FILE",
+        .help = "per-layer costs from a single-rank `dtrain --trace` (same width, heads, vocab and T)",
+        .default_text = "roofline of --hw");
     ADD_NODE_FLAGS();
     if (mode == DTSIM_RUN) {
-        ADD(SECTION("Output"));
-        ADD("--trace", DT_ARG_STRING, &o->trace, 0, 0, 0, NULL, "FILE",
-            "write every rank's simulated events (dtrain's trace format)", "none", 0);
-        ADD("--summary", DT_ARG_STRING, &o->summary, 0, 0, 0, NULL, "FILE", "write a JSON summary", "none", 0);
+        SECTION("Output");
+        JOB(JF_TRACE);
+        JOB(JF_SUMMARY);
     } else {
-        ADD(SECTION("Sweep"));
-        ADD("--sweep", DT_ARG_STRING, &o->sweep, 0, 0, 0, NULL, "KEY=V1,V2,...",
-            "values of one key (up to 3 --sweep): micro-batches, pipeline-model-parallel-size, pipeline-schedule, "
-            "data-parallel-size, tensor-model-parallel-size, link-bandwidth-scale",
-            "none (required)", 0);
-        ADD("--csv", DT_ARG_FLAG, &o->csv, 0, 0, 0, NULL, NULL, "print the table as CSV", "aligned text", 0);
+        SECTION("Sweep");
+        ADD(.name = "--sweep", .kind = DT_ARG_STRING, .dest = &o->sweep, .metavar = "KEY=V1,V2,...",
+            .help = "values of one key (up to 3 --sweep): micro-batches, pipeline-model-parallel-size, "
+                    "pipeline-schedule, data-parallel-size, tensor-model-parallel-size, link-bandwidth-scale",
+            .default_text = "none (required)");
+        ADD(.name = "--csv", .kind = DT_ARG_FLAG, .dest = &o->csv, .help = "print the table as CSV",
+            .default_text = "aligned text");
     }
-    ADD(SECTION("Other"));
-    ADD("--help", DT_ARG_FLAG, &o->help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0);
-    ADD("--version", DT_ARG_FLAG, &o->version, 0, 0, 0, NULL, NULL, "print the version and exit", NULL, 0);
+    SECTION("Other");
+    JOB(JF_HELP);
+    JOB(JF_VERSION);
 #undef ADD_NODE_FLAGS
+#undef SECTION
+#undef JOB
 #undef ADD
     return n;
 }
@@ -223,33 +196,33 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
 static void dtsim_opts_default(dtsim_opts *o, const dts_scenario *d)
 {
     memset(o, 0, sizeof *o);
-    o->model = d->model_name;
-    o->num_layers = d->model.num_layers;
-    o->hidden_size = d->model.hidden_size;
-    o->num_heads = d->model.num_heads;
-    o->max_pos = d->model.seq_len;
+    o->job.model = d->model_name;
+    o->job.num_layers = d->model.num_layers;
+    o->job.hidden_size = d->model.hidden_size;
+    o->job.num_heads = d->model.num_heads;
+    o->job.max_pos = d->model.seq_len;
     o->vocab = d->model.vocab_size;
-    o->seq_length = d->T;
-    o->micro_batch = d->B;
+    o->job.seq_length = d->T;
+    o->job.micro_batch = d->B;
     o->micro_batches = d->m;
-    o->global_batch = d->m * d->B * d->d;
-    o->train_iters = d->steps;
-    o->seed = d->seed;
-    o->optimizer = "adamw";
-    o->loss_scale = d->scaler.static_scale;
-    o->initial_loss_scale = d->scaler.initial_scale;
-    o->loss_scale_window = d->scaler.window;
-    o->hysteresis = d->scaler.hysteresis;
-    o->min_loss_scale = d->scaler.min_scale;
-    o->recompute_granularity = "selective";
-    o->tensor_size = d->t;
-    o->pipeline_size = d->p;
+    o->job.global_batch = d->m * d->B * d->d;
+    o->job.train_iters = d->steps;
+    o->job.seed = d->seed;
+    o->job.optimizer = "adamw";
+    o->job.loss_scale = d->scaler.static_scale;
+    o->job.initial_loss_scale = d->scaler.initial_scale;
+    o->job.loss_scale_window = d->scaler.window;
+    o->job.hysteresis = d->scaler.hysteresis;
+    o->job.min_loss_scale = d->scaler.min_scale;
+    o->job.recompute_granularity = "selective";
+    o->job.tensor_size = d->t;
+    o->job.pipeline_size = d->p;
     o->data_size = d->d;
-    o->pipeline_schedule = dt_sched_kind_name(d->schedule);
-    o->allreduce = d->exchange_name;
-    o->num_ps_servers = 1;
-    o->bucket_mb = (double)d->bucket_bytes / (1 << 20);
-    o->chunk_bytes = d->chunk_bytes;
+    o->job.pipeline_schedule = dt_sched_kind_name(d->schedule);
+    o->job.allreduce = d->exchange_name;
+    o->job.num_ps_servers = 1;
+    o->job.bucket_mb = (double)d->bucket_bytes / (1 << 20);
+    o->job.allreduce_chunk_bytes = d->chunk_bytes;
     o->skip = 1;
 }
 
@@ -367,10 +340,10 @@ static int dtsim_make_scenario(dtsim_opts *o, dt_arg *args, int n_args, dts_scen
     /* the model: the preset, then the sizes */
     if (GIVEN("--model")) {
         dt_gpt_config pre;
-        if (dt_gpt_config_preset(o->model, &pre) != DT_OK) return dtsim_fail(DT_ERR_INVALID);
+        if (dt_gpt_config_preset(o->job.model, &pre) != DT_OK) return dtsim_fail(DT_ERR_INVALID);
         pre.vocab_size = sc->model.vocab_size;
         sc->model = pre;
-        snprintf(sc->model_name, sizeof sc->model_name, "%s", o->model);
+        snprintf(sc->model_name, sizeof sc->model_name, "%s", o->job.model);
         if (!GIVEN("--seq-length") && sc->T > sc->model.seq_len) sc->T = sc->model.seq_len;
     }
     int custom = 0;
@@ -381,63 +354,63 @@ static int dtsim_make_scenario(dtsim_opts *o, dt_arg *args, int n_args, dts_scen
             custom = 1;                                                                                              \
         }                                                                                                            \
     } while (0)
-    DTSIM_SIZE("--num-layers", num_layers, o->num_layers);
-    DTSIM_SIZE("--hidden-size", hidden_size, o->hidden_size);
-    DTSIM_SIZE("--num-attention-heads", num_heads, o->num_heads);
-    DTSIM_SIZE("--max-position-embeddings", seq_len, o->max_pos);
+    DTSIM_SIZE("--num-layers", num_layers, o->job.num_layers);
+    DTSIM_SIZE("--hidden-size", hidden_size, o->job.hidden_size);
+    DTSIM_SIZE("--num-attention-heads", num_heads, o->job.num_heads);
+    DTSIM_SIZE("--max-position-embeddings", seq_len, o->job.max_pos);
 #undef DTSIM_SIZE
     if (custom) snprintf(sc->model_name, sizeof sc->model_name, "custom");
     if (GIVEN("--vocab-size")) sc->model.vocab_size = o->vocab;
-    if (GIVEN("--seq-length")) sc->T = o->seq_length;
+    if (GIVEN("--seq-length")) sc->T = o->job.seq_length;
 
     /* batch and layout */
-    if (GIVEN("--micro-batch-size")) sc->B = o->micro_batch;
+    if (GIVEN("--micro-batch-size")) sc->B = o->job.micro_batch;
     if (GIVEN("--data-parallel-size")) sc->d = o->data_size;
-    if (GIVEN("--tensor-model-parallel-size")) sc->t = o->tensor_size;
-    if (GIVEN("--pipeline-model-parallel-size")) sc->p = o->pipeline_size;
+    if (GIVEN("--tensor-model-parallel-size")) sc->t = o->job.tensor_size;
+    if (GIVEN("--pipeline-model-parallel-size")) sc->p = o->job.pipeline_size;
     const int64_t per_micro = (int64_t)sc->B * sc->d;
     if (GIVEN("--global-batch-size")) {
-        if (o->global_batch % per_micro != 0) {
+        if (o->job.global_batch % per_micro != 0) {
             if (sc->d == 1)
                 fprintf(stderr, PROG ": --global-batch-size %d is not a multiple of --micro-batch-size %d\n",
-                        o->global_batch, sc->B);
+                        o->job.global_batch, sc->B);
             else
                 fprintf(stderr,
                         PROG ": --global-batch-size %d is not a multiple of --micro-batch-size %d x "
                              "--data-parallel-size %d\n",
-                        o->global_batch, sc->B, sc->d);
+                        o->job.global_batch, sc->B, sc->d);
             return 2;
         }
-        if (GIVEN("--micro-batches") && (int64_t)o->micro_batches * per_micro != o->global_batch) {
+        if (GIVEN("--micro-batches") && (int64_t)o->micro_batches * per_micro != o->job.global_batch) {
             fprintf(stderr,
                     PROG ": --micro-batches %d x --micro-batch-size %d x --data-parallel-size %d is not "
                          "--global-batch-size %d\n",
-                    o->micro_batches, sc->B, sc->d, o->global_batch);
+                    o->micro_batches, sc->B, sc->d, o->job.global_batch);
             return 2;
         }
-        sc->m = (int)(o->global_batch / per_micro);
+        sc->m = (int)(o->job.global_batch / per_micro);
     }
     if (GIVEN("--micro-batches")) sc->m = o->micro_batches;
-    if (GIVEN("--train-iters")) sc->steps = o->train_iters;
-    if (GIVEN("--seed")) sc->seed = o->seed;
+    if (GIVEN("--train-iters")) sc->steps = o->job.train_iters;
+    if (GIVEN("--seed")) sc->seed = o->job.seed;
     if (GIVEN("--optimizer")) {
         dt_optim_kind kind;
-        if (dt_optim_kind_parse(o->optimizer, &kind) != DT_OK) return dtsim_fail(DT_ERR_INVALID);
+        if (dt_optim_kind_parse(o->job.optimizer, &kind) != DT_OK) return dtsim_fail(DT_ERR_INVALID);
         sc->optimizer_states = kind == DT_OPTIM_ADAMW || kind == DT_OPTIM_LAMB ? 2 : 1;
     }
 
     /* precision */
-    if (o->fp16 && o->bf16) {
+    if (o->job.fp16 && o->job.bf16) {
         fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
         return 2;
     }
-    if (o->fp16) snprintf(sc->precision, sizeof sc->precision, "fp16");
-    if (o->bf16) snprintf(sc->precision, sizeof sc->precision, "bf16");
-    if (GIVEN("--loss-scale")) sc->scaler.static_scale = o->loss_scale;
-    if (GIVEN("--initial-loss-scale")) sc->scaler.initial_scale = o->initial_loss_scale;
-    if (GIVEN("--loss-scale-window")) sc->scaler.window = o->loss_scale_window;
-    if (GIVEN("--hysteresis")) sc->scaler.hysteresis = o->hysteresis;
-    if (GIVEN("--min-loss-scale")) sc->scaler.min_scale = o->min_loss_scale;
+    if (o->job.fp16) snprintf(sc->precision, sizeof sc->precision, "fp16");
+    if (o->job.bf16) snprintf(sc->precision, sizeof sc->precision, "bf16");
+    if (GIVEN("--loss-scale")) sc->scaler.static_scale = o->job.loss_scale;
+    if (GIVEN("--initial-loss-scale")) sc->scaler.initial_scale = o->job.initial_loss_scale;
+    if (GIVEN("--loss-scale-window")) sc->scaler.window = o->job.loss_scale_window;
+    if (GIVEN("--hysteresis")) sc->scaler.hysteresis = o->job.hysteresis;
+    if (GIVEN("--min-loss-scale")) sc->scaler.min_scale = o->job.min_loss_scale;
     sc->use_loss_scaling = !strcmp(sc->precision, "fp16") || sc->scaler.static_scale > 0;
     static const char *const scaler_flags[] = {"--initial-loss-scale", "--loss-scale-window", "--hysteresis",
                                                "--min-loss-scale", NULL};
@@ -448,20 +421,20 @@ static int dtsim_make_scenario(dtsim_opts *o, dt_arg *args, int n_args, dts_scen
         }
 
     /* memory: Megatron-LM's rule, as dtrain */
-    if (o->recompute_on || GIVEN("--recompute-granularity"))
-        sc->recompute = !strcmp(o->recompute_granularity, "full") ? 1 : 2;
+    if (o->job.recompute_on || GIVEN("--recompute-granularity"))
+        sc->recompute = !strcmp(o->job.recompute_granularity, "full") ? 1 : 2;
 
     /* parallelism */
-    if (GIVEN("--pipeline-schedule") && dt_sched_kind_parse(o->pipeline_schedule, &sc->schedule) != DT_OK)
+    if (GIVEN("--pipeline-schedule") && dt_sched_kind_parse(o->job.pipeline_schedule, &sc->schedule) != DT_OK)
         return dtsim_fail(DT_ERR_INVALID);
-    if (o->pipeline_split && dtsim_parse_split(o->pipeline_split, sc) != 0) return 2;
+    if (o->job.pipeline_split && dtsim_parse_split(o->job.pipeline_split, sc) != 0) return 2;
     if (GIVEN("--allreduce")) {
-        const int ps = !strcmp(o->allreduce, "ps-sync") || !strcmp(o->allreduce, "ps-async");
-        snprintf(sc->exchange_name, sizeof sc->exchange_name, "%s", o->allreduce);
-        sc->exchange = !strcmp(o->allreduce, "tree")       ? DTS_EX_TREE
-                       : !strcmp(o->allreduce, "naive")    ? DTS_EX_NAIVE
-                       : !strcmp(o->allreduce, "ps-sync")  ? DTS_EX_PS_SYNC
-                       : !strcmp(o->allreduce, "ps-async") ? DTS_EX_PS_ASYNC
+        const int ps = !strcmp(o->job.allreduce, "ps-sync") || !strcmp(o->job.allreduce, "ps-async");
+        snprintf(sc->exchange_name, sizeof sc->exchange_name, "%s", o->job.allreduce);
+        sc->exchange = !strcmp(o->job.allreduce, "tree")       ? DTS_EX_TREE
+                       : !strcmp(o->job.allreduce, "naive")    ? DTS_EX_NAIVE
+                       : !strcmp(o->job.allreduce, "ps-sync")  ? DTS_EX_PS_SYNC
+                       : !strcmp(o->job.allreduce, "ps-async") ? DTS_EX_PS_ASYNC
                                                            : DTS_EX_RING;
         sc->num_ps_servers = ps ? (sc->num_ps_servers > 0 ? sc->num_ps_servers : 1) : 0;
     }
@@ -470,14 +443,14 @@ static int dtsim_make_scenario(dtsim_opts *o, dt_arg *args, int n_args, dts_scen
             fprintf(stderr, PROG ": --num-ps-servers needs --allreduce ps-sync or ps-async\n");
             return 2;
         }
-        sc->num_ps_servers = o->num_ps_servers;
+        sc->num_ps_servers = o->job.num_ps_servers;
     }
-    if (o->distributed_optimizer) sc->zero = 1;
-    if (GIVEN("--bucket-size-mb")) sc->bucket_bytes = (int64_t)(o->bucket_mb * (1 << 20));
-    if (GIVEN("--allreduce-chunk-bytes")) sc->chunk_bytes = o->chunk_bytes;
-    if (o->slow_rank) {
+    if (o->job.distributed_optimizer) sc->zero = 1;
+    if (GIVEN("--bucket-size-mb")) sc->bucket_bytes = (int64_t)(o->job.bucket_mb * (1 << 20));
+    if (GIVEN("--allreduce-chunk-bytes")) sc->chunk_bytes = o->job.allreduce_chunk_bytes;
+    if (o->job.slow_rank) {
         int r, ms;
-        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
+        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->job.slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
         sc->slow_rank = r;
         sc->slow_ns = (int64_t)ms * 1000000;
     }
@@ -557,7 +530,7 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
     }
     dtsim_print_scenario(stdout, sc);
     fflush(stdout);
-    dts_run_opts ro = {.trace_path = o->trace, .keep_events = 0};
+    dts_run_opts ro = {.trace_path = o->job.trace, .keep_events = 0};
     dts_summary s;
     memset(&s, 0, sizeof s);
     dt_status st = dts_run(sc, &ro, &s);
@@ -569,15 +542,15 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
         return st == DT_ERR_INVALID || st == DT_ERR_UNSUPPORTED || st == DT_ERR_FORMAT ? 2 : 1;
     }
     dts_summary_print(stdout, &s, sc);
-    if (o->trace) printf("trace: %s\n", o->trace);
-    if (o->summary) {
-        st = dts_summary_write(&s, sc, o->summary);
+    if (o->job.trace) printf("trace: %s\n", o->job.trace);
+    if (o->job.summary) {
+        st = dts_summary_write(&s, sc, o->job.summary);
         if (st != DT_OK) {
             fflush(stdout);
             fprintf(stderr, PROG ": %s\n", dtsim_last_error());
             rc = 1;
         } else {
-            printf("summary: %s\n", o->summary);
+            printf("summary: %s\n", o->job.summary);
         }
     }
     fflush(stdout);
@@ -733,14 +706,14 @@ static int dtsim_sweep_batch(const dtsim_opts *o, dt_arg *args, int n_args, cons
     for (int k = 0; k < n_sw; k++)
         if (sw[k].key == DTSIM_SW_M) return 0;
     const int64_t per_micro = (int64_t)sc->B * sc->d;
-    if (o->global_batch % per_micro != 0) {
+    if (o->job.global_batch % per_micro != 0) {
         fprintf(stderr,
                 PROG ": --sweep %s: --global-batch-size %d is not a multiple of --micro-batch-size %d x "
                      "--data-parallel-size %d\n",
-                label, o->global_batch, sc->B, sc->d);
+                label, o->job.global_batch, sc->B, sc->d);
         return 2;
     }
-    sc->m = (int)(o->global_batch / per_micro);
+    sc->m = (int)(o->job.global_batch / per_micro);
     return 0;
 }
 
@@ -939,9 +912,9 @@ static void dtsim_default_texts(const dtsim_opts *o, dt_arg *args, int n_args, c
 {
     const char *size_flags[5] = {"--num-layers", "--hidden-size", "--num-attention-heads", "--max-position-embeddings",
                                  "--seq-length"};
-    const int size_values[5] = {o->num_layers, o->hidden_size, o->num_heads, o->max_pos, o->seq_length};
+    const int size_values[5] = {o->job.num_layers, o->job.hidden_size, o->job.num_heads, o->job.max_pos, o->job.seq_length};
     for (int i = 0; i < 5; i++) {
-        if (i < 4) snprintf(def_text[i], 48, "%d from --model %s", size_values[i], o->model);
+        if (i < 4) snprintf(def_text[i], 48, "%d from --model %s", size_values[i], o->job.model);
         else snprintf(def_text[i], 48, "%d, or the preset's context if shorter", size_values[i]);
         dt_arg *a = dt_args_find(args, n_args, size_flags[i]);
         if (a) a->default_text = def_text[i];
@@ -1045,7 +1018,7 @@ int main(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    if (o.help) {
+    if (o.job.help) {
         static const char *const usage[] = {
             "Usage: dtsim run [--flag value | --flag=value]...\n"
             "Simulate one scenario: step time, bubbles, communication and memory per rank.",
@@ -1060,7 +1033,7 @@ int main(int argc, char **argv)
         fputs(dtsim_epilogue, stdout);
         goto done;
     }
-    if (o.version) {
+    if (o.job.version) {
         printf("dtsim %s\n", DT_VERSION_STRING);
         goto done;
     }

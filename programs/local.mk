@@ -1,11 +1,13 @@
 # programs/local.mk: command-line programs, built at the top of the tree.
 bin_PROGRAMS += dtrain
-dtrain_SOURCES = programs/dtrain.c programs/args.c programs/args.h
+# the job flags dtrain and dtsim share (one table) and the parser under them
+DT_JOB_FLAGS_SOURCES = programs/job_flags.c programs/job_flags.h programs/args.c programs/args.h
+dtrain_SOURCES = programs/dtrain.c $(DT_JOB_FLAGS_SOURCES)
 dtrain_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 dtrain_LDADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 # dtsim: the discrete-event simulator's program (run, sweep, validate).
 bin_PROGRAMS += dtsim
-dtsim_SOURCES = programs/dtsim.c programs/args.c programs/args.h
+dtsim_SOURCES = programs/dtsim.c $(DT_JOB_FLAGS_SOURCES)
 dtsim_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim
 dtsim_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 dtsim_LDADD = libdtsim.la libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm

@@ -1,0 +1,98 @@
+/* job_flags.h: the job flags dtrain and dtsim share, defined once.
+ *
+ * A training job is described by the same Megatron-LM style flags in both
+ * programs (--num-layers, --micro-batch-size, --fp16, --allreduce, ...).
+ * Their names, kinds, destinations (a field of job_opts), ranges and help
+ * live in one table (job_flags.c); where the two programs word a flag's
+ * help or bound it differently, the entry says so for each program. A
+ * program builds its own dt_arg table (args.h) from these entries, in the
+ * order and sections of its --help, and adds only its own flags.
+ *
+ * dtbench's flags of the same names are its benchmarks' own (other ranges
+ * and meanings, "train: ..." help) and stay in its table. */
+#ifndef DT_JOB_FLAGS_H
+#define DT_JOB_FLAGS_H
+
+#include <stdint.h>
+
+#include "args.h"
+
+/* The program whose wording and bounds an entry takes. */
+typedef enum job_prog { JOB_DTRAIN = 0, JOB_DTSIM, JOB_N_PROGS } job_prog;
+
+/* dtsim's --pipeline-model-parallel-size bound; dtsim.c checks that it is
+ * the simulator's DTS_MAX_STAGES. */
+#define JOB_FLAGS_SIM_MAX_STAGES 1024
+
+/* Where the shared flags' values go; each program fills in the defaults. */
+typedef struct job_opts {
+    /* model */
+    const char *model;
+    int num_layers, hidden_size, num_heads, max_pos, seq_length;
+    /* batch and schedule */
+    int micro_batch, global_batch;
+    int64_t train_iters;
+    uint64_t seed;
+    const char *optimizer;
+    /* mixed precision */
+    int fp16, bf16, loss_scale_window, hysteresis;
+    float loss_scale, initial_loss_scale, min_loss_scale;
+    /* memory */
+    int recompute_on;
+    const char *recompute_granularity;
+    /* parallelism */
+    int tensor_size, pipeline_size;
+    const char *pipeline_schedule, *pipeline_split, *allreduce, *slow_rank;
+    int num_ps_servers, distributed_optimizer;
+    double bucket_mb;
+    int64_t allreduce_chunk_bytes;
+    /* output */
+    const char *trace, *summary;
+    int help, version;
+} job_opts;
+
+typedef enum job_flag_id {
+    JF_MODEL = 0,
+    JF_NUM_LAYERS,
+    JF_HIDDEN_SIZE,
+    JF_NUM_ATTENTION_HEADS,
+    JF_MAX_POSITION_EMBEDDINGS,
+    JF_SEQ_LENGTH,
+    JF_MICRO_BATCH_SIZE,
+    JF_GLOBAL_BATCH_SIZE,
+    JF_TRAIN_ITERS,
+    JF_SEED,
+    JF_OPTIMIZER,
+    JF_FP16,
+    JF_BF16,
+    JF_LOSS_SCALE,
+    JF_INITIAL_LOSS_SCALE,
+    JF_LOSS_SCALE_WINDOW,
+    JF_HYSTERESIS,
+    JF_MIN_LOSS_SCALE,
+    JF_RECOMPUTE_ACTIVATIONS,
+    JF_RECOMPUTE_GRANULARITY,
+    JF_TENSOR_MODEL_PARALLEL_SIZE,
+    JF_PIPELINE_MODEL_PARALLEL_SIZE,
+    JF_PIPELINE_SCHEDULE,
+    JF_PIPELINE_SPLIT,
+    JF_ALLREDUCE,
+    JF_NUM_PS_SERVERS,
+    JF_USE_DISTRIBUTED_OPTIMIZER,
+    JF_BUCKET_SIZE_MB,
+    JF_ALLREDUCE_CHUNK_BYTES,
+    JF_SLOW_RANK,
+    JF_TRACE,
+    JF_SUMMARY,
+    JF_HELP,
+    JF_VERSION,
+    JF_COUNT
+} job_flag_id;
+
+/* The table entry of flag id as prog words it, its destination in o. */
+dt_arg job_flag(job_prog prog, job_opts *o, job_flag_id id);
+
+/* A --help heading, for the programs' tables. */
+#define JOB_SECTION(heading) ((dt_arg){.name = (heading), .kind = DT_ARG_SECTION})
+
+#endif
