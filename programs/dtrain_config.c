@@ -1,0 +1,339 @@
+/* dtrain_config.c: dtrain's parsed flags (dtrain_opts) turned into a
+ * dt_train_config, one part of the configuration per function, with the
+ * checks between flags that the library cannot make (it never sees which
+ * flags were given). Each check prints one line naming the flag and makes
+ * dtrain_make_config return 2; the checks run in the order the flags are
+ * described in --help, so the first problem is the one reported. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtrain_prog.h"
+
+/* Default warm-up: at most this many iterations, and at most a tenth of the run. */
+#define DT_DEFAULT_WARMUP_CAP_FRACTION 10
+
+#define GIVEN(flag) dt_args_given(args, n_args, flag)
+
+const char *dtrain_decay_name(dt_lr_decay s)
+{
+    return s == DT_LR_CONSTANT ? "constant" : s == DT_LR_LINEAR ? "linear" : "cosine";
+}
+
+/* The library's message for a value it rejected: 2. */
+static int dtrain_bad(void)
+{
+    fprintf(stderr, PROG ": %s\n", dt_last_error());
+    return 2;
+}
+
+/* The first of flags (NULL-terminated) that was given, or NULL. */
+static const char *dtrain_first_given(dt_arg *args, int n_args, const char *const *flags)
+{
+    for (const char *const *f = flags; *f; f++)
+        if (GIVEN(*f)) return *f;
+    return NULL;
+}
+
+/* --model mlp-bn: the sizes go to the MLP; the GPT's own sizes are errors. */
+static int dtrain_config_mlp(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    static const char *const gpt_only[] = {"--num-attention-heads", "--max-position-embeddings", "--seq-length",
+                                           NULL};
+    cfg->model_kind = DT_MODEL_MLP_BN;
+    if (GIVEN("--hidden-size")) cfg->mlp.hidden_size = o->job.hidden_size;
+    if (GIVEN("--num-layers")) cfg->mlp.num_layers = o->job.num_layers;
+    cfg->mlp.batchnorm = !o->no_batchnorm;
+    cfg->mlp.bn_momentum = o->bn_momentum;
+    cfg->bn_momentum_adjust = o->bn_momentum_adjust;
+    if (!GIVEN("--task")) o->task = "blobs";
+    const char *f = dtrain_first_given(args, n_args, gpt_only);
+    if (f) {
+        fprintf(stderr, PROG ": %s: --model mlp-bn has no such size\n", f);
+        return 2;
+    }
+    return 0;
+}
+
+/* The GPT: the preset, then the size flags (a changed size: "custom"). */
+static int dtrain_config_gpt(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg,
+                             dt_gpt_config *preset)
+{
+    static const char *const mlp_only[] = {"--bn-momentum", "--bn-momentum-adjust", "--no-batchnorm", NULL};
+    const char *f = dtrain_first_given(args, n_args, mlp_only);
+    if (f) {
+        fprintf(stderr, PROG ": %s applies to --model mlp-bn only\n", f);
+        return 2;
+    }
+    const job_opts *j = &o->job;
+    int custom = 0;
+#define DT_SIZE(flag, field, value)                                                                              \
+    do {                                                                                                         \
+        if (GIVEN(flag) && (value) != preset->field) {                                                           \
+            preset->field = (value);                                                                             \
+            custom = 1;                                                                                          \
+        }                                                                                                        \
+    } while (0)
+    DT_SIZE("--num-layers", num_layers, j->num_layers);
+    DT_SIZE("--hidden-size", hidden_size, j->hidden_size);
+    DT_SIZE("--num-attention-heads", num_heads, j->num_heads);
+    DT_SIZE("--max-position-embeddings", seq_len, j->max_pos);
+#undef DT_SIZE
+    snprintf(cfg->model_name, sizeof cfg->model_name, "%s", custom ? "custom" : j->model);
+    return 0;
+}
+
+static int dtrain_config_model(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    const int mlp = strcmp(o->job.model, "mlp-bn") == 0;
+    dt_gpt_config preset;
+    if (mlp) /* the GPT sizes stay at their defaults; the size flags go to the MLP */
+        preset = cfg->model;
+    else if (dt_gpt_config_preset(o->job.model, &preset) != DT_OK)
+        return dtrain_bad();
+    int rc = mlp ? dtrain_config_mlp(o, args, n_args, cfg) : dtrain_config_gpt(o, args, n_args, cfg, &preset);
+    if (rc != 0) return rc;
+    cfg->blobs.classes = o->blobs_classes;
+    cfg->blobs.dims = o->blobs_dims;
+    cfg->blobs.separation = o->blobs_separation;
+    cfg->blobs.seed = o->job.seed;
+    if (mlp) snprintf(cfg->model_name, sizeof cfg->model_name, "%s", o->job.model);
+    cfg->model = preset;
+    cfg->model.vocab_size = 0;
+    cfg->seq_length = o->job.seq_length;
+    /* a longer context than the default sequence: train at the default T
+     * unless --seq-length says otherwise; a shorter one: use all of it */
+    if (!GIVEN("--seq-length") && cfg->seq_length > cfg->model.seq_len) cfg->seq_length = cfg->model.seq_len;
+    return 0;
+}
+
+static void dtrain_config_data_batch(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    cfg->data.task = o->task;
+    cfg->data.path = o->data;
+    cfg->data.seed = o->job.seed;
+    cfg->data.digits = o->task_digits;
+    cfg->data.max_len = o->task_max_len;
+    cfg->micro_batch_size = o->job.micro_batch;
+    cfg->global_batch_size = o->job.global_batch;
+    /* --micro-batch-size alone: one micro-batch per step unless the global
+     * size was given too */
+    if (GIVEN("--micro-batch-size") && !GIVEN("--global-batch-size")) cfg->global_batch_size = o->job.micro_batch;
+    cfg->train_iters = o->job.train_iters;
+}
+
+/* The optimizer and the learning-rate schedule. */
+static int dtrain_config_optim(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    dt_optim_kind kind;
+    if (dt_optim_kind_parse(o->job.optimizer, &kind) != DT_OK) return dtrain_bad();
+    dt_optim_config_default(&cfg->optim, kind);
+    cfg->optim.weight_decay = o->weight_decay;
+    cfg->optim.beta1 = o->beta1;
+    cfg->optim.beta2 = o->beta2;
+    cfg->optim.eps = o->adam_eps;
+    cfg->optim.momentum = o->momentum;
+    cfg->optim.lars_eta = o->lars_eta;
+    cfg->optim.lamb_gamma_l = o->lamb_gamma_l;
+    cfg->optim.lamb_gamma_u = o->lamb_gamma_u;
+    const int64_t iters = o->job.train_iters;
+    cfg->lr.max_lr = o->lr;
+    cfg->lr.min_lr = o->min_lr;
+    if (!GIVEN("--min-lr") && cfg->lr.min_lr > cfg->lr.max_lr) cfg->lr.min_lr = cfg->lr.max_lr;
+    cfg->lr.warmup_iters = o->warmup_iters;
+    if (!GIVEN("--lr-warmup-iters") && cfg->lr.warmup_iters > iters / DT_DEFAULT_WARMUP_CAP_FRACTION)
+        cfg->lr.warmup_iters = iters / DT_DEFAULT_WARMUP_CAP_FRACTION;
+    cfg->lr.decay_iters = GIVEN("--lr-decay-iters") ? o->decay_iters : iters;
+    if (dt_lr_decay_parse(o->decay_style, &cfg->lr.style) != DT_OK) return dtrain_bad();
+    cfg->clip_grad = o->clip_grad;
+    if (dt_lr_scaling_parse(o->lr_scaling, &cfg->lr_scaling) != DT_OK) return dtrain_bad();
+    cfg->base_batch_size = GIVEN("--base-batch-size") ? o->base_batch : cfg->global_batch_size;
+    return 0;
+}
+
+/* Megatron-LM: --recompute-activations alone means selective; a
+ * granularity turns recomputation on by itself. */
+static int dtrain_config_recompute(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    cfg->recompute = DT_RECOMPUTE_NONE;
+    if (o->job.recompute_on || GIVEN("--recompute-granularity"))
+        if (dt_recompute_parse(o->job.recompute_granularity, &cfg->recompute) != DT_OK) return dtrain_bad();
+    if (GIVEN("--recompute-num-layers") && cfg->recompute != DT_RECOMPUTE_FULL) {
+        fprintf(stderr, PROG ": --recompute-num-layers needs --recompute-granularity full\n");
+        return 2;
+    }
+    cfg->recompute_num_layers = o->recompute_num_layers;
+    return 0;
+}
+
+/* --allreduce: an allreduce algorithm or a parameter server. */
+static int dtrain_config_exchange(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    const char *allreduce = o->job.allreduce;
+    if (dt_ps_mode_parse(allreduce, &cfg->ps_mode) != DT_OK &&
+        dt_allreduce_algo_parse(allreduce, &cfg->allreduce) != DT_OK)
+        return dtrain_bad();
+    const int ps_given = dt_ps_mode_parse(allreduce, &cfg->ps_mode) == DT_OK;
+    if (ps_given) {
+        cfg->allreduce = DT_ALLREDUCE_RING; /* unused by the parameter server */
+        cfg->num_ps_servers = o->job.num_ps_servers;
+    } else if (GIVEN("--num-ps-servers")) {
+        fprintf(stderr, PROG ": --num-ps-servers needs --allreduce ps-sync or ps-async\n");
+        return 2;
+    }
+    if (GIVEN("--max-staleness")) {
+        if (cfg->ps_mode != DT_PS_ASYNC) {
+            fprintf(stderr, PROG ": --max-staleness applies to --allreduce ps-async only\n");
+            return 2;
+        }
+        cfg->max_staleness = o->max_staleness;
+    }
+    return 0;
+}
+
+/* --pipeline-split N,N,...: blocks per stage. */
+static int dtrain_parse_split(const char *text, dt_train_config *cfg)
+{
+    const char *q = text;
+    for (int i = 0;; i++) {
+        char *end = NULL;
+        long v = strtol(q, &end, 10);
+        if (i >= 64 || end == q || v < 1 || v > 100000 || (*end && *end != ',')) {
+            fprintf(stderr, PROG ": --pipeline-split '%s': expected positive block counts separated by commas, "
+                            "e.g. 3,5\n",
+                    text);
+            return 2;
+        }
+        cfg->pipeline_split[i] = (int)v;
+        if (!*end) return 0;
+        q = end + 1;
+    }
+}
+
+static int dtrain_config_model_parallel(const dtrain_opts *o, dt_train_config *cfg)
+{
+    cfg->pipeline_size = o->job.pipeline_size;
+    cfg->tensor_size = o->job.tensor_size;
+    cfg->use_distributed_optimizer = o->job.distributed_optimizer;
+    if (dt_sched_kind_parse(o->job.pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) return dtrain_bad();
+    if (o->job.pipeline_split && dtrain_parse_split(o->job.pipeline_split, cfg) != 0) return 2;
+    return 0;
+}
+
+/* The testing faults (--slow-rank, --hang-rank) and --comm-timeout. */
+static int dtrain_config_faults(const dtrain_opts *o, dt_train_config *cfg)
+{
+    if (o->job.slow_rank) {
+        int r, ms;
+        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->job.slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
+        cfg->slow_rank = r;
+        cfg->slow_ms = ms;
+    }
+    if (o->hang_rank) {
+        int r, iter;
+        if (dt_args_parse_rank_ms(PROG, "--hang-rank", o->hang_rank, &r, &iter) != DT_ARGS_OK) return 2;
+        if (iter < 1) {
+            fprintf(stderr, PROG ": --hang-rank '%s': expected RANK:ITER with ITER >= 1\n", o->hang_rank);
+            return 2;
+        }
+        cfg->hang_rank = r;
+        cfg->hang_iter = iter;
+    }
+    cfg->comm_timeout = o->comm_timeout;
+    return 0;
+}
+
+/* Checkpoints, --skip-nonfinite and the gradient exchange's sizes. */
+static int dtrain_config_checkpoints(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    if (!o->save && (GIVEN("--save-interval") || GIVEN("--save-keep"))) {
+        fprintf(stderr, PROG ": %s: needs --save DIR\n", GIVEN("--save-interval") ? "--save-interval" : "--save-keep");
+        return 2;
+    }
+    cfg->save_dir = o->save;
+    cfg->save_interval = o->save_interval;
+    cfg->save_keep = o->save_keep;
+    cfg->load_dir = o->load;
+    cfg->skip_nonfinite = o->skip_nonfinite;
+    cfg->allreduce_chunk_bytes = (size_t)o->job.allreduce_chunk_bytes;
+    cfg->bucket_bytes = (size_t)(o->job.bucket_mb * (1 << 20));
+    return 0;
+}
+
+static int dtrain_config_precision(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    static const char *const scaler_flags[] = {"--initial-loss-scale", "--loss-scale-window", "--hysteresis",
+                                               "--min-loss-scale", NULL};
+    const job_opts *j = &o->job;
+    if (j->fp16 && j->bf16) {
+        fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
+        return 2;
+    }
+    cfg->precision = j->fp16 ? DT_F16 : j->bf16 ? DT_BF16 : DT_F32;
+    cfg->loss_scaler.static_scale = j->loss_scale;
+    cfg->loss_scaler.initial_scale = j->initial_loss_scale;
+    cfg->loss_scaler.window = j->loss_scale_window;
+    cfg->loss_scaler.hysteresis = j->hysteresis;
+    cfg->loss_scaler.min_scale = j->min_loss_scale;
+    /* fp16: dynamic scaling unless --loss-scale; bf16 and fp32: only a static --loss-scale */
+    cfg->use_loss_scaling = j->fp16 || j->loss_scale > 0;
+    const char *f = dtrain_first_given(args, n_args, scaler_flags);
+    if (f && (!j->fp16 || j->loss_scale > 0)) {
+        fprintf(stderr, PROG ": %s needs dynamic loss scaling (--fp16 without --loss-scale)\n", f);
+        return 2;
+    }
+    return 0;
+}
+
+static int dtrain_config_run(const dtrain_opts *o, dt_train_config *cfg)
+{
+    cfg->seed = o->job.seed;
+    cfg->threads = o->threads;
+    cfg->device = o->device;
+    cfg->log_interval = o->log_interval;
+    cfg->eval_interval = o->eval_interval;
+    cfg->eval_iters = o->eval_iters;
+    cfg->trace_path = o->job.trace;
+    if (o->job.trace && o->job.summary && !strcmp(o->job.trace, o->job.summary)) {
+        fprintf(stderr, PROG ": --summary '%s': the same file as --trace; expected another name (the summary would "
+                "overwrite the trace)\n", o->job.summary);
+        return 2;
+    }
+    return 0;
+}
+
+/* Before MPI: the library's checks of everything but what depends on the
+ * number of ranks (the trainer checks the parameter server against it). */
+static int dtrain_config_validate_early(const dt_train_config *cfg)
+{
+    dt_train_config early = *cfg;
+    early.ps_mode = DT_PS_NONE;
+    early.num_ps_servers = 0;
+    early.max_staleness = -1;
+    early.slow_ms = 0;
+    early.hang_iter = 0;
+    early.pipeline_size = 1; /* checked with the number of ranks by the trainer */
+    early.tensor_size = 1;
+    memset(early.pipeline_split, 0, sizeof early.pipeline_split);
+    if (dt_train_config_validate(&early) != DT_OK) return dtrain_bad();
+    return 0;
+}
+
+int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
+{
+    dt_train_config_default(cfg);
+    int rc = dtrain_config_model(o, args, n_args, cfg);
+    if (rc == 0) {
+        dtrain_config_data_batch(o, args, n_args, cfg);
+        rc = dtrain_config_optim(o, args, n_args, cfg);
+    }
+    if (rc == 0) rc = dtrain_config_recompute(o, args, n_args, cfg);
+    if (rc == 0) rc = dtrain_config_exchange(o, args, n_args, cfg);
+    if (rc == 0) rc = dtrain_config_model_parallel(o, cfg);
+    if (rc == 0) rc = dtrain_config_faults(o, cfg);
+    if (rc == 0) rc = dtrain_config_checkpoints(o, args, n_args, cfg);
+    if (rc == 0) rc = dtrain_config_precision(o, args, n_args, cfg);
+    if (rc == 0) rc = dtrain_config_run(o, cfg);
+    if (rc == 0) rc = dtrain_config_validate_early(cfg);
+    return rc;
+}

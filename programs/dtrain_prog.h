@@ -1,0 +1,84 @@
+/* dtrain_prog.h: what the training program's files share (not a library
+ * header): the parsed flags (dtrain_opts), turning them into a
+ * dt_train_config (dtrain_config.c), the output (dtrain_report.c) and the
+ * launcher's environment (dtrain_mpi.c). main and the training loop are in
+ * dtrain.c. */
+#ifndef DTRAIN_PROG_H
+#define DTRAIN_PROG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "args.h"
+#include "dtrain.h"
+#include "job_flags.h"
+
+#define PROG "dtrain"
+
+/* The flags' values; the destinations hold the defaults before parsing. */
+typedef struct dtrain_opts {
+    job_opts job; /* the flags dtrain shares with dtsim (job_flags.h) */
+    /* data */
+    const char *task, *data;
+    int task_digits, task_max_len;
+    float blobs_separation;
+    int blobs_classes, blobs_dims;
+    /* mlp-bn */
+    float bn_momentum;
+    int bn_momentum_adjust, no_batchnorm;
+    /* optimizer */
+    float lr, min_lr;
+    int64_t warmup_iters, decay_iters;
+    const char *decay_style;
+    float weight_decay, beta1, beta2, adam_eps, momentum, clip_grad;
+    float lars_eta, lamb_gamma_l, lamb_gamma_u;
+    const char *lr_scaling;
+    int base_batch;
+    /* memory */
+    int recompute_num_layers;
+    /* parallelism and faults */
+    int max_staleness;
+    int print_schedule;
+    const char *hang_rank;
+    double comm_timeout;
+    /* run */
+    const char *device;
+    int threads;
+    int64_t log_interval, eval_interval;
+    int eval_iters;
+    int skip_nonfinite;
+    /* checkpoints */
+    const char *save, *load;
+    int64_t save_interval;
+    int save_keep;
+} dtrain_opts;
+
+/* dtrain_config.c: the flags as a configuration. Returns 0, or 2 after
+ * printing the one-line error. */
+int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg);
+const char *dtrain_decay_name(dt_lr_decay s);
+
+/* dtrain_report.c: what the run prints. */
+typedef struct dtrain_out {
+    int live;       /* progress line on stderr (a terminal) */
+    int line_shown; /* the progress line is on screen */
+    int64_t last_draw_ns;
+} dtrain_out;
+
+void dtrain_clear_live(dtrain_out *out);
+void dtrain_print_setup(const dt_trainer *tr);
+/* The overflow / non-finite notes and the progress or log line of a step;
+ * tps: the trainer's tokens per second. */
+void dtrain_print_step(dtrain_out *out, const dt_train_config *cfg, const dt_train_stats *st, double tps);
+void dtrain_print_eval(dtrain_out *out, int64_t iter, const dt_eval_result *ev);
+
+/* dtrain_mpi.c: the launcher's environment and ending a multi-rank job. */
+int dtrain_launched_by_mpirun(void);
+void dtrain_abort_job(dt_comm *comm);
+void dtrain_comm_end(dt_comm *comm);
+int dtrain_quiet_other_ranks(void);
+void dtrain_restore_stderr(int saved);
+/* Before MPI_Init: Open MPI's shared-memory limits for a pipeline. */
+void dtrain_mpi_pipeline_env(const dt_train_config *cfg);
+
+#endif
