@@ -8,7 +8,8 @@ dtrain_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 dtrain_LDADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 # dtsim: the discrete-event simulator's program (run, sweep, validate).
 bin_PROGRAMS += dtsim
-dtsim_SOURCES = programs/dtsim.c $(DT_JOB_FLAGS_SOURCES)
+dtsim_SOURCES = programs/dtsim.c programs/dtsim_scenario.c programs/dtsim_sweep.c programs/dtsim_prog.h \
+	$(DT_JOB_FLAGS_SOURCES)
 dtsim_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim
 dtsim_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 dtsim_LDADD = libdtsim.la libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm

@@ -1,0 +1,327 @@
+/* dtsim_scenario.c: the simulated scenario built from --config and the
+ * flags (dtsim_make_scenario), with the checks between flags and the
+ * one-line errors, and the scenario's summary lines. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtsim_prog.h"
+
+/* The library's message without the "dtsim: " some of sim/'s messages
+ * start with (the program prefixes its name itself). */
+const char *dtsim_last_error(void)
+{
+    const char *m = dt_last_error();
+    return strncmp(m, PROG ": ", sizeof PROG + 1) == 0 ? m + sizeof PROG + 1 : m;
+}
+
+/* Exit status of a library failure on the inputs: 2 for what the user
+ * gave (a bad value, a missing or malformed file), 1 otherwise. */
+int dtsim_input_code(dt_status st)
+{
+    return st == DT_ERR_INVALID || st == DT_ERR_FORMAT || st == DT_ERR_IO || st == DT_ERR_UNSUPPORTED ? 2 : 1;
+}
+
+int dtsim_fail(dt_status st)
+{
+    fprintf(stderr, PROG ": %s\n", dtsim_last_error());
+    return dtsim_input_code(st);
+}
+
+/* The whole file as a string (caller frees), or NULL after DT_FAIL. */
+static char *dtsim_read_file(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        DT_FAIL(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + len, 1, cap - len - 1, fp);
+        len += got;
+        if (len + 1 < cap) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(fp);
+    fclose(fp);
+    if (!buf) {
+        DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading it", path);
+        return NULL;
+    }
+    if (err) {
+        free(buf);
+        DT_FAIL(DT_ERR_IO, "%s: read error", path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* A dtsim config file's "profile" (a path), copied into out ("" if none). */
+static void dtsim_config_profile(const char *text, char *out, size_t cap)
+{
+    out[0] = '\0';
+    json_t *root = json_loads(text, 0, NULL);
+    const json_t *p = root ? json_object_get(root, "profile") : NULL;
+    if (json_is_string(p)) snprintf(out, cap, "%s", json_string_value(p));
+    json_decref(root);
+}
+
+/* Parse --pipeline-split into sc; 0 or 2 (after the message). */
+static int dtsim_parse_split(const char *text, dts_scenario *sc)
+{
+    const char *q = text;
+    for (int i = 0;; i++) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(q, &end, 10);
+        if (i >= DTS_MAX_STAGES || end == q || errno || v < 1 || v > 100000 || (*end && *end != ',')) {
+            fprintf(stderr, PROG ": --pipeline-split '%s': expected positive block counts separated by commas, e.g. "
+                                 "3,5\n",
+                    text);
+            return 2;
+        }
+        sc->split[i] = (int)v;
+        sc->n_split = i + 1;
+        if (!*end) break;
+        q = end + 1;
+    }
+    for (int i = sc->n_split; i < DTS_MAX_STAGES; i++) sc->split[i] = 0;
+    return 0;
+}
+
+#define GIVEN(flag) dt_args_given(args, n_args, flag)
+
+/* The model: the preset, then the sizes (a changed size: "custom"). */
+static int dtsim_scenario_model(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc)
+{
+    /* the model: the preset, then the sizes */
+    if (GIVEN("--model")) {
+        dt_gpt_config pre;
+        if (dt_gpt_config_preset(o->job.model, &pre) != DT_OK) return dtsim_fail(DT_ERR_INVALID);
+        pre.vocab_size = sc->model.vocab_size;
+        sc->model = pre;
+        snprintf(sc->model_name, sizeof sc->model_name, "%s", o->job.model);
+        if (!GIVEN("--seq-length") && sc->T > sc->model.seq_len) sc->T = sc->model.seq_len;
+    }
+    int custom = 0;
+#define DTSIM_SIZE(flag, field, value)                                                                               \
+    do {                                                                                                             \
+        if (GIVEN(flag) && (value) != sc->model.field) {                                                             \
+            sc->model.field = (value);                                                                               \
+            custom = 1;                                                                                              \
+        }                                                                                                            \
+    } while (0)
+    DTSIM_SIZE("--num-layers", num_layers, o->job.num_layers);
+    DTSIM_SIZE("--hidden-size", hidden_size, o->job.hidden_size);
+    DTSIM_SIZE("--num-attention-heads", num_heads, o->job.num_heads);
+    DTSIM_SIZE("--max-position-embeddings", seq_len, o->job.max_pos);
+#undef DTSIM_SIZE
+    if (custom) snprintf(sc->model_name, sizeof sc->model_name, "custom");
+    if (GIVEN("--vocab-size")) sc->model.vocab_size = o->vocab;
+    if (GIVEN("--seq-length")) sc->T = o->job.seq_length;
+    return 0;
+}
+
+/* The batch (--global-batch-size or --micro-batches: m) and the layout. */
+static int dtsim_scenario_batch(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc)
+{
+    /* batch and layout */
+    if (GIVEN("--micro-batch-size")) sc->B = o->job.micro_batch;
+    if (GIVEN("--data-parallel-size")) sc->d = o->data_size;
+    if (GIVEN("--tensor-model-parallel-size")) sc->t = o->job.tensor_size;
+    if (GIVEN("--pipeline-model-parallel-size")) sc->p = o->job.pipeline_size;
+    const int64_t per_micro = (int64_t)sc->B * sc->d;
+    if (GIVEN("--global-batch-size")) {
+        if (o->job.global_batch % per_micro != 0) {
+            if (sc->d == 1)
+                fprintf(stderr, PROG ": --global-batch-size %d is not a multiple of --micro-batch-size %d\n",
+                        o->job.global_batch, sc->B);
+            else
+                fprintf(stderr,
+                        PROG ": --global-batch-size %d is not a multiple of --micro-batch-size %d x "
+                             "--data-parallel-size %d\n",
+                        o->job.global_batch, sc->B, sc->d);
+            return 2;
+        }
+        if (GIVEN("--micro-batches") && (int64_t)o->micro_batches * per_micro != o->job.global_batch) {
+            fprintf(stderr,
+                    PROG ": --micro-batches %d x --micro-batch-size %d x --data-parallel-size %d is not "
+                         "--global-batch-size %d\n",
+                    o->micro_batches, sc->B, sc->d, o->job.global_batch);
+            return 2;
+        }
+        sc->m = (int)(o->job.global_batch / per_micro);
+    }
+    if (GIVEN("--micro-batches")) sc->m = o->micro_batches;
+    if (GIVEN("--train-iters")) sc->steps = o->job.train_iters;
+    if (GIVEN("--seed")) sc->seed = o->job.seed;
+    if (GIVEN("--optimizer")) {
+        dt_optim_kind kind;
+        if (dt_optim_kind_parse(o->job.optimizer, &kind) != DT_OK) return dtsim_fail(DT_ERR_INVALID);
+        sc->optimizer_states = kind == DT_OPTIM_ADAMW || kind == DT_OPTIM_LAMB ? 2 : 1;
+    }
+    return 0;
+}
+
+/* Precision and the loss scaler. */
+static int dtsim_scenario_precision(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc)
+{
+    /* precision */
+    if (o->job.fp16 && o->job.bf16) {
+        fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
+        return 2;
+    }
+    if (o->job.fp16) snprintf(sc->precision, sizeof sc->precision, "fp16");
+    if (o->job.bf16) snprintf(sc->precision, sizeof sc->precision, "bf16");
+    if (GIVEN("--loss-scale")) sc->scaler.static_scale = o->job.loss_scale;
+    if (GIVEN("--initial-loss-scale")) sc->scaler.initial_scale = o->job.initial_loss_scale;
+    if (GIVEN("--loss-scale-window")) sc->scaler.window = o->job.loss_scale_window;
+    if (GIVEN("--hysteresis")) sc->scaler.hysteresis = o->job.hysteresis;
+    if (GIVEN("--min-loss-scale")) sc->scaler.min_scale = o->job.min_loss_scale;
+    sc->use_loss_scaling = !strcmp(sc->precision, "fp16") || sc->scaler.static_scale > 0;
+    static const char *const scaler_flags[] = {"--initial-loss-scale", "--loss-scale-window", "--hysteresis",
+                                               "--min-loss-scale", NULL};
+    for (const char *const *f = scaler_flags; *f; f++)
+        if (GIVEN(*f) && (strcmp(sc->precision, "fp16") != 0 || sc->scaler.static_scale > 0)) {
+            fprintf(stderr, PROG ": %s needs dynamic loss scaling (--fp16 without --loss-scale)\n", *f);
+            return 2;
+        }
+    return 0;
+}
+
+/* Recomputation (Megatron-LM's rule, as dtrain) and the parallelism. */
+static int dtsim_scenario_parallel(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc)
+{
+    /* memory: Megatron-LM's rule, as dtrain */
+    if (o->job.recompute_on || GIVEN("--recompute-granularity"))
+        sc->recompute = !strcmp(o->job.recompute_granularity, "full") ? 1 : 2;
+
+    /* parallelism */
+    if (GIVEN("--pipeline-schedule") && dt_sched_kind_parse(o->job.pipeline_schedule, &sc->schedule) != DT_OK)
+        return dtsim_fail(DT_ERR_INVALID);
+    if (o->job.pipeline_split && dtsim_parse_split(o->job.pipeline_split, sc) != 0) return 2;
+    if (GIVEN("--allreduce")) {
+        const int ps = !strcmp(o->job.allreduce, "ps-sync") || !strcmp(o->job.allreduce, "ps-async");
+        snprintf(sc->exchange_name, sizeof sc->exchange_name, "%s", o->job.allreduce);
+        sc->exchange = !strcmp(o->job.allreduce, "tree")       ? DTS_EX_TREE
+                       : !strcmp(o->job.allreduce, "naive")    ? DTS_EX_NAIVE
+                       : !strcmp(o->job.allreduce, "ps-sync")  ? DTS_EX_PS_SYNC
+                       : !strcmp(o->job.allreduce, "ps-async") ? DTS_EX_PS_ASYNC
+                                                           : DTS_EX_RING;
+        sc->num_ps_servers = ps ? (sc->num_ps_servers > 0 ? sc->num_ps_servers : 1) : 0;
+    }
+    if (GIVEN("--num-ps-servers")) {
+        if (sc->exchange != DTS_EX_PS_SYNC && sc->exchange != DTS_EX_PS_ASYNC) {
+            fprintf(stderr, PROG ": --num-ps-servers needs --allreduce ps-sync or ps-async\n");
+            return 2;
+        }
+        sc->num_ps_servers = o->job.num_ps_servers;
+    }
+    if (o->job.distributed_optimizer) sc->zero = 1;
+    if (GIVEN("--bucket-size-mb")) sc->bucket_bytes = (int64_t)(o->job.bucket_mb * (1 << 20));
+    if (GIVEN("--allreduce-chunk-bytes")) sc->chunk_bytes = o->job.allreduce_chunk_bytes;
+    if (o->job.slow_rank) {
+        int r, ms;
+        if (dt_args_parse_rank_ms(PROG, "--slow-rank", o->job.slow_rank, &r, &ms) != DT_ARGS_OK) return 2;
+        sc->slow_rank = r;
+        sc->slow_ns = (int64_t)ms * 1000000;
+    }
+    return 0;
+}
+
+/* The machine (--hw, the node flags) and the numerics inputs. */
+static int dtsim_scenario_machine(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc)
+{
+    /* machine and numerics inputs */
+    if (o->hw) {
+        dts_hw hw;
+        dt_status st = dts_hw_load(o->hw, &hw);
+        if (st != DT_OK) return dtsim_fail(st);
+        sc->hw = hw;
+    }
+    if (o->devices_per_node > 0) sc->hw.devices_per_node = o->devices_per_node;
+    if (o->cores_per_node > 0) sc->hw.cores_per_node = o->cores_per_node;
+    if (sc->hw.cores_per_node > 0 && sc->t > 1) {
+        fprintf(stderr, PROG ": --cores-per-node with --tensor-model-parallel-size %d: not supported (shared cores "
+                             "model pipeline and data-parallel ranks)\n", sc->t);
+        return 2;
+    }
+    if (o->grad_trace) {
+        if (strlen(o->grad_trace) >= sizeof sc->grad_trace) {
+            fprintf(stderr, PROG ": --grad-trace: a file name of at most %zu bytes expected\n",
+                    sizeof sc->grad_trace - 1);
+            return 2;
+        }
+        snprintf(sc->grad_trace, sizeof sc->grad_trace, "%s", o->grad_trace);
+    }
+    if (sc->grad_trace[0]) { /* an input: missing is the user's error (2), found before the run */
+        FILE *fp = fopen(sc->grad_trace, "rb");
+        if (!fp) {
+            fprintf(stderr, PROG ": --grad-trace %s: cannot open: %s\n", sc->grad_trace, strerror(errno));
+            return 2;
+        }
+        fclose(fp);
+    }
+    return 0;
+}
+
+/* The scenario: --config first, then the flags over it (dtsim_prog.h). */
+int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc, char *profile,
+                        size_t profile_cap, int check)
+{
+    dts_scenario_default(sc);
+    profile[0] = '\0';
+    dts_scenario_default(sc);
+    profile[0] = '\0';
+    if (o->config) {
+        char *text = dtsim_read_file(o->config);
+        if (!text) return dtsim_fail(DT_ERR_IO);
+        dt_status st = dts_scenario_from_config(sc, text, o->config);
+        if (st == DT_OK) dtsim_config_profile(text, profile, profile_cap);
+        free(text);
+        if (st != DT_OK) return dtsim_fail(st);
+    }
+    if (o->profile) snprintf(profile, profile_cap, "%s", o->profile);
+    int rc = dtsim_scenario_model(o, args, n_args, sc);
+    if (rc == 0) rc = dtsim_scenario_batch(o, args, n_args, sc);
+    if (rc == 0) rc = dtsim_scenario_precision(o, args, n_args, sc);
+    if (rc == 0) rc = dtsim_scenario_parallel(o, args, n_args, sc);
+    if (rc == 0) rc = dtsim_scenario_machine(o, args, n_args, sc);
+    if (rc != 0) return rc;
+    if (check) {
+        dt_status st = dts_scenario_check(sc);
+        if (st != DT_OK) return dtsim_fail(st);
+    }
+    return 0;
+}
+
+#undef GIVEN
+
+void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
+{
+    fprintf(f,
+            "scenario: %s (%d layers, width %d, %d heads, vocab %d), B=%d T=%d m=%d (global batch %lld), "
+            "%lld step%s\n",
+            sc->model_name, sc->model.num_layers, sc->model.hidden_size, sc->model.num_heads, sc->model.vocab_size,
+            sc->B, sc->T, sc->m, (long long)sc->m * sc->B * sc->d, (long long)sc->steps, sc->steps == 1 ? "" : "s");
+    fprintf(f, "layout:   t=%d p=%d d=%d", sc->t, sc->p, sc->d);
+    if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
+        fprintf(f, " + %d parameter server%s", sc->num_ps_servers, sc->num_ps_servers == 1 ? "" : "s");
+    fprintf(f, " (%d rank%s), schedule %s, exchange %s%s, %s%s\n", dts_scenario_world(sc),
+            dts_scenario_world(sc) == 1 ? "" : "s", dt_sched_kind_name(sc->schedule), sc->exchange_name, sc->zero ? " + ZeRO-1" : "", sc->precision,
+            sc->recompute == 1 ? ", full recomputation" : sc->recompute == 2 ? ", selective recomputation" : "");
+    fprintf(f, "machine:  %s; cost: %s\n", sc->hw.name, sc->have_cost ? sc->cost.source : "none");
+}
+
