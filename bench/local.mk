@@ -2,7 +2,8 @@
 # `dtbench viz` (bench/vizbench.c) needs the SDL2 viewer; without SDL2 it is
 # bench/vizbench_none.c, which says so and exits 1.
 bin_PROGRAMS += dtbench
-dtbench_SOURCES = bench/dtbench.c bench/simval.c programs/args.c programs/args.h
+dtbench_SOURCES = bench/dtbench.c bench/dtbench.h bench/bench_kernels.c bench/bench_train.c \
+	bench/bench_parallel.c bench/simval.c programs/args.c programs/args.h
 dtbench_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim -DDT_SRCDIR_DEFAULT='"$(abs_top_srcdir)"'
 dtbench_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS) -I$(top_srcdir)/cuda
 dtbench_LDADD =
