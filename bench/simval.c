@@ -11,10 +11,11 @@
  *       parameter server (ps-sync, ps-async: one worker, one server), each
  *       with a trace; then dts_validate predicts every run from (1) and (2)
  *       only and prints measured vs predicted step time and phases. Goal
- *       (../shared/reference.md's peers: SimAI ~1.9%, Lumos 3.3%, ASTRA-sim
- *       10-20%): mean absolute error < 5%, no run over 10%. --quick: three
- *       runs (for tests). Exit 0 when every run was predicted (the goal's
- *       verdict is printed, not the exit code), 1 on a failure.
+ *       (the errors peer simulators' papers report against real runs:
+ *       SimAI ~1.9%, Lumos 3.3%, ASTRA-sim 10-20%): mean absolute error
+ *       < 5%, no run over 10%. --quick: three runs (for tests). Exit 0
+ *       when every run was predicted (the goal's verdict is printed, not
+ *       the exit code), 1 on a failure.
  *   dtbench simspeed [--steps N]
  *       The engine alone (events per second of a heap under a steady load
  *       of pending events, goal > 10 million) and a 1024-device job:
