@@ -37,18 +37,18 @@ viz() {
 # 2. Underflow: dtbench amp (quick: 100 FP32 steps before the second measurement).
 tut_cmd amp --quick "--steps 100" ./dtbench amp
 tut_line amp '^# initial: 118336 parameter gradients non-zero in FP32, 142 \(0\.120%\) below 2\^-25 \(round to 0 in fp16\)$'
-tut_line amp '^initial +fp16 +1 +12 +0\.0101% +0\.000416$'
-tut_line amp '^initial +fp16 +256 +2 +0\.0017% +0\.000365$'
-tut_line amp '^initial +fp16 +65536 +0 +0\.0000% +0\.000365$'
+tut_ref tut_line amp '^initial +fp16 +1 +12 +0\.0101% +0\.000416$'
+tut_ref tut_line amp '^initial +fp16 +256 +2 +0\.0017% +0\.000365$'
+tut_ref tut_line amp '^initial +fp16 +65536 +0 +0\.0000% +0\.000365$'
 tut_line amp '^initial +bf16 +1 +0 +0\.0000% +0\.00337$'
 if [ "$TUTORIAL_QUICK" = 1 ]; then
     w=step100
 else
     w=step1000
-    tut_line amp '^# step1000: 118336 parameter gradients non-zero in FP32, 6637 \(5\.609%\) below 2\^-25 '
-    tut_line amp '^step1000 +fp16 +1 +15753 +13\.3121% +0\.00653$'
-    tut_line amp '^step1000 +fp16 +256 +24 +0\.0203% +0\.0065$'
-    tut_line amp '^step1000 +fp16 +65536 +0 +0\.0000% +0\.00654$'
+    tut_ref tut_line amp '^# step1000: 118336 parameter gradients non-zero in FP32, 6637 \(5\.609%\) below 2\^-25 '
+    tut_ref tut_line amp '^step1000 +fp16 +1 +15753 +13\.3121% +0\.00653$'
+    tut_ref tut_line amp '^step1000 +fp16 +256 +24 +0\.0203% +0\.0065$'
+    tut_ref tut_line amp '^step1000 +fp16 +65536 +0 +0\.0000% +0\.00654$'
     tut_line amp '^step1000 +bf16 +1 +0 +0\.0000% +0\.137$'
 fi
 u1=$(tut_num amp "^$w  *fp16  *1  *\([0-9]*\) .*")
@@ -77,43 +77,43 @@ tut_line dyn '^overflow: iteration 2 skipped at loss scale 1\.04858e\+06 \(first
 tut_line dyn '^overflow: iteration 3 skipped at loss scale 524288 \(first inf/NaN gradient: lm_head\.w\)$'
 tut_line dyn '^overflow: iteration 4 skipped at loss scale 262144 \(first inf/NaN gradient: lm_head\.w\)$'
 tut_line dyn '^overflow: iteration 5 skipped at loss scale 131072 \(first inf/NaN gradient: h\.1\.fcproj\.b\)$'
-tut_line dyn '^overflow: iteration 64 skipped at loss scale 262144 \(first inf/NaN gradient: lm_head\.w\)$'
-tut_line dyn '^overflow: iteration 65 skipped at loss scale 262144 \(first inf/NaN gradient: lm_head\.w\)$'
-tut_line dyn '^overflow: iteration 80 skipped at loss scale 131072 \(first inf/NaN gradient: wte\)$'
-tut_line dyn '^overflow: iteration 121 skipped at loss scale 262144 \(first inf/NaN gradient: lm_head\.w\)$'
-tut_line dyn '^overflow: iteration 131 skipped at loss scale 262144 \(first inf/NaN gradient: wte\)$'
-tut_line dyn '^overflow: iteration 133 skipped at loss scale 131072 \(first inf/NaN gradient: wpe\)$'
+tut_ref tut_line dyn '^overflow: iteration 64 skipped at loss scale 262144 \(first inf/NaN gradient: lm_head\.w\)$'
+tut_ref tut_line dyn '^overflow: iteration 65 skipped at loss scale 262144 \(first inf/NaN gradient: lm_head\.w\)$'
+tut_ref tut_line dyn '^overflow: iteration 80 skipped at loss scale 131072 \(first inf/NaN gradient: wte\)$'
+tut_ref tut_line dyn '^overflow: iteration 121 skipped at loss scale 262144 \(first inf/NaN gradient: lm_head\.w\)$'
+tut_ref tut_line dyn '^overflow: iteration 131 skipped at loss scale 262144 \(first inf/NaN gradient: wte\)$'
+tut_ref tut_line dyn '^overflow: iteration 133 skipped at loss scale 131072 \(first inf/NaN gradient: wpe\)$'
 tut_line dyn '^iter 1/150  loss 5\.5856  lr 2\.000e-04  grad_norm 0\.000  scale 1\.04858e\+06 skipped 1  '
-tut_range "dynamic from 2^20: overflow lines" "$(count dyn '^overflow: ')" 11 11
-tut_line dyn '^iter 100/150  loss 1\.5747  lr 1\.265e-03  grad_norm 1\.133  scale 65536 skipped 8  '
-tut_line dyn '^final: val_loss 1\.4818 accuracy 2\.94% \(238 examples\) '
+tut_ref tut_range "dynamic from 2^20: overflow lines" "$(count dyn '^overflow: ')" 11 11
+tut_ref tut_line dyn '^iter 100/150  loss 1\.5747  lr 1\.265e-03  grad_norm 1\.133  scale 65536 skipped 8  '
+tut_ref tut_line dyn '^final: val_loss 1\.4818 accuracy 2\.94% \(238 examples\) '
 tut_file fp16.json
 viz scale fp16.json --view scale --png scale.png
 
 # 4. A collapsing loss scale: lr 0.5 without clipping.
 tut_cmd col ./dtrain --threads 1 --fp16 --lr 0.5 --clip-grad 0 --train-iters 200 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --log-interval 25 --trace collapse.json --summary collapse-summary.json
-tut_line col '^overflow: iteration 38 skipped at loss scale 16384 \(first inf/NaN gradient: lm_head\.w\)$'
-tut_line col '^overflow: iteration 51 skipped at loss scale 2 \(first inf/NaN gradient: lm_head\.w\)$'
-tut_line col '^dtrain: warning: the loss scale is at its minimum \(1\) and gradients still overflow \(iteration [0-9]+, first in lm_head\.w\): fp16 cannot hold them; lower --lr, check the data, or use --bf16$'
-tut_line col '^iter 200/200  loss [0-9.]+  lr 4\.926e-01  grad_norm 0\.000  scale 1 skipped [0-9]+  '
+tut_ref tut_line col '^overflow: iteration 38 skipped at loss scale 16384 \(first inf/NaN gradient: lm_head\.w\)$'
+tut_ref tut_line col '^overflow: iteration 51 skipped at loss scale 2 \(first inf/NaN gradient: lm_head\.w\)$'
+tut_ref tut_line col '^dtrain: warning: the loss scale is at its minimum \(1\) and gradients still overflow \(iteration [0-9]+, first in lm_head\.w\): fp16 cannot hold them; lower --lr, check the data, or use --bf16$'
+tut_ref tut_line col '^iter 200/200  loss [0-9.]+  lr 4\.926e-01  grad_norm 0\.000  scale 1 skipped [0-9]+  '
 tut_file collapse-summary.json
-tut_range "collapse: final loss_scale" "$(tut_json collapse-summary.json loss_scale)" 1 1
+tut_ref tut_range "collapse: final loss_scale" "$(tut_json collapse-summary.json loss_scale)" 1 1
 cs=$(tut_json collapse-summary.json skipped_steps)
-tut_range "collapse: skipped_steps (166 here)" "$cs" 100 200
-tut_range "collapse: loss_scale_backoffs (16 here)" "$(tut_json collapse-summary.json loss_scale_backoffs)" 16 16
-tut_range "collapse: loss_scale_at_min_overflows (149 here)" "$(tut_json collapse-summary.json loss_scale_at_min_overflows)" 100 200
-tut_range "collapse: val_loss (9.2000 here)" "$(tut_num col '^final: val_loss \([0-9.]*\) .*')" 5 20
+tut_ref tut_range "collapse: skipped_steps (166 here)" "$cs" 100 200
+tut_ref tut_range "collapse: loss_scale_backoffs (16 here)" "$(tut_json collapse-summary.json loss_scale_backoffs)" 16 16
+tut_ref tut_range "collapse: loss_scale_at_min_overflows (149 here)" "$(tut_json collapse-summary.json loss_scale_at_min_overflows)" 100 200
+tut_ref tut_range "collapse: val_loss (9.2000 here)" "$(tut_num col '^final: val_loss \([0-9.]*\) .*')" 5 20
 viz colviz collapse.json --view scale --png collapse.png
 tut_cmd col32 ./dtrain --threads 1 --lr 0.5 --clip-grad 0 --train-iters 200 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --log-interval 25
 tut_cmd colbf ./dtrain --threads 1 --bf16 --lr 0.5 --clip-grad 0 --train-iters 200 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --log-interval 25
-tut_line col32 '^final: val_loss 2\.0728 accuracy 0\.00% \(238 examples\) '
-tut_line colbf '^final: val_loss 2\.0735 accuracy 0\.00% \(238 examples\) '
+tut_ref tut_line col32 '^final: val_loss 2\.0728 accuracy 0\.00% \(238 examples\) '
+tut_ref tut_line colbf '^final: val_loss 2\.0735 accuracy 0\.00% \(238 examples\) '
 tut_range "lr 0.5, FP32: val_loss" "$(tut_num col32 '^final: val_loss \([0-9.]*\) .*')" 1.5 2.5
 tut_range "lr 0.5, bf16: val_loss" "$(tut_num colbf '^final: val_loss \([0-9.]*\) .*')" 1.5 2.5
-tut_line col32 '^iter 25/200  loss 9\.8107  lr 4\.994e-01  grad_norm 16\.240  '
+tut_ref tut_line col32 '^iter 25/200  loss 9\.8107  lr 4\.994e-01  grad_norm 16\.240  '
 tut_cmd collr ./dtrain --threads 1 --fp16 --lr 0.05 --clip-grad 0 --train-iters 200 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --log-interval 25
-tut_line collr '^iter 200/200  loss 1\.8572  lr 1\.608e-04  grad_norm 1\.295  scale 16384 skipped 3  '
-tut_line collr '^final: val_loss 1\.8685 accuracy 0\.00% \(238 examples\) '
+tut_ref tut_line collr '^iter 200/200  loss 1\.8572  lr 1\.608e-04  grad_norm 1\.295  scale 16384 skipped 3  '
+tut_ref tut_line collr '^final: val_loss 1\.8685 accuracy 0\.00% \(238 examples\) '
 
 # FP32's own NaN reporting, and --skip-nonfinite.
 tut_fails nan 1 ./dtrain --threads 1 --lr 1e30 --clip-grad 0 --optimizer sgd --train-iters 5 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16
@@ -206,9 +206,9 @@ tut_range "seeds predicting 9..12 skipped steps" "$(awk '$1 >= 9 && $1 <= 12' se
 
 # The exercise: hysteresis 1.
 tut_cmd ex ./dtrain --threads 1 --fp16 --initial-loss-scale 1048576 --loss-scale-window 20 --hysteresis 1 --train-iters 150 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --summary ex.json
-tut_line ex '^overflow: iteration 2 skipped at loss scale 524288 \(first inf/NaN gradient: lm_head\.w\)$'
-tut_range "hysteresis 1: skipped_steps" "$(tut_json ex.json skipped_steps)" 9 9
-tut_range "hysteresis 1: loss_scale_backoffs" "$(tut_json ex.json loss_scale_backoffs)" 9 9
-tut_range "hysteresis 1: final loss_scale" "$(tut_json ex.json loss_scale)" 131072 131072
+tut_ref tut_line ex '^overflow: iteration 2 skipped at loss scale 524288 \(first inf/NaN gradient: lm_head\.w\)$'
+tut_ref tut_range "hysteresis 1: skipped_steps" "$(tut_json ex.json skipped_steps)" 9 9
+tut_ref tut_range "hysteresis 1: loss_scale_backoffs" "$(tut_json ex.json loss_scale_backoffs)" 9 9
+tut_ref tut_range "hysteresis 1: final loss_scale" "$(tut_json ex.json loss_scale)" 131072 131072
 
 tut_finish

@@ -20,17 +20,23 @@ for n in serial tp; do
     tut_line $n '^iter 1/30  loss 5\.6273  lr 1\.000e-03  grad_norm 13\.698  '
     tut_line $n '^iter 10/30  loss 2\.1385  lr 2\.661e-03  grad_norm 1\.397  '
 done
-tut_line serial '^iter 30/30  loss 1\.9141  lr 1\.098e-04  grad_norm 1\.331  '
-tut_line tp '^iter 30/30  loss 1\.9140  lr 1\.098e-04  grad_norm 1\.332  '
+tut_ref tut_line serial '^iter 30/30  loss 1\.9141  lr 1\.098e-04  grad_norm 1\.331  '
+tut_ref tut_line tp '^iter 30/30  loss 1\.9140  lr 1\.098e-04  grad_norm 1\.332  '
 tut_line serial '^done: .* peak activation memory 9\.52 MiB$'
 tut_line tp '^done: .* peak activation memory 6\.02 MiB$'
 for k in train_loss val_loss param_probe; do
     a=$(tut_json serial.json $k); b=$(tut_json tp.json $k)
     echo "  $k: serial $a, t = 2 $b, relative difference $(tut_reldiff "$a" "$b")"
 done
-tut_range "train_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp.json train_loss)")" 0 2e-5
-tut_range "val_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp.json val_loss)")" 0 2e-5
-tut_range "param_probe relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp.json param_probe)")" 0 1e-4
+tut_ref tut_range "train_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp.json train_loss)")" 0 2e-5
+tut_ref tut_range "val_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp.json val_loss)")" 0 2e-5
+tut_ref tut_range "param_probe relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp.json param_probe)")" 0 1e-4
+# on every build: t = 2 sums each GEMM in another order than t = 1, and 30
+# AdamW steps grow those last-bit differences; measured 1.4e-5 (AVX-512
+# build, the README's) and 1.7e-4 / 2.2e-4 / 7.5e-4 (an AVX2 build, AMD EPYC)
+tut_range "train_loss relative difference, t = 2, any build" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp.json train_loss)")" 0 1e-3
+tut_range "val_loss relative difference, t = 2, any build" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp.json val_loss)")" 0 1e-3
+tut_range "param_probe relative difference, t = 2, any build" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp.json param_probe)")" 0 2e-3
 
 # 3. The allreduces in the trace.
 tut_cmd count sh -c 'for r in 0 1; do for k in f g; do echo "rank $r, $k: $(grep -c "\"name\":\"tp allreduce $k\"" tp-trace.rank$r.json) in all, $(grep "\"iter\":5," tp-trace.rank$r.json | grep -c "\"name\":\"tp allreduce $k\"") in step 6"; done; done'
