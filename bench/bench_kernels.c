@@ -24,7 +24,8 @@ double dtbench_sgemm_peak(int threads, int verbose)
     double best = 0;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int n = sizes[s];
-        float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
+        float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
+              *c = malloc(sizeof(float) * n * n);
         if (!a || !b || !c) {
             fprintf(stderr, "dtbench: out of memory for the %d x %d sgemm peak\n", n, n);
             exit(1);
@@ -122,7 +123,10 @@ static int gpu_gemm_mode(dt_backend *be, dtbench_gemm_kind k)
     if ((k == GEMM_BF16 || k == GEMM_FP16) && !be->set_gemm_inputs) return 1;
     dtbench_check(dt__cuda_set_tf32(be, k == GEMM_TF32), "TF32 setting");
     if (be->set_gemm_inputs)
-        dtbench_check(be->set_gemm_inputs(be, k == GEMM_BF16 ? DT_BF16 : k == GEMM_FP16 ? DT_F16 : DT_F32), "GEMM inputs");
+        dtbench_check(be->set_gemm_inputs(be, k == GEMM_BF16   ? DT_BF16
+                                              : k == GEMM_FP16 ? DT_F16
+                                                               : DT_F32),
+                      "GEMM inputs");
     return 0;
 }
 
@@ -155,8 +159,8 @@ double dtbench_gpu_gemm_peak(dt_backend *be, dtbench_gemm_kind k, int verbose)
         double sec = gpu_time(be, op_gemm, &g, 2, &reps, "gemm");
         double gf = 2.0 * g.n * g.n * g.n / sec / 1e9;
         if (verbose)
-            printf("  cublas %-4s %5d x %5d x %5d   %9.1f GFLOP/s   (%d calls per trial)\n", dtbench_gemm_kind_name[k], g.n,
-                   g.n, g.n, gf, reps);
+            printf("  cublas %-4s %5d x %5d x %5d   %9.1f GFLOP/s   (%d calls per trial)\n", dtbench_gemm_kind_name[k],
+                   g.n, g.n, g.n, gf, reps);
         if (gf > best) best = gf;
     }
     be->free(be, a), be->free(be, b), be->free(be, c);
@@ -255,7 +259,8 @@ int dtbench_cmd_gelu(int64_t n64, int iters)
     const int warm = 3;
     printf("# dtbench gelu --device cuda: GELU (tanh approximation) on n = %zu elements in [-6, 6)\n", n);
     printf("# per kernel: %d warm-up launches, then the best of 3 trials of R launches, each bracketed by "
-           "be->synchronize\n", warm);
+           "be->synchronize\n",
+           warm);
     printf("# GB/s = (bytes read + bytes written) / time: 8 bytes per element in FP32, 4 in f16/bf16; copy = "
            "be->copy DT_COPY_D2D of the same bytes, counted the same way\n");
     printf("%-12s %8s %10s %10s %9s %8s\n", "kernel", "R", "us/launch", "Gelem/s", "GB/s", "of_copy");
@@ -323,4 +328,3 @@ int dtbench_cmd_gelu(int64_t n64, int iters)
     if (bad) fprintf(stderr, "dtbench gelu: wrong results (see the check lines)\n");
     return bad ? 1 : 0;
 }
-

@@ -52,14 +52,13 @@ static void ar_gather(dt_comm *c, double v[2])
  * "time_us","algbw","busbw","wrong"}, ...]} (one row per size and algorithm
  * that ran; sim/fit.c reads it for the simulator's link calibration). */
 int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_bytes, int iters_flag,
-                         const char *json_path)
+                          const char *json_path)
 {
     dt_comm *c;
     if (dt_comm_mpi_world(&c) != DT_OK) dtbench_die("allreduce");
     const int n = c->size, r = c->rank;
     enum { NALGO = 4 };
-    const dt_allreduce_algo algos[NALGO] = {DT_ALLREDUCE_RING, DT_ALLREDUCE_TREE, DT_ALLREDUCE_NAIVE,
-                                            DT_ALLREDUCE_MPI};
+    const dt_allreduce_algo algos[NALGO] = {DT_ALLREDUCE_RING, DT_ALLREDUCE_TREE, DT_ALLREDUCE_NAIVE, DT_ALLREDUCE_MPI};
     const size_t max_count = (size_t)max_bytes / sizeof(float);
     float *buf = malloc((max_count ? max_count : 1) * sizeof(float));
     if (!buf) dtbench_die("out of memory");
@@ -68,7 +67,8 @@ int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_by
     if (r == 0 && json_path && !rows) dtbench_die("out of memory");
     if (r == 0) {
         printf("# dtbench allreduce: %d rank(s), '%s' communicator, float32 sum in place; ring chunk %lld bytes; "
-               "%s\n", n, c->ops->name, (long long)chunk_bytes,
+               "%s\n",
+               n, c->ops->name, (long long)chunk_bytes,
                iters_flag ? "--iters timed calls per size" : "timed calls per size: 1 GiB / size, 10 to 5000");
         printf("# time = max over ranks of the mean per call; algbw = bytes / time; busbw = algbw * 2(n-1)/n\n");
         printf("#%31s", "");
@@ -99,11 +99,13 @@ int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_by
             }
             if (st != DT_OK) dtbench_die(dt_allreduce_algo_name(algos[a]));
             for (int it = 1; it < warm; it++)
-                if (dt_comm_allreduce(c, buf, count, algos[a], &o) != DT_OK) dtbench_die(dt_allreduce_algo_name(algos[a]));
+                if (dt_comm_allreduce(c, buf, count, algos[a], &o) != DT_OK)
+                    dtbench_die(dt_allreduce_algo_name(algos[a]));
             if (c->ops->barrier(c) != DT_OK) dtbench_die("barrier");
             int64_t t0 = dt_time_ns();
             for (int it = 0; it < iters; it++)
-                if (dt_comm_allreduce(c, buf, count, algos[a], &o) != DT_OK) dtbench_die(dt_allreduce_algo_name(algos[a]));
+                if (dt_comm_allreduce(c, buf, count, algos[a], &o) != DT_OK)
+                    dtbench_die(dt_allreduce_algo_name(algos[a]));
             double v[2] = {(dt_time_ns() - t0) * 1e-9 / iters, 0};
             // the check: one more call on fresh values, compared with the exact sum
             for (size_t i = 0; i < count; i++) buf[i] = ar_value(i, r);
@@ -117,11 +119,10 @@ int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_by
             double algbw = bytes / v[0] / 1e9;
             busbw[a] = algbw * bus;
             if (r == 0) printf("  %10.2f %7.2f %7.2f %6.0f", v[0] * 1e6, algbw, busbw[a], v[1]);
-            if (rows &&
-                json_array_append_new(rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:I}", "algo",
-                                                      dt_allreduce_algo_name(algos[a]), "bytes", (json_int_t)bytes,
-                                                      "time_us", v[0] * 1e6, "algbw", algbw, "busbw", busbw[a],
-                                                      "wrong", (json_int_t)v[1])) != 0)
+            if (rows && json_array_append_new(rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:I}", "algo",
+                                                              dt_allreduce_algo_name(algos[a]), "bytes",
+                                                              (json_int_t)bytes, "time_us", v[0] * 1e6, "algbw", algbw,
+                                                              "busbw", busbw[a], "wrong", (json_int_t)v[1])) != 0)
                 dtbench_die("out of memory");
         }
         if (r == 0) printf("\n"), fflush(stdout);
@@ -143,7 +144,8 @@ int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_by
             h[strlen(h) - 1] = '\0'; /* drop the closing brace: "rows" follows */
             bad |= fprintf(fp, "%s,\"rows\":[\n", h) < 0;
             for (size_t i = 0; i < json_array_size(rows); i++) {
-                char *row = json_dumps(json_array_get(rows, i), JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+                char *row =
+                    json_dumps(json_array_get(rows, i), JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
                 bad |= !row || fprintf(fp, "%s%s\n", row, i + 1 < json_array_size(rows) ? "," : "") < 0;
                 free(row);
             }
@@ -250,8 +252,8 @@ int dtbench_cmd_bubbles(int argc, char **argv)
                "backward_ms=%.3f optim_ms=%.3f noise=%.4f\n",
                argv[i], b.stage, b.n_steps, b.n_mean, b.mean, b.mean_fb, b.mean_window_ns * 1e-6,
                b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : NAN,
-               b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : NAN, b.n_optim ? b.optim_ns * 1e-6 / b.n_optim : NAN,
-               trace_noise(t, b.pid, skip));
+               b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : NAN,
+               b.n_optim ? b.optim_ns * 1e-6 / b.n_optim : NAN, trace_noise(t, b.pid, skip));
         dt_bubble_stats_free(&b);
         dt_trace_free(t);
     }
@@ -344,8 +346,10 @@ int dtbench_cmd_tp(int threads, int B, int T, int L, int C, int steps)
     /* every rank writes its trace into rank 0's directory: send its name */
     if (dt_comm_broadcast(c, (float *)tmpl, sizeof tmpl / sizeof(float), 0, NULL) != DT_OK) dtbench_die("tp");
     if (r == 0) {
-        printf("# dtbench tp: %d rank(s), GPT %d blocks, width %d, 4 heads, T = %d, micro-batch %d, %d micro-batches per "
-               "step and replica, %d steps (figures over steps 2..%d)\n", n, L, C, T, B, m, steps, steps);
+        printf(
+            "# dtbench tp: %d rank(s), GPT %d blocks, width %d, 4 heads, T = %d, micro-batch %d, %d micro-batches per "
+            "step and replica, %d steps (figures over steps 2..%d)\n",
+            n, L, C, T, B, m, steps, steps);
         printf("# per step and rank: allreduces of f and g (2 forward + 2 backward per block and micro-batch: 4 L m), "
                "bytes each rank sends in them (ring: 2(t-1)/t of B*T*C*4 each), their share of the step time\n");
         printf("# %2s %2s %11s %11s %14s %14s %8s %10s %10s\n", "t", "d", "allreduces", "formula", "bytes_sent",
@@ -418,8 +422,10 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
     if (p <= 0) p = n;
     if (p < 2 || n % p != 0) {
         if (r == 0)
-            fprintf(stderr, "dtbench pipeline: %d rank(s) for --pipeline-model-parallel-size %d: run under mpirun "
-                            "with p x d ranks, p >= 2 (mpirun -np 2 ./dtbench pipeline)\n", n, p);
+            fprintf(stderr,
+                    "dtbench pipeline: %d rank(s) for --pipeline-model-parallel-size %d: run under mpirun "
+                    "with p x d ranks, p >= 2 (mpirun -np 2 ./dtbench pipeline)\n",
+                    n, p);
         dt_comm_free(c);
         dt_comm_finalize();
         return 2;
@@ -443,19 +449,22 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
     float *allf = calloc((size_t)n * PIPE_NV, sizeof *allf);
     double *all = calloc((size_t)n * PIPE_NV, sizeof *all), *peak = calloc((size_t)p, sizeof *peak),
            *vers = calloc((size_t)p, sizeof *vers), *bub = calloc((size_t)p, sizeof *bub),
-           *bfb = calloc((size_t)p, sizeof *bfb), *fw = calloc((size_t)p, sizeof *fw), *bw = calloc((size_t)p, sizeof *bw);
+           *bfb = calloc((size_t)p, sizeof *bfb), *fw = calloc((size_t)p, sizeof *fw),
+           *bw = calloc((size_t)p, sizeof *bw);
     if (!allf || !all || !peak || !vers || !bub || !bfb || !fw || !bw) dtbench_die("out of memory");
     int n_fb = 0; /* gpipe/1f1b runs in fw/bw */
     if (r == 0) {
         printf("# dtbench pipeline: p = %d stages x d = %d pipeline(s), %d rank(s), %d thread(s) per rank; GPT %d "
-               "blocks, width %d, T = %d, micro-batch %d; split ", p, d, n, threads, L, C, T, B);
+               "blocks, width %d, T = %d, micro-batch %d; split ",
+               p, d, n, threads, L, C, T, B);
         for (int s = 0; s < p; s++) printf("%s%d", s ? "," : "", split[0] ? split[s] : L / p + (s < L % p));
         printf("\n# %d steps per run, figures over steps 2..%d; activation message %lld bytes, "
-               "OMPI_MCA_btl_vader_eager_limit=%s, OMPI_MCA_btl_vader_segment_size=%s\n", steps, steps, msg,
-               getenv("OMPI_MCA_btl_vader_eager_limit"), getenv("OMPI_MCA_btl_vader_segment_size"));
-        printf("# bubble(t) = 1 - (forward + backward + optim_step) / window(t) per stage (dt_trace_stats.h); "
-               "fb: forward + backward only; formula (p-1)/(m+p-1)\n# noise: compute time above the median "
-               "forward/backward duration, worst stage (a few %% when quiet; above 0.05 another process took a core)\n");
+               "OMPI_MCA_btl_vader_eager_limit=%s, OMPI_MCA_btl_vader_segment_size=%s\n",
+               steps, steps, msg, getenv("OMPI_MCA_btl_vader_eager_limit"), getenv("OMPI_MCA_btl_vader_segment_size"));
+        printf(
+            "# bubble(t) = 1 - (forward + backward + optim_step) / window(t) per stage (dt_trace_stats.h); "
+            "fb: forward + backward only; formula (p-1)/(m+p-1)\n# noise: compute time above the median "
+            "forward/backward duration, worst stage (a few %% when quiet; above 0.05 another process took a core)\n");
         printf("# %-15s %3s %9s  %-*s %6s  %-*s %6s %7s %6s %6s  %-*s %-14s %s\n", "schedule", "m", "step_ms", 7 * p,
                "bubble/stage", "mean", 7 * p, "fb/stage", "fb", "formula", "ratio", "r_fb", 11 * p,
                "peak_act_bytes/stage", "versions/stage", "noise");
@@ -484,8 +493,8 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
                 secs /= steps > 1 ? steps - 1 : 1;
                 if (dt_trainer_finish(tr) != DT_OK) dtbench_die("pipeline: trace");
                 if (r == 0) {
-                    if (dt_trainer_write_summary(tr, pipe_path(summary, sizeof summary, dir, "summary.json"), NULL, NULL) !=
-                        DT_OK)
+                    if (dt_trainer_write_summary(tr, pipe_path(summary, sizeof summary, dir, "summary.json"), NULL,
+                                                 NULL) != DT_OK)
                         dtbench_die("pipeline: summary");
                     pipe_summary_figures(summary, p, peak, vers);
                     remove(summary);
@@ -498,8 +507,12 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
                 dt_bubble_stats b;
                 if (dt_trace_read(mine, &tt) != DT_OK || dt_bubble_stats_trace(tt, -1, 1, &b) != DT_OK)
                     dtbench_die("pipeline: bubble");
-                double v[PIPE_NV] = {b.stage, b.mean, b.mean_fb, b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : 0,
-                                     b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : 0, trace_noise(tt, b.pid, 1)};
+                double v[PIPE_NV] = {b.stage,
+                                     b.mean,
+                                     b.mean_fb,
+                                     b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : 0,
+                                     b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : 0,
+                                     trace_noise(tt, b.pid, 1)};
                 dt_bubble_stats_free(&b);
                 dt_trace_free(tt);
                 if (!keep) remove(mine);
@@ -513,7 +526,8 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
                 for (int i = 0; i < n; i++)
                     if (all[(size_t)i * PIPE_NV + 5] > noise) noise = all[(size_t)i * PIPE_NV + 5];
                 if (noise <= PIPE_NOISE_MAX || attempt == attempts - 1) break;
-                if (r == 0) printf("  (%s m=%d: disturbed, noise %.3f: repeated)\n", dt_sched_kind_name(kinds[k]), m, noise);
+                if (r == 0)
+                    printf("  (%s m=%d: disturbed, noise %.3f: repeated)\n", dt_sched_kind_name(kinds[k]), m, noise);
             }
             if (r != 0) continue;
             for (int s = 0; s < p; s++) bub[s] = bfb[s] = 0;
@@ -538,10 +552,8 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
             printf("%6.3f  ", mean);
             for (int s = 0; s < p; s++) printf("%6.3f ", bfb[s]);
             printf("%6.3f %7.3f ", mean_fb, f);
-            if (k < 2)
-                printf("%6.2f %6.2f  ", mean / f, mean_fb / f);
-            else
-                printf("%6s %6s  ", "-", "-");
+            if (k < 2) printf("%6.2f %6.2f  ", mean / f, mean_fb / f);
+            else printf("%6s %6s  ", "-", "-");
             for (int s = 0; s < p; s++) {
                 snprintf(cell, sizeof cell, "%.0f", peak[s]);
                 printf("%10s ", cell);
@@ -563,4 +575,3 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
     if (dt_comm_finalize() != DT_OK) dtbench_die("finalize");
     return 0;
 }
-

@@ -26,10 +26,8 @@ typedef struct bench_setup {
 
 static void bench_setup_init(bench_setup *b, const char *device, int threads, const char *model, int B, int T)
 {
-    if (strcmp(device, "cuda") == 0)
-        b->be = dtbench_gpu_backend("train");
-    else if (dt_backend_create("cpu", threads, &b->be) != DT_OK)
-        dtbench_die("--threads");
+    if (strcmp(device, "cuda") == 0) b->be = dtbench_gpu_backend("train");
+    else if (dt_backend_create("cpu", threads, &b->be) != DT_OK) dtbench_die("--threads");
     if (dt_gpt_config_preset(model, &b->cfg) != DT_OK) dtbench_die("--model");
     if (T <= 0) T = b->cfg.seq_len;
     if (T > b->cfg.seq_len) {
@@ -37,8 +35,10 @@ static void bench_setup_init(bench_setup *b, const char *device, int threads, co
         exit(2);
     }
     if ((int64_t)B * T > (int64_t)1 << 30) { /* as dtrain: the token loops and indices are int */
-        fprintf(stderr, "dtbench: --micro-batch-size %d x --seq-length %d: too many tokens per micro-batch (at most "
-                        "2^30)\n", B, T);
+        fprintf(stderr,
+                "dtbench: --micro-batch-size %d x --seq-length %d: too many tokens per micro-batch (at most "
+                "2^30)\n",
+                B, T);
         exit(2);
     }
     b->T = T;
@@ -69,7 +69,7 @@ static void bench_setup_free(bench_setup *b)
  * without set_gemm_inputs gets TF32 instead (exact on 16-bit values) and the
  * TF32 peak. */
 int dtbench_cmd_train(const char *device, int threads, const char *model, int B, int T, int steps, int warmup,
-                     dt_dtype precision)
+                      dt_dtype precision)
 {
     const int gpu = strcmp(device, "cuda") == 0;
     bench_setup bs;
@@ -95,20 +95,21 @@ int dtbench_cmd_train(const char *device, int threads, const char *model, int B,
 
     double fpt = dt_gpt_config_flops_per_token(&cfg, T);
     char where[32];
-    if (gpu)
-        snprintf(where, sizeof where, "device cuda");
-    else
-        snprintf(where, sizeof where, "%d thread(s)", be->threads);
+    if (gpu) snprintf(where, sizeof where, "device cuda");
+    else snprintf(where, sizeof where, "%d thread(s)", be->threads);
     printf("# dtbench train: --model %s (L=%d, NH=%d, C=%d, V=%d, N=%zu params), B=%d, T=%d, %s%s\n", model,
-           cfg.num_layers, cfg.num_heads, cfg.hidden_size, cfg.vocab_size, dt_gpt_config_num_params(&cfg), B, T,
-           where, precision == DT_F16 ? ", --fp16" : precision == DT_BF16 ? ", --bf16" : "");
+           cfg.num_layers, cfg.num_heads, cfg.hidden_size, cfg.vocab_size, dt_gpt_config_num_params(&cfg), B, T, where,
+           precision == DT_F16    ? ", --fp16"
+           : precision == DT_BF16 ? ", --bf16"
+                                  : "");
     printf("# step = forward + backward + AdamW on random tokens; %d warm-up + %d timed steps\n", warmup, steps);
     if (precision != DT_F32)
         printf("# mixed precision: %s activations and compute weights, FP32 masters and statistics%s\n",
                precision == DT_F16 ? "f16" : "bf16",
                precision == DT_F16 ? "; static loss scale 1024, unscaled in the AdamW step" : "");
     static const char *const gemm_text[] = {
-        "exact FP32 (CUBLAS_COMPUTE_32F)", "TF32 allowed (dt__cuda_set_tf32; the 16-bit-rounded inputs are exact in TF32)",
+        "exact FP32 (CUBLAS_COMPUTE_32F)",
+        "TF32 allowed (dt__cuda_set_tf32; the 16-bit-rounded inputs are exact in TF32)",
         "bf16 inputs, FP32 accumulation (be->set_gemm_inputs, tensor cores)",
         "fp16 inputs, FP32 accumulation (be->set_gemm_inputs, tensor cores)"};
     if (gpu) printf("# GEMMs: %s\n", gemm_text[gk]);
@@ -139,7 +140,8 @@ int dtbench_cmd_train(const char *device, int threads, const char *model, int B,
     double peak;
     if (gpu) {
         printf("# reference: cuBLAS %s GEMM peak through be->gemm (4096^3, 8192^3) in the mode this run's GEMMs "
-               "use, measured now\n", dtbench_gemm_kind_name[gk]);
+               "use, measured now\n",
+               dtbench_gemm_kind_name[gk]);
         peak = dtbench_gpu_gemm_peak(be, gk, 1);
     } else {
         printf("# reference: cblas_sgemm peak at %d thread(s), measured now\n", be->threads);
@@ -152,10 +154,8 @@ int dtbench_cmd_train(const char *device, int threads, const char *model, int B,
     printf("peak_gflops %.1f\n", peak);
     char note[64];
     snprintf(note, sizeof note, "(against the cuBLAS %s peak)", dtbench_gemm_kind_name[gk]);
-    if (gpu && strcmp(model, "gpt2-124m") == 0)
-        dtbench_goal_line("mfu", gflops / peak, 0.4, note);
-    else
-        printf("mfu %.3f\n", gflops / peak);
+    if (gpu && strcmp(model, "gpt2-124m") == 0) dtbench_goal_line("mfu", gflops / peak, 0.4, note);
+    else printf("mfu %.3f\n", gflops / peak);
     printf("peak_activation_bytes %zu\n", dt_gpt_peak_activation_bytes(m));
     dt_optim_free(&opt);
     bench_setup_free(&bs);
@@ -175,7 +175,11 @@ int dtbench_cmd_recompute(int threads, const char *model, int B, int T, int step
     T = bs.T;
     int sq = 1;
     while ((sq + 1) * (sq + 1) <= cfg.num_layers) sq++;
-    struct run { dt_recompute mode; int k; const char *name; } runs[8];
+    struct run {
+        dt_recompute mode;
+        int k;
+        const char *name;
+    } runs[8];
     int n = 0;
     runs[n++] = (struct run){DT_RECOMPUTE_NONE, 0, "none"};
     runs[n++] = (struct run){DT_RECOMPUTE_SELECTIVE, 0, "selective"};
@@ -183,7 +187,8 @@ int dtbench_cmd_recompute(int threads, const char *model, int B, int T, int step
     if (sq > 1) runs[n++] = (struct run){DT_RECOMPUTE_FULL, sq, "full"};
     if (cfg.num_layers > sq) runs[n++] = (struct run){DT_RECOMPUTE_FULL, cfg.num_layers, "full"};
     printf("# dtbench recompute: --model %s (L=%d, C=%d), B=%d, T=%d, %d thread(s); forward + backward, %d warm-up + "
-           "%d timed steps\n", model, cfg.num_layers, cfg.hidden_size, B, T, be->threads, warmup, steps);
+           "%d timed steps\n",
+           model, cfg.num_layers, cfg.hidden_size, B, T, be->threads, warmup, steps);
     printf("# K = blocks per checkpointed group (full); sqrt(L) rounds down to %d\n", sq);
     printf("%-10s %3s %16s %8s %10s %8s\n", "granularity", "K", "peak_act_bytes", "ratio", "step_ms", "ratio");
     double base_bytes = 0, base_ms = 0;
@@ -214,9 +219,9 @@ int dtbench_cmd_largebatch(int threads, int base_iters, int base_batch)
     struct lb_run {
         const char *name;
         dt_optim_kind kind;
-        int mult;                /* batch multiple */
-        float lr;                /* LR at the base batch */
-        dt_lr_scaling scaling;   /* to the run's batch */
+        int mult;              /* batch multiple */
+        float lr;              /* LR at the base batch */
+        dt_lr_scaling scaling; /* to the run's batch */
     } runs[] = {
         {"adamw", DT_OPTIM_ADAMW, 1, 3e-3f, DT_LR_SCALING_NONE},
         {"adamw", DT_OPTIM_ADAMW, 8, 3e-3f, DT_LR_SCALING_LINEAR},
@@ -287,8 +292,10 @@ static void amp_measure(dt_gpt *m, const int32_t *tok, const int32_t *tgt, int B
     }
     printf("# %s: %zu parameter gradients non-zero in FP32, %zu (%.3f%%) below 2^-25 (round to 0 in fp16)\n", when,
            nonzero, tiny, 100.0 * tiny / nonzero);
-    struct { dt_dtype prec; float scale; } runs[] = {{DT_F16, 1.0f}, {DT_F16, 256.0f}, {DT_F16, 65536.0f},
-                                                    {DT_BF16, 1.0f}};
+    struct {
+        dt_dtype prec;
+        float scale;
+    } runs[] = {{DT_F16, 1.0f}, {DT_F16, 256.0f}, {DT_F16, 65536.0f}, {DT_BF16, 1.0f}};
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (dt_gpt_set_precision(m, runs[r].prec) != DT_OK || dt_gpt_zero_grad(m) != DT_OK ||
             dt_gpt_forward(m, tok, tgt, B, T, NULL) != DT_OK || dt_gpt_backward(m, runs[r].scale) != DT_OK)
@@ -326,7 +333,8 @@ int dtbench_cmd_amp(int threads, int trained)
     int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
     if (dt_data_batch(dt_trainer_data(tr), DT_SPLIT_VAL, 0, B, T, tok, tgt, NULL, NULL) != DT_OK) dtbench_die("data");
     printf("# dtbench amp: tiny GPT, one micro-batch of %d x %d tokens of 2-digit addition (the dtrain defaults), "
-           "%d thread(s)\n", B, T, dt_trainer_config(tr)->threads);
+           "%d thread(s)\n",
+           B, T, dt_trainer_config(tr)->threads);
     printf("%-12s %-6s %10s %12s %12s %14s\n", "weights", "format", "loss_scale", "underflowed", "fraction",
            "rel_l2_error");
     amp_measure(m, tok, tgt, B, T, "initial");
@@ -341,4 +349,3 @@ int dtbench_cmd_amp(int threads, int trained)
     dt_trainer_free(tr);
     return 0;
 }
-

@@ -89,7 +89,6 @@ void dtbench_goal_line(const char *key, double value, double goal, const char *n
            note ? "  " : "", note ? note : "");
 }
 
-
 /* The flags of the commands that share dtbench's table. */
 typedef struct dtbench_flags {
     int threads, B, T, steps, warmup, help, ar_iters;
@@ -103,10 +102,7 @@ typedef struct dtbench_flags {
     int n_args;
 } dtbench_flags;
 
-static int dtbench_given(const dtbench_flags *f, const char *flag)
-{
-    return dt_args_given(f->args, f->n_args, flag);
-}
+static int dtbench_given(const dtbench_flags *f, const char *flag) { return dt_args_given(f->args, f->n_args, flag); }
 
 /* ---- the commands of the shared table, as the registry calls them -------- */
 
@@ -127,7 +123,9 @@ static int dtbench_run_gelu(const dtbench_flags *f)
 static int dtbench_run_train(const dtbench_flags *f)
 {
     return dtbench_cmd_train(f->on_gpu ? "cuda" : "cpu", f->threads, f->model, f->B, f->T, f->steps, f->warmup,
-                             f->fp16 ? DT_F16 : f->bf16 ? DT_BF16 : DT_F32);
+                             f->fp16   ? DT_F16
+                             : f->bf16 ? DT_BF16
+                                       : DT_F32);
 }
 
 static int dtbench_run_recompute(const dtbench_flags *f)
@@ -195,15 +193,9 @@ static const struct {
     const char *name;
     int (*run)(const dtbench_flags *f);
 } dtbench_commands[] = {
-    {"gelu", dtbench_run_gelu},
-    {"gemm", dtbench_run_gemm},
-    {"train", dtbench_run_train},
-    {"recompute", dtbench_run_recompute},
-    {"amp", dtbench_run_amp},
-    {"largebatch", dtbench_run_largebatch},
-    {"allreduce", dtbench_run_allreduce},
-    {"tp", dtbench_run_tp},
-    {"pipeline", dtbench_run_pipeline},
+    {"gelu", dtbench_run_gelu},           {"gemm", dtbench_run_gemm}, {"train", dtbench_run_train},
+    {"recompute", dtbench_run_recompute}, {"amp", dtbench_run_amp},   {"largebatch", dtbench_run_largebatch},
+    {"allreduce", dtbench_run_allreduce}, {"tp", dtbench_run_tp},     {"pipeline", dtbench_run_pipeline},
 };
 
 #define DTBENCH_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -217,8 +209,10 @@ static int dtbench_check_flags(const dtbench_flags *f, const char *cmd)
         return 2;
     }
     if (f->on_gpu && strcmp(cmd, "gemm") != 0 && strcmp(cmd, "gelu") != 0 && strcmp(cmd, "train") != 0) {
-        fprintf(stderr, "dtbench: --device cuda: '%s' runs on the CPU only (the GPU commands are gemm, gelu and "
-                        "train)\n", cmd);
+        fprintf(stderr,
+                "dtbench: --device cuda: '%s' runs on the CPU only (the GPU commands are gemm, gelu and "
+                "train)\n",
+                cmd);
         return 2;
     }
     if ((f->fp16 || f->bf16) && strcmp(cmd, "train") != 0) {
@@ -230,9 +224,18 @@ static int dtbench_check_flags(const dtbench_flags *f, const char *cmd)
 
 int main(int argc, char **argv)
 {
-    dtbench_flags f = {.threads = 1, .B = 16, .T = 0, .steps = 5, .warmup = 1, .pp_layers = 8, .pp_hidden = 128,
-                       .ar_chunk = 1024 * 1024, .ar_min = 4 * 1024, .ar_max = 64 * 1024 * 1024,
-                       .gelu_n = (int64_t)64 << 20, .model = "small"};
+    dtbench_flags f = {.threads = 1,
+                       .B = 16,
+                       .T = 0,
+                       .steps = 5,
+                       .warmup = 1,
+                       .pp_layers = 8,
+                       .pp_hidden = 128,
+                       .ar_chunk = 1024 * 1024,
+                       .ar_min = 4 * 1024,
+                       .ar_max = 64 * 1024 * 1024,
+                       .gelu_n = (int64_t)64 << 20,
+                       .model = "small"};
     dt_arg args[] = {
         {"--device", DT_ARG_CHOICE, &f.device, 0, 0, 0, "cpu|cuda", NULL,
          "gemm, train: backend (gelu runs on cuda only)", "cpu; gelu: cuda", 0},
@@ -241,14 +244,15 @@ int main(int argc, char **argv)
         {"--threads", DT_ARG_INT, &f.threads, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1024, NULL, NULL,
          "CPU threads (the sgemm peak is measured at the same count)", NULL, 0},
         {"--model", DT_ARG_CHOICE, &f.model, 0, 0, 0, "tiny|small|gpt2-124m", NULL, "train: model preset", NULL, 0},
-        {"--micro-batch-size", DT_ARG_INT, &f.B, DT_ARG_HAS_MIN, 1, 0, NULL, NULL, "train: sequences per step", NULL, 0},
-        {"--seq-length", DT_ARG_INT, &f.T, DT_ARG_HAS_MIN, 0, 0, NULL, NULL, "train: sequence length (0: the model's context)",
-         NULL, 0},
+        {"--micro-batch-size", DT_ARG_INT, &f.B, DT_ARG_HAS_MIN, 1, 0, NULL, NULL, "train: sequences per step", NULL,
+         0},
+        {"--seq-length", DT_ARG_INT, &f.T, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
+         "train: sequence length (0: the model's context)", NULL, 0},
         {"--steps", DT_ARG_INT, &f.steps, DT_ARG_HAS_MIN, 1, 0, NULL, NULL, "train: timed steps", NULL, 0},
         {"--warmup", DT_ARG_INT, &f.warmup, DT_ARG_HAS_MIN, 0, 0, NULL, NULL, "train: untimed warm-up steps", NULL, 0},
         {"--fp16", DT_ARG_FLAG, &f.fp16, 0, 0, 0, NULL, NULL,
-         "train: fp16 mixed precision (static loss scale 1024; on cuda: MFU against the fp16-input GEMM peak)",
-         "FP32", 0},
+         "train: fp16 mixed precision (static loss scale 1024; on cuda: MFU against the fp16-input GEMM peak)", "FP32",
+         0},
         {"--bf16", DT_ARG_FLAG, &f.bf16, 0, 0, 0, NULL, NULL,
          "train: bf16 mixed precision (on cuda: MFU against the bf16-input GEMM peak)", "FP32", 0},
         {"--n", DT_ARG_INT64, &f.gelu_n, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, (double)((int64_t)1 << 32), NULL, NULL,
@@ -264,46 +268,48 @@ int main(int argc, char **argv)
          "none", 0},
         {"--iters", DT_ARG_INT, &f.ar_iters, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,
          "allreduce: timed calls per size and algorithm (0: 1 GiB / size, 10 to 5000); gelu: launches per trial "
-         "(0: about 0.1 s)", NULL, 0},
+         "(0: about 0.1 s)",
+         NULL, 0},
         {"--pipeline-model-parallel-size", DT_ARG_INT, &f.pp_size, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 64, NULL, NULL,
          "pipeline: stages p (0: every rank is a stage)", NULL, 0},
         {"--num-layers", DT_ARG_INT, &f.pp_layers, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1024, NULL, NULL,
          "pipeline: transformer blocks", NULL, 0},
         {"--hidden-size", DT_ARG_INT, &f.pp_hidden, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 65536, NULL, NULL,
          "pipeline: model width (4 heads)", NULL, 0},
-        {"--pipeline-split", DT_ARG_STRING, &f.pp_split, 0, 0, 0, NULL, "N,N,...", "pipeline: blocks per stage",
-         "even", 0},
+        {"--pipeline-split", DT_ARG_STRING, &f.pp_split, 0, 0, 0, NULL, "N,N,...", "pipeline: blocks per stage", "even",
+         0},
         {"--trace-dir", DT_ARG_STRING, &f.pp_keep, 0, 0, 0, NULL, "DIR",
          "pipeline: keep each run's traces in DIR (SCHEDULE-mM.rankR.json, for Perfetto)", "temporary, removed", 0},
         {"--help", DT_ARG_FLAG, &f.help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
-    const char *usage = "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline [--flag value]...\n"
-                        "       dtbench bubbles [--skip N] TRACE...\n"
-                        "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
-                        "fp16 peaks through the backend\n"
-                        "  gelu       GPU: FP32 GELU vs the f16/bf16 half2 kernel, elements/s, GB/s and fraction of the "
-                        "D2D copy bandwidth (goals: half >= 1.8x FP32, >= 80% of copy)\n"
-                        "  train      tokens/s, achieved GFLOP/s and MFU against the GEMM peak measured in the same run "
-                        "(--device cuda, --bf16, --fp16)\n"
-                        "  recompute  peak activation bytes and step time per recomputation granularity / K\n"
-                        "  largebatch base batch vs 8x batch with linear-scaled AdamW, LARS and LAMB (--steps: base "
-                        "iterations)\n"
-                        "  amp        fraction of gradients that underflow in fp16 with and without loss scaling "
-                        "(--steps: FP32 training steps before the second measurement)\n"
-                        "  allreduce  nccl-tests table of ring, tree, naive and mpi allreduce (run under mpirun)\n"
-                        "  pipeline   every pipeline schedule for m = 2, 4, 8, 16 (run under mpirun -np p): step time, "
-                        "bubble per stage against (p-1)/(m+p-1), peak activation bytes and weight versions per stage "
-                        "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
-                        "  tp         tensor parallelism for t = 1, 2, 4 (run under mpirun -np 4): f/g allreduces and "
-                        "their bytes per step against the formula, their time, the step time\n"
-                        "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
-                        "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
-                        "  simspeed   simulator events/s and the wall time of a 1024-device job (goals: > 10 M/s, < 10 s)\n"
-                        "  viz        ms per frame of dtviz's timeline, headless 1400x800, on a ~100k-event simulated "
-                        "trace (--events N, --frames K; goal: 60 frames/s)\n"
-                        "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "
-                        "bubble over the steps >= --skip (default 1)";
+    const char *usage =
+        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline [--flag value]...\n"
+        "       dtbench bubbles [--skip N] TRACE...\n"
+        "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
+        "fp16 peaks through the backend\n"
+        "  gelu       GPU: FP32 GELU vs the f16/bf16 half2 kernel, elements/s, GB/s and fraction of the "
+        "D2D copy bandwidth (goals: half >= 1.8x FP32, >= 80% of copy)\n"
+        "  train      tokens/s, achieved GFLOP/s and MFU against the GEMM peak measured in the same run "
+        "(--device cuda, --bf16, --fp16)\n"
+        "  recompute  peak activation bytes and step time per recomputation granularity / K\n"
+        "  largebatch base batch vs 8x batch with linear-scaled AdamW, LARS and LAMB (--steps: base "
+        "iterations)\n"
+        "  amp        fraction of gradients that underflow in fp16 with and without loss scaling "
+        "(--steps: FP32 training steps before the second measurement)\n"
+        "  allreduce  nccl-tests table of ring, tree, naive and mpi allreduce (run under mpirun)\n"
+        "  pipeline   every pipeline schedule for m = 2, 4, 8, 16 (run under mpirun -np p): step time, "
+        "bubble per stage against (p-1)/(m+p-1), peak activation bytes and weight versions per stage "
+        "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
+        "  tp         tensor parallelism for t = 1, 2, 4 (run under mpirun -np 4): f/g allreduces and "
+        "their bytes per step against the formula, their time, the step time\n"
+        "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
+        "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
+        "  simspeed   simulator events/s and the wall time of a 1024-device job (goals: > 10 M/s, < 10 s)\n"
+        "  viz        ms per frame of dtviz's timeline, headless 1400x800, on a ~100k-event simulated "
+        "trace (--events N, --frames K; goal: 60 frames/s)\n"
+        "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "
+        "bubble over the steps >= --skip (default 1)";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;

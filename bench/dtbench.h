@@ -31,13 +31,15 @@ int dtbench_cmd_gemm_gpu(void);
 int dtbench_cmd_gelu(int64_t n64, int iters);
 
 /* bench_train.c */
-int dtbench_cmd_train(const char *device, int threads, const char *model, int B, int T, int steps, int warmup, dt_dtype precision);
+int dtbench_cmd_train(const char *device, int threads, const char *model, int B, int T, int steps, int warmup,
+                      dt_dtype precision);
 int dtbench_cmd_recompute(int threads, const char *model, int B, int T, int steps, int warmup);
 int dtbench_cmd_largebatch(int threads, int base_iters, int base_batch);
 int dtbench_cmd_amp(int threads, int trained);
 
 /* bench_parallel.c */
-int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_bytes, int iters_flag, const char *json_path);
+int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_bytes, int iters_flag,
+                          const char *json_path);
 int dtbench_cmd_bubbles(int argc, char **argv);
 int dtbench_cmd_tp(int threads, int B, int T, int L, int C, int steps);
 int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const int *split, int steps, const char *keep);

@@ -47,13 +47,13 @@ int dt_bench_simval(int argc, char **argv);
 int dt_bench_simspeed(int argc, char **argv);
 
 /* snprintf into an array, failing the benchmark instead of truncating a path or command */
-#define FMT(buf, ...)                                                                                  \
-    do {                                                                                               \
-        int n_ = snprintf((buf), sizeof(buf), __VA_ARGS__);                                            \
-        if (n_ < 0 || (size_t)n_ >= sizeof(buf)) {                                                     \
-            fprintf(stderr, "dtbench: a path or command is longer than %zu bytes\n", sizeof(buf));   \
-            return 1;                                                                                  \
-        }                                                                                              \
+#define FMT(buf, ...)                                                                              \
+    do {                                                                                           \
+        int n_ = snprintf((buf), sizeof(buf), __VA_ARGS__);                                        \
+        if (n_ < 0 || (size_t)n_ >= sizeof(buf)) {                                                 \
+            fprintf(stderr, "dtbench: a path or command is longer than %zu bytes\n", sizeof(buf)); \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static double now_s(void)
@@ -95,7 +95,7 @@ static void mpi_env(void)
 }
 
 typedef struct simval_run {
-    const char *name;  /* file stem */
+    const char *name; /* file stem */
     int np;
     const char *flags; /* beyond the common ones */
 } simval_run;
@@ -107,8 +107,10 @@ int dt_bench_simval(int argc, char **argv)
     dt_arg args[] = {
         {"--iters", DT_ARG_INT, &iters, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 3, 100000, NULL, NULL,
          "training steps of every run (the first 2 are left out as warm-up)", NULL, 0},
-        {"--dir", DT_ARG_STRING, &dir, 0, 0, 0, NULL, "DIR", "keep the traces and logs in DIR", "temporary, removed", 0},
-        {"--quick", DT_ARG_FLAG, &quick, 0, 0, 0, NULL, NULL, "three runs instead of the whole matrix (tests)", NULL, 0},
+        {"--dir", DT_ARG_STRING, &dir, 0, 0, 0, NULL, "DIR", "keep the traces and logs in DIR", "temporary, removed",
+         0},
+        {"--quick", DT_ARG_FLAG, &quick, 0, 0, 0, NULL, NULL, "three runs instead of the whole matrix (tests)", NULL,
+         0},
         {"--mpirun", DT_ARG_STRING, &mpirun, 0, 0, 0, NULL, "CMD", "the launcher", NULL, 0},
         {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
@@ -145,15 +147,13 @@ int dt_bench_simval(int argc, char **argv)
              "--model tiny --micro-batch-size 16 --train-iters %d --eval-interval 0 --log-interval 100000", iters);
     const double t0 = now_s();
     /* (1) the compute profile: one rank, one thread (what each of 2 ranks gets on 2 cores) */
-    FMT(cmd, "'%s/dtrain' %s --global-batch-size 64 --threads 1 --trace '%s/profile.json'", bindir,
-             common, dir);
+    FMT(cmd, "'%s/dtrain' %s --global-batch-size 64 --threads 1 --trace '%s/profile.json'", bindir, common, dir);
     FMT(log, "%s/profile.log", dir);
     printf("profile:  %s\n", cmd);
     fflush(stdout);
     if (run_logged(cmd, log) != 0) return 1;
     /* (2) the links: our ring allreduce between 2 ranks, 4 KiB .. 4 MiB */
-    FMT(cmd, "%s -np 2 '%s/dtbench' allreduce --max-bytes 4194304 --json '%s/allreduce.json'", mpirun,
-             bindir, dir);
+    FMT(cmd, "%s -np 2 '%s/dtbench' allreduce --max-bytes 4194304 --json '%s/allreduce.json'", mpirun, bindir, dir);
     FMT(log, "%s/allreduce.log", dir);
     printf("links:    %s\n", cmd);
     fflush(stdout);
@@ -190,8 +190,7 @@ int dt_bench_simval(int argc, char **argv)
     }
     for (int i = 0; i < n_runs; i++) {
         FMT(path, "%s/%s.json", dir, runs[i].name);
-        FMT(cmd, "%s -np %d '%s/dtrain' %s %s --trace '%s'", mpirun, runs[i].np, bindir, common,
-                 runs[i].flags, path);
+        FMT(cmd, "%s -np %d '%s/dtrain' %s %s --trace '%s'", mpirun, runs[i].np, bindir, common, runs[i].flags, path);
         FMT(log, "%s/%s.log", dir, runs[i].name);
         printf("run %2d:   %s\n", i + 1, cmd);
         fflush(stdout);
@@ -211,10 +210,11 @@ int dt_bench_simval(int argc, char **argv)
         fprintf(stderr, "dtbench simval: %s\n", dt_last_error());
         rc = 1;
     } else {
-        printf("goal: mean absolute error < 5%% (%.1f%%: ratio %.2f) and no run over 10%% (largest %.1f%%: ratio %.2f): "
-               "%s\n",
-               100 * r.mean_abs_err, r.mean_abs_err / 0.05, 100 * r.max_abs_err, r.max_abs_err / 0.10,
-               r.mean_abs_err < 0.05 && r.max_abs_err <= 0.10 ? "MET" : "NOT MET");
+        printf(
+            "goal: mean absolute error < 5%% (%.1f%%: ratio %.2f) and no run over 10%% (largest %.1f%%: ratio %.2f): "
+            "%s\n",
+            100 * r.mean_abs_err, r.mean_abs_err / 0.05, 100 * r.max_abs_err, r.max_abs_err / 0.10,
+            r.mean_abs_err < 0.05 && r.max_abs_err <= 0.10 ? "MET" : "NOT MET");
         dts_validate_result_free(&r);
     }
     free(files);
@@ -281,9 +281,10 @@ int dt_bench_simspeed(int argc, char **argv)
     dts_scenario_default(&sc);
     char hw[PATH_MAX];
     FMT(hw, "%s/sim/hw/h100-ib.json", getenv("DT_SRCDIR") ? getenv("DT_SRCDIR") : DT_SRCDIR_DEFAULT);
-    const char *cfg_fmt = "{\"model\":\"gpt2-124m\",\"num_layers\":32,\"seq_length\":1024,\"micro_batch_size\":1,\"micro_batches\":64,"
-                          "\"pipeline_model_parallel_size\":16,\"data_parallel_size\":64,\"pipeline_schedule\":\"1f1b\","
-                          "\"allreduce\":\"ring\",\"allreduce_chunk_bytes\":0,\"train_iters\":%d,\"hardware\":\"%s\"}";
+    const char *cfg_fmt =
+        "{\"model\":\"gpt2-124m\",\"num_layers\":32,\"seq_length\":1024,\"micro_batch_size\":1,\"micro_batches\":64,"
+        "\"pipeline_model_parallel_size\":16,\"data_parallel_size\":64,\"pipeline_schedule\":\"1f1b\","
+        "\"allreduce\":\"ring\",\"allreduce_chunk_bytes\":0,\"train_iters\":%d,\"hardware\":\"%s\"}";
     char cfg[1024];
     FMT(cfg, cfg_fmt, steps, hw);
     if (dts_scenario_from_config(&sc, cfg, "simspeed") != DT_OK || dts_scenario_set_cost(&sc, NULL) != DT_OK) {
@@ -298,8 +299,8 @@ int dt_bench_simspeed(int argc, char **argv)
     }
     dt = now_s() - t0;
     printf("job: %s, %d layers, t=%d p=%d d=%d (%d devices), m=%d, %s, %d steps on %s\n", sc.model_name,
-           sc.model.num_layers, sc.t, sc.p, sc.d, dts_scenario_world(&sc), sc.m, dt_sched_kind_name(sc.schedule),
-           steps, sc.hw.name);
+           sc.model.num_layers, sc.t, sc.p, sc.d, dts_scenario_world(&sc), sc.m, dt_sched_kind_name(sc.schedule), steps,
+           sc.hw.name);
     printf("  simulated step %.2f ms, bubble stage 0 %.4f (formula %.4f)\n", sum.step_ns * 1e-6, sum.bubble_fb[0],
            sum.bubble_formula);
     printf("  %llu events in %.3f s: %.1f million events/s; wall %.2f s (goal < 10 s: ratio %.2f)\n",

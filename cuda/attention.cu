@@ -97,8 +97,8 @@ dt_status dt__cuda_attention_forward(dt_backend *be, float *out, float *att, con
     return DT_OK;
 }
 
-dt_status dt__cuda_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout,
-                                      const float *qkv, const float *att, int B, int T, int C, int NH)
+dt_status dt__cuda_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                      const float *att, int B, int T, int C, int NH)
 {
     DT_CHECK(dt__att_check(B, T));
     if (B == 0 || T == 0) return DT_OK;

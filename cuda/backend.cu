@@ -176,40 +176,40 @@ dt_status dt__cuda_set_tf32(dt_backend *be, int allow_tf32)
 }
 
 static const dt_backend_ops dt__cuda_ops = {
-    .destroy = dt__cuda_destroy,                                       /* synchronizes, then frees all */
-    .set_threads = dt__cuda_set_threads,                               /* kept for logs only */
-    .alloc = dt__cuda_alloc,                                           /* cudaMalloc, zeroed on the stream */
-    .free = dt__cuda_free,                                             /* cudaFree */
-    .memset_zero = dt__cuda_memset_zero,                               /* cudaMemsetAsync */
-    .copy = dt__cuda_copy,                                             /* host copies complete on return */
-    .synchronize = dt__cuda_synchronize,                               /* cudaStreamSynchronize */
-    .set_gemm_inputs = dt__cuda_set_gemm_inputs,                       /* gemm.cu: 16-bit tensor-core GEMMs */
-    .gemm = dt__cuda_gemm,                                             /* gemm.cu: cuBLAS */
-    .encoder_forward = dt__cuda_encoder_forward,                       /* encoder.cu */
-    .encoder_backward = dt__cuda_encoder_backward,                     /* encoder.cu: token buckets */
-    .layernorm_forward = dt__cuda_layernorm_forward,                   /* layernorm.cu */
-    .layernorm_backward = dt__cuda_layernorm_backward,                 /* layernorm.cu */
-    .matmul_forward = dt__cuda_matmul_forward,                         /* gemm.cu: bias, then gemm */
-    .matmul_backward = dt__cuda_matmul_backward,                       /* gemm.cu */
-    .attention_forward = dt__cuda_attention_forward,                   /* attention.cu: batched GEMMs */
-    .attention_backward = dt__cuda_attention_backward,                 /* attention.cu */
-    .gelu_forward = dt__cuda_gelu_forward,                             /* elementwise.cu */
-    .gelu_backward = dt__cuda_gelu_backward,                           /* elementwise.cu */
-    .residual_forward = dt__cuda_residual_forward,                     /* elementwise.cu */
+    .destroy = dt__cuda_destroy,                                             /* synchronizes, then frees all */
+    .set_threads = dt__cuda_set_threads,                                     /* kept for logs only */
+    .alloc = dt__cuda_alloc,                                                 /* cudaMalloc, zeroed on the stream */
+    .free = dt__cuda_free,                                                   /* cudaFree */
+    .memset_zero = dt__cuda_memset_zero,                                     /* cudaMemsetAsync */
+    .copy = dt__cuda_copy,                                                   /* host copies complete on return */
+    .synchronize = dt__cuda_synchronize,                                     /* cudaStreamSynchronize */
+    .set_gemm_inputs = dt__cuda_set_gemm_inputs,                             /* gemm.cu: 16-bit tensor-core GEMMs */
+    .gemm = dt__cuda_gemm,                                                   /* gemm.cu: cuBLAS */
+    .encoder_forward = dt__cuda_encoder_forward,                             /* encoder.cu */
+    .encoder_backward = dt__cuda_encoder_backward,                           /* encoder.cu: token buckets */
+    .layernorm_forward = dt__cuda_layernorm_forward,                         /* layernorm.cu */
+    .layernorm_backward = dt__cuda_layernorm_backward,                       /* layernorm.cu */
+    .matmul_forward = dt__cuda_matmul_forward,                               /* gemm.cu: bias, then gemm */
+    .matmul_backward = dt__cuda_matmul_backward,                             /* gemm.cu */
+    .attention_forward = dt__cuda_attention_forward,                         /* attention.cu: batched GEMMs */
+    .attention_backward = dt__cuda_attention_backward,                       /* attention.cu */
+    .gelu_forward = dt__cuda_gelu_forward,                                   /* elementwise.cu */
+    .gelu_backward = dt__cuda_gelu_backward,                                 /* elementwise.cu */
+    .residual_forward = dt__cuda_residual_forward,                           /* elementwise.cu */
     .crossentropy_forward_backward = dt__cuda_crossentropy_forward_backward, /* crossentropy.cu */
-    .sumsq = dt__cuda_sumsq,                                           /* optim.cu: fixed tree in double */
-    .scale = dt__cuda_scale,                                           /* optim.cu */
-    .adamw_update = dt__cuda_adamw_update,                             /* optim.cu */
-    .sgd_update = dt__cuda_sgd_update,                                 /* optim.cu */
-    .lars_update = dt__cuda_lars_update,                               /* optim.cu */
-    .lamb_direction = dt__cuda_lamb_direction,                         /* optim.cu */
-    .axpy = dt__cuda_axpy,                                             /* optim.cu */
-    .cast = dt__cuda_cast,                                             /* half.cu: dt_math_hd.h conversions */
-    .unscale_check = dt__cuda_unscale_check,                           /* half.cu */
-    .batchnorm_forward = dt__cuda_batchnorm_forward,                   /* batchnorm.cu */
-    .batchnorm_backward = dt__cuda_batchnorm_backward,                 /* batchnorm.cu */
-    .relu_forward = dt__cuda_relu_forward,                             /* elementwise.cu */
-    .relu_backward = dt__cuda_relu_backward,                           /* elementwise.cu */
+    .sumsq = dt__cuda_sumsq,                                                 /* optim.cu: fixed tree in double */
+    .scale = dt__cuda_scale,                                                 /* optim.cu */
+    .adamw_update = dt__cuda_adamw_update,                                   /* optim.cu */
+    .sgd_update = dt__cuda_sgd_update,                                       /* optim.cu */
+    .lars_update = dt__cuda_lars_update,                                     /* optim.cu */
+    .lamb_direction = dt__cuda_lamb_direction,                               /* optim.cu */
+    .axpy = dt__cuda_axpy,                                                   /* optim.cu */
+    .cast = dt__cuda_cast,                                                   /* half.cu: dt_math_hd.h conversions */
+    .unscale_check = dt__cuda_unscale_check,                                 /* half.cu */
+    .batchnorm_forward = dt__cuda_batchnorm_forward,                         /* batchnorm.cu */
+    .batchnorm_backward = dt__cuda_batchnorm_backward,                       /* batchnorm.cu */
+    .relu_forward = dt__cuda_relu_forward,                                   /* elementwise.cu */
+    .relu_backward = dt__cuda_relu_backward,                                 /* elementwise.cu */
 };
 
 /* Creation: every failure path releases what was made so far. */
@@ -223,8 +223,7 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
         return DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: no CUDA device (cudaGetDeviceCount: %s)",
                        cudaGetErrorString(e));
     }
-    if (count < 1)
-        return DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: no CUDA device (cudaGetDeviceCount: 0 devices)");
+    if (count < 1) return DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: no CUDA device (cudaGetDeviceCount: 0 devices)");
     /* One GPU per rank on a host: the launcher's local rank (Open MPI,
      * MPICH/Hydra, Slurm, torchrun) modulo the devices; the current device
      * otherwise (CUDA_VISIBLE_DEVICES still narrows what is seen). */

@@ -17,9 +17,9 @@
 #include "cuda_internal.h"
 
 /* Training-mode forward for one slice of 32 channels. */
-__global__ void dt__k_bn_forward_train(float *out, float *mean, float *rstd, float *running_mean,
-                                       float *running_var, const float *inp, const float *w, const float *b, int N,
-                                       int C, float momentum, float eps, double unbias)
+__global__ void dt__k_bn_forward_train(float *out, float *mean, float *rstd, float *running_mean, float *running_var,
+                                       const float *inp, const float *w, const float *b, int N, int C, float momentum,
+                                       float eps, double unbias)
 {
     __shared__ double part[32][33];
     __shared__ double s_mean[32];
@@ -71,8 +71,8 @@ __global__ void dt__k_bn_forward_train(float *out, float *mean, float *rstd, flo
 /* Eval-mode forward: running statistics normalise; mean/rstd (may be NULL)
  * receive what was used. */
 __global__ void dt__k_bn_forward_eval(float *out, float *mean, float *rstd, const float *running_mean,
-                                      const float *running_var, const float *inp, const float *w, const float *b,
-                                      int N, int C, float eps)
+                                      const float *running_var, const float *inp, const float *w, const float *b, int N,
+                                      int C, float eps)
 {
     const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
     if (c >= C) return;
@@ -87,8 +87,8 @@ __global__ void dt__k_bn_forward_eval(float *out, float *mean, float *rstd, cons
 }
 
 dt_status dt__cuda_batchnorm_forward(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
-                                     float *running_var, const float *inp, const float *w, const float *b, int N,
-                                     int C, float momentum, float eps, int training)
+                                     float *running_var, const float *inp, const float *w, const float *b, int N, int C,
+                                     float momentum, float eps, int training)
 {
     const double unbias = (double)N / (N - 1 > 0 ? N - 1 : 1);
     const unsigned slices = (unsigned)((C + 31) / 32);
@@ -97,7 +97,7 @@ dt_status dt__cuda_batchnorm_forward(dt_backend *be, float *out, float *mean, fl
             out, mean, rstd, running_mean, running_var, inp, w, b, N, C, momentum, eps, unbias);
     else
         dt__k_bn_forward_eval<<<slices, dim3(32, 32), 0, DT__CUDA_STREAM(be)>>>(out, mean, rstd, running_mean,
-                                                                                 running_var, inp, w, b, N, C, eps);
+                                                                                running_var, inp, w, b, N, C, eps);
     DT_CUDA_LAUNCHED("batchnorm forward");
     return DT_OK;
 }
@@ -147,11 +147,11 @@ __global__ void dt__k_bn_backward(float *dinp, float *dw, float *db, const float
 }
 
 dt_status dt__cuda_batchnorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                      const float *inp, const float *w, const float *mean, const float *rstd,
-                                      int N, int C)
+                                      const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                      int C)
 {
     dt__k_bn_backward<<<(unsigned)((C + 31) / 32), dim3(32, 32), 0, DT__CUDA_STREAM(be)>>>(dinp, dw, db, dout, inp, w,
-                                                                                          mean, rstd, N, C);
+                                                                                           mean, rstd, N, C);
     DT_CUDA_LAUNCHED("batchnorm backward");
     return DT_OK;
 }

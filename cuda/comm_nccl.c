@@ -44,26 +44,26 @@
 #include "dt_backend.h"
 #include "dt_cuda.h"
 
-#define DT__NC_CUDA(call, ...)                                                                                   \
-    do {                                                                                                         \
-        cudaError_t dt__e_ = (call);                                                                             \
-        if (dt__e_ != cudaSuccess)                                                                               \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call,      \
-                            cudaGetErrorString(dt__e_));                                                         \
+#define DT__NC_CUDA(call, ...)                                                                             \
+    do {                                                                                                   \
+        cudaError_t dt__e_ = (call);                                                                       \
+        if (dt__e_ != cudaSuccess)                                                                         \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call, \
+                            cudaGetErrorString(dt__e_));                                                   \
     } while (0)
-#define DT__NC_NCCL(call)                                                                                        \
-    do {                                                                                                         \
-        ncclResult_t dt__r_ = (call);                                                                            \
-        if (dt__r_ != ncclSuccess)                                                                               \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call,      \
-                            ncclGetErrorString(dt__r_));                                                         \
+#define DT__NC_NCCL(call)                                                                                  \
+    do {                                                                                                   \
+        ncclResult_t dt__r_ = (call);                                                                      \
+        if (dt__r_ != ncclSuccess)                                                                         \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call, \
+                            ncclGetErrorString(dt__r_));                                                   \
     } while (0)
-#define DT__NC_BLAS(call)                                                                                        \
-    do {                                                                                                         \
-        cublasStatus_t dt__b_ = (call);                                                                          \
-        if (dt__b_ != CUBLAS_STATUS_SUCCESS)                                                                     \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call,      \
-                            cublasGetStatusString(dt__b_));                                                      \
+#define DT__NC_BLAS(call)                                                                                  \
+    do {                                                                                                   \
+        cublasStatus_t dt__b_ = (call);                                                                    \
+        if (dt__b_ != CUBLAS_STATUS_SUCCESS)                                                               \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call, \
+                            cublasGetStatusString(dt__b_));                                                \
     } while (0)
 
 typedef struct dt__nc_group {
@@ -85,7 +85,7 @@ typedef struct dt__nc {
     cublasHandle_t blas; /* for add, bound to stream */
     dt_backend *be;
     dt__nc_req *head, *tail; /* queued, not yet issued */
-    float *one;          /* device scratch of one float (barrier) */
+    float *one;              /* device scratch of one float (barrier) */
 } dt__nc;
 
 static const dt_comm_ops dt__nc_ops;
@@ -100,9 +100,8 @@ static dt_status dt__nc_flush(dt_comm *c)
     DT__NC_CUDA(cudaSetDevice(m->device));
     DT__NC_NCCL(ncclGroupStart());
     for (dt__nc_req *r = m->head; r; r = r->next) {
-        ncclResult_t e = r->base.is_send
-                             ? ncclSend(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream)
-                             : ncclRecv(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream);
+        ncclResult_t e = r->base.is_send ? ncclSend(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream)
+                                         : ncclRecv(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream);
         if (e != ncclSuccess) {
             (void)ncclGroupEnd();
             return DT_FAIL(DT_ERR_BACKEND, "nccl communicator: %s rank %d (%zu bytes) failed: %s",

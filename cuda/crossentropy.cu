@@ -105,8 +105,7 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
 }
 
 dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
-                                                 const float *logits, const int32_t *targets, int N, int V,
-                                                 float dloss)
+                                                 const float *logits, const int32_t *targets, int N, int V, float dloss)
 {
     if (N <= 0) return DT_OK;
     if (V <= 0) return DT_FAIL(DT_ERR_INVALID, "cross-entropy: vocabulary of %d (expected >= 1)", V);

@@ -33,38 +33,38 @@
 #include "dt_math_hd.h"
 
 typedef struct dt__cuda_impl {
-    int device;             /* CUDA device ordinal */
-    cudaStream_t stream;    /* every op's stream */
-    cublasHandle_t cublas;  /* bound to stream */
-    int allow_tf32;         /* GEMM compute type: 0 exact FP32, 1 TF32 tensor cores */
-    dt_dtype gemm_inputs;   /* set_gemm_inputs: DT_F16/DT_BF16 GEMMs cast their inputs and use tensor cores */
-    void *gemm_work;        /* device: the 16-bit copies of a GEMM's A and B */
+    int device;            /* CUDA device ordinal */
+    cudaStream_t stream;   /* every op's stream */
+    cublasHandle_t cublas; /* bound to stream */
+    int allow_tf32;        /* GEMM compute type: 0 exact FP32, 1 TF32 tensor cores */
+    dt_dtype gemm_inputs;  /* set_gemm_inputs: DT_F16/DT_BF16 GEMMs cast their inputs and use tensor cores */
+    void *gemm_work;       /* device: the 16-bit copies of a GEMM's A and B */
     size_t gemm_work_bytes;
-    void *work;             /* device workspace, grown on demand */
+    void *work; /* device workspace, grown on demand */
     size_t work_bytes;
-    void *host;             /* host staging for small results and token buckets */
+    void *host; /* host staging for small results and token buckets */
     size_t host_bytes;
-    char name[256];         /* the device's name, for messages */
+    char name[256]; /* the device's name, for messages */
 } dt__cuda_impl;
 
 #define DT__CUDA_IMPL(be) ((dt__cuda_impl *)(be)->impl)
 #define DT__CUDA_STREAM(be) (DT__CUDA_IMPL(be)->stream)
 
 /* Record a CUDA runtime failure with file:line and return DT_ERR_BACKEND. */
-#define DT_CUDA_CHECK(call)                                                                                   \
-    do {                                                                                                      \
-        cudaError_t dt__ce_ = (call);                                                                         \
-        if (dt__ce_ != cudaSuccess)                                                                           \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call,           \
-                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                         \
+#define DT_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t dt__ce_ = (call);                                                              \
+        if (dt__ce_ != cudaSuccess)                                                                \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call, \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));               \
     } while (0)
 
-#define DT_CUBLAS_CHECK(call)                                                                                 \
-    do {                                                                                                      \
-        cublasStatus_t dt__cb_ = (call);                                                                      \
-        if (dt__cb_ != CUBLAS_STATUS_SUCCESS)                                                                 \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cublas: %s failed: %s (%s)", #call,         \
-                            cublasGetStatusString(dt__cb_), cublasGetStatusName(dt__cb_));                   \
+#define DT_CUBLAS_CHECK(call)                                                                        \
+    do {                                                                                             \
+        cublasStatus_t dt__cb_ = (call);                                                             \
+        if (dt__cb_ != CUBLAS_STATUS_SUCCESS)                                                        \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cublas: %s failed: %s (%s)", #call, \
+                            cublasGetStatusString(dt__cb_), cublasGetStatusName(dt__cb_));           \
     } while (0)
 
 /* After a <<<...>>> launch: a bad configuration shows up here. */
@@ -73,7 +73,7 @@ typedef struct dt__cuda_impl {
         cudaError_t dt__ce_ = cudaGetLastError();                                                             \
         if (dt__ce_ != cudaSuccess)                                                                           \
             return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: launching %s failed: %s (%s)", (what), \
-                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                         \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                          \
     } while (0)
 
 /* Threads per block of the 1-D elementwise kernels. */
@@ -90,7 +90,7 @@ static inline unsigned dt__cuda_blocks(size_t n, unsigned threads)
 }
 
 /* Grid-stride loop over [0, n). */
-#define DT__CUDA_FOR(i, n)                                                                                    \
+#define DT__CUDA_FOR(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 #ifdef __CUDACC__

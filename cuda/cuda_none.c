@@ -6,7 +6,7 @@
 #include "dt_comm.h"
 #include "dt_cuda.h"
 
-#define DT__NO_CUDA                                                                                            \
+#define DT__NO_CUDA                                                                                             \
     "--device cuda: this dtrain was built without CUDA (configure found no CUDA toolkit in /usr/local/cuda or " \
     "was given --without-cuda; re-run ./configure --with-cuda[=DIR])"
 

@@ -108,8 +108,7 @@ struct dt__bf16_ops {
 };
 
 /* n8 groups of 8 elements: one 16-byte load (4 pairs) per group. */
-template <class Ops>
-__global__ void dt__k_gelu_half_vec(uint4 *out, const uint4 *in, size_t n8)
+template <class Ops> __global__ void dt__k_gelu_half_vec(uint4 *out, const uint4 *in, size_t n8)
 {
     DT__CUDA_FOR(i, n8)
     {
@@ -127,14 +126,12 @@ __global__ void dt__k_gelu_half_vec(uint4 *out, const uint4 *in, size_t n8)
     }
 }
 
-template <class Ops>
-__global__ void dt__k_gelu_half_scalar(typename Ops::T *out, const typename Ops::T *in, size_t n)
+template <class Ops> __global__ void dt__k_gelu_half_scalar(typename Ops::T *out, const typename Ops::T *in, size_t n)
 {
     DT__CUDA_FOR(i, n) out[i] = Ops::narrow(dt__gelu(Ops::widen(in[i])));
 }
 
-template <class Ops>
-static dt_status dt__gelu_half(dt_backend *be, void *out, const void *in, size_t n)
+template <class Ops> static dt_status dt__gelu_half(dt_backend *be, void *out, const void *in, size_t n)
 {
     typedef typename Ops::T T;
     size_t n8 = 0;

@@ -75,14 +75,14 @@ static int dt__tokpos_cmp(const void *a, const void *b)
     return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
-dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout,
-                                    const int32_t *tokens, int B, int T, int C)
+dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                    int B, int T, int C)
 {
     const int BT = B * T;
     if (BT <= 0 || C <= 0) return DT_OK;
     cudaStream_t s = DT__CUDA_STREAM(be);
-    dt__k_encoder_backward_wpe<<<dt__cuda_blocks((size_t)T * C, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(
-        dwpe, dout, B, T, C);
+    dt__k_encoder_backward_wpe<<<dt__cuda_blocks((size_t)T * C, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(dwpe, dout,
+                                                                                                             B, T, C);
     DT_CUDA_LAUNCHED("encoder backward (positions)");
 
     /* Host layout: pairs(BT) | uniq(BT) | off(BT+1) | pos(BT); the last three
@@ -119,7 +119,8 @@ dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, co
     DT_CUDA_CHECK(cudaMemcpyAsync(duniq, uniq, sizeof(int32_t) * nu, cudaMemcpyHostToDevice, s));
     DT_CUDA_CHECK(cudaMemcpyAsync(doff, off, sizeof(int32_t) * (nu + 1), cudaMemcpyHostToDevice, s));
     DT_CUDA_CHECK(cudaMemcpyAsync(dpos, pos, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, s));
-    dt__k_encoder_backward_wte<<<nu, C < 256 ? 32 * ((C + 31) / 32) : 256, 0, s>>>(dwte, dout, duniq, doff, dpos, C);
+    const int wte_threads = C < 256 ? 32 * ((C + 31) / 32) : 256;
+    dt__k_encoder_backward_wte<<<nu, wte_threads, 0, s>>>(dwte, dout, duniq, doff, dpos, C);
     DT_CUDA_LAUNCHED("encoder backward (tokens)");
     /* The host workspace must not change before the copies have read it. */
     DT_CUDA_CHECK(cudaStreamSynchronize(s));

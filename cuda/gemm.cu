@@ -41,8 +41,8 @@ dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, i
                                 const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
                                 float beta, float *C, int ldc, long long sC, int batch)
 {
-    return dt__cuda_gemm_batched_ex(be, transa, transb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC,
-                                    batch, 1);
+    return dt__cuda_gemm_batched_ex(be, transa, transb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch,
+                                    1);
 }
 
 dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,

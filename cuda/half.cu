@@ -14,8 +14,7 @@
  * does not matter); the flag is read back, so the op waits for the stream. */
 #include "cuda_internal.h"
 
-template <dt_dtype D, dt_dtype S>
-__global__ void dt__k_cast(void *dst, const void *src, size_t n)
+template <dt_dtype D, dt_dtype S> __global__ void dt__k_cast(void *dst, const void *src, size_t n)
 {
     DT__CUDA_FOR(i, n)
     {
@@ -36,11 +35,11 @@ dt_status dt__cuda_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void
     /* Types, NULL pointers and n == 0 are the front's (lib/backend/backend.c);
      * gemm.cu calls this directly with f32 sources and n > 0. */
     if (src_type == dst_type) return be->copy(be, dst, src, n * dt_dtype_size(src_type), DT_COPY_D2D);
-#define DT__CAST_CASE(D, S)                                                                                   \
-    if (dst_type == D && src_type == S) {                                                                     \
-        dt__k_cast<D, S><<<DT__GRID(n)>>>(dst, src, n);                                                      \
-        DT_CUDA_LAUNCHED("cast " #S " -> " #D);                                                               \
-        return DT_OK;                                                                                         \
+#define DT__CAST_CASE(D, S)                             \
+    if (dst_type == D && src_type == S) {               \
+        dt__k_cast<D, S><<<DT__GRID(n)>>>(dst, src, n); \
+        DT_CUDA_LAUNCHED("cast " #S " -> " #D);         \
+        return DT_OK;                                   \
     }
     DT__CAST_CASE(DT_F16, DT_F32)
     DT__CAST_CASE(DT_BF16, DT_F32)

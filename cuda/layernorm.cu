@@ -105,8 +105,8 @@ __global__ void dt__k_layernorm_backward_dwdb(float *dw, float *db, const float 
 }
 
 dt_status dt__cuda_layernorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                      const float *inp, const float *w, const float *mean, const float *rstd,
-                                      int N, int C)
+                                      const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                      int C)
 {
     if (N <= 0 || C <= 0) return DT_OK;
     cudaStream_t s = DT__CUDA_STREAM(be);

@@ -71,19 +71,12 @@ dt_status dt__cuda_sumsq(dt_backend *be, const float *x, size_t n, double *out)
     return DT_OK;
 }
 
-__global__ void dt__k_scale(float *x, float s, size_t n)
-{
-    DT__CUDA_FOR(i, n) x[i] *= s;
-}
+__global__ void dt__k_scale(float *x, float s, size_t n) { DT__CUDA_FOR(i, n) x[i] *= s; }
 
-__global__ void dt__k_axpy(float *y, float a, const float *x, size_t n)
-{
-    DT__CUDA_FOR(i, n) y[i] += a * x[i];
-}
+__global__ void dt__k_axpy(float *y, float a, const float *x, size_t n) { DT__CUDA_FOR(i, n) y[i] += a * x[i]; }
 
-__global__ void dt__k_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                            float beta2, float a1, float a2, float ibc1, float ibc2, float eps, float wd,
-                            float grad_scale)
+__global__ void dt__k_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                            float a1, float a2, float ibc1, float ibc2, float eps, float wd, float grad_scale)
 {
     DT__CUDA_FOR(i, n)
     {
@@ -148,18 +141,17 @@ dt_status dt__cuda_axpy(dt_backend *be, float *y, float a, const float *x, size_
 }
 
 dt_status dt__cuda_adamw_update(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr,
-                                float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                                float grad_scale)
+                                float beta1, float beta2, float eps, float wd, float bc1, float bc2, float grad_scale)
 {
     if (n == 0) return DT_OK;
-    dt__k_adamw<<<DT__GRID(n)>>>(p, g, m, v, n, lr, beta1, beta2, 1.0f - beta1, 1.0f - beta2, 1.0f / bc1,
-                                 1.0f / bc2, eps, wd, grad_scale);
+    dt__k_adamw<<<DT__GRID(n)>>>(p, g, m, v, n, lr, beta1, beta2, 1.0f - beta1, 1.0f - beta2, 1.0f / bc1, 1.0f / bc2,
+                                 eps, wd, grad_scale);
     DT_CUDA_LAUNCHED("adamw");
     return DT_OK;
 }
 
-dt_status dt__cuda_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                              float momentum, float wd, float grad_scale, int nesterov, int first)
+dt_status dt__cuda_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+                              float wd, float grad_scale, int nesterov, int first)
 {
     if (n == 0) return DT_OK;
     dt__k_sgd<<<DT__GRID(n)>>>(p, g, buf, n, lr, momentum, wd, grad_scale, nesterov, first);
@@ -167,8 +159,8 @@ dt_status dt__cuda_sgd_update(dt_backend *be, float *p, const float *g, float *b
     return DT_OK;
 }
 
-dt_status dt__cuda_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                               float trust, float momentum, float wd, float grad_scale)
+dt_status dt__cuda_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float trust,
+                               float momentum, float wd, float grad_scale)
 {
     if (n == 0) return DT_OK;
     dt__k_lars<<<DT__GRID(n)>>>(p, g, buf, n, lr * trust, momentum, wd, grad_scale);

@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!t) abort();
         /* touch every event so a bad count or pointer shows */
         volatile uint64_t sum = 0;
-        for (size_t i = 0; i < t->n_events; i++) sum += (uint64_t)t->events[i].ts_ns + (unsigned char)t->events[i].name[0];
+        for (size_t i = 0; i < t->n_events; i++)
+            sum += (uint64_t)t->events[i].ts_ns + (unsigned char)t->events[i].name[0];
         (void)sum;
         dt_trace_free(t);
     } else {

@@ -269,8 +269,7 @@ DT_API dt_status dt_backend_cuda_create(int threads, dt_backend **out);
  * checked front, name, device and impl; threads is left 0 (the creator
  * calls be->set_threads). Free it with free() before ops->destroy could
  * run, through be->destroy after. */
-dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device device, void *impl,
-                          dt_backend **out);
+dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device device, void *impl, dt_backend **out);
 
 #ifdef __cplusplus
 }

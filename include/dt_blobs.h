@@ -61,8 +61,7 @@ DT_API int dt_blobs_classes(const dt_blobs *ds); /* K */
 DT_API const float *dt_blobs_centers(const dt_blobs *ds);
 
 /* Examples first .. first+n-1 of a split: x (n, D), y (n), host memory. */
-DT_API dt_status dt_blobs_examples(const dt_blobs *ds, dt_split split, uint64_t first, int n, float *x,
-                                   int32_t *y);
+DT_API dt_status dt_blobs_examples(const dt_blobs *ds, dt_split split, uint64_t first, int n, float *x, int32_t *y);
 /* Batch `index` of size B: examples index*B .. index*B + B - 1;
  * x (B, D), y (B), host memory. */
 DT_API dt_status dt_blobs_batch(const dt_blobs *ds, dt_split split, uint64_t index, int B, float *x, int32_t *y);

@@ -68,9 +68,9 @@ typedef enum dt_checkpoint_kind { DT_CKPT_F32 = 1, DT_CKPT_I64 = 2, DT_CKPT_BYTE
 typedef struct dt_checkpoint_record {
     char *name;
     dt_checkpoint_kind kind;
-    size_t count;          /* elements (bytes for DT_CKPT_BYTES) */
-    const void *data;      /* count elements (possibly unaligned when read from a file: memcpy them) */
-    void *owned;           /* what data points to when the record owns it */
+    size_t count;     /* elements (bytes for DT_CKPT_BYTES) */
+    const void *data; /* count elements (possibly unaligned when read from a file: memcpy them) */
+    void *owned;      /* what data points to when the record owns it */
 } dt_checkpoint_record;
 
 /* One rank's part of a checkpoint: named records (names unique). */
@@ -79,8 +79,8 @@ typedef struct dt_checkpoint_shard {
     int64_t iteration;
     int count, capacity;
     dt_checkpoint_record *rec;
-    void *blob;            /* a read shard: the file's bytes, which the records point into */
-    char path[4096];       /* a read shard: its file (for messages) */
+    void *blob;      /* a read shard: the file's bytes, which the records point into */
+    char path[4096]; /* a read shard: its file (for messages) */
 } dt_checkpoint_shard;
 
 DT_API void dt_checkpoint_shard_init(dt_checkpoint_shard *s, int rank, int world, int64_t iteration);
@@ -107,13 +107,13 @@ DT_API dt_status dt_checkpoint_shard_write_file(const char *path, const dt_check
 DT_API dt_status dt_checkpoint_shard_read_file(const char *path, dt_checkpoint_shard *out);
 
 typedef struct dt_checkpoint_save {
-    const char *dir;               /* the save root (created if missing) */
+    const char *dir; /* the save root (created if missing) */
     int64_t iteration;
-    dt_comm *comm;                 /* the world (every rank calls); NULL: one process */
+    dt_comm *comm;                    /* the world (every rank calls); NULL: one process */
     const dt_checkpoint_shard *shard; /* this rank's */
-    const char *layout_json;       /* a JSON object's text for the manifest's "layout" (NULL: {}) */
-    const char *config_json;       /* ... "config" (NULL: {}) */
-    int keep;                      /* > 0: keep only the newest `keep` checkpoints; 0: all */
+    const char *layout_json;          /* a JSON object's text for the manifest's "layout" (NULL: {}) */
+    const char *config_json;          /* ... "config" (NULL: {}) */
+    int keep;                         /* > 0: keep only the newest `keep` checkpoints; 0: all */
     /* DT_OK, or this rank's failure while gathering its shard (its message
      * kept): the rank still takes part, so every rank fails together
      * instead of waiting for it. */
@@ -133,7 +133,7 @@ typedef struct dt_checkpoint_shard_entry {
 } dt_checkpoint_shard_entry;
 
 typedef struct dt_checkpoint_manifest {
-    char dir[4096];                /* the checkpoint directory */
+    char dir[4096]; /* the checkpoint directory */
     int version;
     int64_t iteration;
     int world_size;

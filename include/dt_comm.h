@@ -142,8 +142,8 @@ typedef void (*dt_comm_step_hook)(void *ctx, const char *phase, int step, int pe
                                   int64_t t1_ns);
 
 typedef struct dt_collective_opts {
-    size_t chunk_bytes;      /* ring: split each segment into pipelined chunks of at most this (0: no chunking) */
-    dt_comm_step_hook hook;  /* may be NULL */
+    size_t chunk_bytes;     /* ring: split each segment into pipelined chunks of at most this (0: no chunking) */
+    dt_comm_step_hook hook; /* may be NULL */
     void *hook_ctx;
 } dt_collective_opts;
 

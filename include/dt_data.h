@@ -35,8 +35,8 @@ typedef struct dt_data_config {
     const char *task; /* "add", "reverse", "sort"; ignored when path is set */
     const char *path; /* text file, or NULL */
     uint64_t seed;
-    int digits;       /* add: maximum operand digits (default 3) */
-    int max_len;      /* reverse/sort: maximum word length (default 8) */
+    int digits;  /* add: maximum operand digits (default 3) */
+    int max_len; /* reverse/sort: maximum word length (default 8) */
 } dt_data_config;
 
 typedef struct dt_dataset dt_dataset;
@@ -59,14 +59,14 @@ DT_API const char *dt_data_name(const dt_dataset *ds);
  * batches of b rows (gradient accumulation sees the same data), and the
  * same (seed, split, index, B, T) always gives the same batch. Returns the number of complete
  * examples in *n_examples (may be NULL). */
-DT_API dt_status dt_data_batch(const dt_dataset *ds, dt_split split, uint64_t index, int B, int T,
-                               int32_t *tokens, int32_t *targets, int32_t *example, int *n_examples);
+DT_API dt_status dt_data_batch(const dt_dataset *ds, dt_split split, uint64_t index, int B, int T, int32_t *tokens,
+                               int32_t *targets, int32_t *example, int *n_examples);
 
 /* Exact-match accuracy support: given example ids and per-position
  * correctness of a batch, count examples whose every counted target was
  * correct. */
-DT_API void dt_data_count_correct(const int32_t *example, const uint8_t *correct, int n_positions,
-                                  int n_examples, int *n_correct);
+DT_API void dt_data_count_correct(const int32_t *example, const uint8_t *correct, int n_positions, int n_examples,
+                                  int *n_correct);
 
 #ifdef __cplusplus
 }

@@ -64,8 +64,7 @@ DT_API dt_backend *dt_gpt_backend(dt_gpt *m);
 /* Forward pass on host tokens(B,T) and targets(B,T) (target < 0: ignored;
  * targets may be NULL for inference). Keeps the activations for backward.
  * *loss (may be NULL) = mean cross-entropy over counted targets. */
-DT_API dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T,
-                                float *loss);
+DT_API dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T, float *loss);
 /* Backward of the last forward; accumulates into grads. The loss is the mean
  * over counted targets times loss_scale (1 for plain training). */
 DT_API dt_status dt_gpt_backward(dt_gpt *m, float loss_scale);

@@ -87,12 +87,12 @@ typedef struct dt_loss_scaler {
 
 /* What one update did (all flags 0 or 1). */
 typedef struct dt_loss_scaler_event {
-    int skip;          /* the step overflowed: do not apply the optimizer update */
-    int grew;          /* S was multiplied by growth_factor */
-    int backed_off;    /* S was lowered (times backoff_factor, clamped to min_scale) */
-    int absorbed;      /* the overflow was tolerated by hysteresis: S unchanged, h lowered */
-    int at_min;        /* overflow with S == min_scale and no hysteresis left */
-    int at_min_first;  /* at_min for the first time in this scaler's life */
+    int skip;           /* the step overflowed: do not apply the optimizer update */
+    int grew;           /* S was multiplied by growth_factor */
+    int backed_off;     /* S was lowered (times backoff_factor, clamped to min_scale) */
+    int absorbed;       /* the overflow was tolerated by hysteresis: S unchanged, h lowered */
+    int at_min;         /* overflow with S == min_scale and no hysteresis left */
+    int at_min_first;   /* at_min for the first time in this scaler's life */
     float scale_before; /* S used for this step */
     float scale_after;  /* S for the next step */
 } dt_loss_scaler_event;

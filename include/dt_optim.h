@@ -79,8 +79,7 @@ typedef struct dt_optim {
     int64_t step;      /* optimizer steps taken */
 } dt_optim;
 
-DT_API dt_status dt_optim_init(dt_optim *opt, const dt_optim_config *cfg, dt_backend *be,
-                               const dt_paramset *layout);
+DT_API dt_status dt_optim_init(dt_optim *opt, const dt_optim_config *cfg, dt_backend *be, const dt_paramset *layout);
 DT_API void dt_optim_free(dt_optim *opt);
 /* One step at learning rate lr; gradients are multiplied by grad_scale
  * first (clipping and unscaling fold into it, so no extra pass). */

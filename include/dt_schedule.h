@@ -90,10 +90,10 @@ typedef struct dt_sched_dep {
 
 typedef struct dt_sched_instr {
     dt_sched_op op;
-    int mb;              /* global micro-batch (t*m + i); -1 for OPTIM_STEP, STASH, DROP */
-    int step;            /* the training step the instruction belongs to (OPTIM_STEP: the step it ends;
+    int mb;      /* global micro-batch (t*m + i); -1 for OPTIM_STEP, STASH, DROP */
+    int step;    /* the training step the instruction belongs to (OPTIM_STEP: the step it ends;
                             pipedream: the step of its micro-batch) */
-    int version;         /* FORWARD/BACKWARD: weight version to use; OPTIM_STEP: version it makes;
+    int version; /* FORWARD/BACKWARD: weight version to use; OPTIM_STEP: version it makes;
                             STASH/DROP: the version; sends/receives: -1 */
     dt_sched_phase phase;
     int ndeps;

@@ -44,16 +44,16 @@ DT_API dt_status dt__fail(dt_status st, const char *file, int line, const char *
 
 #define DT_FAIL(st, ...) dt__fail((st), __FILE__, __LINE__, __VA_ARGS__)
 /* Propagate a non-OK status to the caller. */
-#define DT_CHECK(expr)                                                        \
-    do {                                                                      \
-        dt_status dt__st_ = (expr);                                           \
-        if (dt__st_ != DT_OK) return dt__st_;                                 \
+#define DT_CHECK(expr)                        \
+    do {                                      \
+        dt_status dt__st_ = (expr);           \
+        if (dt__st_ != DT_OK) return dt__st_; \
     } while (0)
 /* Store the status in st and jump to label on failure (for cleanup). */
-#define DT_CHECK_GOTO(expr, st, label)                                        \
-    do {                                                                      \
-        (st) = (expr);                                                        \
-        if ((st) != DT_OK) goto label;                                        \
+#define DT_CHECK_GOTO(expr, st, label) \
+    do {                               \
+        (st) = (expr);                 \
+        if ((st) != DT_OK) goto label; \
     } while (0)
 
 #ifdef __cplusplus

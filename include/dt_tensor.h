@@ -50,8 +50,8 @@ typedef struct dt_tensor {
 } dt_tensor;
 
 /* A contiguous row-major view of ndim dims at element offset `offset`. */
-DT_API dt_status dt_tensor_view(dt_tensor *t, const dt_buffer *buf, size_t offset, dt_dtype dtype,
-                                int ndim, const int64_t *shape);
+DT_API dt_status dt_tensor_view(dt_tensor *t, const dt_buffer *buf, size_t offset, dt_dtype dtype, int ndim,
+                                const int64_t *shape);
 DT_API int64_t dt_tensor_numel(const dt_tensor *t);
 DT_API int dt_tensor_is_contiguous(const dt_tensor *t);
 /* Pointer to the first element of the view. */
@@ -64,7 +64,7 @@ typedef struct dt_param_info {
     int64_t shape[DT_MAX_DIMS];
     size_t offset; /* in elements within the flat buffer */
     size_t numel;
-    int decay;     /* 1: weight decay applies (matrices); 0: biases, LayerNorm gains */
+    int decay; /* 1: weight decay applies (matrices); 0: biases, LayerNorm gains */
 } dt_param_info;
 
 /* The layout of a flat buffer: an ordered list of named tensors. */

@@ -51,17 +51,17 @@ typedef struct dt_trace_arg {
 } dt_trace_arg;
 
 typedef struct dt_trace_event {
-    char ph;                       /* dt_trace_phase */
-    char name[DT_TRACE_NAME_MAX];  /* e.g. "forward", "backward", "optimizer", "loss" */
-    char cat[24];                  /* category: "compute", "comm", "optim", "counter", "meta" */
-    int pid;                       /* rank */
-    int tid;                       /* lane */
+    char ph;                      /* dt_trace_phase */
+    char name[DT_TRACE_NAME_MAX]; /* e.g. "forward", "backward", "optimizer", "loss" */
+    char cat[24];                 /* category: "compute", "comm", "optim", "counter", "meta" */
+    int pid;                      /* rank */
+    int tid;                      /* lane */
     int64_t ts_ns;
-    int64_t dur_ns;                /* 'X' only */
+    int64_t dur_ns; /* 'X' only */
     /* well-known args; DT_TRACE_NONE means absent */
     int64_t iter;
     int micro_batch;
-    int layer;                     /* -1 embedding, 0..L-1 blocks, L head + loss */
+    int layer; /* -1 embedding, 0..L-1 blocks, L head + loss */
     int64_t bytes;
     double value;                  /* 'C': the counter's value (written as args.value) */
     char label[DT_TRACE_NAME_MAX]; /* 'M': args.name */
@@ -70,8 +70,8 @@ typedef struct dt_trace_event {
 } dt_trace_event;
 
 /* An event with every well-known arg absent. */
-DT_API void dt_trace_event_init(dt_trace_event *e, char ph, const char *name, const char *cat, int pid,
-                                int tid, int64_t ts_ns, int64_t dur_ns);
+DT_API void dt_trace_event_init(dt_trace_event *e, char ph, const char *name, const char *cat, int pid, int tid,
+                                int64_t ts_ns, int64_t dur_ns);
 DT_API dt_status dt_trace_event_add_arg(dt_trace_event *e, const char *key, double value);
 /* The extra arg `key` of e, or NULL when it has none. */
 DT_API const dt_trace_arg *dt_trace_event_find_arg(const dt_trace_event *e, const char *key);

@@ -58,11 +58,11 @@ extern "C" {
 
 /* Phases of one rank's step, in ns per step (means over steps >= skip). */
 typedef struct dt_trace_phase_times {
-    double step_ns;      /* step period */
-    double compute_ns;   /* forward + backward (+ recompute) spans */
-    double optim_ns;     /* optimizer / optim_step / apply spans */
-    double comm_ns;      /* comm-lane spans (allreduce steps, push/pull, tp allreduces, pipeline waits) */
-    int steps;           /* steps in the means */
+    double step_ns;    /* step period */
+    double compute_ns; /* forward + backward (+ recompute) spans */
+    double optim_ns;   /* optimizer / optim_step / apply spans */
+    double comm_ns;    /* comm-lane spans (allreduce steps, push/pull, tp allreduces, pipeline waits) */
+    int steps;         /* steps in the means */
 } dt_trace_phase_times;
 
 /* The step and phase times of pid from events ev[0..n-1] (any order),
@@ -73,26 +73,26 @@ DT_API dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n,
 
 /* One step of one stage. */
 typedef struct dt_bubble_step {
-    int64_t iter;        /* the step (the events' "iter" arg) */
-    int64_t start_ns;    /* start of its first pipeline instruction */
-    int64_t end_ns;      /* end of its last one */
-    int64_t busy_ns;     /* forward + backward + optim_step */
-    int64_t fb_ns;       /* forward + backward */
-    int n_events;        /* pipeline instructions of the step */
+    int64_t iter;     /* the step (the events' "iter" arg) */
+    int64_t start_ns; /* start of its first pipeline instruction */
+    int64_t end_ns;   /* end of its last one */
+    int64_t busy_ns;  /* forward + backward + optim_step */
+    int64_t fb_ns;    /* forward + backward */
+    int n_events;     /* pipeline instructions of the step */
     int n_forward, n_backward, n_optim;
-    double bubble;       /* 1 - busy / window */
-    double bubble_fb;    /* 1 - fb / window */
+    double bubble;    /* 1 - busy / window */
+    double bubble_fb; /* 1 - fb / window */
 } dt_bubble_step;
 
 typedef struct dt_bubble_stats {
-    int pid;             /* the rank whose events were used */
-    int stage;           /* the events' "stage" extra; -1 when they carry none */
-    int skip;            /* steps with iter < skip are left out of the means */
-    int n_steps;         /* steps with pipeline events */
+    int pid;               /* the rank whose events were used */
+    int stage;             /* the events' "stage" extra; -1 when they carry none */
+    int skip;              /* steps with iter < skip are left out of the means */
+    int n_steps;           /* steps with pipeline events */
     dt_bubble_step *steps; /* (n_steps) in ascending iter; free with dt_bubble_stats_free */
-    int n_mean;          /* steps in the means (iter >= skip) */
-    double mean;         /* mean of bubble over them (NAN when n_mean is 0) */
-    double mean_fb;      /* mean of bubble_fb over them (NAN when n_mean is 0) */
+    int n_mean;            /* steps in the means (iter >= skip) */
+    double mean;           /* mean of bubble over them (NAN when n_mean is 0) */
+    double mean_fb;        /* mean of bubble_fb over them (NAN when n_mean is 0) */
     /* Over the steps in the means: compute per micro-batch on this stage
      * (how balanced the stages are), and the optimizer steps. */
     int64_t n_forward, n_backward, n_optim;

@@ -50,52 +50,52 @@ typedef enum dt_model_kind { DT_MODEL_GPT = 0, DT_MODEL_MLP_BN } dt_model_kind;
 
 typedef struct dt_train_config {
     dt_model_kind model_kind;
-    dt_mlp_config mlp;       /* mlp-bn sizes; input_dim and num_classes come from blobs */
-    dt_blobs_config blobs;   /* --task blobs */
-    int bn_momentum_adjust;  /* mlp-bn: per-micro-batch momentum 1-(1-m)^(1/N) */
-    char model_name[32];     /* preset name the sizes came from ("custom" otherwise) */
-    dt_gpt_config model;     /* vocab_size is taken from the data */
-    int seq_length;          /* T used for training (<= model.seq_len) */
+    dt_mlp_config mlp;      /* mlp-bn sizes; input_dim and num_classes come from blobs */
+    dt_blobs_config blobs;  /* --task blobs */
+    int bn_momentum_adjust; /* mlp-bn: per-micro-batch momentum 1-(1-m)^(1/N) */
+    char model_name[32];    /* preset name the sizes came from ("custom" otherwise) */
+    dt_gpt_config model;    /* vocab_size is taken from the data */
+    int seq_length;         /* T used for training (<= model.seq_len) */
     dt_data_config data;
     int micro_batch_size;
     int global_batch_size;
     int64_t train_iters;
     dt_optim_config optim;
-    dt_lr_schedule lr;       /* as given; the trainer applies lr_scaling to it */
+    dt_lr_schedule lr; /* as given; the trainer applies lr_scaling to it */
     dt_lr_scaling lr_scaling;
-    int base_batch_size;     /* the batch the given LR is for (lr_scaling); <= 0: the global batch */
-    float clip_grad;         /* <= 0: no clipping */
-    dt_dtype precision;      /* DT_F32, or DT_F16 / DT_BF16 mixed precision (--fp16, --bf16; GPT only) */
+    int base_batch_size;               /* the batch the given LR is for (lr_scaling); <= 0: the global batch */
+    float clip_grad;                   /* <= 0: no clipping */
+    dt_dtype precision;                /* DT_F32, or DT_F16 / DT_BF16 mixed precision (--fp16, --bf16; GPT only) */
     dt_loss_scaler_config loss_scaler; /* used when loss scaling is on (see use_loss_scaling) */
-    int use_loss_scaling;    /* fp16: 1 by default (dynamic); bf16: only with a static --loss-scale */
-    dt_recompute recompute;  /* activation recomputation (dt_gpt.h) */
-    int recompute_num_layers; /* K for DT_RECOMPUTE_FULL */
+    int use_loss_scaling;              /* fp16: 1 by default (dynamic); bf16: only with a static --loss-scale */
+    dt_recompute recompute;            /* activation recomputation (dt_gpt.h) */
+    int recompute_num_layers;          /* K for DT_RECOMPUTE_FULL */
     uint64_t seed;
-    int threads;             /* <= 0: backend default */
-    const char *device;      /* "cpu" */
-    int eval_iters;          /* global batches of the validation split per evaluation */
+    int threads;        /* <= 0: backend default */
+    const char *device; /* "cpu" */
+    int eval_iters;     /* global batches of the validation split per evaluation */
     /* Data parallelism: every rank of comm trains on its share of each
      * global batch and the gradients are summed with `allreduce`. NULL: one
      * process. The trainer does not own comm. */
     dt_comm *comm;
     dt_allreduce_algo allreduce;
     size_t allreduce_chunk_bytes; /* ring chunking (0: none) */
-    size_t bucket_bytes;     /* gradient buckets, launched during the last backward (0: one, after it) */
+    size_t bucket_bytes;          /* gradient buckets, launched during the last backward (0: one, after it) */
     /* Parameter server (with comm): the last num_ps_servers ranks hold the
      * parameters and optimizer state in shards, the others are workers. */
     dt_ps_mode ps_mode;
-    int num_ps_servers;      /* K >= 1 with a ps mode; 0 otherwise */
-    int max_staleness;       /* ps-async: bound on a push's staleness (< 0: none) */
+    int num_ps_servers; /* K >= 1 with a ps mode; 0 otherwise */
+    int max_staleness;  /* ps-async: bound on a push's staleness (< 0: none) */
     /* ZeRO-1 (--use-distributed-optimizer): the optimizer state sharded over
      * the data-parallel ranks (gradients reduce-scattered, each rank updates
      * its shard, weights all-gathered; docs/zero.md). */
     int use_distributed_optimizer;
     /* Pipeline parallelism (with comm): comm's ranks form size/p pipelines
      * of p stages (docs/pipeline.md); 1 turns it off. */
-    int pipeline_size;           /* --pipeline-model-parallel-size p */
-    int tensor_size;             /* --tensor-model-parallel-size t: each block's heads and MLP split over t ranks */
+    int pipeline_size;               /* --pipeline-model-parallel-size p */
+    int tensor_size;                 /* --tensor-model-parallel-size t: each block's heads and MLP split over t ranks */
     dt_sched_kind pipeline_schedule; /* --pipeline-schedule (default 1f1b) */
-    int pipeline_split[64];      /* --pipeline-split: blocks per stage (all 0: even) */
+    int pipeline_split[64];          /* --pipeline-split: blocks per stage (all 0: even) */
     /* Testing and teaching: rank slow_rank sleeps slow_ms milliseconds
      * before each gradient exchange, a straggler (slow_ms 0: off). */
     int slow_rank, slow_ms;
@@ -112,11 +112,11 @@ typedef struct dt_train_config {
      * update, counted in nonfinite_skipped) instead of failing the run
      * (--skip-nonfinite). Either way the first bad layer is named. */
     int skip_nonfinite;
-    const char *trace_path;  /* NULL: no trace */
+    const char *trace_path; /* NULL: no trace */
     /* Used by drivers (dtrain), not by the trainer; recorded in the config
      * JSON so a summary says how the run was logged and evaluated. */
-    int64_t log_interval;    /* iterations between log lines */
-    int64_t eval_interval;   /* iterations between evaluations; 0: only at the end */
+    int64_t log_interval;  /* iterations between log lines */
+    int64_t eval_interval; /* iterations between evaluations; 0: only at the end */
     /* Checkpoints (docs/checkpoints.md): --save DIR --save-interval N
      * [--save-keep K], --load DIR. Drivers call dt_trainer_save and
      * dt_trainer_load with them; the trainer itself uses save_dir and
@@ -124,8 +124,8 @@ typedef struct dt_train_config {
      * ask) and refuses pipedream schedules with either. Not in the config
      * JSON (a resumed run may save elsewhere). NULL: none. */
     const char *save_dir;
-    int64_t save_interval;   /* >= 1 with save_dir */
-    int save_keep;           /* > 0: keep the newest K checkpoints; 0: all */
+    int64_t save_interval; /* >= 1 with save_dir */
+    int save_keep;         /* > 0: keep the newest K checkpoints; 0: all */
     const char *load_dir;
 } dt_train_config;
 
@@ -142,19 +142,19 @@ DT_API dt_status dt_train_config_validate(const dt_train_config *cfg);
 DT_API char *dt_train_config_json(const dt_train_config *cfg);
 
 typedef struct dt_train_stats {
-    int64_t iter;         /* iterations completed, including this one */
-    float loss;           /* mean training loss over the step's counted targets */
-    float lr;             /* learning rate used */
-    double grad_norm;     /* before clipping */
+    int64_t iter;     /* iterations completed, including this one */
+    float loss;       /* mean training loss over the step's counted targets */
+    float lr;         /* learning rate used */
+    double grad_norm; /* before clipping */
     double step_seconds;
     double tokens_per_second;
     /* loss scaling (all 0 / 1 without it) */
-    float loss_scale;        /* the scale this step used */
-    int overflow;            /* a gradient was inf/NaN: the optimizer step was skipped */
+    float loss_scale;            /* the scale this step used */
+    int overflow;                /* a gradient was inf/NaN: the optimizer step was skipped */
     const char *overflow_tensor; /* first tensor, in backward order, with an inf/NaN gradient (or NULL) */
-    int scale_at_min;        /* overflow at the minimum scale with no hysteresis left */
-    int scale_at_min_first;  /* ... for the first time in this run (say so once) */
-    int64_t skipped_steps;   /* skipped so far in the run */
+    int scale_at_min;            /* overflow at the minimum scale with no hysteresis left */
+    int scale_at_min_first;      /* ... for the first time in this run (say so once) */
+    int64_t skipped_steps;       /* skipped so far in the run */
     /* --skip-nonfinite (FP32): this step's loss or gradient norm was NaN/inf
      * and it was skipped; nonfinite_where names the first bad layer (the
      * text of the message a run without the flag stops with). */
@@ -162,13 +162,13 @@ typedef struct dt_train_stats {
     const char *nonfinite_where;
     int64_t nonfinite_skipped; /* so far in the run */
     /* parameter server (0 otherwise) */
-    int64_t staleness;       /* ps-async: updates the servers applied between this worker's pull and its push */
-    int64_t version;         /* updates the servers have applied so far */
+    int64_t staleness; /* ps-async: updates the servers applied between this worker's pull and its push */
+    int64_t version;   /* updates the servers have applied so far */
 } dt_train_stats;
 
 typedef struct dt_eval_result {
-    float loss;           /* mean over the validation batches */
-    double accuracy;      /* exact match over complete examples; < 0 if the data has none */
+    float loss;      /* mean over the validation batches */
+    double accuracy; /* exact match over complete examples; < 0 if the data has none */
     int n_examples;
 } dt_eval_result;
 

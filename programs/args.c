@@ -33,10 +33,8 @@ static void dt__args_range_text(char *buf, size_t n, int integer, unsigned range
     int has_min = (range & DT_ARG_HAS_MIN) != 0, has_max = (range & DT_ARG_HAS_MAX) != 0;
     int min_ex = (range & DT_ARG_MIN_EXCLUSIVE) != 0, max_ex = (range & DT_ARG_MAX_EXCLUSIVE) != 0;
     if (has_min && has_max) {
-        if (integer && !min_ex && !max_ex)
-            snprintf(buf, n, "in %.17g..%.17g", min, max);
-        else
-            snprintf(buf, n, "in %c%.17g, %.17g%c", min_ex ? '(' : '[', min, max, max_ex ? ')' : ']');
+        if (integer && !min_ex && !max_ex) snprintf(buf, n, "in %.17g..%.17g", min, max);
+        else snprintf(buf, n, "in %c%.17g, %.17g%c", min_ex ? '(' : '[', min, max, max_ex ? ')' : ']');
     } else if (has_min) {
         snprintf(buf, n, "%s %.17g", min_ex ? ">" : ">=", min);
     } else if (has_max) {
@@ -65,8 +63,8 @@ static int dt__args_in_range(double v, unsigned range, double min, double max)
     return 1;
 }
 
-static int dt__args_bad(const char *prog, const char *flag, const char *text, int integer, unsigned range,
-                        double min, double max)
+static int dt__args_bad(const char *prog, const char *flag, const char *text, int integer, unsigned range, double min,
+                        double max)
 {
     char want[128];
     dt__args_describe(want, sizeof want, integer, range, min, max);
@@ -74,11 +72,10 @@ static int dt__args_bad(const char *prog, const char *flag, const char *text, in
     return DT_ARGS_ERROR;
 }
 
-int dt_args_parse_int64(const char *prog, const char *flag, const char *text, unsigned range, double min,
-                        double max, int64_t *out)
+int dt_args_parse_int64(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,
+                        int64_t *out)
 {
-    if (text[0] == '\0' || isspace((unsigned char)text[0]))
-        return dt__args_bad(prog, flag, text, 1, range, min, max);
+    if (text[0] == '\0' || isspace((unsigned char)text[0])) return dt__args_bad(prog, flag, text, 1, range, min, max);
     errno = 0;
     char *end = NULL;
     long long v = strtoll(text, &end, 10);
@@ -92,11 +89,10 @@ int dt_args_parse_int64(const char *prog, const char *flag, const char *text, un
     return DT_ARGS_OK;
 }
 
-int dt_args_parse_double(const char *prog, const char *flag, const char *text, unsigned range, double min,
-                         double max, double *out)
+int dt_args_parse_double(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,
+                         double *out)
 {
-    if (text[0] == '\0' || isspace((unsigned char)text[0]))
-        return dt__args_bad(prog, flag, text, 0, range, min, max);
+    if (text[0] == '\0' || isspace((unsigned char)text[0])) return dt__args_bad(prog, flag, text, 0, range, min, max);
     errno = 0;
     char *end = NULL;
     double v = strtod(text, &end);
@@ -128,8 +124,8 @@ int dt_args_parse_rank_ms(const char *prog, const char *flag, const char *text, 
     return DT_ARGS_OK;
 }
 
-int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min,
-                           double max, int64_t *out, int max_count, int *count)
+int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,
+                           int64_t *out, int max_count, int *count)
 {
     char want[128];
     dt__args_range_text(want, sizeof want, 1, range, min, max);
@@ -187,8 +183,7 @@ static int dt__args_set(const char *prog, dt_arg *a, const char *text)
     switch (a->kind) {
     case DT_ARG_INT: {
         int64_t v;
-        if (dt_args_parse_int64(prog, a->name, text, a->range, a->min, a->max, &v) != DT_ARGS_OK)
-            return DT_ARGS_ERROR;
+        if (dt_args_parse_int64(prog, a->name, text, a->range, a->min, a->max, &v) != DT_ARGS_OK) return DT_ARGS_ERROR;
         if (v < INT_MIN || v > INT_MAX) {
             dt__args_error(prog, "%s '%s': out of range (at most %d)", a->name, text, INT_MAX);
             return DT_ARGS_ERROR;
@@ -196,8 +191,7 @@ static int dt__args_set(const char *prog, dt_arg *a, const char *text)
         *(int *)a->dest = (int)v;
         return DT_ARGS_OK;
     }
-    case DT_ARG_INT64:
-        return dt_args_parse_int64(prog, a->name, text, a->range, a->min, a->max, (int64_t *)a->dest);
+    case DT_ARG_INT64: return dt_args_parse_int64(prog, a->name, text, a->range, a->min, a->max, (int64_t *)a->dest);
     case DT_ARG_UINT64: {
         errno = 0;
         char *end = NULL;
@@ -209,8 +203,8 @@ static int dt__args_set(const char *prog, dt_arg *a, const char *text)
         }
         if (!ok) {
             char want[128];
-            dt__args_describe(want, sizeof want, 1, a->range | DT_ARG_HAS_MIN,
-                              (a->range & DT_ARG_HAS_MIN) ? a->min : 0, a->max);
+            dt__args_describe(want, sizeof want, 1, a->range | DT_ARG_HAS_MIN, (a->range & DT_ARG_HAS_MIN) ? a->min : 0,
+                              a->max);
             dt__args_error(prog, "%s '%s': expected %s (64-bit)", a->name, text, want);
             return DT_ARGS_ERROR;
         }
@@ -219,8 +213,7 @@ static int dt__args_set(const char *prog, dt_arg *a, const char *text)
     }
     case DT_ARG_FLOAT: {
         double v;
-        if (dt_args_parse_double(prog, a->name, text, a->range, a->min, a->max, &v) != DT_ARGS_OK)
-            return DT_ARGS_ERROR;
+        if (dt_args_parse_double(prog, a->name, text, a->range, a->min, a->max, &v) != DT_ARGS_OK) return DT_ARGS_ERROR;
         if (fabs(v) > FLT_MAX) {
             dt__args_error(prog, "%s '%s': out of range for a float", a->name, text);
             return DT_ARGS_ERROR;
@@ -228,8 +221,7 @@ static int dt__args_set(const char *prog, dt_arg *a, const char *text)
         *(float *)a->dest = (float)v;
         return DT_ARGS_OK;
     }
-    case DT_ARG_DOUBLE:
-        return dt_args_parse_double(prog, a->name, text, a->range, a->min, a->max, (double *)a->dest);
+    case DT_ARG_DOUBLE: return dt_args_parse_double(prog, a->name, text, a->range, a->min, a->max, (double *)a->dest);
     case DT_ARG_STRING:
         if (text[0] == '\0') {
             dt__args_error(prog, "%s '': expected a non-empty value", a->name);
@@ -256,8 +248,7 @@ static int dt__args_set(const char *prog, dt_arg *a, const char *text)
         *(const char **)a->dest = text;
         return DT_ARGS_OK;
     case DT_ARG_FLAG:
-    case DT_ARG_SECTION:
-        break;
+    case DT_ARG_SECTION: break;
     }
     return DT_ARGS_ERROR;
 }
@@ -371,10 +362,8 @@ void dt_args_print_help(FILE *f, const char *usage, const dt_arg *args, int n_ar
         char left[96];
         int w = snprintf(left, sizeof left, "  %s%s%s", a->name, meta[0] ? " " : "", meta);
         if (w < 0) w = 0;
-        if (w > 33)
-            fprintf(f, "%s\n%-34s", left, "");
-        else
-            fprintf(f, "%-34s", left);
+        if (w > 33) fprintf(f, "%s\n%-34s", left, "");
+        else fprintf(f, "%-34s", left);
         fprintf(f, "%s", a->help ? a->help : "");
         if (a->kind != DT_ARG_FLAG) {
             char def[128];

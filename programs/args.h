@@ -37,16 +37,16 @@ enum {
 };
 
 typedef struct dt_arg {
-    const char *name;    /* "--micro-batch-size" (or a heading for DT_ARG_SECTION) */
+    const char *name; /* "--micro-batch-size" (or a heading for DT_ARG_SECTION) */
     dt_arg_kind kind;
-    void *dest;          /* holds the default before parsing */
-    unsigned range;      /* DT_ARG_HAS_MIN | ... */
+    void *dest;     /* holds the default before parsing */
+    unsigned range; /* DT_ARG_HAS_MIN | ... */
     double min, max;
-    const char *choices; /* DT_ARG_CHOICE: "tiny|small|gpt2-124m" */
-    const char *metavar; /* shown in --help after the flag ("N", "FILE"); NULL: from kind */
-    const char *help;    /* one line */
+    const char *choices;      /* DT_ARG_CHOICE: "tiny|small|gpt2-124m" */
+    const char *metavar;      /* shown in --help after the flag ("N", "FILE"); NULL: from kind */
+    const char *help;         /* one line */
     const char *default_text; /* shown instead of the destination's value; NULL: the value */
-    int given;           /* set by dt_args_parse: how many times the flag appeared */
+    int given;                /* set by dt_args_parse: how many times the flag appeared */
 } dt_arg;
 
 enum { DT_ARGS_OK = 0, DT_ARGS_ERROR = -1 };
@@ -66,16 +66,16 @@ void dt_args_print_help(FILE *f, const char *usage, const dt_arg *args, int n_ar
 
 /* Single-value parsers for values the table cannot describe; on failure
  * they print `PROG: FLAG 'TEXT': expected ...` and return DT_ARGS_ERROR. */
-int dt_args_parse_int64(const char *prog, const char *flag, const char *text, unsigned range, double min,
-                        double max, int64_t *out);
-int dt_args_parse_double(const char *prog, const char *flag, const char *text, unsigned range, double min,
-                         double max, double *out);
+int dt_args_parse_int64(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,
+                        int64_t *out);
+int dt_args_parse_double(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,
+                         double *out);
 /* "RANK:MS" (--slow-rank 1:20): a rank 0..1000000 and a delay of
  * 0..3600000 ms, both whole numbers. */
 int dt_args_parse_rank_ms(const char *prog, const char *flag, const char *text, int *rank, int *ms);
 /* A comma-separated list of integers ("1,2,4,8"), each checked against the
  * range; at most max_count values. */
-int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min,
-                           double max, int64_t *out, int max_count, int *count);
+int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,
+                           int64_t *out, int max_count, int *count);
 
 #endif

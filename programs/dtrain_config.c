@@ -38,8 +38,7 @@ static const char *dtrain_first_given(dt_arg *args, int n_args, const char *cons
 /* --model mlp-bn: the sizes go to the MLP; the GPT's own sizes are errors. */
 static int dtrain_config_mlp(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
-    static const char *const gpt_only[] = {"--num-attention-heads", "--max-position-embeddings", "--seq-length",
-                                           NULL};
+    static const char *const gpt_only[] = {"--num-attention-heads", "--max-position-embeddings", "--seq-length", NULL};
     cfg->model_kind = DT_MODEL_MLP_BN;
     if (GIVEN("--hidden-size")) cfg->mlp.hidden_size = o->job.hidden_size;
     if (GIVEN("--num-layers")) cfg->mlp.num_layers = o->job.num_layers;
@@ -67,12 +66,12 @@ static int dtrain_config_gpt(const dtrain_opts *o, dt_arg *args, int n_args, dt_
     }
     const job_opts *j = &o->job;
     int custom = 0;
-#define DT_SIZE(flag, field, value)                                                                              \
-    do {                                                                                                         \
-        if (GIVEN(flag) && (value) != preset->field) {                                                           \
-            preset->field = (value);                                                                             \
-            custom = 1;                                                                                          \
-        }                                                                                                        \
+#define DT_SIZE(flag, field, value)                    \
+    do {                                               \
+        if (GIVEN(flag) && (value) != preset->field) { \
+            preset->field = (value);                   \
+            custom = 1;                                \
+        }                                              \
     } while (0)
     DT_SIZE("--num-layers", num_layers, j->num_layers);
     DT_SIZE("--hidden-size", hidden_size, j->hidden_size);
@@ -89,8 +88,7 @@ static int dtrain_config_model(dtrain_opts *o, dt_arg *args, int n_args, dt_trai
     dt_gpt_config preset;
     if (mlp) /* the GPT sizes stay at their defaults; the size flags go to the MLP */
         preset = cfg->model;
-    else if (dt_gpt_config_preset(o->job.model, &preset) != DT_OK)
-        return dtrain_bad();
+    else if (dt_gpt_config_preset(o->job.model, &preset) != DT_OK) return dtrain_bad();
     int rc = mlp ? dtrain_config_mlp(o, args, n_args, cfg) : dtrain_config_gpt(o, args, n_args, cfg, &preset);
     if (rc != 0) return rc;
     cfg->blobs.classes = o->blobs_classes;
@@ -199,8 +197,9 @@ static int dtrain_parse_split(const char *text, dt_train_config *cfg)
         char *end = NULL;
         long v = strtol(q, &end, 10);
         if (i >= 64 || end == q || v < 1 || v > 100000 || (*end && *end != ',')) {
-            fprintf(stderr, PROG ": --pipeline-split '%s': expected positive block counts separated by commas, "
-                            "e.g. 3,5\n",
+            fprintf(stderr,
+                    PROG ": --pipeline-split '%s': expected positive block counts separated by commas, "
+                         "e.g. 3,5\n",
                     text);
             return 2;
         }
@@ -295,8 +294,10 @@ static int dtrain_config_run(const dtrain_opts *o, dt_train_config *cfg)
     cfg->eval_iters = o->eval_iters;
     cfg->trace_path = o->job.trace;
     if (o->job.trace && o->job.summary && !strcmp(o->job.trace, o->job.summary)) {
-        fprintf(stderr, PROG ": --summary '%s': the same file as --trace; expected another name (the summary would "
-                "overwrite the trace)\n", o->job.summary);
+        fprintf(stderr,
+                PROG ": --summary '%s': the same file as --trace; expected another name (the summary would "
+                     "overwrite the trace)\n",
+                o->job.summary);
         return 2;
     }
     return 0;

@@ -54,8 +54,7 @@ static void dtrain_print_model(const dt_train_config *c, const dt_trainer *tr, c
         printf("model: %s, %d layers, %d heads, width %d, context %d, vocab %d, %zu params (%s)\n", c->model_name,
                c->model.num_layers, c->model.num_heads, c->model.hidden_size, c->model.seq_len, c->model.vocab_size,
                dt_trainer_num_params(tr), params);
-        if (c->data.path)
-            printf("data:  text file %s, seq length %d\n", c->data.path, c->seq_length);
+        if (c->data.path) printf("data:  text file %s, seq length %d\n", c->data.path, c->seq_length);
         else if (strcmp(c->data.task, "add") == 0)
             printf("data:  task add (operands of 1..%d digits), seq length %d\n", c->data.digits, c->seq_length);
         else
@@ -94,8 +93,7 @@ static void dtrain_print_optim(const dt_train_config *c, const dt_trainer *tr)
                (double)c->optim.lamb_gamma_u);
     else if (c->optim.kind == DT_OPTIM_LARS)
         printf("optim: lars (momentum %g, eta %g)", (double)c->optim.momentum, (double)c->optim.lars_eta);
-    else
-        printf("optim: sgd (momentum %g)", (double)c->optim.momentum);
+    else printf("optim: sgd (momentum %g)", (double)c->optim.momentum);
     printf(", lr %g -> %g %s over %lld iters, warmup %lld, weight decay %g, clip %g\n", (double)c->lr.max_lr,
            (double)c->lr.min_lr, dtrain_decay_name(c->lr.style), (long long)c->lr.decay_iters,
            (long long)c->lr.warmup_iters, (double)c->optim.weight_decay, (double)c->clip_grad);
@@ -117,12 +115,11 @@ static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
                t, d, p, t, d, dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
         for (int r = 0; r < c->comm->size && c->comm->size <= 64; r++)
             printf("  rank %d: tensor %d, data %d, stage %d\n", r, r % t, (r / t) % d, r / (t * d));
-    }
-    else if (c->comm && c->ps_mode != DT_PS_NONE)
+    } else if (c->comm && c->ps_mode != DT_PS_NONE)
         printf("parallel: %d worker%s and %d parameter server%s (%s%s), weights and optimizer state sharded over "
                "the servers\n",
-               c->comm->size - c->num_ps_servers, c->comm->size - c->num_ps_servers == 1 ? "" : "s",
-               c->num_ps_servers, c->num_ps_servers == 1 ? "" : "s", c->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async",
+               c->comm->size - c->num_ps_servers, c->comm->size - c->num_ps_servers == 1 ? "" : "s", c->num_ps_servers,
+               c->num_ps_servers == 1 ? "" : "s", c->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async",
                c->ps_mode == DT_PS_ASYNC && c->max_staleness >= 0 ? ", bounded staleness" : "");
     else if (c->comm && c->use_distributed_optimizer)
         printf("parallel: %d data-parallel rank%s, ZeRO-1: gradients reduce-scattered, optimizer state sharded, "
@@ -144,8 +141,7 @@ static void dtrain_print_precision_memory(const dt_train_config *c)
             printf(", dynamic loss scale from %g (window %d, hysteresis %d, min %g)\n",
                    (double)c->loss_scaler.initial_scale, c->loss_scaler.window, c->loss_scaler.hysteresis,
                    (double)c->loss_scaler.min_scale);
-        else
-            printf(", no loss scaling\n");
+        else printf(", no loss scaling\n");
     }
     if (c->recompute == DT_RECOMPUTE_FULL)
         printf("memory: full activation recomputation, checkpoint every %d block%s\n", c->recompute_num_layers,
@@ -175,8 +171,8 @@ static void dtrain_print_step_notes(dtrain_out *out, const dt_train_config *cfg,
 {
     if (st->overflow) { /* like DeepSpeed's OVERFLOW! line: every skipped step is said */
         dtrain_clear_live(out);
-        printf("overflow: iteration %lld skipped at loss scale %g (first inf/NaN gradient: %s)\n",
-               (long long)st->iter, (double)st->loss_scale, st->overflow_tensor ? st->overflow_tensor : "?");
+        printf("overflow: iteration %lld skipped at loss scale %g (first inf/NaN gradient: %s)\n", (long long)st->iter,
+               (double)st->loss_scale, st->overflow_tensor ? st->overflow_tensor : "?");
         fflush(stdout);
     }
     if (st->nonfinite) { /* --skip-nonfinite: every skipped step is said */
@@ -230,7 +226,6 @@ void dtrain_print_eval(dtrain_out *out, int64_t iter, const dt_eval_result *ev)
     if (ev->accuracy >= 0)
         printf("eval  iter %lld: val_loss %.4f accuracy %.2f%% (%d examples)\n", (long long)iter, (double)ev->loss,
                100.0 * ev->accuracy, ev->n_examples);
-    else
-        printf("eval  iter %lld: val_loss %.4f\n", (long long)iter, (double)ev->loss);
+    else printf("eval  iter %lld: val_loss %.4f\n", (long long)iter, (double)ev->loss);
     fflush(stdout);
 }

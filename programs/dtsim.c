@@ -50,33 +50,34 @@ _Static_assert(JOB_FLAGS_SIM_MAX_STAGES == DTS_MAX_STAGES, "--pipeline-model-par
 static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
 {
     int n = 0;
-#define ADD(...)                                                                                                     \
-    do {                                                                                                             \
-        if (n >= cap) return -1;                                                                                     \
-        a[n++] = (dt_arg){__VA_ARGS__};                                                                              \
+#define ADD(...)                        \
+    do {                                \
+        if (n >= cap) return -1;        \
+        a[n++] = (dt_arg){__VA_ARGS__}; \
     } while (0)
 /* one of the job flags shared with dtrain (job_flags.c), as dtsim words it */
-#define JOB(id)                                                                                                      \
-    do {                                                                                                             \
-        if (n >= cap) return -1;                                                                                     \
-        a[n++] = job_flag(JOB_DTSIM, &o->job, (id));                                                                 \
+#define JOB(id)                                      \
+    do {                                             \
+        if (n >= cap) return -1;                     \
+        a[n++] = job_flag(JOB_DTSIM, &o->job, (id)); \
     } while (0)
 #define SECTION(heading) ADD(.name = (heading), .kind = DT_ARG_SECTION)
 /* the machine's shape, for every subcommand */
-#define ADD_NODE_FLAGS()                                                                                             \
-    do {                                                                                                             \
+#define ADD_NODE_FLAGS()                                                                                            \
+    do {                                                                                                            \
         ADD(.name = "--devices-per-node", .kind = DT_ARG_INT, .dest = &o->devices_per_node, MIN1, .metavar = "N",   \
-            .help = "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",              \
-            .default_text = "the hardware file's devices_per_node");                                                 \
+            .help = "ranks on one node, sharing its intra link (e.g. every rank of a one-machine run)",             \
+            .default_text = "the hardware file's devices_per_node");                                                \
         ADD(.name = "--cores-per-node", .kind = DT_ARG_INT, .dest = &o->cores_per_node, MIN1, .metavar = "N",       \
-            .help = "the node's ranks share N cores for their compute (more ranks than cores: each computing rank "  \
-                    "runs at N/k of its speed while k compute)",                                                     \
-            .default_text = "a core of its own per rank");                                                           \
+            .help = "the node's ranks share N cores for their compute (more ranks than cores: each computing rank " \
+                    "runs at N/k of its speed while k compute)",                                                    \
+            .default_text = "a core of its own per rank");                                                          \
     } while (0)
     if (mode == DTSIM_VALIDATE) {
         SECTION("Calibration inputs (not the measured runs)");
         ADD(.name = "--profile", .kind = DT_ARG_STRING, .dest = &o->profile, .metavar = "FILE",
-            .help = "single-rank compute profile: a `dtrain --trace` of one process (required)", .default_text = "none");
+            .help = "single-rank compute profile: a `dtrain --trace` of one process (required)",
+            .default_text = "none");
         ADD(.name = "--hw", .kind = DT_ARG_STRING, .dest = &o->hw, .metavar = "FILE",
             .help = "hardware file (sim/hw/*.json): its links", .default_text = "built-in defaults (dts_hw_default)");
         ADD(.name = "--comm", .kind = DT_ARG_STRING, .dest = &o->comm, .metavar = "FILE",
@@ -318,7 +319,8 @@ static void dtsim_default_texts(const dtsim_opts *o, dt_arg *args, int n_args, c
 {
     const char *size_flags[5] = {"--num-layers", "--hidden-size", "--num-attention-heads", "--max-position-embeddings",
                                  "--seq-length"};
-    const int size_values[5] = {o->job.num_layers, o->job.hidden_size, o->job.num_heads, o->job.max_pos, o->job.seq_length};
+    const int size_values[5] = {o->job.num_layers, o->job.hidden_size, o->job.num_heads, o->job.max_pos,
+                                o->job.seq_length};
     for (int i = 0; i < 5; i++) {
         if (i < 4) snprintf(def_text[i], 48, "%d from --model %s", size_values[i], o->job.model);
         else snprintf(def_text[i], 48, "%d, or the preset's context if shorter", size_values[i]);

@@ -51,19 +51,12 @@ int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scena
 void dtsim_print_scenario(FILE *f, const dts_scenario *sc);
 
 /* dtsim_sweep.c: the swept keys and their values. */
-typedef enum {
-    DTSIM_SW_M = 0,
-    DTSIM_SW_P,
-    DTSIM_SW_SCHED,
-    DTSIM_SW_D,
-    DTSIM_SW_T,
-    DTSIM_SW_BW
-} dtsim_sweep_key;
+typedef enum { DTSIM_SW_M = 0, DTSIM_SW_P, DTSIM_SW_SCHED, DTSIM_SW_D, DTSIM_SW_T, DTSIM_SW_BW } dtsim_sweep_key;
 
 typedef struct dtsim_sweep {
     dtsim_sweep_key key;
     int n;
-    double v[DTSIM_MAX_SWEEP_VALUES];    /* numbers, or the schedule kind */
+    double v[DTSIM_MAX_SWEEP_VALUES];      /* numbers, or the schedule kind */
     char text[DTSIM_MAX_SWEEP_VALUES][24]; /* as given */
 } dtsim_sweep;
 

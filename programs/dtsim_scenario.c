@@ -87,8 +87,9 @@ static int dtsim_parse_split(const char *text, dts_scenario *sc)
         errno = 0;
         long v = strtol(q, &end, 10);
         if (i >= DTS_MAX_STAGES || end == q || errno || v < 1 || v > 100000 || (*end && *end != ',')) {
-            fprintf(stderr, PROG ": --pipeline-split '%s': expected positive block counts separated by commas, e.g. "
-                                 "3,5\n",
+            fprintf(stderr,
+                    PROG ": --pipeline-split '%s': expected positive block counts separated by commas, e.g. "
+                         "3,5\n",
                     text);
             return 2;
         }
@@ -116,12 +117,12 @@ static int dtsim_scenario_model(const dtsim_opts *o, dt_arg *args, int n_args, d
         if (!GIVEN("--seq-length") && sc->T > sc->model.seq_len) sc->T = sc->model.seq_len;
     }
     int custom = 0;
-#define DTSIM_SIZE(flag, field, value)                                                                               \
-    do {                                                                                                             \
-        if (GIVEN(flag) && (value) != sc->model.field) {                                                             \
-            sc->model.field = (value);                                                                               \
-            custom = 1;                                                                                              \
-        }                                                                                                            \
+#define DTSIM_SIZE(flag, field, value)                   \
+    do {                                                 \
+        if (GIVEN(flag) && (value) != sc->model.field) { \
+            sc->model.field = (value);                   \
+            custom = 1;                                  \
+        }                                                \
     } while (0)
     DTSIM_SIZE("--num-layers", num_layers, o->job.num_layers);
     DTSIM_SIZE("--hidden-size", hidden_size, o->job.hidden_size);
@@ -219,7 +220,7 @@ static int dtsim_scenario_parallel(const dtsim_opts *o, dt_arg *args, int n_args
                        : !strcmp(o->job.allreduce, "naive")    ? DTS_EX_NAIVE
                        : !strcmp(o->job.allreduce, "ps-sync")  ? DTS_EX_PS_SYNC
                        : !strcmp(o->job.allreduce, "ps-async") ? DTS_EX_PS_ASYNC
-                                                           : DTS_EX_RING;
+                                                               : DTS_EX_RING;
         sc->num_ps_servers = ps ? (sc->num_ps_servers > 0 ? sc->num_ps_servers : 1) : 0;
     }
     if (GIVEN("--num-ps-servers")) {
@@ -254,8 +255,10 @@ static int dtsim_scenario_machine(const dtsim_opts *o, dt_arg *args, int n_args,
     if (o->devices_per_node > 0) sc->hw.devices_per_node = o->devices_per_node;
     if (o->cores_per_node > 0) sc->hw.cores_per_node = o->cores_per_node;
     if (sc->hw.cores_per_node > 0 && sc->t > 1) {
-        fprintf(stderr, PROG ": --cores-per-node with --tensor-model-parallel-size %d: not supported (shared cores "
-                             "model pipeline and data-parallel ranks)\n", sc->t);
+        fprintf(stderr,
+                PROG ": --cores-per-node with --tensor-model-parallel-size %d: not supported (shared cores "
+                     "model pipeline and data-parallel ranks)\n",
+                sc->t);
         return 2;
     }
     if (o->grad_trace) {
@@ -320,8 +323,10 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
     if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
         fprintf(f, " + %d parameter server%s", sc->num_ps_servers, sc->num_ps_servers == 1 ? "" : "s");
     fprintf(f, " (%d rank%s), schedule %s, exchange %s%s, %s%s\n", dts_scenario_world(sc),
-            dts_scenario_world(sc) == 1 ? "" : "s", dt_sched_kind_name(sc->schedule), sc->exchange_name, sc->zero ? " + ZeRO-1" : "", sc->precision,
-            sc->recompute == 1 ? ", full recomputation" : sc->recompute == 2 ? ", selective recomputation" : "");
+            dts_scenario_world(sc) == 1 ? "" : "s", dt_sched_kind_name(sc->schedule), sc->exchange_name,
+            sc->zero ? " + ZeRO-1" : "", sc->precision,
+            sc->recompute == 1   ? ", full recomputation"
+            : sc->recompute == 2 ? ", selective recomputation"
+                                 : "");
     fprintf(f, "machine:  %s; cost: %s\n", sc->hw.name, sc->have_cost ? sc->cost.source : "none");
 }
-

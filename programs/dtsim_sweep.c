@@ -10,12 +10,11 @@
 #include "dts_run.h"
 #include "dtsim_prog.h"
 
-static const char *const dtsim_sweep_names[] = {"micro-batches", "pipeline-model-parallel-size", "pipeline-schedule",
-                                                "data-parallel-size", "tensor-model-parallel-size",
-                                                "link-bandwidth-scale"};
+static const char *const dtsim_sweep_names[] = {
+    "micro-batches",      "pipeline-model-parallel-size", "pipeline-schedule",
+    "data-parallel-size", "tensor-model-parallel-size",   "link-bandwidth-scale"};
 /* short column headings */
 static const char *const dtsim_sweep_cols[] = {"m", "p", "schedule", "d", "t", "bw_scale"};
-
 
 /* Parse one --sweep KEY=V1,V2,...; 0 or 2 after the message. */
 static int dtsim_parse_sweep(const char *spec, dtsim_sweep *sw)
@@ -104,8 +103,7 @@ int dtsim_take_sweeps(int *argc, char **argv, dtsim_sweep *sw, int *n_sw)
         if (dtsim_parse_sweep(spec, &sw[*n_sw]) != 0) return 2;
         for (int k = 0; k < *n_sw; k++)
             if (sw[k].key == sw[*n_sw].key) {
-                fprintf(stderr, PROG ": --sweep %s: given twice (one --sweep per key)\n",
-                        dtsim_sweep_names[sw[k].key]);
+                fprintf(stderr, PROG ": --sweep %s: given twice (one --sweep per key)\n", dtsim_sweep_names[sw[k].key]);
                 return 2;
             }
         (*n_sw)++;
@@ -152,10 +150,8 @@ static int dtsim_sweep_batch(const dtsim_opts *o, dt_arg *args, int n_args, cons
 
 static void dtsim_cell(int csv, int width, const char *text, int last)
 {
-    if (csv)
-        printf("%s%s", text, last ? "\n" : ",");
-    else
-        printf("%*s%s", width, text, last ? "\n" : "  ");
+    if (csv) printf("%s%s", text, last ? "\n" : ",");
+    else printf("%*s%s", width, text, last ? "\n" : "  ");
 }
 
 int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_sweep *sw, int n_sw)
@@ -279,4 +275,3 @@ int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_sweep *
     free(sc);
     return rc;
 }
-

@@ -116,7 +116,8 @@ int main(int argc, char **argv)
     else if (frames_dir)
         st = dtv_app_frames(&app, w, h, frames_dir,
                             dt_args_given(args, n_args, "--frame-count") ? n_frames
-                                                                          : (int)(fps * duration + 0.5) > 0 ? (int)(fps * duration + 0.5) : 1);
+                            : (int)(fps * duration + 0.5) > 0            ? (int)(fps * duration + 0.5)
+                                                                         : 1);
     else st = dtv_app_interactive(&app, w, h);
     dtv_app_close(&app);
     if (st != DT_OK) {

@@ -26,155 +26,272 @@ typedef struct job_flag_def {
 } job_flag_def;
 
 #define AT(field) offsetof(job_opts, field)
-#define MIN1 {DT_ARG_HAS_MIN, 1, 0}
-#define MIN0 {DT_ARG_HAS_MIN, 0, 0}
-#define POS {DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0}
-#define IN(lo, hi) {DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, (lo), (hi)}
+#define MIN1                 \
+    {                        \
+        DT_ARG_HAS_MIN, 1, 0 \
+    }
+#define MIN0                 \
+    {                        \
+        DT_ARG_HAS_MIN, 0, 0 \
+    }
+#define POS                                         \
+    {                                               \
+        DT_ARG_HAS_MIN | DT_ARG_MIN_EXCLUSIVE, 0, 0 \
+    }
+#define IN(lo, hi)                                  \
+    {                                               \
+        DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, (lo), (hi) \
+    }
 
 static const job_flag_def job_flags[JF_COUNT] = {
     /* model */
-    [JF_MODEL] = {.name = "--model", .kind = DT_ARG_CHOICE, .offset = AT(model),
+    [JF_MODEL] = {.name = "--model",
+                  .kind = DT_ARG_CHOICE,
+                  .offset = AT(model),
                   .help = "model preset (sizes below override it)",
                   .prog = {[JOB_DTRAIN] = {.choices = "tiny|small|gpt2-124m|mlp-bn"},
                            [JOB_DTSIM] = {.choices = "tiny|small|gpt2-124m"}}},
-    [JF_NUM_LAYERS] = {.name = "--num-layers", .kind = DT_ARG_INT, .offset = AT(num_layers), .range = IN(1, 1024),
-                       .metavar = "N", .help = "transformer blocks"},
-    [JF_HIDDEN_SIZE] = {.name = "--hidden-size", .kind = DT_ARG_INT, .offset = AT(hidden_size),
-                        .range = IN(1, 65536), .metavar = "N", .help = "model width C"},
-    [JF_NUM_ATTENTION_HEADS] = {.name = "--num-attention-heads", .kind = DT_ARG_INT, .offset = AT(num_heads),
-                                .range = MIN1, .metavar = "N", .help = "attention heads (divide --hidden-size)"},
-    [JF_MAX_POSITION_EMBEDDINGS] = {.name = "--max-position-embeddings", .kind = DT_ARG_INT, .offset = AT(max_pos),
-                                    .range = IN(1, 65536), .metavar = "N", .help = "model context (positions)"},
-    [JF_SEQ_LENGTH] = {.name = "--seq-length", .kind = DT_ARG_INT, .offset = AT(seq_length), .range = MIN1,
-                       .metavar = "N", .help = "training sequence length T"},
+    [JF_NUM_LAYERS] = {.name = "--num-layers",
+                       .kind = DT_ARG_INT,
+                       .offset = AT(num_layers),
+                       .range = IN(1, 1024),
+                       .metavar = "N",
+                       .help = "transformer blocks"},
+    [JF_HIDDEN_SIZE] = {.name = "--hidden-size",
+                        .kind = DT_ARG_INT,
+                        .offset = AT(hidden_size),
+                        .range = IN(1, 65536),
+                        .metavar = "N",
+                        .help = "model width C"},
+    [JF_NUM_ATTENTION_HEADS] = {.name = "--num-attention-heads",
+                                .kind = DT_ARG_INT,
+                                .offset = AT(num_heads),
+                                .range = MIN1,
+                                .metavar = "N",
+                                .help = "attention heads (divide --hidden-size)"},
+    [JF_MAX_POSITION_EMBEDDINGS] = {.name = "--max-position-embeddings",
+                                    .kind = DT_ARG_INT,
+                                    .offset = AT(max_pos),
+                                    .range = IN(1, 65536),
+                                    .metavar = "N",
+                                    .help = "model context (positions)"},
+    [JF_SEQ_LENGTH] = {.name = "--seq-length",
+                       .kind = DT_ARG_INT,
+                       .offset = AT(seq_length),
+                       .range = MIN1,
+                       .metavar = "N",
+                       .help = "training sequence length T"},
     /* batch and schedule */
-    [JF_MICRO_BATCH_SIZE] = {.name = "--micro-batch-size", .kind = DT_ARG_INT, .offset = AT(micro_batch),
-                             .range = MIN1, .metavar = "N", .help = "sequences per forward/backward"},
+    [JF_MICRO_BATCH_SIZE] = {.name = "--micro-batch-size",
+                             .kind = DT_ARG_INT,
+                             .offset = AT(micro_batch),
+                             .range = MIN1,
+                             .metavar = "N",
+                             .help = "sequences per forward/backward"},
     [JF_GLOBAL_BATCH_SIZE] =
-        {.name = "--global-batch-size", .kind = DT_ARG_INT, .offset = AT(global_batch), .range = MIN1,
+        {.name = "--global-batch-size",
+         .kind = DT_ARG_INT,
+         .offset = AT(global_batch),
+         .range = MIN1,
          .metavar = "N",
          .prog = {[JOB_DTRAIN] = {.help = "sequences per optimizer step (a multiple of --micro-batch-size)"},
                   [JOB_DTSIM] = {.help = "sequences per optimizer step (a multiple of --micro-batch-size x "
                                          "--data-parallel-size)",
                                  .default_text = "--micro-batch-size x --micro-batches x --data-parallel-size"}}},
-    [JF_TRAIN_ITERS] = {.name = "--train-iters", .kind = DT_ARG_INT64, .offset = AT(train_iters), .metavar = "N",
+    [JF_TRAIN_ITERS] = {.name = "--train-iters",
+                        .kind = DT_ARG_INT64,
+                        .offset = AT(train_iters),
+                        .metavar = "N",
                         .prog = {[JOB_DTRAIN] = {.help = "optimizer steps", .range = &(job_range)MIN0},
                                  [JOB_DTSIM] = {.help = "optimizer steps simulated", .range = &(job_range)MIN1}}},
-    [JF_SEED] = {.name = "--seed", .kind = DT_ARG_UINT64, .offset = AT(seed), .metavar = "N",
+    [JF_SEED] = {.name = "--seed",
+                 .kind = DT_ARG_UINT64,
+                 .offset = AT(seed),
+                 .metavar = "N",
                  .prog = {[JOB_DTRAIN] = {.help = "seed of the weights and the data"},
                           [JOB_DTSIM] = {.help = "seed of the simulator's random draws (numerics)",
                                          .default_text = "1, or --config's seed (a dtrain trace's: the run's "
                                                          "--seed)"}}},
-    [JF_OPTIMIZER] = {.name = "--optimizer", .kind = DT_ARG_CHOICE, .offset = AT(optimizer),
+    [JF_OPTIMIZER] = {.name = "--optimizer",
+                      .kind = DT_ARG_CHOICE,
+                      .offset = AT(optimizer),
                       .choices = "sgd|adamw|lars|lamb",
                       .prog = {[JOB_DTRAIN] = {.help = "optimizer"},
                                [JOB_DTSIM] = {.help = "optimizer (its state: 2 floats per parameter for "
                                                       "adamw/lamb, 1 for sgd/lars)"}}},
     /* mixed precision */
-    [JF_FP16] = {.name = "--fp16", .kind = DT_ARG_FLAG, .offset = AT(fp16), .default_text = "off",
+    [JF_FP16] = {.name = "--fp16",
+                 .kind = DT_ARG_FLAG,
+                 .offset = AT(fp16),
+                 .default_text = "off",
                  .prog = {[JOB_DTRAIN] = {.help = "FP16 storage of weights, activations and gradients; FP32 "
                                                   "masters; dynamic loss scaling"},
                           [JOB_DTSIM] = {.help = "FP16 storage, FP32 masters, dynamic loss scaling"}}},
-    [JF_BF16] = {.name = "--bf16", .kind = DT_ARG_FLAG, .offset = AT(bf16), .default_text = "off",
+    [JF_BF16] = {.name = "--bf16",
+                 .kind = DT_ARG_FLAG,
+                 .offset = AT(bf16),
+                 .default_text = "off",
                  .prog = {[JOB_DTRAIN] = {.help = "bfloat16 storage, FP32 masters; no loss scaling"},
                           [JOB_DTSIM] = {.help = "bfloat16 storage, FP32 masters"}}},
-    [JF_LOSS_SCALE] = {.name = "--loss-scale", .kind = DT_ARG_FLOAT, .offset = AT(loss_scale), .range = MIN0,
-                       .metavar = "S", .help = "static loss scale (0: dynamic with --fp16)"},
-    [JF_INITIAL_LOSS_SCALE] = {.name = "--initial-loss-scale", .kind = DT_ARG_FLOAT,
-                               .offset = AT(initial_loss_scale), .range = POS, .metavar = "S",
+    [JF_LOSS_SCALE] = {.name = "--loss-scale",
+                       .kind = DT_ARG_FLOAT,
+                       .offset = AT(loss_scale),
+                       .range = MIN0,
+                       .metavar = "S",
+                       .help = "static loss scale (0: dynamic with --fp16)"},
+    [JF_INITIAL_LOSS_SCALE] = {.name = "--initial-loss-scale",
+                               .kind = DT_ARG_FLOAT,
+                               .offset = AT(initial_loss_scale),
+                               .range = POS,
+                               .metavar = "S",
                                .help = "dynamic loss scale at the start"},
-    [JF_LOSS_SCALE_WINDOW] = {.name = "--loss-scale-window", .kind = DT_ARG_INT, .offset = AT(loss_scale_window),
-                              .range = MIN1, .metavar = "N", .help = "clean steps before the scale doubles"},
-    [JF_HYSTERESIS] = {.name = "--hysteresis", .kind = DT_ARG_INT, .offset = AT(hysteresis), .range = MIN1,
-                       .metavar = "N", .help = "overflows tolerated before the scale halves"},
-    [JF_MIN_LOSS_SCALE] = {.name = "--min-loss-scale", .kind = DT_ARG_FLOAT, .offset = AT(min_loss_scale),
-                           .range = POS, .metavar = "S", .help = "the scale never goes below this"},
+    [JF_LOSS_SCALE_WINDOW] = {.name = "--loss-scale-window",
+                              .kind = DT_ARG_INT,
+                              .offset = AT(loss_scale_window),
+                              .range = MIN1,
+                              .metavar = "N",
+                              .help = "clean steps before the scale doubles"},
+    [JF_HYSTERESIS] = {.name = "--hysteresis",
+                       .kind = DT_ARG_INT,
+                       .offset = AT(hysteresis),
+                       .range = MIN1,
+                       .metavar = "N",
+                       .help = "overflows tolerated before the scale halves"},
+    [JF_MIN_LOSS_SCALE] = {.name = "--min-loss-scale",
+                           .kind = DT_ARG_FLOAT,
+                           .offset = AT(min_loss_scale),
+                           .range = POS,
+                           .metavar = "S",
+                           .help = "the scale never goes below this"},
     /* memory */
     [JF_RECOMPUTE_ACTIVATIONS] =
-        {.name = "--recompute-activations", .kind = DT_ARG_FLAG, .offset = AT(recompute_on), .default_text = "off",
+        {.name = "--recompute-activations",
+         .kind = DT_ARG_FLAG,
+         .offset = AT(recompute_on),
+         .default_text = "off",
          .prog = {[JOB_DTRAIN] = {.help = "recompute activations in backward instead of keeping them (selective "
                                           "unless a granularity is given)"},
                   [JOB_DTSIM] = {.help = "recompute activations in backward (selective unless a granularity is "
                                          "given)"}}},
     [JF_RECOMPUTE_GRANULARITY] =
-        {.name = "--recompute-granularity", .kind = DT_ARG_CHOICE, .offset = AT(recompute_granularity),
-         .choices = "full|selective", .default_text = "off",
+        {.name = "--recompute-granularity",
+         .kind = DT_ARG_CHOICE,
+         .offset = AT(recompute_granularity),
+         .choices = "full|selective",
+         .default_text = "off",
          .prog = {[JOB_DTRAIN] = {.help = "full: keep only every K-th block's input; selective: drop only the "
                                           "attention probabilities"},
                   [JOB_DTSIM] = {.help = "full: recompute whole blocks; selective: only the attention "
                                          "probabilities"}}},
     /* parallelism */
     [JF_TENSOR_MODEL_PARALLEL_SIZE] =
-        {.name = "--tensor-model-parallel-size", .kind = DT_ARG_INT, .offset = AT(tensor_size), .metavar = "T",
+        {.name = "--tensor-model-parallel-size",
+         .kind = DT_ARG_INT,
+         .offset = AT(tensor_size),
+         .metavar = "T",
          .prog = {[JOB_DTRAIN] = {.help = "split each block's attention heads and MLP over T ranks (Megatron-LM; "
                                           "rank r is tensor rank r % T)",
-                                  .default_text = "1", .range = &(job_range)IN(1, 64)},
+                                  .default_text = "1",
+                                  .range = &(job_range)IN(1, 64)},
                   [JOB_DTSIM] = {.help = "split each block's heads and MLP over T ranks",
                                  .range = &(job_range)IN(1, 1024)}}},
     [JF_PIPELINE_MODEL_PARALLEL_SIZE] =
-        {.name = "--pipeline-model-parallel-size", .kind = DT_ARG_INT, .offset = AT(pipeline_size), .metavar = "P",
+        {.name = "--pipeline-model-parallel-size",
+         .kind = DT_ARG_INT,
+         .offset = AT(pipeline_size),
+         .metavar = "P",
          .prog = {[JOB_DTRAIN] = {.help = "split the GPT's blocks over P stages (of N = P x d ranks, rank r is "
                                           "stage r / d)",
-                                  .default_text = "1", .range = &(job_range)IN(1, 64)},
+                                  .default_text = "1",
+                                  .range = &(job_range)IN(1, 64)},
                   [JOB_DTSIM] = {.help = "split the blocks over P stages",
                                  .range = &(job_range)IN(1, JOB_FLAGS_SIM_MAX_STAGES)}}},
-    [JF_PIPELINE_SCHEDULE] =
-        {.name = "--pipeline-schedule", .kind = DT_ARG_CHOICE, .offset = AT(pipeline_schedule),
-         .choices = "gpipe|1f1b|pipedream|pipedream-vsync",
-         .prog = {[JOB_DTRAIN] = {.help = "the order of forwards and backwards on each stage "
-                                          "(docs/pipeline-schedules.md)",
-                                  .default_text = "1f1b"},
-                  [JOB_DTSIM] = {.help = "order of forwards and backwards on each stage"}}},
-    [JF_PIPELINE_SPLIT] = {.name = "--pipeline-split", .kind = DT_ARG_STRING, .offset = AT(pipeline_split),
-                           .metavar = "N,N,...", .help = "blocks per stage", .default_text = "as even as possible"},
+    [JF_PIPELINE_SCHEDULE] = {.name = "--pipeline-schedule",
+                              .kind = DT_ARG_CHOICE,
+                              .offset = AT(pipeline_schedule),
+                              .choices = "gpipe|1f1b|pipedream|pipedream-vsync",
+                              .prog = {[JOB_DTRAIN] = {.help = "the order of forwards and backwards on each stage "
+                                                               "(docs/pipeline-schedules.md)",
+                                                       .default_text = "1f1b"},
+                                       [JOB_DTSIM] = {.help = "order of forwards and backwards on each stage"}}},
+    [JF_PIPELINE_SPLIT] = {.name = "--pipeline-split",
+                           .kind = DT_ARG_STRING,
+                           .offset = AT(pipeline_split),
+                           .metavar = "N,N,...",
+                           .help = "blocks per stage",
+                           .default_text = "as even as possible"},
     [JF_ALLREDUCE] =
-        {.name = "--allreduce", .kind = DT_ARG_CHOICE, .offset = AT(allreduce),
+        {.name = "--allreduce",
+         .kind = DT_ARG_CHOICE,
+         .offset = AT(allreduce),
          .choices = "ring|tree|naive|mpi|nccl|ps-sync|ps-async",
          .prog = {[JOB_DTRAIN] = {.help = "gradients summed by our ring, recursive halving-doubling, "
                                           "reduce+broadcast, MPI_Allreduce, ncclAllReduce (--device cuda), or a "
                                           "parameter server (synchronous or asynchronous)"},
                   [JOB_DTSIM] = {.help = "gradient exchange (mpi and nccl are simulated as the ring)"}}},
     [JF_NUM_PS_SERVERS] =
-        {.name = "--num-ps-servers", .kind = DT_ARG_INT, .offset = AT(num_ps_servers), .range = MIN1,
+        {.name = "--num-ps-servers",
+         .kind = DT_ARG_INT,
+         .offset = AT(num_ps_servers),
+         .range = MIN1,
          .metavar = "K",
          .prog = {[JOB_DTRAIN] = {.help = "ps-sync/ps-async: the last K ranks are servers holding shards of the "
                                           "weights and optimizer state",
                                   .default_text = "1"},
                   [JOB_DTSIM] = {.help = "ps-sync/ps-async: K server ranks after the workers"}}},
     [JF_USE_DISTRIBUTED_OPTIMIZER] =
-        {.name = "--use-distributed-optimizer", .kind = DT_ARG_FLAG, .offset = AT(distributed_optimizer),
+        {.name = "--use-distributed-optimizer",
+         .kind = DT_ARG_FLAG,
+         .offset = AT(distributed_optimizer),
          .default_text = "off",
          .prog = {[JOB_DTRAIN] = {.help = "ZeRO-1: shard the optimizer state over the data-parallel ranks "
                                           "(reduce-scatter, update, all-gather)"},
                   [JOB_DTSIM] = {.help = "ZeRO-1: reduce-scatter, sharded update, all-gather"}}},
     [JF_BUCKET_SIZE_MB] =
-        {.name = "--bucket-size-mb", .kind = DT_ARG_DOUBLE, .offset = AT(bucket_mb), .range = IN(0, 1 << 20),
+        {.name = "--bucket-size-mb",
+         .kind = DT_ARG_DOUBLE,
+         .offset = AT(bucket_mb),
+         .range = IN(0, 1 << 20),
          .metavar = "MB",
          .prog = {[JOB_DTRAIN] = {.help = "gradient buckets allreduced while the backward goes on (0: one bucket "
                                           "after it)"},
                   [JOB_DTSIM] = {.help = "gradient buckets exchanged while the backward goes on (0: one bucket "
                                          "after it)"}}},
-    [JF_ALLREDUCE_CHUNK_BYTES] = {.name = "--allreduce-chunk-bytes", .kind = DT_ARG_INT64,
-                                  .offset = AT(allreduce_chunk_bytes), .range = MIN0, .metavar = "N",
+    [JF_ALLREDUCE_CHUNK_BYTES] = {.name = "--allreduce-chunk-bytes",
+                                  .kind = DT_ARG_INT64,
+                                  .offset = AT(allreduce_chunk_bytes),
+                                  .range = MIN0,
+                                  .metavar = "N",
                                   .help = "ring allreduce: pipeline each segment in chunks of this many bytes (0: "
                                           "whole segments)"},
     [JF_SLOW_RANK] =
-        {.name = "--slow-rank", .kind = DT_ARG_STRING, .offset = AT(slow_rank), .metavar = "R:MS",
+        {.name = "--slow-rank",
+         .kind = DT_ARG_STRING,
+         .offset = AT(slow_rank),
+         .metavar = "R:MS",
          .default_text = "off",
          .prog = {[JOB_DTRAIN] = {.help = "testing: rank R sleeps MS milliseconds before each gradient exchange "
                                           "(a straggler)"},
                   [JOB_DTSIM] = {.help = "rank R waits MS milliseconds before each gradient exchange (a "
                                          "straggler)"}}},
     /* output */
-    [JF_TRACE] = {.name = "--trace", .kind = DT_ARG_STRING, .offset = AT(trace), .metavar = "FILE",
+    [JF_TRACE] = {.name = "--trace",
+                  .kind = DT_ARG_STRING,
+                  .offset = AT(trace),
+                  .metavar = "FILE",
                   .prog = {[JOB_DTRAIN] = {.help = "write a Chrome trace (Perfetto) of the run"},
                            [JOB_DTSIM] = {.help = "write every rank's simulated events (dtrain's trace format)",
                                           .default_text = "none"}}},
-    [JF_SUMMARY] = {.name = "--summary", .kind = DT_ARG_STRING, .offset = AT(summary), .metavar = "FILE",
+    [JF_SUMMARY] = {.name = "--summary",
+                    .kind = DT_ARG_STRING,
+                    .offset = AT(summary),
+                    .metavar = "FILE",
                     .prog = {[JOB_DTRAIN] = {.help = "write a JSON summary of the run"},
                              [JOB_DTSIM] = {.help = "write a JSON summary", .default_text = "none"}}},
     [JF_HELP] = {.name = "--help", .kind = DT_ARG_FLAG, .offset = AT(help), .help = "print this help and exit"},
-    [JF_VERSION] = {.name = "--version", .kind = DT_ARG_FLAG, .offset = AT(version),
+    [JF_VERSION] = {.name = "--version",
+                    .kind = DT_ARG_FLAG,
+                    .offset = AT(version),
                     .help = "print the version and exit"},
 };
 

@@ -77,7 +77,10 @@ static double dts__amp_extra(const dt_trace_event *e, const char *key, double df
     return dt_trace_event_arg(e, key, dflt);
 }
 
-static int dts__amp_has_extra(const dt_trace_event *e, const char *key) { return dt_trace_event_find_arg(e, key) != NULL; }
+static int dts__amp_has_extra(const dt_trace_event *e, const char *key)
+{
+    return dt_trace_event_find_arg(e, key) != NULL;
+}
 
 static int dts__amp_is_event(const dt_trace_event *e)
 {
@@ -302,8 +305,8 @@ static dt_status dts__amp_check_model(const dts_grad_model *gm)
         return DT_FAIL(DT_ERR_INVALID, "grad model: limit %g, steps [%g, %g]", gm->limit, gm->t_lo, gm->t_hi);
     for (int s = 0; s < gm->n_slots; s++)
         if (!isfinite(gm->mu[s]) || !isfinite(gm->slope[s]) || !(gm->sigma[s] >= 0) || !isfinite(gm->sigma[s]))
-            return DT_FAIL(DT_ERR_INVALID, "grad model: slot %d: mu %g, slope %g, sigma %g", s, gm->mu[s],
-                           gm->slope[s], gm->sigma[s]);
+            return DT_FAIL(DT_ERR_INVALID, "grad model: slot %d: mu %g, slope %g, sigma %g", s, gm->mu[s], gm->slope[s],
+                           gm->sigma[s]);
     return DT_OK;
 }
 
@@ -324,8 +327,7 @@ dt_status dts_amp_simulate(const dts_grad_model *gm, const dt_loss_scaler_config
     double x[DTS_AMP_MAX_SLOTS];
     for (int64_t k = 0; k < steps; k++) {
         const double tc = fmin(fmax((double)k, gm->t_lo), gm->t_hi);
-        for (int s = 0; s < gm->n_slots; s++)
-            x[s] = gm->mu[s] + gm->slope[s] * tc + gm->sigma[s] * dt_rng_normal(&rng);
+        for (int s = 0; s < gm->n_slots; s++) x[s] = gm->mu[s] + gm->slope[s] * tc + gm->sigma[s] * dt_rng_normal(&rng);
         dts_amp_step *st = &r.trace[k];
         st->step = k;
         st->scale = dt_loss_scaler_scale(&sc);

@@ -19,12 +19,12 @@
 #include <string.h>
 
 typedef struct dts__cstep {
-    int send_to;      /* member, -1 none */
-    int recv_from;    /* member, -1 none */
-    int64_t bytes;    /* of the message sent (whole step; chunks split it) */
-    int64_t rbytes;   /* of the message received */
+    int send_to;         /* member, -1 none */
+    int recv_from;       /* member, -1 none */
+    int64_t bytes;       /* of the message sent (whole step; chunks split it) */
+    int64_t rbytes;      /* of the message received */
     unsigned char phase; /* index into dts__phase_names */
-    int pstep;        /* the step's number within its phase on this member (the trace's "step", from 0) */
+    int pstep;           /* the step's number within its phase on this member (the trace's "step", from 0) */
 } dts__cstep;
 
 static const char *const dts__phase_names[] = {"reduce-scatter", "all-gather", "reduce", "broadcast"};
@@ -34,15 +34,15 @@ struct dts_coll {
     dts_engine *e;
     dts_net *net;
     int n, S, C;
-    int *ranks;            /* (n) */
-    dts__cstep *plan;      /* (n, S) */
-    int64_t *arr;          /* (n, S, C) arrival times, -1 unknown */
-    int *prefix, *next;    /* (n, C) */
-    int64_t *t_arrive;     /* (n) -1 until arrived */
-    int64_t *step_t0;      /* (n) start of the member's current step (trace) */
-    int *step_cur;         /* (n) first step not yet finished (trace) */
-    int64_t *send_done;    /* (n) when the member's last send leaves its port */
-    char *done;            /* (n) */
+    int *ranks;         /* (n) */
+    dts__cstep *plan;   /* (n, S) */
+    int64_t *arr;       /* (n, S, C) arrival times, -1 unknown */
+    int *prefix, *next; /* (n, C) */
+    int64_t *t_arrive;  /* (n) -1 until arrived */
+    int64_t *step_t0;   /* (n) start of the member's current step (trace) */
+    int *step_cur;      /* (n) first step not yet finished (trace) */
+    int64_t *send_done; /* (n) when the member's last send leaves its port */
+    char *done;         /* (n) */
     int n_done;
     dts_coll_done_fn done_fn;
     dts_coll_step_fn step_fn;
@@ -163,8 +163,8 @@ dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n
     const int ring = kind == DTS_COLL_RING_ALLREDUCE || kind == DTS_COLL_REDUCE_SCATTER || kind == DTS_COLL_ALL_GATHER;
     int P = 1;
     while (P * 2 <= n) P *= 2;
-    c->S = n == 1 ? 0
-           : ring ? (kind == DTS_COLL_RING_ALLREDUCE ? 2 : 1) * (n - 1)
+    c->S = n == 1                            ? 0
+           : ring                            ? (kind == DTS_COLL_RING_ALLREDUCE ? 2 : 1) * (n - 1)
            : kind == DTS_COLL_TREE_ALLREDUCE ? 2 * dts__lg(P) + 2
                                              : n - 1 + dts__lg(n);
     c->C = 1;
@@ -194,12 +194,9 @@ dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n
     for (size_t i = 0; i < nS * c->C; i++) c->arr[i] = -1;
     for (int i = 0; i < n; i++) c->t_arrive[i] = -1;
     if (n > 1) {
-        if (ring)
-            dts__plan_ring(c, bytes, kind != DTS_COLL_ALL_GATHER, kind != DTS_COLL_REDUCE_SCATTER);
-        else if (kind == DTS_COLL_TREE_ALLREDUCE)
-            dts__plan_tree(c, bytes);
-        else
-            dts__plan_naive(c, bytes);
+        if (ring) dts__plan_ring(c, bytes, kind != DTS_COLL_ALL_GATHER, kind != DTS_COLL_REDUCE_SCATTER);
+        else if (kind == DTS_COLL_TREE_ALLREDUCE) dts__plan_tree(c, bytes);
+        else dts__plan_naive(c, bytes);
     }
     /* number each member's steps within their phase (no-op steps of the tree are not counted) */
     for (int i = 0; i < n; i++) {
@@ -259,9 +256,8 @@ static void dts__close_steps(dts_coll *c, int i, int64_t now)
         }
         const dts__cstep *st = &DTS__P(c, i, k);
         if (c->step_fn && (st->send_to >= 0 || st->recv_from >= 0)) /* a tree's no-op steps are not reported */
-            c->step_fn(c->ctx, i, dts__phase_names[st->phase], st->pstep,
-                       st->send_to >= 0 ? c->ranks[st->send_to] : -1, st->send_to >= 0 ? st->bytes : 0,
-                       c->step_t0[i], now);
+            c->step_fn(c->ctx, i, dts__phase_names[st->phase], st->pstep, st->send_to >= 0 ? c->ranks[st->send_to] : -1,
+                       st->send_to >= 0 ? st->bytes : 0, c->step_t0[i], now);
         c->step_t0[i] = now;
         c->step_cur[i]++;
     }

@@ -31,9 +31,9 @@ int64_t dts_layer_params(const dt_gpt_config *cfg, int slot)
 {
     const int64_t C = cfg->hidden_size, V = cfg->vocab_size, P = cfg->seq_len;
     switch (cost__kind(cfg, slot)) {
-    case 0: return V * C + P * C;        /* wte, wpe */
-    case 1: return 12 * C * C + 13 * C;  /* ln1 2C, qkv 3C^2+3C, attproj C^2+C, ln2 2C, fc 4C^2+4C, fcproj 4C^2+C */
-    case 2: return 2 * C + V * C;        /* lnf 2C, lm_head V x C (no bias, untied) */
+    case 0: return V * C + P * C;       /* wte, wpe */
+    case 1: return 12 * C * C + 13 * C; /* ln1 2C, qkv 3C^2+3C, attproj C^2+C, ln2 2C, fc 4C^2+4C, fcproj 4C^2+C */
+    case 2: return 2 * C + V * C;       /* lnf 2C, lm_head V x C (no bias, untied) */
     }
     return -1;
 }
@@ -55,9 +55,9 @@ double dts_layer_fwd_flops(const dt_gpt_config *cfg, int slot, int B, int T)
 {
     const double BT = (double)B * T, C = cfg->hidden_size, V = cfg->vocab_size;
     switch (cost__kind(cfg, slot)) {
-    case 0: return 0.0;                                              /* a gather and an add */
+    case 0: return 0.0;                                                   /* a gather and an add */
     case 1: return 2.0 * 12.0 * C * C * BT + 4.0 * (double)B * T * T * C; /* GEMMs + Q K^T and att V */
-    case 2: return 2.0 * V * C * BT;                                 /* the LM head's GEMM */
+    case 2: return 2.0 * V * C * BT;                                      /* the LM head's GEMM */
     }
     return 0.0;
 }
@@ -89,7 +89,8 @@ double dts_layer_fwd_bytes(const dt_gpt_config *cfg, int slot, int B, int T)
 int dts_layer_ops(const dt_gpt_config *cfg, int slot, int backward)
 {
     switch (cost__kind(cfg, slot)) {
-    case 0: return 1; /* encoder_forward / encoder_backward */
+    case 0:
+        return 1; /* encoder_forward / encoder_backward */
     /* forward: ln1, qkv, attention, attproj, residual, ln2, fc, gelu, fcproj, residual;
      * backward: 4 matmul_backward, gelu, ln2, attention, ln1 */
     case 1: return backward ? 8 : 10;
@@ -119,14 +120,14 @@ static dt_status cost__check_shape(const dt_gpt_config *model, int B, int T, con
     /* dt_gpt_config_validate's limits, but for the layers: the simulator
      * goes to DTS_MAX_LAYERS, beyond what dtrain itself builds (1024) */
     if (model->num_heads < 1 || model->hidden_size < 1 || model->hidden_size % model->num_heads != 0)
-        return DT_FAIL(DT_ERR_INVALID, "%s: --hidden-size %d, --num-attention-heads %d: expected heads >= 1 dividing the size",
-                       who, model->hidden_size, model->num_heads);
+        return DT_FAIL(DT_ERR_INVALID,
+                       "%s: --hidden-size %d, --num-attention-heads %d: expected heads >= 1 dividing the size", who,
+                       model->hidden_size, model->num_heads);
     if (model->vocab_size < 2 || model->seq_len < 1)
         return DT_FAIL(DT_ERR_INVALID, "%s: vocabulary %d, --max-position-embeddings %d: expected >= 2 and >= 1", who,
                        model->vocab_size, model->seq_len);
     if (model->num_layers < 1 || model->num_layers > DTS_MAX_LAYERS)
-        return DT_FAIL(DT_ERR_INVALID, "%s: --num-layers %d: expected 1..%d", who,
-                       model->num_layers, DTS_MAX_LAYERS);
+        return DT_FAIL(DT_ERR_INVALID, "%s: --num-layers %d: expected 1..%d", who, model->num_layers, DTS_MAX_LAYERS);
     if (B < 1) return DT_FAIL(DT_ERR_INVALID, "%s: --micro-batch-size %d: expected >= 1", who, B);
     if (T < 1 || T > model->seq_len)
         return DT_FAIL(DT_ERR_INVALID, "%s: --seq-length %d: expected 1..%d (the model's positions)", who, T,
@@ -287,8 +288,8 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     for (size_t i = 0; i < profile->n_events; i++) {
         const dt_trace_event *e = &profile->events[i];
         if (e->ph != DT_TRACE_COMPLETE || e->iter == DT_TRACE_NONE || e->iter < 0) continue;
-        const int is_fb = strcmp(e->cat, "compute") == 0 &&
-                          (strcmp(e->name, "forward") == 0 || strcmp(e->name, "backward") == 0);
+        const int is_fb =
+            strcmp(e->cat, "compute") == 0 && (strcmp(e->name, "forward") == 0 || strcmp(e->name, "backward") == 0);
         const int is_re = strcmp(e->cat, "compute") == 0 && strcmp(e->name, "recompute") == 0;
         const int is_opt = strcmp(e->cat, "optim") == 0 && strcmp(e->name, "optimizer") == 0;
         if (!is_fb && !is_re && !is_opt) continue;
@@ -305,8 +306,9 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
         else if (e->layer == Lp) k = 2;
         else {
             free(it);
-            return DT_FAIL(DT_ERR_INVALID, "profile %s: traceEvents[%zu]: layer %d: expected -1..%lld (num_layers %lld)",
-                           name, i, e->layer, (long long)Lp, (long long)Lp);
+            return DT_FAIL(DT_ERR_INVALID,
+                           "profile %s: traceEvents[%zu]: layer %d: expected -1..%lld (num_layers %lld)", name, i,
+                           e->layer, (long long)Lp, (long long)Lp);
         }
         mean_add(e->name[0] == 'f' ? &fwd[k] : &bwd[k], (double)e->dur_ns);
     }

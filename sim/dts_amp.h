@@ -58,16 +58,16 @@ dt_status dts_grad_model_constant(int n_slots, double log2_amax, dts_grad_model 
 int dts_amp_first_overflow(const dts_grad_model *gm, float scale, const double *log2_amax);
 
 typedef struct dts_amp_step {
-    int64_t step;  /* 0-based */
-    float scale;   /* S used for this step */
-    int overflow;  /* some gradient was inf/NaN */
-    int skipped;   /* the optimizer skipped the step (every overflow, as the real scaler decides) */
-    int layer;     /* first overflowing layer slot in backward order (slot = trace layer + 1), -1 none */
+    int64_t step; /* 0-based */
+    float scale;  /* S used for this step */
+    int overflow; /* some gradient was inf/NaN */
+    int skipped;  /* the optimizer skipped the step (every overflow, as the real scaler decides) */
+    int layer;    /* first overflowing layer slot in backward order (slot = trace layer + 1), -1 none */
 } dts_amp_step;
 
 typedef struct dts_amp_result {
     int64_t steps, overflows, skipped, backoffs, growths;
-    float final_scale;  /* the scale after the last step */
+    float final_scale;   /* the scale after the last step */
     dts_amp_step *trace; /* (steps) */
 } dts_amp_result;
 

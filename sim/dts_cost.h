@@ -26,14 +26,15 @@ extern "C" {
 #define DTS_MAX_LAYERS 4096
 
 typedef struct dts_cost {
-    int n_layer;                           /* L blocks */
-    int64_t fwd_ns[DTS_MAX_LAYERS + 2];    /* forward of one micro-batch through that layer (whole layer, t = 1) */
-    int64_t bwd_ns[DTS_MAX_LAYERS + 2];    /* backward of the same */
-    int64_t params[DTS_MAX_LAYERS + 2];    /* parameters of that layer (elements) */
-    int64_t act_bytes[DTS_MAX_LAYERS + 2]; /* activation bytes saved for backward per micro-batch (fp32, no recomputation) */
+    int n_layer;                        /* L blocks */
+    int64_t fwd_ns[DTS_MAX_LAYERS + 2]; /* forward of one micro-batch through that layer (whole layer, t = 1) */
+    int64_t bwd_ns[DTS_MAX_LAYERS + 2]; /* backward of the same */
+    int64_t params[DTS_MAX_LAYERS + 2]; /* parameters of that layer (elements) */
+    int64_t act_bytes[DTS_MAX_LAYERS +
+                      2];      /* activation bytes saved for backward per micro-batch (fp32, no recomputation) */
     double optim_ns_per_param; /* optimizer update time per parameter (the whole update: unscale/norm/clip/step) */
-    int64_t step_overhead_ns;  /* fixed per-step host cost outside forward/backward/optimizer (loss counters, logging) */
-    char source[256];          /* "profile FILE" or "roofline HW" */
+    int64_t step_overhead_ns; /* fixed per-step host cost outside forward/backward/optimizer (loss counters, logging) */
+    char source[256];         /* "profile FILE" or "roofline HW" */
 } dts_cost;
 
 /* Parameters (elements) of layer slot `slot` (0 embedding, 1..L blocks,

@@ -64,8 +64,8 @@ typedef struct dts_hw {
      * with k computing, each runs at min(1, cores/k)); 0: a device of its
      * own per rank. Set by --cores-per-node, not read from the JSON. */
     int cores_per_node;
-    dts_link intra; /* link between devices of one node */
-    dts_link inter; /* link between nodes */
+    dts_link intra;    /* link between devices of one node */
+    dts_link inter;    /* link between nodes */
     char source[1024]; /* where the figures come from (published spec names, or "calibrated: <command>") */
 } dts_hw;
 

@@ -24,12 +24,12 @@
 #include "dts_hw.h"
 
 typedef struct dts_net {
-    int n;                  /* ranks */
-    const dts_hw *hw;       /* not owned */
-    double bw_scale;        /* multiplies every link's bandwidth (what-if; 1 = as described) */
-    int64_t *send_free;     /* (n) when each sending port is free */
-    int64_t *recv_free;     /* (n) when each receiving port is free */
-    int64_t bytes;          /* bytes moved so far */
+    int n;              /* ranks */
+    const dts_hw *hw;   /* not owned */
+    double bw_scale;    /* multiplies every link's bandwidth (what-if; 1 = as described) */
+    int64_t *send_free; /* (n) when each sending port is free */
+    int64_t *recv_free; /* (n) when each receiving port is free */
+    int64_t bytes;      /* bytes moved so far */
     int64_t messages;
 } dts_net;
 

@@ -27,31 +27,31 @@ extern "C" {
 #endif
 
 typedef struct dts_run_opts {
-    const char *trace_path; /* write every rank's events there (NULL: none) */
-    int keep_events;        /* keep every rank's events in the summary (dts_summary.ev) */
-    double bw_scale;        /* what-if: every link's bandwidth times this (0: 1) */
+    const char *trace_path;      /* write every rank's events there (NULL: none) */
+    int keep_events;             /* keep every rank's events in the summary (dts_summary.ev) */
+    double bw_scale;             /* what-if: every link's bandwidth times this (0: 1) */
     const dt_schedule *schedule; /* tests: run this schedule instead of dt_schedule_make's (same kind, p, m,
                                     steps); not owned */
 } dts_run_opts;
 
 typedef struct dts_summary {
     int64_t steps;
-    int64_t total_ns;        /* end of the last event */
-    double step_ns;          /* mean step period over steps >= 1 of rank 0 (all steps if only one) */
-    int64_t *step_end_ns;    /* (steps) when rank 0 finished each step */
+    int64_t total_ns;           /* end of the last event */
+    double step_ns;             /* mean step period over steps >= 1 of rank 0 (all steps if only one) */
+    int64_t *step_end_ns;       /* (steps) when rank 0 finished each step */
     dt_trace_phase_times rank0; /* rank 0's phases (dt_trace_phase_times_events over steps >= 1, as the
                                  * validation reads real traces) */
     int p;
-    double *bubble;          /* (p) per stage: dt_bubble_stats mean (NAN without pipeline events) */
-    double *bubble_fb;       /* (p) forward/backward-only bubble */
-    double bubble_formula;   /* (p-1)/(m+p-1) */
+    double *bubble;        /* (p) per stage: dt_bubble_stats mean (NAN without pipeline events) */
+    double *bubble_fb;     /* (p) forward/backward-only bubble */
+    double bubble_formula; /* (p-1)/(m+p-1) */
     int n_ranks;
-    int64_t *peak_mem;       /* (n_ranks) bytes: parameters + gradients + optimizer state + activations + stash */
-    int *max_stash;          /* (p) most stashed weight versions held at once per stage */
+    int64_t *peak_mem; /* (n_ranks) bytes: parameters + gradients + optimizer state + activations + stash */
+    int *max_stash;    /* (p) most stashed weight versions held at once per stage */
     double comm_ns_dp, comm_ns_pp, comm_ns_tp, comm_ns_ps; /* rank 0, per step: data-parallel allreduce steps,
                                                              pipeline receive waits, tensor-parallel allreduces,
                                                              push/pull */
-    double world_sync_ns;    /* pipeline/tensor runs: the world allreduce of the loss that ends each step
+    double world_sync_ns; /* pipeline/tensor runs: the world allreduce of the loss that ends each step
                               * (8 bytes, a ring over every rank: 2(n-1) latencies), per step; else 0 */
     /* parameter server */
     int64_t pushes;
@@ -61,9 +61,9 @@ typedef struct dts_summary {
     /* numerics (fp16 with a gradient model) */
     int64_t skipped_steps, overflows;
     double final_loss_scale;
-    uint64_t events;         /* engine events run */
-    double wall_seconds;     /* simulator's own time */
-    dt_trace_event *ev;      /* (n_ev) with keep_events */
+    uint64_t events;     /* engine events run */
+    double wall_seconds; /* simulator's own time */
+    dt_trace_event *ev;  /* (n_ev) with keep_events */
     size_t n_ev;
 } dts_summary;
 

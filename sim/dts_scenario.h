@@ -34,7 +34,8 @@ extern "C" {
 #define DTS_MAX_STAGES 1024
 
 typedef enum dts_exchange {
-    DTS_EX_RING = 0, /* also "mpi" and "nccl": simulated as the ring (what they run at these sizes; see docs/simulator.md) */
+    DTS_EX_RING =
+        0, /* also "mpi" and "nccl": simulated as the ring (what they run at these sizes; see docs/simulator.md) */
     DTS_EX_TREE,
     DTS_EX_NAIVE,
     DTS_EX_PS_SYNC,
@@ -42,34 +43,34 @@ typedef enum dts_exchange {
 } dts_exchange;
 
 typedef struct dts_scenario {
-    char model_name[32];     /* "tiny", "small", "gpt2-124m" or "custom" */
+    char model_name[32]; /* "tiny", "small", "gpt2-124m" or "custom" */
     dt_gpt_config model;
-    int B;                   /* --micro-batch-size */
-    int T;                   /* --seq-length */
-    int m;                   /* micro-batches per step per pipeline (global / (B * d)) */
-    int64_t steps;           /* --train-iters */
-    int t, p, d;             /* tensor, pipeline, data-parallel sizes */
-    dt_sched_kind schedule;  /* --pipeline-schedule */
+    int B;                     /* --micro-batch-size */
+    int T;                     /* --seq-length */
+    int m;                     /* micro-batches per step per pipeline (global / (B * d)) */
+    int64_t steps;             /* --train-iters */
+    int t, p, d;               /* tensor, pipeline, data-parallel sizes */
+    dt_sched_kind schedule;    /* --pipeline-schedule */
     int split[DTS_MAX_STAGES]; /* --pipeline-split: layers per stage; n_split 0 = the runtime's default */
     int n_split;
-    dts_exchange exchange;   /* --allreduce */
-    char exchange_name[16];  /* as given: "ring", "mpi", "ps-async", ... */
-    int num_ps_servers;      /* K (parameter server only) */
-    int zero;                /* --use-distributed-optimizer */
-    int64_t bucket_bytes;    /* --bucket-size-mb (25 MiB by default, as dtrain) */
-    int64_t chunk_bytes;     /* --allreduce-chunk-bytes (1 MiB by default, as dtrain) */
-    char precision[8];       /* "fp32", "fp16", "bf16" */
-    int use_loss_scaling;    /* fp16 */
+    dts_exchange exchange;  /* --allreduce */
+    char exchange_name[16]; /* as given: "ring", "mpi", "ps-async", ... */
+    int num_ps_servers;     /* K (parameter server only) */
+    int zero;               /* --use-distributed-optimizer */
+    int64_t bucket_bytes;   /* --bucket-size-mb (25 MiB by default, as dtrain) */
+    int64_t chunk_bytes;    /* --allreduce-chunk-bytes (1 MiB by default, as dtrain) */
+    char precision[8];      /* "fp32", "fp16", "bf16" */
+    int use_loss_scaling;   /* fp16 */
     dt_loss_scaler_config scaler;
-    int recompute;           /* 0 none, 1 full, 2 selective */
-    int slow_rank;           /* --slow-rank R:MS: rank R sleeps MS before each exchange (-1 none) */
+    int recompute; /* 0 none, 1 full, 2 selective */
+    int slow_rank; /* --slow-rank R:MS: rank R sleeps MS before each exchange (-1 none) */
     int64_t slow_ns;
-    int optimizer_states;    /* floats of optimizer state per parameter: 2 AdamW/LAMB, 1 SGD-momentum/LARS, 0 SGD */
-    dts_hw hw;               /* the machine */
-    dts_cost cost;           /* per-operation durations (profile or roofline) */
-    int have_cost;           /* cost filled (dts_scenario_set_cost*) */
-    uint64_t seed;           /* of the simulator's random draws (numerics) */
-    char grad_trace[512];    /* fp16: a real run's trace with grad_amax events to fit the gradient model
+    int optimizer_states; /* floats of optimizer state per parameter: 2 AdamW/LAMB, 1 SGD-momentum/LARS, 0 SGD */
+    dts_hw hw;            /* the machine */
+    dts_cost cost;        /* per-operation durations (profile or roofline) */
+    int have_cost;        /* cost filled (dts_scenario_set_cost*) */
+    uint64_t seed;        /* of the simulator's random draws (numerics) */
+    char grad_trace[512]; /* fp16: a real run's trace with grad_amax events to fit the gradient model
                                 (sim/dts_amp.h); "" = no numerics model */
 } dts_scenario;
 

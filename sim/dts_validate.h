@@ -26,15 +26,15 @@ typedef struct dts_validate_opts {
     const char *comm_json; /* `dtbench allreduce --json` output to fit the links from (overrides hw's links) */
     const char **runs;     /* measured traces: rank 0's file of each run (run.rank0.json or run.json) */
     int n_runs;
-    int skip;              /* warm-up steps left out (default 1) */
-    int devices_per_node;  /* > 0: overrides the hardware file's (ranks sharing a node's intra link) */
-    int cores_per_node;    /* > 0: the node's ranks share this many cores (dts_hw.cores_per_node) */
+    int skip;             /* warm-up steps left out (default 1) */
+    int devices_per_node; /* > 0: overrides the hardware file's (ranks sharing a node's intra link) */
+    int cores_per_node;   /* > 0: the node's ranks share this many cores (dts_hw.cores_per_node) */
 } dts_validate_opts;
 
 typedef struct dts_validate_row {
-    char name[96];         /* the run: its layout and schedule */
+    char name[96]; /* the run: its layout and schedule */
     dt_trace_phase_times measured, predicted;
-    double err;            /* (predicted - measured) / measured step time */
+    double err; /* (predicted - measured) / measured step time */
 } dts_validate_row;
 
 typedef struct dts_validate_result {

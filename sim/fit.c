@@ -50,8 +50,7 @@ static dt_status fit__solve(const dts_fit_point *p, int n, const char *what, int
         s1y += w * p[i].x_latency * p[i].ns;
         s2y += w * p[i].x_bytes * p[i].ns;
     }
-    if (!(s22 > 0))
-        return DT_FAIL(DT_ERR_INVALID, "%s: every point has 0 bytes: the bandwidth cannot be fitted", what);
+    if (!(s22 > 0)) return DT_FAIL(DT_ERR_INVALID, "%s: every point has 0 bytes: the bandwidth cannot be fitted", what);
     double alpha = -1.0, inv_beta;
     if (s11 > 0) {
         /* scaled unknowns a' = α·sqrt(s11), c' = (1/β)·sqrt(s22): [1 r; r 1] [a'; c'] = [u; v] */
@@ -151,8 +150,8 @@ dt_status dts_fit_allreduce_json(const char *path, const char *algo, dts_link *o
         DT_CHECK_GOTO(fit__row_num(path, i, row, "bytes", &bytes), st, done);
         DT_CHECK_GOTO(fit__row_num(path, i, row, "time_us", &time_us), st, done);
         /* ring: 2(n-1) steps, each sending S/n bytes */
-        pts[n++] = (dts_fit_point){.x_latency = 2.0 * (nr - 1.0), .x_bytes = 2.0 * (nr - 1.0) / nr * bytes,
-                                   .ns = time_us * 1e3};
+        pts[n++] = (dts_fit_point){
+            .x_latency = 2.0 * (nr - 1.0), .x_bytes = 2.0 * (nr - 1.0) / nr * bytes, .ns = time_us * 1e3};
     }
     if (n < 2) {
         st = DT_FAIL(DT_ERR_INVALID, "%s: %d row(s) with \"algo\": \"%s\": the fit needs at least 2 sizes", path, n,
@@ -190,8 +189,8 @@ dt_status dts_fit_trace_comm(const dt_trace *t, const char *name, dts_link *out,
     int later = 0; /* spans after the warm-up iteration exist */
     for (size_t i = 0; i < t->n_events; i++) {
         const dt_trace_event *e = &t->events[i];
-        if (e->ph == DT_TRACE_COMPLETE && strcmp(e->cat, "comm") == 0 && (name ? strcmp(e->name, name) == 0 : fit__is_step(e->name)) &&
-            e->iter != DT_TRACE_NONE && e->iter >= 1)
+        if (e->ph == DT_TRACE_COMPLETE && strcmp(e->cat, "comm") == 0 &&
+            (name ? strcmp(e->name, name) == 0 : fit__is_step(e->name)) && e->iter != DT_TRACE_NONE && e->iter >= 1)
             later = 1;
     }
     dts_fit_point *pts = malloc((t->n_events + 1) * sizeof *pts);

@@ -26,10 +26,7 @@
 
 typedef enum { HW_GT0, HW_GE0, HW_UNIT } hw_range; /* > 0, >= 0, (0, 1] */
 
-static const char *hw__range_text(hw_range r)
-{
-    return r == HW_GT0 ? "> 0" : r == HW_GE0 ? ">= 0" : "in (0, 1]";
-}
+static const char *hw__range_text(hw_range r) { return r == HW_GT0 ? "> 0" : r == HW_GE0 ? ">= 0" : "in (0, 1]"; }
 
 static int hw__in_range(double v, hw_range r)
 {
@@ -88,7 +85,8 @@ static dt_status hw__known_keys(const char *what, const json_t *obj, const char 
 {
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         int found = 0;
         for (const char *const *k = known; *k && !found; k++) found = strcmp(*k, key) == 0;
         if (!found) {
@@ -109,11 +107,13 @@ static dt_status hw__link(const char *what, const json_t *root, const char *key,
     const json_t *o = json_object_get(root, key);
     char buf[64], full[64];
     if (!o)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": missing (expected an object {\"alpha_ns\": ..., \"bytes_per_ns\": ...})",
-                       what, key);
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: \"%s\": missing (expected an object {\"alpha_ns\": ..., \"bytes_per_ns\": ...})", what,
+                       key);
     if (!json_is_object(o))
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": expected an object {\"alpha_ns\": ..., \"bytes_per_ns\": ...}, got %s",
-                       what, key, dts__json_show(o, buf, sizeof buf));
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: \"%s\": expected an object {\"alpha_ns\": ..., \"bytes_per_ns\": ...}, got %s", what, key,
+                       dts__json_show(o, buf, sizeof buf));
     snprintf(full, sizeof full, "%s.", key);
     DT_CHECK(hw__known_keys(what, o, full, known));
     snprintf(full, sizeof full, "%s.alpha_ns", key);
@@ -125,10 +125,20 @@ static dt_status hw__link(const char *what, const json_t *root, const char *key,
 
 dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
 {
-    static const char *const known[] = {"format",     "version",          "name",     "source",
-                                        "peak_flops", "mem_bytes_per_s",  "efficiency", "kernel_overhead_ns",
-                                        "sleep_overshoot_ns", "mem_capacity_bytes", "devices_per_node", "intra",
-                                        "inter", NULL};
+    static const char *const known[] = {"format",
+                                        "version",
+                                        "name",
+                                        "source",
+                                        "peak_flops",
+                                        "mem_bytes_per_s",
+                                        "efficiency",
+                                        "kernel_overhead_ns",
+                                        "sleep_overshoot_ns",
+                                        "mem_capacity_bytes",
+                                        "devices_per_node",
+                                        "intra",
+                                        "inter",
+                                        NULL};
     if (!out) return DT_FAIL(DT_ERR_INVALID, "dts_hw_from_json: NULL argument");
     if (!what) what = "hardware";
     char buf[64];
@@ -174,8 +184,7 @@ dt_status dts_hw_load(const char *path, dts_hw *out)
     json_error_t jerr;
     json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
     fclose(fp);
-    if (!root)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: line %d, column %d: %s", path, jerr.line, jerr.column, jerr.text);
+    if (!root) return DT_FAIL(DT_ERR_FORMAT, "%s: line %d, column %d: %s", path, jerr.line, jerr.column, jerr.text);
     dt_status st = dts_hw_from_json(root, path, out);
     json_decref(root);
     return st;
@@ -243,7 +252,8 @@ static int hw__put_value(FILE *fp, const json_t *v)
         const char *key;
         json_t *x;
         int first = 1, rc = fputc('{', fp) == EOF ? -1 : 0;
-        json_object_foreach((json_t *)v, key, x) {
+        json_object_foreach((json_t *)v, key, x)
+        {
             if (fprintf(fp, "%s\"%s\": ", first ? "" : ", ", key) < 0 || hw__put_value(fp, x) < 0) rc = -1;
             first = 0;
         }
@@ -272,9 +282,12 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
         const char *key;
         double v;
         hw_range r;
-    } nums[] = {{"peak_flops", hw->peak_flops, HW_GT0},           {"mem_bytes_per_s", hw->mem_bytes_per_s, HW_GT0},
-                {"efficiency", hw->efficiency, HW_UNIT},          {"intra.alpha_ns", hw->intra.alpha_ns, HW_GE0},
-                {"intra.bytes_per_ns", hw->intra.bytes_per_ns, HW_GT0}, {"inter.alpha_ns", hw->inter.alpha_ns, HW_GE0},
+    } nums[] = {{"peak_flops", hw->peak_flops, HW_GT0},
+                {"mem_bytes_per_s", hw->mem_bytes_per_s, HW_GT0},
+                {"efficiency", hw->efficiency, HW_UNIT},
+                {"intra.alpha_ns", hw->intra.alpha_ns, HW_GE0},
+                {"intra.bytes_per_ns", hw->intra.bytes_per_ns, HW_GT0},
+                {"inter.alpha_ns", hw->inter.alpha_ns, HW_GE0},
                 {"inter.bytes_per_ns", hw->inter.bytes_per_ns, HW_GT0}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if (!hw__in_range(nums[i].v, nums[i].r))
@@ -311,7 +324,8 @@ dt_status dts_hw_save(const char *path, const dts_hw *hw)
     const char *key;
     json_t *v;
     int bad = fputs("{\n", fp) == EOF, first = 1;
-    json_object_foreach(o, key, v) {
+    json_object_foreach(o, key, v)
+    {
         bad |= fprintf(fp, "%s  \"%s\": ", first ? "" : ",\n", key) < 0;
         bad |= hw__put_value(fp, v) < 0;
         first = 0;
@@ -354,7 +368,7 @@ void dts_hw_default(dts_hw *out)
     out->sleep_overshoot_ns = 68000;
     out->mem_capacity_bytes = 12638255104; /* half of the 23.5 GiB RAM per core */
     out->devices_per_node = 2;
-    out->intra = (dts_link){.alpha_ns = 2000.0, .bytes_per_ns = 5.0};  /* shared memory, MPI: ~5 GB/s busbw */
+    out->intra = (dts_link){.alpha_ns = 2000.0, .bytes_per_ns = 5.0};   /* shared memory, MPI: ~5 GB/s busbw */
     out->inter = (dts_link){.alpha_ns = 20000.0, .bytes_per_ns = 1.25}; /* 10 GbE, if hosts were added */
     snprintf(out->source, sizeof out->source,
              "uncalibrated defaults of dts_hw_default: sgemm 150 GFLOP/s per core (OpenBLAS sgemm, measured), "

@@ -83,8 +83,9 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     if (dts__is_pipe(sc)) {
         if (o && o->schedule) {
             if (o->schedule->p != sc->p || o->schedule->m != sc->m || o->schedule->steps != sc->steps)
-                return DT_FAIL(DT_ERR_INVALID, "dtsim: the given schedule is for p %d, m %d, %d steps; the scenario has "
-                                               "p %d, m %d, %lld steps",
+                return DT_FAIL(DT_ERR_INVALID,
+                               "dtsim: the given schedule is for p %d, m %d, %d steps; the scenario has "
+                               "p %d, m %d, %lld steps",
                                o->schedule->p, o->schedule->m, o->schedule->steps, sc->p, sc->m, (long long)sc->steps);
             s->sched = (dt_schedule *)o->schedule;
             s->sched_borrowed = 1;
@@ -99,8 +100,9 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     if (!s->u) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d ranks", s->n_units);
     if (sc->hw.cores_per_node > 0) {
         if (sc->t > 1)
-            return DT_FAIL(DT_ERR_UNSUPPORTED, "dtsim: --cores-per-node with --tensor-model-parallel-size %d: not "
-                                               "supported (shared cores model pipeline and data-parallel ranks)",
+            return DT_FAIL(DT_ERR_UNSUPPORTED,
+                           "dtsim: --cores-per-node with --tensor-model-parallel-size %d: not "
+                           "supported (shared cores model pipeline and data-parallel ranks)",
                            sc->t);
         const int dpn = sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1;
         s->n_nodes = (s->world + dpn - 1) / dpn;
@@ -141,18 +143,21 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         }
     }
     /* syncs */
-    s->world_sync = (dts__sync){.n = s->n_units, .cost = dts_net_ring_allreduce_ns(&s->net, 0, 1, s->world, 8),
-                                .done = dts__step_synced};
+    s->world_sync = (dts__sync){
+        .n = s->n_units, .cost = dts_net_ring_allreduce_ns(&s->net, 0, 1, s->world, 8), .done = dts__step_synced};
     s->world_sync.members = malloc((size_t)s->n_units * sizeof *s->world_sync.members);
-    s->loss_sync = (dts__sync){.n = s->n_units, .cost = dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->d, 4),
-                               .done = dts__dp_after_sync, .members = s->world_sync.members};
+    s->loss_sync = (dts__sync){.n = s->n_units,
+                               .cost = dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->d, 4),
+                               .done = dts__dp_after_sync,
+                               .members = s->world_sync.members};
     if (!s->world_sync.members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
     for (int i = 0; i < s->n_units; i++) s->world_sync.members[i] = &s->u[i];
     if (dts__is_pipe(sc)) {
         s->norm = calloc((size_t)sc->d, sizeof *s->norm);
         if (!s->norm) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
         for (int d = 0; d < sc->d; d++) {
-            s->norm[d] = (dts__sync){.n = sc->p, .done = dts__pipe_norm_done,
+            s->norm[d] = (dts__sync){.n = sc->p,
+                                     .done = dts__pipe_norm_done,
                                      .cost = dts_net_ring_allreduce_ns(&s->net, sc->t * d, sc->t * sc->d, sc->p, 4)};
             s->norm[d].members = malloc((size_t)sc->p * sizeof *s->norm[d].members);
             if (!s->norm[d].members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
@@ -308,8 +313,7 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
         else if (dts__is_pipe(sc))
             snprintf(label, sizeof label, "dtsim rank %d (t %d, d %d, p %d)", r, r % sc->t, (r / sc->t) % sc->d,
                      r / (sc->t * sc->d));
-        else
-            snprintf(label, sizeof label, "dtsim rank %d", r);
+        else snprintf(label, sizeof label, "dtsim rank %d", r);
         dt_trace_event_init(&e, DT_TRACE_METADATA, "process_name", "meta", r, 0, 0, 0);
         snprintf(e.label, sizeof e.label, "%.*s", (int)sizeof e.label - 1, label);
         st = dt_trace_write(w, &e);
@@ -352,7 +356,8 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
 {
     memset(out, 0, sizeof *out);
     DT_CHECK(dts_scenario_check(sc));
-    if (!sc->have_cost) return DT_FAIL(DT_ERR_INVALID, "dtsim: the scenario has no cost model (a profile or the roofline)");
+    if (!sc->have_cost)
+        return DT_FAIL(DT_ERR_INVALID, "dtsim: the scenario has no cost model (a profile or the roofline)");
     const double n_events = dts__events_estimate(sc);
     if (!(n_events <= DTS__MAX_EVENTS))
         return DT_FAIL(DT_ERR_INVALID,
@@ -380,10 +385,11 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
         if (u->finished) continue;
         if (s.sched) {
             const dt_sched_instr *in = &s.sched->instr[u->stage][u->pc < s.sched->count[u->stage] ? u->pc : 0];
-            st = DT_FAIL(DT_ERR_INVALID,
-                         "dtsim: deadlock: stage %d (rank %d) waits at instruction %d (%s of micro-batch %d) of step %lld "
-                         "and nothing can happen any more",
-                         u->stage, u->rank, u->pc, dt_sched_op_name(in->op), in->mb, (long long)u->step);
+            st = DT_FAIL(
+                DT_ERR_INVALID,
+                "dtsim: deadlock: stage %d (rank %d) waits at instruction %d (%s of micro-batch %d) of step %lld "
+                "and nothing can happen any more",
+                u->stage, u->rank, u->pc, dt_sched_op_name(in->op), in->mb, (long long)u->step);
         } else {
             st = DT_FAIL(DT_ERR_INVALID, "dtsim: deadlock: rank %d stopped in step %lld", u->rank, (long long)u->step);
         }
@@ -425,13 +431,14 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
             dt_bubble_stats_free(&bs);
         }
         for (int d = 0; d < sc->d; d++)
-            if (dts__unit_at(&s, d, p)->stash_max > out->max_stash[p]) out->max_stash[p] = dts__unit_at(&s, d, p)->stash_max;
+            if (dts__unit_at(&s, d, p)->stash_max > out->max_stash[p])
+                out->max_stash[p] = dts__unit_at(&s, d, p)->stash_max;
     }
     for (int i = 0; i < s.n_units; i++)
         for (int k = 0; k < (dts__is_pipe(sc) ? sc->t : 1); k++) out->peak_mem[s.u[i].rank + k] = s.u[i].mem_peak;
     for (int j = 0; j < s.K; j++)
-        out->peak_mem[s.srv[j].rank] = s.srv[j].params * (4 + 4 * (int64_t)sc->optimizer_states) +
-                                       s.srv[j].params * 4 * (int64_t)s.W;
+        out->peak_mem[s.srv[j].rank] =
+            s.srv[j].params * (4 + 4 * (int64_t)sc->optimizer_states) + s.srv[j].params * 4 * (int64_t)s.W;
     const double n_steps = (double)sc->steps;
     out->comm_ns_dp = s.u[0].ns_dp / n_steps;
     out->comm_ns_pp = s.u[0].ns_pp / n_steps;

@@ -74,7 +74,8 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
     }
     const int slot = u->layer + 1;
     const int full = sc->recompute == 1 && u->layer >= 0 && u->layer < L;
-    dts__span(s, u, u->dir ? "backward" : "forward", "compute", DT_LANE_COMPUTE, b, now, u->step, u->mb, u->layer, DT_TRACE_NONE);
+    dts__span(s, u, u->dir ? "backward" : "forward", "compute", DT_LANE_COMPUTE, b, now, u->step, u->mb, u->layer,
+              DT_TRACE_NONE);
     if (!u->dir) {
         u->mem_act += dts__saved_act(sc, slot);
         if (u->layer == L) dts__memory(s, u);
@@ -121,8 +122,7 @@ static void dts__dp_start_bucket(dts__sim *s, dts__unit *u)
         dts__unit **m = malloc((size_t)s->sc->d * sizeof *m);
         if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
         for (int i = 0; i < s->sc->d; i++) m[i] = &s->u[i];
-        ci = dts__cinst_new(s, dts__ar_kind(s->sc), m, s->sc->d, s->bucket_bytes[b], DTS__C_BUCKET,
-                            dts__dp_coll_done);
+        ci = dts__cinst_new(s, dts__ar_kind(s->sc), m, s->sc->d, s->bucket_bytes[b], DTS__C_BUCKET, dts__dp_coll_done);
         free(m);
         if (!ci) return;
         s->bucket_open[b] = ci;
@@ -138,8 +138,8 @@ static void dts__dp_launch(dts__sim *s, dts__unit *u, int b)
     (void)b;
     if (u->record) {
         dt_trace_event ev;
-        dt_trace_event_init(&ev, DT_TRACE_INSTANT, "bucket launch", "comm", u->rank, DT_LANE_COMM,
-                            dts_engine_now(s->e), 0);
+        dt_trace_event_init(&ev, DT_TRACE_INSTANT, "bucket launch", "comm", u->rank, DT_LANE_COMM, dts_engine_now(s->e),
+                            0);
         ev.iter = u->step;
         ev.bytes = s->bucket_bytes[b];
         dt_trace_event_add_arg(&ev, "bucket", b);
@@ -175,8 +175,8 @@ static void dts__zero_coll(dts__sim *s, dts__unit *u, int which)
         dts__unit **m = malloc((size_t)s->sc->d * sizeof *m);
         if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
         for (int i = 0; i < s->sc->d; i++) m[i] = &s->u[i];
-        ci = dts__cinst_new(s, which ? DTS_COLL_ALL_GATHER : DTS_COLL_REDUCE_SCATTER, m, s->sc->d,
-                            s->params[0] * 4, which ? DTS__C_ZERO_AG : DTS__C_ZERO_RS, dts__dp_coll_done);
+        ci = dts__cinst_new(s, which ? DTS_COLL_ALL_GATHER : DTS_COLL_REDUCE_SCATTER, m, s->sc->d, s->params[0] * 4,
+                            which ? DTS__C_ZERO_AG : DTS__C_ZERO_RS, dts__dp_coll_done);
         free(m);
         if (!ci) return;
         s->zero_open[which] = ci;
@@ -205,8 +205,8 @@ static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind)
         if (u->bwd_done && u->buckets_done == s->n_buckets && now >= u->exch_t0) dts__sync_arrive(s, &s->loss_sync, u);
         break;
     case DTS__C_ZERO_RS: /* update this rank's 1/d of the parameters */
-        dts__at(s, now + dts__ns((double)s->params[0] / s->sc->d * s->sc->cost.optim_ns_per_param), dts__dp_opt_done,
-                u, 1, 0);
+        dts__at(s, now + dts__ns((double)s->params[0] / s->sc->d * s->sc->cost.optim_ns_per_param), dts__dp_opt_done, u,
+                1, 0);
         break;
     case DTS__C_ZERO_AG: dts__dp_opt_done(s->e, u, 2, 0); break;
     }

@@ -47,9 +47,9 @@ typedef struct dts__sim dts__sim;
 typedef struct dts__unit {
     dts__sim *sim;
     int idx;
-    int rank;          /* representative world rank (t_i = 0) */
+    int rank; /* representative world rank (t_i = 0) */
     int stage, dpi;
-    int record;        /* keep this unit's events */
+    int record; /* keep this unit's events */
     /* pipeline */
     int pc, end;
     int64_t step;
@@ -64,7 +64,7 @@ typedef struct dts__unit {
     int next_bucket, buckets_ready, buckets_done, comm_busy, bwd_done;
     int64_t exch_t0;
     int replies;
-    int64_t *pulled;   /* (K) server versions at this worker's last pull */
+    int64_t *pulled; /* (K) server versions at this worker's last pull */
     int max_stale;
     /* memory */
     int64_t mem_static, mem_act, mem_stash, mem_peak;
@@ -83,9 +83,9 @@ typedef struct dts__cinst {
     dts__sim *sim;
     dts_coll *c;
     dts__unit **members;
-    int n, kind;       /* kind: what to resume when done (DTS__C_*) */
+    int n, kind;           /* kind: what to resume when done (DTS__C_*) */
     dts__resume_fn resume; /* called with kind when a member is done */
-    int arrived;       /* members that arrived: the instance takes no more once all have */
+    int arrived;           /* members that arrived: the instance takes no more once all have */
 } dts__cinst;
 
 enum { DTS__C_OPT_DP = 0, DTS__C_BUCKET, DTS__C_ZERO_RS, DTS__C_ZERO_AG };
@@ -107,13 +107,13 @@ typedef struct dts__sync {
 typedef struct dts__server {
     dts__sim *sim;
     int idx, rank;
-    int64_t params;     /* elements of its shard */
+    int64_t params; /* elements of its shard */
     int64_t version;
-    int state;          /* DTS__SV_IDLE (polling since idle_since), _WAKE (a wake is scheduled), _BUSY */
+    int state; /* DTS__SV_IDLE (polling since idle_since), _WAKE (a wake is scheduled), _BUSY */
     int64_t idle_since;
-    int64_t *hdr_at;    /* (W) arrival of worker w's pending push header, -1 none */
-    int n_noticed;      /* ps-sync: headers of this step noticed so far */
-    int *noticed;       /* (W) ps-sync */
+    int64_t *hdr_at; /* (W) arrival of worker w's pending push header, -1 none */
+    int n_noticed;   /* ps-sync: headers of this step noticed so far */
+    int *noticed;    /* (W) ps-sync */
     int record;
 } dts__server;
 
@@ -130,12 +130,12 @@ struct dts__sim {
     /* per stage */
     int64_t *fwd_ns, *bwd_ns, *opt_ns, *stash_ns, *params, *act; /* (p) per stage, one rank's share (blocks / t) */
     int64_t msg_bytes;
-    int64_t tp_ar_ns;    /* one tensor-parallel allreduce of a block's activation */
+    int64_t tp_ar_ns; /* one tensor-parallel allreduce of a block's activation */
     int n_tp_blocks_max;
-    int *tp_blocks;      /* (p) blocks per stage */
+    int *tp_blocks;       /* (p) blocks per stage */
     dts__cinst **dp_open; /* (p) the open data-parallel collective of each stage (pipeline) */
     int *dp_open_seq;
-    dts__sync *norm;      /* (d) per pipeline */
+    dts__sync *norm; /* (d) per pipeline */
     dts__sync world_sync;
     /* data parallel buckets */
     int n_buckets;

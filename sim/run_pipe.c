@@ -25,8 +25,8 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
 static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in, int64_t t0, int64_t t1)
 {
     if (!u->record) return;
-    static const int lanes[] = {DT_LANE_COMM, DT_LANE_COMPUTE, DT_LANE_COMM, DT_LANE_COMM, DT_LANE_COMPUTE,
-                                DT_LANE_COMM, DT_LANE_OPTIM, DT_LANE_OPTIM, DT_LANE_OPTIM};
+    static const int lanes[] = {DT_LANE_COMM, DT_LANE_COMPUTE, DT_LANE_COMM,  DT_LANE_COMM, DT_LANE_COMPUTE,
+                                DT_LANE_COMM, DT_LANE_OPTIM,   DT_LANE_OPTIM, DT_LANE_OPTIM};
     dt_trace_event ev;
     dt_trace_event_init(&ev, DT_TRACE_COMPLETE, dt_sched_op_name(in->op), "pipeline", u->rank, lanes[in->op], t0,
                         t1 - t0);

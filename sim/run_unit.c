@@ -43,7 +43,7 @@ void dts__rec(dts__sim *s, int record, const dt_trace_event *e)
 }
 
 void dts__span(dts__sim *s, dts__unit *u, const char *name, const char *cat, int lane, int64_t t0, int64_t t1,
-                      int64_t iter, int mb, int layer, int64_t bytes)
+               int64_t iter, int mb, int layer, int64_t bytes)
 {
     if (!u->record) return;
     dt_trace_event e;

@@ -141,8 +141,7 @@ static int dts__int(const char *what, const json_t *obj, const char *key, int64_
     char want[96];
     if (max == INT64_MAX || (max == INT_MAX && min > INT_MIN))
         snprintf(want, sizeof want, "an integer >= %" PRId64, min);
-    else
-        snprintf(want, sizeof want, "an integer in %" PRId64 "..%" PRId64, min, max);
+    else snprintf(want, sizeof want, "an integer in %" PRId64 "..%" PRId64, min, max);
     dts__json_expected(DT_ERR_INVALID, what, key, want, v);
     return -1;
 }
@@ -215,15 +214,47 @@ static int dts__bool(const char *what, const json_t *obj, const char *key, int *
 }
 
 /* Every key a scenario reads. */
-static const char *const dts__keys[] = {
-    "model", "num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings", "vocab_size",
-    "seq_length", "micro_batch_size", "global_batch_size", "micro_batches", "train_iters",
-    "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "pipeline_schedule",
-    "pipeline_split", "allreduce", "num_ps_servers", "use_distributed_optimizer", "bucket_bytes",
-    "allreduce_chunk_bytes", "precision", "loss_scale", "initial_loss_scale", "loss_scale_window", "hysteresis",
-    "min_loss_scale", "loss_scale_growth_factor", "loss_scale_backoff_factor", "consecutive_hysteresis",
-    "recompute_granularity", "slow_rank", "slow_ms", "optimizer", "optimizer_states", "seed", "grad_trace",
-    "hardware", "profile", "cost", NULL};
+static const char *const dts__keys[] = {"model",
+                                        "num_layers",
+                                        "hidden_size",
+                                        "num_attention_heads",
+                                        "max_position_embeddings",
+                                        "vocab_size",
+                                        "seq_length",
+                                        "micro_batch_size",
+                                        "global_batch_size",
+                                        "micro_batches",
+                                        "train_iters",
+                                        "tensor_model_parallel_size",
+                                        "pipeline_model_parallel_size",
+                                        "data_parallel_size",
+                                        "pipeline_schedule",
+                                        "pipeline_split",
+                                        "allreduce",
+                                        "num_ps_servers",
+                                        "use_distributed_optimizer",
+                                        "bucket_bytes",
+                                        "allreduce_chunk_bytes",
+                                        "precision",
+                                        "loss_scale",
+                                        "initial_loss_scale",
+                                        "loss_scale_window",
+                                        "hysteresis",
+                                        "min_loss_scale",
+                                        "loss_scale_growth_factor",
+                                        "loss_scale_backoff_factor",
+                                        "consecutive_hysteresis",
+                                        "recompute_granularity",
+                                        "slow_rank",
+                                        "slow_ms",
+                                        "optimizer",
+                                        "optimizer_states",
+                                        "seed",
+                                        "grad_trace",
+                                        "hardware",
+                                        "profile",
+                                        "cost",
+                                        NULL};
 
 /* dtrain's run-only keys: their presence marks dtrain's configuration */
 static const char *const dts__dtrain_marks[] = {"task", "data", "device", "threads", "lr", NULL};
@@ -254,12 +285,12 @@ static dt_status dts__wrap(dt_status st, const char *what, const char *key)
     return DT_FAIL(st, "%s: \"%s\": %s", what, key, msg);
 }
 
-#define DTS__TRY(expr)                                                                                               \
-    do {                                                                                                             \
-        if ((expr) < 0) {                                                                                            \
-            st = DT_ERR_INVALID;                                                                                     \
-            goto out;                                                                                                \
-        }                                                                                                            \
+#define DTS__TRY(expr)           \
+    do {                         \
+        if ((expr) < 0) {        \
+            st = DT_ERR_INVALID; \
+            goto out;            \
+        }                        \
     } while (0)
 
 dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, const char *what)
@@ -303,11 +334,13 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     if (!dtrain_cfg) {
         const char *key;
         json_t *v;
-        json_object_foreach((json_t *)o, key, v) {
+        json_object_foreach((json_t *)o, key, v)
+        {
             if (!dts__in(dts__keys, key)) {
-                st = DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": unknown key (dtsim config keys are dtrain's config keys, "
-                                             "e.g. \"num_layers\", \"pipeline_model_parallel_size\", plus "
-                                             "\"micro_batches\", \"hardware\", \"profile\"; see docs/simulator.md)",
+                st = DT_FAIL(DT_ERR_INVALID,
+                             "%s: \"%s\": unknown key (dtsim config keys are dtrain's config keys, "
+                             "e.g. \"num_layers\", \"pipeline_model_parallel_size\", plus "
+                             "\"micro_batches\", \"hardware\", \"profile\"; see docs/simulator.md)",
                              what, key);
                 goto out;
             }
@@ -363,21 +396,24 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(dts__int32(what, o, "data_parallel_size", 1, 1 << 20, &n->d));
     const int64_t per_micro = (int64_t)n->B * n->d;
     if (g_given && G % per_micro != 0) {
-        st = DT_FAIL(DT_ERR_INVALID, "%s: \"global_batch_size\": %" PRId64 " is not a multiple of micro_batch_size %d x "
-                                     "data_parallel_size %d",
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "%s: \"global_batch_size\": %" PRId64 " is not a multiple of micro_batch_size %d x "
+                     "data_parallel_size %d",
                      what, G, n->B, n->d);
         goto out;
     }
     if (g_given && m_given && G != M * per_micro) {
-        st = DT_FAIL(DT_ERR_INVALID, "%s: \"micro_batches\": %" PRId64 " x micro_batch_size %d x data_parallel_size %d "
-                                     "is not global_batch_size %" PRId64,
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "%s: \"micro_batches\": %" PRId64 " x micro_batch_size %d x data_parallel_size %d "
+                     "is not global_batch_size %" PRId64,
                      what, M, n->B, n->d, G);
         goto out;
     }
     if (m_given) n->m = (int)M;
     else if (g_given) {
         if (G / per_micro > INT_MAX) {
-            st = DT_FAIL(DT_ERR_INVALID, "%s: \"global_batch_size\": %" PRId64 " gives too many micro-batches", what, G);
+            st =
+                DT_FAIL(DT_ERR_INVALID, "%s: \"global_batch_size\": %" PRId64 " gives too many micro-batches", what, G);
             goto out;
         }
         n->m = (int)(G / per_micro);
@@ -385,8 +421,9 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
 
     DTS__TRY(r = dts__str(what, o, "pipeline_schedule", "gpipe, 1f1b, pipedream or pipedream-vsync", &s));
     if (r == 1 && dt_sched_kind_parse(s, &n->schedule) != DT_OK) {
-        st = DT_FAIL(DT_ERR_INVALID, "%s: \"pipeline_schedule\": expected gpipe, 1f1b, pipedream or pipedream-vsync, "
-                                     "got \"%s\"",
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "%s: \"pipeline_schedule\": expected gpipe, 1f1b, pipedream or pipedream-vsync, "
+                     "got \"%s\"",
                      what, s);
         goto out;
     }
@@ -402,8 +439,9 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
             if (ok) n->split[i] = (int)json_integer_value(e);
         }
         if (!ok) {
-            st = DT_FAIL(DT_ERR_INVALID, "%s: \"pipeline_split\": expected an array of positive block counts (one per "
-                                         "stage) or null, got %s",
+            st = DT_FAIL(DT_ERR_INVALID,
+                         "%s: \"pipeline_split\": expected an array of positive block counts (one per "
+                         "stage) or null, got %s",
                          what, dts__json_show(split, buf, sizeof buf));
             goto out;
         }
@@ -414,8 +452,9 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(r = dts__str(what, o, "allreduce", "ring, tree, naive, mpi, nccl, ps-sync or ps-async", &s));
     if (r == 1) {
         if (!dts__exchange_parse(s, &n->exchange)) {
-            st = DT_FAIL(DT_ERR_INVALID, "%s: \"allreduce\": expected ring, tree, naive, mpi, nccl, ps-sync or "
-                                         "ps-async, got \"%s\"",
+            st = DT_FAIL(DT_ERR_INVALID,
+                         "%s: \"allreduce\": expected ring, tree, naive, mpi, nccl, ps-sync or "
+                         "ps-async, got \"%s\"",
                          what, s);
             goto out;
         }
@@ -575,12 +614,13 @@ dt_status dts_scenario_check(const dts_scenario *sc)
         return DT_FAIL(DT_ERR_INVALID, "--seq-length %d exceeds --max-position-embeddings %d", sc->T,
                        sc->model.seq_len);
     if ((int64_t)sc->B * sc->T > (int64_t)1 << 30)
-        return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch", sc->B,
-                       sc->T);
+        return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch",
+                       sc->B, sc->T);
     if (sc->m < 1) return DT_FAIL(DT_ERR_INVALID, "--micro-batches %d: expected an integer >= 1", sc->m);
     if (sc->steps < 1)
-        return DT_FAIL(DT_ERR_INVALID, "--train-iters %" PRId64 ": expected an integer >= 1 (the simulator runs at least "
-                                       "one step)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--train-iters %" PRId64 ": expected an integer >= 1 (the simulator runs at least "
+                       "one step)",
                        sc->steps);
     if (sc->t < 1 || sc->t > 1024)
         return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d: expected 1..1024", sc->t);
@@ -588,8 +628,9 @@ dt_status dts_scenario_check(const dts_scenario *sc)
         return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: expected 1..%d", sc->p, DTS_MAX_STAGES);
     if (sc->d < 1) return DT_FAIL(DT_ERR_INVALID, "--data-parallel-size %d: expected an integer >= 1", sc->d);
     if ((int64_t)sc->t * sc->p * sc->d + sc->num_ps_servers > (1 << 20))
-        return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d x "
-                                       "--data-parallel-size %d: more than %d ranks",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d x "
+                       "--data-parallel-size %d: more than %d ranks",
                        sc->t, sc->p, sc->d, 1 << 20);
     if (sc->t > 1) DT_CHECK(dt__tp_check(&sc->model, sc->t));
     const int L = sc->model.num_layers;
@@ -606,12 +647,14 @@ dt_status dts_scenario_check(const dts_scenario *sc)
             sum += sc->split[i];
         }
         if (sum != L)
-            return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: the stages hold %" PRId64 " blocks, the model has %d "
-                                           "(--num-layers)",
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--pipeline-split: the stages hold %" PRId64 " blocks, the model has %d "
+                           "(--num-layers)",
                            sum, L);
     } else if (sc->p > L) {
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: the model has only %d blocks "
-                                       "(--num-layers; expected at least one per stage)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--pipeline-model-parallel-size %d: the model has only %d blocks "
+                       "(--num-layers; expected at least one per stage)",
                        sc->p, L);
     }
     if (sc->schedule < DT_SCHED_GPIPE || sc->schedule > DT_SCHED_PIPEDREAM_VSYNC)
@@ -643,15 +686,17 @@ dt_status dts_scenario_check(const dts_scenario *sc)
     if (sc->bucket_bytes < 0)
         return DT_FAIL(DT_ERR_INVALID, "--bucket-size-mb: %" PRId64 " bytes: expected >= 0", sc->bucket_bytes);
     if (sc->chunk_bytes < 0)
-        return DT_FAIL(DT_ERR_INVALID, "--allreduce-chunk-bytes %" PRId64 ": expected an integer >= 0", sc->chunk_bytes);
+        return DT_FAIL(DT_ERR_INVALID, "--allreduce-chunk-bytes %" PRId64 ": expected an integer >= 0",
+                       sc->chunk_bytes);
 
     /* precision, loss scaling, memory */
     if (!dts__precision_parse(sc->precision) || strcmp(dts__precision_parse(sc->precision), sc->precision) != 0)
         return DT_FAIL(DT_ERR_INVALID, "precision '%s': expected fp32, fp16 (--fp16) or bf16 (--bf16)", sc->precision);
     const int expect_scaling = !strcmp(sc->precision, "fp16") || sc->scaler.static_scale > 0;
     if (sc->use_loss_scaling != expect_scaling)
-        return DT_FAIL(DT_ERR_INVALID, "use_loss_scaling %d: expected %d (loss scaling is on with --fp16 or "
-                                       "--loss-scale > 0)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "use_loss_scaling %d: expected %d (loss scaling is on with --fp16 or "
+                       "--loss-scale > 0)",
                        sc->use_loss_scaling, expect_scaling);
     if (sc->use_loss_scaling) {
         dt_loss_scaler probe;
@@ -680,8 +725,9 @@ dt_status dts_scenario_check(const dts_scenario *sc)
         return DT_FAIL(DT_ERR_INVALID, "optimizer_states %d: expected 0..16", sc->optimizer_states);
     DT_CHECK(dts_hw_validate(&sc->hw, "hardware"));
     if (sc->have_cost && sc->cost.n_layer != L)
-        return DT_FAIL(DT_ERR_INVALID, "the cost table has %d blocks, the model %d (--num-layers): fill it again "
-                                       "(dts_scenario_set_cost)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "the cost table has %d blocks, the model %d (--num-layers): fill it again "
+                       "(dts_scenario_set_cost)",
                        sc->cost.n_layer, L);
     return DT_OK;
 }
@@ -769,12 +815,11 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "loss_scale_backoff_factor", json_real(sc->scaler.backoff_factor), &bad);
     dts__json_set(o, "consecutive_hysteresis", json_boolean(sc->scaler.consecutive_hysteresis), &bad);
     dts__json_set(o, "recompute_granularity",
-             json_string(sc->recompute >= 0 && sc->recompute <= 2 ? dts__recompute_names[sc->recompute] : "?"), &bad);
+                  json_string(sc->recompute >= 0 && sc->recompute <= 2 ? dts__recompute_names[sc->recompute] : "?"),
+                  &bad);
     dts__json_set(o, "slow_rank", json_integer(sc->slow_rank), &bad);
-    if (sc->slow_ns % 1000000 == 0)
-        dts__json_set(o, "slow_ms", json_integer(sc->slow_ns / 1000000), &bad);
-    else
-        dts__json_set(o, "slow_ms", json_real((double)sc->slow_ns / 1e6), &bad);
+    if (sc->slow_ns % 1000000 == 0) dts__json_set(o, "slow_ms", json_integer(sc->slow_ns / 1000000), &bad);
+    else dts__json_set(o, "slow_ms", json_real((double)sc->slow_ns / 1e6), &bad);
     dts__json_set(o, "optimizer_states", json_integer(sc->optimizer_states), &bad);
     if (sc->seed <= (uint64_t)INT64_MAX) {
         dts__json_set(o, "seed", json_integer((json_int_t)sc->seed), &bad);

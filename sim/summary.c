@@ -10,10 +10,7 @@
 
 static json_t *dts__real(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-static int dts__set(json_t *o, const char *k, json_t *v)
-{
-    return !v || json_object_set_new(o, k, v) != 0;
-}
+static int dts__set(json_t *o, const char *k, json_t *v) { return !v || json_object_set_new(o, k, v) != 0; }
 
 dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const char *path)
 {
@@ -47,7 +44,8 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
             bad |= json_array_append_new(bf, dts__real(s->bubble_fb[i])) != 0;
             bad |= json_array_append_new(ms, json_integer(s->max_stash[i])) != 0;
         }
-        for (int i = 0; !bad && i < s->n_ranks; i++) bad |= json_array_append_new(pm, json_integer(s->peak_mem[i])) != 0;
+        for (int i = 0; !bad && i < s->n_ranks; i++)
+            bad |= json_array_append_new(pm, json_integer(s->peak_mem[i])) != 0;
         bad |= dts__set(o, "bubble", b) | dts__set(o, "bubble_fb", bf);
         bad |= dts__set(o, "bubble_formula", dts__real(s->bubble_formula));
         bad |= dts__set(o, "max_stashed_versions", ms) | dts__set(o, "peak_memory_bytes", pm);
@@ -83,19 +81,19 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
 {
     fprintf(f, "dtsim: %s, t=%d p=%d d=%d, m=%d, %s, %s, %lld steps on %s\n", sc->model_name, sc->t, sc->p, sc->d,
-            sc->m, sc->p > 1 ? dt_sched_kind_name(sc->schedule) : "no pipeline", sc->exchange_name,
-            (long long)s->steps, sc->hw.name);
+            sc->m, sc->p > 1 ? dt_sched_kind_name(sc->schedule) : "no pipeline", sc->exchange_name, (long long)s->steps,
+            sc->hw.name);
     fprintf(f, "step time %.3f ms (rank 0: compute %.3f, optimizer %.3f, comm %.3f ms per step)\n", s->step_ns * 1e-6,
             s->rank0.compute_ns * 1e-6, s->rank0.optim_ns * 1e-6, s->rank0.comm_ns * 1e-6);
     if (s->p > 1 || sc->t > 1) {
         fprintf(f, "bubble per stage (forward/backward only), formula (p-1)/(m+p-1) = %.4f:\n", s->bubble_formula);
-        for (int i = 0; i < s->p; i++)
-            fprintf(f, "  stage %d: %.4f (%.4f)\n", i, s->bubble[i], s->bubble_fb[i]);
+        for (int i = 0; i < s->p; i++) fprintf(f, "  stage %d: %.4f (%.4f)\n", i, s->bubble[i], s->bubble_fb[i]);
         for (int i = 0; i < s->p; i++)
             if (s->max_stash[i]) fprintf(f, "  stage %d stashes up to %d weight versions\n", i, s->max_stash[i]);
     }
-    fprintf(f, "comm per step on rank 0: dp allreduce %.3f ms, pipeline waits %.3f ms, tp allreduce %.3f ms, "
-               "push/pull %.3f ms\n",
+    fprintf(f,
+            "comm per step on rank 0: dp allreduce %.3f ms, pipeline waits %.3f ms, tp allreduce %.3f ms, "
+            "push/pull %.3f ms\n",
             s->comm_ns_dp * 1e-6, s->comm_ns_pp * 1e-6, s->comm_ns_tp * 1e-6, s->comm_ns_ps * 1e-6);
     if (s->world_sync_ns > 0)
         fprintf(f, "step end on every rank: the world allreduce of the loss (8 bytes, a ring over %d ranks) %.3f ms\n",

@@ -23,14 +23,14 @@ static void dts__run_name(const dts_scenario *sc, char *buf, size_t n)
                  sc->d > 1 ? " " : "", sc->d > 1 ? sc->exchange_name : "");
     else if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
         snprintf(buf, n, "%s W=%d K=%d m=%d", sc->exchange_name, sc->d, sc->num_ps_servers, sc->m);
-    else
-        snprintf(buf, n, "dp d%d %s%s m=%d", sc->d, sc->exchange_name, sc->zero ? " zero1" : "", sc->m);
+    else snprintf(buf, n, "dp d%d %s%s m=%d", sc->d, sc->exchange_name, sc->zero ? " zero1" : "", sc->m);
 }
 
 dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (!o->profile) return DT_FAIL(DT_ERR_INVALID, "dtsim validate: --profile FILE is required (a single-rank dtrain trace)");
+    if (!o->profile)
+        return DT_FAIL(DT_ERR_INVALID, "dtsim validate: --profile FILE is required (a single-rank dtrain trace)");
     if (o->n_runs < 1) return DT_FAIL(DT_ERR_INVALID, "dtsim validate: expected at least one measured run's trace");
     dts_hw hw;
     if (o->hw) DT_CHECK(dts_hw_load(o->hw, &hw));
@@ -52,12 +52,16 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
     }
     const int skip = o->skip > 0 ? o->skip : 1;
     fprintf(out, "inputs: compute profile %s (a single-rank run); links %s", o->profile,
-            o->comm_json ? o->comm_json : o->hw ? o->hw : "dtsim's default hardware");
-    if (o->comm_json) fprintf(out, " (ring fit: alpha %.0f ns, beta %.3f GB/s, rel. rms %.3f)", hw.intra.alpha_ns,
-                              hw.intra.bytes_per_ns, rms);
-    fprintf(out, "\nthe measured runs give only their configuration (layout, schedule, batch), never their durations\n");
-    fprintf(out, "%-34s %10s %10s %8s | %21s | %21s | %21s\n", "run", "measured", "predicted", "error", "compute ms meas/pred",
-            "comm ms meas/pred", "optim ms meas/pred");
+            o->comm_json ? o->comm_json
+            : o->hw      ? o->hw
+                         : "dtsim's default hardware");
+    if (o->comm_json)
+        fprintf(out, " (ring fit: alpha %.0f ns, beta %.3f GB/s, rel. rms %.3f)", hw.intra.alpha_ns,
+                hw.intra.bytes_per_ns, rms);
+    fprintf(out,
+            "\nthe measured runs give only their configuration (layout, schedule, batch), never their durations\n");
+    fprintf(out, "%-34s %10s %10s %8s | %21s | %21s | %21s\n", "run", "measured", "predicted", "error",
+            "compute ms meas/pred", "comm ms meas/pred", "optim ms meas/pred");
     dt_status st = DT_OK;
     double sum = 0;
     for (int i = 0; i < o->n_runs && st == DT_OK; i++) {

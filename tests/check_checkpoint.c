@@ -450,10 +450,8 @@ static void expect_latest(const char *want_path, const char *want_note)
     char path[512], note[2048];
     ck_dt(dt_checkpoint_find_latest(root, path, sizeof path, note, sizeof note, NULL));
     ck_assert_msg(strstr(path, want_path) != NULL, "loaded %s, expected %s (note: %s)", path, want_path, note);
-    if (!want_note)
-        ck_assert_str_eq(note, "");
-    else
-        ck_assert_msg(strstr(note, want_note) != NULL, "expected '%s' in the note: %s", want_note, note);
+    if (!want_note) ck_assert_str_eq(note, "");
+    else ck_assert_msg(strstr(note, want_note) != NULL, "expected '%s' in the note: %s", want_note, note);
     ck_assert_ptr_null(strchr(note, '\n'));
 }
 

@@ -55,8 +55,7 @@ static size_t mismatch(const uint8_t *b, size_t bytes, int src, int key)
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
+    while (nanosleep(&ts, &ts) != 0) {}
 }
 
 /* Every rank sends send_bytes to rank+1 and receives them into a buffer of
@@ -135,10 +134,7 @@ START_TEST(test_ring_wait)
 }
 END_TEST
 
-START_TEST(test_ring_test_polling)
-{
-    ring_exchange(g_world, ring_sizes[_i], ring_sizes[_i], 20 + _i, 1);
-}
+START_TEST(test_ring_test_polling) { ring_exchange(g_world, ring_sizes[_i], ring_sizes[_i], 20 + _i, 1); }
 END_TEST
 
 START_TEST(test_ring_short_message)
@@ -383,10 +379,7 @@ static void check_allreduce(dt_comm *c, size_t count)
     free(buf);
 }
 
-START_TEST(test_allreduce_native)
-{
-    check_allreduce(g_world, reduce_counts[_i]);
-}
+START_TEST(test_allreduce_native) { check_allreduce(g_world, reduce_counts[_i]); }
 END_TEST
 
 /* ---- beyond INT_MAX, rehearsed with a per-call limit of 1000 ------------- */
@@ -396,10 +389,10 @@ static void restore_max_count(void) { dt__comm_set_max_count(0); }
 START_TEST(test_large_p2p)
 {
     dt__comm_set_max_count(1000);
-    ring_exchange(g_world, 1000 * 1000 + 7, 1000 * 1000 + 7, 60, 0); /* q pieces + a remainder */
-    ring_exchange(g_world, 64000, 64000, 61, 1);                     /* whole pieces only */
+    ring_exchange(g_world, 1000 * 1000 + 7, 1000 * 1000 + 7, 60, 0);   /* q pieces + a remainder */
+    ring_exchange(g_world, 64000, 64000, 61, 1);                       /* whole pieces only */
     ring_exchange(g_world, 1000 * 1000 + 7, 1000 * 1000 + 107, 62, 0); /* into a larger buffer */
-    ring_exchange(g_world, 500, 5000, 63, 1);                        /* one plain call into a pieced buffer */
+    ring_exchange(g_world, 500, 5000, 63, 1);                          /* one plain call into a pieced buffer */
     ring_exchange(g_world, 0, 5000, 64, 0);
     ring_exchange(g_world, 1000, 1000, 65, 0); /* exactly the limit: one call */
     restore_max_count();
@@ -669,7 +662,7 @@ static void coll_status(coll_log *l, dt_status st, const char *what, size_t coun
                   dt_last_error_site());
 }
 
-#define coll_assert(l)                                                                                         \
+#define coll_assert(l)                                                                                          \
     ck_assert_msg((l)->fails == 0, "rank %d of %d: %d failure(s), the first: %s", g_world->rank, g_world->size, \
                   (l)->fails, (l)->first)
 
@@ -709,8 +702,9 @@ static void coll_same_everywhere(coll_log *l, dt_comm *c, uint64_t h, int tag, c
         uint64_t hp = 0;
         coll_status(l, c->ops->irecv(c, &hp, sizeof hp, p, tag, &q), "checksum irecv", 1);
         if (q) coll_status(l, c->ops->wait(c, q), "checksum wait", 1);
-        if (hp != h) coll_fail(l, "%s: rank %d's result differs from rank 0's (checksums %016llx, %016llx)", what, p,
-                               (unsigned long long)hp, (unsigned long long)h);
+        if (hp != h)
+            coll_fail(l, "%s: rank %d's result differs from rank 0's (checksums %016llx, %016llx)", what, p,
+                      (unsigned long long)hp, (unsigned long long)h);
     }
 }
 
@@ -741,7 +735,7 @@ START_TEST(test_coll_exact)
                 if ((double)b[i] != want && wrong++ == 0) first = i;
             }
             if (wrong)
-                coll_fail(&log, "%s, %zu floats, chunk %zu bytes: %zu element(s) wrong, the first [%zu] = %g", 
+                coll_fail(&log, "%s, %zu floats, chunk %zu bytes: %zu element(s) wrong, the first [%zu] = %g",
                           dt_allreduce_algo_name(algo), count, chunks[ch], wrong, first, (double)b[first]);
             free(b);
         }
@@ -773,9 +767,10 @@ START_TEST(test_coll_random)
                 first = i, first_want = want;
         }
         if (wrong)
-            coll_fail(&log, "%s, %zu random floats: %zu element(s) beyond the tolerance, the first [%zu] = %.9g, "
-                      "expected %.9g", dt_allreduce_algo_name(algo), count, wrong, first, (double)b[first],
-                      first_want);
+            coll_fail(&log,
+                      "%s, %zu random floats: %zu element(s) beyond the tolerance, the first [%zu] = %.9g, "
+                      "expected %.9g",
+                      dt_allreduce_algo_name(algo), count, wrong, first, (double)b[first], first_want);
         char what[64];
         snprintf(what, sizeof what, "%s of %zu random floats", dt_allreduce_algo_name(algo), count);
         coll_same_everywhere(&log, c, coll_checksum(b, count), 800, what);
@@ -850,8 +845,8 @@ START_TEST(test_coll_reduce_scatter_all_gather)
             coll_status(&log, dt_comm_all_gather(c, b, count, &o), "all_gather", count);
             for (size_t i = 0; i < count; i++)
                 if (b[i] != (float)(3 * i + 1)) {
-                    coll_fail(&log, "all_gather of %zu floats (chunk %zu): [%zu] = %g, expected %g", count,
-                              chunks[ch], i, (double)b[i], (double)(3 * i + 1));
+                    coll_fail(&log, "all_gather of %zu floats (chunk %zu): [%zu] = %g, expected %g", count, chunks[ch],
+                              i, (double)b[i], (double)(3 * i + 1));
                     break;
                 }
             free(b);
@@ -938,10 +933,12 @@ START_TEST(test_coll_ring_hook)
             if (strcmp(calls.phase[x], rs ? "reduce-scatter" : "all-gather") != 0 || calls.step[x] != k ||
                 calls.peer[x] != (r + 1) % n || calls.bytes[x] != len * sizeof(float) || calls.t1[x] < calls.t0[x] ||
                 (x > 0 && calls.t0[x] < calls.t1[x - 1]))
-                coll_fail(&log, "run %d: call %d is (%s, step %d, peer %d, %zu bytes, %lld ns), expected (%s, step %d, "
-                          "peer %d, %zu bytes) after the previous one", run, x, calls.phase[x], calls.step[x],
-                          calls.peer[x], calls.bytes[x], (long long)(calls.t1[x] - calls.t0[x]),
-                          rs ? "reduce-scatter" : "all-gather", k, (r + 1) % n, len * sizeof(float));
+                coll_fail(&log,
+                          "run %d: call %d is (%s, step %d, peer %d, %zu bytes, %lld ns), expected (%s, step %d, "
+                          "peer %d, %zu bytes) after the previous one",
+                          run, x, calls.phase[x], calls.step[x], calls.peer[x], calls.bytes[x],
+                          (long long)(calls.t1[x] - calls.t0[x]), rs ? "reduce-scatter" : "all-gather", k, (r + 1) % n,
+                          len * sizeof(float));
         }
     }
     coll_assert(&log);
@@ -966,10 +963,8 @@ START_TEST(test_coll_other_hooks)
         dt_collective_opts o = {.hook = coll_record, .hook_ctx = &calls};
         for (int i = 0; i < 100; i++) b[i] = coll_int((size_t)i, r);
         const char *name = a < N_COLL_ALGOS ? dt_allreduce_algo_name(coll_algos[a]) : "broadcast";
-        if (a < N_COLL_ALGOS)
-            coll_status(&log, dt_comm_allreduce(c, b, 100, coll_algos[a], &o), name, 100);
-        else
-            coll_status(&log, dt_comm_broadcast(c, b, 100, n - 1, &o), name, 100);
+        if (a < N_COLL_ALGOS) coll_status(&log, dt_comm_allreduce(c, b, 100, coll_algos[a], &o), name, 100);
+        else coll_status(&log, dt_comm_broadcast(c, b, 100, n - 1, &o), name, 100);
         int per_phase[5] = {0};
         for (int x = 0; x < calls.n && x < COLL_MAX_CALLS; x++) {
             int p = 0;
@@ -978,8 +973,7 @@ START_TEST(test_coll_other_hooks)
                 (calls.peer[x] == -1 && calls.bytes[x] != 0 && p != 4))
                 coll_fail(&log, "%s: call %d (%s, step %d, peer %d, %zu bytes) is not a valid next step", name, x,
                           calls.phase[x], calls.step[x], calls.peer[x], calls.bytes[x]);
-            else
-                per_phase[p] = calls.step[x] + 1;
+            else per_phase[p] = calls.step[x] + 1;
         }
         int expect = -1; /* -1: not checked */
         if (n == 1 && coll_algos[a % N_COLL_ALGOS] != DT_ALLREDUCE_MPI) expect = 0;
@@ -989,15 +983,16 @@ START_TEST(test_coll_other_hooks)
             while ((1 << lg) < n) lg++;
             expect = 2 * lg;
             if (per_phase[0] != lg || per_phase[1] != lg)
-                coll_fail(&log, "tree on %d ranks: %d halving and %d doubling steps, expected %d each", n,
-                          per_phase[0], per_phase[1], lg);
+                coll_fail(&log, "tree on %d ranks: %d halving and %d doubling steps, expected %d each", n, per_phase[0],
+                          per_phase[1], lg);
         }
         if (a < N_COLL_ALGOS && coll_algos[a] == DT_ALLREDUCE_NAIVE && n > 1 && r != 0) {
             if (calls.n < 2 || strcmp(calls.phase[0], "reduce") != 0 || calls.peer[0] != 0 ||
                 calls.bytes[0] != sizeof b || strcmp(calls.phase[1], "broadcast") != 0 || calls.peer[1] != -1)
-                coll_fail(&log, "naive on rank %d: %d calls, the first two (%s to %d, %s from %d), expected "
-                          "(reduce to 0, broadcast received)", r, calls.n, calls.phase[0], calls.peer[0],
-                          calls.phase[1], calls.peer[1]);
+                coll_fail(&log,
+                          "naive on rank %d: %d calls, the first two (%s to %d, %s from %d), expected "
+                          "(reduce to 0, broadcast received)",
+                          r, calls.n, calls.phase[0], calls.peer[0], calls.phase[1], calls.peer[1]);
             for (int x = 2; x < calls.n && x < COLL_MAX_CALLS; x++)
                 if (strcmp(calls.phase[x], "broadcast") != 0 || calls.peer[x] < 0)
                     coll_fail(&log, "naive on rank %d: call %d (%s to %d) after the broadcast was received", r, x,

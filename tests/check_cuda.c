@@ -62,10 +62,7 @@ static void *up(const void *h, size_t bytes)
     return d;
 }
 
-static void down(void *h, const void *d, size_t bytes)
-{
-    ck_dt(gpu->copy(gpu, h, d, bytes, DT_COPY_D2H));
-}
+static void down(void *h, const void *d, size_t bytes) { ck_dt(gpu->copy(gpu, h, d, bytes, DT_COPY_D2H)); }
 
 static void gfree(void *d) { gpu->free(gpu, d); }
 
@@ -212,8 +209,8 @@ START_TEST(test_matmul)
         ck_dt(gpu->matmul_forward(gpu, d_out, d_inp, d_w, with_bias ? d_bias : NULL, N, C, OC));
         expect_close(d_out, out, N * OC, SUM_ATOL, SUM_RTOL, "matmul out");
         ck_dt(cpu->matmul_backward(cpu, with_bias ? dinp : NULL, dw, with_bias ? db : NULL, dout, inp, w, N, C, OC));
-        ck_dt(gpu->matmul_backward(gpu, with_bias ? d_dinp : NULL, d_dw, with_bias ? d_db : NULL, d_dout, d_inp, d_w,
-                                   N, C, OC));
+        ck_dt(gpu->matmul_backward(gpu, with_bias ? d_dinp : NULL, d_dw, with_bias ? d_db : NULL, d_dout, d_inp, d_w, N,
+                                   C, OC));
         if (with_bias) expect_close(d_dinp, dinp, N * C, SUM_ATOL, SUM_RTOL, "matmul dinp");
         expect_close(d_dw, dw, OC * C, SUM_ATOL, SUM_RTOL, "matmul dw");
         expect_close(d_db, db, OC, SUM_ATOL, SUM_RTOL, "matmul dbias");
@@ -356,7 +353,7 @@ START_TEST(test_crossentropy)
     int32_t tgt[9] = {3, -1, 999, 0, 500, -1, 7, 7, 128};
     uint8_t corr[9], gcorr[9];
     fill(z, (size_t)N * V, 28, 2);
-    z[(size_t)3 * V + 0] = 40.0f; /* row 3: argmax at its target */
+    z[(size_t)3 * V + 0] = 40.0f;                        /* row 3: argmax at its target */
     z[(size_t)6 * V + 5] = z[(size_t)6 * V + 9] = 40.0f; /* row 6: a tie, lowest index wins */
     int32_t *d_t = up(tgt, sizeof tgt);
     float *d_z = up(z, (size_t)N * V * 4), *d_dz = up(dz, (size_t)N * V * 4), *d_loss = up(loss, N * 4);
@@ -570,8 +567,8 @@ START_TEST(test_batchnorm)
     float *d_db = up(db, C * 4);
     for (int training = 1; training >= 0; training--) {
         ck_dt(cpu->batchnorm_forward(cpu, out, mean, rstd, rm, rv, x, w, b, N, C, 0.1f, 1e-5f, training));
-        ck_dt(gpu->batchnorm_forward(gpu, d_out, d_mean, d_rstd, d_rm, d_rv, d_x, d_w, d_b, N, C, 0.1f, 1e-5f,
-                                     training));
+        ck_dt(
+            gpu->batchnorm_forward(gpu, d_out, d_mean, d_rstd, d_rm, d_rv, d_x, d_w, d_b, N, C, 0.1f, 1e-5f, training));
         expect_close(d_out, out, N * C, ELEM_ATOL, ELEM_RTOL, "batchnorm out");
         expect_close(d_mean, mean, C, ELEM_ATOL, ELEM_RTOL, "batchnorm mean");
         expect_close(d_rstd, rstd, C, ELEM_ATOL, ELEM_RTOL, "batchnorm rstd");
@@ -585,9 +582,9 @@ START_TEST(test_batchnorm)
     expect_close(d_dx, dx, N * C, ELEM_ATOL, ELEM_RTOL, "batchnorm dinp");
     expect_close(d_dw, dw, C, ELEM_ATOL, ELEM_RTOL, "batchnorm dw");
     expect_close(d_db, db, C, ELEM_ATOL, ELEM_RTOL, "batchnorm db");
-    ck_assert_int_eq(gpu->batchnorm_forward(gpu, d_out, d_mean, d_rstd, d_rm, d_rv, d_x, d_w, d_b, 1, C, 0.1f, 1e-5f,
-                                            1),
-                     DT_ERR_INVALID);
+    ck_assert_int_eq(
+        gpu->batchnorm_forward(gpu, d_out, d_mean, d_rstd, d_rm, d_rv, d_x, d_w, d_b, 1, C, 0.1f, 1e-5f, 1),
+        DT_ERR_INVALID);
     gfree(d_x), gfree(d_w), gfree(d_b), gfree(d_out), gfree(d_dout), gfree(d_mean), gfree(d_rstd), gfree(d_rm);
     gfree(d_rv), gfree(d_dx), gfree(d_dw), gfree(d_db), gfree(d_mean2), gfree(d_rstd2);
     free(x), free(w), free(b), free(out), free(dout), free(mean), free(rstd), free(rm), free(rv), free(dx);

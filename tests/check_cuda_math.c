@@ -48,9 +48,9 @@ static float from_bits(uint32_t u)
     return x;
 }
 
-#define ASSERT_NEAR(a, b, what, i)                                                                        \
-    ck_assert_msg(dt_test_close((a), (b), ATOL, RTOL), "%s[%zu]: header %.9g, cpu backend %.9g", (what), \
-                  (size_t)(i), (double)(a), (double)(b))
+#define ASSERT_NEAR(a, b, what, i)                                                                                    \
+    ck_assert_msg(dt_test_close((a), (b), ATOL, RTOL), "%s[%zu]: header %.9g, cpu backend %.9g", (what), (size_t)(i), \
+                  (double)(a), (double)(b))
 
 /* ---- dt_backend_create("cuda") with no usable device -------------------------------- */
 
@@ -152,14 +152,13 @@ START_TEST(test_adamw_lamb)
     ck_dt(be->lamb_direction(be, u, p, g, m2, v2, NOPT, b1, b2, eps, wd, bc1, bc2, gs));
     for (int i = 0; i < NOPT; i++) {
         float mi = m[i], vi = v[i];
-        float pi = dt__adamw(p[i], g[i] * gs, &mi, &vi, lr, b1, b2, 1.0f - b1, 1.0f - b2, 1.0f / bc1, 1.0f / bc2,
-                                eps, wd);
+        float pi =
+            dt__adamw(p[i], g[i] * gs, &mi, &vi, lr, b1, b2, 1.0f - b1, 1.0f - b2, 1.0f / bc1, 1.0f / bc2, eps, wd);
         ASSERT_NEAR(pi, p1[i], "adamw p", i);
         ASSERT_NEAR(mi, m1[i], "adamw m", i);
         ASSERT_NEAR(vi, v1[i], "adamw v", i);
         mi = m[i], vi = v[i];
-        float ui = dt__adam_direction(g[i] * gs, &mi, &vi, b1, b2, 1.0f - b1, 1.0f - b2, 1.0f / bc1, 1.0f / bc2,
-                                         eps) +
+        float ui = dt__adam_direction(g[i] * gs, &mi, &vi, b1, b2, 1.0f - b1, 1.0f - b2, 1.0f / bc1, 1.0f / bc2, eps) +
                    wd * p[i];
         ASSERT_NEAR(ui, u[i], "lamb u", i);
         ASSERT_NEAR(mi, m2[i], "lamb m", i);
@@ -209,8 +208,7 @@ START_TEST(test_half_to_float_all)
 {
     for (uint32_t h = 0; h < 65536; h++) {
         ck_assert_msg(bits(dt__f16_to_float((uint16_t)h)) == bits(dt_f16_to_float((dt_f16)h)), "f16 %04x", h);
-        ck_assert_msg(bits(dt__bf16_to_float((uint16_t)h)) == bits(dt_bf16_to_float((dt_bf16)h)), "bf16 %04x",
-                      h);
+        ck_assert_msg(bits(dt__bf16_to_float((uint16_t)h)) == bits(dt_bf16_to_float((dt_bf16)h)), "bf16 %04x", h);
     }
 }
 END_TEST
@@ -222,8 +220,8 @@ END_TEST
  * patterns. */
 START_TEST(test_float_to_half)
 {
-    static const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000,
-                                    0x3000, 0x7fff, 0x8000, 0x8001, 0xffff};
+    static const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff,
+                                    0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0xffff};
     for (uint32_t hi = 0; hi < 65536; hi++)
         for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++) {
             float x = from_bits(hi << 16 | lows[k]);

@@ -98,22 +98,13 @@ static void compare(dt_dtype precision, int loss_scaling, double rtol)
            dt_dtype_name(precision), loss_scaling ? " + loss scaling" : "", STEPS, rtol, worst, skips);
 }
 
-START_TEST(test_fp32)
-{
-    compare(DT_F32, 0, 2e-3);
-}
+START_TEST(test_fp32) { compare(DT_F32, 0, 2e-3); }
 END_TEST
 
-START_TEST(test_fp16_scaling)
-{
-    compare(DT_F16, 1, 1e-2);
-}
+START_TEST(test_fp16_scaling) { compare(DT_F16, 1, 1e-2); }
 END_TEST
 
-START_TEST(test_bf16)
-{
-    compare(DT_BF16, 0, 2e-2);
-}
+START_TEST(test_bf16) { compare(DT_BF16, 0, 2e-2); }
 END_TEST
 
 int main(void)

@@ -20,13 +20,13 @@
 /* Check records every passing ck_assert (one write(2) each), which would
  * dominate these byte-by-byte loops; REQUIRE only calls into Check on
  * failure. */
-#define REQUIRE(cond, ...)                        \
-    do {                                          \
-        if (!(cond)) ck_abort_msg(__VA_ARGS__);   \
+#define REQUIRE(cond, ...)                      \
+    do {                                        \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__); \
     } while (0)
-#define REQUIRE_EQ(a, b)                                                                     \
-    do {                                                                                     \
-        long long req_a_ = (long long)(a), req_b_ = (long long)(b);                           \
+#define REQUIRE_EQ(a, b)                                                                               \
+    do {                                                                                               \
+        long long req_a_ = (long long)(a), req_b_ = (long long)(b);                                    \
         if (req_a_ != req_b_) ck_abort_msg("%s == %lld, expected %s == %lld", #a, req_a_, #b, req_b_); \
     } while (0)
 
@@ -134,8 +134,7 @@ static void get_batch(const dt_dataset *ds, dt_split split, uint64_t index, int 
     pb->n = pb->n_complete = pb->n_counted = 0;
     int id = 0;
     for (int b = 0; b < B; b++) {
-        REQUIRE(tok[(size_t)b * T] != '\n' && tok[(size_t)b * T] != '=', "row %d starts inside an example",
-                      b);
+        REQUIRE(tok[(size_t)b * T] != '\n' && tok[(size_t)b * T] != '=', "row %d starts inside an example", b);
         parse_row(tok + (size_t)b * T, tgt + (size_t)b * T, ex + (size_t)b * T, T, &id, pb);
     }
     REQUIRE_EQ(n_examples, pb->n_complete);
@@ -309,8 +308,8 @@ START_TEST(test_mask_exact)
 }
 END_TEST
 
-static int batches_equal(const dt_dataset *a, const dt_dataset *b, dt_split sa, dt_split sb, uint64_t ia,
-                         uint64_t ib, int B, int T)
+static int batches_equal(const dt_dataset *a, const dt_dataset *b, dt_split sa, dt_split sb, uint64_t ia, uint64_t ib,
+                         int B, int T)
 {
     size_t n = (size_t)B * T;
     int32_t *buf = malloc(6 * n * sizeof *buf);
@@ -330,12 +329,12 @@ START_TEST(test_determinism)
         dt_dataset *a2 = open_task(tasks[k], 3, 8, 1234, 64);
         dt_dataset *b = open_task(tasks[k], 3, 8, 1235, 64);
         for (uint64_t i = 0; i < 3; i++) {
-            ck_assert(batches_equal(a, a, DT_SPLIT_TRAIN, DT_SPLIT_TRAIN, i, i, 4, 64)); /* same call twice */
+            ck_assert(batches_equal(a, a, DT_SPLIT_TRAIN, DT_SPLIT_TRAIN, i, i, 4, 64));  /* same call twice */
             ck_assert(batches_equal(a, a2, DT_SPLIT_TRAIN, DT_SPLIT_TRAIN, i, i, 4, 64)); /* fresh open */
             ck_assert(batches_equal(a, a2, DT_SPLIT_VAL, DT_SPLIT_VAL, i, i, 4, 64));
-            ck_assert(!batches_equal(a, b, DT_SPLIT_TRAIN, DT_SPLIT_TRAIN, i, i, 4, 64)); /* other seed */
+            ck_assert(!batches_equal(a, b, DT_SPLIT_TRAIN, DT_SPLIT_TRAIN, i, i, 4, 64));     /* other seed */
             ck_assert(!batches_equal(a, a, DT_SPLIT_TRAIN, DT_SPLIT_TRAIN, i, i + 1, 4, 64)); /* other index */
-            ck_assert(!batches_equal(a, a, DT_SPLIT_TRAIN, DT_SPLIT_VAL, i, i, 4, 64));      /* other split */
+            ck_assert(!batches_equal(a, a, DT_SPLIT_TRAIN, DT_SPLIT_VAL, i, i, 4, 64));       /* other split */
         }
         dt_data_close(a);
         dt_data_close(a2);
@@ -393,8 +392,7 @@ static size_t check_disjoint(const char *task, int digits, int max_len, int n_ba
     uint64_t *va = collect_prompts(ds, DT_SPLIT_VAL, n_batches, B, T, &nv);
     ck_assert_uint_gt(nv, 0);
     for (size_t i = 0; i < nv; i++)
-        ck_assert_msg(!bsearch(&va[i], tr, nt, sizeof *tr, cmp_u64), "%s: a validation prompt was in training",
-                      task);
+        ck_assert_msg(!bsearch(&va[i], tr, nt, sizeof *tr, cmp_u64), "%s: a validation prompt was in training", task);
     free(tr);
     free(va);
     dt_data_close(ds);

@@ -38,10 +38,7 @@
 
 typedef int (*fuzz_one_fn)(const uint8_t *data, size_t size);
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Feeds every regular file of DT_SRCDIR/fuzz/SUB/TARGET to one; returns
  * how many (0 when the folder does not exist). */
@@ -106,38 +103,22 @@ static void feed_target(const char *target, fuzz_one_fn one, int min_seeds)
     const int seeds = feed_dir("corpus", target, one);
     const int regress = feed_dir("regress", target, one);
     fprintf(stderr, "%s: %d seeds, %d regression inputs\n", target, seeds, regress);
-    ck_assert_msg(seeds >= min_seeds, "fuzz/corpus/%s: %d seed inputs, expected at least %d", target, seeds,
-                  min_seeds);
+    ck_assert_msg(seeds >= min_seeds, "fuzz/corpus/%s: %d seed inputs, expected at least %d", target, seeds, min_seeds);
 }
 
-START_TEST(test_trace_read)
-{
-    feed_target("trace_read", fuzz_trace_read_one, 3);
-}
+START_TEST(test_trace_read) { feed_target("trace_read", fuzz_trace_read_one, 3); }
 END_TEST
 
-START_TEST(test_hw)
-{
-    feed_target("hw", fuzz_hw_one, 3);
-}
+START_TEST(test_hw) { feed_target("hw", fuzz_hw_one, 3); }
 END_TEST
 
-START_TEST(test_sim_config)
-{
-    feed_target("sim_config", fuzz_sim_config_one, 3);
-}
+START_TEST(test_sim_config) { feed_target("sim_config", fuzz_sim_config_one, 3); }
 END_TEST
 
-START_TEST(test_args)
-{
-    feed_target("args", fuzz_args_one, 3);
-}
+START_TEST(test_args) { feed_target("args", fuzz_args_one, 3); }
 END_TEST
 
-START_TEST(test_checkpoint)
-{
-    feed_target("checkpoint", fuzz_checkpoint_one, 3);
-}
+START_TEST(test_checkpoint) { feed_target("checkpoint", fuzz_checkpoint_one, 3); }
 END_TEST
 
 /* The empty input and one byte: every harness takes them. */

@@ -14,8 +14,7 @@
 
 #include "testutil.h"
 
-static const dt_gpt_config CFG = {.vocab_size = 11, .seq_len = 6, .num_layers = 2, .num_heads = 2,
-                                  .hidden_size = 8};
+static const dt_gpt_config CFG = {.vocab_size = 11, .seq_len = 6, .num_layers = 2, .num_heads = 2, .hidden_size = 8};
 enum { B = 2, T = 5 };
 
 typedef struct ref_ctx {
@@ -57,8 +56,7 @@ static double ref_loss(const ref_ctx *r, const double *w)
     double x[NT][CC], ln[NT][CC], qkv[NT][3 * CC], y[NT][CC], tmp[NT][4 * CC], h4[4 * CC];
     char name[64];
     for (int i = 0; i < NT; i++)
-        for (int c = 0; c < C; c++)
-            x[i][c] = P(r, w, "wte")[r->tok[i] * C + c] + P(r, w, "wpe")[(i % T) * C + c];
+        for (int c = 0; c < C; c++) x[i][c] = P(r, w, "wte")[r->tok[i] * C + c] + P(r, w, "wpe")[(i % T) * C + c];
     for (int l = 0; l < CFG.num_layers; l++) {
 #define W(s) (snprintf(name, sizeof name, "h.%d.%s", l, s), P(r, w, name))
         for (int i = 0; i < NT; i++) {
@@ -71,7 +69,8 @@ static double ref_loss(const ref_ctx *r, const double *w)
                     double s[T], mx = -1e300, z = 0;
                     for (int j = 0; j <= t; j++) {
                         s[j] = 0;
-                        for (int d = 0; d < hs; d++) s[j] += qkv[b * T + t][h * hs + d] * qkv[b * T + j][C + h * hs + d];
+                        for (int d = 0; d < hs; d++)
+                            s[j] += qkv[b * T + t][h * hs + d] * qkv[b * T + j][C + h * hs + d];
                         s[j] /= sqrt((double)hs);
                         mx = s[j] > mx ? s[j] : mx;
                     }
@@ -126,8 +125,7 @@ static void setup(void)
     const dt_paramset *ps = dt_gpt_layout(m);
     float *w = dt_gpt_params(m);
     for (int i = 0; i < ps->count; i++)
-        for (size_t j = 0; j < ps->info[i].numel; j++)
-            w[ps->info[i].offset + j] += 0.3f * (float)dt_rng_normal(&r);
+        for (size_t j = 0; j < ps->info[i].numel; j++) w[ps->info[i].offset + j] += 0.3f * (float)dt_rng_normal(&r);
     for (int i = 0; i < B * T; i++) {
         tok[i] = (int32_t)dt_rng_below(&r, CFG.vocab_size);
         tgt[i] = (int32_t)dt_rng_below(&r, CFG.vocab_size);
@@ -210,8 +208,8 @@ START_TEST(test_backward_finite_differences)
             double lm = ref_loss(&r, w);
             w[k] = s;
             double fd = (lp - lm) / (2 * h);
-            ck_assert_msg(dt_test_close(g[k], fd, 2e-5, 2e-3), "%s[%zu]: backward %.8g finite difference %.8g",
-                          p->name, j, g[k], fd);
+            ck_assert_msg(dt_test_close(g[k], fd, 2e-5, 2e-3), "%s[%zu]: backward %.8g finite difference %.8g", p->name,
+                          j, g[k], fd);
             if (fabs(fd) > max_g) max_g = fabs(fd);
             checked++;
         }
@@ -232,8 +230,7 @@ START_TEST(test_grad_accumulates_and_zeroes)
     memcpy(g1, dt_gpt_grads(m), sizeof(float) * ps->numel);
     ck_dt(dt_gpt_forward(m, tok, tgt, B, T, NULL));
     ck_dt(dt_gpt_backward(m, 0.5f));
-    for (size_t i = 0; i < ps->numel; i++)
-        ck_assert(dt_test_close(dt_gpt_grads(m)[i], 1.5 * g1[i], 1e-7, 1e-5));
+    for (size_t i = 0; i < ps->numel; i++) ck_assert(dt_test_close(dt_gpt_grads(m)[i], 1.5 * g1[i], 1e-7, 1e-5));
     ck_dt(dt_gpt_zero_grad(m));
     for (size_t i = 0; i < ps->numel; i++) ck_assert_float_eq(dt_gpt_grads(m)[i], 0.0f);
     /* backward without a fresh forward is refused */
@@ -249,7 +246,8 @@ START_TEST(test_activation_accounting)
      * (embedding out, final LN) + 2*B*T + B*T*V, each rounded up to 16. */
 #define PAD(n) (((size_t)(n) + 15) & ~(size_t)15)
     size_t C = CFG.hidden_size, BT = B * T;
-    size_t block = 5 * PAD(BT * C) + 4 * PAD(BT) + PAD(BT * 3 * C) + PAD(B * CFG.num_heads * T * T) + 2 * PAD(BT * 4 * C);
+    size_t block =
+        5 * PAD(BT * C) + 4 * PAD(BT) + PAD(BT * 3 * C) + PAD(B * CFG.num_heads * T * T) + 2 * PAD(BT * 4 * C);
     size_t expect = (CFG.num_layers * block + 2 * PAD(BT * C) + 2 * PAD(BT) + PAD(BT * CFG.vocab_size)) * 4;
     ck_assert_uint_eq(dt_gpt_activation_bytes(m), expect);
     ck_assert_uint_eq(dt_gpt_peak_activation_bytes(m), expect);
@@ -317,8 +315,7 @@ END_TEST
 
 /* ---- activation recomputation -------------------------------------------- */
 
-static const dt_gpt_config CFG4 = {.vocab_size = 11, .seq_len = 6, .num_layers = 4, .num_heads = 2,
-                                   .hidden_size = 8};
+static const dt_gpt_config CFG4 = {.vocab_size = 11, .seq_len = 6, .num_layers = 4, .num_heads = 2, .hidden_size = 8};
 
 /* Gradients and peak activation bytes of one forward + backward. */
 static size_t run_recompute(dt_recompute mode, int k, float *grads_out, float *loss_out)
@@ -358,7 +355,11 @@ START_TEST(test_recompute_bit_identical_and_memory)
     const size_t A = 5 * P + 4 * PAD(BT) + PAD(BT * 3 * C) + ATT + 2 * PAD(BT * 4 * C);
     const size_t E = P, H = P + 2 * PAD(BT) + PAD(BT * V);
     ck_assert_uint_eq(none, (E + L * A + H) * 4);
-    struct { dt_recompute mode; int k; size_t expect; } cases[] = {
+    struct {
+        dt_recompute mode;
+        int k;
+        size_t expect;
+    } cases[] = {
         {DT_RECOMPUTE_FULL, 1, (E + 4 * P + (A > H ? A : H)) * 4},         /* K = 1 */
         {DT_RECOMPUTE_FULL, 2, (E + 2 * P + (2 * A > H ? 2 * A : H)) * 4}, /* K = sqrt(L) */
         /* uneven groups {0,1,2}, {3}: group 0's forward (1 output + 3 blocks)

@@ -104,10 +104,7 @@ static uint16_t ref_f16_nan(uint32_t u) { return (uint16_t)(((u >> 16) & 0x8000)
 static uint16_t ref_bf16_nan(uint32_t u) { return (uint16_t)((u >> 16) | 0x40); }
 
 static uint16_t ref_f16_from_float(float x) { return isnan(x) ? ref_f16_nan(bits_of(x)) : ref_round(&f16_table, x); }
-static uint16_t ref_bf16_from_float(float x)
-{
-    return isnan(x) ? ref_bf16_nan(bits_of(x)) : ref_round(&bf16_table, x);
-}
+static uint16_t ref_bf16_from_float(float x) { return isnan(x) ? ref_bf16_nan(bits_of(x)) : ref_round(&bf16_table, x); }
 
 /* Special float inputs every conversion test includes. */
 static const uint32_t special_bits[] = {
@@ -134,10 +131,8 @@ START_TEST(test_f16_to_float_all_patterns)
         int ok;
         if (e == 31 && m != 0) /* quiet NaN, same sign, payload kept */
             ok = isnan(f) && bits_of(f) == (((h & 0x8000u) << 16) | 0x7fc00000u | (m << 13));
-        else if (e == 31)
-            ok = isinf(f) && !signbit(f) == !(h & 0x8000);
-        else
-            ok = (double)f == ref_f16_value((uint16_t)h) && !signbit(f) == !(h & 0x8000);
+        else if (e == 31) ok = isinf(f) && !signbit(f) == !(h & 0x8000);
+        else ok = (double)f == ref_f16_value((uint16_t)h) && !signbit(f) == !(h & 0x8000);
         if (!ok && bad++ == 0) first = h;
     }
     ck_assert_msg(bad == 0, "%ld f16 patterns decode wrongly, first 0x%04x -> 0x%08x", bad, first,
@@ -181,8 +176,8 @@ static void check_midpoints(const ref_table *t, dt_f16 (*conv)(float), const cha
             if (!ok && bad++ == 0) first = h;
         }
     }
-    ck_assert_msg(bad == 0, "%s: %ld midpoint checks fail, first between patterns 0x%04x and 0x%04x", what, bad,
-                  first, first + 1);
+    ck_assert_msg(bad == 0, "%s: %ld midpoint checks fail, first between patterns 0x%04x and 0x%04x", what, bad, first,
+                  first + 1);
 }
 
 START_TEST(test_f16_rounding_midpoints)
@@ -199,31 +194,31 @@ START_TEST(test_f16_rounding_named)
         uint16_t h;
     } cases[] = {
         {1.0f, 0x3c00},
-        {1.0f + 0x1p-11f, 0x3c00},          /* tie, even down */
-        {1.0f + 3 * 0x1p-11f, 0x3c02},      /* tie, even up */
+        {1.0f + 0x1p-11f, 0x3c00},            /* tie, even down */
+        {1.0f + 3 * 0x1p-11f, 0x3c02},        /* tie, even up */
         {1.0f + 0x1p-11f + 0x1p-23f, 0x3c01}, /* just above a tie */
-        {65504.0f, 0x7bff},                 /* max */
-        {65519.99609375f, 0x7bff},          /* one float ulp below the overflow threshold */
-        {65520.0f, 0x7c00},                 /* halfway to 2^16: ties to even -> inf */
+        {65504.0f, 0x7bff},                   /* max */
+        {65519.99609375f, 0x7bff},            /* one float ulp below the overflow threshold */
+        {65520.0f, 0x7c00},                   /* halfway to 2^16: ties to even -> inf */
         {-65520.0f, 0xfc00},
         {1e6f, 0x7c00},
         {FLT_MAX, 0x7c00},
         {INFINITY, 0x7c00},
         {-INFINITY, 0xfc00},
-        {0x1p-24f, 0x0001},                 /* smallest subnormal */
-        {0x1p-25f, 0x0000},                 /* half of it: tie to even 0 */
-        {0x1.000002p-25f, 0x0001},          /* just above half */
+        {0x1p-24f, 0x0001},        /* smallest subnormal */
+        {0x1p-25f, 0x0000},        /* half of it: tie to even 0 */
+        {0x1.000002p-25f, 0x0001}, /* just above half */
         {0x1.8p-25f, 0x0001},
         {0x1p-26f, 0x0000},
         {FLT_TRUE_MIN, 0x0000},
         {-FLT_TRUE_MIN, 0x8000},
         {-0.0f, 0x8000},
         {0.0f, 0x0000},
-        {0x1p-14f, 0x0400},                 /* smallest normal */
-        {0x1.ff8p-15f, 0x03ff},             /* largest subnormal */
-        {0x1.ffcp-15f, 0x0400},             /* tie between 0x03ff and 0x0400: even is 0x0400 */
-        {3 * 0x1p-25f, 0x0002},             /* tie between 1 and 2 ulps: even 2 */
-        {5 * 0x1p-25f, 0x0002},             /* tie between 2 and 3 ulps: even 2 */
+        {0x1p-14f, 0x0400},     /* smallest normal */
+        {0x1.ff8p-15f, 0x03ff}, /* largest subnormal */
+        {0x1.ffcp-15f, 0x0400}, /* tie between 0x03ff and 0x0400: even is 0x0400 */
+        {3 * 0x1p-25f, 0x0002}, /* tie between 1 and 2 ulps: even 2 */
+        {5 * 0x1p-25f, 0x0002}, /* tie between 2 and 3 ulps: even 2 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         ck_assert_msg(dt_f16_from_float(cases[i].x) == cases[i].h, "f16(%a) = 0x%04x, expected 0x%04x", cases[i].x,
@@ -269,12 +264,9 @@ START_TEST(test_bf16_to_float_all_patterns)
         float f = dt_bf16_to_float((dt_bf16)h);
         uint32_t e = (h >> 7) & 0xff, m = h & 0x7f;
         int ok;
-        if (e == 255 && m != 0)
-            ok = isnan(f) && bits_of(f) == ((h << 16) | 0x00400000u);
-        else if (e == 255)
-            ok = isinf(f) && !signbit(f) == !(h & 0x8000);
-        else
-            ok = (double)f == ref_bf16_value((uint16_t)h) && !signbit(f) == !(h & 0x8000);
+        if (e == 255 && m != 0) ok = isnan(f) && bits_of(f) == ((h << 16) | 0x00400000u);
+        else if (e == 255) ok = isinf(f) && !signbit(f) == !(h & 0x8000);
+        else ok = (double)f == ref_bf16_value((uint16_t)h) && !signbit(f) == !(h & 0x8000);
         if (!ok && bad++ == 0) first = h;
     }
     ck_assert_msg(bad == 0, "%ld bf16 patterns decode wrongly, first 0x%04x", bad, first);
@@ -303,7 +295,7 @@ START_TEST(test_bf16_rounding)
     ck_assert_uint_eq(dt_bf16_from_float(float_of(0x3f808000)), 0x3f80); /* tie, even down */
     ck_assert_uint_eq(dt_bf16_from_float(float_of(0x3f818000)), 0x3f82); /* tie, even up */
     ck_assert_uint_eq(dt_bf16_from_float(float_of(0x3f808001)), 0x3f81);
-    ck_assert_uint_eq(dt_bf16_from_float(FLT_MAX), 0x7f80);              /* rounds past the max: inf */
+    ck_assert_uint_eq(dt_bf16_from_float(FLT_MAX), 0x7f80); /* rounds past the max: inf */
     ck_assert_uint_eq(dt_bf16_from_float(float_of(0x7f7f7fff)), 0x7f7f);
     ck_assert_uint_eq(dt_bf16_from_float(-INFINITY), 0xff80);
     ck_assert_uint_eq(dt_bf16_from_float(float_of(0x00400000)), 0x0040); /* float subnormal kept */
@@ -333,10 +325,10 @@ static float *fast_inputs(size_t n)
     for (size_t i = 0; i < n; i++) {
         uint32_t u = rnd32();
         switch (i % 4) {
-        case 0: break;                                            /* any pattern */
-        case 1: u = (u & 0x807fffffu) | ((100u + u % 46u) << 23); break; /* f16 range */
+        case 0: break;                                                      /* any pattern */
+        case 1: u = (u & 0x807fffffu) | ((100u + u % 46u) << 23); break;    /* f16 range */
         case 2: u = (u & 0xffff0000u) | (u & 1 ? 0x8000u : 0x7fffu); break; /* bf16 ties and near-ties */
-        case 3: u = (u & 0xffffe000u) | 0x1000u; break;            /* f16-range ties for normals */
+        case 3: u = (u & 0xffffe000u) | 0x1000u; break;                     /* f16-range ties for normals */
         }
         x[i] = float_of(u);
     }
@@ -405,7 +397,7 @@ static const dt_dtype float_types[3] = {DT_F32, DT_F16, DT_BF16};
 /* Reference for one element: widen to float (exact), then round. */
 static void ref_cast_elem(void *dst, dt_dtype dt, size_t i, const void *src, dt_dtype st)
 {
-    float v = st == DT_F32    ? ((const float *)src)[i]
+    float v = st == DT_F32   ? ((const float *)src)[i]
               : st == DT_F16 ? dt_f16_to_float(((const uint16_t *)src)[i])
                              : dt_bf16_to_float(((const uint16_t *)src)[i]);
     if (dt == DT_F32) {
@@ -426,7 +418,7 @@ START_TEST(test_cast_all_pairs)
     float *src32 = fast_inputs(n);
     uint16_t *src16 = malloc(n * sizeof *src16);
     for (size_t i = 0; i < n; i++) src16[i] = (uint16_t)(i * 40503u); /* every pattern, scrambled */
-    void *got = malloc(n * 4 + 4), *want = malloc(n * 4); /* +4: a guard byte past n */
+    void *got = malloc(n * 4 + 4), *want = malloc(n * 4);             /* +4: a guard byte past n */
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) {
             dt_dtype st = float_types[a], dt = float_types[b];
@@ -486,16 +478,16 @@ START_TEST(test_unscale_check)
             size_t at;
             float v, s;
         } poison[] = {
-            {n / 2 + 1, INFINITY, 0.5f}, {n - 1, -INFINITY, 0.5f}, {0, NAN, 0.5f}, {n - 1, -NAN, 1.0f},
-            {n / 3, FLT_MAX, 4.0f}, /* finite input, the product overflows */
+            {n / 2 + 1, INFINITY, 0.5f}, {n - 1, -INFINITY, 0.5f}, {0, NAN, 0.5f},
+            {n - 1, -NAN, 1.0f},         {n / 3, FLT_MAX, 4.0f}, /* finite input, the product overflows */
         };
         for (size_t p = 0; p < sizeof poison / sizeof poison[0]; p++) {
             memcpy(x, orig, n * sizeof *x);
             x[poison[p].at] = poison[p].v;
             flag = 0;
             ck_dt(be->unscale_check(be, x, poison[p].s, n, &flag));
-            ck_assert_msg(flag == 1, "n = %zu: %g at %zu with s = %g not flagged", n, (double)poison[p].v,
-                          poison[p].at, (double)poison[p].s);
+            ck_assert_msg(flag == 1, "n = %zu: %g at %zu with s = %g not flagged", n, (double)poison[p].v, poison[p].at,
+                          (double)poison[p].s);
         }
         free(x);
         free(orig);
@@ -586,29 +578,29 @@ START_TEST(test_scaler_trace_hysteresis)
     static const trace_step steps[] = {
         {0, "", 8, 2},
         {0, "", 8, 2},
-        {0, "grew", 16, 2},                  /* 3 clean steps */
-        {1, "skip absorbed", 16, 1},         /* first overflow tolerated */
-        {0, "", 16, 1},                      /* a clean step does not refill h */
-        {1, "skip backed_off", 8, 1},        /* the second overflow backs off */
-        {1, "skip backed_off", 4, 1},        /* h stays exhausted: every overflow now backs off */
+        {0, "grew", 16, 2},           /* 3 clean steps */
+        {1, "skip absorbed", 16, 1},  /* first overflow tolerated */
+        {0, "", 16, 1},               /* a clean step does not refill h */
+        {1, "skip backed_off", 8, 1}, /* the second overflow backs off */
+        {1, "skip backed_off", 4, 1}, /* h stays exhausted: every overflow now backs off */
         {0, "", 4, 1},
         {0, "", 4, 1},
-        {0, "grew", 8, 2},                   /* window counted from the last overflow; refills h */
+        {0, "grew", 8, 2}, /* window counted from the last overflow; refills h */
         {1, "skip absorbed", 8, 1},
         {1, "skip backed_off", 4, 1},
         {0, "", 4, 1},
         {0, "", 4, 1},
-        {1, "skip backed_off", 2, 1},        /* overflow resets the window count */
+        {1, "skip backed_off", 2, 1}, /* overflow resets the window count */
         {0, "", 2, 1},
         {1, "skip backed_off", 1, 1},
-        {1, "skip at_min first", 1, 1},      /* at min and still overflowing: reported once */
+        {1, "skip at_min first", 1, 1}, /* at min and still overflowing: reported once */
         {1, "skip at_min", 1, 1},
         {0, "", 1, 1},
         {0, "", 1, 1},
         {0, "grew", 2, 2},
         {1, "skip absorbed", 2, 1},
         {1, "skip backed_off", 1, 1},
-        {1, "skip at_min", 1, 1},            /* never "first" again */
+        {1, "skip at_min", 1, 1}, /* never "first" again */
     };
     int n = (int)(sizeof steps / sizeof steps[0]);
     run_trace(&s, steps, n, "hysteresis");
@@ -687,8 +679,8 @@ START_TEST(test_scaler_trace_static)
     ck_dt(dt_loss_scaler_init(&s, &c));
     ck_assert_int_eq(dt_loss_scaler_is_static(&s), 1);
     static const trace_step steps[] = {
-        {0, "", 1, 2}, {0, "", 1, 2}, {0, "", 1, 2}, {1, "skip", 1, 2}, {1, "skip", 1, 2}, {1, "skip", 1, 2},
-        {0, "", 1, 2},
+        {0, "", 1, 2},     {0, "", 1, 2},     {0, "", 1, 2}, {1, "skip", 1, 2},
+        {1, "skip", 1, 2}, {1, "skip", 1, 2}, {0, "", 1, 2},
     };
     run_trace(&s, steps, (int)(sizeof steps / sizeof steps[0]), "static");
     ck_assert_int_eq(s.overflows, 3);

@@ -59,8 +59,7 @@ static void ref_bn(const double *x, const double *w, const double *b, double *ou
 }
 
 /* sum R * BN(x): its gradient is the backward with dout = R. */
-static double ref_bn_proj(const double *x, const double *w, const double *b, const double *R, double *tmp, int N,
-                          int C)
+static double ref_bn_proj(const double *x, const double *w, const double *b, const double *R, double *tmp, int N, int C)
 {
     ref_bn(x, w, b, tmp, NULL, NULL, N, C);
     double s = 0;
@@ -138,11 +137,9 @@ START_TEST(test_bn_running_stats_by_hand)
     ck_assert(dt_test_close(rm0[0], 3, 0, 1e-7) && dt_test_close(rm0[1], 0, 1e-7, 0));
     ck_assert(dt_test_close(rv0[0], 14.0 / 3, 0, 1e-6) && dt_test_close(rv0[1], 4.0 / 3, 0, 1e-6));
     /* limits */
-    ck_assert_int_eq(be->batchnorm_forward(be, out, mean, rstd, rm, rv, x, w, b, 1, 2, 0.1f, 1e-5f, 1),
-                     DT_ERR_INVALID);
+    ck_assert_int_eq(be->batchnorm_forward(be, out, mean, rstd, rm, rv, x, w, b, 1, 2, 0.1f, 1e-5f, 1), DT_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(dt_last_error(), ">= 2"));
-    ck_assert_int_eq(be->batchnorm_forward(be, out, mean, rstd, rm, rv, x, w, b, 4, 2, 1.5f, 1e-5f, 1),
-                     DT_ERR_INVALID);
+    ck_assert_int_eq(be->batchnorm_forward(be, out, mean, rstd, rm, rv, x, w, b, 4, 2, 1.5f, 1e-5f, 1), DT_ERR_INVALID);
     ck_assert_int_eq(be->batchnorm_forward(be, out, mean, rstd, NULL, NULL, x, w, b, 4, 2, 0.1f, 1e-5f, 0),
                      DT_ERR_INVALID);
 }
@@ -240,8 +237,7 @@ START_TEST(test_bn_deterministic_any_threads)
         o[t] = malloc(sizeof(float) * N * C);
         dx[t] = malloc(sizeof(float) * N * C);
         for (int c = 0; c < C; c++) st[t][2][c] = 0, st[t][3][c] = 1;
-        ck_dt(be->batchnorm_forward(be, o[t], st[t][0], st[t][1], st[t][2], st[t][3], x, w, b, N, C, 0.1f, 1e-5f,
-                                    1));
+        ck_dt(be->batchnorm_forward(be, o[t], st[t][0], st[t][1], st[t][2], st[t][3], x, w, b, N, C, 0.1f, 1e-5f, 1));
         float dw[C], db[C];
         memset(dw, 0, sizeof dw);
         memset(db, 0, sizeof db);
@@ -786,8 +782,8 @@ START_TEST(test_mlp_learns_blobs)
         }
         bayes += best == yv[i];
     }
-    printf("mlp-bn on blobs: train loss %.3f -> %.3f, val loss %.3f, val accuracy %.3f (nearest center %.3f)\n",
-           first, loss, vloss, (double)ok / NV, (double)bayes / NV);
+    printf("mlp-bn on blobs: train loss %.3f -> %.3f, val loss %.3f, val accuracy %.3f (nearest center %.3f)\n", first,
+           loss, vloss, (double)ok / NV, (double)bayes / NV);
     ck_assert(loss < 0.6f * first);
     ck_assert_int_ge(ok, bayes - NV / 20); /* within 5 points of the Bayes rule */
     free(xv);

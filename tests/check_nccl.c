@@ -88,21 +88,16 @@ static void ring_exchange(int poll)
         ck_dt(c->ops->wait(c, rq));
     }
     to_host(h, in, M);
-    for (int i = 0; i < M; i++) ck_assert_msg(h[i] == (float)(left * 10000 + i), "rank %d: element %d is %g", r, i, h[i]);
+    for (int i = 0; i < M; i++)
+        ck_assert_msg(h[i] == (float)(left * 10000 + i), "rank %d: element %d is %g", r, i, h[i]);
     g_be->free(g_be, out);
     g_be->free(g_be, in);
 }
 
-START_TEST(test_p2p_wait)
-{
-    ring_exchange(0);
-}
+START_TEST(test_p2p_wait) { ring_exchange(0); }
 END_TEST
 
-START_TEST(test_p2p_test)
-{
-    ring_exchange(1);
-}
+START_TEST(test_p2p_test) { ring_exchange(1); }
 END_TEST
 
 START_TEST(test_barrier_split)

@@ -53,8 +53,8 @@ static void expect_stop(float bad, const char *tensor, int good_steps, const cha
     dt_train_stats st;
     ck_assert_int_eq(dt_trainer_step(tr, &st), DT_ERR_NUMERIC);
     const char *msg = dt_last_error();
-    ck_assert_msg(strstr(msg, want_iter) && strstr(msg, want_layer), "message '%s' lacks '%s' or '%s'", msg,
-                  want_iter, want_layer);
+    ck_assert_msg(strstr(msg, want_iter) && strstr(msg, want_layer), "message '%s' lacks '%s' or '%s'", msg, want_iter,
+                  want_layer);
     ck_assert_ptr_nonnull(strstr(msg, "--skip-nonfinite"));
     dt_trainer_free(tr);
 }
@@ -92,7 +92,7 @@ START_TEST(test_skip_nonfinite)
     ck_assert_ptr_nonnull(st.nonfinite_where);
     ck_assert_msg(strstr(st.nonfinite_where, "layer h.1 "), "where: %s", st.nonfinite_where);
     ck_assert_mem_eq(dt_gpt_params(m), before, n * sizeof *before); /* no update */
-    *w = saved; /* repaired: training goes on */
+    *w = saved;                                                     /* repaired: training goes on */
     for (int i = 0; i < 2; i++) {
         ck_dt(dt_trainer_step(tr, &st));
         ck_assert_int_eq(st.nonfinite, 0);

@@ -34,9 +34,9 @@ static double *to_d(const float *x, size_t n)
     return d;
 }
 
-#define ASSERT_CLOSE(a, b, atol, rtol, what, i)                                              \
-    ck_assert_msg(dt_test_close((a), (b), (atol), (rtol)), "%s[%zu]: got %.9g expected %.9g", \
-                  (what), (size_t)(i), (double)(a), (double)(b))
+#define ASSERT_CLOSE(a, b, atol, rtol, what, i)                                                                    \
+    ck_assert_msg(dt_test_close((a), (b), (atol), (rtol)), "%s[%zu]: got %.9g expected %.9g", (what), (size_t)(i), \
+                  (double)(a), (double)(b))
 
 /* ---- vmath ----------------------------------------------------------------- */
 
@@ -143,8 +143,7 @@ END_TEST
 
 /* ---- LayerNorm ---------------------------------------------------------------- */
 
-static double ln_ref_loss(const double *x, const double *w, const double *b, const double *R, int N, int C,
-                          double *out)
+static double ln_ref_loss(const double *x, const double *w, const double *b, const double *R, int N, int C, double *out)
 {
     double L = 0;
     for (int i = 0; i < N; i++) {
@@ -216,10 +215,7 @@ END_TEST
 
 /* ---- GELU ---------------------------------------------------------------------- */
 
-static double gelu_ref(double x)
-{
-    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 START_TEST(test_gelu)
 {
@@ -320,14 +316,15 @@ START_TEST(test_encoder)
     const int B = 3, T = 5, C = 20, V = 7;
     int32_t tok[15];
     for (int i = 0; i < B * T; i++) tok[i] = (i * 5 + 1) % V;
-    float *wte = malloc(sizeof(float) * V * C), *wpe = malloc(sizeof(float) * T * C), *out = malloc(sizeof(float) * B * T * C);
-    float *dout = malloc(sizeof(float) * B * T * C), *dwte = calloc(V * C, sizeof(float)), *dwpe = calloc(T * C, sizeof(float));
+    float *wte = malloc(sizeof(float) * V * C), *wpe = malloc(sizeof(float) * T * C),
+          *out = malloc(sizeof(float) * B * T * C);
+    float *dout = malloc(sizeof(float) * B * T * C), *dwte = calloc(V * C, sizeof(float)),
+          *dwpe = calloc(T * C, sizeof(float));
     fill(wte, V * C, 17, 1), fill(wpe, T * C, 18, 1), fill(dout, B * T * C, 19, 1);
     ck_dt(be->encoder_forward(be, out, tok, wte, wpe, B, T, C));
     ck_dt(be->encoder_backward(be, dwte, dwpe, dout, tok, B, T, C));
     for (int bt = 0; bt < B * T; bt++)
-        for (int c = 0; c < C; c++)
-            ck_assert_float_eq(out[bt * C + c], wte[tok[bt] * C + c] + wpe[(bt % T) * C + c]);
+        for (int c = 0; c < C; c++) ck_assert_float_eq(out[bt * C + c], wte[tok[bt] * C + c] + wpe[(bt % T) * C + c]);
     for (int v = 0; v < V; v++)
         for (int c = 0; c < C; c++) {
             double s = 0;
@@ -374,7 +371,8 @@ START_TEST(test_crossentropy)
         }
         ASSERT_CLOSE(losses[i], xent_ref(zd + i * V, tgt[i], V), 1e-5, 1e-5, "loss", i);
         int arg = 0;
-        for (int v = 1; v < V; v++) if (z[i * V + v] > z[i * V + arg]) arg = v;
+        for (int v = 1; v < V; v++)
+            if (z[i * V + v] > z[i * V + arg]) arg = v;
         ck_assert_int_eq(correct[i], arg == tgt[i]);
         for (int v = 0; v < V; v++) {
             double s = zd[i * V + v];

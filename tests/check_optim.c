@@ -152,8 +152,10 @@ START_TEST(test_init_errors)
         float value;
         const char *needle;
     } bad[] = {
-        {DT_OPTIM_ADAMW, &c.beta1, 1.0f, "--adam-beta1"},  {DT_OPTIM_ADAMW, &c.beta2, -0.1f, "--adam-beta2"},
-        {DT_OPTIM_ADAMW, &c.eps, 0.0f, "--adam-eps"},      {DT_OPTIM_SGD, &c.momentum, 1.5f, "--sgd-momentum"},
+        {DT_OPTIM_ADAMW, &c.beta1, 1.0f, "--adam-beta1"},
+        {DT_OPTIM_ADAMW, &c.beta2, -0.1f, "--adam-beta2"},
+        {DT_OPTIM_ADAMW, &c.eps, 0.0f, "--adam-eps"},
+        {DT_OPTIM_SGD, &c.momentum, 1.5f, "--sgd-momentum"},
         {DT_OPTIM_SGD, &c.weight_decay, -1.0f, "--weight-decay"},
         {DT_OPTIM_LARS, &c.lars_eta, 0.0f, "--lars-eta"},
         {DT_OPTIM_LARS, &c.lars_eta, -0.001f, "--lars-eta"},
@@ -234,8 +236,7 @@ START_TEST(test_state_per_kind)
         const float *tr = dt_optim_trust_ratios(&opt);
         if (layerwise)
             for (int t = 0; t < ps.count; t++) ck_assert_float_eq(tr[t], 1.0f); /* before the first step */
-        else
-            ck_assert_ptr_null(tr);
+        else ck_assert_ptr_null(tr);
         dt_optim_free(&opt);
         ck_assert_ptr_null(opt.state1.data);
         ck_assert_ptr_null(opt.state2.data);
@@ -330,10 +331,8 @@ START_TEST(test_adamw_decay_only_where_flagged)
     for (int t = 0; t < ps.count; t++)
         for (size_t j = 0; j < ps.info[t].numel; j++) {
             size_t i = ps.info[t].offset + j;
-            if (ps.info[t].decay)
-                ck_assert(dt_test_close(p[i], p0[i] * 0.95 * 0.95, 1e-7, 1e-6));
-            else
-                ck_assert_float_eq(p[i], p0[i]); /* bit-identical */
+            if (ps.info[t].decay) ck_assert(dt_test_close(p[i], p0[i] * 0.95 * 0.95, 1e-7, 1e-6));
+            else ck_assert_float_eq(p[i], p0[i]); /* bit-identical */
         }
     dt_optim_free(&opt);
     dt_paramset_free(&ps);
@@ -409,21 +408,21 @@ static void zero_tensor(const dt_paramset *ps, int t, float *p, double *pd)
 
 /* Compare parameters, one state buffer and the trust ratios with the
  * reference after step s. */
-static void check_step(const dt_paramset *ps, const dt_optim *opt, const float *p, const double *pd,
-                       const double *sd, const double *trd, const char *what, int s)
+static void check_step(const dt_paramset *ps, const dt_optim *opt, const float *p, const double *pd, const double *sd,
+                       const double *trd, const char *what, int s)
 {
     const float *st = opt->state1.data, *tr = dt_optim_trust_ratios(opt);
     for (int t = 0; t < ps->count; t++) {
         if (ps->info[t].decay)
-            ck_assert_msg(dt_test_close(tr[t], trd[t], 0, TRUST_RTOL), "%s step %d %s: trust %.9g, expected %.9g",
-                          what, s, ps->info[t].name, (double)tr[t], trd[t]);
+            ck_assert_msg(dt_test_close(tr[t], trd[t], 0, TRUST_RTOL), "%s step %d %s: trust %.9g, expected %.9g", what,
+                          s, ps->info[t].name, (double)tr[t], trd[t]);
         else
-            ck_assert_msg(tr[t] == 1.0f, "%s step %d %s (no decay): trust %.9g, expected 1", what, s,
-                          ps->info[t].name, (double)tr[t]);
+            ck_assert_msg(tr[t] == 1.0f, "%s step %d %s (no decay): trust %.9g, expected 1", what, s, ps->info[t].name,
+                          (double)tr[t]);
         for (size_t j = 0; j < ps->info[t].numel; j++) {
             size_t i = ps->info[t].offset + j;
-            ck_assert_msg(dt_test_close(p[i], pd[i], ATOL, RTOL), "%s step %d %s[%zu]: p %.9g, expected %.9g", what,
-                          s, ps->info[t].name, j, (double)p[i], pd[i]);
+            ck_assert_msg(dt_test_close(p[i], pd[i], ATOL, RTOL), "%s step %d %s[%zu]: p %.9g, expected %.9g", what, s,
+                          ps->info[t].name, j, (double)p[i], pd[i]);
             ck_assert_msg(dt_test_close(st[i], sd[i], ATOL, RTOL), "%s step %d %s[%zu]: state %.9g, expected %.9g",
                           what, s, ps->info[t].name, j, (double)st[i], sd[i]);
         }
@@ -773,8 +772,8 @@ START_TEST(test_cpu_kernels_large)
     }
     /* AdamW and SGD on 100003 elements (threaded) against the scalar formula. */
     size_t n = 100003;
-    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g), *m = calloc(n, sizeof *m),
-          *v = calloc(n, sizeof *v), *buf = calloc(n, sizeof *buf), *q = malloc(n * sizeof *q);
+    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g), *m = calloc(n, sizeof *m), *v = calloc(n, sizeof *v),
+          *buf = calloc(n, sizeof *buf), *q = malloc(n * sizeof *q);
     for (size_t i = 0; i < n; i++) {
         p[i] = q[i] = (float)((int)(i % 97) - 48) * 0.01f;
         g[i] = (float)((int)(i % 89) - 44) * 0.02f + 0.001f;
@@ -783,8 +782,7 @@ START_TEST(test_cpu_kernels_large)
     for (size_t i = 0; i < n; i++) {
         double gi = g[i] * 0.5, mi = 0.1 * gi, vi = 0.05 * gi * gi;
         double want = q[i] - 0.01 * ((mi / 0.1) / (sqrt(vi / 0.05) + 1e-8) + 0.1 * q[i]);
-        REQUIRE(dt_test_close(m[i], mi, 1e-9, RTOL) && dt_test_close(v[i], vi, 1e-12, RTOL),
-                "adamw moments at %zu", i);
+        REQUIRE(dt_test_close(m[i], mi, 1e-9, RTOL) && dt_test_close(v[i], vi, 1e-12, RTOL), "adamw moments at %zu", i);
         REQUIRE(dt_test_close(p[i], want, ATOL, RTOL), "adamw at %zu: %.9g vs %.9g", i, (double)p[i], want);
     }
     memcpy(p, q, n * sizeof *p);

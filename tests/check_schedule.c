@@ -93,10 +93,8 @@ static void check_structure(const dt_schedule *S)
             }
             int is_comm = op == DT_SCHED_RECV_ACT || op == DT_SCHED_SEND_ACT || op == DT_SCHED_RECV_GRAD ||
                           op == DT_SCHED_SEND_GRAD;
-            if (is_comm)
-                REQUIRE(in->version == -1, "stage %d [%d]: comm version %d", s, i, in->version);
-            else
-                REQUIRE(in->version >= 0, "stage %d [%d] %s: version %d", s, i, dt_sched_op_name(op), in->version);
+            if (is_comm) REQUIRE(in->version == -1, "stage %d [%d]: comm version %d", s, i, in->version);
+            else REQUIRE(in->version >= 0, "stage %d [%d] %s: version %d", s, i, dt_sched_op_name(op), in->version);
             const dt_sched_instr *prev = i > 0 ? &L[i - 1] : NULL, *next = i + 1 < n ? &L[i + 1] : NULL;
             int want_deps = 0;
             switch (op) {
@@ -399,8 +397,7 @@ static void check_stash(const dt_schedule *S, int *alive_out)
             case DT_SCHED_STASH:
                 REQUIRE(v == cur, "stage %d [%d]: STASH v%d while v%d is current", s, i, v, cur);
                 REQUIRE(!stashed[v] && !dropped[v], "stage %d [%d]: v%d stashed twice", s, i, v);
-                if (v == 0)
-                    REQUIRE(i == 0, "stage %d: STASH v0 at %d, not at the start", s, i);
+                if (v == 0) REQUIRE(i == 0, "stage %d: STASH v0 at %d, not at the start", s, i);
                 else
                     REQUIRE(i > 0 && L[i - 1].op == DT_SCHED_OPTIM_STEP && L[i - 1].version == v,
                             "stage %d [%d]: STASH v%d not right after the OPT that makes it", s, i, v);

@@ -294,7 +294,8 @@ START_TEST(test_world_sync)
     dts_summary s;
     ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
     const double want = 2.0 * (p - 1) * alpha + 2.0 * (p - 1) / p * 8.0 / beta;
-    ck_assert_msg(fabs(s.world_sync_ns - want) <= 2 * (p - 1), "world sync %.1f ns, formula %.1f", s.world_sync_ns, want);
+    ck_assert_msg(fabs(s.world_sync_ns - want) <= 2 * (p - 1), "world sync %.1f ns, formula %.1f", s.world_sync_ns,
+                  want);
     dts_summary_free(&s);
 }
 END_TEST

@@ -295,8 +295,9 @@ START_TEST(test_rule_matches_real)
                     continue;
                 }
                 judged++;
-                ck_assert_msg(nf[s] == (margin >= 0), "seed %d scale 2^%d slot %d: log2(S amax / 65520) = %.3f, real %s",
-                              (int)seed, k, s, margin, nf[s] ? "inf/NaN" : "finite");
+                ck_assert_msg(nf[s] == (margin >= 0),
+                              "seed %d scale 2^%d slot %d: log2(S amax / 65520) = %.3f, real %s", (int)seed, k, s,
+                              margin, nf[s] ? "inf/NaN" : "finite");
                 if (nf[s]) top = s;
             }
             const int pred = dts_amp_first_overflow(&gm, ldexpf(1.0f, k), x);

@@ -43,8 +43,7 @@ static void write_text(const char *path, const char *text)
 /* The failing call's message contains every one of the (NULL-terminated) parts. */
 static void ck_error_has(dt_status got, dt_status want, const char *const *parts)
 {
-    ck_assert_msg(got == want, "status %s, expected %s (%s)", dt_status_str(got), dt_status_str(want),
-                  dt_last_error());
+    ck_assert_msg(got == want, "status %s, expected %s (%s)", dt_status_str(got), dt_status_str(want), dt_last_error());
     for (const char *const *p = parts; *p; p++)
         ck_assert_msg(strstr(dt_last_error(), *p), "message \"%s\" lacks \"%s\"", dt_last_error(), *p);
 }
@@ -481,8 +480,7 @@ typedef struct tbuild {
     size_t cap;
 } tbuild;
 
-static dt_trace_event *tb_add(tbuild *b, char ph, const char *name, const char *cat, int tid, int64_t ts,
-                              int64_t dur)
+static dt_trace_event *tb_add(tbuild *b, char ph, const char *name, const char *cat, int tid, int64_t ts, int64_t dur)
 {
     if (b->t.n_events == b->cap) {
         b->cap = b->cap ? 2 * b->cap : 64;
@@ -542,7 +540,8 @@ END_TEST
 /* ---- roofline ----------------------------------------------------------------- */
 
 /* V 10, P 16, L 3, NH 2, C 8; B 2, T 4 (8 tokens) */
-static const dt_gpt_config SMALL_CFG = {.vocab_size = 10, .seq_len = 16, .num_layers = 3, .num_heads = 2, .hidden_size = 8};
+static const dt_gpt_config SMALL_CFG = {
+    .vocab_size = 10, .seq_len = 16, .num_layers = 3, .num_heads = 2, .hidden_size = 8};
 
 START_TEST(test_roofline_hand_counts)
 {
@@ -664,8 +663,8 @@ static void profile_trace(tbuild *b, const char *config, int emb_layer_absent)
             for (int j = 0; j < 4; j++) {
                 const int slot = pass ? 3 - j : j; /* backward in reverse order */
                 const int64_t dur = PF_FWD[slot] * (pass ? 2 : 1) * k;
-                dt_trace_event *e = tb_add(b, DT_TRACE_COMPLETE, pass ? "backward" : "forward", "compute",
-                                           DT_LANE_COMPUTE, ts, dur);
+                dt_trace_event *e =
+                    tb_add(b, DT_TRACE_COMPLETE, pass ? "backward" : "forward", "compute", DT_LANE_COMPUTE, ts, dur);
                 e->iter = it;
                 e->micro_batch = 0;
                 e->layer = slot == 0 ? (emb_layer_absent ? DT_TRACE_NONE : -1) : slot - 1;
@@ -734,7 +733,9 @@ START_TEST(test_profile_mismatch)
     static const struct {
         const char *what;
         int C, NH, V, T;
-    } cases[] = {{"hidden_size", 16, 2, 10, 4}, {"num_attention_heads", 8, 4, 10, 4}, {"vocab_size", 8, 2, 11, 4},
+    } cases[] = {{"hidden_size", 16, 2, 10, 4},
+                 {"num_attention_heads", 8, 4, 10, 4},
+                 {"vocab_size", 8, 2, 11, 4},
                  {"seq_length", 8, 2, 10, 3}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         m = SMALL_CFG;

@@ -40,9 +40,9 @@ static dts_scenario *new_default(void)
  * part of a scenario's JSON: only have_cost is compared when asked). */
 static const char *scen_diff(const dts_scenario *a, const dts_scenario *b)
 {
-#define F(field)                                                                                                     \
+#define F(field) \
     if (a->field != b->field) return #field
-#define S(field)                                                                                                     \
+#define S(field) \
     if (strcmp(a->field, b->field) != 0) return #field
     S(model_name);
     F(model.vocab_size);
@@ -185,8 +185,7 @@ START_TEST(test_round_trip_every_field)
 {
     dts_scenario *sc = new_default();
     snprintf(sc->model_name, sizeof sc->model_name, "custom");
-    sc->model = (dt_gpt_config){.vocab_size = 300, .seq_len = 96, .num_layers = 7, .num_heads = 6,
-                                .hidden_size = 96};
+    sc->model = (dt_gpt_config){.vocab_size = 300, .seq_len = 96, .num_layers = 7, .num_heads = 6, .hidden_size = 96};
     sc->B = 3;
     sc->T = 40;
     sc->m = 5;
@@ -387,7 +386,8 @@ START_TEST(test_config_errors)
     expect_config_error("{\"pipeline_model_parallel_size\": \"2\"}", DT_ERR_INVALID,
                         "\"pipeline_model_parallel_size\": expected an integer");
     expect_config_error("{\"pipeline_model_parallel_size\": 0}", DT_ERR_INVALID, "\"pipeline_model_parallel_size\"");
-    expect_config_error("{\"micro_batch_size\": 2.5}", DT_ERR_INVALID, "\"micro_batch_size\": expected an integer >= 1");
+    expect_config_error("{\"micro_batch_size\": 2.5}", DT_ERR_INVALID,
+                        "\"micro_batch_size\": expected an integer >= 1");
     expect_config_error("{\"num_layers\": -1}", DT_ERR_INVALID, "\"num_layers\"");
     expect_config_error("{\"pipeline_schedule\": \"zigzag\"}", DT_ERR_INVALID, "\"pipeline_schedule\"");
     expect_config_error("{\"allreduce\": \"butterfly\"}", DT_ERR_INVALID, "\"allreduce\"");
@@ -670,8 +670,8 @@ START_TEST(test_recompute_memory)
         ck_dt(dt_gpt_set_recompute(m, lib_modes[i], 1));
         const double want = (double)dt_gpt_predicted_activation_bytes(m, sc->B, sc->T);
         dt_gpt_free(m);
-        ck_assert_msg(fabs(got[i] - want) <= 0.10 * want, "recompute %d: simulated %g activation bytes, lib %g", modes[i],
-                      got[i], want);
+        ck_assert_msg(fabs(got[i] - want) <= 0.10 * want, "recompute %d: simulated %g activation bytes, lib %g",
+                      modes[i], got[i], want);
     }
     ck_assert(got[1] < got[0] && got[2] < got[1]); /* selective saves some, full most */
     dt_backend_destroy(be);

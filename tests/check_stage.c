@@ -103,8 +103,8 @@ static void compare(int p, const int *split, int nmb, int stash)
         for (int t = 0; t < L->count; t++)
             for (size_t j = 0; j < L->info[t].numel; j++) {
                 size_t o = L->info[t].offset + j;
-                ck_assert_msg(dt_test_close(gs[o], gw[o], 1e-7, 1e-5), "p=%d stage %d %s[%zu]: grad %.9g, whole %.9g", p,
-                              s, L->info[t].name, j, (double)gs[o], (double)gw[o]);
+                ck_assert_msg(dt_test_close(gs[o], gw[o], 1e-7, 1e-5), "p=%d stage %d %s[%zu]: grad %.9g, whole %.9g",
+                              p, s, L->info[t].name, j, (double)gs[o], (double)gw[o]);
             }
         if (copies[s]) be->free(be, copies[s]);
         dt__stage_free(st[s]);
@@ -125,10 +125,7 @@ START_TEST(test_given_split_two_in_flight)
 }
 END_TEST
 
-START_TEST(test_stashed_weights)
-{
-    compare(2, NULL, 3, 1);
-}
+START_TEST(test_stashed_weights) { compare(2, NULL, 3, 1); }
 END_TEST
 
 START_TEST(test_peak_grows_with_slots)

@@ -45,8 +45,8 @@ static void randn(float *x, size_t n, uint64_t seed, float scale)
 /* Views of the 12 block tensors of a flat buffer laid out as ps (tensors first..first+11). */
 static void bind(const dt_paramset *ps, int first, float *base, dt__block_params *b, float *t[12])
 {
-    float **f[12] = {&b->ln1w, &b->ln1b, &b->qkvw,    &b->qkvb, &b->attprojw, &b->attprojb,
-                     &b->ln2w, &b->ln2b, &b->fcw,     &b->fcb,  &b->fcprojw,  &b->fcprojb};
+    float **f[12] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->attprojw, &b->attprojb,
+                     &b->ln2w, &b->ln2b, &b->fcw,  &b->fcb,  &b->fcprojw,  &b->fcprojb};
     for (int i = 0; i < 12; i++) {
         *f[i] = base + ps->info[first + i].offset;
         if (t) t[i] = *f[i];
@@ -139,8 +139,10 @@ START_TEST(test_block)
     memcpy(dtp, d0, (size_t)N * C * sizeof *dtp);
     ck_dt(dt__block_backward(be, &c, &pw, &pg, &sa, &ss, x, dser, B, T, NULL));
     ck_dt(dt__tp_block_backward(&tp, be, &c, &lw, &lg, &ta, sbuf.data, x, dtp, B, T));
-    ck_assert_msg(tp.allreduces_fwd == 2 && tp.allreduces_bwd == 2, "block: %lld forward and %lld backward allreduces "
-                  "(expected 2 and 2)", tp.allreduces_fwd, tp.allreduces_bwd);
+    ck_assert_msg(tp.allreduces_fwd == 2 && tp.allreduces_bwd == 2,
+                  "block: %lld forward and %lld backward allreduces "
+                  "(expected 2 and 2)",
+                  tp.allreduces_fwd, tp.allreduces_bwd);
     expect_close(dtp, dser, (size_t)N * C, "input gradient");
     dt__tp_block_shard(&c, t, r, (const float *const *)tg, &local, 0, gwl); /* this rank's share of the serial grads */
     for (int i = 0; i < local.count; i++)
@@ -157,8 +159,8 @@ START_TEST(test_errors)
 {
     dt_gpt_config c = config();
     ck_assert_int_eq(dt__tp_check(&c, 3), DT_ERR_INVALID);
-    ck_assert_msg(strstr(dt_last_error(), "--tensor-model-parallel-size 3") && strstr(dt_last_error(), "heads 4"),
-                  "%s", dt_last_error());
+    ck_assert_msg(strstr(dt_last_error(), "--tensor-model-parallel-size 3") && strstr(dt_last_error(), "heads 4"), "%s",
+                  dt_last_error());
     c.num_heads = 6;
     c.hidden_size = 66;
     ck_assert_int_eq(dt__tp_check(&c, 2), DT_OK);
@@ -171,7 +173,7 @@ int main(int argc, char **argv)
 {
     (void)argc, (void)argv;
     dt_status st = dt_comm_have_mpi() && getenv("OMPI_COMM_WORLD_SIZE") ? dt_comm_mpi_world(&g_world)
-                                                                          : dt_comm_self_create(&g_world);
+                                                                        : dt_comm_self_create(&g_world);
     if (st != DT_OK || dt_backend_cpu_create(1, &be) != DT_OK) {
         fprintf(stderr, "check_tp: %s\n", dt_last_error());
         return 1;

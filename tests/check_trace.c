@@ -91,21 +91,19 @@ static void assert_event_eq(const dt_trace_event *a, const dt_trace_event *b, si
     ck_assert_msg(strcmp(a->cat, b->cat) == 0, "event %zu: cat '%s' vs '%s'", i, a->cat, b->cat);
     ck_assert_msg(a->pid == b->pid && a->tid == b->tid, "event %zu: pid/tid", i);
     ck_assert_msg(a->ts_ns == b->ts_ns, "event %zu: ts %lld vs %lld", i, (long long)a->ts_ns, (long long)b->ts_ns);
-    ck_assert_msg(a->dur_ns == b->dur_ns, "event %zu: dur %lld vs %lld", i, (long long)a->dur_ns,
-                  (long long)b->dur_ns);
+    ck_assert_msg(a->dur_ns == b->dur_ns, "event %zu: dur %lld vs %lld", i, (long long)a->dur_ns, (long long)b->dur_ns);
     ck_assert_msg(a->iter == b->iter && a->micro_batch == b->micro_batch && a->layer == b->layer &&
                       a->bytes == b->bytes,
                   "event %zu: well-known args differ", i);
-    ck_assert_msg(a->value == b->value && signbit(a->value) == signbit(b->value), "event %zu: value %.17g vs %.17g",
-                  i, a->value, b->value);
+    ck_assert_msg(a->value == b->value && signbit(a->value) == signbit(b->value), "event %zu: value %.17g vs %.17g", i,
+                  a->value, b->value);
     ck_assert_msg(strcmp(a->label, b->label) == 0, "event %zu: label '%s' vs '%s'", i, a->label, b->label);
     ck_assert_msg(a->n_extra == b->n_extra, "event %zu: n_extra %d vs %d", i, a->n_extra, b->n_extra);
     for (int k = 0; k < a->n_extra; k++) {
         ck_assert_msg(strcmp(a->extra[k].key, b->extra[k].key) == 0, "event %zu: extra %d key", i, k);
         ck_assert_msg(a->extra[k].value == b->extra[k].value &&
                           signbit(a->extra[k].value) == signbit(b->extra[k].value),
-                      "event %zu: extra %s %.17g vs %.17g", i, a->extra[k].key, a->extra[k].value,
-                      b->extra[k].value);
+                      "event %zu: extra %s %.17g vs %.17g", i, a->extra[k].key, a->extra[k].value, b->extra[k].value);
     }
 }
 
@@ -319,11 +317,23 @@ START_TEST(test_read_number_forms)
         const char *text;
         int64_t ns;
     } cases[] = {
-        {"0", 0},         {"-0", 0},          {"1", 1000},          {"1.5", 1500},      {"1.0005", 1001},
-        {"1.0004999", 1000}, {"-0.0005", -1}, {"-0.0004", 0},       {"1.5e3", 1500000}, {"15E-1", 1500},
-        {"2e-4", 0},      {"6e-4", 1},        {"0.000000000000000000000000000000000000000000000000000000000000000000009e72", 9000000},
-        {"9223372036854775.807", INT64_MAX},  {"-9223372036854775.808", INT64_MIN},
-        {"123456789012345.678", 123456789012345678LL}, {"123456789012.345678", 123456789012346LL},
+        {"0", 0},
+        {"-0", 0},
+        {"1", 1000},
+        {"1.5", 1500},
+        {"1.0005", 1001},
+        {"1.0004999", 1000},
+        {"-0.0005", -1},
+        {"-0.0004", 0},
+        {"1.5e3", 1500000},
+        {"15E-1", 1500},
+        {"2e-4", 0},
+        {"6e-4", 1},
+        {"0.000000000000000000000000000000000000000000000000000000000000000000009e72", 9000000},
+        {"9223372036854775.807", INT64_MAX},
+        {"-9223372036854775.808", INT64_MIN},
+        {"123456789012345.678", 123456789012345678LL},
+        {"123456789012.345678", 123456789012346LL},
     };
     const char *p = path_in("num.json");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -444,8 +454,7 @@ START_TEST(test_truncation_message)
     ck_assert_int_eq(dt_trace_read(p, &t), DT_ERR_FORMAT);
     char want[600];
     snprintf(want, sizeof want, "%s: line 4, column 29 (byte %zu): ", p, strlen(text));
-    ck_assert_msg(strncmp(dt_last_error(), want, strlen(want)) == 0, "got: %s\nwant prefix: %s", dt_last_error(),
-                  want);
+    ck_assert_msg(strncmp(dt_last_error(), want, strlen(want)) == 0, "got: %s\nwant prefix: %s", dt_last_error(), want);
     ck_assert_msg(strstr(dt_last_error(), "traceEvents[2]"), "%s", dt_last_error());
 
     /* cut between events: says how many events came before */
@@ -473,8 +482,8 @@ static void expect_format_error(const char *text, ...)
     write_bytes(p, text, strlen(text));
     dt_trace *t = (dt_trace *)&t;
     dt_status st = dt_trace_read(p, &t);
-    ck_assert_msg(st == DT_ERR_FORMAT, "want DT_ERR_FORMAT, got %s (%s) for:\n%s", dt_status_str(st),
-                  dt_last_error(), text);
+    ck_assert_msg(st == DT_ERR_FORMAT, "want DT_ERR_FORMAT, got %s (%s) for:\n%s", dt_status_str(st), dt_last_error(),
+                  text);
     ck_assert_ptr_null(t);
     const char *msg = dt_last_error();
     ck_assert_msg(strncmp(msg, p, strlen(p)) == 0, "message does not start with the path: %s", msg);
@@ -497,13 +506,11 @@ START_TEST(test_malformed_events)
                         "\"ph\" is \"B\"", NULL);
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"XX\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"ph\"", NULL);
     expect_format_error(HDR "{\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "missing \"name\"", NULL);
-    expect_format_error(HDR "{\"name\":\"\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"name\" is empty",
-                        NULL);
+    expect_format_error(HDR "{\"name\":\"\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"name\" is empty", NULL);
     expect_format_error(HDR "{\"name\":[],\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"name\" must be a string",
                         "an array", NULL);
-    expect_format_error(HDR
-                        "{\"name\":\"0123456789012345678901234567890123456789012345678\",\"ph\":\"i\",\"ts\":0,"
-                        "\"pid\":0,\"tid\":0}]}",
+    expect_format_error(HDR "{\"name\":\"0123456789012345678901234567890123456789012345678\",\"ph\":\"i\",\"ts\":0,"
+                            "\"pid\":0,\"tid\":0}]}",
                         "\"name\" is 49 bytes, longer than 47", NULL);
     expect_format_error(HDR "{\"name\":\"a\",\"cat\":1,\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"cat\"", NULL);
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"pid\":0,\"tid\":0}]}", "missing \"ts\"", NULL);
@@ -532,9 +539,10 @@ START_TEST(test_malformed_events)
                         "\"args.micro_batch\" is 3000000000, outside", NULL);
     expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{}}]}",
                         "missing \"args.value\"", NULL);
-    expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0}]}",
-                        "missing \"args.value\"", NULL);
-    expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{\"value\":\"1\"}}]}",
+    expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "missing \"args.value\"",
+                        NULL);
+    expect_format_error(HDR
+                        "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{\"value\":\"1\"}}]}",
                         "\"args.value\" must be a number", NULL);
     expect_format_error(HDR "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{}}]}",
                         "missing \"args.name\"", NULL);
@@ -570,8 +578,7 @@ START_TEST(test_malformed_files)
                         "otherData.version is missing", "version 1", NULL);
     expect_format_error("{\"otherData\":{\"format\":\"other\",\"version\":1,\"tool\":\"t\"},\"traceEvents\":[]}",
                         "\"other\"", "dtrain-trace", NULL);
-    expect_format_error("{\"otherData\":{\"version\":1,\"tool\":\"t\"},\"traceEvents\":[]}", "otherData.format",
-                        NULL);
+    expect_format_error("{\"otherData\":{\"version\":1,\"tool\":\"t\"},\"traceEvents\":[]}", "otherData.format", NULL);
     expect_format_error("{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1},\"traceEvents\":[]}",
                         "otherData: missing \"tool\"", NULL);
     expect_format_error("{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"t\",\"config\":3},"
@@ -817,7 +824,7 @@ START_TEST(test_event_init_and_args)
     ck_assert_int_eq(dt_trace_event_add_arg(&e, "", 1), DT_ERR_INVALID);
     ck_assert_int_eq(dt_trace_event_add_arg(&e, NULL, 1), DT_ERR_INVALID);
     ck_assert_int_eq(dt_trace_event_add_arg(&e, "a_key_of_23_bytes_xxxxx", 2), DT_ERR_INVALID); /* twice */
-    ck_assert_int_eq(dt_trace_event_add_arg(&e, "layer", 2), DT_ERR_INVALID); /* use the field */
+    ck_assert_int_eq(dt_trace_event_add_arg(&e, "layer", 2), DT_ERR_INVALID);                   /* use the field */
     ck_assert_int_eq(dt_trace_event_add_arg(&e, "nan", NAN), DT_ERR_NUMERIC);
     ck_assert_int_eq(e.n_extra, 1);
 

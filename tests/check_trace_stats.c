@@ -24,8 +24,8 @@
 
 typedef struct spec {
     const char *name;
-    int mb;            /* -1: none */
-    int64_t t0, t1;    /* ms */
+    int mb;         /* -1: none */
+    int64_t t0, t1; /* ms */
 } spec;
 
 /* Append the events of one stage's step: pipeline instructions on the lanes
@@ -37,8 +37,10 @@ static void add(dt_trace_event *ev, size_t *n, int pid, int stage, int64_t iter,
         const int compute = strcmp(s[i].name, "forward") == 0 || strcmp(s[i].name, "backward") == 0;
         const int optim = strcmp(s[i].name, "optim_step") == 0;
         dt_trace_event_init(e, DT_TRACE_COMPLETE, s[i].name, "pipeline", pid,
-                            compute ? DT_LANE_COMPUTE : optim ? DT_LANE_OPTIM : DT_LANE_COMM, s[i].t0 * MS,
-                            (s[i].t1 - s[i].t0) * MS);
+                            compute ? DT_LANE_COMPUTE
+                            : optim ? DT_LANE_OPTIM
+                                    : DT_LANE_COMM,
+                            s[i].t0 * MS, (s[i].t1 - s[i].t0) * MS);
         e->iter = iter;
         if (s[i].mb >= 0) e->micro_batch = s[i].mb;
         ck_dt(dt_trace_event_add_arg(e, "stage", stage));
@@ -55,19 +57,19 @@ static size_t one_f_one_b(dt_trace_event *ev, int64_t off, size_t n, int64_t ite
 {
     const int64_t o = off;
     const spec s0[] = {
-        {"forward", 0, o + 0, o + 1},     {"send_act", 0, o + 1, o + 1},    {"forward", 1, o + 1, o + 2},
-        {"send_act", 1, o + 2, o + 2},    {"recv_grad", 0, o + 2, o + 4},   {"backward", 0, o + 4, o + 6},
-        {"forward", 2, o + 6, o + 7},     {"send_act", 2, o + 7, o + 7},    {"recv_grad", 1, o + 7, o + 7},
-        {"backward", 1, o + 7, o + 9},    {"forward", 3, o + 9, o + 10},    {"send_act", 3, o + 10, o + 10},
-        {"recv_grad", 2, o + 10, o + 10}, {"backward", 2, o + 10, o + 12},  {"recv_grad", 3, o + 12, o + 13},
+        {"forward", 0, o + 0, o + 1},     {"send_act", 0, o + 1, o + 1},      {"forward", 1, o + 1, o + 2},
+        {"send_act", 1, o + 2, o + 2},    {"recv_grad", 0, o + 2, o + 4},     {"backward", 0, o + 4, o + 6},
+        {"forward", 2, o + 6, o + 7},     {"send_act", 2, o + 7, o + 7},      {"recv_grad", 1, o + 7, o + 7},
+        {"backward", 1, o + 7, o + 9},    {"forward", 3, o + 9, o + 10},      {"send_act", 3, o + 10, o + 10},
+        {"recv_grad", 2, o + 10, o + 10}, {"backward", 2, o + 10, o + 12},    {"recv_grad", 3, o + 12, o + 13},
         {"backward", 3, o + 13, o + 15},  {"optim_step", -1, o + 15, o + 15},
     };
     const spec s1[] = {
-        {"recv_act", 0, o + 0, o + 1},    {"forward", 0, o + 1, o + 2},     {"backward", 0, o + 2, o + 4},
-        {"send_grad", 0, o + 4, o + 4},   {"recv_act", 1, o + 4, o + 4},    {"forward", 1, o + 4, o + 5},
-        {"backward", 1, o + 5, o + 7},    {"send_grad", 1, o + 7, o + 7},   {"recv_act", 2, o + 7, o + 7},
-        {"forward", 2, o + 7, o + 8},     {"backward", 2, o + 8, o + 10},   {"send_grad", 2, o + 10, o + 10},
-        {"recv_act", 3, o + 10, o + 10},  {"forward", 3, o + 10, o + 11},   {"backward", 3, o + 11, o + 13},
+        {"recv_act", 0, o + 0, o + 1},    {"forward", 0, o + 1, o + 2},       {"backward", 0, o + 2, o + 4},
+        {"send_grad", 0, o + 4, o + 4},   {"recv_act", 1, o + 4, o + 4},      {"forward", 1, o + 4, o + 5},
+        {"backward", 1, o + 5, o + 7},    {"send_grad", 1, o + 7, o + 7},     {"recv_act", 2, o + 7, o + 7},
+        {"forward", 2, o + 7, o + 8},     {"backward", 2, o + 8, o + 10},     {"send_grad", 2, o + 10, o + 10},
+        {"recv_act", 3, o + 10, o + 10},  {"forward", 3, o + 10, o + 11},     {"backward", 3, o + 11, o + 13},
         {"send_grad", 3, o + 13, o + 13}, {"optim_step", -1, o + 13, o + 15},
     };
     add(ev, &n, 0, 0, iter, s0, (int)(sizeof s0 / sizeof s0[0]));
@@ -136,10 +138,10 @@ START_TEST(test_mixed_and_shuffled)
 {
     dt_trace_event ev[32];
     size_t n = 0;
-    const spec st3[] = {{"recv_act", 0, 1000, 1010}, {"forward", 0, 1010, 1030}, {"recv_grad", 0, 1030, 1060},
+    const spec st3[] = {{"recv_act", 0, 1000, 1010}, {"forward", 0, 1010, 1030},   {"recv_grad", 0, 1030, 1060},
                         {"backward", 0, 1060, 1090}, {"send_grad", 0, 1090, 1091}, {"optim_step", -1, 1090, 1100}};
-    const spec st1[] = {{"recv_act", 0, 0, 50}, {"forward", 0, 50, 60}, {"backward", 0, 60, 80},
-                        {"optim_step", -1, 80, 100}};
+    const spec st1[] = {
+        {"recv_act", 0, 0, 50}, {"forward", 0, 50, 60}, {"backward", 0, 60, 80}, {"optim_step", -1, 80, 100}};
     add(ev, &n, 3, 2, 3, st3, 6);
     add(ev, &n, 3, 2, 1, st1, 4);
     /* not pipeline instructions: ignored */
@@ -293,7 +295,9 @@ START_TEST(test_phase_times)
         const struct {
             const char *name, *cat;
             int64_t t0, t1;
-        } sp[] = {{"forward", "compute", 0, 2}, {"backward", "compute", 2, 5}, {"allreduce", "comm", 5, 6},
+        } sp[] = {{"forward", "compute", 0, 2},
+                  {"backward", "compute", 2, 5},
+                  {"allreduce", "comm", 5, 6},
                   {"optimizer", "optim", 6, 7}};
         for (int k = 0; k < 4; k++)
             for (int pid = 0; pid < 2; pid++) {

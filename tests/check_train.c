@@ -128,8 +128,7 @@ START_TEST(test_same_seed_bit_identical)
         ck_assert(isfinite(a[i]));
         ck_assert_float_eq(lr[i], dt_lr_at(&c.lr, i)); /* the schedule at the 0-based iteration */
     }
-    ck_assert_msg(a[DET_STEPS - 1] < a[0], "loss did not decrease: %g -> %g", (double)a[0],
-                  (double)a[DET_STEPS - 1]);
+    ck_assert_msg(a[DET_STEPS - 1] < a[0], "loss did not decrease: %g -> %g", (double)a[0], (double)a[DET_STEPS - 1]);
 
     /* an evaluation between steps touches neither parameters nor gradients */
     run_losses(&c, 2, b, NULL);
@@ -287,7 +286,7 @@ START_TEST(test_overflow_skips_step)
     c.use_loss_scaling = 1;
     c.loss_scaler.initial_scale = 1e30f; /* every gradient overflows */
     c.loss_scaler.hysteresis = 2;
-    c.loss_scaler.min_scale = 2.5e29f;   /* two backoffs reach the minimum */
+    c.loss_scaler.min_scale = 2.5e29f; /* two backoffs reach the minimum */
     dt_trainer *tr;
     ck_dt(dt_trainer_create(&c, &tr));
     dt_gpt *m = dt_trainer_model(tr);
@@ -323,10 +322,20 @@ static json_t *load_json(const char *path)
     return j;
 }
 
-static const char *const SUMMARY_KEYS[] = {"train_loss",      "val_loss",   "accuracy",          "val_examples",
-                                           "tokens_per_second", "peak_activation_bytes", "iterations", "num_params",
-                                           "elapsed_seconds", "config", "loss_scale", "skipped_steps",
-                                           "loss_scale_backoffs", "loss_scale_at_min_overflows"};
+static const char *const SUMMARY_KEYS[] = {"train_loss",
+                                           "val_loss",
+                                           "accuracy",
+                                           "val_examples",
+                                           "tokens_per_second",
+                                           "peak_activation_bytes",
+                                           "iterations",
+                                           "num_params",
+                                           "elapsed_seconds",
+                                           "config",
+                                           "loss_scale",
+                                           "skipped_steps",
+                                           "loss_scale_backoffs",
+                                           "loss_scale_at_min_overflows"};
 
 static void check_summary_keys(json_t *j)
 {
@@ -343,9 +352,20 @@ static void check_summary_keys(json_t *j)
     ck_assert(json_number_value(json_object_get(j, "elapsed_seconds")) > 0);
     json_t *cfg = json_object_get(j, "config");
     ck_assert(json_is_object(cfg));
-    static const char *const cfg_keys[] = {"model", "num_layers", "hidden_size", "num_attention_heads",
-                                           "seq_length", "micro_batch_size", "global_batch_size", "train_iters",
-                                           "optimizer", "lr", "min_lr", "lr_decay_style", "seed", "threads"};
+    static const char *const cfg_keys[] = {"model",
+                                           "num_layers",
+                                           "hidden_size",
+                                           "num_attention_heads",
+                                           "seq_length",
+                                           "micro_batch_size",
+                                           "global_batch_size",
+                                           "train_iters",
+                                           "optimizer",
+                                           "lr",
+                                           "min_lr",
+                                           "lr_decay_style",
+                                           "seed",
+                                           "threads"};
     for (size_t i = 0; i < sizeof cfg_keys / sizeof cfg_keys[0]; i++)
         ck_assert_msg(json_object_get(cfg, cfg_keys[i]) != NULL, "summary config has no key %s", cfg_keys[i]);
 }

@@ -100,9 +100,9 @@ static SDL_Color probe(const dtv_canvas *c, const dtv_trace *t, const dtv_view *
     return dtv_canvas_pixel(c, x, y);
 }
 
-#define ck_color(got, want, what)                                                                              \
-    ck_assert_msg(dtv_color_eq((got), (want)), "%s: pixel (%d, %d, %d), expected (%d, %d, %d)", (what),     \
-                  (got).r, (got).g, (got).b, (want).r, (want).g, (want).b)
+#define ck_color(got, want, what)                                                                                \
+    ck_assert_msg(dtv_color_eq((got), (want)), "%s: pixel (%d, %d, %d), expected (%d, %d, %d)", (what), (got).r, \
+                  (got).g, (got).b, (want).r, (want).g, (want).b)
 
 static char tmpdir[256];
 
@@ -308,10 +308,7 @@ static void expect_load_error(const char *path, const char *name, const char *wh
     free(t);
 }
 
-static void write_path(char *buf, size_t n, const char *name)
-{
-    snprintf(buf, n, "%s/%s", tmpdir, name);
-}
+static void write_path(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", tmpdir, name); }
 
 START_TEST(test_bad_inputs)
 {

@@ -318,8 +318,7 @@ START_TEST(test_whatif_invalid_keeps_trace)
     /* the tiny model has 2 blocks: p = 3 is refused */
     dtv_app_key(&a, SDLK_p, KMOD_SHIFT);
     ck_assert_int_eq(a.status_error, 1);
-    ck_assert_msg(strstr(a.status, "pipeline-model-parallel-size") && strstr(a.status, "kept"), "status: %s",
-                  a.status);
+    ck_assert_msg(strstr(a.status, "pipeline-model-parallel-size") && strstr(a.status, "kept"), "status: %s", a.status);
     ck_assert_ptr_eq(a.tr[0].ev, ev);
     ck_assert_uint_eq(a.tr[0].n_ev, n);
     ck_assert_int_eq(config_int(&a.tr[0], "pipeline_model_parallel_size"), 2);

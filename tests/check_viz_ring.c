@@ -62,12 +62,14 @@ static void ring_trace(dtv_trace *t, int plan_numbering, int buckets, const char
             dt_trace_event *f = push(&b, DT_TRACE_COMPLETE, "backward", "compute", r, DT_LANE_COMPUTE, o, 10 * MS);
             f->iter = it;
             if (buckets) {
-                dt_trace_event *e = push(&b, DT_TRACE_INSTANT, "bucket launch", "comm", r, DT_LANE_COMM, o + 10 * MS, 0);
+                dt_trace_event *e =
+                    push(&b, DT_TRACE_INSTANT, "bucket launch", "comm", r, DT_LANE_COMM, o + 10 * MS, 0);
                 e->iter = it;
                 e->bytes = S;
             }
             for (int k = 0; k < N - 1; k++)
-                step(&b, "reduce-scatter", r, it, o + (10 + 10 * k) * MS, o + (20 + 10 * k) * MS, S / N, k, (r + 1) % N);
+                step(&b, "reduce-scatter", r, it, o + (10 + 10 * k) * MS, o + (20 + 10 * k) * MS, S / N, k,
+                     (r + 1) % N);
             for (int k = 0; k < N - 1; k++)
                 step(&b, "all-gather", r, it, o + (40 + 10 * k) * MS, o + (50 + 10 * k) * MS, S / N,
                      plan_numbering ? N - 1 + k : k, (r + 1) % N);
@@ -264,7 +266,8 @@ START_TEST(test_ps_histogram)
     const int stale[8] = {0, 1, 1, 0, 1, 2, 1, 20};
     for (int i = 0; i < 8; i++) {
         const int w = i % 3;
-        dt_trace_event *e = push(&b, DT_TRACE_COMPLETE, "push/pull", "comm", w, DT_LANE_COMM, (10 + 10 * i) * MS, 8 * MS);
+        dt_trace_event *e =
+            push(&b, DT_TRACE_COMPLETE, "push/pull", "comm", w, DT_LANE_COMM, (10 + 10 * i) * MS, 8 * MS);
         e->iter = i / 3;
         e->bytes = S;
         ck_dt(dt_trace_event_add_arg(e, "staleness", stale[i]));
@@ -329,8 +332,8 @@ START_TEST(test_ps_histogram)
              dtv_kind_color(DTV_PUSHPULL), "push box");
     /* at 27 ms (7/8): the pull, three quarters of the way back */
     render(&c, &t, 27 * MS, area);
-    ck_color(&c, (int)lround(cx + 0.75 * (wx[1] - cx)), (int)lround(cy + 0.75 * (wy[1] - cy)), dtv_kind_color(DTV_OPTIM),
-             "pull box");
+    ck_color(&c, (int)lround(cx + 0.75 * (wx[1] - cx)), (int)lround(cy + 0.75 * (wy[1] - cy)),
+             dtv_kind_color(DTV_OPTIM), "pull box");
     dtv_canvas_free(&c);
     dtv_trace_free(&t);
 }
@@ -339,7 +342,8 @@ END_TEST
 START_TEST(test_neither)
 {
     evbuf b = {0};
-    for (int r = 0; r < 2; r++) push(&b, DT_TRACE_COMPLETE, "forward", "compute", r, DT_LANE_COMPUTE, 0, 10 * MS)->iter = 0;
+    for (int r = 0; r < 2; r++)
+        push(&b, DT_TRACE_COMPLETE, "forward", "compute", r, DT_LANE_COMPUTE, 0, 10 * MS)->iter = 0;
     dtv_trace t;
     ck_dt(dtv_trace_from_events(b.ev, b.n, "plain", "dtrain", NULL, &t));
     ck_assert_int_eq(t.coll->algo, DTV_ALGO_NONE);

@@ -67,8 +67,8 @@ typedef struct tspec {
 
 /* offsets from dt_paramset_add: padding between tensors */
 static const tspec aligned_spec[] = {
-    {"wte", 2, {7, 5}, 1}, {"b1", 1, {3}, 0},  {"w1", 2, {13, 3}, 1}, {"ln", 1, {2}, 0},
-    {"w2", 2, {1, 17}, 1}, {"b2", 1, {1}, 0}, {"g", 1, {1}, 0},       {"w4", 2, {3, 7}, 1},
+    {"wte", 2, {7, 5}, 1}, {"b1", 1, {3}, 0}, {"w1", 2, {13, 3}, 1}, {"ln", 1, {2}, 0},
+    {"w2", 2, {1, 17}, 1}, {"b2", 1, {1}, 0}, {"g", 1, {1}, 0},      {"w4", 2, {3, 7}, 1},
 };
 /* abutting, 127 elements: segment boundaries cut w1 (n = 4), b1 (3), w2
  * (2, 4), ln (2 elements, n = 3) and b3 (3 elements, n = 4) */
@@ -83,7 +83,7 @@ typedef enum { L_ALIGNED, L_PACKED, L_TINY } layout_kind;
 static void make_layout(layout_kind k, dt_paramset *L)
 {
     const tspec *s = k == L_ALIGNED ? aligned_spec : k == L_PACKED ? packed_spec : tiny_spec;
-    int n = k == L_ALIGNED   ? (int)(sizeof aligned_spec / sizeof *s)
+    int n = k == L_ALIGNED  ? (int)(sizeof aligned_spec / sizeof *s)
             : k == L_PACKED ? (int)(sizeof packed_spec / sizeof *s)
                             : (int)(sizeof tiny_spec / sizeof *s);
     dt_paramset_init(L);
@@ -164,10 +164,10 @@ typedef struct zcase {
     layout_kind layout;
     dt_optim_kind kind;
     int nesterov;
-    float clip_grad;  /* <= 0: none */
-    int expect_clip;  /* 1: clip < 1 on every applied step; 0: clip == 1 */
-    int scaling;      /* dynamic loss scaling */
-    int overflow;     /* inject infs at steps 2 and 4 (with scaling) */
+    float clip_grad; /* <= 0: none */
+    int expect_clip; /* 1: clip < 1 on every applied step; 0: clip == 1 */
+    int scaling;     /* dynamic loss scaling */
+    int overflow;    /* inject infs at steps 2 and 4 (with scaling) */
     int steps;
 } zcase;
 
@@ -208,8 +208,8 @@ START_TEST(test_zero_matches_whole)
     unsigned char *mask = tensor_mask(&L);
     dt_optim_config oc;
     optim_config(c, &oc);
-    const dt_lr_schedule lr = {.max_lr = 0.05f, .min_lr = 0.005f, .warmup_iters = 2, .decay_iters = 8,
-                               .style = DT_LR_COSINE};
+    const dt_lr_schedule lr = {
+        .max_lr = 0.05f, .min_lr = 0.005f, .warmup_iters = 2, .decay_iters = 8, .style = DT_LR_COSINE};
     dt_loss_scaler_config sc;
     dt_loss_scaler_config_default(&sc);
     sc.initial_scale = 1024.0f; /* powers of two: unscaling stays exact */
@@ -366,8 +366,8 @@ START_TEST(test_zero_matches_ring_dp)
     const zcase zc = {.kind = c->kind};
     dt_optim_config oc;
     optim_config(&zc, &oc);
-    const dt_lr_schedule lr = {.max_lr = 0.05f, .min_lr = 0.005f, .warmup_iters = 1, .decay_iters = 6,
-                               .style = DT_LR_LINEAR};
+    const dt_lr_schedule lr = {
+        .max_lr = 0.05f, .min_lr = 0.005f, .warmup_iters = 1, .decay_iters = 6, .style = DT_LR_LINEAR};
     float *P = falloc(N), *R = falloc(N), *G = falloc(N), *GD = falloc(N);
     for (size_t i = 0; i < N; i++) P[i] = R[i] = mask[i] ? rval(99, 0, i) : 0.0f;
     dt__zero *z = NULL;
@@ -383,8 +383,15 @@ START_TEST(test_zero_matches_ring_dp)
         dt__zero_step_args za = {.lr = &lr, .position = s, .clip_grad = c->clip_grad};
         dt__update_result zr, rr;
         ck_dt(dt__zero_step(z, P, G, &za, &zr));
-        dt__update_args ra = {.be = g_be, .layout = &L, .params = R, .grads = GD, .opt = &dp, .lr = &lr,
-                              .position = s, .clip_grad = c->clip_grad, .given_norm = -1.0};
+        dt__update_args ra = {.be = g_be,
+                              .layout = &L,
+                              .params = R,
+                              .grads = GD,
+                              .opt = &dp,
+                              .lr = &lr,
+                              .position = s,
+                              .clip_grad = c->clip_grad,
+                              .given_norm = -1.0};
         ck_dt(dt__update_apply(&ra, &rr));
         clipped += zr.clip < 1.0f;
         /* the segment's summed gradient: the ring allreduce's, bit for bit */

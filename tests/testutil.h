@@ -10,11 +10,11 @@
 #include "dtrain.h"
 
 /* Fail the test with the library's message if a call does not return DT_OK. */
-#define ck_dt(expr)                                                                     \
-    do {                                                                                \
-        dt_status ck_dt_st_ = (expr);                                                   \
-        ck_assert_msg(ck_dt_st_ == DT_OK, "%s -> %s: %s (%s)", #expr,                  \
-                      dt_status_str(ck_dt_st_), dt_last_error(), dt_last_error_site()); \
+#define ck_dt(expr)                                                                                              \
+    do {                                                                                                         \
+        dt_status ck_dt_st_ = (expr);                                                                            \
+        ck_assert_msg(ck_dt_st_ == DT_OK, "%s -> %s: %s (%s)", #expr, dt_status_str(ck_dt_st_), dt_last_error(), \
+                      dt_last_error_site());                                                                     \
     } while (0)
 
 /* |a - b| <= atol + rtol * |b| */

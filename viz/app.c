@@ -99,7 +99,8 @@ dt_status dtv_app_png(dtv_app *a, int w, int h, const char *path)
 
 dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames)
 {
-    if (frames < 1 || frames > 100000) return DT_FAIL(DT_ERR_INVALID, "--frames: %d frames, expected 1..100000", frames);
+    if (frames < 1 || frames > 100000)
+        return DT_FAIL(DT_ERR_INVALID, "--frames: %d frames, expected 1..100000", frames);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return DT_FAIL(DT_ERR_IO, "--frames %s: cannot create the directory (%s)", dir, strerror(errno));
     dtv_canvas c;

@@ -69,8 +69,9 @@ static dt_status dtv__fonts(dtv_canvas *c)
     snprintf(path, sizeof path, "%s/DejaVuSans-Bold.ttf", dir);
     c->bold = TTF_OpenFont(path, 14);
     if (!c->font || !c->small || !c->bold)
-        return DT_FAIL(DT_ERR_IO, "%s: cannot open the DejaVu fonts (%s; install fonts-dejavu-core or set DTV_FONT_DIR)",
-                       path, TTF_GetError());
+        return DT_FAIL(DT_ERR_IO,
+                       "%s: cannot open the DejaVu fonts (%s; install fonts-dejavu-core or set DTV_FONT_DIR)", path,
+                       TTF_GetError());
     return DT_OK;
 }
 

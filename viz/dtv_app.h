@@ -12,26 +12,26 @@
 #include "dtv_view.h"
 
 typedef struct dtv_app {
-    int n;               /* traces: 1 or 2 */
+    int n; /* traces: 1 or 2 */
     dtv_trace tr[2];
-    double step_ns[2];   /* mean step period of each trace's lowest rank (NAN: unknown) */
+    double step_ns[2]; /* mean step period of each trace's lowest rank (NAN: unknown) */
     dtv_view view[2];
     const char *profile; /* what-if: a profile for the simulator's costs (NULL: roofline) */
     const char *hw;      /* what-if: a hardware file (NULL: the trace's) */
     /* interactive state (viz/interactive.c); zero after dtv_app_open */
-    int playing;         /* playback running (view[].now advances in dtv_app_tick) */
-    double speed;        /* playback speed (0: 1); the whole trace plays in DTV_PLAY_SECONDS at 1 */
-    double play_frac;    /* sub-nanosecond remainder of the playback advance */
-    int help;            /* help overlay shown */
-    char status[320];    /* one-line status message ("" none) */
-    int status_error;    /* the message is an error */
-    int dragging, drag_x;   /* left button held since x = drag_x */
-    int64_t drag_t0;        /* view[0].t0 when the drag started */
-    double bw_scale;     /* what-if: link bandwidth factor of tr[0] (0: 1) */
-    int whatif_runs;     /* what-if re-simulations done */
+    int playing;           /* playback running (view[].now advances in dtv_app_tick) */
+    double speed;          /* playback speed (0: 1); the whole trace plays in DTV_PLAY_SECONDS at 1 */
+    double play_frac;      /* sub-nanosecond remainder of the playback advance */
+    int help;              /* help overlay shown */
+    char status[320];      /* one-line status message ("" none) */
+    int status_error;      /* the message is an error */
+    int dragging, drag_x;  /* left button held since x = drag_x */
+    int64_t drag_t0;       /* view[0].t0 when the drag started */
+    double bw_scale;       /* what-if: link bandwidth factor of tr[0] (0: 1) */
+    int whatif_runs;       /* what-if re-simulations done */
     char whatif_base[512]; /* tr[0]'s name before the first what-if */
-    char whatif[160];    /* the last what-if's settings and step time (the status line keeps showing it) */
-    long frames;         /* frames drawn by the last dtv_app_interactive */
+    char whatif[160];      /* the last what-if's settings and step time (the status line keeps showing it) */
+    long frames;           /* frames drawn by the last dtv_app_interactive */
 } dtv_app;
 
 /* Interactive state changes (viz/interactive.c), without a display. */

@@ -34,15 +34,15 @@ typedef enum dtv_kind {
     DTV_FORWARD = 0,
     DTV_BACKWARD,
     DTV_RECOMPUTE,
-    DTV_OPTIM,       /* optimizer, optim_step, apply */
-    DTV_SEND,        /* send_act, send_grad */
-    DTV_RECV,        /* recv_act, recv_grad: waiting for data */
-    DTV_RS,          /* reduce-scatter and reduce steps */
-    DTV_AG,          /* all-gather and broadcast steps */
-    DTV_TP,          /* tp allreduce f/g */
-    DTV_PUSHPULL,    /* parameter server push/pull */
-    DTV_STASH,       /* stash, drop */
-    DTV_EVAL,        /* evaluate */
+    DTV_OPTIM,    /* optimizer, optim_step, apply */
+    DTV_SEND,     /* send_act, send_grad */
+    DTV_RECV,     /* recv_act, recv_grad: waiting for data */
+    DTV_RS,       /* reduce-scatter and reduce steps */
+    DTV_AG,       /* all-gather and broadcast steps */
+    DTV_TP,       /* tp allreduce f/g */
+    DTV_PUSHPULL, /* parameter server push/pull */
+    DTV_STASH,    /* stash, drop */
+    DTV_EVAL,     /* evaluate */
     DTV_OTHER,
     DTV_N_KINDS
 } dtv_kind;
@@ -52,15 +52,15 @@ dtv_kind dtv_kind_of(const dt_trace_event *e);
 
 typedef struct dtv_span {
     int64_t t0, t1;
-    int ev;          /* index into dtv_trace.ev */
+    int ev; /* index into dtv_trace.ev */
     unsigned char kind;
 } dtv_span;
 
 typedef struct dtv_row {
     int pid, lane;
-    char label[64];  /* "rank 1 compute", "rank 0 (p 1) comm" */
+    char label[64]; /* "rank 1 compute", "rank 0 (p 1) comm" */
     int n;
-    dtv_span *s;     /* (n) sorted by t0 */
+    dtv_span *s;      /* (n) sorted by t0 */
     int64_t *max_end; /* (n) max of s[0..i].t1 */
 } dtv_row;
 
@@ -80,17 +80,17 @@ typedef struct dtv_series {
 /* An fp16 overflow: where the scale backed off. */
 typedef struct dtv_overflow {
     int64_t t, iter;
-    double scale;   /* the scale that overflowed */
-    int layer;      /* trace layer (-1 embedding .. L head); DT_TRACE_NONE unknown */
+    double scale; /* the scale that overflowed */
+    int layer;    /* trace layer (-1 embedding .. L head); DT_TRACE_NONE unknown */
     int skipped;
 } dtv_overflow;
 
 typedef struct dtv_trace {
-    char name[512];       /* what was loaded (file or run name) */
-    char tool[32];        /* "dtrain" or "dtsim" */
-    char *config_json;    /* otherData.config of the first file (owned), or NULL */
-    int aligned;          /* real ranks' clocks aligned on step 0 (1), or not needed (dtsim: 1), or left (0) */
-    dt_trace_event *ev;   /* (n_ev) owned */
+    char name[512];     /* what was loaded (file or run name) */
+    char tool[32];      /* "dtrain" or "dtsim" */
+    char *config_json;  /* otherData.config of the first file (owned), or NULL */
+    int aligned;        /* real ranks' clocks aligned on step 0 (1), or not needed (dtsim: 1), or left (0) */
+    dt_trace_event *ev; /* (n_ev) owned */
     size_t n_ev;
     int64_t t_min, t_max;
     int n_rows;
@@ -99,24 +99,24 @@ typedef struct dtv_trace {
     int pids[DTV_MAX_RANKS];
     char pname[DTV_MAX_RANKS][48]; /* process_name label per rank index */
     /* pipeline */
-    int p, m;                       /* stages (1 without), micro-batches per step (from the config; 0 unknown) */
-    int stage_pid[DTV_MAX_STAGES];  /* a rank of each stage (the lowest) */
+    int p, m;                      /* stages (1 without), micro-batches per step (from the config; 0 unknown) */
+    int stage_pid[DTV_MAX_STAGES]; /* a rank of each stage (the lowest) */
     double bubble[DTV_MAX_STAGES], bubble_fb[DTV_MAX_STAGES]; /* dt_bubble_stats means (NAN: none) */
     int max_versions[DTV_MAX_STAGES]; /* most distinct weight versions in flight per stage (from the events) */
-    double formula;                 /* (p-1)/(m+p-1), NAN when m unknown */
-    int64_t n_steps;                /* iterations seen */
+    double formula;                   /* (p-1)/(m+p-1), NAN when m unknown */
+    int64_t n_steps;                  /* iterations seen */
     /* collectives: the comm-lane step spans of data parallelism, by rank (see dtv_row) */
     int has_ring;
     /* parameter server */
     int64_t stale_hist[16];
     int64_t pushes;
     /* numerics and memory */
-    dtv_series loss_scale;          /* loss_scale counter of the lowest rank */
+    dtv_series loss_scale; /* loss_scale counter of the lowest rank */
     int n_overflow;
     dtv_overflow *overflow;
-    dtv_series *memory;             /* (n_ranks) memory counters, or activation counters of real runs */
+    dtv_series *memory; /* (n_ranks) memory counters, or activation counters of real runs */
     double mem_max;
-    struct dtv_coll *coll;          /* ring and parameter-server index (appended; see the end of this file) */
+    struct dtv_coll *coll; /* ring and parameter-server index (appended; see the end of this file) */
 } dtv_trace;
 
 /* Load a file or a real run's rank files (see above). Refuses a trace with
@@ -157,35 +157,35 @@ int dtv_series_at(const dtv_series *s, int64_t ns);
 enum { DTV_ALGO_NONE = 0, DTV_ALGO_RING, DTV_ALGO_TREE, DTV_ALGO_NAIVE, DTV_ALGO_MPI };
 /* Collective step names, in this order: reduce-scatter, all-gather, reduce, broadcast, allreduce. */
 enum { DTV_STEP_RS = 0, DTV_STEP_AG, DTV_STEP_REDUCE, DTV_STEP_BCAST, DTV_STEP_ALLREDUCE, DTV_N_STEP_NAMES };
-enum { DTV_N_STALE = 16 };     /* staleness histogram: 0..14 and 15+ */
-enum { DTV_PUSH_CKPT = 256 };  /* pushes between histogram checkpoints */
+enum { DTV_N_STALE = 16 };    /* staleness histogram: 0..14 and 15+ */
+enum { DTV_PUSH_CKPT = 256 }; /* pushes between histogram checkpoints */
 
 typedef struct dtv_coll_rank {
-    int row;         /* the row of the spans below: the comm row, or a server's optim row (-1: none) */
-    int n;           /* collective steps (ring), push/pull spans (worker) or apply spans (server) */
-    int *idx;        /* (n) indices into rows[row].s, by start */
-    int64_t *cum;    /* (n + 1) cum[i]: bytes sent by the first i collective steps */
-    double buffer;   /* S: gradient bytes this rank allreduces per iteration (0: unknown; see view_ring.c) */
-    int steps;       /* 1: has collective steps */
-    int worker;      /* 1: has push/pull spans */
-    int server;      /* 1: process_name says "parameter server" */
-    int slot;        /* place on the view's circle (ring ranks; workers; servers apart), -1 none */
-    int first_peer;  /* (index building) */
+    int row;        /* the row of the spans below: the comm row, or a server's optim row (-1: none) */
+    int n;          /* collective steps (ring), push/pull spans (worker) or apply spans (server) */
+    int *idx;       /* (n) indices into rows[row].s, by start */
+    int64_t *cum;   /* (n + 1) cum[i]: bytes sent by the first i collective steps */
+    double buffer;  /* S: gradient bytes this rank allreduces per iteration (0: unknown; see view_ring.c) */
+    int steps;      /* 1: has collective steps */
+    int worker;     /* 1: has push/pull spans */
+    int server;     /* 1: process_name says "parameter server" */
+    int slot;       /* place on the view's circle (ring ranks; workers; servers apart), -1 none */
+    int first_peer; /* (index building) */
 } dtv_coll_rank;
 
 typedef struct dtv_coll {
-    int algo;                               /* DTV_ALGO_*: the config's allreduce, else from the steps */
-    int n;                                  /* ranks with collective steps */
-    int group;                              /* ranks per allreduce: data_parallel_size when it divides n, else n */
-    int step_base[DTV_N_STEP_NAMES];        /* smallest `step` extra per name (the simulator numbers a whole plan) */
-    int step_count[DTV_N_STEP_NAMES];       /* largest - smallest + 1 (0: none) */
-    int buffer_from_buckets;                /* 1: every S from bucket launch events */
-    dtv_coll_rank *rank;                    /* (n_ranks) */
+    int algo;                         /* DTV_ALGO_*: the config's allreduce, else from the steps */
+    int n;                            /* ranks with collective steps */
+    int group;                        /* ranks per allreduce: data_parallel_size when it divides n, else n */
+    int step_base[DTV_N_STEP_NAMES];  /* smallest `step` extra per name (the simulator numbers a whole plan) */
+    int step_count[DTV_N_STEP_NAMES]; /* largest - smallest + 1 (0: none) */
+    int buffer_from_buckets;          /* 1: every S from bucket launch events */
+    dtv_coll_rank *rank;              /* (n_ranks) */
     int n_workers, n_servers;
-    size_t n_push;                          /* push/pull spans by end time */
+    size_t n_push; /* push/pull spans by end time */
     int64_t *push_end;
     int *push_stale;
-    int64_t (*ckpt)[DTV_N_STALE + 2];       /* before push i*DTV_PUSH_CKPT: histogram, sum, max */
+    int64_t (*ckpt)[DTV_N_STALE + 2]; /* before push i*DTV_PUSH_CKPT: histogram, sum, max */
 } dtv_coll;
 
 dt_status dtv_coll_index(dtv_trace *t);

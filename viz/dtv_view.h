@@ -20,7 +20,13 @@
 #include "dtv_draw.h"
 #include "dtv_trace.h"
 
-typedef enum dtv_view_id { DTV_VIEW_TIMELINE = 0, DTV_VIEW_RING, DTV_VIEW_SCALE, DTV_VIEW_MEMORY, DTV_N_VIEWS } dtv_view_id;
+typedef enum dtv_view_id {
+    DTV_VIEW_TIMELINE = 0,
+    DTV_VIEW_RING,
+    DTV_VIEW_SCALE,
+    DTV_VIEW_MEMORY,
+    DTV_N_VIEWS
+} dtv_view_id;
 
 /* view.c: the registry. */
 const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory" */
@@ -28,9 +34,9 @@ int dtv_view_parse(const char *s, dtv_view_id *out);
 
 typedef struct dtv_view {
     dtv_view_id id;
-    int64_t t0, t1;  /* visible window of trace time (t0 < t1) */
-    int64_t now;     /* playback time: nothing after it is drawn (INT64_MAX: everything) */
-    int first_row;   /* timeline: first row shown (vertical scroll) */
+    int64_t t0, t1; /* visible window of trace time (t0 < t1) */
+    int64_t now;    /* playback time: nothing after it is drawn (INT64_MAX: everything) */
+    int first_row;  /* timeline: first row shown (vertical scroll) */
 } dtv_view;
 
 /* The whole trace visible, everything played. */
@@ -58,8 +64,8 @@ void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_v
 /* Timeline geometry (tests probe pixels with it): the rows' area inside
  * `area` and the height of one row. */
 typedef struct dtv_timeline_layout {
-    int x, y, w, h;   /* where spans are drawn */
-    int row_h;        /* pixels per row (the box is row_h - 2 high, from y + 1) */
+    int x, y, w, h; /* where spans are drawn */
+    int row_h;      /* pixels per row (the box is row_h - 2 high, from y + 1) */
     int rows_shown;
 } dtv_timeline_layout;
 void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
@@ -69,8 +75,8 @@ void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace 
  * x is the iteration when every step left one loss_scale counter (the
  * k-th counter ends step k), else trace time; y is log2 of the scale. */
 typedef struct dtv_scale_layout {
-    int x, y, w, h;      /* the plot */
-    int by_iter;         /* x: iterations [x_lo, x_hi) (1) or trace time in ns (0) */
+    int x, y, w, h; /* the plot */
+    int by_iter;    /* x: iterations [x_lo, x_hi) (1) or trace time in ns (0) */
     double x_lo, x_hi;
     double l2_lo, l2_hi; /* y: log2(scale) from the bottom to the top */
 } dtv_scale_layout;
@@ -107,16 +113,16 @@ void dtv_ring_point(SDL_Rect area, int n, int i, int *x, int *y);
 void dtv_ring_chunk_pos(SDL_Rect area, int n, int from, int to, double frac, int *x, int *y);
 /* What rank index ri shows at playback time `now`. */
 typedef struct dtv_ring_state {
-    int span;        /* the step shown: index into its comm row's spans (-1: none started yet) */
-    int active;      /* 1: now is inside it; 0: it is the last that ended */
-    double frac;     /* (now - t0) / (t1 - t0), 1 when ended */
-    int64_t iter;    /* its iteration */
-    int peer;        /* its `peer` extra (-1: receive only) */
-    int step_name;   /* DTV_STEP_* */
-    int step, steps; /* 0-based step within its phase, and the phase's steps */
-    int first, ended;/* the rank's steps of this iteration: [first, ended) have ended by now (t->coll indices) */
-    int64_t sent;    /* bytes those steps sent */
-    double buffer;   /* S (0: unknown) */
+    int span;         /* the step shown: index into its comm row's spans (-1: none started yet) */
+    int active;       /* 1: now is inside it; 0: it is the last that ended */
+    double frac;      /* (now - t0) / (t1 - t0), 1 when ended */
+    int64_t iter;     /* its iteration */
+    int peer;         /* its `peer` extra (-1: receive only) */
+    int step_name;    /* DTV_STEP_* */
+    int step, steps;  /* 0-based step within its phase, and the phase's steps */
+    int first, ended; /* the rank's steps of this iteration: [first, ended) have ended by now (t->coll indices) */
+    int64_t sent;     /* bytes those steps sent */
+    double buffer;    /* S (0: unknown) */
 } dtv_ring_state;
 void dtv_ring_state_of(const dtv_trace *t, int ri, int64_t now, dtv_ring_state *out);
 /* Bytes rank index ri sent to pid `to_pid` in its current iteration by `now`. */

@@ -44,7 +44,7 @@
 #include "dts_scenario.h"
 #include "dt_trace_stats.h"
 
-#define DTV__MIN_SPAN 1000      /* ns: the narrowest window */
+#define DTV__MIN_SPAN 1000 /* ns: the narrowest window */
 #define DTV__MAX_SPEED 256.0
 #define DTV__WHATIF_MAX_EVENTS 4e6 /* refuse a what-if expected to produce more events */
 
@@ -408,8 +408,8 @@ static void dtv__whatif(dtv_app *a, int what, int dir)
     dtv_fmt_time(now_s, sizeof now_s, a->step_ns[0]);
     dtv_fmt_time(was_s, sizeof was_s, was);
     snprintf(a->whatif, sizeof a->whatif, "what-if %s: step %s", desc, now_s);
-    dtv__status(a, 0, "was %s (%+.1f%%); %lld steps simulated (a what-if stops at %d) in %.2g ms; costs: %s",
-                was_s, isnan(was) || was == 0 ? 0.0 : 100.0 * (a->step_ns[0] - was) / was, (long long)sc->steps,
+    dtv__status(a, 0, "was %s (%+.1f%%); %lld steps simulated (a what-if stops at %d) in %.2g ms; costs: %s", was_s,
+                isnan(was) || was == 0 ? 0.0 : 100.0 * (a->step_ns[0] - was) / was, (long long)sc->steps,
                 DTV_WHATIF_STEPS, 1e3 * wall, a->profile ? "profile" : "roofline");
 out:
     free(sc);

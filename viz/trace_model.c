@@ -17,9 +17,19 @@
 
 static int dtv__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
-static const char *const dtv__kind_names[DTV_N_KINDS] = {
-    "forward", "backward", "recompute", "optimizer", "send", "receive (waiting)", "reduce-scatter / reduce",
-    "all-gather / broadcast", "tensor-parallel allreduce", "push/pull", "stash / drop", "evaluate", "other"};
+static const char *const dtv__kind_names[DTV_N_KINDS] = {"forward",
+                                                         "backward",
+                                                         "recompute",
+                                                         "optimizer",
+                                                         "send",
+                                                         "receive (waiting)",
+                                                         "reduce-scatter / reduce",
+                                                         "all-gather / broadcast",
+                                                         "tensor-parallel allreduce",
+                                                         "push/pull",
+                                                         "stash / drop",
+                                                         "evaluate",
+                                                         "other"};
 
 const char *dtv_kind_name(dtv_kind k) { return k < DTV_N_KINDS ? dtv__kind_names[k] : "?"; }
 
@@ -117,7 +127,8 @@ static void dtv__config(dtv_trace *t)
     } else {
         json_t *g = json_object_get(c, "global_batch_size"), *b = json_object_get(c, "micro_batch_size"),
                *d = json_object_get(c, "data_parallel_size");
-        const long long gb = json_is_integer(g) ? json_integer_value(g) : 0, mb = json_is_integer(b) ? json_integer_value(b) : 0,
+        const long long gb = json_is_integer(g) ? json_integer_value(g) : 0,
+                        mb = json_is_integer(b) ? json_integer_value(b) : 0,
                         dp = json_is_integer(d) && json_integer_value(d) > 0 ? json_integer_value(d) : 1;
         if (gb > 0 && mb > 0 && gb % (mb * dp) == 0) t->m = (int)(gb / (mb * dp));
     }
@@ -258,7 +269,8 @@ static dt_status dtv__index(dtv_trace *t)
     int max_stage = -1;
     for (size_t i = 0; i < t->n_ev; i++) {
         const dt_trace_event *e = &t->ev[i];
-        if (e->iter != DT_TRACE_NONE && e->iter + 1 > t->n_steps && !dtv__is(e->name, "evaluate")) t->n_steps = e->iter + 1;
+        if (e->iter != DT_TRACE_NONE && e->iter + 1 > t->n_steps && !dtv__is(e->name, "evaluate"))
+            t->n_steps = e->iter + 1;
         if (!dtv__is(e->cat, "pipeline")) continue;
         const int s = (int)dtv__extra(e, "stage", -1);
         if (s < 0 || s >= DTV_MAX_STAGES) continue;
@@ -294,10 +306,13 @@ static dt_status dtv__index(dtv_trace *t)
         if (e->ph == DT_TRACE_COUNTER && dtv__is(e->name, "loss_scale") && e->pid == low)
             bad = dtv__series_add(&t->loss_scale, (dtv_point){.t = e->ts_ns, .v = e->value, .iter = DT_TRACE_NONE});
         if (e->ph == DT_TRACE_COUNTER && dtv__is(e->name, "memory"))
-            bad = dtv__series_add(&t->memory[dtv_rank_index(t, e->pid)],
-                                  (dtv_point){.t = e->ts_ns, .v = e->value, .iter = DT_TRACE_NONE,
-                                              .a = dtv__extra(e, "static", 0), .b = dtv__extra(e, "activations", 0),
-                                              .c = dtv__extra(e, "stash", 0)});
+            bad =
+                dtv__series_add(&t->memory[dtv_rank_index(t, e->pid)], (dtv_point){.t = e->ts_ns,
+                                                                                   .v = e->value,
+                                                                                   .iter = DT_TRACE_NONE,
+                                                                                   .a = dtv__extra(e, "static", 0),
+                                                                                   .b = dtv__extra(e, "activations", 0),
+                                                                                   .c = dtv__extra(e, "stash", 0)});
         if (e->ph == DT_TRACE_COUNTER && dtv__is(e->name, "activation_bytes")) /* real runs: activations only */
             bad = dtv__series_add(&t->memory[dtv_rank_index(t, e->pid)],
                                   (dtv_point){.t = e->ts_ns, .v = e->value, .iter = DT_TRACE_NONE, .b = e->value});
@@ -306,7 +321,8 @@ static dt_status dtv__index(dtv_trace *t)
             if (!o) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", t->name);
             t->overflow = o;
             const double slot = dtv__extra(e, "layer_slot", NAN);
-            o[t->n_overflow++] = (dtv_overflow){.t = e->ts_ns, .iter = e->iter,
+            o[t->n_overflow++] = (dtv_overflow){.t = e->ts_ns,
+                                                .iter = e->iter,
                                                 .scale = dtv__extra(e, "loss_scale", NAN),
                                                 .layer = isnan(slot) ? DT_TRACE_NONE : (int)slot - 1,
                                                 .skipped = (int)dtv__extra(e, "skipped", 1)};
@@ -593,8 +609,9 @@ static double dtv__coll_buffer(const dtv_trace *t, const dtv_coll *c, int k, con
     }
     switch (c->algo) {
     case DTV_ALGO_RING: return rs + ag0; /* the n-1 reduce-scatter segments miss only the one all-gather step 0 sends */
-    case DTV_ALGO_TREE: return rs0 > 0 ? 2 * rs0 : red; /* the first halving sends half; a folded rank its whole buffer */
-    case DTV_ALGO_NAIVE: return red > 0 ? red : bc0;    /* a whole buffer to rank 0; rank 0 broadcasts it in round 0 */
+    case DTV_ALGO_TREE:
+        return rs0 > 0 ? 2 * rs0 : red;              /* the first halving sends half; a folded rank its whole buffer */
+    case DTV_ALGO_NAIVE: return red > 0 ? red : bc0; /* a whole buffer to rank 0; rank 0 broadcasts it in round 0 */
     case DTV_ALGO_MPI: return all;
     default: return 0;
     }
@@ -648,7 +665,8 @@ dt_status dtv_coll_index(dtv_trace *t)
             const dt_trace_event *e = &t->ev[s->ev];
             if (want_apply ? !dtv__is(e->name, "apply") : !(dtv__coll_step(t, s) || s->kind == DTV_PUSHPULL)) continue;
             cr->idx[cr->n] = i;
-            cr->cum[cr->n + 1] = cr->cum[cr->n] + (s->kind != DTV_PUSHPULL && !want_apply && e->bytes > 0 ? e->bytes : 0);
+            cr->cum[cr->n + 1] =
+                cr->cum[cr->n] + (s->kind != DTV_PUSHPULL && !want_apply && e->bytes > 0 ? e->bytes : 0);
             cr->n++;
             if (s->kind == DTV_PUSHPULL) {
                 cr->worker = 1;

@@ -118,8 +118,8 @@ int dtv_memory_y_of(const dtv_memory_layout *L, int panel, double bytes)
 }
 
 /* One panel's stacked areas up to `now`: static, stash, activations. */
-static void dtv__m_areas(dtv_canvas *c, const dtv_memory_layout *L, int panel, const dtv_series *s,
-                         const dtv_view *v, int64_t lim, const dtv_point **peak)
+static void dtv__m_areas(dtv_canvas *c, const dtv_memory_layout *L, int panel, const dtv_series *s, const dtv_view *v,
+                         int64_t lim, const dtv_point **peak)
 {
     const SDL_Rect *r = &L->plot[panel];
     const double span = (double)(v->t1 - v->t0);
@@ -168,8 +168,8 @@ static void dtv__m_areas(dtv_canvas *c, const dtv_memory_layout *L, int panel, c
 }
 
 /* A line of a series (real runs' arena high-water mark) up to `lim`. */
-static void dtv__m_line(dtv_canvas *c, const dtv_memory_layout *L, int panel, const dtv_series *s,
-                        const dtv_view *v, int64_t lim, SDL_Color colr)
+static void dtv__m_line(dtv_canvas *c, const dtv_memory_layout *L, int panel, const dtv_series *s, const dtv_view *v,
+                        int64_t lim, SDL_Color colr)
 {
     const SDL_Rect *r = &L->plot[panel];
     const double span = (double)(v->t1 - v->t0);
@@ -216,10 +216,8 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
     char what[160];
     if (t->p > 1 && t->m > 0)
         snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d, m = %d", t->tool, sched, t->p, t->m);
-    else if (t->p > 1)
-        snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d", t->tool, sched, t->p);
-    else
-        snprintf(what, sizeof what, "%s: memory per rank", t->tool);
+    else if (t->p > 1) snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d", t->tool, sched, t->p);
+    else snprintf(what, sizeof what, "%s: memory per rank", t->tool);
     tx += 12 + dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s", what);
     const char *hint = NULL;
     if (t->p > 1 && !strcmp(sched, "gpipe"))
@@ -227,7 +225,8 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
     else if (t->p > 1 && !strcmp(sched, "1f1b"))
         hint = "1f1b: stage s holds at most p - s micro-batches' activations (flat in m)";
     else if (t->p > 1 && !strncmp(sched, "pipedream", 9))
-        hint = "pipedream: 1f1b's activations plus stashed weight versions (up to p - s) for the micro-batches in flight";
+        hint =
+            "pipedream: 1f1b's activations plus stashed weight versions (up to p - s) for the micro-batches in flight";
     if (hint) dtv_text(c, tx + 16, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG, "%s", hint);
     if (L.n_panels == 0) {
         const int y = area.y + area.h / 2 - 20;
@@ -300,10 +299,8 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
                 dtv_fmt_bytes(a, sizeof a, peak->b);
                 dtv_fmt_bytes(s, sizeof s, peak->c);
                 dtv_fmt_bytes(st, sizeof st, peak->a);
-                if (peak->c > 0)
-                    snprintf(lab, sizeof lab, "peak %s (act %s, stash %s, static %s)", b, a, s, st);
-                else
-                    snprintf(lab, sizeof lab, "peak %s (act %s, static %s)", b, a, st);
+                if (peak->c > 0) snprintf(lab, sizeof lab, "peak %s (act %s, stash %s, static %s)", b, a, s, st);
+                else snprintf(lab, sizeof lab, "peak %s (act %s, static %s)", b, a, st);
             } else {
                 /* a real run: the area is the activations after the forward; the
                  * arena's high-water mark (the line) is the real peak */
@@ -336,23 +333,29 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
     const int ly = area.y + area.h - DTV__M_LEGEND + 3, lh = dtv_text_height(c, DTV_FONT_SMALL);
     if (L.full) {
         dtv_fill(c, lx, ly + 2, 12, lh - 4, DTV__M_STATIC);
-        lx += 16 + dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "static: weights + gradients + optimizer state") + 16;
+        lx += 16 +
+              dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG,
+                       "static: weights + gradients + optimizer state") +
+              16;
         dtv_fill(c, lx, ly + 2, 12, lh - 4, dtv__m_stash());
         int any_stash = 0;
         for (int k = 0; k < t->n_ranks && !any_stash; k++)
             for (int i = 0; i < t->memory[k].n && !any_stash; i++) any_stash = t->memory[k].p[i].c > 0;
-        lx += 16 + dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "stash: PipeDream's weight versions%s",
-                            any_stash ? "" : " (none in this trace)") +
+        lx += 16 +
+              dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "stash: PipeDream's weight versions%s",
+                       any_stash ? "" : " (none in this trace)") +
               16;
     }
     dtv_fill(c, lx, ly + 2, 12, lh - 4, dtv__m_act());
-    lx += 16 + dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG,
-                        L.full ? "activations saved for backward" : "activations after the forward (activation_bytes)") +
+    lx += 16 +
+          dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG,
+                   L.full ? "activations saved for backward" : "activations after the forward (activation_bytes)") +
           16;
     if (hw) {
         dtv_fill(c, lx, ly + lh / 2 - 1, 16, 2, hw_col);
-        lx += 20 + dtv_text(c, lx + 20, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG,
-                            "activation arena high-water mark (peak_activation_bytes)") +
+        lx += 20 +
+              dtv_text(c, lx + 20, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG,
+                       "activation arena high-water mark (peak_activation_bytes)") +
               16;
     }
     dtv_disc(c, lx + 4, ly + lh / 2, 3, DTV_ACCENT);

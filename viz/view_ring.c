@@ -45,12 +45,12 @@
 enum { DTV__TOP = 50, DTV__BOTTOM = 30, DTV__MARGIN_X = 104, DTV__MARGIN_Y = 46, DTV__LINK_LABELS = 8 };
 
 typedef struct dtv__ring_layout {
-    int cx, cy, R;   /* the circle */
-    int node_r;      /* node disc radius */
-    int box;         /* chunk box half-size */
-    int lane;        /* offset of a directed link from the chord */
-    SDL_Rect panel;  /* text and histogram, on the right */
-    int xlo, xhi;    /* node labels stay in [xlo, xhi) */
+    int cx, cy, R;  /* the circle */
+    int node_r;     /* node disc radius */
+    int box;        /* chunk box half-size */
+    int lane;       /* offset of a directed link from the chord */
+    SDL_Rect panel; /* text and histogram, on the right */
+    int xlo, xhi;   /* node labels stay in [xlo, xhi) */
 } dtv__ring_layout;
 
 static int dtv__clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -485,8 +485,8 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
     y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM, explain[co->algo]) + 6;
     const double formula = 2.0 * (g - 1) / g;
     if (co->algo == DTV_ALGO_RING || co->algo == DTV_ALGO_TREE)
-        dtv_text(c, P.x, y, DTV_FONT_NORMAL, DTV_LEFT, DTV_ACCENT, "each rank sends 2(n-1)/n x S = 2*%d/%d x S = %.3f x S",
-                 g - 1, g, formula);
+        dtv_text(c, P.x, y, DTV_FONT_NORMAL, DTV_LEFT, DTV_ACCENT,
+                 "each rank sends 2(n-1)/n x S = 2*%d/%d x S = %.3f x S", g - 1, g, formula);
     else
         dtv_text(c, P.x, y, DTV_FONT_NORMAL, DTV_LEFT, DTV_ACCENT, "a ring would send 2(n-1)/n x S = %.3f x S per rank",
                  formula);
@@ -516,7 +516,8 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
     dtv_text(c, c1, y, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "S");
     dtv_text(c, c2, y, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "sent");
     dtv_text(c, c3, y, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "X");
-    if (bw >= 40) dtv_text(c, c4 + (int)lround(formula * bscale), y, DTV_FONT_SMALL, DTV_CENTER, DTV_ACCENT, "%.3f", formula);
+    if (bw >= 40)
+        dtv_text(c, c4 + (int)lround(formula * bscale), y, DTV_FONT_SMALL, DTV_CENTER, DTV_ACCENT, "%.3f", formula);
     y += sh + 2;
     dtv_line(c, P.x, y, P.x + P.w, y, DTV_GRID);
     y += 3;
@@ -616,8 +617,7 @@ static void dtv__draw_hist(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, int
     if (count)
         dtv_text(c, P.x - 40, P.y - lh - 12, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG, "%lld pushes: mean %.2f, max %lld",
                  (long long)count, (double)sum / (double)count, (long long)mx);
-    else
-        dtv_text(c, P.x - 40, P.y - lh - 12, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "no push has finished yet");
+    else dtv_text(c, P.x - 40, P.y - lh - 12, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "no push has finished yet");
     /* y axis: 0, top/2 (when a whole number), top */
     for (int q = 0; q <= 2; q++) {
         if (q == 1 && fmod(top, 2.0) != 0) continue;
@@ -696,8 +696,9 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
         if (active && !applying[0]) {
             const int w = (int)dtv_coll_extra(e, "worker", -1);
             if (w >= 0)
-                snprintf(applying, sizeof applying, "server %d is applying worker %d's push (staleness %d) -> version %d",
-                         j, w, (int)dtv_coll_extra(e, "staleness", 0), (int)dtv_coll_extra(e, "version", 0));
+                snprintf(applying, sizeof applying,
+                         "server %d is applying worker %d's push (staleness %d) -> version %d", j, w,
+                         (int)dtv_coll_extra(e, "staleness", 0), (int)dtv_coll_extra(e, "version", 0));
             else
                 snprintf(applying, sizeof applying, "server %d is applying the summed push -> version %d", j,
                          (int)dtv_coll_extra(e, "version", 0));
@@ -722,7 +723,8 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
             for (int j = 0; j < ns_drawn; j++) {
                 const double fx = push ? x + g * (sx[j] - x) : sx[j] + g * (x - sx[j]);
                 const double fy = push ? y + g * (sy[j] - y) : sy[j] + g * (y - sy[j]);
-                dtv_line(c, push ? x : sx[j], push ? y : sy[j], (int)lround(fx), (int)lround(fy), push ? DTV_DIM : cpull);
+                dtv_line(c, push ? x : sx[j], push ? y : sy[j], (int)lround(fx), (int)lround(fy),
+                         push ? DTV_DIM : cpull);
                 dtv__box(c, (int)lround(fx), (int)lround(fy), L.box, push ? cpush : cpull, 1);
             }
         }
@@ -738,10 +740,8 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
             if (active)
                 snprintf(l2, sizeof l2, "%s iter %lld, staleness %d", now - s->t0 < s->t1 - now ? "push" : "pull",
                          (long long)e->iter, (int)dtv_coll_extra(e, "staleness", 0));
-            else if (i == cr->n - 1)
-                snprintf(l2, sizeof l2, "done: %d pushes", cr->n);
-            else
-                snprintf(l2, sizeof l2, "computing iter %lld", (long long)(e->iter + 1));
+            else if (i == cr->n - 1) snprintf(l2, sizeof l2, "done: %d pushes", cr->n);
+            else snprintf(l2, sizeof l2, "computing iter %lld", (long long)(e->iter + 1));
         }
         dtv__node_label(c, &L, a, L.node_r + 6, nw <= 24 ? DTV_FONT_NORMAL : DTV_FONT_SMALL, DTV_FG, l1, l2, DTV_DIM);
     }

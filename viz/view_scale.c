@@ -25,15 +25,12 @@ enum { DTV__S_LEFT = 62, DTV__S_RIGHT = 24, DTV__S_TOP = 76, DTV__S_AXIS = 34, D
 /* The minimum scale is on the axis when within this many powers of two of the lowest scale. */
 enum { DTV__S_MIN_REACH = 4 };
 
-static const SDL_Color DTV__S_LINE = {0, 114, 178, 255};   /* the scale: forward's blue */
-static const SDL_Color DTV__S_BAND = {252, 222, 222, 255}; /* behind an overflowing step */
+static const SDL_Color DTV__S_LINE = {0, 114, 178, 255};       /* the scale: forward's blue */
+static const SDL_Color DTV__S_BAND = {252, 222, 222, 255};     /* behind an overflowing step */
 static const SDL_Color DTV__S_COLLAPSE = {255, 214, 160, 255}; /* steps stuck at the minimum, overflowing */
 
 /* The number of steps with a scale when x is the iteration (0: by time). */
-static int dtv__scale_by_iter(const dtv_trace *t)
-{
-    return t->loss_scale.n > 0 && t->n_steps == t->loss_scale.n;
-}
+static int dtv__scale_by_iter(const dtv_trace *t) { return t->loss_scale.n > 0 && t->n_steps == t->loss_scale.n; }
 
 /* The scale step 0 ran with. */
 static double dtv__scale0(const dtv_trace *t)
@@ -48,16 +45,10 @@ static double dtv__scale0(const dtv_trace *t)
 }
 
 /* The scale of step i (0 <= i <= n). */
-static double dtv__scale_of(const dtv_trace *t, double s0, int i)
-{
-    return i == 0 ? s0 : t->loss_scale.p[i - 1].v;
-}
+static double dtv__scale_of(const dtv_trace *t, double s0, int i) { return i == 0 ? s0 : t->loss_scale.p[i - 1].v; }
 
 /* When step i started (its scale is known from then on). */
-static int64_t dtv__step_start(const dtv_trace *t, int i)
-{
-    return i == 0 ? t->t_min : t->loss_scale.p[i - 1].t;
-}
+static int64_t dtv__step_start(const dtv_trace *t, int i) { return i == 0 ? t->t_min : t->loss_scale.p[i - 1].t; }
 
 void dtv_scale_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
                          dtv_scale_layout *out)
@@ -235,8 +226,8 @@ void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_
         if (hyst == 2)
             k += snprintf(rule + k, sizeof rule - (size_t)k, " (hysteresis 2: the first after a growth is absorbed)");
         else if (hyst > 2)
-            k += snprintf(rule + k, sizeof rule - (size_t)k, " (hysteresis %.0f: the first %.0f after a growth are absorbed)",
-                          hyst, hyst - 1);
+            k += snprintf(rule + k, sizeof rule - (size_t)k,
+                          " (hysteresis %.0f: the first %.0f after a growth are absorbed)", hyst, hyst - 1);
         if (has_min) {
             dtv__pow2(bm, sizeof bm, mn);
             snprintf(rule + k, sizeof rule - (size_t)k, "; minimum %s", bm);
@@ -291,7 +282,8 @@ void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_
         const int y = dtv_scale_y_of(&L, ldexp(1.0, (int)k));
         dtv_line(c, L.x, y, L.x + L.w, y, DTV_GRID);
         dtv_line(c, L.x - 4, y, L.x, y, DTV_DIM);
-        dtv_text(c, L.x - 6, y - dtv_text_height(c, DTV_FONT_SMALL) / 2, DTV_FONT_SMALL, DTV_RIGHT, DTV_DIM, "2^%ld", k);
+        dtv_text(c, L.x - 6, y - dtv_text_height(c, DTV_FONT_SMALL) / 2, DTV_FONT_SMALL, DTV_RIGHT, DTV_DIM, "2^%ld",
+                 k);
     }
     dtv_text(c, area.x + 4, L.y - 20, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "loss scale (log2)");
     /* x axis */
@@ -379,7 +371,7 @@ void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_
             if (ov->t > v->now) continue;
             if (L.by_iter && (ov->iter < (int64_t)L.x_lo || ov->iter >= (int64_t)L.x_hi)) continue;
             const int x = L.by_iter ? dtv_scale_x_of_iter(&L, ov->iter) : dtv_scale_x_of_time(&L, ov->t);
-            const double sc = ov->scale > 0 ? ov->scale
+            const double sc = ov->scale > 0                  ? ov->scale
                               : L.by_iter && ov->iter < s->n ? dtv__scale_of(t, s0, (int)ov->iter)
                                                              : final;
             const int tip = dtv_scale_y_of(&L, sc) - 3;
@@ -440,7 +432,8 @@ void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_
     dtv_fill(c, lx, ly + 1, 12, lh - 2, DTV__S_BAND);
     lx += 16 + dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "overflowing step") + 16;
     lx += dtv_text(c, lx, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_ACCENT, "layer 3") + 4;
-    lx += dtv_text(c, lx, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "first layer with inf/NaN gradients (backward order)") + 16;
+    lx += dtv_text(c, lx, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "first layer with inf/NaN gradients (backward order)") +
+          16;
     if (collapsed) {
         dtv_fill(c, lx, ly + 1, 12, lh - 2, DTV__S_COLLAPSE);
         lx += 16 + dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "stuck at the minimum") + 16;

@@ -59,18 +59,19 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
     dtv_fmt_time(span, sizeof span, (double)(v->t1 - v->t0));
     int tx = area.x + 8;
     tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
-    dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s", t->tool,
-             t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
+    dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s",
+             t->tool, t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
     if (t->p > 1 && !isnan(t->formula)) {
         char sched[32] = "";
         dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
         const int async = !strncmp(sched, "pipedream", 9);
         if (!isnan(t->formula))
-            dtv_text(c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG,
-                     "%s%spipeline p = %d, m = %d: ideal bubble (p-1)/(m+p-1) = %.3f; white gaps in the compute rows are "
-                     "the bubble%s",
-                     sched, sched[0] ? " " : "", t->p, t->m, t->formula,
-                     async ? " (steps overlap: an upper bound; a box reads micro-batch v weight version)" : "");
+            dtv_text(
+                c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG,
+                "%s%spipeline p = %d, m = %d: ideal bubble (p-1)/(m+p-1) = %.3f; white gaps in the compute rows are "
+                "the bubble%s",
+                sched, sched[0] ? " " : "", t->p, t->m, t->formula,
+                async ? " (steps overlap: an upper bound; a box reads micro-batch v weight version)" : "");
     }
     dtv_time_axis(c, L.x, L.y - DTV__AXIS + 2, L.w, v);
     /* rows */
@@ -85,10 +86,11 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
             const int ty = y + (L.row_h - dtv_text_height(c, font)) / 2;
             int lw = dtv_text(c, area.x + 6, ty, font, DTV_LEFT, DTV_FG, "%s", row->label);
             if (st >= 0 && !isnan(t->bubble_fb[st]))
-                dtv_text(c, area.x + 10 + lw, ty, DTV_FONT_SMALL, DTV_LEFT, DTV_ACCENT, "bubble %.3f%s", t->bubble_fb[st],
-                         t->max_versions[st] > 1 ? "" : "");
+                dtv_text(c, area.x + 10 + lw, ty, DTV_FONT_SMALL, DTV_LEFT, DTV_ACCENT, "bubble %.3f%s",
+                         t->bubble_fb[st], t->max_versions[st] > 1 ? "" : "");
             if (st >= 0 && t->max_versions[st] > 1 && L.row_h >= 24)
-                dtv_text(c, area.x + 10 + lw, ty + 11, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "%d versions", t->max_versions[st]);
+                dtv_text(c, area.x + 10 + lw, ty + 11, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "%d versions",
+                         t->max_versions[st]);
         }
         /* spans: at most one box per pixel column */
         const int64_t lim = v->now < v->t1 ? v->now : v->t1;
@@ -105,8 +107,7 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
                  * search those that end before the next free column (each would be skipped here
                  * too); 2 ns of margin against rounding */
                 if (++skipped >= 8) {
-                    const double tc =
-                        (double)v->t0 + (double)(last_x1 - L.x) * (double)(v->t1 - v->t0) / (double)L.w;
+                    const double tc = (double)v->t0 + (double)(last_x1 - L.x) * (double)(v->t1 - v->t0) / (double)L.w;
                     const int j = dtv_row_first(row, (int64_t)floor(tc) - 2);
                     if (j > i + 1) i = j - 1;
                     skipped = 0;
@@ -116,7 +117,8 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
             skipped = 0;
             if (x0 < last_x1) x0 = last_x1;
             /* a box 4 px or wider leaves its last column free, so back-to-back operations read as separate boxes */
-            dtv_fill(c, x0, y + 1, x1 - x0 >= 4 ? x1 - x0 - 1 : x1 - x0, L.row_h - 2, dtv_kind_color((dtv_kind)s->kind));
+            dtv_fill(c, x0, y + 1, x1 - x0 >= 4 ? x1 - x0 - 1 : x1 - x0, L.row_h - 2,
+                     dtv_kind_color((dtv_kind)s->kind));
             last_x1 = x1;
             /* the micro-batch (and version) inside a wide box; the event (a cache miss) is read
              * only for a box wide enough */
@@ -127,13 +129,12 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
                 char lab[32];
                 if (ver >= 0 && t->max_versions[0] > 1 && x1 - x0 >= 40)
                     snprintf(lab, sizeof lab, "%d v%d", ev->micro_batch, (int)ver);
-                else
-                    snprintf(lab, sizeof lab, "%d", ev->micro_batch);
+                else snprintf(lab, sizeof lab, "%d", ev->micro_batch);
                 int tw = 0;
                 TTF_SizeUTF8(c->small, lab, &tw, NULL);
                 if (tw + 4 <= x1 - x0)
-                    dtv_text(c, (x0 + x1) / 2, y + (L.row_h - dtv_text_height(c, DTV_FONT_SMALL)) / 2,
-                             DTV_FONT_SMALL, DTV_CENTER, DTV_BG, "%s", lab);
+                    dtv_text(c, (x0 + x1) / 2, y + (L.row_h - dtv_text_height(c, DTV_FONT_SMALL)) / 2, DTV_FONT_SMALL,
+                             DTV_CENTER, DTV_BG, "%s", lab);
             }
         }
     }

@@ -52,10 +52,7 @@ static dt_status dt__check_bias_corrections(const char *op, float bc1, float bc2
 
 /* ---- the front: one member per op, in dt_backend_ops' order ---------------- */
 
-static void dt__front_destroy(dt_backend *be)
-{
-    be->ops->destroy(be);
-}
+static void dt__front_destroy(dt_backend *be) { be->ops->destroy(be); }
 
 static dt_status dt__front_set_threads(dt_backend *be, int n)
 {
@@ -63,15 +60,9 @@ static dt_status dt__front_set_threads(dt_backend *be, int n)
     return be->ops->set_threads(be, n);
 }
 
-static dt_status dt__front_alloc(dt_backend *be, size_t bytes, void **out)
-{
-    return be->ops->alloc(be, bytes, out);
-}
+static dt_status dt__front_alloc(dt_backend *be, size_t bytes, void **out) { return be->ops->alloc(be, bytes, out); }
 
-static void dt__front_free(dt_backend *be, void *p)
-{
-    be->ops->free(be, p);
-}
+static void dt__front_free(dt_backend *be, void *p) { be->ops->free(be, p); }
 
 static dt_status dt__front_memset_zero(dt_backend *be, void *p, size_t bytes)
 {
@@ -83,10 +74,7 @@ static dt_status dt__front_copy(dt_backend *be, void *dst, const void *src, size
     return be->ops->copy(be, dst, src, bytes, kind);
 }
 
-static dt_status dt__front_synchronize(dt_backend *be)
-{
-    return be->ops->synchronize(be);
-}
+static dt_status dt__front_synchronize(dt_backend *be) { return be->ops->synchronize(be); }
 
 static dt_status dt__front_set_gemm_inputs(dt_backend *be, dt_dtype dtype)
 {
@@ -178,10 +166,7 @@ static dt_status dt__front_sumsq(dt_backend *be, const float *x, size_t n, doubl
     return be->ops->sumsq(be, x, n, out);
 }
 
-static dt_status dt__front_scale(dt_backend *be, float *x, float s, size_t n)
-{
-    return be->ops->scale(be, x, s, n);
-}
+static dt_status dt__front_scale(dt_backend *be, float *x, float s, size_t n) { return be->ops->scale(be, x, s, n); }
 
 static dt_status dt__front_adamw_update(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n,
                                         float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
@@ -315,8 +300,7 @@ static const dt_backend dt__front = {
     .relu_backward = dt__front_relu_backward,
 };
 
-dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device device, void *impl,
-                          dt_backend **out)
+dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device device, void *impl, dt_backend **out)
 {
     *out = NULL;
     dt_backend *be = malloc(sizeof *be);

@@ -135,8 +135,7 @@ static dt_status dt__check(const dt_comm *c, const float *buf, size_t count, con
     if (!c || !c->ops) return DT_FAIL(DT_ERR_INVALID, "%s: communicator is NULL", what);
     if (c->size < 1 || c->rank < 0 || c->rank >= c->size)
         return DT_FAIL(DT_ERR_INVALID, "%s: communicator has rank %d of size %d", what, c->rank, c->size);
-    if (count > SIZE_MAX / sizeof(float) / 2)
-        return DT_FAIL(DT_ERR_INVALID, "%s: count %zu is too large", what, count);
+    if (count > SIZE_MAX / sizeof(float) / 2) return DT_FAIL(DT_ERR_INVALID, "%s: count %zu is too large", what, count);
     if (count > 0 && !buf) return DT_FAIL(DT_ERR_INVALID, "%s: buf is NULL with count %zu", what, count);
     return DT_OK;
 }
@@ -172,11 +171,11 @@ typedef struct dt__ring {
     float *buf;
     size_t count;
     int n, r;
-    size_t chunk;             /* elements per chunk (a whole segment when not chunking) */
-    size_t mmax;              /* most chunks in one segment */
-    dt_comm_request **sreq;   /* [2(n-1)][mmax]: sends of each step, NULL once complete */
-    dt_comm_request **rreq;   /* [mmax]: receives of the current step */
-    float *slots;             /* reduce-scatter receive slots: nslots x chunk */
+    size_t chunk;           /* elements per chunk (a whole segment when not chunking) */
+    size_t mmax;            /* most chunks in one segment */
+    dt_comm_request **sreq; /* [2(n-1)][mmax]: sends of each step, NULL once complete */
+    dt_comm_request **rreq; /* [mmax]: receives of the current step */
+    float *slots;           /* reduce-scatter receive slots: nslots x chunk */
     int nslots;
     const dt_collective_opts *opts;
 } dt__ring;
@@ -303,10 +302,9 @@ static dt_status dt__ring_collective(dt_comm *c, float *buf, size_t count, const
     R.rreq = calloc(R.mmax, sizeof *R.rreq);
     R.slots = j0 < n - 1 ? dt__scratch(c, (size_t)R.nslots * R.chunk) : NULL;
     if (!R.sreq || !R.rreq || (j0 < n - 1 && !R.slots))
-        st = DT_FAIL(DT_ERR_NOMEM, "ring collective: out of memory for %zu-element scratch",
-                     (size_t)R.nslots * R.chunk);
-    else
-        st = dt__ring_run(&R, j0, j1);
+        st =
+            DT_FAIL(DT_ERR_NOMEM, "ring collective: out of memory for %zu-element scratch", (size_t)R.nslots * R.chunk);
+    else st = dt__ring_run(&R, j0, j1);
     free(R.sreq), free(R.rreq);
     dt__scratch_free(c, R.slots);
     return st;
@@ -476,9 +474,9 @@ static dt_status dt__allreduce_naive(dt_comm *c, float *buf, size_t count, const
     for (int i = 1; i < n; i++) {
         int64_t t0 = dt_time_ns();
         if (i + 1 < n)
-            DT_CHECK_GOTO(c->ops->irecv(c, slots + (size_t)((i + 1) % 2) * count, bytes, i + 1, DT__TAG_NAIVE,
-                                        &rq[(i + 1) % 2]),
-                          st, done);
+            DT_CHECK_GOTO(
+                c->ops->irecv(c, slots + (size_t)((i + 1) % 2) * count, bytes, i + 1, DT__TAG_NAIVE, &rq[(i + 1) % 2]),
+                st, done);
         st = c->ops->wait(c, rq[i % 2]);
         rq[i % 2] = NULL;
         if (st != DT_OK) goto done;
@@ -532,10 +530,8 @@ dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
             *out = (dt_allreduce_algo)i;
             return DT_OK;
         }
-    return DT_FAIL(DT_ERR_INVALID, "allreduce algorithm '%s': expected ring, tree, naive, mpi or nccl", s ? s : "(null)");
+    return DT_FAIL(DT_ERR_INVALID, "allreduce algorithm '%s': expected ring, tree, naive, mpi or nccl",
+                   s ? s : "(null)");
 }
 
-const char *dt_allreduce_algo_name(dt_allreduce_algo a)
-{
-    return (unsigned)a < 5 ? dt__algo_names[a] : "unknown";
-}
+const char *dt_allreduce_algo_name(dt_allreduce_algo a) { return (unsigned)a < 5 ? dt__algo_names[a] : "unknown"; }

@@ -38,8 +38,8 @@ void dt__comm_set_max_count(size_t n) { dt__comm_max_count_value = n > (size_t)I
 dt_status dt__comm_new(const dt_comm_ops *ops, int rank, int size, void *impl, dt_comm **out)
 {
     dt_comm *c = calloc(1, sizeof *c);
-    if (c == NULL) return DT_FAIL(DT_ERR_NOMEM, "communicator '%s': out of memory for its %zu-byte handle", ops->name,
-                                  sizeof *c);
+    if (c == NULL)
+        return DT_FAIL(DT_ERR_NOMEM, "communicator '%s': out of memory for its %zu-byte handle", ops->name, sizeof *c);
     c->ops = ops;
     c->rank = rank;
     c->size = size;
@@ -144,8 +144,9 @@ dt_status dt_comm_waitany(dt_comm *c, int n, dt_comm_request **reqs, int *index)
         live++;
     }
     if (live == 0)
-        return DT_FAIL(DT_ERR_INVALID, "waitany on communicator '%s': none of the %d requests is pending (expected at "
-                                       "least one)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "waitany on communicator '%s': none of the %d requests is pending (expected at "
+                       "least one)",
                        c->ops->name, n);
     return c->ops->waitany(c, n, reqs, index);
 }
@@ -202,7 +203,7 @@ typedef struct dt__self_req {
     const void *src;           /* isend: the caller's data */
     void *dst;                 /* irecv: where the data goes */
     int matched;
-    size_t msg_bytes;          /* irecv, once matched: bytes of the message */
+    size_t msg_bytes; /* irecv, once matched: bytes of the message */
 } dt__self_req;
 
 typedef struct dt__self {
@@ -286,8 +287,9 @@ static dt_status dt__self_complete(dt__self_req *r)
 {
     dt_status st = DT_OK;
     if (!r->base.is_send && r->msg_bytes > r->base.bytes)
-        st = DT_FAIL(DT_ERR_INVALID, "irecv from rank 0 (tag %d): the message has %zu bytes, more than the %zu-byte "
-                                     "receive buffer (expected at most the buffer's size)",
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "irecv from rank 0 (tag %d): the message has %zu bytes, more than the %zu-byte "
+                     "receive buffer (expected at most the buffer's size)",
                      r->base.tag, r->msg_bytes, r->base.bytes);
     free(r);
     return st;

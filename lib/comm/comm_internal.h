@@ -26,7 +26,7 @@ struct dt_comm_request {
     dt_comm *comm; /* the communicator that created it */
     int is_send;   /* 1: isend, 0: irecv (for messages) */
     int peer, tag;
-    size_t bytes;  /* the caller's buffer size */
+    size_t bytes; /* the caller's buffer size */
 };
 
 /* A new communicator of ops with this rank and size; impl is owned by it

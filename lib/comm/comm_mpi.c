@@ -63,7 +63,7 @@ typedef struct dt__mpi_req {
 /* Records "<context>: <MPI function> failed: <MPI's error string>" at the
  * caller's file:line (as DT_FAIL does) and returns DT_ERR_BACKEND. */
 __attribute__((format(printf, 5, 6))) static dt_status dt__mpi_fail(int rc, const char *call, const char *file,
-                                                                     int line, const char *fmt, ...)
+                                                                    int line, const char *fmt, ...)
 {
     char ctx[256], err[MPI_MAX_ERROR_STRING];
     va_list ap;
@@ -79,20 +79,19 @@ __attribute__((format(printf, 5, 6))) static dt_status dt__mpi_fail(int rc, cons
 
 /* Runs an MPI call; on failure records the context (printf arguments) with
  * MPI's error string at this file:line and returns DT_ERR_BACKEND. */
-#define DT__MPI_CHECK(call, ...)                                                                \
-    do {                                                                                        \
-        int dt__mrc_ = (call);                                                                  \
-        if (dt__mrc_ != MPI_SUCCESS)                                                            \
-            return dt__mpi_fail(dt__mrc_, #call, __FILE__, __LINE__, __VA_ARGS__);              \
+#define DT__MPI_CHECK(call, ...)                                                                            \
+    do {                                                                                                    \
+        int dt__mrc_ = (call);                                                                              \
+        if (dt__mrc_ != MPI_SUCCESS) return dt__mpi_fail(dt__mrc_, #call, __FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
 /* The same, storing the status in st and jumping to label (for cleanup). */
-#define DT__MPI_CHECK_GOTO(call, st, label, ...)                                                \
-    do {                                                                                        \
-        int dt__mrc_ = (call);                                                                  \
-        if (dt__mrc_ != MPI_SUCCESS) {                                                          \
-            (st) = dt__mpi_fail(dt__mrc_, #call, __FILE__, __LINE__, __VA_ARGS__);              \
-            goto label;                                                                         \
-        }                                                                                       \
+#define DT__MPI_CHECK_GOTO(call, st, label, ...)                                   \
+    do {                                                                           \
+        int dt__mrc_ = (call);                                                     \
+        if (dt__mrc_ != MPI_SUCCESS) {                                             \
+            (st) = dt__mpi_fail(dt__mrc_, #call, __FILE__, __LINE__, __VA_ARGS__); \
+            goto label;                                                            \
+        }                                                                          \
     } while (0)
 /* Releases on a path that is already failing: the first error is the one
  * reported, so a failure here is deliberately dropped. */
@@ -147,8 +146,7 @@ dt_status dt_comm_mpi_world(dt_comm **out)
          * threads; dtrain makes its MPI calls from the caller's thread
          * alone, so it goes on regardless. */
         int provided = MPI_THREAD_SINGLE;
-        DT__MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided),
-                      "dt_comm_mpi_world: starting MPI");
+        DT__MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided), "dt_comm_mpi_world: starting MPI");
         dt__mpi_we_initialised = 1;
         DT__MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "dt_comm_mpi_world");
     }
@@ -391,8 +389,9 @@ static dt_status dt__mpi_coll_wait(dt_comm *c, MPI_Request *mr, const char *what
     DT_CHECK(dt__mpi_poll(c, 1, mr, &k, &timed_out, what));
     if (!timed_out) return DT_OK;
     const int me = c->ops->job_rank(c, c->rank);
-    return DT_FAIL(DT_ERR_BACKEND, "rank %d: %s not complete after %g s (--comm-timeout %g): a rank may have died or hung",
-                   me, what, c->timeout_s, c->timeout_s);
+    return DT_FAIL(DT_ERR_BACKEND,
+                   "rank %d: %s not complete after %g s (--comm-timeout %g): a rank may have died or hung", me, what,
+                   c->timeout_s, c->timeout_s);
 }
 
 static dt_status dt__mpi_barrier(dt_comm *c)
@@ -415,8 +414,8 @@ static dt_status dt__mpi_split(dt_comm *c, int color, int key, dt_comm **out)
     *out = NULL;
     dt__mpi *m = c->impl;
     MPI_Comm nc = MPI_COMM_NULL;
-    DT__MPI_CHECK(MPI_Comm_split(m->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc),
-                  "split with color %d, key %d", color, key);
+    DT__MPI_CHECK(MPI_Comm_split(m->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc), "split with color %d, key %d",
+                  color, key);
     if (nc == MPI_COMM_NULL) return DT_OK;
     DT_CHECK(dt__mpi_wrap(nc, out));
     (*out)->timeout_s = c->timeout_s;

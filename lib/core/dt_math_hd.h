@@ -151,8 +151,8 @@ static inline DT_HD float dt__relu_grad(float x, float dout) { return x > 0.0f ?
 /* Adam's moments for one element and the direction mhat / (sqrt(vhat) + eps),
  * shared by AdamW and LAMB. a1 = 1 - beta1, a2 = 1 - beta2, ibc = 1 / bias
  * correction. */
-static inline DT_HD float dt__adam_direction(float g, float *m, float *v, float beta1, float beta2, float a1,
-                                             float a2, float ibc1, float ibc2, float eps)
+static inline DT_HD float dt__adam_direction(float g, float *m, float *v, float beta1, float beta2, float a1, float a2,
+                                             float ibc1, float ibc2, float eps)
 {
     float mi = beta1 * *m + a1 * g;
     float vi = beta2 * *v + a2 * g * g;
@@ -162,8 +162,8 @@ static inline DT_HD float dt__adam_direction(float g, float *m, float *v, float 
 }
 
 /* AdamW: the new parameter value (decoupled decay). */
-static inline DT_HD float dt__adamw(float p, float g, float *m, float *v, float lr, float beta1, float beta2,
-                                    float a1, float a2, float ibc1, float ibc2, float eps, float wd)
+static inline DT_HD float dt__adamw(float p, float g, float *m, float *v, float lr, float beta1, float beta2, float a1,
+                                    float a2, float ibc1, float ibc2, float eps, float wd)
 {
     return p - lr * (dt__adam_direction(g, m, v, beta1, beta2, a1, a2, ibc1, ibc2, eps) + wd * p);
 }

@@ -87,10 +87,7 @@ int dt_tensor_is_contiguous(const dt_tensor *t)
     return 1;
 }
 
-void *dt_tensor_data(const dt_tensor *t)
-{
-    return (char *)t->buf->data + t->offset * dt_dtype_size(t->dtype);
-}
+void *dt_tensor_data(const dt_tensor *t) { return (char *)t->buf->data + t->offset * dt_dtype_size(t->dtype); }
 
 void dt_paramset_init(dt_paramset *ps) { memset(ps, 0, sizeof *ps); }
 
@@ -106,8 +103,7 @@ dt_status dt_paramset_add(dt_paramset *ps, const char *name, int ndim, const int
         return DT_FAIL(DT_ERR_INVALID, "parameter '%s': %d dimensions (expected 1..%d)", name, ndim, DT_MAX_DIMS);
     if (strlen(name) >= DT_NAME_MAX)
         return DT_FAIL(DT_ERR_INVALID, "parameter name '%s' longer than %d characters", name, DT_NAME_MAX - 1);
-    if (dt_paramset_find(ps, name) >= 0)
-        return DT_FAIL(DT_ERR_INVALID, "parameter '%s' added twice", name);
+    if (dt_paramset_find(ps, name) >= 0) return DT_FAIL(DT_ERR_INVALID, "parameter '%s' added twice", name);
     if (ps->count == ps->capacity) {
         int cap = ps->capacity ? 2 * ps->capacity : 32;
         dt_param_info *n = realloc(ps->info, (size_t)cap * sizeof *n);

@@ -18,18 +18,18 @@ typedef enum dt__data_kind { DT__DATA_ADD = 0, DT__DATA_REVERSE, DT__DATA_SORT, 
 
 struct dt_dataset {
     dt__data_kind kind;
-    char *name;       /* task name, or the text file's path */
+    char *name; /* task name, or the text file's path */
     uint64_t seed;
-    int T;            /* sequence length given at open */
+    int T; /* sequence length given at open */
     /* tasks */
-    int digits;       /* add: operands have 1..digits digits */
-    int max_len;      /* reverse/sort: words of 1..max_len letters */
-    int max_example;  /* bytes of the longest possible example */
+    int digits;             /* add: operands have 1..digits digits */
+    int max_len;            /* reverse/sort: words of 1..max_len letters */
+    int max_example;        /* bytes of the longest possible example */
     uint64_t val_threshold; /* a prompt validates iff its hash is below this */
     /* text */
     uint8_t *bytes;
     size_t n_bytes;
-    size_t n_train;   /* bytes[0, n_train) train; the rest validates */
+    size_t n_train; /* bytes[0, n_train) train; the rest validates */
 };
 
 /* Stream ids mixed into the RNG seed with (seed, index), so the splits and

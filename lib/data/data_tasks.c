@@ -244,8 +244,8 @@ static dt_status dt__task_batch(const dt_dataset *ds, dt_split split, uint64_t i
                                 int32_t *targets, int32_t *example, int *n_examples)
 {
     if (T + 1 < ds->max_example)
-        return DT_FAIL(DT_ERR_INVALID, "--seq-length %d is too short for task '%s': T must be at least %d", T,
-                       ds->name, ds->max_example - 1);
+        return DT_FAIL(DT_ERR_INVALID, "--seq-length %d is too short for task '%s': T must be at least %d", T, ds->name,
+                       ds->max_example - 1);
     dt_rng rng;
     int n_ex = 0;
     uint8_t e[DT__MAX_EXAMPLE];

@@ -34,11 +34,10 @@ size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T)
 size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
-    return 5 * dt__pad16(BT * C)        /* ln1, atty, res2, ln2, out */
-           + 4 * dt__pad16(BT)          /* LayerNorm means and rstds */
-           + dt__pad16(BT * 3 * C)      /* qkv */
-           + (with_att ? dt__block_att_floats(cfg, B, T) : 0)
-           + 2 * dt__pad16(BT * 4 * C); /* fch, fch_gelu */
+    return 5 * dt__pad16(BT * C)   /* ln1, atty, res2, ln2, out */
+           + 4 * dt__pad16(BT)     /* LayerNorm means and rstds */
+           + dt__pad16(BT * 3 * C) /* qkv */
+           + (with_att ? dt__block_att_floats(cfg, B, T) : 0) + 2 * dt__pad16(BT * 4 * C); /* fch, fch_gelu */
 }
 
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
@@ -47,8 +46,7 @@ size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
     return dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(B * NH * T * T) + dt__pad16(BT * 4 * C);
 }
 
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
-                               dt__block_acts *acts)
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att, dt__block_acts *acts)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln1));
@@ -77,14 +75,14 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n)
     return be->cast(be, x, DT_F32, r->scratch, r->dtype, n);
 }
 
-void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int B, int T,
-                      float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS])
+void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int B, int T, float **ptr[DT__BLOCK_NFIELDS],
+                      size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS])
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
-    float **p[DT__BLOCK_NFIELDS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att, &a->atty, &a->res2,
+    float **p[DT__BLOCK_NFIELDS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att,      &a->atty, &a->res2,
                                     &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->out};
     const size_t sz[DT__BLOCK_NFIELDS] = {BT * C, BT, BT, BT * 3 * C, B * NH * T * T, BT * C, BT * C,
-                                          BT * C, BT, BT, BT * 4 * C, BT * 4 * C, BT * C};
+                                          BT * C, BT, BT, BT * 4 * C, BT * 4 * C,     BT * C};
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         ptr[i] = p[i];
         n[i] = sz[i];
@@ -92,8 +90,8 @@ void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int B, int T,
     }
 }
 
-dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                            dt__block_acts *a, const float *x, int B, int T, const dt__rounder *r)
+dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p, dt__block_acts *a,
+                            const float *x, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, NH = cfg->num_heads, N = B * T;
     const size_t NC = (size_t)N * C;
@@ -136,8 +134,8 @@ dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt_
     DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
     DT_CHECK(be->matmul_backward(be, s->dbtc, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
-    DT_CHECK(be->layernorm_backward(be, dres, g->ln2w, g->ln2b, s->dbtc, a->res2, p->ln2w, a->ln2_mean,
-                                    a->ln2_rstd, N, C));
+    DT_CHECK(
+        be->layernorm_backward(be, dres, g->ln2w, g->ln2b, s->dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     /* Attention: dres now holds d(res2) = d(x) through the residual + d(proj out). */
     DT_CHECK(be->matmul_backward(be, s->dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, C, C));
@@ -146,8 +144,7 @@ dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt_
     DT_CHECK(dt__round(be, r, s->dqkv, 3 * NC));
     DT_CHECK(be->matmul_backward(be, s->dbtc, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
-    DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, s->dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
-                                    N, C));
+    DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, s->dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     return DT_OK;
 }

@@ -16,8 +16,8 @@ dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const floa
     return dt__round(be, r, *out, (size_t)B * T * cfg->hidden_size);
 }
 
-dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe,
-                             const int32_t *tokens, const float *dout, int B, int T)
+dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe, const int32_t *tokens,
+                             const float *dout, int B, int T)
 {
     return be->encoder_backward(be, dwte, dwpe, dout, tokens, B, T, cfg->hidden_size);
 }

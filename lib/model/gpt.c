@@ -30,44 +30,44 @@ struct dt_gpt {
     dt_backend *be;
     dt_paramset layout;
     dt_buffer params, grads;
-    float *wte, *wpe, *gwte, *gwpe;             /* (V,C), (maxT,C) parameter and gradient views */
-    dt__block_params *blocks, *gblocks;         /* (L) */
+    float *wte, *wpe, *gwte, *gwpe;     /* (V,C), (maxT,C) parameter and gradient views */
+    dt__block_params *blocks, *gblocks; /* (L) */
     dt__head_params head, ghead;
 
     /* activations of the last forward, for (B, T) */
-    int B, T;           /* sizes the buffers below were made for */
-    int cur_B, cur_T;   /* sizes of the last forward */
+    int B, T;         /* sizes the buffers below were made for */
+    int cur_B, cur_T; /* sizes of the last forward */
     int have_forward;
-    dt_buffer act_buf;  /* backs the arena */
+    dt_buffer act_buf; /* backs the arena */
     dt__arena arena;
     dt__block_acts *acts; /* (L) */
-    float *x0;          /* (B,T,C) embedding output */
+    float *x0;            /* (B,T,C) embedding output */
     dt__head_acts head_acts;
-    dt_buffer work;     /* not saved: tokens, targets, losses, flags, backward scratch */
+    dt_buffer work;                /* not saved: tokens, targets, losses, flags, backward scratch */
     int32_t *d_tokens, *d_targets; /* (B,T) */
-    float *losses;      /* (B,T) */
-    uint8_t *correct;   /* (B,T) */
+    float *losses;                 /* (B,T) */
+    uint8_t *correct;              /* (B,T) */
     dt__block_scratch scratch;
-    float *dres;        /* (B,T,C) residual-stream gradient */
-    int n_counted;      /* targets >= 0 in the last forward */
+    float *dres;   /* (B,T,C) residual-stream gradient */
+    int n_counted; /* targets >= 0 in the last forward */
     int has_targets;
 
     /* mixed precision (dt_gpt_set_precision) */
-    dt_dtype precision;   /* DT_F32, DT_F16 or DT_BF16 */
-    dt__rounder rnd;      /* storage rounding; scratch in round_buf */
+    dt_dtype precision; /* DT_F32, DT_F16 or DT_BF16 */
+    dt__rounder rnd;    /* storage rounding; scratch in round_buf */
     dt_buffer round_buf;
-    dt_buffer whalf;      /* (numel) the compute copy of the weights, in precision */
-    dt_buffer wq;         /* (numel) the same values as FP32, read by the GEMMs */
-    dt_buffer gmb;        /* (numel) one micro-batch's parameter gradients, rounded before accumulation */
-    int weights_rounded;  /* dt_gpt_set_weights_rounded: params hold 16-bit values, no whalf/wq copies */
+    dt_buffer whalf;                    /* (numel) the compute copy of the weights, in precision */
+    dt_buffer wq;                       /* (numel) the same values as FP32, read by the GEMMs */
+    dt_buffer gmb;                      /* (numel) one micro-batch's parameter gradients, rounded before accumulation */
+    int weights_rounded;                /* dt_gpt_set_weights_rounded: params hold 16-bit values, no whalf/wq copies */
     void *(*packed)[DT__BLOCK_NFIELDS]; /* (L) half mode: each block's saved tensors in 2-byte storage */
 
     /* activation recomputation */
     dt_recompute recompute;
-    int recompute_k;      /* full: blocks per checkpointed group */
-    float **ckpt;         /* (G) full: output of each group, (B,T,C) each */
-    size_t *ckpt_mark;    /* (G) arena mark taken before ckpt[g] */
-    size_t head_mark;     /* arena mark taken before the head's activations */
+    int recompute_k;   /* full: blocks per checkpointed group */
+    float **ckpt;      /* (G) full: output of each group, (B,T,C) each */
+    size_t *ckpt_mark; /* (G) arena mark taken before ckpt[g] */
+    size_t head_mark;  /* arena mark taken before the head's activations */
 
     dt_gpt_layer_hook hook;
     void *hook_ctx;
@@ -100,8 +100,8 @@ dt_status dt_gpt_config_validate(const dt_gpt_config *c)
     if (c->hidden_size < 1 || c->hidden_size > 65536)
         return DT_FAIL(DT_ERR_INVALID, "--hidden-size %d: expected 1..65536", c->hidden_size);
     if (c->hidden_size % c->num_heads != 0)
-        return DT_FAIL(DT_ERR_INVALID, "--hidden-size %d is not divisible by --num-attention-heads %d",
-                       c->hidden_size, c->num_heads);
+        return DT_FAIL(DT_ERR_INVALID, "--hidden-size %d is not divisible by --num-attention-heads %d", c->hidden_size,
+                       c->num_heads);
     if (c->seq_len < 1 || c->seq_len > 65536)
         return DT_FAIL(DT_ERR_INVALID, "--max-position-embeddings %d: expected 1..65536", c->seq_len);
     if (c->vocab_size < 2 || c->vocab_size > (1 << 24))
@@ -130,10 +130,9 @@ static dt_status dt__gpt_layout(dt_gpt *m)
     char name[DT_NAME_MAX];
     DT_CHECK(dt_paramset_add(ps, "wte", 2, (int64_t[]){V, C}, 1));
     DT_CHECK(dt_paramset_add(ps, "wpe", 2, (int64_t[]){P, C}, 1));
-    static const char *const names[DT__NBLOCK_TENSORS] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b",
-                                                          "attproj.w", "attproj.b", "ln2.w", "ln2.b",
-                                                          "fc.w", "fc.b", "fcproj.w", "fcproj.b"};
-    const int64_t shapes[DT__NBLOCK_TENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
+    static const char *const names[DT__NBLOCK_TENSORS] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
+                                                          "ln2.w", "ln2.b", "fc.w",  "fc.b",  "fcproj.w",  "fcproj.b"};
+    const int64_t shapes[DT__NBLOCK_TENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},
                                                    {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
     for (int l = 0; l < m->cfg.num_layers; l++)
         for (int i = 0; i < DT__NBLOCK_TENSORS; i++) {
@@ -167,10 +166,10 @@ static void dt__gpt_bind(const dt_gpt *m, float *base, float **wte, float **wpe,
     *wte = base + in[k++].offset;
     *wpe = base + in[k++].offset;
     for (int l = 0; l < m->cfg.num_layers; l++) {
-        float **f[DT__NBLOCK_TENSORS] = {&blocks[l].ln1w, &blocks[l].ln1b, &blocks[l].qkvw,
+        float **f[DT__NBLOCK_TENSORS] = {&blocks[l].ln1w, &blocks[l].ln1b,     &blocks[l].qkvw,
                                          &blocks[l].qkvb, &blocks[l].attprojw, &blocks[l].attprojb,
-                                         &blocks[l].ln2w, &blocks[l].ln2b, &blocks[l].fcw,
-                                         &blocks[l].fcb, &blocks[l].fcprojw, &blocks[l].fcprojb};
+                                         &blocks[l].ln2w, &blocks[l].ln2b,     &blocks[l].fcw,
+                                         &blocks[l].fcb,  &blocks[l].fcprojw,  &blocks[l].fcprojb};
         for (int i = 0; i < DT__NBLOCK_TENSORS; i++) *f[i] = base + in[k++].offset;
     }
     head->lnfw = base + in[k++].offset;
@@ -516,10 +515,8 @@ static dt_status dt__gpt_pack(dt_gpt *m, int l, dt__block_acts *w, int pack)
         float *f = *ptr[i];
         if (stat[i] || (l == c->num_layers - 1 && i == DT__BLOCK_NFIELDS - 1))
             DT_CHECK(be->copy(be, pack ? store : f, pack ? f : store, n[i] * sizeof(float), DT_COPY_D2D));
-        else if (pack)
-            DT_CHECK(be->cast(be, store, m->precision, f, DT_F32, n[i]));
-        else
-            DT_CHECK(be->cast(be, f, DT_F32, store, m->precision, n[i]));
+        else if (pack) DT_CHECK(be->cast(be, store, m->precision, f, DT_F32, n[i]));
+        else DT_CHECK(be->cast(be, f, DT_F32, store, m->precision, n[i]));
     }
     return DT_OK;
 }
@@ -545,8 +542,7 @@ dt_status dt_recompute_parse(const char *s, dt_recompute *out)
     if (s && strcmp(s, "full") == 0) *out = DT_RECOMPUTE_FULL;
     else if (s && strcmp(s, "selective") == 0) *out = DT_RECOMPUTE_SELECTIVE;
     else if (s && strcmp(s, "none") == 0) *out = DT_RECOMPUTE_NONE;
-    else
-        return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity '%s': expected full or selective", s ? s : "");
+    else return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity '%s': expected full or selective", s ? s : "");
     return DT_OK;
 }
 
@@ -581,11 +577,11 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
                        c->seq_len);
     for (int i = 0; i < B * T; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
-            return DT_FAIL(DT_ERR_INVALID, "forward: token %d at position %d outside the vocabulary of %d",
-                           tokens[i], i, c->vocab_size);
+            return DT_FAIL(DT_ERR_INVALID, "forward: token %d at position %d outside the vocabulary of %d", tokens[i],
+                           i, c->vocab_size);
         if (targets && targets[i] >= c->vocab_size)
-            return DT_FAIL(DT_ERR_INVALID, "forward: target %d at position %d outside the vocabulary of %d",
-                           targets[i], i, c->vocab_size);
+            return DT_FAIL(DT_ERR_INVALID, "forward: target %d at position %d outside the vocabulary of %d", targets[i],
+                           i, c->vocab_size);
     }
     DT_CHECK(dt__gpt_ensure(m, B, T));
     DT_CHECK(dt__gpt_sync_weights(m)); /* the masters may have changed since the last forward */
@@ -650,8 +646,8 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     }
     t0 = dt_time_ns();
     m->head_mark = dt__arena_mark(&m->arena);
-    DT_CHECK(dt__head_forward(be, c, &m->head, &m->arena, &m->head_acts, x, targets ? m->d_targets : NULL,
-                              m->losses, m->correct, B, T, dt__gpt_rnd(m)));
+    DT_CHECK(dt__head_forward(be, c, &m->head, &m->arena, &m->head_acts, x, targets ? m->d_targets : NULL, m->losses,
+                              m->correct, B, T, dt__gpt_rnd(m)));
     float mean_loss = 0.0f;
     if (targets) DT_CHECK(dt__head_mean_loss(be, m->losses, N, m->n_counted, &mean_loss));
     dt__hook(m, c->num_layers, 'F', t0);
@@ -673,14 +669,14 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     const int G = full ? (L + m->recompute_k - 1) / m->recompute_k : 0;
     int64_t t0 = dt_time_ns();
     const int packs = dt__gpt_packs(m);
-    const float *xL = full ? m->ckpt[G - 1]
-                      : !L ? m->x0
+    const float *xL = full    ? m->ckpt[G - 1]
+                      : !L    ? m->x0
                       : packs ? (const float *)m->packed[L - 1][DT__BLOCK_NFIELDS - 1]
                               : m->acts[L - 1].out;
     if (m->precision != DT_F32) /* this micro-batch's parameter gradients, rounded before they accumulate */
         DT_CHECK(be->memset_zero(be, m->gmb.data, m->layout.numel * sizeof(float)));
-    DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss,
-                               m->dres, m->scratch.dbtc, B, T, dt__gpt_rnd(m)));
+    DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss, m->dres,
+                               m->scratch.dbtc, B, T, dt__gpt_rnd(m)));
     dt__arena_release(&m->arena, m->head_mark);
     dt__hook(m, L, 'B', t0);
     if (full) {
@@ -694,8 +690,8 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
             for (int l = l1 - 1; l >= l0; l--) {
                 t0 = dt_time_ns();
                 const float *x = l > l0 ? m->acts[l - 1].out : xin;
-                DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x,
-                                            m->dres, B, T, dt__gpt_rnd(m)));
+                DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres,
+                                            B, T, dt__gpt_rnd(m)));
                 dt__hook(m, l, 'B', t0);
             }
             dt__arena_release(&m->arena, mark);
@@ -710,8 +706,7 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
             DT_CHECK(dt__gpt_block_input(m, l, &x));
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
                 t0 = dt_time_ns();
-                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, w.att, w.qkv, B, T, c->hidden_size,
-                                               c->num_heads));
+                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, w.att, w.qkv, B, T, c->hidden_size, c->num_heads));
                 DT_CHECK(dt__round(be, dt__gpt_rnd(m), w.att, (size_t)B * c->num_heads * T * T));
                 dt__hook(m, l, 'R', t0);
             }
@@ -736,8 +731,8 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                 dt__hook(m, l, 'R', t0);
             }
             t0 = dt_time_ns();
-            DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres,
-                                        B, T, dt__gpt_rnd(m)));
+            DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres, B,
+                                        T, dt__gpt_rnd(m)));
             dt__hook(m, l, 'B', t0);
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
                 dt__arena_release(&m->arena, mark);

@@ -58,8 +58,8 @@ size_t dt__embed_act_floats(const dt_gpt_config *cfg, int B, int T);
 dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const float *wte, const float *wpe,
                             const int32_t *tokens, dt__arena *a, float **out, int B, int T, const dt__rounder *r);
 /* dwte, dwpe +=; dout (B,T,C) is the gradient of the embedding output. */
-dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe,
-                             const int32_t *tokens, const float *dout, int B, int T);
+dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe, const int32_t *tokens,
+                             const float *dout, int B, int T);
 
 /* ---- head: final LayerNorm, LM head (untied), cross-entropy ------------ */
 typedef struct dt__head_params {
@@ -76,8 +76,8 @@ size_t dt__head_act_floats(const dt_gpt_config *cfg, int B, int T);
 /* logits from x (B,T,C); with targets (device, (B,T)), also per-position
  * losses (B,T) and argmax==target flags (B,T). */
 dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,
-                           dt__head_acts *acts, const float *x, const int32_t *targets, float *losses,
-                           uint8_t *correct, int B, int T, const dt__rounder *r);
+                           dt__head_acts *acts, const float *x, const int32_t *targets, float *losses, uint8_t *correct,
+                           int B, int T, const dt__rounder *r);
 /* dx (B,T,C) is overwritten with the gradient of x for a loss whose
  * per-target gradient weight is dloss; dtmp (B,T,C) is scratch. */
 dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
@@ -116,15 +116,15 @@ typedef struct dt__block_acts {
  * of the attention probabilities. */
 #define DT__BLOCK_NFIELDS 13
 #define DT__BLOCK_ATT 4
-void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int B, int T,
-                      float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS]);
+void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int B, int T, float **ptr[DT__BLOCK_NFIELDS],
+                      size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS]);
 
 /* Scratch for a block's backward, shared by all blocks (not saved). */
 typedef struct dt__block_scratch {
-    float *dbtc;  /* (B,T,C) */
-    float *dqkv;  /* (B,T,3C) */
-    float *datt;  /* (B,NH,T,T) */
-    float *dfch;  /* (B,T,4C) */
+    float *dbtc; /* (B,T,C) */
+    float *dqkv; /* (B,T,3C) */
+    float *datt; /* (B,NH,T,T) */
+    float *dfch; /* (B,T,4C) */
 } dt__block_scratch;
 
 /* Saved floats of one block; with_att = 0 leaves out the attention
@@ -137,8 +137,8 @@ size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T);
 dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
                                dt__block_acts *acts);
 /* out = block(x); x (B,T,C) is kept by the caller (previous block's out). */
-dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                            dt__block_acts *acts, const float *x, int B, int T, const dt__rounder *r);
+dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p, dt__block_acts *acts,
+                            const float *x, int B, int T, const dt__rounder *r);
 /* dres (B,T,C): in, the gradient of the block output; out, the gradient of
  * x. Parameter gradients accumulate into g. */
 dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,

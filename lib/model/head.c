@@ -18,8 +18,8 @@ size_t dt__head_act_floats(const dt_gpt_config *cfg, int B, int T)
 }
 
 dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,
-                           dt__head_acts *acts, const float *x, const int32_t *targets, float *losses,
-                           uint8_t *correct, int B, int T, const dt__rounder *r)
+                           dt__head_acts *acts, const float *x, const int32_t *targets, float *losses, uint8_t *correct,
+                           int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T;
     DT_CHECK(dt__arena_alloc(a, (size_t)N * C, &acts->lnf));
@@ -45,8 +45,7 @@ dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     DT_CHECK(be->matmul_backward(be, dtmp, g->lmw, NULL, acts->logits, acts->lnf, p->lmw, N, C, V));
     DT_CHECK(dt__round(be, r, dtmp, (size_t)N * C));
     DT_CHECK(be->memset_zero(be, dx, (size_t)N * C * sizeof(float)));
-    DT_CHECK(be->layernorm_backward(be, dx, g->lnfw, g->lnfb, dtmp, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N,
-                                    C));
+    DT_CHECK(be->layernorm_backward(be, dx, g->lnfw, g->lnfb, dtmp, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N, C));
     DT_CHECK(dt__round(be, r, dx, (size_t)N * C));
     return DT_OK;
 }

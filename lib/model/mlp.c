@@ -40,9 +40,9 @@ typedef struct dt__mlp_layer {
 } dt__mlp_layer;
 
 typedef struct dt__mlp_acts {
-    float *pre;        /* (B,H) Linear output */
-    float *bn;         /* (B,H) BatchNorm output, NULL without BatchNorm */
-    float *act;        /* (B,H) ReLU output */
+    float *pre;         /* (B,H) Linear output */
+    float *bn;          /* (B,H) BatchNorm output, NULL without BatchNorm */
+    float *act;         /* (B,H) ReLU output */
     float *mean, *rstd; /* (H), (H) */
 } dt__mlp_acts;
 
@@ -51,10 +51,10 @@ struct dt_mlp {
     dt_backend *be;
     dt_paramset layout, state_layout;
     dt_buffer params, grads, state;
-    dt__mlp_layer *p, *g;   /* (L) views into params and grads */
-    float *outw, *outb;     /* (K, in), (K) */
-    float *goutw, *goutb;   /* (K, in), (K) */
-    float **rmean, **rvar;  /* (L) views into state, each (H) */
+    dt__mlp_layer *p, *g;  /* (L) views into params and grads */
+    float *outw, *outb;    /* (K, in), (K) */
+    float *goutw, *goutb;  /* (K, in), (K) */
+    float **rmean, **rvar; /* (L) views into state, each (H) */
     int training;
     float momentum;
 
@@ -69,11 +69,11 @@ struct dt_mlp {
     int32_t *d_labels;  /* (B) */
     float *d1, *d2;     /* (B,H) backward scratch */
 
-    int cur_B;          /* rows of the last forward */
-    int have_forward;   /* saved activations valid (not spent by backward) */
-    int has_labels;     /* the last forward had labels */
-    int fwd_training;   /* the last forward ran in training mode */
-    int n_correct;      /* of the last forward with labels */
+    int cur_B;        /* rows of the last forward */
+    int have_forward; /* saved activations valid (not spent by backward) */
+    int has_labels;   /* the last forward had labels */
+    int fwd_training; /* the last forward ran in training mode */
+    int n_correct;    /* of the last forward with labels */
 };
 
 /* ---- configuration -------------------------------------------------------- */
@@ -371,8 +371,8 @@ dt_status dt_mlp_forward(dt_mlp *m, const float *x, const int32_t *y, int B, flo
         dt__mlp_acts *a = &m->acts[l];
         DT_CHECK(be->matmul_forward(be, a->pre, in, p->fcw, p->fcb, B, in_dim, H));
         if (c->batchnorm) {
-            DT_CHECK(be->batchnorm_forward(be, a->bn, a->mean, a->rstd, m->rmean[l], m->rvar[l], a->pre, p->bnw,
-                                           p->bnb, B, H, m->momentum, c->bn_eps, m->training));
+            DT_CHECK(be->batchnorm_forward(be, a->bn, a->mean, a->rstd, m->rmean[l], m->rvar[l], a->pre, p->bnw, p->bnb,
+                                           B, H, m->momentum, c->bn_eps, m->training));
             DT_CHECK(be->relu_forward(be, a->act, a->bn, (size_t)B * H));
         } else {
             DT_CHECK(be->relu_forward(be, a->act, a->pre, (size_t)B * H));
@@ -385,8 +385,8 @@ dt_status dt_mlp_forward(dt_mlp *m, const float *x, const int32_t *y, int B, flo
     float mean_loss = 0.0f;
     if (y) {
         DT_CHECK(be->copy(be, m->d_labels, y, (size_t)B * sizeof(int32_t), DT_COPY_H2D));
-        DT_CHECK(be->crossentropy_forward_backward(be, m->losses, m->correct, NULL, m->logits, m->d_labels, B, K,
-                                                   1.0f));
+        DT_CHECK(
+            be->crossentropy_forward_backward(be, m->losses, m->correct, NULL, m->logits, m->d_labels, B, K, 1.0f));
         float *hl = malloc((size_t)B * sizeof *hl);
         uint8_t *hc = malloc((size_t)B);
         dt_status st = hl && hc ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "mlp-bn forward: out of memory");

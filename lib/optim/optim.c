@@ -82,8 +82,7 @@ dt_status dt_optim_config_validate(const dt_optim_config *c)
         return DT_FAIL(DT_ERR_INVALID, "--lars-eta %g: expected a finite value > 0", (double)c->lars_eta);
     if (c->kind == DT_OPTIM_LAMB) {
         if (!(c->lamb_gamma_l >= 0.0f) || !isfinite(c->lamb_gamma_l))
-            return DT_FAIL(DT_ERR_INVALID, "--lamb-gamma-l %g: expected a finite value >= 0",
-                           (double)c->lamb_gamma_l);
+            return DT_FAIL(DT_ERR_INVALID, "--lamb-gamma-l %g: expected a finite value >= 0", (double)c->lamb_gamma_l);
         /* +inf is allowed: phi without a cap */
         if (!(c->lamb_gamma_u > 0.0f) || !(c->lamb_gamma_u >= c->lamb_gamma_l))
             return DT_FAIL(DT_ERR_INVALID, "--lamb-gamma-u %g: expected a value > 0 and >= --lamb-gamma-l (%g)",
@@ -119,8 +118,7 @@ dt_status dt_optim_init(dt_optim *opt, const dt_optim_config *cfg, dt_backend *b
     }
     if (st == DT_OK && dt__optim_is_layerwise(cfg->kind)) {
         opt->trust = malloc((layout->count > 0 ? (size_t)layout->count : 1) * sizeof *opt->trust);
-        if (!opt->trust)
-            st = DT_FAIL(DT_ERR_NOMEM, "optimizer: out of memory for %d trust ratios", layout->count);
+        if (!opt->trust) st = DT_FAIL(DT_ERR_NOMEM, "optimizer: out of memory for %d trust ratios", layout->count);
         else
             for (int i = 0; i < layout->count; i++) opt->trust[i] = 1.0f;
     }
@@ -173,8 +171,7 @@ static dt_status dt__lars_step(dt_optim *opt, float *params, const float *grads,
              * trace says where the step went non-finite. */
             if (wn != 0.0 && den != 0.0) trust = (double)c->lars_eta * wn / den;
         }
-        DT_CHECK(be->lars_update(be, p, g, buf + pi->offset, pi->numel, lr, (float)trust, c->momentum, wd,
-                                 grad_scale));
+        DT_CHECK(be->lars_update(be, p, g, buf + pi->offset, pi->numel, lr, (float)trust, c->momentum, wd, grad_scale));
         opt->trust[i] = (float)trust;
     }
     return DT_OK;
@@ -182,8 +179,8 @@ static dt_status dt__lars_step(dt_optim *opt, float *params, const float *grads,
 
 /* LAMB: decay tensors through u = lamb_direction, then p += -lr*trust*u;
  * the others take the Adam step (trust 1, wd 0), which adamw_update is. */
-static dt_status dt__lamb_step(dt_optim *opt, float *params, const float *grads, float lr, float grad_scale,
-                               float bc1, float bc2)
+static dt_status dt__lamb_step(dt_optim *opt, float *params, const float *grads, float lr, float grad_scale, float bc1,
+                               float bc2)
 {
     const dt_optim_config *c = &opt->cfg;
     const dt_paramset *ps = opt->layout;
@@ -198,8 +195,8 @@ static dt_status dt__lamb_step(dt_optim *opt, float *params, const float *grads,
             opt->trust[i] = 1.0f;
             continue;
         }
-        DT_CHECK(be->lamb_direction(be, u, params + off, grads + off, m + off, v + off, n, c->beta1, c->beta2,
-                                    c->eps, c->weight_decay, bc1, bc2, grad_scale));
+        DT_CHECK(be->lamb_direction(be, u, params + off, grads + off, m + off, v + off, n, c->beta1, c->beta2, c->eps,
+                                    c->weight_decay, bc1, bc2, grad_scale));
         double wn, un;
         DT_CHECK(dt__norm(be, params + off, n, &wn));
         DT_CHECK(dt__norm(be, u, n, &un));
@@ -250,8 +247,8 @@ dt_status dt_optim_step(dt_optim *opt, float *params, const float *grads, float 
                 size_t off, n;
                 j = dt__optim_run(ps, i, &off, &n);
                 float wd = ps->info[i].decay ? c->weight_decay : 0.0f;
-                DT_CHECK(be->adamw_update(be, params + off, grads + off, s1 + off, s2 + off, n, lr, c->beta1,
-                                          c->beta2, c->eps, wd, bc1, bc2, grad_scale));
+                DT_CHECK(be->adamw_update(be, params + off, grads + off, s1 + off, s2 + off, n, lr, c->beta1, c->beta2,
+                                          c->eps, wd, bc1, bc2, grad_scale));
             }
         }
     } else if (c->kind == DT_OPTIM_LARS) {

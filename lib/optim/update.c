@@ -47,11 +47,10 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
             if (nf && first_bad < 0) first_bad = i;
             overflow |= nf;
             if (a->amax) {
-                if (nf)
-                    a->amax[i] = -1.0f;
+                if (nf) a->amax[i] = -1.0f;
                 else
-                    DT_CHECK(dt__update_amax(a->be, a->grads + layout->info[i].offset, layout->info[i].numel,
-                                             &a->amax[i]));
+                    DT_CHECK(
+                        dt__update_amax(a->be, a->grads + layout->info[i].offset, layout->info[i].numel, &a->amax[i]));
             }
         }
     }
@@ -77,7 +76,8 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
         return DT_OK;
     }
     if (!isfinite(r->norm))
-        return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
+        return DT_FAIL(DT_ERR_NUMERIC,
+                       "iteration %lld: gradient norm is %g (diverged; try a lower --lr or --clip-grad)",
                        (long long)a->position + 1, r->norm);
     r->clip = dt_clip_factor(r->norm, a->clip_grad);
     return dt_optim_step(a->opt, a->params, a->grads, r->lr, r->clip);

@@ -31,13 +31,13 @@ typedef struct dt__update_args {
     const dt_paramset *layout; /* of params/grads (a shard's own layout on a server) */
     float *params, *grads;
     dt_optim *opt;
-    dt_loss_scaler *scaler;    /* NULL: no loss scaling */
-    float loss_scale;          /* S the gradients carry (with scaler) */
+    dt_loss_scaler *scaler; /* NULL: no loss scaling */
+    float loss_scale;       /* S the gradients carry (with scaler) */
     const dt_lr_schedule *lr;
-    int64_t position;          /* updates attempted before this one (the iteration) */
-    float clip_grad;           /* <= 0: no clipping */
-    double given_norm;         /* >= 0: the gradient norm, already known (the layout's own otherwise) */
-    int first_tensor;          /* index of layout tensor 0 in the whole model (reported in first_bad) */
+    int64_t position;  /* updates attempted before this one (the iteration) */
+    float clip_grad;   /* <= 0: no clipping */
+    double given_norm; /* >= 0: the gradient norm, already known (the layout's own otherwise) */
+    int first_tensor;  /* index of layout tensor 0 in the whole model (reported in first_bad) */
     dt__update_reduce reduce;
     void *reduce_ctx;
     /* NULL (normal), or (layout->count) floats: with loss scaling, each
@@ -53,13 +53,13 @@ typedef struct dt__update_args {
 } dt__update_args;
 
 typedef struct dt__update_result {
-    int skipped;              /* overflow: no update applied */
-    int first_bad;            /* model index of the first overflowing tensor (backward order), or -1 */
-    double norm;              /* gradient norm (0 when skipped) */
-    float clip;               /* clip factor applied */
-    float lr;                 /* learning rate of this update */
-    dt_loss_scaler_event ev;  /* zeroed without loss scaling */
-    int nonfinite;            /* allow_nonfinite: the norm (in norm) was NaN/inf, no update applied */
+    int skipped;             /* overflow: no update applied */
+    int first_bad;           /* model index of the first overflowing tensor (backward order), or -1 */
+    double norm;             /* gradient norm (0 when skipped) */
+    float clip;              /* clip factor applied */
+    float lr;                /* learning rate of this update */
+    dt_loss_scaler_event ev; /* zeroed without loss scaling */
+    int nonfinite;           /* allow_nonfinite: the norm (in norm) was NaN/inf, no update applied */
 } dt__update_result;
 
 dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r);

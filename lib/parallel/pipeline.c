@@ -51,19 +51,19 @@ struct dt__pipe {
     dt__stage *st;
     dt_optim opt;
     int opt_ready;
-    int pc;                       /* next instruction */
-    int version;                  /* current weight version of this stage */
+    int pc;      /* next instruction */
+    int version; /* current weight version of this stage */
     dt__stash stash[DT__PIPE_MAX_STASH];
     int n_stash, max_versions, max_versions_in_flight;
-    int *slot_mb, *slot_version;  /* (slots) busy slots' micro-batch (-1 free) and version */
-    dt_comm_request **act_send;   /* (slots) pending activation send per slot */
-    dt_comm_request *grad_send;   /* pending input-gradient send */
-    int *used;                    /* (2 * total mbs) version used by FORWARD / BACKWARD of mb, -1 unknown */
+    int *slot_mb, *slot_version; /* (slots) busy slots' micro-batch (-1 free) and version */
+    dt_comm_request **act_send;  /* (slots) pending activation send per slot */
+    dt_comm_request *grad_send;  /* pending input-gradient send */
+    int *used;                   /* (2 * total mbs) version used by FORWARD / BACKWARD of mb, -1 unknown */
     int total_mb;
     /* the current step (last stage): loss sum and targets of the global batch */
     double loss_sum;
     long long n_total;
-    int64_t step_of_total;        /* the step n_total belongs to */
+    int64_t step_of_total; /* the step n_total belongs to */
     int updates;
     double last_norm;
     float last_lr;
@@ -111,7 +111,8 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
     pp->step_of_total = -1;
     for (int i = 0; i < DT__PIPE_MAX_STASH; i++) pp->stash[i].version = -1;
     if (s->steps > INT32_MAX / (s->m > 0 ? s->m : 1)) {
-        st = DT_FAIL(DT_ERR_INVALID, "pipeline: %lld steps of %d micro-batches are too many", (long long)s->steps, s->m);
+        st =
+            DT_FAIL(DT_ERR_INVALID, "pipeline: %lld steps of %d micro-batches are too many", (long long)s->steps, s->m);
         goto fail;
     }
     DT_CHECK_GOTO(dt_schedule_make(s->kind, s->p, s->m, (int)s->steps, &pp->sched), st, fail);
@@ -350,8 +351,7 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
     const int s = pp->stage, slot = in->mb >= 0 ? in->mb % pp->slots : -1;
     const size_t bytes = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size * sizeof(float);
     switch (in->op) {
-    case DT_SCHED_RECV_ACT:
-        return dt__pipe_recv(pp, dt__stage_input(pp->st, slot), s - 1, DT__PIPE_TAG_ACT);
+    case DT_SCHED_RECV_ACT: return dt__pipe_recv(pp, dt__stage_input(pp->st, slot), s - 1, DT__PIPE_TAG_ACT);
     case DT_SCHED_FORWARD: {
         if (pp->slot_mb[slot] >= 0)
             return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: micro-batch %d needs slot %d, still held by %d", s,
@@ -364,8 +364,8 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
             DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, in->mb), pp->tokens, pp->targets, NULL, NULL));
         float loss = 0.0f;
         int nc = 0;
-        DT_CHECK(dt__stage_forward(pp->st, slot, w, first ? pp->tokens : NULL, last ? pp->targets : NULL, NULL, &loss,
-                                   &nc));
+        DT_CHECK(
+            dt__stage_forward(pp->st, slot, w, first ? pp->tokens : NULL, last ? pp->targets : NULL, NULL, &loss, &nc));
         pp->slot_mb[slot] = in->mb;
         pp->slot_version[slot] = in->version;
         if (in->mb < pp->total_mb) pp->used[2 * in->mb] = in->version;
@@ -383,12 +383,11 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
         DT_CHECK(dt__stage_output(pp->st, slot, &out));
         return c->ops->isend(c, out, bytes, s + 1, DT__PIPE_TAG_ACT, &pp->act_send[slot]);
     }
-    case DT_SCHED_RECV_GRAD:
-        return dt__pipe_recv(pp, dt__stage_dout(pp->st), s + 1, DT__PIPE_TAG_GRAD);
+    case DT_SCHED_RECV_GRAD: return dt__pipe_recv(pp, dt__stage_dout(pp->st), s + 1, DT__PIPE_TAG_GRAD);
     case DT_SCHED_BACKWARD: {
         if (pp->slot_mb[slot] != in->mb)
-            return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: backward of micro-batch %d, slot %d holds %d", s,
-                           in->mb, slot, pp->slot_mb[slot]);
+            return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: backward of micro-batch %d, slot %d holds %d", s, in->mb,
+                           slot, pp->slot_mb[slot]);
         DT_CHECK(dt__pipe_wait_send(pp, &pp->grad_send)); /* dres is about to be rewritten */
         const float *w = NULL;
         DT_CHECK(dt__pipe_weights(pp, in->version, &w));
@@ -401,7 +400,8 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
                 /* each micro-batch is its own update: the mean over its own targets, averaged
                  * over the d pipelines by the data-parallel allreduce's sum */
                 int nc = 0;
-                DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, in->mb), pp->tokens, pp->targets, NULL, NULL));
+                DT_CHECK(
+                    pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, in->mb), pp->tokens, pp->targets, NULL, NULL));
                 for (int i = 0; i < pp->cfg.B * pp->cfg.T; i++) nc += pp->targets[i] >= 0;
                 dloss = nc ? 1.0f / ((float)nc * (float)pp->d) : 0.0f;
             }
@@ -474,7 +474,8 @@ dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double su
         if (first || last)
             DT_CHECK_GOTO(pp->cfg.batch(pp->cfg.ctx, 1, (uint64_t)j, pp->tokens, pp->targets, pp->example, &n_ex), st,
                           done);
-        if (!first) DT_CHECK_GOTO(dt__pipe_recv(pp, dt__stage_input(pp->st, eslot), s - 1, DT__PIPE_TAG_EVAL), st, done);
+        if (!first)
+            DT_CHECK_GOTO(dt__pipe_recv(pp, dt__stage_input(pp->st, eslot), s - 1, DT__PIPE_TAG_EVAL), st, done);
         float loss = 0.0f;
         int nc = 0;
         DT_CHECK_GOTO(dt__stage_forward(pp->st, eslot, NULL, first ? pp->tokens : NULL, last ? pp->targets : NULL, NULL,
@@ -581,9 +582,10 @@ static dt_status dt__pipe_cut(const dt__pipe *pp, int64_t t, int *cut)
     while (i < n && list[i].step < t) i++;
     for (int j = i; j < n; j++)
         if (list[j].step < t)
-            return DT_FAIL(DT_ERR_UNSUPPORTED, "--pipeline-schedule %s: stage %d runs work of step %d after step %lld "
-                                               "has begun (micro-batches and weight versions in flight across the "
-                                               "boundary): a checkpoint cannot be taken or resumed there",
+            return DT_FAIL(DT_ERR_UNSUPPORTED,
+                           "--pipeline-schedule %s: stage %d runs work of step %d after step %lld "
+                           "has begun (micro-batches and weight versions in flight across the "
+                           "boundary): a checkpoint cannot be taken or resumed there",
                            dt_sched_kind_name(pp->cfg.kind), s, list[j].step + 1, (long long)t + 1);
     *cut = i;
     return DT_OK;
@@ -594,8 +596,9 @@ dt_status dt__pipe_boundary(const dt__pipe *pp, int64_t t)
     int cut;
     DT_CHECK(dt__pipe_cut(pp, t, &cut));
     if (pp->pc != cut || pp->n_stash)
-        return DT_FAIL(DT_ERR_UNSUPPORTED, "pipeline stage %d: %s at the start of step %lld (a checkpoint needs a "
-                                           "clean step boundary)",
+        return DT_FAIL(DT_ERR_UNSUPPORTED,
+                       "pipeline stage %d: %s at the start of step %lld (a checkpoint needs a "
+                       "clean step boundary)",
                        pp->stage, pp->n_stash ? "weight versions stashed" : "not", (long long)t + 1);
     for (int k = 0; k < pp->slots; k++)
         if (pp->slot_mb[k] >= 0)

@@ -42,25 +42,26 @@ typedef dt_status (*dt__pipe_batch_fn)(void *ctx, int val, uint64_t index, int32
 typedef void (*dt__pipe_event_fn)(void *ctx, int stage, const dt_sched_instr *in, int64_t t0_ns, int64_t t1_ns);
 
 typedef struct dt__pipe_setup {
-    dt_comm *world;            /* host communicator of all p x d ranks */
-    dt_comm *device_world;     /* NCCL over the same ranks for device buffers (--device cuda), or NULL */
+    dt_comm *world;        /* host communicator of all p x d ranks */
+    dt_comm *device_world; /* NCCL over the same ranks for device buffers (--device cuda), or NULL */
     int p;
-    int t;                     /* tensor-parallel size (>= 1; lib/parallel/tp.h): the blocks are sharded over t ranks */
+    int t; /* tensor-parallel size (>= 1; lib/parallel/tp.h): the blocks are sharded over t ranks */
     dt_sched_kind kind;
-    const int *split;          /* (p) blocks per stage, or NULL: even */
+    const int *split;           /* (p) blocks per stage, or NULL: even */
     const dt_gpt_config *model; /* vocab_size set */
-    int B, T, m;               /* micro-batch shape, micro-batches per step per pipeline */
+    int B, T, m;                /* micro-batch shape, micro-batches per step per pipeline */
     int64_t steps;
     dt_backend *be;
     uint64_t seed;
     dt_optim_config optim;
-    dt_lr_schedule lr;         /* after lr scaling */
+    dt_lr_schedule lr; /* after lr scaling */
     float clip_grad;
     dt_allreduce_algo allreduce;
     size_t chunk_bytes;
     dt__pipe_batch_fn batch;
-    dt__pipe_event_fn event;   /* may be NULL */
-    void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns); /* each f/g allreduce, may be NULL */
+    dt__pipe_event_fn event; /* may be NULL */
+    void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns,
+                     int64_t t1_ns); /* each f/g allreduce, may be NULL */
     void *ctx;
 } dt__pipe_setup;
 
@@ -74,10 +75,10 @@ int dt__pipe_tp_index(const dt__pipe *pp);
 long long dt__pipe_tp_allreduces(const dt__pipe *pp);
 
 typedef struct dt__pipe_stats {
-    float loss;        /* the step's mean loss (every rank) */
+    float loss; /* the step's mean loss (every rank) */
     float lr;
-    double grad_norm;  /* gpipe/1f1b: of the whole model; pipedream: this stage's last update */
-    int updates;       /* optimizer steps this stage applied in the step */
+    double grad_norm; /* gpipe/1f1b: of the whole model; pipedream: this stage's last update */
+    int updates;      /* optimizer steps this stage applied in the step */
 } dt__pipe_stats;
 
 /* Training step t (0-based, in order). */

@@ -30,24 +30,24 @@ _Static_assert(sizeof(dt__ps_msg) == DT_PS_MSG_HEADER_BYTES, "ps.h: DT_PS_MSG_HE
 
 struct dt__ps {
     dt_comm *world;
-    dt_comm *group;        /* the workers' communicator on a worker, the servers' on a server */
+    dt_comm *group; /* the workers' communicator on a worker, the servers' on a server */
     int async, W, K, index, is_server, max_staleness;
     const dt_paramset *layout;
-    int *t_lo;             /* (K + 1) server s holds tensors t_lo[s] .. t_lo[s+1]-1 */
-    size_t *off;           /* (K + 1) and elements off[s] .. off[s+1]-1 of the flat buffer */
+    int *t_lo;   /* (K + 1) server s holds tensors t_lo[s] .. t_lo[s+1]-1 */
+    size_t *off; /* (K + 1) and elements off[s] .. off[s+1]-1 of the flat buffer */
     int finished;
     dt__ps_stats stats;
-    int64_t *worker_max;   /* (W) scratch for the statistics' maximum */
+    int64_t *worker_max; /* (W) scratch for the statistics' maximum */
     /* server */
     dt_backend *be;
-    dt_paramset sub;       /* the shard's own layout (offsets from 0) */
-    dt_buffer params;      /* (len) the shard's weights */
-    dt_buffer grads;       /* (len) ps-sync: the summed gradient */
-    dt_buffer rbuf;        /* (W, len) each worker's last push */
+    dt_paramset sub;  /* the shard's own layout (offsets from 0) */
+    dt_buffer params; /* (len) the shard's weights */
+    dt_buffer grads;  /* (len) ps-sync: the summed gradient */
+    dt_buffer rbuf;   /* (W, len) each worker's last push */
     dt_optim opt;
     int opt_ready;
     dt_loss_scaler scaler;
-    int64_t version;       /* updates applied (as of the last save point or the end) */
+    int64_t version; /* updates applied (as of the last save point or the end) */
 };
 
 void dt__ps_server_tensors(const dt__ps *ps, int *t_lo, int *t_hi)
@@ -76,8 +76,9 @@ static dt_status dt__ps_shards(dt__ps *ps)
     const dt_paramset *L = ps->layout;
     const int K = ps->K, n = L->count;
     if (K > n)
-        return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d: the model has only %d tensors to share out (expected at "
-                                       "most %d servers)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--num-ps-servers %d: the model has only %d tensors to share out (expected at "
+                       "most %d servers)",
                        K, n, n);
     ps->t_lo = calloc((size_t)K + 1, sizeof *ps->t_lo);
     ps->off = calloc((size_t)K + 1, sizeof *ps->off);
@@ -114,8 +115,9 @@ dt_status dt__ps_create(const dt__ps_setup *s, dt__ps **out)
     dt_paramset_init(&ps->sub);
     dt_status st = DT_OK;
     if (ps->async && ps->max_staleness >= 0 && ps->max_staleness < ps->W - 1) {
-        st = DT_FAIL(DT_ERR_INVALID, "--max-staleness %d: with %d workers expected at least %d (one round of the "
-                                     "others' pushes)",
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "--max-staleness %d: with %d workers expected at least %d (one round of the "
+                     "others' pushes)",
                      ps->max_staleness, ps->W, ps->W - 1);
         goto fail;
     }
@@ -198,7 +200,8 @@ static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, 
         if (deadline && dt_time_ns() >= deadline) return DT__COMM_TIMEOUT(c, reqs, n);
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
-        if (sleep_ns < DT_PS_POLL_MAX_NS) sleep_ns = sleep_ns * 2 < DT_PS_POLL_MAX_NS ? sleep_ns * 2 : DT_PS_POLL_MAX_NS;
+        if (sleep_ns < DT_PS_POLL_MAX_NS)
+            sleep_ns = sleep_ns * 2 < DT_PS_POLL_MAX_NS ? sleep_ns * 2 : DT_PS_POLL_MAX_NS;
     }
 }
 
@@ -251,8 +254,7 @@ static dt_status dt__ps_server_init(dt__ps *ps, const dt__ps_server_env *env)
     DT_CHECK(dt_buffer_alloc(&ps->params, env->be, len * sizeof(float)));
     DT_CHECK(dt_buffer_alloc(&ps->grads, env->be, len * sizeof(float)));
     DT_CHECK(dt_buffer_alloc(&ps->rbuf, env->be, (size_t)ps->W * len * sizeof(float)));
-    DT_CHECK(env->be->copy(env->be, ps->params.data, env->init_params + ps->off[s], len * sizeof(float),
-                           DT_COPY_D2D));
+    DT_CHECK(env->be->copy(env->be, ps->params.data, env->init_params + ps->off[s], len * sizeof(float), DT_COPY_D2D));
     DT_CHECK(dt_optim_init(&ps->opt, &env->optim, env->be, &ps->sub));
     ps->opt_ready = 1;
     if (env->loss_scaler) DT_CHECK(dt_loss_scaler_init(&ps->scaler, env->loss_scaler));
@@ -286,8 +288,9 @@ static dt_status dt__ps_send_final(dt__ps *ps)
 static dt_status dt__ps_save_point(dt__ps *ps, const dt__ps_server_env *env, const int *parked, int64_t version)
 {
     if (!env->save)
-        return DT_FAIL(DT_ERR_INVALID, "parameter server %d: the workers asked for a checkpoint, but this server was "
-                                       "given no --save directory",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "parameter server %d: the workers asked for a checkpoint, but this server was "
+                       "given no --save directory",
                        ps->index);
     const dt__ps_msg m = {.kind = DT__PS_SAVED, .iter = version};
     for (int w = 0; w < ps->W; w++)
@@ -313,7 +316,8 @@ static dt_status dt__ps_serve_sync(dt__ps *ps, const dt__ps_server_env *env)
     }
     for (int64_t step = env->start_version;; step++) {
         ps->version = step;
-        for (int w = 0; w < W; w++) DT_CHECK_GOTO(c->ops->irecv(c, &in[w], sizeof in[w], w, DT__PS_TAG_HDR, &q[w]), st, done);
+        for (int w = 0; w < W; w++)
+            DT_CHECK_GOTO(c->ops->irecv(c, &in[w], sizeof in[w], w, DT__PS_TAG_HDR, &q[w]), st, done);
         DT_CHECK_GOTO(dt__ps_idle_wait_all(c, q, W), st, done);
         int n_done = 0, n_save = 0;
         for (int w = 0; w < W; w++) n_done += in[w].kind == DT__PS_DONE, n_save += in[w].kind == DT__PS_SAVE;
@@ -350,7 +354,8 @@ static dt_status dt__ps_serve_sync(dt__ps *ps, const dt__ps_server_env *env)
         /* the sum in worker order, whatever order the pushes arrived in */
         double loss = 0.0;
         DT_CHECK_GOTO(env->be->copy(env->be, grads, rbuf, len * sizeof(float), DT_COPY_D2D), st, done);
-        for (int w = 1; w < W; w++) DT_CHECK_GOTO(env->be->axpy(env->be, grads, 1.0f, rbuf + (size_t)w * len, len), st, done);
+        for (int w = 1; w < W; w++)
+            DT_CHECK_GOTO(env->be->axpy(env->be, grads, 1.0f, rbuf + (size_t)w * len, len), st, done);
         for (int w = 0; w < W; w++) loss += in[w].loss;
         dt__update_args ua = {.be = env->be,
                               .layout = &ps->sub,
@@ -432,7 +437,8 @@ static dt_status dt__ps_serve_async(dt__ps *ps, const dt__ps_server_env *env)
     int64_t version = env->start_version;
     for (int w = 0; w < W; w++) pulled[w] = version; /* every worker pulls the starting weights */
     int n_done = 0, n_parked = 0;
-    for (int w = 0; w < W; w++) DT_CHECK_GOTO(c->ops->irecv(c, &in[w], sizeof in[w], w, DT__PS_TAG_HDR, &q[w]), st, out);
+    for (int w = 0; w < W; w++)
+        DT_CHECK_GOTO(c->ops->irecv(c, &in[w], sizeof in[w], w, DT__PS_TAG_HDR, &q[w]), st, out);
     while (n_done < W) {
         int w = -1;
         DT_CHECK_GOTO(dt__ps_idle_waitany(c, q, W, &w), st, out);
@@ -532,8 +538,8 @@ dt_status dt__ps_serve(dt__ps *ps, const dt__ps_server_env *env)
 
 /* Post the receives of one answer from every server (headers into m[K],
  * shards into params), then, with push != NULL, send it. */
-static dt_status dt__ps_round(dt__ps *ps, float *params, const float *grads, const dt__ps_msg *push,
-                              dt__ps_msg *m, int expect)
+static dt_status dt__ps_round(dt__ps *ps, float *params, const float *grads, const dt__ps_msg *push, dt__ps_msg *m,
+                              int expect)
 {
     dt_comm *c = ps->world;
     const int K = ps->K;
@@ -588,7 +594,8 @@ static void dt__ps_record(dt__ps *ps, int64_t staleness)
 dt_status dt__ps_exchange(dt__ps *ps, float *params, const float *grads, const dt__ps_push *push, dt__ps_reply *out)
 {
     if (ps->is_server || ps->finished)
-        return DT_FAIL(DT_ERR_INVALID, "parameter server: exchange on %s", ps->is_server ? "a server" : "a finished worker");
+        return DT_FAIL(DT_ERR_INVALID, "parameter server: exchange on %s",
+                       ps->is_server ? "a server" : "a finished worker");
     const dt__ps_msg msg = {.kind = DT__PS_PUSH,
                             .iter = push->iter,
                             .loss = push->loss,

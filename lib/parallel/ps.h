@@ -57,9 +57,9 @@ typedef struct dt__ps dt__ps;
 
 typedef struct dt__ps_setup {
     dt_comm *world;
-    int async;              /* 0: ps-sync, 1: ps-async */
-    int num_servers;        /* K >= 1, K < world size */
-    int max_staleness;      /* < 0: unbounded (ps-async) */
+    int async;                 /* 0: ps-sync, 1: ps-async */
+    int num_servers;           /* K >= 1, K < world size */
+    int max_staleness;         /* < 0: unbounded (ps-async) */
     const dt_paramset *layout; /* the whole model's */
 } dt__ps_setup;
 
@@ -84,9 +84,9 @@ typedef void (*dt__ps_apply_hook)(void *ctx, int worker, int64_t staleness, int6
 
 typedef struct dt__ps_server_env {
     dt_backend *be;
-    const float *init_params;   /* the whole model's initial weights (backend memory) */
+    const float *init_params; /* the whole model's initial weights (backend memory) */
     dt_optim_config optim;
-    dt_lr_schedule lr;          /* after lr scaling */
+    dt_lr_schedule lr; /* after lr scaling */
     float clip_grad;
     const dt_loss_scaler_config *loss_scaler; /* NULL: no loss scaling (ps-sync only) */
     dt__ps_apply_hook hook;
@@ -122,23 +122,23 @@ dt_status dt__ps_serve(dt__ps *ps, const dt__ps_server_env *env);
 
 /* Sent with a push. */
 typedef struct dt__ps_push {
-    int64_t iter;       /* the worker's step */
-    double loss;        /* ps-sync: this worker's share of the step's mean loss; ps-async: its own mean */
-    double norm;        /* ps-async: the norm of this push (clipping); ps-sync: unused */
-    float loss_scale;   /* S the gradients carry (ps-sync with loss scaling) */
+    int64_t iter;     /* the worker's step */
+    double loss;      /* ps-sync: this worker's share of the step's mean loss; ps-async: its own mean */
+    double norm;      /* ps-async: the norm of this push (clipping); ps-sync: unused */
+    float loss_scale; /* S the gradients carry (ps-sync with loss scaling) */
 } dt__ps_push;
 
 /* What came back (from every server: the first server's values, staleness
  * and version the largest over servers, first_bad the last overflowing
  * tensor in backward order). */
 typedef struct dt__ps_reply {
-    double loss;        /* ps-sync: the step's loss summed over the workers; ps-async: as pushed */
+    double loss; /* ps-sync: the step's loss summed over the workers; ps-async: as pushed */
     double norm;
     float clip, lr;
-    int skipped;        /* overflow: the servers skipped the update */
-    int first_bad;      /* model tensor index or -1 */
-    int64_t staleness;  /* ps-async: updates applied since this worker's last pull */
-    int64_t version;    /* updates the (most advanced) server has applied */
+    int skipped;       /* overflow: the servers skipped the update */
+    int first_bad;     /* model tensor index or -1 */
+    int64_t staleness; /* ps-async: updates applied since this worker's last pull */
+    int64_t version;   /* updates the (most advanced) server has applied */
 } dt__ps_reply;
 
 /* The first pull: the servers' initial weights into params (collective
@@ -146,8 +146,7 @@ typedef struct dt__ps_reply {
 dt_status dt__ps_pull_initial(dt__ps *ps, float *params);
 /* Push grads (the whole buffer; each server gets its shard) and pull the
  * new weights into params. */
-dt_status dt__ps_exchange(dt__ps *ps, float *params, const float *grads, const dt__ps_push *push,
-                          dt__ps_reply *out);
+dt_status dt__ps_exchange(dt__ps *ps, float *params, const float *grads, const dt__ps_push *push, dt__ps_reply *out);
 /* Tell the servers this worker is done and pull the final weights; then
  * sum the staleness statistics over the workers (collective over them).
  * Idempotent. */

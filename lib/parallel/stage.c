@@ -22,19 +22,19 @@
 #define DT__NBLOCK 12 /* tensors per block, as in gpt.c's layout */
 
 typedef struct dt__slot {
-    dt_buffer buf;          /* backs the arena */
+    dt_buffer buf; /* backs the arena */
     dt__arena arena;
-    float *input;           /* (B,T,C) received activation (stages > 0) */
-    int32_t *tokens;        /* (B,T) device */
-    int32_t *targets;       /* (B,T) device (last stage) */
-    float *losses;          /* (B,T) last stage */
-    uint8_t *correct;       /* (B,T) last stage */
-    float *x0;              /* (B,T,C) embedding output (first stage) */
-    dt__block_acts *acts;   /* (nb) */
-    dt__tp_acts *tacts;     /* (nb) with tensor parallelism */
+    float *input;         /* (B,T,C) received activation (stages > 0) */
+    int32_t *tokens;      /* (B,T) device */
+    int32_t *targets;     /* (B,T) device (last stage) */
+    float *losses;        /* (B,T) last stage */
+    uint8_t *correct;     /* (B,T) last stage */
+    float *x0;            /* (B,T,C) embedding output (first stage) */
+    dt__block_acts *acts; /* (nb) */
+    dt__tp_acts *tacts;   /* (nb) with tensor parallelism */
     dt__head_acts head;
     int n_counted, has_targets, busy;
-    size_t mark;            /* arena mark after the fixed buffers: forward activations start here */
+    size_t mark; /* arena mark after the fixed buffers: forward activations start here */
 } dt__slot;
 
 struct dt__stage {
@@ -42,21 +42,21 @@ struct dt__stage {
     dt_backend *be;
     int l0, l1, nb, first, last, nslots, B, T;
     dt_paramset layout;
-    int *whole_index;       /* (layout.count) each tensor's index in the whole model's layout */
-    size_t offset;          /* whole-model element offset of element 0 (t = 1) */
-    dt_paramset whole;      /* the whole model's layout */
-    dt__tp *tp;             /* tensor parallelism (not owned), or NULL */
-    int t, tr;              /* tensor-parallel size and rank */
-    uint8_t *sharded;       /* (layout.count) t > 1: 1 this rank holds a shard of the tensor; 2 the first
+    int *whole_index;  /* (layout.count) each tensor's index in the whole model's layout */
+    size_t offset;     /* whole-model element offset of element 0 (t = 1) */
+    dt_paramset whole; /* the whole model's layout */
+    dt__tp *tp;        /* tensor parallelism (not owned), or NULL */
+    int t, tr;         /* tensor-parallel size and rank */
+    uint8_t *sharded;  /* (layout.count) t > 1: 1 this rank holds a shard of the tensor; 2 the first
                                (replicated) tensor of a sharded block; 0 replicated */
-    float *tscratch;        /* t > 1: the tensor-parallel block's backward scratch */
+    float *tscratch;   /* t > 1: the tensor-parallel block's backward scratch */
     dt_buffer params, grads;
     /* views: weights bound per call, gradients fixed */
     float *wte, *wpe, *gwte, *gwpe;
     dt__block_params *w, *g; /* (nb) */
     dt__head_params hw, hg;
     dt__slot *slots;
-    dt_buffer shared;       /* scratch + dres + dout */
+    dt_buffer shared; /* scratch + dres + dout */
     dt__block_scratch scratch;
     float *dres, *dout;
     size_t act_now, act_peak; /* floats */
@@ -72,22 +72,23 @@ dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int 
         int sum = 0, at = 0;
         for (int i = 0; i < p; i++) {
             if (split[i] < 1)
-                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: stage %d has %d blocks (expected >= 1)", i,
-                               split[i]);
+                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: stage %d has %d blocks (expected >= 1)", i, split[i]);
             if (i == s) at = sum;
             sum += split[i];
         }
         if (sum != num_layers)
-            return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: the stages hold %d blocks, the model has %d "
-                                           "(--num-layers)",
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--pipeline-split: the stages hold %d blocks, the model has %d "
+                           "(--num-layers)",
                            sum, num_layers);
         *l0 = at;
         *l1 = at + split[s];
         return DT_OK;
     }
     if (num_layers < p)
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: the model has only %d blocks "
-                                       "(--num-layers; expected at least one per stage)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--pipeline-model-parallel-size %d: the model has only %d blocks "
+                       "(--num-layers; expected at least one per stage)",
                        p, num_layers);
     int q = num_layers / p, r = num_layers % p;
     *l0 = s * q + (s < r ? s : r);
@@ -105,8 +106,8 @@ static void dt__stage_bind(dt__stage *st, float *base, float **wte, float **wpe,
         *wpe = base + in[k++].offset;
     }
     for (int l = 0; l < st->nb; l++) {
-        float **f[DT__NBLOCK] = {&b[l].ln1w, &b[l].ln1b, &b[l].qkvw,    &b[l].qkvb, &b[l].attprojw, &b[l].attprojb,
-                                 &b[l].ln2w, &b[l].ln2b, &b[l].fcw,     &b[l].fcb,  &b[l].fcprojw,  &b[l].fcprojb};
+        float **f[DT__NBLOCK] = {&b[l].ln1w, &b[l].ln1b, &b[l].qkvw, &b[l].qkvb, &b[l].attprojw, &b[l].attprojb,
+                                 &b[l].ln2w, &b[l].ln2b, &b[l].fcw,  &b[l].fcb,  &b[l].fcprojw,  &b[l].fcprojb};
         for (int i = 0; i < DT__NBLOCK; i++) *f[i] = base + in[k++].offset;
     }
     if (st->last) {
@@ -125,7 +126,7 @@ static dt_status dt__stage_layout_make(dt__stage *st)
     dt_paramset *w = &st->whole;
     dt_status s = DT_OK;
     char name[DT_NAME_MAX];
-    const int64_t shapes[DT__NBLOCK][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
+    const int64_t shapes[DT__NBLOCK][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},
                                            {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
     /* the whole layout (names and shapes only matter), to find the range */
     DT_CHECK_GOTO(dt_paramset_add(w, "wte", 2, (int64_t[]){V, C}, 1), s, done);
@@ -186,7 +187,8 @@ static size_t dt__slot_floats(const dt__stage *st)
     if (!st->first) n += dt__pad16(N * C);               /* input */
     n += 2 * dt__pad16(N) + dt__pad16(N) + dt__pad16(N); /* tokens, targets (int32 as floats), losses, correct */
     if (st->first) n += dt__embed_act_floats(&st->cfg, B, T);
-    n += (size_t)st->nb * (st->t > 1 ? dt__tp_act_floats(&st->cfg, st->t, B, T) : dt__block_act_floats(&st->cfg, B, T, 1));
+    n += (size_t)st->nb *
+         (st->t > 1 ? dt__tp_act_floats(&st->cfg, st->t, B, T) : dt__block_act_floats(&st->cfg, B, T, 1));
     if (st->last) n += dt__head_act_floats(&st->cfg, B, T);
     return n + 64;
 }
@@ -224,8 +226,10 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     DT_CHECK_GOTO(dt_buffer_alloc(&st->grads, be, st->layout.numel * sizeof(float)), s, fail);
     dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
     const size_t N = (size_t)B * T, C = (size_t)cfg->hidden_size;
-    const size_t nscr = dt__block_scratch_floats(cfg, B, T), ntscr = st->t > 1 ? dt__tp_scratch_floats(cfg, st->t, B, T) : 0;
-    DT_CHECK_GOTO(dt_buffer_alloc(&st->shared, be, (nscr + ntscr + 2 * dt__pad16(N * C) + 64) * sizeof(float)), s, fail);
+    const size_t nscr = dt__block_scratch_floats(cfg, B, T),
+                 ntscr = st->t > 1 ? dt__tp_scratch_floats(cfg, st->t, B, T) : 0;
+    DT_CHECK_GOTO(dt_buffer_alloc(&st->shared, be, (nscr + ntscr + 2 * dt__pad16(N * C) + 64) * sizeof(float)), s,
+                  fail);
     {
         dt__arena sh = {.base = st->shared.data, .capacity = nscr + ntscr + 2 * dt__pad16(N * C) + 64};
         if (ntscr) DT_CHECK_GOTO(dt__arena_alloc(&sh, ntscr, &st->tscratch), s, fail);
@@ -311,7 +315,8 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
                 if (!full[k]) s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for initial weights");
                 else dt__gpt_init_tensor(&st->cfg, pk, st->whole_index[i + k], seed, full[k]);
             }
-            if (s == DT_OK) dt__tp_block_shard(&st->cfg, st->t, st->tr, (const float *const *)full, &st->layout, i, host);
+            if (s == DT_OK)
+                dt__tp_block_shard(&st->cfg, st->t, st->tr, (const float *const *)full, &st->layout, i, host);
             for (int k = 0; k < DT__NBLOCK; k++) free(full[k]), full[k] = NULL;
             i += DT__NBLOCK;
         }
@@ -433,8 +438,8 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
     for (int l = st->nb - 1; l >= 0; l--) {
         if (st->t > 1) {
             const float *x = l ? sl->tacts[l - 1].out : xin;
-            DT_CHECK(dt__tp_block_backward(st->tp, be, c, &st->w[l], &st->g[l], &sl->tacts[l], st->tscratch, x, st->dres,
-                                           B, T));
+            DT_CHECK(dt__tp_block_backward(st->tp, be, c, &st->w[l], &st->g[l], &sl->tacts[l], st->tscratch, x,
+                                           st->dres, B, T));
             continue;
         }
         const float *x = l ? sl->acts[l - 1].out : xin;
@@ -500,7 +505,8 @@ dt_status dt__stage_probe(dt__stage *st, double *out)
     dt_status s = st->be->copy(st->be, w, st->params.data, n * sizeof(float), DT_COPY_D2H);
     double sum = 0.0;
     for (int i = 0; s == DT_OK && i < st->layout.count;) {
-        if (st->sharded[i] == 2) { /* a tensor-parallel block: its replicated tensors once (tensor rank 0), its shards */
+        if (st->sharded[i] ==
+            2) { /* a tensor-parallel block: its replicated tensors once (tensor rank 0), its shards */
             size_t off[DT__NBLOCK];
             for (int k = 0; k < DT__NBLOCK; k++) off[k] = st->whole.info[st->whole_index[i + k]].offset;
             for (int k = 0; k < DT__NBLOCK && st->tr == 0; k++) {

@@ -163,17 +163,17 @@ dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config 
     const int t = tp->comm->size;
     const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
     const size_t NC = (size_t)N * C, BT = (size_t)N;
-    float *dbtc = scratch;                              /* (N, C), or (N, C/t) for the attention output */
-    float *dqkv = dbtc + dt__pad16(BT * C);             /* (N, 3C/t) */
-    float *datt = dqkv + dt__pad16(BT * 3 * Cl);        /* (B, NH/t, T, T) */
+    float *dbtc = scratch;                                   /* (N, C), or (N, C/t) for the attention output */
+    float *dqkv = dbtc + dt__pad16(BT * C);                  /* (N, 3C/t) */
+    float *datt = dqkv + dt__pad16(BT * 3 * Cl);             /* (B, NH/t, T, T) */
     float *dfch = datt + dt__pad16((size_t)B * NHl * T * T); /* (N, 4C/t) */
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
     DT_CHECK(be->matmul_backward(be, dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
     DT_CHECK(be->gelu_backward(be, dfch, a->fch, dfch, BT * 4 * Cl));
     DT_CHECK(be->matmul_backward(be, dbtc, g->fcw, g->fcb, dfch, a->ln2, p->fcw, N, C, 4 * Cl));
     DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln2): every rank's part */
-    DT_CHECK(be->layernorm_backward(be, dres, g->ln2w, g->ln2b, dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N,
-                                    C));
+    DT_CHECK(
+        be->layernorm_backward(be, dres, g->ln2w, g->ln2b, dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     /* attention */
     DT_CHECK(be->matmul_backward(be, dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, Cl, C));
     DT_CHECK(be->attention_backward(be, dqkv, datt, dbtc, a->qkv, a->att, B, T, Cl, NHl));
@@ -197,7 +197,8 @@ double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_param
             sum += (double)o[3][part * Cl + j] * dt__probe_u(whole_off[3] + part * C + r * Cl + j);
     }
     for (size_t i = 0; i < C; i++)
-        for (size_t j = 0; j < Cl; j++) sum += (double)o[4][i * Cl + j] * dt__probe_u(whole_off[4] + i * C + r * Cl + j);
+        for (size_t j = 0; j < Cl; j++)
+            sum += (double)o[4][i * Cl + j] * dt__probe_u(whole_off[4] + i * C + r * Cl + j);
     for (size_t j = 0; j < Fl * C; j++) sum += (double)o[8][j] * dt__probe_u(whole_off[8] + r * Fl * C + j);
     for (size_t j = 0; j < Fl; j++) sum += (double)o[9][j] * dt__probe_u(whole_off[9] + r * Fl + j);
     for (size_t i = 0; i < C; i++)

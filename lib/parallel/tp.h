@@ -33,7 +33,7 @@
 #include "gpt_layers.h"
 
 typedef struct dt__tp {
-    dt_comm *comm;           /* the tensor-parallel group: t ranks, rank r */
+    dt_comm *comm; /* the tensor-parallel group: t ranks, rank r */
     dt_allreduce_algo algo;
     size_t chunk_bytes;
     long long allreduces_fwd, allreduces_bwd; /* made by f and g so far */
@@ -73,8 +73,8 @@ typedef struct dt__tp_acts {
     float *atty;                      /* (B,T,C/t) */
     float *res2;                      /* (B,T,C) */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;            /* (B,T,4C/t) */
-    float *out;                       /* (B,T,C) */
+    float *fch, *fch_gelu; /* (B,T,4C/t) */
+    float *out;            /* (B,T,C) */
 } dt__tp_acts;
 
 size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T);

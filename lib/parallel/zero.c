@@ -29,19 +29,19 @@
 #include "dt_internal.h"
 
 struct dt__zero {
-    dt_comm *dp;       /* the data-parallel group (not owned) */
-    dt_backend *be;    /* not owned */
+    dt_comm *dp;               /* the data-parallel group (not owned) */
+    dt_backend *be;            /* not owned */
     const dt_paramset *layout; /* the whole model's (not owned) */
-    size_t lo, len;    /* this rank's segment of the flat buffer */
-    dt_paramset shard; /* (pieces) the segment's own layout, offsets from lo */
-    int *tensor;       /* (pieces) model index of each piece's tensor */
-    dt_optim opt;      /* state for the segment only */
+    size_t lo, len;            /* this rank's segment of the flat buffer */
+    dt_paramset shard;         /* (pieces) the segment's own layout, offsets from lo */
+    int *tensor;               /* (pieces) model index of each piece's tensor */
+    dt_optim opt;              /* state for the segment only */
     int opt_ready;
     /* mixed precision (dt__zero_keep_masters): the FP32 master weights of the
      * segment live here only; the model's buffer holds their 16-bit values */
-    dt_dtype masters;  /* DT_F32: none (the model's buffer is the masters) */
-    dt_buffer master;  /* (len) FP32 */
-    dt_buffer half;    /* (len) in masters' dtype: rounding scratch */
+    dt_dtype masters; /* DT_F32: none (the model's buffer is the masters) */
+    dt_buffer master; /* (len) FP32 */
+    dt_buffer half;   /* (len) in masters' dtype: rounding scratch */
 };
 
 size_t dt__zero_state_bytes(const dt__zero *z) { return z->opt_ready ? dt_optim_state_bytes(&z->opt) : 0; }
@@ -74,8 +74,9 @@ static dt_status dt__zero_pieces(dt__zero *z)
     for (int i = 0; i < L->count; i++) { /* dt_optim relies on the order; so do the segments */
         const dt_param_info *p = &L->info[i];
         if (p->offset < prev_end || p->offset + p->numel > L->numel)
-            return DT_FAIL(DT_ERR_INVALID, "distributed optimizer: tensor %d (%s) at [%zu, %zu) overlaps the one "
-                                           "before or lies past the layout's %zu elements",
+            return DT_FAIL(DT_ERR_INVALID,
+                           "distributed optimizer: tensor %d (%s) at [%zu, %zu) overlaps the one "
+                           "before or lies past the layout's %zu elements",
                            i, p->name, p->offset, p->offset + p->numel, L->numel);
         prev_end = p->offset + p->numel;
     }
@@ -110,8 +111,9 @@ dt_status dt__zero_create(dt_comm *dp, dt_backend *be, const dt_paramset *layout
         return DT_FAIL(DT_ERR_INVALID, "distributed optimizer: communicator, backend, layout and optimizer are "
                                        "required");
     if (optim->kind == DT_OPTIM_LARS || optim->kind == DT_OPTIM_LAMB)
-        return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, which "
-                                       "the sharded optimizer splits across ranks (use --optimizer sgd or adamw)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, which "
+                       "the sharded optimizer splits across ranks (use --optimizer sgd or adamw)",
                        dt_optim_kind_name(optim->kind));
     dt__zero *z = calloc(1, sizeof *z);
     if (!z) return DT_FAIL(DT_ERR_NOMEM, "distributed optimizer: out of memory");
@@ -167,8 +169,7 @@ dt_status dt__zero_keep_masters(dt__zero *z, float *params, dt_dtype dtype)
     z->masters = dtype;
     DT_CHECK(dt_buffer_alloc(&z->master, z->be, (z->len ? z->len : 1) * sizeof(float)));
     DT_CHECK(dt_buffer_alloc(&z->half, z->be, (z->len ? z->len : 1) * dt_dtype_size(dtype)));
-    if (z->len)
-        DT_CHECK(z->be->copy(z->be, z->master.data, params + z->lo, z->len * sizeof(float), DT_COPY_D2D));
+    if (z->len) DT_CHECK(z->be->copy(z->be, z->master.data, params + z->lo, z->len * sizeof(float), DT_COPY_D2D));
     /* every rank rounds its segment, then all see every segment's rounded values */
     DT_CHECK(dt__zero_round_into(z, params));
     return dt_comm_all_gather(z->dp, params, z->layout->numel, NULL);
@@ -184,8 +185,9 @@ dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero
     const size_t numel = z->layout->numel;
     dt_comm *scalar = a->scalar_comm ? a->scalar_comm : z->dp;
     if (scalar->size != z->dp->size || scalar->rank != z->dp->rank)
-        return DT_FAIL(DT_ERR_INVALID, "distributed optimizer step: the scalar communicator (rank %d of %d) is not "
-                                       "the data-parallel group (rank %d of %d)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "distributed optimizer step: the scalar communicator (rank %d of %d) is not "
+                       "the data-parallel group (rank %d of %d)",
                        scalar->rank, scalar->size, z->dp->rank, z->dp->size);
     const int many = z->dp->size > 1;
     /* step 1: segment r of the gradient summed on rank r */

@@ -41,12 +41,12 @@
 typedef struct dt__zero dt__zero;
 
 typedef struct dt__zero_step_args {
-    dt_loss_scaler *scaler;          /* NULL: no loss scaling (the same state machine on every rank) */
-    float loss_scale;                /* S the gradients carry (with scaler) */
+    dt_loss_scaler *scaler; /* NULL: no loss scaling (the same state machine on every rank) */
+    float loss_scale;       /* S the gradients carry (with scaler) */
     const dt_lr_schedule *lr;
-    int64_t position;                /* updates attempted before this one (the iteration) */
-    float clip_grad;                 /* <= 0: no clipping */
-    const dt_collective_opts *coll;  /* chunking and trace hook of the reduce-scatter and all-gather (NULL: defaults) */
+    int64_t position;               /* updates attempted before this one (the iteration) */
+    float clip_grad;                /* <= 0: no clipping */
+    const dt_collective_opts *coll; /* chunking and trace hook of the reduce-scatter and all-gather (NULL: defaults) */
     /* The communicator for the few host floats of the step (overflow flag,
      * squared norm, first overflowing tensor): the same ranks as dp in the
      * same order, on host memory. NULL: dp itself, which must then take

@@ -47,9 +47,9 @@ typedef struct dt__rd {
     const char *path;
     const char *buf; /* the whole file */
     size_t len;
-    size_t pos;      /* next byte the walker looks at */
+    size_t pos; /* next byte the walker looks at */
     dt_trace *t;
-    size_t cap;      /* allocated length of t->events */
+    size_t cap; /* allocated length of t->events */
     int seen_other, seen_events;
 } dt__rd;
 
@@ -219,10 +219,8 @@ static int dt__us_text_to_ns(const char *s, size_t n, int64_t *ns)
         if (v >= limit) return 0;
         v++;
     }
-    if (!neg)
-        *ns = (int64_t)v;
-    else
-        *ns = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+    if (!neg) *ns = (int64_t)v;
+    else *ns = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
     return 1;
 }
 
@@ -238,10 +236,8 @@ static size_t dt__ws(const char *s, size_t n, size_t i)
 static size_t dt__skip_string(const char *s, size_t n, size_t i)
 {
     for (i++; i < n; i++) {
-        if (s[i] == '\\')
-            i++;
-        else if (s[i] == '"')
-            return i + 1;
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
     }
     return n;
 }
@@ -326,8 +322,7 @@ static dt_status dt__get_str(const char *ctx, json_t *obj, const char *key, cons
     if (!json_is_string(v))
         return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" must be a string, not %s", ctx, shown, dt__type_name(v));
     size_t n = json_string_length(v);
-    if (n >= cap)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" is %zu bytes, longer than %zu", ctx, shown, n, cap - 1);
+    if (n >= cap) return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" is %zu bytes, longer than %zu", ctx, shown, n, cap - 1);
     if (n == 0 && !empty_ok) return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" is empty", ctx, shown);
     memcpy(dst, json_string_value(v), n + 1);
     return DT_OK;
@@ -338,12 +333,11 @@ static dt_status dt__get_int(const char *ctx, json_t *v, const char *prefix, con
                              int64_t *out)
 {
     if (!json_is_integer(v))
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" must be an integer, not %s", ctx, prefix, key,
-                       dt__type_name(v));
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" must be an integer, not %s", ctx, prefix, key, dt__type_name(v));
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" is %" PRId64 ", outside %" PRId64 "..%" PRId64, ctx, prefix,
-                       key, (int64_t)x, lo, hi);
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" is %" PRId64 ", outside %" PRId64 "..%" PRId64, ctx, prefix, key,
+                       (int64_t)x, lo, hi);
     *out = (int64_t)x;
     return DT_OK;
 }
@@ -355,8 +349,7 @@ static dt_status dt__get_time(const char *ctx, json_t *obj, const char *key, con
     json_t *v = json_object_get(obj, key);
     if (!v) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"%s\"", ctx, key);
     if (!json_is_number(v))
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" must be a number (microseconds), not %s", ctx, key,
-                       dt__type_name(v));
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\" must be a number (microseconds), not %s", ctx, key, dt__type_name(v));
     const char *num;
     size_t num_len;
     if (!dt__member_text(text, text_len, key, &num, &num_len))
@@ -429,8 +422,7 @@ static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char 
         {
             if (e.ph == DT_TRACE_COUNTER && strcmp(key, "value") == 0) {
                 if (!json_is_number(a))
-                    return DT_FAIL(DT_ERR_FORMAT, "%s: \"args.value\" must be a number, not %s", ctx,
-                                   dt__type_name(a));
+                    return DT_FAIL(DT_ERR_FORMAT, "%s: \"args.value\" must be a number, not %s", ctx, dt__type_name(a));
                 e.value = json_number_value(a);
                 have_value = 1;
                 continue;
@@ -477,7 +469,8 @@ static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char 
 static dt_status dt__convert_other(dt__rd *r, json_t *o)
 {
     const char *p = r->path;
-    if (!json_is_object(o)) return DT_FAIL(DT_ERR_FORMAT, "%s: otherData must be an object, not %s", p, dt__type_name(o));
+    if (!json_is_object(o))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData must be an object, not %s", p, dt__type_name(o));
     json_t *fmt = json_object_get(o, "format");
     if (!fmt || !json_is_string(fmt))
         return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.format is missing or not a string: not a dtrain trace", p);
@@ -566,8 +559,7 @@ static dt_status dt__read_top(dt__rd *r)
             DT_CHECK(dt__expect(r, ":", NULL, "after the key \"%s\"", key));
             dt__skip_ws(r);
             if (strcmp(key, "traceEvents") == 0) {
-                if (r->seen_events)
-                    return dt__fail_at(r, r->pos, "a second \"traceEvents\" in the top-level object");
+                if (r->seen_events) return dt__fail_at(r, r->pos, "a second \"traceEvents\" in the top-level object");
                 /* The version decides how events are read, so it must be
                  * known first; a Chrome trace from another tool stops here. */
                 if (!r->seen_other)

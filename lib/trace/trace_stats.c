@@ -23,10 +23,7 @@ static int dt__is_instr(const dt_trace_event *e)
 }
 
 /* The "stage" extra, or -1. */
-static int dt__event_stage(const dt_trace_event *e)
-{
-    return (int)dt_trace_event_arg(e, "stage", -1);
-}
+static int dt__event_stage(const dt_trace_event *e) { return (int)dt_trace_event_arg(e, "stage", -1); }
 
 static int dt__cmp_i64(const void *a, const void *b)
 {
@@ -40,10 +37,8 @@ static int dt__find_step(const int64_t *it, int n, int64_t iter)
     int lo = 0, hi = n - 1;
     while (lo < hi) {
         const int mid = lo + (hi - lo) / 2;
-        if (it[mid] < iter)
-            lo = mid + 1;
-        else
-            hi = mid;
+        if (it[mid] < iter) lo = mid + 1;
+        else hi = mid;
     }
     return lo;
 }
@@ -69,8 +64,7 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
     for (size_t i = 0; i < n; i++) {
         if (!dt__is_instr(&ev[i])) continue;
         if (pid < 0) pid = ev[i].pid;
-        if (ev[i].pid == pid)
-            count++;
+        if (ev[i].pid == pid) count++;
         else if (any)
             return DT_FAIL(DT_ERR_INVALID, "pipeline bubble: events of ranks %d and %d: choose one (pid)", pid,
                            ev[i].pid);

@@ -66,8 +66,8 @@ static void dt__copy_utf8(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-void dt_trace_event_init(dt_trace_event *e, char ph, const char *name, const char *cat, int pid, int tid,
-                         int64_t ts_ns, int64_t dur_ns)
+void dt_trace_event_init(dt_trace_event *e, char ph, const char *name, const char *cat, int pid, int tid, int64_t ts_ns,
+                         int64_t dur_ns)
 {
     memset(e, 0, sizeof *e);
     e->ph = ph;
@@ -108,8 +108,8 @@ static dt_status dt__check_extra(const dt_trace_event *e, int i, const char *who
                        sizeof a->key);
     if (a->key[0] == '\0') return DT_FAIL(DT_ERR_INVALID, "%s: extra arg %d has an empty key", who, i);
     if (dt__key_reserved(e->ph, a->key))
-        return DT_FAIL(DT_ERR_INVALID, "%s: extra arg \"%s\" is reserved for a '%c' event (use the field)", who,
-                       a->key, e->ph);
+        return DT_FAIL(DT_ERR_INVALID, "%s: extra arg \"%s\" is reserved for a '%c' event (use the field)", who, a->key,
+                       e->ph);
     for (int j = 0; j < i; j++)
         if (strcmp(e->extra[j].key, a->key) == 0)
             return DT_FAIL(DT_ERR_INVALID, "%s: extra arg \"%s\" given twice", who, a->key);
@@ -143,8 +143,8 @@ dt_status dt_trace_event_add_arg(dt_trace_event *e, const char *key, double valu
         return DT_FAIL(DT_ERR_INVALID, "%s: extra arg key \"%s\" is %zu bytes, longer than %zu", who, key, n,
                        sizeof e->extra[0].key - 1);
     if (e->n_extra < 0 || e->n_extra >= DT_TRACE_MAX_EXTRA)
-        return DT_FAIL(DT_ERR_INVALID, "%s: cannot add \"%s\": already %d extra args (DT_TRACE_MAX_EXTRA is %d)",
-                       who, key, e->n_extra, DT_TRACE_MAX_EXTRA);
+        return DT_FAIL(DT_ERR_INVALID, "%s: cannot add \"%s\": already %d extra args (DT_TRACE_MAX_EXTRA is %d)", who,
+                       key, e->n_extra, DT_TRACE_MAX_EXTRA);
     dt_trace_arg *a = &e->extra[e->n_extra];
     memcpy(a->key, key, n + 1);
     a->value = value;
@@ -182,10 +182,8 @@ static int dt__buf_json_str(dt__buf *b, const char *s)
     if (!b->full) {
         size_t avail = b->cap - b->n;
         size_t need = json_dumpb(j, b->s + b->n, avail, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (need == 0 || need > avail)
-            b->full = 1;
-        else
-            b->n += need;
+        if (need == 0 || need > avail) b->full = 1;
+        else b->n += need;
     }
     json_decref(j);
     return 1;
@@ -351,7 +349,8 @@ static dt_status dt__check_event(const dt_trace_event *e, const char *who)
         return DT_FAIL(DT_ERR_INVALID, "%s: dur_ns is %" PRId64 " on a '%c' event; only 'X' events have a duration",
                        who, e->dur_ns, e->ph);
     if ((e->ph == DT_TRACE_COUNTER || e->ph == DT_TRACE_METADATA) &&
-        (e->iter != DT_TRACE_NONE || e->micro_batch != DT_TRACE_NONE || e->layer != DT_TRACE_NONE || e->bytes != DT_TRACE_NONE))
+        (e->iter != DT_TRACE_NONE || e->micro_batch != DT_TRACE_NONE || e->layer != DT_TRACE_NONE ||
+         e->bytes != DT_TRACE_NONE))
         return DT_FAIL(DT_ERR_INVALID,
                        "%s: a '%c' event carries no iter/micro_batch/layer/bytes (Perfetto would plot each "
                        "counter arg as its own series); leave them -1",
@@ -359,8 +358,7 @@ static dt_status dt__check_event(const dt_trace_event *e, const char *who)
     if (e->ph == DT_TRACE_COUNTER && !isfinite(e->value))
         return DT_FAIL(DT_ERR_NUMERIC, "%s: counter value is %g; JSON holds finite numbers only", who, e->value);
     if (e->ph != DT_TRACE_COUNTER && e->value != 0.0)
-        return DT_FAIL(DT_ERR_INVALID, "%s: value is set on a '%c' event; only counters ('C') have one", who,
-                       e->ph);
+        return DT_FAIL(DT_ERR_INVALID, "%s: value is set on a '%c' event; only counters ('C') have one", who, e->ph);
     if (e->ph != DT_TRACE_METADATA && e->label[0] != '\0')
         return DT_FAIL(DT_ERR_INVALID, "%s: label is set on a '%c' event; only metadata ('M') has one", who, e->ph);
     if (e->n_extra < 0 || e->n_extra > DT_TRACE_MAX_EXTRA)
@@ -432,8 +430,7 @@ static long dt__format_event(dt_trace_writer *w, const dt_trace_event *e, const 
 dt_status dt_trace_write(dt_trace_writer *w, const dt_trace_event *e)
 {
     if (!w || !e) return DT_FAIL(DT_ERR_INVALID, "dt_trace_write: NULL writer or event");
-    if (w->failed)
-        return DT_FAIL(DT_ERR_IO, "%s: an earlier write failed; the trace is incomplete", w->path);
+    if (w->failed) return DT_FAIL(DT_ERR_IO, "%s: an earlier write failed; the trace is incomplete", w->path);
     char who[512];
     snprintf(who, sizeof who, "%s: trace event %" PRIu64 " (\"%.*s\")", w->path, w->n_events,
              (int)strnlen(e->name, sizeof e->name), e->name);

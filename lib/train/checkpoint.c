@@ -311,8 +311,9 @@ dt_status dt_checkpoint_shard_read_file(const char *path, dt_checkpoint_shard *o
     size_t pos = DT__CK_HDR;
     for (uint32_t i = 0; i < nrec; i++) {
         if (pos + DT__CK_REC > end) {
-            st = DT_FAIL(DT_ERR_FORMAT, "%s: record %" PRIu32 " of %" PRIu32 " at byte %zu runs past the records' end "
-                                        "(byte %zu)",
+            st = DT_FAIL(DT_ERR_FORMAT,
+                         "%s: record %" PRIu32 " of %" PRIu32 " at byte %zu runs past the records' end "
+                         "(byte %zu)",
                          path, i, nrec, pos, end);
             goto fail;
         }
@@ -681,12 +682,14 @@ dt_status dt_checkpoint_read_shard(const dt_checkpoint_manifest *m, int rank, dt
     dt_status st = DT_OK;
     const uint32_t crc = dt_crc32c(out->blob, (size_t)e->bytes - 4); /* the footer's */
     if (crc != e->crc32c)
-        st = DT_FAIL(DT_ERR_FORMAT, "%s: file checksum %08" PRIx32 " differs from the manifest's %08" PRIx32
-                                    " (a shard of another save?)",
+        st = DT_FAIL(DT_ERR_FORMAT,
+                     "%s: file checksum %08" PRIx32 " differs from the manifest's %08" PRIx32
+                     " (a shard of another save?)",
                      path, crc, e->crc32c);
     else if (out->rank != rank || out->world != m->world_size || out->iteration != m->iteration)
-        st = DT_FAIL(DT_ERR_FORMAT, "%s: holds rank %d of %d at iteration %lld, the manifest expects rank %d of %d at "
-                                    "iteration %lld",
+        st = DT_FAIL(DT_ERR_FORMAT,
+                     "%s: holds rank %d of %d at iteration %lld, the manifest expects rank %d of %d at "
+                     "iteration %lld",
                      path, out->rank, out->world, (long long)out->iteration, rank, m->world_size,
                      (long long)m->iteration);
     if (st != DT_OK) dt_checkpoint_shard_free(out);
@@ -706,10 +709,8 @@ dt_status dt_checkpoint_verify(const char *ckpt_dir, dt_checkpoint_manifest *m_o
         }
         dt_checkpoint_shard_free(&s);
     }
-    if (m_out)
-        *m_out = m;
-    else
-        dt_checkpoint_manifest_free(&m);
+    if (m_out) *m_out = m;
+    else dt_checkpoint_manifest_free(&m);
     return DT_OK;
 }
 
@@ -737,8 +738,7 @@ dt_status dt_checkpoint_find_latest(const char *dir, char *path_out, size_t cap,
         if ((size_t)snprintf(path_out, cap, "%s", dir) >= cap) return DT_FAIL(DT_ERR_INVALID, "%s: path too long", dir);
         return dt_checkpoint_verify(dir, m);
     }
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return DT_FAIL(DT_ERR_IO, "--load %s: no such directory", dir);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return DT_FAIL(DT_ERR_IO, "--load %s: no such directory", dir);
     char why[1024] = "", tried[64] = "";
     /* latest first */
     snprintf(p, sizeof p, "%s/latest", dir);
@@ -757,7 +757,8 @@ dt_status dt_checkpoint_find_latest(const char *dir, char *path_out, size_t cap,
             snprintf(p, sizeof p, "%s/%s", dir, tried);
             if (dt_checkpoint_verify(p, m) == DT_OK) {
                 free(lb);
-                if ((size_t)snprintf(path_out, cap, "%s", p) >= cap) return DT_FAIL(DT_ERR_INVALID, "%s: path too long", p);
+                if ((size_t)snprintf(path_out, cap, "%s", p) >= cap)
+                    return DT_FAIL(DT_ERR_INVALID, "%s: path too long", p);
                 return DT_OK;
             }
             snprintf(why, sizeof why, "latest -> %s is invalid (%s)", tried, dt_last_error());
@@ -899,9 +900,11 @@ dt_status dt_checkpoint_write(const dt_checkpoint_save *a, char *path_out, size_
         return DT_FAIL(DT_ERR_INVALID, "--save %s: path too long", a->dir);
     snprintf(fin, sizeof fin, "%s/%s", a->dir, name);
     dt_status st = a->local_status;
-    if (st == DT_OK && (!a->shard || a->shard->rank != rank || a->shard->world != world || a->shard->iteration != a->iteration))
-        st = DT_FAIL(DT_ERR_INVALID, "checkpoint: shard of rank %d of %d at iteration %lld, expected rank %d of %d at "
-                                     "%lld",
+    if (st == DT_OK &&
+        (!a->shard || a->shard->rank != rank || a->shard->world != world || a->shard->iteration != a->iteration))
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "checkpoint: shard of rank %d of %d at iteration %lld, expected rank %d of %d at "
+                     "%lld",
                      a->shard ? a->shard->rank : -1, a->shard ? a->shard->world : -1,
                      a->shard ? (long long)a->shard->iteration : -1LL, rank, world, (long long)a->iteration);
     /* 1. rank 0 makes the tmp directory */
@@ -926,7 +929,8 @@ dt_status dt_checkpoint_write(const dt_checkpoint_save *a, char *path_out, size_
         dt_comm_request **q = calloc((size_t)world, sizeof *q);
         if (!e || !rep || !q) cst = DT_FAIL(DT_ERR_NOMEM, "checkpoint: out of memory");
         if (rep) rep[0] = me;
-        for (int r = 1; cst == DT_OK && r < world; r++) cst = c->ops->irecv(c, &rep[r], sizeof rep[r], r, DT__CK_TAG, &q[r]);
+        for (int r = 1; cst == DT_OK && r < world; r++)
+            cst = c->ops->irecv(c, &rep[r], sizeof rep[r], r, DT__CK_TAG, &q[r]);
         for (int r = 1; q && r < world; r++)
             if (q[r]) {
                 dt_status w = c->ops->wait(c, q[r]);
@@ -944,7 +948,8 @@ dt_status dt_checkpoint_write(const dt_checkpoint_save *a, char *path_out, size_
         free(q);
         /* 4. all shards durable: the manifest, the rename, latest */
         if (cst == DT_OK && st == DT_OK && failed < 0) cst = dt__ck_commit(a, world, e, tmp, fin, name);
-        else if (cst == DT_OK && st == DT_OK) cst = DT_FAIL(DT_ERR_IO, "--save %s: rank %d could not write its shard", a->dir, failed);
+        else if (cst == DT_OK && st == DT_OK)
+            cst = DT_FAIL(DT_ERR_IO, "--save %s: rank %d could not write its shard", a->dir, failed);
     } else {
         dt_comm_request *q = NULL;
         cst = c->ops->isend(c, &me, sizeof me, 0, DT__CK_TAG, &q);

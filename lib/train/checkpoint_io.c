@@ -62,9 +62,10 @@ dt_status dt__validate_checkpoint(const dt_train_config *cfg)
     const int pipe = cfg->pipeline_size > 1 || cfg->tensor_size > 1;
     if (pipe && (cfg->save_dir || cfg->load_dir) &&
         (cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC))
-        return DT_FAIL(DT_ERR_INVALID, "--%s with --pipeline-schedule %s: not supported: its stages keep "
-                                       "micro-batches and stashed weight versions in flight across step boundaries, "
-                                       "which a checkpoint of whole steps cannot hold (use gpipe or 1f1b)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--%s with --pipeline-schedule %s: not supported: its stages keep "
+                       "micro-batches and stashed weight versions in flight across step boundaries, "
+                       "which a checkpoint of whole steps cannot hold (use gpipe or 1f1b)",
                        cfg->save_dir ? "save" : "load", dt_sched_kind_name(cfg->pipeline_schedule));
     return DT_OK;
 }
@@ -116,8 +117,7 @@ static dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int
     DT_CHECK(dt_checkpoint_shard_find(s, "optim.step", DT_CKPT_I64, 1, &step));
     DT_CHECK(dt__ck_get_tensors(s, o->be, dt__ck_adam(o) ? "exp_avg/" : "momentum/", o->layout,
                                 apply ? o->state1.data : NULL));
-    if (dt__ck_adam(o))
-        DT_CHECK(dt__ck_get_tensors(s, o->be, "exp_avg_sq/", o->layout, apply ? o->state2.data : NULL));
+    if (dt__ck_adam(o)) DT_CHECK(dt__ck_get_tensors(s, o->be, "exp_avg_sq/", o->layout, apply ? o->state2.data : NULL));
     if (apply) memcpy(&o->step, step, sizeof o->step);
     return DT_OK;
 }
@@ -126,8 +126,8 @@ static dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler 
 {
     uint32_t bits;
     memcpy(&bits, &sc->scale, sizeof bits);
-    const int64_t v[9] = {bits, sc->hysteresis, sc->good_steps, sc->steps, sc->overflows, sc->skipped, sc->growths,
-                          sc->backoffs, sc->min_overflows};
+    const int64_t v[9] = {bits,        sc->hysteresis, sc->good_steps, sc->steps,        sc->overflows,
+                          sc->skipped, sc->growths,    sc->backoffs,   sc->min_overflows};
     return dt_checkpoint_shard_add(s, "loss_scaler", DT_CKPT_I64, v, 9, NULL);
 }
 
@@ -178,7 +178,8 @@ static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, i
         DT_CHECK(dt_checkpoint_shard_add(s, "ps.version", DT_CKPT_I64, &version, 1, NULL));
         const dt_optim *o = dt__ps_server_optim(tr->ps.rt);
         if (!o) return DT_FAIL(DT_ERR_INVALID, "parameter server: a checkpoint before serving began");
-        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__ps_server_layout(tr->ps.rt), dt__ps_server_params(tr->ps.rt)));
+        DT_CHECK(
+            dt__ck_put_tensors(s, tr->be, "param/", dt__ps_server_layout(tr->ps.rt), dt__ps_server_params(tr->ps.rt)));
         return dt__ck_put_optim(s, o);
     }
     default: return DT_OK; /* a worker: trainer and scaler only */
@@ -191,21 +192,22 @@ static char *dt__ck_layout_json(const dt_trainer *tr)
     const dt_train_config *c = &tr->cfg;
     const int world = c->comm ? c->comm->size : 1;
     const int role = dt__ck_role(tr);
-    const char *kind = tr->ps.rt       ? (c->ps_mode == DT_PS_SYNC ? "parameter server (ps-sync)" : "parameter server (ps-async)")
-                       : tr->pipe.rt   ? "pipeline/tensor parallel"
-                       : tr->zero   ? "zero-1"
-                       : world > 1 ? "data parallel"
-                                    : "single process";
-    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", kind, "world_size", world,
-                          "data_parallel_size", tr->dp_size, "tensor_model_parallel_size", c->tensor_size,
-                          "pipeline_model_parallel_size", c->pipeline_size, "num_ps_servers",
-                          tr->ps.rt ? c->num_ps_servers : 0, "use_distributed_optimizer", tr->zero != NULL,
-                          "rank_0_role", dt__ck_roles[role],
-                          "shards", tr->ps.rt ? "servers: their shard's weights and optimizer; workers: iteration and "
-                                             "scaler"
-                                   : tr->pipe.rt ? "each rank: its stage's (tensor shard's) weights and optimizer"
-                                   : tr->zero ? "each rank: its segment's weights (masters) and optimizer"
-                                              : "each rank: the whole model and optimizer (replicas are equal)");
+    const char *kind = tr->ps.rt
+                           ? (c->ps_mode == DT_PS_SYNC ? "parameter server (ps-sync)" : "parameter server (ps-async)")
+                       : tr->pipe.rt ? "pipeline/tensor parallel"
+                       : tr->zero    ? "zero-1"
+                       : world > 1   ? "data parallel"
+                                     : "single process";
+    json_t *o =
+        json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", kind, "world_size", world,
+                  "data_parallel_size", tr->dp_size, "tensor_model_parallel_size", c->tensor_size,
+                  "pipeline_model_parallel_size", c->pipeline_size, "num_ps_servers", tr->ps.rt ? c->num_ps_servers : 0,
+                  "use_distributed_optimizer", tr->zero != NULL, "rank_0_role", dt__ck_roles[role], "shards",
+                  tr->ps.rt     ? "servers: their shard's weights and optimizer; workers: iteration and "
+                                  "scaler"
+                  : tr->pipe.rt ? "each rank: its stage's (tensor shard's) weights and optimizer"
+                  : tr->zero    ? "each rank: its segment's weights (masters) and optimizer"
+                                : "each rank: the whole model and optimizer (replicas are equal)");
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return s;
@@ -225,8 +227,9 @@ dt_status dt_trainer_save(dt_trainer *tr, const char *dir)
     int64_t iteration = tr->iter, version = 0;
     if (tr->ps.rt) { /* the servers save when asked: the same directory everywhere */
         if (!tr->save_dir || strcmp(dir, tr->save_dir) != 0)
-            return DT_FAIL(DT_ERR_INVALID, "--save %s: with a parameter server the checkpoint directory is the "
-                                           "configuration's (--save %s), which the servers use",
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--save %s: with a parameter server the checkpoint directory is the "
+                           "configuration's (--save %s), which the servers use",
                            dir, tr->save_dir ? tr->save_dir : "not given");
         if (role == DT__CK_PS_WORKER) {
             DT_CHECK(dt__tr_ps_ensure_pulled(tr));
@@ -268,9 +271,9 @@ dt_status dt_trainer_save(dt_trainer *tr, const char *dir)
 }
 
 /* Configuration keys a resumed run may change: they do not touch the state. */
-static const char *const dt__ck_may_change[] = {"train_iters",  "log_interval", "eval_interval",  "eval_iters",
-                                                "trace",        "threads",      "device",         "comm_timeout",
-                                                "skip_nonfinite", "allreduce_chunk_bytes", "bucket_bytes", NULL};
+static const char *const dt__ck_may_change[] = {
+    "train_iters",  "log_interval",   "eval_interval",         "eval_iters",   "trace", "threads", "device",
+    "comm_timeout", "skip_nonfinite", "allreduce_chunk_bytes", "bucket_bytes", NULL};
 
 static char *dt__ck_value_text(json_t *v)
 {
@@ -301,16 +304,18 @@ static dt_status dt__ck_config_check(const char *path, const char *saved, const 
             if (allowed) continue;
             json_t *w = json_object_get(y, key);
             if (!w) {
-                st = DT_FAIL(DT_ERR_INVALID, "%s: model, layout or optimizer differ from this run's: %s is %s "
-                                             "configuration only",
+                st = DT_FAIL(DT_ERR_INVALID,
+                             "%s: model, layout or optimizer differ from this run's: %s is %s "
+                             "configuration only",
                              path, key, pass ? "this run's" : "the checkpoint's");
                 break;
             }
             char *sv = dt__ck_value_text(pass ? w : v), *sw = dt__ck_value_text(pass ? v : w);
             if (sv && sw && strcmp(sv, sw) != 0)
-                st = DT_FAIL(DT_ERR_INVALID, "%s: model, layout or optimizer differ from this run's: %s %s vs %s "
-                                             "(checkpoint vs this run; only train_iters, the log and eval settings, "
-                                             "trace, threads, device and communication tuning may change)",
+                st = DT_FAIL(DT_ERR_INVALID,
+                             "%s: model, layout or optimizer differ from this run's: %s %s vs %s "
+                             "(checkpoint vs this run; only train_iters, the log and eval settings, "
+                             "trace, threads, device and communication tuning may change)",
                              path, key, sv, sw);
             free(sv);
             free(sw);
@@ -355,8 +360,9 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
     dt_checkpoint_shard s;
     memset(&s, 0, sizeof s);
     if (m.world_size != world) {
-        st = DT_FAIL(DT_ERR_INVALID, "%s: %d shards (a world of %d ranks), this run has %d rank%s: the shard count "
-                                     "differs from the world",
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "%s: %d shards (a world of %d ranks), this run has %d rank%s: the shard count "
+                     "differs from the world",
                      path, m.world_size, m.world_size, world, world == 1 ? "" : "s");
         goto done;
     }
@@ -368,8 +374,9 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
     memcpy(t, tp, sizeof t);
     const int64_t it = m.iteration;
     if (t[0] != it || t[1] != role || t[3] != dt__ck_micro_per_step(tr) || t[2] != it * t[3]) {
-        st = DT_FAIL(DT_ERR_FORMAT, "%s: the shard is a %s at iteration %lld (data position %lld, %lld micro-batches "
-                                    "per step); this rank is a %s at %lld (%lld micro-batches per step)",
+        st = DT_FAIL(DT_ERR_FORMAT,
+                     "%s: the shard is a %s at iteration %lld (data position %lld, %lld micro-batches "
+                     "per step); this rank is a %s at %lld (%lld micro-batches per step)",
                      s.path, t[1] >= 0 && t[1] <= 4 ? dt__ck_roles[t[1]] : "?", (long long)t[0], (long long)t[2],
                      (long long)t[3], dt__ck_roles[role], (long long)it, (long long)dt__ck_micro_per_step(tr));
         goto done;
@@ -379,13 +386,14 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
                      (long long)it, (long long)tr->cfg.train_iters);
         goto done;
     }
-    if (tr->cfg.use_loss_scaling && role != DT__CK_PS_SERVER) DT_CHECK_GOTO(dt__ck_get_scaler(&s, &tr->scaler), st, done);
+    if (tr->cfg.use_loss_scaling && role != DT__CK_PS_SERVER)
+        DT_CHECK_GOTO(dt__ck_get_scaler(&s, &tr->scaler), st, done);
     switch (role) {
     case DT__CK_REPLICA:
         DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", tr->kind->layout(tr), tr->kind->params(tr)), st, done);
         if (tr->kind->state_layout)
-            DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)),
-                          st, done);
+            DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)), st,
+                          done);
         DT_CHECK_GOTO(dt__ck_get_optim(&s, &tr->opt, 1), st, done);
         break;
     case DT__CK_ZERO: {
@@ -399,8 +407,9 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
         break;
     }
     case DT__CK_STAGE:
-        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)),
-                      st, done);
+        DT_CHECK_GOTO(
+            dt__ck_get_tensors(&s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)), st,
+            done);
         DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__pipe_optimizer(tr->pipe.rt), 1), st, done);
         DT_CHECK_GOTO(dt__pipe_seek(tr->pipe.rt, it), st, done);
         break;
@@ -493,5 +502,3 @@ dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version)
     dt_trainer *tr = ctx;
     return dt_trainer_save(tr, tr->save_dir);
 }
-
-

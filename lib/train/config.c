@@ -18,7 +18,6 @@
 #include "tp.h"
 #include "trainer_internal.h"
 
-
 void dt_train_config_default(dt_train_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -117,15 +116,17 @@ static dt_status dt__validate_ps(const dt_train_config *cfg, int world)
             return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d needs --allreduce ps-sync or ps-async",
                            cfg->num_ps_servers);
         if (cfg->max_staleness >= 0)
-            return DT_FAIL(DT_ERR_INVALID, "--max-staleness %d applies to --allreduce ps-async only", cfg->max_staleness);
+            return DT_FAIL(DT_ERR_INVALID, "--max-staleness %d applies to --allreduce ps-async only",
+                           cfg->max_staleness);
         return DT_OK;
     }
     const char *mode = cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async";
     if (cfg->ps_mode != DT_PS_SYNC && cfg->ps_mode != DT_PS_ASYNC)
         return DT_FAIL(DT_ERR_INVALID, "--allreduce: unknown parameter-server mode %d", (int)cfg->ps_mode);
     if (world < 2)
-        return DT_FAIL(DT_ERR_INVALID, "--allreduce %s needs at least 2 ranks (workers and servers; run it under "
-                                       "mpirun -np N)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--allreduce %s needs at least 2 ranks (workers and servers; run it under "
+                       "mpirun -np N)",
                        mode);
     if (cfg->num_ps_servers < 1 || cfg->num_ps_servers >= world)
         return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d: with %d ranks expected 1..%d (at least one worker)",
@@ -134,8 +135,9 @@ static dt_status dt__validate_ps(const dt_train_config *cfg, int world)
     if (cfg->ps_mode == DT_PS_SYNC && cfg->max_staleness >= 0)
         return DT_FAIL(DT_ERR_INVALID, "--max-staleness %d applies to --allreduce ps-async only", cfg->max_staleness);
     if (cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 && cfg->max_staleness < workers - 1)
-        return DT_FAIL(DT_ERR_INVALID, "--max-staleness %d: with %d workers expected at least %d (one round of the "
-                                       "others' pushes)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--max-staleness %d: with %d workers expected at least %d (one round of the "
+                       "others' pushes)",
                        cfg->max_staleness, workers, workers - 1);
     if (cfg->ps_mode == DT_PS_ASYNC && cfg->use_loss_scaling)
         return DT_FAIL(DT_ERR_INVALID, "--allreduce ps-async: loss scaling (--fp16) is not supported; use ps-sync, "
@@ -160,17 +162,18 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
     }
     if (world % (p * t)) {
         if (t == 1)
-            return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it (run "
-                                           "mpirun -np p x d)",
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it (run "
+                           "mpirun -np p x d)",
                            p, world);
-        return DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d: %d ranks "
-                                       "are not a multiple of %d (run mpirun -np t x p x d)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d: %d ranks "
+                       "are not a multiple of %d (run mpirun -np t x p x d)",
                        t, p, world, t * p);
     }
     const char *flag = p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
     const int size = p > 1 ? p : t;
-    if (cfg->model_kind != DT_MODEL_GPT)
-        return DT_FAIL(DT_ERR_INVALID, "%s: only the GPT is split across ranks", flag);
+    if (cfg->model_kind != DT_MODEL_GPT) return DT_FAIL(DT_ERR_INVALID, "%s: only the GPT is split across ranks", flag);
     if (cfg->precision != DT_F32)
         return DT_FAIL(DT_ERR_INVALID, "%s %d with --fp16/--bf16: not supported yet (FP32 stages)", flag, size);
     if (cfg->recompute != DT_RECOMPUTE_NONE)
@@ -181,18 +184,21 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
         int sum = 0;
         for (int i = 0; i < 64; i++) {
             if (i < p && cfg->pipeline_split[i] < 1)
-                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: expected %d positive block counts (one per stage)", p);
+                return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: expected %d positive block counts (one per stage)",
+                               p);
             if (i >= p && cfg->pipeline_split[i])
                 return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: more counts than the %d stages", p);
             sum += cfg->pipeline_split[i];
         }
         if (sum != cfg->model.num_layers)
-            return DT_FAIL(DT_ERR_INVALID, "--pipeline-split: the stages hold %d blocks, the model has %d "
-                                           "(--num-layers)",
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--pipeline-split: the stages hold %d blocks, the model has %d "
+                           "(--num-layers)",
                            sum, cfg->model.num_layers);
     } else if (p > 1 && cfg->model.num_layers < p) {
-        return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: the model has only %d blocks "
-                                       "(--num-layers; expected at least one per stage)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--pipeline-model-parallel-size %d: the model has only %d blocks "
+                       "(--num-layers; expected at least one per stage)",
                        p, cfg->model.num_layers);
     }
     return DT_OK;
@@ -268,7 +274,8 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     DT_CHECK(dt__validate_ps(cfg, world));
     DT_CHECK(dt__validate_pipeline(cfg, world));
     DT_CHECK(dt__validate_checkpoint(cfg));
-    const int dp = (world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0)) / (cfg->pipeline_size * cfg->tensor_size);
+    const int dp =
+        (world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0)) / (cfg->pipeline_size * cfg->tensor_size);
     if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
         if (world == 1)
             return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",
@@ -282,11 +289,12 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         return DT_FAIL(DT_ERR_INVALID, "--comm-timeout %g: expected 0 (none) or seconds > 0, at most 1e9",
                        cfg->comm_timeout);
     if (cfg->slow_ms > 0 && cfg->comm_timeout > 0 && cfg->slow_ms >= cfg->comm_timeout * 1000.0)
-        return DT_FAIL(DT_ERR_INVALID, "--slow-rank: MS %d is not below --comm-timeout %g s: the others would give up "
-                                       "on the slow rank (raise --comm-timeout, or 0 for none)",
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--slow-rank: MS %d is not below --comm-timeout %g s: the others would give up "
+                       "on the slow rank (raise --comm-timeout, or 0 for none)",
                        cfg->slow_ms, cfg->comm_timeout);
-    if (cfg->hang_iter < 0) return DT_FAIL(DT_ERR_INVALID, "--hang-rank: ITER %lld: expected >= 1",
-                                           (long long)cfg->hang_iter);
+    if (cfg->hang_iter < 0)
+        return DT_FAIL(DT_ERR_INVALID, "--hang-rank: ITER %lld: expected >= 1", (long long)cfg->hang_iter);
     if (cfg->skip_nonfinite) {
         if (cfg->precision != DT_F32)
             return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite applies to FP32 training (with --fp16 the loss scaler "
@@ -304,9 +312,10 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer with pipeline or tensor parallelism: not "
                                            "supported yet");
         if (cfg->optim.kind == DT_OPTIM_LARS || cfg->optim.kind == DT_OPTIM_LAMB)
-            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, "
-                                           "which the sharded optimizer splits across ranks (use --optimizer sgd or "
-                                           "adamw)",
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, "
+                           "which the sharded optimizer splits across ranks (use --optimizer sgd or "
+                           "adamw)",
                            dt_optim_kind_name(cfg->optim.kind));
     }
     const int cuda = cfg->device && strcmp(cfg->device, "cuda") == 0;
@@ -336,8 +345,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     if (lr->min_lr > lr->max_lr)
         return DT_FAIL(DT_ERR_INVALID, "--min-lr %g exceeds --lr %g", (double)lr->min_lr, (double)lr->max_lr);
     if (lr->warmup_iters < 0)
-        return DT_FAIL(DT_ERR_INVALID, "--lr-warmup-iters %lld: expected an integer >= 0",
-                       (long long)lr->warmup_iters);
+        return DT_FAIL(DT_ERR_INVALID, "--lr-warmup-iters %lld: expected an integer >= 0", (long long)lr->warmup_iters);
     if (lr->decay_iters < 0)
         return DT_FAIL(DT_ERR_INVALID, "--lr-decay-iters %lld: expected an integer >= 0", (long long)lr->decay_iters);
     if (lr->style != DT_LR_CONSTANT && lr->style != DT_LR_LINEAR && lr->style != DT_LR_COSINE)
@@ -373,11 +381,9 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     if (cfg->eval_iters < 1)
         return DT_FAIL(DT_ERR_INVALID, "--eval-iters %d: expected an integer >= 1", cfg->eval_iters);
     if (cfg->eval_interval < 0)
-        return DT_FAIL(DT_ERR_INVALID, "--eval-interval %lld: expected an integer >= 0",
-                       (long long)cfg->eval_interval);
+        return DT_FAIL(DT_ERR_INVALID, "--eval-interval %lld: expected an integer >= 0", (long long)cfg->eval_interval);
     if (cfg->log_interval < 1)
         return DT_FAIL(DT_ERR_INVALID, "--log-interval %lld: expected an integer >= 1", (long long)cfg->log_interval);
     if (cfg->trace_path && !cfg->trace_path[0]) return DT_FAIL(DT_ERR_INVALID, "--trace '': expected a file name");
     return DT_OK;
 }
-

@@ -110,15 +110,16 @@ json_t *dt__config_object(const dt_train_config *cfg)
                           (cfg->pipeline_size * cfg->tensor_size)),
              &bad);
     dt__jset(o, "allreduce",
-             json_string(ps ? (cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async") : dt_allreduce_algo_name(cfg->allreduce)),
+             json_string(ps ? (cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async")
+                            : dt_allreduce_algo_name(cfg->allreduce)),
              &bad);
     dt__jset(o, "num_ps_servers", json_integer(ps ? cfg->num_ps_servers : 0), &bad);
     dt__jset(o, "pipeline_model_parallel_size", json_integer(cfg->pipeline_size), &bad);
     dt__jset(o, "tensor_model_parallel_size", json_integer(cfg->tensor_size), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);
     dt__jset(o, "use_distributed_optimizer", json_boolean(cfg->use_distributed_optimizer), &bad);
-    dt__jset(o, "max_staleness", cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness)
-                                                                                          : json_null(),
+    dt__jset(o, "max_staleness",
+             cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness) : json_null(),
              &bad);
     dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
     dt__jset(o, "bucket_bytes", json_integer((json_int_t)cfg->bucket_bytes), &bad);
@@ -136,12 +137,11 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "base_batch_size", json_integer(cfg->base_batch_size), &bad);
     static const char *const recompute[] = {"none", "full", "selective"};
     dt__jset(o, "recompute_granularity", json_string(recompute[cfg->recompute]), &bad);
-    dt__jset(o, "recompute_num_layers", json_integer(cfg->recompute == DT_RECOMPUTE_FULL ? cfg->recompute_num_layers : 0),
-             &bad);
+    dt__jset(o, "recompute_num_layers",
+             json_integer(cfg->recompute == DT_RECOMPUTE_FULL ? cfg->recompute_num_layers : 0), &bad);
     /* seeds above 2^63 do not fit a JSON integer in jansson; keep them exact as text */
     dt__jset(o, "seed",
-             cfg->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)cfg->seed) : dt__jseed_text(cfg->seed),
-             &bad);
+             cfg->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)cfg->seed) : dt__jseed_text(cfg->seed), &bad);
     dt__jset(o, "threads", json_integer(cfg->threads), &bad);
     dt__jset(o, "device", dt__jstr_or_null(cfg->device), &bad);
     dt__jset(o, "eval_iters", json_integer(cfg->eval_iters), &bad);
@@ -163,4 +163,3 @@ char *dt_train_config_json(const dt_train_config *cfg)
     json_decref(o);
     return s;
 }
-

@@ -54,8 +54,8 @@ dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
     if (tr->trace.writer) {
         const int64_t t1 = dt_time_ns();
         dt_trace_event e;
-        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "evaluate", "compute", tr->rank, DT_LANE_COMPUTE, t0 - tr->t_start_ns,
-                            t1 - t0);
+        dt_trace_event_init(&e, DT_TRACE_COMPLETE, "evaluate", "compute", tr->rank, DT_LANE_COMPUTE,
+                            t0 - tr->t_start_ns, t1 - t0);
         e.iter = tr->iter;
         DT_CHECK(dt__trace_write(tr, &e));
         DT_CHECK(dt__trace_counter(tr, "val_loss", t1 - tr->t_start_ns, out->loss));

@@ -46,7 +46,11 @@ static float *dt__mlp_params(dt_trainer *tr) { return dt_mlp_params(tr->mlp.net)
 static float *dt__mlp_grads(dt_trainer *tr) { return dt_mlp_grads(tr->mlp.net); }
 static dt_status dt__mlp_zero_grad(dt_trainer *tr) { return dt_mlp_zero_grad(tr->mlp.net); }
 static size_t dt__mlp_peak_act(const dt_trainer *tr) { return dt_mlp_activation_bytes(tr->mlp.net); }
-static int dt__mlp_has_accuracy(const dt_trainer *tr) { (void)tr; return 1; }
+static int dt__mlp_has_accuracy(const dt_trainer *tr)
+{
+    (void)tr;
+    return 1;
+}
 static void dt__mlp_set_training(dt_trainer *tr, int on) { dt_mlp_set_training(tr->mlp.net, on); }
 static const dt_paramset *dt__mlp_state_layout(const dt_trainer *tr) { return dt_mlp_state_layout(tr->mlp.net); }
 static float *dt__mlp_state(dt_trainer *tr) { return dt_mlp_state(tr->mlp.net); }

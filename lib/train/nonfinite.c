@@ -65,8 +65,8 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
     }
     int k = 2;
     for (int l = 0; l < NL; l++) {
-        float **f[12] = {&bp[l].ln1w,     &bp[l].ln1b, &bp[l].qkvw, &bp[l].qkvb,    &bp[l].attprojw, &bp[l].attprojb,
-                         &bp[l].ln2w,     &bp[l].ln2b, &bp[l].fcw,  &bp[l].fcb,     &bp[l].fcprojw,  &bp[l].fcprojb};
+        float **f[12] = {&bp[l].ln1w, &bp[l].ln1b, &bp[l].qkvw, &bp[l].qkvb, &bp[l].attprojw, &bp[l].attprojb,
+                         &bp[l].ln2w, &bp[l].ln2b, &bp[l].fcw,  &bp[l].fcb,  &bp[l].fcprojw,  &bp[l].fcprojb};
         for (int i = 0; i < 12; i++) *f[i] = w + in[k++].offset;
     }
     const dt__head_params hp = {w + in[k].offset, w + in[k + 1].offset, w + in[k + 2].offset};
@@ -81,8 +81,9 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
     dt__arena a = {.base = arena_buf.data, .capacity = floats};
     for (int m = 0; m < tr->n_micro && !where[0]; m++) {
         uint64_t index = dt__micro_index(tr, tr->dp_rank * tr->n_micro + m);
-        DT_CHECK_GOTO(dt_data_batch(tr->gpt.data, DT_SPLIT_TRAIN, index, B, T, tr->gpt.tokens, tr->gpt.targets, NULL, NULL), st,
-                      done);
+        DT_CHECK_GOTO(
+            dt_data_batch(tr->gpt.data, DT_SPLIT_TRAIN, index, B, T, tr->gpt.tokens, tr->gpt.targets, NULL, NULL), st,
+            done);
         DT_CHECK_GOTO(be->copy(be, d_tokens, tr->gpt.tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
         DT_CHECK_GOTO(be->copy(be, d_targets, tr->gpt.targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
         dt__arena_reset(&a);
@@ -91,8 +92,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         DT_CHECK_GOTO(dt__embed_forward(be, c, wte, wpe, d_tokens, &a, &x, B, T, NULL), st, done);
         DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
         if (bad) {
-            snprintf(where, cap, "forward: the output of layer embedding is the first non-finite (micro-batch %d)",
-                     m);
+            snprintf(where, cap, "forward: the output of layer embedding is the first non-finite (micro-batch %d)", m);
             break;
         }
         for (int l = 0; l < NL && !bad; l++) {
@@ -101,8 +101,9 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
             x = acts[l].out;
             DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
             if (bad)
-                snprintf(where, cap, "forward: the output of layer h.%d (block %d of %d) is the first non-finite "
-                                     "(micro-batch %d)",
+                snprintf(where, cap,
+                         "forward: the output of layer h.%d (block %d of %d) is the first non-finite "
+                         "(micro-batch %d)",
                          l, l, NL, m);
         }
         if (bad) break;
@@ -111,8 +112,9 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         DT_CHECK_GOTO(dt__nf_any(be, ha.logits, (size_t)N * c->vocab_size, &bad), st, done);
         if (!bad) DT_CHECK_GOTO(dt__nf_any(be, losses, (size_t)N, &bad), st, done);
         if (bad)
-            snprintf(where, cap, "forward: the output of layer head (logits or losses) is the first non-finite "
-                                 "(micro-batch %d)",
+            snprintf(where, cap,
+                     "forward: the output of layer head (logits or losses) is the first non-finite "
+                     "(micro-batch %d)",
                      m);
     }
 done:
@@ -141,8 +143,8 @@ static dt_status dt__nf_locate(dt_trainer *tr)
         DT_CHECK(dt__nf_any(tr->be, g + L->info[i].offset, L->info[i].numel, &bad));
         if (!bad) continue;
         dt__nf_layer_of(L->info[i].name, layer, sizeof layer);
-        snprintf(where, cap, "backward: the gradient of layer %s (%s) is the first non-finite in backward order",
-                 layer, L->info[i].name);
+        snprintf(where, cap, "backward: the gradient of layer %s (%s) is the first non-finite in backward order", layer,
+                 L->info[i].name);
         return DT_OK;
     }
     for (int i = 0; i < L->count; i++) {
@@ -183,4 +185,3 @@ dt_status dt__loss_check(dt_trainer *tr, double loss)
     if (isfinite((float)loss)) return DT_OK;
     return dt__nonfinite(tr, "training loss", loss);
 }
-

@@ -40,9 +40,8 @@ static dt_comm *dt__tr_grad_comm(const dt_trainer *tr) { return tr->gcomm ? tr->
 static void *dt__comm_main(void *arg)
 {
     dt_trainer *tr = arg;
-    const dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
-                                     .hook = tr->trace.writer ? dt__comm_hook : NULL,
-                                     .hook_ctx = tr};
+    const dt_collective_opts opts = {
+        .chunk_bytes = tr->cfg.allreduce_chunk_bytes, .hook = tr->trace.writer ? dt__comm_hook : NULL, .hook_ctx = tr};
     float *g = tr->kind->grads(tr);
     pthread_mutex_lock(&tr->dp.mu);
     for (;;) {
@@ -50,8 +49,8 @@ static void *dt__comm_main(void *arg)
         if (tr->dp.stop) break;
         int b = tr->dp.queue[tr->dp.q_head++];
         pthread_mutex_unlock(&tr->dp.mu);
-        dt_status st = dt_comm_allreduce(dt__tr_grad_comm(tr), g + tr->dp.bucket_off[b], tr->dp.bucket_len[b], tr->cfg.allreduce,
-                                         &opts);
+        dt_status st = dt_comm_allreduce(dt__tr_grad_comm(tr), g + tr->dp.bucket_off[b], tr->dp.bucket_len[b],
+                                         tr->cfg.allreduce, &opts);
         pthread_mutex_lock(&tr->dp.mu);
         if (st != DT_OK && tr->dp.comm_status == DT_OK) {
             tr->dp.comm_status = st;

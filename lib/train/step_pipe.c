@@ -24,8 +24,8 @@ static dt_status dt__pipe_batch(void *ctx, int val, uint64_t index, int32_t *tok
                                 int *n_examples)
 {
     dt_trainer *tr = ctx;
-    return dt_data_batch(tr->gpt.data, val ? DT_SPLIT_VAL : DT_SPLIT_TRAIN, index, tr->B, tr->T, tokens, targets, example,
-                         n_examples);
+    return dt_data_batch(tr->gpt.data, val ? DT_SPLIT_VAL : DT_SPLIT_TRAIN, index, tr->B, tr->T, tokens, targets,
+                         example, n_examples);
 }
 
 /* Trace: every executed instruction of the schedule, on the lane of its kind. */
@@ -37,11 +37,14 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
     const int optim = in->op == DT_SCHED_OPTIM_STEP || in->op == DT_SCHED_STASH || in->op == DT_SCHED_DROP;
     dt_trace_event e;
     dt_trace_event_init(&e, DT_TRACE_COMPLETE, dt_sched_op_name(in->op), "pipeline", tr->rank,
-                        compute ? DT_LANE_COMPUTE : optim ? DT_LANE_OPTIM : DT_LANE_COMM, t0_ns - tr->t_start_ns,
-                        t1_ns - t0_ns);
+                        compute ? DT_LANE_COMPUTE
+                        : optim ? DT_LANE_OPTIM
+                                : DT_LANE_COMM,
+                        t0_ns - tr->t_start_ns, t1_ns - t0_ns);
     e.iter = in->step;
     if (in->mb >= 0) e.micro_batch = in->mb;
-    if (dt_trace_event_add_arg(&e, "stage", stage) != DT_OK || dt_trace_event_add_arg(&e, "version", in->version) != DT_OK ||
+    if (dt_trace_event_add_arg(&e, "stage", stage) != DT_OK ||
+        dt_trace_event_add_arg(&e, "version", in->version) != DT_OK ||
         dt_trace_event_add_arg(&e, "phase", (double)in->phase) != DT_OK)
         return;
     dt__trace_write(tr, &e);
@@ -53,8 +56,8 @@ static void dt__tp_event(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t 
     dt_trainer *tr = ctx;
     if (!tr->trace.writer || tr->trace.status != DT_OK) return;
     dt_trace_event e;
-    dt_trace_event_init(&e, DT_TRACE_COMPLETE, is_g ? "tp allreduce g" : "tp allreduce f", "tp", tr->rank,
-                        DT_LANE_COMM, t0_ns - tr->t_start_ns, t1_ns - t0_ns);
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, is_g ? "tp allreduce g" : "tp allreduce f", "tp", tr->rank, DT_LANE_COMM,
+                        t0_ns - tr->t_start_ns, t1_ns - t0_ns);
     e.iter = tr->iter;
     if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK) return;
     dt__trace_write(tr, &e);
@@ -133,7 +136,8 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
         const int64_t ts = t1 - tr->t_start_ns;
         DT_CHECK(dt__trace_counter(tr, "loss", ts, ps.loss));
         DT_CHECK(dt__trace_counter(tr, "lr", ts, ps.lr));
-        DT_CHECK(dt__trace_counter(tr, "peak_activation_bytes", ts, (double)dt__pipe_peak_activation_bytes(tr->pipe.rt)));
+        DT_CHECK(
+            dt__trace_counter(tr, "peak_activation_bytes", ts, (double)dt__pipe_peak_activation_bytes(tr->pipe.rt)));
     }
     const double secs = (double)(t1 - t0) * 1e-9;
     dt__tr_account(tr, secs);
@@ -187,4 +191,3 @@ json_t *dt__tr_pipe_summary(const dt_trainer *tr)
     }
     return o;
 }
-

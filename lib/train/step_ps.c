@@ -62,7 +62,8 @@ dt_status dt__tr_ps_begin_step(dt_trainer *tr)
  * gradients (ps-async: with their norm, for clipping), pull the new
  * weights; the servers' answer stands in for the local update. The last
  * iteration also pulls the final weights (every worker's pushes applied). */
-static dt_status dt__ps_worker_exchange(dt_trainer *tr, double *loss_sum, float S, dt__update_result *ur, dt__ps_reply *rep)
+static dt_status dt__ps_worker_exchange(dt_trainer *tr, double *loss_sum, float S, dt__update_result *ur,
+                                        dt__ps_reply *rep)
 {
     const dt_paramset *layout = tr->kind->layout(tr);
     float *params = tr->kind->params(tr), *grads = tr->kind->grads(tr);
@@ -95,11 +96,11 @@ static dt_status dt__ps_worker_exchange(dt_trainer *tr, double *loss_sum, float 
         DT_CHECK(dt_trace_event_add_arg(&e, "staleness", (double)rep->staleness));
         DT_CHECK(dt_trace_event_add_arg(&e, "version", (double)rep->version));
         DT_CHECK(dt__trace_write(tr, &e));
-        if (tr->cfg.ps_mode == DT_PS_ASYNC) DT_CHECK(dt__trace_counter(tr, "staleness", t1 - tr->t_start_ns, (double)rep->staleness));
+        if (tr->cfg.ps_mode == DT_PS_ASYNC)
+            DT_CHECK(dt__trace_counter(tr, "staleness", t1 - tr->t_start_ns, (double)rep->staleness));
     }
     return DT_OK;
 }
-
 
 int dt_trainer_is_server(const dt_trainer *tr) { return tr->ps.rt && dt__ps_is_server(tr->ps.rt); }
 
@@ -112,7 +113,8 @@ static void dt__tr_apply_hook(void *ctx, int worker, int64_t staleness, int64_t 
     dt_trace_event_init(&e, DT_TRACE_COMPLETE, "apply", "optim", tr->rank, DT_LANE_OPTIM, t0_ns - tr->t_start_ns,
                         t1_ns - t0_ns);
     e.iter = version - 1;
-    if (dt_trace_event_add_arg(&e, "worker", worker) != DT_OK || dt_trace_event_add_arg(&e, "staleness", (double)staleness) != DT_OK ||
+    if (dt_trace_event_add_arg(&e, "worker", worker) != DT_OK ||
+        dt_trace_event_add_arg(&e, "staleness", (double)staleness) != DT_OK ||
         dt_trace_event_add_arg(&e, "version", (double)version) != DT_OK)
         return;
     dt__trace_write(tr, &e);
@@ -121,8 +123,8 @@ static void dt__tr_apply_hook(void *ctx, int worker, int64_t staleness, int64_t 
 dt_status dt_trainer_serve(dt_trainer *tr)
 {
     if (!dt_trainer_is_server(tr))
-        return DT_FAIL(DT_ERR_INVALID, "rank %d is not a parameter server (serve runs on the last --num-ps-servers ranks)",
-                       tr->rank);
+        return DT_FAIL(DT_ERR_INVALID,
+                       "rank %d is not a parameter server (serve runs on the last --num-ps-servers ranks)", tr->rank);
     const dt__ps_server_env env = {.be = tr->be,
                                    .init_params = tr->kind->params(tr),
                                    .optim = tr->cfg.optim,
@@ -137,7 +139,8 @@ dt_status dt_trainer_serve(dt_trainer *tr)
                                    .ckpt_ctx = tr};
     DT_CHECK(dt__ps_serve(tr->ps.rt, &env));
     /* the end of the run is saved too, unless the workers just did */
-    if (tr->save_dir && dt__ps_server_version(tr->ps.rt) != tr->ck.last_save) DT_CHECK(dt_trainer_save(tr, tr->save_dir));
+    if (tr->save_dir && dt__ps_server_version(tr->ps.rt) != tr->ck.last_save)
+        DT_CHECK(dt_trainer_save(tr, tr->save_dir));
     return dt__trace_check(tr);
 }
 

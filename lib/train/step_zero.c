@@ -18,9 +18,10 @@ dt_status dt__tr_zero_create(dt_trainer *tr)
     const dt_train_config *cfg = &tr->cfg;
     /* the device gradients' communicator: NCCL on the GPU (made here, before the buckets would) */
     if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm));
-    DT_CHECK(dt__zero_create(tr->gcomm ? tr->gcomm : cfg->comm, tr->be, tr->kind->layout(tr), &tr->cfg.optim,
-                             &tr->zero));
-    if (cfg->precision != DT_F32 && tr->kind->round_weights) { /* the FP32 masters sharded too; the model keeps their half values */
+    DT_CHECK(
+        dt__zero_create(tr->gcomm ? tr->gcomm : cfg->comm, tr->be, tr->kind->layout(tr), &tr->cfg.optim, &tr->zero));
+    if (cfg->precision != DT_F32 &&
+        tr->kind->round_weights) { /* the FP32 masters sharded too; the model keeps their half values */
         DT_CHECK(dt__zero_keep_masters(tr->zero, tr->kind->params(tr), cfg->precision));
         DT_CHECK(tr->kind->round_weights(tr));
     }
@@ -35,9 +36,8 @@ dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c)
     c->loss_sum = l;
     DT_CHECK(dt__loss_check(tr, c->loss_sum));
     c->t_opt = dt_time_ns();
-    const dt_collective_opts opts = {.chunk_bytes = tr->cfg.allreduce_chunk_bytes,
-                                     .hook = tr->trace.writer ? dt__comm_hook : NULL,
-                                     .hook_ctx = tr};
+    const dt_collective_opts opts = {
+        .chunk_bytes = tr->cfg.allreduce_chunk_bytes, .hook = tr->trace.writer ? dt__comm_hook : NULL, .hook_ctx = tr};
     const dt__zero_step_args za = {.scaler = tr->cfg.use_loss_scaling ? &tr->scaler : NULL,
                                    .loss_scale = c->S,
                                    .lr = &tr->lr,

@@ -58,15 +58,16 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         /* this rank's FP32 master weights and optimizer state: the model's, its stage's or tensor shard's
          * (pipeline, tensor parallelism), or its ZeRO-1 shard's (--use-distributed-optimizer) */
-        dt__jset(o, "master_weight_bytes",
-                 json_integer((json_int_t)(tr->zero && dt__zero_master_bytes(tr->zero)
-                                               ? dt__zero_master_bytes(tr->zero)
-                                               : (tr->pipe.rt ? dt__pipe_layout(tr->pipe.rt) : tr->kind->layout(tr))->numel *
-                                                     sizeof(float))),
-                 &bad);
+        dt__jset(
+            o, "master_weight_bytes",
+            json_integer((json_int_t)(tr->zero && dt__zero_master_bytes(tr->zero)
+                                          ? dt__zero_master_bytes(tr->zero)
+                                          : (tr->pipe.rt ? dt__pipe_layout(tr->pipe.rt) : tr->kind->layout(tr))->numel *
+                                                sizeof(float))),
+            &bad);
         dt__jset(o, "optimizer_state_bytes",
-                 json_integer((json_int_t)(tr->zero   ? dt__zero_state_bytes(tr->zero)
-                                           : tr->pipe.rt ? dt_optim_state_bytes(dt__pipe_optimizer(tr->pipe.rt))
+                 json_integer((json_int_t)(tr->zero        ? dt__zero_state_bytes(tr->zero)
+                                           : tr->pipe.rt   ? dt_optim_state_bytes(dt__pipe_optimizer(tr->pipe.rt))
                                            : tr->opt_ready ? dt_optim_state_bytes(&tr->opt)
                                                            : 0)),
                  &bad);
@@ -90,4 +91,3 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
                        err ? strerror(err) : "write failed");
     return DT_OK;
 }
-

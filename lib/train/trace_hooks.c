@@ -59,16 +59,14 @@ dt_status dt__trace_metadata(dt_trainer *tr)
         if (meta[i].tid == DT_LANE_COMM && !(tr->cfg.comm && tr->cfg.comm->size > 1)) continue;
         dt_trace_event e;
         dt_trace_event_init(&e, DT_TRACE_METADATA, meta[i].what, "meta", tr->rank, meta[i].tid, 0, 0);
-        if (meta[i].label)
-            snprintf(e.label, sizeof e.label, "%s", meta[i].label);
+        if (meta[i].label) snprintf(e.label, sizeof e.label, "%s", meta[i].label);
         else if (tr->pipe.rt)
             snprintf(e.label, sizeof e.label, "dtrain rank %d (t %d, d %d, p %d)", tr->rank,
                      dt__pipe_tp_index(tr->pipe.rt), dt__pipe_dp_index(tr->pipe.rt), dt__pipe_stage(tr->pipe.rt));
         else if (tr->ps.rt)
             snprintf(e.label, sizeof e.label, "dtrain rank %d (%s %d)", tr->rank,
                      dt__ps_is_server(tr->ps.rt) ? "parameter server" : "worker", dt__ps_index(tr->ps.rt));
-        else
-            snprintf(e.label, sizeof e.label, "dtrain rank %d", tr->rank);
+        else snprintf(e.label, sizeof e.label, "dtrain rank %d", tr->rank);
         DT_CHECK(dt__trace_write(tr, &e));
     }
     return DT_OK;
@@ -92,8 +90,7 @@ static int dt__param_layer(const char *name, int L)
 
 /* grad_amax (docs/trace-format.md): one instant per layer slot, from the
  * per-tensor amax of dt__update_apply (-1: the tensor had an inf/NaN). */
-dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const float *amax, float S,
-                                     int64_t ts)
+dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const float *amax, float S, int64_t ts)
 {
     const int L = tr->cfg.model.num_layers;
     for (int layer = -1; layer <= L; layer++) {
@@ -101,10 +98,8 @@ dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const f
         int bad = 0;
         for (int i = 0; i < layout->count; i++) {
             if (dt__param_layer(layout->info[i].name, L) != layer) continue;
-            if (amax[i] < 0)
-                bad++;
-            else
-                m = fmaxf(m, amax[i]);
+            if (amax[i] < 0) bad++;
+            else m = fmaxf(m, amax[i]);
         }
         dt_trace_event e;
         dt_trace_event_init(&e, DT_TRACE_INSTANT, "grad_amax", "optim", tr->rank, DT_LANE_OPTIM, ts, 0);
@@ -118,7 +113,6 @@ dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const f
     return DT_OK;
 }
 
-
 /* Return the trace hook's first write error, if any, as this call's status. */
 dt_status dt__trace_check(dt_trainer *tr)
 {
@@ -126,10 +120,8 @@ dt_status dt__trace_check(dt_trainer *tr)
     return DT_FAIL(tr->trace.status, "--trace %s: writing the trace failed", tr->cfg.trace_path);
 }
 
-
 /* Trace hook for the steps of the gradient allreduce (comm lane). */
-void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns,
-                          int64_t t1_ns)
+void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns, int64_t t1_ns)
 {
     dt_trainer *tr = ctx;
     if (!tr->trace.writer || tr->trace.status != DT_OK) return;
@@ -138,8 +130,7 @@ void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t byte
                         t1_ns - t0_ns);
     e.iter = tr->iter;
     e.bytes = (int64_t)bytes;
-    if (dt_trace_event_add_arg(&e, "step", step) != DT_OK || dt_trace_event_add_arg(&e, "peer", peer) != DT_OK)
-        return;
+    if (dt_trace_event_add_arg(&e, "step", step) != DT_OK || dt_trace_event_add_arg(&e, "peer", peer) != DT_OK) return;
     dt__trace_write(tr, &e);
 }
 
@@ -187,7 +178,8 @@ dt_status dt__trace_step_end(dt_trainer *tr, const dt__step_ctx *c, size_t act_b
             dt_trace_event e;
             char name[16 + DT_NAME_MAX];
             snprintf(name, sizeof name, "overflow %s", first_bad >= 0 ? layout->info[first_bad].name : "");
-            dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", tr->rank, DT_LANE_OPTIM, t_opt - tr->t_start_ns, 0);
+            dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", tr->rank, DT_LANE_OPTIM, t_opt - tr->t_start_ns,
+                                0);
             e.iter = tr->iter;
             DT_CHECK(dt_trace_event_add_arg(&e, "loss_scale", c->S));
             DT_CHECK(dt_trace_event_add_arg(&e, "tensor", first_bad));

@@ -68,10 +68,10 @@ static void dt__tr_layout_ranks(dt_trainer *tr)
         tr->dp_rank = (tr->rank / cfg->tensor_size) % tr->dp_size;
     }
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
-    tr->strategy = split                                                 ? DT__STRATEGY_PIPE
-                   : cfg->ps_mode != DT_PS_NONE                          ? DT__STRATEGY_PS
+    tr->strategy = split                                               ? DT__STRATEGY_PIPE
+                   : cfg->ps_mode != DT_PS_NONE                        ? DT__STRATEGY_PS
                    : cfg->use_distributed_optimizer && tr->dp_size > 1 ? DT__STRATEGY_ZERO
-                                                                         : DT__STRATEGY_REPLICA;
+                                                                       : DT__STRATEGY_REPLICA;
 }
 
 static dt_status dt__tr_strategy_create(dt_trainer *tr)
@@ -198,8 +198,7 @@ static void dt__straggle(const dt_trainer *tr)
 {
     if (tr->cfg.slow_ms <= 0 || tr->rank != tr->cfg.slow_rank) return;
     struct timespec ts = {.tv_sec = tr->cfg.slow_ms / 1000, .tv_nsec = (long)(tr->cfg.slow_ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* Steps' throughput bookkeeping (the first step is the warm-up). */

@@ -76,8 +76,8 @@ typedef struct dt__model_kind {
     dt_status (*accumulate)(dt_trainer *tr, float S, int share, double *loss_sum, size_t *act_bytes);
     int (*has_accuracy)(const dt_trainer *tr);
     dt_status (*eval_batch)(dt_trainer *tr, int i, dt__eval_sums *sum); /* validation micro-batch i */
-    void (*set_training)(dt_trainer *tr, int on);       /* optional: BatchNorm's batch or running statistics */
-    void (*set_layer_hook)(dt_trainer *tr, int on);     /* optional: per-layer trace spans and bucket launches */
+    void (*set_training)(dt_trainer *tr, int on);   /* optional: BatchNorm's batch or running statistics */
+    void (*set_layer_hook)(dt_trainer *tr, int on); /* optional: per-layer trace spans and bucket launches */
     /* optional: extra state a checkpoint keeps (BatchNorm running statistics) */
     const dt_paramset *(*state_layout)(const dt_trainer *tr);
     float *(*state)(dt_trainer *tr);
@@ -114,13 +114,13 @@ struct dt_trainer {
     int64_t t_start_ns;
     int64_t iter; /* steps completed */
 
-    struct { /* model_gpt.c */
-        dt_dataset *data; /* byte tasks and text */
-        dt_gpt *model;    /* NULL when split across stages */
-        int32_t *tokens;  /* (B,T) host */
-        int32_t *targets; /* (B,T) host */
-        int32_t *example; /* (B,T) host: example id per counted target */
-        float *pos_loss;  /* (B,T) host */
+    struct {                  /* model_gpt.c */
+        dt_dataset *data;     /* byte tasks and text */
+        dt_gpt *model;        /* NULL when split across stages */
+        int32_t *tokens;      /* (B,T) host */
+        int32_t *targets;     /* (B,T) host */
+        int32_t *example;     /* (B,T) host: example id per counted target */
+        float *pos_loss;      /* (B,T) host */
         uint8_t *pos_correct; /* (B,T) host */
     } gpt;
     struct { /* model_mlp.c */
@@ -137,8 +137,8 @@ struct dt_trainer {
     struct {
         int n_buckets;
         size_t *bucket_off, *bucket_len; /* (n_buckets) in floats */
-        int *bucket_low; /* (n_buckets) lowest layer of the bucket: ready after its backward */
-        int *queue;      /* (n_buckets) launched buckets, in order */
+        int *bucket_low;                 /* (n_buckets) lowest layer of the bucket: ready after its backward */
+        int *queue;                      /* (n_buckets) launched buckets, in order */
         int q_head, q_tail, n_done, stop, overlap_active;
         dt_status comm_status;
         char comm_err[512]; /* the comm thread's message (dt_last_error is per thread) */
@@ -150,52 +150,52 @@ struct dt_trainer {
 
     dt__zero *zero; /* step_zero.c: ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
 
-    struct { /* step_ps.c */
-        dt__ps *rt; /* parameter server (cfg.ps_mode), else NULL */
-        int broken; /* an exchange failed: do not say goodbye to the servers */
-        int pulled; /* a worker has pulled the servers' first weights */
+    struct {                         /* step_ps.c */
+        dt__ps *rt;                  /* parameter server (cfg.ps_mode), else NULL */
+        int broken;                  /* an exchange failed: do not say goodbye to the servers */
+        int pulled;                  /* a worker has pulled the servers' first weights */
         dt_checkpoint_shard *resume; /* a server: the loaded shard, applied when serving starts */
         int64_t start_version;       /* ... and its version */
     } ps;
 
-    struct {                    /* step_pipe.c */
-        dt__pipe *rt;           /* this rank's stage (cfg.pipeline_size or tensor_size > 1), else NULL */
-        double probe;           /* after the last step: the whole model's weights fingerprint (NAN before) */
-        double *figures;        /* (3p) after the last step: per stage peak activation bytes, versions alive, in flight */
+    struct {             /* step_pipe.c */
+        dt__pipe *rt;    /* this rank's stage (cfg.pipeline_size or tensor_size > 1), else NULL */
+        double probe;    /* after the last step: the whole model's weights fingerprint (NAN before) */
+        double *figures; /* (3p) after the last step: per stage peak activation bytes, versions alive, in flight */
         long long mismatch, disagree; /* after the last step: dt__pipe_version_check */
     } pipe;
 
-    struct {                    /* trace_hooks.c */
+    struct { /* trace_hooks.c */
         dt_trace_writer *writer;
-        dt_status status;       /* first error while writing from a hook */
-        int micro;              /* micro-batch being computed (hook args) */
+        dt_status status; /* first error while writing from a hook */
+        int micro;        /* micro-batch being computed (hook args) */
     } trace;
 
-    struct {                    /* nonfinite.c: non-finite loss or gradient norm (FP32) */
-        int skip;               /* this step is skipped (--skip-nonfinite) */
-        int64_t skipped;        /* steps skipped so far */
-        char where[256];        /* the first bad layer, as the message says it */
+    struct {             /* nonfinite.c: non-finite loss or gradient norm (FP32) */
+        int skip;        /* this step is skipped (--skip-nonfinite) */
+        int64_t skipped; /* steps skipped so far */
+        char where[256]; /* the first bad layer, as the message says it */
     } nf;
 
-    struct {                    /* checkpoint_io.c */
-        int64_t last_save;      /* iteration (a server: version) last saved or loaded; -1 none */
+    struct {               /* checkpoint_io.c */
+        int64_t last_save; /* iteration (a server: version) last saved or loaded; -1 none */
         char *loaded, *note, *saved;
     } ck;
 
-    struct {                    /* trainer.c: throughput (the first step is the warm-up) */
-        double first_step_s;    /* duration of step 0 */
-        double rest_s;          /* total duration of steps 1.. */
-        double rest_tokens;     /* tokens of steps 1.. */
+    struct {                 /* trainer.c: throughput (the first step is the warm-up) */
+        double first_step_s; /* duration of step 0 */
+        double rest_s;       /* total duration of steps 1.. */
+        double rest_tokens;  /* tokens of steps 1.. */
     } speed;
 };
 
 /* What a step strategy hands back to the step's common end (trainer.c). */
 typedef struct dt__step_ctx {
-    float S;                  /* the loss scale the backward started from */
-    double loss_sum;          /* the step's loss (all ranks' after the update) */
-    dt__update_result ur;     /* the update's figures */
-    dt__ps_reply rep;         /* a parameter-server worker: the servers' answer */
-    int64_t t_opt;            /* when the update began */
+    float S;              /* the loss scale the backward started from */
+    double loss_sum;      /* the step's loss (all ranks' after the update) */
+    dt__update_result ur; /* the update's figures */
+    dt__ps_reply rep;     /* a parameter-server worker: the servers' answer */
+    int64_t t_opt;        /* when the update began */
 } dt__step_ctx;
 
 /* ---- trainer.c ---- */

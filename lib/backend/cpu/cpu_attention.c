@@ -57,8 +57,8 @@ dt_status dt__cpu_attention_forward(dt_backend *be, float *out, float *att, cons
     return DT_OK;
 }
 
-dt_status dt__cpu_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout,
-                                     const float *qkv, const float *att, int B, int T, int C, int NH)
+dt_status dt__cpu_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                     const float *att, int B, int T, int C, int NH)
 {
     (void)be;
     const int hs = C / NH, C3 = 3 * C;

@@ -44,8 +44,8 @@
 #define DT__RELU_PAR_MIN ((size_t)1 << 15)
 
 dt_status dt__cpu_batchnorm_forward(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
-                                    float *running_var, const float *inp, const float *w, const float *b, int N,
-                                    int C, float momentum, float eps, int training)
+                                    float *running_var, const float *inp, const float *w, const float *b, int N, int C,
+                                    float momentum, float eps, int training)
 {
     (void)be;
     const int nslices = (C + DT__BN_SLICE - 1) / DT__BN_SLICE;

@@ -70,8 +70,8 @@ dt_status dt__cpu_gemm(dt_backend *be, int transa, int transb, int M, int N, int
     return DT_OK;
 }
 
-dt_status dt__cpu_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,
-                                 int N, int C, int OC)
+dt_status dt__cpu_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N,
+                                 int C, int OC)
 {
     float beta = 0.0f;
     if (bias) {

@@ -37,8 +37,8 @@ static int dt__thread_id(void)
 #endif
 }
 
-dt_status dt__cpu_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
-                                  const float *wpe, int B, int T, int C)
+dt_status dt__cpu_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                                  int B, int T, int C)
 {
     (void)be;
 #pragma omp parallel for schedule(static)
@@ -52,8 +52,8 @@ dt_status dt__cpu_encoder_forward(dt_backend *be, float *out, const int32_t *tok
     return DT_OK;
 }
 
-dt_status dt__cpu_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout,
-                                   const int32_t *tokens, int B, int T, int C)
+dt_status dt__cpu_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                   int B, int T, int C)
 {
     (void)be;
     /* Channel slices per thread: each (token, channel) cell has one writer,
@@ -103,8 +103,8 @@ dt_status dt__cpu_layernorm_forward(dt_backend *be, float *out, float *mean, flo
 }
 
 dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                     const float *inp, const float *w, const float *mean, const float *rstd,
-                                     int N, int C)
+                                     const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                     int C)
 {
     (void)be;
     int nt = dt__nthreads();
@@ -178,8 +178,7 @@ dt_status dt__cpu_residual_forward(dt_backend *be, float *out, const float *a, c
 }
 
 dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
-                                                const float *logits, const int32_t *targets, int N, int V,
-                                                float dloss)
+                                                const float *logits, const int32_t *targets, int N, int V, float dloss)
 {
     (void)be;
     for (int i = 0; i < N; i++)

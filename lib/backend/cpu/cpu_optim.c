@@ -76,8 +76,7 @@ dt_status dt__cpu_scale(dt_backend *be, float *x, float s, size_t n)
  * errno could never be set). It is memory-bound either way: 28 bytes of
  * traffic per element. */
 dt_status dt__cpu_adamw_update(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr,
-                               float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                               float grad_scale)
+                               float beta1, float beta2, float eps, float wd, float bc1, float bc2, float grad_scale)
 {
     (void)be;
     const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
@@ -88,8 +87,8 @@ dt_status dt__cpu_adamw_update(dt_backend *be, float *p, const float *g, float *
     return DT_OK;
 }
 
-dt_status dt__cpu_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                             float momentum, float wd, float grad_scale, int nesterov, int first)
+dt_status dt__cpu_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+                             float wd, float grad_scale, int nesterov, int first)
 {
     (void)be;
     if (momentum == 0.0f) {
@@ -125,9 +124,8 @@ dt_status dt__cpu_lars_update(dt_backend *be, float *p, const float *g, float *b
 /* LAMB's first half: the same moments as AdamW, but the normalised step
  * plus decay goes to u instead of p (the caller scales it by the trust
  * ratio, which needs ||u||, a second pass). */
-dt_status dt__cpu_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
-                                 size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                                 float grad_scale)
+dt_status dt__cpu_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v, size_t n,
+                                 float beta1, float beta2, float eps, float wd, float bc1, float bc2, float grad_scale)
 {
     (void)be;
     const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
