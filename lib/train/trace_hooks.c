@@ -43,7 +43,7 @@ void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_n
     dt__trace_write(tr, &e);
 }
 
-dt_status dt__trace_metadata(dt_trainer *tr)
+static dt_status dt__trace_metadata(dt_trainer *tr)
 {
     static const struct {
         const char *what;

@@ -217,7 +217,6 @@ dt_status dt__validate_checkpoint(const dt_train_config *cfg);
 
 /* ---- trace_hooks.c ---- */
 dt_status dt__trace_write(dt_trainer *tr, const dt_trace_event *e);
-dt_status dt__trace_metadata(dt_trainer *tr);
 dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts, double value);
 dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const float *amax, float S, int64_t ts);
 dt_status dt__trace_check(dt_trainer *tr);
