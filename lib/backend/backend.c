@@ -9,7 +9,8 @@
  * cuda/cuda_none.c (which says the build has no CUDA) in a build without it.
  *
  * Invariants: a front member checks, then calls be->ops with the same
- * arguments and returns its status unchanged; it never touches the data
+ * arguments and returns its status unchanged (an op with nothing to check
+ * is the backend's function itself); it never touches the data
  * (device pointers need not be host-readable). What only one backend
  * rejects (device-side data checks, its own limits) stays in that backend. */
 #include <stdlib.h>
@@ -52,33 +53,10 @@ static dt_status dt__check_bias_corrections(const char *op, float bc1, float bc2
 
 /* ---- the front: one member per op, in dt_backend_ops' order ---------------- */
 
-static void dt__front_destroy(dt_backend *be) { be->ops->destroy(be); }
-
 static dt_status dt__front_set_threads(dt_backend *be, int n)
 {
     if (n > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", n);
     return be->ops->set_threads(be, n);
-}
-
-static dt_status dt__front_alloc(dt_backend *be, size_t bytes, void **out) { return be->ops->alloc(be, bytes, out); }
-
-static void dt__front_free(dt_backend *be, void *p) { be->ops->free(be, p); }
-
-static dt_status dt__front_memset_zero(dt_backend *be, void *p, size_t bytes)
-{
-    return be->ops->memset_zero(be, p, bytes);
-}
-
-static dt_status dt__front_copy(dt_backend *be, void *dst, const void *src, size_t bytes, dt_copy_kind kind)
-{
-    return be->ops->copy(be, dst, src, bytes, kind);
-}
-
-static dt_status dt__front_synchronize(dt_backend *be) { return be->ops->synchronize(be); }
-
-static dt_status dt__front_set_gemm_inputs(dt_backend *be, dt_dtype dtype)
-{
-    return be->ops->set_gemm_inputs(be, dtype);
 }
 
 static dt_status dt__front_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
@@ -86,43 +64,6 @@ static dt_status dt__front_gemm(dt_backend *be, int transa, int transb, int M, i
 {
     if (M < 0 || N < 0 || K < 0) return DT_FAIL(DT_ERR_INVALID, "gemm: negative size %dx%dx%d", M, N, K);
     return be->ops->gemm(be, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-static dt_status dt__front_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
-                                           const float *wpe, int B, int T, int C)
-{
-    return be->ops->encoder_forward(be, out, tokens, wte, wpe, B, T, C);
-}
-
-static dt_status dt__front_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout,
-                                            const int32_t *tokens, int B, int T, int C)
-{
-    return be->ops->encoder_backward(be, dwte, dwpe, dout, tokens, B, T, C);
-}
-
-static dt_status dt__front_layernorm_forward(dt_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                                             const float *w, const float *b, int N, int C)
-{
-    return be->ops->layernorm_forward(be, out, mean, rstd, inp, w, b, N, C);
-}
-
-static dt_status dt__front_layernorm_backward(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                              const float *inp, const float *w, const float *mean, const float *rstd,
-                                              int N, int C)
-{
-    return be->ops->layernorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
-}
-
-static dt_status dt__front_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w,
-                                          const float *bias, int N, int C, int OC)
-{
-    return be->ops->matmul_forward(be, out, inp, w, bias, N, C, OC);
-}
-
-static dt_status dt__front_matmul_backward(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
-                                           const float *inp, const float *w, int N, int C, int OC)
-{
-    return be->ops->matmul_backward(be, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
 
 static dt_status dt__front_attention_forward(dt_backend *be, float *out, float *att, const float *qkv, int B, int T,
@@ -139,35 +80,6 @@ static dt_status dt__front_attention_backward(dt_backend *be, float *dqkv, float
     return be->ops->attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, C, NH);
 }
 
-static dt_status dt__front_gelu_forward(dt_backend *be, float *out, const float *inp, size_t n)
-{
-    return be->ops->gelu_forward(be, out, inp, n);
-}
-
-static dt_status dt__front_gelu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n)
-{
-    return be->ops->gelu_backward(be, dinp, inp, dout, n);
-}
-
-static dt_status dt__front_residual_forward(dt_backend *be, float *out, const float *a, const float *b, size_t n)
-{
-    return be->ops->residual_forward(be, out, a, b, n);
-}
-
-static dt_status dt__front_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct,
-                                                         float *dlogits, const float *logits, const int32_t *targets,
-                                                         int N, int V, float dloss)
-{
-    return be->ops->crossentropy_forward_backward(be, losses, correct, dlogits, logits, targets, N, V, dloss);
-}
-
-static dt_status dt__front_sumsq(dt_backend *be, const float *x, size_t n, double *out)
-{
-    return be->ops->sumsq(be, x, n, out);
-}
-
-static dt_status dt__front_scale(dt_backend *be, float *x, float s, size_t n) { return be->ops->scale(be, x, s, n); }
-
 static dt_status dt__front_adamw_update(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n,
                                         float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
                                         float grad_scale)
@@ -176,29 +88,12 @@ static dt_status dt__front_adamw_update(dt_backend *be, float *p, const float *g
     return be->ops->adamw_update(be, p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale);
 }
 
-static dt_status dt__front_sgd_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                                      float momentum, float wd, float grad_scale, int nesterov, int first)
-{
-    return be->ops->sgd_update(be, p, g, buf, n, lr, momentum, wd, grad_scale, nesterov, first);
-}
-
-static dt_status dt__front_lars_update(dt_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
-                                       float trust, float momentum, float wd, float grad_scale)
-{
-    return be->ops->lars_update(be, p, g, buf, n, lr, trust, momentum, wd, grad_scale);
-}
-
 static dt_status dt__front_lamb_direction(dt_backend *be, float *u, const float *p, const float *g, float *m, float *v,
                                           size_t n, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
                                           float grad_scale)
 {
     DT_CHECK(dt__check_bias_corrections("lamb", bc1, bc2));
     return be->ops->lamb_direction(be, u, p, g, m, v, n, beta1, beta2, eps, wd, bc1, bc2, grad_scale);
-}
-
-static dt_status dt__front_axpy(dt_backend *be, float *y, float a, const float *x, size_t n)
-{
-    return be->ops->axpy(be, y, a, x, n);
 }
 
 static dt_status dt__front_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
@@ -252,52 +147,19 @@ static dt_status dt__front_batchnorm_backward(dt_backend *be, float *dinp, float
     return be->ops->batchnorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
-static dt_status dt__front_relu_forward(dt_backend *be, float *out, const float *inp, size_t n)
-{
-    return be->ops->relu_forward(be, out, inp, n);
-}
-
-static dt_status dt__front_relu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n)
-{
-    return be->ops->relu_backward(be, dinp, inp, dout, n);
-}
-
-/* Every instance starts as this copy; see dt_backend in dt_backend.h. */
+/* Every instance starts as this copy (the checked ops); dt__backend_new
+ * fills the others with the backend's functions. See dt_backend in dt_backend.h. */
 static const dt_backend dt__front = {
-    .destroy = dt__front_destroy,
     .set_threads = dt__front_set_threads,
-    .alloc = dt__front_alloc,
-    .free = dt__front_free,
-    .memset_zero = dt__front_memset_zero,
-    .copy = dt__front_copy,
-    .synchronize = dt__front_synchronize,
-    .set_gemm_inputs = dt__front_set_gemm_inputs,
     .gemm = dt__front_gemm,
-    .encoder_forward = dt__front_encoder_forward,
-    .encoder_backward = dt__front_encoder_backward,
-    .layernorm_forward = dt__front_layernorm_forward,
-    .layernorm_backward = dt__front_layernorm_backward,
-    .matmul_forward = dt__front_matmul_forward,
-    .matmul_backward = dt__front_matmul_backward,
     .attention_forward = dt__front_attention_forward,
     .attention_backward = dt__front_attention_backward,
-    .gelu_forward = dt__front_gelu_forward,
-    .gelu_backward = dt__front_gelu_backward,
-    .residual_forward = dt__front_residual_forward,
-    .crossentropy_forward_backward = dt__front_crossentropy_forward_backward,
-    .sumsq = dt__front_sumsq,
-    .scale = dt__front_scale,
     .adamw_update = dt__front_adamw_update,
-    .sgd_update = dt__front_sgd_update,
-    .lars_update = dt__front_lars_update,
     .lamb_direction = dt__front_lamb_direction,
-    .axpy = dt__front_axpy,
     .cast = dt__front_cast,
     .unscale_check = dt__front_unscale_check,
     .batchnorm_forward = dt__front_batchnorm_forward,
     .batchnorm_backward = dt__front_batchnorm_backward,
-    .relu_forward = dt__front_relu_forward,
-    .relu_backward = dt__front_relu_backward,
 };
 
 dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device device, void *impl, dt_backend **out)
@@ -310,7 +172,31 @@ dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device
     be->name = name;
     be->device = device;
     be->impl = impl;
-    if (!ops->set_gemm_inputs) be->set_gemm_inputs = NULL;
+    /* the ops without a check are the backend's own functions, no extra call */
+    be->destroy = ops->destroy;
+    be->alloc = ops->alloc;
+    be->free = ops->free;
+    be->memset_zero = ops->memset_zero;
+    be->synchronize = ops->synchronize;
+    be->set_gemm_inputs = ops->set_gemm_inputs;
+    be->scale = ops->scale;
+    be->copy = ops->copy;
+    be->encoder_forward = ops->encoder_forward;
+    be->encoder_backward = ops->encoder_backward;
+    be->layernorm_forward = ops->layernorm_forward;
+    be->layernorm_backward = ops->layernorm_backward;
+    be->matmul_forward = ops->matmul_forward;
+    be->matmul_backward = ops->matmul_backward;
+    be->gelu_forward = ops->gelu_forward;
+    be->gelu_backward = ops->gelu_backward;
+    be->residual_forward = ops->residual_forward;
+    be->crossentropy_forward_backward = ops->crossentropy_forward_backward;
+    be->sumsq = ops->sumsq;
+    be->sgd_update = ops->sgd_update;
+    be->lars_update = ops->lars_update;
+    be->axpy = ops->axpy;
+    be->relu_forward = ops->relu_forward;
+    be->relu_backward = ops->relu_backward;
     *out = be;
     return DT_OK;
 }
