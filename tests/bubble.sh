@@ -31,7 +31,7 @@
 # and loss (vocabulary 256 x width 128, about a sixth of a block), so per
 # micro-batch it takes forward 6.85 ms / backward 11.09 ms against stage 0's
 # 6.62 / 10.71 ms, and stage 0 waits for it once per micro-batch. The test
-# takes 4-6 s (4 dtrain runs; at most 16 with every repeat).
+# takes 4-6 s (4 dtrain runs; at most 20 with every repeat).
 #
 # Disturbed runs: two ranks on two cores leave nothing for another process;
 # when one runs (a build, another test), some forwards take 2-7x longer and
@@ -39,7 +39,7 @@
 # share of forward/backward time above the median duration of its kind
 # (0.002-0.027 in quiet runs, 0.11-0.37 in disturbed ones); a run with noise
 # above NOISE_MAX = 0.05 on either stage is not judged but repeated, up to
-# ATTEMPTS = 4 runs per configuration; a configuration never measured quietly
+# ATTEMPTS = 5 runs per configuration; a configuration never measured quietly
 # is reported as SKIP, and the whole test exits 77 if none was.
 #
 # Tolerance: LOW = 0.03, HIGH = 0.07 (absolute), asymmetric because the
@@ -48,9 +48,16 @@
 # busy times are wrong. It stays meaningful: a pipeline that does not
 # overlap its stages reads 0.5, and with Open MPI's default 4 KiB
 # shared-memory eager limit (below) gpipe read 0.36 at m = 4 and 0.33 at
-# m = 8 -- both far outside. A quiet run out of tolerance is repeated once
-# and fails if the next quiet run is out again; the failure prints the
-# measured value and the formula.
+# m = 8 -- both far outside. Idle time only ever adds to a bubble, so the
+# smallest quiet reading is the estimate: a quiet run above tolerance is
+# repeated (up to ATTEMPTS runs in all) and the configuration passes on the
+# first quiet run within it; it fails when none is, or at once when a quiet
+# run reads below f - LOW. The noise figure does not catch every
+# disturbance: on the AMD EPYC 2-core machine of 2026-12-02, 3 runs of the
+# test gave gpipe m = 8 quiet readings of 0.117-0.155 and, once, two
+# consecutive ones of 0.204 and 0.217 (noise under 0.05), which the former
+# rule (one repeat) failed on; the failure prints the measured value and
+# the formula.
 #
 # MPI: the runtime sends activations with non-blocking sends and computes
 # while they are in flight. Above Open MPI's eager limit a send only
@@ -72,7 +79,7 @@ export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
 LOW=0.03
 HIGH=0.07
 NOISE_MAX=0.05
-ATTEMPTS=4
+ATTEMPTS=5
 MODEL="--num-layers 8 --hidden-size 128 --seq-length 64 --micro-batch-size 4 --threads 1 --train-iters 6 \
 --lr-warmup-iters 1 --eval-iters 1 --eval-interval 0 --log-interval 6"
 
@@ -104,6 +111,16 @@ problems() {
     done
 }
 
+# below NAME F: the figures of a run below f - LOW, one per line (idle time
+# only ever adds to the bubble, so one such run fails at once)
+below() {
+    for sk in 0:bubble 0:bubble_fb 1:bubble_fb; do
+        v=$(field "$TMP/$1.txt" "${sk%%:*}" "${sk#*:}")
+        awk -v v="$v" -v f="$2" -v lo=$LOW 'BEGIN { exit !(v != "" && v < f - lo) }' &&
+            echo "stage ${sk%%:*} ${sk#*:} $v, formula $2 (allowed $LOW below)"
+    done
+}
+
 # disturbed NAME: non-empty when another process took the cores during the run
 disturbed() {
     for s in 0 1; do
@@ -127,14 +144,17 @@ for k in gpipe 1f1b; do
                 continue
             fi
             quiet=$((quiet + 1))
+            low=$(below "$name" "$f")
+            if [ -n "$low" ]; then
+                bad=$low result=fail; break
+            fi
             bad=$(problems "$name" "$f")
             if [ -z "$bad" ]; then
                 result=ok; break
             fi
-            if [ $quiet -ge 2 ]; then
-                result=fail; break
-            fi
-            echo "$name: attempt $attempt out of tolerance, repeating once: $(echo "$bad" | head -n 1)"
+            result=fail
+            [ $attempt -lt $ATTEMPTS ] &&
+                echo "$name: attempt $attempt above tolerance, repeating: $(echo "$bad" | head -n 1)"
         done
         case $result in
         ok)
