@@ -70,7 +70,10 @@ tut__probe_rounding() { # OUTFILE
 if [ "${TUTORIAL_LIB:-}" = 1 ]; then
     tut_failures=0
     tut_ref_skipped=0
-    tut_fail() { echo "FAIL: $*" >&2; tut_failures=$((tut_failures + 1)); }
+    tut_fail() {
+        echo "FAIL: $*" >&2; tut_failures=$((tut_failures + 1))
+        [ -n "${TUT_FAILS:-}" ] && echo "${TUT_NAME:-?}: $*" >>"$TUT_FAILS"
+    }
     TUT_DIR=${TUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/dtrain-tutorial.XXXXXX")} || exit 99
     TUT_LOG=${TUT_LOG:-$TUT_DIR/commands.log}
     for p in dtrain dtsim dtviz dtbench; do
@@ -181,6 +184,11 @@ readme_commands() {
 }
 
 passed=0 failed=0 skipped=0
+# every failure of every tutorial, repeated at the end of the log so that
+# its tail (all a CI report may show) says what failed
+TUT_FAILS=$TMP/failures
+: >"$TUT_FAILS"
+export TUT_FAILS
 # once for every tutorial: does this build round like the READMEs' build?
 TUT_REF_ROUNDING=$(tut__probe_rounding "$TMP/rounding-probe.out")
 export TUT_REF_ROUNDING
@@ -197,7 +205,7 @@ for name in $names; do
     mkdir -p "$work"
     start=$(date +%s)
     echo "=== tutorials/$name (TUTORIAL_QUICK=$TUTORIAL_QUICK)"
-    TUT_DIR=$work TUT_LOG=$work/commands.log TUTORIAL_LIB=1 DT_BUILDDIR=$(cd "$BUILDDIR" && pwd) \
+    TUT_NAME=$name TUT_DIR=$work TUT_LOG=$work/commands.log TUTORIAL_LIB=1 DT_BUILDDIR=$(cd "$BUILDDIR" && pwd) \
         DT_SRCDIR=$(cd "$SRCDIR" && pwd) sh "$dir/check.sh"
     rc=$?
     if [ "$rc" = 0 ]; then
@@ -205,13 +213,15 @@ for name in $names; do
         readme_commands "$dir/README.md" >"$TMP/want"
         sed 's/  */ /g' "$work/commands.log" >"$TMP/ran" 2>/dev/null || : >"$TMP/ran"
         while IFS= read -r c; do
-            grep -F -x -q -- "$c" "$TMP/ran" || { echo "FAIL: tutorials/$name: README command not run by check.sh: $c" >&2; rc=1; }
+            grep -F -x -q -- "$c" "$TMP/ran" || { echo "FAIL: tutorials/$name: README command not run by check.sh: $c" >&2; rc=1
+                echo "$name: README command not run by check.sh: $c" >>"$TUT_FAILS"; }
         done <"$TMP/want"
         # GPU commands: run, or listed as skipped where there is no GPU
         readme_commands "$dir/README.md" gpu >"$TMP/want"
         sed 's/  */ /g' "$work/commands.log.gpu-skipped" >>"$TMP/ran" 2>/dev/null
         while IFS= read -r c; do
-            grep -F -x -q -- "$c" "$TMP/ran" || { echo "FAIL: tutorials/$name: README GPU command neither run nor skipped by check.sh: $c" >&2; rc=1; }
+            grep -F -x -q -- "$c" "$TMP/ran" || { echo "FAIL: tutorials/$name: README GPU command neither run nor skipped by check.sh: $c" >&2; rc=1
+                echo "$name: README GPU command neither run nor skipped: $c" >>"$TUT_FAILS"; }
         done <"$TMP/want"
         [ -s "$work/commands.log.gpu-skipped" ] &&
             echo "  ($(wc -l <"$work/commands.log.gpu-skipped" | tr -d ' ') GPU commands not run: no CUDA device)"
@@ -220,9 +230,14 @@ for name in $names; do
     case $rc in
         0) echo "PASS: tutorials/$name (${secs} s)"; passed=$((passed + 1)) ;;
         77) echo "SKIP: tutorials/$name"; skipped=$((skipped + 1)) ;;
-        *) echo "FAIL: tutorials/$name (exit $rc, ${secs} s)"; failed=$((failed + 1)) ;;
+        *) echo "FAIL: tutorials/$name (exit $rc, ${secs} s)"; failed=$((failed + 1))
+           grep -q "^$name: " "$TUT_FAILS" || echo "$name: exit $rc" >>"$TUT_FAILS" ;;
     esac
 done
+if [ -s "$TUT_FAILS" ]; then
+    echo "tutorials: the failures again:"
+    sed 's/^/  /' "$TUT_FAILS"
+fi
 echo "tutorials: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -gt 0 ] && exit 1
 [ "$passed" = 0 ] && exit 77
