@@ -21,7 +21,7 @@ else
     tut_range "accuracy at iteration 1000 (%)" "$(tut_num main '^eval  iter 1000: .* accuracy \([0-9.]*\)%.*')" 70 95
     tut_range "run time (s)" "$(tut_num main '^done: 2500 iterations in \([0-9.]*\) s.*')" 10 120
 fi
-tut_range "tokens/s" "$(tut_num main '^final: .* tokens\/s \([0-9]*\)$')" 40000 1000000
+tut_range "tokens/s" "$(tut_num main '^final: .* tokens\/s \([0-9]*\)$')" 10000 1000000
 
 # 2. A first trace.
 tut_cmd trace ./dtrain --train-iters 200 --trace run.json
@@ -33,7 +33,7 @@ acc200=$(tut_num trace '^final: .* accuracy \([0-9.]*\)%.*')
 tut_range "accuracy after 200 iterations (%)" "$acc200" 5 30
 toks=$(tut_num trace '^final: .* tokens\/s \([0-9]*\)$')
 step_ms=$(awk -v t="$toks" 'BEGIN { if (t > 0) printf "%.3f", 2048 / t * 1000 }')
-tut_range "measured step time 2048 / tokens/s (ms)" "$step_ms" 1 50
+tut_range "measured step time 2048 / tokens/s (ms)" "$step_ms" 1 200
 
 if [ -x ./dtviz ]; then
     tut_cmd viz ./dtviz run.json --png run.png

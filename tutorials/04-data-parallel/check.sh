@@ -81,7 +81,7 @@ cm=$(echo "$vrow" | awk '{ print $10 }'); cp=$(echo "$vrow" | awk '{ print $12 }
 km=$(echo "$vrow" | awk '{ print $13 }'); kp=$(echo "$vrow" | awk '{ print $15 }')
 echo "  step measured $meas predicted $pred; compute $cm / $cp; comm $km / $kp"
 tut_range "measured ring step (ms)" "$meas" 3 150
-tut_range "predicted ring step (ms)" "$pred" 5 40
+tut_range "predicted ring step (ms)" "$pred" 5 150
 tut_range "predicted / measured step" "$(tut_ratio "$pred" "$meas")" 0.2 3
 tut_range "predicted / measured compute" "$(tut_ratio "$cp" "$cm")" 0.2 3
 tut_range "predicted ring allreduce (ms), 2 alpha + S/beta = 0.054" "$kp" 0.04 0.07

@@ -27,7 +27,7 @@ tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b, exchange ring, 
 tut_line sim '^machine:  cpu-2core; cost: profile profile\.json$'
 tut_line sim '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.2000:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
-tut_range "predicted step time (ms)" "$sim_ms" 40 250
+tut_range "predicted step time (ms)" "$sim_ms" 40 1000
 sb0=$(tut_num sim '^  stage 0: [0-9.]* (\([0-9.]*\))$')
 tut_range "predicted stage 0 bubble, forward/backward only" "$sb0" 0.15 0.40
 tut_file sim.json
@@ -36,7 +36,7 @@ tut_line val '^t1 p2 d1 1f1b m=4 '
 meas_ms=$(tut_num val '^t1 p2 d1 1f1b m=4 *\([0-9.]*\) ms.*')
 pred_ms=$(tut_num val '^t1 p2 d1 1f1b m=4 *[0-9.]* ms *\([0-9.]*\) ms.*')
 err=$(tut_num val '^t1 p2 d1 1f1b m=4 *[0-9.]* ms *[0-9.]* ms *\([-+0-9.]*\)%.*')
-tut_range "measured step time (ms)" "$meas_ms" 40 400
+tut_range "measured step time (ms)" "$meas_ms" 40 1500
 tut_range "validate's prediction - dtsim run's (ms)" "$(awk -v a="$pred_ms" -v b="$sim_ms" 'BEGIN { printf "%.3f", a - b }')" -0.01 0.01
 tut_range "validate: error of the prediction (%)" "$err" -75 20
 cm=$(awk '/^t1 p2 d1 1f1b m=4 / { print $12 }' val.out)
