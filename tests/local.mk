@@ -284,3 +284,8 @@ endif
 TESTS += tests/tutorials.sh
 EXTRA_DIST += tests/tutorials.sh tutorials
 tests/tutorials.log: tests/ckpt.log
+
+# After a failure, make check prints test-suite.log (the logs of the failed
+# tests), so that a CI report showing only the tail of the output still says
+# which checks failed and with what figures.
+AM_MAKEFLAGS = VERBOSE=yes
