@@ -49,7 +49,10 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     if (!s->fwd_ns || !s->bwd_ns || !s->opt_ns || !s->stash_ns || !s->params || !s->act || !s->tp_blocks || !s->dp_open)
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages", P);
     const int64_t act_msg = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
-    s->msg_bytes = act_msg;
+    /* between stages, activations and their gradients travel in the 16-bit
+     * format under --fp16/--bf16 (lib/parallel/pipeline.c); the tensor-parallel
+     * allreduces stay FP32 */
+    s->msg_bytes = strcmp(sc->precision, "fp32") ? act_msg / 2 : act_msg;
     s->tp_ar_ns = sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, act_msg) : 0;
     for (int st = 0; st < P; st++) {
         int first = -1, last = L;

@@ -447,8 +447,15 @@ START_TEST(test_check)
     expect_check_error(sc, "--tensor-model-parallel-size 3");
     sc->t = 2;
     ck_dt(dts_scenario_check(sc));
-    snprintf(sc->precision, sizeof sc->precision, "bf16");
-    expect_check_error(sc, "--fp16/--bf16");
+    snprintf(sc->precision, sizeof sc->precision, "bf16"); /* 16-bit stages and shards, as dtrain runs them */
+    ck_dt(dts_scenario_check(sc));
+    sc->t = 1, sc->p = 2, sc->schedule = DT_SCHED_PIPEDREAM;
+    ck_dt(dts_scenario_check(sc));
+    snprintf(sc->precision, sizeof sc->precision, "fp16");
+    sc->use_loss_scaling = 1;
+    expect_check_error(sc, "pipedream with --fp16");
+    sc->schedule = DT_SCHED_1F1B;
+    ck_dt(dts_scenario_check(sc));
     dts_scenario_default(sc);
     sc->exchange = DTS_EX_PS_SYNC;
     snprintf(sc->exchange_name, sizeof sc->exchange_name, "ps-sync");

@@ -131,14 +131,14 @@ START_TEST(test_block)
     randn(d0, (size_t)N * C, 13, 0.1f);
     ck_dt(dt__block_forward(be, &c, &pw, &sa, x, B, T, NULL));
     dt__tp tp = {.comm = g_world, .algo = DT_ALLREDUCE_RING};
-    ck_dt(dt__tp_block_forward(&tp, be, &c, &lw, &ta, x, B, T));
+    ck_dt(dt__tp_block_forward(&tp, be, &c, &lw, &ta, x, B, T, NULL));
     ck_assert_msg(tp.allreduces_fwd == 2 && tp.allreduces_bwd == 0, "forward: %lld and %lld allreduces",
                   tp.allreduces_fwd, tp.allreduces_bwd);
     expect_close(ta.out, sa.out, (size_t)N * C, "block output");
     memcpy(dser, d0, (size_t)N * C * sizeof *dser);
     memcpy(dtp, d0, (size_t)N * C * sizeof *dtp);
     ck_dt(dt__block_backward(be, &c, &pw, &pg, &sa, &ss, x, dser, B, T, NULL));
-    ck_dt(dt__tp_block_backward(&tp, be, &c, &lw, &lg, &ta, sbuf.data, x, dtp, B, T));
+    ck_dt(dt__tp_block_backward(&tp, be, &c, &lw, &lg, &ta, sbuf.data, x, dtp, B, T, NULL));
     ck_assert_msg(tp.allreduces_fwd == 2 && tp.allreduces_bwd == 2,
                   "block: %lld forward and %lld backward allreduces "
                   "(expected 2 and 2)",

@@ -125,7 +125,8 @@ expect_error "3 ranks are not a multiple of it" 3 --pipeline-model-parallel-size
 expect_error "the model has only 2 blocks" 3 --pipeline-model-parallel-size 3
 expect_error "--pipeline-split: the stages hold 3 blocks, the model has 2" 2 --pipeline-model-parallel-size 2 \
     --pipeline-split 1,2
-expect_error "--fp16/--bf16: not supported yet" 2 --pipeline-model-parallel-size 2 --bf16
+expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on its own" 2 \
+    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16
 expect_error "--pipeline-split 'x': expected positive block counts" 1 --pipeline-split x
 
 [ "$failures" -eq 0 ] || { echo "pp.sh: $failures failure(s)" >&2; exit 1; }

@@ -101,7 +101,8 @@ expect_usage_error "--hysteresis" run --bf16 --hysteresis 3
 expect_usage_error "--initial-loss-scale" run --fp16 --initial-loss-scale 0
 expect_usage_error "--min-loss-scale" run --fp16 --initial-loss-scale 2 --min-loss-scale 4
 expect_usage_error "--loss-scale-window" run --fp16 --loss-scale-window 0
-expect_usage_error "--fp16/--bf16" run --fp16 --pipeline-model-parallel-size 2
+expect_usage_error "pipedream with --fp16: each stage updates on its own" run --fp16 --pipeline-model-parallel-size 2 \
+    --pipeline-schedule pipedream
 expect_usage_error "--recompute-granularity" run --recompute-granularity some
 expect_usage_error "--slow-rank" run --slow-rank 1
 expect_usage_error "--slow-rank 3" run --slow-rank 3:10
@@ -151,7 +152,7 @@ expect_usage_error "JSON object" run --config "$TMP/c-array.json"
 # valid config, then a flag that makes it inconsistent: the check names the flag
 printf '{"pipeline_model_parallel_size": 2, "micro_batches": 4, "micro_batch_size": 8, "train_iters": 3}\n' \
     >"$TMP/c-pp.json"
-expect_usage_error "--pipeline-model-parallel-size 2 with --fp16" run --config "$TMP/c-pp.json" --bf16
+expect_usage_error "pipedream-vsync with --fp16" run --config "$TMP/c-pp.json" --fp16 --pipeline-schedule pipedream-vsync
 
 # ---- a small pipelined run: trace and summary ------------------------------------
 run run --config "$TMP/c-pp.json" --trace "$TMP/pp.json" --summary "$TMP/pp-summary.json"

@@ -54,8 +54,11 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
             }
         }
     }
+    int first_whole = first_bad >= 0 ? a->first_tensor + first_bad : -1;
+    if (a->scaler && a->agree) DT_CHECK(a->agree(a->group_ctx, &overflow, &first_whole));
     double norm = a->given_norm;
-    if (norm < 0 && !overflow) DT_CHECK(dt_grad_norm(a->be, layout, a->grads, &norm));
+    if (a->norm && !overflow) DT_CHECK(a->norm(a->group_ctx, &norm));
+    else if (norm < 0 && !overflow) DT_CHECK(dt_grad_norm(a->be, layout, a->grads, &norm));
     if (a->reduce) { /* over the shards: any overflow skips everywhere; norms add in squares */
         float v[2] = {(float)overflow, a->given_norm < 0 && !overflow ? (float)(norm * norm) : 0.0f};
         DT_CHECK(a->reduce(a->reduce_ctx, v, 2));
@@ -65,7 +68,7 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
     int skip = 0;
     if (a->scaler) skip = dt_loss_scaler_update(a->scaler, overflow, &r->ev);
     r->skipped = skip;
-    r->first_bad = first_bad >= 0 ? a->first_tensor + first_bad : -1;
+    r->first_bad = first_whole;
     /* the schedule advances with the updates applied (as Megatron-LM's) */
     const int64_t applied = a->position - (a->scaler ? a->scaler->skipped - skip : 0);
     r->lr = dt_lr_at(a->lr, applied);

@@ -2,7 +2,8 @@
  * of it (lib/optim/update.c), never installed. The trainer applies it to the whole
  * model; a parameter server (lib/parallel/ps.c) applies it to its shard and sums the
  * overflow flag and the squared gradient norm over the servers through
- * `reduce`, so both follow exactly one rule:
+ * `reduce`; a pipeline stage or tensor-parallel rank makes them the whole
+ * model's through `agree` and `norm`; so all follow exactly one rule:
  *
  *   loss scaling: unscale by 1/S tensor by tensor in backward order, noting
  *     the first tensor with an inf/NaN; the scaler decides skip or not;
@@ -40,6 +41,17 @@ typedef struct dt__update_args {
     int first_tensor;  /* index of layout tensor 0 in the whole model (reported in first_bad) */
     dt__update_reduce reduce;
     void *reduce_ctx;
+    /* A model whose tensors are spread over ranks that update together
+     * (pipeline stages, tensor-parallel shards; lib/parallel/pipeline.c).
+     * agree (with loss scaling): after unscaling, makes this rank's
+     * overflow flag and first overflowing tensor (whole-model index, -1
+     * none) the whole model's on every rank: any overflow, and the first in
+     * backward order (the highest index). norm (without an overflow): the
+     * whole model's gradient norm, from the unscaled gradients; it replaces
+     * given_norm and the layout's own. NULL: not spread. */
+    dt_status (*agree)(void *ctx, int *overflow, int *first_bad);
+    dt_status (*norm)(void *ctx, double *norm);
+    void *group_ctx;
     /* NULL (normal), or (layout->count) floats: with loss scaling, each
      * tensor's max |g| after unscaling (the unscaled gradient's amax), or
      * -1 for a tensor holding an inf/NaN. Computed on the host, read-only,

@@ -14,6 +14,9 @@
  *              pipeline's stages (gpipe/1f1b; pipedream clips each stage by
  *              its own norm, since its stages update at different times)
  *   STASH/DROP copy the current weights into a stash buffer / free it
+ * Under --fp16/--bf16 activations and their gradients travel in the 16-bit
+ * format (a cast before the send and after the receive; exact, as the
+ * stages hold only 16-bit values), half the FP32 bytes.
  * Tags on the pipeline communicator: 1 activations, 2 gradients; between
  * two stages the schedule posts sends and receives in the same order on
  * both sides, so one tag per direction matches them.
@@ -58,6 +61,11 @@ struct dt__pipe {
     int *slot_mb, *slot_version; /* (slots) busy slots' micro-batch (-1 free) and version */
     dt_comm_request **act_send;  /* (slots) pending activation send per slot */
     dt_comm_request *grad_send;  /* pending input-gradient send */
+    /* mixed precision: activations and their gradients travel between stages
+     * in the 16-bit format (exact: the stages store only 16-bit values) */
+    size_t wire_elem;          /* bytes per element on the wire: 4, or 2 under --fp16/--bf16 */
+    dt_buffer *act_wire;       /* (slots + 1) 16-bit copy of each slot's output while its send is in flight */
+    dt_buffer grad_wire, recv_wire; /* the input gradient's 16-bit copy; a receive's 16-bit landing place */
     int *used;                   /* (2 * total mbs) version used by FORWARD / BACKWARD of mb, -1 unknown */
     int total_mb;
     /* the current step (last stage): loss sum and targets of the global batch */
@@ -67,6 +75,8 @@ struct dt__pipe {
     int updates;
     double last_norm;
     float last_lr;
+    dt__update_result last; /* the step's last update (its loss-scaling decision) */
+    float last_scale;       /* the loss scale that update's gradients carried */
     int32_t *tokens, *targets, *example; /* (B*T) host */
 };
 
@@ -141,6 +151,14 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
                                    s->T, t > 1 ? &pp->tp : NULL, &pp->st),
                   st, fail);
     DT_CHECK_GOTO(dt__stage_init_weights(pp->st, s->seed), st, fail);
+    DT_CHECK_GOTO(dt__stage_set_precision(pp->st, s->precision), st, fail);
+    if (s->scaler && dt__pipe_async(pp)) {
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
+                     "agree on a loss scale without a barrier per update (use --bf16)",
+                     dt_sched_kind_name(s->kind));
+        goto fail;
+    }
     DT_CHECK_GOTO(dt__stage_zero_grad(pp->st), st, fail);
     DT_CHECK_GOTO(dt_optim_init(&pp->opt, &s->optim, s->be, dt__stage_layout(pp->st)), st, fail);
     pp->opt_ready = 1;
@@ -157,6 +175,18 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
         !pp->example) {
         st = DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
         goto fail;
+    }
+    pp->wire_elem = s->precision == DT_F32 ? sizeof(float) : 2;
+    if (s->precision != DT_F32) {
+        const size_t wire = (size_t)s->B * s->T * s->model->hidden_size * pp->wire_elem;
+        pp->act_wire = calloc((size_t)pp->slots + 1, sizeof *pp->act_wire); /* and evaluation's slot */
+        if (!pp->act_wire) {
+            st = DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
+            goto fail;
+        }
+        for (int k = 0; k <= pp->slots; k++) DT_CHECK_GOTO(dt_buffer_alloc(&pp->act_wire[k], s->be, wire), st, fail);
+        DT_CHECK_GOTO(dt_buffer_alloc(&pp->grad_wire, s->be, wire), st, fail);
+        DT_CHECK_GOTO(dt_buffer_alloc(&pp->recv_wire, s->be, wire), st, fail);
     }
     for (int k = 0; k < pp->slots; k++) pp->slot_mb[k] = -1;
     for (int i = 0; i < 2 * pp->total_mb + 2; i++) pp->used[i] = -1;
@@ -175,6 +205,10 @@ void dt__pipe_free(dt__pipe *pp)
     for (int k = 0; pp->act_send && k < pp->slots; k++) (void)dt__pipe_wait_send(pp, &pp->act_send[k]);
     (void)dt__pipe_wait_send(pp, &pp->grad_send);
     for (int i = 0; i < DT__PIPE_MAX_STASH; i++) dt_buffer_free(&pp->stash[i].buf);
+    for (int k = 0; pp->act_wire && k <= pp->slots; k++) dt_buffer_free(&pp->act_wire[k]);
+    free(pp->act_wire);
+    dt_buffer_free(&pp->grad_wire);
+    dt_buffer_free(&pp->recv_wire);
     if (pp->opt_ready) dt_optim_free(&pp->opt);
     dt__stage_free(pp->st);
     dt_schedule_free(pp->sched);
@@ -292,13 +326,79 @@ static dt_status dt__pipe_wait_send(dt__pipe *pp, dt_comm_request **q)
     return st;
 }
 
+/* Receive an activation or gradient (B,T,C) into buf (FP32), through the
+ * 16-bit landing buffer under mixed precision. */
 static dt_status dt__pipe_recv(dt__pipe *pp, float *buf, int peer, int tag)
 {
     dt_comm *c = dt__pipe_dev_pipe(pp);
-    const size_t bytes = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size * sizeof(float);
+    const size_t n = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size;
+    void *land = pp->wire_elem == sizeof(float) ? (void *)buf : pp->recv_wire.data;
     dt_comm_request *q = NULL;
-    DT_CHECK(c->ops->irecv(c, buf, bytes, peer, tag, &q));
-    return c->ops->wait(c, q);
+    DT_CHECK(c->ops->irecv(c, land, n * pp->wire_elem, peer, tag, &q));
+    DT_CHECK(c->ops->wait(c, q));
+    if (land != buf) DT_CHECK(pp->cfg.be->cast(pp->cfg.be, buf, DT_F32, land, pp->cfg.precision, n));
+    return DT_OK;
+}
+
+/* Start sending x (B,T,C, FP32) to peer; under mixed precision its 16-bit
+ * copy in wire travels (wire untouched until *q completes). */
+static dt_status dt__pipe_send(dt__pipe *pp, const float *x, dt_buffer *wire, int peer, int tag, dt_comm_request **q)
+{
+    dt_comm *c = dt__pipe_dev_pipe(pp);
+    const size_t n = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size;
+    const void *src = x;
+    if (pp->wire_elem != sizeof(float)) {
+        DT_CHECK(pp->cfg.be->cast(pp->cfg.be, wire->data, pp->cfg.precision, x, DT_F32, n));
+        src = wire->data;
+    }
+    return c->ops->isend(c, src, n * pp->wire_elem, peer, tag, q);
+}
+
+/* The squared norm of the whole model's gradients: the shards' summed over the
+ * tensor-parallel group, the replicated tensors' counted once, then the
+ * stages' added (pipedream: this stage's alone, as its stages update at
+ * different times). */
+static dt_status dt__pipe_norm(void *ctx, double *norm)
+{
+    dt__pipe *pp = ctx;
+    double sh = 0.0, rep = 0.0;
+    DT_CHECK(dt__stage_grad_sumsq(pp->st, &sh, &rep));
+    float v = (float)sh;
+    if (pp->t > 1) DT_CHECK(dt_comm_allreduce(pp->tpc, &v, 1, DT_ALLREDUCE_RING, NULL));
+    v += (float)rep;
+    if (!dt__pipe_async(pp) && pp->p > 1) DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
+    *norm = sqrt((double)v);
+    return DT_OK;
+}
+
+/* Loss scaling: one decision for the whole model. Every rank updates at the
+ * end of the step (gpipe/1f1b), so an overflow on any stage or tensor rank
+ * skips the step everywhere and the scaler (the same state machine on
+ * every rank) stays equal; the first overflowing tensor in backward order
+ * is the highest whole-model index any rank found. */
+static dt_status dt__pipe_agree(void *ctx, int *overflow, int *first_bad)
+{
+    dt__pipe *pp = ctx;
+    dt_comm *w = pp->cfg.world;
+    float *v = calloc((size_t)w->size + 1, sizeof *v);
+    if (!v) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
+    v[0] = *overflow ? 1.0f : 0.0f;
+    v[1 + w->rank] = (float)(*first_bad + 1); /* exact: one rank writes each slot */
+    dt_status st = dt_comm_allreduce(w, v, (size_t)w->size + 1, DT_ALLREDUCE_RING, NULL);
+    if (st == DT_OK) {
+        *overflow = v[0] > 0.0f;
+        int best = -1;
+        for (int i = 0; i < w->size; i++) best = DT_MAX(best, (int)v[1 + i] - 1);
+        *first_bad = best;
+    }
+    free(v);
+    return st;
+}
+
+/* The loss scale the gradients of this step carry (1 without loss scaling). */
+static float dt__pipe_scale(const dt__pipe *pp)
+{
+    return pp->cfg.scaler ? dt_loss_scaler_scale(pp->cfg.scaler) : 1.0f;
 }
 
 /* The optimizer step ending step t (gpipe/1f1b) or after one backward (pipedream). */
@@ -313,43 +413,38 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
     const int async = dt__pipe_async(pp);
     /* pipedream: one update per micro-batch, m per step, for the schedule's position */
     const int64_t position = async ? (int64_t)(in->version - 1) / pp->cfg.m : t;
+    const float S = dt__pipe_scale(pp);
     dt__update_args ua = {.be = pp->cfg.be,
                           .layout = L,
                           .params = dt__stage_params(pp->st),
                           .grads = grads,
                           .opt = &pp->opt,
+                          .scaler = pp->cfg.scaler,
+                          .loss_scale = S,
                           .lr = &pp->cfg.lr,
                           .position = position,
                           .clip_grad = pp->cfg.clip_grad,
                           .given_norm = -1.0,
-                          .reduce = NULL};
+                          .first_tensor = dt__stage_first_tensor(pp->st),
+                          .reduce = NULL,
+                          .agree = pp->cfg.scaler ? dt__pipe_agree : NULL,
+                          .norm = (!async && pp->p > 1) || pp->t > 1 ? dt__pipe_norm : NULL,
+                          .group_ctx = pp};
     dt__update_result r;
-    if ((!async && pp->p > 1) || pp->t > 1) {
-        /* the norm of the whole model: the shards' squared norms summed over the
-         * tensor-parallel group, the replicated tensors' counted once, then the
-         * stages' added (pipedream: this stage's alone) */
-        double sh = 0.0, rep = 0.0;
-        DT_CHECK(dt__stage_grad_sumsq(pp->st, &sh, &rep));
-        float v = (float)sh;
-        if (pp->t > 1) DT_CHECK(dt_comm_allreduce(pp->tpc, &v, 1, DT_ALLREDUCE_RING, NULL));
-        v += (float)rep;
-        if (!async && pp->p > 1) DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
-        ua.given_norm = sqrt((double)v);
-    }
     DT_CHECK(dt__update_apply(&ua, &r));
     DT_CHECK(dt__stage_zero_grad(pp->st));
     pp->version = in->version;
-    pp->updates++;
+    pp->updates += !r.skipped;
     pp->last_norm = r.norm;
     pp->last_lr = r.lr;
+    pp->last = r;
+    pp->last_scale = S;
     return DT_OK;
 }
 
 static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
 {
-    dt_comm *c = dt__pipe_dev_pipe(pp);
     const int s = pp->stage, slot = in->mb >= 0 ? in->mb % pp->slots : -1;
-    const size_t bytes = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size * sizeof(float);
     switch (in->op) {
     case DT_SCHED_RECV_ACT: return dt__pipe_recv(pp, dt__stage_input(pp->st, slot), s - 1, DT__PIPE_TAG_ACT);
     case DT_SCHED_FORWARD: {
@@ -381,7 +476,8 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
     case DT_SCHED_SEND_ACT: {
         const float *out = NULL;
         DT_CHECK(dt__stage_output(pp->st, slot, &out));
-        return c->ops->isend(c, out, bytes, s + 1, DT__PIPE_TAG_ACT, &pp->act_send[slot]);
+        return dt__pipe_send(pp, out, pp->act_wire ? &pp->act_wire[slot] : NULL, s + 1, DT__PIPE_TAG_ACT,
+                             &pp->act_send[slot]);
     }
     case DT_SCHED_RECV_GRAD: return dt__pipe_recv(pp, dt__stage_dout(pp->st), s + 1, DT__PIPE_TAG_GRAD);
     case DT_SCHED_BACKWARD: {
@@ -393,17 +489,21 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
         DT_CHECK(dt__pipe_weights(pp, in->version, &w));
         float dloss = 0.0f;
         if (s == pp->p - 1) {
-            /* per-target weight: 1 / (counted targets of the global batch) */
-            DT_CHECK(dt__pipe_count_targets(pp, in->step));
-            dloss = pp->n_total ? 1.0f / (float)pp->n_total : 0.0f;
+            /* the micro-batch's counted targets nc, and (gpipe/1f1b) the global batch's n */
+            if (!dt__pipe_async(pp)) DT_CHECK(dt__pipe_count_targets(pp, in->step));
+            DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, in->mb), pp->tokens, pp->targets, NULL, NULL));
+            int nc = 0;
+            for (int i = 0; i < pp->cfg.B * pp->cfg.T; i++) nc += pp->targets[i] >= 0;
             if (dt__pipe_async(pp)) {
                 /* each micro-batch is its own update: the mean over its own targets, averaged
                  * over the d pipelines by the data-parallel allreduce's sum */
-                int nc = 0;
-                DT_CHECK(
-                    pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, in->mb), pp->tokens, pp->targets, NULL, NULL));
-                for (int i = 0; i < pp->cfg.B * pp->cfg.T; i++) nc += pp->targets[i] >= 0;
                 dloss = nc ? 1.0f / ((float)nc * (float)pp->d) : 0.0f;
+            } else {
+                /* weight nc / n times the loss scale, then per target: the very floats
+                 * lib/train/model_gpt.c and lib/model/gpt.c compute for this micro-batch */
+                const double wk = pp->n_total ? (double)nc / (double)pp->n_total : 0.0;
+                const float scaled = (float)(wk * dt__pipe_scale(pp));
+                dloss = nc ? scaled / (float)nc : 0.0f;
             }
         }
         const float *dx = NULL;
@@ -413,8 +513,7 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
         return DT_OK;
     }
     case DT_SCHED_SEND_GRAD: {
-        const float *dx = dt__stage_dres(pp->st);
-        return c->ops->isend(c, dx, bytes, s - 1, DT__PIPE_TAG_GRAD, &pp->grad_send);
+        return dt__pipe_send(pp, dt__stage_dres(pp->st), &pp->grad_wire, s - 1, DT__PIPE_TAG_GRAD, &pp->grad_send);
     }
     case DT_SCHED_OPTIM_STEP: return dt__pipe_optim(pp, in, t);
     case DT_SCHED_STASH: return dt__pipe_stash(pp, in->version);
@@ -432,6 +531,9 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
         if (list[i].step <= t) end = i + 1;
     pp->loss_sum = 0.0;
     pp->updates = 0;
+    memset(&pp->last, 0, sizeof pp->last);
+    pp->last.first_bad = -1;
+    pp->last_scale = dt__pipe_scale(pp);
     for (; pp->pc < end; pp->pc++) {
         const int64_t t0 = dt_time_ns();
         DT_CHECK(dt__pipe_exec(pp, &list[pp->pc], t));
@@ -446,8 +548,18 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
         out->lr = pp->last_lr;
         out->grad_norm = v[1] / (float)pp->d; /* stage 0's, from each pipeline */
         out->updates = pp->updates;
+        out->loss_scale = pp->last_scale;
+        out->skipped = pp->last.skipped;
+        out->first_bad = pp->last.first_bad;
+        out->ev = pp->last.ev;
     }
     return DT_OK;
+}
+
+const char *dt__pipe_tensor_name(const dt__pipe *pp, int index)
+{
+    const dt_paramset *w = dt__stage_whole_layout(pp->st);
+    return index >= 0 && index < w->count ? w->info[index].name : "";
 }
 
 /* ---- evaluation and gathering ---------------------------------------------- */
@@ -459,7 +571,6 @@ dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double su
     const int s = pp->stage, first = s == 0, last = s == pp->p - 1, eslot = pp->slots; /* the spare slot */
     const int lo = (int)((int64_t)n_val * pp->dpi / pp->d), hi = (int)((int64_t)n_val * (pp->dpi + 1) / pp->d);
     const size_t n = (size_t)pp->cfg.B * pp->cfg.T;
-    const size_t bytes = n * pp->cfg.model->hidden_size * sizeof(float);
     dt_comm *c = dt__pipe_dev_pipe(pp);
     double acc[4] = {0, 0, 0, 0};
     float *pos_loss = malloc(n * sizeof *pos_loss);
@@ -485,7 +596,8 @@ dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double su
             const float *out = NULL;
             dt_comm_request *q = NULL;
             DT_CHECK_GOTO(dt__stage_output(pp->st, eslot, &out), st, done);
-            DT_CHECK_GOTO(c->ops->isend(c, out, bytes, s + 1, DT__PIPE_TAG_EVAL, &q), st, done);
+            DT_CHECK_GOTO(dt__pipe_send(pp, out, pp->act_wire ? &pp->act_wire[eslot] : NULL, s + 1, DT__PIPE_TAG_EVAL, &q),
+                          st, done);
             DT_CHECK_GOTO(c->ops->wait(c, q), st, done);
         } else {
             acc[0] += (double)loss * nc;

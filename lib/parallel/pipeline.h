@@ -29,6 +29,7 @@
 #include "dt_backend.h"
 #include "dt_comm.h"
 #include "dt_gpt.h"
+#include "dt_loss_scaler.h"
 #include "dt_optim.h"
 #include "dt_schedule.h"
 
@@ -56,6 +57,8 @@ typedef struct dt__pipe_setup {
     dt_optim_config optim;
     dt_lr_schedule lr; /* after lr scaling */
     float clip_grad;
+    dt_dtype precision;     /* DT_F32, DT_F16 or DT_BF16: the stages' compute and storage (stage.h) */
+    dt_loss_scaler *scaler; /* loss scaling (gpipe/1f1b), or NULL: the caller's state, the same on every rank */
     dt_allreduce_algo allreduce;
     size_t chunk_bytes;
     dt__pipe_batch_fn batch;
@@ -79,7 +82,15 @@ typedef struct dt__pipe_stats {
     float lr;
     double grad_norm; /* gpipe/1f1b: of the whole model; pipedream: this stage's last update */
     int updates;      /* optimizer steps this stage applied in the step */
+    /* loss scaling: the scale the step's gradients carried, and the update's
+     * decision, agreed by every stage and tensor rank */
+    float loss_scale;        /* 1 without loss scaling */
+    int skipped;             /* the step overflowed somewhere: no stage updated */
+    int first_bad;           /* whole-model index of the first overflowing tensor (backward order), or -1 */
+    dt_loss_scaler_event ev; /* zeroed without loss scaling */
 } dt__pipe_stats;
+/* The name of tensor `index` of the whole model's layout. */
+const char *dt__pipe_tensor_name(const dt__pipe *pp, int index);
 
 /* Training step t (0-based, in order). */
 dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out);

@@ -60,6 +60,12 @@ struct dt__stage {
     dt__block_scratch scratch;
     float *dres, *dout;
     size_t act_now, act_peak; /* floats */
+    /* mixed precision (dt__stage_set_precision), as lib/model/gpt.c's */
+    dt_dtype precision; /* DT_F32, DT_F16 or DT_BF16 */
+    dt__rounder rnd;    /* storage rounding; scratch in round_buf */
+    dt_buffer round_buf;
+    dt_buffer wq;  /* (numel) the weights of this call rounded to precision, as FP32: what the GEMMs read */
+    dt_buffer gmb; /* (numel) one micro-batch's parameter gradients, rounded before they accumulate */
 };
 
 static const char *const dt__block_names[DT__NBLOCK] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
@@ -279,6 +285,9 @@ void dt__stage_free(dt__stage *st)
     }
     free(st->slots);
     dt_buffer_free(&st->shared);
+    dt_buffer_free(&st->round_buf);
+    dt_buffer_free(&st->wq);
+    dt_buffer_free(&st->gmb);
     dt_buffer_free(&st->params);
     dt_buffer_free(&st->grads);
     dt_paramset_free(&st->layout);
@@ -330,6 +339,8 @@ const dt_paramset *dt__stage_layout(const dt__stage *st) { return &st->layout; }
 float *dt__stage_params(dt__stage *st) { return st->params.data; }
 float *dt__stage_grads(dt__stage *st) { return st->grads.data; }
 size_t dt__stage_offset(const dt__stage *st) { return st->offset; }
+const dt_paramset *dt__stage_whole_layout(const dt__stage *st) { return &st->whole; }
+int dt__stage_first_tensor(const dt__stage *st) { return st->layout.count ? st->whole_index[0] : 0; }
 float *dt__stage_input(dt__stage *st, int slot) { return st->slots[slot].input; }
 float *dt__stage_dout(dt__stage *st) { return st->dout; }
 size_t dt__stage_activation_bytes(const dt__stage *st) { return st->act_now * sizeof(float); }
@@ -338,6 +349,53 @@ size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return st->act_pea
 dt_status dt__stage_zero_grad(dt__stage *st)
 {
     return st->be->memset_zero(st->be, st->grads.data, st->layout.numel * sizeof(float));
+}
+
+dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
+{
+    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "pipeline stage precision %s: expected f32, f16 or bf16", dt_dtype_name(dtype));
+    for (int k = 0; k < st->nslots; k++)
+        if (st->slots[k].busy) return DT_FAIL(DT_ERR_INVALID, "pipeline stage precision: slot %d is in flight", k);
+    dt_buffer_free(&st->round_buf);
+    dt_buffer_free(&st->wq);
+    dt_buffer_free(&st->gmb);
+    st->rnd = (dt__rounder){.dtype = dtype};
+    st->precision = dtype;
+    if (st->be->set_gemm_inputs) DT_CHECK(st->be->set_gemm_inputs(st->be, dtype));
+    dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
+    if (dtype == DT_F32) return DT_OK;
+    const dt_gpt_config *c = &st->cfg;
+    const size_t BT = (size_t)st->B * st->T, n = st->layout.numel;
+    const size_t cap = DT_MAX(DT_MAX((size_t)st->B * c->num_heads * st->T * st->T, 4 * BT * c->hidden_size),
+                              DT_MAX(BT * c->vocab_size, n));
+    DT_CHECK(dt_buffer_alloc(&st->round_buf, st->be, cap * dt_dtype_size(dtype)));
+    st->rnd.scratch = st->round_buf.data;
+    st->rnd.capacity = cap;
+    DT_CHECK(dt_buffer_alloc(&st->wq, st->be, n * sizeof(float)));
+    DT_CHECK(dt_buffer_alloc(&st->gmb, st->be, n * sizeof(float)));
+    dt__stage_bind(st, st->gmb.data, &st->gwte, &st->gwpe, st->g, &st->hg);
+    return DT_OK;
+}
+
+dt_dtype dt__stage_precision(const dt__stage *st) { return st->precision; }
+
+static const dt__rounder *dt__stage_rnd(const dt__stage *st) { return st->precision == DT_F32 ? NULL : &st->rnd; }
+
+/* Bind the weights of this call: w (NULL: the stage's own); under mixed
+ * precision their values rounded to the 16-bit format (the compute copy of
+ * the FP32 masters, made anew for every call since w may be a stash). */
+static dt_status dt__stage_use_weights(dt__stage *st, const float *w)
+{
+    const float *src = w ? w : st->params.data;
+    if (st->precision != DT_F32) {
+        const size_t n = st->layout.numel;
+        DT_CHECK(st->be->copy(st->be, st->wq.data, src, n * sizeof(float), DT_COPY_D2D));
+        DT_CHECK(dt__round(st->be, &st->rnd, st->wq.data, n));
+        src = st->wq.data;
+    }
+    dt__stage_bind(st, (float *)src, &st->wte, &st->wpe, st->w, &st->hw);
+    return DT_OK;
 }
 
 /* The output of a slot's last block (xin when the stage has none). */
@@ -365,7 +423,8 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
     dt_backend *be = st->be;
     const dt_gpt_config *c = &st->cfg;
     const int B = st->B, T = st->T, N = B * T;
-    dt__stage_bind(st, (float *)(w ? w : st->params.data), &st->wte, &st->wpe, st->w, &st->hw);
+    const dt__rounder *r = dt__stage_rnd(st);
+    DT_CHECK(dt__stage_use_weights(st, w));
     dt__arena_release(&sl->arena, sl->mark);
     const float *x = sl->input;
     if (st->first) {
@@ -374,18 +433,18 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
                 return DT_FAIL(DT_ERR_INVALID, "forward: token %d at position %d outside the vocabulary of %d",
                                tokens[i], i, c->vocab_size);
         DT_CHECK(be->copy(be, sl->tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
-        DT_CHECK(dt__embed_forward(be, c, st->wte, st->wpe, sl->tokens, &sl->arena, &sl->x0, B, T, NULL));
+        DT_CHECK(dt__embed_forward(be, c, st->wte, st->wpe, sl->tokens, &sl->arena, &sl->x0, B, T, r));
         x = sl->x0;
     }
     for (int l = 0; l < st->nb; l++) {
         if (st->t > 1) {
             DT_CHECK(dt__tp_acts_alloc(&sl->arena, c, st->t, B, T, &sl->tacts[l]));
-            DT_CHECK(dt__tp_block_forward(st->tp, be, c, &st->w[l], &sl->tacts[l], x, B, T));
+            DT_CHECK(dt__tp_block_forward(st->tp, be, c, &st->w[l], &sl->tacts[l], x, B, T, r));
             x = sl->tacts[l].out;
             continue;
         }
         DT_CHECK(dt__block_acts_alloc(&sl->arena, c, B, T, 1, &sl->acts[l]));
-        DT_CHECK(dt__block_forward(be, c, &st->w[l], &sl->acts[l], x, B, T, NULL));
+        DT_CHECK(dt__block_forward(be, c, &st->w[l], &sl->acts[l], x, B, T, r));
         x = sl->acts[l].out;
     }
     sl->has_targets = 0;
@@ -402,7 +461,7 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
             sl->has_targets = 1;
         }
         DT_CHECK(dt__head_forward(be, c, &st->hw, &sl->arena, &sl->head, x, targets ? sl->targets : NULL, sl->losses,
-                                  sl->correct, B, T, NULL));
+                                  sl->correct, B, T, r));
         float mean = 0.0f;
         if (targets) DT_CHECK(dt__head_mean_loss(be, sl->losses, N, sl->n_counted, &mean));
         if (loss) *loss = mean;
@@ -425,13 +484,16 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
     const dt_gpt_config *c = &st->cfg;
     const int B = st->B, T = st->T;
     const size_t NC = (size_t)B * T * c->hidden_size;
-    dt__stage_bind(st, (float *)(w ? w : st->params.data), &st->wte, &st->wpe, st->w, &st->hw);
+    const dt__rounder *r = dt__stage_rnd(st);
+    DT_CHECK(dt__stage_use_weights(st, w));
+    if (r) /* this micro-batch's parameter gradients, rounded before they accumulate */
+        DT_CHECK(be->memset_zero(be, st->gmb.data, st->layout.numel * sizeof(float)));
     const float *xin = st->first ? sl->x0 : sl->input;
     const float *xL = dt__slot_out(st, sl, xin);
     if (st->last) {
         if (!sl->has_targets) return DT_FAIL(DT_ERR_INVALID, "backward: the forward had no targets");
         DT_CHECK(dt__head_backward(be, c, &st->hw, &st->hg, &sl->head, xL, sl->targets, sl->losses, dloss, st->dres,
-                                   st->scratch.dbtc, B, T, NULL));
+                                   st->scratch.dbtc, B, T, r));
     } else {
         DT_CHECK(be->copy(be, st->dres, st->dout, NC * sizeof(float), DT_COPY_D2D));
     }
@@ -439,13 +501,17 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
         if (st->t > 1) {
             const float *x = l ? sl->tacts[l - 1].out : xin;
             DT_CHECK(dt__tp_block_backward(st->tp, be, c, &st->w[l], &st->g[l], &sl->tacts[l], st->tscratch, x,
-                                           st->dres, B, T));
+                                           st->dres, B, T, r));
             continue;
         }
         const float *x = l ? sl->acts[l - 1].out : xin;
-        DT_CHECK(dt__block_backward(be, c, &st->w[l], &st->g[l], &sl->acts[l], &st->scratch, x, st->dres, B, T, NULL));
+        DT_CHECK(dt__block_backward(be, c, &st->w[l], &st->g[l], &sl->acts[l], &st->scratch, x, st->dres, B, T, r));
     }
     if (st->first) DT_CHECK(dt__embed_backward(be, c, st->gwte, st->gwpe, sl->tokens, st->dres, B, T));
+    if (r) { /* half gradients of this micro-batch, accumulated in FP32 */
+        DT_CHECK(dt__round(be, r, st->gmb.data, st->layout.numel));
+        DT_CHECK(be->axpy(be, st->grads.data, 1.0f, st->gmb.data, st->layout.numel));
+    }
     if (dx) *dx = st->first ? NULL : st->dres;
     st->act_now -= sl->arena.used - sl->mark;
     dt__arena_release(&sl->arena, sl->mark);

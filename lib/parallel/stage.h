@@ -14,8 +14,14 @@
  * stashed copy laid out the same way); gradients always accumulate into the
  * stage's gradient buffer.
  *
- * FP32 only: no recomputation and no mixed precision in a stage (the
- * trainer refuses those with pipeline parallelism). */
+ * Mixed precision (dt__stage_set_precision) works as in lib/model/gpt.c:
+ * every op computes in FP32 and stores its output rounded to the 16-bit
+ * format, the GEMMs read the weights rounded, and each micro-batch's
+ * parameter gradients are rounded before they accumulate into the FP32
+ * gradient buffer; so a stage computes exactly what the same layers of one
+ * process compute. Saved activations stay in FP32 buffers (holding 16-bit
+ * values): a stage does not halve its activation memory. No recomputation
+ * in a stage (the trainer refuses it with pipeline parallelism). */
 #ifndef DT_STAGE_H
 #define DT_STAGE_H
 
@@ -55,7 +61,15 @@ const dt_paramset *dt__stage_layout(const dt__stage *st);
 float *dt__stage_params(dt__stage *st); /* (numel) backend memory */
 float *dt__stage_grads(dt__stage *st);
 size_t dt__stage_offset(const dt__stage *st); /* of element 0 in the whole model's buffer */
+/* The whole model's layout (names and shapes), and the index in it of the
+ * stage's tensor 0 (the stage's tensors are consecutive there, also with
+ * tensor parallelism: a shard takes its tensor's place). */
+const dt_paramset *dt__stage_whole_layout(const dt__stage *st);
+int dt__stage_first_tensor(const dt__stage *st);
 dt_status dt__stage_zero_grad(dt__stage *st);
+/* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
+dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
+dt_dtype dt__stage_precision(const dt__stage *st);
 
 /* Where a slot's input activation (B,T,C) goes, for stages after the first. */
 float *dt__stage_input(dt__stage *st, int slot);

@@ -134,31 +134,43 @@ dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B
 }
 
 dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                               dt__tp_acts *a, const float *x, int B, int T)
+                               dt__tp_acts *a, const float *x, int B, int T, const dt__rounder *r)
 {
     const int t = tp->comm->size, first = tp->comm->rank == 0;
     const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
     const size_t NC = (size_t)N * C;
+    /* Rounded where block.c rounds (a NULL r: FP32); a row-parallel
+     * layer's partial output is summed by g first, rounded after the
+     * residual as the whole block's is. */
     DT_CHECK(be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
+    DT_CHECK(dt__round(be, r, a->ln1, NC));
     DT_CHECK(dt__tp_f(tp, 'F', a->ln1, NC));
     DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * Cl));
+    DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
     DT_CHECK(be->attention_forward(be, a->atty, a->att, a->qkv, B, T, Cl, NHl));
+    DT_CHECK(dt__round(be, r, a->att, (size_t)B * NHl * T * T));
+    DT_CHECK(dt__round(be, r, a->atty, (size_t)N * Cl));
     DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C));
     DT_CHECK(dt__tp_g(tp, 'F', a->res2, NC));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
+    DT_CHECK(dt__round(be, r, a->res2, NC));
     DT_CHECK(be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
+    DT_CHECK(dt__round(be, r, a->ln2, NC));
     DT_CHECK(dt__tp_f(tp, 'F', a->ln2, NC));
     DT_CHECK(be->matmul_forward(be, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * Cl));
+    DT_CHECK(dt__round(be, r, a->fch, (size_t)N * 4 * Cl));
     DT_CHECK(be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
+    DT_CHECK(dt__round(be, r, a->fch_gelu, (size_t)N * 4 * Cl));
     DT_CHECK(be->matmul_forward(be, a->out, a->fch_gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C));
     DT_CHECK(dt__tp_g(tp, 'F', a->out, NC));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
+    DT_CHECK(dt__round(be, r, a->out, NC));
     return DT_OK;
 }
 
 dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                                 const dt__block_params *g, const dt__tp_acts *a, float *scratch, const float *x,
-                                float *dres, int B, int T)
+                                float *dres, int B, int T, const dt__rounder *r)
 {
     const int t = tp->comm->size;
     const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
@@ -167,19 +179,29 @@ dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config 
     float *dqkv = dbtc + dt__pad16(BT * C);                  /* (N, 3C/t) */
     float *datt = dqkv + dt__pad16(BT * 3 * Cl);             /* (B, NH/t, T, T) */
     float *dfch = datt + dt__pad16((size_t)B * NHl * T * T); /* (N, 4C/t) */
+    /* activation gradients rounded where block.c rounds them; a partial
+     * input gradient is rounded once f has summed it */
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
     DT_CHECK(be->matmul_backward(be, dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
     DT_CHECK(be->gelu_backward(be, dfch, a->fch, dfch, BT * 4 * Cl));
+    DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
     DT_CHECK(be->matmul_backward(be, dbtc, g->fcw, g->fcb, dfch, a->ln2, p->fcw, N, C, 4 * Cl));
     DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln2): every rank's part */
+    DT_CHECK(dt__round(be, r, dbtc, NC));
     DT_CHECK(
         be->layernorm_backward(be, dres, g->ln2w, g->ln2b, dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
+    DT_CHECK(dt__round(be, r, dres, NC));
     /* attention */
     DT_CHECK(be->matmul_backward(be, dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, Cl, C));
+    DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
     DT_CHECK(be->attention_backward(be, dqkv, datt, dbtc, a->qkv, a->att, B, T, Cl, NHl));
+    DT_CHECK(dt__round(be, r, dqkv, BT * 3 * Cl));
     DT_CHECK(be->matmul_backward(be, dbtc, g->qkvw, g->qkvb, dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
     DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln1) */
+    DT_CHECK(dt__round(be, r, dbtc, NC));
     DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
+    DT_CHECK(dt__round(be, r, dres, NC));
     return DT_OK;
 }
 

@@ -80,13 +80,14 @@ typedef struct dt__tp_acts {
 size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T);
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T);
 dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, dt__tp_acts *acts);
-/* scratch: dt__tp_scratch_floats floats of backend memory. */
+/* scratch: dt__tp_scratch_floats floats of backend memory. r: mixed
+ * precision's storage rounding (gpt_layers.h), or NULL for FP32. */
 dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                               dt__tp_acts *a, const float *x, int B, int T);
+                               dt__tp_acts *a, const float *x, int B, int T, const dt__rounder *r);
 /* dres (B,T,C): in, the gradient of the block output; out, of x (both
  * replicated). Parameter gradients of the shard accumulate into g. */
 dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                                 const dt__block_params *g, const dt__tp_acts *a, float *scratch, const float *x,
-                                float *dres, int B, int T);
+                                float *dres, int B, int T, const dt__rounder *r);
 
 #endif

@@ -86,6 +86,8 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .optim = cfg->optim,
                                .lr = tr->lr,
                                .clip_grad = cfg->clip_grad,
+                               .precision = cfg->precision,
+                               .scaler = cfg->use_loss_scaling ? &tr->scaler : NULL,
                                .allreduce = cfg->allreduce,
                                .chunk_bytes = cfg->allreduce_chunk_bytes,
                                .batch = dt__pipe_batch,
@@ -120,6 +122,25 @@ static dt_status dt__pipe_finish(dt_trainer *tr)
     return dt__pipe_version_check(tr->pipe.rt, &tr->pipe.mismatch, &tr->pipe.disagree);
 }
 
+/* Trace, loss scaling: the scale after the step, and an overflow marker on
+ * every rank (each stage skipped the step; `tensor` names the whole model's
+ * first overflowing tensor, wherever it lives). */
+static dt_status dt__trace_pipe_scale(dt_trainer *tr, const dt__pipe_stats *ps, int64_t ts)
+{
+    DT_CHECK(dt__trace_counter(tr, "loss_scale", ts, dt_loss_scaler_scale(&tr->scaler)));
+    if (!ps->skipped) return DT_OK;
+    dt_trace_event e;
+    char name[16 + DT_NAME_MAX];
+    snprintf(name, sizeof name, "overflow %s", dt__pipe_tensor_name(tr->pipe.rt, ps->first_bad));
+    dt_trace_event_init(&e, DT_TRACE_INSTANT, name, "optim", tr->rank, DT_LANE_OPTIM, ts, 0);
+    e.iter = tr->iter;
+    DT_CHECK(dt_trace_event_add_arg(&e, "loss_scale", ps->loss_scale));
+    DT_CHECK(dt_trace_event_add_arg(&e, "tensor", ps->first_bad));
+    DT_CHECK(dt_trace_event_add_arg(&e, "at_min", ps->ev.at_min));
+    DT_CHECK(dt_trace_event_add_arg(&e, "stage", dt__pipe_stage(tr->pipe.rt)));
+    return dt__trace_write(tr, &e);
+}
+
 dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
 {
     if (tr->iter >= tr->cfg.train_iters)
@@ -134,6 +155,7 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
     DT_CHECK(dt__loss_check(tr, ps.loss));
     if (tr->trace.writer) {
         const int64_t ts = t1 - tr->t_start_ns;
+        if (tr->cfg.use_loss_scaling) DT_CHECK(dt__trace_pipe_scale(tr, &ps, ts));
         DT_CHECK(dt__trace_counter(tr, "loss", ts, ps.loss));
         DT_CHECK(dt__trace_counter(tr, "lr", ts, ps.lr));
         DT_CHECK(
@@ -151,7 +173,12 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
         out->grad_norm = ps.grad_norm;
         out->step_seconds = secs;
         out->tokens_per_second = secs > 0 ? (double)tr->cfg.global_batch_size * tr->T / secs : 0.0;
-        out->loss_scale = 1.0f;
+        out->loss_scale = ps.loss_scale;
+        out->overflow = ps.skipped;
+        out->overflow_tensor = ps.skipped && ps.first_bad >= 0 ? dt__pipe_tensor_name(tr->pipe.rt, ps.first_bad) : NULL;
+        out->scale_at_min = ps.ev.at_min;
+        out->scale_at_min_first = ps.ev.at_min_first;
+        out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;
     }
     return DT_OK;
 }
