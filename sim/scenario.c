@@ -707,18 +707,13 @@ dt_status dts_scenario_check(const dts_scenario *sc)
                                        "or --bf16 without --loss-scale");
     if (sc->recompute < 0 || sc->recompute > 2)
         return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity: unknown value %d", sc->recompute);
-    if (sc->p > 1 || sc->t > 1) { /* what dtrain refuses (lib/train/config.c) */
-        const char *flag = sc->p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
-        const int size = sc->p > 1 ? sc->p : sc->t;
-        if (sc->use_loss_scaling && sc->p > 1 &&
-            (sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC))
-            return DT_FAIL(DT_ERR_INVALID,
-                           "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
-                           "agree on a loss scale without a barrier per update (use --bf16)",
-                           dt_sched_kind_name(sc->schedule));
-        if (sc->recompute)
-            return DT_FAIL(DT_ERR_INVALID, "%s %d with --recompute-activations: not supported yet", flag, size);
-    }
+    /* what dtrain refuses (lib/train/config.c) */
+    if (sc->use_loss_scaling && sc->p > 1 &&
+        (sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
+                       "agree on a loss scale without a barrier per update (use --bf16)",
+                       dt_sched_kind_name(sc->schedule));
     const int world = dts_scenario_world(sc);
     if (sc->slow_rank < -1 || sc->slow_rank >= world)
         return DT_FAIL(DT_ERR_INVALID, "--slow-rank %d: expected a rank 0..%d", sc->slow_rank, world - 1);

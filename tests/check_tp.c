@@ -112,9 +112,9 @@ START_TEST(test_block)
     /* serial block */
     dt_buffer abuf, sbuf;
     const size_t serial_floats = dt__block_act_floats(&c, B, T, 1) + dt__block_scratch_floats(&c, B, T) + 64;
-    ck_dt(dt_buffer_alloc(&abuf, be, (serial_floats + dt__tp_act_floats(&c, t, B, T) + 64) * sizeof(float)));
+    ck_dt(dt_buffer_alloc(&abuf, be, (serial_floats + dt__tp_act_floats(&c, t, B, T, 1) + 64) * sizeof(float)));
     ck_dt(dt_buffer_alloc(&sbuf, be, dt__tp_scratch_floats(&c, t, B, T) * sizeof(float)));
-    dt__arena ar = {.base = abuf.data, .capacity = serial_floats + dt__tp_act_floats(&c, t, B, T) + 64};
+    dt__arena ar = {.base = abuf.data, .capacity = serial_floats + dt__tp_act_floats(&c, t, B, T, 1) + 64};
     dt__block_acts sa;
     dt__block_scratch ss;
     ck_dt(dt__block_acts_alloc(&ar, &c, B, T, 1, &sa));
@@ -123,7 +123,7 @@ START_TEST(test_block)
     ck_dt(dt__arena_alloc(&ar, (size_t)B * c.num_heads * T * T, &ss.datt));
     ck_dt(dt__arena_alloc(&ar, (size_t)N * 4 * C, &ss.dfch));
     dt__tp_acts ta;
-    ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, &ta));
+    ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &ta));
     float *x = malloc((size_t)N * C * sizeof *x), *d0 = malloc((size_t)N * C * sizeof *d0);
     float *dser = malloc((size_t)N * C * sizeof *dser), *dtp = malloc((size_t)N * C * sizeof *dtp);
     ck_assert(x && d0 && dser && dtp);

@@ -152,6 +152,7 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
                   st, fail);
     DT_CHECK_GOTO(dt__stage_init_weights(pp->st, s->seed), st, fail);
     DT_CHECK_GOTO(dt__stage_set_precision(pp->st, s->precision), st, fail);
+    DT_CHECK_GOTO(dt__stage_set_recompute(pp->st, s->recompute, s->recompute_num_layers), st, fail);
     if (s->scaler && dt__pipe_async(pp)) {
         st = DT_FAIL(DT_ERR_INVALID,
                      "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "

@@ -59,6 +59,8 @@ typedef struct dt__pipe_setup {
     float clip_grad;
     dt_dtype precision;     /* DT_F32, DT_F16 or DT_BF16: the stages' compute and storage (stage.h) */
     dt_loss_scaler *scaler; /* loss scaling (gpipe/1f1b), or NULL: the caller's state, the same on every rank */
+    dt_recompute recompute; /* activation recomputation inside each stage (stage.h) */
+    int recompute_num_layers; /* full: blocks per checkpointed group */
     dt_allreduce_algo allreduce;
     size_t chunk_bytes;
     dt__pipe_batch_fn batch;

@@ -33,6 +33,7 @@ typedef struct dt__slot {
     dt__block_acts *acts; /* (nb) */
     dt__tp_acts *tacts;   /* (nb) with tensor parallelism */
     dt__head_acts head;
+    float **ckpt; /* (groups) full recomputation: each group's output (B,T,C) */
     int n_counted, has_targets, busy;
     size_t mark; /* arena mark after the fixed buffers: forward activations start here */
 } dt__slot;
@@ -60,6 +61,11 @@ struct dt__stage {
     dt__block_scratch scratch;
     float *dres, *dout;
     size_t act_now, act_peak; /* floats */
+    /* activation recomputation (dt__stage_set_recompute), as lib/model/gpt.c's */
+    dt_recompute recompute;
+    int recompute_k, groups; /* full: blocks per group (at most nb), groups of the stage's blocks */
+    dt_buffer work_buf;      /* one op's transient activations, shared by the slots (one op runs at a time) */
+    dt__arena work;
     /* mixed precision (dt__stage_set_precision), as lib/model/gpt.c's */
     dt_dtype precision; /* DT_F32, DT_F16 or DT_BF16 */
     dt__rounder rnd;    /* storage rounding; scratch in round_buf */
@@ -184,7 +190,21 @@ done:
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Floats of one slot's arena: fixed buffers, then the forward's saved activations. */
+/* A block's saved floats on this stage (its shard with t > 1). */
+static size_t dt__stage_block_floats(const dt__stage *st, int with_att)
+{
+    return st->t > 1 ? dt__tp_act_floats(&st->cfg, st->t, st->B, st->T, with_att)
+                     : dt__block_act_floats(&st->cfg, st->B, st->T, with_att);
+}
+
+static size_t dt__stage_att_floats(const dt__stage *st)
+{
+    return st->t > 1 ? dt__tp_att_floats(&st->cfg, st->t, st->B, st->T) : dt__block_att_floats(&st->cfg, st->B, st->T);
+}
+
+/* Floats of one slot's arena: fixed buffers, then the forward's saved
+ * activations: every block's (none), without the attention probabilities
+ * (selective), or one (B,T,C) output per group of recompute_k blocks (full). */
 static size_t dt__slot_floats(const dt__stage *st)
 {
     const int B = st->B, T = st->T;
@@ -193,10 +213,69 @@ static size_t dt__slot_floats(const dt__stage *st)
     if (!st->first) n += dt__pad16(N * C);               /* input */
     n += 2 * dt__pad16(N) + dt__pad16(N) + dt__pad16(N); /* tokens, targets (int32 as floats), losses, correct */
     if (st->first) n += dt__embed_act_floats(&st->cfg, B, T);
-    n += (size_t)st->nb *
-         (st->t > 1 ? dt__tp_act_floats(&st->cfg, st->t, B, T) : dt__block_act_floats(&st->cfg, B, T, 1));
+    switch (st->recompute) {
+    case DT_RECOMPUTE_FULL: n += (size_t)st->groups * dt__pad16(N * C); break;
+    case DT_RECOMPUTE_SELECTIVE: n += (size_t)st->nb * dt__stage_block_floats(st, 0); break;
+    case DT_RECOMPUTE_NONE: n += (size_t)st->nb * dt__stage_block_floats(st, 1); break;
+    }
     if (st->last) n += dt__head_act_floats(&st->cfg, B, T);
     return n + 64;
+}
+
+/* Floats of the shared work arena: the probabilities of one block
+ * (selective), the activations of one group (full). */
+static size_t dt__work_floats(const dt__stage *st)
+{
+    switch (st->recompute) {
+    case DT_RECOMPUTE_FULL: return (size_t)st->recompute_k * dt__stage_block_floats(st, 1) + 64;
+    case DT_RECOMPUTE_SELECTIVE: return dt__stage_att_floats(st) + 64;
+    case DT_RECOMPUTE_NONE: break;
+    }
+    return 0;
+}
+
+static void dt__slots_free(dt__stage *st)
+{
+    for (int k = 0; st->slots && k < st->nslots; k++) {
+        dt_buffer_free(&st->slots[k].buf);
+        free(st->slots[k].acts);
+        free(st->slots[k].tacts);
+        free(st->slots[k].ckpt);
+        st->slots[k] = (dt__slot){0};
+    }
+    dt_buffer_free(&st->work_buf);
+    st->work = (dt__arena){0};
+}
+
+/* Each slot's arena and fixed buffers, and the work arena, for the recomputation mode. */
+static dt_status dt__slots_alloc(dt__stage *st)
+{
+    const size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden_size;
+    const size_t per = dt__slot_floats(st), work = dt__work_floats(st);
+    if (work) {
+        DT_CHECK(dt_buffer_alloc(&st->work_buf, st->be, work * sizeof(float)));
+        st->work = (dt__arena){.base = st->work_buf.data, .capacity = work};
+    }
+    for (int k = 0; k < st->nslots; k++) {
+        dt__slot *sl = &st->slots[k];
+        sl->acts = calloc((size_t)st->nb, sizeof *sl->acts);
+        sl->tacts = calloc((size_t)st->nb, sizeof *sl->tacts);
+        sl->ckpt = calloc((size_t)(st->groups ? st->groups : 1), sizeof *sl->ckpt);
+        if (!sl->acts || !sl->tacts || !sl->ckpt) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+        DT_CHECK(dt_buffer_alloc(&sl->buf, st->be, per * sizeof(float)));
+        sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};
+        float *f;
+        if (!st->first) DT_CHECK(dt__arena_alloc(&sl->arena, N * C, &sl->input));
+        DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
+        sl->tokens = (int32_t *)f;
+        DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
+        sl->targets = (int32_t *)f;
+        DT_CHECK(dt__arena_alloc(&sl->arena, N, &sl->losses));
+        DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
+        sl->correct = (uint8_t *)f;
+        sl->mark = dt__arena_mark(&sl->arena);
+    }
+    return DT_OK;
 }
 
 dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
@@ -246,28 +325,7 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dres), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dout), s, fail);
     }
-    const size_t per = dt__slot_floats(st);
-    for (int k = 0; k < slots; k++) {
-        dt__slot *sl = &st->slots[k];
-        sl->acts = calloc((size_t)st->nb, sizeof *sl->acts);
-        sl->tacts = calloc((size_t)st->nb, sizeof *sl->tacts);
-        if (!sl->acts || !sl->tacts) {
-            s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
-            goto fail;
-        }
-        DT_CHECK_GOTO(dt_buffer_alloc(&sl->buf, be, per * sizeof(float)), s, fail);
-        sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};
-        float *f;
-        if (!first) DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N * C, &sl->input), s, fail);
-        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &f), s, fail);
-        sl->tokens = (int32_t *)f;
-        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &f), s, fail);
-        sl->targets = (int32_t *)f;
-        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &sl->losses), s, fail);
-        DT_CHECK_GOTO(dt__arena_alloc(&sl->arena, N, &f), s, fail);
-        sl->correct = (uint8_t *)f;
-        sl->mark = dt__arena_mark(&sl->arena);
-    }
+    DT_CHECK_GOTO(dt__slots_alloc(st), s, fail);
     *out = st;
     return DT_OK;
 fail:
@@ -278,11 +336,7 @@ fail:
 void dt__stage_free(dt__stage *st)
 {
     if (!st) return;
-    for (int k = 0; st->slots && k < st->nslots; k++) {
-        dt_buffer_free(&st->slots[k].buf);
-        free(st->slots[k].acts);
-        free(st->slots[k].tacts);
-    }
+    dt__slots_free(st);
     free(st->slots);
     dt_buffer_free(&st->shared);
     dt_buffer_free(&st->round_buf);
@@ -398,11 +452,114 @@ static dt_status dt__stage_use_weights(dt__stage *st, const float *w)
     return DT_OK;
 }
 
+dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_layers)
+{
+    if (mode != DT_RECOMPUTE_NONE && mode != DT_RECOMPUTE_FULL && mode != DT_RECOMPUTE_SELECTIVE)
+        return DT_FAIL(DT_ERR_INVALID, "recompute mode %d: expected none, full or selective", (int)mode);
+    if (mode == DT_RECOMPUTE_FULL && num_layers < 1)
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected >= 1", num_layers);
+    for (int k = 0; k < st->nslots; k++)
+        if (st->slots[k].busy) return DT_FAIL(DT_ERR_INVALID, "pipeline stage recomputation: slot %d is in flight", k);
+    dt__slots_free(st);
+    st->recompute = mode;
+    st->recompute_k = mode == DT_RECOMPUTE_FULL ? DT_MIN(num_layers, st->nb) : 0;
+    st->groups = mode == DT_RECOMPUTE_FULL ? (st->nb + st->recompute_k - 1) / st->recompute_k : 0;
+    st->act_now = st->act_peak = 0;
+    return dt__slots_alloc(st);
+}
+
 /* The output of a slot's last block (xin when the stage has none). */
 static const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const float *xin)
 {
     if (!st->nb) return xin;
+    if (st->recompute == DT_RECOMPUTE_FULL) return sl->ckpt[st->groups - 1];
     return st->t > 1 ? sl->tacts[st->nb - 1].out : sl->acts[st->nb - 1].out;
+}
+
+/* The peak counts the slots' saved activations and the work arena's
+ * transient ones (a group being recomputed, the probabilities of one block). */
+static void dt__stage_note_peak(dt__stage *st, size_t extra)
+{
+    const size_t now = st->act_now + extra + st->work.used;
+    if (now > st->act_peak) st->act_peak = now;
+}
+
+/* Block l's forward in slot sl from x: its activations in arena a (the
+ * slot's, or the work arena while a group is recomputed); with_att = 0
+ * keeps the attention probabilities only while the block runs. */
+static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt__arena *a, int with_att,
+                                         const float *x, const float **out)
+{
+    const dt_gpt_config *c = &st->cfg;
+    const dt__rounder *r = dt__stage_rnd(st);
+    float *att = NULL;
+    if (st->t > 1) {
+        DT_CHECK(dt__tp_acts_alloc(a, c, st->t, st->B, st->T, with_att, &sl->tacts[l]));
+        if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
+        if (!with_att) sl->tacts[l].att = att;
+        DT_CHECK(dt__tp_block_forward(st->tp, st->be, c, &st->w[l], &sl->tacts[l], x, st->B, st->T, r));
+        if (!with_att) sl->tacts[l].att = NULL;
+        *out = sl->tacts[l].out;
+    } else {
+        DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, &sl->acts[l]));
+        if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
+        if (!with_att) sl->acts[l].att = att;
+        DT_CHECK(dt__block_forward(st->be, c, &st->w[l], &sl->acts[l], x, st->B, st->T, r));
+        if (!with_att) sl->acts[l].att = NULL;
+        *out = sl->acts[l].out;
+    }
+    if (!with_att) {
+        dt__stage_note_peak(st, sl->arena.used - sl->mark);
+        dt__arena_reset(&st->work);
+    }
+    return DT_OK;
+}
+
+/* Block l's backward in slot sl, x its input; selective recomputation
+ * first recomputes the attention probabilities from the kept qkv into the
+ * work arena (the attention output goes to scratch: the kept one is the same). */
+static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, const float *x)
+{
+    const dt_gpt_config *c = &st->cfg;
+    const dt__rounder *r = dt__stage_rnd(st);
+    const int B = st->B, T = st->T, sel = st->recompute == DT_RECOMPUTE_SELECTIVE;
+    if (st->t > 1) {
+        dt__tp_acts *a = &sl->tacts[l];
+        if (sel) {
+            const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
+            DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
+            DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, Cl, NHl));
+            DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * NHl * T * T));
+            dt__stage_note_peak(st, 0);
+        }
+        DT_CHECK(
+            dt__tp_block_backward(st->tp, st->be, c, &st->w[l], &st->g[l], a, st->tscratch, x, st->dres, B, T, r));
+        if (sel) a->att = NULL;
+    } else {
+        dt__block_acts *a = &sl->acts[l];
+        if (sel) {
+            DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
+            DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, c->hidden_size,
+                                               c->num_heads));
+            DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * c->num_heads * T * T));
+            dt__stage_note_peak(st, 0);
+        }
+        DT_CHECK(dt__block_backward(st->be, c, &st->w[l], &st->g[l], a, &st->scratch, x, st->dres, B, T, r));
+        if (sel) a->att = NULL;
+    }
+    if (sel) dt__arena_reset(&st->work);
+    return DT_OK;
+}
+
+/* Full recomputation: group g's blocks forward from x into the work arena;
+ * the last block's output is *out (in the work arena until it is reset). */
+static dt_status dt__stage_group_forward(dt__stage *st, dt__slot *sl, int g, const float *x, const float **out)
+{
+    const int l0 = g * st->recompute_k, l1 = DT_MIN(l0 + st->recompute_k, st->nb);
+    dt__arena_reset(&st->work);
+    for (int l = l0; l < l1; l++) DT_CHECK(dt__stage_block_forward(st, sl, l, &st->work, 1, x, &x));
+    *out = x;
+    return DT_OK;
 }
 
 static dt_status dt__slot_check(const dt__stage *st, int slot, int want_busy, const char *what)
@@ -436,16 +593,20 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
         DT_CHECK(dt__embed_forward(be, c, st->wte, st->wpe, sl->tokens, &sl->arena, &sl->x0, B, T, r));
         x = sl->x0;
     }
-    for (int l = 0; l < st->nb; l++) {
-        if (st->t > 1) {
-            DT_CHECK(dt__tp_acts_alloc(&sl->arena, c, st->t, B, T, &sl->tacts[l]));
-            DT_CHECK(dt__tp_block_forward(st->tp, be, c, &st->w[l], &sl->tacts[l], x, B, T, r));
-            x = sl->tacts[l].out;
-            continue;
+    if (st->recompute == DT_RECOMPUTE_FULL) { /* keep each group's output; its blocks' activations go */
+        const size_t NC = (size_t)N * c->hidden_size;
+        for (int g = 0; g < st->groups; g++) {
+            DT_CHECK(dt__arena_alloc(&sl->arena, NC, &sl->ckpt[g]));
+            const float *y;
+            DT_CHECK(dt__stage_group_forward(st, sl, g, x, &y));
+            DT_CHECK(be->copy(be, sl->ckpt[g], y, NC * sizeof(float), DT_COPY_D2D));
+            dt__stage_note_peak(st, sl->arena.used - sl->mark);
+            dt__arena_reset(&st->work);
+            x = sl->ckpt[g];
         }
-        DT_CHECK(dt__block_acts_alloc(&sl->arena, c, B, T, 1, &sl->acts[l]));
-        DT_CHECK(dt__block_forward(be, c, &st->w[l], &sl->acts[l], x, B, T, r));
-        x = sl->acts[l].out;
+    } else {
+        const int with_att = st->recompute != DT_RECOMPUTE_SELECTIVE;
+        for (int l = 0; l < st->nb; l++) DT_CHECK(dt__stage_block_forward(st, sl, l, &sl->arena, with_att, x, &x));
     }
     sl->has_targets = 0;
     if (st->last) {
@@ -497,15 +658,23 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
     } else {
         DT_CHECK(be->copy(be, st->dres, st->dout, NC * sizeof(float), DT_COPY_D2D));
     }
-    for (int l = st->nb - 1; l >= 0; l--) {
-        if (st->t > 1) {
-            const float *x = l ? sl->tacts[l - 1].out : xin;
-            DT_CHECK(dt__tp_block_backward(st->tp, be, c, &st->w[l], &st->g[l], &sl->tacts[l], st->tscratch, x,
-                                           st->dres, B, T, r));
-            continue;
+    if (st->recompute == DT_RECOMPUTE_FULL) {
+        for (int g = st->groups - 1; g >= 0; g--) { /* recompute the group from its input, then its backward */
+            const int l0 = g * st->recompute_k, l1 = DT_MIN(l0 + st->recompute_k, st->nb);
+            const float *gin = g ? sl->ckpt[g - 1] : xin, *y;
+            DT_CHECK(dt__stage_group_forward(st, sl, g, gin, &y));
+            dt__stage_note_peak(st, 0);
+            for (int l = l1 - 1; l >= l0; l--) {
+                const float *x = l > l0 ? (st->t > 1 ? sl->tacts[l - 1].out : sl->acts[l - 1].out) : gin;
+                DT_CHECK(dt__stage_block_backward(st, sl, l, x));
+            }
+            dt__arena_reset(&st->work);
         }
-        const float *x = l ? sl->acts[l - 1].out : xin;
-        DT_CHECK(dt__block_backward(be, c, &st->w[l], &st->g[l], &sl->acts[l], &st->scratch, x, st->dres, B, T, r));
+    } else {
+        for (int l = st->nb - 1; l >= 0; l--) {
+            const float *x = l ? (st->t > 1 ? sl->tacts[l - 1].out : sl->acts[l - 1].out) : xin;
+            DT_CHECK(dt__stage_block_backward(st, sl, l, x));
+        }
     }
     if (st->first) DT_CHECK(dt__embed_backward(be, c, st->gwte, st->gwpe, sl->tokens, st->dres, B, T));
     if (r) { /* half gradients of this micro-batch, accumulated in FP32 */

@@ -20,8 +20,17 @@
  * parameter gradients are rounded before they accumulate into the FP32
  * gradient buffer; so a stage computes exactly what the same layers of one
  * process compute. Saved activations stay in FP32 buffers (holding 16-bit
- * values): a stage does not halve its activation memory. No recomputation
- * in a stage (the trainer refuses it with pipeline parallelism). */
+ * values): a stage does not halve its activation memory.
+ *
+ * Recomputation (dt__stage_set_recompute) works as in lib/model/gpt.c, on
+ * the stage's own blocks: selective keeps no attention probabilities and
+ * recomputes each block's from its kept qkv before its backward; full with
+ * K keeps only the output of each group of K of the stage's blocks (K at
+ * most its block count) and runs a group's forward again before its
+ * backward. The recomputed values are the forward's, bit for bit. A slot's
+ * arena holds only what is kept; the transient activations (a group being
+ * recomputed, one block's probabilities) live in one work arena of the
+ * stage, and the peak counts them. */
 #ifndef DT_STAGE_H
 #define DT_STAGE_H
 
@@ -70,6 +79,9 @@ dt_status dt__stage_zero_grad(dt__stage *st);
 /* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
 dt_dtype dt__stage_precision(const dt__stage *st);
+/* DT_RECOMPUTE_NONE (the default), _SELECTIVE, or _FULL with num_layers
+ * blocks per group; reallocates the slots, so no micro-batch may be in flight. */
+dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_layers);
 
 /* Where a slot's input activation (B,T,C) goes, for stages after the first. */
 float *dt__stage_input(dt__stage *st, int slot);

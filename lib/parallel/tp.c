@@ -98,12 +98,16 @@ void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *con
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T)
+size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T)
+{
+    return dt__pad16((size_t)B * ((size_t)cfg->num_heads / (size_t)t) * T * T);
+}
+
+size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    return 4 * dt__pad16(BT * C) + 4 * dt__pad16(BT) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) +
-           dt__pad16(BT * Cl) + 2 * dt__pad16(BT * 4 * Cl);
+    return 4 * dt__pad16(BT * C) + 4 * dt__pad16(BT) + dt__pad16(BT * 3 * Cl) +
+           (with_att ? dt__tp_att_floats(cfg, t, B, T) : 0) + dt__pad16(BT * Cl) + 2 * dt__pad16(BT * 4 * Cl);
 }
 
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
@@ -113,7 +117,8 @@ size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
     return dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) + dt__pad16(BT * 4 * Cl) + 64;
 }
 
-dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, dt__tp_acts *x)
+dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
+                            dt__tp_acts *x)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
@@ -121,7 +126,8 @@ dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &x->qkv));
-    DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T * T, &x->att));
+    x->att = NULL;
+    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T * T, &x->att));
     DT_CHECK(dt__arena_alloc(a, BT * Cl, &x->atty));
     DT_CHECK(dt__arena_alloc(a, BT * C, &x->res2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &x->ln2));

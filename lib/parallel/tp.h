@@ -77,9 +77,14 @@ typedef struct dt__tp_acts {
     float *out;            /* (B,T,C) */
 } dt__tp_acts;
 
-size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T);
+/* Saved floats of one sharded block; with_att = 0 leaves out the attention
+ * probabilities (dt__tp_att_floats), which selective recomputation does not
+ * keep (acts->att is then NULL for the caller to point at a temporary). */
+size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att);
+size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T);
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T);
-dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, dt__tp_acts *acts);
+dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
+                            dt__tp_acts *acts);
 /* scratch: dt__tp_scratch_floats floats of backend memory. r: mixed
  * precision's storage rounding (gpt_layers.h), or NULL for FP32. */
 dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,

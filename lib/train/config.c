@@ -180,8 +180,6 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
                        "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
                        "agree on a loss scale without a barrier per update (use --bf16)",
                        dt_sched_kind_name(cfg->pipeline_schedule));
-    if (cfg->recompute != DT_RECOMPUTE_NONE)
-        return DT_FAIL(DT_ERR_INVALID, "%s %d with --recompute-activations: not supported yet", flag, size);
     if (cfg->ps_mode != DT_PS_NONE)
         return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported", flag, size);
     if (given) {

@@ -88,6 +88,8 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .clip_grad = cfg->clip_grad,
                                .precision = cfg->precision,
                                .scaler = cfg->use_loss_scaling ? &tr->scaler : NULL,
+                               .recompute = cfg->recompute,
+                               .recompute_num_layers = cfg->recompute_num_layers,
                                .allreduce = cfg->allreduce,
                                .chunk_bytes = cfg->allreduce_chunk_bytes,
                                .batch = dt__pipe_batch,
