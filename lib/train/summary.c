@@ -20,6 +20,7 @@
 static double dt__param_probe(dt_trainer *tr)
 {
     if (tr->pipe.rt) return tr->pipe.probe; /* added over the stages after the last step */
+    if (tr->zero_probed) return tr->zero_probe; /* ZeRO's sharded FP32 masters, after the last step */
     size_t n = tr->kind->layout(tr)->numel;
     float *w = malloc(n * sizeof *w);
     if (!w || tr->be->copy(tr->be, w, tr->kind->params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK) {

@@ -149,6 +149,8 @@ struct dt_trainer {
     } dp;
 
     dt__zero *zero; /* step_zero.c: ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
+    int zero_probed;    /* step_zero.c: zero_probe holds the FP32 masters' fingerprint (mixed precision) */
+    double zero_probe;
 
     struct {                         /* step_ps.c */
         dt__ps *rt;                  /* parameter server (cfg.ps_mode), else NULL */
