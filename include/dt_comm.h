@@ -151,6 +151,13 @@ typedef struct dt_collective_opts {
  * opts may be NULL (defaults). */
 DT_API dt_status dt_comm_allreduce(dt_comm *c, float *buf, size_t count, dt_allreduce_algo algo,
                                    const dt_collective_opts *opts);
+/* v(n) = sum over ranks of v(n), in double, the same on every rank: each
+ * rank's values travel as two floats (about 48 bits) in slots of their own
+ * and are added in rank order, so the sum does not depend on the
+ * collective's order and one contributing rank gets its own values back to
+ * about 1e-14. For sums that are reported (losses, fingerprints), not for
+ * gradients. */
+DT_API dt_status dt_comm_sum_doubles(dt_comm *c, double *v, size_t n);
 /* Ring reduce-scatter: afterwards rank r holds the sum of segment r of buf
  * (segments as dt_comm_segment); other segments hold partial sums. */
 DT_API dt_status dt_comm_reduce_scatter(dt_comm *c, float *buf, size_t count, const dt_collective_opts *opts);

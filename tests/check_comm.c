@@ -855,6 +855,26 @@ START_TEST(test_coll_reduce_scatter_all_gather)
 }
 END_TEST
 
+/* dt_comm_sum_doubles: each rank's doubles added over the ranks to ~48
+ * bits, the same on every rank; values a float would round (1/3 + r*1e-9)
+ * and of mixed sign, with a reference added in double here. */
+START_TEST(test_coll_sum_doubles)
+{
+    dt_comm *c = g_world;
+    const int n = c->size, r = c->rank;
+    double v[3] = {1.0 / 3.0 + r * 1e-9, -1e6 * (r + 1) + 0.1, r == 0 ? 7.25 : 0.0};
+    ck_dt(dt_comm_sum_doubles(c, v, 3));
+    double want0 = 0, want1 = 0;
+    for (int q = 0; q < n; q++) want0 += 1.0 / 3.0 + q * 1e-9, want1 += -1e6 * (q + 1) + 0.1;
+    ck_assert_msg(fabs(v[0] - want0) <= 1e-13 * fabs(want0), "sum %.17g, expected %.17g", v[0], want0);
+    ck_assert_msg(fabs(v[1] - want1) <= 1e-13 * fabs(want1), "sum %.17g, expected %.17g", v[1], want1);
+    ck_assert_msg(v[2] == 7.25, "one rank's 7.25 came back as %.17g", v[2]);
+    /* a float allreduce would lose the 1e-9 steps: (float)(1/3) alone is 1e-8 off */
+    ck_assert(fabs((double)(float)want0 - want0) > 1e-13 * fabs(want0));
+    ck_assert(dt_comm_sum_doubles(c, NULL, 1) != DT_OK);
+}
+END_TEST
+
 START_TEST(test_coll_broadcast)
 {
     dt_comm *c = g_world;
@@ -1159,6 +1179,7 @@ static TCase *collective_tcase(void)
     tcase_add_test(tc, test_coll_ring_chunked);
     tcase_add_test(tc, test_coll_reduce_scatter_all_gather);
     tcase_add_test(tc, test_coll_broadcast);
+    tcase_add_test(tc, test_coll_sum_doubles);
     tcase_add_test(tc, test_coll_ring_hook);
     tcase_add_test(tc, test_coll_other_hooks);
     tcase_add_test(tc, test_coll_sub);

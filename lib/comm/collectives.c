@@ -535,3 +535,26 @@ dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
 }
 
 const char *dt_allreduce_algo_name(dt_allreduce_algo a) { return (unsigned)a < 5 ? dt__algo_names[a] : "unknown"; }
+
+dt_status dt_comm_sum_doubles(dt_comm *c, double *v, size_t n)
+{
+    if (!c || (!v && n)) return DT_FAIL(DT_ERR_INVALID, "sum of doubles: NULL communicator or values");
+    if (n == 0 || c->size == 1) return DT_OK;
+    const size_t R = (size_t)c->size;
+    if (n > SIZE_MAX / (2 * R)) return DT_FAIL(DT_ERR_INVALID, "sum of doubles: %zu values on %zu ranks", n, R);
+    float *f = calloc(2 * R * n, sizeof *f);
+    if (!f) return DT_FAIL(DT_ERR_NOMEM, "sum of doubles: out of memory for %zu values", n);
+    float *mine = f + 2 * n * (size_t)c->rank;
+    for (size_t i = 0; i < n; i++) {
+        mine[2 * i] = (float)v[i];
+        mine[2 * i + 1] = (float)(v[i] - (double)(float)v[i]);
+    }
+    dt_status st = dt_comm_allreduce(c, f, 2 * R * n, DT_ALLREDUCE_RING, NULL); /* one writer per slot: exact */
+    for (size_t i = 0; st == DT_OK && i < n; i++) {
+        double s = 0.0;
+        for (size_t r = 0; r < R; r++) s += (double)f[2 * n * r + 2 * i] + (double)f[2 * n * r + 2 * i + 1];
+        v[i] = s;
+    }
+    free(f);
+    return st;
+}

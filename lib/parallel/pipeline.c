@@ -614,10 +614,9 @@ dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double su
         DT_CHECK_GOTO(dt__stage_release(pp->st, eslot), st, done);
     }
     {
-        float v[4] = {(float)acc[0], (float)acc[1], (float)acc[2], (float)acc[3]};
-        if (pp->tpi != 0) v[0] = v[1] = v[2] = v[3] = 0.0f; /* tensor-parallel ranks computed the same */
-        DT_CHECK_GOTO(dt_comm_allreduce(pp->cfg.world, v, 4, DT_ALLREDUCE_RING, NULL), st, done);
-        for (int i = 0; i < 4; i++) sums[i] = v[i];
+        if (pp->tpi != 0) acc[0] = acc[1] = acc[2] = acc[3] = 0.0; /* tensor-parallel ranks computed the same */
+        DT_CHECK_GOTO(dt_comm_sum_doubles(pp->cfg.world, acc, 4), st, done);
+        for (int i = 0; i < 4; i++) sums[i] = acc[i];
     }
 done:
     free(pos_loss);
@@ -627,20 +626,11 @@ done:
 
 dt_status dt__pipe_probe(dt__pipe *pp, double *out)
 {
-    dt_comm *w = pp->cfg.world;
     double mine = 0.0;
     if (pp->dpi == 0) DT_CHECK(dt__stage_probe(pp->st, &mine)); /* the first pipeline speaks for all */
-    /* each rank's double as two floats in its own slots, added exactly in double afterwards */
-    float *v = calloc((size_t)2 * w->size, sizeof *v);
-    if (!v) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
-    v[2 * w->rank] = (float)mine;
-    v[2 * w->rank + 1] = (float)(mine - (double)(float)mine);
-    dt_status st = dt_comm_allreduce(w, v, (size_t)2 * w->size, DT_ALLREDUCE_RING, NULL);
-    double sum = 0.0;
-    for (int r = 0; r < w->size; r++) sum += (double)v[2 * r] + (double)v[2 * r + 1];
-    free(v);
-    *out = sum;
-    return st;
+    DT_CHECK(dt_comm_sum_doubles(pp->cfg.world, &mine, 1));
+    *out = mine;
+    return DT_OK;
 }
 
 dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long *disagreements)

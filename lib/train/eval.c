@@ -26,9 +26,9 @@ static dt_status dt__evaluate_share(dt_trainer *tr, dt__eval_sums *sum)
     const int lo = (int)((int64_t)n_val * tr->dp_rank / tr->dp_size);
     const int hi = (int)((int64_t)n_val * (tr->dp_rank + 1) / tr->dp_size);
     for (int i = lo; i < hi; i++) DT_CHECK(tr->kind->eval_batch(tr, i, sum));
-    if (tr->dp_size > 1) { /* exact for counts below 2^24; the loss sum to float precision */
-        float v[4] = {(float)sum->loss, (float)sum->counted, (float)sum->examples, (float)sum->correct};
-        DT_CHECK(dt_comm_allreduce(tr->dp_comm, v, 4, DT_ALLREDUCE_RING, NULL));
+    if (tr->dp_size > 1) { /* in double, as one process adds them */
+        double v[4] = {sum->loss, sum->counted, sum->examples, sum->correct};
+        DT_CHECK(dt_comm_sum_doubles(tr->dp_comm, v, 4));
         sum->loss = v[0], sum->counted = v[1], sum->examples = v[2], sum->correct = v[3];
     }
     return DT_OK;

@@ -33,33 +33,21 @@ dt_status dt__tr_zero_create(dt_trainer *tr)
 
 /* Under mixed precision the weights are the FP32 masters, whose segments
  * the ranks hold (the model's buffer holds their 16-bit values): their
- * fingerprint (summary.c's sum of w_i u(i)) over the ranks, each rank's
- * double as two floats in its own slots. Collective. */
+ * fingerprint (summary.c's sum of w_i u(i)) added over the ranks. Collective. */
 static dt_status dt__zero_probe(dt_trainer *tr)
 {
     const float *master = dt__zero_master(tr->zero);
     if (!master) return DT_OK;
     size_t lo = 0, len = 0;
     dt__zero_shard(tr->zero, &lo, &len);
-    dt_comm *w = tr->cfg.comm;
-    float *h = malloc((len ? len : 1) * sizeof *h), *v = calloc((size_t)2 * w->size, sizeof *v);
-    dt_status st = !h || !v ? DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory for the weights fingerprint")
-                            : tr->be->copy(tr->be, h, master, len * sizeof *h, DT_COPY_D2H);
+    float *h = malloc((len ? len : 1) * sizeof *h);
+    dt_status st = !h ? DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory for the weights fingerprint")
+                      : tr->be->copy(tr->be, h, master, len * sizeof *h, DT_COPY_D2H);
     double mine = 0.0;
     for (size_t i = 0; st == DT_OK && i < len; i++) mine += (double)h[i] * dt__probe_u(lo + i);
-    if (st == DT_OK) {
-        v[2 * w->rank] = (float)mine;
-        v[2 * w->rank + 1] = (float)(mine - (double)(float)mine);
-        st = dt_comm_allreduce(w, v, (size_t)2 * w->size, DT_ALLREDUCE_RING, NULL);
-    }
-    if (st == DT_OK) {
-        double sum = 0.0;
-        for (int r = 0; r < w->size; r++) sum += (double)v[2 * r] + (double)v[2 * r + 1];
-        tr->zero_probe = sum;
-        tr->zero_probed = 1;
-    }
     free(h);
-    free(v);
+    if (st == DT_OK) st = dt_comm_sum_doubles(tr->cfg.comm, &mine, 1);
+    if (st == DT_OK) tr->zero_probe = mine, tr->zero_probed = 1;
     return st;
 }
 
