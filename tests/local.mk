@@ -117,6 +117,9 @@ EXTRA_DIST += tests/tp.sh
 # Pipeline parallelism under mpirun; the measured bubble against (p-1)/(m+p-1).
 TESTS += tests/pp.sh tests/bubble.sh
 EXTRA_DIST += tests/pp.sh tests/bubble.sh
+# Every technique with every other: the composition matrix (docs/composition.md).
+TESTS += tests/compose.sh
+EXTRA_DIST += tests/compose.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
@@ -142,6 +145,7 @@ tests/ps.log: tests/zero.log
 tests/pp.log: tests/ps.log
 tests/tp.log: tests/pp.log
 tests/bubble.log: tests/tp.log
+tests/compose.log: tests/bubble.log
 # dtbench's GPU commands without a device (exit 1 / 77, one line) or, with
 # one, a small checked `dtbench gelu`; tests/gpu/device-check.sh is the
 # full GPU check (run by hand on a GPU machine).
@@ -174,7 +178,7 @@ EXTRA_DIST += tests/sim-cli.sh
 # The simulator's predictions of real 2-rank runs (dtbench simval --quick).
 TESTS += tests/sim.sh
 EXTRA_DIST += tests/sim.sh
-tests/sim.log: tests/bubble.log
+tests/sim.log: tests/compose.log
 EXTRA_DIST += tests/cli-lib.sh
 # The SDL2 viewer: headless renders probed pixel by pixel, trace loading and
 # its errors (check_viz), and dtviz's command line (viz-cli.sh).

@@ -1,0 +1,172 @@
+#!/bin/sh
+# compose.sh: the composition matrix (docs/composition.md), run by `make
+# check` after tp.sh; skipped without MPI.
+#
+# A cell is precision {fp32, bf16, fp16} x layout {single, dp (ring, 2
+# ranks), zero (ZeRO-1, 2), ps (ps-sync, 2 workers + 1 server), gpipe and
+# 1f1b (p = 2), tp (t = 2), tppp (t = 2 x p = 2), tpppdp (2 x 2 x 2, 8
+# ranks: TEST_FULL=1 only)} x recompute {none, selective, full with K = 2} x
+# accumulation a {1, 4}. Every cell trains the same 4-block GPT for 4 steps
+# on the same global batch of 8 rows (micro-batch 8 / (a d), d the
+# data-parallel ways) and is compared with one process of the same
+# precision accumulating the same micro-batches: train_loss, val_loss and
+# param_probe (the weights' fingerprint), relative difference.
+#
+# --clip-grad 0 in every run: the norm is then only reported, so a cell whose
+# arithmetic is the serial run's is bit-identical to it. Tolerances (losses;
+# param_probe), per layout; the largest differences of all 162 cells on the
+# 2026-12-02 machine are in docs/composition.md:
+#   single, gpipe, 1f1b: losses 0 (the same additions in the same order:
+#     each stage rounds and accumulates exactly as the layers of one process
+#     do, and recomputation repeats the forward bit for bit); param_probe
+#     PROBE_EPS = 1e-12, as a split model's fingerprint is added over its
+#     ranks in about 48 bits (dt_comm_sum_doubles); measured 5.4e-14
+#   dp, zero, ps: the ranks' gradients are summed in another order (FP32
+#     ulps): TOL_DP = 1e-5 for both; measured 1.0e-7 and 9.7e-7
+#   tp, tppp, tpppdp: a row-parallel layer sums partial products (FP32 ulps)
+#     and, under bf16/fp16, rounds the sum once where one process rounds the
+#     whole product: fp32 TOL_TP32 = 5e-4 (measured 6.3e-7; 6.3e-5); bf16
+#     and fp16 losses TOL_TPH_LOSS = 5e-4 (measured 4.4e-5), param_probe
+#     TOL_TPH_PROBE = 2e-2 (measured 4.9e-3 under fp16: a gradient element at
+#     fp16's underflow edge is 0 in one run and a subnormal in the other, and
+#     AdamW turns either into a step of 0 or of about lr)
+#
+# The make-check subset (about 40 runs, 1-2 minutes on 2 cores): every
+# precision x every layout but tpppdp with a = 4 and no recomputation;
+# selective and full recomputation in single, 1f1b, tp and tppp (bf16), and
+# fp16 with full recomputation in 1f1b and tp; a = 1 in fp32 for single,
+# dp, gpipe and tppp. TEST_FULL=1 runs all 162 cells.
+#
+# Refused cells (a one-line message at start, exit 2, checked here too):
+#   fp16 with pipedream/pipedream-vsync (each stage updates on its own: no
+#   common loss-scaling decision without a barrier per update);
+#   ZeRO with pipeline or tensor parallelism (not yet);
+#   a parameter server with pipeline or tensor parallelism.
+# POSIX sh.
+
+TEST=compose.sh
+. "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
+
+FULL=${TEST_FULL:-0}
+TOL_DP=1e-5
+TOL_TP32=5e-4
+TOL_TPH_LOSS=5e-4
+TOL_TPH_PROBE=2e-2
+PROBE_EPS=1e-12
+COMMON="--task add --task-digits 2 --seq-length 16 --num-layers 4 --train-iters 4 --lr-warmup-iters 1 \
+--eval-iters 2 --eval-interval 0 --log-interval 4 --threads 1 --clip-grad 0 --global-batch-size 8"
+
+prec_flags() { case $1 in bf16) echo --bf16 ;; fp16) echo --fp16 ;; *) ;; esac; }
+rc_flags() {
+    case $1 in
+    selective) echo --recompute-granularity selective ;;
+    full) echo --recompute-granularity full --recompute-num-layers 2 ;;
+    *) ;;
+    esac
+}
+# layout NAME: NP (ranks), D (data-parallel ways), FL (flags), CLASS (tolerance)
+layout() {
+    case $1 in
+    single) NP=1 D=1 FL= CLASS=exact ;;
+    dp) NP=2 D=2 FL="--allreduce ring" CLASS=dp ;;
+    zero) NP=2 D=2 FL="--use-distributed-optimizer" CLASS=dp ;;
+    ps) NP=3 D=2 FL="--allreduce ps-sync --num-ps-servers 1" CLASS=dp ;;
+    gpipe) NP=2 D=1 FL="--pipeline-model-parallel-size 2 --pipeline-schedule gpipe" CLASS=exact ;;
+    1f1b) NP=2 D=1 FL="--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b" CLASS=exact ;;
+    tp) NP=2 D=1 FL="--tensor-model-parallel-size 2" CLASS=tp ;;
+    tppp) NP=4 D=1 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" CLASS=tp ;;
+    tpppdp) NP=8 D=2 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" CLASS=tp ;;
+    esac
+}
+# tolerance CLASS PREC: "LOSSES PROBE", the largest relative difference allowed
+# for train_loss and val_loss, and for param_probe
+tolerance() {
+    case $1 in
+    exact) echo "0 $PROBE_EPS" ;;
+    dp) echo "$TOL_DP $TOL_DP" ;;
+    tp) if [ "$2" = fp32 ]; then echo "$TOL_TP32 $TOL_TP32"; else echo "$TOL_TPH_LOSS $TOL_TPH_PROBE"; fi ;;
+    esac
+}
+reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b;
+    if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
+
+# reference PREC MICRO: the serial run (one process, global batch 8 in micro-batches of MICRO)
+reference() {
+    ref=$TMP/ref-$1-$2.json
+    [ -f "$ref" ] && return 0
+    timeout 120 "$DTRAIN" $COMMON $(prec_flags $1) --micro-batch-size $2 --summary "$ref" >"$TMP/ref.out" 2>&1 ||
+        { fail "serial $1 micro-batch $2: exited non-zero:"; tail -n 5 "$TMP/ref.out" >&2; rm -f "$ref"; return 1; }
+}
+
+worst_exact=0 worst_dp=0 worst_tp32=0 worst_tph=0 cells=0
+# cell PREC LAYOUT RECOMPUTE A
+cell() {
+    layout $2
+    [ "$NP" -gt 4 ] && [ "$FULL" != 1 ] && return 0
+    micro=$((8 / ($4 * D)))
+    reference $1 $micro || return 0
+    name=$1-$2-$3-a$4
+    if ! timeout 300 $MPIRUN -np $NP "$DTRAIN" $COMMON $(prec_flags $1) $(rc_flags $3) $FL --micro-batch-size $micro \
+            --summary "$TMP/$name.json" >"$TMP/$name.out" 2>&1; then
+        fail "$name: exited non-zero (a cell must run or be refused at start):"; tail -n 5 "$TMP/$name.out" >&2
+        return 0
+    fi
+    tol=$(tolerance $CLASS $1)
+    worst=0 report= bad=
+    for k in train_loss val_loss param_probe; do
+        a=$(key "$ref" $k); b=$(key "$TMP/$name.json" $k)
+        if [ -z "$a" ] || [ -z "$b" ]; then fail "$name: no $k in the summaries"; return 0; fi
+        r=$(reldiff "$a" "$b")
+        report="$report $k $r"
+        if [ $k = param_probe ]; then t=${tol#* }; else t=${tol% *}; fi
+        awk -v r="$r" -v t="$t" 'BEGIN { exit !(r > t) }' && bad="$bad $k"
+        worst=$(awk -v x="$worst" -v y="$r" 'BEGIN { print (y > x ? y : x) }')
+    done
+    cells=$((cells + 1))
+    case $CLASS:$1 in
+    exact:*) worst_exact=$(awk -v x="$worst_exact" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
+    dp:*) worst_dp=$(awk -v x="$worst_dp" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
+    tp:fp32) worst_tp32=$(awk -v x="$worst_tp32" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
+    tp:*) worst_tph=$(awk -v x="$worst_tph" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
+    esac
+    if [ -z "$bad" ]; then
+        echo "ok: $name (np $NP, micro-batch $micro):$report (tolerances: losses ${tol% *}, probe ${tol#* })"
+    else
+        fail "$name (np $NP, micro-batch $micro):$report, tolerances: losses ${tol% *}, probe ${tol#* } (out:$bad)"
+    fi
+}
+
+if [ "$FULL" = 1 ]; then
+    for p in fp32 bf16 fp16; do
+        for l in single dp zero ps gpipe 1f1b tp tppp tpppdp; do
+            for r in none selective full; do
+                for a in 1 4; do cell $p $l $r $a; done
+            done
+        done
+    done
+else
+    for p in fp32 bf16 fp16; do
+        for l in single dp zero ps gpipe 1f1b tp tppp; do cell $p $l none 4; done
+    done
+    for l in single 1f1b tp tppp; do
+        for r in selective full; do cell bf16 $l $r 4; done
+    done
+    cell fp16 1f1b full 4
+    cell fp16 tp full 4
+    for l in single dp gpipe tppp; do cell fp32 $l none 1; done
+fi
+
+# refused at start, with one line that says why
+expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on its own" 2 \
+    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16
+expect_error "--pipeline-schedule pipedream-vsync with --fp16" 2 \
+    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream-vsync --fp16
+expect_error "--use-distributed-optimizer with pipeline or tensor parallelism" 2 \
+    --pipeline-model-parallel-size 2 --use-distributed-optimizer
+expect_error "with a parameter server: not supported" 4 --tensor-model-parallel-size 2 --allreduce ps-sync \
+    --num-ps-servers 2
+
+echo "compose.sh: largest relative difference from the serial run: exact cells $worst_exact, data-parallel" \
+    "$worst_dp, tensor-parallel fp32 $worst_tp32, bf16/fp16 $worst_tph ($cells cells)"
+[ "$failures" -eq 0 ] || { echo "compose.sh: $failures failure(s)" >&2; exit 1; }
+echo "compose.sh: every cell runs and matches its serial run within its tolerance, or is refused at start"
