@@ -65,7 +65,7 @@ resume|$B/dtrain --train-iters 20 --save ck --save-interval 10 --log-interval 5 
 save-dp-zero|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 64 --use-distributed-optimizer --save ck --save-interval 5 --log-interval 5
 save-pp|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 32 --pipeline-model-parallel-size 2 --save ck --save-interval 5 --log-interval 5
 save-ps|$MPI 3 $B/dtrain --train-iters 10 --micro-batch-size 64 --allreduce ps-sync --num-ps-servers 1 --save ck --save-interval 5 --log-interval 5
-bad-input|$B/dtrain --pipeline-model-parallel-size 2 --bf16; $B/dtrain --micro-batch-size 0; $B/dtsim run --hw /nonexistent.json
+bad-input|$B/dtrain --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16; $B/dtrain --micro-batch-size 0; $B/dtsim run --hw /nonexistent.json
 print-schedule|$B/dtrain --print-schedule --pipeline-model-parallel-size 4 --micro-batch-size 32 --pipeline-schedule pipedream-vsync
 dtsim-run|$B/dtsim run --config $IN/profile.json --profile $IN/profile.json --micro-batch-size 32 --global-batch-size 128 --summary sim.json --trace simt.json
 dtsim-run-pp|$B/dtsim run --config $IN/pp.rank0.json --profile $IN/profile.json --hw $B/sim/hw/cpu-2core.json --trace simt.json
