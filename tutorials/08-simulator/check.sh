@@ -67,6 +67,13 @@ tut_cmd h200 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 
 tut_line h200 '^step time 62\.329 ms \(rank 0: compute 25\.127, optimizer 2\.749, comm 18\.146 ms per step\)$'
 tut_line h200 '^  stage 0: 0\.3610 \(0\.4240\)$'
 
+# the same job in bf16: 16-bit activations between stages
+tut_cmd h100bf ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h100-ib.json --bf16
+tut_line h100bf '^layout:   t=1 p=16 d=64 \(1024 ranks\), schedule 1f1b, exchange ring, bf16$'
+tut_line h100bf '^step time 68\.374 ms \(rank 0: compute 33\.898, optimizer 2\.798, comm 15\.371 ms per step\)$'
+tut_line h100bf '^  stage 0: 0\.2612 \(0\.3176\)$'
+tut_line h100bf '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 12\.976 ms, '
+
 # the layouts of 1024 GPUs at a global batch of 4096 sequences
 for pd in 2:512:76.202:0.0831:0.1111 4:256:70.039:0.1591:0.1579 8:128:69.133:0.2348:0.1795 \
           16:64:73.029:0.3245:0.1899 32:32:83.678:0.4377:0.1950; do
