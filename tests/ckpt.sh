@@ -14,8 +14,9 @@
 #    only if its clean-step count crossed the save after step 3, backs off in
 #    step 5), --bf16, mlp-bn (BatchNorm statistics), and under mpirun: data
 #    parallel (ring, 2 ranks), ZeRO-1 (fp32 and fp16, 2 ranks), ps-sync (2
-#    workers, 1 server), pipeline gpipe and 1f1b (p = 2), tensor parallel
-#    (t = 2), t x d = 2 x 2. ps-async is not deterministic run to run: it is
+#    workers, 1 server), pipeline gpipe and 1f1b (p = 2; 1f1b also with
+#    --fp16, its scaler shared by the stages), tensor parallel (t = 2; also
+#    bf16 with full recomputation), t x d = 2 x 2. ps-async is not deterministic run to run: it is
 #    only checked to resume at the saved iteration and finish.
 # 2. Refusals: pipedream with --save; a checkpoint of another model
 #    (hidden_size 64 vs 32), of another world size, a missing directory.
@@ -138,7 +139,11 @@ if [ "$HAVE_MPI" = 1 ]; then
     resume ps-sync 3 $GPT --micro-batch-size 4 --global-batch-size 8 --allreduce ps-sync
     resume gpipe 2 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 --pipeline-schedule gpipe
     resume 1f1b 2 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b
+    resume 1f1b-fp16 2 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 \
+        --pipeline-schedule 1f1b --fp16 --initial-loss-scale 131072 --loss-scale-window 3 --hysteresis 1
     resume tp 2 $GPT --micro-batch-size 4 --global-batch-size 8 --tensor-model-parallel-size 2
+    resume tp-bf16-full 2 $GPT --micro-batch-size 4 --global-batch-size 8 --tensor-model-parallel-size 2 --bf16 \
+        --recompute-granularity full
     resume tp2dp2 4 $GPT --micro-batch-size 2 --global-batch-size 8 --tensor-model-parallel-size 2
     # ps-async: resumes at the saved iteration and trains to the end
     d=$TMP/async
