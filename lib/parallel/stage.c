@@ -432,8 +432,6 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
     return DT_OK;
 }
 
-dt_dtype dt__stage_precision(const dt__stage *st) { return st->precision; }
-
 static const dt__rounder *dt__stage_rnd(const dt__stage *st) { return st->precision == DT_F32 ? NULL : &st->rnd; }
 
 /* Bind the weights of this call: w (NULL: the stage's own); under mixed
@@ -493,19 +491,18 @@ static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt_
     const dt_gpt_config *c = &st->cfg;
     const dt__rounder *r = dt__stage_rnd(st);
     float *att = NULL;
+    if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
     if (st->t > 1) {
         DT_CHECK(dt__tp_acts_alloc(a, c, st->t, st->B, st->T, with_att, &sl->tacts[l]));
-        if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
-        if (!with_att) sl->tacts[l].att = att;
+        if (att) sl->tacts[l].att = att;
         DT_CHECK(dt__tp_block_forward(st->tp, st->be, c, &st->w[l], &sl->tacts[l], x, st->B, st->T, r));
-        if (!with_att) sl->tacts[l].att = NULL;
+        if (att) sl->tacts[l].att = NULL;
         *out = sl->tacts[l].out;
     } else {
         DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, &sl->acts[l]));
-        if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
-        if (!with_att) sl->acts[l].att = att;
+        if (att) sl->acts[l].att = att;
         DT_CHECK(dt__block_forward(st->be, c, &st->w[l], &sl->acts[l], x, st->B, st->T, r));
-        if (!with_att) sl->acts[l].att = NULL;
+        if (att) sl->acts[l].att = NULL;
         *out = sl->acts[l].out;
     }
     if (!with_att) {

@@ -78,7 +78,6 @@ int dt__stage_first_tensor(const dt__stage *st);
 dt_status dt__stage_zero_grad(dt__stage *st);
 /* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
-dt_dtype dt__stage_precision(const dt__stage *st);
 /* DT_RECOMPUTE_NONE (the default), _SELECTIVE, or _FULL with num_layers
  * blocks per group; reallocates the slots, so no micro-batch may be in flight. */
 dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_layers);
