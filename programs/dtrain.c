@@ -658,7 +658,8 @@ int main(int argc, char **argv)
     }
     const dtrain_opts *o = &cli.o;
     const int saved_stderr = dtrain_quiet_other_ranks();
-    if (dt_args_parse(PROG, cli.args, cli.n_args, argc, argv) != DT_ARGS_OK) return 2;
+    if (dt_args_parse(PROG, cli.args, cli.n_args, argc, argv) != DT_ARGS_OK)
+        return dtrain_bad_command_line(saved_stderr, 2);
     if (o->job.help) {
         dt_args_print_help(stdout,
                            "Usage: dtrain [--flag value | --flag=value]...\n"
@@ -673,7 +674,7 @@ int main(int argc, char **argv)
     }
     dt_train_config cfg;
     int rc = dtrain_make_config(&cli.o, cli.args, cli.n_args, &cfg);
-    if (rc != 0) return rc;
+    if (rc != 0) return dtrain_bad_command_line(saved_stderr, rc);
     dtrain_restore_stderr(saved_stderr);
     if (o->print_schedule) return dtrain_print_schedule(&cfg);
     return dtrain_job(o, cli.args, cli.n_args, &cfg);

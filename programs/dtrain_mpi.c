@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dtrain_prog.h"
@@ -73,6 +74,20 @@ int dtrain_quiet_other_ranks(void)
     if (saved >= 0) close(saved);
     if (nul >= 0) close(nul);
     return -1;
+}
+
+/* A bad command line, seen before MPI starts: rank 0 prints it and exits,
+ * and mpirun then ends the job. A silenced rank that exited first would end
+ * it before rank 0's line got through (Open MPI kills the rest of the job at
+ * the first non-zero exit, and their output with it): so a silenced rank
+ * lingers until mpirun ends it, for a bounded time in case rank 0 somehow
+ * saw no error. Returns status for rank 0 or a plain process. */
+int dtrain_bad_command_line(int saved, int status)
+{
+    if (saved < 0) return status;
+    struct timespec t = {10, 0}; /* at most; a signal ends it early */
+    nanosleep(&t, NULL);
+    return status;
 }
 
 void dtrain_restore_stderr(int saved)

@@ -78,6 +78,7 @@ void dtrain_abort_job(dt_comm *comm);
 void dtrain_comm_end(dt_comm *comm);
 int dtrain_quiet_other_ranks(void);
 void dtrain_restore_stderr(int saved);
+int dtrain_bad_command_line(int saved, int status);
 /* Before MPI_Init: Open MPI's shared-memory limits for a pipeline. */
 void dtrain_mpi_pipeline_env(const dt_train_config *cfg);
 
