@@ -113,6 +113,11 @@ static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
         printf("parallel: grid t=%d x d=%d x p=%d (tensor, data, pipeline; rank = t_i + %d*(d_i + %d*p_i)), "
                "schedule %s, %d micro-batch%s per step per pipeline\n",
                t, d, p, t, d, dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
+        if (c->use_distributed_optimizer)
+            printf("  ZeRO-1: %s\n",
+                   d > 1 ? "each stage's (tensor shard's) optimizer state and FP32 masters sharded over its "
+                           "data-parallel group"
+                         : "nothing to shard (d = 1)");
         for (int r = 0; r < c->comm->size && c->comm->size <= 64; r++)
             printf("  rank %d: tensor %d, data %d, stage %d\n", r, r % t, (r / t) % d, r / (t * d));
     } else if (c->comm && c->ps_mode != DT_PS_NONE)

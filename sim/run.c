@@ -79,7 +79,9 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         s->bwd_ns[st] = dts__ns(b);
         s->params[st] = prm;
         s->act[st] = act;
-        s->opt_ns[st] = dts__ns((double)prm * sc->cost.optim_ns_per_param) +
+        /* ZeRO-1: each rank updates its 1/d of the stage */
+        const int shards = sc->zero && sc->d > 1 ? sc->d : 1;
+        s->opt_ns[st] = dts__ns((double)prm / shards * sc->cost.optim_ns_per_param) +
                         (sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, 4) : 0);
         s->stash_ns[st] = dts__mem_ns(sc, 2.0 * (double)prm * 4);
     }

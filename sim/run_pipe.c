@@ -75,6 +75,21 @@ static void dts__opt_dp_done(dts__sim *s, dts__unit *u, int kind)
     dts__opt_continue(s, u);
 }
 
+/* ZeRO-1: the all-gather after the update is done: OPTIM_STEP ends. */
+static void dts__opt_ag_done(dts__sim *s, dts__unit *u, int kind)
+{
+    (void)kind;
+    dts__pipe_advance(s->e, u, 2, 0);
+}
+
+/* ZeRO-1: the segment's update is done (the all-gather next). */
+static void dts__opt_updated(dts_engine *e, void *ctx, int64_t a, int64_t b)
+{
+    (void)e, (void)a, (void)b;
+    dts__unit *u = ctx;
+    dts__opt_continue(u->sim, u);
+}
+
 void dts__pipe_norm_done(dts__sim *s, dts__unit *u)
 {
     u->opt_phase = 2;
@@ -95,8 +110,9 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
                 dts__unit **m = malloc((size_t)sc->d * sizeof *m);
                 if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
                 for (int i = 0; i < sc->d; i++) m[i] = dts__unit_at(s, i, u->stage);
-                ci = dts__cinst_new(s, dts__ar_kind(sc), m, sc->d, s->params[u->stage] * 4, DTS__C_OPT_DP,
-                                    dts__opt_dp_done);
+                /* ZeRO-1: the reduce-scatter now, the all-gather after the update */
+                ci = dts__cinst_new(s, sc->zero ? DTS_COLL_REDUCE_SCATTER : dts__ar_kind(sc), m, sc->d,
+                                    s->params[u->stage] * 4, DTS__C_OPT_DP, dts__opt_dp_done);
                 free(m);
                 if (!ci) return;
                 s->dp_open[u->stage] = ci;
@@ -113,10 +129,28 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
         }
         u->opt_phase = 2;
     }
-    /* the update (plus the tensor-parallel norm allreduce) */
+    if (u->opt_phase == 3) { /* ZeRO-1's update is done: every rank's segment to every rank */
+        u->opt_phase = 4;
+        dts__cinst *ci = s->dp_open[u->stage]; /* the reduce-scatter's is closed: every rank has passed it */
+        if (!ci) {
+            dts__unit **m = malloc((size_t)sc->d * sizeof *m);
+            if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
+            for (int i = 0; i < sc->d; i++) m[i] = dts__unit_at(s, i, u->stage);
+            ci = dts__cinst_new(s, DTS_COLL_ALL_GATHER, m, sc->d, s->params[u->stage] * 4, DTS__C_ZERO_AG,
+                                dts__opt_ag_done);
+            free(m);
+            if (!ci) return;
+            s->dp_open[u->stage] = ci;
+        }
+        if (++ci->arrived == sc->d) s->dp_open[u->stage] = NULL;
+        dts_coll_arrive(ci->c, u->dpi);
+        return;
+    }
+    /* the update (plus the tensor-parallel norm allreduce); ZeRO-1: of the segment, then the all-gather */
     const int64_t t1 = now + s->opt_ns[u->stage];
     u->opt_phase = 3;
-    dts__at(s, t1, dts__pipe_advance, u, 2, 0);
+    if (sc->zero && sc->d > 1) dts__at(s, t1, dts__opt_updated, u, 0, 0);
+    else dts__at(s, t1, dts__pipe_advance, u, 2, 0);
 }
 
 /* b: 0 run from pc, 1 a receive's message has arrived (finish it), 2 a timed op finished */

@@ -680,9 +680,6 @@ dt_status dts_scenario_check(const dts_scenario *sc)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
                                            "parameter server");
     }
-    if (sc->zero && (sc->p > 1 || sc->t > 1))
-        return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer with pipeline or tensor parallelism: not supported "
-                                       "yet");
     if (sc->bucket_bytes < 0)
         return DT_FAIL(DT_ERR_INVALID, "--bucket-size-mb: %" PRId64 " bytes: expected >= 0", sc->bucket_bytes);
     if (sc->chunk_bytes < 0)

@@ -347,8 +347,6 @@ if [ "$HAVE_MPI" = 1 ]; then
 2 | does not divide --num-attention-heads 3 | 2 | --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 63
 2 | does not divide --num-attention-heads 4 | 3 | --tensor-model-parallel-size 3
 2 | does not divide --num-attention-heads 2 | 4 | --tensor-model-parallel-size 4 --num-attention-heads 2
-2 | --use-distributed-optimizer | 2 | --pipeline-model-parallel-size 2 --use-distributed-optimizer
-2 | --use-distributed-optimizer | 4 | --tensor-model-parallel-size 2 --use-distributed-optimizer
 2 | --use-distributed-optimizer | 3 | --allreduce ps-sync --use-distributed-optimizer
 2 | at least 2 ranks | 1 | --allreduce ps-sync
 2 | --num-ps-servers 2 | 2 | --allreduce ps-sync --num-ps-servers 2

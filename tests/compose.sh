@@ -5,8 +5,9 @@
 # A cell is precision {fp32, bf16, fp16} x layout {single, dp (ring, 2
 # ranks), zero (ZeRO-1, 2), ps (ps-sync, 2 workers + 1 server), gpipe and
 # 1f1b (p = 2), tp (t = 2), tppp (t = 2 x p = 2), tpppdp (2 x 2 x 2, 8
-# ranks: TEST_FULL=1 only)} x recompute {none, selective, full with K = 2} x
-# accumulation a {1, 4}. Every cell trains the same 4-block GPT for 4 steps
+# ranks: TEST_FULL=1 only), ppzero (1f1b p = 2 x d = 2 with ZeRO-1), tpzero
+# (t = 2 x d = 2 with ZeRO-1), tpppdpzero (2 x 2 x 2 with ZeRO-1: TEST_FULL=1
+# only)} x recompute {none, selective, full with K = 2} x accumulation a {1, 4}. Every cell trains the same 4-block GPT for 4 steps
 # on the same global batch of 8 rows (micro-batch 8 / (a d), d the
 # data-parallel ways) and is compared with one process of the same
 # precision accumulating the same micro-batches: train_loss, val_loss and
@@ -21,9 +22,9 @@
 #     do, and recomputation repeats the forward bit for bit); param_probe
 #     PROBE_EPS = 1e-12, as a split model's fingerprint is added over its
 #     ranks in about 48 bits (dt_comm_sum_doubles); measured 5.4e-14
-#   dp, zero, ps: the ranks' gradients are summed in another order (FP32
-#     ulps): TOL_DP = 1e-5 for both; measured 1.0e-7 and 9.7e-7
-#   tp, tppp, tpppdp: a row-parallel layer sums partial products (FP32 ulps)
+#   dp, zero, ps, ppzero: the ranks' gradients are summed in another order
+#     (FP32 ulps): TOL_DP = 1e-5 for both; measured 1.0e-7 and 9.7e-7
+#   tp, tppp, tpppdp, tpzero, tpppdpzero: a row-parallel layer sums partial products (FP32 ulps)
 #     and, under bf16/fp16, rounds the sum once where one process rounds the
 #     whole product: fp32 TOL_TP32 = 5e-4 (measured 6.3e-7; 6.3e-5); bf16
 #     and fp16 losses TOL_TPH_LOSS = 5e-4 (measured 4.4e-5), param_probe
@@ -34,13 +35,13 @@
 # The make-check subset (about 40 runs, 1-2 minutes on 2 cores): every
 # precision x every layout but tpppdp with a = 4 and no recomputation;
 # selective and full recomputation in single, 1f1b, tp and tppp (bf16), and
-# fp16 with full recomputation in 1f1b and tp; a = 1 in fp32 for single,
-# dp, gpipe and tppp. TEST_FULL=1 runs all 162 cells.
+# fp16 with full recomputation in 1f1b and tp; ppzero in every precision,
+# tpzero in bf16 and (with full recomputation) fp16; a = 1 in fp32 for
+# single, dp, gpipe and tppp. TEST_FULL=1 runs all 216 cells.
 #
 # Refused cells (a one-line message at start, exit 2, checked here too):
 #   fp16 with pipedream/pipedream-vsync (each stage updates on its own: no
 #   common loss-scaling decision without a barrier per update);
-#   ZeRO with pipeline or tensor parallelism (not yet);
 #   a parameter server with pipeline or tensor parallelism.
 # POSIX sh.
 
@@ -76,6 +77,11 @@ layout() {
     tp) NP=2 D=1 FL="--tensor-model-parallel-size 2" CLASS=tp ;;
     tppp) NP=4 D=1 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" CLASS=tp ;;
     tpppdp) NP=8 D=2 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" CLASS=tp ;;
+    ppzero) NP=4 D=2 FL="--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --use-distributed-optimizer" \
+        CLASS=dp ;;
+    tpzero) NP=4 D=2 FL="--tensor-model-parallel-size 2 --use-distributed-optimizer" CLASS=tp ;;
+    tpppdpzero) NP=8 D=2 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+--use-distributed-optimizer" CLASS=tp ;;
     esac
 }
 # tolerance CLASS PREC: "LOSSES PROBE", the largest relative difference allowed
@@ -138,7 +144,7 @@ cell() {
 
 if [ "$FULL" = 1 ]; then
     for p in fp32 bf16 fp16; do
-        for l in single dp zero ps gpipe 1f1b tp tppp tpppdp; do
+        for l in single dp zero ps gpipe 1f1b tp tppp tpppdp ppzero tpzero tpppdpzero; do
             for r in none selective full; do
                 for a in 1 4; do cell $p $l $r $a; done
             done
@@ -153,6 +159,9 @@ else
     done
     cell fp16 1f1b full 4
     cell fp16 tp full 4
+    for p in fp32 bf16 fp16; do cell $p ppzero none 4; done
+    cell bf16 tpzero none 4
+    cell fp16 tpzero full 4
     for l in single dp gpipe tppp; do cell fp32 $l none 1; done
 fi
 
@@ -161,8 +170,6 @@ expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on i
     --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16
 expect_error "--pipeline-schedule pipedream-vsync with --fp16" 2 \
     --pipeline-model-parallel-size 2 --pipeline-schedule pipedream-vsync --fp16
-expect_error "--use-distributed-optimizer with pipeline or tensor parallelism" 2 \
-    --pipeline-model-parallel-size 2 --use-distributed-optimizer
 expect_error "with a parameter server: not supported" 4 --tensor-model-parallel-size 2 --allreduce ps-sync \
     --num-ps-servers 2
 

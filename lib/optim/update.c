@@ -54,7 +54,7 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
             }
         }
     }
-    int first_whole = first_bad >= 0 ? a->first_tensor + first_bad : -1;
+    int first_whole = first_bad < 0 ? -1 : a->first_tensor + (a->tensor_map ? a->tensor_map[first_bad] : first_bad);
     if (a->scaler && a->agree) DT_CHECK(a->agree(a->group_ctx, &overflow, &first_whole));
     double norm = a->given_norm;
     if (a->norm && !overflow) DT_CHECK(a->norm(a->group_ctx, &norm));

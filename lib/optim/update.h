@@ -39,6 +39,9 @@ typedef struct dt__update_args {
     float clip_grad;   /* <= 0: no clipping */
     double given_norm; /* >= 0: the gradient norm, already known (the layout's own otherwise) */
     int first_tensor;  /* index of layout tensor 0 in the whole model (reported in first_bad) */
+    /* NULL, or (layout->count): layout tensor i is tensor first_tensor +
+     * tensor_map[i] of the whole model (a ZeRO shard's pieces, lib/parallel/zero.c) */
+    const int *tensor_map;
     dt__update_reduce reduce;
     void *reduce_ctx;
     /* A model whose tensors are spread over ranks that update together

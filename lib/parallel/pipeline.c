@@ -12,7 +12,9 @@
  *   OPTIM_STEP allreduce the gradients over the stage's data-parallel group,
  *              then lib/optim/update.c with the squared norm summed over the
  *              pipeline's stages (gpipe/1f1b; pipedream clips each stage by
- *              its own norm, since its stages update at different times)
+ *              its own norm, since its stages update at different times);
+ *              with ZeRO-1 (setup.zero) lib/parallel/zero.c instead:
+ *              reduce-scatter, the segment's update, all-gather
  *   STASH/DROP copy the current weights into a stash buffer / free it
  * Under --fp16/--bf16 activations and their gradients travel in the 16-bit
  * format (a cast before the send and after the receive; exact, as the
@@ -36,6 +38,7 @@
 #include "stage.h"
 #include "tp.h"
 #include "update.h"
+#include "zero.h"
 
 enum { DT__PIPE_TAG_ACT = 1, DT__PIPE_TAG_GRAD = 2, DT__PIPE_MAX_STASH = 64 };
 
@@ -54,8 +57,9 @@ struct dt__pipe {
     dt__stage *st;
     dt_optim opt;
     int opt_ready;
-    int pc;      /* next instruction */
-    int version; /* current weight version of this stage */
+    dt__zero *zero; /* ZeRO-1 over the data group (setup.zero, d > 1): owns the optimizer instead of opt */
+    int pc;         /* next instruction */
+    int version;    /* current weight version of this stage */
     dt__stash stash[DT__PIPE_MAX_STASH];
     int n_stash, max_versions, max_versions_in_flight;
     int *slot_mb, *slot_version; /* (slots) busy slots' micro-batch (-1 free) and version */
@@ -63,10 +67,10 @@ struct dt__pipe {
     dt_comm_request *grad_send;  /* pending input-gradient send */
     /* mixed precision: activations and their gradients travel between stages
      * in the 16-bit format (exact: the stages store only 16-bit values) */
-    size_t wire_elem;          /* bytes per element on the wire: 4, or 2 under --fp16/--bf16 */
-    dt_buffer *act_wire;       /* (slots + 1) 16-bit copy of each slot's output while its send is in flight */
+    size_t wire_elem;               /* bytes per element on the wire: 4, or 2 under --fp16/--bf16 */
+    dt_buffer *act_wire;            /* (slots + 1) 16-bit copy of each slot's output while its send is in flight */
     dt_buffer grad_wire, recv_wire; /* the input gradient's 16-bit copy; a receive's 16-bit landing place */
-    int *used;                   /* (2 * total mbs) version used by FORWARD / BACKWARD of mb, -1 unknown */
+    int *used;                      /* (2 * total mbs) version used by FORWARD / BACKWARD of mb, -1 unknown */
     int total_mb;
     /* the current step (last stage): loss sum and targets of the global batch */
     double loss_sum;
@@ -161,8 +165,17 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
         goto fail;
     }
     DT_CHECK_GOTO(dt__stage_zero_grad(pp->st), st, fail);
-    DT_CHECK_GOTO(dt_optim_init(&pp->opt, &s->optim, s->be, dt__stage_layout(pp->st)), st, fail);
-    pp->opt_ready = 1;
+    if (s->zero && pp->d > 1) {
+        DT_CHECK_GOTO(dt__zero_create(dt__pipe_dev_data(pp), s->be, dt__stage_layout(pp->st), &s->optim, &pp->zero), st,
+                      fail);
+        /* the masters sharded; the stage's params hold their 16-bit values
+         * (which it rounds again, exactly, before computing) */
+        if (s->precision != DT_F32)
+            DT_CHECK_GOTO(dt__zero_keep_masters(pp->zero, dt__stage_params(pp->st), s->precision), st, fail);
+    } else {
+        DT_CHECK_GOTO(dt_optim_init(&pp->opt, &s->optim, s->be, dt__stage_layout(pp->st)), st, fail);
+        pp->opt_ready = 1;
+    }
     pp->total_mb = (int)s->steps * s->m;
     pp->slot_mb = malloc((size_t)pp->slots * sizeof *pp->slot_mb);
     pp->slot_version = calloc((size_t)pp->slots, sizeof *pp->slot_version);
@@ -211,6 +224,7 @@ void dt__pipe_free(dt__pipe *pp)
     dt_buffer_free(&pp->grad_wire);
     dt_buffer_free(&pp->recv_wire);
     if (pp->opt_ready) dt_optim_free(&pp->opt);
+    dt__zero_free(pp->zero); /* before the stage: it points at the stage's layout */
     dt__stage_free(pp->st);
     dt_schedule_free(pp->sched);
     dt_comm_free(pp->dpipe);
@@ -356,17 +370,20 @@ static dt_status dt__pipe_send(dt__pipe *pp, const float *x, dt_buffer *wire, in
 }
 
 /* The squared norm of the whole model's gradients: the shards' summed over the
- * tensor-parallel group, the replicated tensors' counted once, then the
- * stages' added (pipedream: this stage's alone, as its stages update at
- * different times). */
+ * tensor-parallel group, the replicated tensors' counted once, the ZeRO-1
+ * segments' summed over the data-parallel group, then the stages' added
+ * (pipedream: this stage's alone, as its stages update at different times). */
 static dt_status dt__pipe_norm(void *ctx, double *norm)
 {
     dt__pipe *pp = ctx;
     double sh = 0.0, rep = 0.0;
-    DT_CHECK(dt__stage_grad_sumsq(pp->st, &sh, &rep));
+    size_t lo = 0, len = dt__stage_layout(pp->st)->numel;
+    if (pp->zero) dt__zero_shard(pp->zero, &lo, &len);
+    DT_CHECK(dt__stage_grad_sumsq(pp->st, lo, lo + len, &sh, &rep));
     float v = (float)sh;
     if (pp->t > 1) DT_CHECK(dt_comm_allreduce(pp->tpc, &v, 1, DT_ALLREDUCE_RING, NULL));
     v += (float)rep;
+    if (pp->zero) DT_CHECK(dt_comm_allreduce(pp->data, &v, 1, DT_ALLREDUCE_RING, NULL));
     if (!dt__pipe_async(pp) && pp->p > 1) DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
     *norm = sqrt((double)v);
     return DT_OK;
@@ -397,9 +414,19 @@ static dt_status dt__pipe_agree(void *ctx, int *overflow, int *first_bad)
 }
 
 /* The loss scale the gradients of this step carry (1 without loss scaling). */
-static float dt__pipe_scale(const dt__pipe *pp)
+static float dt__pipe_scale(const dt__pipe *pp) { return pp->cfg.scaler ? dt_loss_scaler_scale(pp->cfg.scaler) : 1.0f; }
+
+/* After an update (or a skipped one) with loss scale S: zero the gradients, record it. */
+static dt_status dt__pipe_updated(dt__pipe *pp, const dt_sched_instr *in, const dt__update_result *r, float S)
 {
-    return pp->cfg.scaler ? dt_loss_scaler_scale(pp->cfg.scaler) : 1.0f;
+    DT_CHECK(dt__stage_zero_grad(pp->st));
+    pp->version = in->version;
+    pp->updates += !r->skipped;
+    pp->last_norm = r->norm;
+    pp->last_lr = r->lr;
+    pp->last = *r;
+    pp->last_scale = S;
+    return DT_OK;
 }
 
 /* The optimizer step ending step t (gpipe/1f1b) or after one backward (pipedream). */
@@ -407,14 +434,29 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
 {
     const dt_paramset *L = dt__stage_layout(pp->st);
     float *grads = dt__stage_grads(pp->st);
-    if (pp->d > 1) {
-        const dt_collective_opts o = {.chunk_bytes = pp->cfg.chunk_bytes};
+    const dt_collective_opts o = {.chunk_bytes = pp->cfg.chunk_bytes};
+    if (pp->d > 1 && !pp->zero)
         DT_CHECK(dt_comm_allreduce(dt__pipe_dev_data(pp), grads, L->numel, pp->cfg.allreduce, &o));
-    }
     const int async = dt__pipe_async(pp);
     /* pipedream: one update per micro-batch, m per step, for the schedule's position */
     const int64_t position = async ? (int64_t)(in->version - 1) / pp->cfg.m : t;
     const float S = dt__pipe_scale(pp);
+    dt__update_result r;
+    if (pp->zero) { /* reduce-scatter, the segment's update under the whole model's norm, all-gather */
+        const dt__zero_step_args za = {.scaler = pp->cfg.scaler,
+                                       .loss_scale = S,
+                                       .lr = &pp->cfg.lr,
+                                       .position = position,
+                                       .clip_grad = pp->cfg.clip_grad,
+                                       .coll = &o,
+                                       .scalar_comm = pp->data,
+                                       .agree = pp->cfg.scaler ? dt__pipe_agree : NULL,
+                                       .norm = dt__pipe_norm,
+                                       .group_ctx = pp,
+                                       .first_tensor = dt__stage_first_tensor(pp->st)};
+        DT_CHECK(dt__zero_step(pp->zero, dt__stage_params(pp->st), grads, &za, &r));
+        return dt__pipe_updated(pp, in, &r, S);
+    }
     dt__update_args ua = {.be = pp->cfg.be,
                           .layout = L,
                           .params = dt__stage_params(pp->st),
@@ -431,16 +473,8 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
                           .agree = pp->cfg.scaler ? dt__pipe_agree : NULL,
                           .norm = (!async && pp->p > 1) || pp->t > 1 ? dt__pipe_norm : NULL,
                           .group_ctx = pp};
-    dt__update_result r;
     DT_CHECK(dt__update_apply(&ua, &r));
-    DT_CHECK(dt__stage_zero_grad(pp->st));
-    pp->version = in->version;
-    pp->updates += !r.skipped;
-    pp->last_norm = r.norm;
-    pp->last_lr = r.lr;
-    pp->last = r;
-    pp->last_scale = S;
-    return DT_OK;
+    return dt__pipe_updated(pp, in, &r, S);
 }
 
 static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
@@ -597,8 +631,9 @@ dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double su
             const float *out = NULL;
             dt_comm_request *q = NULL;
             DT_CHECK_GOTO(dt__stage_output(pp->st, eslot, &out), st, done);
-            DT_CHECK_GOTO(dt__pipe_send(pp, out, pp->act_wire ? &pp->act_wire[eslot] : NULL, s + 1, DT__PIPE_TAG_EVAL, &q),
-                          st, done);
+            DT_CHECK_GOTO(
+                dt__pipe_send(pp, out, pp->act_wire ? &pp->act_wire[eslot] : NULL, s + 1, DT__PIPE_TAG_EVAL, &q), st,
+                done);
             DT_CHECK_GOTO(c->ops->wait(c, q), st, done);
         } else {
             acc[0] += (double)loss * nc;
@@ -624,10 +659,30 @@ done:
     return st;
 }
 
+/* Under ZeRO-1 with mixed precision the weights are the FP32 masters, in
+ * segments over the data group: gathered into one stage buffer, then
+ * fingerprinted. Collective over the data group. */
+static dt_status dt__pipe_probe_masters(dt__pipe *pp, double *mine)
+{
+    const float *m = dt__zero_master(pp->zero);
+    size_t lo = 0, len = 0;
+    dt__zero_shard(pp->zero, &lo, &len);
+    const size_t n = dt__stage_layout(pp->st)->numel;
+    dt_buffer all = {0};
+    dt_status st = dt_buffer_alloc(&all, pp->cfg.be, (n ? n : 1) * sizeof(float));
+    if (st == DT_OK && len)
+        st = pp->cfg.be->copy(pp->cfg.be, (float *)all.data + lo, m, len * sizeof(float), DT_COPY_D2D);
+    if (st == DT_OK) st = dt_comm_all_gather(dt__pipe_dev_data(pp), all.data, n, NULL);
+    if (st == DT_OK && pp->dpi == 0) st = dt__stage_probe_of(pp->st, all.data, mine);
+    dt_buffer_free(&all);
+    return st;
+}
+
 dt_status dt__pipe_probe(dt__pipe *pp, double *out)
 {
     double mine = 0.0;
-    if (pp->dpi == 0) DT_CHECK(dt__stage_probe(pp->st, &mine)); /* the first pipeline speaks for all */
+    if (pp->zero && dt__zero_master(pp->zero)) DT_CHECK(dt__pipe_probe_masters(pp, &mine));
+    else if (pp->dpi == 0) DT_CHECK(dt__stage_probe(pp->st, &mine)); /* the first pipeline speaks for all */
     DT_CHECK(dt_comm_sum_doubles(pp->cfg.world, &mine, 1));
     *out = mine;
     return DT_OK;
@@ -673,7 +728,8 @@ dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long 
 
 const dt_paramset *dt__pipe_layout(const dt__pipe *pp) { return dt__stage_layout(pp->st); }
 float *dt__pipe_params(dt__pipe *pp) { return dt__stage_params(pp->st); }
-dt_optim *dt__pipe_optimizer(dt__pipe *pp) { return &pp->opt; }
+dt_optim *dt__pipe_optimizer(dt__pipe *pp) { return pp->zero ? dt__zero_optimizer(pp->zero) : &pp->opt; }
+dt__zero *dt__pipe_zero(dt__pipe *pp) { return pp->zero; }
 
 /* The first instruction of step t or later in this stage's list (n if none),
  * after checking that no instruction of a step before t comes later. */

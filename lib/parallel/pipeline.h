@@ -57,12 +57,17 @@ typedef struct dt__pipe_setup {
     dt_optim_config optim;
     dt_lr_schedule lr; /* after lr scaling */
     float clip_grad;
-    dt_dtype precision;     /* DT_F32, DT_F16 or DT_BF16: the stages' compute and storage (stage.h) */
-    dt_loss_scaler *scaler; /* loss scaling (gpipe/1f1b), or NULL: the caller's state, the same on every rank */
-    dt_recompute recompute; /* activation recomputation inside each stage (stage.h) */
+    dt_dtype precision;       /* DT_F32, DT_F16 or DT_BF16: the stages' compute and storage (stage.h) */
+    dt_loss_scaler *scaler;   /* loss scaling (gpipe/1f1b), or NULL: the caller's state, the same on every rank */
+    dt_recompute recompute;   /* activation recomputation inside each stage (stage.h) */
     int recompute_num_layers; /* full: blocks per checkpointed group */
     dt_allreduce_algo allreduce;
     size_t chunk_bytes;
+    /* --use-distributed-optimizer: each stage's (tensor shard's) optimizer
+     * state, and under --fp16/--bf16 its FP32 masters, sharded over the
+     * stage's data-parallel group (lib/parallel/zero.h; with d = 1 there is
+     * nothing to shard) */
+    int zero;
     dt__pipe_batch_fn batch;
     dt__pipe_event_fn event; /* may be NULL */
     void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns,
@@ -121,6 +126,10 @@ dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long 
 const dt_paramset *dt__pipe_layout(const dt__pipe *pp);
 float *dt__pipe_params(dt__pipe *pp);
 dt_optim *dt__pipe_optimizer(dt__pipe *pp);
+/* The stage's ZeRO-1 optimizer (setup.zero with d > 1), or NULL: it then
+ * owns the optimizer and, under mixed precision, the masters of its
+ * segment (dt__pipe_optimizer returns its optimizer). */
+struct dt__zero *dt__pipe_zero(dt__pipe *pp);
 /* DT_OK when nothing crosses the boundary before step t on this stage: the
  * schedule runs every instruction of steps < t before any of steps >= t,
  * and (after step t-1) no micro-batch is in flight and no version stashed.

@@ -485,8 +485,8 @@ static void dt__stage_note_peak(dt__stage *st, size_t extra)
 /* Block l's forward in slot sl from x: its activations in arena a (the
  * slot's, or the work arena while a group is recomputed); with_att = 0
  * keeps the attention probabilities only while the block runs. */
-static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt__arena *a, int with_att,
-                                         const float *x, const float **out)
+static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt__arena *a, int with_att, const float *x,
+                                         const float **out)
 {
     const dt_gpt_config *c = &st->cfg;
     const dt__rounder *r = dt__stage_rnd(st);
@@ -529,8 +529,7 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
             DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * NHl * T * T));
             dt__stage_note_peak(st, 0);
         }
-        DT_CHECK(
-            dt__tp_block_backward(st->tp, st->be, c, &st->w[l], &st->g[l], a, st->tscratch, x, st->dres, B, T, r));
+        DT_CHECK(dt__tp_block_backward(st->tp, st->be, c, &st->w[l], &st->g[l], a, st->tscratch, x, st->dres, B, T, r));
         if (sel) a->att = NULL;
     } else {
         dt__block_acts *a = &sl->acts[l];
@@ -716,25 +715,29 @@ dt_status dt__stage_output(dt__stage *st, int slot, const float **out)
 
 const float *dt__stage_dres(const dt__stage *st) { return st->dres; }
 
-dt_status dt__stage_grad_sumsq(dt__stage *st, double *sharded, double *replicated)
+dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated)
 {
     *sharded = *replicated = 0.0;
     for (int i = 0; i < st->layout.count; i++) {
+        const dt_param_info *p = &st->layout.info[i];
+        const size_t a = DT_MAX(p->offset, lo), b = DT_MIN(p->offset + p->numel, hi);
+        if (a >= b) continue;
         double v = 0.0;
-        DT_CHECK(st->be->sumsq(st->be, (const float *)st->grads.data + st->layout.info[i].offset,
-                               st->layout.info[i].numel, &v));
+        DT_CHECK(st->be->sumsq(st->be, (const float *)st->grads.data + a, b - a, &v));
         if (st->sharded[i] == 1) *sharded += v;
         else *replicated += v;
     }
     return DT_OK;
 }
 
-dt_status dt__stage_probe(dt__stage *st, double *out)
+dt_status dt__stage_probe(dt__stage *st, double *out) { return dt__stage_probe_of(st, st->params.data, out); }
+
+dt_status dt__stage_probe_of(dt__stage *st, const float *weights, double *out)
 {
     const size_t n = st->layout.numel;
     float *w = malloc((n ? n : 1) * sizeof *w);
     if (!w) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for the weights fingerprint");
-    dt_status s = st->be->copy(st->be, w, st->params.data, n * sizeof(float), DT_COPY_D2H);
+    dt_status s = st->be->copy(st->be, w, weights, n * sizeof(float), DT_COPY_D2H);
     double sum = 0.0;
     for (int i = 0; s == DT_OK && i < st->layout.count;) {
         if (st->sharded[i] ==

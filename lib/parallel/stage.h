@@ -59,10 +59,14 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
  * replicated tensors counted by tensor rank 0 only, so the sum over the
  * stages and the tensor ranks is the whole model's fingerprint. */
 dt_status dt__stage_probe(dt__stage *st, double *out);
-/* Squared gradient norm, split into the tensors this rank holds a shard of
- * (sum them over the tensor-parallel group) and the replicated ones (the
- * same on every rank of the group). */
-dt_status dt__stage_grad_sumsq(dt__stage *st, double *sharded, double *replicated);
+/* The same of other weights in the stage's layout (backend memory): the
+ * FP32 masters when a ZeRO-1 optimizer holds them (lib/parallel/pipeline.c). */
+dt_status dt__stage_probe_of(dt__stage *st, const float *weights, double *out);
+/* Squared gradient norm of the elements [lo, hi) of the flat buffer (0,
+ * numel: the stage's; a ZeRO-1 segment), split into the tensors this rank
+ * holds a shard of (sum them over the tensor-parallel group) and the
+ * replicated ones (the same on every rank of the group). */
+dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated);
 void dt__stage_free(dt__stage *st);
 dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed);
 

@@ -189,7 +189,10 @@ dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero
                        "distributed optimizer step: the scalar communicator (rank %d of %d) is not "
                        "the data-parallel group (rank %d of %d)",
                        scalar->rank, scalar->size, z->dp->rank, z->dp->size);
-    const int many = z->dp->size > 1;
+    const int many = z->dp->size > 1, group = a->agree || a->norm;
+    if (group && !a->norm)
+        return DT_FAIL(DT_ERR_INVALID, "distributed optimizer step: agree without norm (the shard's norm alone "
+                                       "is not the model's)");
     /* step 1: segment r of the gradient summed on rank r */
     DT_CHECK(dt_comm_reduce_scatter(z->dp, grads, numel, a->coll));
     /* step 2: the shard's update, under the whole gradient's norm and overflow */
@@ -204,15 +207,19 @@ dt_status dt__zero_step(dt__zero *z, float *params, float *grads, const dt__zero
                           .position = a->position,
                           .clip_grad = a->clip_grad,
                           .given_norm = -1.0,
-                          .first_tensor = 0, /* r->first_bad is then a piece index, mapped below */
-                          .reduce = many ? dt__zero_reduce : NULL,
-                          .reduce_ctx = scalar};
+                          .first_tensor = a->first_tensor,
+                          .tensor_map = z->tensor, /* piece -> model tensor */
+                          .reduce = many && !group ? dt__zero_reduce : NULL,
+                          .reduce_ctx = scalar,
+                          .agree = a->agree,
+                          .norm = a->norm,
+                          .group_ctx = a->group_ctx};
     DT_CHECK(dt__update_apply(&ua, r));
-    if (r->first_bad >= 0) r->first_bad = z->tensor[r->first_bad];
     /* every rank skips together (the overflow flag was summed): no new
-     * weights to gather, only the report of which tensor overflowed */
+     * weights to gather, only the report of which tensor overflowed (agree
+     * has already made it the whole model's) */
     if (r->skipped) {
-        if (many) DT_CHECK(dt__zero_first_bad(scalar, r->first_bad, &r->first_bad));
+        if (many && !a->agree) DT_CHECK(dt__zero_first_bad(scalar, r->first_bad, &r->first_bad));
         return DT_OK;
     }
     /* step 3: every rank's updated segment (rounded from the masters under

@@ -27,7 +27,12 @@
  * relative offsets, so each element takes exactly the arithmetic a
  * dt_optim over the whole layout would give it; after a step every rank
  * holds the same parameters. SGD and AdamW only (elementwise): LARS and
- * LAMB need whole-tensor norms and are refused at create. */
+ * LAMB need whole-tensor norms and are refused at create.
+ *
+ * Pipeline and tensor parallelism: each stage (tensor shard) has its own
+ * flat buffer and its own dt__zero over the stage's data-parallel group,
+ * as Megatron-LM shards the optimizer over each model shard's dp group;
+ * the step's agree and norm callbacks then reach the other stages. */
 #ifndef DT_ZERO_H
 #define DT_ZERO_H
 
@@ -52,6 +57,17 @@ typedef struct dt__zero_step_args {
      * same order, on host memory. NULL: dp itself, which must then take
      * host memory (self, mpi; not nccl). */
     dt_comm *scalar_comm;
+    /* A model spread over more ranks than dp (pipeline stages, tensor
+     * shards; lib/parallel/pipeline.c): update.h's agree and norm, which
+     * then make the overflow decision and the gradient norm the whole
+     * model's, this shard's and the rest of dp's included (norm reads the
+     * shard: dt__zero_shard). first_tensor: the model index of the layout's
+     * tensor 0. NULL agree and norm: the model is dp's alone, and the
+     * [overflow, squared norm] pair is summed over scalar_comm. */
+    dt_status (*agree)(void *ctx, int *overflow, int *first_bad);
+    dt_status (*norm)(void *ctx, double *norm);
+    void *group_ctx;
+    int first_tensor;
 } dt__zero_step_args;
 
 /* Collective over dp. layout is the whole model's (kept by pointer: it

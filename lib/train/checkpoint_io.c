@@ -122,6 +122,27 @@ static dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int
     return DT_OK;
 }
 
+/* A ZeRO-1 segment of params (the whole flat buffer, backend memory): its
+ * weights (the FP32 masters under mixed precision) and its optimizer. */
+static dt_status dt__ck_put_zero(dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params)
+{
+    size_t lo, len;
+    dt__zero_shard(z, &lo, &len);
+    float *m = dt__zero_master_data(z);
+    DT_CHECK(dt__ck_put_tensors(s, be, m ? "master/" : "param/", dt__zero_layout(z), m ? m : params + lo));
+    return dt__ck_put_optim(s, dt__zero_optimizer(z));
+}
+
+/* The same read back; dt__zero_restored then gives every rank the whole buffer. */
+static dt_status dt__ck_get_zero(const dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params)
+{
+    size_t lo, len;
+    dt__zero_shard(z, &lo, &len);
+    float *m = dt__zero_master_data(z);
+    DT_CHECK(dt__ck_get_tensors(s, be, m ? "master/" : "param/", dt__zero_layout(z), m ? m : params + lo));
+    return dt__ck_get_optim(s, dt__zero_optimizer(z), 1);
+}
+
 static dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler *sc)
 {
     uint32_t bits;
@@ -162,16 +183,11 @@ static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, i
         if (tr->kind->state_layout)
             DT_CHECK(dt__ck_put_tensors(s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)));
         return dt__ck_put_optim(s, &tr->opt);
-    case DT__CK_ZERO: {
-        size_t lo, len;
-        dt__zero_shard(tr->zero, &lo, &len);
-        float *m = dt__zero_master_data(tr->zero);
-        DT_CHECK(dt__ck_put_tensors(s, tr->be, m ? "master/" : "param/", dt__zero_layout(tr->zero),
-                                    m ? m : tr->kind->params(tr) + lo));
-        return dt__ck_put_optim(s, dt__zero_optimizer(tr->zero));
-    }
+    case DT__CK_ZERO: return dt__ck_put_zero(s, tr->be, tr->zero, tr->kind->params(tr));
     case DT__CK_STAGE:
         DT_CHECK(dt__pipe_boundary(tr->pipe.rt, tr->iter));
+        if (dt__pipe_zero(tr->pipe.rt)) /* the stage's ZeRO-1 segment */
+            return dt__ck_put_zero(s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt));
         DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
         return dt__ck_put_optim(s, dt__pipe_optimizer(tr->pipe.rt));
     case DT__CK_PS_SERVER: {
@@ -198,16 +214,19 @@ static char *dt__ck_layout_json(const dt_trainer *tr)
                        : tr->zero    ? "zero-1"
                        : world > 1   ? "data parallel"
                                      : "single process";
+    const int zero = tr->zero || (tr->pipe.rt && dt__pipe_zero(tr->pipe.rt));
     json_t *o =
         json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", kind, "world_size", world,
                   "data_parallel_size", tr->dp_size, "tensor_model_parallel_size", c->tensor_size,
                   "pipeline_model_parallel_size", c->pipeline_size, "num_ps_servers", tr->ps.rt ? c->num_ps_servers : 0,
-                  "use_distributed_optimizer", tr->zero != NULL, "rank_0_role", dt__ck_roles[role], "shards",
-                  tr->ps.rt     ? "servers: their shard's weights and optimizer; workers: iteration and "
-                                  "scaler"
-                  : tr->pipe.rt ? "each rank: its stage's (tensor shard's) weights and optimizer"
-                  : tr->zero    ? "each rank: its segment's weights (masters) and optimizer"
-                                : "each rank: the whole model and optimizer (replicas are equal)");
+                  "use_distributed_optimizer", zero, "rank_0_role", dt__ck_roles[role], "shards",
+                  tr->ps.rt             ? "servers: their shard's weights and optimizer; workers: iteration and "
+                                          "scaler"
+                  : tr->pipe.rt && zero ? "each rank: its stage's (tensor shard's) zero-1 segment of weights "
+                                          "(masters) and optimizer"
+                  : tr->pipe.rt         ? "each rank: its stage's (tensor shard's) weights and optimizer"
+                  : tr->zero            ? "each rank: its segment's weights (masters) and optimizer"
+                                        : "each rank: the whole model and optimizer (replicas are equal)");
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return s;
@@ -396,21 +415,17 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
                           done);
         DT_CHECK_GOTO(dt__ck_get_optim(&s, &tr->opt, 1), st, done);
         break;
-    case DT__CK_ZERO: {
-        size_t lo, len;
-        dt__zero_shard(tr->zero, &lo, &len);
-        float *mw = dt__zero_master_data(tr->zero);
-        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, mw ? "master/" : "param/", dt__zero_layout(tr->zero),
-                                         mw ? mw : tr->kind->params(tr) + lo),
-                      st, done);
-        DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__zero_optimizer(tr->zero), 1), st, done);
-        break;
-    }
+    case DT__CK_ZERO: DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, tr->zero, tr->kind->params(tr)), st, done); break;
     case DT__CK_STAGE:
-        DT_CHECK_GOTO(
-            dt__ck_get_tensors(&s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)), st,
-            done);
-        DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__pipe_optimizer(tr->pipe.rt), 1), st, done);
+        if (dt__pipe_zero(tr->pipe.rt))
+            DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)), st,
+                          done);
+        else {
+            DT_CHECK_GOTO(
+                dt__ck_get_tensors(&s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)),
+                st, done);
+            DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__pipe_optimizer(tr->pipe.rt), 1), st, done);
+        }
         DT_CHECK_GOTO(dt__pipe_seek(tr->pipe.rt, it), st, done);
         break;
     case DT__CK_PS_SERVER: { /* checked now, applied when serving starts (dt__ck_ps_restore) */
@@ -470,8 +485,10 @@ dt_status dt_trainer_load(dt_trainer *tr, const char *dir)
         tr->ps.broken = 1; /* every rank fails: no server will serve, so no worker may wait for one */
         return st;
     }
-    /* every rank has its part: the ZeRO segments to everyone */
+    /* every rank has its part: the ZeRO segments to everyone (of the stage's data group) */
     if (tr->zero) DT_CHECK(dt__zero_restored(tr->zero, tr->kind->params(tr)));
+    if (tr->pipe.rt && dt__pipe_zero(tr->pipe.rt))
+        DT_CHECK(dt__zero_restored(dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
     dt__ck_set(&tr->ck.loaded, path);
     dt__ck_set(&tr->ck.note, note);
     return DT_OK;

@@ -310,9 +310,6 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         if (cfg->ps_mode != DT_PS_NONE)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
                                            "parameter server");
-        if (cfg->pipeline_size > 1 || cfg->tensor_size > 1)
-            return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer with pipeline or tensor parallelism: not "
-                                           "supported yet");
         if (cfg->optim.kind == DT_OPTIM_LARS || cfg->optim.kind == DT_OPTIM_LAMB)
             return DT_FAIL(DT_ERR_INVALID,
                            "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, "

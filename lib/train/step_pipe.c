@@ -92,6 +92,7 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .recompute_num_layers = cfg->recompute_num_layers,
                                .allreduce = cfg->allreduce,
                                .chunk_bytes = cfg->allreduce_chunk_bytes,
+                               .zero = cfg->use_distributed_optimizer,
                                .batch = dt__pipe_batch,
                                .event = dt__pipe_event,
                                .tp_event = dt__tp_event,

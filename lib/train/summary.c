@@ -19,7 +19,7 @@
  * it to first order; a split model adds its parts (dt__pipe_probe). */
 static double dt__param_probe(dt_trainer *tr)
 {
-    if (tr->pipe.rt) return tr->pipe.probe; /* added over the stages after the last step */
+    if (tr->pipe.rt) return tr->pipe.probe;     /* added over the stages after the last step */
     if (tr->zero_probed) return tr->zero_probe; /* ZeRO's sharded FP32 masters, after the last step */
     size_t n = tr->kind->layout(tr)->numel;
     float *w = malloc(n * sizeof *w);
@@ -59,15 +59,14 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         /* this rank's FP32 master weights and optimizer state: the model's, its stage's or tensor shard's
          * (pipeline, tensor parallelism), or its ZeRO-1 shard's (--use-distributed-optimizer) */
-        dt__jset(
-            o, "master_weight_bytes",
-            json_integer((json_int_t)(tr->zero && dt__zero_master_bytes(tr->zero)
-                                          ? dt__zero_master_bytes(tr->zero)
-                                          : (tr->pipe.rt ? dt__pipe_layout(tr->pipe.rt) : tr->kind->layout(tr))->numel *
-                                                sizeof(float))),
-            &bad);
+        const dt__zero *z = tr->zero ? tr->zero : tr->pipe.rt ? dt__pipe_zero(tr->pipe.rt) : NULL;
+        const size_t whole = (tr->pipe.rt ? dt__pipe_layout(tr->pipe.rt) : tr->kind->layout(tr))->numel;
+        dt__jset(o, "master_weight_bytes",
+                 json_integer(
+                     (json_int_t)(z && dt__zero_master_bytes(z) ? dt__zero_master_bytes(z) : whole * sizeof(float))),
+                 &bad);
         dt__jset(o, "optimizer_state_bytes",
-                 json_integer((json_int_t)(tr->zero        ? dt__zero_state_bytes(tr->zero)
+                 json_integer((json_int_t)(z               ? dt__zero_state_bytes(z)
                                            : tr->pipe.rt   ? dt_optim_state_bytes(dt__pipe_optimizer(tr->pipe.rt))
                                            : tr->opt_ready ? dt_optim_state_bytes(&tr->opt)
                                                            : 0)),
