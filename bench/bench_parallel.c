@@ -248,12 +248,12 @@ int dtbench_cmd_bubbles(int argc, char **argv)
             bad = 1;
             continue;
         }
-        printf("%s stage=%d steps=%d mean_steps=%d bubble=%.4f bubble_fb=%.4f window_ms=%.3f forward_ms=%.3f "
-               "backward_ms=%.3f optim_ms=%.3f noise=%.4f\n",
+        printf("%s stage=%d steps=%d mean_steps=%d bubble=%.4f bubble_fb=%.4f window_ms=%.3f "
+               "forward_ms=%.3f backward_ms=%.3f optim_ms=%.3f noise=%.4f run_fb=%.4f\n",
                argv[i], b.stage, b.n_steps, b.n_mean, b.mean, b.mean_fb, b.mean_window_ns * 1e-6,
                b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : NAN,
                b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : NAN,
-               b.n_optim ? b.optim_ns * 1e-6 / b.n_optim : NAN, trace_noise(t, b.pid, skip));
+               b.n_optim ? b.optim_ns * 1e-6 / b.n_optim : NAN, trace_noise(t, b.pid, skip), b.run_fb);
         dt_bubble_stats_free(&b);
         dt_trace_free(t);
     }

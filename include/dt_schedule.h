@@ -131,6 +131,14 @@ DT_API char *dt_schedule_format(const dt_schedule *s, int verbose);
 /* The ideal bubble fraction of gpipe/1f1b with equal per-stage costs:
  * (p-1)/(m+p-1). */
 DT_API double dt_schedule_bubble_formula(int p, int m);
+/* The ideal bubble fraction of schedule k over a run of `steps` steps of m
+ * micro-batches, equal per-stage costs: gpipe/1f1b flush every step,
+ * (p-1)/(m+p-1); pipedream and pipedream-vsync fill the pipeline once and
+ * drain it once per run, (p-1)/(steps*m+p-1). */
+DT_API double dt_schedule_bubble_ideal(dt_sched_kind k, int p, int m, int steps);
+/* The formula of dt_schedule_bubble_ideal as text: "(p-1)/(m+p-1)" or
+ * "(p-1)/(steps*m+p-1)". */
+DT_API const char *dt_schedule_bubble_formula_text(dt_sched_kind k);
 
 #ifdef __cplusplus
 }

@@ -98,6 +98,14 @@ typedef struct dt_bubble_stats {
     int64_t n_forward, n_backward, n_optim;
     int64_t forward_ns, backward_ns, optim_ns;
     double mean_window_ns; /* mean window(t) (NAN when n_mean is 0) */
+    /* Over the whole run from step skip on: 1 - (forward + backward of
+     * steps >= skip) / (end of the last of their instructions - start of
+     * the first). The stage's true idle share when steps interleave
+     * (pipedream: filled once, drained once, no flush between steps); for
+     * gpipe/1f1b about mean_fb, plus the gaps between steps. NAN when
+     * n_mean is 0. */
+    double run_fb;
+    double run; /* the same with optim_step counted as work (1 - busy / the whole window) */
 } dt_bubble_stats;
 
 /* The bubble of pid's stage from events ev[0..n-1] (any order). pid < 0:

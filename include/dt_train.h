@@ -142,8 +142,14 @@ DT_API dt_status dt_train_config_validate(const dt_train_config *cfg);
 DT_API char *dt_train_config_json(const dt_train_config *cfg);
 
 typedef struct dt_train_stats {
-    int64_t iter;     /* iterations completed, including this one */
-    float loss;       /* mean training loss over the step's counted targets */
+    int64_t iter; /* iterations completed, including this one */
+    float loss;   /* mean training loss over the step's counted targets */
+    /* the iteration (1-based) `loss` belongs to: iter, except under
+     * --pipeline-schedule pipedream/pipedream-vsync, whose stages do not
+     * wait for each other at a step's end: there rank 0 learns a step's
+     * loss one step later (iter - 1; 0 after the first step: none yet),
+     * and the last step's at the end; other ranks may know none (0). */
+    int64_t loss_iter;
     float lr;         /* learning rate used */
     double grad_norm; /* before clipping */
     double step_seconds;

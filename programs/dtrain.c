@@ -442,7 +442,11 @@ static int dtrain_print_schedule(const dt_train_config *cfg)
         return sc ? 1 : 2;
     }
     fputs(text, stdout);
-    printf("bubble fraction (p-1)/(m+p-1) = %.4f\n", dt_schedule_bubble_formula(cfg->pipeline_size, m));
+    if (async) /* no flush between steps: filled and drained once per run */
+        printf("bubble fraction (p-1)/(steps*m+p-1) = %.4f over %lld steps (filled and drained once per run)\n",
+               dt_schedule_bubble_ideal(cfg->pipeline_schedule, cfg->pipeline_size, m, (int)cfg->train_iters),
+               (long long)cfg->train_iters);
+    else printf("bubble fraction (p-1)/(m+p-1) = %.4f\n", dt_schedule_bubble_formula(cfg->pipeline_size, m));
     free(text);
     dt_schedule_free(sc);
     return 0;

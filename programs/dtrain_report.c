@@ -208,19 +208,25 @@ void dtrain_print_step(dtrain_out *out, const dt_train_config *cfg, const dt_tra
     dtrain_fmt_duration(eta_s, sizeof eta_s, eta);
     if (cfg->use_loss_scaling)
         snprintf(ls, sizeof ls, "  scale %g skipped %lld", (double)st->loss_scale, (long long)st->skipped_steps);
+    /* pipedream: rank 0 learns a step's loss a step later (dt_train_stats.loss_iter) */
+    char loss[48];
+    if (st->loss_iter == st->iter) snprintf(loss, sizeof loss, "%.4f", (double)st->loss);
+    else if (st->loss_iter > 0)
+        snprintf(loss, sizeof loss, "%.4f (iter %lld)", (double)st->loss, (long long)st->loss_iter);
+    else snprintf(loss, sizeof loss, "-");
     dtrain_print_step_notes(out, cfg, st);
     if (out->live) {
         int64_t now = dt_time_ns();
         if (now - out->last_draw_ns > 100000000LL || st->iter == total) {
-            fprintf(stderr, "\r[%lld/%lld] loss %.4f lr %.2e%s %s tok/s eta %s\033[K", (long long)st->iter,
-                    (long long)total, (double)st->loss, (double)st->lr, ls, tok, eta_s);
+            fprintf(stderr, "\r[%lld/%lld] loss %s lr %.2e%s %s tok/s eta %s\033[K", (long long)st->iter,
+                    (long long)total, loss, (double)st->lr, ls, tok, eta_s);
             fflush(stderr);
             out->line_shown = 1;
             out->last_draw_ns = now;
         }
     } else if (st->iter % cfg->log_interval == 0 || st->iter == 1) {
-        printf("iter %lld/%lld  loss %.4f  lr %.3e  grad_norm %.3f%s  %s tok/s  eta %s\n", (long long)st->iter,
-               (long long)total, (double)st->loss, (double)st->lr, st->grad_norm, ls, tok, eta_s);
+        printf("iter %lld/%lld  loss %s  lr %.3e  grad_norm %.3f%s  %s tok/s  eta %s\n", (long long)st->iter,
+               (long long)total, loss, (double)st->lr, st->grad_norm, ls, tok, eta_s);
         fflush(stdout);
     }
 }

@@ -263,7 +263,7 @@ int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_sweep *
         else snprintf(cell[1], sizeof cell[1], "%.4f", b0);
         if (isnan(bmax)) snprintf(cell[2], sizeof cell[2], "%s", csv ? "" : "-");
         else snprintf(cell[2], sizeof cell[2], "%.4f", bmax);
-        snprintf(cell[3], sizeof cell[3], "%.4f", dt_schedule_bubble_formula(sc->p, sc->m));
+        snprintf(cell[3], sizeof cell[3], "%.4f", dt_schedule_bubble_ideal(sc->schedule, sc->p, sc->m, (int)sc->steps));
         snprintf(cell[4], sizeof cell[4], "%.3f", comm / 1e6);
         snprintf(cell[5], sizeof cell[5], "%.2f", (double)peak / (1024.0 * 1024.0));
         for (int k = 0; k < n_sw; k++) dtsim_cell(csv, width[k], sw[k].text[idx[k]], 0);

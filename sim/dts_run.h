@@ -42,9 +42,10 @@ typedef struct dts_summary {
     dt_trace_phase_times rank0; /* rank 0's phases (dt_trace_phase_times_events over steps >= 1, as the
                                  * validation reads real traces) */
     int p;
-    double *bubble;        /* (p) per stage: dt_bubble_stats mean (NAN without pipeline events) */
-    double *bubble_fb;     /* (p) forward/backward-only bubble */
-    double bubble_formula; /* (p-1)/(m+p-1) */
+    double *bubble;        /* (p) per stage: dt_bubble_stats mean; pipedream: run (NAN without pipeline events) */
+    double *bubble_fb;     /* (p) forward/backward-only bubble (mean_fb; pipedream: run_fb) */
+    double bubble_formula; /* dt_schedule_bubble_ideal: (p-1)/(m+p-1); pipedream (p-1)/(steps*m+p-1) */
+    dt_sched_kind schedule;
     int n_ranks;
     int64_t *peak_mem; /* (n_ranks) bytes: parameters + gradients + optimizer state + activations + stash */
     int *max_stash;    /* (p) most stashed weight versions held at once per stage */

@@ -157,6 +157,19 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
                                .members = s->world_sync.members};
     if (!s->world_sync.members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
     for (int i = 0; i < s->n_units; i++) s->world_sync.members[i] = &s->u[i];
+    for (int i = 0; i < s->n_units; i++) s->u[i].loss_wait = -1;
+    s->async_report = dts__is_pipe(sc) && sc->p > 1 &&
+                      (sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC);
+    if (s->async_report) {
+        s->loss_at = malloc((size_t)sc->d * (size_t)sc->steps * sizeof *s->loss_at);
+        s->loss0_sync = (dts__sync){.n = sc->d,
+                                    .cost = dts_net_ring_allreduce_ns(&s->net, 0, sc->t, sc->d, 4),
+                                    .done = dts__step_synced,
+                                    .members = malloc((size_t)sc->d * sizeof(dts__unit *))};
+        if (!s->loss_at || !s->loss0_sync.members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
+        for (int64_t i = 0; i < (int64_t)sc->d * sc->steps; i++) s->loss_at[i] = -1;
+        for (int i = 0; i < sc->d; i++) s->loss0_sync.members[i] = dts__unit_at(s, i, 0);
+    }
     if (dts__is_pipe(sc)) {
         s->norm = calloc((size_t)sc->d, sizeof *s->norm);
         if (!s->norm) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
@@ -241,6 +254,8 @@ static void dts__teardown(dts__sim *s)
     free(s->norm);
     free(s->srv);
     free(s->world_sync.members);
+    free(s->loss_at);
+    free(s->loss0_sync.members);
     free(s->u);
     free(s->fwd_ns);
     free(s->bwd_ns);
@@ -425,14 +440,18 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     st = dt_trace_phase_times_events(s.ev.v, s.ev.n, 0, skip, &out->rank0);
     if (st != DT_OK) goto done;
     out->step_ns = out->rank0.step_ns;
-    out->bubble_formula = dt_schedule_bubble_formula(out->p, sc->m);
+    out->bubble_formula = dt_schedule_bubble_ideal(sc->schedule, out->p, sc->m, (int)sc->steps);
+    out->schedule = sc->schedule;
     for (int p = 0; p < out->p; p++) {
         out->bubble[p] = out->bubble_fb[p] = NAN;
         if (!s.sched) continue;
         dt_bubble_stats bs;
         if (dt_bubble_stats_events(s.ev.v, s.ev.n, dts__unit_at(&s, 0, p)->rank, skip, &bs) == DT_OK) {
-            out->bubble[p] = bs.mean;
-            out->bubble_fb[p] = bs.mean_fb;
+            /* pipedream: steps interleave, so the per-step window overstates
+             * the idle share; the whole run's is the stage's (dt_trace_stats.h) */
+            const int async = sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC;
+            out->bubble[p] = async ? bs.run : bs.mean;
+            out->bubble_fb[p] = async ? bs.run_fb : bs.mean_fb;
             dt_bubble_stats_free(&bs);
         }
         for (int d = 0; d < sc->d; d++)
@@ -449,7 +468,7 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     out->comm_ns_pp = s.u[0].ns_pp / n_steps;
     out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? 4.0 * s.tp_blocks[0] * sc->m * s.tp_ar_ns : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
-    out->world_sync_ns = dts__is_pipe(sc) ? (double)s.world_sync.cost : 0.0;
+    out->world_sync_ns = dts__is_pipe(sc) && !s.async_report ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;
     out->staleness_mean = s.pushes ? (double)s.stale_sum / (double)s.pushes : 0.0;
     out->staleness_max = s.stale_max;

@@ -59,6 +59,7 @@ typedef struct dts__unit {
     int n_act_recv, n_grad_recv, n_act_sent, n_grad_sent;
     int opt_phase;
     int64_t opt_t0;
+    int64_t loss_wait; /* pipedream, stage 0: the step whose loss it waits for (-1: none) */
     /* data parallel / parameter server worker */
     int mb, layer, dir; /* dir 0 forward, 1 backward */
     int next_bucket, buckets_ready, buckets_done, comm_busy, bwd_done;
@@ -137,6 +138,12 @@ struct dts__sim {
     int *dp_open_seq;
     dts__sync *norm; /* (d) per pipeline */
     dts__sync world_sync;
+    /* pipedream (p > 1): no world allreduce at a step's end; the last stage
+     * sends each step's loss to stage 0 of its pipeline, which takes step
+     * t-1's at the end of step t (lib/parallel/pipeline.c dt__pipe_report_loss) */
+    int async_report;
+    int64_t *loss_at;     /* (d * steps) arrival at stage 0 of pipeline i of step k's loss, -1: not sent yet */
+    dts__sync loss0_sync; /* stage 0's d ranks add their pipelines' losses */
     /* data parallel buckets */
     int n_buckets;
     int64_t *bucket_bytes;

@@ -86,7 +86,8 @@ void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
     fprintf(f, "step time %.3f ms (rank 0: compute %.3f, optimizer %.3f, comm %.3f ms per step)\n", s->step_ns * 1e-6,
             s->rank0.compute_ns * 1e-6, s->rank0.optim_ns * 1e-6, s->rank0.comm_ns * 1e-6);
     if (s->p > 1 || sc->t > 1) {
-        fprintf(f, "bubble per stage (forward/backward only), formula (p-1)/(m+p-1) = %.4f:\n", s->bubble_formula);
+        fprintf(f, "bubble per stage (forward/backward only), formula %s = %.4f:\n",
+                dt_schedule_bubble_formula_text(s->schedule), s->bubble_formula);
         for (int i = 0; i < s->p; i++) fprintf(f, "  stage %d: %.4f (%.4f)\n", i, s->bubble[i], s->bubble_fb[i]);
         for (int i = 0; i < s->p; i++)
             if (s->max_stash[i]) fprintf(f, "  stage %d stashes up to %d weight versions\n", i, s->max_stash[i]);

@@ -683,6 +683,13 @@ START_TEST(test_bubble_formula)
     ck_assert_double_eq_tol(dt_schedule_bubble_formula(4, 8), 3.0 / 11.0, 1e-15);
     ck_assert_double_eq_tol(dt_schedule_bubble_formula(2, 1), 0.5, 1e-15);
     ck_assert_double_eq(dt_schedule_bubble_formula(1, 5), 0.0);
+    /* flush schedules: per step; pipedream: filled and drained once per run */
+    ck_assert_double_eq_tol(dt_schedule_bubble_ideal(DT_SCHED_1F1B, 4, 8, 20), 3.0 / 11.0, 1e-15);
+    ck_assert_double_eq_tol(dt_schedule_bubble_ideal(DT_SCHED_GPIPE, 2, 4, 7), 0.2, 1e-15);
+    ck_assert_double_eq_tol(dt_schedule_bubble_ideal(DT_SCHED_PIPEDREAM, 4, 4, 20), 3.0 / 83.0, 1e-15);
+    ck_assert_double_eq_tol(dt_schedule_bubble_ideal(DT_SCHED_PIPEDREAM_VSYNC, 2, 4, 1), 0.2, 1e-15);
+    ck_assert_str_eq(dt_schedule_bubble_formula_text(DT_SCHED_1F1B), "(p-1)/(m+p-1)");
+    ck_assert_str_eq(dt_schedule_bubble_formula_text(DT_SCHED_PIPEDREAM), "(p-1)/(steps*m+p-1)");
 }
 END_TEST
 

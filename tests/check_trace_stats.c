@@ -112,6 +112,9 @@ START_TEST(test_known_1f1b)
     ck_assert_int_eq(b.forward_ns, 8 * MS);
     ck_assert_int_eq(b.backward_ns, 16 * MS);
     ck_assert_int_eq(b.optim_ns, 0);
+    /* over the whole run: 24 ms of forward and backward in 0 .. 35 ms, the 5 ms gap included */
+    ck_assert_double_eq_tol(b.run_fb, 1.0 - 24.0 / 35.0, 1e-12);
+    ck_assert_double_eq_tol(b.run, 1.0 - 24.0 / 35.0, 1e-12);
     dt_bubble_stats_free(&b);
     ck_assert_ptr_null(b.steps);
 
@@ -124,6 +127,9 @@ START_TEST(test_known_1f1b)
     ck_assert_double_eq_tol(b.mean, 1.0 / 15.0, 1e-12);
     ck_assert_double_eq_tol(b.mean_fb, formula, 1e-12);
     ck_assert_int_eq(b.optim_ns, 2 * MS);
+    /* step 1 alone (skip 1): 12 ms of forward and backward, 14 busy, in 20 .. 35 ms */
+    ck_assert_double_eq_tol(b.run_fb, 1.0 - 12.0 / 15.0, 1e-12);
+    ck_assert_double_eq_tol(b.run, 1.0 - 14.0 / 15.0, 1e-12);
     dt_bubble_stats_free(&b);
 
     /* both ranks in one set of events: pid -1 is ambiguous */

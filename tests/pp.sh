@@ -16,6 +16,8 @@
 # 3. Peak activation memory on stage 0 (p = 2): gpipe holds all m micro-batches
 #    (m = 8 needs 4x what m = 2 does, within 10%: the per-slot buffers are
 #    fixed), 1f1b at most p = 2 of them (the same for m = 2 and m = 8).
+# (and, as its stages do not meet at a step's end, rank 0 prints a step's
+# loss on the next step's line: `loss -` first, `loss L (iter 499)` at 500)
 # 4. pipedream learns: p = 2, 1000 steps of 2 x 64 rows, at least LEARN_MIN
 #    exact match on held-out sums. Measured 52.15% (the schedule is static, so
 #    runs repeat; the margin is for another BLAS or thread count).
@@ -90,6 +92,9 @@ for k in pipedream pipedream-vsync; do
         [ "$dis" -gt 0 ] 2>/dev/null || fail "$k: versions agree across stages ($dis): no asynchrony to see"
     fi
     echo "$k: version mismatches $mis, cross-stage disagreements $dis, versions in flight per stage: $inflight"
+    # no barrier at a step's end: rank 0 learns a step's loss one step late, the last step's at the end
+    grep -q '^iter 1/6  loss -  ' "$TMP/$k.out" || fail "$k: iteration 1's line does not say 'loss -': $(grep '^iter 1/' "$TMP/$k.out")"
+    grep -q '^iter 6/6  loss [0-9.]*  lr' "$TMP/$k.out" || fail "$k: the last iteration's line has no loss of its own: $(grep '^iter 6/' "$TMP/$k.out")"
 done
 
 # 3. activation memory: gpipe grows with m, 1f1b does not
@@ -115,6 +120,8 @@ if run learn 2 --micro-batch-size 64 --global-batch-size 128 --train-iters 1000 
     acc=$(key "$TMP/learn.json" accuracy)
     if awk -v a="$acc" -v m="$LEARN_MIN" 'BEGIN { exit !(a != "" && a >= m) }'; then
         echo "ok: pipedream reaches accuracy $acc (>= $LEARN_MIN)"
+        grep -q '^iter 500/1000  loss [0-9.]* (iter 499)  lr' "$TMP/learn.out" ||
+            fail "pipedream: iteration 500's line does not show iteration 499's loss: $(grep '^iter 500/' "$TMP/learn.out")"
     else
         fail "pipedream accuracy '$acc' below $LEARN_MIN"
     fi

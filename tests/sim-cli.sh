@@ -154,6 +154,23 @@ printf '{"pipeline_model_parallel_size": 2, "micro_batches": 4, "micro_batch_siz
     >"$TMP/c-pp.json"
 expect_usage_error "pipedream-vsync with --fp16" run --config "$TMP/c-pp.json" --fp16 --pipeline-schedule pipedream-vsync
 
+# ---- pipedream in steady state: no barrier at a step's end ------------------------
+# (the issue's sweep: before, pipedream's bubble read 0.60 against 1f1b's 0.47 at
+# m = 4, as its stages waited for each other at every step's loss allreduce; its
+# stages now only fill and drain once per run, the formula (p-1)/(steps*m+p-1))
+run sweep --num-layers 8 --pipeline-model-parallel-size 4 --micro-batch-size 16 --train-iters 20 \
+    --sweep pipeline-schedule=1f1b,pipedream --sweep micro-batches=4
+if [ "$rc" -ne 0 ]; then
+    fail "sweep pipedream: exit $rc: $(cat "$TMP/err")"
+else
+    b1=$(awk '$1 == "1f1b" && $2 == 4 { print $4 }' "$TMP/out")
+    bp=$(awk '$1 == "pipedream" && $2 == 4 { print $4 }' "$TMP/out")
+    fp=$(awk '$1 == "pipedream" && $2 == 4 { print $6 }' "$TMP/out")
+    awk -v a="$b1" -v b="$bp" 'BEGIN { exit !(a != "" && b != "" && b < a - 0.1) }' ||
+        fail "sweep: pipedream's bubble $bp is not below 1f1b's $b1 by 0.1 at p = 4, m = 4"
+    [ "$fp" = 0.0361 ] || fail "sweep: pipedream's formula '$fp', expected 3/(20*4+3) = 0.0361"
+fi
+
 # ---- a small pipelined run: trace and summary ------------------------------------
 run run --config "$TMP/c-pp.json" --trace "$TMP/pp.json" --summary "$TMP/pp-summary.json"
 if [ "$rc" -ne 0 ]; then

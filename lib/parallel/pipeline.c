@@ -40,7 +40,7 @@
 #include "update.h"
 #include "zero.h"
 
-enum { DT__PIPE_TAG_ACT = 1, DT__PIPE_TAG_GRAD = 2, DT__PIPE_MAX_STASH = 64 };
+enum { DT__PIPE_TAG_ACT = 1, DT__PIPE_TAG_GRAD = 2, DT__PIPE_TAG_LOSS = 4, DT__PIPE_MAX_STASH = 64 };
 
 typedef struct dt__stash {
     int version; /* -1: free */
@@ -79,9 +79,13 @@ struct dt__pipe {
     int updates;
     double last_norm;
     float last_lr;
-    dt__update_result last; /* the step's last update (its loss-scaling decision) */
-    float last_scale;       /* the loss scale that update's gradients carried */
+    dt__update_result last;              /* the step's last update (its loss-scaling decision) */
+    float last_scale;                    /* the loss scale that update's gradients carried */
     int32_t *tokens, *targets, *example; /* (B*T) host */
+    /* pipedream (p > 1): each step's loss from the last stage to stage 0,
+     * in flight for a step (slot t % 2) */
+    float loss_out[2], loss_in[2];
+    dt_comm_request *loss_send[2], *loss_recv[2];
 };
 
 int dt__pipe_stage(const dt__pipe *pp) { return pp->stage; }
@@ -218,6 +222,10 @@ void dt__pipe_free(dt__pipe *pp)
     /* sends still in flight complete as their receivers take them */
     for (int k = 0; pp->act_send && k < pp->slots; k++) (void)dt__pipe_wait_send(pp, &pp->act_send[k]);
     (void)dt__pipe_wait_send(pp, &pp->grad_send);
+    for (int k = 0; k < 2; k++) { /* a run that failed may leave them */
+        if (pp->loss_send[k]) (void)pp->pipe->ops->wait(pp->pipe, pp->loss_send[k]);
+        if (pp->loss_recv[k]) (void)pp->pipe->ops->wait(pp->pipe, pp->loss_recv[k]);
+    }
     for (int i = 0; i < DT__PIPE_MAX_STASH; i++) dt_buffer_free(&pp->stash[i].buf);
     for (int k = 0; pp->act_wire && k <= pp->slots; k++) dt_buffer_free(&pp->act_wire[k]);
     free(pp->act_wire);
@@ -557,6 +565,51 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
     return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: unknown instruction %d", s, (int)in->op);
 }
 
+/* pipedream, p > 1, at the end of step t: the last stage starts sending
+ * its loss of step t to stage 0 of its pipeline; stage 0 posts the
+ * receive of step t and completes step t-1's (at the last step also step
+ * t's), then adds the pipelines' parts over its data-parallel group (whose
+ * updates keep it in step anyway). A step's message is in flight while the
+ * next step runs, so no stage waits at the boundary for a later one; the
+ * waits are bounded by --comm-timeout as every other. *loss, *iter: see
+ * dt__pipe_stats. */
+static dt_status dt__pipe_report_loss(dt__pipe *pp, int64_t t, float *loss, int64_t *iter)
+{
+    dt_comm *c = pp->pipe;
+    const int k = (int)(t % 2), last = pp->p - 1, final = t + 1 >= pp->cfg.steps;
+    *loss = 0.0f;
+    *iter = 0;
+    if (pp->stage == last) {
+        if (pp->loss_send[k]) DT_CHECK(c->ops->wait(c, pp->loss_send[k])); /* step t-2's: long done */
+        pp->loss_send[k] = NULL;
+        pp->loss_out[k] = (float)pp->loss_sum;
+        DT_CHECK(c->ops->isend(c, &pp->loss_out[k], sizeof(float), 0, DT__PIPE_TAG_LOSS, &pp->loss_send[k]));
+        if (final)
+            for (int j = 0; j < 2; j++)
+                if (pp->loss_send[j]) {
+                    DT_CHECK(c->ops->wait(c, pp->loss_send[j]));
+                    pp->loss_send[j] = NULL;
+                }
+        *loss = pp->loss_out[k]; /* its part: a non-finite one stops the run here */
+        *iter = isfinite(*loss) ? 0 : t + 1;
+        return DT_OK;
+    }
+    if (pp->stage != 0) return DT_OK;
+    DT_CHECK(c->ops->irecv(c, &pp->loss_in[k], sizeof(float), last, DT__PIPE_TAG_LOSS, &pp->loss_recv[k]));
+    const int64_t want = final ? t : t - 1; /* the step whose loss is taken now */
+    if (want < 0) return DT_OK;
+    for (int64_t u = t - 1; u <= want; u++) { /* messages arrive in order: step t-1's first */
+        if (u < 0) continue;
+        const int j = (int)(u % 2);
+        DT_CHECK(c->ops->wait(c, pp->loss_recv[j]));
+        pp->loss_recv[j] = NULL;
+    }
+    float v = pp->loss_in[want % 2];
+    if (pp->d > 1) DT_CHECK(dt_comm_allreduce(pp->data, &v, 1, DT_ALLREDUCE_RING, NULL));
+    if (pp->dpi == 0 && pp->tpi == 0) *loss = v, *iter = want + 1;
+    return DT_OK;
+}
+
 dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
 {
     const int s = pp->stage, n = pp->sched->count[s];
@@ -574,14 +627,22 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
         DT_CHECK(dt__pipe_exec(pp, &list[pp->pc], t));
         if (pp->cfg.event) pp->cfg.event(pp->cfg.ctx, s, &list[pp->pc], t0, dt_time_ns());
     }
-    /* the step's loss: the last stages' weighted sums, added over every rank */
-    float v[2] = {s == pp->p - 1 && pp->tpi == 0 ? (float)pp->loss_sum : 0.0f, (float)pp->last_norm};
-    if (s != 0 || pp->tpi != 0) v[1] = 0.0f;
-    DT_CHECK(dt_comm_allreduce(pp->cfg.world, v, 2, DT_ALLREDUCE_RING, NULL));
+    float v[2] = {0.0f, 0.0f};
+    int64_t loss_iter = t + 1;
+    if (dt__pipe_async(pp) && pp->p > 1) { /* no barrier: the loss arrives a step late */
+        DT_CHECK(dt__pipe_report_loss(pp, t, &v[0], &loss_iter));
+        v[1] = (float)pp->last_norm; /* this stage's (the same on its data-parallel replicas) */
+    } else {                         /* the step's loss: the last stages' weighted sums, added over every rank */
+        v[0] = s == pp->p - 1 && pp->tpi == 0 ? (float)pp->loss_sum : 0.0f;
+        v[1] = s == 0 && pp->tpi == 0 ? (float)pp->last_norm : 0.0f;
+        DT_CHECK(dt_comm_allreduce(pp->cfg.world, v, 2, DT_ALLREDUCE_RING, NULL));
+        v[1] /= (float)pp->d; /* stage 0's, from each pipeline */
+    }
     if (out) {
         out->loss = v[0];
+        out->loss_iter = loss_iter;
         out->lr = pp->last_lr;
-        out->grad_norm = v[1] / (float)pp->d; /* stage 0's, from each pipeline */
+        out->grad_norm = v[1];
         out->updates = pp->updates;
         out->loss_scale = pp->last_scale;
         out->skipped = pp->last.skipped;

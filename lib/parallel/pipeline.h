@@ -85,7 +85,16 @@ int dt__pipe_tp_index(const dt__pipe *pp);
 long long dt__pipe_tp_allreduces(const dt__pipe *pp);
 
 typedef struct dt__pipe_stats {
-    float loss; /* the step's mean loss (every rank) */
+    /* the mean loss of iteration loss_iter (1-based; 0: none known on this
+     * rank). gpipe/1f1b: the step's own, on every rank. pipedream and
+     * pipedream-vsync (p > 1): the last stage sends each step's loss to
+     * stage 0 without waiting, and stage 0 takes step t-1's at the end of
+     * step t (the last step's at the end of the run), so no stage waits for
+     * another at a step boundary: stage 0 of the first pipeline (rank 0)
+     * reports iteration t-1's loss; the last stage reports its own part
+     * (the check for a non-finite loss); the other ranks none. */
+    float loss;
+    int64_t loss_iter;
     float lr;
     double grad_norm; /* gpipe/1f1b: of the whole model; pipedream: this stage's last update */
     int updates;      /* optimizer steps this stage applied in the step */

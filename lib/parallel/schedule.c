@@ -81,6 +81,18 @@ double dt_schedule_bubble_formula(int p, int m)
 
 static int dt__sched_is_async(dt_sched_kind k) { return k == DT_SCHED_PIPEDREAM || k == DT_SCHED_PIPEDREAM_VSYNC; }
 
+double dt_schedule_bubble_ideal(dt_sched_kind k, int p, int m, int steps)
+{
+    if (!dt__sched_is_async(k)) return dt_schedule_bubble_formula(p, m);
+    if (steps < 1 || m < 1 || (long long)steps * m > INT_MAX) return 0.0;
+    return dt_schedule_bubble_formula(p, steps * m);
+}
+
+const char *dt_schedule_bubble_formula_text(dt_sched_kind k)
+{
+    return dt__sched_is_async(k) ? "(p-1)/(steps*m+p-1)" : "(p-1)/(m+p-1)";
+}
+
 /* One item of pass 1: F, B or OPT (op is FORWARD, BACKWARD or OPTIM_STEP). */
 typedef struct dt__item {
     dt_sched_op op;

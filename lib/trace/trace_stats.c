@@ -54,7 +54,7 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
 {
     if (!out) return DT_FAIL(DT_ERR_INVALID, "pipeline bubble: no output");
     memset(out, 0, sizeof *out);
-    out->mean = out->mean_fb = out->mean_window_ns = NAN;
+    out->mean = out->mean_fb = out->mean_window_ns = out->run_fb = out->run = NAN;
     if (!ev && n > 0) return DT_FAIL(DT_ERR_INVALID, "pipeline bubble: no events");
     if (skip < 0) return DT_FAIL(DT_ERR_INVALID, "pipeline bubble: skip %d: expected >= 0", skip);
 
@@ -127,7 +127,8 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
     }
     free(it);
 
-    double sum = 0.0, sum_fb = 0.0, sum_w = 0.0;
+    double sum = 0.0, sum_fb = 0.0, sum_w = 0.0, run_fb = 0.0, run_busy = 0.0;
+    int64_t run_start = INT64_MAX, run_end = INT64_MIN;
     for (int s = 0; s < ns; s++) {
         dt_bubble_step *b = &st[s];
         const double w = (double)(b->end_ns - b->start_ns);
@@ -135,6 +136,10 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
         b->bubble_fb = w > 0 ? 1.0 - (double)b->fb_ns / w : 0.0;
         if (b->iter < skip) continue;
         out->n_mean++;
+        run_fb += (double)b->fb_ns;
+        run_busy += (double)b->busy_ns;
+        if (b->start_ns < run_start) run_start = b->start_ns;
+        if (b->end_ns > run_end) run_end = b->end_ns;
         sum += b->bubble, sum_fb += b->bubble_fb, sum_w += w;
         out->n_forward += b->n_forward, out->n_backward += b->n_backward, out->n_optim += b->n_optim;
         /* per-kind time: busy_ns - fb_ns is the optimizer's */
@@ -156,6 +161,8 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
         out->mean = sum / out->n_mean;
         out->mean_fb = sum_fb / out->n_mean;
         out->mean_window_ns = sum_w / out->n_mean;
+        out->run_fb = run_end > run_start ? 1.0 - run_fb / (double)(run_end - run_start) : 0.0;
+        out->run = run_end > run_start ? 1.0 - run_busy / (double)(run_end - run_start) : 0.0;
     }
     return DT_OK;
 }

@@ -262,6 +262,7 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
         const dt_paramset *layout = tr->kind->layout(tr);
         out->iter = tr->iter;
         out->loss = (float)c.loss_sum;
+        out->loss_iter = tr->iter;
         out->lr = c.ur.lr;
         out->grad_norm = c.ur.norm;
         out->step_seconds = secs;
