@@ -216,6 +216,7 @@ static const dt_backend_ops dt__cuda_ops = {
 dt_status dt_backend_cuda_create(int threads, dt_backend **out)
 {
     *out = NULL;
+    DT_CHECK(dt__cublas_load()); /* first, so a build without its cuBLAS says so on any machine */
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {

@@ -28,7 +28,7 @@
  * file:line and the library's message); a request is freed by the call
  * that completes it; an event is destroyed with the last request of its
  * group. Not run on a GPU yet (docs/cuda.md). */
-#include <cublas_v2.h>
+#include "cublas_dl.h" /* cuBLAS, opened at run time */
 #include <cuda_runtime.h>
 #include <limits.h>
 /* nccl.h declares some functions as f() (not prototypes): not our warning */
@@ -285,6 +285,7 @@ static dt_status dt__nc_wrap(dt__nc *m, dt_comm **out)
     int rank = 0, size = 0;
     DT__NC_NCCL(ncclCommUserRank(m->comm, &rank));
     DT__NC_NCCL(ncclCommCount(m->comm, &size));
+    DT_CHECK(dt__cublas_load()); /* the backend has loaded it; a no-op then */
     DT__NC_BLAS(cublasCreate(&m->blas));
     DT__NC_BLAS(cublasSetStream(m->blas, m->stream));
     DT__NC_BLAS(cublasSetPointerMode(m->blas, CUBLAS_POINTER_MODE_HOST));

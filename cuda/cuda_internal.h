@@ -23,7 +23,7 @@
 #ifndef DT_CUDA_INTERNAL_H
 #define DT_CUDA_INTERNAL_H
 
-#include <cublas_v2.h>
+#include "cublas_dl.h" /* cuBLAS, opened at run time */
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -23,15 +23,15 @@ DT_CUDA_HDRS = cuda/cuda_internal.h cuda/dt_cuda.h
 
 if HAVE_CUDA
 # the NCCL communicator is plain C on the CUDA/NCCL headers
-libdtrain_core_la_SOURCES += $(DT_CUDA_SRCS) cuda/comm_nccl.c
+libdtrain_core_la_SOURCES += $(DT_CUDA_SRCS) cuda/comm_nccl.c cuda/cublas_dl.c
 libdtrain_core_la_CFLAGS += $(CUDA_CFLAGS)
 libdtrain_core_la_LIBADD += $(CUDA_LIBS)
 libdtrain_la_LIBADD += $(CUDA_LIBS)
 else
 libdtrain_core_la_SOURCES += cuda/cuda_none.c
-EXTRA_DIST += cuda/comm_nccl.c
+EXTRA_DIST += cuda/comm_nccl.c cuda/cublas_dl.c
 endif
-noinst_HEADERS += $(DT_CUDA_HDRS)
+noinst_HEADERS += $(DT_CUDA_HDRS) cuda/cublas_dl.h
 EXTRA_DIST += cuda/nvcc-libtool.sh
 
 # nvcc sees the library's include paths and its visibility rule (only DT_API
