@@ -280,6 +280,7 @@ static dt_status dt__pipe_stash(dt__pipe *pp, int v)
         if (x->version >= 0) continue;
         if (!x->buf.data) DT_CHECK(dt_buffer_alloc(&x->buf, pp->cfg.be, bytes));
         DT_CHECK(pp->cfg.be->copy(pp->cfg.be, x->buf.data, dt__stage_params(pp->st), bytes, DT_COPY_D2D));
+        dt__stage_weights_changed(pp->st); /* the buffer may have held another version */
         x->version = v;
         pp->n_stash++;
         if (pp->n_stash + 1 > pp->max_versions) pp->max_versions = pp->n_stash + 1;
@@ -427,6 +428,7 @@ static float dt__pipe_scale(const dt__pipe *pp) { return pp->cfg.scaler ? dt_los
 /* After an update (or a skipped one) with loss scale S: zero the gradients, record it. */
 static dt_status dt__pipe_updated(dt__pipe *pp, const dt_sched_instr *in, const dt__update_result *r, float S)
 {
+    dt__stage_weights_changed(pp->st);
     DT_CHECK(dt__stage_zero_grad(pp->st));
     pp->version = in->version;
     pp->updates += !r->skipped;
@@ -617,6 +619,7 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
     int end = pp->pc;
     for (int i = pp->pc; i < n; i++)
         if (list[i].step <= t) end = i + 1;
+    dt__stage_weights_changed(pp->st); /* a checkpoint load or ZeRO's gather may have written them */
     pp->loss_sum = 0.0;
     pp->updates = 0;
     memset(&pp->last, 0, sizeof pp->last);
@@ -664,6 +667,7 @@ enum { DT__PIPE_TAG_EVAL = 3 };
 
 dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double sums[4])
 {
+    dt__stage_weights_changed(pp->st);
     const int s = pp->stage, first = s == 0, last = s == pp->p - 1, eslot = pp->slots; /* the spare slot */
     const int lo = (int)((int64_t)n_val * pp->dpi / pp->d), hi = (int)((int64_t)n_val * (pp->dpi + 1) / pp->d);
     const size_t n = (size_t)pp->cfg.B * pp->cfg.T;

@@ -70,7 +70,12 @@ struct dt__stage {
     dt_dtype precision; /* DT_F32, DT_F16 or DT_BF16 */
     dt__rounder rnd;    /* storage rounding; scratch in round_buf */
     dt_buffer round_buf;
-    dt_buffer wq;  /* (numel) the weights of this call rounded to precision, as FP32: what the GEMMs read */
+    dt_buffer wq; /* (numel) the weights of this call rounded to precision, as FP32: what the GEMMs read */
+    /* wq holds wq_src's values rounded as of weights epoch wq_epoch (valid when
+     * wq_src is set): a later call with the same weights and no change since
+     * (dt__stage_weights_changed) reuses it instead of rounding again */
+    const float *wq_src;
+    uint64_t epoch, wq_epoch;
     dt_buffer gmb; /* (numel) one micro-batch's parameter gradients, rounded before they accumulate */
 };
 
@@ -355,6 +360,7 @@ void dt__stage_free(dt__stage *st)
 
 dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
 {
+    st->epoch++;
     const size_t n = st->layout.numel;
     float *host = calloc(n ? n : 1, sizeof *host);
     if (!host) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for %zu initial weights", n);
@@ -414,6 +420,7 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
     dt_buffer_free(&st->round_buf);
     dt_buffer_free(&st->wq);
     dt_buffer_free(&st->gmb);
+    st->wq_src = NULL;
     st->rnd = (dt__rounder){.dtype = dtype};
     st->precision = dtype;
     if (st->be->set_gemm_inputs) DT_CHECK(st->be->set_gemm_inputs(st->be, dtype));
@@ -434,16 +441,25 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
 
 static const dt__rounder *dt__stage_rnd(const dt__stage *st) { return st->precision == DT_F32 ? NULL : &st->rnd; }
 
+void dt__stage_weights_changed(dt__stage *st) { st->epoch++; }
+
 /* Bind the weights of this call: w (NULL: the stage's own); under mixed
  * precision their values rounded to the 16-bit format (the compute copy of
- * the FP32 masters, made anew for every call since w may be a stash). */
+ * the FP32 masters), made again only when w differs from the last call's
+ * or the weights changed since (gpipe/1f1b: once per step instead of once
+ * per forward and per backward). */
 static dt_status dt__stage_use_weights(dt__stage *st, const float *w)
 {
     const float *src = w ? w : st->params.data;
     if (st->precision != DT_F32) {
         const size_t n = st->layout.numel;
-        DT_CHECK(st->be->copy(st->be, st->wq.data, src, n * sizeof(float), DT_COPY_D2D));
-        DT_CHECK(dt__round(st->be, &st->rnd, st->wq.data, n));
+        if (st->wq_src != src || st->wq_epoch != st->epoch) {
+            st->wq_src = NULL; /* invalid until rounded */
+            DT_CHECK(st->be->copy(st->be, st->wq.data, src, n * sizeof(float), DT_COPY_D2D));
+            DT_CHECK(dt__round(st->be, &st->rnd, st->wq.data, n));
+            st->wq_src = src;
+            st->wq_epoch = st->epoch;
+        }
         src = st->wq.data;
     }
     dt__stage_bind(st, (float *)src, &st->wte, &st->wpe, st->w, &st->hw);

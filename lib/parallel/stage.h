@@ -68,6 +68,12 @@ dt_status dt__stage_probe_of(dt__stage *st, const float *weights, double *out);
  * replicated ones (the same on every rank of the group). */
 dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated);
 void dt__stage_free(dt__stage *st);
+/* Any weights a forward or backward may be given (the stage's params, a
+ * stash) were written: under mixed precision their rounded copy is made
+ * again at the next call. The pipeline calls it after every update and
+ * stash and at the start of every step and evaluation (which covers
+ * checkpoint loads and ZeRO's gathers between steps). */
+void dt__stage_weights_changed(dt__stage *st);
 dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed);
 
 const dt_paramset *dt__stage_layout(const dt__stage *st);
