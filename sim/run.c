@@ -27,6 +27,22 @@ static int64_t dts__mem_ns(const dts_scenario *sc, double bytes)
     return dts__ns(bytes / (sc->hw.mem_bytes_per_s * 1e-9));
 }
 
+/* Activation bytes one tensor rank's block keeps per micro-batch (the
+ * arena of lib/parallel/tp.c): LayerNorm inputs and outputs, the residual
+ * and the output, (B, T, C) each, and the LayerNorm statistics stay whole;
+ * qkv, the attention output, the MLP's two (B, T, 4C) and the attention
+ * probabilities (B, NH, T, T) are split over the t ranks. recompute 2
+ * (selective) drops the probabilities, 1 (full) keeps only the block's
+ * input. With t = 1 this is dts_layer_act_bytes' block. */
+static int64_t dts__tp_block_act(const dts_scenario *sc, int recompute)
+{
+    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, t = sc->t > 0 ? sc->t : 1;
+    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T * sc->T;
+    if (recompute == 1) return BT * C * (int64_t)sizeof(float);
+    const int64_t whole = 4 * BT * C + 4 * BT, split = 12 * BT * C + (recompute == 2 ? 0 : att);
+    return (whole * t + split) / t * (int64_t)sizeof(float);
+}
+
 static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o, double bw_scale)
 {
     const int L = sc->model.num_layers, P = dts__is_pipe(sc) ? sc->p : 1;
@@ -44,9 +60,11 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->stash_ns = calloc((size_t)P, sizeof *s->stash_ns);
     s->params = calloc((size_t)P, sizeof *s->params);
     s->act = calloc((size_t)P, sizeof *s->act);
+    s->act_re = calloc((size_t)P, sizeof *s->act_re);
     s->tp_blocks = calloc((size_t)P, sizeof *s->tp_blocks);
     s->dp_open = calloc((size_t)P, sizeof *s->dp_open);
-    if (!s->fwd_ns || !s->bwd_ns || !s->opt_ns || !s->stash_ns || !s->params || !s->act || !s->tp_blocks || !s->dp_open)
+    if (!s->fwd_ns || !s->bwd_ns || !s->opt_ns || !s->stash_ns || !s->params || !s->act || !s->act_re ||
+        !s->tp_blocks || !s->dp_open)
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages", P);
     const int64_t act_msg = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
     /* between stages, activations and their gradients travel in the 16-bit
@@ -58,7 +76,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         int first = -1, last = L;
         if (P > 1) DT_CHECK(dts_scenario_stage_layers(sc, st, &first, &last));
         double f = 0, b = 0;
-        int64_t prm = 0, act = 0;
+        int64_t prm = 0, act = 0, act_re = 0;
         int blocks = 0;
         for (int l = first; l <= last; l++) {
             const int slot = l + 1, block = l >= 0 && l < L;
@@ -67,7 +85,16 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             b += (double)sc->cost.bwd_ns[slot] / div;
             if (block && sc->recompute == 1) b += (double)sc->cost.fwd_ns[slot] / div;
             prm += sc->cost.params[slot] / div;
-            act += sc->cost.act_bytes[slot] / div;
+            /* what the slot keeps per micro-batch (lib/parallel/stage.c): under
+             * full recomputation a block's input (B, T, C), whole on every
+             * tensor rank, and the block is rebuilt during its backward;
+             * under selective the attention probabilities are dropped, and
+             * one block's are rebuilt during its backward */
+            const int64_t all = block ? dts__tp_block_act(sc, 0) : sc->cost.act_bytes[slot];
+            const int64_t keep = !block ? dts__saved_act(sc, slot) : dts__tp_block_act(sc, sc->recompute);
+            act += keep;
+            if (block && sc->recompute == 1 && all > act_re) act_re = all;
+            if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
             blocks += block;
         }
         if (sc->t > 1) {
@@ -79,6 +106,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         s->bwd_ns[st] = dts__ns(b);
         s->params[st] = prm;
         s->act[st] = act;
+        s->act_re[st] = act_re;
         /* ZeRO-1: each rank updates its 1/d of the stage */
         const int shards = sc->zero && sc->d > 1 ? sc->d : 1;
         s->opt_ns[st] = dts__ns((double)prm / shards * sc->cost.optim_ns_per_param) +
@@ -260,6 +288,7 @@ static void dts__teardown(dts__sim *s)
     free(s->fwd_ns);
     free(s->bwd_ns);
     free(s->opt_ns);
+    free(s->act_re);
     free(s->stash_ns);
     free(s->params);
     free(s->act);

@@ -27,7 +27,7 @@ static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind);
  * recomputation; under selective recomputation a block drops its attention
  * probabilities, (B, NH, T, T); under full recomputation (one block per
  * group, K = 1) it keeps only its input, (B, T, C). */
-static int64_t dts__saved_act(const dts_scenario *sc, int slot)
+int64_t dts__saved_act(const dts_scenario *sc, int slot)
 {
     const int64_t all = sc->cost.act_bytes[slot];
     if (slot < 1 || slot > sc->model.num_layers) return all; /* the embedding and the head */

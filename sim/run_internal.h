@@ -130,6 +130,7 @@ struct dts__sim {
     dts__unit *u;
     /* per stage */
     int64_t *fwd_ns, *bwd_ns, *opt_ns, *stash_ns, *params, *act; /* (p) per stage, one rank's share (blocks / t) */
+    int64_t *act_re; /* (p) full recomputation: the block rebuilt during a backward, held on top of act */
     int64_t msg_bytes;
     int64_t tp_ar_ns; /* one tensor-parallel allreduce of a block's activation */
     int n_tp_blocks_max;
@@ -191,6 +192,10 @@ static inline int dts__is_ps(const dts_scenario *sc)
 }
 
 static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return &s->u[dpi + s->sc->d * stage]; }
+
+/* run_dp.c: activation bytes layer `slot` keeps from its forward to its
+ * backward under sc's recomputation (all of them without) */
+int64_t dts__saved_act(const dts_scenario *sc, int slot);
 
 /* run_unit.c */
 void dts__fail(dts__sim *s, dt_status st);

@@ -166,7 +166,7 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         const dt_sched_instr *in = &list[u->pc];
         dts__pipe_event(s, u, in, u->wait_t0, now);
         if (in->op == DT_SCHED_BACKWARD) {
-            u->mem_act -= s->act[st];
+            u->mem_act -= s->act[st] + s->act_re[st];
             dts__memory(s, u);
         }
         if (in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD)
@@ -190,7 +190,13 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
             dts__memory(s, u);
             dts__compute(s, u, s->fwd_ns[st], dts__pipe_advance, 2, 0);
             return;
-        case DT_SCHED_BACKWARD: dts__compute(s, u, s->bwd_ns[st], dts__pipe_advance, 2, 0); return;
+        case DT_SCHED_BACKWARD:
+            if (s->act_re[st]) { /* recomputation: what is rebuilt for the backward */
+                u->mem_act += s->act_re[st];
+                dts__memory(s, u);
+            }
+            dts__compute(s, u, s->bwd_ns[st], dts__pipe_advance, 2, 0);
+            return;
         case DT_SCHED_STASH:
             u->stash_now++;
             if (u->stash_now > u->stash_max) u->stash_max = u->stash_now;

@@ -166,6 +166,45 @@ else
     for l in single dp gpipe tppp; do cell fp32 $l none 1; done
 fi
 
+# dtsim predicts each stage's peak activation memory of combined runs: the
+# runtime's stage_peak_activation_bytes (what the slots keep, plus what is
+# rebuilt for a backward under recomputation) against the most the
+# simulator's memory counter holds in activations on that stage, replaying
+# the run's own configuration (its trace). Exact: both count the same
+# buffers (15 cells of 5 layouts x 3 recompute settings agreed to the byte
+# on 2026-12-02; these 5 are checked here).
+DTSIM=$BUILDDIR/dtsim
+jlist() { sed -n "/\"$2\"/,/]/p" "$1" | tr -d ' \n' | sed 's/.*\[\(.*\)\].*/\1/' | tr ',' ' '; }
+# sim_peak TRACE PID: the largest "activations" of pid's memory counter
+sim_peak() {
+    grep -o "\"name\":\"memory\"[^}]*\"pid\":$2,[^}]*\"activations\":[0-9.]*" "$1" |
+        sed 's/.*"activations"://' | awk 'BEGIN { m = 0 } { if ($1 + 0 > m) m = $1 + 0 } END { printf "%d", m }'
+}
+mem_cell() { # mem_cell NAME NP T D FLAGS...
+    name=$1 np=$2 t=$3 d=$4; shift 4
+    rm -f "$TMP/$name"-tr.rank*.json
+    if ! timeout 120 $MPIRUN -np $np "$DTRAIN" $COMMON --micro-batch-size 2 "$@" --summary "$TMP/$name.json" \
+            --trace "$TMP/$name-tr.json" >"$TMP/$name.out" 2>&1; then
+        fail "memory $name: exited non-zero:"; tail -n 5 "$TMP/$name.out" >&2; return 0
+    fi
+    if ! "$DTSIM" run --config "$TMP/$name-tr.rank0.json" --trace "$TMP/$name.sim.json" >"$TMP/$name.sim.out" 2>&1; then
+        fail "memory $name: dtsim run:"; tail -n 5 "$TMP/$name.sim.out" >&2; return 0
+    fi
+    real=$(jlist "$TMP/$name.json" stage_peak_activation_bytes) s=0 pred=
+    for r in $real; do pred="$pred $(sim_peak "$TMP/$name.sim.json" $((t * d * s)))"; s=$((s + 1)); done
+    if [ -n "$real" ] && [ "$(echo $real)" = "$(echo $pred)" ]; then
+        echo "ok: memory $name: stage peaks $(echo $real) bytes, dtsim the same"
+    else
+        fail "memory $name: stage peak activation bytes $(echo $real), dtsim predicts$pred"
+    fi
+}
+mem_cell gpipe-selective 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule gpipe --recompute-granularity selective
+mem_cell 1f1b-bf16-full 2 1 1 --pipeline-model-parallel-size 2 --bf16 --recompute-granularity full --recompute-num-layers 1
+mem_cell tp-selective 2 2 1 --tensor-model-parallel-size 2 --recompute-granularity selective
+mem_cell tppp-fp16-full 4 2 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --fp16 \
+    --recompute-granularity full --recompute-num-layers 1
+mem_cell ppzero 4 1 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+
 # refused at start, with one line that says why
 expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on its own" 2 \
     --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16
