@@ -96,6 +96,25 @@ void dts__pipe_norm_done(dts__sim *s, dts__unit *u)
     dts__opt_continue(s, u);
 }
 
+/* u joins its stage's open data-parallel collective of the stage's
+ * gradient bytes (the first of the d ranks to arrive opens it). */
+static void dts__stage_coll(dts__sim *s, dts__unit *u, dts_coll_kind kind, int what, dts__resume_fn done)
+{
+    const int d = s->sc->d;
+    dts__cinst *ci = s->dp_open[u->stage];
+    if (!ci) {
+        dts__unit **m = malloc((size_t)d * sizeof *m);
+        if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
+        for (int i = 0; i < d; i++) m[i] = dts__unit_at(s, i, u->stage);
+        ci = dts__cinst_new(s, kind, m, d, s->params[u->stage] * 4, what, done);
+        free(m);
+        if (!ci) return;
+        s->dp_open[u->stage] = ci;
+    }
+    if (++ci->arrived == d) s->dp_open[u->stage] = NULL;
+    dts_coll_arrive(ci->c, u->dpi);
+}
+
 /* OPTIM_STEP in phases: 0 data-parallel allreduce, 1 norm over the pipeline, 2 update. */
 static void dts__opt_continue(dts__sim *s, dts__unit *u)
 {
@@ -105,20 +124,9 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
     if (u->opt_phase == 0) {
         u->opt_phase = 1;
         if (sc->d > 1) {
-            dts__cinst *ci = s->dp_open[u->stage];
-            if (!ci) {
-                dts__unit **m = malloc((size_t)sc->d * sizeof *m);
-                if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
-                for (int i = 0; i < sc->d; i++) m[i] = dts__unit_at(s, i, u->stage);
-                /* ZeRO-1: the reduce-scatter now, the all-gather after the update */
-                ci = dts__cinst_new(s, sc->zero ? DTS_COLL_REDUCE_SCATTER : dts__ar_kind(sc), m, sc->d,
-                                    s->params[u->stage] * 4, DTS__C_OPT_DP, dts__opt_dp_done);
-                free(m);
-                if (!ci) return;
-                s->dp_open[u->stage] = ci;
-            }
-            if (++ci->arrived == sc->d) s->dp_open[u->stage] = NULL;
-            dts_coll_arrive(ci->c, u->dpi);
+            /* ZeRO-1: the reduce-scatter now, the all-gather after the update */
+            dts__stage_coll(s, u, sc->zero ? DTS_COLL_REDUCE_SCATTER : dts__ar_kind(sc), DTS__C_OPT_DP,
+                            dts__opt_dp_done);
             return;
         }
     }
@@ -130,20 +138,8 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
         u->opt_phase = 2;
     }
     if (u->opt_phase == 3) { /* ZeRO-1's update is done: every rank's segment to every rank */
-        u->opt_phase = 4;
-        dts__cinst *ci = s->dp_open[u->stage]; /* the reduce-scatter's is closed: every rank has passed it */
-        if (!ci) {
-            dts__unit **m = malloc((size_t)sc->d * sizeof *m);
-            if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
-            for (int i = 0; i < sc->d; i++) m[i] = dts__unit_at(s, i, u->stage);
-            ci = dts__cinst_new(s, DTS_COLL_ALL_GATHER, m, sc->d, s->params[u->stage] * 4, DTS__C_ZERO_AG,
-                                dts__opt_ag_done);
-            free(m);
-            if (!ci) return;
-            s->dp_open[u->stage] = ci;
-        }
-        if (++ci->arrived == sc->d) s->dp_open[u->stage] = NULL;
-        dts_coll_arrive(ci->c, u->dpi);
+        u->opt_phase = 4;    /* the reduce-scatter's instance is closed: every rank has passed it */
+        dts__stage_coll(s, u, DTS_COLL_ALL_GATHER, DTS__C_ZERO_AG, dts__opt_ag_done);
         return;
     }
     /* the update (plus the tensor-parallel norm allreduce); ZeRO-1: of the segment, then the all-gather */
