@@ -3,8 +3,8 @@
 # outputs it quotes, within the ranges it states. Run by tests/tutorials.sh
 # (make check), or alone: DT_BUILDDIR=build DT_SRCDIR=. sh check.sh
 # TUTORIAL_QUICK=1 shortens two things: `./dtbench simval` runs with
-# --quick (3 real runs instead of 14), and the 4-rank run of section 6
-# trains 10 steps instead of 20.
+# --quick (3 real runs instead of 14), and the 4-rank runs of sections 6
+# and 7 train 10 steps instead of 20.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
@@ -123,6 +123,48 @@ if [ -x ./dtviz ]; then
 else
     echo "./dtviz pd.json pdsim.json --zoom 0:0.3 --size 1400x1100 --png contention.png" >>"$TUT_LOG"
 fi
+
+# 7. Everything at once: t = 2 x p = 2, bf16, selective recomputation.
+tut_cmd td --quick "--train-iters 10" mpirun --oversubscribe --allow-run-as-root -np 4 ./dtrain --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16 --recompute-activations --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 16 --threads 1 --train-iters 20 --eval-interval 0 --eval-iters 1 --summary 3d-summary.json --trace 3d.json
+tut_line td '^parallel: grid t=2 x d=1 x p=2 \(tensor, data, pipeline; rank = t_i \+ 2\*\(d_i \+ 1\*p_i\)\), schedule 1f1b, 4 micro-batches per step per pipeline$'
+tut_line td '^  rank 3: tensor 1, data 0, stage 1$'
+tut_line td '^precision: bf16 storage, FP32 master weights and accumulation, no loss scaling$'
+tut_line td '^memory: selective activation recomputation \(attention probabilities\)$'
+tut_line td 'peak activation memory 5\.39 MiB$'
+tut_file 3d-summary.json
+tut_cmd tdprof ./dtrain --threads 1 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 4 --train-iters 30 --eval-interval 0 --eval-iters 1 --bf16 --trace profile-bf16.json
+tut_cmd tdsim ./dtsim run --config 3d.rank0.json --profile profile-bf16.json --hw sim/hw/cpu-2core.json --trace 3d-sim.json
+tut_line tdsim '^layout:   t=2 p=2 d=1 \(4 ranks\), schedule 1f1b, exchange ring, bf16, selective recomputation$'
+tut_file 3d-sim.json
+# the stages' activation peaks: the runtime's summary against dtsim's memory counter (pids 0 and 2: tensor rank 0 of each stage)
+td_real=$(sed -n '/"stage_peak_activation_bytes"/,/]/p' 3d-summary.json | tr -d ' \n' | sed 's/.*\[\(.*\)\].*/\1/' | tr ',' ' ')
+td_sim=
+for pid in 0 2; do
+    td_sim="$td_sim $(grep -o "\"name\":\"memory\"[^}]*\"pid\":$pid,[^}]*\"activations\":[0-9.]*" 3d-sim.json |
+        sed 's/.*"activations"://' | awk 'BEGIN { m = 0 } { if ($1 + 0 > m) m = $1 + 0 } END { printf "%d", m }')"
+done
+if [ "$(echo $td_real)" = "5652480 3155968" ] && [ "$(echo $td_sim)" = "$(echo $td_real)" ]; then
+    echo "  ok: stage activation peaks, real $(echo $td_real), dtsim $(echo $td_sim)"
+else
+    tut_fail "stage activation peaks: real '$(echo $td_real)' (README: 5652480 3155968), dtsim '$(echo $td_sim)'"
+fi
+tut_cmd tdval ./dtsim validate --profile profile-bf16.json --hw sim/hw/cpu-2core.json 3d.rank0.json
+tut_line tdval '^t2 p2 d1 1f1b m=4 '
+td_err=$(tut_num tdval '^t2 p2 d1 1f1b m=4 *[0-9.]* ms *[0-9.]* ms *\([-+0-9.]*\)%.*')
+tut_range "3-D run: error of the prediction (%)" "$td_err" -75 -20
+td_cm=$(awk '/^t2 p2 d1 1f1b m=4 / { print $12 }' tdval.out)
+td_cp=$(awk '/^t2 p2 d1 1f1b m=4 / { print $14 }' tdval.out)
+tut_range "3-D run: measured / predicted compute" "$(tut_ratio "$td_cm" "$td_cp")" 1.3 4
+TD="--model gpt2-124m --num-layers 32 --seq-length 1024 --micro-batch-size 1 --micro-batches 64 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 16 --data-parallel-size 16 --bf16"
+tut_cmd tdnone ./dtsim run $TD --train-iters 2 --hw sim/hw/h100-ib.json
+tut_cmd tdsel ./dtsim run $TD --recompute-activations --train-iters 2 --hw sim/hw/h100-ib.json
+tut_cmd tdfull ./dtsim run $TD --recompute-granularity full --train-iters 2 --hw sim/hw/h100-ib.json
+tut_line tdnone '^step time 53\.928 ms '
+tut_line tdnone '^peak memory 1173\.58 MiB \(rank 0\)$'
+tut_line tdsel '^step time 53\.928 ms '
+tut_line tdsel '^peak memory 801\.58 MiB \(rank 0\)$'
+tut_line tdfull '^step time 57\.649 ms '
+tut_line tdfull '^peak memory 246\.09 MiB \(rank 0\)$'
 
 # Exercise: 512 and 2048 GPUs; the world allreduce's 2(n-1) alpha.
 tut_cmd ex32 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 32 --train-iters 2 --hw sim/hw/h100-ib.json
