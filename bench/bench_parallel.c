@@ -277,7 +277,7 @@ int dtbench_cmd_bubbles(int argc, char **argv)
  * otherwise, Open MPI's shared-memory eager limit is raised above that, so
  * a send completes without the sender entering MPI again (see
  * bench/README.md). */
-enum { PIPE_NV = 6, PIPE_ATTEMPTS = 3 };
+enum { PIPE_NV = 7, PIPE_ATTEMPTS = 3 };
 #define PIPE_NOISE_MAX 0.05 /* a run noisier than this is repeated (at most PIPE_ATTEMPTS runs) */
 
 static const char *pipe_path(char *buf, size_t n, const char *dir, const char *name)
@@ -463,11 +463,13 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
                steps, steps, msg, getenv("OMPI_MCA_btl_vader_eager_limit"), getenv("OMPI_MCA_btl_vader_segment_size"));
         printf(
             "# bubble(t) = 1 - (forward + backward + optim_step) / window(t) per stage (dt_trace_stats.h); "
-            "fb: forward + backward only; formula (p-1)/(m+p-1)\n# noise: compute time above the median "
+            "fb: forward + backward only; formula (p-1)/(m+p-1); run_fb: 1 - forward + backward / the whole\n# "
+            "window of steps 2..N, mean over stages (pipedream's steps interleave: its idle share; its ideal is "
+            "(p-1)/(steps*m+p-1), in the formula column)\n# noise: compute time above the median "
             "forward/backward duration, worst stage (a few %% when quiet; above 0.05 another process took a core)\n");
-        printf("# %-15s %3s %9s  %-*s %6s  %-*s %6s %7s %6s %6s  %-*s %-14s %s\n", "schedule", "m", "step_ms", 7 * p,
+        printf("# %-15s %3s %9s  %-*s %6s  %-*s %6s %7s %6s %6s  %-*s %-14s %s %s\n", "schedule", "m", "step_ms", 7 * p,
                "bubble/stage", "mean", 7 * p, "fb/stage", "fb", "formula", "ratio", "r_fb", 11 * p,
-               "peak_act_bytes/stage", "versions/stage", "noise");
+               "peak_act_bytes/stage", "versions/stage", "noise", "run_fb");
         fflush(stdout);
     }
     for (int k = 0; k < 4; k++) {
@@ -512,7 +514,8 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
                                      b.mean_fb,
                                      b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : 0,
                                      b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : 0,
-                                     trace_noise(tt, b.pid, 1)};
+                                     trace_noise(tt, b.pid, 1),
+                                     b.run_fb};
                 dt_bubble_stats_free(&b);
                 dt_trace_free(tt);
                 if (!keep) remove(mine);
@@ -543,9 +546,10 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
                     fw[s] += all[(size_t)i * PIPE_NV + 3] / d, bw[s] += all[(size_t)i * PIPE_NV + 4] / d;
             }
             n_fb += k < 2 && noise <= PIPE_NOISE_MAX;
-            double mean = 0, mean_fb = 0;
+            double mean = 0, mean_fb = 0, run_fb = 0;
             for (int s = 0; s < p; s++) mean += bub[s] / p, mean_fb += bfb[s] / p;
-            const double f = dt_schedule_bubble_formula(p, m);
+            for (int i = 0; i < n; i++) run_fb += all[(size_t)i * PIPE_NV + 6] / n;
+            const double f = dt_schedule_bubble_ideal(kinds[k], p, m, steps);
             char cell[64];
             printf("  %-15s %3d %9.2f  ", dt_sched_kind_name(kinds[k]), m, secs * 1e3);
             for (int s = 0; s < p; s++) printf("%6.3f ", bub[s]);
@@ -559,7 +563,7 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
                 printf("%10s ", cell);
             }
             for (int s = 0; s < p; s++) printf("%s%.0f", s ? "," : " ", vers[s]);
-            printf("%*s%6.3f\n", 14 - 2 * p, "", noise);
+            printf("%*s%6.3f %6.3f\n", 14 - 2 * p, "", noise, run_fb);
             fflush(stdout);
         }
     }
