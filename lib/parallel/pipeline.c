@@ -600,12 +600,15 @@ static dt_status dt__pipe_report_loss(dt__pipe *pp, int64_t t, float *loss, int6
     DT_CHECK(c->ops->irecv(c, &pp->loss_in[k], sizeof(float), last, DT__PIPE_TAG_LOSS, &pp->loss_recv[k]));
     const int64_t want = final ? t : t - 1; /* the step whose loss is taken now */
     if (want < 0) return DT_OK;
+    int took = 0;
     for (int64_t u = t - 1; u <= want; u++) { /* messages arrive in order: step t-1's first */
-        if (u < 0) continue;
         const int j = (int)(u % 2);
+        if (u < 0 || !pp->loss_recv[j]) continue; /* none posted (the run began at step t) */
         DT_CHECK(c->ops->wait(c, pp->loss_recv[j]));
         pp->loss_recv[j] = NULL;
+        took |= u == want;
     }
+    if (!took) return DT_OK; /* this rank never posted that step's receive: its loss is unknown here */
     float v = pp->loss_in[want % 2];
     if (pp->d > 1) DT_CHECK(dt_comm_allreduce(pp->data, &v, 1, DT_ALLREDUCE_RING, NULL));
     if (pp->dpi == 0 && pp->tpi == 0) *loss = v, *iter = want + 1;
