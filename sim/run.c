@@ -27,22 +27,6 @@ static int64_t dts__mem_ns(const dts_scenario *sc, double bytes)
     return dts__ns(bytes / (sc->hw.mem_bytes_per_s * 1e-9));
 }
 
-/* Activation bytes one tensor rank's block keeps per micro-batch (the
- * arena of lib/parallel/tp.c): LayerNorm inputs and outputs, the residual
- * and the output, (B, T, C) each, and the LayerNorm statistics stay whole;
- * qkv, the attention output, the MLP's two (B, T, 4C) and the attention
- * probabilities (B, NH, T, T) are split over the t ranks. recompute 2
- * (selective) drops the probabilities, 1 (full) keeps only the block's
- * input. With t = 1 this is dts_layer_act_bytes' block. */
-static int64_t dts__tp_block_act(const dts_scenario *sc, int recompute)
-{
-    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, t = sc->t > 0 ? sc->t : 1;
-    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T * sc->T;
-    if (recompute == 1) return BT * C * (int64_t)sizeof(float);
-    const int64_t whole = 4 * BT * C + 4 * BT, split = 12 * BT * C + (recompute == 2 ? 0 : att);
-    return (whole * t + split) / t * (int64_t)sizeof(float);
-}
-
 static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o, double bw_scale)
 {
     const int L = sc->model.num_layers, P = dts__is_pipe(sc) ? sc->p : 1;
@@ -90,8 +74,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
              * tensor rank, and the block is rebuilt during its backward;
              * under selective the attention probabilities are dropped, and
              * one block's are rebuilt during its backward */
-            const int64_t all = block ? dts__tp_block_act(sc, 0) : sc->cost.act_bytes[slot];
-            const int64_t keep = !block ? dts__saved_act(sc, slot) : dts__tp_block_act(sc, sc->recompute);
+            const int64_t all = block ? dts__block_act(sc, sc->t, 0) : sc->cost.act_bytes[slot];
+            const int64_t keep = block ? dts__block_act(sc, sc->t, sc->recompute) : all;
             act += keep;
             if (block && sc->recompute == 1 && all > act_re) act_re = all;
             if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;

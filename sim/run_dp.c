@@ -22,19 +22,29 @@ static void dts__dp_launch(dts__sim *s, dts__unit *u, int b);
 static void dts__dp_exchange(dts__sim *s, dts__unit *u);
 static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind);
 
-/* Activation bytes a layer keeps from its forward to its backward, as
- * lib/'s arena does (dt_gpt_predicted_activation_bytes): everything without
- * recomputation; under selective recomputation a block drops its attention
- * probabilities, (B, NH, T, T); under full recomputation (one block per
- * group, K = 1) it keeps only its input, (B, T, C). */
-int64_t dts__saved_act(const dts_scenario *sc, int slot)
+/* Activation bytes one tensor rank (of t) of a block keeps per micro-batch
+ * (the arenas of lib/model/block.c and lib/parallel/tp.c): LayerNorm inputs
+ * and outputs, the residual and the output, (B, T, C) each, and the
+ * LayerNorm statistics stay whole; qkv, the attention output, the MLP's two
+ * (B, T, 4C) and the attention probabilities (B, NH, T, T) are split over
+ * the t ranks. recompute 2 (selective) drops the probabilities, 1 (full,
+ * one block per group) keeps only the block's input. With t = 1 this is
+ * dts_layer_act_bytes' block (dt_gpt_predicted_activation_bytes). */
+int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
 {
-    const int64_t all = sc->cost.act_bytes[slot];
-    if (slot < 1 || slot > sc->model.num_layers) return all; /* the embedding and the head */
-    const int64_t BT = (int64_t)sc->B * sc->T;
-    if (sc->recompute == 1) return BT * sc->model.hidden_size * (int64_t)sizeof(float);
-    if (sc->recompute == 2) return all - BT * sc->model.num_heads * sc->T * (int64_t)sizeof(float);
-    return all;
+    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
+    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T * sc->T;
+    if (recompute == 1) return BT * C * (int64_t)sizeof(float);
+    const int64_t whole = 4 * BT * C + 4 * BT, split = 12 * BT * C + (recompute == 2 ? 0 : att);
+    return (whole * n + split) / n * (int64_t)sizeof(float);
+}
+
+/* Activation bytes a layer keeps from its forward to its backward under
+ * the scenario's recomputation (one process: t = 1). */
+static int64_t dts__saved_act(const dts_scenario *sc, int slot)
+{
+    if (slot < 1 || slot > sc->model.num_layers) return sc->cost.act_bytes[slot]; /* the embedding and the head */
+    return dts__block_act(sc, 1, sc->recompute);
 }
 
 void dts__dp_begin_step(dts__sim *s, dts__unit *u)

@@ -193,9 +193,9 @@ static inline int dts__is_ps(const dts_scenario *sc)
 
 static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return &s->u[dpi + s->sc->d * stage]; }
 
-/* run_dp.c: activation bytes layer `slot` keeps from its forward to its
- * backward under sc's recomputation (all of them without) */
-int64_t dts__saved_act(const dts_scenario *sc, int slot);
+/* run_dp.c: activation bytes one of t tensor ranks keeps per micro-batch
+ * for one block under `recompute` (0 none, 1 full, 2 selective) */
+int64_t dts__block_act(const dts_scenario *sc, int t, int recompute);
 
 /* run_unit.c */
 void dts__fail(dts__sim *s, dt_status st);
