@@ -174,7 +174,6 @@ fi
 # buffers (15 cells of 5 layouts x 3 recompute settings agreed to the byte
 # on 2026-12-02; these 5 are checked here).
 DTSIM=$BUILDDIR/dtsim
-jlist() { sed -n "/\"$2\"/,/]/p" "$1" | tr -d ' \n' | sed 's/.*\[\(.*\)\].*/\1/' | tr ',' ' '; }
 # sim_peak TRACE PID: the largest "activations" of pid's memory counter
 sim_peak() {
     grep -o "\"name\":\"memory\"[^}]*\"pid\":$2,[^}]*\"activations\":[0-9.]*" "$1" |

@@ -29,6 +29,8 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 # key FILE NAME: the number after "NAME": in a summary
 key() { sed -n "s/^ *\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
+# jlist FILE KEY: the numbers of a summary's array KEY, space-separated
+jlist() { sed -n "/\"$2\"/,/]/p" "$1" | tr -d ' \n' | sed 's/.*\[\(.*\)\].*/\1/' | tr ',' ' '; }
 
 # close A B: |A - B| <= 1e-4 * max(|A|, |B|, 1e-3)
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); n = (b < 0 ? -b : b);

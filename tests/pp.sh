@@ -49,7 +49,6 @@ same() { # same NAME REF: the three keys agree
     [ $ok = 1 ] && echo "ok: $1 matches the serial run"
 }
 # jlist FILE KEY: the numbers of a JSON array as "a b c"
-jlist() { sed -n "/\"$2\"/,/]/p" "$1" | tr -d ' \n' | sed 's/.*\[\(.*\)\].*/\1/' | tr ',' ' '; }
 
 # 1. equality with serial accumulation
 if timeout 120 "$DTRAIN" $COMMON --micro-batch-size 8 --global-batch-size 8 --summary "$TMP/serial2.json" \
