@@ -35,10 +35,11 @@ fb1=$(tut_num bub '^pp\.rank1\.json .* bubble_fb=\([0-9.]*\) .*')
 # The floor is well below the formula's 0.1111: a stage that another
 # process slows idles the same time while its own work grows, so its share
 # falls (CI once read 0.0794 for stage 0). 0.05 still tells a real bubble
-# from none (noise= is 0.01-0.02). Plain bubble= counts the optimizer as
-# work, so it can only be the smaller of the two.
-tut_range "stage 0 bubble, forward/backward only" "$fb0" 0.05 0.30
-tut_range "stage 1 bubble, forward/backward only" "$fb1" 0.05 0.30
+# from none (noise= is 0.01-0.02). The ceiling is 0.40: with a third
+# process busy on a 2-core machine, gpipe's stage 0 read 0.3286. Plain
+# bubble= counts the optimizer as work, so it is the smaller of the two.
+tut_range "stage 0 bubble, forward/backward only" "$fb0" 0.05 0.40
+tut_range "stage 1 bubble, forward/backward only" "$fb1" 0.05 0.40
 tut_range "stage 0 bubble_fb - bubble" "$(awk -v a="$fb0" -v b="$b0" 'BEGIN { printf "%.4f", a - b }')" 0 0.1
 meas_ms=$(tut_num bub '^pp\.rank0\.json .* window_ms=\([0-9.]*\) .*')
 tut_range "measured step time, stage 0 window (ms)" "$meas_ms" 100 2000
@@ -92,7 +93,7 @@ fi
 tut_cmd ex mpirun --oversubscribe --allow-run-as-root -np 2 ./dtrain --pipeline-model-parallel-size 2 --pipeline-schedule gpipe --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 10 --eval-interval 0 --eval-iters 1 --trace ex.json
 tut_cmd ex_bub ./dtbench bubbles ex.rank0.json ex.rank1.json
 exb0=$(tut_num ex_bub '^ex\.rank0\.json .* bubble_fb=\([0-9.]*\) .*')
-tut_range "gpipe stage 0 bubble, forward/backward only" "$exb0" 0.05 0.30
+tut_range "gpipe stage 0 bubble, forward/backward only" "$exb0" 0.05 0.40
 pk1=$(tut_num pp '^done: .* peak activation memory \([0-9.]*\) MiB$')
 pk2=$(tut_num ex '^done: .* peak activation memory \([0-9.]*\) MiB$')
 tut_range "peak activation memory, gpipe / 1f1b" "$(tut_ratio "$pk2" "$pk1")" 1.5 5
