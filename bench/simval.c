@@ -144,7 +144,10 @@ int dt_bench_simval(int argc, char **argv)
     mpi_env();
     char common[512], cmd[4096], log[PATH_MAX + 64], path[PATH_MAX + 64];
     snprintf(common, sizeof common,
-             "--model tiny --micro-batch-size 16 --train-iters %d --eval-interval 0 --log-interval 100000", iters);
+             "--model tiny --micro-batch-size 16 --train-iters %d --eval-interval 0 --log-interval 100000 "
+             /* untied: pipedream refuses tied embeddings, and every run keeps one model */
+             "--untie-embeddings-and-output-weights",
+             iters);
     const double t0 = now_s();
     /* (1) the compute profile: one rank, one thread (what each of 2 ranks gets on 2 cores) */
     FMT(cmd, "'%s/dtrain' %s --global-batch-size 64 --threads 1 --trace '%s/profile.json'", bindir, common, dir);

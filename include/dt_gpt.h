@@ -33,6 +33,10 @@ typedef struct dt_gpt_config {
     int num_layers;  /* L */
     int num_heads;   /* NH */
     int hidden_size; /* C */
+    /* 1: the LM head is the token embedding wte, transposed (GPT-2's and
+     * Megatron's default; one (V, C) matrix, its gradient the sum of both
+     * uses); 0: a separate lm_head.w (--untie-embeddings-and-output-weights) */
+    int tie_embeddings;
 } dt_gpt_config;
 
 /* Fill cfg from a preset: "tiny", "small", "gpt2-124m". */

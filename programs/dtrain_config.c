@@ -38,7 +38,8 @@ static const char *dtrain_first_given(dt_arg *args, int n_args, const char *cons
 /* --model mlp-bn: the sizes go to the MLP; the GPT's own sizes are errors. */
 static int dtrain_config_mlp(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
-    static const char *const gpt_only[] = {"--num-attention-heads", "--max-position-embeddings", "--seq-length", NULL};
+    static const char *const gpt_only[] = {"--num-attention-heads", "--max-position-embeddings", "--seq-length",
+                                           "--untie-embeddings-and-output-weights", NULL};
     cfg->model_kind = DT_MODEL_MLP_BN;
     if (GIVEN("--hidden-size")) cfg->mlp.hidden_size = o->job.hidden_size;
     if (GIVEN("--num-layers")) cfg->mlp.num_layers = o->job.num_layers;
@@ -78,6 +79,7 @@ static int dtrain_config_gpt(const dtrain_opts *o, dt_arg *args, int n_args, dt_
     DT_SIZE("--num-attention-heads", num_heads, j->num_heads);
     DT_SIZE("--max-position-embeddings", seq_len, j->max_pos);
 #undef DT_SIZE
+    preset->tie_embeddings = !j->untie_embeddings; /* not a size: the preset's name stays */
     snprintf(cfg->model_name, sizeof cfg->model_name, "%s", custom ? "custom" : j->model);
     return 0;
 }
@@ -97,7 +99,7 @@ static int dtrain_config_model(dtrain_opts *o, dt_arg *args, int n_args, dt_trai
     cfg->blobs.seed = o->job.seed;
     if (mlp) snprintf(cfg->model_name, sizeof cfg->model_name, "%s", o->job.model);
     cfg->model = preset;
-    cfg->model.vocab_size = 0;
+    if (mlp) cfg->model.vocab_size = 0; /* a GPT keeps its preset's vocabulary: the data must fit in it */
     cfg->seq_length = o->job.seq_length;
     /* a longer context than the default sequence: train at the default T
      * unless --seq-length says otherwise; a shorter one: use all of it */

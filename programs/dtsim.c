@@ -104,6 +104,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     ADD(.name = "--vocab-size", .kind = DT_ARG_INT, .dest = &o->vocab, IN(2, 1 << 24), .metavar = "V",
         .help = "vocabulary (dtrain's data: 256 bytes; the LM head's cost)");
     JOB(JF_SEQ_LENGTH);
+    JOB(JF_UNTIE_EMBEDDINGS);
     SECTION("Batch");
     JOB(JF_MICRO_BATCH_SIZE);
     JOB(JF_GLOBAL_BATCH_SIZE);

@@ -111,8 +111,7 @@ static int dtsim_scenario_model(const dtsim_opts *o, dt_arg *args, int n_args, d
     if (GIVEN("--model")) {
         dt_gpt_config pre;
         if (dt_gpt_config_preset(o->job.model, &pre) != DT_OK) return dtsim_fail(DT_ERR_INVALID);
-        pre.vocab_size = sc->model.vocab_size;
-        sc->model = pre;
+        sc->model = pre; /* the preset's vocabulary too (GPT-2's 50257): dtrain's rule */
         snprintf(sc->model_name, sizeof sc->model_name, "%s", o->job.model);
         if (!GIVEN("--seq-length") && sc->T > sc->model.seq_len) sc->T = sc->model.seq_len;
     }
@@ -131,6 +130,7 @@ static int dtsim_scenario_model(const dtsim_opts *o, dt_arg *args, int n_args, d
 #undef DTSIM_SIZE
     if (custom) snprintf(sc->model_name, sizeof sc->model_name, "custom");
     if (GIVEN("--vocab-size")) sc->model.vocab_size = o->vocab;
+    if (GIVEN("--untie-embeddings-and-output-weights")) sc->model.tie_embeddings = 0;
     if (GIVEN("--seq-length")) sc->T = o->job.seq_length;
     return 0;
 }

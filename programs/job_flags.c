@@ -81,6 +81,12 @@ static const job_flag_def job_flags[JF_COUNT] = {
                        .range = MIN1,
                        .metavar = "N",
                        .help = "training sequence length T"},
+    [JF_UNTIE_EMBEDDINGS] = {.name = "--untie-embeddings-and-output-weights",
+                             .kind = DT_ARG_FLAG,
+                             .offset = AT(untie_embeddings),
+                             .default_text = "tied",
+                             .help = "a separate LM head matrix instead of the token embedding's (GPT-2 and "
+                                     "Megatron tie them)"},
     /* batch and schedule */
     [JF_MICRO_BATCH_SIZE] = {.name = "--micro-batch-size",
                              .kind = DT_ARG_INT,

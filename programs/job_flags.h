@@ -29,6 +29,7 @@ typedef struct job_opts {
     /* model */
     const char *model;
     int num_layers, hidden_size, num_heads, max_pos, seq_length;
+    int untie_embeddings; /* --untie-embeddings-and-output-weights */
     /* batch and schedule */
     int micro_batch, global_batch;
     int64_t train_iters;
@@ -58,6 +59,7 @@ typedef enum job_flag_id {
     JF_NUM_ATTENTION_HEADS,
     JF_MAX_POSITION_EMBEDDINGS,
     JF_SEQ_LENGTH,
+    JF_UNTIE_EMBEDDINGS,
     JF_MICRO_BATCH_SIZE,
     JF_GLOBAL_BATCH_SIZE,
     JF_TRAIN_ITERS,

@@ -33,7 +33,7 @@ int64_t dts_layer_params(const dt_gpt_config *cfg, int slot)
     switch (cost__kind(cfg, slot)) {
     case 0: return V * C + P * C;       /* wte, wpe */
     case 1: return 12 * C * C + 13 * C; /* ln1 2C, qkv 3C^2+3C, attproj C^2+C, ln2 2C, fc 4C^2+4C, fcproj 4C^2+C */
-    case 2: return 2 * C + V * C;       /* lnf 2C, lm_head V x C (no bias, untied) */
+    case 2: return 2 * C + (cfg->tie_embeddings ? 0 : V * C); /* lnf 2C, lm_head V x C (none when tied to wte) */
     }
     return -1;
 }
@@ -78,8 +78,9 @@ double dts_layer_fwd_bytes(const dt_gpt_config *cfg, int slot, int B, int T)
          * back, 2*NH*B*T*T. */
         floats = (double)dts_layer_params(cfg, slot) + 38.0 * BT * C + 4.0 * BT + 2.0 * NH * B * (double)T * T;
         break;
-    case 2: /* weights; lnf 1+1 (+2 statistics); GEMM reads B*T*C, writes the logits; the loss reads them */
-        floats = (double)dts_layer_params(cfg, slot) + 3.0 * BT * C + 2.0 * BT + 2.0 * BT * V;
+    case 2: /* weights (the V x C matrix, tied or not); lnf 1+1 (+2 statistics); GEMM reads B*T*C, writes
+             * the logits; the loss reads them */
+        floats = 2.0 * C + (double)V * C + 3.0 * BT * C + 2.0 * BT + 2.0 * BT * V;
         break;
     default: return 0.0;
     }

@@ -86,6 +86,12 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             f += 2.0 * blocks * s->tp_ar_ns;
             b += 2.0 * blocks * s->tp_ar_ns;
         }
+        /* tied embeddings over p > 1 stages: the last holds a copy of wte as
+         * its head, and before each update the two ends sum their gradients
+         * (lib/parallel/pipeline.c), costed here unloaded as part of the update */
+        const int tied_end = sc->model.tie_embeddings && P > 1 && (st == 0 || st == P - 1);
+        const int64_t VC = (int64_t)sc->model.vocab_size * sc->model.hidden_size;
+        if (sc->model.tie_embeddings && P > 1 && st == P - 1) prm += VC;
         s->fwd_ns[st] = dts__ns(f);
         s->bwd_ns[st] = dts__ns(b);
         s->params[st] = prm;
@@ -94,7 +100,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         /* ZeRO-1: each rank updates its 1/d of the stage */
         const int shards = sc->zero && sc->d > 1 ? sc->d : 1;
         s->opt_ns[st] = dts__ns((double)prm / shards * sc->cost.optim_ns_per_param) +
-                        (sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, 4) : 0);
+                        (sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, 4) : 0) +
+                        (tied_end ? dts_net_ring_allreduce_ns(&s->net, 0, sc->t * sc->d * (P - 1), 2, VC * 4) : 0);
         s->stash_ns[st] = dts__mem_ns(sc, 2.0 * (double)prm * 4);
     }
     if (dts__is_pipe(sc)) {

@@ -220,6 +220,7 @@ static const char *const dts__keys[] = {"model",
                                         "num_attention_heads",
                                         "max_position_embeddings",
                                         "vocab_size",
+                                        "untie_embeddings_and_output_weights",
                                         "seq_length",
                                         "micro_batch_size",
                                         "global_batch_size",
@@ -362,8 +363,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
                              what, s, !strcmp(s, "mlp-bn") ? " (the simulator models the GPT only)" : "");
                 goto out;
             }
-            pre.vocab_size = n->model.vocab_size; /* dtrain's comes from the data */
-            n->model = pre;
+            n->model = pre; /* the preset's vocabulary (dtrain's rule); "vocab_size" below may change it */
             snprintf(n->model_name, sizeof n->model_name, "%s", s);
         }
     }
@@ -372,6 +372,11 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(dts__int32(what, o, "num_attention_heads", 1, 65536, &n->model.num_heads));
     DTS__TRY(dts__int32(what, o, "max_position_embeddings", 1, 65536, &n->model.seq_len));
     DTS__TRY(dts__int32(what, o, "vocab_size", 2, 1 << 24, &n->model.vocab_size));
+    {
+        int untie = !n->model.tie_embeddings;
+        DTS__TRY(dts__bool(what, o, "untie_embeddings_and_output_weights", &untie));
+        n->model.tie_embeddings = !untie;
+    }
     DTS__TRY(r = dts__int32(what, o, "seq_length", 1, 65536, &n->T));
     /* a preset with a shorter context than T: train at its context (dtrain's rule) */
     if (model_given && r == 0 && n->T > n->model.seq_len) n->T = n->model.seq_len;
@@ -705,12 +710,7 @@ dt_status dts_scenario_check(const dts_scenario *sc)
     if (sc->recompute < 0 || sc->recompute > 2)
         return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity: unknown value %d", sc->recompute);
     /* what dtrain refuses (lib/train/config.c) */
-    if (sc->use_loss_scaling && sc->p > 1 &&
-        (sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC))
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
-                       "agree on a loss scale without a barrier per update (use --bf16)",
-                       dt_sched_kind_name(sc->schedule));
+    DT_CHECK(dt__pipe_check(&sc->model, sc->p, sc->schedule, sc->use_loss_scaling));
     const int world = dts_scenario_world(sc);
     if (sc->slow_rank < -1 || sc->slow_rank >= world)
         return DT_FAIL(DT_ERR_INVALID, "--slow-rank %d: expected a rank 0..%d", sc->slow_rank, world - 1);
@@ -778,6 +778,7 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "hidden_size", json_integer(sc->model.hidden_size), &bad);
     dts__json_set(o, "num_attention_heads", json_integer(sc->model.num_heads), &bad);
     dts__json_set(o, "max_position_embeddings", json_integer(sc->model.seq_len), &bad);
+    dts__json_set(o, "untie_embeddings_and_output_weights", json_boolean(!sc->model.tie_embeddings), &bad);
     dts__json_set(o, "vocab_size", json_integer(sc->model.vocab_size), &bad);
     dts__json_set(o, "seq_length", json_integer(sc->T), &bad);
     dts__json_set(o, "micro_batch_size", json_integer(sc->B), &bad);

@@ -1,8 +1,10 @@
 /* check_gpt.c: the whole GPT against a naive double-precision reference
  * written here from the equations (embedding, pre-LN blocks with causal
- * attention and tanh-GELU MLP, final LN, untied LM head, mean cross-entropy
- * over counted targets), and its backward against central finite
- * differences of that reference.
+ * attention and tanh-GELU MLP, final LN, LM head, mean cross-entropy over
+ * counted targets), and its backward against central finite differences
+ * of that reference: with an untied LM head, and again tied to wte (the
+ * reference's head then reads wte, so wte's finite differences see both
+ * uses and check the summed gradient).
  *
  * Tolerances: the model runs in float32; with C = 8 and two layers every
  * value passes through a handful of sums of <= 32 terms, so the loss agrees
@@ -14,7 +16,7 @@
 
 #include "testutil.h"
 
-static const dt_gpt_config CFG = {.vocab_size = 11, .seq_len = 6, .num_layers = 2, .num_heads = 2, .hidden_size = 8};
+static dt_gpt_config CFG = {.vocab_size = 11, .seq_len = 6, .num_layers = 2, .num_heads = 2, .hidden_size = 8};
 enum { B = 2, T = 5 };
 
 typedef struct ref_ctx {
@@ -101,7 +103,7 @@ static double ref_loss(const ref_ctx *r, const double *w)
         if (r->tgt[i] < 0) continue;
         double logits[16], mx = -1e300, s = 0;
         ref_ln(x[i], P(r, w, "lnf.w"), P(r, w, "lnf.b"), ln[i], C);
-        ref_lin(ln[i], P(r, w, "lm_head.w"), NULL, logits, C, V);
+        ref_lin(ln[i], P(r, w, dt_paramset_find(r->ps, "lm_head.w") >= 0 ? "lm_head.w" : "wte"), NULL, logits, C, V);
         for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
         for (int v = 0; v < V; v++) s += exp(logits[v] - mx);
         L += mx + log(s) - logits[r->tgt[i]];
@@ -133,8 +135,15 @@ static void setup(void)
     tgt[3] = -1; /* an ignored position */
 }
 
+static void setup_tied(void)
+{
+    CFG.tie_embeddings = 1;
+    setup();
+}
+
 static void teardown(void)
 {
+    CFG.tie_embeddings = 0;
     dt_gpt_free(m);
     dt_backend_destroy(be);
 }
@@ -149,7 +158,9 @@ START_TEST(test_layout)
         if (i) ck_assert(ps->info[i].offset >= ps->info[i - 1].offset + ps->info[i - 1].numel);
     }
     ck_assert_uint_eq(n, dt_gpt_config_num_params(&CFG));
-    ck_assert_int_eq(ps->count, 2 + 12 * CFG.num_layers + 3);
+    ck_assert_int_eq(ps->count, 2 + 12 * CFG.num_layers + 3 - CFG.tie_embeddings);
+    ck_assert_int_eq(dt_paramset_find(ps, "lm_head.w") < 0, CFG.tie_embeddings);
+    if (CFG.tie_embeddings) return;
     /* no decay on biases and LayerNorm gains */
     ck_assert_int_eq(ps->info[dt_paramset_find(ps, "h.0.ln1.w")].decay, 0);
     ck_assert_int_eq(ps->info[dt_paramset_find(ps, "h.1.fc.b")].decay, 0);
@@ -548,6 +559,16 @@ static Suite *gpt_suite(void)
     tcase_add_test(tc, test_loss_scale_prevents_underflow);
     tcase_add_test(tc, test_half_storage_memory);
     suite_add_tcase(s, tc);
+    TCase *tt = tcase_create("tied");
+    tcase_add_checked_fixture(tt, setup_tied, teardown);
+    tcase_set_timeout(tt, 120);
+    tcase_add_test(tt, test_layout);
+    tcase_add_test(tt, test_forward_matches_reference);
+    tcase_add_test(tt, test_backward_finite_differences);
+    tcase_add_test(tt, test_grad_accumulates_and_zeroes);
+    tcase_add_test(tt, test_recompute_bit_identical_and_memory);
+    tcase_add_test(tt, test_half_gradients_follow_fp32);
+    suite_add_tcase(s, tt);
     return s;
 }
 

@@ -9,7 +9,11 @@
  * in fact they come out equal); two micro-batches in flight in two slots
  * give the sum of the two whole-model backward passes; weights rebound to a
  * copy give the same results as the stage's own (stashing); activation
- * accounting returns to 0 and its peak grows with the slots in flight. */
+ * accounting returns to 0 and its peak grows with the slots in flight.
+ * Tied and untied embeddings both: tied over p > 1 stages, the last
+ * stage's head copy starts equal to wte, and its gradient plus the first
+ * stage's wte gradient is the whole model's wte gradient (two partial
+ * sums added once: within the same tolerance). */
 #include <string.h>
 
 #include "dt_data.h"
@@ -21,10 +25,13 @@ static dt_backend *be;
 static void setup(void) { ck_dt(dt_backend_cpu_create(1, &be)); }
 static void teardown(void) { dt_backend_destroy(be); }
 
+static int tie = 1;
+
 static dt_gpt_config tiny4(void)
 {
     dt_gpt_config c;
     ck_dt(dt_gpt_config_preset("tiny", &c));
+    c.tie_embeddings = tie;
     c.num_layers = 4;
     c.vocab_size = 32;
     c.seq_len = 16;
@@ -56,9 +63,14 @@ static void compare(int p, const int *split, int nmb, int stash)
         ck_dt(dt__stage_create(&c, be, l0, l1, s == 0, s == p - 1, nmb, B, T, NULL, &st[s]));
         ck_dt(dt__stage_init_weights(st[s], 42));
         ck_dt(dt__stage_zero_grad(st[s]));
-        const float *whole = dt_gpt_params(m) + dt__stage_offset(st[s]);
-        ck_assert_msg(memcmp(whole, dt__stage_params(st[s]), dt__stage_layout(st[s])->numel * sizeof(float)) == 0,
-                      "stage %d of %d: weights differ from the whole model's slice", s, p);
+        const dt_paramset *L = dt__stage_layout(st[s]), *W = dt_gpt_layout(m);
+        const int *wi = dt__stage_whole_index(st[s]);
+        ck_assert_int_eq(dt__stage_has_tied_copy(st[s]), tie && p > 1 && s == p - 1);
+        for (int t = 0; t < L->count; t++) /* the tied copy: wte's values */
+            ck_assert_msg(memcmp(dt_gpt_params(m) + W->info[wi[t]].offset, dt__stage_params(st[s]) + L->info[t].offset,
+                                 L->info[t].numel * sizeof(float)) == 0,
+                          "stage %d of %d: %s differs from the whole model's %s", s, p, L->info[t].name,
+                          W->info[wi[t]].name);
     }
     int32_t tok[8][24], tgt[8][24];
     float loss_whole[8], loss_pipe[8];
@@ -96,16 +108,28 @@ static void compare(int p, const int *split, int nmb, int stash)
             ck_dt(dt__stage_backward(st[s], k, copies[s], 1.0f / (float)n_counted, &dx));
         }
     }
+    /* tied over p > 1 stages: the first stage's wte gradient gets the last's copy's, as the pipeline's sum does */
+    float *tg0 = NULL, *tg1 = NULL;
+    size_t tn0 = 0, tn1 = 0;
+    ck_dt(dt__stage_tied_grad(st[0], &tg0, &tn0));
+    ck_dt(dt__stage_tied_grad(st[p - 1], &tg1, &tn1));
+    ck_assert_int_eq((int)tn0, tie && p > 1 ? c.vocab_size * c.hidden_size : 0);
+    ck_assert_int_eq((int)tn1, (int)tn0);
+    for (size_t j = 0; j < tn0; j++) tg0[j] += tg1[j];
     for (int s = 0; s < p; s++) {
         ck_assert_int_eq((int)dt__stage_activation_bytes(st[s]), 0);
-        const dt_paramset *L = dt__stage_layout(st[s]);
-        const float *gw = dt_gpt_grads(m) + dt__stage_offset(st[s]), *gs = dt__stage_grads(st[s]);
-        for (int t = 0; t < L->count; t++)
+        const dt_paramset *L = dt__stage_layout(st[s]), *W = dt_gpt_layout(m);
+        const int *wi = dt__stage_whole_index(st[s]);
+        const float *gs = dt__stage_grads(st[s]);
+        for (int t = 0; t < L->count; t++) {
+            if (dt__stage_has_tied_copy(st[s]) && t == L->count - 1) continue; /* added into stage 0's */
+            const float *gw = dt_gpt_grads(m) + W->info[wi[t]].offset;
             for (size_t j = 0; j < L->info[t].numel; j++) {
                 size_t o = L->info[t].offset + j;
-                ck_assert_msg(dt_test_close(gs[o], gw[o], 1e-7, 1e-5), "p=%d stage %d %s[%zu]: grad %.9g, whole %.9g",
-                              p, s, L->info[t].name, j, (double)gs[o], (double)gw[o]);
+                ck_assert_msg(dt_test_close(gs[o], gw[j], 1e-7, 1e-5), "p=%d stage %d %s[%zu]: grad %.9g, whole %.9g",
+                              p, s, L->info[t].name, j, (double)gs[o], (double)gw[j]);
             }
+        }
         if (copies[s]) be->free(be, copies[s]);
         dt__stage_free(st[s]);
     }
@@ -114,7 +138,9 @@ static void compare(int p, const int *split, int nmb, int stash)
 
 START_TEST(test_even_splits)
 {
-    for (int p = 1; p <= 4; p++) compare(p, NULL, 1, 0);
+    for (tie = 0; tie <= 1; tie++)
+        for (int p = 1; p <= 4; p++) compare(p, NULL, 1, 0);
+    tie = 1;
 }
 END_TEST
 

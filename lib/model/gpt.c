@@ -7,7 +7,9 @@
  *   h.l.qkv.b (3C), h.l.attproj.w (C,C), h.l.attproj.b (C), h.l.ln2.w (C),
  *   h.l.ln2.b (C), h.l.fc.w (4C,C), h.l.fc.b (4C), h.l.fcproj.w (C,4C),
  *   h.l.fcproj.b (C),
- *   lnf.w (C), lnf.b (C), lm_head.w (V,C).
+ *   lnf.w (C), lnf.b (C), and lm_head.w (V,C) only when untied (with
+ *   tie_embeddings the head multiplies by wte, and wte's gradient sums the
+ *   head's and the embedding's).
  * Each block's parameters are contiguous, so a pipeline stage's shard is one
  * range. The layer modules (embedding.c, block.c, head.c) do the math; this
  * file owns the layout, the buffers and the order of the layers. Invariant: activations saved by the last forward are valid until
@@ -79,6 +81,7 @@ dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->vocab_size = 256;
+    cfg->tie_embeddings = 1; /* GPT-2's and Megatron's default */
     if (strcmp(name, "tiny") == 0) {
         cfg->num_layers = 2, cfg->num_heads = 4, cfg->hidden_size = 64, cfg->seq_len = 64;
     } else if (strcmp(name, "small") == 0) {
@@ -113,7 +116,7 @@ size_t dt_gpt_config_num_params(const dt_gpt_config *c)
 {
     size_t C = (size_t)c->hidden_size, V = (size_t)c->vocab_size, L = (size_t)c->num_layers;
     size_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
-    return V * C + (size_t)c->seq_len * C + L * block + 2 * C + V * C;
+    return V * C + (size_t)c->seq_len * C + L * block + 2 * C + (c->tie_embeddings ? 0 : V * C);
 }
 
 double dt_gpt_config_flops_per_token(const dt_gpt_config *c, int T)
@@ -142,7 +145,7 @@ static dt_status dt__gpt_layout(dt_gpt *m)
         }
     DT_CHECK(dt_paramset_add(ps, "lnf.w", 1, (int64_t[]){C}, 0));
     DT_CHECK(dt_paramset_add(ps, "lnf.b", 1, (int64_t[]){C}, 0));
-    DT_CHECK(dt_paramset_add(ps, "lm_head.w", 2, (int64_t[]){V, C}, 1));
+    if (!m->cfg.tie_embeddings) DT_CHECK(dt_paramset_add(ps, "lm_head.w", 2, (int64_t[]){V, C}, 1));
     return DT_OK;
 }
 
@@ -174,7 +177,7 @@ static void dt__gpt_bind(const dt_gpt *m, float *base, float **wte, float **wpe,
     }
     head->lnfw = base + in[k++].offset;
     head->lnfb = base + in[k++].offset;
-    head->lmw = base + in[k++].offset;
+    head->lmw = m->cfg.tie_embeddings ? *wte : base + in[k++].offset;
 }
 
 dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)

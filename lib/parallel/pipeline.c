@@ -9,7 +9,9 @@
  *   RECV_GRAD  irecv into the stage's dout, wait
  *   BACKWARD   the stage backward (gradients accumulate)
  *   SEND_GRAD  isend the input gradient (waited for before the next backward)
- *   OPTIM_STEP allreduce the gradients over the stage's data-parallel group,
+ *   OPTIM_STEP with tied embeddings, sum wte's gradient (first stage) and
+ *              its copy's (the last stage's head) over those two stages;
+ *              allreduce the gradients over the stage's data-parallel group,
  *              then lib/optim/update.c with the squared norm summed over the
  *              pipeline's stages (gpipe/1f1b; pipedream clips each stage by
  *              its own norm, since its stages update at different times);
@@ -52,6 +54,8 @@ struct dt__pipe {
     int stage, dpi, d, p, slots, t, tpi;
     dt_comm *pipe, *data, *tpc;   /* host sub-communicators: pipeline, data-parallel group, tensor-parallel group */
     dt_comm *dpipe, *ddata, *dtp; /* device ones (NCCL) or NULL */
+    dt_comm *emb, *demb;          /* tied embeddings, p > 1: the first and last stage (host, device or NULL) */
+    int tied;                     /* tied embeddings on p > 1 stages: the last holds a copy of wte */
     dt__tp tp;                    /* the stage's tensor parallelism (t > 1) */
     dt_schedule *sched;
     dt__stage *st;
@@ -101,6 +105,23 @@ static int dt__pipe_async(const dt__pipe *pp)
     return pp->cfg.kind == DT_SCHED_PIPEDREAM || pp->cfg.kind == DT_SCHED_PIPEDREAM_VSYNC;
 }
 
+dt_status dt__pipe_check(const dt_gpt_config *model, int p, dt_sched_kind kind, int loss_scaling)
+{
+    if (p < 2 || (kind != DT_SCHED_PIPEDREAM && kind != DT_SCHED_PIPEDREAM_VSYNC)) return DT_OK;
+    if (loss_scaling)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
+                       "agree on a loss scale without a barrier per update (use --bf16)",
+                       dt_sched_kind_name(kind));
+    if (model->tie_embeddings)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--pipeline-schedule %s with tied embeddings (the default): the first and last stages "
+                       "would update their copies of wte at different times (add "
+                       "--untie-embeddings-and-output-weights)",
+                       dt_sched_kind_name(kind));
+    return DT_OK;
+}
+
 static dt_comm *dt__pipe_dev_pipe(const dt__pipe *pp) { return pp->dpipe ? pp->dpipe : pp->pipe; }
 static dt_comm *dt__pipe_dev_data(const dt__pipe *pp) { return pp->ddata ? pp->ddata : pp->data; }
 
@@ -144,6 +165,17 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
             DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, cdata, pp->dpi, &pp->ddata), st, fail);
             DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, ctp, pp->tpi, &pp->dtp), st, fail);
         }
+        pp->tied = s->model->tie_embeddings && pp->p > 1;
+        if (pp->tied) {
+            /* the first and last stage of each (tensor, data) position; the
+             * middle stages land in groups of their own, never used */
+            const int end = pp->stage == 0 || pp->stage == pp->p - 1;
+            const int cemb = end ? cpipe : t * pp->d * (1 + pp->stage) + cpipe;
+            DT_CHECK_GOTO(s->world->ops->split(s->world, cemb, pp->stage, &pp->emb), st, fail);
+            if (s->device_world)
+                DT_CHECK_GOTO(s->device_world->ops->split(s->device_world, cemb, pp->stage, &pp->demb), st, fail);
+            if (!end) dt_comm_free(pp->emb), dt_comm_free(pp->demb), pp->emb = pp->demb = NULL;
+        }
     }
     pp->tp = (dt__tp){.comm = pp->dtp ? pp->dtp : pp->tpc,
                       .algo = s->allreduce == DT_ALLREDUCE_MPI && pp->dtp ? DT_ALLREDUCE_NCCL : s->allreduce,
@@ -161,13 +193,7 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
     DT_CHECK_GOTO(dt__stage_init_weights(pp->st, s->seed), st, fail);
     DT_CHECK_GOTO(dt__stage_set_precision(pp->st, s->precision), st, fail);
     DT_CHECK_GOTO(dt__stage_set_recompute(pp->st, s->recompute, s->recompute_num_layers), st, fail);
-    if (s->scaler && dt__pipe_async(pp)) {
-        st = DT_FAIL(DT_ERR_INVALID,
-                     "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
-                     "agree on a loss scale without a barrier per update (use --bf16)",
-                     dt_sched_kind_name(s->kind));
-        goto fail;
-    }
+    DT_CHECK_GOTO(dt__pipe_check(s->model, s->p, s->kind, s->scaler != NULL), st, fail);
     DT_CHECK_GOTO(dt__stage_zero_grad(pp->st), st, fail);
     if (s->zero && pp->d > 1) {
         DT_CHECK_GOTO(dt__zero_create(dt__pipe_dev_data(pp), s->be, dt__stage_layout(pp->st), &s->optim, &pp->zero), st,
@@ -238,6 +264,8 @@ void dt__pipe_free(dt__pipe *pp)
     dt_comm_free(pp->dpipe);
     dt_comm_free(pp->ddata);
     dt_comm_free(pp->dtp);
+    dt_comm_free(pp->demb);
+    dt_comm_free(pp->emb);
     dt_comm_free(pp->pipe);
     dt_comm_free(pp->data);
     dt_comm_free(pp->tpc);
@@ -445,6 +473,14 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
     const dt_paramset *L = dt__stage_layout(pp->st);
     float *grads = dt__stage_grads(pp->st);
     const dt_collective_opts o = {.chunk_bytes = pp->cfg.chunk_bytes};
+    if (pp->emb) { /* tied embeddings: wte's gradient on the first stage plus the head copy's on the last */
+        float *g;
+        size_t n;
+        DT_CHECK(dt__stage_tied_grad(pp->st, &g, &n));
+        const int64_t t0 = pp->cfg.emb_event ? dt_time_ns() : 0;
+        DT_CHECK(dt_comm_allreduce(pp->demb ? pp->demb : pp->emb, g, n, pp->cfg.allreduce, &o));
+        if (pp->cfg.emb_event) pp->cfg.emb_event(pp->cfg.ctx, t0, dt_time_ns(), n * sizeof(float));
+    }
     if (pp->d > 1 && !pp->zero)
         DT_CHECK(dt_comm_allreduce(dt__pipe_dev_data(pp), grads, L->numel, pp->cfg.allreduce, &o));
     const int async = dt__pipe_async(pp);
@@ -661,6 +697,8 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
 const char *dt__pipe_tensor_name(const dt__pipe *pp, int index)
 {
     const dt_paramset *w = dt__stage_whole_layout(pp->st);
+    /* one past the whole layout: the last stage's copy of the tied wte */
+    if (index == w->count && pp->tied) return "lm_head.w";
     return index >= 0 && index < w->count ? w->info[index].name : "";
 }
 

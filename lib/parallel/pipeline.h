@@ -72,6 +72,9 @@ typedef struct dt__pipe_setup {
     dt__pipe_event_fn event; /* may be NULL */
     void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns,
                      int64_t t1_ns); /* each f/g allreduce, may be NULL */
+    /* each sum of the tied wte's gradient over the first and last stage
+     * (inside OPTIM_STEP), may be NULL */
+    void (*emb_event)(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes);
     void *ctx;
 } dt__pipe_setup;
 

@@ -49,7 +49,8 @@ struct dt__stage {
     dt__tp *tp;        /* tensor parallelism (not owned), or NULL */
     int t, tr;         /* tensor-parallel size and rank */
     uint8_t *sharded;  /* (layout.count) t > 1: 1 this rank holds a shard of the tensor; 2 the first
-                               (replicated) tensor of a sharded block; 0 replicated */
+                               (replicated) tensor of a sharded block; 0 replicated; 3 the last
+                               stage's copy of the tied wte (counted on the first stage) */
     float *tscratch;   /* t > 1: the tensor-parallel block's backward scratch */
     dt_buffer params, grads;
     /* views: weights bound per call, gradients fixed */
@@ -130,9 +131,12 @@ static void dt__stage_bind(dt__stage *st, float *base, float **wte, float **wpe,
     if (st->last) {
         h->lnfw = base + in[k++].offset;
         h->lnfb = base + in[k++].offset;
-        h->lmw = base + in[k++].offset;
+        /* tied: wte itself on a one-stage pipeline, else this stage's copy */
+        h->lmw = st->cfg.tie_embeddings && st->first ? *wte : base + in[k++].offset;
     }
 }
+
+int dt__stage_has_tied_copy(const dt__stage *st) { return st->cfg.tie_embeddings && st->last && !st->first; }
 
 /* The stage's tensors in the whole model's order, with their whole indexes,
  * and the whole-model offset of the first (from the whole layout's rule:
@@ -156,11 +160,12 @@ static dt_status dt__stage_layout_make(dt__stage *st)
         }
     DT_CHECK_GOTO(dt_paramset_add(w, "lnf.w", 1, (int64_t[]){C}, 0), s, done);
     DT_CHECK_GOTO(dt_paramset_add(w, "lnf.b", 1, (int64_t[]){C}, 0), s, done);
-    DT_CHECK_GOTO(dt_paramset_add(w, "lm_head.w", 2, (int64_t[]){V, C}, 1), s, done);
+    if (!st->cfg.tie_embeddings) DT_CHECK_GOTO(dt_paramset_add(w, "lm_head.w", 2, (int64_t[]){V, C}, 1), s, done);
     const int lo = st->first ? 0 : 2 + DT__NBLOCK * st->l0;
     const int hi = st->last ? w->count : 2 + DT__NBLOCK * st->l1;
-    st->whole_index = calloc((size_t)(hi - lo), sizeof *st->whole_index);
-    st->sharded = calloc((size_t)(hi - lo), 1);
+    const int copy = dt__stage_has_tied_copy(st);
+    st->whole_index = calloc((size_t)(hi - lo + copy), sizeof *st->whole_index);
+    st->sharded = calloc((size_t)(hi - lo + copy), 1);
     if (!st->whole_index || !st->sharded) {
         s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
         goto done;
@@ -188,6 +193,11 @@ static dt_status dt__stage_layout_make(dt__stage *st)
             goto done;
         }
         i++;
+    }
+    if (copy) { /* the last stage's copy of the tied wte, after the stage's range */
+        DT_CHECK_GOTO(dt_paramset_add(&st->layout, "lm_head.w", 2, (int64_t[]){V, C}, 1), s, done);
+        st->whole_index[hi - lo] = 0;
+        st->sharded[hi - lo] = 3;
     }
 done:
     return s;
@@ -401,6 +411,16 @@ float *dt__stage_grads(dt__stage *st) { return st->grads.data; }
 size_t dt__stage_offset(const dt__stage *st) { return st->offset; }
 const dt_paramset *dt__stage_whole_layout(const dt__stage *st) { return &st->whole; }
 int dt__stage_first_tensor(const dt__stage *st) { return st->layout.count ? st->whole_index[0] : 0; }
+const int *dt__stage_whole_index(const dt__stage *st) { return st->whole_index; }
+dt_status dt__stage_tied_grad(dt__stage *st, float **g, size_t *n)
+{
+    *g = NULL, *n = 0;
+    if (!st->cfg.tie_embeddings || st->first == st->last) return DT_OK;
+    const dt_param_info *p = &st->layout.info[st->first ? 0 : st->layout.count - 1];
+    *g = (float *)st->grads.data + p->offset;
+    *n = p->numel;
+    return DT_OK;
+}
 float *dt__stage_input(dt__stage *st, int slot) { return st->slots[slot].input; }
 float *dt__stage_dout(dt__stage *st) { return st->dout; }
 size_t dt__stage_activation_bytes(const dt__stage *st) { return st->act_now * sizeof(float); }
@@ -737,7 +757,7 @@ dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *shar
     for (int i = 0; i < st->layout.count; i++) {
         const dt_param_info *p = &st->layout.info[i];
         const size_t a = DT_MAX(p->offset, lo), b = DT_MIN(p->offset + p->numel, hi);
-        if (a >= b) continue;
+        if (a >= b || st->sharded[i] == 3) continue; /* the tied copy: the first stage counts wte */
         double v = 0.0;
         DT_CHECK(st->be->sumsq(st->be, (const float *)st->grads.data + a, b - a, &v));
         if (st->sharded[i] == 1) *sharded += v;
@@ -771,7 +791,7 @@ dt_status dt__stage_probe_of(dt__stage *st, const float *weights, double *out)
         }
         const dt_param_info *p = &st->layout.info[i];
         const size_t off = st->whole.info[st->whole_index[i]].offset;
-        if (st->tr == 0)
+        if (st->tr == 0 && st->sharded[i] != 3) /* the tied copy: the first stage counts wte */
             for (size_t j = 0; j < p->numel; j++) sum += (double)w[p->offset + j] * dt__probe_u(off + j);
         i++;
     }

@@ -85,6 +85,18 @@ size_t dt__stage_offset(const dt__stage *st); /* of element 0 in the whole model
  * tensor parallelism: a shard takes its tensor's place). */
 const dt_paramset *dt__stage_whole_layout(const dt__stage *st);
 int dt__stage_first_tensor(const dt__stage *st);
+/* (layout.count) each tensor's index in the whole model's layout: first
+ * tensor + i, except the tied copy (index 0, wte). */
+const int *dt__stage_whole_index(const dt__stage *st);
+/* Tied embeddings (cfg.tie_embeddings) on a pipeline of more than one
+ * stage: the first stage holds wte and the last a copy of it as its LM
+ * head ("lm_head.w", the last tensor of its layout, initialised as wte);
+ * the pipeline sums the two gradients before each update so the copies
+ * stay equal. 1 on the last stage of such a pipeline. */
+int dt__stage_has_tied_copy(const dt__stage *st);
+/* The gradient of the tied matrix on this stage (wte on the first, the
+ * copy on the last), or NULL and 0 where there is none to sum. */
+dt_status dt__stage_tied_grad(dt__stage *st, float **g, size_t *n);
 dt_status dt__stage_zero_grad(dt__stage *st);
 /* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);

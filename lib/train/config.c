@@ -174,12 +174,7 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
     const char *flag = p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
     const int size = p > 1 ? p : t;
     if (cfg->model_kind != DT_MODEL_GPT) return DT_FAIL(DT_ERR_INVALID, "%s: only the GPT is split across ranks", flag);
-    if (cfg->use_loss_scaling && p > 1 &&
-        (cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC))
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--pipeline-schedule %s with --fp16: each stage updates on its own, so the stages cannot "
-                       "agree on a loss scale without a barrier per update (use --bf16)",
-                       dt_sched_kind_name(cfg->pipeline_schedule));
+    DT_CHECK(dt__pipe_check(&cfg->model, p, cfg->pipeline_schedule, cfg->use_loss_scaling));
     if (cfg->ps_mode != DT_PS_NONE)
         return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported", flag, size);
     if (given) {

@@ -67,6 +67,7 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "hidden_size", json_integer(cfg->model.hidden_size), &bad);
     dt__jset(o, "num_attention_heads", json_integer(cfg->model.num_heads), &bad);
     dt__jset(o, "max_position_embeddings", json_integer(cfg->model.seq_len), &bad);
+    dt__jset(o, "untie_embeddings_and_output_weights", json_boolean(!cfg->model.tie_embeddings), &bad);
     dt__jset(o, "vocab_size", cfg->model.vocab_size > 0 ? json_integer(cfg->model.vocab_size) : json_null(), &bad);
     dt__jset(o, "seq_length", json_integer(cfg->seq_length), &bad);
     dt__jset(o, "task", cfg->data.path ? json_null() : dt__jstr_or_null(cfg->data.task), &bad);

@@ -21,7 +21,13 @@ static dt_status dt__gpt_create(dt_trainer *tr, int split)
 {
     const dt_train_config *cfg = &tr->cfg;
     DT_CHECK(dt_data_open(&tr->cfg.data, tr->T, &tr->gpt.data));
-    tr->cfg.model.vocab_size = dt_data_vocab_size(tr->gpt.data);
+    /* the vocabulary: the data's, or the model's own when set (a preset's,
+     * e.g. GPT-2's 50257), which the data's token ids must fit in */
+    const int dv = dt_data_vocab_size(tr->gpt.data);
+    if (tr->cfg.model.vocab_size <= 0) tr->cfg.model.vocab_size = dv;
+    else if (dv > tr->cfg.model.vocab_size)
+        return DT_FAIL(DT_ERR_INVALID, "--model %s: a vocabulary of %d, the data's token ids go up to %d",
+                       tr->cfg.model_name, tr->cfg.model.vocab_size, dv - 1);
     tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
     if (!split) {
         DT_CHECK(dt_gpt_create(&tr->cfg.model, tr->be, &tr->gpt.model));

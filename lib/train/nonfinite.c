@@ -51,7 +51,8 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
     const dt_paramset *L = dt_gpt_layout(tr->gpt.model);
     dt_backend *be = tr->be;
     const int B = tr->B, T = tr->T, NL = c->num_layers, N = B * T;
-    if (L->count != 2 + 12 * NL + 3) return DT_OK; /* not the layout below */
+    const int tied = c->tie_embeddings;
+    if (L->count != 2 + 12 * NL + 3 - tied) return DT_OK; /* not the layout below */
     float *w = dt_gpt_params(tr->gpt.model);
     const dt_param_info *in = L->info;
     const float *wte = w + in[0].offset, *wpe = w + in[1].offset;
@@ -69,7 +70,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
                          &bp[l].ln2w, &bp[l].ln2b, &bp[l].fcw,  &bp[l].fcb,  &bp[l].fcprojw,  &bp[l].fcprojb};
         for (int i = 0; i < 12; i++) *f[i] = w + in[k++].offset;
     }
-    const dt__head_params hp = {w + in[k].offset, w + in[k + 1].offset, w + in[k + 2].offset};
+    const dt__head_params hp = {w + in[k].offset, w + in[k + 1].offset, tied ? (float *)wte : w + in[k + 2].offset};
     const size_t floats = dt__embed_act_floats(c, B, T) + (size_t)NL * dt__block_act_floats(c, B, T, 1) +
                           dt__head_act_floats(c, B, T) + 256 * (size_t)(NL + 3); /* + the arena's rounding */
     DT_CHECK_GOTO(dt_buffer_alloc(&arena_buf, be, floats * sizeof(float)), st, done);

@@ -63,6 +63,19 @@ static void dt__tp_event(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t 
     dt__trace_write(tr, &e);
 }
 
+/* Trace: each sum of the tied wte's gradient over the first and last stage. */
+static void dt__emb_event(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace.writer || tr->trace.status != DT_OK) return;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, "tied embedding allreduce", "comm", tr->rank, DT_LANE_COMM,
+                        t0_ns - tr->t_start_ns, t1_ns - t0_ns);
+    e.iter = tr->iter;
+    if (dt_trace_event_add_arg(&e, "bytes", (double)bytes) != DT_OK) return;
+    dt__trace_write(tr, &e);
+}
+
 /* Pipeline/tensor parallelism: the stage owns its weights, gradients and optimizer. */
 dt_status dt__tr_pipe_create(dt_trainer *tr)
 {
@@ -96,6 +109,7 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .batch = dt__pipe_batch,
                                .event = dt__pipe_event,
                                .tp_event = dt__tp_event,
+                               .emb_event = dt__emb_event,
                                .ctx = tr};
     return dt__pipe_create(&ps, &tr->pipe.rt);
 }
