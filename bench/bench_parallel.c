@@ -317,7 +317,6 @@ static void bench_split_config(dt_train_config *cfg, int L, int C, int T, int B,
     cfg->model.hidden_size = C;
     cfg->model.num_heads = 4;
     cfg->model.seq_len = T;
-    cfg->model.tie_embeddings = 0; /* pipedream refuses tied embeddings; every schedule runs one model */
     cfg->seq_length = T;
     cfg->micro_batch_size = B;
     cfg->global_batch_size = global;

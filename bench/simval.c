@@ -19,7 +19,8 @@
  *   dtbench simspeed [--steps N]
  *       The engine alone (events per second of a heap under a steady load
  *       of pending events, goal > 10 million) and a 1024-device job:
- *       gpt2-124m on sim/hw/h100-ib.json's figures with the roofline,
+ *       32 blocks of GPT-2's width 768, 12 heads, T = 1024, byte vocabulary,
+ *       on sim/hw/h100-ib.json's figures with the roofline,
  *       p = 16, d = 64, m = 64, 1f1b, ring allreduce at step level; wall
  *       time for 10 steps (goal < 10 s on one core) and events per second.
  *
@@ -144,10 +145,7 @@ int dt_bench_simval(int argc, char **argv)
     mpi_env();
     char common[512], cmd[4096], log[PATH_MAX + 64], path[PATH_MAX + 64];
     snprintf(common, sizeof common,
-             "--model tiny --micro-batch-size 16 --train-iters %d --eval-interval 0 --log-interval 100000 "
-             /* untied: pipedream refuses tied embeddings, and every run keeps one model */
-             "--untie-embeddings-and-output-weights",
-             iters);
+             "--model tiny --micro-batch-size 16 --train-iters %d --eval-interval 0 --log-interval 100000", iters);
     const double t0 = now_s();
     /* (1) the compute profile: one rank, one thread (what each of 2 ranks gets on 2 cores) */
     FMT(cmd, "'%s/dtrain' %s --global-batch-size 64 --threads 1 --trace '%s/profile.json'", bindir, common, dir);
@@ -285,7 +283,8 @@ int dt_bench_simspeed(int argc, char **argv)
     char hw[PATH_MAX];
     FMT(hw, "%s/sim/hw/h100-ib.json", getenv("DT_SRCDIR") ? getenv("DT_SRCDIR") : DT_SRCDIR_DEFAULT);
     const char *cfg_fmt =
-        "{\"model\":\"gpt2-124m\",\"num_layers\":32,\"seq_length\":1024,\"micro_batch_size\":1,\"micro_batches\":64,"
+        "{\"model\":\"custom\",\"num_layers\":32,\"hidden_size\":768,\"num_attention_heads\":12,"
+        "\"max_position_embeddings\":1024,\"seq_length\":1024,\"micro_batch_size\":1,\"micro_batches\":64,"
         "\"pipeline_model_parallel_size\":16,\"data_parallel_size\":64,\"pipeline_schedule\":\"1f1b\","
         "\"allreduce\":\"ring\",\"allreduce_chunk_bytes\":0,\"train_iters\":%d,\"hardware\":\"%s\"}";
     char cfg[1024];

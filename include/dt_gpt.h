@@ -39,7 +39,8 @@ typedef struct dt_gpt_config {
     int tie_embeddings;
 } dt_gpt_config;
 
-/* Fill cfg from a preset: "tiny", "small", "gpt2-124m". */
+/* Fill cfg from a preset: "tiny", "small", "gpt2-124m" (GPT-2: vocabulary
+ * 50257, LM head tied to wte; the byte-level tiny and small: 256, untied). */
 DT_API dt_status dt_gpt_config_preset(const char *name, dt_gpt_config *cfg);
 /* Check sizes (positive, C divisible by NH, ...); message names the flag. */
 DT_API dt_status dt_gpt_config_validate(const dt_gpt_config *cfg);

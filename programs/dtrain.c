@@ -47,6 +47,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB(JF_MAX_POSITION_EMBEDDINGS),
         JOB(JF_SEQ_LENGTH),
         JOB(JF_UNTIE_EMBEDDINGS),
+        JOB(JF_TIE_EMBEDDINGS),
         JOB_SECTION("Data"),
         {.name = "--task",
          .kind = DT_ARG_CHOICE,

@@ -38,8 +38,12 @@ static const char *dtrain_first_given(dt_arg *args, int n_args, const char *cons
 /* --model mlp-bn: the sizes go to the MLP; the GPT's own sizes are errors. */
 static int dtrain_config_mlp(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
-    static const char *const gpt_only[] = {"--num-attention-heads", "--max-position-embeddings", "--seq-length",
-                                           "--untie-embeddings-and-output-weights", NULL};
+    static const char *const gpt_only[] = {"--num-attention-heads",
+                                           "--max-position-embeddings",
+                                           "--seq-length",
+                                           "--untie-embeddings-and-output-weights",
+                                           "--tie-embeddings-and-output-weights",
+                                           NULL};
     cfg->model_kind = DT_MODEL_MLP_BN;
     if (GIVEN("--hidden-size")) cfg->mlp.hidden_size = o->job.hidden_size;
     if (GIVEN("--num-layers")) cfg->mlp.num_layers = o->job.num_layers;
@@ -79,7 +83,13 @@ static int dtrain_config_gpt(const dtrain_opts *o, dt_arg *args, int n_args, dt_
     DT_SIZE("--num-attention-heads", num_heads, j->num_heads);
     DT_SIZE("--max-position-embeddings", seq_len, j->max_pos);
 #undef DT_SIZE
-    preset->tie_embeddings = !j->untie_embeddings; /* not a size: the preset's name stays */
+    if (j->untie_embeddings && j->tie_embeddings) {
+        fprintf(stderr, PROG ": --untie-embeddings-and-output-weights and --tie-embeddings-and-output-weights: "
+                             "give one\n");
+        return 2;
+    }
+    if (j->untie_embeddings || j->tie_embeddings) /* not a size: the preset's name stays */
+        preset->tie_embeddings = j->tie_embeddings;
     snprintf(cfg->model_name, sizeof cfg->model_name, "%s", custom ? "custom" : j->model);
     return 0;
 }

@@ -105,6 +105,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
         .help = "vocabulary (dtrain's data: 256 bytes; the LM head's cost)");
     JOB(JF_SEQ_LENGTH);
     JOB(JF_UNTIE_EMBEDDINGS);
+    JOB(JF_TIE_EMBEDDINGS);
     SECTION("Batch");
     JOB(JF_MICRO_BATCH_SIZE);
     JOB(JF_GLOBAL_BATCH_SIZE);

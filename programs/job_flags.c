@@ -84,9 +84,14 @@ static const job_flag_def job_flags[JF_COUNT] = {
     [JF_UNTIE_EMBEDDINGS] = {.name = "--untie-embeddings-and-output-weights",
                              .kind = DT_ARG_FLAG,
                              .offset = AT(untie_embeddings),
-                             .default_text = "tied",
-                             .help = "a separate LM head matrix instead of the token embedding's (GPT-2 and "
-                                     "Megatron tie them)"},
+                             .default_text = "the preset's",
+                             .help = "a separate LM head matrix instead of the token embedding's (gpt2-124m "
+                                     "ties them, as GPT-2 and Megatron do)"},
+    [JF_TIE_EMBEDDINGS] = {.name = "--tie-embeddings-and-output-weights",
+                           .kind = DT_ARG_FLAG,
+                           .offset = AT(tie_embeddings),
+                           .default_text = "the preset's",
+                           .help = "the LM head multiplies by the token embedding (tiny and small are untied)"},
     /* batch and schedule */
     [JF_MICRO_BATCH_SIZE] = {.name = "--micro-batch-size",
                              .kind = DT_ARG_INT,

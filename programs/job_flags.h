@@ -29,7 +29,7 @@ typedef struct job_opts {
     /* model */
     const char *model;
     int num_layers, hidden_size, num_heads, max_pos, seq_length;
-    int untie_embeddings; /* --untie-embeddings-and-output-weights */
+    int untie_embeddings, tie_embeddings; /* --untie-/--tie-embeddings-and-output-weights */
     /* batch and schedule */
     int micro_batch, global_batch;
     int64_t train_iters;
@@ -60,6 +60,7 @@ typedef enum job_flag_id {
     JF_MAX_POSITION_EMBEDDINGS,
     JF_SEQ_LENGTH,
     JF_UNTIE_EMBEDDINGS,
+    JF_TIE_EMBEDDINGS,
     JF_MICRO_BATCH_SIZE,
     JF_GLOBAL_BATCH_SIZE,
     JF_TRAIN_ITERS,

@@ -87,9 +87,8 @@ LOW=0.04
 HIGH=0.07
 NOISE_MAX=0.05
 ATTEMPTS=5
-# untied: pipedream refuses tied embeddings, and every schedule runs the same model
 MODEL="--num-layers 8 --hidden-size 128 --seq-length 64 --micro-batch-size 4 --threads 1 \
---lr-warmup-iters 1 --eval-iters 1 --eval-interval 0 --log-interval 100 --untie-embeddings-and-output-weights"
+--lr-warmup-iters 1 --eval-iters 1 --eval-interval 0 --log-interval 100"
 ITERS=6
 
 # measure NAME SCHEDULE M: run ITERS steps, then $TMP/NAME.txt holds one line per stage

@@ -64,7 +64,7 @@ START_TEST(test_nan_weight_names_layer)
     expect_stop(NAN, "h.1.fc.w", 0, "iteration 1: training loss is nan", "forward: the output of layer h.1 ");
     expect_stop(NAN, "h.0.qkv.w", 2, "iteration 3: training loss is nan", "forward: the output of layer h.0 ");
     expect_stop(INFINITY, "wpe", 1, "iteration 2:", "forward: the output of layer embedding"); /* position 0 */
-    expect_stop(NAN, "lnf.w", 0, "iteration 1:", "forward: the output of layer head");
+    expect_stop(NAN, "lm_head.w", 0, "iteration 1:", "forward: the output of layer head");
 }
 END_TEST
 

@@ -450,9 +450,10 @@ START_TEST(test_check)
     snprintf(sc->precision, sizeof sc->precision, "bf16"); /* 16-bit stages and shards, as dtrain runs them */
     ck_dt(dts_scenario_check(sc));
     sc->t = 1, sc->p = 2, sc->schedule = DT_SCHED_PIPEDREAM;
-    expect_check_error(sc, "pipedream with tied embeddings (the default)");
-    sc->model.tie_embeddings = 0;
     ck_dt(dts_scenario_check(sc));
+    sc->model.tie_embeddings = 1;
+    expect_check_error(sc, "pipedream with tied embeddings");
+    sc->model.tie_embeddings = 0;
     snprintf(sc->precision, sizeof sc->precision, "fp16");
     sc->use_loss_scaling = 1;
     expect_check_error(sc, "pipedream with --fp16");

@@ -31,7 +31,6 @@ static void make_trace(void)
     sc->p = 2;
     sc->m = 4;
     sc->steps = 3;
-    sc->model.tie_embeddings = 0; /* the what-if's schedule key reaches pipedream, which refuses tied ones */
     dts_summary sum;
     dts_run_opts o;
     memset(&o, 0, sizeof o);

@@ -19,7 +19,7 @@
 #    bf16 with full recomputation), t x d = 2 x 2. ps-async is not deterministic run to run: it is
 #    only checked to resume at the saved iteration and finish.
 # 2. Refusals: pipedream with --save; a checkpoint of another model
-#    (hidden_size 64 vs 32; a tied head loaded untied), of another world size,
+#    (hidden_size 64 vs 32; an untied head loaded tied), of another world size,
 #    a missing directory.
 # 3. The kill test: a run with --save-interval 1 is killed with SIGKILL at
 #    random moments (during steps and during saves) KILLS times in a row,
@@ -127,8 +127,8 @@ expect() {
     fi
 }
 expect "hidden_size 64 vs 32" $COMMON $GPT --micro-batch-size 8 --hidden-size 32 --load "$TMP/single/A"
-expect "untie_embeddings_and_output_weights false vs true" $COMMON $GPT --micro-batch-size 8 \
-    --untie-embeddings-and-output-weights --load "$TMP/single/A"
+expect "untie_embeddings_and_output_weights true vs false" $COMMON $GPT --micro-batch-size 8 \
+    --tie-embeddings-and-output-weights --load "$TMP/single/A"
 expect "no such directory" $COMMON $GPT --micro-batch-size 8 --load "$TMP/nowhere"
 expect "lr_decay_iters 6 vs 9" $GPT --micro-batch-size 8 --lr-warmup-iters 2 --train-iters 9 --load "$TMP/single/A"
 expect "--save-interval: needs --save" --save-interval 2
@@ -162,8 +162,7 @@ if [ "$HAVE_MPI" = 1 ]; then
         fail "ps-async resume:"; tail -n 5 "$d.1.out" "$d.2.out" >&2
     fi
     expect_error "pipedream: not supported" 2 $COMMON $GPT --micro-batch-size 2 --global-batch-size 8 \
-        --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --untie-embeddings-and-output-weights \
-        --save "$TMP/pd"
+        --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --save "$TMP/pd"
     expect_error "shard count differs from the world" 2 $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 \
         --load "$TMP/single/A"
 fi

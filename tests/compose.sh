@@ -32,10 +32,9 @@
 #     fp16's underflow edge is 0 in one run and a subnormal in the other, and
 #     AdamW turns either into a step of 0 or of about lr)
 #
-# Tied embeddings (the default) are their own axis: the matrix above runs
-# with --untie-embeddings-and-output-weights, so that its classes keep
-# their meaning, and the cells named *-tied run the default against a tied
-# serial run. Their classes are the untied ones, except on a pipeline
+# Tied embeddings are their own axis: the matrix above runs the model's
+# untied head (the tiny preset's), and the cells named *-tied add
+# --tie-embeddings-and-output-weights, against a tied serial run. Their classes are the untied ones, except on a pipeline
 # (the first stage holds wte, the last a copy, and their gradients are
 # summed once per step where one process adds both uses into one buffer,
 # micro-batch by micro-batch): class tied, fp32 TOL_DP (measured 1.1e-7
@@ -70,7 +69,7 @@ TOL_TPH_PROBE=2e-2
 PROBE_EPS=1e-12
 COMMON="--task add --task-digits 2 --seq-length 16 --num-layers 4 --train-iters 4 --lr-warmup-iters 1 \
 --eval-iters 2 --eval-interval 0 --log-interval 4 --threads 1 --clip-grad 0 --global-batch-size 8"
-UNTIE=--untie-embeddings-and-output-weights
+TIE=--tie-embeddings-and-output-weights
 
 prec_flags() { case $1 in bf16) echo --bf16 ;; fp16) echo --fp16 ;; *) ;; esac; }
 rc_flags() {
@@ -113,9 +112,9 @@ reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a
     if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
 
 # reference PREC MICRO EMB: the serial run (one process, global batch 8 in
-# micro-batches of MICRO; EMB "$UNTIE", or empty: tied)
+# micro-batches of MICRO; EMB "$TIE", or empty: the untied default of the model)
 reference() {
-    ref=$TMP/ref-$1-$2${3:+-untied}.json
+    ref=$TMP/ref-$1-$2${3:+-tied}.json
     [ -f "$ref" ] && return 0
     timeout 120 "$DTRAIN" $COMMON $3 $(prec_flags $1) --micro-batch-size $2 --summary "$ref" >"$TMP/ref.out" 2>&1 ||
         { fail "serial $1 micro-batch $2: exited non-zero:"; tail -n 5 "$TMP/ref.out" >&2; rm -f "$ref"; return 1; }
@@ -128,9 +127,9 @@ cell() {
     layout $2
     [ "$NP" -gt 4 ] && [ "$FULL" != 1 ] && return 0
     micro=$((8 / ($4 * D)))
-    emb=$UNTIE name=$1-$2-$3-a$4
+    emb= name=$1-$2-$3-a$4
     if [ "${5:-}" = tied ]; then
-        emb= name=$name-tied
+        emb=$TIE name=$name-tied
         case $FL in *--pipeline-model-parallel-size*) [ $CLASS = tp ] || CLASS=tied ;; esac
     fi
     reference $1 $micro "$emb" || return 0
@@ -235,10 +234,10 @@ expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on i
     --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16
 expect_error "--pipeline-schedule pipedream-vsync with --fp16" 2 \
     --pipeline-model-parallel-size 2 --pipeline-schedule pipedream-vsync --fp16
-expect_error "--pipeline-schedule pipedream with tied embeddings (the default): the first and last stages" 2 \
-    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream
+expect_error "--pipeline-schedule pipedream with tied embeddings: the first and last stages" 2 \
+    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream $TIE
 expect_error "--pipeline-schedule pipedream-vsync with tied embeddings" 2 \
-    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream-vsync
+    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream-vsync $TIE
 expect_error "with a parameter server: not supported" 4 --tensor-model-parallel-size 2 --allreduce ps-sync \
     --num-ps-servers 2
 

@@ -80,7 +80,7 @@ fi
 # 2. stashing and vertical sync
 for k in pipedream pipedream-vsync; do
     run "$k" 4 --num-layers 4 --micro-batch-size 8 --global-batch-size 32 --train-iters 6 --eval-iters 1 \
-        --eval-interval 0 --log-interval 6 --threads 1 --pipeline-model-parallel-size 4 --pipeline-schedule $k --untie-embeddings-and-output-weights || continue
+        --eval-interval 0 --log-interval 6 --threads 1 --pipeline-model-parallel-size 4 --pipeline-schedule $k || continue
     mis=$(key "$TMP/$k.json" version_mismatches); dis=$(key "$TMP/$k.json" version_disagreements_across_stages)
     inflight=$(jlist "$TMP/$k.json" stage_versions_in_flight)
     [ "$mis" = 0 ] || fail "$k: $mis micro-batches ran backward on other weights than their forward"
@@ -115,7 +115,7 @@ done
 
 # 4. pipedream learns
 if run learn 2 --micro-batch-size 64 --global-batch-size 128 --train-iters 1000 --eval-interval 0 --log-interval 500 \
-        --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --untie-embeddings-and-output-weights; then
+        --pipeline-model-parallel-size 2 --pipeline-schedule pipedream; then
     acc=$(key "$TMP/learn.json" accuracy)
     if awk -v a="$acc" -v m="$LEARN_MIN" 'BEGIN { exit !(a != "" && a >= m) }'; then
         echo "ok: pipedream reaches accuracy $acc (>= $LEARN_MIN)"

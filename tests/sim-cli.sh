@@ -103,8 +103,10 @@ expect_usage_error "--min-loss-scale" run --fp16 --initial-loss-scale 2 --min-lo
 expect_usage_error "--loss-scale-window" run --fp16 --loss-scale-window 0
 expect_usage_error "pipedream with --fp16: each stage updates on its own" run --fp16 --pipeline-model-parallel-size 2 \
     --pipeline-schedule pipedream
-expect_usage_error "pipedream with tied embeddings (the default): the first and last stages" run \
-    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream
+expect_usage_error "pipedream with tied embeddings: the first and last stages" run \
+    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --tie-embeddings-and-output-weights
+expect_usage_error "--tie-embeddings-and-output-weights: give one" run --tie-embeddings-and-output-weights \
+    --untie-embeddings-and-output-weights
 expect_usage_error "--recompute-granularity" run --recompute-granularity some
 expect_usage_error "--slow-rank" run --slow-rank 1
 expect_usage_error "--slow-rank 3" run --slow-rank 3:10
@@ -161,7 +163,7 @@ expect_usage_error "pipedream-vsync with --fp16" run --config "$TMP/c-pp.json" -
 # m = 4, as its stages waited for each other at every step's loss allreduce; its
 # stages now only fill and drain once per run, the formula (p-1)/(steps*m+p-1))
 run sweep --num-layers 8 --pipeline-model-parallel-size 4 --micro-batch-size 16 --train-iters 20 \
-    --untie-embeddings-and-output-weights --sweep pipeline-schedule=1f1b,pipedream --sweep micro-batches=4
+    --sweep pipeline-schedule=1f1b,pipedream --sweep micro-batches=4
 if [ "$rc" -ne 0 ]; then
     fail "sweep pipedream: exit $rc: $(cat "$TMP/err")"
 else

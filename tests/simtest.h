@@ -29,7 +29,6 @@ static inline void dt_test_fixed_scenario(dts_scenario *sc, int L, int p, int m,
 {
     dts_scenario_default(sc);
     sc->model.num_layers = L;
-    sc->model.tie_embeddings = 0; /* every schedule runs it, pipedream included */
     sc->p = p;
     sc->t = 1;
     sc->d = 1;

@@ -115,7 +115,7 @@ dt_status dt__pipe_check(const dt_gpt_config *model, int p, dt_sched_kind kind, 
                        dt_sched_kind_name(kind));
     if (model->tie_embeddings)
         return DT_FAIL(DT_ERR_INVALID,
-                       "--pipeline-schedule %s with tied embeddings (the default): the first and last stages "
+                       "--pipeline-schedule %s with tied embeddings: the first and last stages "
                        "would update their copies of wte at different times (add "
                        "--untie-embeddings-and-output-weights)",
                        dt_sched_kind_name(kind));

@@ -53,7 +53,7 @@ else
 fi
 
 # 5. What if: 1024 GPUs. Roofline costs: deterministic, exact lines.
-BIG="--model gpt2-124m --num-layers 32 --seq-length 1024 --micro-batch-size 1"
+BIG="--num-layers 32 --hidden-size 768 --num-attention-heads 12 --max-position-embeddings 1024 --seq-length 1024 --micro-batch-size 1"
 tut_cmd h100 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h100-ib.json
 tut_line h100 '^scenario: custom \(32 layers, width 768, 12 heads, vocab 256\), B=1 T=1024 m=64 \(global batch 4096\), 2 steps$'
 tut_line h100 '^layout:   t=1 p=16 d=64 \(1024 ranks\), schedule 1f1b, exchange ring, fp32$'
@@ -155,7 +155,7 @@ tut_range "3-D run: error of the prediction (%)" "$td_err" -75 -20
 td_cm=$(awk '/^t2 p2 d1 1f1b m=4 / { print $12 }' tdval.out)
 td_cp=$(awk '/^t2 p2 d1 1f1b m=4 / { print $14 }' tdval.out)
 tut_range "3-D run: measured / predicted compute" "$(tut_ratio "$td_cm" "$td_cp")" 1.3 4
-TD="--model gpt2-124m --num-layers 32 --seq-length 1024 --micro-batch-size 1 --micro-batches 64 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 16 --data-parallel-size 16 --bf16"
+TD="--num-layers 32 --hidden-size 768 --num-attention-heads 12 --max-position-embeddings 1024 --seq-length 1024 --micro-batch-size 1 --micro-batches 64 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 16 --data-parallel-size 16 --bf16"
 tut_cmd tdnone ./dtsim run $TD --train-iters 2 --hw sim/hw/h100-ib.json
 tut_cmd tdsel ./dtsim run $TD --recompute-activations --train-iters 2 --hw sim/hw/h100-ib.json
 tut_cmd tdfull ./dtsim run $TD --recompute-granularity full --train-iters 2 --hw sim/hw/h100-ib.json

@@ -40,24 +40,24 @@ tut_range "CPU MFU, small model, 1 thread" "$mfu" 0.3 1.0
 # what to expect on one GPU: predictions
 G="--model gpt2-124m --micro-batch-size 16 --seq-length 1024 --bf16 --train-iters 3"
 tut_cmd p100 ./dtsim run $G --hw sim/hw/h100-ib.json
-tut_line p100 '^scenario: gpt2-124m \(12 layers, width 768, 12 heads, vocab 256\), B=16 T=1024 m=1 \(global batch 16\), 3 steps$'
+tut_line p100 '^scenario: gpt2-124m \(12 layers, width 768, 12 heads, vocab 50257\), B=16 T=1024 m=1 \(global batch 16\), 3 steps$'
 tut_line p100 '^layout:   t=1 p=1 d=1 \(1 rank\), schedule 1f1b, exchange ring, bf16$'
-tut_line p100 '^step time 40\.699 ms \(rank 0: compute 38\.878, optimizer 0\.927, comm 0\.000 ms per step\)$'
-tut_line p100 '^peak memory 19862\.98 MiB \(rank 0\)$'
+tut_line p100 '^step time 47\.337 ms \(rank 0: compute 45\.106, optimizer 1\.337, comm 0\.000 ms per step\)$'
+tut_line p100 '^peak memory 23570\.99 MiB \(rank 0\)$'
 tut_cmd p200 ./dtsim run $G --hw sim/hw/h200-nvlink.json
-tut_line p200 '^step time 28\.810 ms \(rank 0: compute 27\.270, optimizer 0\.647, comm 0\.000 ms per step\)$'
+tut_line p200 '^step time 35\.375 ms \(rank 0: compute 33\.548, optimizer 0\.933, comm 0\.000 ms per step\)$'
 tut_cmd p100f ./dtsim run --model gpt2-124m --micro-batch-size 16 --seq-length 1024 --train-iters 3 --hw sim/hw/h100-ib.json
 tut_line p100f '^layout:   t=1 p=1 d=1 \(1 rank\), schedule 1f1b, exchange ring, fp32$'
-tut_line p100f '^step time 40\.699 ms '
-tut_cmd n86 ./dtrain --model gpt2-124m --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --eval-interval 0 --eval-iters 1
-tut_line n86 '^model: gpt2-124m, 12 layers, 12 heads, width 768, context 1024, vocab 256, 86235648 params \(86\.24M\)$'
+tut_line p100f '^step time 47\.337 ms '
+tut_cmd n124 ./dtrain --model gpt2-124m --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --eval-interval 0 --eval-iters 1
+tut_line n124 '^model: gpt2-124m, 12 layers, 12 heads, width 768, context 1024, vocab 50257, 124439808 params \(124\.44M\)$'
 
 # 4. Several GPUs on one host.
 tut_gpu_cmd gpu4 mpirun -np 4 ./dtrain --device cuda
 tut_gpu_cmd gpu4n mpirun -np 4 -x NCCL_DEBUG=INFO ./dtrain --device cuda --allreduce nccl
 tut_cmd p8 ./dtsim run $G --data-parallel-size 8 --allreduce nccl --hw sim/hw/h200-nvlink.json
 tut_line p8 '^layout:   t=1 p=1 d=8 \(8 ranks\), schedule 1f1b, exchange nccl, bf16$'
-tut_line p8 '^step time 30\.197 ms \(rank 0: compute 27\.270, optimizer 0\.647, comm 1\.344 ms per step\)$'
+tut_line p8 '^step time 37\.355 ms \(rank 0: compute 33\.548, optimizer 0\.933, comm 1\.938 ms per step\)$'
 
 # 5. Several hosts, shown on localhost.
 printf 'localhost slots=2\n' >hosts
@@ -92,7 +92,7 @@ tut_line psm '^step time 0\.309 ms \(rank 0: compute 0\.121, optimizer 0\.001, c
 # Exercise: 8 GPUs in a node against 16 on two nodes.
 tut_cmd ex8 ./dtsim run $G --data-parallel-size 8 --allreduce nccl --hw sim/hw/h100-ib.json
 tut_cmd ex16 ./dtsim run $G --data-parallel-size 16 --allreduce nccl --hw sim/hw/h100-ib.json
-tut_line ex8 '^step time 42\.085 ms \(rank 0: compute 38\.878, optimizer 0\.927, comm 1\.344 ms per step\)$'
-tut_line ex16 '^step time 53\.882 ms \(rank 0: compute 38\.878, optimizer 0\.927, comm 12\.943 ms per step\)$'
+tut_line ex8 '^step time 49\.318 ms \(rank 0: compute 45\.106, optimizer 1\.337, comm 1\.938 ms per step\)$'
+tut_line ex16 '^step time 66\.251 ms \(rank 0: compute 45\.106, optimizer 1\.337, comm 18\.674 ms per step\)$'
 
 tut_finish
