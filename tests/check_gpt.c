@@ -169,6 +169,20 @@ START_TEST(test_layout)
 }
 END_TEST
 
+/* GPT-2 124M: tied, as GPT-2 (and Megatron by default); untied, the head adds V x C. */
+START_TEST(test_gpt2_124m_params)
+{
+    dt_gpt_config c;
+    ck_dt(dt_gpt_config_preset("gpt2-124m", &c));
+    ck_assert_int_eq(c.tie_embeddings, 1);
+    ck_assert_uint_eq(dt_gpt_config_num_params(&c), 124439808u);
+    c.tie_embeddings = 0;
+    ck_assert_uint_eq(dt_gpt_config_num_params(&c), 124439808u + 50257u * 768u);
+    ck_dt(dt_gpt_config_preset("tiny", &c));
+    ck_assert_int_eq(c.tie_embeddings, 0);
+}
+END_TEST
+
 START_TEST(test_forward_matches_reference)
 {
     float loss;
@@ -547,6 +561,7 @@ static Suite *gpt_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_layout);
+    tcase_add_test(tc, test_gpt2_124m_params);
     tcase_add_test(tc, test_forward_matches_reference);
     tcase_add_test(tc, test_backward_finite_differences);
     tcase_add_test(tc, test_grad_accumulates_and_zeroes);
