@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dt_checkpoint.h"
 #include "dt_data.h"
 #include "dt_internal.h"
 #include "dt_time.h"
@@ -474,11 +475,10 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
     float *grads = dt__stage_grads(pp->st);
     const dt_collective_opts o = {.chunk_bytes = pp->cfg.chunk_bytes};
     if (pp->emb) { /* tied embeddings: wte's gradient on the first stage plus the head copy's on the last */
-        float *g;
-        size_t n;
-        DT_CHECK(dt__stage_tied_grad(pp->st, &g, &n));
+        size_t off, n;
+        dt__stage_tied_range(pp->st, &off, &n);
         const int64_t t0 = pp->cfg.emb_event ? dt_time_ns() : 0;
-        DT_CHECK(dt_comm_allreduce(pp->demb ? pp->demb : pp->emb, g, n, pp->cfg.allreduce, &o));
+        DT_CHECK(dt_comm_allreduce(pp->demb ? pp->demb : pp->emb, grads + off, n, pp->cfg.allreduce, &o));
         if (pp->cfg.emb_event) pp->cfg.emb_event(pp->cfg.ctx, t0, dt_time_ns(), n * sizeof(float));
     }
     if (pp->d > 1 && !pp->zero)
@@ -784,9 +784,30 @@ static dt_status dt__pipe_probe_masters(dt__pipe *pp, double *mine)
     return st;
 }
 
+/* Tied embeddings: the first stage's wte and the last stage's copy must be
+ * equal bit for bit (the same sums, the same updates); their CRC32C, added
+ * with opposite signs over the two (exact in a double), tells. */
+static dt_status dt__pipe_tied_check(dt__pipe *pp)
+{
+    size_t off, n;
+    dt__stage_tied_range(pp->st, &off, &n);
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory checking the tied embeddings");
+    dt_status st = pp->cfg.be->copy(pp->cfg.be, h, dt__stage_params(pp->st) + off, n * sizeof(float), DT_COPY_D2H);
+    double v = st == DT_OK ? (pp->stage == 0 ? 1.0 : -1.0) * (double)dt_crc32c(h, n * sizeof(float)) : 0.0;
+    free(h);
+    DT_CHECK(st);
+    DT_CHECK(dt_comm_sum_doubles(pp->emb, &v, 1));
+    if (v != 0.0)
+        return DT_FAIL(DT_ERR_NUMERIC,
+                       "pipeline: tied embeddings: the last stage's copy of wte differs from the first stage's wte");
+    return DT_OK;
+}
+
 dt_status dt__pipe_probe(dt__pipe *pp, double *out)
 {
     double mine = 0.0;
+    if (pp->emb) DT_CHECK(dt__pipe_tied_check(pp));
     if (pp->zero && dt__zero_master(pp->zero)) DT_CHECK(dt__pipe_probe_masters(pp, &mine));
     else if (pp->dpi == 0) DT_CHECK(dt__stage_probe(pp->st, &mine)); /* the first pipeline speaks for all */
     DT_CHECK(dt_comm_sum_doubles(pp->cfg.world, &mine, 1));

@@ -118,7 +118,9 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out);
  * targets, [1] counted targets, [2] complete examples, [3] correct ones. */
 dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double sums[4]);
 /* The whole model's weights fingerprint (dt__probe_u in dt_internal.h) on
- * every rank: each stage and tensor rank adds its own elements. Collective. */
+ * every rank: each stage and tensor rank adds its own elements. Collective.
+ * With tied embeddings it first checks that the last stage's copy of wte
+ * equals the first stage's bit for bit (DT_ERR_NUMERIC if not). */
 dt_status dt__pipe_probe(dt__pipe *pp, double *out);
 
 /* This stage's measured figures: saved activation bytes at their peak, the

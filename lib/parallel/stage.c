@@ -412,14 +412,13 @@ size_t dt__stage_offset(const dt__stage *st) { return st->offset; }
 const dt_paramset *dt__stage_whole_layout(const dt__stage *st) { return &st->whole; }
 int dt__stage_first_tensor(const dt__stage *st) { return st->layout.count ? st->whole_index[0] : 0; }
 const int *dt__stage_whole_index(const dt__stage *st) { return st->whole_index; }
-dt_status dt__stage_tied_grad(dt__stage *st, float **g, size_t *n)
+void dt__stage_tied_range(const dt__stage *st, size_t *offset, size_t *n)
 {
-    *g = NULL, *n = 0;
-    if (!st->cfg.tie_embeddings || st->first == st->last) return DT_OK;
+    *offset = *n = 0;
+    if (!st->cfg.tie_embeddings || st->first == st->last) return;
     const dt_param_info *p = &st->layout.info[st->first ? 0 : st->layout.count - 1];
-    *g = (float *)st->grads.data + p->offset;
+    *offset = p->offset;
     *n = p->numel;
-    return DT_OK;
 }
 float *dt__stage_input(dt__stage *st, int slot) { return st->slots[slot].input; }
 float *dt__stage_dout(dt__stage *st) { return st->dout; }

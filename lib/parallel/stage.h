@@ -94,9 +94,10 @@ const int *dt__stage_whole_index(const dt__stage *st);
  * the pipeline sums the two gradients before each update so the copies
  * stay equal. 1 on the last stage of such a pipeline. */
 int dt__stage_has_tied_copy(const dt__stage *st);
-/* The gradient of the tied matrix on this stage (wte on the first, the
- * copy on the last), or NULL and 0 where there is none to sum. */
-dt_status dt__stage_tied_grad(dt__stage *st, float **g, size_t *n);
+/* Where the tied matrix lies in the stage's params and grads (wte on the
+ * first stage, the copy on the last): offset and numel, 0 and 0 where
+ * there is none to sum. */
+void dt__stage_tied_range(const dt__stage *st, size_t *offset, size_t *n);
 dt_status dt__stage_zero_grad(dt__stage *st);
 /* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
