@@ -53,7 +53,7 @@ static int dtrain_config_mlp(dtrain_opts *o, dt_arg *args, int n_args, dt_train_
     if (!GIVEN("--task")) o->task = "blobs";
     const char *f = dtrain_first_given(args, n_args, gpt_only);
     if (f) {
-        fprintf(stderr, PROG ": %s: --model mlp-bn has no such size\n", f);
+        fprintf(stderr, PROG ": %s: --model mlp-bn has no attention, positions or token embedding\n", f);
         return 2;
     }
     return 0;
