@@ -83,13 +83,9 @@ static int dtrain_config_gpt(const dtrain_opts *o, dt_arg *args, int n_args, dt_
     DT_SIZE("--num-attention-heads", num_heads, j->num_heads);
     DT_SIZE("--max-position-embeddings", seq_len, j->max_pos);
 #undef DT_SIZE
-    if (j->untie_embeddings && j->tie_embeddings) {
-        fprintf(stderr, PROG ": --untie-embeddings-and-output-weights and --tie-embeddings-and-output-weights: "
-                             "give one\n");
-        return 2;
-    }
-    if (j->untie_embeddings || j->tie_embeddings) /* not a size: the preset's name stays */
-        preset->tie_embeddings = j->tie_embeddings;
+    const int tie = job_tie_embeddings(j, PROG, preset->tie_embeddings); /* not a size: the name stays */
+    if (tie < 0) return 2;
+    preset->tie_embeddings = tie;
     snprintf(cfg->model_name, sizeof cfg->model_name, "%s", custom ? "custom" : j->model);
     return 0;
 }

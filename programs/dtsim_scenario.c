@@ -130,12 +130,9 @@ static int dtsim_scenario_model(const dtsim_opts *o, dt_arg *args, int n_args, d
 #undef DTSIM_SIZE
     if (custom) snprintf(sc->model_name, sizeof sc->model_name, "custom");
     if (GIVEN("--vocab-size")) sc->model.vocab_size = o->vocab;
-    if (o->job.untie_embeddings && o->job.tie_embeddings) {
-        fprintf(stderr, PROG ": --untie-embeddings-and-output-weights and --tie-embeddings-and-output-weights: "
-                             "give one\n");
-        return 2;
-    }
-    if (o->job.untie_embeddings || o->job.tie_embeddings) sc->model.tie_embeddings = o->job.tie_embeddings;
+    const int tie = job_tie_embeddings(&o->job, PROG, sc->model.tie_embeddings);
+    if (tie < 0) return 2;
+    sc->model.tie_embeddings = tie;
     if (GIVEN("--seq-length")) sc->T = o->job.seq_length;
     return 0;
 }

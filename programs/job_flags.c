@@ -4,6 +4,7 @@
 #include "job_flags.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct job_range {
     unsigned range;
@@ -323,4 +324,14 @@ dt_arg job_flag(job_prog prog, job_opts *o, job_flag_id id)
         .help = w->help ? w->help : d->help,
         .default_text = w->default_text ? w->default_text : d->default_text,
     };
+}
+
+int job_tie_embeddings(const job_opts *o, const char *prog, int preset_tie)
+{
+    if (o->untie_embeddings && o->tie_embeddings) {
+        fprintf(stderr, "%s: --untie-embeddings-and-output-weights and --tie-embeddings-and-output-weights: give one\n",
+                prog);
+        return -1;
+    }
+    return o->untie_embeddings ? 0 : o->tie_embeddings ? 1 : preset_tie;
 }

@@ -95,6 +95,11 @@ typedef enum job_flag_id {
 /* The table entry of flag id as prog words it, its destination in o. */
 dt_arg job_flag(job_prog prog, job_opts *o, job_flag_id id);
 
+/* The LM head's tie: the preset's (preset_tie), unless --untie- or
+ * --tie-embeddings-and-output-weights says otherwise; -1 when both are
+ * given (the one line is printed to stderr, prefixed with prog). */
+int job_tie_embeddings(const job_opts *o, const char *prog, int preset_tie);
+
 /* A --help heading, for the programs' tables. */
 #define JOB_SECTION(heading) ((dt_arg){.name = (heading), .kind = DT_ARG_SECTION})
 
