@@ -228,6 +228,8 @@ mem_cell tp-selective 2 2 1 --tensor-model-parallel-size 2 --recompute-granulari
 mem_cell tppp-fp16-full 4 2 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --fp16 \
     --recompute-granularity full --recompute-num-layers 1
 mem_cell ppzero 4 1 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+# the trace's config carries --pipeline-split, so dtsim replays the uneven stages
+mem_cell split-3-1 2 1 1 --pipeline-model-parallel-size 2 --pipeline-split 3,1
 
 # refused at start, with one line that says why
 expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on its own" 2 \

@@ -118,6 +118,13 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "pipeline_model_parallel_size", json_integer(cfg->pipeline_size), &bad);
     dt__jset(o, "tensor_model_parallel_size", json_integer(cfg->tensor_size), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);
+    /* written only when given (absent: the even split), so older manifests still compare */
+    if (cfg->pipeline_split[0]) {
+        json_t *split = json_array();
+        for (int i = 0; split && i < cfg->pipeline_size && i < 64; i++)
+            if (json_array_append_new(split, json_integer(cfg->pipeline_split[i])) != 0) bad = 1;
+        dt__jset(o, "pipeline_split", split, &bad);
+    }
     dt__jset(o, "use_distributed_optimizer", json_boolean(cfg->use_distributed_optimizer), &bad);
     dt__jset(o, "max_staleness",
              cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness) : json_null(),
