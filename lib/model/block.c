@@ -75,19 +75,75 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n)
     return be->cast(be, x, DT_F32, r->scratch, r->dtype, n);
 }
 
-void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int B, int T, float **ptr[DT__BLOCK_NFIELDS],
+void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int t, int B, int T, float **ptr[DT__BLOCK_NFIELDS],
                       size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS])
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
     float **p[DT__BLOCK_NFIELDS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att,      &a->atty, &a->res2,
                                     &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->out};
-    const size_t sz[DT__BLOCK_NFIELDS] = {BT * C, BT, BT, BT * 3 * C, B * NH * T * T, BT * C, BT * C,
-                                          BT * C, BT, BT, BT * 4 * C, BT * 4 * C,     BT * C};
+    const size_t sz[DT__BLOCK_NFIELDS] = {BT * C, BT, BT, BT * 3 * Cl, B * NHl * T * T, BT * Cl, BT * C,
+                                          BT * C, BT, BT, BT * 4 * Cl, BT * 4 * Cl,     BT * C};
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         ptr[i] = p[i];
         n[i] = sz[i];
         stat[i] = i == 1 || i == 2 || i == 8 || i == 9; /* LayerNorm means and rstds */
     }
+}
+
+static int dt__block_pack_fp32(const dt__block_pack *k, int i, const int *stat)
+{
+    return stat[i] || (k->out_fp32 && i == DT__BLOCK_OUT);
+}
+
+size_t dt__block_packed_floats(const dt__block_pack *k)
+{
+    dt__block_acts tmp;
+    float **ptr[DT__BLOCK_NFIELDS];
+    size_t n[DT__BLOCK_NFIELDS], total = 0;
+    int stat[DT__BLOCK_NFIELDS];
+    dt__block_fields(&tmp, k->cfg, k->t, k->B, k->T, ptr, n, stat);
+    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
+        if (i == DT__BLOCK_ATT && !k->with_att) continue;
+        total += dt__pad16(dt__block_pack_fp32(k, i, stat) ? n[i] : (n[i] + 1) / 2);
+    }
+    return total;
+}
+
+dt_status dt__block_pack_alloc(const dt__block_pack *k, dt__arena *a, void *stores[DT__BLOCK_NFIELDS])
+{
+    dt__block_acts tmp;
+    float **ptr[DT__BLOCK_NFIELDS];
+    size_t n[DT__BLOCK_NFIELDS];
+    int stat[DT__BLOCK_NFIELDS];
+    dt__block_fields(&tmp, k->cfg, k->t, k->B, k->T, ptr, n, stat);
+    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
+        stores[i] = NULL;
+        if (i == DT__BLOCK_ATT && !k->with_att) continue;
+        float *p = NULL;
+        DT_CHECK(dt__arena_alloc(a, dt__block_pack_fp32(k, i, stat) ? n[i] : (n[i] + 1) / 2, &p));
+        stores[i] = p;
+    }
+    return DT_OK;
+}
+
+dt_status dt__block_pack_copy(const dt__block_pack *k, dt_backend *be, dt__block_acts *acts,
+                              void *const stores[DT__BLOCK_NFIELDS], int pack)
+{
+    float **ptr[DT__BLOCK_NFIELDS];
+    size_t n[DT__BLOCK_NFIELDS];
+    int stat[DT__BLOCK_NFIELDS];
+    dt__block_fields(acts, k->cfg, k->t, k->B, k->T, ptr, n, stat);
+    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
+        void *store = stores[i];
+        if (!store) continue;
+        float *f = *ptr[i];
+        if (dt__block_pack_fp32(k, i, stat))
+            DT_CHECK(be->copy(be, pack ? store : f, pack ? f : store, n[i] * sizeof(float), DT_COPY_D2D));
+        else if (pack) DT_CHECK(be->cast(be, store, k->dtype, f, DT_F32, n[i]));
+        else DT_CHECK(be->cast(be, f, DT_F32, store, k->dtype, n[i]));
+    }
+    return DT_OK;
 }
 
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p, dt__block_acts *a,

@@ -301,19 +301,16 @@ static size_t dt__pad(size_t n) { return (n + 15) & ~(size_t)15; }
  * packed (2 bytes an element; statistics FP32; the last block's output FP32
  * for the head; no probabilities under selective), and one block's FP32
  * working set plus its unpacked input (A + P) lives while it runs. */
-static size_t dt__block_packed_floats(const dt_gpt_config *c, int B, int T, int with_att, int last)
+/* Block l's half storage (lib/model/block.c): the last block's output FP32 for the head. */
+static dt__block_pack dt__gpt_pack_of(const dt_gpt *m, int l, int with_att, int B, int T)
 {
-    dt__block_acts tmp;
-    float **ptr[DT__BLOCK_NFIELDS];
-    size_t n[DT__BLOCK_NFIELDS], total = 0;
-    int stat[DT__BLOCK_NFIELDS];
-    dt__block_fields(&tmp, c, B, T, ptr, n, stat);
-    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
-        if (i == DT__BLOCK_ATT && !with_att) continue;
-        int fp32 = stat[i] || (last && i == DT__BLOCK_NFIELDS - 1);
-        total += dt__pad(fp32 ? n[i] : (n[i] + 1) / 2);
-    }
-    return total;
+    return (dt__block_pack){.cfg = &m->cfg,
+                            .t = 1,
+                            .B = B,
+                            .T = T,
+                            .with_att = with_att,
+                            .out_fp32 = l == m->cfg.num_layers - 1,
+                            .dtype = m->precision};
 }
 
 static int dt__gpt_packs(const dt_gpt *m) { return m->precision != DT_F32 && m->recompute != DT_RECOMPUTE_FULL; }
@@ -328,7 +325,10 @@ static size_t dt__gpt_act_floats(const dt_gpt *m, int B, int T)
     if (dt__gpt_packs(m)) {
         const int with_att = mode != DT_RECOMPUTE_SELECTIVE;
         size_t stores = 0, P = dt__pad((size_t)B * T * c->hidden_size);
-        for (size_t l = 0; l < L; l++) stores += dt__block_packed_floats(c, B, T, with_att, l == L - 1);
+        for (size_t l = 0; l < L; l++) {
+            const dt__block_pack k = dt__gpt_pack_of(m, (int)l, with_att, B, T);
+            stores += dt__block_packed_floats(&k);
+        }
         return E + stores + DT_MAX(A + P, H);
     }
     switch (mode) {
@@ -484,50 +484,6 @@ static dt_status dt__gpt_sync_weights(dt_gpt *m)
     return m->be->cast(m->be, m->wq.data, DT_F32, m->whalf.data, m->precision, n);
 }
 
-/* Half mode: allocate block l's packed stores (persistent, below the
- * block's working set in the arena). */
-static dt_status dt__gpt_pack_alloc(dt_gpt *m, int l, int with_att)
-{
-    const dt_gpt_config *c = &m->cfg;
-    dt__block_acts tmp;
-    float **ptr[DT__BLOCK_NFIELDS];
-    size_t n[DT__BLOCK_NFIELDS];
-    int stat[DT__BLOCK_NFIELDS];
-    dt__block_fields(&tmp, c, m->cur_B, m->cur_T, ptr, n, stat);
-    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
-        m->packed[l][i] = NULL;
-        if (i == DT__BLOCK_ATT && !with_att) continue;
-        int fp32 = stat[i] || (l == c->num_layers - 1 && i == DT__BLOCK_NFIELDS - 1);
-        float *p;
-        DT_CHECK(dt__arena_alloc(&m->arena, fp32 ? n[i] : (n[i] + 1) / 2, &p));
-        m->packed[l][i] = p;
-    }
-    return DT_OK;
-}
-
-/* Copy block l's FP32 working tensors into its packed stores (pack = 1),
- * or back (pack = 0). The values are already half values, so packing is
- * exact both ways. */
-static dt_status dt__gpt_pack(dt_gpt *m, int l, dt__block_acts *w, int pack)
-{
-    const dt_gpt_config *c = &m->cfg;
-    dt_backend *be = m->be;
-    float **ptr[DT__BLOCK_NFIELDS];
-    size_t n[DT__BLOCK_NFIELDS];
-    int stat[DT__BLOCK_NFIELDS];
-    dt__block_fields(w, c, m->cur_B, m->cur_T, ptr, n, stat);
-    for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
-        void *store = m->packed[l][i];
-        if (!store) continue;
-        float *f = *ptr[i];
-        if (stat[i] || (l == c->num_layers - 1 && i == DT__BLOCK_NFIELDS - 1))
-            DT_CHECK(be->copy(be, pack ? store : f, pack ? f : store, n[i] * sizeof(float), DT_COPY_D2D));
-        else if (pack) DT_CHECK(be->cast(be, store, m->precision, f, DT_F32, n[i]));
-        else DT_CHECK(be->cast(be, f, DT_F32, store, m->precision, n[i]));
-    }
-    return DT_OK;
-}
-
 /* The input of block l as FP32: the embedding output, or block l-1's packed
  * output unpacked into a temporary on top of the arena. */
 static dt_status dt__gpt_block_input(dt_gpt *m, int l, const float **x)
@@ -539,7 +495,7 @@ static dt_status dt__gpt_block_input(dt_gpt *m, int l, const float **x)
     size_t n = (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size;
     float *x32;
     DT_CHECK(dt__arena_alloc(&m->arena, n, &x32));
-    DT_CHECK(m->be->cast(m->be, x32, DT_F32, m->packed[l - 1][DT__BLOCK_NFIELDS - 1], m->precision, n));
+    DT_CHECK(m->be->cast(m->be, x32, DT_F32, m->packed[l - 1][DT__BLOCK_OUT], m->precision, n));
     *x = x32;
     return DT_OK;
 }
@@ -622,18 +578,19 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
         const int with_att = m->recompute != DT_RECOMPUTE_SELECTIVE;
         for (int l = 0; l < c->num_layers; l++) {
             t0 = dt_time_ns();
-            DT_CHECK(dt__gpt_pack_alloc(m, l, with_att));
+            const dt__block_pack k = dt__gpt_pack_of(m, l, with_att, B, T);
+            DT_CHECK(dt__block_pack_alloc(&k, &m->arena, m->packed[l]));
             size_t mark = dt__arena_mark(&m->arena);
             dt__block_acts w;
             const float *xin;
             DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &w));
             DT_CHECK(dt__gpt_block_input(m, l, &xin));
             DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &w, xin, B, T, dt__gpt_rnd(m)));
-            DT_CHECK(dt__gpt_pack(m, l, &w, 1));
+            DT_CHECK(dt__block_pack_copy(&k, be, &w, m->packed[l], 1));
             dt__arena_release(&m->arena, mark);
             dt__hook(m, l, 'F', t0);
         }
-        if (c->num_layers) x = m->packed[c->num_layers - 1][DT__BLOCK_NFIELDS - 1]; /* kept FP32 */
+        if (c->num_layers) x = m->packed[c->num_layers - 1][DT__BLOCK_OUT]; /* kept FP32 */
     } else {
         const int with_att = m->recompute != DT_RECOMPUTE_SELECTIVE;
         for (int l = 0; l < c->num_layers; l++) {
@@ -678,7 +635,7 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     const int packs = dt__gpt_packs(m);
     const float *xL = full    ? m->ckpt[G - 1]
                       : !L    ? m->x0
-                      : packs ? (const float *)m->packed[L - 1][DT__BLOCK_NFIELDS - 1]
+                      : packs ? (const float *)m->packed[L - 1][DT__BLOCK_OUT]
                               : m->acts[L - 1].out;
     if (m->precision != DT_F32) /* this micro-batch's parameter gradients, rounded before they accumulate */
         DT_CHECK(be->memset_zero(be, m->gmb.data, m->layout.numel * sizeof(float)));
@@ -708,8 +665,9 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
             size_t mark = dt__arena_mark(&m->arena);
             dt__block_acts w;
             const float *x;
+            const dt__block_pack k = dt__gpt_pack_of(m, l, m->recompute != DT_RECOMPUTE_SELECTIVE, B, T);
             DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &w));
-            DT_CHECK(dt__gpt_pack(m, l, &w, 0));
+            DT_CHECK(dt__block_pack_copy(&k, be, &w, m->packed[l], 0));
             DT_CHECK(dt__gpt_block_input(m, l, &x));
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
                 t0 = dt_time_ns();

@@ -111,13 +111,35 @@ typedef struct dt__block_acts {
 } dt__block_acts;
 
 /* The saved tensors of a block in a fixed order: where each pointer lives
- * in *acts, its size in floats, and whether it is a statistic (LayerNorm
- * mean/rstd, kept FP32 under mixed precision). DT__BLOCK_ATT is the index
- * of the attention probabilities. */
+ * in *acts, its size in floats (a tensor-parallel shard's for t > 1, see
+ * lib/parallel/tp.h; t = 1: the whole block), and whether it is a statistic
+ * (LayerNorm mean/rstd, kept FP32 under mixed precision). DT__BLOCK_ATT is
+ * the index of the attention probabilities, DT__BLOCK_OUT of the output. */
 #define DT__BLOCK_NFIELDS 13
 #define DT__BLOCK_ATT 4
-void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int B, int T, float **ptr[DT__BLOCK_NFIELDS],
-                      size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS]);
+#define DT__BLOCK_OUT 12
+void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int t, int B, int T,
+                      float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS]);
+
+/* Half storage of a block's saved tensors under --fp16/--bf16: the block
+ * runs in an FP32 working set (acts), which is packed into stores when it
+ * is done and unpacked for its backward; the values are half values
+ * already, so both ways are exact. A store holds 2 bytes an element, FP32
+ * for the statistics and, with out_fp32, for the output; there is none for
+ * the probabilities when !with_att. */
+typedef struct dt__block_pack {
+    const dt_gpt_config *cfg;
+    int t, B, T; /* the shard (t > 1) or the whole block */
+    int with_att, out_fp32;
+    dt_dtype dtype; /* DT_F16 or DT_BF16 */
+} dt__block_pack;
+
+size_t dt__block_packed_floats(const dt__block_pack *k);
+/* The stores, from arena a (stores[DT__BLOCK_ATT] NULL without probabilities). */
+dt_status dt__block_pack_alloc(const dt__block_pack *k, dt__arena *a, void *stores[DT__BLOCK_NFIELDS]);
+/* acts' tensors into the stores (pack = 1), or back (pack = 0). */
+dt_status dt__block_pack_copy(const dt__block_pack *k, dt_backend *be, dt__block_acts *acts,
+                              void *const stores[DT__BLOCK_NFIELDS], int pack);
 
 /* Scratch for a block's backward, shared by all blocks (not saved). */
 typedef struct dt__block_scratch {

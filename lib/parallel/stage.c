@@ -6,6 +6,11 @@
  * activations of its forward (embedding output, each block's, the head's);
  * shared by all slots the backward scratch, the gradient flowing through the
  * stage (dres) and the receive buffer for the output gradient (dout).
+ * Under --fp16/--bf16 without full recomputation a block's saved tensors
+ * are kept packed, 2 bytes an element (LayerNorm statistics and the last
+ * block's output FP32), as lib/model/gpt.c keeps them: the block runs in an
+ * FP32 working set in the work arena, packed when it is done and unpacked
+ * for its backward. The values are half values already, so this is exact.
  *
  * Invariants: a slot is busy from its forward until its backward; the
  * activation accounting (current, peak) is the sum of busy slots' arenas. */
@@ -30,10 +35,10 @@ typedef struct dt__slot {
     float *losses;        /* (B,T) last stage */
     uint8_t *correct;     /* (B,T) last stage */
     float *x0;            /* (B,T,C) embedding output (first stage) */
-    dt__block_acts *acts; /* (nb) */
-    dt__tp_acts *tacts;   /* (nb) with tensor parallelism */
+    dt__block_acts *acts; /* (nb) each block's saved tensors (a shard's with tensor parallelism, tp.h) */
     dt__head_acts head;
-    float **ckpt; /* (groups) full recomputation: each group's output (B,T,C) */
+    float **ckpt;                       /* (groups) full recomputation: each group's output (B,T,C) */
+    void *(*packed)[DT__BLOCK_NFIELDS]; /* (nb) half mode: each block's saved tensors in 2-byte storage */
     int n_counted, has_targets, busy;
     size_t mark; /* arena mark after the fixed buffers: forward activations start here */
 } dt__slot;
@@ -217,6 +222,25 @@ static size_t dt__stage_att_floats(const dt__stage *st)
     return st->t > 1 ? dt__tp_att_floats(&st->cfg, st->t, st->B, st->T) : dt__block_att_floats(&st->cfg, st->B, st->T);
 }
 
+/* Half storage (see the top): without full recomputation, a 16-bit stage packs. */
+static int dt__stage_packs(const dt__stage *st)
+{
+    return st->precision != DT_F32 && st->recompute != DT_RECOMPUTE_FULL;
+}
+
+/* Block l's half storage (lib/model/block.c): the stage's last output
+ * stays FP32, the head's input or the message sent on. */
+static dt__block_pack dt__stage_pack_of(const dt__stage *st, int l)
+{
+    return (dt__block_pack){.cfg = &st->cfg,
+                            .t = st->t,
+                            .B = st->B,
+                            .T = st->T,
+                            .with_att = st->recompute != DT_RECOMPUTE_SELECTIVE,
+                            .out_fp32 = l == st->nb - 1,
+                            .dtype = st->precision};
+}
+
 /* Floats of one slot's arena: fixed buffers, then the forward's saved
  * activations: every block's (none), without the attention probabilities
  * (selective), or one (B,T,C) output per group of recompute_k blocks (full). */
@@ -228,19 +252,29 @@ static size_t dt__slot_floats(const dt__stage *st)
     if (!st->first) n += dt__pad16(N * C);               /* input */
     n += 2 * dt__pad16(N) + dt__pad16(N) + dt__pad16(N); /* tokens, targets (int32 as floats), losses, correct */
     if (st->first) n += dt__embed_act_floats(&st->cfg, B, T);
-    switch (st->recompute) {
-    case DT_RECOMPUTE_FULL: n += (size_t)st->groups * dt__pad16(N * C); break;
-    case DT_RECOMPUTE_SELECTIVE: n += (size_t)st->nb * dt__stage_block_floats(st, 0); break;
-    case DT_RECOMPUTE_NONE: n += (size_t)st->nb * dt__stage_block_floats(st, 1); break;
+    if (dt__stage_packs(st)) {
+        for (int l = 0; l < st->nb; l++) {
+            const dt__block_pack k = dt__stage_pack_of(st, l);
+            n += dt__block_packed_floats(&k);
+        }
+    } else {
+        switch (st->recompute) {
+        case DT_RECOMPUTE_FULL: n += (size_t)st->groups * dt__pad16(N * C); break;
+        case DT_RECOMPUTE_SELECTIVE: n += (size_t)st->nb * dt__stage_block_floats(st, 0); break;
+        case DT_RECOMPUTE_NONE: n += (size_t)st->nb * dt__stage_block_floats(st, 1); break;
+        }
     }
     if (st->last) n += dt__head_act_floats(&st->cfg, B, T);
     return n + 64;
 }
 
 /* Floats of the shared work arena: the probabilities of one block
- * (selective), the activations of one group (full). */
+ * (selective), the activations of one group (full); packed, one block's
+ * FP32 working set and its unpacked input. */
 static size_t dt__work_floats(const dt__stage *st)
 {
+    if (dt__stage_packs(st))
+        return dt__stage_block_floats(st, 1) + dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size) + 64;
     switch (st->recompute) {
     case DT_RECOMPUTE_FULL: return (size_t)st->recompute_k * dt__stage_block_floats(st, 1) + 64;
     case DT_RECOMPUTE_SELECTIVE: return dt__stage_att_floats(st) + 64;
@@ -254,8 +288,8 @@ static void dt__slots_free(dt__stage *st)
     for (int k = 0; st->slots && k < st->nslots; k++) {
         dt_buffer_free(&st->slots[k].buf);
         free(st->slots[k].acts);
-        free(st->slots[k].tacts);
         free(st->slots[k].ckpt);
+        free(st->slots[k].packed);
         st->slots[k] = (dt__slot){0};
     }
     dt_buffer_free(&st->work_buf);
@@ -274,9 +308,9 @@ static dt_status dt__slots_alloc(dt__stage *st)
     for (int k = 0; k < st->nslots; k++) {
         dt__slot *sl = &st->slots[k];
         sl->acts = calloc((size_t)st->nb, sizeof *sl->acts);
-        sl->tacts = calloc((size_t)st->nb, sizeof *sl->tacts);
         sl->ckpt = calloc((size_t)(st->groups ? st->groups : 1), sizeof *sl->ckpt);
-        if (!sl->acts || !sl->tacts || !sl->ckpt) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+        sl->packed = calloc((size_t)st->nb, sizeof *sl->packed);
+        if (!sl->acts || !sl->ckpt || !sl->packed) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
         DT_CHECK(dt_buffer_alloc(&sl->buf, st->be, per * sizeof(float)));
         sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};
         float *f;
@@ -442,6 +476,9 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
     st->wq_src = NULL;
     st->rnd = (dt__rounder){.dtype = dtype};
     st->precision = dtype;
+    dt__slots_free(st); /* the slots' sizes follow the storage (dt__slot_floats) */
+    st->act_now = st->act_peak = 0;
+    DT_CHECK(dt__slots_alloc(st));
     if (st->be->set_gemm_inputs) DT_CHECK(st->be->set_gemm_inputs(st->be, dtype));
     dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
     if (dtype == DT_F32) return DT_OK;
@@ -506,7 +543,8 @@ static const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const 
 {
     if (!st->nb) return xin;
     if (st->recompute == DT_RECOMPUTE_FULL) return sl->ckpt[st->groups - 1];
-    return st->t > 1 ? sl->tacts[st->nb - 1].out : sl->acts[st->nb - 1].out;
+    if (dt__stage_packs(st)) return sl->packed[st->nb - 1][DT__BLOCK_OUT]; /* kept FP32 */
+    return sl->acts[st->nb - 1].out;
 }
 
 /* The peak counts the slots' saved activations and the work arena's
@@ -525,24 +563,20 @@ static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt_
 {
     const dt_gpt_config *c = &st->cfg;
     const dt__rounder *r = dt__stage_rnd(st);
+    dt__block_acts *acts = &sl->acts[l];
     float *att = NULL;
+    if (st->t > 1) DT_CHECK(dt__tp_acts_alloc(a, c, st->t, st->B, st->T, with_att, acts));
+    else DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, acts));
+    const size_t mark = dt__arena_mark(&st->work);
     if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
-    if (st->t > 1) {
-        DT_CHECK(dt__tp_acts_alloc(a, c, st->t, st->B, st->T, with_att, &sl->tacts[l]));
-        if (att) sl->tacts[l].att = att;
-        DT_CHECK(dt__tp_block_forward(st->tp, st->be, c, &st->w[l], &sl->tacts[l], x, st->B, st->T, r));
-        if (att) sl->tacts[l].att = NULL;
-        *out = sl->tacts[l].out;
-    } else {
-        DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, &sl->acts[l]));
-        if (att) sl->acts[l].att = att;
-        DT_CHECK(dt__block_forward(st->be, c, &st->w[l], &sl->acts[l], x, st->B, st->T, r));
-        if (att) sl->acts[l].att = NULL;
-        *out = sl->acts[l].out;
-    }
+    if (att) acts->att = att;
+    if (st->t > 1) DT_CHECK(dt__tp_block_forward(st->tp, st->be, c, &st->w[l], acts, x, st->B, st->T, r));
+    else DT_CHECK(dt__block_forward(st->be, c, &st->w[l], acts, x, st->B, st->T, r));
+    if (att) acts->att = NULL;
+    *out = acts->out;
     if (!with_att) {
         dt__stage_note_peak(st, sl->arena.used - sl->mark);
-        dt__arena_reset(&st->work);
+        dt__arena_release(&st->work, mark);
     }
     return DT_OK;
 }
@@ -555,30 +589,73 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
     const dt_gpt_config *c = &st->cfg;
     const dt__rounder *r = dt__stage_rnd(st);
     const int B = st->B, T = st->T, sel = st->recompute == DT_RECOMPUTE_SELECTIVE;
-    if (st->t > 1) {
-        dt__tp_acts *a = &sl->tacts[l];
-        if (sel) {
-            const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
-            DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
-            DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, Cl, NHl));
-            DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * NHl * T * T));
-            dt__stage_note_peak(st, 0);
-        }
-        DT_CHECK(dt__tp_block_backward(st->tp, st->be, c, &st->w[l], &st->g[l], a, st->tscratch, x, st->dres, B, T, r));
-        if (sel) a->att = NULL;
-    } else {
-        dt__block_acts *a = &sl->acts[l];
-        if (sel) {
-            DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
-            DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, c->hidden_size,
-                                               c->num_heads));
-            DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * c->num_heads * T * T));
-            dt__stage_note_peak(st, 0);
-        }
-        DT_CHECK(dt__block_backward(st->be, c, &st->w[l], &st->g[l], a, &st->scratch, x, st->dres, B, T, r));
-        if (sel) a->att = NULL;
+    const size_t mark = dt__arena_mark(&st->work);
+    dt__block_acts *a = &sl->acts[l];
+    if (sel) {
+        const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
+        DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
+        DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, Cl, NHl));
+        DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * NHl * T * T));
+        dt__stage_note_peak(st, 0);
     }
-    if (sel) dt__arena_reset(&st->work);
+    if (st->t > 1)
+        DT_CHECK(dt__tp_block_backward(st->tp, st->be, c, &st->w[l], &st->g[l], a, st->tscratch, x, st->dres, B, T, r));
+    else DT_CHECK(dt__block_backward(st->be, c, &st->w[l], &st->g[l], a, &st->scratch, x, st->dres, B, T, r));
+    if (sel) a->att = NULL;
+    dt__arena_release(&st->work, mark);
+    return DT_OK;
+}
+
+/* Half storage: block l's FP32 input, x for the stage's first block, else
+ * the previous block's packed output unpacked into the work arena. */
+static dt_status dt__stage_packed_input(dt__stage *st, dt__slot *sl, int l, const float *x, const float **in)
+{
+    if (l == 0) {
+        *in = x;
+        return DT_OK;
+    }
+    const size_t n = (size_t)st->B * st->T * st->cfg.hidden_size;
+    float *x32;
+    DT_CHECK(dt__arena_alloc(&st->work, n, &x32));
+    DT_CHECK(st->be->cast(st->be, x32, DT_F32, sl->packed[l - 1][DT__BLOCK_OUT], st->precision, n));
+    *in = x32;
+    return DT_OK;
+}
+
+/* Half storage: the stage's blocks forward from x, each in the work arena
+ * and then packed into its stores. */
+static dt_status dt__stage_forward_packed(dt__stage *st, dt__slot *sl, const float *x)
+{
+    for (int l = 0; l < st->nb; l++) {
+        const dt__block_pack k = dt__stage_pack_of(st, l);
+        const float *in, *y;
+        DT_CHECK(dt__block_pack_alloc(&k, &sl->arena, sl->packed[l]));
+        DT_CHECK(dt__stage_packed_input(st, sl, l, x, &in));
+        DT_CHECK(dt__stage_block_forward(st, sl, l, &st->work, k.with_att, in, &y));
+        dt__stage_note_peak(st, sl->arena.used - sl->mark);
+        DT_CHECK(dt__block_pack_copy(&k, st->be, &sl->acts[l], sl->packed[l], 1));
+        dt__arena_reset(&st->work);
+    }
+    return DT_OK;
+}
+
+/* Half storage: the blocks' backward, each unpacked into the work arena
+ * (selective recomputation then rebuilds its probabilities there). */
+static dt_status dt__stage_backward_packed(dt__stage *st, dt__slot *sl, const float *xin)
+{
+    const dt_gpt_config *c = &st->cfg;
+    for (int l = st->nb - 1; l >= 0; l--) {
+        const dt__block_pack k = dt__stage_pack_of(st, l);
+        dt__block_acts *a = &sl->acts[l];
+        const float *in;
+        if (st->t > 1) DT_CHECK(dt__tp_acts_alloc(&st->work, c, st->t, st->B, st->T, k.with_att, a));
+        else DT_CHECK(dt__block_acts_alloc(&st->work, c, st->B, st->T, k.with_att, a));
+        DT_CHECK(dt__block_pack_copy(&k, st->be, a, sl->packed[l], 0));
+        DT_CHECK(dt__stage_packed_input(st, sl, l, xin, &in));
+        dt__stage_note_peak(st, 0);
+        DT_CHECK(dt__stage_block_backward(st, sl, l, in));
+        dt__arena_reset(&st->work);
+    }
     return DT_OK;
 }
 
@@ -635,6 +712,9 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
             dt__arena_reset(&st->work);
             x = sl->ckpt[g];
         }
+    } else if (dt__stage_packs(st)) {
+        DT_CHECK(dt__stage_forward_packed(st, sl, x));
+        x = dt__slot_out(st, sl, x);
     } else {
         const int with_att = st->recompute != DT_RECOMPUTE_SELECTIVE;
         for (int l = 0; l < st->nb; l++) DT_CHECK(dt__stage_block_forward(st, sl, l, &sl->arena, with_att, x, &x));
@@ -696,14 +776,16 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
             DT_CHECK(dt__stage_group_forward(st, sl, g, gin, &y));
             dt__stage_note_peak(st, 0);
             for (int l = l1 - 1; l >= l0; l--) {
-                const float *x = l > l0 ? (st->t > 1 ? sl->tacts[l - 1].out : sl->acts[l - 1].out) : gin;
+                const float *x = l > l0 ? sl->acts[l - 1].out : gin;
                 DT_CHECK(dt__stage_block_backward(st, sl, l, x));
             }
             dt__arena_reset(&st->work);
         }
+    } else if (dt__stage_packs(st)) {
+        DT_CHECK(dt__stage_backward_packed(st, sl, xin));
     } else {
         for (int l = st->nb - 1; l >= 0; l--) {
-            const float *x = l ? (st->t > 1 ? sl->tacts[l - 1].out : sl->acts[l - 1].out) : xin;
+            const float *x = l ? sl->acts[l - 1].out : xin;
             DT_CHECK(dt__stage_block_backward(st, sl, l, x));
         }
     }

@@ -117,8 +117,7 @@ size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
     return dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) + dt__pad16(BT * 4 * Cl) + 64;
 }
 
-dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
-                            dt__tp_acts *x)
+dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att, dt__tp_acts *x)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     const size_t NHl = (size_t)cfg->num_heads / (size_t)t;

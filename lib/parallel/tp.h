@@ -66,16 +66,11 @@ void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *con
 double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,
                           const float *local, const size_t whole_off[12]);
 
-typedef struct dt__tp_acts {
-    float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
-    float *qkv;                       /* (B,T,3C/t) */
-    float *att;                       /* (B,NH/t,T,T) */
-    float *atty;                      /* (B,T,C/t) */
-    float *res2;                      /* (B,T,C) */
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu; /* (B,T,4C/t) */
-    float *out;            /* (B,T,C) */
-} dt__tp_acts;
+/* A sharded block's saved tensors: block.c's fields at the shard's sizes,
+ * qkv (B,T,3C/t), att (B,NH/t,T,T), atty (B,T,C/t), fch and fch_gelu
+ * (B,T,4C/t); the LayerNorms, res2, out and the statistics whole
+ * (dt__block_fields with t). */
+typedef dt__block_acts dt__tp_acts;
 
 /* Saved floats of one sharded block; with_att = 0 leaves out the attention
  * probabilities (dt__tp_att_floats), which selective recomputation does not
