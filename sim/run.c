@@ -62,6 +62,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         double f = 0, b = 0;
         int64_t prm = 0, act = 0, act_re = 0;
         int blocks = 0;
+        const int last_block = last < L - 1 ? last : L - 1, nblocks = last_block - (first > 0 ? first : 0) + 1;
         for (int l = first; l <= last; l++) {
             const int slot = l + 1, block = l >= 0 && l < L;
             const int div = block ? sc->t : 1;
@@ -75,10 +76,15 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
              * under selective the attention probabilities are dropped, and
              * one block's are rebuilt during its backward */
             const int64_t all = block ? dts__block_act(sc, sc->t, 0) : sc->cost.act_bytes[slot];
-            const int64_t keep = block ? dts__block_act(sc, sc->t, sc->recompute) : all;
+            const int64_t keep = !block           ? all
+                                 : dts__packs(sc) ? dts__block_act_packed(sc, sc->t, sc->recompute, l == last_block)
+                                                  : dts__block_act(sc, sc->t, sc->recompute);
             act += keep;
-            if (block && sc->recompute == 1 && all > act_re) act_re = all;
-            if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
+            if (block && dts__packs(sc)) { /* one block's FP32 working set, and its unpacked input */
+                const int64_t work = all + (nblocks > 1 ? (int64_t)sc->B * sc->T * sc->model.hidden_size * 4 : 0);
+                if (work > act_re) act_re = work;
+            } else if (block && sc->recompute == 1 && all > act_re) act_re = all;
+            else if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
             blocks += block;
         }
         if (sc->t > 1) {

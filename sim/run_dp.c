@@ -39,12 +39,43 @@ int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
     return (whole * n + split) / n * (int64_t)sizeof(float);
 }
 
+/* Under fp16/bf16 without full recomputation a block's saved tensors are
+ * kept packed (lib/model/gpt.c, lib/parallel/stage.c): 2 bytes an element,
+ * the LayerNorm statistics 4, and the output of a stage's last block 4
+ * (the head's input or the message sent on). The block runs in an FP32
+ * working set (dts__block_act's, plus its unpacked input) while it runs. */
+int dts__packs(const dts_scenario *sc) { return strcmp(sc->precision, "fp32") != 0 && sc->recompute != 1; }
+
+int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last)
+{
+    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
+    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T * sc->T;
+    const int64_t halves = 4 * BT * C + (12 * BT * C + (recompute == 2 ? 0 : att)) / n;
+    return 2 * halves + 4 * 4 * BT + (last ? 2 * BT * C : 0);
+}
+
 /* Activation bytes a layer keeps from its forward to its backward under
  * the scenario's recomputation (one process: t = 1). */
 static int64_t dts__saved_act(const dts_scenario *sc, int slot)
 {
     if (slot < 1 || slot > sc->model.num_layers) return sc->cost.act_bytes[slot]; /* the embedding and the head */
+    if (dts__packs(sc)) return dts__block_act_packed(sc, 1, sc->recompute, slot == sc->model.num_layers);
     return dts__block_act(sc, 1, sc->recompute);
+}
+
+/* What a block holds beyond its saved bytes while its forward (backward =
+ * 0) or backward (1) runs, in lib/model/gpt.c's arena: under full
+ * recomputation (one block a group) the forward writes its output into
+ * the kept slot and its activations on top, and the backward rebuilds
+ * them once the block's own output is spent; packed, the block's stores
+ * come first, then its FP32 working set and unpacked input. */
+static int64_t dts__dp_work(const dts_scenario *sc, int layer, int backward)
+{
+    if (layer < 0 || layer >= sc->model.num_layers) return 0;
+    const int64_t A = dts__block_act(sc, 1, 0), P = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
+    if (sc->recompute == 1) return backward ? A - P : A + P;
+    if (dts__packs(sc)) return A + (layer > 0 ? P : 0) + (backward ? 0 : dts__saved_act(sc, layer + 1));
+    return 0;
 }
 
 void dts__dp_begin_step(dts__sim *s, dts__unit *u)
@@ -73,27 +104,27 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
     if (a == 0) {
         const int slot = u->layer + 1;
         int64_t dur = u->dir ? sc->cost.bwd_ns[slot] : sc->cost.fwd_ns[slot];
-        if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L) {
-            dur += sc->cost.fwd_ns[slot];
-            /* the recomputed forward rebuilds the block's activations for its backward */
-            u->mem_act += sc->cost.act_bytes[slot] - dts__saved_act(sc, slot);
+        if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L)
+            dur += sc->cost.fwd_ns[slot]; /* the recomputed forward */
+        const int64_t work = dts__dp_work(sc, u->layer, u->dir);
+        if (work) {
+            u->mem_act += work;
             dts__memory(s, u);
         }
         dts__compute(s, u, dur, dts__dp_op, 1, now);
         return;
     }
     const int slot = u->layer + 1;
-    const int full = sc->recompute == 1 && u->layer >= 0 && u->layer < L;
+    const int64_t work = dts__dp_work(sc, u->layer, u->dir);
     dts__span(s, u, u->dir ? "backward" : "forward", "compute", DT_LANE_COMPUTE, b, now, u->step, u->mb, u->layer,
               DT_TRACE_NONE);
     if (!u->dir) {
-        u->mem_act += dts__saved_act(sc, slot);
+        u->mem_act += dts__saved_act(sc, slot) - work;
         if (u->layer == L) dts__memory(s, u);
         if (u->layer < L) u->layer++;
         else u->dir = 1;
     } else {
-        /* full recomputation: the block's activations, rebuilt at its backward's start, go with its input */
-        u->mem_act -= full ? sc->cost.act_bytes[slot] : dts__saved_act(sc, slot);
+        u->mem_act -= dts__saved_act(sc, slot) + work;
         /* the last micro-batch's backward completes this layer's gradient */
         if (!ps && sc->d > 1 && !sc->zero && u->mb == sc->m - 1 && !strcmp(sc->precision, "fp32"))
             for (int k = 0; k < s->n_buckets; k++)

@@ -196,6 +196,8 @@ static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return 
 /* run_dp.c: activation bytes one of t tensor ranks keeps per micro-batch
  * for one block under `recompute` (0 none, 1 full, 2 selective) */
 int64_t dts__block_act(const dts_scenario *sc, int t, int recompute);
+int dts__packs(const dts_scenario *sc);
+int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last);
 
 /* run_unit.c */
 void dts__fail(dts__sim *s, dt_status st);
