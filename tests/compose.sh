@@ -226,8 +226,37 @@ mem_cell() { # mem_cell NAME NP T D FLAGS...
         fail "memory $name: stage peak activation bytes $(echo $real), dtsim predicts$pred"
     fi
 }
+# recompute_spans NAME WANT: each rank's trace of mem_cell NAME holds WANT
+# "recompute" spans of cat "stage" (one per block, micro-batch and step),
+# each inside the "backward" span of its micro-batch on the same rank
+recompute_spans() {
+    for f in "$TMP/$1"-tr.rank*.json; do
+        out=$(awk '
+            /"name":"(recompute|backward)"/ {
+                ts = $0; sub(/.*"ts":/, "", ts); sub(/,.*/, "", ts)
+                du = $0; sub(/.*"dur":/, "", du); sub(/,.*/, "", du)
+                mb = $0; sub(/.*"micro_batch":/, "", mb); sub(/[,}].*/, "", mb)
+                if ($0 ~ /"name":"recompute","cat":"stage"/) { n++; rt[n] = ts; re[n] = ts + du; rm[n] = mb }
+                else if ($0 ~ /"name":"backward","cat":"pipeline"/) { bt[mb] = ts; be[mb] = ts + du }
+            }
+            END {
+                bad = 0
+                for (i = 1; i <= n; i++) if (!(rm[i] in bt) || rt[i] < bt[rm[i]] || re[i] > be[rm[i]]) bad++
+                print n + 0, bad
+            }' "$f")
+        set -- $out "$@"
+        if [ "$1" = "$4" ] && [ "$2" = 0 ]; then
+            echo "ok: $3: $(basename "$f"): $1 recompute spans, each inside its backward"
+        else
+            fail "$3: $(basename "$f"): $1 recompute spans ($4 expected), $2 outside their backward"
+        fi
+        shift 2
+    done
+}
 mem_cell gpipe-selective 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule gpipe --recompute-granularity selective
 mem_cell 1f1b-bf16-full 2 1 1 --pipeline-model-parallel-size 2 --bf16 --recompute-granularity full --recompute-num-layers 1
+recompute_spans gpipe-selective 32 # 4 steps x 4 micro-batches x 2 blocks
+recompute_spans 1f1b-bf16-full 32
 mem_cell tp-selective 2 2 1 --tensor-model-parallel-size 2 --recompute-granularity selective
 mem_cell tppp-fp16-full 4 2 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --fp16 \
     --recompute-granularity full --recompute-num-layers 1

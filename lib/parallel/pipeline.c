@@ -53,6 +53,7 @@ typedef struct dt__stash {
 struct dt__pipe {
     dt__pipe_setup cfg;
     int stage, dpi, d, p, slots, t, tpi;
+    const dt_sched_instr *cur;    /* the BACKWARD being executed, for the stage's recompute hook */
     dt_comm *pipe, *data, *tpc;   /* host sub-communicators: pipeline, data-parallel group, tensor-parallel group */
     dt_comm *dpipe, *ddata, *dtp; /* device ones (NCCL) or NULL */
     dt_comm *emb, *demb;          /* tied embeddings, p > 1: the first and last stage (host, device or NULL) */
@@ -128,6 +129,13 @@ static dt_comm *dt__pipe_dev_data(const dt__pipe *pp) { return pp->ddata ? pp->d
 
 static dt_status dt__pipe_wait_send(dt__pipe *pp, dt_comm_request **q);
 
+/* The stage's recompute hook: the span belongs to the BACKWARD being run. */
+static void dt__pipe_recomputed(void *ctx, int layer, int64_t t0_ns, int64_t t1_ns)
+{
+    dt__pipe *pp = ctx;
+    if (pp->cur) pp->cfg.recompute_event(pp->cfg.ctx, pp->stage, pp->cur, layer, t0_ns, t1_ns);
+}
+
 dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
 {
     *out = NULL;
@@ -193,6 +201,7 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
                   st, fail);
     DT_CHECK_GOTO(dt__stage_init_weights(pp->st, s->seed), st, fail);
     DT_CHECK_GOTO(dt__stage_set_precision(pp->st, s->precision), st, fail);
+    if (s->recompute_event) dt__stage_set_recompute_hook(pp->st, dt__pipe_recomputed, pp);
     DT_CHECK_GOTO(dt__stage_set_recompute(pp->st, s->recompute, s->recompute_num_layers), st, fail);
     DT_CHECK_GOTO(dt__pipe_check(s->model, s->p, s->kind, s->scaler != NULL), st, fail);
     DT_CHECK_GOTO(dt__stage_zero_grad(pp->st), st, fail);
@@ -588,7 +597,10 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
             }
         }
         const float *dx = NULL;
-        DT_CHECK(dt__stage_backward(pp->st, slot, w, dloss, &dx));
+        pp->cur = in;
+        const dt_status bs = dt__stage_backward(pp->st, slot, w, dloss, &dx);
+        pp->cur = NULL;
+        DT_CHECK(bs);
         pp->slot_mb[slot] = -1;
         if (in->mb < pp->total_mb) pp->used[2 * in->mb + 1] = in->version;
         return DT_OK;

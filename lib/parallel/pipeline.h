@@ -75,6 +75,9 @@ typedef struct dt__pipe_setup {
     /* each sum of the tied wte's gradient over the first and last stage
      * (inside OPTIM_STEP), may be NULL */
     void (*emb_event)(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes);
+    /* each recomputation inside a BACKWARD instruction (stage.h's hook):
+     * the instruction, the block's whole-model index; may be NULL */
+    void (*recompute_event)(void *ctx, int stage, const dt_sched_instr *in, int layer, int64_t t0_ns, int64_t t1_ns);
     void *ctx;
 } dt__pipe_setup;
 

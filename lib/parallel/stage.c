@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "dt_internal.h"
+#include "dt_time.h"
 #include "gpt_layers.h"
 #include "tp.h"
 
@@ -83,6 +84,8 @@ struct dt__stage {
     const float *wq_src;
     uint64_t epoch, wq_epoch;
     dt_buffer gmb; /* (numel) one micro-batch's parameter gradients, rounded before they accumulate */
+    dt__stage_recompute_fn recompute_hook; /* may be NULL */
+    void *recompute_ctx;
 };
 
 static const char *const dt__block_names[DT__NBLOCK] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
@@ -538,6 +541,17 @@ dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_laye
     return dt__slots_alloc(st);
 }
 
+void dt__stage_set_recompute_hook(dt__stage *st, dt__stage_recompute_fn fn, void *ctx)
+{
+    st->recompute_hook = fn;
+    st->recompute_ctx = ctx;
+}
+
+static void dt__stage_recomputed(const dt__stage *st, int l, int64_t t0)
+{
+    if (st->recompute_hook) st->recompute_hook(st->recompute_ctx, st->l0 + l, t0, dt_time_ns());
+}
+
 /* The output of a slot's last block (xin when the stage has none). */
 static const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const float *xin)
 {
@@ -593,9 +607,11 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
     dt__block_acts *a = &sl->acts[l];
     if (sel) {
         const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
+        const int64_t t0 = dt_time_ns();
         DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
         DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, Cl, NHl));
         DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * NHl * T * T));
+        dt__stage_recomputed(st, l, t0);
         dt__stage_note_peak(st, 0);
     }
     if (st->t > 1)
@@ -660,12 +676,18 @@ static dt_status dt__stage_backward_packed(dt__stage *st, dt__slot *sl, const fl
 }
 
 /* Full recomputation: group g's blocks forward from x into the work arena;
- * the last block's output is *out (in the work arena until it is reset). */
-static dt_status dt__stage_group_forward(dt__stage *st, dt__slot *sl, int g, const float *x, const float **out)
+ * the last block's output is *out (in the work arena until it is reset);
+ * again = 1: the backward's recomputation (reported to the hook). */
+static dt_status dt__stage_group_forward(dt__stage *st, dt__slot *sl, int g, const float *x, const float **out,
+                                         int again)
 {
     const int l0 = g * st->recompute_k, l1 = DT_MIN(l0 + st->recompute_k, st->nb);
     dt__arena_reset(&st->work);
-    for (int l = l0; l < l1; l++) DT_CHECK(dt__stage_block_forward(st, sl, l, &st->work, 1, x, &x));
+    for (int l = l0; l < l1; l++) {
+        const int64_t t0 = again ? dt_time_ns() : 0;
+        DT_CHECK(dt__stage_block_forward(st, sl, l, &st->work, 1, x, &x));
+        if (again) dt__stage_recomputed(st, l, t0);
+    }
     *out = x;
     return DT_OK;
 }
@@ -706,7 +728,7 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
         for (int g = 0; g < st->groups; g++) {
             DT_CHECK(dt__arena_alloc(&sl->arena, NC, &sl->ckpt[g]));
             const float *y;
-            DT_CHECK(dt__stage_group_forward(st, sl, g, x, &y));
+            DT_CHECK(dt__stage_group_forward(st, sl, g, x, &y, 0));
             DT_CHECK(be->copy(be, sl->ckpt[g], y, NC * sizeof(float), DT_COPY_D2D));
             dt__stage_note_peak(st, sl->arena.used - sl->mark);
             dt__arena_reset(&st->work);
@@ -773,7 +795,7 @@ dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dlos
         for (int g = st->groups - 1; g >= 0; g--) { /* recompute the group from its input, then its backward */
             const int l0 = g * st->recompute_k, l1 = DT_MIN(l0 + st->recompute_k, st->nb);
             const float *gin = g ? sl->ckpt[g - 1] : xin, *y;
-            DT_CHECK(dt__stage_group_forward(st, sl, g, gin, &y));
+            DT_CHECK(dt__stage_group_forward(st, sl, g, gin, &y, 1));
             dt__stage_note_peak(st, 0);
             for (int l = l1 - 1; l >= l0; l--) {
                 const float *x = l > l0 ? sl->acts[l - 1].out : gin;

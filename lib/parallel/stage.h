@@ -104,6 +104,12 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
 /* DT_RECOMPUTE_NONE (the default), _SELECTIVE, or _FULL with num_layers
  * blocks per group; reallocates the slots, so no micro-batch may be in flight. */
 dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_layers);
+/* Called after each recomputation inside a backward (a block's forward run
+ * again under full recomputation, its attention probabilities under
+ * selective) with the block's whole-model index and its start and end
+ * (dt_time_ns); fn NULL: none. */
+typedef void (*dt__stage_recompute_fn)(void *ctx, int layer, int64_t t0_ns, int64_t t1_ns);
+void dt__stage_set_recompute_hook(dt__stage *st, dt__stage_recompute_fn fn, void *ctx);
 
 /* Where a slot's input activation (B,T,C) goes, for stages after the first. */
 float *dt__stage_input(dt__stage *st, int slot);

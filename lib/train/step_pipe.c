@@ -50,6 +50,22 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
     dt__trace_write(tr, &e);
 }
 
+/* Trace: each recomputation inside a BACKWARD, nested in its span (cat
+ * "stage", so the instruction's time is not counted twice). */
+static void dt__recompute_event(void *ctx, int stage, const dt_sched_instr *in, int layer, int64_t t0_ns, int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace.writer || tr->trace.status != DT_OK) return;
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, "recompute", "stage", tr->rank, DT_LANE_COMPUTE, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
+    e.iter = in->step;
+    if (in->mb >= 0) e.micro_batch = in->mb;
+    e.layer = layer;
+    if (dt_trace_event_add_arg(&e, "stage", stage) != DT_OK) return;
+    dt__trace_write(tr, &e);
+}
+
 /* Trace: each allreduce of the tensor-parallel operators f and g. */
 static void dt__tp_event(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns)
 {
@@ -110,6 +126,7 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .event = dt__pipe_event,
                                .tp_event = dt__tp_event,
                                .emb_event = dt__emb_event,
+                               .recompute_event = dt__recompute_event,
                                .ctx = tr};
     return dt__pipe_create(&ps, &tr->pipe.rt);
 }
