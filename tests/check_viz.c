@@ -15,7 +15,9 @@
  *       file, without crashing: missing, empty, not JSON, a Chrome trace
  *       without otherData, a wrong version, a truncated file, no spans,
  *       5000 ranks (> DTV_MAX_RANKS);
- *   (d) the same render twice gives the same pixels.
+ *   (d) the same render twice gives the same pixels;
+ *   (e) a recomputation nested in a backward (a pipeline stage's) is drawn
+ *       over the backward box's lower half.
  * Files go to a fresh directory under $TMPDIR (or /tmp), removed at the end. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -186,6 +188,43 @@ START_TEST(test_pixels_gpipe) { check_pipeline_pixels(DT_SCHED_GPIPE); }
 END_TEST
 
 START_TEST(test_pixels_1f1b) { check_pipeline_pixels(DT_SCHED_1F1B); }
+END_TEST
+
+/* A pipeline stage's recomputation nested in its backward (cat "stage"):
+ * drawn over the backward box's lower half, the backward's colour above
+ * it and after it. */
+START_TEST(test_pixels_nested_recompute)
+{
+    dt_trace_event *ev = calloc(3, sizeof *ev);
+    ck_assert_ptr_nonnull(ev);
+    dt_trace_event_init(&ev[0], DT_TRACE_COMPLETE, "forward", "pipeline", 0, DT_LANE_COMPUTE, 0, 1000);
+    dt_trace_event_init(&ev[1], DT_TRACE_COMPLETE, "recompute", "stage", 0, DT_LANE_COMPUTE, 2000, 1000);
+    dt_trace_event_init(&ev[2], DT_TRACE_COMPLETE, "backward", "pipeline", 0, DT_LANE_COMPUTE, 1000, 4000);
+    for (int i = 0; i < 3; i++) ev[i].iter = 0, ev[i].micro_batch = 0;
+    dtv_trace *t = malloc(sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    ck_dt(dtv_trace_from_events(ev, 3, "nested", "dtrain", "{\"pipeline_model_parallel_size\":1}", t));
+    dtv_canvas c;
+    ck_dt(dtv_canvas_headless(W, H, &c));
+    dtv_view v;
+    dtv_view_all(&v, t);
+    v.id = DTV_VIEW_TIMELINE;
+    render(&c, t, &v);
+    dtv_timeline_layout L;
+    dtv_timeline_layout_of(&c, (SDL_Rect){0, 0, W, H}, t, &v, &L);
+    ck_assert_int_ge(L.row_h, 12);
+    int k = -1;
+    for (int r = 0; r < t->n_rows; r++)
+        if (t->rows[r].lane == DT_LANE_COMPUTE) k = r;
+    ck_assert_int_ge(k, 0);
+    const SDL_Color bwd = dtv_kind_color(DTV_BACKWARD), re = dtv_kind_color(DTV_RECOMPUTE);
+    ck_color(probe(&c, t, &v, k, 2500, L.row_h - 3), re, "recompute, lower half");
+    ck_color(probe(&c, t, &v, k, 2500, 3), bwd, "backward above the recompute");
+    ck_color(probe(&c, t, &v, k, 4500, L.row_h - 3), bwd, "backward after the recompute");
+    ck_color(probe(&c, t, &v, k, 500, L.row_h - 3), dtv_kind_color(DTV_FORWARD), "forward");
+    dtv_canvas_free(&c);
+    free_trace(t);
+}
 END_TEST
 
 /* ---- (b) a real run's rank files ---------------------------------------------- */
@@ -462,6 +501,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_pixels_gpipe);
     tcase_add_test(tc, test_pixels_1f1b);
+    tcase_add_test(tc, test_pixels_nested_recompute);
     tcase_add_test(tc, test_rank_files_aligned);
     tcase_add_test(tc, test_bad_inputs);
     tcase_add_test(tc, test_deterministic);

@@ -92,9 +92,12 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
                 dtv_text(c, area.x + 10 + lw, ty + 11, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "%d versions",
                          t->max_versions[st]);
         }
-        /* spans: at most one box per pixel column */
+        /* spans: at most one box per pixel column; a recomputation nested in
+         * the span drawn last (a pipeline stage's, inside its backward) is
+         * drawn over that box's lower half */
         const int64_t lim = v->now < v->t1 ? v->now : v->t1;
         int last_x1 = INT32_MIN, skipped = 0;
+        int64_t drawn_t1 = INT64_MIN;
         for (int i = dtv_row_first(row, v->t0); i < row->n && row->s[i].t0 <= lim; i++) {
             const dtv_span *s = &row->s[i];
             const int64_t e = s->t1 < lim ? s->t1 : lim;
@@ -102,6 +105,11 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
             double fx0 = dtv_x_of(v, L.x, L.w, s->t0 < v->t0 ? v->t0 : s->t0), fx1 = dtv_x_of(v, L.x, L.w, e);
             int x0 = (int)floor(fx0), x1 = (int)ceil(fx1);
             if (x1 <= x0) x1 = x0 + 1;
+            if (s->kind == DTV_RECOMPUTE && s->t1 <= drawn_t1) {
+                const int h = (L.row_h - 2) / 2;
+                if (h >= 1) dtv_fill(c, x0, y + 1 + (L.row_h - 2 - h), x1 - x0, h, dtv_kind_color(DTV_RECOMPUTE));
+                continue;
+            }
             if (x1 <= last_x1) { /* this pixel column is drawn already */
                 /* after a run of such spans (many spans per pixel: zoomed far out), skip by binary
                  * search those that end before the next free column (each would be skipped here
@@ -120,6 +128,7 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
             dtv_fill(c, x0, y + 1, x1 - x0 >= 4 ? x1 - x0 - 1 : x1 - x0, L.row_h - 2,
                      dtv_kind_color((dtv_kind)s->kind));
             last_x1 = x1;
+            drawn_t1 = s->t1;
             /* the micro-batch (and version) inside a wide box; the event (a cache miss) is read
              * only for a box wide enough */
             if (x1 - x0 < 22 || L.row_h < 12 || (s->kind != DTV_FORWARD && s->kind != DTV_BACKWARD)) continue;
