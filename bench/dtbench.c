@@ -91,7 +91,7 @@ void dtbench_goal_line(const char *key, double value, double goal, const char *n
 
 /* The flags of the commands that share dtbench's table. */
 typedef struct dtbench_flags {
-    int threads, B, T, steps, warmup, help, ar_iters;
+    int threads, B, T, steps, warmup, help, ar_iters, repeats;
     int fp16, bf16, skip_no_device;
     int pp_size, pp_layers, pp_hidden;
     const char *pp_split, *pp_keep, *ar_json;
@@ -172,6 +172,11 @@ static int dtbench_run_pipeline(const dtbench_flags *f)
                                 split, dtbench_given(f, "--steps") ? f->steps : 6, f->pp_keep);
 }
 
+static int dtbench_run_compose(const dtbench_flags *f)
+{
+    return dtbench_cmd_compose(f->repeats, dtbench_given(f, "--steps") ? f->steps : 12, f->threads);
+}
+
 /* ---- the registry ---------------------------------------------------------- */
 
 /* Commands with their own parser (file arguments, their own flags): argv
@@ -196,6 +201,7 @@ static const struct {
     {"gelu", dtbench_run_gelu},           {"gemm", dtbench_run_gemm}, {"train", dtbench_run_train},
     {"recompute", dtbench_run_recompute}, {"amp", dtbench_run_amp},   {"largebatch", dtbench_run_largebatch},
     {"allreduce", dtbench_run_allreduce}, {"tp", dtbench_run_tp},     {"pipeline", dtbench_run_pipeline},
+    {"compose", dtbench_run_compose},
 };
 
 #define DTBENCH_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -229,6 +235,7 @@ int main(int argc, char **argv)
                        .T = 0,
                        .steps = 5,
                        .warmup = 1,
+                       .repeats = 3,
                        .pp_layers = 8,
                        .pp_hidden = 128,
                        .ar_chunk = 1024 * 1024,
@@ -280,11 +287,13 @@ int main(int argc, char **argv)
          0},
         {"--trace-dir", DT_ARG_STRING, &f.pp_keep, 0, 0, 0, NULL, "DIR",
          "pipeline: keep each run's traces in DIR (SCHEDULE-mM.rankR.json, for Perfetto)", "temporary, removed", 0},
+        {"--repeats", DT_ARG_INT, &f.repeats, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 64, NULL, NULL,
+         "compose: runs per cell (the median and range are printed)", NULL, 0},
         {"--help", DT_ARG_FLAG, &f.help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
     const char *usage =
-        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline [--flag value]...\n"
+        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|compose [--flag value]...\n"
         "       dtbench bubbles [--skip N] TRACE...\n"
         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
         "fp16 peaks through the backend\n"
@@ -303,6 +312,9 @@ int main(int argc, char **argv)
         "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
         "  tp         tensor parallelism for t = 1, 2, 4 (run under mpirun -np 4): f/g allreduces and "
         "their bytes per step against the formula, their time, the step time\n"
+        "  compose    the composition matrix (run under mpirun -np 2): layout {single, dp, 1f1b, tp} x "
+        "{fp32, bf16, fp16} x recompute {none, selective, full}: tokens/s (median and range of --repeats runs, "
+        "default 3; --steps default 12) and peak saved activations, each against the layout's fp32/none cell\n"
         "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
         "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
         "  simspeed   simulator events/s and the wall time of a 1024-device job (goals: > 10 M/s, < 10 s)\n"
@@ -331,7 +343,7 @@ int main(int argc, char **argv)
         if (strcmp(cmd, dtbench_commands[i].name) == 0) return dtbench_commands[i].run(&f);
     fprintf(stderr,
             "dtbench: '%s': unknown command (expected gemm, gelu, train, recompute, largebatch, amp, allreduce, "
-            "pipeline, tp or bubbles)\n",
+            "pipeline, tp, compose or bubbles)\n",
             cmd);
     return 2;
 }
