@@ -604,6 +604,9 @@ numeric dtbench "$DTBENCH" pipeline <<'EOF'
 --num-layers | i | -1 0 1025
 --hidden-size | i | -1 0 3 65537
 EOF
+numeric dtbench "$DTBENCH" compose <<'EOF'
+--repeats | i | -1 0 65
+EOF
 numeric dtbench "$DTBENCH" bubbles "$TMP/pp.json" <<'EOF'
 --skip | i | -1 1000000001
 EOF
@@ -619,6 +622,8 @@ table dtbench "$DTBENCH" <<'EOF'
 2 | --pipeline-split | pipeline --pipeline-split 0
 2 | --pipeline-split | pipeline --pipeline-split ''
 2 | unknown command | frobnicate
+2 | run under mpirun -np 2 | compose
+2 | --steps 1: expected at least 2 | compose --steps 1
 2 | --bogus | train --bogus 1
 2 | expected trace files | bubbles
 2 | --skip | bubbles --skip
