@@ -75,23 +75,23 @@ tut_line h100bf '^  stage 0: 0\.2612 \(0\.3176\)$'
 tut_line h100bf '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 12\.976 ms, '
 
 # the layouts of 1024 GPUs at a global batch of 4096 sequences
-for pd in 2:512:76.202:0.0831:0.1111 4:256:70.039:0.1591:0.1579 8:128:69.133:0.2348:0.1795 \
-          16:64:73.029:0.3245:0.1899 32:32:83.678:0.4377:0.1950; do
+for pd in 2:512:75.950:0.0791:0.1111 4:256:69.159:0.1444:0.1579 8:128:66.994:0.2009:0.1795 \
+          16:64:68.374:0.2612:0.1899 32:32:73.989:0.3392:0.1950; do
     p=${pd%%:*}; r=${pd#*:}; d=${r%%:*}; r=${r#*:}; ms=${r%%:*}; r=${r#*:}; b=${r%%:*}; f=${r#*:}
-    tut_cmd lay$p ./dtsim run $BIG --global-batch-size 4096 --pipeline-model-parallel-size $p --data-parallel-size $d --train-iters 2 --hw sim/hw/h100-ib.json
-    tut_line lay$p "^layout:   t=1 p=$p d=$d \\(1024 ranks\\)"
+    tut_cmd lay$p ./dtsim run $BIG --global-batch-size 4096 --pipeline-model-parallel-size $p --data-parallel-size $d --train-iters 2 --hw sim/hw/h100-ib.json --bf16
+    tut_line lay$p "^layout:   t=1 p=$p d=$d \\(1024 ranks\\), schedule 1f1b, exchange ring, bf16\$"
     tut_line lay$p "^step time $(echo "$ms" | sed 's/\./\\./') ms "
     tut_line lay$p "^bubble per stage .* = $(echo "$f" | sed 's/\./\\./'):\$"
     tut_line lay$p "^  stage 0: $(echo "$b" | sed 's/\./\\./') "
 done
 tut_line lay2 'dp allreduce 18\.274 ms, '
-tut_cmd sweep ./dtsim sweep $BIG --pipeline-model-parallel-size 8 --data-parallel-size 128 --train-iters 2 --hw sim/hw/h100-ib.json --sweep micro-batches=16,32,64 --sweep link-bandwidth-scale=0.5,1,4
+tut_cmd sweep ./dtsim sweep $BIG --pipeline-model-parallel-size 8 --data-parallel-size 128 --train-iters 2 --hw sim/hw/h100-ib.json --sweep micro-batches=16,32,64 --sweep link-bandwidth-scale=0.5,1,4 --bf16
 tut_line sweep '^ m  bw_scale     step_ms     bubble0  bubble_max     formula     comm_ms    peak_MiB$'
-tut_line sweep '^16       0\.5      57\.695      0\.3204      0\.3204      0\.3043      21\.816     3544\.11$'
-tut_line sweep '^32         1      69\.133      0\.2348      0\.2348      0\.1795      16\.504     3544\.11$'
-tut_line sweep '^32         4      62\.446      0\.1973      0\.1973      0\.1795       9\.818     3544\.11$'
-tut_line sweep '^64         1     106\.355      0\.1775      0\.1783      0\.0986      20\.227     3544\.11$'
-tut_line sweep '^64         4      97\.026      0\.1240      0\.1254      0\.0986      10\.898     3544\.11$'
+tut_line sweep '^16       0\.5      55\.179      0\.2736      0\.2736      0\.3043      19\.300     2119\.12$'
+tut_line sweep '^32         1      66\.994      0\.2009      0\.2009      0\.1795      14\.365     2119\.12$'
+tut_line sweep '^32         4      61\.912      0\.1874      0\.1874      0\.1795       9\.283     2119\.12$'
+tut_line sweep '^64         1     102\.454      0\.1392      0\.1404      0\.0986      16\.326     2119\.12$'
+tut_line sweep '^64         4      96\.051      0\.1129      0\.1145      0\.0986       9\.923     2119\.12$'
 
 # 6. How far to trust it: the validation matrix ...
 tut_cmd simval --quick "--quick" ./dtbench simval
