@@ -130,10 +130,9 @@ double dt_gpt_config_flops_per_token(const dt_gpt_config *c, int T)
 
 /* ---- creation ------------------------------------------------------------ */
 
-static dt_status dt__gpt_layout(dt_gpt *m)
+dt_status dt__gpt_whole_layout(const dt_gpt_config *cfg, dt_paramset *ps)
 {
-    const int64_t C = m->cfg.hidden_size, V = m->cfg.vocab_size, P = m->cfg.seq_len;
-    dt_paramset *ps = &m->layout;
+    const int64_t C = cfg->hidden_size, V = cfg->vocab_size, P = cfg->seq_len;
     char name[DT_NAME_MAX];
     DT_CHECK(dt_paramset_add(ps, "wte", 2, (int64_t[]){V, C}, 1));
     DT_CHECK(dt_paramset_add(ps, "wpe", 2, (int64_t[]){P, C}, 1));
@@ -141,7 +140,7 @@ static dt_status dt__gpt_layout(dt_gpt *m)
                                                           "ln2.w", "ln2.b", "fc.w",  "fc.b",  "fcproj.w",  "fcproj.b"};
     const int64_t shapes[DT__NBLOCK_TENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},
                                                    {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
-    for (int l = 0; l < m->cfg.num_layers; l++)
+    for (int l = 0; l < cfg->num_layers; l++)
         for (int i = 0; i < DT__NBLOCK_TENSORS; i++) {
             snprintf(name, sizeof name, "h.%d.%s", l, names[i]);
             int nd = shapes[i][1] ? 2 : 1;
@@ -149,7 +148,7 @@ static dt_status dt__gpt_layout(dt_gpt *m)
         }
     DT_CHECK(dt_paramset_add(ps, "lnf.w", 1, (int64_t[]){C}, 0));
     DT_CHECK(dt_paramset_add(ps, "lnf.b", 1, (int64_t[]){C}, 0));
-    if (!m->cfg.tie_embeddings) DT_CHECK(dt_paramset_add(ps, "lm_head.w", 2, (int64_t[]){V, C}, 1));
+    if (!cfg->tie_embeddings) DT_CHECK(dt_paramset_add(ps, "lm_head.w", 2, (int64_t[]){V, C}, 1));
     return DT_OK;
 }
 
@@ -159,7 +158,7 @@ size_t dt_gpt_config_layout_numel(const dt_gpt_config *cfg)
     memset(&tmp, 0, sizeof tmp);
     tmp.cfg = *cfg;
     dt_paramset_init(&tmp.layout);
-    size_t n = dt__gpt_layout(&tmp) == DT_OK ? tmp.layout.numel : 0;
+    size_t n = dt__gpt_whole_layout(&tmp.cfg, &tmp.layout) == DT_OK ? tmp.layout.numel : 0;
     dt_paramset_free(&tmp.layout);
     return n;
 }
@@ -204,7 +203,7 @@ dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)
         st = DT_FAIL(DT_ERR_NOMEM, "model: out of memory");
         goto fail;
     }
-    DT_CHECK_GOTO(dt__gpt_layout(m), st, fail);
+    DT_CHECK_GOTO(dt__gpt_whole_layout(&m->cfg, &m->layout), st, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&m->params, be, m->layout.numel * sizeof(float)), st, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&m->grads, be, m->layout.numel * sizeof(float)), st, fail);
     dt__gpt_bind(m, m->params.data, &m->wte, &m->wpe, m->blocks, &m->head);

@@ -44,6 +44,12 @@ typedef struct dt__rounder {
 
 dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
 
+/* ---- the whole model's layout -------------------------------------------- */
+/* wte, wpe, each block's 12 tensors (h.L.ln1.w .. h.L.fcproj.b), lnf.w,
+ * lnf.b and, untied, lm_head.w, appended to ps in that order: the flat
+ * buffer of one process, and what a pipeline stage cuts its range from. */
+dt_status dt__gpt_whole_layout(const dt_gpt_config *cfg, dt_paramset *ps);
+
 /* ---- initialisation --------------------------------------------------- */
 /* The initial values of one tensor of the whole model's layout (index: its
  * place in that layout, which seeds its own RNG stream): gains 1, biases 0,

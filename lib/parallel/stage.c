@@ -88,9 +88,6 @@ struct dt__stage {
     void *recompute_ctx;
 };
 
-static const char *const dt__block_names[DT__NBLOCK] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
-                                                        "ln2.w", "ln2.b", "fc.w",  "fc.b",  "fcproj.w",  "fcproj.b"};
-
 dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s)
 {
     if (p < 1 || s < 0 || s >= p) return DT_FAIL(DT_ERR_INVALID, "pipeline stage %d of %d", s, p);
@@ -151,24 +148,11 @@ int dt__stage_has_tied_copy(const dt__stage *st) { return st->cfg.tie_embeddings
  * 16-aligned offsets in order, so a range rebased keeps its alignment). */
 static dt_status dt__stage_layout_make(dt__stage *st)
 {
-    const int64_t C = st->cfg.hidden_size, V = st->cfg.vocab_size, P = st->cfg.seq_len;
+    const int64_t C = st->cfg.hidden_size, V = st->cfg.vocab_size;
     dt_paramset *w = &st->whole;
     dt_status s = DT_OK;
-    char name[DT_NAME_MAX];
-    const int64_t shapes[DT__NBLOCK][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},
-                                           {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
     /* the whole layout (names and shapes only matter), to find the range */
-    DT_CHECK_GOTO(dt_paramset_add(w, "wte", 2, (int64_t[]){V, C}, 1), s, done);
-    DT_CHECK_GOTO(dt_paramset_add(w, "wpe", 2, (int64_t[]){P, C}, 1), s, done);
-    for (int l = 0; l < st->cfg.num_layers; l++)
-        for (int i = 0; i < DT__NBLOCK; i++) {
-            snprintf(name, sizeof name, "h.%d.%s", l, dt__block_names[i]);
-            int nd = shapes[i][1] ? 2 : 1;
-            DT_CHECK_GOTO(dt_paramset_add(w, name, nd, shapes[i], nd == 2), s, done);
-        }
-    DT_CHECK_GOTO(dt_paramset_add(w, "lnf.w", 1, (int64_t[]){C}, 0), s, done);
-    DT_CHECK_GOTO(dt_paramset_add(w, "lnf.b", 1, (int64_t[]){C}, 0), s, done);
-    if (!st->cfg.tie_embeddings) DT_CHECK_GOTO(dt_paramset_add(w, "lm_head.w", 2, (int64_t[]){V, C}, 1), s, done);
+    DT_CHECK_GOTO(dt__gpt_whole_layout(&st->cfg, w), s, done);
     const int lo = st->first ? 0 : 2 + DT__NBLOCK * st->l0;
     const int hi = st->last ? w->count : 2 + DT__NBLOCK * st->l1;
     const int copy = dt__stage_has_tied_copy(st);
