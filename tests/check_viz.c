@@ -89,6 +89,17 @@ static void render(dtv_canvas *c, const dtv_trace *t, const dtv_view *v)
     dtv_draw_timeline(c, (SDL_Rect){0, 0, c->w, c->h}, t, v);
 }
 
+/* The whole trace's timeline on a fresh W x H canvas (rows at least 12 px high). */
+static void render_whole(const dtv_trace *t, dtv_canvas *c, dtv_view *v, dtv_timeline_layout *L)
+{
+    ck_dt(dtv_canvas_headless(W, H, c));
+    dtv_view_all(v, t);
+    v->id = DTV_VIEW_TIMELINE;
+    render(c, t, v);
+    dtv_timeline_layout_of(c, (SDL_Rect){0, 0, W, H}, t, v, L);
+    ck_assert_int_ge(L->row_h, 12);
+}
+
 /* The pixel at trace time ns in row k (counted from the view's first row), dy below the row's top. */
 static SDL_Color probe(const dtv_canvas *c, const dtv_trace *t, const dtv_view *v, int k, int64_t ns, int dy)
 {
@@ -138,14 +149,9 @@ static void check_pipeline_pixels(dt_sched_kind kind)
     ck_assert_int_eq(t->p, 2);
     ck_assert_int_eq(t->m, 4);
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
     dtv_view v;
-    dtv_view_all(&v, t);
-    v.id = DTV_VIEW_TIMELINE;
-    render(&c, t, &v);
     dtv_timeline_layout L;
-    dtv_timeline_layout_of(&c, (SDL_Rect){0, 0, W, H}, t, &v, &L);
-    ck_assert_int_ge(L.row_h, 12);
+    render_whole(t, &c, &v, &L);
     ck_assert_int_eq(L.rows_shown, t->n_rows);
     const int k = stage_compute_row(t, 1);
     const dtv_row *row = &t->rows[k];
@@ -205,14 +211,9 @@ START_TEST(test_pixels_nested_recompute)
     ck_assert_ptr_nonnull(t);
     ck_dt(dtv_trace_from_events(ev, 3, "nested", "dtrain", "{\"pipeline_model_parallel_size\":1}", t));
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
     dtv_view v;
-    dtv_view_all(&v, t);
-    v.id = DTV_VIEW_TIMELINE;
-    render(&c, t, &v);
     dtv_timeline_layout L;
-    dtv_timeline_layout_of(&c, (SDL_Rect){0, 0, W, H}, t, &v, &L);
-    ck_assert_int_ge(L.row_h, 12);
+    render_whole(t, &c, &v, &L);
     int k = -1;
     for (int r = 0; r < t->n_rows; r++)
         if (t->rows[r].lane == DT_LANE_COMPUTE) k = r;
