@@ -236,6 +236,7 @@ recompute_spans() {
                 ts = $0; sub(/.*"ts":/, "", ts); sub(/,.*/, "", ts)
                 du = $0; sub(/.*"dur":/, "", du); sub(/,.*/, "", du)
                 mb = $0; sub(/.*"micro_batch":/, "", mb); sub(/[,}].*/, "", mb)
+                ts += 0 # a number: compared as strings, 10118.5 < 9987.3
                 if ($0 ~ /"name":"recompute","cat":"stage"/) { n++; rt[n] = ts; re[n] = ts + du; rm[n] = mb }
                 else if ($0 ~ /"name":"backward","cat":"pipeline"/) { bt[mb] = ts; be[mb] = ts + du }
             }
