@@ -64,17 +64,21 @@ static int64_t dts__saved_act(const dts_scenario *sc, int slot)
 }
 
 /* What a block holds beyond its saved bytes while its forward (backward =
- * 0) or backward (1) runs, in lib/model/gpt.c's arena: under full
- * recomputation (one block a group) the forward writes its output into
- * the kept slot and its activations on top, and the backward rebuilds
- * them once the block's own output is spent; packed, the block's stores
- * come first, then its FP32 working set and unpacked input. */
+ * 0) or backward (1) runs, in lib/model/gpt.c's arena, the forward's
+ * counting its saved bytes too: under full recomputation (one block a
+ * group) the forward writes its output into the kept slot and its
+ * activations on top, and the backward rebuilds them once the block's own
+ * output is spent; packed, the block's stores come first, then its FP32
+ * working set and unpacked input; under selective recomputation the
+ * attention probabilities sit on top while the block runs, forward and
+ * backward. */
 static int64_t dts__dp_work(const dts_scenario *sc, int layer, int backward)
 {
     if (layer < 0 || layer >= sc->model.num_layers) return 0;
     const int64_t A = dts__block_act(sc, 1, 0), P = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
     if (sc->recompute == 1) return backward ? A - P : A + P;
     if (dts__packs(sc)) return A + (layer > 0 ? P : 0) + (backward ? 0 : dts__saved_act(sc, layer + 1));
+    if (sc->recompute == 2) return backward ? A - dts__block_act(sc, 1, 2) : A;
     return 0;
 }
 

@@ -197,7 +197,7 @@ fi
 # simulator's memory counter holds in activations on that stage, replaying
 # the run's own configuration (its trace). Exact: both count the same
 # buffers (45 cells of 5 layouts x 3 precisions x 3 recompute settings,
-# and 8 one-process runs, agreed to the byte on 2026-12-02; these are
+# and 13 one-process or data-parallel runs, agreed to the byte on 2026-12-02; these are
 # checked here).
 DTSIM=$BUILDDIR/dtsim
 # sim_peak TRACE PID: the largest "activations" of pid's memory counter
@@ -231,6 +231,7 @@ mem_cell() { # mem_cell NAME NP T D FLAGS...
 # each inside the "backward" span of its micro-batch on the same rank
 recompute_spans() {
     for f in "$TMP/$1"-tr.rank*.json; do
+        [ -f "$f" ] || { fail "$1: no rank traces ($f)"; continue; }
         out=$(awk '
             /"name":"(recompute|backward)"/ {
                 ts = $0; sub(/.*"ts":/, "", ts); sub(/,.*/, "", ts)
@@ -273,6 +274,8 @@ mem_cell tp-bf16-selective 2 2 1 --tensor-model-parallel-size 2 --bf16 --recompu
 # one process: packed blocks; full recomputation's forward holds the block's set beside its kept output
 mem_cell single-bf16 1 1 1 --bf16
 mem_cell single-full 1 1 1 --recompute-granularity full --recompute-num-layers 1
+# selective: the probabilities on top while a block runs outweigh the head here (NH T > C + V)
+mem_cell single-selective 1 1 1 --recompute-granularity selective --num-attention-heads 16 --seq-length 64
 
 # refused at start, with one line that says why
 expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on its own" 2 \
