@@ -79,7 +79,11 @@ int dtbench_cmd_compose(int repeats, int steps, int threads)
         return 2;
     }
     dt_comm *c;
-    if (dt_comm_mpi_world(&c) != DT_OK) dtbench_die("compose");
+    if (dt_comm_mpi_world(&c) != DT_OK) { /* a build without MPI, or MPI failing to start */
+        fprintf(stderr, "dtbench compose: %s: run under mpirun -np 2 (mpirun -np 2 ./dtbench compose)\n",
+                dt_last_error());
+        return 2;
+    }
     if (c->size != 2) {
         if (c->rank == 0)
             fprintf(stderr, "dtbench compose: %d rank(s): run under mpirun -np 2 (mpirun -np 2 ./dtbench compose)\n",
