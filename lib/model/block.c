@@ -136,7 +136,7 @@ dt_status dt__block_pack_copy(const dt__block_pack *k, dt_backend *be, dt__block
     dt__block_fields(acts, k->cfg, k->t, k->B, k->T, ptr, n, stat);
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         void *store = stores[i];
-        if (!store) continue;
+        if (!store || (!pack && i == DT__BLOCK_OUT)) continue; /* no backward reads the output */
         float *f = *ptr[i];
         if (dt__block_pack_fp32(k, i, stat))
             DT_CHECK(be->copy(be, pack ? store : f, pack ? f : store, n[i] * sizeof(float), DT_COPY_D2D));

@@ -143,7 +143,9 @@ typedef struct dt__block_pack {
 size_t dt__block_packed_floats(const dt__block_pack *k);
 /* The stores, from arena a (stores[DT__BLOCK_ATT] NULL without probabilities). */
 dt_status dt__block_pack_alloc(const dt__block_pack *k, dt__arena *a, void *stores[DT__BLOCK_NFIELDS]);
-/* acts' tensors into the stores (pack = 1), or back (pack = 0). */
+/* acts' tensors into the stores (pack = 1), or back (pack = 0) but for
+ * the output, which a backward does not read (the next block's input is
+ * unpacked apart). */
 dt_status dt__block_pack_copy(const dt__block_pack *k, dt_backend *be, dt__block_acts *acts,
                               void *const stores[DT__BLOCK_NFIELDS], int pack);
 
