@@ -206,6 +206,7 @@ static const dt_backend_ops dt__cuda_ops = {
     .axpy = dt__cuda_axpy,                                                   /* optim.cu */
     .cast = dt__cuda_cast,                                                   /* half.cu: dt_math_hd.h conversions */
     .unscale_check = dt__cuda_unscale_check,                                 /* half.cu */
+    .span_stats = dt__cuda_span_stats,                                       /* stats.cu */
     .batchnorm_forward = dt__cuda_batchnorm_forward,                         /* batchnorm.cu */
     .batchnorm_backward = dt__cuda_batchnorm_backward,                       /* batchnorm.cu */
     .relu_forward = dt__cuda_relu_forward,                                   /* elementwise.cu */

@@ -166,6 +166,9 @@ dt_backend_axpy_fn dt__cuda_axpy;
 dt_backend_cast_fn dt__cuda_cast;
 dt_backend_unscale_check_fn dt__cuda_unscale_check;
 
+/* stats.cu */
+dt_backend_span_stats_fn dt__cuda_span_stats;
+
 /* batchnorm.cu */
 dt_backend_batchnorm_forward_fn dt__cuda_batchnorm_forward;
 dt_backend_batchnorm_backward_fn dt__cuda_batchnorm_backward;

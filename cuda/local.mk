@@ -18,6 +18,7 @@ DT_CUDA_SRCS = \
 	cuda/crossentropy.cu \
 	cuda/optim.cu \
 	cuda/half.cu \
+	cuda/stats.cu \
 	cuda/batchnorm.cu
 DT_CUDA_HDRS = cuda/cuda_internal.h cuda/dt_cuda.h
 

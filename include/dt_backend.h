@@ -145,6 +145,24 @@ typedef dt_status dt_backend_cast_fn(dt_backend *be, void *dst, dt_dtype dst_typ
  * unchanged otherwise, so one flag can collect many tensors). */
 typedef dt_status dt_backend_unscale_check_fn(dt_backend *be, float *x, float s, size_t n, int *nonfinite);
 
+/* ---- per-tensor statistics of a flat buffer, one wait for the device --- */
+/* One tensor of a flat buffer: its elements x[offset, offset + n). */
+typedef struct dt_span {
+    size_t offset, n;
+} dt_span;
+/* For each of count spans of x (the tensors of a gradient buffer):
+ *  - nonfinite != NULL: the span is multiplied by s in place (as
+ *    unscale_check) and nonfinite[i] = 1 if a result is inf or NaN, else 0;
+ *  - sumsq != NULL: sumsq[i] = the sum of the span's squares in double
+ *    (after the multiplication), as sumsq computes it.
+ * x is only read when nonfinite is NULL. One host synchronisation for all
+ * spans: the loss scaler's check and the gradient norm of a step cost one
+ * round trip instead of one per tensor. An optional slot: where a backend
+ * has none (the CPU's), the front runs unscale_check and sumsq per span,
+ * in span order, which is the reference. */
+typedef dt_status dt_backend_span_stats_fn(dt_backend *be, float *x, const dt_span *spans, int count, float s,
+                                           int *nonfinite, double *sumsq);
+
 /* ---- BatchNorm and ReLU (the mlp-bn model) ---------------------------- */
 /* BatchNorm over N rows of C features. training != 0: batch statistics
  * (biased variance) normalise; mean(C) and rstd(C) are saved; the
@@ -168,7 +186,7 @@ typedef dt_status dt_backend_relu_backward_fn(dt_backend *be, float *dinp, const
 /* A backend's table of ops: one `static const` table per backend
  * (cpu_backend.c, cuda/backend.cu), filled with designated initializers,
  * shared by all its instances. Every slot is required except
- * set_gemm_inputs. The ops are called only by the front below, after it
+ * set_gemm_inputs and span_stats. The ops are called only by the front below, after it
  * has checked the arguments that every backend rejects alike, so an op
  * checks only what is its own (device data, its own limits). */
 typedef struct dt_backend_ops {
@@ -202,6 +220,7 @@ typedef struct dt_backend_ops {
     dt_backend_axpy_fn *axpy;                                                   /* y += a * x */
     dt_backend_cast_fn *cast;                                                   /* f32, f16, bf16 */
     dt_backend_unscale_check_fn *unscale_check;                                 /* raises *nonfinite */
+    dt_backend_span_stats_fn *span_stats;                                       /* NULL: per span, by the front */
     dt_backend_batchnorm_forward_fn *batchnorm_forward;                         /* training or eval */
     dt_backend_batchnorm_backward_fn *batchnorm_backward;                       /* training-mode statistics */
     dt_backend_relu_forward_fn *relu_forward;                                   /* propagates NaN */
@@ -249,6 +268,7 @@ struct dt_backend {
     dt_backend_axpy_fn *axpy;
     dt_backend_cast_fn *cast;
     dt_backend_unscale_check_fn *unscale_check;
+    dt_backend_span_stats_fn *span_stats;
     dt_backend_batchnorm_forward_fn *batchnorm_forward;
     dt_backend_batchnorm_backward_fn *batchnorm_backward;
     dt_backend_relu_forward_fn *relu_forward;

@@ -514,6 +514,51 @@ START_TEST(test_unscale_check)
 }
 END_TEST
 
+/* span_stats: the per-tensor unscale, flags and sums of squares of a flat
+ * buffer in one call, against the CPU (the front's per-span reference):
+ * the scaled buffer and the flags bit for bit, the sums within 1e-12
+ * relative (double sums in another order, as sumsq), bit-identical on a
+ * repeat. Spans of 0, 1, 255 and 300001 elements (more than one block per
+ * span), one of them with an inf, one overflowing by the multiplication. */
+START_TEST(test_span_stats)
+{
+    const dt_span spans[] = {{0, 255}, {256, 0}, {256, 1}, {272, 300001}, {300288, 4097}, {304400, 70000}};
+    const int count = (int)(sizeof spans / sizeof spans[0]);
+    const size_t n = 374400;
+    float *x = hmalloc(n);
+    fill(x, n, 61, 100);
+    x[300288 + 17] = INFINITY; /* span 4 */
+    x[304400 + 69999] = 3e38f; /* span 5: inf once multiplied by 4 */
+    float *dx = up(x, n * 4);
+    int cnf[6], gnf[6];
+    double csq[6], gsq[6], gsq2[6];
+    ck_dt(cpu->span_stats(cpu, x, spans, count, 4.0f, cnf, csq));
+    ck_dt(gpu->span_stats(gpu, dx, spans, count, 4.0f, gnf, gsq));
+    expect_bits(dx, x, n * 4, "span_stats: scaled buffer");
+    for (int i = 0; i < count; i++) {
+        ck_assert_msg(gnf[i] == cnf[i], "span %d: flag gpu %d cpu %d", i, gnf[i], cnf[i]);
+        if (isfinite(csq[i]))
+            ck_assert_msg(fabs(gsq[i] - csq[i]) <= 1e-12 * csq[i], "span %d: sumsq gpu %.17g cpu %.17g", i, gsq[i],
+                          csq[i]);
+        else
+            ck_assert_msg(!isfinite(gsq[i]), "span %d: sumsq gpu %g, cpu not finite", i, gsq[i]);
+    }
+    ck_assert_int_eq(cnf[4] + cnf[5], 2);
+    ck_assert_int_eq(cnf[0] + cnf[1] + cnf[2] + cnf[3], 0);
+    /* sums only (no scaling, x read only), twice: the same bits */
+    ck_dt(gpu->span_stats(gpu, dx, spans, 4, 1.0f, NULL, gsq));
+    ck_dt(gpu->span_stats(gpu, dx, spans, 4, 1.0f, NULL, gsq2));
+    ck_dt(cpu->span_stats(cpu, x, spans, 4, 1.0f, NULL, csq));
+    ck_assert_msg(memcmp(gsq, gsq2, 4 * sizeof(double)) == 0, "span_stats not deterministic");
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(fabs(gsq[i] - csq[i]) <= 1e-12 * csq[i], "span %d (sums only): gpu %.17g cpu %.17g", i, gsq[i],
+                      csq[i]);
+    expect_bits(dx, x, n * 4, "span_stats: sums only leaves x");
+    gfree(dx);
+    free(x);
+}
+END_TEST
+
 /* 16-bit GELU against the CPU: widen, FP32 GELU, round. The GPU's FP32
  * GELU may differ from the CPU's by a few ulps of float, which can move
  * the rounding to 16 bits by one unit: allowed, 1 ulp of the 16-bit type
@@ -609,6 +654,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_optimizers);
     tcase_add_test(tc, test_cast);
     tcase_add_test(tc, test_unscale_check);
+    tcase_add_test(tc, test_span_stats);
     tcase_add_test(tc, test_gelu_half);
     tcase_add_test(tc, test_batchnorm);
     suite_add_tcase(s, tc);

@@ -499,6 +499,51 @@ START_TEST(test_unscale_check)
 }
 END_TEST
 
+/* span_stats through the front, on the CPU (which has no slot of its own):
+ * per span, exactly unscale_check then sumsq, with flags set to 0 or 1
+ * (not left alone), empty spans giving 0 and 0, x left alone without
+ * flags, and bad arguments refused with one message. */
+START_TEST(test_span_stats)
+{
+    dt_backend *be;
+    ck_dt(dt_backend_cpu_create(2, &be));
+    const size_t n = 5000;
+    float *x = malloc(n * sizeof *x), *ref = malloc(n * sizeof *ref);
+    for (size_t i = 0; i < n; i++) x[i] = (float)((int)(rnd32() % 2001) - 1000) * 0.37f;
+    x[3000] = FLT_MAX; /* span 2 overflows once multiplied by 4 */
+    memcpy(ref, x, n * sizeof *x);
+    const dt_span spans[] = {{0, 1000}, {1000, 0}, {2000, 1500}, {3500, 1500}};
+    int nf[4] = {7, 7, 7, 7};
+    double sq[4];
+    ck_dt(be->span_stats(be, x, spans, 4, 4.0f, nf, sq));
+    for (int i = 0; i < 4; i++) {
+        int f = 0;
+        double s = 0.0;
+        if (spans[i].n) {
+            ck_dt(be->unscale_check(be, ref + spans[i].offset, 4.0f, spans[i].n, &f));
+            ck_dt(be->sumsq(be, ref + spans[i].offset, spans[i].n, &s));
+        }
+        ck_assert_msg(nf[i] == f, "span %d: flag %d, unscale_check %d", i, nf[i], f);
+        ck_assert_msg(memcmp(&sq[i], &s, sizeof s) == 0, "span %d: sumsq %.17g, per tensor %.17g", i, sq[i], s);
+    }
+    ck_assert_int_eq(nf[2], 1);
+    ck_assert_int_eq(nf[0] + nf[1] + nf[3], 0);
+    ck_assert_msg(memcmp(x, ref, n * sizeof *x) == 0, "span_stats scaled differently from unscale_check");
+    /* sums only: x is not touched */
+    ck_dt(be->span_stats(be, x, spans, 2, 0.5f, NULL, sq));
+    ck_assert_msg(memcmp(x, ref, n * sizeof *x) == 0, "span_stats changed x without flags");
+    ck_assert_int_eq(be->span_stats(be, x, spans, -1, 1.0f, NULL, sq), DT_ERR_INVALID);
+    ck_assert_str_eq(dt_last_error(), "span_stats: count -1 (expected >= 0)");
+    ck_assert_int_eq(be->span_stats(be, x, NULL, 2, 1.0f, NULL, sq), DT_ERR_INVALID);
+    ck_assert_int_eq(be->span_stats(be, NULL, spans, 2, 1.0f, NULL, sq), DT_ERR_INVALID);
+    ck_dt(be->span_stats(be, NULL, spans + 1, 1, 1.0f, nf, sq)); /* only an empty span: no data needed */
+    ck_assert_int_eq(nf[0], 0);
+    free(x);
+    free(ref);
+    dt_backend_destroy(be);
+}
+END_TEST
+
 /* ---- loss scaler -------------------------------------------------------------- */
 
 /* One expected step: input, then the event flags as a string ("skip",
@@ -791,6 +836,7 @@ static Suite *half_suite(void)
     tc = tcase_create("backend");
     tcase_add_test(tc, test_cast_all_pairs);
     tcase_add_test(tc, test_unscale_check);
+    tcase_add_test(tc, test_span_stats);
     suite_add_tcase(s, tc);
     tc = tcase_create("loss_scaler");
     tcase_add_test(tc, test_scaler_defaults);

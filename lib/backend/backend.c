@@ -116,6 +116,30 @@ static dt_status dt__front_unscale_check(dt_backend *be, float *x, float s, size
     return be->ops->unscale_check(be, x, s, n, nonfinite);
 }
 
+static dt_status dt__front_span_stats(dt_backend *be, float *x, const dt_span *spans, int count, float s,
+                                     int *nonfinite, double *sumsq)
+{
+    if (count < 0) return DT_FAIL(DT_ERR_INVALID, "span_stats: count %d (expected >= 0)", count);
+    if (count == 0 || (!nonfinite && !sumsq)) return DT_OK;
+    if (!spans) return DT_FAIL(DT_ERR_INVALID, "span_stats: NULL spans with count = %d", count);
+    for (int i = 0; i < count; i++)
+        if (spans[i].n && !x) return DT_FAIL(DT_ERR_INVALID, "span_stats: NULL x with span %d of %zu", i, spans[i].n);
+    if (be->ops->span_stats) return be->ops->span_stats(be, x, spans, count, s, nonfinite, sumsq);
+    /* the reference: one tensor at a time, with the backend's own ops */
+    for (int i = 0; i < count; i++) {
+        float *p = spans[i].n ? x + spans[i].offset : x;
+        if (nonfinite) {
+            nonfinite[i] = 0;
+            if (spans[i].n) DT_CHECK(be->ops->unscale_check(be, p, s, spans[i].n, &nonfinite[i]));
+        }
+        if (sumsq) {
+            sumsq[i] = 0.0;
+            if (spans[i].n) DT_CHECK(be->ops->sumsq(be, p, spans[i].n, &sumsq[i]));
+        }
+    }
+    return DT_OK;
+}
+
 static dt_status dt__front_batchnorm_forward(dt_backend *be, float *out, float *mean, float *rstd, float *running_mean,
                                              float *running_var, const float *inp, const float *w, const float *b,
                                              int N, int C, float momentum, float eps, int training)
@@ -158,6 +182,7 @@ static const dt_backend dt__front = {
     .lamb_direction = dt__front_lamb_direction,
     .cast = dt__front_cast,
     .unscale_check = dt__front_unscale_check,
+    .span_stats = dt__front_span_stats,
     .batchnorm_forward = dt__front_batchnorm_forward,
     .batchnorm_backward = dt__front_batchnorm_backward,
 };

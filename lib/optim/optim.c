@@ -16,6 +16,7 @@
  * per-tensor sums in layout order, so it is deterministic whenever the
  * backend's sumsq is. */
 #include "dt_optim.h"
+#include "update.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -277,12 +278,17 @@ const float *dt_optim_trust_ratios(const dt_optim *opt) { return opt->trust; }
 
 dt_status dt_grad_norm(dt_backend *be, const dt_paramset *layout, const float *grads, double *norm)
 {
+    dt_span *spans;
+    DT_CHECK(dt__layout_spans(layout, &spans));
+    double *sq = malloc((size_t)(layout->count ? layout->count : 1) * sizeof *sq);
+    /* one span_stats call (one wait for a GPU); x is only read without nonfinite */
+    dt_status st = sq ? be->span_stats(be, (float *)grads, spans, layout->count, 1.0f, NULL, sq)
+                      : DT_FAIL(DT_ERR_NOMEM, "grad_norm: out of memory for %d sums", layout->count);
     double total = 0.0;
-    for (int i = 0; i < layout->count; i++) {
-        double s = 0.0;
-        DT_CHECK(be->sumsq(be, grads + layout->info[i].offset, layout->info[i].numel, &s));
-        total += s;
-    }
+    for (int i = 0; st == DT_OK && i < layout->count; i++) total += sq[i];
+    free(spans);
+    free(sq);
+    DT_CHECK(st);
     *norm = sqrt(total);
     return DT_OK;
 }

@@ -31,6 +31,27 @@ static dt_status dt__update_amax(dt_backend *be, const float *x, size_t n, float
     return DT_OK;
 }
 
+dt_status dt__layout_spans(const dt_paramset *layout, dt_span **out)
+{
+    *out = NULL;
+    dt_span *sp = malloc((size_t)(layout->count ? layout->count : 1) * sizeof *sp);
+    if (!sp) return DT_FAIL(DT_ERR_NOMEM, "update: out of memory for %d tensor spans", layout->count);
+    for (int i = 0; i < layout->count; i++) sp[i] = (dt_span){layout->info[i].offset, layout->info[i].numel};
+    *out = sp;
+    return DT_OK;
+}
+
+/* Unscale every tensor, with one span_stats call: nf[i] its overflow flag,
+ * and sq[i] its sum of squares when sq is not NULL. */
+static dt_status dt__update_unscale(const dt__update_args *a, int *nf, double *sq)
+{
+    dt_span *spans;
+    DT_CHECK(dt__layout_spans(a->layout, &spans));
+    dt_status st = a->be->span_stats(a->be, a->grads, spans, a->layout->count, 1.0f / a->loss_scale, nf, sq);
+    free(spans);
+    return st;
+}
+
 dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -38,26 +59,37 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
     r->clip = 1.0f;
     const dt_paramset *layout = a->layout;
     int overflow = 0, first_bad = -1;
+    /* the norm is the layout's own: its squares come from the unscaling's pass */
+    const int own_norm = !a->norm && a->given_norm < 0;
+    double own_sq = -1.0; /* >= 0: sum of the squares, from that pass */
     if (a->scaler) {
+        const size_t n = (size_t)(layout->count ? layout->count : 1);
+        int *nf = calloc(n, sizeof *nf);
+        double *sq = own_norm ? calloc(n, sizeof *sq) : NULL;
+        dt_status st = nf && (sq || !own_norm) ? dt__update_unscale(a, nf, sq)
+                                               : DT_FAIL(DT_ERR_NOMEM, "update: out of memory for %d flags", layout->count);
         /* backward order, so the first tensor found is the first that overflowed */
-        for (int i = layout->count - 1; i >= 0; i--) {
-            int nf = 0;
-            DT_CHECK(a->be->unscale_check(a->be, a->grads + layout->info[i].offset, 1.0f / a->loss_scale,
-                                          layout->info[i].numel, &nf));
-            if (nf && first_bad < 0) first_bad = i;
-            overflow |= nf;
+        for (int i = layout->count - 1; st == DT_OK && i >= 0; i--) {
+            if (nf[i] && first_bad < 0) first_bad = i;
+            overflow |= nf[i];
             if (a->amax) {
-                if (nf) a->amax[i] = -1.0f;
-                else
-                    DT_CHECK(
-                        dt__update_amax(a->be, a->grads + layout->info[i].offset, layout->info[i].numel, &a->amax[i]));
+                if (nf[i]) a->amax[i] = -1.0f;
+                else st = dt__update_amax(a->be, a->grads + layout->info[i].offset, layout->info[i].numel, &a->amax[i]);
             }
         }
+        if (st == DT_OK && sq) { /* in tensor order, as dt_grad_norm adds them */
+            own_sq = 0.0;
+            for (int i = 0; i < layout->count; i++) own_sq += sq[i];
+        }
+        free(nf);
+        free(sq);
+        DT_CHECK(st);
     }
     int first_whole = first_bad < 0 ? -1 : a->first_tensor + (a->tensor_map ? a->tensor_map[first_bad] : first_bad);
     if (a->scaler && a->agree) DT_CHECK(a->agree(a->group_ctx, &overflow, &first_whole));
     double norm = a->given_norm;
     if (a->norm && !overflow) DT_CHECK(a->norm(a->group_ctx, &norm));
+    else if (norm < 0 && !overflow && own_sq >= 0.0) norm = sqrt(own_sq);
     else if (norm < 0 && !overflow) DT_CHECK(dt_grad_norm(a->be, layout, a->grads, &norm));
     if (a->reduce) { /* over the shards: any overflow skips everywhere; norms add in squares */
         float v[2] = {(float)overflow, a->given_norm < 0 && !overflow ? (float)(norm * norm) : 0.0f};

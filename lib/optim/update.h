@@ -5,14 +5,17 @@
  * `reduce`; a pipeline stage or tensor-parallel rank makes them the whole
  * model's through `agree` and `norm`; so all follow exactly one rule:
  *
- *   loss scaling: unscale by 1/S tensor by tensor in backward order, noting
- *     the first tensor with an inf/NaN; the scaler decides skip or not;
+ *   loss scaling: unscale by 1/S tensor by tensor, noting the first tensor
+ *     in backward order with an inf/NaN; the scaler decides skip or not;
  *   norm = ||g|| (or the caller's given_norm); clip = min(1, max/(norm+1e-6));
  *   lr = schedule(position - steps skipped before this one);
  *   optimizer step with grad_scale = clip, unless skipped.
  *
  * With a->amax (tracing only) the unscaled gradients are also read back,
  * never written, to record each tensor's max |g|.
+ *
+ * The unscaling, the overflow flags and (when the norm is the layout's own)
+ * the sums of squares are one span_stats call: one wait for a GPU a step.
  *
  * Invariants: grads are unscaled in place (when loss scaling) and otherwise
  * untouched; params change only when the step is not skipped. */
@@ -78,5 +81,9 @@ typedef struct dt__update_result {
 } dt__update_result;
 
 dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r);
+
+/* The tensors of layout as spans of its flat buffer, for the backend's
+ * span_stats: *out (layout->count, malloc'd; the caller frees it). */
+dt_status dt__layout_spans(const dt_paramset *layout, dt_span **out);
 
 #endif

@@ -841,16 +841,30 @@ const float *dt__stage_dres(const dt__stage *st) { return st->dres; }
 dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated)
 {
     *sharded = *replicated = 0.0;
-    for (int i = 0; i < st->layout.count; i++) {
+    const int n = st->layout.count;
+    dt_span *spans = malloc((size_t)(n ? n : 1) * sizeof *spans);
+    double *sq = malloc((size_t)(n ? n : 1) * sizeof *sq);
+    if (!spans || !sq) {
+        free(spans);
+        free(sq);
+        return DT_FAIL(DT_ERR_NOMEM, "stage: out of memory for %d gradient spans", n);
+    }
+    /* each tensor's part in [lo, hi); empty for the tied copy (the first stage counts wte) */
+    for (int i = 0; i < n; i++) {
         const dt_param_info *p = &st->layout.info[i];
         const size_t a = DT_MAX(p->offset, lo), b = DT_MIN(p->offset + p->numel, hi);
-        if (a >= b || st->sharded[i] == 3) continue; /* the tied copy: the first stage counts wte */
-        double v = 0.0;
-        DT_CHECK(st->be->sumsq(st->be, (const float *)st->grads.data + a, b - a, &v));
-        if (st->sharded[i] == 1) *sharded += v;
-        else *replicated += v;
+        spans[i] = (dt_span){a, a < b && st->sharded[i] != 3 ? b - a : 0};
     }
-    return DT_OK;
+    /* one span_stats call: one wait for a GPU; grads are only read */
+    dt_status rc = st->be->span_stats(st->be, (float *)st->grads.data, spans, n, 1.0f, NULL, sq);
+    for (int i = 0; rc == DT_OK && i < n; i++) {
+        if (!spans[i].n) continue;
+        if (st->sharded[i] == 1) *sharded += sq[i];
+        else *replicated += sq[i];
+    }
+    free(spans);
+    free(sq);
+    return rc;
 }
 
 dt_status dt__stage_probe(dt__stage *st, double *out) { return dt__stage_probe_of(st, st->params.data, out); }
