@@ -150,7 +150,13 @@ tests/compose.log: tests/bubble.log
 # one, a small checked `dtbench gelu`; tests/gpu/device-check.sh is the
 # full GPU check (run by hand on a GPU machine).
 TESTS += tests/bench-gpu.sh
-EXTRA_DIST += tests/bench-gpu.sh tests/gpu/device-check.sh
+EXTRA_DIST += tests/bench-gpu.sh tests/gpu/device-check.sh tests/gpu/bundle.sh tests/gpu/dry-run.sh
+# `make gpu-bundle`: gpu-bundle/ in the source tree, what the device check
+# needs on a bare GPU image (the generated build files, Debian's packages of
+# OpenBLAS, jansson and Check); carry it to the GPU machine (docs/cuda.md).
+gpu-bundle:
+	$(SHELL) $(top_srcdir)/tests/gpu/bundle.sh $(top_srcdir)/gpu-bundle
+.PHONY: gpu-bundle
 # The simulator's cost model, hardware files and communication fit.
 if HAVE_CHECK
 DT_CHECK_SUITES += tests/check_sim_cost

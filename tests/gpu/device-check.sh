@@ -1,53 +1,76 @@
 #!/bin/sh
-# device-check.sh: the GPU device check (issue 5), one run on one GPU.
+# device-check.sh: the GPU device check, one run on one GPU (issues 5, 19).
 #
 #   tests/gpu/device-check.sh [OUTDIR]        (default: gpu-results)
-#   tests/gpu/device-check.sh --summary-only [OUTDIR]   rewrite SUMMARY.md
+#   tests/gpu/device-check.sh --summary-only DIR   rewrite DIR/SUMMARY.md
 #
-# Configures the source tree this script belongs to with --with-cuda in a
-# build directory of its own (out of tree: a temporary directory, or
-# $DT_BUILD_DIR), builds with make -j$DT_JOBS (16), runs the CUDA and NCCL
+# Made for a bare GPU image (docs/cuda.md, "The device check"): a compiler,
+# the CUDA toolkit and Python, but no autotools, OpenBLAS, jansson, Check or
+# MPI, and NCCL perhaps only as a Python wheel. What such an image lacks
+# comes from gpu-bundle/ in the source tree (made here by `make gpu-bundle`,
+# carried to the device): the generated build files, and Debian's packages,
+# unpacked into a private prefix. Then it configures the tree out of place
+# (--with-cuda, --with-nccl where NCCL is not in the toolkit, --without-mpi
+# --without-sdl), builds with make -j$DT_JOBS (16), runs the CUDA and NCCL
 # tests, `dtbench gelu`, `dtbench gemm --device cuda`, `dtbench train
-# --device cuda --model gpt2-124m` with --bf16 and with --fp16 (a few
-# steps), and one short `dtrain --device cuda --trace` run. Every step has
-# its own timeout and its output in a file of OUTDIR; a failing step does
-# not stop the others. OUTDIR/SUMMARY.md then lists each figure with its
-# goal (PASS / BELOW) and each step with its status and exit code.
+# --device cuda --model gpt2-124m` in bf16 and fp16, a short traced `dtrain
+# --device cuda` run whose profile `dtsim validate` uses to predict a second
+# run of another batch shape, and
+# compute-sanitizer on tests/check_cuda when there is time. Every step has a
+# timeout and its output in a file; a failing step does not stop the others.
 #
-# Meant to finish in under 8 minutes on one H200: every step's timeout is
-# cut to what is left of $DT_CHECK_BUDGET seconds (450) since the start, and
-# a step with less than 15 s left is not started (recorded as such).
+# OUTDIR receives two files (the device tool returns at most 8): SUMMARY.md
+# (the machine first, then each figure against its goal, each step with its
+# status) and device-check.tar.gz (every step's output, the trace, env.txt,
+# steps.tsv). An interrupted check (INT, TERM, HUP) still writes both.
 #
-# Exit status: 0 when every step passed and every goal was met; 1 when a
-# step failed, timed out, was skipped (77: no CUDA device or no CUDA build)
-# or was not run; 3 when every step passed but a figure is BELOW its goal;
-# 2 for a bad argument or an unusable OUTDIR.
+# Budget: every step's timeout is cut to what is left of $DT_CHECK_BUDGET
+# seconds (420) since the start, and a step with under 15 s left is not
+# started, so the whole check ends in about 7 minutes on one H200.
 #
-# Environment: DT_JOBS (16), DT_CHECK_BUDGET (450), DT_BUILD_DIR (a build
-# directory to use and keep; default a temporary one, removed at the end
-# unless DT_KEEP_BUILD=1), DT_CUDA_ARCH (--with-cuda-arch; default the
-# compute capability nvidia-smi reports, else configure's default), and
-# DT_CONFIGURE_FLAGS (more configure flags). POSIX sh.
+# Exit status: 0 every step passed and every goal was met; 1 a step failed,
+# timed out or was not run; 3 every step passed but a figure is BELOW its
+# goal; 4 the build passed but there is no usable GPU (the GPU steps skip,
+# as in the dry run of docs/cuda.md); 2 bad argument or unusable OUTDIR.
+#
+# Environment: DT_JOBS (16), DT_CHECK_BUDGET (420), DT_BUILD_DIR (build
+# there and keep it; default a temporary folder, removed unless
+# DT_KEEP_BUILD=1), DT_CUDA_ARCH (default: the compute capability that
+# nvidia-smi reports, else configure's default), DT_NCCL_DIR (NCCL's folder
+# with include/ and lib/; default: found), DT_CONFIGURE_FLAGS (more flags),
+# DT_SANITIZER=0 (skip compute-sanitizer). POSIX sh.
 
 set -u
 LC_ALL=C
 export LC_ALL
 
-# ---- SUMMARY.md: from OUT's files alone (also: --summary-only OUTDIR) -------
+# ---- SUMMARY.md: from RES's files alone (also: --summary-only DIR) --------
 # value KEY FILE: the second field of the first line whose first is KEY
-value() { awk -v k="$1" '$1 == k { print $2; exit }' "$OUT/$2" 2>/dev/null; }
+value() { awk -v k="$1" '$1 == k { print $2; exit }' "$RES/$2" 2>/dev/null; }
 
-# write_summary: OUT/SUMMARY.md from OUT/steps.tsv, env.txt and the outputs;
+# json_get FILE EXPR: fields of a JSON file with python3 (empty without it)
+json_get() {
+    command -v python3 >/dev/null 2>&1 || return 0
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(" ".join("%s %s" % (k, d.get(k)) for k in sys.argv[2:]))' "$@" 2>/dev/null
+}
+
+# write_summary: RES/SUMMARY.md from RES/steps.tsv, env.txt and the outputs;
 # sets STATUS_ALL (the exit status) and VERDICT.
 write_summary() {
-    steps=$OUT/steps.tsv
-    nfail=$(awk -F '\t' '$2 != "ok"' "$steps" | wc -l | tr -d ' ')
+    steps=$RES/steps.tsv
+    nfail=$(awk -F '\t' '$2 != "ok" && $2 != "NO-DEVICE"' "$steps" | wc -l | tr -d ' ')
+    nnodev=$(awk -F '\t' '$2 == "NO-DEVICE"' "$steps" | wc -l | tr -d ' ')
     nsteps=$(wc -l <"$steps" | tr -d ' ')
-    nbelow=$(cat "$OUT"/dtbench-*.txt 2>/dev/null | grep -c ' goal >= .* BELOW')
+    nbelow=$(cat "$RES"/dtbench-*.txt 2>/dev/null | grep -c ' goal >= .* BELOW')
     secs=$(awk -F '\t' '$4 ~ /^[0-9]+$/ { s += $4 } END { print s + 0 }' "$steps")
     if [ "$nfail" -ne 0 ]; then
         VERDICT="FAILED: $nfail of $nsteps steps did not pass"
         STATUS_ALL=1
+    elif [ "$nnodev" -ne 0 ]; then
+        VERDICT="NO GPU: the build and the host steps passed; $nnodev GPU steps skipped (no usable device)"
+        STATUS_ALL=4
     elif [ "$nbelow" -ne 0 ]; then
         VERDICT="all $nsteps steps passed; $nbelow figure(s) BELOW goal"
         STATUS_ALL=3
@@ -55,13 +78,13 @@ write_summary() {
         VERDICT="PASSED: all $nsteps steps passed and every goal was met"
         STATUS_ALL=0
     fi
-    nodev=$(cat "$OUT"/dtbench-gelu.txt "$OUT"/test-check_cuda.txt 2>/dev/null |
+    nodev=$(cat "$RES"/dtbench-gelu.txt "$RES"/test-check_cuda.txt 2>/dev/null |
         grep -m1 -e 'no CUDA device' -e 'built without CUDA')
-    others=$OUT/.others.tmp
+    others=$RES/.others.tmp
     {
         for k in copy_f32 gelu_f32 copy_16bit gelu_f16 gelu_bf16; do
             awk -v k="$k" '$1 == k && NF >= 5 { printf "- %s: %s Gelem/s, %s GB/s%s (dtbench-gelu.txt)\n", $1, $4, $5,
-                (NF >= 6 ? ", " $6 " of the copy" : ""); exit }' "$OUT/dtbench-gelu.txt" 2>/dev/null
+                (NF >= 6 ? ", " $6 " of the copy" : ""); exit }' "$RES/dtbench-gelu.txt" 2>/dev/null
         done
         for k in peak_gflops_fp32 peak_gflops_tf32 peak_gflops_bf16 peak_gflops_fp16; do
             v=$(value $k dtbench-gemm.txt)
@@ -74,18 +97,20 @@ write_summary() {
                 "against the $(value peak_kind $f) peak_gflops $(value peak_gflops $f)," \
                 "peak_activation_bytes $(value peak_activation_bytes $f) ($f)"
         done
-        if [ -s "$OUT/dtrain-summary.json" ] && command -v jq >/dev/null 2>&1; then
-            echo "- dtrain --device cuda (tiny on the add task, 300 iterations):" \
-                "$(jq -r '"val_loss \(.val_loss), accuracy \(.accuracy), tokens_per_second \(.tokens_per_second)"' \
-                    "$OUT/dtrain-summary.json" 2>/dev/null) (dtrain-summary.json; its trace: dtrain-trace.json)"
+        if [ -s "$RES/dtrain-summary.json" ]; then
+            echo "- dtrain --device cuda (tiny on the add task): $(json_get "$RES/dtrain-summary.json" val_loss accuracy \
+                tokens_per_second) (dtrain-summary.json; its trace: dtrain-trace.json)"
+        fi
+        if grep -q '^step time: mean absolute error' "$RES/dtsim.txt" 2>/dev/null; then
+            echo "- dtsim's prediction of a second run (micro-batch 64, 4 a step) from the first's profile:" \
+                "$(awk '/^run / { getline; print; exit }' "$RES/dtsim.txt" | tr -s ' ') (dtsim.txt)"
         fi
     } >"$others"
     {
         echo "# dtrain device check"
         echo
-        echo "$(sed -n 's/^date: //p' "$OUT/env.txt"), steps ${secs} s in all." \
-            "GPU: $(sed -n 's/^gpu: //p' "$OUT/env.txt")."
-        echo "Source: $(sed -n 's/^source: //p' "$OUT/env.txt"). Build: $(sed -n 's/^build: //p' "$OUT/env.txt")."
+        echo "$(sed -n 's/^date: //p' "$RES/env.txt"), steps ${secs} s in all." \
+            "GPU: $(sed -n 's/^gpu: //p' "$RES/env.txt")."
         echo
         echo "**Result: $VERDICT.**"
         if [ -n "$nodev" ]; then
@@ -93,14 +118,18 @@ write_summary() {
             echo "No GPU run happened: \`$nodev\`"
         fi
         echo
+        echo "## The machine"
+        echo
+        sed 's/^/    /' "$RES/env.txt"
+        echo
         echo "## Figures against the goals"
         echo
         echo "| figure | value | goal | verdict | from |"
         echo "|---|---|---|---|---|"
         for f in dtbench-gelu.txt dtbench-train-bf16.txt dtbench-train-fp16.txt; do
-            if [ -f "$OUT/$f" ] && grep -q ' goal >= ' "$OUT/$f"; then
+            if [ -f "$RES/$f" ] && grep -q ' goal >= ' "$RES/$f"; then
                 awk -v f="$f" '/ goal >= / && ($6 == "PASS" || $6 == "BELOW") {
-                    printf "| %s | %s | >= %s | %s | %s |\n", $1, $2, $5, $6, f }' "$OUT/$f"
+                    printf "| %s | %s | >= %s | %s | %s |\n", $1, $2, $5, $6, f }' "$RES/$f"
             else
                 echo "| (the figures of $f) | not measured | | | see Steps |"
             fi
@@ -117,12 +146,13 @@ write_summary() {
         awk -F '\t' '{ gsub(/\|/, "/", $6); printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' "$steps"
         if [ "$nfail" -ne 0 ]; then
             echo
-            printf 'Did not pass: %s.\n' "$(awk -F '\t' '$2 != "ok" { printf "%s%s (%s)", n++ ? ", " : "", $1, $2 }' "$steps")"
+            printf 'Did not pass: %s.\n' "$(awk -F '\t' '$2 != "ok" && $2 != "NO-DEVICE" {
+                printf "%s%s (%s)", n++ ? ", " : "", $1, $2 }' "$steps")"
         fi
         echo
-        echo "Every step's full output is in this folder (the file named in Steps); nvidia-smi.txt and env.txt" \
-            "describe the machine."
-    } >"$OUT/SUMMARY.md"
+        echo "Every step's full output is in device-check.tar.gz (the file named in Steps);" \
+            "env.txt and nvidia-smi.txt describe the machine."
+    } >"$RES/SUMMARY.md"
     rm -f "$others"
 }
 
@@ -132,13 +162,14 @@ case ${1:-} in
     exit 0
     ;;
 --summary-only)
-    OUT=${2:-gpu-results}
-    if [ ! -f "$OUT/steps.tsv" ] || [ ! -f "$OUT/env.txt" ]; then
-        echo "device-check.sh: --summary-only: $OUT has no steps.tsv and env.txt of an earlier run" >&2
+    RES=${2:-gpu-results}
+    if [ ! -f "$RES/steps.tsv" ] || [ ! -f "$RES/env.txt" ]; then
+        echo "device-check.sh: --summary-only: $RES has no steps.tsv and env.txt of an earlier run" \
+            "(unpack device-check.tar.gz there first)" >&2
         exit 2
     fi
     write_summary
-    echo "device-check.sh: $VERDICT (summary rewritten in $OUT/SUMMARY.md)"
+    echo "device-check.sh: $VERDICT (summary rewritten in $RES/SUMMARY.md)"
     exit $STATUS_ALL
     ;;
 esac
@@ -148,8 +179,13 @@ if [ $# -gt 1 ]; then
 fi
 
 START=$(date +%s)
-BUDGET=${DT_CHECK_BUDGET:-450}
+BUDGET=${DT_CHECK_BUDGET:-420}
 JOBS=${DT_JOBS:-16}
+case $BUDGET$JOBS in *[!0-9]*)
+    echo "device-check.sh: DT_CHECK_BUDGET '$BUDGET' and DT_JOBS '$JOBS' must be whole numbers" >&2
+    exit 2
+    ;;
+esac
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd) || exit 2
 if [ ! -f "$SRC/configure.ac" ]; then
@@ -160,31 +196,49 @@ OUT=${1:-gpu-results}
 mkdir -p "$OUT" || { echo "device-check.sh: cannot create the output folder '$OUT'" >&2; exit 2; }
 OUT=$(cd "$OUT" && pwd) || exit 2
 if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then
-    echo "device-check.sh: note: $OUT is not empty; files of the same name are overwritten"
+    echo "device-check.sh: note: $OUT is not empty; SUMMARY.md and device-check.tar.gz are overwritten"
 fi
 
+# RES collects every output; OUT receives SUMMARY.md and one tarball of RES.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-device-check.XXXXXX") || {
+    echo "device-check.sh: mktemp failed" >&2
+    exit 2
+}
+RES=$WORK/device-check
+PREFIX=$WORK/prefix # the unpacked packages and the link folders for NCCL / cuBLAS
+mkdir -p "$RES" "$PREFIX" || exit 2
 if [ -n "${DT_BUILD_DIR:-}" ]; then
     BUILD=$DT_BUILD_DIR
     mkdir -p "$BUILD" || { echo "device-check.sh: cannot create DT_BUILD_DIR '$BUILD'" >&2; exit 2; }
     BUILD=$(cd "$BUILD" && pwd) || exit 2
     REMOVE_BUILD=0
 else
-    BUILD=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-device-check.XXXXXX") || {
-        echo "device-check.sh: mktemp failed" >&2
-        exit 2
-    }
+    BUILD=$WORK/build
+    mkdir -p "$BUILD" || exit 2
     REMOVE_BUILD=1
     [ "${DT_KEEP_BUILD:-0}" = 1 ] && REMOVE_BUILD=0
 fi
-cleanup() {
-    if [ "$REMOVE_BUILD" = 1 ]; then rm -rf "$BUILD"; fi
-}
-trap cleanup EXIT
-trap 'echo "device-check.sh: interrupted" >&2; exit 130' HUP INT TERM
 
-STEPS=$OUT/steps.tsv # name, status, exit code, seconds, output file, note
+STEPS=$RES/steps.tsv # name, status, exit code, seconds, output file, note
 : >"$STEPS"
+: >"$RES/env.txt"
 BUILD_OK=0
+DEVICE=0 # 1 once tests/check_cuda --probe found a usable GPU
+FINISHED=0
+
+# finish: SUMMARY.md and the tarball into OUT (also on a signal), then clean
+finish() {
+    [ "$FINISHED" = 1 ] && return
+    FINISHED=1
+    write_summary
+    cp "$RES/SUMMARY.md" "$OUT/SUMMARY.md"
+    tar -czf "$OUT/device-check.tar.gz.tmp" -C "$WORK" device-check &&
+        mv "$OUT/device-check.tar.gz.tmp" "$OUT/device-check.tar.gz"
+    if [ "$REMOVE_BUILD" = 1 ]; then rm -rf "$WORK"; else rm -rf "$RES" "$PREFIX"; fi
+    echo "device-check.sh: $VERDICT"
+    echo "device-check.sh: summary in $OUT/SUMMARY.md, every output in $OUT/device-check.tar.gz"
+}
+trap 'echo "device-check.sh: interrupted" >&2; finish; exit 130' HUP INT TERM
 
 elapsed() { echo $(($(date +%s) - START)); }
 
@@ -194,7 +248,7 @@ record() {
     printf '[%4ss] %-22s %-9s exit %-4s %4ss  %s%s\n' "$(elapsed)" "$1" "$2" "$3" "$4" "$5" "${6:+  ($6)}"
 }
 
-# execute LIMIT FILE CMD...: CMD's stdout and stderr into OUT/FILE under
+# execute LIMIT FILE CMD...: CMD's stdout and stderr into RES/FILE under
 # `timeout LIMIT` (cut to the budget left), from the current directory; sets
 # RC and SECS. Returns 1 without starting CMD when under 15 s are left.
 execute() {
@@ -202,7 +256,7 @@ execute() {
     shift 2
     left=$((START + BUDGET - $(date +%s)))
     if [ "$left" -lt 15 ]; then
-        echo "not run: the ${BUDGET} s budget of the whole check was used up" >"$OUT/$file"
+        echo "not run: the ${BUDGET} s budget of the whole check was used up" >"$RES/$file"
         return 1
     fi
     [ "$limit" -gt "$left" ] && limit=$left
@@ -210,26 +264,37 @@ execute() {
     {
         echo "\$ $*"
         echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), timeout ${limit} s, in $(pwd)"
-    } >"$OUT/$file"
-    timeout -k 10 "$limit" "$@" >>"$OUT/$file" 2>&1
+    } >"$RES/$file"
+    timeout -k 10 "$limit" "$@" >>"$RES/$file" 2>&1
     RC=$?
     SECS=$(($(date +%s) - t0))
     return 0
 }
 
-# classify FILE: STATUS and NOTE from RC and the output in OUT/FILE
+# classify FILE: STATUS and NOTE from RC and the output in RES/FILE. A skip
+# (77) is NO-DEVICE when the check found no GPU, ok when the test skipped
+# because a GPU is present (tests/cuda.sh checks the no-device message), and
+# SKIPPED (not ok) otherwise.
 classify() {
     NOTE=
     case $RC in
     0) STATUS=ok ;;
     77)
-        STATUS=SKIPPED
-        NOTE=$(grep -v '^[$#]' "$OUT/$1" | grep -i -m1 -e 'cuda' -e 'skip' -e 'device' | cut -c1-200)
+        # the test's own reason, not make's command lines or automake's "SKIP: tests/x" line
+        NOTE=$(grep -v -e '^[$#]' -e '^make' -e '^SKIP: tests/' "$RES/$1" |
+            grep -i -m1 -e 'skip' -e 'no cuda' -e 'device' | cut -c1-200)
+        if grep -q 'SKIP: a CUDA device is present' "$RES/$1" && [ "$DEVICE" = 1 ]; then
+            STATUS=ok NOTE="skipped as meant: it checks the no-device message; $NOTE"
+        elif [ "$DEVICE" = 0 ]; then
+            STATUS=NO-DEVICE
+        else
+            STATUS=SKIPPED
+        fi
         ;;
     124 | 137) STATUS=TIMEOUT NOTE="killed after ${limit} s" ;;
     *)
         STATUS=FAILED
-        NOTE=$(grep -v '^[$#]' "$OUT/$1" | grep -i -m1 -e 'error' -e 'fail' -e 'no cuda' -e '^dtbench' -e '^dtrain' |
+        NOTE=$(grep -v '^[$#]' "$RES/$1" | grep -i -m1 -e 'error' -e 'fail' -e 'no cuda' -e '^dtbench' -e '^dtrain' |
             cut -c1-200)
         ;;
     esac
@@ -245,86 +310,305 @@ run() {
     fi
     classify "$2"
     record "$rname" "$STATUS" "$RC" "$SECS" "$2" "$NOTE"
+    [ "$STATUS" = ok ] && return 0
     return "$RC"
 }
 
 # not_run NAME FILE WHY
 not_run() {
-    echo "not run: $3" >"$OUT/$2"
+    echo "not run: $3" >"$RES/$2"
     record "$1" "NOT-RUN" "-" 0 "$2" "$3"
 }
 
+# fail_step NAME FILE WHY: a setup step that failed without a command
+fail_step() {
+    echo "failed: $3" >"$RES/$2"
+    record "$1" FAILED - 0 "$2" "$3"
+}
+
+env_line() { echo "$*" >>"$RES/env.txt"; }
+
 echo "device-check.sh: source $SRC, build $BUILD, results $OUT, budget ${BUDGET} s"
 
-# ---- the machine ---------------------------------------------------------
-{
-    echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-    echo "host: $(uname -a)"
-    echo "cpus: $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')"
-    if [ -d "$SRC/.git" ] && command -v git >/dev/null 2>&1; then
-        echo "source: $(git -C "$SRC" rev-parse HEAD 2>/dev/null) ($(git -C "$SRC" status --porcelain 2>/dev/null | wc -l) files changed)"
-    else
-        echo "source: $SRC (not a git checkout)"
-    fi
-    if command -v nvcc >/dev/null 2>&1; then nvcc --version | tail -n 2; elif [ -x /usr/local/cuda/bin/nvcc ]; then /usr/local/cuda/bin/nvcc --version | tail -n 2; else echo "nvcc: not found on PATH or in /usr/local/cuda/bin"; fi
-} >"$OUT/env.txt" 2>&1
+# ---- the machine, first ---------------------------------------------------
+env_line "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+env_line "host: $(uname -srm) ($(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"'))"
+env_line "cpus: $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')"
+env_line "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo '?')"
+env_line "cc: $(cc --version 2>/dev/null | head -n 1 || echo 'not found')"
+if git -C "$SRC" rev-parse HEAD >/dev/null 2>&1; then
+    env_line "source: $SRC at $(git -C "$SRC" rev-parse HEAD) ($(git -C "$SRC" status --porcelain 2>/dev/null | wc -l) files changed)"
+else
+    env_line "source: $SRC, a copy of the working tree; gpu-bundle made at $(sed -n 's/^source //p' \
+        "$SRC/gpu-bundle/MANIFEST" 2>/dev/null || echo '(no gpu-bundle)')"
+fi
 GPU_LINE="nvidia-smi not found: no NVIDIA driver on this machine"
+ARCH_GUESS=
 if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+    nvidia-smi >"$RES/nvidia-smi.txt" 2>&1
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm,power.limit --format=csv \
-        >>"$OUT/nvidia-smi.txt" 2>&1
-    GPU_LINE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
-    [ -n "$GPU_LINE" ] || GPU_LINE="nvidia-smi failed: $(head -n 1 "$OUT/nvidia-smi.txt")"
+        >>"$RES/nvidia-smi.txt" 2>&1
+    GPU_LINE=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null |
+        head -n 1)
+    [ -n "$GPU_LINE" ] || GPU_LINE="nvidia-smi failed: $(head -n 1 "$RES/nvidia-smi.txt")"
     ARCH_GUESS=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
 else
-    echo "$GPU_LINE" >"$OUT/nvidia-smi.txt"
-    ARCH_GUESS=
+    echo "$GPU_LINE" >"$RES/nvidia-smi.txt"
 fi
-echo "gpu: $GPU_LINE" >>"$OUT/env.txt"
-echo "device-check.sh: gpu: $GPU_LINE"
+env_line "gpu: $GPU_LINE"
 
-# ---- configure and build -------------------------------------------------
+# nvcc and the toolkit's folder
+NVCC=$(command -v nvcc 2>/dev/null)
+if [ -z "$NVCC" ]; then
+    for d in /usr/local/cuda /usr/local/cuda-*; do
+        [ -x "$d/bin/nvcc" ] && { NVCC=$d/bin/nvcc; break; }
+    done
+fi
+CUDA_DIR=
+if [ -n "$NVCC" ]; then
+    CUDA_DIR=$(cd "$(dirname "$NVCC")/.." && pwd -P)
+    env_line "nvcc: $NVCC, $("$NVCC" --version 2>/dev/null | tail -n 2 | head -n 1)"
+else
+    env_line "nvcc: not found on PATH or in /usr/local/cuda*/bin"
+fi
+
+# python's site folders, where NVIDIA's wheels put NCCL and cuBLAS
+SITES=
+if command -v python3 >/dev/null 2>&1; then
+    SITES=$(python3 -c 'import site, sys
+print(" ".join(site.getsitepackages() + [site.getusersitepackages()] + [p for p in sys.path if p.endswith("-packages")]))' \
+        2>/dev/null)
+    env_line "python3: $(python3 --version 2>&1)"
+fi
+
+# find_lib NAME HEADER LIB: sets FOUND_INC, FOUND_LIB (folders) and FOUND_WHERE
+# from the toolkit, the system, then Python wheels (first match wins)
+find_lib() {
+    FOUND_INC= FOUND_LIB= FOUND_WHERE=
+    for pair in "$CUDA_DIR/include:$CUDA_DIR/lib64" "$CUDA_DIR/include:$CUDA_DIR/lib" \
+        "$CUDA_DIR/targets/x86_64-linux/include:$CUDA_DIR/targets/x86_64-linux/lib" \
+        "/usr/include:/usr/lib/x86_64-linux-gnu"; do
+        i=${pair%%:*} l=${pair#*:}
+        if [ -f "$i/$2" ] && ls "$l/$3".* >/dev/null 2>&1; then
+            FOUND_INC=$i FOUND_LIB=$l FOUND_WHERE=$l
+            return 0
+        fi
+    done
+    for s in $SITES; do
+        [ -d "$s/nvidia" ] || continue
+        h=$(find "$s/nvidia" -maxdepth 4 -name "$2" -path '*/include/*' 2>/dev/null | head -n 1)
+        [ -n "$h" ] || continue
+        root=$(dirname "$(dirname "$h")")
+        l=$(find "$root" -maxdepth 3 -name "$3.*" 2>/dev/null | head -n 1)
+        [ -n "$l" ] || continue
+        FOUND_INC=$root/include FOUND_LIB=$(dirname "$l") FOUND_WHERE="$(dirname "$l") (a Python wheel)"
+        return 0
+    done
+    return 1
+}
+
+# link_farm NAME: PREFIX/NAME/include -> FOUND_INC, PREFIX/NAME/lib/LIB.so ->
+# each versioned LIB.so.N found (a wheel ships only libX.so.N, and -lX needs libX.so)
+link_farm() {
+    mkdir -p "$PREFIX/$1/lib" && ln -sfn "$FOUND_INC" "$PREFIX/$1/include" || return 1
+    for f in "$FOUND_LIB"/lib*.so*; do
+        [ -e "$f" ] || continue
+        b=$(basename "$f")
+        ln -sf "$f" "$PREFIX/$1/lib/$b"
+        case $b in *.so.*) [ -e "$PREFIX/$1/lib/${b%%.so.*}.so" ] || ln -sf "$f" "$PREFIX/$1/lib/${b%%.so.*}.so" ;; esac
+    done
+}
+
+CONF_EXTRA=
+LIBPATH=
+NCCL_FLAG=
+if [ -n "${DT_NCCL_DIR:-}" ]; then
+    FOUND_INC=$DT_NCCL_DIR/include FOUND_LIB=$DT_NCCL_DIR/lib FOUND_WHERE="$DT_NCCL_DIR (DT_NCCL_DIR)"
+    [ -d "$FOUND_LIB" ] || FOUND_LIB=$DT_NCCL_DIR/lib64
+    nccl_ok=1
+elif find_lib nccl nccl.h libnccl.so; then nccl_ok=1; else nccl_ok=0; fi
+if [ "$nccl_ok" = 1 ]; then
+    v=$(awk '/#define NCCL_(MAJOR|MINOR|PATCH) / { printf "%s%s", n++ ? "." : "", $3 }' "$FOUND_INC/nccl.h" 2>/dev/null)
+    env_line "nccl: ${v:-?} in $FOUND_WHERE"
+    if [ "$FOUND_INC" != "$CUDA_DIR/include" ]; then
+        link_farm nccl && NCCL_FLAG=--with-nccl=$PREFIX/nccl
+        LIBPATH=$FOUND_LIB
+    fi
+else
+    env_line "nccl: not found (toolkit, /usr, python wheels; set DT_NCCL_DIR)"
+fi
+if find_lib cublas cublas_v2.h libcublas.so; then
+    env_line "cublas: $(ls "$FOUND_LIB"/libcublas.so.* 2>/dev/null | head -n 1 | xargs -r basename) in $FOUND_WHERE"
+    if [ "$FOUND_INC" != "$CUDA_DIR/include" ]; then
+        link_farm cublas && CONF_EXTRA="CPPFLAGS=-I$PREFIX/cublas/include LDFLAGS=-L$PREFIX/cublas/lib"
+        LIBPATH=${LIBPATH:+$LIBPATH:}$FOUND_LIB
+    fi
+else
+    env_line "cublas: not found (toolkit, /usr, python wheels)"
+fi
+printf 'device-check.sh: %s\n' "$(sed 's/^/  /' "$RES/env.txt")"
+
+# ---- the generated build files and the packages ---------------------------
+BUNDLE=$SRC/gpu-bundle
+MAKE=make
+HAVE_CONFIGURE=1
+if [ -f "$SRC/config.status" ]; then
+    not_run setup setup.txt "the source tree $SRC is configured in place (config.status): use a fresh copy"
+    HAVE_CONFIGURE=0
+elif [ ! -x "$SRC/configure" ]; then
+    if [ -f "$BUNDLE/autotools.tar.gz" ]; then
+        # the bundle must have been made from these inputs (Makefile.in lists the sources)
+        stale=$(cd "$SRC" && sed -n 's/^input //p' "$BUNDLE/MANIFEST" | sha256sum -c --quiet 2>&1 | head -n 1)
+        if [ -n "$stale" ]; then
+            fail_step setup setup.txt "gpu-bundle is stale ($stale): run 'make gpu-bundle' again and carry it"
+            HAVE_CONFIGURE=0
+        elif ! tar -xzf "$BUNDLE/autotools.tar.gz" -C "$SRC" >"$RES/setup.txt" 2>&1; then
+            fail_step setup setup.txt "cannot unpack $BUNDLE/autotools.tar.gz into $SRC"
+            HAVE_CONFIGURE=0
+        else
+            # newer than their inputs, in dependency order, so make never reruns autotools
+            (cd "$SRC" && touch aclocal.m4 && touch configure && touch config.h.in && find . -name Makefile.in -exec touch {} +)
+            echo "the generated build files from gpu-bundle (made $(sed -n '1s/.* on //p' "$BUNDLE/MANIFEST"))" \
+                >>"$RES/setup.txt"
+        fi
+    elif command -v autoreconf >/dev/null 2>&1; then
+        (cd "$SRC" && run autoreconf 240 autoreconf.txt autoreconf -fi) || HAVE_CONFIGURE=0
+    else
+        not_run setup setup.txt "$SRC has no configure script, no gpu-bundle/ and no autoreconf: run 'make gpu-bundle' here and carry gpu-bundle"
+        HAVE_CONFIGURE=0
+    fi
+fi
+
+# unpack DEB DIR: dpkg-deb -x, else python3 (ar + tar, with xz/gz/zstd-less tarfile)
+unpack() {
+    if command -v dpkg-deb >/dev/null 2>&1; then
+        dpkg-deb -x "$1" "$2"
+    else
+        python3 - "$1" "$2" <<'PYEOF'
+import io, sys, tarfile
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"!<arch>\n", "not an ar archive"
+i = 8
+while i < len(data):
+    name, size = data[i:i+16].decode().strip().rstrip("/"), int(data[i+48:i+58])
+    body = data[i+60:i+60+size]
+    if name.startswith("data.tar"):
+        tarfile.open(fileobj=io.BytesIO(body)).extractall(sys.argv[2])
+        break
+    i += 60 + size + (size & 1)
+else:
+    sys.exit("no data.tar in " + sys.argv[1])
+PYEOF
+    fi
+}
+
+# pkg_ok MODULE: the system has it through pkg-config
+pkg_ok() { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$1" 2>/dev/null; }
+
+DEPS_OK=1
+if [ "$HAVE_CONFIGURE" = 1 ]; then
+    need=
+    pkg_ok openblas || need="$need openblas"
+    pkg_ok jansson || need="$need jansson"
+    pkg_ok check || need="$need check"
+    command -v make >/dev/null 2>&1 || need="$need make"
+    if [ -n "$need" ]; then
+        if [ ! -d "$BUNDLE/debs" ]; then
+            fail_step packages packages.txt "missing:$need, and no gpu-bundle/debs to take them from (make gpu-bundle)"
+            DEPS_OK=0
+        elif [ "$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }' | awk -F. '{ printf "%d%03d", $1, $2 }')" \
+            -lt "$(sed -n 's/^glibc //p' "$BUNDLE/MANIFEST" | awk -F. '{ printf "%d%03d", $1, $2 }')" ]; then
+            fail_step packages packages.txt "the bundle's libraries need glibc >= $(sed -n 's/^glibc //p' \
+                "$BUNDLE/MANIFEST"), this machine has $(getconf GNU_LIBC_VERSION)"
+            DEPS_OK=0
+        else
+            t0=$(date +%s)
+            : >"$RES/packages.txt"
+            for d in "$BUNDLE"/debs/*.deb; do
+                unpack "$d" "$PREFIX/root" >>"$RES/packages.txt" 2>&1 || DEPS_OK=0
+            done
+            R=$PREFIX/root/usr ML=$PREFIX/root/usr/lib/x86_64-linux-gnu
+            for f in "$ML/openblas-pthread/libopenblas.so" "$R/include/jansson.h" "$R/include/check.h" \
+                "$ML/libcheck_pic.a" "$R/bin/make"; do
+                [ -e "$f" ] || { echo "missing after unpacking: $f" >>"$RES/packages.txt"; DEPS_OK=0; }
+            done
+            # what pkg-config would say, for the unpacked prefix (configure takes X_CFLAGS/X_LIBS as given)
+            case $need in *openblas*)
+                OPENBLAS_CFLAGS="-I$R/include/x86_64-linux-gnu/openblas-pthread" OPENBLAS_LIBS="-L$ML/openblas-pthread -lopenblas"
+                export OPENBLAS_CFLAGS OPENBLAS_LIBS
+                LIBPATH=${LIBPATH:+$LIBPATH:}$ML/openblas-pthread:$ML
+                ;;
+            esac
+            case $need in *jansson*)
+                JANSSON_CFLAGS="-I$R/include" JANSSON_LIBS="-L$ML -ljansson"
+                export JANSSON_CFLAGS JANSSON_LIBS
+                LIBPATH=${LIBPATH:+$LIBPATH:}$ML
+                ;;
+            esac
+            case $need in *check*)
+                CHECK_CFLAGS="-I$R/include" CHECK_LIBS="-L$ML -lcheck_pic -lrt -lm -lsubunit"
+                export CHECK_CFLAGS CHECK_LIBS
+                LIBPATH=${LIBPATH:+$LIBPATH:}$ML
+                ;;
+            esac
+            case $need in *make*) # on PATH: config.status and the test scripts call make by name
+                mkdir -p "$PREFIX/bin" && ln -sf "$R/bin/make" "$PREFIX/bin/make"
+                PATH=$PREFIX/bin:$PATH
+                export PATH
+                ;;
+            esac
+            {
+                echo "unpacked into $PREFIX/root:$(sed -n 's/^deb \([^ ]*\) \([^ ]*\) .*/ \1 \2/p' "$BUNDLE/MANIFEST" | tr '\n' ',')"
+                echo "OPENBLAS_CFLAGS=${OPENBLAS_CFLAGS:-} OPENBLAS_LIBS=${OPENBLAS_LIBS:-}"
+                echo "JANSSON_CFLAGS=${JANSSON_CFLAGS:-} JANSSON_LIBS=${JANSSON_LIBS:-}"
+                echo "CHECK_CFLAGS=${CHECK_CFLAGS:-} CHECK_LIBS=${CHECK_LIBS:-}"
+                echo "make: $(command -v make)"
+            } >>"$RES/packages.txt"
+            if [ "$DEPS_OK" = 1 ]; then
+                record packages ok 0 $(($(date +%s) - t0)) packages.txt "from gpu-bundle:$need"
+            else
+                record packages FAILED - $(($(date +%s) - t0)) packages.txt "unpacking gpu-bundle/debs failed"
+            fi
+        fi
+    fi
+fi
+if [ -n "$LIBPATH" ]; then
+    LD_LIBRARY_PATH=$LIBPATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH
+fi
+env_line "build: configure --with-cuda=$CUDA_DIR $NCCL_FLAG --without-mpi --without-sdl ${DT_CONFIGURE_FLAGS:-}," \
+    "$MAKE -j$JOBS in $BUILD"
+
+# ---- configure and build ---------------------------------------------------
 cd "$BUILD" || exit 2
 ARCH=${DT_CUDA_ARCH:-$ARCH_GUESS}
 case $ARCH in
 *[!0-9\ ]*) ARCH= ;; # not a list of compute capabilities: configure's default
 esac
-echo "build: \`configure --with-cuda${ARCH:+ --with-cuda-arch=$ARCH}${DT_CONFIGURE_FLAGS:+ $DT_CONFIGURE_FLAGS}\`," \
-    "\`make -j$JOBS\` in $BUILD" >>"$OUT/env.txt"
-if [ -f "$SRC/config.status" ]; then
-    not_run configure configure.txt "the source tree $SRC is configured in place (config.status): run 'make distclean' there or use a fresh copy"
-else
-    ok=1
-    if [ ! -x "$SRC/configure" ]; then
-        if command -v autoreconf >/dev/null 2>&1; then
-            (cd "$SRC" && run autoreconf 240 autoreconf.txt autoreconf -fi) || ok=0
-        else
-            not_run autoreconf autoreconf.txt "$SRC has no configure script and autoreconf is not installed: run ./bootstrap on a machine with autotools first"
-            ok=0
-        fi
-    fi
-    if [ "$ok" = 1 ]; then
-        # shellcheck disable=SC2086 # DT_CONFIGURE_FLAGS is a list of words
-        if run configure 240 configure.txt "$SRC/configure" --with-cuda ${ARCH:+"--with-cuda-arch=$ARCH"} \
-            ${DT_CONFIGURE_FLAGS:-}; then
-            if run build 360 build.txt make -j"$JOBS"; then
-                BUILD_OK=1
-            fi
-        else
-            [ -f config.log ] && cp config.log "$OUT/config.log"
-            not_run build build.txt "configure failed (see configure.txt, config.log)"
+if [ "$HAVE_CONFIGURE" = 1 ] && [ "$DEPS_OK" = 1 ]; then
+    if [ -z "$CUDA_DIR" ]; then
+        not_run configure configure.txt "no nvcc: the CUDA toolkit is not installed"
+        not_run build build.txt "no nvcc"
+    # shellcheck disable=SC2086 # CONF_EXTRA and DT_CONFIGURE_FLAGS are lists of words
+    elif run configure 240 configure.txt "$SRC/configure" --with-cuda="$CUDA_DIR" $NCCL_FLAG \
+        ${ARCH:+"--with-cuda-arch=$ARCH"} --without-mpi --without-sdl $CONF_EXTRA ${DT_CONFIGURE_FLAGS:-}; then
+        if run build 360 build.txt "$MAKE" -j"$JOBS"; then
+            BUILD_OK=1
         fi
     else
-        not_run configure configure.txt "no configure script"
-        not_run build build.txt "no configure script"
+        [ -f config.log ] && cp config.log "$RES/config.log"
+        not_run build build.txt "configure failed (see configure.txt, config.log)"
     fi
+else
+    not_run configure configure.txt "setup failed (see the steps above)"
+    not_run build build.txt "setup failed"
 fi
 
 # ---- the GPU tests (make check, one test at a time) -----------------------
 GPU_TESTS=
 if [ "$BUILD_OK" = 1 ]; then
     printf 'print-tests:\n\t@echo $(TESTS)\n' >"$BUILD/print-tests.mk"
-    for t in $(make -s -f Makefile -f print-tests.mk print-tests 2>/dev/null); do
+    for t in $("$MAKE" -s -f Makefile -f print-tests.mk print-tests 2>/dev/null); do
         case $t in
         *cuda* | *nccl* | *gpu*) GPU_TESTS="$GPU_TESTS $t" ;;
         esac
@@ -332,7 +616,9 @@ if [ "$BUILD_OK" = 1 ]; then
     rm -f "$BUILD/print-tests.mk"
     [ -n "$GPU_TESTS" ] || GPU_TESTS=" tests/check_cuda tests/cuda.sh"
     # the test programs first, in parallel (make check would build them one test at a time)
-    run build-tests 240 build-tests.txt make -j"$JOBS" check TESTS= || true
+    run build-tests 240 build-tests.txt "$MAKE" -j"$JOBS" check TESTS= || true
+    if [ -x tests/check_cuda ] && tests/check_cuda --probe >"$RES/probe.txt" 2>&1; then DEVICE=1; fi
+    env_line "device: $(head -n 1 "$RES/probe.txt" 2>/dev/null)"
 fi
 for t in ${GPU_TESTS:- tests/check_cuda}; do
     base=$(basename "$t")
@@ -343,66 +629,63 @@ for t in ${GPU_TESTS:- tests/check_cuda}; do
     fi
     # Automake names the log tests/x.sh.log (no TEST_EXTENSIONS) or tests/x.log
     rm -f "$t.log" "$t.trs" "${t%.sh}.log" "${t%.sh}.trs"
-    if ! execute 240 "$file" make check TESTS="$t"; then
+    if ! execute 240 "$file" "$MAKE" check TESTS="$t"; then
         record "$base" NOT-RUN - 0 "$file" "time budget used up"
         continue
     fi
     log=$t.log trs=$t.trs
     [ -f "$trs" ] || log=${t%.sh}.log trs=${t%.sh}.trs
-    [ -f "$log" ] && { echo "---- $log"; cat "$log"; } >>"$OUT/$file"
+    [ -f "$log" ] && { echo "---- $log"; cat "$log"; } >>"$RES/$file"
     # make check exits 0 on SKIP: the .trs file says what happened
     result=$(sed -n 's/^:test-result: //p' "$trs" 2>/dev/null | head -n 1)
+    if [ "$RC" = 0 ] && [ "$result" = SKIP ]; then RC=77; fi
     classify "$file"
-    if [ "$RC" = 0 ]; then
-        case $result in
-        PASS) ;;
-        SKIP)
-            STATUS=SKIPPED RC=77
-            NOTE=$(grep -v '^[$#]' "$log" 2>/dev/null | grep -i -m1 -e 'skip' -e 'cuda' -e 'device' | cut -c1-200)
-            ;;
-        *) STATUS=FAILED NOTE="test result '${result:-none}' (see $file)" ;;
-        esac
-    elif [ -n "$result" ]; then
+    if [ "$RC" = 0 ] && [ "$result" != PASS ]; then
+        STATUS=FAILED NOTE="test result '${result:-none}' (see $file)"
+    elif [ "$RC" != 0 ] && [ "$RC" != 77 ] && [ -n "$result" ]; then
         NOTE="test result $result${NOTE:+: $NOTE}"
     fi
     record "$base" "$STATUS" "$RC" "$SECS" "$file" "$NOTE"
 done
 
-# ---- benchmarks and a traced run ------------------------------------------
+# ---- benchmarks, a traced run and its prediction --------------------------
 bench() { # bench NAME LIMIT FILE ARGS...
     name=$1 limit=$2 file=$3
     shift 3
-    if [ "$BUILD_OK" != 1 ]; then not_run "$name" "$file" "the build failed"; return; fi
+    if [ "$BUILD_OK" != 1 ]; then not_run "$name" "$file" "the build failed"; return 1; fi
     run "$name" "$limit" "$file" "$@"
 }
-bench dtbench-gelu 120 dtbench-gelu.txt ./dtbench gelu --skip-no-device
-bench dtbench-gemm 150 dtbench-gemm.txt ./dtbench gemm --device cuda --skip-no-device
-bench train-bf16 180 dtbench-train-bf16.txt ./dtbench train --device cuda --model gpt2-124m --bf16 --steps 5 --warmup 2 \
+bench dtbench-gelu 60 dtbench-gelu.txt ./dtbench gelu --skip-no-device
+bench dtbench-gemm 90 dtbench-gemm.txt ./dtbench gemm --device cuda --skip-no-device
+bench train-bf16 120 dtbench-train-bf16.txt ./dtbench train --device cuda --model gpt2-124m --bf16 --steps 5 --warmup 2 \
     --skip-no-device
-bench train-fp16 180 dtbench-train-fp16.txt ./dtbench train --device cuda --model gpt2-124m --fp16 --steps 5 --warmup 2 \
+bench train-fp16 120 dtbench-train-fp16.txt ./dtbench train --device cuda --model gpt2-124m --fp16 --steps 5 --warmup 2 \
     --skip-no-device
-rm -f "$OUT/dtrain-trace.json" "$OUT/dtrain-summary.json"
-bench dtrain-trace 120 dtrain-trace.txt ./dtrain --device cuda --train-iters 300 --log-interval 50 --eval-iters 2 \
-    --trace "$OUT/dtrain-trace.json" --summary "$OUT/dtrain-summary.json"
-if [ -s "$OUT/dtrain-trace.json" ]; then
-    if command -v python3 >/dev/null 2>&1; then
-        run trace-json 60 trace-json.txt python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-ev = d["traceEvents"] if isinstance(d, dict) else d
-print("valid JSON:", len(ev), "events;", len({e.get("name") for e in ev}), "distinct names")
-' "$OUT/dtrain-trace.json"
-    elif command -v jq >/dev/null 2>&1; then
-        run trace-json 60 trace-json.txt jq -e 'if type == "object" then .traceEvents | length else length end' \
-            "$OUT/dtrain-trace.json"
-    else
-        not_run trace-json trace-json.txt "neither python3 nor jq to parse the trace"
-    fi
+if [ "$DEVICE" = 1 ] || [ "$BUILD_OK" != 1 ]; then
+    bench dtrain-trace 90 dtrain-trace.txt ./dtrain --device cuda --train-iters 300 --log-interval 50 --eval-iters 2 \
+        --trace "$RES/dtrain-trace.json" --summary "$RES/dtrain-summary.json"
 else
-    not_run trace-json trace-json.txt "dtrain wrote no trace (see dtrain-trace.txt)"
+    echo "not run: no usable GPU (tests/check_cuda --probe)" >"$RES/dtrain-trace.txt"
+    record dtrain-trace NO-DEVICE - 0 dtrain-trace.txt "no usable GPU (tests/check_cuda --probe)"
+fi
+if [ -s "$RES/dtrain-trace.json" ]; then
+    # another batch shape (micro-batch 64, 4 micro-batches a step), predicted from the first run's profile
+    bench dtrain-trace2 90 dtrain-trace2.txt ./dtrain --device cuda --train-iters 40 --log-interval 20 --eval-iters 2 \
+        --micro-batch-size 64 --global-batch-size 256 --trace "$RES/dtrain-trace2.json"
+    if [ -s "$RES/dtrain-trace2.json" ]; then
+        bench dtsim-validate 60 dtsim.txt ./dtsim validate --profile "$RES/dtrain-trace.json" "$RES/dtrain-trace2.json"
+    fi
+fi
+if [ "$DEVICE" = 1 ] && [ "${DT_SANITIZER:-1}" != 0 ] && [ -x tests/check_cuda ]; then
+    SAN=$(command -v compute-sanitizer 2>/dev/null || ls "$CUDA_DIR/bin/compute-sanitizer" 2>/dev/null)
+    if [ -z "$SAN" ]; then
+        not_run compute-sanitizer sanitizer.txt "compute-sanitizer not found"
+    elif [ $((START + BUDGET - $(date +%s))) -lt 60 ]; then
+        not_run compute-sanitizer sanitizer.txt "under 60 s of the budget left"
+    else
+        run compute-sanitizer 120 sanitizer.txt "$SAN" --tool memcheck --error-exitcode 9 tests/check_cuda || true
+    fi
 fi
 
-write_summary
-echo "device-check.sh: $VERDICT"
-echo "device-check.sh: summary in $OUT/SUMMARY.md"
+finish
 exit $STATUS_ALL
