@@ -184,6 +184,7 @@ static const dt_backend_ops dt__cuda_ops = {
     .copy = dt__cuda_copy,                                                   /* host copies complete on return */
     .synchronize = dt__cuda_synchronize,                                     /* cudaStreamSynchronize */
     .set_gemm_inputs = dt__cuda_set_gemm_inputs,                             /* gemm.cu: 16-bit tensor-core GEMMs */
+    .set_gemm_shadow = dt__cuda_set_gemm_shadow,                             /* gemm.cu: 16-bit weights read in place */
     .gemm = dt__cuda_gemm,                                                   /* gemm.cu: cuBLAS */
     .encoder_forward = dt__cuda_encoder_forward,                             /* encoder.cu */
     .encoder_backward = dt__cuda_encoder_backward,                           /* encoder.cu: token buckets */

@@ -32,6 +32,17 @@
 #include "dt_cuda.h"
 #include "dt_math_hd.h"
 
+/* Registered 16-bit copies of FP32 ranges (set_gemm_shadow): a handful of
+ * models or pipeline stages per backend at most. */
+#define DT__CUDA_SHADOWS 16
+
+typedef struct dt__cuda_shadow {
+    const float *f32; /* NULL: free entry */
+    size_t n;         /* floats */
+    const void *half; /* n elements of dtype, equal in value to f32's */
+    dt_dtype dtype;   /* DT_F16 or DT_BF16 */
+} dt__cuda_shadow;
+
 typedef struct dt__cuda_impl {
     int device;            /* CUDA device ordinal */
     cudaStream_t stream;   /* every op's stream */
@@ -40,7 +51,8 @@ typedef struct dt__cuda_impl {
     dt_dtype gemm_inputs;  /* set_gemm_inputs: DT_F16/DT_BF16 GEMMs cast their inputs and use tensor cores */
     void *gemm_work;       /* device: the 16-bit copies of a GEMM's A and B */
     size_t gemm_work_bytes;
-    void *work; /* device workspace, grown on demand */
+    dt__cuda_shadow shadow[DT__CUDA_SHADOWS]; /* set_gemm_shadow: operands read without a cast */
+    void *work;                               /* device workspace, grown on demand */
     size_t work_bytes;
     void *host; /* host staging for small results and token buckets */
     size_t host_bytes;
@@ -127,6 +139,7 @@ dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M
                                    const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
                                    float beta, float *C, int ldc, long long sC, int batch, int half_ok);
 dt_backend_set_gemm_inputs_fn dt__cuda_set_gemm_inputs;
+dt_backend_set_gemm_shadow_fn dt__cuda_set_gemm_shadow;
 dt_backend_gemm_fn dt__cuda_gemm;
 dt_backend_matmul_forward_fn dt__cuda_matmul_forward;
 dt_backend_matmul_backward_fn dt__cuda_matmul_backward;

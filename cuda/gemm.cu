@@ -15,7 +15,9 @@
  * inputs are exactly 16-bit values, so each GEMM casts the spans of A and B
  * it reads to that type (exact) in a workspace of its own and runs
  * cublasGemmEx with 16-bit inputs, FP32 output and CUBLAS_COMPUTE_32F:
- * tensor cores, exact products, FP32 accumulation.
+ * tensor cores, exact products, FP32 accumulation. An operand inside a range
+ * registered by set_gemm_shadow (the model's weights, whose 16-bit copy it
+ * makes once per step) is read from that copy instead: no cast.
  *
  * Linear layers store w as (OC, C) like the CPU backend (cpu_gemm.c): forward
  * out = inp @ w^T with the bias broadcast into out first (beta = 1);
@@ -35,6 +37,20 @@ __global__ void dt__k_scale_matrix(float *C, int M, int N, int ldc, long long sC
         float *c = C + (size_t)b * sC + (r / N) * (size_t)ldc + r % N;
         *c = beta == 0.0f ? 0.0f : beta * *c;
     }
+}
+
+/* The registered 16-bit copy of the n floats at p, or NULL: an entry in
+ * the GEMM's input type whose range holds all of [p, p + n). */
+static const void *dt__cuda_shadow_of(const dt__cuda_impl *im, const float *p, size_t n)
+{
+    const uintptr_t lo = (uintptr_t)p, hi = lo + n * sizeof(float);
+    for (int i = 0; i < DT__CUDA_SHADOWS; i++) {
+        const dt__cuda_shadow *s = &im->shadow[i];
+        if (!s->f32 || s->dtype != im->gemm_inputs) continue;
+        const uintptr_t b = (uintptr_t)s->f32;
+        if (lo >= b && hi <= b + s->n * sizeof(float)) return (const char *)s->half + (lo - b) / sizeof(float) * 2;
+    }
+    return NULL;
 }
 
 dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
@@ -65,8 +81,11 @@ dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M
         /* the elements each operand spans: batch strides, then rows of ld */
         const size_t ea = (size_t)(batch - 1) * (size_t)sA + (size_t)((transa ? K : M) - 1) * lda + (transa ? M : K);
         const size_t eb = (size_t)(batch - 1) * (size_t)sB + (size_t)((transb ? N : K) - 1) * ldb + (transb ? K : N);
-        const size_t pad = 128; /* keep B's copy 256-byte aligned */
-        const size_t bytes = ((ea * 2 + pad * 2 - 1) / (pad * 2)) * pad * 2 + eb * 2;
+        /* a registered 16-bit copy (the weights) is read in place; the rest
+         * is cast into the GEMM workspace, A's copy rounded up to 256 bytes
+         * so that B's stays aligned */
+        const void *ha = dt__cuda_shadow_of(im, A, ea), *hb = dt__cuda_shadow_of(im, B, eb);
+        const size_t abytes = ha ? 0 : (ea * 2 + 255) / 256 * 256, bytes = abytes + (hb ? 0 : eb * 2);
         if (bytes > im->gemm_work_bytes) {
             if (im->gemm_work) DT_CUDA_CHECK(cudaFree(im->gemm_work)); /* synchronises: no kernel still reads it */
             im->gemm_work = NULL;
@@ -74,9 +93,14 @@ dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M
             DT_CUDA_CHECK(cudaMalloc(&im->gemm_work, bytes + bytes / 4));
             im->gemm_work_bytes = bytes + bytes / 4;
         }
-        char *ha = (char *)im->gemm_work, *hb = ha + ((ea * 2 + pad * 2 - 1) / (pad * 2)) * pad * 2;
-        DT_CHECK(dt__cuda_cast(be, ha, im->gemm_inputs, A, DT_F32, ea));
-        DT_CHECK(dt__cuda_cast(be, hb, im->gemm_inputs, B, DT_F32, eb));
+        if (!ha) {
+            DT_CHECK(dt__cuda_cast(be, im->gemm_work, im->gemm_inputs, A, DT_F32, ea));
+            ha = im->gemm_work;
+        }
+        if (!hb) {
+            DT_CHECK(dt__cuda_cast(be, (char *)im->gemm_work + abytes, im->gemm_inputs, B, DT_F32, eb));
+            hb = (char *)im->gemm_work + abytes;
+        }
         const cudaDataType_t ht = im->gemm_inputs == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
         if (batch == 1)
             DT_CUBLAS_CHECK(cublasGemmEx(im->cublas, opB, opA, N, M, K, &alpha, hb, ht, ldb, ha, ht, lda, &beta, C,
@@ -103,6 +127,30 @@ dt_status dt__cuda_set_gemm_inputs(dt_backend *be, dt_dtype dtype)
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return DT_FAIL(DT_ERR_INVALID, "set_gemm_inputs: dtype %d is not f32, f16 or bf16", (int)dtype);
     DT__CUDA_IMPL(be)->gemm_inputs = dtype;
+    return DT_OK;
+}
+
+dt_status dt__cuda_set_gemm_shadow(dt_backend *be, const float *f32, size_t n, const void *half, dt_dtype dtype)
+{
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    if (!f32) return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: no FP32 range");
+    int at = -1;
+    for (int i = 0; i < DT__CUDA_SHADOWS; i++) {
+        if (im->shadow[i].f32 == f32) {
+            at = i;
+            break;
+        }
+        if (!im->shadow[i].f32 && at < 0) at = i;
+    }
+    if (!half) {
+        if (at >= 0 && im->shadow[at].f32 == f32) im->shadow[at] = (dt__cuda_shadow){0};
+        return DT_OK;
+    }
+    if (dtype != DT_F16 && dtype != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: dtype %s is not f16 or bf16", dt_dtype_name(dtype));
+    if (at < 0)
+        return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: %d ranges registered already (the most)", DT__CUDA_SHADOWS);
+    im->shadow[at] = (dt__cuda_shadow){.f32 = f32, .n = n, .half = half, .dtype = dtype};
     return DT_OK;
 }
 

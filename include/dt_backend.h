@@ -50,6 +50,17 @@ typedef dt_status dt_backend_synchronize_fn(dt_backend *be);
  * accumulation (tensor cores): products of such values are exact in
  * FP32, so results differ from FP32 GEMMs only by summation order. */
 typedef dt_status dt_backend_set_gemm_inputs_fn(dt_backend *be, dt_dtype dtype);
+/* Mixed-precision hint (may be NULL: ignored): the n floats at f32 have an
+ * exact copy in dtype (DT_F16 or DT_BF16) at half, which the caller keeps
+ * equal to them whenever a GEMM reads them (the models write both in one
+ * place: their weights' compute copy, made again after each optimizer
+ * step). While set_gemm_inputs(dtype) holds, a GEMM operand lying inside
+ * [f32, f32 + n) may be read from half instead of being cast again. The
+ * values are the same, so results do not change. half == NULL forgets the
+ * range registered at f32 (a no-op if there is none); the caller forgets
+ * it before either buffer is freed. */
+typedef dt_status dt_backend_set_gemm_shadow_fn(dt_backend *be, const float *f32, size_t n, const void *half,
+                                                dt_dtype dtype);
 
 /* ---- GEMM: C(M,N) = alpha * op(A) op(B) + beta * C, row-major ------ */
 typedef dt_status dt_backend_gemm_fn(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
@@ -186,9 +197,10 @@ typedef dt_status dt_backend_relu_backward_fn(dt_backend *be, float *dinp, const
 /* A backend's table of ops: one `static const` table per backend
  * (cpu_backend.c, cuda/backend.cu), filled with designated initializers,
  * shared by all its instances. Every slot is required except
- * set_gemm_inputs and span_stats. The ops are called only by the front below, after it
- * has checked the arguments that every backend rejects alike, so an op
- * checks only what is its own (device data, its own limits). */
+ * set_gemm_inputs, set_gemm_shadow and span_stats. The ops are called
+ * only by the front below, after it has checked the arguments that every
+ * backend rejects alike, so an op checks only what is its own (device
+ * data, its own limits). */
 typedef struct dt_backend_ops {
     dt_backend_destroy_fn *destroy;                                             /* frees be, its impl and all it owns */
     dt_backend_set_threads_fn *set_threads;                                     /* n <= 0: the backend's default */
@@ -198,6 +210,7 @@ typedef struct dt_backend_ops {
     dt_backend_copy_fn *copy;                                                   /* memmove semantics */
     dt_backend_synchronize_fn *synchronize;                                     /* waits for all queued work */
     dt_backend_set_gemm_inputs_fn *set_gemm_inputs;                             /* NULL: no 16-bit GEMMs */
+    dt_backend_set_gemm_shadow_fn *set_gemm_shadow;                             /* NULL: GEMMs cast every operand */
     dt_backend_gemm_fn *gemm;                                                   /* row-major */
     dt_backend_encoder_forward_fn *encoder_forward;                             /* token + position embeddings */
     dt_backend_encoder_backward_fn *encoder_backward;                           /* accumulates dwte, dwpe */
@@ -237,7 +250,8 @@ struct dt_backend {
     /* The checked front (backend.c), the same for every backend: callers
      * call be->gemm(be, ...) and so on; each member checks the arguments,
      * with the same status and message for every backend, then calls
-     * be->ops. set_gemm_inputs is NULL where the backend has none. */
+     * be->ops. set_gemm_inputs and set_gemm_shadow are NULL where the
+     * backend has none. */
     dt_backend_destroy_fn *destroy;
     dt_backend_set_threads_fn *set_threads;
     dt_backend_alloc_fn *alloc;
@@ -246,6 +260,7 @@ struct dt_backend {
     dt_backend_copy_fn *copy;
     dt_backend_synchronize_fn *synchronize;
     dt_backend_set_gemm_inputs_fn *set_gemm_inputs;
+    dt_backend_set_gemm_shadow_fn *set_gemm_shadow;
     dt_backend_gemm_fn *gemm;
     dt_backend_encoder_forward_fn *encoder_forward;
     dt_backend_encoder_backward_fn *encoder_backward;

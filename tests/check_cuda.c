@@ -194,6 +194,57 @@ START_TEST(test_gemm_half)
 }
 END_TEST
 
+/* set_gemm_shadow: an operand lying inside a registered range is read from
+ * its 16-bit copy instead of being cast from the FP32 values. To see which
+ * one a GEMM reads, the copy here holds 2 * the FP32 values (exact in both
+ * formats), which a model would never register: C doubles exactly where
+ * the copy is read. Not read: an operand that leaves the range, another
+ * GEMM input type, a forgotten range. */
+START_TEST(test_gemm_shadow)
+{
+    const dt_dtype t = _i ? DT_BF16 : DT_F16, other = _i ? DT_F16 : DT_BF16;
+    const int M = 33, N = 40, K = 64;
+    const size_t nw = 96 + (size_t)N * K + 64, nr = nw - 32, off = 96, tail = nw - (size_t)N * K;
+    float *A = hmalloc((size_t)M * K), *W = hmalloc(nw), *W2 = hmalloc(nw);
+    float *C = hmalloc((size_t)M * N), *C2 = hmalloc((size_t)M * N), *Ct = hmalloc((size_t)M * N);
+    uint16_t *h = malloc(nw * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    fill(A, (size_t)M * K, 50, 1), fill(W, nw, 51, 1);
+    round_to(A, (size_t)M * K, t), round_to(W, nw, t);
+    for (size_t i = 0; i < nw; i++) {
+        W2[i] = 2 * W[i];
+        h[i] = t == DT_F16 ? dt_f16_from_float(W2[i]) : dt_bf16_from_float(W2[i]);
+    }
+    /* C = A W[off..]^T, C2 = A W2[off..]^T = 2 C, Ct = A W[tail..]^T */
+    ck_dt(cpu->gemm(cpu, 0, 1, M, N, K, 1.0f, A, K, W + off, K, 0.0f, C, N));
+    ck_dt(cpu->gemm(cpu, 0, 1, M, N, K, 1.0f, A, K, W2 + off, K, 0.0f, C2, N));
+    ck_dt(cpu->gemm(cpu, 0, 1, M, N, K, 1.0f, A, K, W + tail, K, 0.0f, Ct, N));
+    float *dA = up(A, (size_t)M * K * 4), *dW = up(W, nw * 4), *dC = up(C, (size_t)M * N * 4);
+    void *dh = up(h, nw * sizeof *h);
+    ck_dt(gpu->set_gemm_inputs(gpu, t));
+    ck_dt(gpu->set_gemm_shadow(gpu, dW, nr, dh, t));
+    ck_dt(gpu->gemm(gpu, 0, 1, M, N, K, 1.0f, dA, K, dW + off, K, 0.0f, dC, N));
+    expect_close(dC, C2, (size_t)M * N, SUM_ATOL, SUM_RTOL, "gemm through the 16-bit copy");
+    ck_dt(gpu->gemm(gpu, 0, 1, M, N, K, 1.0f, dA, K, dW + tail, K, 0.0f, dC, N)); /* ends past nr: cast */
+    expect_close(dC, Ct, (size_t)M * N, SUM_ATOL, SUM_RTOL, "gemm on an operand leaving the range");
+    ck_dt(gpu->set_gemm_inputs(gpu, other)); /* W is exact in t only: compare with a cast of W in other */
+    ck_dt(gpu->gemm(gpu, 0, 1, M, N, K, 1.0f, dA, K, dW + off, K, 0.0f, dC, N));
+    float *hc = hmalloc((size_t)M * N);
+    down(hc, dC, (size_t)M * N * 4);
+    for (size_t i = 0; i < (size_t)M * N; i++) /* not 2 C: the copy in t is ignored under other */
+        ck_assert_msg(!dt_test_close(hc[i], C2[i], 1e-3, 1e-3) || dt_test_close(C[i], C2[i], 1e-3, 1e-3),
+                      "gemm under another input type read the copy: [%zu] %.9g", i, (double)hc[i]);
+    ck_dt(gpu->set_gemm_inputs(gpu, t));
+    ck_dt(gpu->set_gemm_shadow(gpu, dW, 0, NULL, DT_F32));
+    ck_dt(gpu->gemm(gpu, 0, 1, M, N, K, 1.0f, dA, K, dW + off, K, 0.0f, dC, N));
+    expect_close(dC, C, (size_t)M * N, SUM_ATOL, SUM_RTOL, "gemm after the copy is forgotten");
+    ck_assert_int_eq(gpu->set_gemm_shadow(gpu, dW, nr, dh, DT_F32), DT_ERR_INVALID);
+    ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
+    gfree(dA), gfree(dW), gfree(dC), gfree(dh);
+    free(A), free(W), free(W2), free(C), free(C2), free(Ct), free(h), free(hc);
+}
+END_TEST
+
 START_TEST(test_matmul)
 {
     const int N = 67, C = 48, OC = 40;
@@ -644,6 +695,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_memory);
     tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_loop_test(tc, test_gemm_half, 0, 2);
+    tcase_add_loop_test(tc, test_gemm_shadow, 0, 2);
     tcase_add_test(tc, test_matmul);
     tcase_add_test(tc, test_encoder);
     tcase_add_test(tc, test_layernorm);

@@ -59,7 +59,7 @@ struct dt_gpt {
     dt__rounder rnd;    /* storage rounding; scratch in round_buf */
     dt_buffer round_buf;
     dt_buffer whalf;                    /* (numel) the compute copy of the weights, in precision */
-    dt_buffer wq;                       /* (numel) the same values as FP32, read by the GEMMs */
+    dt_buffer wq;                       /* (numel) the same values as FP32, read by the GEMMs (or whalf's) */
     dt_buffer gmb;                      /* (numel) one micro-batch's parameter gradients, rounded before accumulation */
     int weights_rounded;                /* dt_gpt_set_weights_rounded: params hold 16-bit values, no whalf/wq copies */
     void *(*packed)[DT__BLOCK_NFIELDS]; /* (L) half mode: each block's saved tensors in 2-byte storage */
@@ -215,11 +215,26 @@ fail:
     return st;
 }
 
+/* The backend's GEMMs may read wq's values from whalf (set_gemm_shadow):
+ * both are written together, by dt__gpt_sync_weights only. */
+static dt_status dt__gpt_shadow_weights(dt_gpt *m)
+{
+    if (!m->be->set_gemm_shadow || !m->wq.data) return DT_OK;
+    return m->be->set_gemm_shadow(m->be, m->wq.data, m->layout.numel, m->whalf.data, m->precision);
+}
+
+/* Before wq or whalf is freed. */
+static void dt__gpt_forget_shadow(dt_gpt *m)
+{
+    if (m->be && m->be->set_gemm_shadow && m->wq.data) (void)m->be->set_gemm_shadow(m->be, m->wq.data, 0, NULL, DT_F32);
+}
+
 void dt_gpt_free(dt_gpt *m)
 {
     if (m && m->precision != DT_F32 && m->be && m->be->set_gemm_inputs)
         (void)m->be->set_gemm_inputs(m->be, DT_F32); /* the promise ends with the model */
     if (!m) return;
+    dt__gpt_forget_shadow(m);
     dt_buffer_free(&m->params);
     dt_buffer_free(&m->grads);
     dt_buffer_free(&m->act_buf);
@@ -435,6 +450,7 @@ dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)
 {
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return DT_FAIL(DT_ERR_INVALID, "precision %s: expected f32, f16 or bf16", dt_dtype_name(dtype));
+    dt__gpt_forget_shadow(m);
     dt_buffer_free(&m->whalf);
     dt_buffer_free(&m->wq);
     dt_buffer_free(&m->gmb);
@@ -458,7 +474,7 @@ dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)
     DT_CHECK(dt_buffer_alloc(&m->gmb, m->be, n * sizeof(float)));
     dt__gpt_bind(m, m->wq.data, &m->wte, &m->wpe, m->blocks, &m->head);
     dt__gpt_bind(m, m->gmb.data, &m->gwte, &m->gwpe, m->gblocks, &m->ghead);
-    return DT_OK;
+    return dt__gpt_shadow_weights(m);
 }
 
 dt_dtype dt_gpt_precision(const dt_gpt *m) { return m->precision; }
@@ -467,6 +483,7 @@ dt_status dt_gpt_set_weights_rounded(dt_gpt *m)
 {
     if (m->precision == DT_F32)
         return DT_FAIL(DT_ERR_INVALID, "rounded weights: the model is FP32 (expected --fp16 or --bf16 first)");
+    dt__gpt_forget_shadow(m);
     dt_buffer_free(&m->whalf);
     dt_buffer_free(&m->wq);
     m->weights_rounded = 1;

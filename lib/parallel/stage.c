@@ -78,6 +78,9 @@ struct dt__stage {
     dt__rounder rnd;    /* storage rounding; scratch in round_buf */
     dt_buffer round_buf;
     dt_buffer wq; /* (numel) the weights of this call rounded to precision, as FP32: what the GEMMs read */
+    /* (numel) wq in precision, kept where the backend can read GEMM
+     * operands from it (set_gemm_shadow): the rounding's own scratch */
+    dt_buffer whalf;
     /* wq holds wq_src's values rounded as of weights epoch wq_epoch (valid when
      * wq_src is set): a later call with the same weights and no change since
      * (dt__stage_weights_changed) reuses it instead of rounding again */
@@ -369,6 +372,13 @@ fail:
     return s;
 }
 
+/* Before wq or whalf is freed: the backend forgets the 16-bit copy. */
+static void dt__stage_forget_shadow(dt__stage *st)
+{
+    if (st->be && st->be->set_gemm_shadow && st->wq.data)
+        (void)st->be->set_gemm_shadow(st->be, st->wq.data, 0, NULL, DT_F32);
+}
+
 void dt__stage_free(dt__stage *st)
 {
     if (!st) return;
@@ -376,7 +386,9 @@ void dt__stage_free(dt__stage *st)
     free(st->slots);
     dt_buffer_free(&st->shared);
     dt_buffer_free(&st->round_buf);
+    dt__stage_forget_shadow(st);
     dt_buffer_free(&st->wq);
+    dt_buffer_free(&st->whalf);
     dt_buffer_free(&st->gmb);
     dt_buffer_free(&st->params);
     dt_buffer_free(&st->grads);
@@ -458,7 +470,9 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
     for (int k = 0; k < st->nslots; k++)
         if (st->slots[k].busy) return DT_FAIL(DT_ERR_INVALID, "pipeline stage precision: slot %d is in flight", k);
     dt_buffer_free(&st->round_buf);
+    dt__stage_forget_shadow(st);
     dt_buffer_free(&st->wq);
+    dt_buffer_free(&st->whalf);
     dt_buffer_free(&st->gmb);
     st->wq_src = NULL;
     st->rnd = (dt__rounder){.dtype = dtype};
@@ -479,7 +493,9 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
     DT_CHECK(dt_buffer_alloc(&st->wq, st->be, n * sizeof(float)));
     DT_CHECK(dt_buffer_alloc(&st->gmb, st->be, n * sizeof(float)));
     dt__stage_bind(st, st->gmb.data, &st->gwte, &st->gwpe, st->g, &st->hg);
-    return DT_OK;
+    if (!st->be->set_gemm_shadow) return DT_OK;
+    DT_CHECK(dt_buffer_alloc(&st->whalf, st->be, n * dt_dtype_size(dtype)));
+    return st->be->set_gemm_shadow(st->be, st->wq.data, n, st->whalf.data, dtype);
 }
 
 static const dt__rounder *dt__stage_rnd(const dt__stage *st) { return st->precision == DT_F32 ? NULL : &st->rnd; }
@@ -498,8 +514,12 @@ static dt_status dt__stage_use_weights(dt__stage *st, const float *w)
         const size_t n = st->layout.numel;
         if (st->wq_src != src || st->wq_epoch != st->epoch) {
             st->wq_src = NULL; /* invalid until rounded */
+            /* rounded through whalf where there is one, so it holds wq's
+             * 16-bit values for the GEMMs (the same rounding either way) */
+            dt__rounder r = st->rnd;
+            if (st->whalf.data) r.scratch = st->whalf.data, r.capacity = n;
             DT_CHECK(st->be->copy(st->be, st->wq.data, src, n * sizeof(float), DT_COPY_D2D));
-            DT_CHECK(dt__round(st->be, &st->rnd, st->wq.data, n));
+            DT_CHECK(dt__round(st->be, &r, st->wq.data, n));
             st->wq_src = src;
             st->wq_epoch = st->epoch;
         }

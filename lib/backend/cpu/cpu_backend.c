@@ -82,6 +82,7 @@ static const dt_backend_ops dt__cpu_ops = {
     .copy = dt__cpu_copy,                             /* memmove: host and device memory are one */
     .synchronize = dt__cpu_synchronize,               /* nothing is queued: no-op */
     .set_gemm_inputs = NULL,                          /* none: FP32 GEMMs only */
+    .set_gemm_shadow = NULL,                          /* none: nothing to cast */
     .gemm = dt__cpu_gemm,                             /* cpu_gemm.c: OpenBLAS per block of rows */
     .encoder_forward = dt__cpu_encoder_forward,       /* cpu_layers.c */
     .encoder_backward = dt__cpu_encoder_backward,     /* cpu_layers.c: channel slices */
