@@ -14,6 +14,17 @@
  * P is stored with zeros above the diagonal, so full-width GEMMs give the
  * causal result, and backward relies on att coming from this forward.
  *
+ * Mixed precision (set_gemm_inputs F16/BF16): all six GEMMs take 16-bit
+ * inputs with FP32 accumulation (gemm.cu). Q, K, V and dY are 16-bit values
+ * already (the model rounds them); P and dS are computed here in FP32 and
+ * rounded to the 16-bit type by the GEMM's cast, as PyTorch's autocast
+ * does (softmax in FP32, its result cast for the 16-bit matmul P V; the
+ * scores come from the 16-bit matmul Q K^T, so dS is cast to 16 bits for
+ * its backward). So Y, dQ and dK differ from the CPU's by
+ * that rounding: at most u * sum_j P_ij |V_jd| for Y (u = 2^-8 bf16,
+ * 2^-11 f16), u * sum_j |dS_ij| |K_jd| for dQ (tests/check_cuda.c).
+ * dV = P^T dY reads the att it is given (the model's, already rounded).
+ *
  * Softmax kernels: one warp per row of T; max and sums by xor-shuffle
  * butterflies (fixed order), exp from dt_math_hd.h (the CPU backend's
  * polynomial). */
@@ -92,7 +103,7 @@ dt_status dt__cuda_attention_forward(dt_backend *be, float *out, float *att, con
         const float *P = att + (size_t)b * NH * TT;
         float *y = out + (size_t)b * T * C;
         /* Y_h(T,hs) = P_h V_h */
-        DT_CHECK(dt__cuda_gemm_batched_ex(be, 0, 0, T, hs, T, 1.0f, P, T, TT, v, C3, hs, 0.0f, y, C, hs, NH, 0));
+        DT_CHECK(dt__cuda_gemm_batched(be, 0, 0, T, hs, T, 1.0f, P, T, TT, v, C3, hs, 0.0f, y, C, hs, NH));
     }
     return DT_OK;
 }
@@ -127,8 +138,8 @@ dt_status dt__cuda_attention_backward(dt_backend *be, float *dqkv, float *scratc
         float *dq = dqkv + base, *dk = dq + C;
         const float *dS = scratch + (size_t)b * NH * TT;
         /* dQ_h = dS_h K_h, dK_h = dS_h^T Q_h (the scale is inside dS) */
-        DT_CHECK(dt__cuda_gemm_batched_ex(be, 0, 0, T, hs, T, 1.0f, dS, T, TT, k, C3, hs, 0.0f, dq, C3, hs, NH, 0));
-        DT_CHECK(dt__cuda_gemm_batched_ex(be, 1, 0, T, hs, T, 1.0f, dS, T, TT, q, C3, hs, 0.0f, dk, C3, hs, NH, 0));
+        DT_CHECK(dt__cuda_gemm_batched(be, 0, 0, T, hs, T, 1.0f, dS, T, TT, k, C3, hs, 0.0f, dq, C3, hs, NH));
+        DT_CHECK(dt__cuda_gemm_batched(be, 1, 0, T, hs, T, 1.0f, dS, T, TT, q, C3, hs, 0.0f, dk, C3, hs, NH));
     }
     return DT_OK;
 }

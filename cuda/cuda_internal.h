@@ -128,16 +128,12 @@ dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out);
 int dt__cuda_is_cuda(const dt_backend *be);
 
 /* gemm.cu. Row-major GEMM over `batch` matrices at element strides sA, sB,
- * sC: C_i(M,N) = alpha op(A_i) op(B_i) + beta C_i. */
+ * sC: C_i(M,N) = alpha op(A_i) op(B_i) + beta C_i; under set_gemm_inputs
+ * F16/BF16 A and B are cast to that type (rounded if they are not 16-bit
+ * values) unless set_gemm_shadow registered a copy. */
 dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
                                 const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
                                 float beta, float *C, int ldc, long long sC, int batch);
-/* The same; half_ok = 0 keeps FP32 inputs even under set_gemm_inputs (for
- * operands an op computes itself and does not round: attention's
- * probabilities inside the forward, the score gradients in the backward). */
-dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
-                                   const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
-                                   float beta, float *C, int ldc, long long sC, int batch, int half_ok);
 dt_backend_set_gemm_inputs_fn dt__cuda_set_gemm_inputs;
 dt_backend_set_gemm_shadow_fn dt__cuda_set_gemm_shadow;
 dt_backend_gemm_fn dt__cuda_gemm;

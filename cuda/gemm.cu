@@ -15,9 +15,11 @@
  * inputs are exactly 16-bit values, so each GEMM casts the spans of A and B
  * it reads to that type (exact) in a workspace of its own and runs
  * cublasGemmEx with 16-bit inputs, FP32 output and CUBLAS_COMPUTE_32F:
- * tensor cores, exact products, FP32 accumulation. An operand inside a range
- * registered by set_gemm_shadow (the model's weights, whose 16-bit copy it
- * makes once per step) is read from that copy instead: no cast.
+ * tensor cores, exact products, FP32 accumulation. (Attention's own
+ * probabilities and score gradients are not 16-bit values: the cast rounds
+ * them to nearest even, as autocast does; see attention.cu.) An operand
+ * inside a range registered by set_gemm_shadow (the model's weights, whose
+ * 16-bit copy it makes once per step) is read from that copy: no cast.
  *
  * Linear layers store w as (OC, C) like the CPU backend (cpu_gemm.c): forward
  * out = inp @ w^T with the bias broadcast into out first (beta = 1);
@@ -57,14 +59,6 @@ dt_status dt__cuda_gemm_batched(dt_backend *be, int transa, int transb, int M, i
                                 const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
                                 float beta, float *C, int ldc, long long sC, int batch)
 {
-    return dt__cuda_gemm_batched_ex(be, transa, transb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch,
-                                    1);
-}
-
-dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
-                                   const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
-                                   float beta, float *C, int ldc, long long sC, int batch, int half_ok)
-{
     /* Sizes are >= 0: the table's gemm and matmul come checked by the front
      * (lib/backend/backend.c), attention passes sizes derived from checked ones. */
     if (M == 0 || N == 0 || batch == 0) return DT_OK;
@@ -77,7 +71,7 @@ dt_status dt__cuda_gemm_batched_ex(dt_backend *be, int transa, int transb, int M
         return DT_OK;
     }
     const cublasOperation_t opA = transa ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (half_ok && (im->gemm_inputs == DT_F16 || im->gemm_inputs == DT_BF16)) {
+    if (im->gemm_inputs == DT_F16 || im->gemm_inputs == DT_BF16) {
         /* the elements each operand spans: batch strides, then rows of ld */
         const size_t ea = (size_t)(batch - 1) * (size_t)sA + (size_t)((transa ? K : M) - 1) * lda + (transa ? M : K);
         const size_t eb = (size_t)(batch - 1) * (size_t)sB + (size_t)((transb ? N : K) - 1) * ldb + (transb ? K : N);

@@ -44,11 +44,14 @@ typedef dt_status dt_backend_copy_fn(dt_backend *be, void *dst, const void *src,
 typedef dt_status dt_backend_synchronize_fn(dt_backend *be);
 /* Mixed-precision hint (may be NULL: ignored): from now on the inputs
  * of every GEMM (gemm's A and B; matmul's inp, w and dout; attention's
- * q, k, v, probabilities and their gradients) hold values exactly
- * representable in dtype (DT_F16 or DT_BF16; DT_F32 withdraws the
- * promise). A backend may then multiply in that type with FP32
- * accumulation (tensor cores): products of such values are exact in
- * FP32, so results differ from FP32 GEMMs only by summation order. */
+ * qkv, dout and att) hold values exactly representable in dtype (DT_F16
+ * or DT_BF16; DT_F32 withdraws the promise). A backend may then multiply
+ * in that type with FP32 accumulation (tensor cores): products of such
+ * values are exact in FP32, so results differ from FP32 GEMMs only by
+ * summation order. Inside attention, the probabilities that the forward
+ * multiplies by v and the score gradients of the backward are the op's
+ * own FP32 values: a backend may round them to dtype for its GEMMs (as
+ * PyTorch's autocast does), which the CPU does not. */
 typedef dt_status dt_backend_set_gemm_inputs_fn(dt_backend *be, dt_dtype dtype);
 /* Mixed-precision hint (may be NULL: ignored): the n floats at f32 have an
  * exact copy in dtype (DT_F16 or DT_BF16) at half, which the caller keeps

@@ -24,6 +24,7 @@
  *  - double sums (sumsq, BatchNorm's statistics): 1e-12 relative for
  *    sumsq; BatchNorm outputs within ELEM (double sums round to the same
  *    float but the normalisation's FMAs may not). */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -150,9 +151,10 @@ START_TEST(test_gemm)
 END_TEST
 
 /* Mixed precision: with set_gemm_inputs(F16 or BF16) and inputs that are
- * exactly 16-bit values, GEMMs (plain, and the strided-batched ones inside
- * attention) run on tensor cores and match the CPU's FP32 GEMM within the
- * same tolerance: the products are exact, only the summation order differs. */
+ * exactly 16-bit values, GEMMs run on tensor cores and match the CPU's FP32
+ * GEMM within the same tolerance: the products are exact, only the
+ * summation order differs. (Attention rounds its own probabilities: see
+ * test_attention_half.) */
 static void round_to(float *x, size_t n, dt_dtype t)
 {
     for (size_t i = 0; i < n; i++)
@@ -178,18 +180,6 @@ START_TEST(test_gemm_half)
             gfree(dA), gfree(dB), gfree(dC);
             free(A), free(B), free(C);
         }
-    /* attention: q, k, v are 16-bit values; the probabilities stay FP32 inside the op */
-    const int B = 2, T = 33, C = 48, NH = 3;
-    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
-    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *att = hmalloc(natt);
-    fill(qkv, nqkv, 43, 1);
-    round_to(qkv, nqkv, t);
-    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_att = up(att, natt * 4);
-    ck_dt(cpu->attention_forward(cpu, out, att, qkv, B, T, C, NH));
-    ck_dt(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, NH));
-    expect_close(d_out, out, nout, SUM_ATOL, SUM_RTOL, "attention out with 16-bit inputs");
-    gfree(d_qkv), gfree(d_out), gfree(d_att);
-    free(qkv), free(out), free(att);
     ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
 }
 END_TEST
@@ -242,6 +232,107 @@ START_TEST(test_gemm_shadow)
     ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
     gfree(dA), gfree(dW), gfree(dC), gfree(dh);
     free(A), free(W), free(W2), free(C), free(C2), free(Ct), free(h), free(hc);
+}
+END_TEST
+
+/* Attention under set_gemm_inputs(F16/BF16), against the CPU's FP32
+ * attention on the same 16-bit-exact q, k, v and dY. The GPU rounds its
+ * probabilities P (forward, P V) and score gradients dS (backward, dS K and
+ * dS^T Q) to the 16-bit type for its GEMMs; the CPU does not. Rounding to
+ * nearest changes each such value x by at most u |x| + a (u = 2^-8 bf16,
+ * 2^-11 f16: half an ulp relative; a = 2^-25, half the f16 subnormal
+ * spacing, for values below f16's normal range; 0 for bf16, whose range is
+ * float's), and the products and sums after it are exact or FP32. So per
+ * element, summing over the T terms of the GEMM:
+ *   Y_id:  u sum_j P_ij |V_jd| + a sum_j |V_jd|
+ *   dQ_id: u sum_j |dS_ij| |K_jd| + a sum_j |K_jd|
+ *   dK_jd: u sum_i |dS_ij| |Q_id| + a sum_i |Q_id|
+ *   dV:    none (P^T dY reads att as given: the CPU's, rounded, as the
+ *          model rounds it)
+ * with P and dS the exact values (computed here in double). The GPU's own
+ * P and dS differ from those by FP32 summation order (~1e-6 relative),
+ * which can move a value across a rounding boundary: the bound is taken
+ * 1.25 times, plus the SUM tolerance of the FP32 test for the rest. Sums
+ * are over at most T = 37 terms, so these bounds stay small (~4e-3 for
+ * bf16's Y with N(0,1) inputs) yet hold for any inputs. */
+static double half_u(dt_dtype t) { return t == DT_F16 ? 0x1p-11 : 0x1p-8; }
+static double half_a(dt_dtype t) { return t == DT_F16 ? 0x1p-25 : 0.0; }
+
+static void expect_within(const float *d, const float *ref, const double *bound, size_t n, const char *what)
+{
+    float *h = hmalloc(n);
+    down(h, d, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        const double tol = 1.25 * bound[i] + SUM_ATOL + SUM_RTOL * fabs((double)ref[i]);
+        ck_assert_msg(fabs((double)h[i] - (double)ref[i]) <= tol, "%s[%zu]: gpu %.9g cpu %.9g, bound %.3g", what, i,
+                      (double)h[i], (double)ref[i], tol);
+    }
+    free(h);
+}
+
+START_TEST(test_attention_half)
+{
+    const dt_dtype t = _i ? DT_BF16 : DT_F16;
+    const double u = half_u(t), a = half_a(t);
+    const int B = 2, T = 37, C = 48, NH = 3, hs = C / NH, C3 = 3 * C;
+    const double scale = 1.0 / sqrt((double)hs);
+    const size_t nqkv = (size_t)B * T * C3, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *att = hmalloc(natt), *dout = hmalloc(nout);
+    float *dqkv = hmalloc(nqkv), *scratch = hmalloc(natt);
+    double *by = calloc(nout, sizeof *by), *bd = calloc(nqkv, sizeof *bd), *dS = calloc((size_t)T * T, sizeof *dS);
+    ck_assert(by && bd && dS);
+    fill(qkv, nqkv, 60, 1), fill(dout, nout, 61, 1);
+    round_to(qkv, nqkv, t), round_to(dout, nout, t);
+    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_att = up(att, natt * 4);
+    float *d_dout = up(dout, nout * 4), *d_dqkv = up(dqkv, nqkv * 4), *d_scr = up(scratch, natt * 4);
+    ck_dt(gpu->set_gemm_inputs(gpu, t));
+    ck_dt(cpu->attention_forward(cpu, out, att, qkv, B, T, C, NH));
+    ck_dt(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, NH));
+    expect_close(d_att, att, natt, SUM_ATOL, SUM_RTOL, "16-bit attention probabilities"); /* FP32 softmax */
+    round_to(att, natt, t); /* as the model stores them, for the backward */
+    float *d_attr = up(att, natt * 4);
+    ck_dt(cpu->attention_backward(cpu, dqkv, scratch, dout, qkv, att, B, T, C, NH));
+    ck_dt(gpu->attention_backward(gpu, d_dqkv, d_scr, d_dout, d_qkv, d_attr, B, T, C, NH));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *Q = qkv + (size_t)b * T * C3 + h * hs, *K = Q + C, *V = Q + 2 * C;
+            const float *dY = dout + (size_t)b * T * C + h * hs, *P = att + ((size_t)b * NH + h) * T * T;
+            /* dS from the (rounded) P the backward reads, in double */
+            for (int i = 0; i < T; i++) {
+                double dot = 0;
+                for (int j = 0; j <= i; j++) {
+                    double dp = 0;
+                    for (int d = 0; d < hs; d++) dp += (double)dY[(size_t)i * C + d] * V[(size_t)j * C3 + d];
+                    dS[(size_t)i * T + j] = dp;
+                    dot += (double)P[(size_t)i * T + j] * dp;
+                }
+                for (int j = 0; j <= i; j++)
+                    dS[(size_t)i * T + j] = scale * P[(size_t)i * T + j] * (dS[(size_t)i * T + j] - dot);
+            }
+            for (int i = 0; i < T; i++)
+                for (int d = 0; d < hs; d++) {
+                    double y = 0, q = 0;
+                    for (int j = 0; j <= i; j++) {
+                        /* the forward's P is the unrounded one: P / (1 - u) bounds it from the rounded */
+                        y += (u * P[(size_t)i * T + j] / (1 - u) + a) * fabs(V[(size_t)j * C3 + d]);
+                        q += (u * fabs(dS[(size_t)i * T + j]) + a) * fabs(K[(size_t)j * C3 + d]);
+                    }
+                    by[((size_t)b * T + i) * C + h * hs + d] = y;
+                    bd[((size_t)b * T + i) * C3 + h * hs + d] = q;
+                }
+            for (int j = 0; j < T; j++)
+                for (int d = 0; d < hs; d++) {
+                    double k = 0;
+                    for (int i = j; i < T; i++)
+                        k += (u * fabs(dS[(size_t)i * T + j]) + a) * fabs(Q[(size_t)i * C3 + d]);
+                    bd[((size_t)b * T + j) * C3 + C + h * hs + d] = k;
+                }
+        }
+    expect_within(d_out, out, by, nout, "16-bit attention out");
+    expect_within(d_dqkv, dqkv, bd, nqkv, "16-bit attention dqkv"); /* the dV third: bound 0, the SUM tolerance */
+    ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
+    gfree(d_qkv), gfree(d_out), gfree(d_att), gfree(d_dout), gfree(d_dqkv), gfree(d_scr), gfree(d_attr);
+    free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch), free(by), free(bd), free(dS);
 }
 END_TEST
 
@@ -700,6 +791,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_encoder);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_attention);
+    tcase_add_loop_test(tc, test_attention_half, 0, 2);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_crossentropy);
     tcase_add_test(tc, test_sumsq);
