@@ -251,6 +251,7 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
         free(im);
         return st;
     }
+    be->row_align = 64; /* the logits' rows: 256-byte FP32 and 128-byte 16-bit rows for the GEMMs */
 
     cudaDeviceProp prop;
     e = cudaSetDevice(dev);

@@ -1,7 +1,8 @@
 /* crossentropy.cu: fused softmax cross-entropy on the GPU (semantics in
  * dt_backend.h, algorithm of cpu_layers.c).
  *
- * Shapes: logits, dlogits (N, V); targets, losses, correct (N).
+ * Shapes: logits, dlogits (N, V), rows ld floats apart; targets, losses,
+ * correct (N).
  * First a check kernel finds the lowest row whose target is >= V; if there
  * is one the op fails with DT_ERR_INVALID naming it (as the CPU backend)
  * before anything is written, at the cost of one 4-byte read back per call.
@@ -28,15 +29,15 @@ __global__ void dt__k_ce_check(int *bad, const int32_t *targets, int N, int V)
 }
 
 __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogits, const float *logits,
-                                   const int32_t *targets, int V, float dloss)
+                                   const int32_t *targets, int V, int ld, float dloss)
 {
     __shared__ float s_val[DT__CE_WARPS];
     __shared__ int s_idx[DT__CE_WARPS];
     __shared__ float s_max, s_sum;
     __shared__ int s_arg;
     const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const float *z = logits + (size_t)row * V;
-    float *d = dlogits ? dlogits + (size_t)row * V : NULL;
+    const float *z = logits + (size_t)row * ld;
+    float *d = dlogits ? dlogits + (size_t)row * ld : NULL;
     const int tgt = targets[row];
     if (tgt < 0) {
         if (tid == 0) {
@@ -105,7 +106,8 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
 }
 
 dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
-                                                 const float *logits, const int32_t *targets, int N, int V, float dloss)
+                                                 const float *logits, const int32_t *targets, int N, int V, int ld,
+                                                 float dloss)
 {
     if (N <= 0) return DT_OK;
     if (V <= 0) return DT_FAIL(DT_ERR_INVALID, "cross-entropy: vocabulary of %d (expected >= 1)", V);
@@ -126,7 +128,7 @@ dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, 
         return DT_FAIL(DT_ERR_INVALID, "cross-entropy: target %d at row %d outside the vocabulary of %d", hbad[1], row,
                        V);
     }
-    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, V, dloss);
+    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, V, ld, dloss);
     DT_CUDA_LAUNCHED("cross-entropy");
     return DT_OK;
 }

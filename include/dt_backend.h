@@ -106,13 +106,15 @@ typedef dt_status dt_backend_gelu_backward_fn(dt_backend *be, float *dinp, const
 /* out(n) = a + b (out may alias a or b) */
 typedef dt_status dt_backend_residual_forward_fn(dt_backend *be, float *out, const float *a, const float *b, size_t n);
 /* Fused softmax cross-entropy over logits(N,V) with targets(N); a target
- * < 0 is ignored. losses(N) = -log p[target] (0 where ignored);
- * correct(N) (may be NULL) = 1 if argmax == target (ties: lowest index);
- * dlogits(N,V) (may be NULL, may alias logits) = dloss * (p - onehot)
- * on counted rows, 0 on ignored rows. */
+ * < 0 is ignored. Rows of logits and dlogits are ld >= V floats apart;
+ * columns V..ld-1 are neither read nor written. losses(N) = -log
+ * p[target] (0 where ignored); correct(N) (may be NULL) = 1 if argmax ==
+ * target (ties: lowest index); dlogits(N,V) (may be NULL, may alias
+ * logits) = dloss * (p - onehot) on counted rows, 0 on ignored rows. */
 typedef dt_status dt_backend_crossentropy_forward_backward_fn(dt_backend *be, float *losses, uint8_t *correct,
                                                               float *dlogits, const float *logits,
-                                                              const int32_t *targets, int N, int V, float dloss);
+                                                              const int32_t *targets, int N, int V, int ld,
+                                                              float dloss);
 
 /* ---- reductions and optimizers on flat buffers ------------------------ */
 /* *out = sum x[i]^2, accumulated in double, in a fixed order */
@@ -249,6 +251,12 @@ struct dt_backend {
     void *impl; /* backend-private state */
     int threads;
     const dt_backend_ops *ops; /* the backend's table, called through the front */
+    /* Row stride, in floats, that the backend wants for wide activations
+     * whose width is the model's choice (the LM head's logits, V columns):
+     * callers round such a stride up to a multiple of it (1: none, the
+     * CPU's; 64 on CUDA, so that FP32 and 16-bit rows start 256 and 128
+     * bytes apart, as tensor-core GEMMs want). Set by the creator. */
+    int row_align;
 
     /* The checked front (backend.c), the same for every backend: callers
      * call be->gemm(be, ...) and so on; each member checks the arguments,

@@ -500,24 +500,57 @@ START_TEST(test_crossentropy)
     int32_t *d_t = up(tgt, sizeof tgt);
     float *d_z = up(z, (size_t)N * V * 4), *d_dz = up(dz, (size_t)N * V * 4), *d_loss = up(loss, N * 4);
     uint8_t *d_c = up(corr, sizeof corr);
-    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, corr, dz, z, tgt, N, V, 0.125f));
-    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, d_c, d_dz, d_z, d_t, N, V, 0.125f));
+    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, corr, dz, z, tgt, N, V, V, 0.125f));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, d_c, d_dz, d_z, d_t, N, V, V, 0.125f));
     expect_close(d_loss, loss, N, ELEM_ATOL, ELEM_RTOL, "cross-entropy loss");
     expect_close(d_dz, dz, (size_t)N * V, ELEM_ATOL, ELEM_RTOL, "cross-entropy dlogits");
     down(gcorr, d_c, sizeof gcorr);
     for (int i = 0; i < N; i++) ck_assert_int_eq(gcorr[i], corr[i]);
     /* dlogits aliasing logits, correct NULL */
-    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_z, d_z, d_t, N, V, 0.125f));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_z, d_z, d_t, N, V, V, 0.125f));
     expect_close(d_loss, loss, N, ELEM_ATOL, ELEM_RTOL, "cross-entropy loss (aliased)");
     expect_close(d_z, dz, (size_t)N * V, ELEM_ATOL, ELEM_RTOL, "cross-entropy dlogits (aliased)");
     /* a target outside the vocabulary fails, naming it */
     tgt[4] = V;
     ck_dt(gpu->copy(gpu, d_t, tgt, sizeof tgt, DT_COPY_H2D));
-    ck_assert_int_eq(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, NULL, d_dz, d_t, N, V, 1.0f),
+    ck_assert_int_eq(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, NULL, d_dz, d_t, N, V, V, 1.0f),
                      DT_ERR_INVALID);
     ck_assert_msg(strstr(dt_last_error(), "target 1000 at row 4") != NULL, "%s", dt_last_error());
     gfree(d_t), gfree(d_z), gfree(d_dz), gfree(d_loss), gfree(d_c);
     free(z), free(dz), free(loss);
+}
+END_TEST
+
+/* Rows ld = 1024 apart (the logits' padded stride on CUDA, V rounded up
+ * to 64): the CPU's unpadded results within ELEM, in place too, and the
+ * padding (NaN) neither read (results finite) nor written (bits kept). */
+START_TEST(test_crossentropy_padded)
+{
+    const int N = 5, V = 1000, ld = 1024;
+    float *z = hmalloc((size_t)N * V), *dz = hmalloc((size_t)N * V), *loss = hmalloc(N);
+    float *zp = hmalloc((size_t)N * ld), *gp = hmalloc((size_t)N * ld);
+    int32_t tgt[5] = {3, -1, 999, 0, 512};
+    fill(z, (size_t)N * V, 29, 2);
+    for (size_t i = 0; i < (size_t)N * ld; i++) zp[i] = NAN;
+    for (int i = 0; i < N; i++) memcpy(zp + (size_t)i * ld, z + (size_t)i * V, (size_t)V * 4);
+    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, NULL, dz, z, tgt, N, V, V, 0.25f));
+    int32_t *d_t = up(tgt, sizeof tgt);
+    float *d_z = up(zp, (size_t)N * ld * 4), *d_dz = up(zp, (size_t)N * ld * 4), *d_loss = up(loss, N * 4);
+    for (int pass = 0; pass < 2; pass++) { /* 0: separate dlogits, 1: in place */
+        float *dd = pass ? d_z : d_dz;
+        ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, dd, d_z, d_t, N, V, ld, 0.25f));
+        expect_close(d_loss, loss, N, ELEM_ATOL, ELEM_RTOL, "padded cross-entropy loss");
+        down(gp, dd, (size_t)N * ld * 4);
+        for (int i = 0; i < N; i++) {
+            for (int v = 0; v < V; v++)
+                ck_assert_msg(dt_test_close(gp[(size_t)i * ld + v], dz[(size_t)i * V + v], ELEM_ATOL, ELEM_RTOL),
+                              "padded dlogits[%d][%d]: gpu %.9g cpu %.9g", i, v, (double)gp[(size_t)i * ld + v],
+                              (double)dz[(size_t)i * V + v]);
+            for (int v = V; v < ld; v++) ck_assert(isnan(gp[(size_t)i * ld + v]));
+        }
+    }
+    gfree(d_t), gfree(d_z), gfree(d_dz), gfree(d_loss);
+    free(z), free(dz), free(loss), free(zp), free(gp);
 }
 END_TEST
 
@@ -794,6 +827,7 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(tc, test_attention_half, 0, 2);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_crossentropy);
+    tcase_add_test(tc, test_crossentropy_padded);
     tcase_add_test(tc, test_sumsq);
     tcase_add_test(tc, test_optimizers);
     tcase_add_test(tc, test_cast);

@@ -484,6 +484,55 @@ START_TEST(test_half_gradients_follow_fp32)
 }
 END_TEST
 
+/* The logits' row stride follows the backend's row_align (64 on CUDA):
+ * with the CPU backend told to pad (V = 11 -> rows of 64), loss, logits
+ * and every gradient are bit-identical to the unpadded run, in FP32 and
+ * in bf16, with and without recomputation, untied and tied (the same
+ * GEMM calls, only ld differs; the padding is never read), and the
+ * activation prediction still equals the measured peak. */
+static void run_aligned(int align, dt_dtype prec, dt_recompute rc, float *loss, float *logits, float *grads,
+                        size_t *peak, size_t *pred)
+{
+    be->row_align = align;
+    dt_gpt *g;
+    ck_dt(dt_gpt_create(&CFG, be, &g));
+    const size_t n = dt_gpt_layout(g)->numel;
+    memcpy(dt_gpt_params(g), dt_gpt_params(m), n * sizeof(float));
+    ck_dt(dt_gpt_set_precision(g, prec));
+    ck_dt(dt_gpt_set_recompute(g, rc, 1));
+    ck_dt(dt_gpt_zero_grad(g));
+    ck_dt(dt_gpt_forward(g, tok, tgt, B, T, loss));
+    ck_dt(dt_gpt_logits(g, logits));
+    ck_dt(dt_gpt_backward(g, 1.0f));
+    memcpy(grads, dt_gpt_grads(g), n * sizeof(float));
+    *peak = dt_gpt_peak_activation_bytes(g);
+    *pred = dt_gpt_predicted_activation_bytes(g, B, T);
+    dt_gpt_free(g);
+    be->row_align = 1;
+}
+
+START_TEST(test_padded_logits)
+{
+    const size_t n = dt_gpt_layout(m)->numel, nl = (size_t)B * T * CFG.vocab_size;
+    float *l1 = malloc(nl * sizeof(float)), *l64 = malloc(nl * sizeof(float));
+    float *g1 = malloc(n * sizeof(float)), *g64 = malloc(n * sizeof(float));
+    const dt_dtype precs[] = {DT_F32, DT_BF16, DT_F32};
+    const dt_recompute rcs[] = {DT_RECOMPUTE_NONE, DT_RECOMPUTE_NONE, DT_RECOMPUTE_FULL};
+    for (int k = 0; k < 3; k++) {
+        float loss1, loss64;
+        size_t peak1, pred1, peak64, pred64;
+        run_aligned(1, precs[k], rcs[k], &loss1, l1, g1, &peak1, &pred1);
+        run_aligned(64, precs[k], rcs[k], &loss64, l64, g64, &peak64, &pred64);
+        ck_assert_mem_eq(&loss1, &loss64, sizeof loss1);
+        ck_assert_mem_eq(l1, l64, nl * sizeof(float));
+        ck_assert_mem_eq(g1, g64, n * sizeof(float));
+        ck_assert_uint_eq(peak64, pred64);
+        ck_assert_uint_eq(peak1, pred1);
+    }
+    free(l1), free(l64), free(g1), free(g64);
+}
+END_TEST
+
 /* Half storage: the saved activations are packed into 2 bytes an element,
  * so the measured peak equals the packed prediction and is well below the
  * FP32 peak; with selective recomputation too; gradients do not depend on
@@ -573,6 +622,7 @@ static Suite *gpt_suite(void)
     tcase_add_test(tc, test_half_gradients_follow_fp32);
     tcase_add_test(tc, test_loss_scale_prevents_underflow);
     tcase_add_test(tc, test_half_storage_memory);
+    tcase_add_test(tc, test_padded_logits);
     suite_add_tcase(s, tc);
     TCase *tt = tcase_create("tied");
     tcase_add_checked_fixture(tt, setup_tied, teardown);
@@ -583,6 +633,7 @@ static Suite *gpt_suite(void)
     tcase_add_test(tt, test_grad_accumulates_and_zeroes);
     tcase_add_test(tt, test_recompute_bit_identical_and_memory);
     tcase_add_test(tt, test_half_gradients_follow_fp32);
+    tcase_add_test(tt, test_padded_logits);
     suite_add_tcase(s, tt);
     return s;
 }

@@ -360,7 +360,7 @@ START_TEST(test_crossentropy)
     int32_t tgt[6] = {0, 32, -1, 5, 7, 7};
     fill(z, N * V, 20, 3);
     z[5 * V + 7] = 100.0f; /* row 5: target is the argmax */
-    ck_dt(be->crossentropy_forward_backward(be, losses, correct, d, z, tgt, N, V, 0.5f));
+    ck_dt(be->crossentropy_forward_backward(be, losses, correct, d, z, tgt, N, V, V, 0.5f));
     double *zd = to_d(z, N * V);
     const double h = 1e-6;
     for (int i = 0; i < N; i++) {
@@ -386,10 +386,33 @@ START_TEST(test_crossentropy)
     }
     ck_assert_int_eq(correct[5], 1);
     /* in place (dlogits aliasing logits) gives the same gradient */
-    ck_dt(be->crossentropy_forward_backward(be, losses, NULL, z, z, tgt, N, V, 0.5f));
+    ck_dt(be->crossentropy_forward_backward(be, losses, NULL, z, z, tgt, N, V, V, 0.5f));
     ck_assert_mem_eq(z, d, sizeof(float) * N * V);
     int32_t bad[6] = {0, 33, 0, 0, 0, 0};
-    ck_assert_int_eq(be->crossentropy_forward_backward(be, losses, NULL, NULL, z, bad, N, V, 1.0f), DT_ERR_INVALID);
+    ck_assert_int_eq(be->crossentropy_forward_backward(be, losses, NULL, NULL, z, bad, N, V, V, 1.0f), DT_ERR_INVALID);
+    /* rows ld = 40 apart: the same results, in place too; the padding
+     * (NaN here) is neither read nor written */
+    const int ld = 40;
+    float *zp = malloc(sizeof(float) * N * ld), *dp = malloc(sizeof(float) * N * ld), lp[6];
+    uint8_t cp[6];
+    fill(z, N * V, 20, 3);
+    z[5 * V + 7] = 100.0f;
+    for (int i = 0; i < N * ld; i++) zp[i] = dp[i] = NAN;
+    for (int i = 0; i < N; i++) memcpy(zp + i * ld, z + i * V, sizeof(float) * V);
+    ck_dt(be->crossentropy_forward_backward(be, lp, cp, dp, zp, tgt, N, V, ld, 0.5f));
+    ck_assert_mem_eq(lp, losses, sizeof lp);
+    ck_assert_mem_eq(cp, correct, sizeof cp);
+    for (int i = 0; i < N; i++) {
+        ck_assert_mem_eq(dp + i * ld, d + i * V, sizeof(float) * V);
+        for (int v = V; v < ld; v++) ck_assert(isnan(dp[i * ld + v]));
+    }
+    ck_dt(be->crossentropy_forward_backward(be, lp, NULL, zp, zp, tgt, N, V, ld, 0.5f));
+    for (int i = 0; i < N; i++) {
+        ck_assert_mem_eq(zp + i * ld, d + i * V, sizeof(float) * V);
+        for (int v = V; v < ld; v++) ck_assert(isnan(zp[i * ld + v]));
+    }
+    ck_assert_int_eq(be->crossentropy_forward_backward(be, lp, NULL, NULL, zp, tgt, N, V, V - 1, 1.0f), DT_ERR_INVALID);
+    free(zp), free(dp);
     free(z), free(d), free(zd);
 }
 END_TEST

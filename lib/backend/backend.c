@@ -171,6 +171,13 @@ static dt_status dt__front_batchnorm_backward(dt_backend *be, float *dinp, float
     return be->ops->batchnorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
+static dt_status dt__front_crossentropy(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
+                                        const float *logits, const int32_t *targets, int N, int V, int ld, float dloss)
+{
+    if (ld < V) return DT_FAIL(DT_ERR_INVALID, "cross-entropy: row stride %d below the vocabulary of %d", ld, V);
+    return be->ops->crossentropy_forward_backward(be, losses, correct, dlogits, logits, targets, N, V, ld, dloss);
+}
+
 /* Every instance starts as this copy (the checked ops); dt__backend_new
  * fills the others with the backend's functions. See dt_backend in dt_backend.h. */
 static const dt_backend dt__front = {
@@ -180,6 +187,7 @@ static const dt_backend dt__front = {
     .attention_backward = dt__front_attention_backward,
     .adamw_update = dt__front_adamw_update,
     .lamb_direction = dt__front_lamb_direction,
+    .crossentropy_forward_backward = dt__front_crossentropy,
     .cast = dt__front_cast,
     .unscale_check = dt__front_unscale_check,
     .span_stats = dt__front_span_stats,
@@ -197,6 +205,7 @@ dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device
     be->name = name;
     be->device = device;
     be->impl = impl;
+    be->row_align = 1;
     /* the ops without a check are the backend's own functions, no extra call */
     be->destroy = ops->destroy;
     be->alloc = ops->alloc;
@@ -216,7 +225,6 @@ dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device
     be->gelu_forward = ops->gelu_forward;
     be->gelu_backward = ops->gelu_backward;
     be->residual_forward = ops->residual_forward;
-    be->crossentropy_forward_backward = ops->crossentropy_forward_backward;
     be->sumsq = ops->sumsq;
     be->sgd_update = ops->sgd_update;
     be->lars_update = ops->lars_update;

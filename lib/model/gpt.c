@@ -334,7 +334,7 @@ static size_t dt__gpt_act_floats(const dt_gpt *m, int B, int T)
     const dt_gpt_config *c = &m->cfg;
     const dt_recompute mode = m->recompute;
     const int K = m->recompute_k;
-    const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(c, B, T);
+    const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(m->be, c, B, T);
     const size_t A = dt__block_act_floats(c, B, T, 1);
     if (dt__gpt_packs(m)) {
         const int with_att = mode != DT_RECOMPUTE_SELECTIVE;
@@ -388,7 +388,7 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
     m->rnd.capacity = 0;
     if (m->precision != DT_F32) {
         size_t cap = DT_MAX(DT_MAX((size_t)B * c->num_heads * T * T, 4 * BT * c->hidden_size),
-                            DT_MAX(BT * c->vocab_size, m->layout.numel));
+                            DT_MAX(BT * dt__head_ld(m->be, c->vocab_size), m->layout.numel));
         DT_CHECK(dt_buffer_alloc(&m->round_buf, m->be, cap * dt_dtype_size(m->precision)));
         m->rnd.scratch = m->round_buf.data;
         m->rnd.capacity = cap;
@@ -752,6 +752,14 @@ dt_status dt_gpt_position_stats(dt_gpt *m, float *losses, uint8_t *correct)
 dt_status dt_gpt_logits(dt_gpt *m, float *out)
 {
     if (!m->have_forward) return DT_FAIL(DT_ERR_INVALID, "logits: no forward pass (or spent by backward)");
-    size_t n = (size_t)m->cur_B * m->cur_T * m->cfg.vocab_size;
-    return m->be->copy(m->be, out, m->head_acts.logits, n * sizeof(float), DT_COPY_D2H);
+    const size_t N = (size_t)m->cur_B * m->cur_T, V = (size_t)m->cfg.vocab_size, ld = (size_t)m->head_acts.ld;
+    if (ld == V) return m->be->copy(m->be, out, m->head_acts.logits, N * V * sizeof(float), DT_COPY_D2H);
+    /* padded rows: one copy to the host, then the rows packed */
+    float *h = malloc(N * ld * sizeof *h);
+    if (!h) return DT_FAIL(DT_ERR_NOMEM, "logits: out of memory for %zu x %zu floats", N, ld);
+    dt_status st = m->be->copy(m->be, h, m->head_acts.logits, N * ld * sizeof(float), DT_COPY_D2H);
+    if (st == DT_OK)
+        for (size_t i = 0; i < N; i++) memcpy(out + i * V, h + i * ld, V * sizeof(float));
+    free(h);
+    return st;
 }

@@ -75,10 +75,15 @@ typedef struct dt__head_params {
 
 typedef struct dt__head_acts {
     float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
-    float *logits;                    /* (B,T,V); turned into dlogits by backward */
+    float *logits;                    /* (B,T,V), rows ld apart; turned into dlogits by backward */
+    int ld;                           /* dt__head_ld: V rounded up to the backend's row_align */
 } dt__head_acts;
 
-size_t dt__head_act_floats(const dt_gpt_config *cfg, int B, int T);
+/* The logits' row stride: V rounded up to a multiple of be->row_align
+ * (gpt2-124m on CUDA: 50304 for V = 50257). Columns V..ld-1 hold
+ * whatever the arena held: no op reads them as logits. */
+int dt__head_ld(const dt_backend *be, int V);
+size_t dt__head_act_floats(const dt_backend *be, const dt_gpt_config *cfg, int B, int T);
 /* logits from x (B,T,C); with targets (device, (B,T)), also per-position
  * losses (B,T) and argmax==target flags (B,T). */
 dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,

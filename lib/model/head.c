@@ -4,34 +4,51 @@
  * Saved: the LayerNorm output and statistics and the logits. Backward turns
  * the logits buffer into dlogits in place (recomputing the softmax, which
  * costs one pass over (B*T, V) and saves a second (B,T,V) buffer), so after
- * a backward the head's activations are spent. */
+ * a backward the head's activations are spent.
+ *
+ * The logits' rows are ld = dt__head_ld(be, V) floats apart: V rounded up
+ * to the backend's row_align (1 on the CPU, so ld = V there; 64 on CUDA),
+ * so that the LM head's GEMMs get aligned rows. Hence plain gemm calls
+ * with that leading dimension instead of matmul_forward/backward (which
+ * make exactly these calls, without bias, when ld = V). The padding
+ * columns are never written; rounding passes over them (harmless: a cast),
+ * and cross-entropy and the GEMMs never read them. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "gpt_layers.h"
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-size_t dt__head_act_floats(const dt_gpt_config *cfg, int B, int T)
+int dt__head_ld(const dt_backend *be, int V)
+{
+    const long long a = be->row_align > 1 ? be->row_align : 1, ld = ((long long)V + a - 1) / a * a;
+    return ld > INT_MAX ? V : (int)ld;
+}
+
+size_t dt__head_act_floats(const dt_backend *be, const dt_gpt_config *cfg, int B, int T)
 {
     size_t BT = (size_t)B * T;
-    return dt__pad16(BT * cfg->hidden_size) + 2 * dt__pad16(BT) + dt__pad16(BT * cfg->vocab_size);
+    return dt__pad16(BT * cfg->hidden_size) + 2 * dt__pad16(BT) + dt__pad16(BT * dt__head_ld(be, cfg->vocab_size));
 }
 
 dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,
                            dt__head_acts *acts, const float *x, const int32_t *targets, float *losses, uint8_t *correct,
                            int B, int T, const dt__rounder *r)
 {
-    const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T;
+    const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T, ld = dt__head_ld(be, V);
+    acts->ld = ld;
     DT_CHECK(dt__arena_alloc(a, (size_t)N * C, &acts->lnf));
     DT_CHECK(dt__arena_alloc(a, (size_t)N, &acts->lnf_mean));
     DT_CHECK(dt__arena_alloc(a, (size_t)N, &acts->lnf_rstd));
-    DT_CHECK(dt__arena_alloc(a, (size_t)N * V, &acts->logits));
+    DT_CHECK(dt__arena_alloc(a, (size_t)N * ld, &acts->logits));
     DT_CHECK(be->layernorm_forward(be, acts->lnf, acts->lnf_mean, acts->lnf_rstd, x, p->lnfw, p->lnfb, N, C));
     DT_CHECK(dt__round(be, r, acts->lnf, (size_t)N * C));
-    DT_CHECK(be->matmul_forward(be, acts->logits, acts->lnf, p->lmw, NULL, N, C, V));
-    DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * V)); /* the loss then reduces in FP32 */
+    /* logits(N,V) = lnf @ lmw^T: matmul_forward without bias, with the row stride */
+    DT_CHECK(be->gemm(be, 0, 1, N, V, C, 1.0f, acts->lnf, C, p->lmw, C, 0.0f, acts->logits, ld));
+    DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * ld)); /* the loss then reduces in FP32 */
     if (targets)
-        DT_CHECK(be->crossentropy_forward_backward(be, losses, correct, NULL, acts->logits, targets, N, V, 0.0f));
+        DT_CHECK(be->crossentropy_forward_backward(be, losses, correct, NULL, acts->logits, targets, N, V, ld, 0.0f));
     return DT_OK;
 }
 
@@ -39,10 +56,12 @@ dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__
                             const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
                             float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r)
 {
-    const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T;
-    DT_CHECK(be->crossentropy_forward_backward(be, losses, NULL, acts->logits, acts->logits, targets, N, V, dloss));
-    DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * V));
-    DT_CHECK(be->matmul_backward(be, dtmp, g->lmw, NULL, acts->logits, acts->lnf, p->lmw, N, C, V));
+    const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T, ld = acts->ld;
+    DT_CHECK(be->crossentropy_forward_backward(be, losses, NULL, acts->logits, acts->logits, targets, N, V, ld, dloss));
+    DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * ld));
+    /* matmul_backward without bias, with the row stride: dtmp = dlogits @ lmw, dlmw += dlogits^T @ lnf */
+    DT_CHECK(be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dtmp, C));
+    DT_CHECK(be->gemm(be, 1, 0, V, C, N, 1.0f, acts->logits, ld, acts->lnf, C, 1.0f, g->lmw, C));
     DT_CHECK(dt__round(be, r, dtmp, (size_t)N * C));
     DT_CHECK(be->memset_zero(be, dx, (size_t)N * C * sizeof(float)));
     DT_CHECK(be->layernorm_backward(be, dx, g->lnfw, g->lnfb, dtmp, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N, C));

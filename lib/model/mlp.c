@@ -386,7 +386,7 @@ dt_status dt_mlp_forward(dt_mlp *m, const float *x, const int32_t *y, int B, flo
     if (y) {
         DT_CHECK(be->copy(be, m->d_labels, y, (size_t)B * sizeof(int32_t), DT_COPY_H2D));
         DT_CHECK(
-            be->crossentropy_forward_backward(be, m->losses, m->correct, NULL, m->logits, m->d_labels, B, K, 1.0f));
+            be->crossentropy_forward_backward(be, m->losses, m->correct, NULL, m->logits, m->d_labels, B, K, K, 1.0f));
         float *hl = malloc((size_t)B * sizeof *hl);
         uint8_t *hc = malloc((size_t)B);
         dt_status st = hl && hc ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "mlp-bn forward: out of memory");
@@ -426,7 +426,7 @@ dt_status dt_mlp_backward(dt_mlp *m, float loss_scale)
     /* The logits become their gradient, in place: the activations are spent. */
     m->have_forward = 0;
     float *dlogits = m->logits;
-    DT_CHECK(be->crossentropy_forward_backward(be, m->losses, NULL, dlogits, m->logits, m->d_labels, B, K,
+    DT_CHECK(be->crossentropy_forward_backward(be, m->losses, NULL, dlogits, m->logits, m->d_labels, B, K, K,
                                                loss_scale / (float)B));
     const float *in = L ? m->acts[L - 1].act : m->x0;
     int in_dim = L ? H : c->input_dim;

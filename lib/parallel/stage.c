@@ -254,7 +254,7 @@ static size_t dt__slot_floats(const dt__stage *st)
         case DT_RECOMPUTE_NONE: n += (size_t)st->nb * dt__stage_block_floats(st, 1); break;
         }
     }
-    if (st->last) n += dt__head_act_floats(&st->cfg, B, T);
+    if (st->last) n += dt__head_act_floats(st->be, &st->cfg, B, T);
     return n + 64;
 }
 
@@ -486,7 +486,7 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
     const dt_gpt_config *c = &st->cfg;
     const size_t BT = (size_t)st->B * st->T, n = st->layout.numel;
     const size_t cap = DT_MAX(DT_MAX((size_t)st->B * c->num_heads * st->T * st->T, 4 * BT * c->hidden_size),
-                              DT_MAX(BT * c->vocab_size, n));
+                              DT_MAX(BT * dt__head_ld(st->be, c->vocab_size), n));
     DT_CHECK(dt_buffer_alloc(&st->round_buf, st->be, cap * dt_dtype_size(dtype)));
     st->rnd.scratch = st->round_buf.data;
     st->rnd.capacity = cap;

@@ -72,7 +72,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
     }
     const dt__head_params hp = {w + in[k].offset, w + in[k + 1].offset, tied ? (float *)wte : w + in[k + 2].offset};
     const size_t floats = dt__embed_act_floats(c, B, T) + (size_t)NL * dt__block_act_floats(c, B, T, 1) +
-                          dt__head_act_floats(c, B, T) + 256 * (size_t)(NL + 3); /* + the arena's rounding */
+                          dt__head_act_floats(be, c, B, T) + 256 * (size_t)(NL + 3); /* + the arena's rounding */
     DT_CHECK_GOTO(dt_buffer_alloc(&arena_buf, be, floats * sizeof(float)), st, done);
     /* tokens, targets (int32), losses (float), correct (bytes) */
     DT_CHECK_GOTO(dt_buffer_alloc(&io, be, (size_t)N * 13 + 64), st, done);
@@ -110,7 +110,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         if (bad) break;
         dt__head_acts ha;
         DT_CHECK_GOTO(dt__head_forward(be, c, &hp, &a, &ha, x, d_targets, losses, correct, B, T, NULL), st, done);
-        DT_CHECK_GOTO(dt__nf_any(be, ha.logits, (size_t)N * c->vocab_size, &bad), st, done);
+        DT_CHECK_GOTO(dt__nf_any(be, ha.logits, (size_t)N * ha.ld, &bad), st, done);
         if (!bad) DT_CHECK_GOTO(dt__nf_any(be, losses, (size_t)N, &bad), st, done);
         if (bad)
             snprintf(where, cap,

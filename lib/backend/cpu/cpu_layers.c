@@ -178,7 +178,8 @@ dt_status dt__cpu_residual_forward(dt_backend *be, float *out, const float *a, c
 }
 
 dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
-                                                const float *logits, const int32_t *targets, int N, int V, float dloss)
+                                                const float *logits, const int32_t *targets, int N, int V, int ld,
+                                                float dloss)
 {
     (void)be;
     for (int i = 0; i < N; i++)
@@ -187,12 +188,12 @@ dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, u
                            targets[i], i, V);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
-        const float *z = logits + (size_t)i * V;
+        const float *z = logits + (size_t)i * ld;
         int tgt = targets[i];
         if (tgt < 0) {
             losses[i] = 0.0f;
             if (correct) correct[i] = 0;
-            if (dlogits) memset(dlogits + (size_t)i * V, 0, (size_t)V * sizeof(float));
+            if (dlogits) memset(dlogits + (size_t)i * ld, 0, (size_t)V * sizeof(float));
             continue;
         }
         float mx = z[0];
@@ -210,7 +211,7 @@ dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, u
         losses[i] = lse - zt;
         if (correct) correct[i] = (uint8_t)(arg == tgt);
         if (dlogits) {
-            float *d = dlogits + (size_t)i * V; /* may alias z: read-before-write per element */
+            float *d = dlogits + (size_t)i * ld; /* may alias z: read-before-write per element */
             float inv = 1.0f / s;
 #pragma omp simd
             for (int v = 0; v < V; v++) d[v] = dloss * dt__expf(z[v] - mx) * inv;
