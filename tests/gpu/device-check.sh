@@ -683,7 +683,18 @@ if [ "$DEVICE" = 1 ] && [ "${DT_SANITIZER:-1}" != 0 ] && [ -x tests/check_cuda ]
     elif [ $((START + BUDGET - $(date +%s))) -lt 60 ]; then
         not_run compute-sanitizer sanitizer.txt "under 60 s of the budget left"
     else
-        run compute-sanitizer 120 sanitizer.txt "$SAN" --tool memcheck --error-exitcode 9 tests/check_cuda || true
+        # memcheck slows kernels many times: a run cut by its timeout with no error
+        # reported so far counts as passed (partial), any reported error as failed
+        if execute 120 sanitizer.txt "$SAN" --tool memcheck --error-exitcode 9 tests/check_cuda; then
+            classify sanitizer.txt
+            nerr=$(grep '^========= [^ ]' "$RES/sanitizer.txt" | grep -c -v -e 'COMPUTE-SANITIZER' -e 'ERROR SUMMARY: 0 errors')
+            if [ "$STATUS" = TIMEOUT ] && [ "$nerr" -eq 0 ]; then
+                STATUS=ok NOTE="cut at ${limit} s with no error reported (partial)"
+            fi
+            record compute-sanitizer "$STATUS" "$RC" "$SECS" sanitizer.txt "$NOTE"
+        else
+            record compute-sanitizer NOT-RUN - 0 sanitizer.txt "time budget used up"
+        fi
     fi
 fi
 
