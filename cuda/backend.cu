@@ -259,6 +259,7 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
         goto fail;
     }
     snprintf(im->name, sizeof im->name, "%s", prop.name);
+    im->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     {
         cublasStatus_t cs = cublasCreate(&im->cublas);
         if (cs == CUBLAS_STATUS_SUCCESS) cs = cublasSetStream(im->cublas, im->stream);

@@ -29,11 +29,13 @@
 #include <stdint.h>
 
 #include "dt_backend.h"
+#include "cuda_plan.h"
 #include "dt_cuda.h"
 #include "dt_math_hd.h"
 
 typedef struct dt__cuda_impl {
     int device;            /* CUDA device ordinal */
+    int sms;               /* its multiprocessor count, for launch shapes (cuda_plan.h) */
     cudaStream_t stream;   /* every op's stream */
     cublasHandle_t cublas; /* bound to stream */
     int allow_tf32;        /* GEMM compute type: 0 exact FP32, 1 TF32 tensor cores */
@@ -114,6 +116,10 @@ dt_status dt__cuda_workspace(dt_backend *be, size_t bytes, void **out);
 dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out);
 /* 1 if be is a CUDA backend (for the internal entry points of dt_cuda.h). */
 int dt__cuda_is_cuda(const dt_backend *be);
+
+/* gemm.cu: out(C) += sum over y < chunks of part(chunks, C)[y], y in order
+ * (the second pass of the split column sums, cuda_plan.h). */
+dt_status dt__cuda_colsum_finish(dt_backend *be, float *out, const float *part, int chunks, int C);
 
 /* gemm.cu. Row-major GEMM over `batch` matrices at element strides sA, sB,
  * sC: C_i(M,N) = alpha op(A_i) op(B_i) + beta C_i. */

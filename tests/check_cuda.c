@@ -287,6 +287,57 @@ START_TEST(test_layernorm)
 }
 END_TEST
 
+/* Column sums (the bias and LayerNorm weight gradients) on shapes that
+ * exercise the row-chunk split of cuda_plan.h: N = 1, N not a multiple of
+ * a chunk, C not a multiple of 32, and one large C. Accumulating (+=) into
+ * random gradients; the same call twice gives the same bits. */
+static const int colsum_shapes[][2] = {{1, 45}, {300, 33}, {1000, 768}, {4099, 70}, {257, 1}};
+
+START_TEST(test_colsums)
+{
+    const int N = colsum_shapes[_i][0], C = colsum_shapes[_i][1];
+    const size_t nc = (size_t)N * C;
+    float *x = hmalloc(nc), *dout = hmalloc(nc), *w = hmalloc(C), *mean = hmalloc(N), *rstd = hmalloc(N);
+    float *dx = hmalloc(nc), *dw = hmalloc(C), *db = hmalloc(C), *g1 = hmalloc(C), *g2 = hmalloc(C);
+    float *wmm = hmalloc((size_t)C * C), *dwmm = hmalloc((size_t)C * C);
+    fill(x, nc, 70, 1), fill(dout, nc, 71, 1), fill(w, C, 72, 1), fill(dx, nc, 73, 1), fill(dw, C, 74, 1);
+    fill(db, C, 75, 1), fill(mean, N, 76, 0.1f), fill(rstd, N, 77, 0.1f);
+    for (int i = 0; i < N; i++) rstd[i] = 1.0f + fabsf(rstd[i]);
+    float *d_x = up(x, nc * 4), *d_dout = up(dout, nc * 4), *d_w = up(w, C * 4), *d_mean = up(mean, N * 4);
+    float *d_rstd = up(rstd, N * 4), *d_dx = up(dx, nc * 4), *d_dw = up(dw, C * 4), *d_db = up(db, C * 4);
+    /* bias gradient: matmul backward with OC = C, no dinp */
+    memset(wmm, 0, (size_t)C * C * 4), memset(dwmm, 0, (size_t)C * C * 4);
+    float *d_wmm = up(wmm, (size_t)C * C * 4), *d_dwmm = up(dwmm, (size_t)C * C * 4);
+    ck_dt(cpu->matmul_backward(cpu, NULL, dwmm, db, dout, x, wmm, N, C, C));
+    ck_dt(gpu->matmul_backward(gpu, NULL, d_dwmm, d_db, d_dout, d_x, d_wmm, N, C, C));
+    expect_close(d_db, db, C, SUM_ATOL, SUM_RTOL, "bias gradient (accumulated)");
+    for (int rep = 0; rep < 2; rep++) {
+        ck_dt(gpu->memset_zero(gpu, d_db, C * 4));
+        ck_dt(gpu->matmul_backward(gpu, NULL, d_dwmm, d_db, d_dout, d_x, d_wmm, N, C, C));
+        down(rep ? g2 : g1, d_db, C * 4);
+    }
+    ck_assert_msg(memcmp(g1, g2, C * 4) == 0, "bias gradient not deterministic");
+    /* LayerNorm dw, db (+ dinp) */
+    fill(db, C, 75, 1);
+    ck_dt(gpu->copy(gpu, d_db, db, C * 4, DT_COPY_H2D));
+    ck_dt(cpu->layernorm_backward(cpu, dx, dw, db, dout, x, w, mean, rstd, N, C));
+    ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C));
+    expect_close(d_dw, dw, C, SUM_ATOL, SUM_RTOL, "layernorm dw (accumulated)");
+    expect_close(d_db, db, C, SUM_ATOL, SUM_RTOL, "layernorm db (accumulated)");
+    expect_close(d_dx, dx, nc, SUM_ATOL, SUM_RTOL, "layernorm dinp (accumulated)");
+    for (int rep = 0; rep < 2; rep++) {
+        ck_dt(gpu->memset_zero(gpu, d_dw, C * 4));
+        ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C));
+        down(rep ? g2 : g1, d_dw, C * 4);
+    }
+    ck_assert_msg(memcmp(g1, g2, C * 4) == 0, "layernorm dw not deterministic");
+    gfree(d_x), gfree(d_dout), gfree(d_w), gfree(d_mean), gfree(d_rstd), gfree(d_dx), gfree(d_dw), gfree(d_db);
+    gfree(d_wmm), gfree(d_dwmm);
+    free(x), free(dout), free(w), free(mean), free(rstd), free(dx), free(dw), free(db), free(g1), free(g2);
+    free(wmm), free(dwmm);
+}
+END_TEST
+
 START_TEST(test_attention)
 {
     const int B = 2, T = 37, C = 48, NH = 3; /* T > 32: rows span more than one warp stride */
@@ -602,6 +653,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_matmul);
     tcase_add_test(tc, test_encoder);
     tcase_add_test(tc, test_layernorm);
+    tcase_add_loop_test(tc, test_colsums, 0, sizeof colsum_shapes / sizeof colsum_shapes[0]);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_crossentropy);

@@ -9,12 +9,14 @@
  * a few units in the last place. Values are compared with
  * |a - b| <= 1e-7 + 4e-7 |b| (about 4 ulp of float, whose unit roundoff is
  * 6e-8); ReLU, the conversions and the non-finite test have no rounding
- * at all and must match bit for bit. */
+ * at all and must match bit for bit. The launch-shape choices of
+ * cuda/cuda_plan.h are checked for coverage and their stated limits. */
 #include <stdint.h>
 #include <string.h>
 
 #include "config.h"
 #include "cpu_backend.h"
+#include "cuda_plan.h"
 #include "dt_half.h"
 #include "dt_math_hd.h"
 #include "testutil.h"
@@ -251,6 +253,55 @@ START_TEST(test_nonfinite)
 }
 END_TEST
 
+/* ---- launch shapes (cuda_plan.h) ------------------------------------------------------- */
+
+/* Every row in exactly one non-empty chunk, the chunk count within its
+ * limits, one chunk for small N; a column sum over the chunks (partials in
+ * chunk order, integers: exact) equals the direct sum. */
+START_TEST(test_colsum_plan)
+{
+    const int Ns[] = {0, 1, 2, 31, 127, 128, 129, 1000, 4099, 8192, 65536, 1 << 20, 2147483647};
+    const int Cs[] = {1, 31, 32, 33, 70, 768, 3072, 50257};
+    const int sms[] = {0, 1, 24, 108, 132};
+    for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
+        for (size_t b = 0; b < sizeof Cs / sizeof Cs[0]; b++)
+            for (size_t k = 0; k < sizeof sms / sizeof sms[0]; k++) {
+                const int N = Ns[a], C = Cs[b];
+                dt__colsum_plan p = dt__colsum_plan_for(N, C, sms[k]);
+                ck_assert_int_ge(p.chunks, 1);
+                ck_assert_int_le(p.chunks, DT__COLSUM_MAX_CHUNKS);
+                if (N <= 0) continue;
+                ck_assert_int_ge(p.rows, 1);
+                ck_assert((long long)p.chunks * p.rows >= N);      /* covers every row */
+                ck_assert((long long)(p.chunks - 1) * p.rows < N); /* no empty chunk */
+                if (N < 2 * DT__COLSUM_MIN_ROWS) ck_assert_int_eq(p.chunks, 1);
+                if (p.chunks > 1) ck_assert_int_ge(p.rows, DT__COLSUM_MIN_ROWS);
+                /* enough blocks for the SMs when there are rows enough */
+                long long blocks = (long long)((C + 31) / 32) * p.chunks, want = 2LL * (sms[k] > 0 ? sms[k] : 1);
+                if ((long long)N >= want * DT__COLSUM_MIN_ROWS && want <= DT__COLSUM_MAX_CHUNKS)
+                    ck_assert_msg(blocks >= want, "N %d C %d sms %d: %lld blocks", N, C, sms[k], blocks);
+            }
+    /* issue 19's case: C = 768 on 132 SMs, N = B*T = 8192 */
+    dt__colsum_plan p = dt__colsum_plan_for(8192, 768, 132);
+    ck_assert_int_eq(p.chunks, 11);
+    ck_assert_int_eq(p.rows, 745);
+    /* the two-pass order over integer-valued rows: exact, so equal to the direct sum */
+    const int N = 1001, C = 3;
+    p = dt__colsum_plan_for(N, C, 132);
+    ck_assert_int_gt(p.chunks, 1);
+    for (int c = 0; c < C; c++) {
+        double direct = 0, total = 0;
+        for (int i = 0; i < N; i++) direct += (i * 7 + c) % 13;
+        for (int y = 0; y < p.chunks; y++) {
+            double part = 0;
+            for (int i = y * p.rows; i < N && i < (y + 1) * p.rows; i++) part += (i * 7 + c) % 13;
+            total += part;
+        }
+        ck_assert(total == direct);
+    }
+}
+END_TEST
+
 static Suite *cuda_math_suite(void)
 {
     Suite *s = suite_create("cuda_math");
@@ -266,6 +317,7 @@ static Suite *cuda_math_suite(void)
     tcase_add_test(tc, test_half_to_float_all);
     tcase_add_test(tc, test_float_to_half);
     tcase_add_test(tc, test_nonfinite);
+    tcase_add_test(tc, test_colsum_plan);
     suite_add_tcase(s, tc);
     return s;
 }
