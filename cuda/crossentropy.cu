@@ -6,7 +6,9 @@
  * is one the op fails with DT_ERR_INVALID naming it (as the CPU backend)
  * before anything is written, at the cost of one 4-byte read back per call.
  * Then one block per row:
- *   1. max and argmax (ties: lowest index, as the CPU's strict `>` scan);
+ *   1. max and argmax by the CPU's rule (its strict `>` scan from z[0]:
+ *      ties to the lowest index; a NaN wins only at index 0, elsewhere it
+ *      is skipped; dt__argmax_better in cuda_plan.h, checked on the host);
  *   2. s = sum exp(z - max) in FP32, exp from dt_math_hd.h;
  *   3. loss = max + logf(s) - z[target], correct = (argmax == target);
  *   4. dlogits = dloss * exp(z - max) / s, then dlogits[target] -= dloss.
@@ -47,18 +49,22 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
             for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = 0.0f;
         return;
     }
-    /* 1. max and its lowest index */
+    /* 1. max and its index by dt__argmax_better (cuda_plan.h): the CPU's
+     * rule, NaNs included; a total order on the offered candidates, so
+     * the butterflies and the warp-order pass all find the same one */
     float mx = -INFINITY;
-    int arg = V;
-    for (int v = tid; v < V; v += DT__CE_THREADS)
-        if (z[v] > mx || arg == V) {
-            mx = z[v];
+    int arg = -1;
+    for (int v = tid; v < V; v += DT__CE_THREADS) {
+        const float x = z[v];
+        if (dt__argmax_offered(x, v) && dt__argmax_better(x, v, mx, arg)) {
+            mx = x;
             arg = v;
         }
+    }
     for (int o = 16; o > 0; o >>= 1) {
         float om = __shfl_xor_sync(0xffffffffu, mx, o);
         int oa = __shfl_xor_sync(0xffffffffu, arg, o);
-        if (oa < V && (arg == V || om > mx || (om == mx && oa < arg))) {
+        if (dt__argmax_better(om, oa, mx, arg)) {
             mx = om;
             arg = oa;
         }
@@ -72,7 +78,7 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
         float m = s_val[0];
         int a = s_idx[0];
         for (int w = 1; w < DT__CE_WARPS; w++)
-            if (s_idx[w] < V && (a == V || s_val[w] > m || (s_val[w] == m && s_idx[w] < a))) {
+            if (dt__argmax_better(s_val[w], s_idx[w], m, a)) {
                 m = s_val[w];
                 a = s_idx[w];
             }

@@ -1,6 +1,6 @@
 /* cuda_plan.h: host-testable decisions of the CUDA kernels (never
- * installed): launch shapes chosen from sizes and the device's SM count.
- * Plain C with DT_HD functions, so
+ * installed): launch shapes chosen from sizes and the device's SM count,
+ * and the cross-entropy arg-max rule. Plain C with DT_HD functions, so
  * nvcc compiles them into the kernels and tests/check_cuda_math compiles
  * the same code with the C compiler and checks it on the CPU.
  *
@@ -42,5 +42,31 @@ static inline dt__colsum_plan dt__colsum_plan_for(int N, int C, int sms)
     p.chunks = (int)(((long long)N + rows - 1) / rows); /* no empty last chunk */
     return p;
 }
+
+/* Cross-entropy's arg-max, the rule of the CPU backend's scan
+ * (lib/backend/cpu/cpu_layers.c: mx = z[0], then `z[v] > mx` for v >= 1):
+ * the largest value, the lowest index among equals; a NaN never wins
+ * except at index 0, where it wins over everything (the CPU's mx is NaN
+ * then and no `>` succeeds). A candidate is (value, index); index < 0 is
+ * "none yet". Returns 1 if a should replace b. The rule is a total order
+ * on the candidates a row offers, so any reduction tree over them finds
+ * the CPU's index. */
+static inline DT_HD int dt__argmax_better(float av, int ai, float bv, int bi)
+{
+    if (ai < 0) return 0;
+    if (bi < 0) return 1;
+    const int anan = av != av, bnan = bv != bv;
+    if (anan || bnan) {
+        if (anan && ai == 0) return 1; /* z[0] = NaN wins */
+        if (bnan && bi == 0) return 0;
+        if (anan != bnan) return bnan; /* a NaN elsewhere never wins */
+        return ai < bi;                /* two such NaNs: unreachable for offered candidates */
+    }
+    return av > bv || (av == bv && ai < bi);
+}
+
+/* Whether element v of a row is offered to the arg-max at all: NaNs past
+ * index 0 are not (they can never win). */
+static inline DT_HD int dt__argmax_offered(float v_val, int v) { return v == 0 || v_val == v_val; }
 
 #endif

@@ -430,6 +430,40 @@ START_TEST(test_crossentropy)
 }
 END_TEST
 
+/* NaN logits: the arg-max follows the CPU's rule (a NaN wins only at
+ * index 0; elsewhere it is skipped), so `correct` matches the CPU's on
+ * every row; both losses are NaN on rows with a NaN. */
+START_TEST(test_crossentropy_nan)
+{
+    enum { N = 6, V = 700 };
+    float *z = hmalloc((size_t)N * V), *loss = hmalloc(N), *gloss = hmalloc(N);
+    int32_t tgt[N] = {0, 5, 9, 0, 3, 0};
+    uint8_t corr[N], gcorr[N];
+    fill(z, (size_t)N * V, 80, 1);
+    z[0 * V + 0] = NAN, z[0 * V + 400] = 50.0f;          /* NaN at 0 wins: correct for target 0 */
+    z[1 * V + 300] = NAN, z[1 * V + 5] = 50.0f;          /* a NaN elsewhere is skipped: 5 */
+    z[2 * V + 9] = 50.0f, z[2 * V + 600] = NAN;          /* the same across block strides */
+    for (int v = 0; v < V; v++) z[3 * V + v] = NAN;      /* all NaN: 0 */
+    z[4 * V + 3] = 50.0f, z[4 * V + 260] = 50.0f;        /* a tie across threads: lowest index */
+    z[5 * V + 0] = -INFINITY, z[5 * V + 1] = NAN;        /* z[0] = -inf and NaNs */
+    for (int v = 2; v < V; v++) z[5 * V + v] = -INFINITY;
+    int32_t *d_t = up(tgt, sizeof tgt);
+    float *d_z = up(z, (size_t)N * V * 4), *d_loss = up(loss, N * 4);
+    uint8_t *d_c = up(corr, sizeof corr);
+    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, corr, NULL, z, tgt, N, V, 1.0f));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, d_c, NULL, d_z, d_t, N, V, 1.0f));
+    down(gcorr, d_c, sizeof gcorr);
+    down(gloss, d_loss, N * 4);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(gcorr[i] == corr[i], "row %d: gpu correct %d, cpu %d", i, gcorr[i], corr[i]);
+        ck_assert_msg(isnan(gloss[i]) == isnan(loss[i]), "row %d: gpu loss %g, cpu %g", i, gloss[i], loss[i]);
+    }
+    for (int i = 0; i < N; i++) ck_assert_msg(corr[i] == 1, "row %d: the cpu's arg-max is not %d", i, tgt[i]);
+    gfree(d_t), gfree(d_z), gfree(d_loss), gfree(d_c);
+    free(z), free(loss), free(gloss);
+}
+END_TEST
+
 /* ---- reductions and optimizers --------------------------------------------------------------------- */
 
 START_TEST(test_sumsq)
@@ -657,6 +691,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_crossentropy);
+    tcase_add_test(tc, test_crossentropy_nan);
     tcase_add_test(tc, test_sumsq);
     tcase_add_test(tc, test_optimizers);
     tcase_add_test(tc, test_cast);

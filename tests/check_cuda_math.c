@@ -302,6 +302,73 @@ START_TEST(test_colsum_plan)
 }
 END_TEST
 
+/* Cross-entropy's arg-max: the kernel's reduction (256 threads striding
+ * over the row, xor butterflies within each warp, warps in order), run
+ * here with dt__argmax_better, finds the index the CPU backend's scan
+ * finds (its `correct` flag is 1 exactly for that target) on rows with
+ * ties, infinities, and NaNs at index 0, elsewhere or everywhere. */
+static int emulate_argmax(const float *z, int V)
+{
+    enum { THREADS = 256, WARPS = THREADS / 32 };
+    float mx[THREADS], wm[WARPS];
+    int arg[THREADS], wa[WARPS];
+    for (int t = 0; t < THREADS; t++) {
+        mx[t] = -INFINITY, arg[t] = -1;
+        for (int v = t; v < V; v += THREADS)
+            if (dt__argmax_offered(z[v], v) && dt__argmax_better(z[v], v, mx[t], arg[t])) mx[t] = z[v], arg[t] = v;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float nm[THREADS];
+        int na[THREADS];
+        for (int t = 0; t < THREADS; t++) {
+            int p = t ^ o;
+            int take = dt__argmax_better(mx[p], arg[p], mx[t], arg[t]);
+            nm[t] = take ? mx[p] : mx[t], na[t] = take ? arg[p] : arg[t];
+        }
+        memcpy(mx, nm, sizeof mx), memcpy(arg, na, sizeof arg);
+    }
+    for (int w = 0; w < WARPS; w++) {
+        for (int l = 1; l < 32; l++) /* every lane agrees */
+            ck_assert(arg[32 * w + l] == arg[32 * w] && bits(mx[32 * w + l]) == bits(mx[32 * w]));
+        wm[w] = mx[32 * w], wa[w] = arg[32 * w];
+    }
+    float m = wm[0];
+    int a = wa[0];
+    for (int w = 1; w < WARPS; w++)
+        if (dt__argmax_better(wm[w], wa[w], m, a)) m = wm[w], a = wa[w];
+    return a;
+}
+
+START_TEST(test_argmax_rule)
+{
+    enum { N = 64, V = 1000 };
+    float *z = malloc(sizeof(float) * N * V), *loss = malloc(sizeof(float) * N);
+    int32_t tgt[N];
+    uint8_t corr[N];
+    dt_rng r;
+    dt_rng_seed(&r, 90);
+    for (int i = 0; i < N; i++) {
+        float *row = z + (size_t)i * V;
+        fill(row, V, 91 + i, 1);
+        const int kind = i % 8;
+        const int a = (int)dt_rng_below(&r, V), b = (int)dt_rng_below(&r, V);
+        if (kind == 1) row[a] = row[b] = 9.0f;                    /* a tie */
+        if (kind == 2) row[0] = NAN;                              /* NaN at index 0 wins */
+        if (kind == 3) row[a] = NAN, row[b] = 9.0f;               /* a NaN elsewhere is skipped */
+        if (kind == 4) row[a] = INFINITY, row[b] = NAN;           /* +inf */
+        if (kind == 5)                                            /* all NaN */
+            for (int v = 0; v < V; v++) row[v] = NAN;
+        if (kind == 6)                                            /* all NaN but one */
+            for (int v = 1; v < V; v++) row[v] = v == a ? -1.0f : NAN;
+        if (kind == 7) row[0] = -INFINITY, row[a] = -NAN, row[b] = -INFINITY; /* -inf ties, NaN */
+        tgt[i] = emulate_argmax(row, V);
+    }
+    ck_dt(be->crossentropy_forward_backward(be, loss, corr, NULL, z, tgt, N, V, 1.0f));
+    for (int i = 0; i < N; i++) ck_assert_msg(corr[i] == 1, "row %d (kind %d): emulated arg-max %d", i, i % 8, tgt[i]);
+    free(z), free(loss);
+}
+END_TEST
+
 static Suite *cuda_math_suite(void)
 {
     Suite *s = suite_create("cuda_math");
@@ -318,6 +385,7 @@ static Suite *cuda_math_suite(void)
     tcase_add_test(tc, test_float_to_half);
     tcase_add_test(tc, test_nonfinite);
     tcase_add_test(tc, test_colsum_plan);
+    tcase_add_test(tc, test_argmax_rule);
     suite_add_tcase(s, tc);
     return s;
 }
