@@ -14,7 +14,9 @@
  * non-blocking stream orders all its work; copies from or to host memory
  * are complete when copy() returns (so host buffers may be reused at once);
  * device-to-device copies and every op are asynchronous until
- * synchronize(). With no usable device, creation fails with
+ * synchronize(). Errors that kernels find in device data are reported by
+ * the next call that waits for the stream (dt__cuda_pending_error: here
+ * synchronize and host copies; sumsq and unscale_check too). With no usable device, creation fails with
  * DT_ERR_UNSUPPORTED and a one-line message, and nothing is left allocated. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,8 @@ static void dt__cuda_destroy(dt_backend *be)
         if (cudaSetDevice(im->device) == cudaSuccess && im->stream) (void)cudaStreamSynchronize(im->stream);
         (void)cudaGetLastError();
         if (im->work) cudaFree(im->work);
+        if (im->ce_bad) cudaFree(im->ce_bad);
+        if (im->pending) cudaFreeHost(im->pending);
         if (im->gemm_work) cudaFree(im->gemm_work);
         if (im->cublas) cublasDestroy(im->cublas);
         if (im->stream) cudaStreamDestroy(im->stream);
@@ -95,11 +99,11 @@ static dt_status dt__cuda_copy(dt_backend *be, void *dst, const void *src, size_
     case DT_COPY_H2D:
         DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
         DT_CUDA_CHECK(cudaStreamSynchronize(s));
-        return DT_OK;
+        return dt__cuda_pending_error(be);
     case DT_COPY_D2H:
         DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
         DT_CUDA_CHECK(cudaStreamSynchronize(s));
-        return DT_OK;
+        return dt__cuda_pending_error(be);
     case DT_COPY_D2D: {
         /* The table's copy has memmove semantics; cudaMemcpy needs disjoint
          * ranges, so overlapping ones go through the workspace. */
@@ -121,7 +125,17 @@ static dt_status dt__cuda_copy(dt_backend *be, void *dst, const void *src, size_
 static dt_status dt__cuda_synchronize(dt_backend *be)
 {
     DT_CUDA_CHECK(cudaStreamSynchronize(DT__CUDA_STREAM(be)));
-    return DT_OK;
+    return dt__cuda_pending_error(be);
+}
+
+dt_status dt__cuda_pending_error(dt_backend *be)
+{
+    volatile dt__cuda_pending *p = DT__CUDA_IMPL(be)->pending;
+    if (p->row < 0) return DT_OK;
+    const int row = p->row, target = p->target, vocab = p->vocab;
+    p->row = -1; /* reported once; the stream is idle, so no kernel writes it now */
+    return DT_FAIL(DT_ERR_INVALID, "cross-entropy: target %d at row %d outside the vocabulary of %d", target, row,
+                   vocab);
 }
 
 dt_status dt__cuda_workspace(dt_backend *be, size_t bytes, void **out)
@@ -258,6 +272,18 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
         st = DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: device %d is not usable: %s", dev, cudaGetErrorString(e));
         goto fail;
     }
+    /* the deferred-error slots (cuda_internal.h): a device int for the
+     * check kernel's atomicMin, a mapped host record for the report */
+    e = cudaMalloc((void **)&im->ce_bad, sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaHostAlloc((void **)&im->pending, sizeof *im->pending, cudaHostAllocMapped);
+    if (e == cudaSuccess) e = cudaHostGetDevicePointer((void **)&im->pending_dev, im->pending, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: device %d: cannot allocate the error slots: %s", dev,
+                     cudaGetErrorString(e));
+        goto fail;
+    }
+    im->pending->row = -1;
     snprintf(im->name, sizeof im->name, "%s", prop.name);
     im->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     {

@@ -2,10 +2,15 @@
  * dt_backend.h, algorithm of cpu_layers.c).
  *
  * Shapes: logits, dlogits (N, V); targets, losses, correct (N).
- * First a check kernel finds the lowest row whose target is >= V; if there
- * is one the op fails with DT_ERR_INVALID naming it (as the CPU backend)
- * before anything is written, at the cost of one 4-byte read back per call.
- * Then one block per row:
+ * First a check kernel finds the lowest row whose target is >= V (an
+ * unsigned atomicMin in a device int of the backend); the main kernel's
+ * first thread copies it, with its target and V, into the backend's
+ * pending-error record (mapped host memory) unless an earlier call's error
+ * is still unreported. Nothing is read back here: the next op that waits
+ * for the stream (synchronize, a host copy, sumsq, unscale_check) returns
+ * DT_ERR_INVALID with the CPU backend's message (dt__cuda_pending_error).
+ * A bad row gets loss NaN, correct 0 and a zero gradient row; the others
+ * are computed as usual. Then one block per row:
  *   1. max and argmax by the CPU's rule (its strict `>` scan from z[0]:
  *      ties to the lowest index; a NaN wins only at index 0, elsewhere it
  *      is skipped; dt__argmax_better in cuda_plan.h, checked on the host);
@@ -22,15 +27,16 @@
 #define DT__CE_THREADS 256
 #define DT__CE_WARPS (DT__CE_THREADS / 32)
 
-/* bad = lowest row whose target is >= V (bad starts at N). */
-__global__ void dt__k_ce_check(int *bad, const int32_t *targets, int N, int V)
+/* *bad = the lowest row whose target is >= V (*bad starts at UINT_MAX). */
+__global__ void dt__k_ce_check(unsigned *bad, const int32_t *targets, int N, int V)
 {
     DT__CUDA_FOR(i, (size_t)N)
-    if (targets[i] >= V) atomicMin(bad, (int)i);
+    if (targets[i] >= V) atomicMin(bad, (unsigned)i);
 }
 
 __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogits, const float *logits,
-                                   const int32_t *targets, int V, float dloss)
+                                   const int32_t *targets, int N, int V, float dloss, const unsigned *bad,
+                                   dt__cuda_pending *pending)
 {
     __shared__ float s_val[DT__CE_WARPS];
     __shared__ int s_idx[DT__CE_WARPS];
@@ -40,9 +46,20 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
     const float *z = logits + (size_t)row * V;
     float *d = dlogits ? dlogits + (size_t)row * V : NULL;
     const int tgt = targets[row];
-    if (tgt < 0) {
+    if (row == 0 && tid == 0) {
+        /* the check kernel has finished (stream order): record the call's
+         * lowest bad row unless an earlier call's is still unreported */
+        const unsigned b = *bad;
+        if (b < (unsigned)N && pending->row < 0) {
+            pending->target = targets[b];
+            pending->vocab = V;
+            __threadfence_system();
+            pending->row = (int)b;
+        }
+    }
+    if (tgt < 0 || tgt >= V) { /* ignored row; a bad one (reported later) gets a NaN loss */
         if (tid == 0) {
-            losses[row] = 0.0f;
+            losses[row] = tgt < 0 ? 0.0f : NAN;
             if (correct) correct[row] = 0;
         }
         if (d)
@@ -116,23 +133,12 @@ dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, 
     if (N <= 0) return DT_OK;
     if (V <= 0) return DT_FAIL(DT_ERR_INVALID, "cross-entropy: vocabulary of %d (expected >= 1)", V);
     cudaStream_t s = DT__CUDA_STREAM(be);
-    int *dbad;
-    DT_CHECK(dt__cuda_workspace(be, sizeof(int), (void **)&dbad));
-    int *hbad;
-    DT_CHECK(dt__cuda_host_workspace(be, 2 * sizeof(int), (void **)&hbad));
-    DT_CUDA_CHECK(cudaMemcpyAsync(dbad, &N, sizeof(int), cudaMemcpyHostToDevice, s));
-    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(dbad, targets, N, V);
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    DT_CUDA_CHECK(cudaMemsetAsync(im->ce_bad, 0xff, sizeof(unsigned), s)); /* UINT_MAX: none */
+    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(im->ce_bad, targets, N, V);
     DT_CUDA_LAUNCHED("cross-entropy target check");
-    DT_CUDA_CHECK(cudaMemcpyAsync(hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s));
-    DT_CUDA_CHECK(cudaStreamSynchronize(s));
-    if (hbad[0] < N) {
-        int row = hbad[0];
-        DT_CUDA_CHECK(cudaMemcpyAsync(hbad + 1, targets + row, sizeof(int32_t), cudaMemcpyDeviceToHost, s));
-        DT_CUDA_CHECK(cudaStreamSynchronize(s));
-        return DT_FAIL(DT_ERR_INVALID, "cross-entropy: target %d at row %d outside the vocabulary of %d", hbad[1], row,
-                       V);
-    }
-    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, V, dloss);
+    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, N, V, dloss, im->ce_bad,
+                                                    im->pending_dev);
     DT_CUDA_LAUNCHED("cross-entropy");
     return DT_OK;
 }

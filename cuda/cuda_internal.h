@@ -13,8 +13,10 @@
  *  - all work goes to the backend's one stream, in call order, so ops are
  *    asynchronous to the host but ordered among themselves. An op returns
  *    before its kernels finish unless it must hand a value to the host
- *    (sumsq, unscale_check, cross-entropy's target check, the embedding
- *    backward's token buckets) or copies to or from host memory;
+ *    (sumsq, unscale_check) or copies to or from host memory;
+ *  - errors in device data (cross-entropy's targets) are found by kernels
+ *    and reported by the next op that waits for the stream
+ *    (dt__cuda_pending_error), not by the op that met them;
  *  - the device workspace (dt__cuda_workspace) is one buffer, reused by
  *    every op: an op may use it until it returns (later work on the stream
  *    is ordered after its kernels, so reuse is safe);
@@ -33,6 +35,14 @@
 #include "dt_cuda.h"
 #include "dt_math_hd.h"
 
+/* An error found on the device and reported at the backend's next host
+ * synchronisation (dt__cuda_pending_error): a cross-entropy target outside
+ * the vocabulary. Host memory mapped into the device: a kernel writes it,
+ * the host reads it after the stream is synchronised. row < 0: none. */
+typedef struct dt__cuda_pending {
+    int row, target, vocab;
+} dt__cuda_pending;
+
 typedef struct dt__cuda_impl {
     int device;            /* CUDA device ordinal */
     int sms;               /* its multiprocessor count, for launch shapes (cuda_plan.h) */
@@ -46,6 +56,9 @@ typedef struct dt__cuda_impl {
     size_t work_bytes;
     void *host; /* host staging for small results and token buckets */
     size_t host_bytes;
+    unsigned *ce_bad;          /* device: cross-entropy's lowest bad row of the current call (atomicMin) */
+    dt__cuda_pending *pending; /* mapped host memory: the first deferred error since the last report */
+    dt__cuda_pending *pending_dev; /* the same, as the device addresses it */
     char name[256]; /* the device's name, for messages */
 } dt__cuda_impl;
 
@@ -114,6 +127,12 @@ static __device__ __forceinline__ float dt__warp_max(float v)
 /* backend.cu: workspaces (valid until the op returns; contents undefined). */
 dt_status dt__cuda_workspace(dt_backend *be, size_t bytes, void **out);
 dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out);
+/* backend.cu: after the stream has been synchronised, the deferred device
+ * error (cross-entropy's bad target), if one is pending: DT_ERR_INVALID
+ * with its message, and the error is cleared; DT_OK otherwise. Called by
+ * every op that waits for the stream (synchronize, host copies, sumsq,
+ * unscale_check). */
+dt_status dt__cuda_pending_error(dt_backend *be);
 /* 1 if be is a CUDA backend (for the internal entry points of dt_cuda.h). */
 int dt__cuda_is_cuda(const dt_backend *be);
 

@@ -93,9 +93,14 @@ typedef dt_status dt_backend_gelu_backward_fn(dt_backend *be, float *dinp, const
 typedef dt_status dt_backend_residual_forward_fn(dt_backend *be, float *out, const float *a, const float *b, size_t n);
 /* Fused softmax cross-entropy over logits(N,V) with targets(N); a target
  * < 0 is ignored. losses(N) = -log p[target] (0 where ignored);
- * correct(N) (may be NULL) = 1 if argmax == target (ties: lowest index);
+ * correct(N) (may be NULL) = 1 if argmax == target (ties: lowest index;
+ * a NaN logit wins at index 0 and is skipped elsewhere);
  * dlogits(N,V) (may be NULL, may alias logits) = dloss * (p - onehot)
- * on counted rows, 0 on ignored rows. */
+ * on counted rows, 0 on ignored rows. A target >= V is DT_ERR_INVALID
+ * naming the lowest such row: the CPU returns it before writing; the CUDA
+ * backend (targets in device memory) at its next host synchronisation
+ * (synchronize, a host copy, sumsq, unscale_check), the bad rows having
+ * loss NaN, correct 0 and zero gradients. */
 typedef dt_status dt_backend_crossentropy_forward_backward_fn(dt_backend *be, float *losses, uint8_t *correct,
                                                               float *dlogits, const float *logits,
                                                               const int32_t *targets, int N, int V, float dloss);

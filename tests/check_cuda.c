@@ -419,12 +419,47 @@ START_TEST(test_crossentropy)
     ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_z, d_z, d_t, N, V, 0.125f));
     expect_close(d_loss, loss, N, ELEM_ATOL, ELEM_RTOL, "cross-entropy loss (aliased)");
     expect_close(d_z, dz, (size_t)N * V, ELEM_ATOL, ELEM_RTOL, "cross-entropy dlogits (aliased)");
-    /* a target outside the vocabulary fails, naming it */
+    /* A target outside the vocabulary: the call itself returns at once and
+     * the next host synchronisation fails, naming the lowest bad row of
+     * the first bad call (as the CPU names it); reported once. The bad
+     * rows' losses are NaN, their gradients zero, the others as usual. */
     tgt[4] = V;
+    tgt[7] = V + 5;
     ck_dt(gpu->copy(gpu, d_t, tgt, sizeof tgt, DT_COPY_H2D));
-    ck_assert_int_eq(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, NULL, d_dz, d_t, N, V, 1.0f),
-                     DT_ERR_INVALID);
+    ck_assert_int_eq(cpu->crossentropy_forward_backward(cpu, loss, NULL, NULL, z, tgt, N, V, 1.0f), DT_ERR_INVALID);
     ck_assert_msg(strstr(dt_last_error(), "target 1000 at row 4") != NULL, "%s", dt_last_error());
+    fill(z, (size_t)N * V, 28, 2);
+    ck_dt(gpu->copy(gpu, d_z, z, (size_t)N * V * 4, DT_COPY_H2D));
+    int32_t tgt2[9];
+    memcpy(tgt2, tgt, sizeof tgt2);
+    tgt2[4] = 11; /* a second bad call (row 7 only) before the report: the first one's error is kept */
+    int32_t *d_t2 = up(tgt2, sizeof tgt2); /* uploaded first: a host copy is a synchronisation point */
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_dz, d_z, d_t, N, V, 1.0f));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_dz, d_z, d_t2, N, V, 1.0f));
+    memcpy(tgt, tgt2, sizeof tgt);
+    ck_assert_int_eq(gpu->synchronize(gpu), DT_ERR_INVALID);
+    gfree(d_t2);
+    ck_assert_msg(strstr(dt_last_error(), "cross-entropy: target 1000 at row 4 outside the vocabulary of 1000") != NULL,
+                  "%s", dt_last_error());
+    ck_dt(gpu->synchronize(gpu)); /* reported once */
+    float gl[9], *gdz = hmalloc((size_t)N * V);
+    down(gl, d_loss, sizeof gl);
+    down(gdz, d_dz, (size_t)N * V * 4);
+    ck_assert(isnan(gl[7]));
+    for (int v = 0; v < V; v++) ck_assert(gdz[(size_t)7 * V + v] == 0.0f);
+    tgt[7] = 7; /* the good rows match the CPU's */
+    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, NULL, dz, z, tgt, N, V, 1.0f));
+    for (int i = 0; i < N; i++)
+        if (i != 7) ck_assert_msg(dt_test_close(gl[i], loss[i], ELEM_ATOL, ELEM_RTOL), "loss row %d", i);
+    tgt[7] = V + 5;
+    /* a bad call is also reported by a copy to the host */
+    tgt[2] = V;
+    ck_dt(gpu->copy(gpu, d_t, tgt, sizeof tgt, DT_COPY_H2D));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, NULL, d_z, d_t, N, V, 1.0f));
+    ck_assert_int_eq(gpu->copy(gpu, gl, d_loss, sizeof gl, DT_COPY_D2H), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "target 1000 at row 2") != NULL, "%s", dt_last_error());
+    ck_dt(gpu->synchronize(gpu));
+    free(gdz);
     gfree(d_t), gfree(d_z), gfree(d_dz), gfree(d_loss), gfree(d_c);
     free(z), free(dz), free(loss);
 }
