@@ -34,7 +34,7 @@ static void dt__cuda_destroy(dt_backend *be)
         if (cudaSetDevice(im->device) == cudaSuccess && im->stream) (void)cudaStreamSynchronize(im->stream);
         (void)cudaGetLastError();
         if (im->work) cudaFree(im->work);
-        if (im->ce_bad) cudaFree(im->ce_bad);
+        if (im->bad_row) cudaFree(im->bad_row);
         if (im->pending) cudaFreeHost(im->pending);
         if (im->gemm_work) cudaFree(im->gemm_work);
         if (im->cublas) cublasDestroy(im->cublas);
@@ -132,8 +132,10 @@ dt_status dt__cuda_pending_error(dt_backend *be)
 {
     volatile dt__cuda_pending *p = DT__CUDA_IMPL(be)->pending;
     if (p->row < 0) return DT_OK;
-    const int row = p->row, target = p->target, vocab = p->vocab;
+    const int row = p->row, kind = p->kind, target = p->target, vocab = p->vocab;
     p->row = -1; /* reported once; the stream is idle, so no kernel writes it now */
+    if (kind == DT__CUDA_PENDING_TOKEN)
+        return DT_FAIL(DT_ERR_INVALID, "encoder backward: token %d at position %d is negative", target, row);
     return DT_FAIL(DT_ERR_INVALID, "cross-entropy: target %d at row %d outside the vocabulary of %d", target, row,
                    vocab);
 }
@@ -200,7 +202,7 @@ static const dt_backend_ops dt__cuda_ops = {
     .set_gemm_inputs = dt__cuda_set_gemm_inputs,                             /* gemm.cu: 16-bit tensor-core GEMMs */
     .gemm = dt__cuda_gemm,                                                   /* gemm.cu: cuBLAS */
     .encoder_forward = dt__cuda_encoder_forward,                             /* encoder.cu */
-    .encoder_backward = dt__cuda_encoder_backward,                           /* encoder.cu: token buckets */
+    .encoder_backward = dt__cuda_encoder_backward,                           /* encoder.cu: tokens sorted on the device */
     .layernorm_forward = dt__cuda_layernorm_forward,                         /* layernorm.cu */
     .layernorm_backward = dt__cuda_layernorm_backward,                       /* layernorm.cu */
     .matmul_forward = dt__cuda_matmul_forward,                               /* gemm.cu: bias, then gemm */
@@ -274,7 +276,7 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
     }
     /* the deferred-error slots (cuda_internal.h): a device int for the
      * check kernel's atomicMin, a mapped host record for the report */
-    e = cudaMalloc((void **)&im->ce_bad, sizeof(unsigned));
+    e = cudaMalloc((void **)&im->bad_row, sizeof(unsigned));
     if (e == cudaSuccess) e = cudaHostAlloc((void **)&im->pending, sizeof *im->pending, cudaHostAllocMapped);
     if (e == cudaSuccess) e = cudaHostGetDevicePointer((void **)&im->pending_dev, im->pending, 0);
     if (e != cudaSuccess) {

@@ -51,6 +51,7 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
          * lowest bad row unless an earlier call's is still unreported */
         const unsigned b = *bad;
         if (b < (unsigned)N && pending->row < 0) {
+            pending->kind = DT__CUDA_PENDING_TARGET;
             pending->target = targets[b];
             pending->vocab = V;
             __threadfence_system();
@@ -134,10 +135,10 @@ dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, 
     if (V <= 0) return DT_FAIL(DT_ERR_INVALID, "cross-entropy: vocabulary of %d (expected >= 1)", V);
     cudaStream_t s = DT__CUDA_STREAM(be);
     dt__cuda_impl *im = DT__CUDA_IMPL(be);
-    DT_CUDA_CHECK(cudaMemsetAsync(im->ce_bad, 0xff, sizeof(unsigned), s)); /* UINT_MAX: none */
-    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(im->ce_bad, targets, N, V);
+    DT_CUDA_CHECK(cudaMemsetAsync(im->bad_row, 0xff, sizeof(unsigned), s)); /* UINT_MAX: none */
+    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(im->bad_row, targets, N, V);
     DT_CUDA_LAUNCHED("cross-entropy target check");
-    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, N, V, dloss, im->ce_bad,
+    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, N, V, dloss, im->bad_row,
                                                     im->pending_dev);
     DT_CUDA_LAUNCHED("cross-entropy");
     return DT_OK;

@@ -14,7 +14,8 @@
  *    asynchronous to the host but ordered among themselves. An op returns
  *    before its kernels finish unless it must hand a value to the host
  *    (sumsq, unscale_check) or copies to or from host memory;
- *  - errors in device data (cross-entropy's targets) are found by kernels
+ *  - errors in device data (cross-entropy's targets, the embedding
+ *    backward's tokens) are found by kernels
  *    and reported by the next op that waits for the stream
  *    (dt__cuda_pending_error), not by the op that met them;
  *  - the device workspace (dt__cuda_workspace) is one buffer, reused by
@@ -37,10 +38,15 @@
 
 /* An error found on the device and reported at the backend's next host
  * synchronisation (dt__cuda_pending_error): a cross-entropy target outside
- * the vocabulary. Host memory mapped into the device: a kernel writes it,
- * the host reads it after the stream is synchronised. row < 0: none. */
+ * the vocabulary, a negative token in the embedding backward. Host memory
+ * mapped into the device: a kernel writes it (row last), the host reads
+ * it after the stream is synchronised. row < 0: none. */
+enum { DT__CUDA_PENDING_TARGET = 1, DT__CUDA_PENDING_TOKEN = 2 };
 typedef struct dt__cuda_pending {
-    int row, target, vocab;
+    int row;    /* the lowest bad row (target) or position (token) */
+    int kind;   /* DT__CUDA_PENDING_* */
+    int target; /* its target or token */
+    int vocab;  /* V (cross-entropy) */
 } dt__cuda_pending;
 
 typedef struct dt__cuda_impl {
@@ -54,9 +60,9 @@ typedef struct dt__cuda_impl {
     size_t gemm_work_bytes;
     void *work; /* device workspace, grown on demand */
     size_t work_bytes;
-    void *host; /* host staging for small results and token buckets */
+    void *host; /* host staging for small results */
     size_t host_bytes;
-    unsigned *ce_bad;          /* device: cross-entropy's lowest bad row of the current call (atomicMin) */
+    unsigned *bad_row;         /* device: an op's lowest bad row or position (atomicMin), reset per op */
     dt__cuda_pending *pending; /* mapped host memory: the first deferred error since the last report */
     dt__cuda_pending *pending_dev; /* the same, as the device addresses it */
     char name[256]; /* the device's name, for messages */

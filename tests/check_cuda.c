@@ -222,29 +222,55 @@ END_TEST
 
 /* ---- layers ------------------------------------------------------------------------------------ */
 
+/* {B, T, C, V}: V small so tokens repeat within and across rows; B*T = 1;
+ * C not a multiple of 32; a long run of one token (V = 1). */
+static const int encoder_shapes[][4] = {{3, 11, 40, 7}, {4, 257, 70, 50}, {1, 1, 1, 1}, {2, 600, 33, 1}};
+
 START_TEST(test_encoder)
 {
-    const int B = 3, T = 11, C = 40, V = 7; /* V small: tokens repeat within and across rows */
-    int32_t tok[33];
+    const int B = encoder_shapes[_i][0], T = encoder_shapes[_i][1], C = encoder_shapes[_i][2];
+    const int V = encoder_shapes[_i][3];
+    const size_t BT = (size_t)B * T;
+    int32_t *tok = malloc(BT * sizeof *tok);
     dt_rng r;
     dt_rng_seed(&r, 11);
-    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)dt_rng_below(&r, V);
-    float *wte = hmalloc(V * C), *wpe = hmalloc(T * C), *out = hmalloc(B * T * C), *dout = hmalloc(B * T * C);
+    for (size_t i = 0; i < BT; i++) tok[i] = (int32_t)dt_rng_below(&r, V);
+    float *wte = hmalloc(V * C), *wpe = hmalloc(T * C), *out = hmalloc(BT * C), *dout = hmalloc(BT * C);
     float *dwte = hmalloc(V * C), *dwpe = hmalloc(T * C);
-    fill(wte, V * C, 12, 1), fill(wpe, T * C, 13, 1), fill(dout, B * T * C, 14, 1);
+    fill(wte, V * C, 12, 1), fill(wpe, T * C, 13, 1), fill(dout, BT * C, 14, 1);
     fill(dwte, V * C, 15, 1), fill(dwpe, T * C, 16, 1);
-    int32_t *d_tok = up(tok, sizeof tok);
-    float *d_wte = up(wte, V * C * 4), *d_wpe = up(wpe, T * C * 4), *d_out = up(out, B * T * C * 4);
-    float *d_dout = up(dout, B * T * C * 4), *d_dwte = up(dwte, V * C * 4), *d_dwpe = up(dwpe, T * C * 4);
+    int32_t *d_tok = up(tok, BT * sizeof *tok);
+    float *d_wte = up(wte, V * C * 4), *d_wpe = up(wpe, T * C * 4), *d_out = up(out, BT * C * 4);
+    float *d_dout = up(dout, BT * C * 4), *d_dwte = up(dwte, V * C * 4), *d_dwpe = up(dwpe, T * C * 4);
     ck_dt(cpu->encoder_forward(cpu, out, tok, wte, wpe, B, T, C));
     ck_dt(gpu->encoder_forward(gpu, d_out, d_tok, d_wte, d_wpe, B, T, C));
-    expect_bits(d_out, out, (size_t)B * T * C * 4, "encoder out");
+    expect_bits(d_out, out, BT * C * 4, "encoder out");
     ck_dt(cpu->encoder_backward(cpu, dwte, dwpe, dout, tok, B, T, C));
     ck_dt(gpu->encoder_backward(gpu, d_dwte, d_dwpe, d_dout, d_tok, B, T, C));
     expect_bits(d_dwte, dwte, (size_t)V * C * 4, "encoder dwte");
     expect_bits(d_dwpe, dwpe, (size_t)T * C * 4, "encoder dwpe");
+    /* A negative token: reported at the next synchronisation, naming the
+     * lowest such position; the other tokens' rows are still added. */
+    if (BT >= 3) {
+        const size_t p1 = BT - 1, p2 = BT / 2;
+        const int32_t t1 = tok[p1], t2 = tok[p2];
+        tok[p1] = -3, tok[p2] = -1;
+        ck_dt(gpu->copy(gpu, d_tok, tok, BT * sizeof *tok, DT_COPY_H2D));
+        ck_dt(gpu->encoder_backward(gpu, d_dwte, d_dwpe, d_dout, d_tok, B, T, C));
+        ck_assert_int_eq(gpu->synchronize(gpu), DT_ERR_INVALID);
+        char want[96];
+        snprintf(want, sizeof want, "encoder backward: token -1 at position %zu is negative", p2);
+        ck_assert_msg(strstr(dt_last_error(), want) != NULL, "%s", dt_last_error());
+        ck_dt(gpu->synchronize(gpu));
+        /* dwte: the CPU's per-element order (positions ascending), without the two positions */
+        tok[p1] = t1, tok[p2] = t2;
+        for (size_t i = 0; i < BT; i++)
+            if (i != p1 && i != p2)
+                for (int c = 0; c < C; c++) dwte[(size_t)tok[i] * C + c] += dout[i * C + c];
+        expect_bits(d_dwte, dwte, (size_t)V * C * 4, "encoder dwte without the negative tokens");
+    }
     gfree(d_tok), gfree(d_wte), gfree(d_wpe), gfree(d_out), gfree(d_dout), gfree(d_dwte), gfree(d_dwpe);
-    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
+    free(tok), free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
 }
 END_TEST
 
@@ -720,7 +746,7 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_loop_test(tc, test_gemm_half, 0, 2);
     tcase_add_test(tc, test_matmul);
-    tcase_add_test(tc, test_encoder);
+    tcase_add_loop_test(tc, test_encoder, 0, sizeof encoder_shapes / sizeof encoder_shapes[0]);
     tcase_add_test(tc, test_layernorm);
     tcase_add_loop_test(tc, test_colsums, 0, sizeof colsum_shapes / sizeof colsum_shapes[0]);
     tcase_add_test(tc, test_attention);
