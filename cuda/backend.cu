@@ -259,6 +259,11 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
     dt__cuda_impl *im = (dt__cuda_impl *)calloc(1, sizeof *im);
     if (!im) return DT_FAIL(DT_ERR_NOMEM, "cuda backend: out of memory");
     im->device = dev;
+    {
+        /* the debugging switch, read here once: every launch waits and checks */
+        const char *sync = getenv("DT_CUDA_SYNC");
+        im->sync_launches = sync && strcmp(sync, "1") == 0;
+    }
     dt_backend *be;
     dt_status st = dt__backend_new(&dt__cuda_ops, "cuda", DT_DEVICE_CUDA, im, &be);
     if (st != DT_OK) {

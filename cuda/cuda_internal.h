@@ -65,6 +65,7 @@ typedef struct dt__cuda_impl {
     unsigned *bad_row;         /* device: an op's lowest bad row or position (atomicMin), reset per op */
     dt__cuda_pending *pending; /* mapped host memory: the first deferred error since the last report */
     dt__cuda_pending *pending_dev; /* the same, as the device addresses it */
+    int sync_launches; /* DT_CUDA_SYNC=1 at creation: DT_CUDA_LAUNCHED synchronises and checks */
     char name[256]; /* the device's name, for messages */
 } dt__cuda_impl;
 
@@ -88,13 +89,25 @@ typedef struct dt__cuda_impl {
                             cublasGetStatusString(dt__cb_), cublasGetStatusName(dt__cb_));           \
     } while (0)
 
-/* After a <<<...>>> launch: a bad configuration shows up here. */
-#define DT_CUDA_LAUNCHED(what)                                                                                \
-    do {                                                                                                      \
-        cudaError_t dt__ce_ = cudaGetLastError();                                                             \
-        if (dt__ce_ != cudaSuccess)                                                                           \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: launching %s failed: %s (%s)", (what), \
-                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                          \
+/* After a <<<...>>> launch, in a function with the backend `be` in scope:
+ * a bad configuration shows up here. With DT_CUDA_SYNC=1 (read once, at
+ * creation: sync_launches) the stream is also synchronised, so a fault
+ * inside the kernel is reported here, at the launch's file:line, and so
+ * are deferred errors (dt__cuda_pending_error), by the op that met them. */
+#define DT_CUDA_LAUNCHED(what)                                                                                  \
+    do {                                                                                                        \
+        cudaError_t dt__ce_ = cudaGetLastError();                                                               \
+        if (dt__ce_ != cudaSuccess)                                                                             \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: launching %s failed: %s (%s)", (what),   \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                            \
+        if (DT__CUDA_IMPL(be)->sync_launches) {                                                                 \
+            dt__ce_ = cudaStreamSynchronize(DT__CUDA_STREAM(be));                                               \
+            if (dt__ce_ == cudaSuccess) dt__ce_ = cudaGetLastError();                                           \
+            if (dt__ce_ != cudaSuccess)                                                                         \
+                return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: running %s failed: %s (%s)", (what), \
+                                cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                        \
+            DT_CHECK(dt__cuda_pending_error(be));                                                               \
+        }                                                                                                       \
     } while (0)
 
 /* Threads per block of the 1-D elementwise kernels. */
