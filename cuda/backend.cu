@@ -69,6 +69,7 @@ static dt_status dt__cuda_alloc(dt_backend *be, size_t bytes, void **out)
     }
     e = cudaMemsetAsync(p, 0, rounded, im->stream);
     if (e != cudaSuccess) {
+        (void)cudaGetLastError();
         cudaFree(p);
         return DT_FAIL(DT_ERR_BACKEND, "cuda: zeroing %zu new bytes: %s", bytes, cudaGetErrorString(e));
     }
@@ -81,7 +82,10 @@ static void dt__cuda_free(dt_backend *be, void *p)
     if (!p) return;
     /* cudaFree waits for the device, so no pending kernel still uses p. */
     cudaError_t e = cudaFree(p);
-    if (e != cudaSuccess) dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: cudaFree: %s", cudaGetErrorString(e));
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* reported here, not again by the next launch check */
+        dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: cudaFree: %s", cudaGetErrorString(e));
+    }
     (void)be;
 }
 

@@ -44,12 +44,17 @@
 #include "dt_backend.h"
 #include "dt_cuda.h"
 
+/* On failure the runtime's last-error slot is cleared (cudaGetLastError),
+ * so a non-sticky error (a failed cudaMalloc) is not reported again by the
+ * backend's next launch check. */
 #define DT__NC_CUDA(call, ...)                                                                             \
     do {                                                                                                   \
         cudaError_t dt__e_ = (call);                                                                       \
-        if (dt__e_ != cudaSuccess)                                                                         \
+        if (dt__e_ != cudaSuccess) {                                                                       \
+            (void)cudaGetLastError();                                                                      \
             return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call, \
                             cudaGetErrorString(dt__e_));                                                   \
+        }                                                                                                  \
     } while (0)
 #define DT__NC_NCCL(call)                                                                                  \
     do {                                                                                                   \

@@ -72,13 +72,19 @@ typedef struct dt__cuda_impl {
 #define DT__CUDA_IMPL(be) ((dt__cuda_impl *)(be)->impl)
 #define DT__CUDA_STREAM(be) (DT__CUDA_IMPL(be)->stream)
 
-/* Record a CUDA runtime failure with file:line and return DT_ERR_BACKEND. */
-#define DT_CUDA_CHECK(call)                                                                        \
-    do {                                                                                           \
-        cudaError_t dt__ce_ = (call);                                                              \
-        if (dt__ce_ != cudaSuccess)                                                                \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call, \
-                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));               \
+/* Record a CUDA runtime failure with file:line and return DT_ERR_BACKEND.
+ * The runtime's last-error slot is cleared (cudaGetLastError): a
+ * non-sticky error such as a failed cudaMalloc is reported here once and
+ * not again by the next launch check; a sticky one (a fault) persists in
+ * the context whatever we do. */
+#define DT_CUDA_CHECK(call)                                                                          \
+    do {                                                                                             \
+        cudaError_t dt__ce_ = (call);                                                                \
+        if (dt__ce_ != cudaSuccess) {                                                                \
+            (void)cudaGetLastError();                                                                \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call,   \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                 \
+        }                                                                                            \
     } while (0)
 
 #define DT_CUBLAS_CHECK(call)                                                                        \
