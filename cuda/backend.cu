@@ -8,9 +8,10 @@
  * half.cu, batchnorm.cu). Arguments reach the ops already checked by the
  * front (lib/backend/backend.c); the ops check only what is theirs (device data).
  *
- * Invariants: the backend uses the current CUDA device at creation
- * (cudaGetDevice: device 0 unless the caller set another, e.g. per local MPI
- * rank) and makes it current again in every call that allocates; one
+ * Invariants: the backend takes GPU local_rank mod the device count at
+ * creation (dt_backend_options: the MPI communicator's node-local rank;
+ * without one the launcher's local rank variables, else the current
+ * device) and makes it current again in every call that allocates; one
  * non-blocking stream orders all its work; copies from or to host memory
  * are complete when copy() returns (so host buffers may be reused at once);
  * device-to-device copies and every op are asynchronous until
@@ -232,10 +233,19 @@ static const dt_backend_ops dt__cuda_ops = {
     .relu_backward = dt__cuda_relu_backward,                                 /* elementwise.cu */
 };
 
-/* Creation: every failure path releases what was made so far. */
 dt_status dt_backend_cuda_create(int threads, dt_backend **out)
 {
+    const dt_backend_options opts = {threads, -1};
+    return dt_backend_cuda_create_with(&opts, out);
+}
+
+/* Creation: every failure path releases what was made so far. */
+dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend **out)
+{
     *out = NULL;
+    const dt_backend_options def = {0, -1};
+    if (opts == NULL) opts = &def;
+    const int threads = opts->threads;
     DT_CHECK(dt__cublas_load()); /* first, so a build without its cuBLAS says so on any machine */
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -245,18 +255,25 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
                        cudaGetErrorString(e));
     }
     if (count < 1) return DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: no CUDA device (cudaGetDeviceCount: 0 devices)");
-    /* One GPU per rank on a host: the launcher's local rank (Open MPI,
-     * MPICH/Hydra, Slurm, torchrun) modulo the devices; the current device
-     * otherwise (CUDA_VISIBLE_DEVICES still narrows what is seen). */
+    /* One GPU per rank on a host: the caller's local rank (the MPI
+     * communicator's node-local rank, MPI_COMM_TYPE_SHARED) modulo the
+     * devices; without one, the launcher's local rank (Open MPI,
+     * MPICH/Hydra, Slurm, torchrun); the current device otherwise
+     * (CUDA_VISIBLE_DEVICES still narrows what is seen). */
     int dev = 0;
     DT_CUDA_CHECK(cudaGetDevice(&dev));
-    static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                                  "LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof local_rank_vars / sizeof local_rank_vars[0]; i++) {
-        const char *v = getenv(local_rank_vars[i]);
-        if (v && *v) {
-            dev = atoi(v) % count;
-            break;
+    if (opts->local_rank >= 0) {
+        dev = opts->local_rank % count;
+    } else {
+        static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                                      "SLURM_LOCALID", "LOCAL_RANK"};
+        for (size_t i = 0; i < sizeof local_rank_vars / sizeof local_rank_vars[0]; i++) {
+            const char *v = getenv(local_rank_vars[i]);
+            if (v && *v) {
+                int r = atoi(v);
+                dev = (r < 0 ? 0 : r) % count;
+                break;
+            }
         }
     }
 

@@ -262,13 +262,29 @@ struct dt_backend {
 
 /* Create a backend by name ("cpu" or "cuda"). threads <= 0: default. */
 DT_API dt_status dt_backend_create(const char *name, int threads, dt_backend **out);
+/* What a backend may be told at creation beyond its name. */
+typedef struct dt_backend_options {
+    int threads; /* CPU threads; <= 0: the default */
+    /* This process's index among the job's processes on its node (a
+     * communicator's local_rank, include/dt_comm.h), from which the CUDA
+     * backend takes GPU local_rank mod the device count; -1: unknown, the
+     * launcher's variables decide (docs/cuda.md). The CPU ignores it. */
+    int local_rank;
+} dt_backend_options;
+/* dt_backend_create with options (opts NULL: threads 0, local_rank -1). */
+DT_API dt_status dt_backend_create_with(const char *name, const dt_backend_options *opts, dt_backend **out);
 DT_API void dt_backend_destroy(dt_backend *be);
 /* The CPU backend (always built). */
 DT_API dt_status dt_backend_cpu_create(int threads, dt_backend **out);
-/* The CUDA backend on the current CUDA device (cuda/; docs/cuda.md).
+/* The CUDA backend (cuda/; docs/cuda.md) on the GPU of the launcher's
+ * local rank mod the device count, else the current CUDA device.
  * threads is accepted and ignored. Fails with DT_ERR_UNSUPPORTED and a
  * one-line message when no CUDA device is usable or the build has no CUDA. */
 DT_API dt_status dt_backend_cuda_create(int threads, dt_backend **out);
+/* The same with options: local_rank >= 0 picks GPU local_rank mod the
+ * device count; -1 the launcher's local rank variables, else the current
+ * device. */
+DT_API dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend **out);
 
 /* For backend implementations (backend.c): a new instance of ops with its
  * checked front, name, device and impl; threads is left 0 (the creator
