@@ -738,10 +738,21 @@ START_TEST(test_batchnorm)
 }
 END_TEST
 
+/* Before each test: FP32 GEMM inputs, exact FP32 compute, no deferred
+ * error left over, so a test that failed half-way (test_gemm_half resets
+ * the mode only at its end) does not change the next ones. */
+static void reset_gpu(void)
+{
+    ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
+    ck_dt(dt__cuda_set_tf32(gpu, 0));
+    (void)gpu->synchronize(gpu); /* reports (and so clears) a pending error */
+}
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("ops");
+    tcase_add_checked_fixture(tc, reset_gpu, NULL);
     tcase_add_test(tc, test_memory);
     tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_loop_test(tc, test_gemm_half, 0, 2);
