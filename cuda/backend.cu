@@ -17,8 +17,9 @@
  * device-to-device copies and every op are asynchronous until
  * synchronize(). Errors that kernels find in device data are reported by
  * the next call that waits for the stream (dt__cuda_pending_error: here
- * synchronize and host copies; sumsq and unscale_check too). With no usable device, creation fails with
- * DT_ERR_UNSUPPORTED and a one-line message, and nothing is left allocated. */
+ * synchronize and host copies; sumsq and unscale_check too). With no
+ * usable device, creation fails with DT_ERR_UNSUPPORTED and a one-line
+ * message, and nothing is left allocated. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,26 +198,26 @@ dt_status dt__cuda_set_tf32(dt_backend *be, int allow_tf32)
 }
 
 static const dt_backend_ops dt__cuda_ops = {
-    .destroy = dt__cuda_destroy,                                             /* synchronizes, then frees all */
-    .set_threads = dt__cuda_set_threads,                                     /* kept for logs only */
-    .alloc = dt__cuda_alloc,                                                 /* cudaMalloc, zeroed on the stream */
-    .free = dt__cuda_free,                                                   /* cudaFree */
-    .memset_zero = dt__cuda_memset_zero,                                     /* cudaMemsetAsync */
-    .copy = dt__cuda_copy,                                                   /* host copies complete on return */
-    .synchronize = dt__cuda_synchronize,                                     /* cudaStreamSynchronize */
-    .set_gemm_inputs = dt__cuda_set_gemm_inputs,                             /* gemm.cu: 16-bit tensor-core GEMMs */
-    .gemm = dt__cuda_gemm,                                                   /* gemm.cu: cuBLAS */
-    .encoder_forward = dt__cuda_encoder_forward,                             /* encoder.cu */
-    .encoder_backward = dt__cuda_encoder_backward,                           /* encoder.cu: tokens sorted on the device */
-    .layernorm_forward = dt__cuda_layernorm_forward,                         /* layernorm.cu */
-    .layernorm_backward = dt__cuda_layernorm_backward,                       /* layernorm.cu */
-    .matmul_forward = dt__cuda_matmul_forward,                               /* gemm.cu: bias, then gemm */
-    .matmul_backward = dt__cuda_matmul_backward,                             /* gemm.cu */
-    .attention_forward = dt__cuda_attention_forward,                         /* attention.cu: batched GEMMs */
-    .attention_backward = dt__cuda_attention_backward,                       /* attention.cu */
-    .gelu_forward = dt__cuda_gelu_forward,                                   /* elementwise.cu */
-    .gelu_backward = dt__cuda_gelu_backward,                                 /* elementwise.cu */
-    .residual_forward = dt__cuda_residual_forward,                           /* elementwise.cu */
+    .destroy = dt__cuda_destroy,                       /* synchronizes, then frees all */
+    .set_threads = dt__cuda_set_threads,               /* kept for logs only */
+    .alloc = dt__cuda_alloc,                           /* cudaMalloc, zeroed on the stream */
+    .free = dt__cuda_free,                             /* cudaFree */
+    .memset_zero = dt__cuda_memset_zero,               /* cudaMemsetAsync */
+    .copy = dt__cuda_copy,                             /* host copies complete on return */
+    .synchronize = dt__cuda_synchronize,               /* cudaStreamSynchronize */
+    .set_gemm_inputs = dt__cuda_set_gemm_inputs,       /* gemm.cu: 16-bit tensor-core GEMMs */
+    .gemm = dt__cuda_gemm,                             /* gemm.cu: cuBLAS */
+    .encoder_forward = dt__cuda_encoder_forward,       /* encoder.cu */
+    .encoder_backward = dt__cuda_encoder_backward,     /* encoder.cu: tokens sorted on the device */
+    .layernorm_forward = dt__cuda_layernorm_forward,   /* layernorm.cu */
+    .layernorm_backward = dt__cuda_layernorm_backward, /* layernorm.cu */
+    .matmul_forward = dt__cuda_matmul_forward,         /* gemm.cu: bias, then gemm */
+    .matmul_backward = dt__cuda_matmul_backward,       /* gemm.cu */
+    .attention_forward = dt__cuda_attention_forward,   /* attention.cu: batched GEMMs */
+    .attention_backward = dt__cuda_attention_backward, /* attention.cu */
+    .gelu_forward = dt__cuda_gelu_forward,             /* elementwise.cu */
+    .gelu_backward = dt__cuda_gelu_backward,           /* elementwise.cu */
+    .residual_forward = dt__cuda_residual_forward,     /* elementwise.cu */
     .crossentropy_forward_backward = dt__cuda_crossentropy_forward_backward, /* crossentropy.cu */
     .sumsq = dt__cuda_sumsq,                                                 /* optim.cu: fixed tree in double */
     .scale = dt__cuda_scale,                                                 /* optim.cu */
@@ -265,8 +266,8 @@ dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend
     if (opts->local_rank >= 0) {
         dev = opts->local_rank % count;
     } else {
-        static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                                      "SLURM_LOCALID", "LOCAL_RANK"};
+        static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                                                      "LOCAL_RANK"};
         for (size_t i = 0; i < sizeof local_rank_vars / sizeof local_rank_vars[0]; i++) {
             const char *v = getenv(local_rank_vars[i]);
             if (v && *v) {

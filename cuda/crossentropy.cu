@@ -136,7 +136,8 @@ dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, 
     cudaStream_t s = DT__CUDA_STREAM(be);
     dt__cuda_impl *im = DT__CUDA_IMPL(be);
     DT_CUDA_CHECK(cudaMemsetAsync(im->bad_row, 0xff, sizeof(unsigned), s)); /* UINT_MAX: none */
-    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(im->bad_row, targets, N, V);
+    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(im->bad_row, targets, N,
+                                                                                             V);
     DT_CUDA_LAUNCHED("cross-entropy target check");
     dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, N, V, dloss, im->bad_row,
                                                     im->pending_dev);

@@ -62,11 +62,11 @@ typedef struct dt__cuda_impl {
     size_t work_bytes;
     void *host; /* host staging for small results */
     size_t host_bytes;
-    unsigned *bad_row;         /* device: an op's lowest bad row or position (atomicMin), reset per op */
-    dt__cuda_pending *pending; /* mapped host memory: the first deferred error since the last report */
+    unsigned *bad_row;             /* device: an op's lowest bad row or position (atomicMin), reset per op */
+    dt__cuda_pending *pending;     /* mapped host memory: the first deferred error since the last report */
     dt__cuda_pending *pending_dev; /* the same, as the device addresses it */
-    int sync_launches; /* DT_CUDA_SYNC=1 at creation: DT_CUDA_LAUNCHED synchronises and checks */
-    char name[256]; /* the device's name, for messages */
+    int sync_launches;             /* DT_CUDA_SYNC=1 at creation: DT_CUDA_LAUNCHED synchronises and checks */
+    char name[256];                /* the device's name, for messages */
 } dt__cuda_impl;
 
 #define DT__CUDA_IMPL(be) ((dt__cuda_impl *)(be)->impl)
@@ -77,14 +77,14 @@ typedef struct dt__cuda_impl {
  * non-sticky error such as a failed cudaMalloc is reported here once and
  * not again by the next launch check; a sticky one (a fault) persists in
  * the context whatever we do. */
-#define DT_CUDA_CHECK(call)                                                                          \
-    do {                                                                                             \
-        cudaError_t dt__ce_ = (call);                                                                \
-        if (dt__ce_ != cudaSuccess) {                                                                \
-            (void)cudaGetLastError();                                                                \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call,   \
-                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                 \
-        }                                                                                            \
+#define DT_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t dt__ce_ = (call);                                                              \
+        if (dt__ce_ != cudaSuccess) {                                                              \
+            (void)cudaGetLastError();                                                              \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call, \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));               \
+        }                                                                                          \
     } while (0)
 
 #define DT_CUBLAS_CHECK(call)                                                                        \

@@ -122,8 +122,8 @@ dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, co
     void *temp = w + 3 * ints;
 
     DT_CUDA_CHECK(cudaMemsetAsync(im->bad_row, 0xff, sizeof(unsigned), s)); /* UINT_MAX: none */
-    dt__k_encoder_positions<<<dt__cuda_blocks((size_t)BT, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(
-        pos, im->bad_row, tokens, BT);
+    dt__k_encoder_positions<<<dt__cuda_blocks((size_t)BT, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(pos, im->bad_row,
+                                                                                                       tokens, BT);
     DT_CUDA_LAUNCHED("encoder backward (position list)");
     dt__k_encoder_report<<<1, 1, 0, s>>>(im->pending_dev, im->bad_row, tokens, BT);
     DT_CUDA_LAUNCHED("encoder backward (token check)");

@@ -133,7 +133,7 @@ dt_status dt__cuda_layernorm_backward(dt_backend *be, float *dinp, float *dw, fl
         pb = pw + (size_t)p.chunks * C;
     }
     dt__k_layernorm_backward_dwdb<<<dim3((C + 31) / 32, p.chunks), dim3(32, 32), 0, s>>>(pw, pb, dout, inp, mean, rstd,
-                                                                                           N, C, p.rows, p.chunks == 1);
+                                                                                         N, C, p.rows, p.chunks == 1);
     DT_CUDA_LAUNCHED("layernorm backward (dw, db)");
     if (p.chunks > 1) {
         DT_CHECK(dt__cuda_colsum_finish(be, dw, pw, p.chunks, C));

@@ -501,12 +501,12 @@ START_TEST(test_crossentropy_nan)
     int32_t tgt[N] = {0, 5, 9, 0, 3, 0};
     uint8_t corr[N], gcorr[N];
     fill(z, (size_t)N * V, 80, 1);
-    z[0 * V + 0] = NAN, z[0 * V + 400] = 50.0f;          /* NaN at 0 wins: correct for target 0 */
-    z[1 * V + 300] = NAN, z[1 * V + 5] = 50.0f;          /* a NaN elsewhere is skipped: 5 */
-    z[2 * V + 9] = 50.0f, z[2 * V + 600] = NAN;          /* the same across block strides */
-    for (int v = 0; v < V; v++) z[3 * V + v] = NAN;      /* all NaN: 0 */
-    z[4 * V + 3] = 50.0f, z[4 * V + 260] = 50.0f;        /* a tie across threads: lowest index */
-    z[5 * V + 0] = -INFINITY, z[5 * V + 1] = NAN;        /* z[0] = -inf and NaNs */
+    z[0 * V + 0] = NAN, z[0 * V + 400] = 50.0f;     /* NaN at 0 wins: correct for target 0 */
+    z[1 * V + 300] = NAN, z[1 * V + 5] = 50.0f;     /* a NaN elsewhere is skipped: 5 */
+    z[2 * V + 9] = 50.0f, z[2 * V + 600] = NAN;     /* the same across block strides */
+    for (int v = 0; v < V; v++) z[3 * V + v] = NAN; /* all NaN: 0 */
+    z[4 * V + 3] = 50.0f, z[4 * V + 260] = 50.0f;   /* a tie across threads: lowest index */
+    z[5 * V + 0] = -INFINITY, z[5 * V + 1] = NAN;   /* z[0] = -inf and NaNs */
     for (int v = 2; v < V; v++) z[5 * V + v] = -INFINITY;
     int32_t *d_t = up(tgt, sizeof tgt);
     float *d_z = up(z, (size_t)N * V * 4), *d_loss = up(loss, N * 4);

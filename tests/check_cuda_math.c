@@ -352,13 +352,13 @@ START_TEST(test_argmax_rule)
         fill(row, V, 91 + i, 1);
         const int kind = i % 8;
         const int a = (int)dt_rng_below(&r, V), b = (int)dt_rng_below(&r, V);
-        if (kind == 1) row[a] = row[b] = 9.0f;                    /* a tie */
-        if (kind == 2) row[0] = NAN;                              /* NaN at index 0 wins */
-        if (kind == 3) row[a] = NAN, row[b] = 9.0f;               /* a NaN elsewhere is skipped */
-        if (kind == 4) row[a] = INFINITY, row[b] = NAN;           /* +inf */
-        if (kind == 5)                                            /* all NaN */
+        if (kind == 1) row[a] = row[b] = 9.0f;          /* a tie */
+        if (kind == 2) row[0] = NAN;                    /* NaN at index 0 wins */
+        if (kind == 3) row[a] = NAN, row[b] = 9.0f;     /* a NaN elsewhere is skipped */
+        if (kind == 4) row[a] = INFINITY, row[b] = NAN; /* +inf */
+        if (kind == 5)                                  /* all NaN */
             for (int v = 0; v < V; v++) row[v] = NAN;
-        if (kind == 6)                                            /* all NaN but one */
+        if (kind == 6) /* all NaN but one */
             for (int v = 1; v < V; v++) row[v] = v == a ? -1.0f : NAN;
         if (kind == 7) row[0] = -INFINITY, row[a] = -NAN, row[b] = -INFINITY; /* -inf ties, NaN */
         tgt[i] = emulate_argmax(row, V);
