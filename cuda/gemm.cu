@@ -130,7 +130,7 @@ __global__ void dt__k_bias_grad(float *out, const float *dout, int N, int OC, in
 {
     __shared__ float part[32][33];
     const int j = blockIdx.x * 32 + threadIdx.x;
-    const int lo = blockIdx.y * rows, hi = min(N, lo + rows);
+    const int lo = blockIdx.y * rows, hi = N - lo < rows ? N : lo + rows; /* no int overflow */
     float acc = 0.0f;
     if (j < OC)
         for (int i = lo + threadIdx.y; i < hi; i += 32) acc += dout[(size_t)i * OC + j];

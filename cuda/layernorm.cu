@@ -89,7 +89,7 @@ __global__ void dt__k_layernorm_backward_dwdb(float *pw, float *pb, const float 
 {
     __shared__ float sw_[32][33], sb_[32][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
-    const int lo = blockIdx.y * rows, hi = min(N, lo + rows);
+    const int lo = blockIdx.y * rows, hi = N - lo < rows ? N : lo + rows; /* no int overflow */
     float aw = 0.0f, ab = 0.0f;
     if (c < C)
         for (int i = lo + threadIdx.y; i < hi; i += 32) {
