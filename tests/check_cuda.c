@@ -525,6 +525,40 @@ START_TEST(test_crossentropy_nan)
 }
 END_TEST
 
+/* DT_CUDA_SYNC=1, read at creation: every launch runs to completion, so
+ * a deferred device-data error comes back from the op that met it. A
+ * backend made without it keeps deferring. */
+START_TEST(test_sync_switch)
+{
+    enum { N = 3, V = 50 };
+    float z[N * V], loss[N];
+    int32_t tgt[N] = {1, V, 2};
+    fill(z, N * V, 85, 1);
+    ck_assert_int_eq(setenv("DT_CUDA_SYNC", "1", 1), 0);
+    dt_backend *g2 = NULL;
+    dt_status st = dt_backend_cuda_create(0, &g2);
+    unsetenv("DT_CUDA_SYNC");
+    ck_dt(st);
+    void *d_z, *d_t, *d_l;
+    ck_dt(g2->alloc(g2, sizeof z, &d_z));
+    ck_dt(g2->alloc(g2, sizeof tgt, &d_t));
+    ck_dt(g2->alloc(g2, sizeof loss, &d_l));
+    ck_dt(g2->copy(g2, d_z, z, sizeof z, DT_COPY_H2D));
+    ck_dt(g2->copy(g2, d_t, tgt, sizeof tgt, DT_COPY_H2D));
+    ck_assert_int_eq(g2->crossentropy_forward_backward(g2, d_l, NULL, NULL, d_z, d_t, N, V, 1.0f), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "target 50 at row 1") != NULL, "%s", dt_last_error());
+    ck_dt(g2->synchronize(g2)); /* reported once */
+    g2->free(g2, d_z), g2->free(g2, d_t), g2->free(g2, d_l);
+    dt_backend_destroy(g2);
+    /* the suite's backend (made without the switch) defers */
+    int32_t *d_t1 = up(tgt, sizeof tgt);
+    float *d_z1 = up(z, sizeof z), *d_l1 = up(loss, sizeof loss);
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_l1, NULL, NULL, d_z1, d_t1, N, V, 1.0f));
+    ck_assert_int_eq(gpu->synchronize(gpu), DT_ERR_INVALID);
+    gfree(d_t1), gfree(d_z1), gfree(d_l1);
+}
+END_TEST
+
 /* ---- reductions and optimizers --------------------------------------------------------------------- */
 
 START_TEST(test_sumsq)
@@ -764,6 +798,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_crossentropy);
     tcase_add_test(tc, test_crossentropy_nan);
+    tcase_add_test(tc, test_sync_switch);
     tcase_add_test(tc, test_sumsq);
     tcase_add_test(tc, test_optimizers);
     tcase_add_test(tc, test_cast);
