@@ -8,14 +8,18 @@
  * half.cu, batchnorm.cu). Arguments reach the ops already checked by the
  * front (lib/backend/backend.c); the ops check only what is theirs (device data).
  *
- * Invariants: the backend uses the current CUDA device at creation
- * (cudaGetDevice: device 0 unless the caller set another, e.g. per local MPI
- * rank) and makes it current again in every call that allocates; one
+ * Invariants: the backend takes GPU local_rank mod the device count at
+ * creation (dt_backend_options: the MPI communicator's node-local rank;
+ * without one the launcher's local rank variables, else the current
+ * device) and makes it current again in every call that allocates; one
  * non-blocking stream orders all its work; copies from or to host memory
  * are complete when copy() returns (so host buffers may be reused at once);
  * device-to-device copies and every op are asynchronous until
- * synchronize(). With no usable device, creation fails with
- * DT_ERR_UNSUPPORTED and a one-line message, and nothing is left allocated. */
+ * synchronize(). Errors that kernels find in device data are reported by
+ * the next call that waits for the stream (dt__cuda_pending_error: here
+ * synchronize and host copies; sumsq and unscale_check too). With no
+ * usable device, creation fails with DT_ERR_UNSUPPORTED and a one-line
+ * message, and nothing is left allocated. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,8 @@ static void dt__cuda_destroy(dt_backend *be)
         if (cudaSetDevice(im->device) == cudaSuccess && im->stream) (void)cudaStreamSynchronize(im->stream);
         (void)cudaGetLastError();
         if (im->work) cudaFree(im->work);
+        if (im->bad_row) cudaFree(im->bad_row);
+        if (im->pending) cudaFreeHost(im->pending);
         if (im->gemm_work) cudaFree(im->gemm_work);
         if (im->cublas) cublasDestroy(im->cublas);
         if (im->stream) cudaStreamDestroy(im->stream);
@@ -65,6 +71,7 @@ static dt_status dt__cuda_alloc(dt_backend *be, size_t bytes, void **out)
     }
     e = cudaMemsetAsync(p, 0, rounded, im->stream);
     if (e != cudaSuccess) {
+        (void)cudaGetLastError();
         cudaFree(p);
         return DT_FAIL(DT_ERR_BACKEND, "cuda: zeroing %zu new bytes: %s", bytes, cudaGetErrorString(e));
     }
@@ -77,7 +84,10 @@ static void dt__cuda_free(dt_backend *be, void *p)
     if (!p) return;
     /* cudaFree waits for the device, so no pending kernel still uses p. */
     cudaError_t e = cudaFree(p);
-    if (e != cudaSuccess) dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: cudaFree: %s", cudaGetErrorString(e));
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* reported here, not again by the next launch check */
+        dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: cudaFree: %s", cudaGetErrorString(e));
+    }
     (void)be;
 }
 
@@ -95,11 +105,11 @@ static dt_status dt__cuda_copy(dt_backend *be, void *dst, const void *src, size_
     case DT_COPY_H2D:
         DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
         DT_CUDA_CHECK(cudaStreamSynchronize(s));
-        return DT_OK;
+        return dt__cuda_pending_error(be);
     case DT_COPY_D2H:
         DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
         DT_CUDA_CHECK(cudaStreamSynchronize(s));
-        return DT_OK;
+        return dt__cuda_pending_error(be);
     case DT_COPY_D2D: {
         /* The table's copy has memmove semantics; cudaMemcpy needs disjoint
          * ranges, so overlapping ones go through the workspace. */
@@ -121,7 +131,19 @@ static dt_status dt__cuda_copy(dt_backend *be, void *dst, const void *src, size_
 static dt_status dt__cuda_synchronize(dt_backend *be)
 {
     DT_CUDA_CHECK(cudaStreamSynchronize(DT__CUDA_STREAM(be)));
-    return DT_OK;
+    return dt__cuda_pending_error(be);
+}
+
+dt_status dt__cuda_pending_error(dt_backend *be)
+{
+    volatile dt__cuda_pending *p = DT__CUDA_IMPL(be)->pending;
+    if (p->row < 0) return DT_OK;
+    const int row = p->row, kind = p->kind, target = p->target, vocab = p->vocab;
+    p->row = -1; /* reported once; the stream is idle, so no kernel writes it now */
+    if (kind == DT__CUDA_PENDING_TOKEN)
+        return DT_FAIL(DT_ERR_INVALID, "encoder backward: token %d at position %d is negative", target, row);
+    return DT_FAIL(DT_ERR_INVALID, "cross-entropy: target %d at row %d outside the vocabulary of %d", target, row,
+                   vocab);
 }
 
 dt_status dt__cuda_workspace(dt_backend *be, size_t bytes, void **out)
@@ -187,7 +209,7 @@ static const dt_backend_ops dt__cuda_ops = {
     .set_gemm_shadow = dt__cuda_set_gemm_shadow,                             /* gemm.cu: 16-bit weights read in place */
     .gemm = dt__cuda_gemm,                                                   /* gemm.cu: cuBLAS */
     .encoder_forward = dt__cuda_encoder_forward,                             /* encoder.cu */
-    .encoder_backward = dt__cuda_encoder_backward,                           /* encoder.cu: token buckets */
+    .encoder_backward = dt__cuda_encoder_backward,                           /* encoder.cu: tokens sorted on the device */
     .layernorm_forward = dt__cuda_layernorm_forward,                         /* layernorm.cu */
     .layernorm_backward = dt__cuda_layernorm_backward,                       /* layernorm.cu */
     .matmul_forward = dt__cuda_matmul_forward,                               /* gemm.cu: bias, then gemm */
@@ -214,10 +236,19 @@ static const dt_backend_ops dt__cuda_ops = {
     .relu_backward = dt__cuda_relu_backward,                                 /* elementwise.cu */
 };
 
-/* Creation: every failure path releases what was made so far. */
 dt_status dt_backend_cuda_create(int threads, dt_backend **out)
 {
+    const dt_backend_options opts = {threads, -1};
+    return dt_backend_cuda_create_with(&opts, out);
+}
+
+/* Creation: every failure path releases what was made so far. */
+dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend **out)
+{
     *out = NULL;
+    const dt_backend_options def = {0, -1};
+    if (opts == NULL) opts = &def;
+    const int threads = opts->threads;
     DT_CHECK(dt__cublas_load()); /* first, so a build without its cuBLAS says so on any machine */
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -227,24 +258,36 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
                        cudaGetErrorString(e));
     }
     if (count < 1) return DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: no CUDA device (cudaGetDeviceCount: 0 devices)");
-    /* One GPU per rank on a host: the launcher's local rank (Open MPI,
-     * MPICH/Hydra, Slurm, torchrun) modulo the devices; the current device
-     * otherwise (CUDA_VISIBLE_DEVICES still narrows what is seen). */
+    /* One GPU per rank on a host: the caller's local rank (the MPI
+     * communicator's node-local rank, MPI_COMM_TYPE_SHARED) modulo the
+     * devices; without one, the launcher's local rank (Open MPI,
+     * MPICH/Hydra, Slurm, torchrun); the current device otherwise
+     * (CUDA_VISIBLE_DEVICES still narrows what is seen). */
     int dev = 0;
     DT_CUDA_CHECK(cudaGetDevice(&dev));
-    static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                                  "LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof local_rank_vars / sizeof local_rank_vars[0]; i++) {
-        const char *v = getenv(local_rank_vars[i]);
-        if (v && *v) {
-            dev = atoi(v) % count;
-            break;
+    if (opts->local_rank >= 0) {
+        dev = opts->local_rank % count;
+    } else {
+        static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                                                      "LOCAL_RANK"};
+        for (size_t i = 0; i < sizeof local_rank_vars / sizeof local_rank_vars[0]; i++) {
+            const char *v = getenv(local_rank_vars[i]);
+            if (v && *v) {
+                int r = atoi(v);
+                dev = (r < 0 ? 0 : r) % count;
+                break;
+            }
         }
     }
 
     dt__cuda_impl *im = (dt__cuda_impl *)calloc(1, sizeof *im);
     if (!im) return DT_FAIL(DT_ERR_NOMEM, "cuda backend: out of memory");
     im->device = dev;
+    {
+        /* the debugging switch, read here once: every launch waits and checks */
+        const char *sync = getenv("DT_CUDA_SYNC");
+        im->sync_launches = sync && strcmp(sync, "1") == 0;
+    }
     dt_backend *be;
     dt_status st = dt__backend_new(&dt__cuda_ops, "cuda", DT_DEVICE_CUDA, im, &be);
     if (st != DT_OK) {
@@ -261,7 +304,20 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
         st = DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: device %d is not usable: %s", dev, cudaGetErrorString(e));
         goto fail;
     }
+    /* the deferred-error slots (cuda_internal.h): a device int for the
+     * check kernel's atomicMin, a mapped host record for the report */
+    e = cudaMalloc((void **)&im->bad_row, sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaHostAlloc((void **)&im->pending, sizeof *im->pending, cudaHostAllocMapped);
+    if (e == cudaSuccess) e = cudaHostGetDevicePointer((void **)&im->pending_dev, im->pending, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = DT_FAIL(DT_ERR_UNSUPPORTED, "--device cuda: device %d: cannot allocate the error slots: %s", dev,
+                     cudaGetErrorString(e));
+        goto fail;
+    }
+    im->pending->row = -1;
     snprintf(im->name, sizeof im->name, "%s", prop.name);
+    im->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     {
         cublasStatus_t cs = cublasCreate(&im->cublas);
         if (cs == CUBLAS_STATUS_SUCCESS) cs = cublasSetStream(im->cublas, im->stream);

@@ -44,12 +44,17 @@
 #include "dt_backend.h"
 #include "dt_cuda.h"
 
+/* On failure the runtime's last-error slot is cleared (cudaGetLastError),
+ * so a non-sticky error (a failed cudaMalloc) is not reported again by the
+ * backend's next launch check. */
 #define DT__NC_CUDA(call, ...)                                                                             \
     do {                                                                                                   \
         cudaError_t dt__e_ = (call);                                                                       \
-        if (dt__e_ != cudaSuccess)                                                                         \
+        if (dt__e_ != cudaSuccess) {                                                                       \
+            (void)cudaGetLastError();                                                                      \
             return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "nccl communicator: %s failed: %s", #call, \
                             cudaGetErrorString(dt__e_));                                                   \
+        }                                                                                                  \
     } while (0)
 #define DT__NC_NCCL(call)                                                                                  \
     do {                                                                                                   \
@@ -90,28 +95,64 @@ typedef struct dt__nc {
 
 static const dt_comm_ops dt__nc_ops;
 
-/* Issue every queued operation as one group. */
+/* Issue every queued operation as one group. Once ncclGroupStart has
+ * succeeded, ncclGroupEnd is called whatever happens inside (NCCL's group
+ * depth is per thread: a missing end would swallow every later call into
+ * a group that never runs), and the group record (with its event) is
+ * freed on every error path before the group is issued; the requests then
+ * stay queued. Once issued, they leave the queue even if recording the
+ * event fails (they are never issued twice). */
 static dt_status dt__nc_flush(dt_comm *c)
 {
     dt__nc *m = c->impl;
     if (!m->head) return DT_OK;
     dt__nc_group *g = calloc(1, sizeof *g);
     if (!g) return DT_FAIL(DT_ERR_NOMEM, "nccl communicator: out of memory for a group");
-    DT__NC_CUDA(cudaSetDevice(m->device));
-    DT__NC_NCCL(ncclGroupStart());
+    cudaError_t ce = cudaSetDevice(m->device);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming);
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(g);
+        return DT_FAIL(DT_ERR_BACKEND, "nccl communicator: preparing a group on device %d failed: %s", m->device,
+                       cudaGetErrorString(ce));
+    }
+    ncclResult_t e = ncclGroupStart();
+    if (e != ncclSuccess) {
+        (void)cudaEventDestroy(g->done);
+        free(g);
+        return DT_FAIL(DT_ERR_BACKEND, "nccl communicator: ncclGroupStart() failed: %s", ncclGetErrorString(e));
+    }
+    const dt__nc_req *bad = NULL;
     for (dt__nc_req *r = m->head; r; r = r->next) {
-        ncclResult_t e = r->base.is_send ? ncclSend(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream)
-                                         : ncclRecv(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream);
+        e = r->base.is_send ? ncclSend(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream)
+                            : ncclRecv(r->buf, r->base.bytes, ncclUint8, r->base.peer, m->comm, m->stream);
         if (e != ncclSuccess) {
-            (void)ncclGroupEnd();
-            return DT_FAIL(DT_ERR_BACKEND, "nccl communicator: %s rank %d (%zu bytes) failed: %s",
-                           r->base.is_send ? "ncclSend to" : "ncclRecv from", r->base.peer, r->base.bytes,
-                           ncclGetErrorString(e));
+            bad = r;
+            break;
         }
     }
-    DT__NC_NCCL(ncclGroupEnd());
-    DT__NC_CUDA(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming));
-    DT__NC_CUDA(cudaEventRecord(g->done, m->stream));
+    const ncclResult_t end = ncclGroupEnd(); /* always, after a successful start */
+    if (bad) {
+        (void)cudaEventDestroy(g->done);
+        free(g);
+        return DT_FAIL(DT_ERR_BACKEND, "nccl communicator: %s rank %d (%zu bytes) failed: %s",
+                       bad->base.is_send ? "ncclSend to" : "ncclRecv from", bad->base.peer, bad->base.bytes,
+                       ncclGetErrorString(e));
+    }
+    if (end != ncclSuccess) {
+        (void)cudaEventDestroy(g->done);
+        free(g);
+        return DT_FAIL(DT_ERR_BACKEND, "nccl communicator: ncclGroupEnd() failed: %s", ncclGetErrorString(end));
+    }
+    /* Issued: the requests leave the queue whatever follows (never issued twice). */
+    ce = cudaEventRecord(g->done, m->stream);
+    if (ce != cudaSuccess) {
+        /* the event stays unrecorded (waits on it return at once): make the
+         * group complete first, best effort */
+        (void)cudaGetLastError();
+        (void)cudaStreamSynchronize(m->stream);
+        (void)cudaGetLastError();
+    }
     for (dt__nc_req *r = m->head, *next; r; r = next) {
         next = r->next;
         r->next = NULL;
@@ -119,6 +160,9 @@ static dt_status dt__nc_flush(dt_comm *c)
         g->refs++;
     }
     m->head = m->tail = NULL;
+    if (ce != cudaSuccess)
+        return DT_FAIL(DT_ERR_BACKEND, "nccl communicator: cudaEventRecord after the group failed: %s",
+                       cudaGetErrorString(ce));
     return DT_OK;
 }
 

@@ -3,11 +3,18 @@
  *
  * Shapes: logits, dlogits (N, V), rows ld floats apart; targets, losses,
  * correct (N).
- * First a check kernel finds the lowest row whose target is >= V; if there
- * is one the op fails with DT_ERR_INVALID naming it (as the CPU backend)
- * before anything is written, at the cost of one 4-byte read back per call.
- * Then one block per row:
- *   1. max and argmax (ties: lowest index, as the CPU's strict `>` scan);
+ * First a check kernel finds the lowest row whose target is >= V (an
+ * unsigned atomicMin in a device int of the backend); the main kernel's
+ * first thread copies it, with its target and V, into the backend's
+ * pending-error record (mapped host memory) unless an earlier call's error
+ * is still unreported. Nothing is read back here: the next op that waits
+ * for the stream (synchronize, a host copy, sumsq, unscale_check) returns
+ * DT_ERR_INVALID with the CPU backend's message (dt__cuda_pending_error).
+ * A bad row gets loss NaN, correct 0 and a zero gradient row; the others
+ * are computed as usual. Then one block per row:
+ *   1. max and argmax by the CPU's rule (its strict `>` scan from z[0]:
+ *      ties to the lowest index; a NaN wins only at index 0, elsewhere it
+ *      is skipped; dt__argmax_better in cuda_plan.h, checked on the host);
  *   2. s = sum exp(z - max) in FP32, exp from dt_math_hd.h;
  *   3. loss = max + logf(s) - z[target], correct = (argmax == target);
  *   4. dlogits = dloss * exp(z - max) / s, then dlogits[target] -= dloss.
@@ -21,15 +28,16 @@
 #define DT__CE_THREADS 256
 #define DT__CE_WARPS (DT__CE_THREADS / 32)
 
-/* bad = lowest row whose target is >= V (bad starts at N). */
-__global__ void dt__k_ce_check(int *bad, const int32_t *targets, int N, int V)
+/* *bad = the lowest row whose target is >= V (*bad starts at UINT_MAX). */
+__global__ void dt__k_ce_check(unsigned *bad, const int32_t *targets, int N, int V)
 {
     DT__CUDA_FOR(i, (size_t)N)
-    if (targets[i] >= V) atomicMin(bad, (int)i);
+    if (targets[i] >= V) atomicMin(bad, (unsigned)i);
 }
 
 __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogits, const float *logits,
-                                   const int32_t *targets, int V, int ld, float dloss)
+                                   const int32_t *targets, int N, int V, int ld, float dloss, const unsigned *bad,
+                                   dt__cuda_pending *pending)
 {
     __shared__ float s_val[DT__CE_WARPS];
     __shared__ int s_idx[DT__CE_WARPS];
@@ -39,27 +47,43 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
     const float *z = logits + (size_t)row * ld;
     float *d = dlogits ? dlogits + (size_t)row * ld : NULL;
     const int tgt = targets[row];
-    if (tgt < 0) {
+    if (row == 0 && tid == 0) {
+        /* the check kernel has finished (stream order): record the call's
+         * lowest bad row unless an earlier call's is still unreported */
+        const unsigned b = *bad;
+        if (b < (unsigned)N && pending->row < 0) {
+            pending->kind = DT__CUDA_PENDING_TARGET;
+            pending->target = targets[b];
+            pending->vocab = V;
+            __threadfence_system();
+            pending->row = (int)b;
+        }
+    }
+    if (tgt < 0 || tgt >= V) { /* ignored row; a bad one (reported later) gets a NaN loss */
         if (tid == 0) {
-            losses[row] = 0.0f;
+            losses[row] = tgt < 0 ? 0.0f : NAN;
             if (correct) correct[row] = 0;
         }
         if (d)
             for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = 0.0f;
         return;
     }
-    /* 1. max and its lowest index */
+    /* 1. max and its index by dt__argmax_better (cuda_plan.h): the CPU's
+     * rule, NaNs included; a total order on the offered candidates, so
+     * the butterflies and the warp-order pass all find the same one */
     float mx = -INFINITY;
-    int arg = V;
-    for (int v = tid; v < V; v += DT__CE_THREADS)
-        if (z[v] > mx || arg == V) {
-            mx = z[v];
+    int arg = -1;
+    for (int v = tid; v < V; v += DT__CE_THREADS) {
+        const float x = z[v];
+        if (dt__argmax_offered(x, v) && dt__argmax_better(x, v, mx, arg)) {
+            mx = x;
             arg = v;
         }
+    }
     for (int o = 16; o > 0; o >>= 1) {
         float om = __shfl_xor_sync(0xffffffffu, mx, o);
         int oa = __shfl_xor_sync(0xffffffffu, arg, o);
-        if (oa < V && (arg == V || om > mx || (om == mx && oa < arg))) {
+        if (dt__argmax_better(om, oa, mx, arg)) {
             mx = om;
             arg = oa;
         }
@@ -73,7 +97,7 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
         float m = s_val[0];
         int a = s_idx[0];
         for (int w = 1; w < DT__CE_WARPS; w++)
-            if (s_idx[w] < V && (a == V || s_val[w] > m || (s_val[w] == m && s_idx[w] < a))) {
+            if (dt__argmax_better(s_val[w], s_idx[w], m, a)) {
                 m = s_val[w];
                 a = s_idx[w];
             }
@@ -112,23 +136,13 @@ dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, 
     if (N <= 0) return DT_OK;
     if (V <= 0) return DT_FAIL(DT_ERR_INVALID, "cross-entropy: vocabulary of %d (expected >= 1)", V);
     cudaStream_t s = DT__CUDA_STREAM(be);
-    int *dbad;
-    DT_CHECK(dt__cuda_workspace(be, sizeof(int), (void **)&dbad));
-    int *hbad;
-    DT_CHECK(dt__cuda_host_workspace(be, 2 * sizeof(int), (void **)&hbad));
-    DT_CUDA_CHECK(cudaMemcpyAsync(dbad, &N, sizeof(int), cudaMemcpyHostToDevice, s));
-    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(dbad, targets, N, V);
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
+    DT_CUDA_CHECK(cudaMemsetAsync(im->bad_row, 0xff, sizeof(unsigned), s)); /* UINT_MAX: none */
+    dt__k_ce_check<<<dt__cuda_blocks((size_t)N, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(im->bad_row, targets, N,
+                                                                                             V);
     DT_CUDA_LAUNCHED("cross-entropy target check");
-    DT_CUDA_CHECK(cudaMemcpyAsync(hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s));
-    DT_CUDA_CHECK(cudaStreamSynchronize(s));
-    if (hbad[0] < N) {
-        int row = hbad[0];
-        DT_CUDA_CHECK(cudaMemcpyAsync(hbad + 1, targets + row, sizeof(int32_t), cudaMemcpyDeviceToHost, s));
-        DT_CUDA_CHECK(cudaStreamSynchronize(s));
-        return DT_FAIL(DT_ERR_INVALID, "cross-entropy: target %d at row %d outside the vocabulary of %d", hbad[1], row,
-                       V);
-    }
-    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, V, ld, dloss);
+    dt__k_crossentropy<<<N, DT__CE_THREADS, 0, s>>>(losses, correct, dlogits, logits, targets, N, V, ld, dloss,
+                                                    im->bad_row, im->pending_dev);
     DT_CUDA_LAUNCHED("cross-entropy");
     return DT_OK;
 }

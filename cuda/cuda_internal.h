@@ -13,8 +13,11 @@
  *  - all work goes to the backend's one stream, in call order, so ops are
  *    asynchronous to the host but ordered among themselves. An op returns
  *    before its kernels finish unless it must hand a value to the host
- *    (sumsq, unscale_check, cross-entropy's target check, the embedding
- *    backward's token buckets) or copies to or from host memory;
+ *    (sumsq, unscale_check) or copies to or from host memory;
+ *  - errors in device data (cross-entropy's targets, the embedding
+ *    backward's tokens) are found by kernels
+ *    and reported by the next op that waits for the stream
+ *    (dt__cuda_pending_error), not by the op that met them;
  *  - the device workspace (dt__cuda_workspace) is one buffer, reused by
  *    every op: an op may use it until it returns (later work on the stream
  *    is ordered after its kernels, so reuse is safe);
@@ -29,6 +32,7 @@
 #include <stdint.h>
 
 #include "dt_backend.h"
+#include "cuda_plan.h"
 #include "dt_cuda.h"
 #include "dt_math_hd.h"
 
@@ -43,8 +47,22 @@ typedef struct dt__cuda_shadow {
     dt_dtype dtype;   /* DT_F16 or DT_BF16 */
 } dt__cuda_shadow;
 
+/* An error found on the device and reported at the backend's next host
+ * synchronisation (dt__cuda_pending_error): a cross-entropy target outside
+ * the vocabulary, a negative token in the embedding backward. Host memory
+ * mapped into the device: a kernel writes it (row last), the host reads
+ * it after the stream is synchronised. row < 0: none. */
+enum { DT__CUDA_PENDING_TARGET = 1, DT__CUDA_PENDING_TOKEN = 2 };
+typedef struct dt__cuda_pending {
+    int row;    /* the lowest bad row (target) or position (token) */
+    int kind;   /* DT__CUDA_PENDING_* */
+    int target; /* its target or token */
+    int vocab;  /* V (cross-entropy) */
+} dt__cuda_pending;
+
 typedef struct dt__cuda_impl {
     int device;            /* CUDA device ordinal */
+    int sms;               /* its multiprocessor count, for launch shapes (cuda_plan.h) */
     cudaStream_t stream;   /* every op's stream */
     cublasHandle_t cublas; /* bound to stream */
     int allow_tf32;        /* GEMM compute type: 0 exact FP32, 1 TF32 tensor cores */
@@ -54,21 +72,31 @@ typedef struct dt__cuda_impl {
     dt__cuda_shadow shadow[DT__CUDA_SHADOWS]; /* set_gemm_shadow: operands read without a cast */
     void *work;                               /* device workspace, grown on demand */
     size_t work_bytes;
-    void *host; /* host staging for small results and token buckets */
+    void *host; /* host staging for small results */
     size_t host_bytes;
-    char name[256]; /* the device's name, for messages */
+    unsigned *bad_row;             /* device: an op's lowest bad row or position (atomicMin), reset per op */
+    dt__cuda_pending *pending;     /* mapped host memory: the first deferred error since the last report */
+    dt__cuda_pending *pending_dev; /* the same, as the device addresses it */
+    int sync_launches;             /* DT_CUDA_SYNC=1 at creation: DT_CUDA_LAUNCHED synchronises and checks */
+    char name[256];                /* the device's name, for messages */
 } dt__cuda_impl;
 
 #define DT__CUDA_IMPL(be) ((dt__cuda_impl *)(be)->impl)
 #define DT__CUDA_STREAM(be) (DT__CUDA_IMPL(be)->stream)
 
-/* Record a CUDA runtime failure with file:line and return DT_ERR_BACKEND. */
+/* Record a CUDA runtime failure with file:line and return DT_ERR_BACKEND.
+ * The runtime's last-error slot is cleared (cudaGetLastError): a
+ * non-sticky error such as a failed cudaMalloc is reported here once and
+ * not again by the next launch check; a sticky one (a fault) persists in
+ * the context whatever we do. */
 #define DT_CUDA_CHECK(call)                                                                        \
     do {                                                                                           \
         cudaError_t dt__ce_ = (call);                                                              \
-        if (dt__ce_ != cudaSuccess)                                                                \
+        if (dt__ce_ != cudaSuccess) {                                                              \
+            (void)cudaGetLastError();                                                              \
             return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: %s failed: %s (%s)", #call, \
                             cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));               \
+        }                                                                                          \
     } while (0)
 
 #define DT_CUBLAS_CHECK(call)                                                                        \
@@ -79,13 +107,25 @@ typedef struct dt__cuda_impl {
                             cublasGetStatusString(dt__cb_), cublasGetStatusName(dt__cb_));           \
     } while (0)
 
-/* After a <<<...>>> launch: a bad configuration shows up here. */
-#define DT_CUDA_LAUNCHED(what)                                                                                \
-    do {                                                                                                      \
-        cudaError_t dt__ce_ = cudaGetLastError();                                                             \
-        if (dt__ce_ != cudaSuccess)                                                                           \
-            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: launching %s failed: %s (%s)", (what), \
-                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                          \
+/* After a <<<...>>> launch, in a function with the backend `be` in scope:
+ * a bad configuration shows up here. With DT_CUDA_SYNC=1 (read once, at
+ * creation: sync_launches) the stream is also synchronised, so a fault
+ * inside the kernel is reported here, at the launch's file:line, and so
+ * are deferred errors (dt__cuda_pending_error), by the op that met them. */
+#define DT_CUDA_LAUNCHED(what)                                                                                  \
+    do {                                                                                                        \
+        cudaError_t dt__ce_ = cudaGetLastError();                                                               \
+        if (dt__ce_ != cudaSuccess)                                                                             \
+            return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: launching %s failed: %s (%s)", (what),   \
+                            cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                            \
+        if (DT__CUDA_IMPL(be)->sync_launches) {                                                                 \
+            dt__ce_ = cudaStreamSynchronize(DT__CUDA_STREAM(be));                                               \
+            if (dt__ce_ == cudaSuccess) dt__ce_ = cudaGetLastError();                                           \
+            if (dt__ce_ != cudaSuccess)                                                                         \
+                return dt__fail(DT_ERR_BACKEND, __FILE__, __LINE__, "cuda: running %s failed: %s (%s)", (what), \
+                                cudaGetErrorString(dt__ce_), cudaGetErrorName(dt__ce_));                        \
+            DT_CHECK(dt__cuda_pending_error(be));                                                               \
+        }                                                                                                       \
     } while (0)
 
 /* Threads per block of the 1-D elementwise kernels. */
@@ -124,8 +164,18 @@ static __device__ __forceinline__ float dt__warp_max(float v)
 /* backend.cu: workspaces (valid until the op returns; contents undefined). */
 dt_status dt__cuda_workspace(dt_backend *be, size_t bytes, void **out);
 dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out);
+/* backend.cu: after the stream has been synchronised, the deferred device
+ * error (cross-entropy's bad target), if one is pending: DT_ERR_INVALID
+ * with its message, and the error is cleared; DT_OK otherwise. Called by
+ * every op that waits for the stream (synchronize, host copies, sumsq,
+ * unscale_check). */
+dt_status dt__cuda_pending_error(dt_backend *be);
 /* 1 if be is a CUDA backend (for the internal entry points of dt_cuda.h). */
 int dt__cuda_is_cuda(const dt_backend *be);
+
+/* gemm.cu: out(C) += sum over y < chunks of part(chunks, C)[y], y in order
+ * (the second pass of the split column sums, cuda_plan.h). */
+dt_status dt__cuda_colsum_finish(dt_backend *be, float *out, const float *part, int chunks, int C);
 
 /* gemm.cu. Row-major GEMM over `batch` matrices at element strides sA, sB,
  * sC: C_i(M,N) = alpha op(A_i) op(B_i) + beta C_i; under set_gemm_inputs

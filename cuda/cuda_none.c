@@ -17,6 +17,13 @@ dt_status dt_backend_cuda_create(int threads, dt_backend **out)
     return DT_FAIL(DT_ERR_UNSUPPORTED, DT__NO_CUDA);
 }
 
+dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend **out)
+{
+    (void)opts;
+    if (out) *out = NULL;
+    return DT_FAIL(DT_ERR_UNSUPPORTED, DT__NO_CUDA);
+}
+
 dt_status dt__cuda_set_tf32(dt_backend *be, int allow_tf32)
 {
     (void)be;

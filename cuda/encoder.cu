@@ -5,13 +5,16 @@
  * and in the CPU backend's order, so the result is bit-identical to it:
  *  - dwpe: one thread per (t, c) adds dout[b, t, c] for b = 0, 1, ... into
  *    dwpe[t, c] one term at a time (what cpu_layers.c does per cell);
- *  - dwte: the tokens (device memory, B*T int32) are copied to the host and
- *    bucketed there by token, positions ascending (a stable sort of
- *    (token, position) pairs); one block per distinct token then adds its
- *    positions' rows in that order. A token outside [0, 2^31) would be a
- *    negative index: it is DT_ERR_INVALID. This costs one small round trip
- *    per call (B*T ints each way), once per micro-batch. */
-#include <stdlib.h>
+ *  - dwte, all on the device (no host round trip): the (token, position)
+ *    pairs of the B*T tokens are sorted by token with CUB's radix sort,
+ *    which is stable, so each token's positions stay ascending; then one
+ *    block per sorted index that starts a run of equal tokens adds that
+ *    token's rows in position order (the other blocks return at once). A
+ *    negative token would be a negative index: its run is skipped and the
+ *    lowest such position is reported as DT_ERR_INVALID at the backend's
+ *    next host synchronisation (dt__cuda_pending_error). Sort buffers and
+ *    CUB's temporary storage come from the backend's workspace. */
+#include <cub/device/device_radix_sort.cuh>
 
 #include "cuda_internal.h"
 
@@ -49,31 +52,52 @@ __global__ void dt__k_encoder_backward_wpe(float *dwpe, const float *dout, int B
     }
 }
 
-/* dwte: block u handles the distinct token uniq[u] whose positions are
- * pos[off[u] .. off[u+1]) (ascending); threads stride over channels. */
-__global__ void dt__k_encoder_backward_wte(float *dwte, const float *dout, const int32_t *uniq, const int32_t *off,
-                                           const int32_t *pos, int C)
+/* pos[i] = i; *bad = the lowest position with a negative token (*bad
+ * starts at UINT_MAX). */
+__global__ void dt__k_encoder_positions(int32_t *pos, unsigned *bad, const int32_t *tokens, int BT)
 {
-    const int u = blockIdx.x;
-    const int32_t tok = uniq[u], lo = off[u], hi = off[u + 1];
-    float *g = dwte + (size_t)tok * C;
+    DT__CUDA_FOR(i, (size_t)BT)
+    {
+        pos[i] = (int32_t)i;
+        if (tokens[i] < 0) atomicMin(bad, (unsigned)i);
+    }
+}
+
+/* dwte: tok(BT) sorted, pos(BT) the positions in the same (stable) order.
+ * Block k works only if k starts a run of equal tokens; it adds the run's
+ * rows of dout in order (positions ascending); threads stride over
+ * channels. A negative token's run is skipped (reported elsewhere). */
+__global__ void dt__k_encoder_backward_wte(float *dwte, const float *dout, const int32_t *tok, const int32_t *pos,
+                                           int BT, int C)
+{
+    const int k = blockIdx.x;
+    const int32_t t = tok[k];
+    if ((k > 0 && tok[k - 1] == t) || t < 0) return;
+    int hi = k + 1;
+    while (hi < BT && tok[hi] == t) hi++;
+    float *g = dwte + (size_t)t * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = g[c];
-        for (int k = lo; k < hi; k++) acc += dout[(size_t)pos[k] * C + c];
+        for (int j = k; j < hi; j++) acc += dout[(size_t)pos[j] * C + c];
         g[c] = acc;
     }
 }
 
-typedef struct dt__tokpos {
-    int32_t tok, pos;
-} dt__tokpos;
-
-static int dt__tokpos_cmp(const void *a, const void *b)
+/* Record the lowest bad position as the pending error (one thread, after
+ * dt__k_encoder_positions in stream order), unless one is pending. */
+__global__ void dt__k_encoder_report(dt__cuda_pending *pending, const unsigned *bad, const int32_t *tokens, int BT)
 {
-    const dt__tokpos *x = (const dt__tokpos *)a, *y = (const dt__tokpos *)b;
-    if (x->tok != y->tok) return x->tok < y->tok ? -1 : 1;
-    return x->pos < y->pos ? -1 : x->pos > y->pos;
+    const unsigned b = *bad;
+    if (b < (unsigned)BT && pending->row < 0) {
+        pending->kind = DT__CUDA_PENDING_TOKEN;
+        pending->target = tokens[b];
+        pending->vocab = 0;
+        __threadfence_system();
+        pending->row = (int)b;
+    }
 }
+
+static size_t dt__align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                                     int B, int T, int C)
@@ -81,48 +105,32 @@ dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, co
     const int BT = B * T;
     if (BT <= 0 || C <= 0) return DT_OK;
     cudaStream_t s = DT__CUDA_STREAM(be);
+    dt__cuda_impl *im = DT__CUDA_IMPL(be);
     dt__k_encoder_backward_wpe<<<dt__cuda_blocks((size_t)T * C, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(dwpe, dout,
                                                                                                              B, T, C);
     DT_CUDA_LAUNCHED("encoder backward (positions)");
 
-    /* Host layout: pairs(BT) | uniq(BT) | off(BT+1) | pos(BT); the last three
-     * go to the device in one copy. */
-    size_t ints = 3 * (size_t)BT + 1;
-    void *hbuf;
-    DT_CHECK(dt__cuda_host_workspace(be, sizeof(dt__tokpos) * BT + ints * sizeof(int32_t), &hbuf));
-    dt__tokpos *pairs = (dt__tokpos *)hbuf;
-    int32_t *uniq = (int32_t *)(pairs + BT), *off = uniq + BT, *pos = off + BT + 1;
-    int32_t *htok = uniq; /* the raw tokens land in uniq first, then become pairs */
-    DT_CUDA_CHECK(cudaMemcpyAsync(htok, tokens, sizeof(int32_t) * BT, cudaMemcpyDeviceToHost, s));
-    DT_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (int i = 0; i < BT; i++) {
-        if (htok[i] < 0)
-            return DT_FAIL(DT_ERR_INVALID, "encoder backward: token %d at position %d is negative", (int)htok[i], i);
-        pairs[i].tok = htok[i];
-        pairs[i].pos = i;
-    }
-    qsort(pairs, (size_t)BT, sizeof *pairs, dt__tokpos_cmp);
-    int nu = 0;
-    for (int i = 0; i < BT; i++) {
-        if (i == 0 || pairs[i].tok != pairs[i - 1].tok) {
-            uniq[nu] = pairs[i].tok;
-            off[nu] = i;
-            nu++;
-        }
-        pos[i] = pairs[i].pos;
-    }
-    off[nu] = BT;
-    /* Device copy: uniq(nu) | off(nu+1) | pos(BT), packed. */
-    void *dbuf;
-    DT_CHECK(dt__cuda_workspace(be, ints * sizeof(int32_t), &dbuf));
-    int32_t *duniq = (int32_t *)dbuf, *doff = duniq + nu, *dpos = doff + nu + 1;
-    DT_CUDA_CHECK(cudaMemcpyAsync(duniq, uniq, sizeof(int32_t) * nu, cudaMemcpyHostToDevice, s));
-    DT_CUDA_CHECK(cudaMemcpyAsync(doff, off, sizeof(int32_t) * (nu + 1), cudaMemcpyHostToDevice, s));
-    DT_CUDA_CHECK(cudaMemcpyAsync(dpos, pos, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, s));
+    /* Workspace: sorted tokens | positions | sorted positions | CUB's
+     * temporary storage, each 256-byte aligned. */
+    size_t temp_bytes = 0;
+    DT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, (int32_t *)nullptr,
+                                                  (const int32_t *)nullptr, (int32_t *)nullptr, BT, 0, 32, s));
+    const size_t ints = dt__align256(sizeof(int32_t) * (size_t)BT);
+    char *w;
+    DT_CHECK(dt__cuda_workspace(be, 3 * ints + dt__align256(temp_bytes), (void **)&w));
+    int32_t *tok_sorted = (int32_t *)w, *pos = (int32_t *)(w + ints), *pos_sorted = (int32_t *)(w + 2 * ints);
+    void *temp = w + 3 * ints;
+
+    DT_CUDA_CHECK(cudaMemsetAsync(im->bad_row, 0xff, sizeof(unsigned), s)); /* UINT_MAX: none */
+    dt__k_encoder_positions<<<dt__cuda_blocks((size_t)BT, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(pos, im->bad_row,
+                                                                                                       tokens, BT);
+    DT_CUDA_LAUNCHED("encoder backward (position list)");
+    dt__k_encoder_report<<<1, 1, 0, s>>>(im->pending_dev, im->bad_row, tokens, BT);
+    DT_CUDA_LAUNCHED("encoder backward (token check)");
+    /* signed 32-bit keys, all bits: negative tokens sort first (and are skipped) */
+    DT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, tok_sorted, pos, pos_sorted, BT, 0, 32, s));
     const int wte_threads = C < 256 ? 32 * ((C + 31) / 32) : 256;
-    dt__k_encoder_backward_wte<<<nu, wte_threads, 0, s>>>(dwte, dout, duniq, doff, dpos, C);
+    dt__k_encoder_backward_wte<<<BT, wte_threads, 0, s>>>(dwte, dout, tok_sorted, pos_sorted, BT, C);
     DT_CUDA_LAUNCHED("encoder backward (tokens)");
-    /* The host workspace must not change before the copies have read it. */
-    DT_CUDA_CHECK(cudaStreamSynchronize(s));
     return DT_OK;
 }

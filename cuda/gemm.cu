@@ -24,8 +24,10 @@
  * Linear layers store w as (OC, C) like the CPU backend (cpu_gemm.c): forward
  * out = inp @ w^T with the bias broadcast into out first (beta = 1);
  * backward dinp = dout @ w, dw += dout^T @ inp, dbias += column sums of dout
- * (a fixed-order reduction: 32 row lanes per column, combined in lane
- * order; no atomics). */
+ * (fixed-order, no atomics: rows split into the row chunks of
+ * dt__colsum_plan_for (cuda_plan.h), one (32 columns, chunk) block each, 32
+ * row lanes per column combined in lane order into a partial per chunk;
+ * then a second pass adds the partials in chunk order). */
 #include "cuda_internal.h"
 
 /* C(M,N) with leading dimension ldc, `batch` matrices sC apart: C *= beta,
@@ -160,24 +162,47 @@ __global__ void dt__k_bias_broadcast(float *out, const float *bias, int N, int O
     DT__CUDA_FOR(idx, (size_t)N * OC) out[idx] = bias[idx % OC];
 }
 
-/* dbias(OC) += column sums of dout(N,OC). Block (32, 32): threadIdx.x is a
- * column of a 32-column slice (so a warp reads 128 contiguous bytes of a
- * row), threadIdx.y a row lane summing rows y, y+32, ... in order; the 32
- * lane sums are then added in lane order. */
-__global__ void dt__k_bias_grad(float *dbias, const float *dout, int N, int OC)
+/* Column sums of dout(N,OC), first pass. Block (32, 32) at (blockIdx.x,
+ * blockIdx.y): threadIdx.x is a column of a 32-column slice (a warp reads
+ * 128 contiguous bytes of a row), threadIdx.y a row lane summing rows
+ * lo + y, lo + y + 32, ... of the block's row chunk [lo, hi) in order; the
+ * 32 lane sums are then added in lane order. add = 1 (one chunk): out(OC)
+ * += the sum; add = 0: out is the partials (chunks, OC), row blockIdx.y. */
+__global__ void dt__k_bias_grad(float *out, const float *dout, int N, int OC, int rows, int add)
 {
     __shared__ float part[32][33];
     const int j = blockIdx.x * 32 + threadIdx.x;
+    const int lo = blockIdx.y * rows, hi = N - lo < rows ? N : lo + rows; /* no int overflow */
     float acc = 0.0f;
     if (j < OC)
-        for (int i = threadIdx.y; i < N; i += 32) acc += dout[(size_t)i * OC + j];
+        for (int i = lo + threadIdx.y; i < hi; i += 32) acc += dout[(size_t)i * OC + j];
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && j < OC) {
         float s = 0.0f;
         for (int r = 0; r < 32; r++) s += part[r][threadIdx.x];
-        dbias[j] += s;
+        if (add) out[j] += s;
+        else out[(size_t)blockIdx.y * OC + j] = s;
     }
+}
+
+/* Second pass: out(C) += the chunks' partials, chunk 0 first. */
+__global__ void dt__k_colsum_finish(float *out, const float *part, int chunks, int C)
+{
+    DT__CUDA_FOR(j, (size_t)C)
+    {
+        float s = 0.0f;
+        for (int y = 0; y < chunks; y++) s += part[(size_t)y * C + j];
+        out[j] += s;
+    }
+}
+
+dt_status dt__cuda_colsum_finish(dt_backend *be, float *out, const float *part, int chunks, int C)
+{
+    dt__k_colsum_finish<<<dt__cuda_blocks((size_t)C, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, DT__CUDA_STREAM(be)>>>(
+        out, part, chunks, C);
+    DT_CUDA_LAUNCHED("column sums (second pass)");
+    return DT_OK;
 }
 
 dt_status dt__cuda_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias,
@@ -199,9 +224,14 @@ dt_status dt__cuda_matmul_backward(dt_backend *be, float *dinp, float *dw, float
 {
     if (dinp) DT_CHECK(be->gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C));
     DT_CHECK(be->gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C));
-    if (dbias && OC > 0) {
-        dt__k_bias_grad<<<(OC + 31) / 32, dim3(32, 32), 0, DT__CUDA_STREAM(be)>>>(dbias, dout, N, OC);
+    if (dbias && OC > 0 && N > 0) {
+        const dt__colsum_plan p = dt__colsum_plan_for(N, OC, DT__CUDA_IMPL(be)->sms);
+        float *part = dbias;
+        if (p.chunks > 1) DT_CHECK(dt__cuda_workspace(be, (size_t)p.chunks * OC * sizeof(float), (void **)&part));
+        dt__k_bias_grad<<<dim3((OC + 31) / 32, p.chunks), dim3(32, 32), 0, DT__CUDA_STREAM(be)>>>(
+            part, dout, N, OC, p.rows, p.chunks == 1);
         DT_CUDA_LAUNCHED("matmul bias gradient");
+        if (p.chunks > 1) DT_CHECK(dt__cuda_colsum_finish(be, dbias, part, p.chunks, OC));
     }
     return DT_OK;
 }

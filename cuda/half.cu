@@ -75,5 +75,5 @@ dt_status dt__cuda_unscale_check(dt_backend *be, float *x, float s, size_t n, in
     DT_CUDA_CHECK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, st));
     DT_CUDA_CHECK(cudaStreamSynchronize(st));
     if (*hflag) *nonfinite = 1;
-    return DT_OK;
+    return dt__cuda_pending_error(be); /* a host synchronisation: report what kernels found */
 }

@@ -7,9 +7,12 @@
  * is the two-pass centred sum, as in the CPU backend; rstd = 1 / sqrtf(.)
  * with IEEE division and square root (eps = 1e-5).
  * backward: dinp += (row kernel, one warp per row, same reductions);
- * dw +=, db += by a column kernel: block (32, 32), threadIdx.x a channel,
- * threadIdx.y a row lane summing rows y, y+32, ... in order, lanes combined
- * in order. No atomics: results are bit-identical run to run. */
+ * dw +=, db += by a column kernel: blocks (32 channels, row chunk) with the
+ * chunks of dt__colsum_plan_for (cuda_plan.h), threadIdx.x a channel,
+ * threadIdx.y a row lane summing its chunk's rows y, y+32, ... in order,
+ * lanes combined in order into one partial per chunk; a second pass
+ * (dt__cuda_colsum_finish) adds the partials in chunk order. No atomics:
+ * results are bit-identical run to run on one GPU. */
 #include "cuda_internal.h"
 
 #define DT__LN_EPS 1e-5f
@@ -76,31 +79,41 @@ __global__ void dt__k_layernorm_backward_dinp(float *dinp, const float *dout, co
     }
 }
 
-/* dw(C) += sum_i n_i * dout_i, db(C) += sum_i dout_i over the N rows. */
-__global__ void dt__k_layernorm_backward_dwdb(float *dw, float *db, const float *dout, const float *inp,
-                                              const float *mean, const float *rstd, int N, int C)
+/* dw(C) += sum_i n_i * dout_i, db(C) += sum_i dout_i over the N rows, first
+ * pass: block (blockIdx.x, blockIdx.y) sums the rows [lo, hi) of its row
+ * chunk for 32 channels (layout of gemm.cu's dt__k_bias_grad). add = 1 (one
+ * chunk): pw, pb are dw, db and get += the sums; add = 0: pw, pb are the
+ * partials (chunks, C), row blockIdx.y. */
+__global__ void dt__k_layernorm_backward_dwdb(float *pw, float *pb, const float *dout, const float *inp,
+                                              const float *mean, const float *rstd, int N, int C, int rows, int add)
 {
-    __shared__ float pw[32][33], pb[32][33];
+    __shared__ float sw_[32][33], sb_[32][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
+    const int lo = blockIdx.y * rows, hi = N - lo < rows ? N : lo + rows; /* no int overflow */
     float aw = 0.0f, ab = 0.0f;
     if (c < C)
-        for (int i = threadIdx.y; i < N; i += 32) {
+        for (int i = lo + threadIdx.y; i < hi; i += 32) {
             float d = dout[(size_t)i * C + c];
             float n = (inp[(size_t)i * C + c] - mean[i]) * rstd[i];
             ab += d;
             aw += n * d;
         }
-    pw[threadIdx.y][threadIdx.x] = aw;
-    pb[threadIdx.y][threadIdx.x] = ab;
+    sw_[threadIdx.y][threadIdx.x] = aw;
+    sb_[threadIdx.y][threadIdx.x] = ab;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
         float sw = 0.0f, sb = 0.0f;
         for (int k = 0; k < 32; k++) {
-            sw += pw[k][threadIdx.x];
-            sb += pb[k][threadIdx.x];
+            sw += sw_[k][threadIdx.x];
+            sb += sb_[k][threadIdx.x];
         }
-        dw[c] += sw;
-        db[c] += sb;
+        if (add) {
+            pw[c] += sw;
+            pb[c] += sb;
+        } else {
+            pw[(size_t)blockIdx.y * C + c] = sw;
+            pb[(size_t)blockIdx.y * C + c] = sb;
+        }
     }
 }
 
@@ -113,7 +126,18 @@ dt_status dt__cuda_layernorm_backward(dt_backend *be, float *dinp, float *dw, fl
     dt__k_layernorm_backward_dinp<<<(N + DT__LN_WARPS - 1) / DT__LN_WARPS, 32 * DT__LN_WARPS, 0, s>>>(
         dinp, dout, inp, w, mean, rstd, N, C);
     DT_CUDA_LAUNCHED("layernorm backward (dinp)");
-    dt__k_layernorm_backward_dwdb<<<(C + 31) / 32, dim3(32, 32), 0, s>>>(dw, db, dout, inp, mean, rstd, N, C);
+    const dt__colsum_plan p = dt__colsum_plan_for(N, C, DT__CUDA_IMPL(be)->sms);
+    float *pw = dw, *pb = db;
+    if (p.chunks > 1) {
+        DT_CHECK(dt__cuda_workspace(be, 2 * (size_t)p.chunks * C * sizeof(float), (void **)&pw));
+        pb = pw + (size_t)p.chunks * C;
+    }
+    dt__k_layernorm_backward_dwdb<<<dim3((C + 31) / 32, p.chunks), dim3(32, 32), 0, s>>>(pw, pb, dout, inp, mean, rstd,
+                                                                                         N, C, p.rows, p.chunks == 1);
     DT_CUDA_LAUNCHED("layernorm backward (dw, db)");
+    if (p.chunks > 1) {
+        DT_CHECK(dt__cuda_colsum_finish(be, dw, pw, p.chunks, C));
+        DT_CHECK(dt__cuda_colsum_finish(be, db, pb, p.chunks, C));
+    }
     return DT_OK;
 }

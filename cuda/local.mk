@@ -20,7 +20,7 @@ DT_CUDA_SRCS = \
 	cuda/half.cu \
 	cuda/stats.cu \
 	cuda/batchnorm.cu
-DT_CUDA_HDRS = cuda/cuda_internal.h cuda/dt_cuda.h
+DT_CUDA_HDRS = cuda/cuda_internal.h cuda/cuda_plan.h cuda/dt_cuda.h
 
 if HAVE_CUDA
 # the NCCL communicator is plain C on the CUDA/NCCL headers

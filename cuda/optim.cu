@@ -68,7 +68,7 @@ dt_status dt__cuda_sumsq(dt_backend *be, const float *x, size_t n, double *out)
     DT_CUDA_CHECK(cudaMemcpyAsync(h, work, sizeof(double), cudaMemcpyDeviceToHost, s));
     DT_CUDA_CHECK(cudaStreamSynchronize(s));
     *out = *h;
-    return DT_OK;
+    return dt__cuda_pending_error(be); /* a host synchronisation: report what kernels found */
 }
 
 __global__ void dt__k_scale(float *x, float s, size_t n) { DT__CUDA_FOR(i, n) x[i] *= s; }

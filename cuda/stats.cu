@@ -109,6 +109,7 @@ dt_status dt__cuda_span_stats(dt_backend *be, float *x, const dt_span *spans, in
     DT_CUDA_LAUNCHED("span_stats (per span)");
     DT_CUDA_CHECK(cudaMemcpyAsync(h, w + o_sum, back, cudaMemcpyDeviceToHost, st));
     DT_CUDA_CHECK(cudaStreamSynchronize(st));
+    DT_CHECK(dt__cuda_pending_error(be)); /* a deferred error of an earlier op (cuda_internal.h) */
     if (sumsq) memcpy(sumsq, h, n * sizeof(double));
     if (nonfinite) memcpy(nonfinite, h + n * sizeof(double), n * sizeof(int));
     return DT_OK;

@@ -109,8 +109,13 @@ typedef dt_status dt_backend_residual_forward_fn(dt_backend *be, float *out, con
  * < 0 is ignored. Rows of logits and dlogits are ld >= V floats apart;
  * columns V..ld-1 are neither read nor written. losses(N) = -log
  * p[target] (0 where ignored); correct(N) (may be NULL) = 1 if argmax ==
- * target (ties: lowest index); dlogits(N,V) (may be NULL, may alias
- * logits) = dloss * (p - onehot) on counted rows, 0 on ignored rows. */
+ * target (ties: lowest index; a NaN logit wins at index 0 and is skipped
+ * elsewhere); dlogits(N,V) (may be NULL, may alias logits) = dloss * (p -
+ * onehot) on counted rows, 0 on ignored rows. A target >= V is
+ * DT_ERR_INVALID naming the lowest such row: the CPU returns it before
+ * writing; the CUDA backend (targets in device memory) at its next host
+ * synchronisation (synchronize, a host copy, sumsq, unscale_check,
+ * span_stats), the bad rows having loss NaN, correct 0 and zero gradients. */
 typedef dt_status dt_backend_crossentropy_forward_backward_fn(dt_backend *be, float *losses, uint8_t *correct,
                                                               float *dlogits, const float *logits,
                                                               const int32_t *targets, int N, int V, int ld,
@@ -303,13 +308,29 @@ struct dt_backend {
 
 /* Create a backend by name ("cpu" or "cuda"). threads <= 0: default. */
 DT_API dt_status dt_backend_create(const char *name, int threads, dt_backend **out);
+/* What a backend may be told at creation beyond its name. */
+typedef struct dt_backend_options {
+    int threads; /* CPU threads; <= 0: the default */
+    /* This process's index among the job's processes on its node (a
+     * communicator's local_rank, include/dt_comm.h), from which the CUDA
+     * backend takes GPU local_rank mod the device count; -1: unknown, the
+     * launcher's variables decide (docs/cuda.md). The CPU ignores it. */
+    int local_rank;
+} dt_backend_options;
+/* dt_backend_create with options (opts NULL: threads 0, local_rank -1). */
+DT_API dt_status dt_backend_create_with(const char *name, const dt_backend_options *opts, dt_backend **out);
 DT_API void dt_backend_destroy(dt_backend *be);
 /* The CPU backend (always built). */
 DT_API dt_status dt_backend_cpu_create(int threads, dt_backend **out);
-/* The CUDA backend on the current CUDA device (cuda/; docs/cuda.md).
+/* The CUDA backend (cuda/; docs/cuda.md) on the GPU of the launcher's
+ * local rank mod the device count, else the current CUDA device.
  * threads is accepted and ignored. Fails with DT_ERR_UNSUPPORTED and a
  * one-line message when no CUDA device is usable or the build has no CUDA. */
 DT_API dt_status dt_backend_cuda_create(int threads, dt_backend **out);
+/* The same with options: local_rank >= 0 picks GPU local_rank mod the
+ * device count; -1 the launcher's local rank variables, else the current
+ * device. */
+DT_API dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend **out);
 
 /* For backend implementations (backend.c): a new instance of ops with its
  * checked front, name, device and impl; threads is left 0 (the creator

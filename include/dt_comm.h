@@ -86,6 +86,11 @@ struct dt_comm {
      * naming the rank waited for; 0: wait for ever. New communicators get
      * DT_COMM_TIMEOUT_DEFAULT; split ones inherit their parent's. */
     double timeout_s;
+    /* This process's index among the job's processes on its node, for
+     * choosing a GPU (dt_backend_options.local_rank): the "mpi" world's
+     * rank in MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), inherited by the
+     * communicators split from it; -1 where unknown (self, nccl). */
+    int local_rank;
 };
 
 /* The default timeout of a blocking wait (dtrain's --comm-timeout): far

@@ -270,6 +270,32 @@ START_TEST(test_world_again)
 }
 END_TEST
 
+/* The node-local rank, for the GPU choice: MPI_COMM_TYPE_SHARED orders a
+ * node's ranks by world rank (key 0), so it is at most the world rank and
+ * some rank has 0; splits inherit the process's value; self knows none. */
+START_TEST(test_local_rank)
+{
+    dt_comm *sub = NULL;
+    if (!dt_comm_have_mpi()) {
+        ck_assert_int_eq(g_world->local_rank, -1);
+    } else {
+        const int lr = g_world->local_rank;
+        ck_assert_msg(lr >= 0 && lr <= g_world->rank, "rank %d: local rank %d", g_world->rank, lr);
+        float zeros = lr == 0 ? 1.0f : 0.0f;
+        ck_dt(g_world->ops->allreduce_native(g_world, &zeros, 1));
+        ck_assert(zeros >= 1.0f);
+    }
+    ck_dt(g_world->ops->split(g_world, 0, g_world->rank, &sub));
+    ck_assert_ptr_nonnull(sub);
+    ck_assert_int_eq(sub->local_rank, g_world->local_rank);
+    dt_comm_free(sub);
+    dt_comm *self = NULL;
+    ck_dt(dt_comm_self_create(&self));
+    ck_assert_int_eq(self->local_rank, -1);
+    dt_comm_free(self);
+}
+END_TEST
+
 /* ---- split ---------------------------------------------------------------- */
 
 /* p2p, barrier and allreduce inside sub; world_sum is the expected sum of the
@@ -1274,6 +1300,7 @@ static Suite *comm_suite(void)
     tcase_add_test(tc, test_barrier);
     tcase_add_test(tc, test_waitany);
     tcase_add_test(tc, test_world_again);
+    tcase_add_test(tc, test_local_rank);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("split");

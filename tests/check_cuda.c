@@ -364,29 +364,55 @@ END_TEST
 
 /* ---- layers ------------------------------------------------------------------------------------ */
 
+/* {B, T, C, V}: V small so tokens repeat within and across rows; B*T = 1;
+ * C not a multiple of 32; a long run of one token (V = 1). */
+static const int encoder_shapes[][4] = {{3, 11, 40, 7}, {4, 257, 70, 50}, {1, 1, 1, 1}, {2, 600, 33, 1}};
+
 START_TEST(test_encoder)
 {
-    const int B = 3, T = 11, C = 40, V = 7; /* V small: tokens repeat within and across rows */
-    int32_t tok[33];
+    const int B = encoder_shapes[_i][0], T = encoder_shapes[_i][1], C = encoder_shapes[_i][2];
+    const int V = encoder_shapes[_i][3];
+    const size_t BT = (size_t)B * T;
+    int32_t *tok = malloc(BT * sizeof *tok);
     dt_rng r;
     dt_rng_seed(&r, 11);
-    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)dt_rng_below(&r, V);
-    float *wte = hmalloc(V * C), *wpe = hmalloc(T * C), *out = hmalloc(B * T * C), *dout = hmalloc(B * T * C);
+    for (size_t i = 0; i < BT; i++) tok[i] = (int32_t)dt_rng_below(&r, V);
+    float *wte = hmalloc(V * C), *wpe = hmalloc(T * C), *out = hmalloc(BT * C), *dout = hmalloc(BT * C);
     float *dwte = hmalloc(V * C), *dwpe = hmalloc(T * C);
-    fill(wte, V * C, 12, 1), fill(wpe, T * C, 13, 1), fill(dout, B * T * C, 14, 1);
+    fill(wte, V * C, 12, 1), fill(wpe, T * C, 13, 1), fill(dout, BT * C, 14, 1);
     fill(dwte, V * C, 15, 1), fill(dwpe, T * C, 16, 1);
-    int32_t *d_tok = up(tok, sizeof tok);
-    float *d_wte = up(wte, V * C * 4), *d_wpe = up(wpe, T * C * 4), *d_out = up(out, B * T * C * 4);
-    float *d_dout = up(dout, B * T * C * 4), *d_dwte = up(dwte, V * C * 4), *d_dwpe = up(dwpe, T * C * 4);
+    int32_t *d_tok = up(tok, BT * sizeof *tok);
+    float *d_wte = up(wte, V * C * 4), *d_wpe = up(wpe, T * C * 4), *d_out = up(out, BT * C * 4);
+    float *d_dout = up(dout, BT * C * 4), *d_dwte = up(dwte, V * C * 4), *d_dwpe = up(dwpe, T * C * 4);
     ck_dt(cpu->encoder_forward(cpu, out, tok, wte, wpe, B, T, C));
     ck_dt(gpu->encoder_forward(gpu, d_out, d_tok, d_wte, d_wpe, B, T, C));
-    expect_bits(d_out, out, (size_t)B * T * C * 4, "encoder out");
+    expect_bits(d_out, out, BT * C * 4, "encoder out");
     ck_dt(cpu->encoder_backward(cpu, dwte, dwpe, dout, tok, B, T, C));
     ck_dt(gpu->encoder_backward(gpu, d_dwte, d_dwpe, d_dout, d_tok, B, T, C));
     expect_bits(d_dwte, dwte, (size_t)V * C * 4, "encoder dwte");
     expect_bits(d_dwpe, dwpe, (size_t)T * C * 4, "encoder dwpe");
+    /* A negative token: reported at the next synchronisation, naming the
+     * lowest such position; the other tokens' rows are still added. */
+    if (BT >= 3) {
+        const size_t p1 = BT - 1, p2 = BT / 2;
+        const int32_t t1 = tok[p1], t2 = tok[p2];
+        tok[p1] = -3, tok[p2] = -1;
+        ck_dt(gpu->copy(gpu, d_tok, tok, BT * sizeof *tok, DT_COPY_H2D));
+        ck_dt(gpu->encoder_backward(gpu, d_dwte, d_dwpe, d_dout, d_tok, B, T, C));
+        ck_assert_int_eq(gpu->synchronize(gpu), DT_ERR_INVALID);
+        char want[96];
+        snprintf(want, sizeof want, "encoder backward: token -1 at position %zu is negative", p2);
+        ck_assert_msg(strstr(dt_last_error(), want) != NULL, "%s", dt_last_error());
+        ck_dt(gpu->synchronize(gpu));
+        /* dwte: the CPU's per-element order (positions ascending), without the two positions */
+        tok[p1] = t1, tok[p2] = t2;
+        for (size_t i = 0; i < BT; i++)
+            if (i != p1 && i != p2)
+                for (int c = 0; c < C; c++) dwte[(size_t)tok[i] * C + c] += dout[i * C + c];
+        expect_bits(d_dwte, dwte, (size_t)V * C * 4, "encoder dwte without the negative tokens");
+    }
     gfree(d_tok), gfree(d_wte), gfree(d_wpe), gfree(d_out), gfree(d_dout), gfree(d_dwte), gfree(d_dwpe);
-    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
+    free(tok), free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
 }
 END_TEST
 
@@ -426,6 +452,57 @@ START_TEST(test_layernorm)
     gfree(d_dw), gfree(d_db), gfree(d_mean2), gfree(d_rstd2);
     free(x), free(w), free(b), free(out), free(dout), free(mean), free(rstd), free(dx), free(dw), free(db);
     free(g1), free(g2);
+}
+END_TEST
+
+/* Column sums (the bias and LayerNorm weight gradients) on shapes that
+ * exercise the row-chunk split of cuda_plan.h: N = 1, N not a multiple of
+ * a chunk, C not a multiple of 32, and one large C. Accumulating (+=) into
+ * random gradients; the same call twice gives the same bits. */
+static const int colsum_shapes[][2] = {{1, 45}, {300, 33}, {1000, 768}, {4099, 70}, {257, 1}};
+
+START_TEST(test_colsums)
+{
+    const int N = colsum_shapes[_i][0], C = colsum_shapes[_i][1];
+    const size_t nc = (size_t)N * C;
+    float *x = hmalloc(nc), *dout = hmalloc(nc), *w = hmalloc(C), *mean = hmalloc(N), *rstd = hmalloc(N);
+    float *dx = hmalloc(nc), *dw = hmalloc(C), *db = hmalloc(C), *g1 = hmalloc(C), *g2 = hmalloc(C);
+    float *wmm = hmalloc((size_t)C * C), *dwmm = hmalloc((size_t)C * C);
+    fill(x, nc, 70, 1), fill(dout, nc, 71, 1), fill(w, C, 72, 1), fill(dx, nc, 73, 1), fill(dw, C, 74, 1);
+    fill(db, C, 75, 1), fill(mean, N, 76, 0.1f), fill(rstd, N, 77, 0.1f);
+    for (int i = 0; i < N; i++) rstd[i] = 1.0f + fabsf(rstd[i]);
+    float *d_x = up(x, nc * 4), *d_dout = up(dout, nc * 4), *d_w = up(w, C * 4), *d_mean = up(mean, N * 4);
+    float *d_rstd = up(rstd, N * 4), *d_dx = up(dx, nc * 4), *d_dw = up(dw, C * 4), *d_db = up(db, C * 4);
+    /* bias gradient: matmul backward with OC = C, no dinp */
+    memset(wmm, 0, (size_t)C * C * 4), memset(dwmm, 0, (size_t)C * C * 4);
+    float *d_wmm = up(wmm, (size_t)C * C * 4), *d_dwmm = up(dwmm, (size_t)C * C * 4);
+    ck_dt(cpu->matmul_backward(cpu, NULL, dwmm, db, dout, x, wmm, N, C, C));
+    ck_dt(gpu->matmul_backward(gpu, NULL, d_dwmm, d_db, d_dout, d_x, d_wmm, N, C, C));
+    expect_close(d_db, db, C, SUM_ATOL, SUM_RTOL, "bias gradient (accumulated)");
+    for (int rep = 0; rep < 2; rep++) {
+        ck_dt(gpu->memset_zero(gpu, d_db, C * 4));
+        ck_dt(gpu->matmul_backward(gpu, NULL, d_dwmm, d_db, d_dout, d_x, d_wmm, N, C, C));
+        down(rep ? g2 : g1, d_db, C * 4);
+    }
+    ck_assert_msg(memcmp(g1, g2, C * 4) == 0, "bias gradient not deterministic");
+    /* LayerNorm dw, db (+ dinp) */
+    fill(db, C, 75, 1);
+    ck_dt(gpu->copy(gpu, d_db, db, C * 4, DT_COPY_H2D));
+    ck_dt(cpu->layernorm_backward(cpu, dx, dw, db, dout, x, w, mean, rstd, N, C));
+    ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C));
+    expect_close(d_dw, dw, C, SUM_ATOL, SUM_RTOL, "layernorm dw (accumulated)");
+    expect_close(d_db, db, C, SUM_ATOL, SUM_RTOL, "layernorm db (accumulated)");
+    expect_close(d_dx, dx, nc, SUM_ATOL, SUM_RTOL, "layernorm dinp (accumulated)");
+    for (int rep = 0; rep < 2; rep++) {
+        ck_dt(gpu->memset_zero(gpu, d_dw, C * 4));
+        ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C));
+        down(rep ? g2 : g1, d_dw, C * 4);
+    }
+    ck_assert_msg(memcmp(g1, g2, C * 4) == 0, "layernorm dw not deterministic");
+    gfree(d_x), gfree(d_dout), gfree(d_w), gfree(d_mean), gfree(d_rstd), gfree(d_dx), gfree(d_dw), gfree(d_db);
+    gfree(d_wmm), gfree(d_dwmm);
+    free(x), free(dout), free(w), free(mean), free(rstd), free(dx), free(dw), free(db), free(g1), free(g2);
+    free(wmm), free(dwmm);
 }
 END_TEST
 
@@ -510,12 +587,47 @@ START_TEST(test_crossentropy)
     ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_z, d_z, d_t, N, V, V, 0.125f));
     expect_close(d_loss, loss, N, ELEM_ATOL, ELEM_RTOL, "cross-entropy loss (aliased)");
     expect_close(d_z, dz, (size_t)N * V, ELEM_ATOL, ELEM_RTOL, "cross-entropy dlogits (aliased)");
-    /* a target outside the vocabulary fails, naming it */
+    /* A target outside the vocabulary: the call itself returns at once and
+     * the next host synchronisation fails, naming the lowest bad row of
+     * the first bad call (as the CPU names it); reported once. The bad
+     * rows' losses are NaN, their gradients zero, the others as usual. */
     tgt[4] = V;
+    tgt[7] = V + 5;
     ck_dt(gpu->copy(gpu, d_t, tgt, sizeof tgt, DT_COPY_H2D));
-    ck_assert_int_eq(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, NULL, d_dz, d_t, N, V, V, 1.0f),
-                     DT_ERR_INVALID);
+    ck_assert_int_eq(cpu->crossentropy_forward_backward(cpu, loss, NULL, NULL, z, tgt, N, V, V, 1.0f), DT_ERR_INVALID);
     ck_assert_msg(strstr(dt_last_error(), "target 1000 at row 4") != NULL, "%s", dt_last_error());
+    fill(z, (size_t)N * V, 28, 2);
+    ck_dt(gpu->copy(gpu, d_z, z, (size_t)N * V * 4, DT_COPY_H2D));
+    int32_t tgt2[9];
+    memcpy(tgt2, tgt, sizeof tgt2);
+    tgt2[4] = 11; /* a second bad call (row 7 only) before the report: the first one's error is kept */
+    int32_t *d_t2 = up(tgt2, sizeof tgt2); /* uploaded first: a host copy is a synchronisation point */
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_dz, d_z, d_t, N, V, V, 1.0f));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, d_dz, d_z, d_t2, N, V, V, 1.0f));
+    memcpy(tgt, tgt2, sizeof tgt);
+    ck_assert_int_eq(gpu->synchronize(gpu), DT_ERR_INVALID);
+    gfree(d_t2);
+    ck_assert_msg(strstr(dt_last_error(), "cross-entropy: target 1000 at row 4 outside the vocabulary of 1000") != NULL,
+                  "%s", dt_last_error());
+    ck_dt(gpu->synchronize(gpu)); /* reported once */
+    float gl[9], *gdz = hmalloc((size_t)N * V);
+    down(gl, d_loss, sizeof gl);
+    down(gdz, d_dz, (size_t)N * V * 4);
+    ck_assert(isnan(gl[7]));
+    for (int v = 0; v < V; v++) ck_assert(gdz[(size_t)7 * V + v] == 0.0f);
+    tgt[7] = 7; /* the good rows match the CPU's */
+    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, NULL, dz, z, tgt, N, V, V, 1.0f));
+    for (int i = 0; i < N; i++)
+        if (i != 7) ck_assert_msg(dt_test_close(gl[i], loss[i], ELEM_ATOL, ELEM_RTOL), "loss row %d", i);
+    tgt[7] = V + 5;
+    /* a bad call is also reported by a copy to the host */
+    tgt[2] = V;
+    ck_dt(gpu->copy(gpu, d_t, tgt, sizeof tgt, DT_COPY_H2D));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, NULL, NULL, d_z, d_t, N, V, V, 1.0f));
+    ck_assert_int_eq(gpu->copy(gpu, gl, d_loss, sizeof gl, DT_COPY_D2H), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "target 1000 at row 2") != NULL, "%s", dt_last_error());
+    ck_dt(gpu->synchronize(gpu));
+    free(gdz);
     gfree(d_t), gfree(d_z), gfree(d_dz), gfree(d_loss), gfree(d_c);
     free(z), free(dz), free(loss);
 }
@@ -551,6 +663,74 @@ START_TEST(test_crossentropy_padded)
     }
     gfree(d_t), gfree(d_z), gfree(d_dz), gfree(d_loss);
     free(z), free(dz), free(loss), free(zp), free(gp);
+}
+END_TEST
+
+/* NaN logits: the arg-max follows the CPU's rule (a NaN wins only at
+ * index 0; elsewhere it is skipped), so `correct` matches the CPU's on
+ * every row; both losses are NaN on rows with a NaN. */
+START_TEST(test_crossentropy_nan)
+{
+    enum { N = 6, V = 700 };
+    float *z = hmalloc((size_t)N * V), *loss = hmalloc(N), *gloss = hmalloc(N);
+    int32_t tgt[N] = {0, 5, 9, 0, 3, 0};
+    uint8_t corr[N], gcorr[N];
+    fill(z, (size_t)N * V, 80, 1);
+    z[0 * V + 0] = NAN, z[0 * V + 400] = 50.0f;     /* NaN at 0 wins: correct for target 0 */
+    z[1 * V + 300] = NAN, z[1 * V + 5] = 50.0f;     /* a NaN elsewhere is skipped: 5 */
+    z[2 * V + 9] = 50.0f, z[2 * V + 600] = NAN;     /* the same across block strides */
+    for (int v = 0; v < V; v++) z[3 * V + v] = NAN; /* all NaN: 0 */
+    z[4 * V + 3] = 50.0f, z[4 * V + 260] = 50.0f;   /* a tie across threads: lowest index */
+    z[5 * V + 0] = -INFINITY, z[5 * V + 1] = NAN;   /* z[0] = -inf and NaNs */
+    for (int v = 2; v < V; v++) z[5 * V + v] = -INFINITY;
+    int32_t *d_t = up(tgt, sizeof tgt);
+    float *d_z = up(z, (size_t)N * V * 4), *d_loss = up(loss, N * 4);
+    uint8_t *d_c = up(corr, sizeof corr);
+    ck_dt(cpu->crossentropy_forward_backward(cpu, loss, corr, NULL, z, tgt, N, V, V, 1.0f));
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_loss, d_c, NULL, d_z, d_t, N, V, V, 1.0f));
+    down(gcorr, d_c, sizeof gcorr);
+    down(gloss, d_loss, N * 4);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(gcorr[i] == corr[i], "row %d: gpu correct %d, cpu %d", i, gcorr[i], corr[i]);
+        ck_assert_msg(isnan(gloss[i]) == isnan(loss[i]), "row %d: gpu loss %g, cpu %g", i, gloss[i], loss[i]);
+    }
+    for (int i = 0; i < N; i++) ck_assert_msg(corr[i] == 1, "row %d: the cpu's arg-max is not %d", i, tgt[i]);
+    gfree(d_t), gfree(d_z), gfree(d_loss), gfree(d_c);
+    free(z), free(loss), free(gloss);
+}
+END_TEST
+
+/* DT_CUDA_SYNC=1, read at creation: every launch runs to completion, so
+ * a deferred device-data error comes back from the op that met it. A
+ * backend made without it keeps deferring. */
+START_TEST(test_sync_switch)
+{
+    enum { N = 3, V = 50 };
+    float z[N * V], loss[N];
+    int32_t tgt[N] = {1, V, 2};
+    fill(z, N * V, 85, 1);
+    ck_assert_int_eq(setenv("DT_CUDA_SYNC", "1", 1), 0);
+    dt_backend *g2 = NULL;
+    dt_status st = dt_backend_cuda_create(0, &g2);
+    unsetenv("DT_CUDA_SYNC");
+    ck_dt(st);
+    void *d_z, *d_t, *d_l;
+    ck_dt(g2->alloc(g2, sizeof z, &d_z));
+    ck_dt(g2->alloc(g2, sizeof tgt, &d_t));
+    ck_dt(g2->alloc(g2, sizeof loss, &d_l));
+    ck_dt(g2->copy(g2, d_z, z, sizeof z, DT_COPY_H2D));
+    ck_dt(g2->copy(g2, d_t, tgt, sizeof tgt, DT_COPY_H2D));
+    ck_assert_int_eq(g2->crossentropy_forward_backward(g2, d_l, NULL, NULL, d_z, d_t, N, V, V, 1.0f), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "target 50 at row 1") != NULL, "%s", dt_last_error());
+    ck_dt(g2->synchronize(g2)); /* reported once */
+    g2->free(g2, d_z), g2->free(g2, d_t), g2->free(g2, d_l);
+    dt_backend_destroy(g2);
+    /* the suite's backend (made without the switch) defers */
+    int32_t *d_t1 = up(tgt, sizeof tgt);
+    float *d_z1 = up(z, sizeof z), *d_l1 = up(loss, sizeof loss);
+    ck_dt(gpu->crossentropy_forward_backward(gpu, d_l1, NULL, NULL, d_z1, d_t1, N, V, V, 1.0f));
+    ck_assert_int_eq(gpu->synchronize(gpu), DT_ERR_INVALID);
+    gfree(d_t1), gfree(d_z1), gfree(d_l1);
 }
 END_TEST
 
@@ -812,22 +992,36 @@ START_TEST(test_batchnorm)
 }
 END_TEST
 
+/* Before each test: FP32 GEMM inputs, exact FP32 compute, no deferred
+ * error left over, so a test that failed half-way (test_gemm_half resets
+ * the mode only at its end) does not change the next ones. */
+static void reset_gpu(void)
+{
+    ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
+    ck_dt(dt__cuda_set_tf32(gpu, 0));
+    (void)gpu->synchronize(gpu); /* reports (and so clears) a pending error */
+}
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("ops");
+    tcase_add_checked_fixture(tc, reset_gpu, NULL);
     tcase_add_test(tc, test_memory);
     tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_loop_test(tc, test_gemm_half, 0, 2);
     tcase_add_loop_test(tc, test_gemm_shadow, 0, 2);
     tcase_add_test(tc, test_matmul);
-    tcase_add_test(tc, test_encoder);
+    tcase_add_loop_test(tc, test_encoder, 0, sizeof encoder_shapes / sizeof encoder_shapes[0]);
     tcase_add_test(tc, test_layernorm);
+    tcase_add_loop_test(tc, test_colsums, 0, sizeof colsum_shapes / sizeof colsum_shapes[0]);
     tcase_add_test(tc, test_attention);
     tcase_add_loop_test(tc, test_attention_half, 0, 2);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_crossentropy);
     tcase_add_test(tc, test_crossentropy_padded);
+    tcase_add_test(tc, test_crossentropy_nan);
+    tcase_add_test(tc, test_sync_switch);
     tcase_add_test(tc, test_sumsq);
     tcase_add_test(tc, test_optimizers);
     tcase_add_test(tc, test_cast);

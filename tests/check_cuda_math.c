@@ -9,12 +9,14 @@
  * a few units in the last place. Values are compared with
  * |a - b| <= 1e-7 + 4e-7 |b| (about 4 ulp of float, whose unit roundoff is
  * 6e-8); ReLU, the conversions and the non-finite test have no rounding
- * at all and must match bit for bit. */
+ * at all and must match bit for bit. The launch-shape choices of
+ * cuda/cuda_plan.h are checked for coverage and their stated limits. */
 #include <stdint.h>
 #include <string.h>
 
 #include "config.h"
 #include "cpu_backend.h"
+#include "cuda_plan.h"
 #include "dt_half.h"
 #include "dt_math_hd.h"
 #include "testutil.h"
@@ -251,6 +253,122 @@ START_TEST(test_nonfinite)
 }
 END_TEST
 
+/* ---- launch shapes (cuda_plan.h) ------------------------------------------------------- */
+
+/* Every row in exactly one non-empty chunk, the chunk count within its
+ * limits, one chunk for small N; a column sum over the chunks (partials in
+ * chunk order, integers: exact) equals the direct sum. */
+START_TEST(test_colsum_plan)
+{
+    const int Ns[] = {0, 1, 2, 31, 127, 128, 129, 1000, 4099, 8192, 65536, 1 << 20, 2147483647};
+    const int Cs[] = {1, 31, 32, 33, 70, 768, 3072, 50257};
+    const int sms[] = {0, 1, 24, 108, 132};
+    for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
+        for (size_t b = 0; b < sizeof Cs / sizeof Cs[0]; b++)
+            for (size_t k = 0; k < sizeof sms / sizeof sms[0]; k++) {
+                const int N = Ns[a], C = Cs[b];
+                dt__colsum_plan p = dt__colsum_plan_for(N, C, sms[k]);
+                ck_assert_int_ge(p.chunks, 1);
+                ck_assert_int_le(p.chunks, DT__COLSUM_MAX_CHUNKS);
+                if (N <= 0) continue;
+                ck_assert_int_ge(p.rows, 1);
+                ck_assert((long long)p.chunks * p.rows >= N);      /* covers every row */
+                ck_assert((long long)(p.chunks - 1) * p.rows < N); /* no empty chunk */
+                if (N < 2 * DT__COLSUM_MIN_ROWS) ck_assert_int_eq(p.chunks, 1);
+                if (p.chunks > 1) ck_assert_int_ge(p.rows, DT__COLSUM_MIN_ROWS);
+                /* enough blocks for the SMs when there are rows enough */
+                long long blocks = (long long)((C + 31) / 32) * p.chunks, want = 2LL * (sms[k] > 0 ? sms[k] : 1);
+                if ((long long)N >= want * DT__COLSUM_MIN_ROWS && want <= DT__COLSUM_MAX_CHUNKS)
+                    ck_assert_msg(blocks >= want, "N %d C %d sms %d: %lld blocks", N, C, sms[k], blocks);
+            }
+    /* issue 19's case: C = 768 on 132 SMs, N = B*T = 8192 */
+    dt__colsum_plan p = dt__colsum_plan_for(8192, 768, 132);
+    ck_assert_int_eq(p.chunks, 11);
+    ck_assert_int_eq(p.rows, 745);
+    /* the two-pass order over integer-valued rows: exact, so equal to the direct sum */
+    const int N = 1001, C = 3;
+    p = dt__colsum_plan_for(N, C, 132);
+    ck_assert_int_gt(p.chunks, 1);
+    for (int c = 0; c < C; c++) {
+        double direct = 0, total = 0;
+        for (int i = 0; i < N; i++) direct += (i * 7 + c) % 13;
+        for (int y = 0; y < p.chunks; y++) {
+            double part = 0;
+            for (int i = y * p.rows; i < N && i < (y + 1) * p.rows; i++) part += (i * 7 + c) % 13;
+            total += part;
+        }
+        ck_assert(total == direct);
+    }
+}
+END_TEST
+
+/* Cross-entropy's arg-max: the kernel's reduction (256 threads striding
+ * over the row, xor butterflies within each warp, warps in order), run
+ * here with dt__argmax_better, finds the index the CPU backend's scan
+ * finds (its `correct` flag is 1 exactly for that target) on rows with
+ * ties, infinities, and NaNs at index 0, elsewhere or everywhere. */
+static int emulate_argmax(const float *z, int V)
+{
+    enum { THREADS = 256, WARPS = THREADS / 32 };
+    float mx[THREADS], wm[WARPS];
+    int arg[THREADS], wa[WARPS];
+    for (int t = 0; t < THREADS; t++) {
+        mx[t] = -INFINITY, arg[t] = -1;
+        for (int v = t; v < V; v += THREADS)
+            if (dt__argmax_offered(z[v], v) && dt__argmax_better(z[v], v, mx[t], arg[t])) mx[t] = z[v], arg[t] = v;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float nm[THREADS];
+        int na[THREADS];
+        for (int t = 0; t < THREADS; t++) {
+            int p = t ^ o;
+            int take = dt__argmax_better(mx[p], arg[p], mx[t], arg[t]);
+            nm[t] = take ? mx[p] : mx[t], na[t] = take ? arg[p] : arg[t];
+        }
+        memcpy(mx, nm, sizeof mx), memcpy(arg, na, sizeof arg);
+    }
+    for (int w = 0; w < WARPS; w++) {
+        for (int l = 1; l < 32; l++) /* every lane agrees */
+            ck_assert(arg[32 * w + l] == arg[32 * w] && bits(mx[32 * w + l]) == bits(mx[32 * w]));
+        wm[w] = mx[32 * w], wa[w] = arg[32 * w];
+    }
+    float m = wm[0];
+    int a = wa[0];
+    for (int w = 1; w < WARPS; w++)
+        if (dt__argmax_better(wm[w], wa[w], m, a)) m = wm[w], a = wa[w];
+    return a;
+}
+
+START_TEST(test_argmax_rule)
+{
+    enum { N = 64, V = 1000 };
+    float *z = malloc(sizeof(float) * N * V), *loss = malloc(sizeof(float) * N);
+    int32_t tgt[N];
+    uint8_t corr[N];
+    dt_rng r;
+    dt_rng_seed(&r, 90);
+    for (int i = 0; i < N; i++) {
+        float *row = z + (size_t)i * V;
+        fill(row, V, 91 + i, 1);
+        const int kind = i % 8;
+        const int a = (int)dt_rng_below(&r, V), b = (int)dt_rng_below(&r, V);
+        if (kind == 1) row[a] = row[b] = 9.0f;          /* a tie */
+        if (kind == 2) row[0] = NAN;                    /* NaN at index 0 wins */
+        if (kind == 3) row[a] = NAN, row[b] = 9.0f;     /* a NaN elsewhere is skipped */
+        if (kind == 4) row[a] = INFINITY, row[b] = NAN; /* +inf */
+        if (kind == 5)                                  /* all NaN */
+            for (int v = 0; v < V; v++) row[v] = NAN;
+        if (kind == 6) /* all NaN but one */
+            for (int v = 1; v < V; v++) row[v] = v == a ? -1.0f : NAN;
+        if (kind == 7) row[0] = -INFINITY, row[a] = -NAN, row[b] = -INFINITY; /* -inf ties, NaN */
+        tgt[i] = emulate_argmax(row, V);
+    }
+    ck_dt(be->crossentropy_forward_backward(be, loss, corr, NULL, z, tgt, N, V, V, 1.0f));
+    for (int i = 0; i < N; i++) ck_assert_msg(corr[i] == 1, "row %d (kind %d): emulated arg-max %d", i, i % 8, tgt[i]);
+    free(z), free(loss);
+}
+END_TEST
+
 static Suite *cuda_math_suite(void)
 {
     Suite *s = suite_create("cuda_math");
@@ -266,6 +384,8 @@ static Suite *cuda_math_suite(void)
     tcase_add_test(tc, test_half_to_float_all);
     tcase_add_test(tc, test_float_to_half);
     tcase_add_test(tc, test_nonfinite);
+    tcase_add_test(tc, test_colsum_plan);
+    tcase_add_test(tc, test_argmax_rule);
     suite_add_tcase(s, tc);
     return s;
 }

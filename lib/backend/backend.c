@@ -2,7 +2,7 @@
  * backend (the members of dt_backend; the pattern of ggml's backend calls
  * and NCCL's collectives: check once, then dispatch).
  *
- * Owns: dt_backend_create / dt_backend_destroy; dt__backend_new, which
+ * Owns: dt_backend_create(_with) / dt_backend_destroy; dt__backend_new, which
  * gives each instance the front; and the argument checks that every
  * backend makes alike, each written once here with the status and message
  * every backend returns. "cuda" is the .cu files of cuda/, or
@@ -20,9 +20,17 @@
 
 dt_status dt_backend_create(const char *name, int threads, dt_backend **out)
 {
+    const dt_backend_options opts = {threads, -1};
+    return dt_backend_create_with(name, &opts, out);
+}
+
+dt_status dt_backend_create_with(const char *name, const dt_backend_options *opts, dt_backend **out)
+{
     *out = NULL;
-    if (name == NULL || strcmp(name, "cpu") == 0) return dt_backend_cpu_create(threads, out);
-    if (strcmp(name, "cuda") == 0) return dt_backend_cuda_create(threads, out);
+    const dt_backend_options def = {0, -1};
+    if (opts == NULL) opts = &def;
+    if (name == NULL || strcmp(name, "cpu") == 0) return dt_backend_cpu_create(opts->threads, out);
+    if (strcmp(name, "cuda") == 0) return dt_backend_cuda_create_with(opts, out);
     return DT_FAIL(DT_ERR_INVALID, "--device '%s': unknown backend (expected cpu or cuda)", name);
 }
 

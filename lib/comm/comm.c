@@ -45,6 +45,7 @@ dt_status dt__comm_new(const dt_comm_ops *ops, int rank, int size, void *impl, d
     c->size = size;
     c->impl = impl;
     c->timeout_s = DT_COMM_TIMEOUT_DEFAULT;
+    c->local_rank = -1;
     *out = c;
     return DT_OK;
 }

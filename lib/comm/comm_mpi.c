@@ -152,7 +152,22 @@ dt_status dt_comm_mpi_world(dt_comm **out)
     }
     MPI_Comm dup = MPI_COMM_NULL;
     DT__MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "dt_comm_mpi_world: duplicating MPI_COMM_WORLD");
-    return dt__mpi_wrap(dup, out);
+    DT_CHECK(dt__mpi_wrap(dup, out));
+    /* the rank among the processes sharing this node, for the GPU choice */
+    dt_status st = DT_OK;
+    MPI_Comm node = MPI_COMM_NULL;
+    int local = -1;
+    DT__MPI_CHECK_GOTO(MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), st, fail,
+                       "dt_comm_mpi_world: grouping the ranks by node");
+    DT__MPI_CHECK_GOTO(MPI_Comm_rank(node, &local), st, fail, "dt_comm_mpi_world: the rank on this node");
+    DT__MPI_CHECK_GOTO(MPI_Comm_free(&node), st, fail, "dt_comm_mpi_world");
+    (*out)->local_rank = local;
+    return DT_OK;
+fail:
+    if (node != MPI_COMM_NULL) DT__MPI_CLEANUP(MPI_Comm_free(&node));
+    dt_comm_free(*out);
+    *out = NULL;
+    return st;
 }
 
 dt_status dt_comm_finalize(void)
@@ -419,6 +434,7 @@ static dt_status dt__mpi_split(dt_comm *c, int color, int key, dt_comm **out)
     if (nc == MPI_COMM_NULL) return DT_OK;
     DT_CHECK(dt__mpi_wrap(nc, out));
     (*out)->timeout_s = c->timeout_s;
+    (*out)->local_rank = c->local_rank; /* the process's, not the sub-group's */
     return DT_OK;
 }
 

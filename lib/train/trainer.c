@@ -116,7 +116,11 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     if (cfg->comm) DT_CHECK_GOTO(dt_comm_set_timeout(cfg->comm, cfg->comm_timeout), st, fail);
     dt__tr_layout_ranks(tr);
 
-    DT_CHECK_GOTO(dt_backend_create(tr->cfg.device, cfg->threads, &tr->be), st, fail);
+    {
+        /* the GPU of this process's rank on its node, where the communicator knows it */
+        const dt_backend_options bo = {cfg->threads, cfg->comm ? cfg->comm->local_rank : -1};
+        DT_CHECK_GOTO(dt_backend_create_with(tr->cfg.device, &bo, &tr->be), st, fail);
+    }
     tr->cfg.threads = tr->be->threads;
     DT_CHECK_GOTO(tr->kind->create(tr, tr->strategy == DT__STRATEGY_PIPE), st, fail);
     {
