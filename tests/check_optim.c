@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "update.h"
 
 /* Check records every passing ck_assert; REQUIRE calls it only on failure. */
 #define REQUIRE(cond, ...)                      \
@@ -733,6 +734,84 @@ START_TEST(test_grad_norm)
 }
 END_TEST
 
+/* One optimizer update waits for a GPU once for its loss-scale check and
+ * its norm: dt__update_apply makes one span_stats call and no per-tensor
+ * unscale_check or sumsq call of its own (counted by wrapping the front's
+ * members), with and without an overflow; dt_grad_norm makes one too. The
+ * norm is the hand-computed ||g / S|| (1e-12 relative: double sums). */
+static int n_span, n_unscale, n_sumsq;
+static dt_backend_span_stats_fn *real_span;
+static dt_backend_unscale_check_fn *real_unscale;
+static dt_backend_sumsq_fn *real_sumsq;
+static dt_status count_span(dt_backend *b, float *x, const dt_span *sp, int n, float s, int *nf, double *sq)
+{
+    n_span++;
+    return real_span(b, x, sp, n, s, nf, sq);
+}
+static dt_status count_unscale(dt_backend *b, float *x, float s, size_t n, int *nf)
+{
+    n_unscale++;
+    return real_unscale(b, x, s, n, nf);
+}
+static dt_status count_sumsq(dt_backend *b, const float *x, size_t n, double *out)
+{
+    n_sumsq++;
+    return real_sumsq(b, x, n, out);
+}
+
+START_TEST(test_update_one_wait)
+{
+    dt_paramset ps;
+    make_layout(&ps);
+    float p[36], g[36];
+    double pd[36];
+    fill(&ps, p, g, pd, 3);
+    for (size_t i = 0; i < 36; i++)
+        if (g[i] == GAP) g[i] = 0.0f; /* the gaps hold no gradient */
+    real_span = be->span_stats, real_unscale = be->unscale_check, real_sumsq = be->sumsq;
+    be->span_stats = count_span, be->unscale_check = count_unscale, be->sumsq = count_sumsq;
+    dt_optim_config c;
+    dt_optim_config_default(&c, DT_OPTIM_ADAMW);
+    dt_optim opt;
+    ck_dt(dt_optim_init(&opt, &c, be, &ps));
+    dt_loss_scaler_config sc;
+    dt_loss_scaler_config_default(&sc);
+    dt_loss_scaler scaler;
+    ck_dt(dt_loss_scaler_init(&scaler, &sc));
+    const float S = 1024.0f;
+    double want = 0.0;
+    float gs[36];
+    for (size_t i = 0; i < 36; i++) {
+        gs[i] = g[i] * S; /* exact: a power of two */
+        want += (double)g[i] * g[i];
+    }
+    want = sqrt(want);
+    dt_lr_schedule lr = {.max_lr = 1e-3f, .min_lr = 1e-3f};
+    for (int bad = 0; bad < 2; bad++) {
+        if (bad) gs[17] = INFINITY; /* tensor 1, "b" */
+        dt__update_args a = {.be = be, .layout = &ps, .params = p, .grads = gs, .opt = &opt, .scaler = &scaler,
+                             .loss_scale = S, .lr = &lr, .position = bad, .clip_grad = 1.0f, .given_norm = -1.0};
+        dt__update_result r;
+        n_span = n_unscale = n_sumsq = 0;
+        ck_dt(dt__update_apply(&a, &r));
+        ck_assert_int_eq(n_span, 1);
+        ck_assert_int_eq(n_unscale + n_sumsq, 0);
+        ck_assert_int_eq(r.skipped, bad);
+        ck_assert_int_eq(r.first_bad, bad ? 1 : -1);
+        if (!bad) ck_assert_msg(fabs(r.norm - want) <= 1e-12 * want, "norm %.17g, by hand %.17g", r.norm, want);
+    }
+    double n2;
+    n_span = n_unscale = n_sumsq = 0;
+    ck_dt(dt_grad_norm(be, &ps, g, &n2));
+    ck_assert_int_eq(n_span, 1);
+    ck_assert_int_eq(n_unscale + n_sumsq, 0);
+    ck_assert_msg(fabs(n2 - want) <= 1e-12 * want, "dt_grad_norm %.17g, by hand %.17g", n2, want);
+    be->span_stats = real_span, be->unscale_check = real_unscale, be->sumsq = real_sumsq;
+    dt_optim_free(&opt);
+    dt_paramset_free(&ps);
+}
+END_TEST
+
 START_TEST(test_clip_factor)
 {
     ck_assert_float_eq(dt_clip_factor(10.0, 0.0f), 1.0f);  /* disabled */
@@ -949,6 +1028,7 @@ static Suite *optim_suite(void)
     tcase_add_test(tc, test_step_rejects_nonfinite);
     tcase_add_test(tc, test_grad_norm);
     tcase_add_test(tc, test_clip_factor);
+    tcase_add_test(tc, test_update_one_wait);
     tcase_add_test(tc, test_cpu_kernels_large);
     tcase_add_test(tc, test_cpu_layerwise_kernels_large);
     suite_add_tcase(s, tc);
