@@ -905,6 +905,13 @@ START_TEST(test_span_stats)
     ck_dt(gpu->span_stats(gpu, dx, spans, 4, 1.0f, NULL, gsq2));
     ck_dt(cpu->span_stats(cpu, x, spans, 4, 1.0f, NULL, csq));
     ck_assert_msg(memcmp(gsq, gsq2, 4 * sizeof(double)) == 0, "span_stats not deterministic");
+    /* a span alone gets the bits it gets beside a longer one (its blocks depend on its own length) */
+    ck_dt(gpu->span_stats(gpu, dx, spans + 3, 1, 1.0f, NULL, gsq2));
+    ck_assert_msg(memcmp(&gsq2[0], &gsq[3], sizeof(double)) == 0, "span 3 alone: %.17g, with others %.17g", gsq2[0],
+                  gsq[3]);
+    ck_dt(gpu->span_stats(gpu, dx, spans, 1, 1.0f, NULL, gsq2));
+    ck_assert_msg(memcmp(&gsq2[0], &gsq[0], sizeof(double)) == 0, "span 0 alone: %.17g, with others %.17g", gsq2[0],
+                  gsq[0]);
     for (int i = 0; i < 4; i++)
         ck_assert_msg(fabs(gsq[i] - csq[i]) <= 1e-12 * csq[i], "span %d (sums only): gpu %.17g cpu %.17g", i, gsq[i],
                       csq[i]);
