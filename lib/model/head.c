@@ -10,9 +10,10 @@
  * to the backend's row_align (1 on the CPU, so ld = V there; 64 on CUDA),
  * so that the LM head's GEMMs get aligned rows. Hence plain gemm calls
  * with that leading dimension instead of matmul_forward/backward (which
- * make exactly these calls, without bias, when ld = V). The padding
- * columns are never written; rounding passes over them (harmless: a cast),
- * and cross-entropy and the GEMMs never read them. */
+ * make exactly these calls, without bias, when ld = V). No op computes the
+ * padding columns: the rounding pass over the whole buffer rewrites
+ * whatever the arena held there (a cast, harmless), and cross-entropy, the
+ * GEMMs and the non-finite search (lib/train/nonfinite.c) never read them. */
 #include <limits.h>
 #include <stdlib.h>
 

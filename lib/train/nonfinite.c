@@ -39,6 +39,24 @@ static dt_status dt__nf_any(dt_backend *be, float *x, size_t n, int *bad)
     return n ? be->unscale_check(be, x, 1.0f, n, bad) : DT_OK;
 }
 
+/* *bad = 1 if a row's first `cols` of x(rows, ld) hold a NaN or inf; the
+ * padding beyond cols (the logits' row stride) is not looked at. One
+ * span_stats call, a span a row (multiplying by 1: no change). */
+static dt_status dt__nf_rows(dt_backend *be, float *x, size_t rows, size_t cols, size_t ld, int *bad)
+{
+    *bad = 0;
+    if (ld == cols) return dt__nf_any(be, x, rows * cols, bad);
+    dt_span *sp = malloc(rows * sizeof *sp);
+    int *nf = malloc(rows * sizeof *nf);
+    dt_status st = sp && nf ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "nonfinite: out of memory for %zu rows", rows);
+    for (size_t i = 0; st == DT_OK && i < rows; i++) sp[i] = (dt_span){i * ld, cols};
+    if (st == DT_OK) st = be->span_stats(be, x, sp, (int)rows, 1.0f, nf, NULL);
+    for (size_t i = 0; st == DT_OK && i < rows; i++) *bad |= nf[i];
+    free(sp);
+    free(nf);
+    return st;
+}
+
 /* The GPT's forward again, layer by layer, on this step's micro-batches,
  * on scratch memory of its own (the model is not touched): the first
  * layer whose output holds a NaN or inf, in where (empty when none). FP32
@@ -110,7 +128,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         if (bad) break;
         dt__head_acts ha;
         DT_CHECK_GOTO(dt__head_forward(be, c, &hp, &a, &ha, x, d_targets, losses, correct, B, T, NULL), st, done);
-        DT_CHECK_GOTO(dt__nf_any(be, ha.logits, (size_t)N * ha.ld, &bad), st, done);
+        DT_CHECK_GOTO(dt__nf_rows(be, ha.logits, (size_t)N, (size_t)c->vocab_size, (size_t)ha.ld, &bad), st, done);
         if (!bad) DT_CHECK_GOTO(dt__nf_any(be, losses, (size_t)N, &bad), st, done);
         if (bad)
             snprintf(where, cap,
