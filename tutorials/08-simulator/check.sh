@@ -113,14 +113,31 @@ mae=$(tut_num simval '^step time: mean absolute error \([0-9.]*\)%.*')
 tut_range "simval: mean absolute error (%)" "$mae" 0 95
 tut_range "simval: p2 1f1b m=4 measured step (ms)" "$(tut_num simval '^t1 p2 d1 1f1b m=4 *\([0-9.]*\) ms.*')" 5 100
 tut_range "simval: ps-sync error (%)" "$(tut_num simval '^ps-sync W=1 K=1 m=4 *[0-9.]* ms *[0-9.]* ms *\([-+0-9.]*\)%.*')" -60 60
-# ... and a run that breaks an assumption: 4 ranks on 2 cores
-tut_cmd pd --quick "--train-iters 10" mpirun --oversubscribe --allow-run-as-root -np 4 ./dtrain --pipeline-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 20 --eval-interval 0 --eval-iters 1 --trace pd.json
+# ... and a run that breaks an assumption: 4 ranks on 2 cores. Its ratio
+# to the prediction compares a contended run with a profile; when another
+# process slowed the profile (or sped nothing up) the ratio falls below
+# 1.2: the run and the profile are taken again, twice at most, and the
+# last attempt is judged (as in sections 2-3).
+attempt=0
+while :; do
+    attempt=$((attempt + 1))
+    tut_cmd pd --quick "--train-iters 10" mpirun --oversubscribe --allow-run-as-root -np 4 ./dtrain --pipeline-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 32 --threads 1 --train-iters 20 --eval-interval 0 --eval-iters 1 --trace pd.json
+    tut_cmd pdval ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json pd.rank0.json
+    pd_meas=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *\([0-9.]*\) ms.*')
+    pd_pred=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
+    pd_ratio=$(tut_ratio "$pd_meas" "$pd_pred")
+    if awk -v r="$pd_ratio" 'BEGIN { exit !(r != "" && r >= 1.2 && r <= 12) }' || [ "$attempt" -ge 3 ]; then
+        break
+    fi
+    echo "  attempt $attempt: 4 ranks on 2 cores, measured / predicted $pd_ratio: a disturbed run or profile, again"
+    tut_cmd prof ./dtrain --threads 1 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 4 --train-iters 30 --eval-interval 0 --eval-iters 1 --trace profile.json
+    # the 2-rank prediction from the new profile too, for the comparison below
+    tut_cmd sim ./dtsim run --config real.rank0.json --profile profile.json --hw sim/hw/cpu-2core.json --trace sim.json
+    sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
+done
 tut_line pd '^parallel: grid t=1 x d=2 x p=2 .*schedule 1f1b, 4 micro-batches per step per pipeline$'
-tut_cmd pdval ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json pd.rank0.json
 tut_line pdval '^t1 p2 d2 1f1b m=4 ring '
-pd_meas=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *\([0-9.]*\) ms.*')
-pd_pred=$(tut_num pdval '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
-tut_range "4 ranks on 2 cores: measured / predicted step time" "$(tut_ratio "$pd_meas" "$pd_pred")" 1.2 12
+tut_range "4 ranks on 2 cores: measured / predicted step time" "$pd_ratio" 1.2 12
 tut_range "4-rank prediction - 2-rank prediction (ms)" "$(awk -v a="$pd_pred" -v b="$sim_ms" 'BEGIN { printf "%.3f", a - b }')" 0 5
 tut_cmd pdshare ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node 4 --cores-per-node 2 pd.rank0.json
 pd_share=$(tut_num pdshare '^t1 p2 d2 1f1b m=4 ring *[0-9.]* ms *\([0-9.]*\) ms.*')
