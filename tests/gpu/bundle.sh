@@ -18,7 +18,7 @@
 #   MANIFEST          what the bundle holds: the sha256 of every input of
 #                     the generated files (the device check refuses a stale
 #                     bundle with one line), each package's version, and the
-#                     newest glibc symbol version its libraries need.
+#                     newest glibc symbol version its libraries and make need.
 # DIR is made in a temporary folder beside it and renamed into place, so a
 # failed run leaves the previous bundle (or none), never half of one.
 # Exit status: 0 done, 1 a step failed (one line says which), 2 bad usage.
@@ -91,12 +91,12 @@ if ! (cd "$TMP/debs" && apt-get download -q $PKGS >"$TMP/apt.log" 2>&1); then
 fi
 
 echo "bundle.sh: MANIFEST"
-# the newest GLIBC_x.y that a carried library needs, from its dynamic symbols
+# the newest GLIBC_x.y that a carried library or program needs, from its dynamic symbols
 glibc_need() {
     x=$TMP/x
     rm -rf "$x" && mkdir "$x"
     for d in "$TMP"/debs/*.deb; do dpkg-deb -x "$d" "$x"; done
-    find "$x" -name '*.so*' -type f | while read -r so; do
+    { find "$x" -name '*.so*' -type f; find "$x/usr/bin" -type f 2>/dev/null; } | while read -r so; do
         objdump -T "$so" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'
     done | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n -u | tail -n 1
     rm -rf "$x"
