@@ -168,7 +168,7 @@ dt_status dt__cuda_host_workspace(dt_backend *be, size_t bytes, void **out);
  * error (cross-entropy's bad target), if one is pending: DT_ERR_INVALID
  * with its message, and the error is cleared; DT_OK otherwise. Called by
  * every op that waits for the stream (synchronize, host copies, sumsq,
- * unscale_check). */
+ * unscale_check, span_stats). */
 dt_status dt__cuda_pending_error(dt_backend *be);
 /* 1 if be is a CUDA backend (for the internal entry points of dt_cuda.h). */
 int dt__cuda_is_cuda(const dt_backend *be);
@@ -213,7 +213,6 @@ dt_backend_relu_backward_fn dt__cuda_relu_backward;
 dt_backend_crossentropy_forward_backward_fn dt__cuda_crossentropy_forward_backward;
 
 /* optim.cu */
-dt_backend_sumsq_fn dt__cuda_sumsq;
 dt_backend_scale_fn dt__cuda_scale;
 dt_backend_adamw_update_fn dt__cuda_adamw_update;
 dt_backend_sgd_update_fn dt__cuda_sgd_update;
@@ -223,10 +222,11 @@ dt_backend_axpy_fn dt__cuda_axpy;
 
 /* half.cu */
 dt_backend_cast_fn dt__cuda_cast;
-dt_backend_unscale_check_fn dt__cuda_unscale_check;
 
-/* stats.cu */
+/* stats.cu: span_stats, and sumsq and unscale_check as one span of it */
 dt_backend_span_stats_fn dt__cuda_span_stats;
+dt_backend_sumsq_fn dt__cuda_sumsq;
+dt_backend_unscale_check_fn dt__cuda_unscale_check;
 
 /* batchnorm.cu */
 dt_backend_batchnorm_forward_fn dt__cuda_batchnorm_forward;

@@ -1,5 +1,5 @@
-/* half.cu: the mixed-precision ops on the GPU, cast and unscale_check
- * (semantics in dt_backend.h).
+/* half.cu: the cast between f32, f16 and bf16 on the GPU (semantics in
+ * dt_backend.h); unscale_check is span_stats of one span (stats.cu).
  *
  * cast converts with the integer conversions of lib/core/dt_math_hd.h, the
  * code of lib/core/half.c's reference, so every element gets the same bits as on the CPU
@@ -7,11 +7,7 @@
  * the top payload bits), whatever the GPU's own conversion instructions do
  * with NaN payloads. f16 <-> bf16 goes through float, which is exact for the
  * widening step. Equal types copy with memmove semantics (overlap allowed);
- * different types must not overlap. One thread per element.
- *
- * unscale_check multiplies in place and raises a device flag where a result
- * is inf or NaN (every writer stores the same 1, so the order of the writes
- * does not matter); the flag is read back, so the op waits for the stream. */
+ * different types must not overlap. One thread per element. */
 #include "cuda_internal.h"
 
 template <dt_dtype D, dt_dtype S> __global__ void dt__k_cast(void *dst, const void *src, size_t n)
@@ -49,31 +45,4 @@ dt_status dt__cuda_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void
     DT__CAST_CASE(DT_F16, DT_BF16)
 #undef DT__CAST_CASE
     return DT_FAIL(DT_ERR_INVALID, "cast: %s -> %s", dt_dtype_name(src_type), dt_dtype_name(dst_type));
-}
-
-__global__ void dt__k_unscale_check(float *x, float s, size_t n, int *flag)
-{
-    int bad = 0;
-    DT__CUDA_FOR(i, n)
-    {
-        float v = x[i] * s;
-        x[i] = v;
-        bad |= dt__float_nonfinite(v);
-    }
-    if (bad) *flag = 1;
-}
-
-dt_status dt__cuda_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite)
-{
-    cudaStream_t st = DT__CUDA_STREAM(be);
-    int *dflag, *hflag;
-    DT_CHECK(dt__cuda_workspace(be, sizeof(int), (void **)&dflag));
-    DT_CHECK(dt__cuda_host_workspace(be, sizeof(int), (void **)&hflag));
-    DT_CUDA_CHECK(cudaMemsetAsync(dflag, 0, sizeof(int), st));
-    dt__k_unscale_check<<<DT__GRID(n)>>>(x, s, n, dflag);
-    DT_CUDA_LAUNCHED("unscale_check");
-    DT_CUDA_CHECK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, st));
-    DT_CUDA_CHECK(cudaStreamSynchronize(st));
-    if (*hflag) *nonfinite = 1;
-    return dt__cuda_pending_error(be); /* a host synchronisation: report what kernels found */
 }

@@ -1,75 +1,11 @@
-/* optim.cu: reductions and optimizer updates on flat float buffers on the
- * GPU (sumsq, scale, AdamW, SGD, LARS, LAMB's direction, axpy); semantics
- * in dt_backend.h, per-element math in lib/core/dt_math_hd.h (the CPU
- * backend's own code).
+/* optim.cu: updates on flat float buffers on the GPU (scale, AdamW, SGD,
+ * LARS, LAMB's direction, axpy); semantics in dt_backend.h, per-element
+ * math in lib/core/dt_math_hd.h (the CPU backend's own code). sumsq is
+ * span_stats of one span (stats.cu).
  *
- * Invariants: every op but sumsq is elementwise (one thread per element),
- * so results do not depend on the launch shape. sumsq accumulates squares
- * in double in two kernels: a fixed grid of DT__SUMSQ_BLOCKS blocks (fewer
- * for small n, a function of n only) whose threads sum a grid-stride slice
- * and whose shared-memory tree combines them in a fixed pattern, then one
- * block that combines the block partials the same way. The order depends
- * only on n, so the result is bit-identical run to run (it differs from the
- * CPU's order only by double rounding, ~1e-16 relative). The result is
- * read back to the host, so sumsq waits for the stream. */
+ * Invariants: every op here is elementwise (one thread per element), so
+ * results do not depend on the launch shape. */
 #include "cuda_internal.h"
-
-#define DT__SUMSQ_THREADS 256
-#define DT__SUMSQ_BLOCKS 512 /* a power of two: the final tree assumes it */
-
-__global__ void dt__k_sumsq_partial(double *part, const float *x, size_t n)
-{
-    __shared__ double sh[DT__SUMSQ_THREADS];
-    double acc = 0.0;
-    DT__CUDA_FOR(i, n)
-    {
-        double v = (double)x[i];
-        acc += v * v;
-    }
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = DT__SUMSQ_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
-}
-
-/* One block of DT__SUMSQ_BLOCKS threads; partials beyond nparts count 0. */
-__global__ void dt__k_sumsq_final(double *out, const double *part, int nparts)
-{
-    __shared__ double sh[DT__SUMSQ_BLOCKS];
-    sh[threadIdx.x] = (int)threadIdx.x < nparts ? part[threadIdx.x] : 0.0;
-    __syncthreads();
-    for (int s = DT__SUMSQ_BLOCKS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = sh[0];
-}
-
-dt_status dt__cuda_sumsq(dt_backend *be, const float *x, size_t n, double *out)
-{
-    if (n == 0) {
-        *out = 0.0;
-        return DT_OK;
-    }
-    cudaStream_t s = DT__CUDA_STREAM(be);
-    size_t nb = (n + DT__SUMSQ_THREADS - 1) / DT__SUMSQ_THREADS;
-    int blocks = nb < DT__SUMSQ_BLOCKS ? (int)nb : DT__SUMSQ_BLOCKS;
-    double *work;
-    DT_CHECK(dt__cuda_workspace(be, sizeof(double) * (DT__SUMSQ_BLOCKS + 1), (void **)&work));
-    dt__k_sumsq_partial<<<blocks, DT__SUMSQ_THREADS, 0, s>>>(work + 1, x, n);
-    DT_CUDA_LAUNCHED("sumsq (partials)");
-    dt__k_sumsq_final<<<1, DT__SUMSQ_BLOCKS, 0, s>>>(work, work + 1, blocks);
-    DT_CUDA_LAUNCHED("sumsq (total)");
-    double *h;
-    DT_CHECK(dt__cuda_host_workspace(be, sizeof(double), (void **)&h));
-    DT_CUDA_CHECK(cudaMemcpyAsync(h, work, sizeof(double), cudaMemcpyDeviceToHost, s));
-    DT_CUDA_CHECK(cudaStreamSynchronize(s));
-    *out = *h;
-    return dt__cuda_pending_error(be); /* a host synchronisation: report what kernels found */
-}
 
 __global__ void dt__k_scale(float *x, float s, size_t n) { DT__CUDA_FOR(i, n) x[i] *= s; }
 

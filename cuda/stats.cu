@@ -1,6 +1,7 @@
-/* stats.cu: span_stats on the GPU, the per-tensor unscale, finiteness flags
- * and sums of squares of a flat buffer with one wait for the device
- * (semantics in dt_backend.h).
+/* stats.cu: span_stats on the GPU, the per-tensor unscale, finiteness
+ * flags and sums of squares of a flat buffer with one wait for the device,
+ * and sumsq and unscale_check as one span of it (semantics in
+ * dt_backend.h).
  *
  * Two kernels and one copy back. Span i takes B_i blocks, a function of
  * its own length only. The first kernel runs a (max B_i, count) grid:
@@ -20,20 +21,21 @@
 #include "cuda_internal.h"
 
 #define DT__STATS_THREADS 256
-#define DT__STATS_BLOCKS 64 /* the most blocks per span: a power of two, the final tree's width */
+#define DT__STATS_BLOCKS 512 /* the most blocks per span (sumsq's grid): a power of two, the final tree's width */
 
-/* blocks for a span of n elements: enough for 4 elements a thread, at most
- * DT__STATS_BLOCKS. A function of the span's own length, so a tensor's sum
+/* blocks for a span of n elements: one per DT__STATS_THREADS elements (as
+ * sumsq always launched), at most DT__STATS_BLOCKS. A function of the span's own length, so a tensor's sum
  * has the same bits whatever other spans share the call. */
 static __host__ __device__ __forceinline__ int dt__stats_blocks(size_t n)
 {
-    size_t b = (n + 4 * DT__STATS_THREADS - 1) / (4 * DT__STATS_THREADS);
+    size_t b = (n + DT__STATS_THREADS - 1) / DT__STATS_THREADS;
     return b < 1 ? 1 : b > DT__STATS_BLOCKS ? DT__STATS_BLOCKS : (int)b;
 }
 
 /* Grid (bmax, count): block (b, i) does part b of span i's B_i parts and
  * returns at once when b >= B_i; partials are bmax apart per span. */
-__global__ void dt__k_stats_partial(float *x, const dt_span *spans, float s, int scale, double *part, int *bad)
+__global__ void dt__k_stats_partial(float *x, const dt_span *spans, float s, int check, int write, int squares,
+                                    double *part, int *bad)
 {
     __shared__ double sh[DT__STATS_THREADS];
     __shared__ int shbad;
@@ -47,12 +49,12 @@ __global__ void dt__k_stats_partial(float *x, const dt_span *spans, float s, int
     int nf = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)nb * blockDim.x) {
         float v = x[off + i];
-        if (scale) {
+        if (check) {
             v *= s;
-            x[off + i] = v;
+            if (write) x[off + i] = v; /* a multiplication by 1 writes nothing */
             nf |= dt__float_nonfinite(v);
         }
-        acc += (double)v * (double)v;
+        if (squares) acc += (double)v * (double)v;
     }
     if (nf) shbad = 1; /* every writer stores the same 1 */
     sh[threadIdx.x] = acc;
@@ -120,6 +122,7 @@ dt_status dt__cuda_span_stats(dt_backend *be, float *x, const dt_span *spans, in
     DT_CHECK(dt__cuda_host_workspace(be, back, (void **)&h));
     DT_CUDA_CHECK(cudaMemcpyAsync(w, spans, n * sizeof(dt_span), cudaMemcpyHostToDevice, st));
     dt__k_stats_partial<<<dim3(B, count), DT__STATS_THREADS, 0, st>>>(x, (const dt_span *)w, s, nonfinite != NULL,
+                                                                       nonfinite != NULL && s != 1.0f, sumsq != NULL,
                                                                        (double *)(w + o_part), (int *)(w + o_bad));
     DT_CUDA_LAUNCHED("span_stats (partials)");
     dt__k_stats_final<<<count, DT__STATS_BLOCKS, 0, st>>>((const dt_span *)w, (const double *)(w + o_part),
@@ -131,5 +134,25 @@ dt_status dt__cuda_span_stats(dt_backend *be, float *x, const dt_span *spans, in
     DT_CHECK(dt__cuda_pending_error(be)); /* a deferred error of an earlier op (cuda_internal.h) */
     if (sumsq) memcpy(sumsq, h, n * sizeof(double));
     if (nonfinite) memcpy(nonfinite, h + n * sizeof(double), n * sizeof(int));
+    return DT_OK;
+}
+
+/* sumsq and unscale_check are span_stats of one span: one reduction for
+ * all three ops (semantics in dt_backend.h). */
+dt_status dt__cuda_sumsq(dt_backend *be, const float *x, size_t n, double *out)
+{
+    *out = 0.0;
+    if (n == 0) return DT_OK;
+    const dt_span sp = {0, n};
+    return dt__cuda_span_stats(be, (float *)x, &sp, 1, 1.0f, NULL, out); /* x is only read */
+}
+
+dt_status dt__cuda_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite)
+{
+    if (n == 0) return DT_OK;
+    const dt_span sp = {0, n};
+    int nf = 0;
+    DT_CHECK(dt__cuda_span_stats(be, x, &sp, 1, s, &nf, NULL));
+    if (nf) *nonfinite = 1; /* left unchanged otherwise */
     return DT_OK;
 }
