@@ -256,8 +256,9 @@ END_TEST
 /* ---- launch shapes (cuda_plan.h) ------------------------------------------------------- */
 
 /* Every row in exactly one non-empty chunk, the chunk count within its
- * limits, one chunk for small N; a column sum over the chunks (partials in
- * chunk order, integers: exact) equals the direct sum. */
+ * limits, one chunk for small N, enough blocks for the SMs; issue 19's
+ * shape. (That the two passes add the right numbers is the GPU's
+ * test_colsums, against the CPU.) */
 START_TEST(test_colsum_plan)
 {
     const int Ns[] = {0, 1, 2, 31, 127, 128, 129, 1000, 4099, 8192, 65536, 1 << 20, 2147483647};
@@ -285,20 +286,6 @@ START_TEST(test_colsum_plan)
     dt__colsum_plan p = dt__colsum_plan_for(8192, 768, 132);
     ck_assert_int_eq(p.chunks, 11);
     ck_assert_int_eq(p.rows, 745);
-    /* the two-pass order over integer-valued rows: exact, so equal to the direct sum */
-    const int N = 1001, C = 3;
-    p = dt__colsum_plan_for(N, C, 132);
-    ck_assert_int_gt(p.chunks, 1);
-    for (int c = 0; c < C; c++) {
-        double direct = 0, total = 0;
-        for (int i = 0; i < N; i++) direct += (i * 7 + c) % 13;
-        for (int y = 0; y < p.chunks; y++) {
-            double part = 0;
-            for (int i = y * p.rows; i < N && i < (y + 1) * p.rows; i++) part += (i * 7 + c) % 13;
-            total += part;
-        }
-        ck_assert(total == direct);
-    }
 }
 END_TEST
 
