@@ -17,7 +17,7 @@
  * device-to-device copies and every op are asynchronous until
  * synchronize(). Errors that kernels find in device data are reported by
  * the next call that waits for the stream (dt__cuda_pending_error: here
- * synchronize and host copies; sumsq and unscale_check too). With no
+ * synchronize and host copies; span_stats, so sumsq and unscale_check, too). With no
  * usable device, creation fails with DT_ERR_UNSUPPORTED and a one-line
  * message, and nothing is left allocated. */
 #include <stdio.h>
