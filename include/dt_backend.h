@@ -35,6 +35,11 @@ typedef struct dt_backend dt_backend;
 
 typedef void dt_backend_destroy_fn(dt_backend *be);
 typedef dt_status dt_backend_set_threads_fn(dt_backend *be, int n);
+/* How many of the be->threads threads run the ops from now on (1..threads).
+ * The ops split their work by be->threads, never by this count, so results
+ * are bit-identical for any n: the trainer's automatic thread count
+ * (lib/train/thread_tune.c) lowers it when other processes want the cores. */
+typedef dt_status dt_backend_set_workers_fn(dt_backend *be, int n);
 
 /* ---- memory: alloc returns zeroed, 64-byte aligned memory ---------- */
 typedef dt_status dt_backend_alloc_fn(dt_backend *be, size_t bytes, void **out);
@@ -207,13 +212,14 @@ typedef dt_status dt_backend_relu_backward_fn(dt_backend *be, float *dinp, const
 /* A backend's table of ops: one `static const` table per backend
  * (cpu_backend.c, cuda/backend.cu), filled with designated initializers,
  * shared by all its instances. Every slot is required except
- * set_gemm_inputs, set_gemm_shadow and span_stats. The ops are called
+ * set_workers, set_gemm_inputs, set_gemm_shadow and span_stats. The ops are called
  * only by the front below, after it has checked the arguments that every
  * backend rejects alike, so an op checks only what is its own (device
  * data, its own limits). */
 typedef struct dt_backend_ops {
     dt_backend_destroy_fn *destroy;                                             /* frees be, its impl and all it owns */
     dt_backend_set_threads_fn *set_threads;                                     /* n <= 0: the backend's default */
+    dt_backend_set_workers_fn *set_workers;                                     /* NULL: the threads always run */
     dt_backend_alloc_fn *alloc;                                                 /* zeroed, 64-byte aligned */
     dt_backend_free_fn *free;                                                   /* p may be NULL */
     dt_backend_memset_zero_fn *memset_zero;                                     /* bytes of p set to 0 */
@@ -254,7 +260,8 @@ struct dt_backend {
     const char *name;
     dt_device device;
     void *impl; /* backend-private state */
-    int threads;
+    int threads; /* what the ops split their work by (set_threads) */
+    int workers; /* the threads that run it now, 1..threads (set_workers) */
     const dt_backend_ops *ops; /* the backend's table, called through the front */
     /* Row stride, in floats, that the backend wants for wide activations
      * whose width is the model's choice (the LM head's logits, V columns):
@@ -270,6 +277,7 @@ struct dt_backend {
      * backend has none. */
     dt_backend_destroy_fn *destroy;
     dt_backend_set_threads_fn *set_threads;
+    dt_backend_set_workers_fn *set_workers;
     dt_backend_alloc_fn *alloc;
     dt_backend_free_fn *free;
     dt_backend_memset_zero_fn *memset_zero;

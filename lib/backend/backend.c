@@ -64,7 +64,19 @@ static dt_status dt__check_bias_corrections(const char *op, float bc1, float bc2
 static dt_status dt__front_set_threads(dt_backend *be, int n)
 {
     if (n > 1024) return DT_FAIL(DT_ERR_INVALID, "--threads %d: expected 1..1024", n);
-    return be->ops->set_threads(be, n);
+    DT_CHECK(be->ops->set_threads(be, n));
+    be->workers = be->threads;
+    return DT_OK;
+}
+
+static dt_status dt__front_set_workers(dt_backend *be, int n)
+{
+    if (n < 1 || n > be->threads)
+        return DT_FAIL(DT_ERR_INVALID, "set_workers %d: expected 1..%d (the backend's threads)", n, be->threads);
+    if (be->ops->set_workers) DT_CHECK(be->ops->set_workers(be, n));
+    else n = be->threads;
+    be->workers = n;
+    return DT_OK;
 }
 
 static dt_status dt__front_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
@@ -190,6 +202,7 @@ static dt_status dt__front_crossentropy(dt_backend *be, float *losses, uint8_t *
  * fills the others with the backend's functions. See dt_backend in dt_backend.h. */
 static const dt_backend dt__front = {
     .set_threads = dt__front_set_threads,
+    .set_workers = dt__front_set_workers,
     .gemm = dt__front_gemm,
     .attention_forward = dt__front_attention_forward,
     .attention_backward = dt__front_attention_backward,

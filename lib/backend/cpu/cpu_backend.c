@@ -1,6 +1,8 @@
 /* cpu_backend.c: the CPU backend's static const table of ops: memory
  * (64-byte aligned, zeroed), threads (one OpenMP pool; OpenBLAS
- * single-threaded inside it), and the ops of the cpu_*.c files. It is the
+ * single-threaded inside it; ops whose split shapes their sums split by
+ * be->threads, so set_workers can run them on fewer threads with the same
+ * results), and the ops of the cpu_*.c files. It is the
  * reference every other backend is tested against. Arguments reach the
  * ops already checked by the front (backend.c). */
 #include <cblas.h>
@@ -32,6 +34,19 @@ static dt_status dt__cpu_set_threads(dt_backend *be, int n)
     omp_set_num_threads(n);
 #endif
     be->threads = n;
+    return DT_OK;
+}
+
+/* Fewer threads run the same split (cpu_gemm.c, cpu_layers.c): each op
+ * divides its work by be->threads and OpenMP hands the parts to n threads. */
+static dt_status dt__cpu_set_workers(dt_backend *be, int n)
+{
+    (void)be;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
     return DT_OK;
 }
 
@@ -76,6 +91,7 @@ static dt_status dt__cpu_synchronize(dt_backend *be)
 static const dt_backend_ops dt__cpu_ops = {
     .destroy = dt__cpu_destroy,                       /* free(be): no impl */
     .set_threads = dt__cpu_set_threads,               /* OpenMP pool; OpenBLAS single-threaded */
+    .set_workers = dt__cpu_set_workers,               /* OpenMP's count; the ops split by be->threads */
     .alloc = dt__cpu_alloc,                           /* aligned_alloc(64), zeroed */
     .free = dt__cpu_free,                             /* free() */
     .memset_zero = dt__cpu_memset_zero,               /* memset */

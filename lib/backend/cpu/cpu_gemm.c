@@ -7,13 +7,14 @@
  *
  * Threads: OpenBLAS always runs single-threaded (set once by the backend);
  * dt__cpu_gemm splits the output into one block of rows (or columns) per
- * OpenMP thread and calls cblas_sgemm on each. One thread pool, OpenMP's,
+ * backend thread (be->threads) and calls cblas_sgemm on each, on as many
+ * OpenMP threads as be->workers. One thread pool, OpenMP's,
  * then serves GEMMs and elementwise ops alike. With OpenBLAS's own pool next
  * to OpenMP's, each pool's workers spin after their work and steal the
  * cores the other needs: `dtbench train --threads 2` ran at 1977 tokens/s
  * that way against 2539 with one pool. Each output element is
  * computed by one thread in BLAS's own order, so results do not depend on
- * timing. The linear layers' GEMMs go through the checked front
+ * timing, nor on how many threads run the blocks. The linear layers' GEMMs go through the checked front
  * (be->gemm), which rejects negative sizes for them too. */
 #include <cblas.h>
 #ifdef _OPENMP
@@ -28,7 +29,6 @@
 dt_status dt__cpu_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
                        int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    (void)be;
     if (M == 0 || N == 0) return DT_OK;
     if (K == 0) {
         /* BLAS would leave C untouched only for beta == 1; make K = 0 mean C *= beta. */
@@ -37,9 +37,13 @@ dt_status dt__cpu_gemm(dt_backend *be, int transa, int transb, int M, int N, int
         return DT_OK;
     }
     const enum CBLAS_TRANSPOSE ta = transa ? CblasTrans : CblasNoTrans, tb = transb ? CblasTrans : CblasNoTrans;
-    int nt = 1;
+    /* nt: the blocks, from be->threads and the shape only (OpenBLAS's sums
+     * depend on the block's shape, so the split must not follow the
+     * threads that happen to run it: see set_workers). Inside a parallel
+     * region, of any team size, one call. */
+    int nt = be->threads;
 #ifdef _OPENMP
-    if (!omp_in_parallel()) nt = omp_get_max_threads();
+    if (omp_get_level() > 0) nt = 1;
 #endif
     double work = (double)M * N * K;
     if (nt > 1 && work / nt < DT__GEMM_SPLIT_MIN) {
@@ -55,7 +59,7 @@ dt_status dt__cpu_gemm(dt_backend *be, int transa, int transb, int M, int N, int
     const int len = by_rows ? M : N;
     int chunk = (len + nt - 1) / nt;
     if (chunk > 16) chunk = (chunk + 15) & ~15;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt < be->workers ? nt : be->workers)
     for (int p = 0; p < nt; p++) {
         int lo = p * chunk, hi = lo + chunk < len ? lo + chunk : len;
         if (lo >= hi) continue;

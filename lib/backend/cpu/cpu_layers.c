@@ -3,39 +3,19 @@
  *
  * Threads: rows (or channel slices) are split statically across OpenMP
  * threads; every reduction over rows (parameter gradients) is done as
- * per-thread partial sums combined in thread order, so results are
- * bit-identical run to run for a fixed thread count. Statistics (mean,
+ * partial sums, one per backend thread (be->threads) over the rows that
+ * thread would get, combined in order: results are bit-identical run to
+ * run for a given be->threads, however many workers run them. Statistics (mean,
  * variance, softmax sums) accumulate in float over at most C or V terms in
  * a fixed order. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "cpu_backend.h"
 #include "dt_math_hd.h"
 
 #define DT__LN_EPS 1e-5f
-
-static int dt__nthreads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int dt__thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 dt_status dt__cpu_encoder_forward(dt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe,
                                   int B, int T, int C)
@@ -106,25 +86,27 @@ dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, flo
                                      const float *inp, const float *w, const float *mean, const float *rstd, int N,
                                      int C)
 {
-    (void)be;
-    int nt = dt__nthreads();
+    /* One partial of dw and db per backend thread, over the rows OpenMP's
+     * static schedule would give that thread (the first N % nt get one
+     * more), whatever the number of workers that run them. */
+    const int nt = be->threads > 0 ? be->threads : 1;
     float *part = calloc((size_t)nt * 2 * C, sizeof *part);
     if (!part) return DT_FAIL(DT_ERR_NOMEM, "layernorm backward: out of memory");
-#pragma omp parallel
-    {
-        int tid = dt__thread_id();
-        float *pdw = part + (size_t)tid * 2 * C;
+    const int q = N / nt, r = N % nt;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < nt; p++) {
+        float *pdw = part + (size_t)p * 2 * C;
         float *pdb = pdw + C;
-#pragma omp for schedule(static)
-        for (int i = 0; i < N; i++) {
+        const int lo = q * p + (p < r ? p : r), hi = lo + q + (p < r);
+        for (int i = lo; i < hi; i++) {
             const float *x = inp + (size_t)i * C;
             const float *d = dout + (size_t)i * C;
             float *dx = dinp + (size_t)i * C;
-            float m = mean[i], r = rstd[i];
+            float m = mean[i], rs = rstd[i];
             float s_d = 0.0f, s_dn = 0.0f; /* sum of dnorm, sum of dnorm * norm */
 #pragma omp simd reduction(+ : s_d, s_dn)
             for (int c = 0; c < C; c++) {
-                float n = (x[c] - m) * r;
+                float n = (x[c] - m) * rs;
                 float dn = w[c] * d[c];
                 s_d += dn;
                 s_dn += dn * n;
@@ -133,11 +115,11 @@ dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, flo
             s_dn /= C;
 #pragma omp simd
             for (int c = 0; c < C; c++) {
-                float n = (x[c] - m) * r;
+                float n = (x[c] - m) * rs;
                 float dn = w[c] * d[c];
                 pdb[c] += d[c];
                 pdw[c] += n * d[c];
-                dx[c] += r * (dn - s_d - n * s_dn);
+                dx[c] += rs * (dn - s_d - n * s_dn);
             }
         }
     }
