@@ -213,6 +213,11 @@ DT_API size_t dt_trainer_num_params(const dt_trainer *tr);
 /* Throughput over the run so far, excluding the first step (warm-up);
  * the first step's own when only one was taken; 0 before any. */
 DT_API double dt_trainer_tokens_per_second(const dt_trainer *tr);
+/* CPU threads the steps run on now: with --threads 0 in one process, the
+ * automatic count's choice (thread_tune.c); else the backend's threads. */
+DT_API int dt_trainer_workers(const dt_trainer *tr);
+/* 1 where the automatic count chooses the workers, else 0. */
+DT_API int dt_trainer_threads_automatic(const dt_trainer *tr);
 /* Seconds since dt_trainer_create returned. */
 DT_API double dt_trainer_elapsed_seconds(const dt_trainer *tr);
 /* A parameter-server worker's staleness: the pushes, their mean and largest

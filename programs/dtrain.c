@@ -258,7 +258,8 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          .dest = &o->threads,
          IN(0, 1024),
          .metavar = "N",
-         .help = "CPU threads (0: one per core; under mpirun: cores / ranks on the host)",
+         .help = "CPU threads (0: automatic, up to one per core, fewer while fewer run the steps faster, with the same "
+                 "results; under mpirun: cores / ranks on the host)",
          .default_text = "0"},
         {.name = "--log-interval",
          .kind = DT_ARG_INT64,

@@ -161,7 +161,11 @@ void dtrain_print_setup(const dt_trainer *tr)
     const dt_train_config *c = dt_trainer_config(tr);
     char params[32];
     dtrain_fmt_count(params, sizeof params, (double)dt_trainer_num_params(tr));
-    printf("dtrain %s on %s, %d thread%s\n", DT_VERSION_STRING, c->device, c->threads, c->threads == 1 ? "" : "s");
+    if (dt_trainer_threads_automatic(tr))
+        printf("dtrain %s on %s, up to %d threads (automatic: fewer while fewer run faster)\n", DT_VERSION_STRING,
+               c->device, c->threads);
+    else
+        printf("dtrain %s on %s, %d thread%s\n", DT_VERSION_STRING, c->device, c->threads, c->threads == 1 ? "" : "s");
     dtrain_print_model(c, tr, params);
     const int n_micro = dtrain_micro_per_rank(c);
     dtrain_print_batch(c, n_micro);

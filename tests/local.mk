@@ -11,6 +11,7 @@ DT_CHECK_SUITES = \
 	tests/check_data \
 	tests/check_trace \
 	tests/check_train \
+	tests/check_threads \
 	tests/check_half \
 	tests/check_mlp \
 	tests/check_stage \
@@ -44,6 +45,9 @@ tests_check_trace_LDADD = $(DT_CHECK_LDADD)
 tests_check_train_SOURCES = tests/check_train.c tests/testutil.h
 tests_check_train_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_train_LDADD = $(DT_CHECK_LDADD)
+tests_check_threads_SOURCES = tests/check_threads.c tests/testutil.h
+tests_check_threads_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_threads_LDADD = $(DT_CHECK_LDADD)
 tests_check_half_SOURCES = tests/check_half.c tests/testutil.h
 tests_check_half_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_half_LDADD = $(DT_CHECK_LDADD)

@@ -13,8 +13,9 @@ libdtrain_core_la_SOURCES += \
 	lib/train/step_pipe.c \
 	lib/train/nonfinite.c \
 	lib/train/eval.c \
+	lib/train/thread_tune.c \
 	lib/train/trace_hooks.c \
 	lib/train/summary.c \
 	lib/train/checkpoint_io.c \
 	lib/train/checkpoint.c
-noinst_HEADERS += lib/train/trainer_internal.h
+noinst_HEADERS += lib/train/trainer_internal.h lib/train/thread_tune.h

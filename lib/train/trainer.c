@@ -12,7 +12,8 @@
  * timing or threads.
  *
  * Invariants: the trainer owns copies of every string in its config; the
- * same config (and thread count) gives bit-identical losses; evaluation
+ * same config (and thread count) gives bit-identical losses, whatever
+ * workers the automatic count picks (thread_tune.c); evaluation
  * always reads validation batches 0..eval_iters-1 and never changes the
  * parameters or gradients. Trace times are nanoseconds since the trainer
  * was created; the "iter" arg of trace events is the 0-based iteration. */
@@ -122,6 +123,10 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         DT_CHECK_GOTO(dt_backend_create_with(tr->cfg.device, &bo, &tr->be), st, fail);
     }
     tr->cfg.threads = tr->be->threads;
+    /* --threads 0 in one process: as many workers as are fastest now (a
+     * rank under mpirun has its share of the cores already, and its step
+     * times are its peers' too) */
+    dt__tune_init(&tr->tune, tr->be->threads, cfg->threads <= 0 && !cfg->comm && tr->be->ops->set_workers);
     DT_CHECK_GOTO(tr->kind->create(tr, tr->strategy == DT__STRATEGY_PIPE), st, fail);
     {
         double f = dt_lr_scaling_factor(cfg->lr_scaling, cfg->global_batch_size, cfg->base_batch_size);
@@ -228,9 +233,8 @@ static void dt__hang(const dt_trainer *tr)
     }
 }
 
-dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
+static dt_status dt__tr_step(dt_trainer *tr, dt_train_stats *out)
 {
-    dt__hang(tr);
     tr->nf.skip = 0;
     if (tr->strategy == DT__STRATEGY_PIPE) return dt__tr_pipe_step(tr, out); /* the schedule is the whole step */
     if (tr->strategy == DT__STRATEGY_PS) DT_CHECK(dt__tr_ps_begin_step(tr));
@@ -286,6 +290,17 @@ dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
     return DT_OK;
 }
 
+dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
+{
+    dt__hang(tr);
+    if (!tr->tune.on) return dt__tr_step(tr, out);
+    DT_CHECK(tr->be->set_workers(tr->be, dt__tune_next(&tr->tune)));
+    const int64_t t0 = dt_time_ns();
+    DT_CHECK(dt__tr_step(tr, out));
+    dt__tune_record(&tr->tune, dt_time_ns() - t0);
+    return DT_OK;
+}
+
 dt_gpt *dt_trainer_model(dt_trainer *tr) { return tr->gpt.model; }
 const dt_lr_schedule *dt_trainer_lr_schedule(const dt_trainer *tr) { return &tr->lr; }
 size_t dt_trainer_peak_activation_bytes(const dt_trainer *tr) { return dt__tr_peak_act(tr); }
@@ -302,4 +317,6 @@ double dt_trainer_tokens_per_second(const dt_trainer *tr)
     return 0.0;
 }
 
+int dt_trainer_workers(const dt_trainer *tr) { return tr->tune.on ? dt__tune_best(&tr->tune) : tr->be->threads; }
+int dt_trainer_threads_automatic(const dt_trainer *tr) { return tr->tune.on; }
 double dt_trainer_elapsed_seconds(const dt_trainer *tr) { return (double)(dt_time_ns() - tr->t_start_ns) * 1e-9; }

@@ -12,6 +12,7 @@
  *   nonfinite.c     non-finite loss or gradient norm: the first bad layer (nf)
  *   trace_hooks.c   trace events from the layers, collectives and steps (trace)
  *   eval.c          evaluation on the validation split
+ *   thread_tune.c   the automatic CPU thread count (tune)
  *   summary.c       the --summary JSON
  *   checkpoint_io.c dt_trainer_save / dt_trainer_load (ck)
  *   config.c, config_json.c  the configuration: defaults, validation, JSON
@@ -35,6 +36,7 @@
 #include "dt_train.h"
 #include "dt_trace.h"
 #include "pipeline.h"
+#include "thread_tune.h"
 #include "ps.h"
 #include "update.h"
 #include "zero.h"
@@ -97,6 +99,7 @@ struct dt_trainer {
     char *task, *path, *device, *trace_path, *save_dir, *load_dir;
 
     dt_backend *be;
+    dt__tune tune; /* the workers of be for each step (thread_tune.c) */
     const dt__model_kind *kind; /* cfg.model_kind's table */
     dt__strategy strategy;
     dt_optim opt; /* the replica strategy's optimizer (opt_ready) */
