@@ -181,6 +181,12 @@ static int dtbench_run_compose(const dtbench_flags *f)
 
 /* Commands with their own parser (file arguments, their own flags): argv
  * from the command on (bubbles: from the program, as it always had). */
+static int dtbench_run_threads(const dtbench_flags *f)
+{
+    return dtbench_cmd_threads(dtbench_given(f, "--model") ? f->model : NULL,
+                               dtbench_given(f, "--steps") ? f->steps : 0, f->repeats);
+}
+
 static int dtbench_run_bubbles(int argc, char **argv) { return dtbench_cmd_bubbles(argc + 1, argv - 1); }
 
 static const struct {
@@ -201,7 +207,7 @@ static const struct {
     {"gelu", dtbench_run_gelu},           {"gemm", dtbench_run_gemm}, {"train", dtbench_run_train},
     {"recompute", dtbench_run_recompute}, {"amp", dtbench_run_amp},   {"largebatch", dtbench_run_largebatch},
     {"allreduce", dtbench_run_allreduce}, {"tp", dtbench_run_tp},     {"pipeline", dtbench_run_pipeline},
-    {"compose", dtbench_run_compose},
+    {"compose", dtbench_run_compose},     {"threads", dtbench_run_threads},
 };
 
 #define DTBENCH_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -288,12 +294,12 @@ int main(int argc, char **argv)
         {"--trace-dir", DT_ARG_STRING, &f.pp_keep, 0, 0, 0, NULL, "DIR",
          "pipeline: keep each run's traces in DIR (SCHEDULE-mM.rankR.json, for Perfetto)", "temporary, removed", 0},
         {"--repeats", DT_ARG_INT, &f.repeats, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 64, NULL, NULL,
-         "compose: runs per cell (the median and range are printed)", NULL, 0},
+         "compose, threads: runs per cell (the median and range are printed)", NULL, 0},
         {"--help", DT_ARG_FLAG, &f.help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
     const char *usage =
-        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|compose [--flag value]...\n"
+        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|compose|threads [--flag value]...\n"
         "       dtbench bubbles [--skip N] TRACE...\n"
         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
         "fp16 peaks through the backend\n"
@@ -315,6 +321,9 @@ int main(int argc, char **argv)
         "  compose    the composition matrix (run under mpirun -np 2): layout {single, dp, 1f1b, tp} x "
         "{fp32, bf16, fp16} x recompute {none, selective, full}: tokens/s (median and range of --repeats runs, "
         "default 3; --steps default 12) and peak saved activations, each against the layout's fp32/none cell\n"
+        "  threads    the automatic thread count (--threads 0) against every fixed one, quiet and beside one "
+        "busy process, on tiny and small (--model: one of them; --steps default 200 and 60; goals: busy >= 0.90 "
+        "of the best fixed count, quiet >= 0.97 of one thread per core)\n"
         "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
         "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
         "  simspeed   simulator events/s and the wall time of a 1024-device job (goals: > 10 M/s, < 10 s)\n"

@@ -2,7 +2,7 @@
  * helpers every benchmark uses (dtbench.c) and each family's commands:
  * bench_kernels.c (gemm, gelu), bench_train.c (train, recompute,
  * largebatch, amp), bench_parallel.c (allreduce, bubbles, pipeline, tp),
- * bench_compose.c (compose),
+ * bench_compose.c (compose), bench_threads.c (threads),
  * simval.c (simval, simspeed), vizbench.c (viz). */
 #ifndef DTBENCH_H
 #define DTBENCH_H
@@ -47,6 +47,8 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
 
 /* bench_compose.c */
 int dtbench_cmd_compose(int repeats, int steps, int threads);
+/* bench_threads.c */
+int dtbench_cmd_threads(const char *model, int steps, int repeats);
 
 int dt_bench_simval(int argc, char **argv);   /* bench/simval.c */
 int dt_bench_simspeed(int argc, char **argv); /* bench/simval.c */
