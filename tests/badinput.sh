@@ -229,6 +229,15 @@ sed 's/"forward"/"frward"/g' "$TMP/real.json" >"$TMP/t-nofwd.json"
 sed 's/"config":{.*}},"displayTimeUnit"/"cfg":{}},"displayTimeUnit"/' "$TMP/real.json" >"$TMP/t-nocfg.json"
 sed 's/"num_layers":2,/"num_layers":1000000000000,/' "$TMP/real.json" >"$TMP/t-layers.json"
 sed 's/"micro_batch_size":8,/"micro_batch_size":1099511627776,/' "$TMP/real.json" >"$TMP/t-mb40.json"
+# values outside the ranges of docs/trace-format.md "Ranges" (issue 20, F1: an iter of 2^62 overflowed a heap
+# buffer in dtsim validate and dtviz; 2^31-1 made them try to fill 16 GiB)
+sed 's/"iter":1\([,}]\)/"iter":4611686018427387904\1/g' "$TMP/real.json" >"$TMP/t-iter62.json"
+sed 's/"iter":1\([,}]\)/"iter":2147483647\1/g' "$TMP/real.json" >"$TMP/t-iter31.json"
+sed '5s/"ts":[0-9.]*/"ts":-0.001/' "$TMP/real.json" >"$TMP/t-negts.json"
+sed '5s/"ts":[0-9.]*,"dur":[0-9.]*/"ts":9223372036854775.000,"dur":1.000/' "$TMP/real.json" >"$TMP/t-tsdur.json"
+sed '5s/"pid":0/"pid":1/' "$TMP/real.json" >"$TMP/t-pid.json"
+sed '5s/"tid":0/"tid":7/' "$TMP/real.json" >"$TMP/t-tid.json"
+sed '5s/"layer":-1/"layer":9/' "$TMP/real.json" >"$TMP/t-layer.json"
 
 # ---- dtrain: numeric flags -----------------------------------------------------------
 numeric dtrain "$DTRAIN" --train-iters 0 <<'EOF'
@@ -500,6 +509,12 @@ table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | otherData.config | --profile $TMP/t-nocfg.json
 2 | t-layers.json | --profile $TMP/t-layers.json
 2 | syntax.json | --profile $TMP/syntax.json
+2 | "args.iter" is 4611686018427387904 | --profile $TMP/t-iter62.json
+2 | "ts" is negative | --profile $TMP/t-negts.json
+2 | past the largest time | --profile $TMP/t-tsdur.json
+2 | "pid" is 1 | --profile $TMP/t-pid.json
+2 | "tid" is 7 | --profile $TMP/t-tid.json
+2 | "args.layer" is 9 | --profile $TMP/t-layer.json
 # --grad-trace (fp16)
 2 | $TMP/missing.json | --fp16 --grad-trace $TMP/missing.json
 2 | junk.bin | --fp16 --grad-trace $TMP/junk.bin
@@ -535,6 +550,10 @@ table dtsim "$DTSIM" <<'EOF'
 2 | missing.json | validate --profile $TMP/real.json $TMP/missing.json
 2 | junk.bin | validate --profile $TMP/real.json --comm $TMP/junk.bin $TMP/real.json
 2 | hw-fmt.json | validate --profile $TMP/real.json --hw $TMP/hw-fmt.json $TMP/real.json
+2 | "args.iter" is 4611686018427387904 | validate --profile $TMP/real.json $TMP/t-iter62.json
+2 | "args.iter" is 2147483647 | validate --profile $TMP/real.json $TMP/t-iter31.json
+2 | "ts" is negative | validate --profile $TMP/real.json $TMP/t-negts.json
+2 | past the largest time | validate --profile $TMP/real.json $TMP/t-tsdur.json
 EOF
 
 # ---- dtviz ---------------------------------------------------------------------------------
@@ -573,6 +592,12 @@ EOF
 2 | negative | $TMP/t-negdur.json --png $O/x.png
 2 | int64 nanosecond range | $TMP/t-hugets.json --png $O/x.png
 2 | syntax.json | $TMP/syntax.json --png $O/x.png
+2 | "args.iter" is 4611686018427387904 | $TMP/t-iter62.json --png $O/x.png
+2 | "args.iter" is 2147483647 | $TMP/t-iter31.json --png $O/x.png
+2 | "ts" is negative | $TMP/t-negts.json --png $O/x.png
+2 | past the largest time | $TMP/t-tsdur.json --png $O/x.png
+2 | "pid" is 1 | $TMP/t-pid.json --png $O/x.png
+2 | "tid" is 7 | $TMP/t-tid.json --png $O/x.png
 2 | junk.bin | $TMP/pp.json $TMP/junk.bin --png $O/x.png
 2 | junk.bin | $TMP/pp.json $TMP/junk.bin --frames $O/frames --frame-count 2
 2 | t-cut.json | $TMP/t-cut.json --frames $O/frames --frame-count 2
