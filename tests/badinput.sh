@@ -210,6 +210,14 @@ cfg hw-ver '{"format": "dtsim-hw", "version": 7, "name": "x"}'
 cfg hw-neg "$(sed 's/"peak_flops": *[0-9.e+]*/"peak_flops": -1/' "$HWREF")"
 cfg hw-zero-bw "$(sed 's/"bytes_per_ns": *[0-9.e+]*/"bytes_per_ns": 0/' "$HWREF")"
 cfg hw-str "$(sed 's/"efficiency": *[0-9.e+]*/"efficiency": "high"/' "$HWREF")"
+# issue 20, F2: absurd figures made durations overflow int64 (dts_engine_at's "scheduled in the past" assertion)
+cfg hw-slowflops "$(sed 's/"peak_flops": *[0-9.e+]*/"peak_flops": 1e-3/' "$HWREF")"
+cfg hw-slowmem "$(sed 's/"mem_bytes_per_s": *[0-9.e+]*/"mem_bytes_per_s": 1e-300/' "$HWREF")"
+cfg hw-tinyeff "$(sed 's/"efficiency": *[0-9.e+]*/"efficiency": 1e-300/' "$HWREF")"
+cfg hw-slowbw "$(sed 's/"bytes_per_ns": *[0-9.e+]*/"bytes_per_ns": 1e-300/' "$HWREF")"
+cfg hw-alpha308 "$(sed 's/"alpha_ns": *[0-9.e+]*/"alpha_ns": 1e308/' "$HWREF")"
+cfg hw-alpha63 "$(sed 's/"alpha_ns": *[0-9.e+]*/"alpha_ns": 9223372036854775807/' "$HWREF")"
+cfg hw-kov63 "$(sed 's/"kernel_overhead_ns": *[0-9.e+]*/"kernel_overhead_ns": 9223372036854775807/' "$HWREF")"
 cfg hw-key "$(sed 's/"efficiency"/"eficiency"/' "$HWREF")"
 cfg hw-nolink "$(sed 's/"intra"/"intra_link"/' "$HWREF")"
 head -c 200 "$HWREF" >"$TMP/hw-cut.json"
@@ -532,6 +540,13 @@ table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | hw-ver.json | --hw $TMP/hw-ver.json
 2 | peak_flops | --hw $TMP/hw-neg.json
 2 | bytes_per_ns | --hw $TMP/hw-zero-bw.json
+2 | horizon | --hw $TMP/hw-slowflops.json
+2 | horizon | --hw $TMP/hw-slowmem.json
+2 | horizon | --hw $TMP/hw-tinyeff.json
+2 | horizon | --hw $TMP/hw-slowbw.json --data-parallel-size 2
+2 | horizon | --hw $TMP/hw-alpha308.json --data-parallel-size 2
+2 | horizon | --hw $TMP/hw-alpha63.json --data-parallel-size 2
+2 | kernel_overhead_ns | --hw $TMP/hw-kov63.json
 2 | efficiency | --hw $TMP/hw-str.json
 2 | eficiency | --hw $TMP/hw-key.json
 2 | intra | --hw $TMP/hw-nolink.json
