@@ -496,7 +496,7 @@ table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | dtrain-trace | --config $TMP/c-trace-fmt.json
 2 | version | --config $TMP/t-v2.json
 2 | dtrain-trace | --config $TMP/t-fmt.json
-2 | t-cut.json: line | --config $TMP/t-cut.json
+2 | t-cut100.json: line | --config $TMP/t-cut100.json
 2 | "num_layers": expected | --config $TMP/t-layers.json
 2 | "micro_batch_size": expected | --config $TMP/t-mb40.json
 # --profile

@@ -626,6 +626,36 @@ START_TEST(test_ranges)
 }
 END_TEST
 
+/* dt_trace_read_header (dtsim run --config; issue 20, F13): the header of a
+ * trace whose events are cut short and followed by garbage, in prefixes
+ * (a header past the first 64 KiB); a header cut short is refused. */
+START_TEST(test_read_header)
+{
+    const char *p = path_in("hdr.json");
+    size_t pad = 200000; /* a config longer than the first 64 KiB read */
+    char *text = malloc(pad + 512);
+    int n = snprintf(text, 512, "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"dtsim\","
+                                "\"config\":{\"train_iters\":3,\"pad\":\"");
+    memset(text + n, 'p', pad);
+    n += (int)pad;
+    n += snprintf(text + n, 512, "\"}},\"traceEvents\":[\n{\"name\":\"forw\x01\x02 garbage");
+    write_bytes(p, text, (size_t)n);
+    dt_trace *t = NULL;
+    ck_dt(dt_trace_read_header(p, &t));
+    ck_assert_str_eq(t->tool, "dtsim");
+    ck_assert_uint_eq(t->n_events, 0);
+    ck_assert(strstr(t->config_json, "\"train_iters\":3") != NULL);
+    dt_trace_free(t);
+    ck_assert_int_eq(dt_trace_read(p, &t), DT_ERR_FORMAT); /* the whole file is refused */
+    write_bytes(p, text, 100);                            /* the header cut short */
+    ck_assert_int_eq(dt_trace_read_header(p, &t), DT_ERR_FORMAT);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(dt_last_error(), "line 1"), "%s", dt_last_error());
+    free(text);
+    ck_assert_int_eq(dt_trace_read_header(path_in("missing.json"), &t), DT_ERR_IO);
+}
+END_TEST
+
 START_TEST(test_malformed_files)
 {
     /* header: format and version */
@@ -972,6 +1002,7 @@ static Suite *trace_suite(void)
     tcase_add_test(limits, test_truncation_message);
     tcase_add_test(limits, test_malformed_events);
     tcase_add_test(limits, test_ranges);
+    tcase_add_test(limits, test_read_header);
     tcase_add_test(limits, test_malformed_files);
     tcase_add_test(limits, test_read_io_errors);
     tcase_add_test(limits, test_unwritable_path);

@@ -56,6 +56,7 @@ typedef struct dt__rd {
     dt_trace *t;
     size_t cap; /* allocated length of t->events */
     int seen_other, seen_events;
+    int header_only; /* dt_trace_read_header: stop after otherData */
     /* ranges of the well-known integers, from otherData.config when it says
      * (dt__config_limits); otherwise only what the format itself implies */
     int64_t max_iter;  /* largest args.iter */
@@ -657,6 +658,7 @@ static dt_status dt__read_top(dt__rd *r)
                 }
                 json_decref(v); /* other keys (displayTimeUnit, ...) do not matter */
                 if (st != DT_OK) return st;
+                if (r->seen_other && r->header_only) return DT_OK; /* the events are not looked at */
             }
             char c;
             DT_CHECK(dt__expect(r, ",}", &c, "after the value of \"%s\"", key));
@@ -716,11 +718,13 @@ static dt_status dt__slurp(const char *path, char **out, size_t *out_len)
     return DT_OK;
 }
 
-/* Parse buf[0..len) (the whole file's bytes); name is the file in messages. */
-static dt_status dt__read_buf(const char *name, const char *buf, size_t len, dt_trace **out)
+/* Parse buf[0..len) (the whole file's bytes, or its start for header_only);
+ * name is the file in messages. */
+static dt_status dt__read_buf(const char *name, const char *buf, size_t len, int header_only, dt_trace **out)
 {
     dt__rd r;
     memset(&r, 0, sizeof r);
+    r.header_only = header_only;
     r.path = name;
     r.buf = buf;
     r.len = len;
@@ -747,8 +751,45 @@ dt_status dt_trace_read(const char *path, dt_trace **out)
     char *buf;
     size_t len;
     DT_CHECK(dt__slurp(path, &buf, &len));
-    dt_status st = dt__read_buf(path, buf, len, out);
+    dt_status st = dt__read_buf(path, buf, len, 0, out);
     free(buf);
+    return st;
+}
+
+/* The header only: the file is read in growing prefixes (64 KiB first; the
+ * writer's header is one line of a few KiB) until otherData has been parsed
+ * in one; the events after it are never read. A prefix that fails is
+ * retried longer unless it was the whole file, so the errors are those of
+ * dt_trace_read for the same bytes. */
+dt_status dt_trace_read_header(const char *path, dt_trace **out)
+{
+    if (out) *out = NULL;
+    if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read_header: NULL path or out");
+    FILE *f = fopen(path, "rb");
+    if (!f) return DT_FAIL(DT_ERR_IO, "%s: cannot open for reading: %s", path, strerror(errno));
+    size_t cap = (size_t)1 << 16, len = 0;
+    char *buf = NULL;
+    dt_status st;
+    for (;;) {
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            st = DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading %zu bytes of trace", path, cap);
+            break;
+        }
+        buf = nb;
+        errno = 0;
+        len += fread(buf + len, 1, cap - len, f);
+        if (ferror(f)) {
+            st = DT_FAIL(DT_ERR_IO, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+            break;
+        }
+        const int whole = len < cap;
+        st = dt__read_buf(path, buf, len, 1, out);
+        if (st == DT_OK || whole || st == DT_ERR_NOMEM || cap > SIZE_MAX / 2) break;
+        cap *= 2;
+    }
+    free(buf);
+    fclose(f);
     return st;
 }
 
@@ -756,7 +797,7 @@ dt_status dt_trace_read_mem(const char *name, const void *buf, size_t len, dt_tr
 {
     if (out) *out = NULL;
     if (!out || (!buf && len)) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read_mem: NULL buf or out");
-    return dt__read_buf(name ? name : "(memory)", buf ? (const char *)buf : "", len, out);
+    return dt__read_buf(name ? name : "(memory)", buf ? (const char *)buf : "", len, 0, out);
 }
 
 void dt_trace_free(dt_trace *t)
