@@ -110,6 +110,11 @@ DT_API dt_status dt_trace_read(const char *path, dt_trace **out);
  * NUL-terminated); name stands for the file in messages (NULL: "(memory)").
  * Used by the fuzzer (fuzz/trace_read.c). */
 DT_API dt_status dt_trace_read_mem(const char *name, const void *buf, size_t len, dt_trace **out);
+/* The header only (otherData: version, tool, config_json), with no events
+ * (n_events 0): reads the file up to the end of otherData, so its cost does
+ * not depend on the events, and a damaged event tail is not seen. Errors
+ * as dt_trace_read's for the header. Used by dtsim run --config. */
+DT_API dt_status dt_trace_read_header(const char *path, dt_trace **out);
 DT_API void dt_trace_free(dt_trace *t);
 
 #ifdef __cplusplus

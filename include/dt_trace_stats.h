@@ -67,7 +67,8 @@ typedef struct dt_trace_phase_times {
 
 /* The step and phase times of pid from events ev[0..n-1] (any order),
  * leaving out the steps before skip (warm-up). DT_ERR_INVALID when pid has
- * no events with an iteration, or fewer than skip + 1 steps; DT_ERR_NOMEM. */
+ * no events with an iteration, or fewer than skip + 1 steps. Its memory does
+ * not depend on the iteration numbers (they come from a file). */
 DT_API dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip,
                                              dt_trace_phase_times *out);
 

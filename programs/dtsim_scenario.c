@@ -68,6 +68,35 @@ static char *dtsim_read_file(const char *path)
     return buf;
 }
 
+/* Is path a dtrain trace: does its top-level object start with "otherData"
+ * (the writer puts it first)? Looks at the first bytes only. */
+static int dtsim_is_trace(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    char head[64];
+    const size_t n = fread(head, 1, sizeof head - 1, fp);
+    fclose(fp);
+    head[n] = '\0';
+    const char *p = head + strspn(head, " \t\r\n");
+    if (*p++ != '{') return 0;
+    p += strspn(p, " \t\r\n");
+    return strncmp(p, "\"otherData\"", 11) == 0;
+}
+
+/* The scenario of a trace's header (otherData.config), read without its
+ * events: a trace of 100 MB or more would otherwise be parsed whole for a
+ * few KiB of configuration. */
+static dt_status dtsim_config_from_trace(dts_scenario *sc, const char *path)
+{
+    dt_trace *t = NULL;
+    DT_CHECK(dt_trace_read_header(path, &t));
+    dt_status st = t->config_json ? dts_scenario_from_config(sc, t->config_json, path)
+                                  : DT_FAIL(DT_ERR_FORMAT, "%s: the trace has no otherData.config", path);
+    dt_trace_free(t);
+    return st;
+}
+
 /* A dtsim config file's "profile" (a path), copied into out ("" if none). */
 static void dtsim_config_profile(const char *text, char *out, size_t cap)
 {
@@ -290,7 +319,10 @@ int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scena
     profile[0] = '\0';
     dts_scenario_default(sc);
     profile[0] = '\0';
-    if (o->config) {
+    if (o->config && dtsim_is_trace(o->config)) {
+        dt_status st = dtsim_config_from_trace(sc, o->config);
+        if (st != DT_OK) return dtsim_fail(st);
+    } else if (o->config) {
         char *text = dtsim_read_file(o->config);
         if (!text) return dtsim_fail(DT_ERR_IO);
         dt_status st = dts_scenario_from_config(sc, text, o->config);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dts_cost.h"
+#include "dts_engine.h"
 
 /* ---- layer shapes ------------------------------------------------------------ */
 
@@ -156,7 +157,8 @@ static void cost__shapes(const dt_gpt_config *model, int B, int T, dts_cost *c)
 static int64_t cost__roof_ns(double flops, double bytes, int ops, const dts_hw *hw)
 {
     double compute_s = flops / (hw->peak_flops * hw->efficiency), memory_s = bytes / hw->mem_bytes_per_s;
-    return (int64_t)llround((compute_s > memory_s ? compute_s : memory_s) * 1e9) + hw->kernel_overhead_ns * ops;
+    return dts_ns_add_sat(dts_ns_sat((compute_s > memory_s ? compute_s : memory_s) * 1e9),
+                          dts_ns_mul_sat(hw->kernel_overhead_ns, ops));
 }
 
 dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_hw *hw, dts_cost *out)
@@ -174,7 +176,7 @@ dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_
     }
     c->optim_ns_per_param = COST_OPTIM_BYTES_PER_PARAM / hw->mem_bytes_per_s * 1e9;
     /* tensors: wte, wpe, 12 per block, lnf.w, lnf.b, lm_head.w; 3 passes */
-    c->step_overhead_ns = hw->kernel_overhead_ns * 3 * (5 + 12 * (int64_t)model->num_layers);
+    c->step_overhead_ns = dts_ns_mul_sat(hw->kernel_overhead_ns, 3 * (5 + 12 * (int64_t)model->num_layers));
     snprintf(c->source, sizeof c->source, "roofline %s", hw->name);
     *out = *c;
     free(c);
@@ -295,7 +297,7 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
         const int is_opt = strcmp(e->cat, "optim") == 0 && strcmp(e->name, "optimizer") == 0;
         if (!is_fb && !is_re && !is_opt) continue;
         cost__iter *s = &it[e->iter];
-        s->spans_ns += e->dur_ns;
+        s->spans_ns = s->spans_ns > INT64_MAX - e->dur_ns ? INT64_MAX : s->spans_ns + e->dur_ns;
         if (!s->seen || e->ts_ns + e->dur_ns > s->end_ns) s->end_ns = e->ts_ns + e->dur_ns;
         s->seen = 1;
         if (e->iter == 0) continue; /* warm-up */
@@ -341,15 +343,15 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     const int L = model->num_layers;
     for (int s = 0; s <= L + 1; s++) {
         const int k = s == 0 ? 0 : s <= L ? 1 : 2;
-        c->fwd_ns[s] = (int64_t)llround(mean_of(&fwd[k]) * scale);
-        c->bwd_ns[s] = (int64_t)llround(mean_of(&bwd[k]) * scale);
+        c->fwd_ns[s] = dts_ns_sat(mean_of(&fwd[k]) * scale);
+        c->bwd_ns[s] = dts_ns_sat(mean_of(&bwd[k]) * scale);
     }
     dt_gpt_config pm = *model; /* the profile's model: its blocks and positions */
     pm.num_layers = (int)Lp;
     pm.seq_len = (int)P;
     c->optim_ns_per_param = mean_of(&opt) / (double)dt_gpt_config_num_params(&pm);
     const double ov = mean_of(&over);
-    c->step_overhead_ns = ov > 0 ? (int64_t)llround(ov) : 0;
+    c->step_overhead_ns = dts_ns_sat(ov);
     snprintf(c->source, sizeof c->source, "profile %s", name);
     *out = *c;
     free(c);

@@ -23,6 +23,34 @@
 
 #include "dt_status.h"
 
+/* The latest time an event may have (2^60 ns, 36.5 years): a run that goes
+ * past it is refused with one message (dts_engine_at). Far below INT64_MAX,
+ * so that now + a few durations cannot overflow. */
+#define DTS_HORIZON_NS ((int64_t)1 << 60)
+/* A duration beyond the horizon: what an absurd computed duration saturates
+ * to, so that scheduling it is refused instead of wrapping. */
+#define DTS_NS_BEYOND (DTS_HORIZON_NS + 1)
+
+/* ns (a computed duration, any double) as int64 nanoseconds: rounded,
+ * negative -> 0, NaN or >= the horizon -> DTS_NS_BEYOND. Never overflows
+ * (llround of a double past int64 is undefined). */
+static inline int64_t dts_ns_sat(double ns)
+{
+    if (!(ns < (double)DTS_HORIZON_NS)) return DTS_NS_BEYOND; /* NaN too */
+    if (!(ns > 0)) return 0;
+    return (int64_t)(ns + 0.5);
+}
+/* a + b for durations in 0..DTS_NS_BEYOND, saturating at DTS_NS_BEYOND. */
+static inline int64_t dts_ns_add_sat(int64_t a, int64_t b)
+{
+    return a >= DTS_NS_BEYOND - b ? DTS_NS_BEYOND : a + b;
+}
+/* a * k for a duration a in 0..DTS_NS_BEYOND and k >= 0, saturating. */
+static inline int64_t dts_ns_mul_sat(int64_t a, int64_t k)
+{
+    return k > 0 && a > DTS_NS_BEYOND / k ? DTS_NS_BEYOND : a * k;
+}
+
 typedef struct dts_engine dts_engine;
 typedef void (*dts_fn)(dts_engine *e, void *ctx, int64_t a, int64_t b);
 

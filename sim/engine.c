@@ -52,14 +52,15 @@ static inline int dts__before(const dts__event *x, const dts__event *y)
     return x->time < y->time || (x->time == y->time && x->seq < y->seq);
 }
 
-/* Events past this time are refused: time + any one duration the model
- * computes (a layer, a message) then stays far from int64 overflow. */
-#define DTS__HORIZON_NS ((int64_t)1 << 62)
+/* Events past DTS_HORIZON_NS (dts_engine.h) are refused: time + a few
+ * durations the model computes (saturated at DTS_NS_BEYOND) then stays far
+ * from int64 overflow. */
+#define DTS__HORIZON_NS DTS_HORIZON_NS
 
 static dt_status dts__beyond_horizon(void)
 {
     return DT_FAIL(DT_ERR_INVALID,
-                   "dtsim: the simulated run lasts more than %.0f years (the engine's horizon, 2^62 ns): the "
+                   "dtsim: the simulated run lasts more than %.1f years (the engine's horizon, 2^60 ns): the "
                    "scenario is too large (fewer --train-iters, or a smaller model or batch)",
                    (double)DTS__HORIZON_NS / 1e9 / 86400 / 365.25);
 }

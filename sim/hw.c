@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dts_engine.h"
 #include "dts_hw.h"
 #include "dts_json.h"
 
@@ -163,8 +164,10 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
     DT_CHECK(hw__num(what, root, "mem_bytes_per_s", "mem_bytes_per_s", HW_GT0, &hw.mem_bytes_per_s));
     DT_CHECK(hw__num(what, root, "efficiency", "efficiency", HW_UNIT, &hw.efficiency));
     static const int64_t overshoot_absent = DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS;
-    DT_CHECK(hw__int(what, root, "kernel_overhead_ns", 0, INT64_MAX, NULL, &hw.kernel_overhead_ns));
-    DT_CHECK(hw__int(what, root, "sleep_overshoot_ns", 0, INT64_MAX, &overshoot_absent, &hw.sleep_overshoot_ns));
+    /* durations: at most the engine's horizon (DTS_HORIZON_NS, 2^60 ns), so that sums of them cannot overflow */
+    DT_CHECK(hw__int(what, root, "kernel_overhead_ns", 0, DTS_HORIZON_NS, NULL, &hw.kernel_overhead_ns));
+    DT_CHECK(
+        hw__int(what, root, "sleep_overshoot_ns", 0, DTS_HORIZON_NS, &overshoot_absent, &hw.sleep_overshoot_ns));
     DT_CHECK(hw__int(what, root, "mem_capacity_bytes", 1, INT64_MAX, NULL, &hw.mem_capacity_bytes));
     int64_t dpn;
     DT_CHECK(hw__int(what, root, "devices_per_node", 1, 1 << 20, NULL, &dpn));
@@ -293,12 +296,12 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
         if (!hw__in_range(nums[i].v, nums[i].r))
             return DT_FAIL(DT_ERR_INVALID, "%s: \"%s\": expected a number %s, got %g", what, nums[i].key,
                            hw__range_text(nums[i].r), nums[i].v);
-    if (hw->kernel_overhead_ns < 0)
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"kernel_overhead_ns\": expected an integer >= 0, got %" PRId64, what,
-                       hw->kernel_overhead_ns);
-    if (hw->sleep_overshoot_ns < 0)
-        return DT_FAIL(DT_ERR_INVALID, "%s: \"sleep_overshoot_ns\": expected an integer >= 0, got %" PRId64, what,
-                       hw->sleep_overshoot_ns);
+    if (hw->kernel_overhead_ns < 0 || hw->kernel_overhead_ns > DTS_HORIZON_NS)
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"kernel_overhead_ns\": expected an integer from 0 to %" PRId64 ", got %" PRId64,
+                       what, DTS_HORIZON_NS, hw->kernel_overhead_ns);
+    if (hw->sleep_overshoot_ns < 0 || hw->sleep_overshoot_ns > DTS_HORIZON_NS)
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"sleep_overshoot_ns\": expected an integer from 0 to %" PRId64 ", got %" PRId64,
+                       what, DTS_HORIZON_NS, hw->sleep_overshoot_ns);
     if (hw->mem_capacity_bytes < 1)
         return DT_FAIL(DT_ERR_INVALID, "%s: \"mem_capacity_bytes\": expected an integer >= 1, got %" PRId64, what,
                        hw->mem_capacity_bytes);
@@ -383,5 +386,5 @@ dts_link dts_hw_link(const dts_hw *hw, int rank_a, int rank_b)
 
 int64_t dts_link_ns(dts_link l, double bytes)
 {
-    return (int64_t)llround(l.alpha_ns + (bytes > 0 ? bytes / l.bytes_per_ns : 0.0));
+    return dts_ns_sat(l.alpha_ns + (bytes > 0 ? bytes / l.bytes_per_ns : 0.0));
 }

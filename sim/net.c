@@ -1,6 +1,8 @@
 /* net.c: links and ports (see dts_net.h). */
 #include "dts_net.h"
 
+#include "dts_engine.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -28,13 +30,13 @@ void dts_net_free(dts_net *net)
 
 static inline int64_t dts__wire_ns(const dts_net *net, dts_link l, int64_t bytes)
 {
-    return (int64_t)llround((double)bytes / (l.bytes_per_ns * net->bw_scale));
+    return dts_ns_sat((double)bytes / (l.bytes_per_ns * net->bw_scale));
 }
 
 int64_t dts_net_cost(const dts_net *net, int src, int dst, int64_t bytes)
 {
     dts_link l = dts_hw_link(net->hw, src, dst);
-    return (int64_t)llround(l.alpha_ns) + dts__wire_ns(net, l, bytes);
+    return dts_ns_add_sat(dts_ns_sat(l.alpha_ns), dts__wire_ns(net, l, bytes));
 }
 
 int64_t dts_net_send(dts_net *net, int src, int dst, int64_t bytes, int64_t now, int64_t *send_done)
@@ -48,7 +50,7 @@ int64_t dts_net_send(dts_net *net, int src, int dst, int64_t bytes, int64_t now,
     net->bytes += bytes;
     net->messages++;
     if (send_done) *send_done = start + wire;
-    return start + wire + (int64_t)llround(l.alpha_ns);
+    return start + dts_ns_add_sat(wire, dts_ns_sat(l.alpha_ns));
 }
 
 int64_t dts_net_ring_allreduce_ns(const dts_net *net, int first, int stride, int n, int64_t bytes)
@@ -61,5 +63,5 @@ int64_t dts_net_ring_allreduce_ns(const dts_net *net, int first, int stride, int
         if (l.bytes_per_ns * net->bw_scale < beta) beta = l.bytes_per_ns * net->bw_scale;
     }
     const double steps = 2.0 * (n - 1);
-    return (int64_t)llround(steps * alpha + steps / n * (double)bytes / beta);
+    return dts_ns_sat(steps * alpha + steps / n * (double)bytes / beta);
 }

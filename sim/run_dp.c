@@ -109,7 +109,7 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
         const int slot = u->layer + 1;
         int64_t dur = u->dir ? sc->cost.bwd_ns[slot] : sc->cost.fwd_ns[slot];
         if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L)
-            dur += sc->cost.fwd_ns[slot]; /* the recomputed forward */
+            dur = dts_ns_add_sat(dur, sc->cost.fwd_ns[slot]); /* the recomputed forward */
         const int64_t work = dts__dp_work(sc, u->layer, u->dir);
         if (work) {
             u->mem_act += work;

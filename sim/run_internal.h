@@ -181,9 +181,9 @@ typedef struct dts__job {
     int64_t a, b;
 } dts__job;
 
-/* Nanoseconds of a computed duration; absurd ones saturate below 2^62 (the
- * engine refuses events past that) rather than overflow int64. */
-static inline int64_t dts__ns(double x) { return x < 4.0e18 ? (int64_t)llround(x) : (int64_t)4000000000000000000LL; }
+/* Nanoseconds of a computed duration; absurd ones saturate just past the
+ * engine's horizon (dts_ns_sat), which refuses them, rather than overflow. */
+static inline int64_t dts__ns(double x) { return dts_ns_sat(x); }
 
 static inline int dts__is_pipe(const dts_scenario *sc) { return sc->p > 1 || sc->t > 1; }
 static inline int dts__is_ps(const dts_scenario *sc)

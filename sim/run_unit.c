@@ -99,7 +99,7 @@ static void dts__cpu_resched(dts__sim *s, int node, int64_t now)
         if (!j->live || dts__node_of(s, &s->u[i]) != node) continue;
         j->gen++;
         const double left = j->left > 0 ? j->left : 0;
-        dts__at(s, now + (int64_t)ceil(left / rate), dts__cpu_done, j, j->gen, 0);
+        dts__at(s, now + dts_ns_sat(ceil(left / rate)), dts__cpu_done, j, j->gen, 0);
     }
 }
 

@@ -210,6 +210,14 @@ cfg hw-ver '{"format": "dtsim-hw", "version": 7, "name": "x"}'
 cfg hw-neg "$(sed 's/"peak_flops": *[0-9.e+]*/"peak_flops": -1/' "$HWREF")"
 cfg hw-zero-bw "$(sed 's/"bytes_per_ns": *[0-9.e+]*/"bytes_per_ns": 0/' "$HWREF")"
 cfg hw-str "$(sed 's/"efficiency": *[0-9.e+]*/"efficiency": "high"/' "$HWREF")"
+# issue 20, F2: absurd figures made durations overflow int64 (dts_engine_at's "scheduled in the past" assertion)
+cfg hw-slowflops "$(sed 's/"peak_flops": *[0-9.e+]*/"peak_flops": 1e-3/' "$HWREF")"
+cfg hw-slowmem "$(sed 's/"mem_bytes_per_s": *[0-9.e+]*/"mem_bytes_per_s": 1e-300/' "$HWREF")"
+cfg hw-tinyeff "$(sed 's/"efficiency": *[0-9.e+]*/"efficiency": 1e-300/' "$HWREF")"
+cfg hw-slowbw "$(sed 's/"bytes_per_ns": *[0-9.e+]*/"bytes_per_ns": 1e-300/' "$HWREF")"
+cfg hw-alpha308 "$(sed 's/"alpha_ns": *[0-9.e+]*/"alpha_ns": 1e308/' "$HWREF")"
+cfg hw-alpha63 "$(sed 's/"alpha_ns": *[0-9.e+]*/"alpha_ns": 9223372036854775807/' "$HWREF")"
+cfg hw-kov63 "$(sed 's/"kernel_overhead_ns": *[0-9.e+]*/"kernel_overhead_ns": 9223372036854775807/' "$HWREF")"
 cfg hw-key "$(sed 's/"efficiency"/"eficiency"/' "$HWREF")"
 cfg hw-nolink "$(sed 's/"intra"/"intra_link"/' "$HWREF")"
 head -c 200 "$HWREF" >"$TMP/hw-cut.json"
@@ -229,6 +237,15 @@ sed 's/"forward"/"frward"/g' "$TMP/real.json" >"$TMP/t-nofwd.json"
 sed 's/"config":{.*}},"displayTimeUnit"/"cfg":{}},"displayTimeUnit"/' "$TMP/real.json" >"$TMP/t-nocfg.json"
 sed 's/"num_layers":2,/"num_layers":1000000000000,/' "$TMP/real.json" >"$TMP/t-layers.json"
 sed 's/"micro_batch_size":8,/"micro_batch_size":1099511627776,/' "$TMP/real.json" >"$TMP/t-mb40.json"
+# values outside the ranges of docs/trace-format.md "Ranges" (issue 20, F1: an iter of 2^62 overflowed a heap
+# buffer in dtsim validate and dtviz; 2^31-1 made them try to fill 16 GiB)
+sed 's/"iter":1\([,}]\)/"iter":4611686018427387904\1/g' "$TMP/real.json" >"$TMP/t-iter62.json"
+sed 's/"iter":1\([,}]\)/"iter":2147483647\1/g' "$TMP/real.json" >"$TMP/t-iter31.json"
+sed '5s/"ts":[0-9.]*/"ts":-0.001/' "$TMP/real.json" >"$TMP/t-negts.json"
+sed '5s/"ts":[0-9.]*,"dur":[0-9.]*/"ts":9223372036854775.000,"dur":1.000/' "$TMP/real.json" >"$TMP/t-tsdur.json"
+sed '5s/"pid":0/"pid":1/' "$TMP/real.json" >"$TMP/t-pid.json"
+sed '5s/"tid":0/"tid":7/' "$TMP/real.json" >"$TMP/t-tid.json"
+sed '5s/"layer":-1/"layer":9/' "$TMP/real.json" >"$TMP/t-layer.json"
 
 # ---- dtrain: numeric flags -----------------------------------------------------------
 numeric dtrain "$DTRAIN" --train-iters 0 <<'EOF'
@@ -479,7 +496,7 @@ table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | dtrain-trace | --config $TMP/c-trace-fmt.json
 2 | version | --config $TMP/t-v2.json
 2 | dtrain-trace | --config $TMP/t-fmt.json
-2 | t-cut.json: line | --config $TMP/t-cut.json
+2 | t-cut100.json: line | --config $TMP/t-cut100.json
 2 | "num_layers": expected | --config $TMP/t-layers.json
 2 | "micro_batch_size": expected | --config $TMP/t-mb40.json
 # --profile
@@ -500,6 +517,12 @@ table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | otherData.config | --profile $TMP/t-nocfg.json
 2 | t-layers.json | --profile $TMP/t-layers.json
 2 | syntax.json | --profile $TMP/syntax.json
+2 | "args.iter" is 4611686018427387904 | --profile $TMP/t-iter62.json
+2 | "ts" is negative | --profile $TMP/t-negts.json
+2 | past the largest time | --profile $TMP/t-tsdur.json
+2 | "pid" is 1 | --profile $TMP/t-pid.json
+2 | "tid" is 7 | --profile $TMP/t-tid.json
+2 | "args.layer" is 9 | --profile $TMP/t-layer.json
 # --grad-trace (fp16)
 2 | $TMP/missing.json | --fp16 --grad-trace $TMP/missing.json
 2 | junk.bin | --fp16 --grad-trace $TMP/junk.bin
@@ -517,6 +540,13 @@ table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | hw-ver.json | --hw $TMP/hw-ver.json
 2 | peak_flops | --hw $TMP/hw-neg.json
 2 | bytes_per_ns | --hw $TMP/hw-zero-bw.json
+2 | horizon | --hw $TMP/hw-slowflops.json
+2 | horizon | --hw $TMP/hw-slowmem.json
+2 | horizon | --hw $TMP/hw-tinyeff.json
+2 | horizon | --hw $TMP/hw-slowbw.json --data-parallel-size 2
+2 | horizon | --hw $TMP/hw-alpha308.json --data-parallel-size 2
+2 | horizon | --hw $TMP/hw-alpha63.json --data-parallel-size 2
+2 | kernel_overhead_ns | --hw $TMP/hw-kov63.json
 2 | efficiency | --hw $TMP/hw-str.json
 2 | eficiency | --hw $TMP/hw-key.json
 2 | intra | --hw $TMP/hw-nolink.json
@@ -535,6 +565,10 @@ table dtsim "$DTSIM" <<'EOF'
 2 | missing.json | validate --profile $TMP/real.json $TMP/missing.json
 2 | junk.bin | validate --profile $TMP/real.json --comm $TMP/junk.bin $TMP/real.json
 2 | hw-fmt.json | validate --profile $TMP/real.json --hw $TMP/hw-fmt.json $TMP/real.json
+2 | "args.iter" is 4611686018427387904 | validate --profile $TMP/real.json $TMP/t-iter62.json
+2 | "args.iter" is 2147483647 | validate --profile $TMP/real.json $TMP/t-iter31.json
+2 | "ts" is negative | validate --profile $TMP/real.json $TMP/t-negts.json
+2 | past the largest time | validate --profile $TMP/real.json $TMP/t-tsdur.json
 EOF
 
 # ---- dtviz ---------------------------------------------------------------------------------
@@ -573,6 +607,12 @@ EOF
 2 | negative | $TMP/t-negdur.json --png $O/x.png
 2 | int64 nanosecond range | $TMP/t-hugets.json --png $O/x.png
 2 | syntax.json | $TMP/syntax.json --png $O/x.png
+2 | "args.iter" is 4611686018427387904 | $TMP/t-iter62.json --png $O/x.png
+2 | "args.iter" is 2147483647 | $TMP/t-iter31.json --png $O/x.png
+2 | "ts" is negative | $TMP/t-negts.json --png $O/x.png
+2 | past the largest time | $TMP/t-tsdur.json --png $O/x.png
+2 | "pid" is 1 | $TMP/t-pid.json --png $O/x.png
+2 | "tid" is 7 | $TMP/t-tid.json --png $O/x.png
 2 | junk.bin | $TMP/pp.json $TMP/junk.bin --png $O/x.png
 2 | junk.bin | $TMP/pp.json $TMP/junk.bin --frames $O/frames --frame-count 2
 2 | t-cut.json | $TMP/t-cut.json --frames $O/frames --frame-count 2

@@ -135,21 +135,21 @@ static size_t make_events(dt_trace_event *ev)
     e->micro_batch = 1;
     e->layer = 3;
     e = &ev[n++];
-    dt_trace_event_init(e, DT_TRACE_COMPLETE, "backward", "compute", 0, DT_LANE_COMPUTE, -1, 0); /* zero dur */
-    e->iter = INT64_MAX;
+    dt_trace_event_init(e, DT_TRACE_COMPLETE, "backward", "compute", 0, DT_LANE_COMPUTE, 1, 0); /* zero dur */
+    e->iter = INT_MAX; /* the largest without a config's train_iters */
     e->layer = 0;
     e->bytes = INT64_MAX;
     e = &ev[n++];
-    dt_trace_event_init(e, DT_TRACE_COMPLETE, "q\"uo\\te\n\ttab\x01 ünï ✓ 日本 🙂", "c\"a\\t", INT_MAX, INT_MIN,
-                        INT64_MIN, INT64_MAX);
-    e->micro_batch = INT_MIN;
-    e->bytes = INT64_MIN;
+    dt_trace_event_init(e, DT_TRACE_COMPLETE, "q\"uo\\te\n\ttab\x01 ünï ✓ 日本 🙂", "c\"a\\t", INT_MAX, DT_LANE_DATA,
+                        0, INT64_MAX); /* a span to the largest time */
+    e->micro_batch = INT_MAX;
+    e->bytes = 0;
     e = &ev[n++];
-    dt_trace_event_init(e, DT_TRACE_COMPLETE, "embedding", "", 3, DT_LANE_COMM, INT64_MAX, 1);
+    dt_trace_event_init(e, DT_TRACE_COMPLETE, "embedding", "", 3, DT_LANE_COMM, INT64_MAX, 0);
     e = &ev[n++];
     dt_trace_event_init(e, DT_TRACE_COMPLETE, "huge", "compute", 1, 0, 5123456789012345678LL, 999);
     e = &ev[n++];
-    dt_trace_event_init(e, DT_TRACE_INSTANT, "mark", "compute", 0, DT_LANE_DATA, -999, 0);
+    dt_trace_event_init(e, DT_TRACE_INSTANT, "mark", "compute", 0, DT_LANE_DATA, 999, 0);
     ck_dt(dt_trace_event_add_arg(e, "pi", 3.141592653589793));
     ck_dt(dt_trace_event_add_arg(e, "tiny", 4.9406564584124654e-324));
     ck_dt(dt_trace_event_add_arg(e, "big", -1.7976931348623157e308));
@@ -159,9 +159,9 @@ static size_t make_events(dt_trace_event *ev)
     ck_dt(dt_trace_event_add_arg(e, "negzero", -0.0));
     ck_dt(dt_trace_event_add_arg(e, "k\"e\\y µ", 1e-7));
     e = &ev[n++];
-    dt_trace_event_init(e, DT_TRACE_INSTANT, "plain", "data", 0, DT_LANE_DATA, -1000, 0);
+    dt_trace_event_init(e, DT_TRACE_INSTANT, "plain", "data", 0, DT_LANE_DATA, 1000, 0);
     e = &ev[n++];
-    dt_trace_event_init(e, DT_TRACE_COUNTER, "loss", "counter", 0, DT_LANE_COMPUTE, -1001, 0);
+    dt_trace_event_init(e, DT_TRACE_COUNTER, "loss", "counter", 0, DT_LANE_COMPUTE, 1001, 0);
     e->value = 2.3456789;
     e = &ev[n++];
     dt_trace_event_init(e, DT_TRACE_COUNTER, "lr", "counter", 0, DT_LANE_OPTIM, 1, 0);
@@ -211,8 +211,8 @@ END_TEST
 
 START_TEST(test_roundtrip_random_times)
 {
-    /* ts/dur exact over the whole int64 range, including values a double
-     * cannot hold to the nanosecond. */
+    /* ts/dur exact over the whole range of times (0..INT64_MAX, ts + dur
+     * too), including values a double cannot hold to the nanosecond. */
     enum { N = 3000 };
     dt_trace_event *ev = calloc(N, sizeof *ev);
     uint64_t x = 0x1234567887654321ULL;
@@ -222,8 +222,9 @@ START_TEST(test_roundtrip_random_times)
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
         z ^= z >> 31;
         int shift = i % 64; /* spread magnitudes */
-        int64_t ts = (int64_t)(z >> shift) * ((i & 1) ? -1 : 1);
+        int64_t ts = (int64_t)((z >> 1) >> shift);
         int64_t dur = (int64_t)(((z * 31) >> 1) >> shift);
+        if (dur > INT64_MAX - ts) dur = INT64_MAX - ts;
         dt_trace_event_init(&ev[i], DT_TRACE_COMPLETE, "s", "compute", i % 7, i % 4, ts, dur);
     }
     const char *p = path_in("rand.json");
@@ -263,12 +264,12 @@ START_TEST(test_file_layout)
     dt_trace_event_init(&ev[1], DT_TRACE_COMPLETE, "forward", "compute", 2, DT_LANE_COMPUTE, 1500, 0);
     ev[1].layer = 0;
     ev[1].iter = 3;
-    dt_trace_event_init(&ev[2], DT_TRACE_COMPLETE, "backward", "compute", 2, DT_LANE_COMPUTE, -1, 1000000);
-    dt_trace_event_init(&ev[3], DT_TRACE_COUNTER, "loss", "counter", 2, DT_LANE_COMPUTE, -500, 0);
+    dt_trace_event_init(&ev[2], DT_TRACE_COMPLETE, "backward", "compute", 2, DT_LANE_COMPUTE, 1, 1000000);
+    dt_trace_event_init(&ev[3], DT_TRACE_COUNTER, "loss", "counter", 2, DT_LANE_COMPUTE, 500, 0);
     ev[3].value = 2.5;
     dt_trace_event_init(&ev[4], DT_TRACE_INSTANT, "mark", "data", 2, DT_LANE_DATA, 0, 0);
     ck_dt(dt_trace_event_add_arg(&ev[4], "x", 0.1));
-    dt_trace_event_init(&ev[5], DT_TRACE_COUNTER, "lr", "counter", 2, DT_LANE_OPTIM, INT64_MIN, 0);
+    dt_trace_event_init(&ev[5], DT_TRACE_COUNTER, "lr", "counter", 2, DT_LANE_OPTIM, INT64_MAX, 0);
     ev[5].value = 3.0;
     write_all(p, "dtrain", "{\"a\":1}", ev, 6);
 
@@ -281,13 +282,13 @@ START_TEST(test_file_layout)
         "\"args\":{\"name\":\"rank 2\"}},\n"
         "{\"name\":\"forward\",\"cat\":\"compute\",\"ph\":\"X\",\"ts\":1.500,\"dur\":0.000,\"pid\":2,\"tid\":0,"
         "\"args\":{\"iter\":3,\"layer\":0}},\n"
-        "{\"name\":\"backward\",\"cat\":\"compute\",\"ph\":\"X\",\"ts\":-0.001,\"dur\":1000.000,\"pid\":2,\"tid\":0,"
+        "{\"name\":\"backward\",\"cat\":\"compute\",\"ph\":\"X\",\"ts\":0.001,\"dur\":1000.000,\"pid\":2,\"tid\":0,"
         "\"args\":{}},\n"
-        "{\"name\":\"loss\",\"cat\":\"counter\",\"ph\":\"C\",\"ts\":-0.500,\"pid\":2,\"tid\":0,"
+        "{\"name\":\"loss\",\"cat\":\"counter\",\"ph\":\"C\",\"ts\":0.500,\"pid\":2,\"tid\":0,"
         "\"args\":{\"value\":2.5}},\n"
         "{\"name\":\"mark\",\"cat\":\"data\",\"ph\":\"i\",\"ts\":0.000,\"pid\":2,\"tid\":3,"
         "\"args\":{\"x\":0.1}},\n"
-        "{\"name\":\"lr\",\"cat\":\"counter\",\"ph\":\"C\",\"ts\":-9223372036854775.808,\"pid\":2,\"tid\":2,"
+        "{\"name\":\"lr\",\"cat\":\"counter\",\"ph\":\"C\",\"ts\":9223372036854775.807,\"pid\":2,\"tid\":2,"
         "\"args\":{\"value\":3.0}}\n"
         "]}\n";
     ck_assert_str_eq(s, want);
@@ -323,7 +324,6 @@ START_TEST(test_read_number_forms)
         {"1.5", 1500},
         {"1.0005", 1001},
         {"1.0004999", 1000},
-        {"-0.0005", -1},
         {"-0.0004", 0},
         {"1.5e3", 1500000},
         {"15E-1", 1500},
@@ -331,7 +331,6 @@ START_TEST(test_read_number_forms)
         {"6e-4", 1},
         {"0.000000000000000000000000000000000000000000000000000000000000000000009e72", 9000000},
         {"9223372036854775.807", INT64_MAX},
-        {"-9223372036854775.808", INT64_MIN},
         {"123456789012345.678", 123456789012345678LL},
         {"123456789012.345678", 123456789012346LL},
     };
@@ -341,7 +340,7 @@ START_TEST(test_read_number_forms)
         snprintf(text, sizeof text,
                  "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"hand\"},\"traceEvents\":"
                  "[{\"name\":\"a\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s,\"pid\":0,\"tid\":0}]}",
-                 cases[i].text, cases[i].ns >= 0 ? cases[i].text : "0");
+                 cases[i].text, cases[i].ns <= INT64_MAX / 2 ? cases[i].text : "0"); /* ts + dur fits */
         write_bytes(p, text, strlen(text));
         dt_trace *t = NULL;
         ck_dt(dt_trace_read(p, &t));
@@ -351,8 +350,10 @@ START_TEST(test_read_number_forms)
         ck_assert_int_eq(t->events[0].n_extra, 0);
         dt_trace_free(t);
     }
+    /* outside int64, or negative (times are >= 0: docs/trace-format.md "Ranges") */
     static const char *const out_of_range[] = {"9223372036854775.808", "-9223372036854775.809", "1e20", "-1e300",
-                                               "99999999999999999999999999.0"};
+                                               "99999999999999999999999999.0", "-0.0005", "-0.001",
+                                               "-9223372036854775.808"};
     for (size_t i = 0; i < sizeof out_of_range / sizeof out_of_range[0]; i++) {
         char text[512];
         snprintf(text, sizeof text,
@@ -525,7 +526,7 @@ START_TEST(test_malformed_events)
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":\"main\"}]}",
                         "\"tid\" must be an integer", NULL);
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":4294967296,\"tid\":0}]}",
-                        "\"pid\" is 4294967296, outside", NULL);
+                        "\"pid\" is 4294967296; expected 0..2147483647", NULL);
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":[]}]}",
                         "\"args\" must be an object", NULL);
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":0,\"tid\":0,"
@@ -536,7 +537,7 @@ START_TEST(test_malformed_events)
                         "\"args.iter\" must be an integer", NULL);
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":0,\"tid\":0,"
                             "\"args\":{\"micro_batch\":3000000000}}]}",
-                        "\"args.micro_batch\" is 3000000000, outside", NULL);
+                        "\"args.micro_batch\" is 3000000000; expected 0..2147483647", NULL);
     expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{}}]}",
                         "missing \"args.value\"", NULL);
     expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "missing \"args.value\"",
@@ -563,6 +564,95 @@ START_TEST(test_malformed_events)
     /* duplicate keys */
     expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"ts\":1,\"pid\":0,\"tid\":0}]}", "duplicate",
                         "line 2", "traceEvents[0]", NULL);
+}
+END_TEST
+
+/* The ranges of docs/trace-format.md "Ranges", from the format and from
+ * otherData.config: issue 20's F1 (an iter of 2^62 made dtsim validate and
+ * dtviz overflow a heap buffer sized (iter + 1) * 8). */
+#define CFG_HDR(cfg) \
+    "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"t\",\"config\":" cfg "},\"traceEvents\":[\n"
+#define SPAN(args) "{\"name\":\"a\",\"ph\":\"X\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":" args "}]}"
+START_TEST(test_ranges)
+{
+    /* F1's input: iter 2^62 under train_iters 2, and 2^31 - 1 */
+    expect_format_error(CFG_HDR("{\"train_iters\":2}") SPAN("{\"iter\":4611686018427387904}"), "traceEvents[0]",
+                        "\"args.iter\" is 4611686018427387904; expected 0..2 (otherData.config.train_iters)", NULL);
+    expect_format_error(CFG_HDR("{\"train_iters\":2}") SPAN("{\"iter\":2147483647}"), "\"args.iter\" is 2147483647",
+                        NULL);
+    expect_format_error(HDR SPAN("{\"iter\":2147483648}"), "expected 0..2147483647 (no otherData.config.train_iters)",
+                        NULL);
+    expect_format_error(HDR SPAN("{\"iter\":-1}"), "\"args.iter\" is -1; expected 0..", NULL);
+    expect_format_error(HDR SPAN("{\"micro_batch\":-1}"), "\"args.micro_batch\" is -1", NULL);
+    expect_format_error(HDR SPAN("{\"layer\":-2}"), "\"args.layer\" is -2; expected -1..", NULL);
+    expect_format_error(HDR SPAN("{\"bytes\":-1}"), "\"args.bytes\" is -1", NULL);
+    expect_format_error(CFG_HDR("{\"num_layers\":2}") SPAN("{\"layer\":3}"),
+                        "\"args.layer\" is 3; expected -1..2 (otherData.config.num_layers)", NULL);
+    /* ranks: below t*p*d, plus the servers under a parameter server */
+    expect_format_error(CFG_HDR("{\"data_parallel_size\":2,\"pipeline_model_parallel_size\":2}")
+                            "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":4,\"tid\":0}]}",
+                        "\"pid\" is 4; expected 0..3 (otherData.config: a world of 4 ranks", NULL);
+    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":-1,\"tid\":0}]}", "\"pid\" is -1", NULL);
+    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":4}]}",
+                        "\"tid\" is 4; expected 0..3 (a lane", NULL);
+    /* times: >= 0, and a span ends at a representable time */
+    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":9223372036854775.000,\"dur\":1,\"pid\":0,"
+                            "\"tid\":0}]}",
+                        "\"ts\" + \"dur\"", "past the largest time", NULL);
+    /* config keys that set a range must be sane integers */
+    expect_format_error(CFG_HDR("{\"train_iters\":-1}") "]}", "otherData.config.train_iters: expected an integer 0..",
+                        NULL);
+    expect_format_error(CFG_HDR("{\"data_parallel_size\":\"2\"}") "]}", "otherData.config.data_parallel_size",
+                        "a string", NULL);
+
+    /* the edges themselves are accepted: iter = train_iters (the evaluation
+     * after the last step), a ps-async server's W * train_iters - 1, the
+     * last rank of a world with servers, the head's layer */
+    static const char *const ok[] = {
+        CFG_HDR("{\"train_iters\":2,\"num_layers\":2}") SPAN("{\"iter\":2,\"layer\":2}"),
+        CFG_HDR("{\"train_iters\":4,\"allreduce\":\"ps-async\",\"data_parallel_size\":3,\"num_ps_servers\":2}")
+            "{\"name\":\"apply\",\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":4,\"tid\":2,\"args\":{\"iter\":12}}]}",
+        HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":9223372036854775.000,\"dur\":0.807,\"pid\":2147483647,"
+            "\"tid\":3,\"args\":{\"iter\":2147483647,\"layer\":-1}}]}",
+    };
+    const char *p = path_in("ok.json");
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        write_bytes(p, ok[i], strlen(ok[i]));
+        dt_trace *t = NULL;
+        ck_dt(dt_trace_read(p, &t));
+        ck_assert_uint_eq(t->n_events, 1);
+        dt_trace_free(t);
+    }
+}
+END_TEST
+
+/* dt_trace_read_header (dtsim run --config; issue 20, F13): the header of a
+ * trace whose events are cut short and followed by garbage, in prefixes
+ * (a header past the first 64 KiB); a header cut short is refused. */
+START_TEST(test_read_header)
+{
+    const char *p = path_in("hdr.json");
+    size_t pad = 200000; /* a config longer than the first 64 KiB read */
+    char *text = malloc(pad + 512);
+    int n = snprintf(text, 512, "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"dtsim\","
+                                "\"config\":{\"train_iters\":3,\"pad\":\"");
+    memset(text + n, 'p', pad);
+    n += (int)pad;
+    n += snprintf(text + n, 512, "\"}},\"traceEvents\":[\n{\"name\":\"forw\x01\x02 garbage");
+    write_bytes(p, text, (size_t)n);
+    dt_trace *t = NULL;
+    ck_dt(dt_trace_read_header(p, &t));
+    ck_assert_str_eq(t->tool, "dtsim");
+    ck_assert_uint_eq(t->n_events, 0);
+    ck_assert(strstr(t->config_json, "\"train_iters\":3") != NULL);
+    dt_trace_free(t);
+    ck_assert_int_eq(dt_trace_read(p, &t), DT_ERR_FORMAT); /* the whole file is refused */
+    write_bytes(p, text, 100);                            /* the header cut short */
+    ck_assert_int_eq(dt_trace_read_header(p, &t), DT_ERR_FORMAT);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(dt_last_error(), "line 1"), "%s", dt_last_error());
+    free(text);
+    ck_assert_int_eq(dt_trace_read_header(path_in("missing.json"), &t), DT_ERR_IO);
 }
 END_TEST
 
@@ -717,6 +807,26 @@ START_TEST(test_writer_rejects)
     ck_assert_msg(strstr(dt_last_error(), "negative"), "%s", dt_last_error());
 
     dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", 0, 0, 0, 5);
+    ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
+
+    /* what readers refuse (docs/trace-format.md "Ranges") is not written */
+    dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", 0, 0, -1, 0);
+    ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "ts_ns is -1"), "%s", dt_last_error());
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, "forward", "compute", 0, 0, INT64_MAX, 1);
+    ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
+    dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", -1, 0, 0, 0);
+    ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
+    dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", 0, 4, 0, 0);
+    ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
+    dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", 0, 0, 0, 0);
+    e.iter = -1;
+    ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
+    dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", 0, 0, 0, 0);
+    e.layer = -2;
+    ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
+    dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", 0, 0, 0, 0);
+    e.bytes = -5;
     ck_assert_int_eq(dt_trace_write(w, &e), DT_ERR_INVALID);
 
     dt_trace_event_init(&e, DT_TRACE_INSTANT, "mark", "compute", 0, 0, 0, 0);
@@ -891,6 +1001,8 @@ static Suite *trace_suite(void)
     tcase_add_test(limits, test_truncated_everywhere);
     tcase_add_test(limits, test_truncation_message);
     tcase_add_test(limits, test_malformed_events);
+    tcase_add_test(limits, test_ranges);
+    tcase_add_test(limits, test_read_header);
     tcase_add_test(limits, test_malformed_files);
     tcase_add_test(limits, test_read_io_errors);
     tcase_add_test(limits, test_unwritable_path);

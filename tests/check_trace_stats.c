@@ -14,7 +14,9 @@
  *   - a trace written to a file and read back gives the same figures;
  *   - the step and phase times (dt_trace_phase_times_events) of three
  *     hand-made data-parallel steps with an evaluation and another rank's
- *     events mixed in, and their errors. */
+ *     events mixed in, and their errors; iterations up to INT64_MAX (issue
+ *     20, F1) cost no memory. */
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -334,6 +336,29 @@ START_TEST(test_phase_times)
 }
 END_TEST
 
+/* Issue 20, F1: the steps' ends were kept in an array of max_iter + 1 (a
+ * value from the file): an iter of 2^62 wrapped its size (a heap overflow),
+ * 2^31 - 1 asked for 16 GiB. Now only the two ends needed are kept: sparse
+ * steps up to INT64_MAX cost nothing (under ASan a large malloc would fail
+ * the test), and a span ending past INT64_MAX does not overflow. */
+START_TEST(test_phase_times_huge_iters)
+{
+    static const int64_t iters[] = {(int64_t)1 << 62, INT_MAX, INT64_MAX};
+    for (size_t i = 0; i < sizeof iters / sizeof iters[0]; i++) {
+        dt_trace_event ev[3];
+        dt_trace_event_init(&ev[0], DT_TRACE_COMPLETE, "forward", "compute", 0, 0, 1 * MS, 1 * MS);
+        ev[0].iter = 0;
+        dt_trace_event_init(&ev[1], DT_TRACE_COMPLETE, "forward", "compute", 0, 0, 5 * MS, 1 * MS);
+        ev[1].iter = iters[i] - 1;
+        dt_trace_event_init(&ev[2], DT_TRACE_COMPLETE, "backward", "compute", 0, 0, 8 * MS, INT64_MAX);
+        ev[2].iter = iters[i];
+        dt_trace_phase_times pt;
+        ck_dt(dt_trace_phase_times_events(ev, 3, 0, 1, &pt));
+        ck_assert(pt.step_ns > 0);
+    }
+}
+END_TEST
+
 static Suite *trace_stats_suite(void)
 {
     Suite *s = suite_create("trace_stats");
@@ -345,6 +370,7 @@ static Suite *trace_stats_suite(void)
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("phase_times");
     tcase_add_test(tp, test_phase_times);
+    tcase_add_test(tp, test_phase_times_huge_iters);
     suite_add_tcase(s, tp);
     return s;
 }

@@ -28,6 +28,11 @@
  *     than three decimals): they are rounded to the nearest nanosecond,
  *     halves away from zero; outside int64 is an error.
  *   - Duplicate keys anywhere are an error (which one wins is undefined).
+ *   - Every well-known integer is checked against its range (docs/trace-
+ *     format.md "Ranges"): times >= 0 with ts + dur representable, pid
+ *     below the world and iter <= train_iters and layer <= num_layers when
+ *     otherData.config says them, tid a lane. Consumers index arrays and
+ *     add times with these values, so they are checked once, here.
  *
  * Invariant: on failure nothing is returned (*out = NULL) and the message
  * names the file and either a position or traceEvents[i] and the field. */
@@ -51,6 +56,13 @@ typedef struct dt__rd {
     dt_trace *t;
     size_t cap; /* allocated length of t->events */
     int seen_other, seen_events;
+    int header_only; /* dt_trace_read_header: stop after otherData */
+    /* ranges of the well-known integers, from otherData.config when it says
+     * (dt__config_limits); otherwise only what the format itself implies */
+    int64_t max_iter;  /* largest args.iter */
+    int64_t max_pid;   /* largest pid: world size - 1 */
+    int64_t max_layer; /* largest args.layer: num_layers (the head) */
+    char iter_why[96], pid_why[160], layer_why[64]; /* where each bound comes from, for messages */
 } dt__rd;
 
 /* ---- errors ------------------------------------------------------------- */
@@ -328,16 +340,17 @@ static dt_status dt__get_str(const char *ctx, json_t *obj, const char *key, cons
     return DT_OK;
 }
 
-/* An integer in lo..hi; the field is shown as prefix+key ("args.layer"). */
+/* An integer in lo..hi; the field is shown as prefix+key ("args.layer");
+ * why (may be "") says where the range comes from. */
 static dt_status dt__get_int(const char *ctx, json_t *v, const char *prefix, const char *key, int64_t lo, int64_t hi,
-                             int64_t *out)
+                             const char *why, int64_t *out)
 {
     if (!json_is_integer(v))
         return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" must be an integer, not %s", ctx, prefix, key, dt__type_name(v));
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" is %" PRId64 ", outside %" PRId64 "..%" PRId64, ctx, prefix, key,
-                       (int64_t)x, lo, hi);
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s%s\" is %" PRId64 "; expected %" PRId64 "..%" PRId64 "%s", ctx, prefix,
+                       key, (int64_t)x, lo, hi, why);
     *out = (int64_t)x;
     return DT_OK;
 }
@@ -398,17 +411,25 @@ static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char 
     DT_CHECK(dt__get_str(ctx, v, "name", "name", 1, 0, e.name, sizeof e.name));
     DT_CHECK(dt__get_str(ctx, v, "cat", "cat", 0, 1, e.cat, sizeof e.cat));
     DT_CHECK(dt__get_time(ctx, v, "ts", text, text_len, &e.ts_ns));
+    if (e.ts_ns < 0)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"ts\" is negative (%" PRId64 " ns); times are >= 0 ns from the run's start",
+                       ctx, e.ts_ns);
     if (e.ph == DT_TRACE_COMPLETE) {
         DT_CHECK(dt__get_time(ctx, v, "dur", text, text_len, &e.dur_ns));
         if (e.dur_ns < 0) return DT_FAIL(DT_ERR_FORMAT, "%s: \"dur\" is negative", ctx);
+        if (e.dur_ns > INT64_MAX - e.ts_ns)
+            return DT_FAIL(DT_ERR_FORMAT,
+                           "%s: \"ts\" + \"dur\" (%" PRId64 " + %" PRId64 " ns) is past the largest time, %" PRId64
+                           " ns",
+                           ctx, e.ts_ns, e.dur_ns, INT64_MAX);
     }
     int64_t x;
     json_t *f;
     if (!(f = json_object_get(v, "pid"))) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"pid\"", ctx);
-    DT_CHECK(dt__get_int(ctx, f, "", "pid", INT_MIN, INT_MAX, &x));
+    DT_CHECK(dt__get_int(ctx, f, "", "pid", 0, r->max_pid, r->pid_why, &x));
     e.pid = (int)x;
     if (!(f = json_object_get(v, "tid"))) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"tid\"", ctx);
-    DT_CHECK(dt__get_int(ctx, f, "", "tid", INT_MIN, INT_MAX, &x));
+    DT_CHECK(dt__get_int(ctx, f, "", "tid", DT_LANE_COMPUTE, DT_LANE_DATA, " (a lane, DT_LANE_*)", &x));
     e.tid = (int)x;
 
     json_t *args = json_object_get(v, "args");
@@ -435,9 +456,11 @@ static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char 
                 int k = 0;
                 while (k < 4 && strcmp(key, dt__span_keys[k]) != 0) k++;
                 if (k < 4) {
-                    int64_t lo = k == 0 || k == 3 ? INT64_MIN : INT_MIN;
-                    int64_t hi = k == 0 || k == 3 ? INT64_MAX : INT_MAX;
-                    DT_CHECK(dt__get_int(ctx, a, "args.", key, lo, hi, &x));
+                    /* iter 0..max_iter, micro_batch 0..INT_MAX, layer -1..max_layer, bytes 0..INT64_MAX */
+                    const int64_t lo = k == 2 ? -1 : 0;
+                    const int64_t hi = k == 0 ? r->max_iter : k == 1 ? INT_MAX : k == 2 ? r->max_layer : INT64_MAX;
+                    const char *why = k == 0 ? r->iter_why : k == 2 ? r->layer_why : "";
+                    DT_CHECK(dt__get_int(ctx, a, "args.", key, lo, hi, why, &x));
                     if (k == 0) e.iter = x;
                     if (k == 1) e.micro_batch = (int)x;
                     if (k == 2) e.layer = (int)x;
@@ -465,6 +488,59 @@ static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char 
 }
 
 /* ---- otherData and the top level ---------------------------------------- */
+
+/* Integer key of the config in lo..hi, or dflt when absent. */
+static dt_status dt__cfg_int(const dt__rd *r, json_t *cfg, const char *key, int64_t lo, int64_t hi, int64_t dflt,
+                             int64_t *out)
+{
+    json_t *v = json_object_get(cfg, key);
+    *out = dflt;
+    if (!v) return DT_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.config.%s: expected an integer %" PRId64 "..%" PRId64 ", not %s",
+                       r->path, key, lo, hi, json_is_integer(v) ? "a value outside" : dt__type_name(v));
+    *out = (int64_t)json_integer_value(v);
+    return DT_OK;
+}
+
+/* The ranges otherData.config implies for the events (docs/trace-format.md,
+ * "Ranges"): iter <= train_iters (the evaluation after the last step carries
+ * train_iters), times the workers under a parameter server (a server's
+ * `apply` counts every worker's push); pid < the world, t*p*d plus the
+ * servers; layer <= num_layers (the head). A key that is absent leaves the
+ * format's own range. The sizes are capped so that the products fit. */
+static dt_status dt__config_limits(dt__rd *r, json_t *cfg)
+{
+    int64_t iters, d, p, t, k, layers;
+    DT_CHECK(dt__cfg_int(r, cfg, "train_iters", 0, (int64_t)1 << 40, -1, &iters));
+    DT_CHECK(dt__cfg_int(r, cfg, "data_parallel_size", 1, 1 << 20, 1, &d));
+    DT_CHECK(dt__cfg_int(r, cfg, "pipeline_model_parallel_size", 1, 1 << 20, 1, &p));
+    DT_CHECK(dt__cfg_int(r, cfg, "tensor_model_parallel_size", 1, 1 << 20, 1, &t));
+    DT_CHECK(dt__cfg_int(r, cfg, "num_ps_servers", 0, 1 << 20, 0, &k));
+    DT_CHECK(dt__cfg_int(r, cfg, "num_layers", 1, 1 << 20, -1, &layers));
+    json_t *ex = json_object_get(cfg, "allreduce");
+    const int ps = json_is_string(ex) && strncmp(json_string_value(ex), "ps-", 3) == 0;
+    if (iters >= 0) {
+        r->max_iter = iters * (ps ? d : 1);
+        if (ps)
+            snprintf(r->iter_why, sizeof r->iter_why, " (otherData.config: train_iters %" PRId64 " x %" PRId64
+                     " workers)", iters, d);
+        else snprintf(r->iter_why, sizeof r->iter_why, " (otherData.config.train_iters)");
+    }
+    if (json_object_get(cfg, "data_parallel_size") || json_object_get(cfg, "pipeline_model_parallel_size") ||
+        json_object_get(cfg, "tensor_model_parallel_size")) {
+        const int64_t world = t * p * d + (ps ? k : 0);
+        if (world - 1 < r->max_pid) r->max_pid = world - 1;
+        snprintf(r->pid_why, sizeof r->pid_why,
+                 " (otherData.config: a world of %" PRId64 " ranks, tensor x pipeline x data parallel%s)", world,
+                 ps ? " + parameter servers" : "");
+    }
+    if (layers >= 0) {
+        r->max_layer = layers;
+        snprintf(r->layer_why, sizeof r->layer_why, " (otherData.config.num_layers)");
+    }
+    return DT_OK;
+}
 
 static dt_status dt__convert_other(dt__rd *r, json_t *o)
 {
@@ -500,6 +576,7 @@ static dt_status dt__convert_other(dt__rd *r, json_t *o)
         r->t->config_json = s ? strdup(s) : NULL;
         free(s);
         if (!r->t->config_json) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for otherData.config", p);
+        DT_CHECK(dt__config_limits(r, cfg));
     }
     return DT_OK;
 }
@@ -581,6 +658,7 @@ static dt_status dt__read_top(dt__rd *r)
                 }
                 json_decref(v); /* other keys (displayTimeUnit, ...) do not matter */
                 if (st != DT_OK) return st;
+                if (r->seen_other && r->header_only) return DT_OK; /* the events are not looked at */
             }
             char c;
             DT_CHECK(dt__expect(r, ",}", &c, "after the value of \"%s\"", key));
@@ -640,16 +718,23 @@ static dt_status dt__slurp(const char *path, char **out, size_t *out_len)
     return DT_OK;
 }
 
-/* Parse buf[0..len) (the whole file's bytes); name is the file in messages. */
-static dt_status dt__read_buf(const char *name, const char *buf, size_t len, dt_trace **out)
+/* Parse buf[0..len) (the whole file's bytes, or its start for header_only);
+ * name is the file in messages. */
+static dt_status dt__read_buf(const char *name, const char *buf, size_t len, int header_only, dt_trace **out)
 {
     dt__rd r;
     memset(&r, 0, sizeof r);
+    r.header_only = header_only;
     r.path = name;
     r.buf = buf;
     r.len = len;
     r.t = calloc(1, sizeof *r.t);
     if (!r.t) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", name);
+    /* without a config: the ranges of the fields' C types (dt_trace_event) */
+    r.max_iter = INT_MAX;
+    r.max_pid = INT_MAX;
+    r.max_layer = INT_MAX;
+    snprintf(r.iter_why, sizeof r.iter_why, " (no otherData.config.train_iters)");
     dt_status st = dt__read_top(&r);
     if (st != DT_OK) {
         dt_trace_free(r.t);
@@ -666,8 +751,45 @@ dt_status dt_trace_read(const char *path, dt_trace **out)
     char *buf;
     size_t len;
     DT_CHECK(dt__slurp(path, &buf, &len));
-    dt_status st = dt__read_buf(path, buf, len, out);
+    dt_status st = dt__read_buf(path, buf, len, 0, out);
     free(buf);
+    return st;
+}
+
+/* The header only: the file is read in growing prefixes (64 KiB first; the
+ * writer's header is one line of a few KiB) until otherData has been parsed
+ * in one; the events after it are never read. A prefix that fails is
+ * retried longer unless it was the whole file, so the errors are those of
+ * dt_trace_read for the same bytes. */
+dt_status dt_trace_read_header(const char *path, dt_trace **out)
+{
+    if (out) *out = NULL;
+    if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read_header: NULL path or out");
+    FILE *f = fopen(path, "rb");
+    if (!f) return DT_FAIL(DT_ERR_IO, "%s: cannot open for reading: %s", path, strerror(errno));
+    size_t cap = (size_t)1 << 16, len = 0;
+    char *buf = NULL;
+    dt_status st;
+    for (;;) {
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            st = DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading %zu bytes of trace", path, cap);
+            break;
+        }
+        buf = nb;
+        errno = 0;
+        len += fread(buf + len, 1, cap - len, f);
+        if (ferror(f)) {
+            st = DT_FAIL(DT_ERR_IO, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+            break;
+        }
+        const int whole = len < cap;
+        st = dt__read_buf(path, buf, len, 1, out);
+        if (st == DT_OK || whole || st == DT_ERR_NOMEM || cap > SIZE_MAX / 2) break;
+        cap *= 2;
+    }
+    free(buf);
+    fclose(f);
     return st;
 }
 
@@ -675,7 +797,7 @@ dt_status dt_trace_read_mem(const char *name, const void *buf, size_t len, dt_tr
 {
     if (out) *out = NULL;
     if (!out || (!buf && len)) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read_mem: NULL buf or out");
-    return dt__read_buf(name ? name : "(memory)", buf ? (const char *)buf : "", len, out);
+    return dt__read_buf(name ? name : "(memory)", buf ? (const char *)buf : "", len, 0, out);
 }
 
 void dt_trace_free(dt_trace *t)

@@ -216,16 +216,17 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
     for (size_t i = 0; i < n; i++)
         if (dt__in_step(&ev[i], pid, &evals) && ev[i].iter > max_iter) max_iter = ev[i].iter;
     if (max_iter < 0) return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has no events with an iteration", pid);
-    const size_t ns = (size_t)max_iter + 1;
-    int64_t *end = malloc(ns * sizeof *end);
-    if (!end) return DT_FAIL(DT_ERR_NOMEM, "trace: out of memory for %zu steps", ns);
-    for (size_t i = 0; i < ns; i++) end[i] = INT64_MIN;
+    /* Only the ends of steps skip-1 and max_iter are needed: no array indexed
+     * by iter, whose value comes from the file. */
+    int64_t end_base = INT64_MIN, last_end = INT64_MIN;
     double compute = 0, optim = 0, comm = 0;
     for (size_t i = 0; i < n; i++) {
         const dt_trace_event *e = &ev[i];
         if (!dt__in_step(e, pid, &evals)) continue;
-        const int64_t t1 = e->ts_ns + (e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0);
-        if (t1 > end[e->iter]) end[e->iter] = t1;
+        const int64_t dur = e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0;
+        const int64_t t1 = dur > 0 && e->ts_ns > INT64_MAX - dur ? INT64_MAX : e->ts_ns + dur;
+        if (e->iter == skip - 1 && t1 > end_base) end_base = t1;
+        if (e->iter == max_iter && t1 > last_end) last_end = t1;
         if (e->ph != DT_TRACE_COMPLETE || e->iter < skip) continue;
         const int pipe = dt__is(e->cat, "pipeline");
         if ((dt__is(e->cat, "compute") || pipe) &&
@@ -239,10 +240,8 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
     }
     /* the period: from the end of step skip-1 to the end of the last step, per step */
     const int64_t last = max_iter;
-    const int64_t base = skip > 0 && skip - 1 <= last ? end[skip - 1] : 0;
+    const int64_t base = skip > 0 && skip - 1 <= last ? end_base : 0;
     const int64_t counted = last - (skip > 0 ? skip - 1 : -1);
-    const int64_t last_end = end[last];
-    free(end);
     if (counted < 1 || base == INT64_MIN || (skip > 0 && skip > last))
         return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has %lld steps; at least %d needed (the first %d are warm-up)",
                        pid, (long long)last + 1, skip + 1, skip);

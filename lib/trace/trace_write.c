@@ -345,6 +345,23 @@ static dt_status dt__check_event(const dt_trace_event *e, const char *who)
     if (e->name[0] == '\0') return DT_FAIL(DT_ERR_INVALID, "%s: the event has an empty name", who);
     if (e->ph == DT_TRACE_COMPLETE && e->dur_ns < 0)
         return DT_FAIL(DT_ERR_INVALID, "%s: dur_ns is %" PRId64 "; a span cannot be negative", who, e->dur_ns);
+    /* the ranges readers check (docs/trace-format.md, "Ranges"), so that what is written reads back */
+    if (e->ts_ns < 0)
+        return DT_FAIL(DT_ERR_INVALID, "%s: ts_ns is %" PRId64 "; times are >= 0 ns from the run's start", who,
+                       e->ts_ns);
+    if (e->dur_ns > INT64_MAX - e->ts_ns)
+        return DT_FAIL(DT_ERR_INVALID, "%s: ts_ns + dur_ns (%" PRId64 " + %" PRId64 ") is past the largest time", who,
+                       e->ts_ns, e->dur_ns);
+    if (e->pid < 0) return DT_FAIL(DT_ERR_INVALID, "%s: pid is %d; expected a rank >= 0", who, e->pid);
+    if (e->tid < DT_LANE_COMPUTE || e->tid > DT_LANE_DATA)
+        return DT_FAIL(DT_ERR_INVALID, "%s: tid is %d; expected a lane %d..%d (DT_LANE_*)", who, e->tid,
+                       DT_LANE_COMPUTE, DT_LANE_DATA);
+    if ((e->iter != DT_TRACE_NONE && e->iter < 0) || (e->micro_batch != DT_TRACE_NONE && e->micro_batch < 0) ||
+        (e->layer != DT_TRACE_NONE && e->layer < -1) || (e->bytes != DT_TRACE_NONE && e->bytes < 0))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "%s: iter %" PRId64 ", micro_batch %d, layer %d, bytes %" PRId64
+                       ": expected >= 0 (layer >= -1) or DT_TRACE_NONE",
+                       who, e->iter, e->micro_batch, e->layer, e->bytes);
     if (e->ph != DT_TRACE_COMPLETE && e->dur_ns != 0)
         return DT_FAIL(DT_ERR_INVALID, "%s: dur_ns is %" PRId64 " on a '%c' event; only 'X' events have a duration",
                        who, e->dur_ns, e->ph);
