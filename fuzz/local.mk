@@ -14,10 +14,16 @@
 # to fuzz/regress/TARGET/ once fixed: tests/check_fuzz_regress feeds those
 # (and the seeds) to the same harness code in `make check`.
 #   make fuzz FUZZ_SECONDS=300 FUZZ_TARGETS=trace_read
+#   make fuzz FUZZ_RUNS=10000000  # a number of executions instead of a time
+# Each fuzzer gets a dictionary (fuzz/out/TARGET.dict): the values of
+# fuzz/dict/values.dict (0, -1, huge, NaN, inf, 2^31, 2^62, 2^63-1...)
+# and the JSON keys and --flags found in its seeds, so that mutations
+# put those values into real fields.
 #   make fuzz-build             # only build fuzz/out/fuzz_TARGET
 #   fuzz/out/fuzz_hw CRASHFILE  # replay one input
 FUZZ_CC = clang-14
 FUZZ_SECONDS = 60
+FUZZ_RUNS =
 FUZZ_TARGETS = trace_read sim_config args hw checkpoint
 FUZZ_ALL_TARGETS = trace_read sim_config args hw checkpoint
 FUZZ_OUT = fuzz/out
@@ -32,7 +38,7 @@ FUZZ_LIBS = $(JANSSON_LIBS) $(OPENBLAS_LIBS) -lm
 FUZZ_LIB_SRCS = $(libdtrain_core_la_SOURCES:lib/comm/comm_mpi.c=lib/comm/comm_mpi_none.c) cuda/cuda_none.c \
 	$(libdtsim_la_SOURCES) programs/args.c
 FUZZ_HARNESSES = fuzz/trace_read.c fuzz/sim_config.c fuzz/args.c fuzz/hw.c fuzz/checkpoint.c
-EXTRA_DIST += $(FUZZ_HARNESSES) fuzz/corpus fuzz/regress fuzz/.gitignore
+EXTRA_DIST += $(FUZZ_HARNESSES) fuzz/corpus fuzz/regress fuzz/dict fuzz/.gitignore
 
 .PHONY: fuzz fuzz-build fuzz-clean
 # The sources are compiled in one loop (automake allows no pattern rules):
@@ -77,17 +83,24 @@ fuzz: fuzz-build
 	  bin=$(FUZZ_OUT)/fuzz_$$t; \
 	  if test ! -x $$bin; then echo "fuzz $$t: not built (no fuzz/$$t.c or its library source)"; continue; fi; \
 	  mkdir -p $(FUZZ_OUT)/$$t/corpus; \
-	  echo "fuzz $$t: $(FUZZ_SECONDS) s (log: $(FUZZ_OUT)/$$t/fuzz.log)"; \
+	  echo "fuzz $$t: $(if $(FUZZ_RUNS),$(FUZZ_RUNS) runs,$(FUZZ_SECONDS) s) (log: $(FUZZ_OUT)/$$t/fuzz.log)"; \
 	  seeds=$(top_srcdir)/fuzz/corpus/$$t; test -d $$seeds || seeds=; \
 	  regress=$(top_srcdir)/fuzz/regress/$$t; test -d $$regress || regress=; \
+	  { grep -v '^#' $(top_srcdir)/fuzz/dict/values.dict; \
+	    cat $$seeds/* $$regress/* 2>/dev/null | LC_ALL=C grep -ao '"[A-Za-z_][A-Za-z0-9_.]*"' | LC_ALL=C sort -u; \
+	    cat $$seeds/* 2>/dev/null | LC_ALL=C grep -ao -- '--[a-z][a-z0-9-]*' | LC_ALL=C sort -u | sed 's/.*/"&"/'; \
+	  } >$(FUZZ_OUT)/$$t.dict; \
+	  if test -n "$(FUZZ_RUNS)"; then limit=-runs=$(FUZZ_RUNS); else limit=-max_total_time=$(FUZZ_SECONDS); fi; \
+	  start=`date +%s`; \
 	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} \
-	  $$bin -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 \
+	  $$bin $$limit -dict=$(FUZZ_OUT)/$$t.dict -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 \
 	    -print_final_stats=1 -artifact_prefix=$(FUZZ_OUT)/$$t/ \
 	    $(FUZZ_OUT)/$$t/corpus $$seeds $$regress </dev/null >$(FUZZ_OUT)/$$t/fuzz.log 2>&1; \
 	  rc=$$?; \
 	  execs=`sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_OUT)/$$t/fuzz.log | tail -n 1`; \
 	  cov=`grep -o 'cov: [0-9]*' $(FUZZ_OUT)/$$t/fuzz.log | tail -n 1`; \
-	  if test $$rc = 0; then echo "fuzz $$t: ok, $${execs:-?} executions, $$cov"; \
+	  secs=$$((`date +%s` - start)); \
+	  if test $$rc = 0; then echo "fuzz $$t: ok, $${execs:-?} executions in $$secs s, $$cov"; \
 	  else echo "fuzz $$t: FAILED (exit $$rc) after $${execs:-?} executions:"; \
 	    grep -E 'ERROR|SUMMARY|runtime error|Test unit written' $(FUZZ_OUT)/$$t/fuzz.log | head -n 8; \
 	    failed="$$failed $$t"; fi; \
