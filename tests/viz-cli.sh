@@ -10,7 +10,12 @@
 # a nonzero size) with SDL_VIDEODRIVER unset and with SDL_VIDEODRIVER=dummy,
 # and with no DISPLAY either way (headless needs no display); two traces
 # side by side render too; `--frames DIR --frame-count 3` writes exactly
-# frame_00000.png .. frame_00002.png. The traces come from ./dtsim run.
+# frame_00000.png .. frame_00002.png. The window (no --png, --frames) with
+# no display (DISPLAY, WAYLAND_DISPLAY unset; a WAYLAND_DISPLAY without
+# XDG_RUNTIME_DIR; SDL_VIDEODRIVER=dummy or offscreen, which open no window;
+# an X display that never answers) exits 1 with one line suggesting --png,
+# in 2 s (8 s for the display that never answers). The traces come from
+# ./dtsim run.
 # POSIX sh; no skips: the binaries are built by `make check` itself.
 
 . "${DT_SRCDIR:-.}/tests/cli-lib.sh"
@@ -89,6 +94,71 @@ is_png "$TMP/two.png" || fail "two traces: no PNG"
 run "$TMP/pp.json" --png "$TMP/no-such-dir/x.png"
 [ "$rc" -eq 1 ] || fail "--png into a missing directory: exit $rc, expected 1"
 grep -q 'no-such-dir/x.png' "$TMP/err" || fail "--png into a missing directory: $(cat "$TMP/err")"
+
+# ---- the window without a display: one line suggesting --png, exit 1, at once ----------
+# run_timed LIMIT COMMAND...: COMMAND with stdout/stderr in $TMP/out, $TMP/err, its status
+# in $rc and the seconds it took in $elapsed; killed after LIMIT s (and 2 s later if it
+# holds SIGTERM, as SDL does) where timeout(1) exists
+run_timed() {
+    limit=$1
+    shift
+    t0=$(date +%s)
+    if command -v timeout >/dev/null 2>&1; then
+        timeout -k 2 "$limit" "$@" >"$TMP/out" 2>"$TMP/err"
+    else
+        "$@" >"$TMP/out" 2>"$TMP/err"
+    fi
+    rc=$?
+    elapsed=$(($(date +%s) - t0))
+}
+# expect_no_window WHAT MAX_S COMMAND...: exit 1 within MAX_S seconds, nothing on stdout and
+# exactly one stderr line "dtviz: ..." that suggests --png
+expect_no_window() {
+    what=$1
+    max_s=$2
+    shift 2
+    run_timed 20 "$@"
+    failures_before=$failures
+    [ "$rc" -eq 1 ] || fail "window, $what: exit $rc after $elapsed s, expected 1: $(head -c 300 "$TMP/err")"
+    [ "$elapsed" -le "$max_s" ] || fail "window, $what: took $elapsed s, expected at most $max_s"
+    lines=$(wc -l <"$TMP/err" | tr -d ' ')
+    [ "$lines" = 1 ] || fail "window, $what: $lines lines on stderr, expected 1: $(cat "$TMP/err")"
+    grep -q '^dtviz: .*--png' "$TMP/err" || fail "window, $what: stderr does not suggest --png: $(cat "$TMP/err")"
+    [ -s "$TMP/out" ] && fail "window, $what: wrote to stdout: $(head -c 200 "$TMP/out")"
+    [ "$failures" -eq "$failures_before" ] && echo "ok: window, $what: exit 1 in $elapsed s: $(cat "$TMP/err")"
+    return 0
+}
+# SDL 2.26 fell back to its "offscreen" driver and the loop waited for keys forever
+expect_no_window "no DISPLAY, WAYLAND_DISPLAY, SDL_VIDEODRIVER" 2 \
+    env -u DISPLAY -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER "$DTVIZ" "$TMP/pp.json"
+# libwayland printed a line of its own when probed without XDG_RUNTIME_DIR
+expect_no_window "WAYLAND_DISPLAY without XDG_RUNTIME_DIR" 2 \
+    env -u DISPLAY -u SDL_VIDEODRIVER -u XDG_RUNTIME_DIR WAYLAND_DISPLAY=wayland-dtviz-test "$DTVIZ" "$TMP/pp.json"
+# drivers that open no window: refused (DTV_MAX_FRAMES, the tests' frame limit, unset)
+for driver in dummy offscreen; do
+    expect_no_window "SDL_VIDEODRIVER=$driver" 2 \
+        env -u DTV_MAX_FRAMES SDL_VIDEODRIVER=$driver "$DTVIZ" "$TMP/pp.json"
+done
+# an X display that takes the connection and never answers (a dead forward): 5 s at most
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1] - 6000, flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])
+' >"$TMP/xport" &
+    xpid=$!
+    i=0
+    while [ ! -s "$TMP/xport" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    expect_no_window "a display that never answers" 8 \
+        env -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER DISPLAY="127.0.0.1:$(cat "$TMP/xport")" "$DTVIZ" "$TMP/pp.json"
+    kill "$xpid" 2>/dev/null
+    wait "$xpid" 2>/dev/null
+else
+    echo "skip: a display that never answers (no python3 to play it)"
+fi
 
 # ---- --frames ------------------------------------------------------------------------
 run "$TMP/pp.json" --frames "$TMP/frames" --frame-count 3 --size 320x200

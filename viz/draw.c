@@ -40,6 +40,35 @@ int dtv_color_eq(SDL_Color a, SDL_Color b) { return a.r == b.r && a.g == b.g && 
 
 static int dtv__sdl_video, dtv__sdl_base;
 
+/* The video drivers SDL may try for a window. With SDL_VIDEODRIVER set,
+ * that choice; otherwise only x11 and wayland, and only where DISPLAY or
+ * WAYLAND_DISPLAY names a display. Left to itself SDL (2.26) probes every
+ * driver and, with no display, settles on "offscreen", which opens no
+ * window: dtviz then waited for keys that could never come, silently (and
+ * libwayland printed a line of its own while being probed). Returns 0 and
+ * fills `why` when there is nothing to try. */
+static int dtv__video_drivers(char *why, size_t n)
+{
+    const char *chosen = SDL_GetHint(SDL_HINT_VIDEODRIVER); /* the hint or $SDL_VIDEODRIVER */
+    if (chosen && chosen[0]) return 1;
+    const char *x11 = SDL_getenv("DISPLAY"), *wl = SDL_getenv("WAYLAND_DISPLAY");
+    const char *xdg = SDL_getenv("XDG_RUNTIME_DIR");
+    const int has_x11 = x11 && x11[0];
+    /* a relative WAYLAND_DISPLAY is a socket in XDG_RUNTIME_DIR */
+    const int has_wl = wl && wl[0] && (wl[0] == '/' || (xdg && xdg[0]));
+    if (!has_x11 && !has_wl) {
+        if (wl && wl[0]) snprintf(why, n, "DISPLAY is unset and WAYLAND_DISPLAY=%.60s needs XDG_RUNTIME_DIR, unset", wl);
+        else snprintf(why, n, "DISPLAY and WAYLAND_DISPLAY are unset");
+        return 0;
+    }
+#if SDL_VERSION_ATLEAST(2, 0, 22) /* a comma-separated list of drivers */
+    SDL_SetHint(SDL_HINT_VIDEODRIVER, has_x11 && has_wl ? "x11,wayland" : has_x11 ? "x11" : "wayland");
+#else
+    SDL_SetHint(SDL_HINT_VIDEODRIVER, has_x11 ? "x11" : "wayland");
+#endif
+    return 1;
+}
+
 dt_status dtv_sdl_init(int with_video)
 {
     if (!dtv__sdl_base) {
@@ -48,14 +77,26 @@ dt_status dtv_sdl_init(int with_video)
         dtv__sdl_base = 1;
     }
     if (with_video && !dtv__sdl_video) {
-        if (SDL_InitSubSystem(SDL_INIT_VIDEO) != 0)
+        char why[128];
+        if (!dtv__video_drivers(why, sizeof why))
+            return DT_FAIL(DT_ERR_BACKEND, "no display for the window (%s); use --png FILE or --frames DIR, which need none",
+                           why);
+        if (SDL_InitSubSystem(SDL_INIT_VIDEO) != 0) {
+            const char *d = SDL_getenv("DISPLAY"), *wl = SDL_getenv("WAYLAND_DISPLAY");
             return DT_FAIL(DT_ERR_BACKEND,
-                           "SDL video: %s (no display? use --png or --frames, which need none, or "
-                           "SDL_VIDEODRIVER=dummy)",
-                           SDL_GetError());
+                           "no display for the window (DISPLAY=%s WAYLAND_DISPLAY=%s: %s); use --png FILE or --frames "
+                           "DIR, which need none",
+                           d ? d : "(unset)", wl ? wl : "(unset)", SDL_GetError());
+        }
         dtv__sdl_video = 1;
     }
     return DT_OK;
+}
+
+int dtv_sdl_windowless(void)
+{
+    const char *d = dtv__sdl_video ? SDL_GetCurrentVideoDriver() : NULL;
+    return d && (strcmp(d, "offscreen") == 0 || strcmp(d, "dummy") == 0);
 }
 
 static dt_status dtv__fonts(dtv_canvas *c)
