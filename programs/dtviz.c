@@ -20,7 +20,11 @@
  * The window needs a display (SDL_VIDEODRIVER's driver, else DISPLAY or
  * WAYLAND_DISPLAY); without one dtviz says so at once, before reading the
  * traces. A display that accepts the connection and never answers (a dead
- * X forward) is given DTVIZ_DISPLAY_WAIT_S seconds. */
+ * X forward) is given DTVIZ_DISPLAY_WAIT_S seconds.
+ *
+ * --png FILE and --frames DIR are written whole or not at all: a
+ * full disk or a file-size limit leaves no partial PNG and an existing FILE
+ * as it was, and --frames writes every frame or none (viz/dtv_output.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdio.h>
@@ -151,6 +155,9 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 1;
     }
+    /* past a file-size limit (ulimit -f) a write fails with EFBIG and is
+     * reported, instead of the signal killing dtviz mid-file */
+    signal(SIGXFSZ, SIG_IGN);
     dtv_app app;
     st = dtv_app_open(&app, paths, n_paths);
     if (st != DT_OK) {

@@ -44,8 +44,11 @@ dt_status dtv_canvas_window(int w, int h, const char *title, dtv_canvas *out);
 /* After a window resize: the new size. */
 void dtv_canvas_resized(dtv_canvas *c);
 void dtv_canvas_free(dtv_canvas *c);
-/* Save what was drawn (headless: the surface; window: read back). */
+/* Save what was drawn (headless: the surface; window: read back) as a PNG
+ * file, whole or not at all (dtv_out_write, viz/dtv_output.h). */
 dt_status dtv_canvas_png(dtv_canvas *c, const char *path);
+/* What was drawn as PNG bytes in memory (*png malloc'd, the caller frees). */
+dt_status dtv_canvas_encode_png(dtv_canvas *c, void **png, size_t *n);
 /* The pixel at (x, y) (headless only; tests). */
 SDL_Color dtv_canvas_pixel(const dtv_canvas *c, int x, int y);
 
