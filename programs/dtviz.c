@@ -22,7 +22,8 @@
  * traces. A display that accepts the connection and never answers (a dead
  * X forward) is given DTVIZ_DISPLAY_WAIT_S seconds.
  *
- * --png FILE and --frames DIR are written whole or not at all: a
+ * --png FILE and --frames DIR are checked before the traces are read (the
+ * directory exists and is writable), and written whole or not at all: a
  * full disk or a file-size limit leaves no partial PNG and an existing FILE
  * as it was, and --frames writes every frame or none (viz/dtv_output.h). */
 #define _POSIX_C_SOURCE 200809L
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "../viz/dtv_app.h"
+#include "../viz/dtv_output.h"
 #include "args.h"
 
 #define PROG "dtviz"
@@ -150,8 +152,11 @@ int main(int argc, char **argv)
     }
     dtv_view_id vid = DTV_VIEW_TIMELINE;
     dtv_view_parse(view, &vid);
-    dt_status st = DT_OK;
-    if (!png && !frames_dir && (st = dtviz__open_display()) != DT_OK) { /* before reading the traces */
+    /* before reading the traces: the display, or where the pictures go */
+    dt_status st = png          ? dtv_out_check_file("--png", png)
+                   : frames_dir ? dtv_out_check_dir("--frames", frames_dir)
+                                : dtviz__open_display();
+    if (st != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 1;
     }

@@ -18,8 +18,12 @@
 # written (/dev/full; ulimit -f; a full 64 KiB tmpfs in a private mount
 # namespace, skipped where none can be made) exits 1 with one line naming
 # the file, leaves no partial or temporary file and an existing file as it
-# was; --frames then leaves no frame. The traces come from ./dtsim run.
-# POSIX sh; no skips: the binaries are built by `make check` itself.
+# was; --frames then leaves no frame. --png into a missing directory or
+# onto a directory, --frames onto a file or under a missing directory, and
+# (not as root) into a read-only directory exit 1 naming the path before
+# the traces are read. The traces come from ./dtsim run.
+# POSIX sh. The binaries are built by `make check` itself; the parts this
+# machine cannot play (no python3, no mount namespace, root) print "skip:".
 
 . "${DT_SRCDIR:-.}/tests/cli-lib.sh"
 DTVIZ=$BUILDDIR/dtviz
@@ -189,6 +193,26 @@ expect_write_error() {
 }
 # leftovers DIR: the temporary files (.NAME.XXXXXX) a write left in DIR
 leftovers() { ls -A "$1" | grep '^\.' || true; }
+
+# checked before the traces are read: a missing trace is not reached
+run "$TMP/missing.json" --png "$TMP/no-such-dir/x.png"
+expect_write_error "--png into a missing directory, checked first" no-such-dir
+run "$TMP/pp.json" --png "$TMP/frames"
+expect_write_error "--png onto a directory" "$TMP/frames"
+run "$TMP/pp.json" --frames "$TMP/pp.json"
+expect_write_error "--frames onto a file" "$TMP/pp.json"
+run "$TMP/pp.json" --frames "$TMP/no-such-dir/f"
+expect_write_error "--frames under a missing directory" no-such-dir
+if [ "$(id -u)" != 0 ]; then # root writes anywhere
+    mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
+    run "$TMP/pp.json" --png "$TMP/ro/x.png"
+    expect_write_error "--png into a read-only directory" "$TMP/ro"
+    run "$TMP/pp.json" --frames "$TMP/ro"
+    expect_write_error "--frames into a read-only directory" "$TMP/ro"
+    chmod 755 "$TMP/ro"
+else
+    echo "skip: read-only directories (root writes in them)"
+fi
 
 # a full device: IMG_SavePNG's unchecked fclose made this exit 0
 if [ -c /dev/full ]; then

@@ -104,6 +104,7 @@ dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames)
 {
     if (frames < 1 || frames > 100000)
         return DT_FAIL(DT_ERR_INVALID, "--frames: %d frames, expected 1..100000", frames);
+    DT_CHECK(dtv_out_check_dir("--frames", dir));
     /* all frames or none: each is staged as a temporary file in DIR, and
      * they are renamed into place only once every one is written */
     char **tmp = calloc((size_t)frames, sizeof *tmp);

@@ -1,5 +1,5 @@
-/* dtv_output.h: how the viewer writes its files (viz/output.c): whole or
- * not at all.
+/* dtv_output.h: how the viewer writes its files (viz/output.c): checked
+ * before any rendering, then written whole or not at all.
  *
  * A regular file (or a new one) is written to a temporary file in the same
  * directory, ".NAME.XXXXXX", synced and closed with every result checked,
@@ -18,6 +18,13 @@
 #include <stddef.h>
 
 #include "dt_status.h"
+
+/* Before rendering: `path` can be written (its directory exists and is
+ * writable, it is not a directory); `flag` ("--png") starts the message. */
+dt_status dtv_out_check_file(const char *flag, const char *path);
+/* Before rendering: `dir` is a writable directory, or can be made in a
+ * writable parent. */
+dt_status dtv_out_check_dir(const char *flag, const char *dir);
 
 /* Write n bytes to path as described above. */
 dt_status dtv_out_write(const char *path, const void *buf, size_t n);

@@ -1,5 +1,5 @@
-/* output.c: the viewer's files written whole or not at all (see
- * dtv_output.h). Every write, fchmod, fsync, close
+/* output.c: the viewer's files written whole or not at all, and checked
+ * before rendering (see dtv_output.h). Every write, fchmod, fsync, close
  * and rename result is checked; a failure removes the temporary file. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "dtv_output.h"
@@ -68,6 +68,54 @@ static int dtv__write_all(int fd, const void *buf, size_t n)
         n -= (size_t)w;
     }
     return 0;
+}
+
+dt_status dtv_out_check_file(const char *flag, const char *path)
+{
+    if (!path[0]) return DT_FAIL(DT_ERR_IO, "%s '': expected a file name", flag);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return DT_FAIL(DT_ERR_IO, "%s %s: is a directory, expected a file", flag, path);
+        if (!S_ISREG(st.st_mode)) { /* written in place */
+            if (access(path, W_OK) != 0)
+                return DT_FAIL(DT_ERR_IO, "%s %s: cannot write it (%s)", flag, path, strerror(errno));
+            return DT_OK;
+        }
+    } else if (errno != ENOENT) {
+        return DT_FAIL(DT_ERR_IO, "%s %s: %s", flag, path, strerror(errno));
+    }
+    /* a temporary file is made beside the target, then renamed */
+    char target[PATH_MAX], dir[PATH_MAX];
+    dtv__target(path, target, sizeof target);
+    dtv__dir_of(target, dir, sizeof dir);
+    if (stat(dir, &st) != 0)
+        return DT_FAIL(DT_ERR_IO, "%s %s: the directory %s %s", flag, path, dir,
+                       errno == ENOENT ? "does not exist" : strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return DT_FAIL(DT_ERR_IO, "%s %s: %s is not a directory", flag, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return DT_FAIL(DT_ERR_IO, "%s %s: cannot write in the directory %s (%s)", flag, path, dir, strerror(errno));
+    return DT_OK;
+}
+
+dt_status dtv_out_check_dir(const char *flag, const char *dir)
+{
+    if (!dir[0]) return DT_FAIL(DT_ERR_IO, "%s '': expected a directory name", flag);
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return DT_FAIL(DT_ERR_IO, "%s %s: exists and is not a directory", flag, dir);
+        if (access(dir, W_OK | X_OK) != 0)
+            return DT_FAIL(DT_ERR_IO, "%s %s: cannot write in the directory (%s)", flag, dir, strerror(errno));
+        return DT_OK;
+    }
+    if (errno != ENOENT) return DT_FAIL(DT_ERR_IO, "%s %s: %s", flag, dir, strerror(errno));
+    char parent[PATH_MAX];
+    dtv__dir_of(dir, parent, sizeof parent);
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+        return DT_FAIL(DT_ERR_IO, "%s %s: cannot create the directory: %s does not exist", flag, dir, parent);
+    if (access(parent, W_OK | X_OK) != 0)
+        return DT_FAIL(DT_ERR_IO, "%s %s: cannot create the directory in %s (%s)", flag, dir, parent,
+                       strerror(errno));
+    return DT_OK;
 }
 
 dt_status dtv_out_stage(const char *path, const void *buf, size_t n, char *tmp, size_t tmp_size)
