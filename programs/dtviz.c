@@ -13,17 +13,65 @@
  *   --zoom A:B            show the part A..B of the trace (fractions)
  *   --profile FILE, --hw FILE   what-if re-runs of a simulated trace: the simulator's costs
  *
- * Exit status: 0 done; 1 a run-time failure (SDL, a file that cannot be
- * written); 2 bad flags or an unreadable trace. Errors are one line,
- * "dtviz: ...". */
+ * Exit status: 0 done; 1 a run-time failure (SDL, no display for the
+ * window, a file that cannot be written); 2 bad flags or an unreadable
+ * trace. Errors are one line, "dtviz: ...".
+ *
+ * The window needs a display (SDL_VIDEODRIVER's driver, else DISPLAY or
+ * WAYLAND_DISPLAY); without one dtviz says so at once, before reading the
+ * traces. A display that accepts the connection and never answers (a dead
+ * X forward) is given DTVIZ_DISPLAY_WAIT_S seconds.
+ *
+ * --png FILE and --frames DIR are checked before the traces are read (the
+ * directory exists and is writable), and written whole or not at all: a
+ * full disk or a file-size limit leaves no partial PNG and an existing FILE
+ * as it was, and --frames writes every frame or none (viz/dtv_output.h). */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../viz/dtv_app.h"
+#include "../viz/dtv_output.h"
 #include "args.h"
 
 #define PROG "dtviz"
+#define DTVIZ_DISPLAY_WAIT_S 5
+
+/* SIGALRM while SDL connects to the display: the line is made before the
+ * alarm is set, so the handler only writes it (async-signal-safe). */
+static char dtviz__hung_msg[256];
+static size_t dtviz__hung_len;
+static void dtviz__hung(int sig)
+{
+    (void)sig;
+    ssize_t rc = write(STDERR_FILENO, dtviz__hung_msg, dtviz__hung_len);
+    (void)rc;
+    _exit(1);
+}
+
+/* Start SDL's video (dtv_sdl_init(1)), giving up after DTVIZ_DISPLAY_WAIT_S. */
+static dt_status dtviz__open_display(void)
+{
+    const char *d = getenv("DISPLAY"), *wl = getenv("WAYLAND_DISPLAY");
+    const int n = snprintf(dtviz__hung_msg, sizeof dtviz__hung_msg,
+                           PROG ": the display (DISPLAY=%.60s WAYLAND_DISPLAY=%.60s) did not answer in %d s; "
+                                "use --png FILE or --frames DIR, which need none\n",
+                           d ? d : "(unset)", wl ? wl : "(unset)", DTVIZ_DISPLAY_WAIT_S);
+    dtviz__hung_len = n > 0 && (size_t)n < sizeof dtviz__hung_msg ? (size_t)n : 0;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = dtviz__hung;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old);
+    alarm(DTVIZ_DISPLAY_WAIT_S);
+    const dt_status st = dtv_sdl_init(1);
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    return st;
+}
 
 int main(int argc, char **argv)
 {
@@ -82,6 +130,8 @@ int main(int argc, char **argv)
                "or z/x zoom, drag or a/d pan, up/down scroll rows, r reset, q or Escape quit. What-if on a dtsim\n"
                "trace (re-simulates 4 steps): p/P stages -1/+1, m/M micro-batches /2 x2, s next schedule,\n"
                "b/B link bandwidth /2 x2.\n"
+               "The window needs a display (SDL_VIDEODRIVER, else DISPLAY or WAYLAND_DISPLAY); --png and --frames\n"
+               "need none.\n"
                "Exit status: 0 done, 1 run-time failure, 2 bad flags or an unreadable trace.\n");
         return 0;
     }
@@ -102,8 +152,19 @@ int main(int argc, char **argv)
     }
     dtv_view_id vid = DTV_VIEW_TIMELINE;
     dtv_view_parse(view, &vid);
+    /* before reading the traces: the display, or where the pictures go */
+    dt_status st = png          ? dtv_out_check_file("--png", png)
+                   : frames_dir ? dtv_out_check_dir("--frames", frames_dir)
+                                : dtviz__open_display();
+    if (st != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 1;
+    }
+    /* past a file-size limit (ulimit -f) a write fails with EFBIG and is
+     * reported, instead of the signal killing dtviz mid-file */
+    signal(SIGXFSZ, SIG_IGN);
     dtv_app app;
-    dt_status st = dtv_app_open(&app, paths, n_paths);
+    st = dtv_app_open(&app, paths, n_paths);
     if (st != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return st == DT_ERR_NOMEM ? 1 : 2;

@@ -6,10 +6,13 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dt_trace_stats.h"
+#include "dtv_output.h"
 
 dt_status dtv_app_open(dtv_app *a, const char *const *paths, int n)
 {
@@ -101,19 +104,53 @@ dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames)
 {
     if (frames < 1 || frames > 100000)
         return DT_FAIL(DT_ERR_INVALID, "--frames: %d frames, expected 1..100000", frames);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    DT_CHECK(dtv_out_check_dir("--frames", dir));
+    /* all frames or none: each is staged as a temporary file in DIR, and
+     * they are renamed into place only once every one is written */
+    char **tmp = calloc((size_t)frames, sizeof *tmp);
+    if (!tmp) return DT_FAIL(DT_ERR_NOMEM, "--frames: %d frame names", frames);
+    const int made_dir = mkdir(dir, 0777) == 0;
+    if (!made_dir && errno != EEXIST) {
+        free(tmp);
         return DT_FAIL(DT_ERR_IO, "--frames %s: cannot create the directory (%s)", dir, strerror(errno));
+    }
     dtv_canvas c;
-    DT_CHECK(dtv_canvas_headless(w, h, &c));
-    dt_status st = DT_OK;
+    dt_status st = dtv_canvas_headless(w, h, &c);
     const dtv_view_id id = a->view[0].id;
+    const size_t tmp_size = strlen(dir) + 64;
+    char path[1200];
+    int placed = 0;
     for (int f = 0; f < frames && st == DT_OK; f++) {
         dtv_app_set(a, id, (double)(f + 1) / frames);
         dtv_app_render(a, &c);
-        char path[1200];
         snprintf(path, sizeof path, "%s/frame_%05d.png", dir, f);
-        st = dtv_canvas_png(&c, path);
+        void *png = NULL;
+        size_t n = 0;
+        st = dtv_canvas_encode_png(&c, &png, &n);
+        if (st == DT_OK && !(tmp[f] = malloc(tmp_size))) st = DT_FAIL(DT_ERR_NOMEM, "%s: its name", path);
+        if (st == DT_OK) st = dtv_out_stage(path, png, n, tmp[f], tmp_size);
+        free(png);
     }
     dtv_canvas_free(&c);
-    return st;
+    for (int f = 0; f < frames && st == DT_OK; f++) {
+        snprintf(path, sizeof path, "%s/frame_%05d.png", dir, f);
+        st = dtv_out_commit(tmp[f], path);
+        tmp[f][0] = '\0';
+        if (st == DT_OK) placed++;
+    }
+    for (int f = 0; f < frames; f++) {
+        dtv_out_discard(tmp[f]);
+        free(tmp[f]);
+    }
+    free(tmp);
+    if (st != DT_OK) { /* the same one line, saying what is left */
+        char why[600];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        if (placed > 0)
+            return DT_FAIL(DT_ERR_IO, "%s (frames 0..%d of %d are in place, the rest are not)", why, placed - 1,
+                           frames);
+        if (made_dir) rmdir(dir);
+        return DT_FAIL(st, "%s; no frame was written", why);
+    }
+    return DT_OK;
 }

@@ -1,12 +1,16 @@
-/* draw.c: the canvas, fonts, palette and primitives (see dtv_draw.h). */
+/* draw.c: the canvas, fonts, palette and primitives, and a canvas
+ * encoded as PNG in memory (see dtv_draw.h). */
 #include "dtv_draw.h"
 
 #include <SDL_image.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dtv_output.h"
 
 /* A light theme: figures go into docs printed on white. */
 const SDL_Color DTV_BG = {255, 255, 255, 255};
@@ -40,6 +44,35 @@ int dtv_color_eq(SDL_Color a, SDL_Color b) { return a.r == b.r && a.g == b.g && 
 
 static int dtv__sdl_video, dtv__sdl_base;
 
+/* The video drivers SDL may try for a window. With SDL_VIDEODRIVER set,
+ * that choice; otherwise only x11 and wayland, and only where DISPLAY or
+ * WAYLAND_DISPLAY names a display. Left to itself SDL (2.26) probes every
+ * driver and, with no display, settles on "offscreen", which opens no
+ * window: dtviz then waited for keys that could never come, silently (and
+ * libwayland printed a line of its own while being probed). Returns 0 and
+ * fills `why` when there is nothing to try. */
+static int dtv__video_drivers(char *why, size_t n)
+{
+    const char *chosen = SDL_GetHint(SDL_HINT_VIDEODRIVER); /* the hint or $SDL_VIDEODRIVER */
+    if (chosen && chosen[0]) return 1;
+    const char *x11 = SDL_getenv("DISPLAY"), *wl = SDL_getenv("WAYLAND_DISPLAY");
+    const char *xdg = SDL_getenv("XDG_RUNTIME_DIR");
+    const int has_x11 = x11 && x11[0];
+    /* a relative WAYLAND_DISPLAY is a socket in XDG_RUNTIME_DIR */
+    const int has_wl = wl && wl[0] && (wl[0] == '/' || (xdg && xdg[0]));
+    if (!has_x11 && !has_wl) {
+        if (wl && wl[0]) snprintf(why, n, "DISPLAY is unset and WAYLAND_DISPLAY=%.60s needs XDG_RUNTIME_DIR, unset", wl);
+        else snprintf(why, n, "DISPLAY and WAYLAND_DISPLAY are unset");
+        return 0;
+    }
+#if SDL_VERSION_ATLEAST(2, 0, 22) /* a comma-separated list of drivers */
+    SDL_SetHint(SDL_HINT_VIDEODRIVER, has_x11 && has_wl ? "x11,wayland" : has_x11 ? "x11" : "wayland");
+#else
+    SDL_SetHint(SDL_HINT_VIDEODRIVER, has_x11 ? "x11" : "wayland");
+#endif
+    return 1;
+}
+
 dt_status dtv_sdl_init(int with_video)
 {
     if (!dtv__sdl_base) {
@@ -48,14 +81,26 @@ dt_status dtv_sdl_init(int with_video)
         dtv__sdl_base = 1;
     }
     if (with_video && !dtv__sdl_video) {
-        if (SDL_InitSubSystem(SDL_INIT_VIDEO) != 0)
+        char why[128];
+        if (!dtv__video_drivers(why, sizeof why))
+            return DT_FAIL(DT_ERR_BACKEND, "no display for the window (%s); use --png FILE or --frames DIR, which need none",
+                           why);
+        if (SDL_InitSubSystem(SDL_INIT_VIDEO) != 0) {
+            const char *d = SDL_getenv("DISPLAY"), *wl = SDL_getenv("WAYLAND_DISPLAY");
             return DT_FAIL(DT_ERR_BACKEND,
-                           "SDL video: %s (no display? use --png or --frames, which need none, or "
-                           "SDL_VIDEODRIVER=dummy)",
-                           SDL_GetError());
+                           "no display for the window (DISPLAY=%s WAYLAND_DISPLAY=%s: %s); use --png FILE or --frames "
+                           "DIR, which need none",
+                           d ? d : "(unset)", wl ? wl : "(unset)", SDL_GetError());
+        }
         dtv__sdl_video = 1;
     }
     return DT_OK;
+}
+
+int dtv_sdl_windowless(void)
+{
+    const char *d = dtv__sdl_video ? SDL_GetCurrentVideoDriver() : NULL;
+    return d && (strcmp(d, "offscreen") == 0 || strcmp(d, "dummy") == 0);
 }
 
 static dt_status dtv__fonts(dtv_canvas *c)
@@ -131,25 +176,107 @@ void dtv_canvas_free(dtv_canvas *c)
     memset(c, 0, sizeof *c);
 }
 
-dt_status dtv_canvas_png(dtv_canvas *c, const char *path)
+/* A growing memory buffer behind an SDL_RWops, for IMG_SavePNG_RW: the
+ * PNG is encoded in memory and written by dtv_out_write, which checks every
+ * step. (IMG_SavePNG wrote through stdio and did not check the final
+ * fclose, so a full disk gave a truncated PNG and exit status 0.) */
+typedef struct dtv__membuf {
+    unsigned char *p;
+    size_t n, cap, pos;
+} dtv__membuf;
+
+static size_t dtv__mem_write(SDL_RWops *rw, const void *src, size_t size, size_t num)
 {
+    dtv__membuf *m = rw->hidden.unknown.data1;
+    if (size == 0 || num == 0) return 0;
+    if (num > SIZE_MAX / size || m->pos > SIZE_MAX - size * num) return 0;
+    const size_t bytes = size * num, end = m->pos + bytes;
+    if (end > m->cap) {
+        size_t cap = m->cap ? m->cap : 1 << 16;
+        while (cap < end) cap = cap > SIZE_MAX / 2 ? end : cap * 2;
+        unsigned char *p = realloc(m->p, cap);
+        if (!p) return 0;
+        m->p = p;
+        m->cap = cap;
+    }
+    if (m->pos > m->n) memset(m->p + m->n, 0, m->pos - m->n);
+    memcpy(m->p + m->pos, src, bytes);
+    m->pos = end;
+    if (end > m->n) m->n = end;
+    return num;
+}
+
+static Sint64 dtv__mem_seek(SDL_RWops *rw, Sint64 off, int whence)
+{
+    dtv__membuf *m = rw->hidden.unknown.data1;
+    const Sint64 base = whence == RW_SEEK_SET ? 0 : whence == RW_SEEK_CUR ? (Sint64)m->pos : (Sint64)m->n;
+    if (base + off < 0) return SDL_SetError("seek before the start of the PNG");
+    m->pos = (size_t)(base + off);
+    return (Sint64)m->pos;
+}
+
+static Sint64 dtv__mem_size(SDL_RWops *rw) { return (Sint64)((dtv__membuf *)rw->hidden.unknown.data1)->n; }
+
+static size_t dtv__mem_read(SDL_RWops *rw, void *dst, size_t size, size_t num)
+{
+    (void)rw, (void)dst, (void)size, (void)num;
+    return 0;
+}
+
+static int dtv__mem_close(SDL_RWops *rw)
+{
+    SDL_FreeRW(rw);
+    return 0;
+}
+
+dt_status dtv_canvas_encode_png(dtv_canvas *c, void **png, size_t *n)
+{
+    *png = NULL;
+    *n = 0;
     SDL_Surface *s = c->surface;
     SDL_Surface *tmp = NULL;
     if (!s) {
         tmp = SDL_CreateRGBSurfaceWithFormat(0, c->w, c->h, 32, SDL_PIXELFORMAT_RGBA32);
-        if (!tmp) return DT_FAIL(DT_ERR_NOMEM, "%s: %s", path, SDL_GetError());
+        if (!tmp) return DT_FAIL(DT_ERR_NOMEM, "PNG of %dx%d: %s", c->w, c->h, SDL_GetError());
         if (SDL_RenderReadPixels(c->r, NULL, SDL_PIXELFORMAT_RGBA32, tmp->pixels, tmp->pitch) != 0) {
             SDL_FreeSurface(tmp);
-            return DT_FAIL(DT_ERR_BACKEND, "%s: reading the window back: %s", path, SDL_GetError());
+            return DT_FAIL(DT_ERR_BACKEND, "reading the window back: %s", SDL_GetError());
         }
         s = tmp;
     } else {
         SDL_RenderFlush(c->r);
     }
-    const int rc = IMG_SavePNG(s, path);
+    dtv__membuf m = {0};
+    SDL_RWops *rw = SDL_AllocRW();
+    int rc = -1;
+    if (rw) {
+        rw->type = SDL_RWOPS_UNKNOWN;
+        rw->hidden.unknown.data1 = &m;
+        rw->size = dtv__mem_size;
+        rw->seek = dtv__mem_seek;
+        rw->read = dtv__mem_read;
+        rw->write = dtv__mem_write;
+        rw->close = dtv__mem_close;
+        rc = IMG_SavePNG_RW(s, rw, 1);
+    }
     if (tmp) SDL_FreeSurface(tmp);
-    if (rc != 0) return DT_FAIL(DT_ERR_IO, "%s: cannot write the PNG: %s", path, IMG_GetError());
+    if (rc != 0 || m.n == 0) {
+        free(m.p);
+        return DT_FAIL(DT_ERR_NOMEM, "encoding a %dx%d PNG: %s", c->w, c->h, rw ? IMG_GetError() : SDL_GetError());
+    }
+    *png = m.p;
+    *n = m.n;
     return DT_OK;
+}
+
+dt_status dtv_canvas_png(dtv_canvas *c, const char *path)
+{
+    void *png;
+    size_t n;
+    DT_CHECK(dtv_canvas_encode_png(c, &png, &n));
+    const dt_status st = dtv_out_write(path, png, n);
+    free(png);
+    return st;
 }
 
 SDL_Color dtv_canvas_pixel(const dtv_canvas *c, int x, int y)

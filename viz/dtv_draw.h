@@ -31,15 +31,24 @@ enum { DTV_LEFT = 0, DTV_CENTER, DTV_RIGHT };
 enum { DTV_FONT_NORMAL = 0, DTV_FONT_SMALL, DTV_FONT_BOLD };
 
 /* SDL and SDL_ttf started once (idempotent); headless also works with
- * SDL_VIDEODRIVER unset on a machine without a display. */
+ * SDL_VIDEODRIVER unset on a machine without a display. with_video (for a
+ * window): SDL_VIDEODRIVER's driver, or else x11 / wayland where DISPLAY /
+ * WAYLAND_DISPLAY is set; none of them set, or no driver starting, is
+ * DT_ERR_BACKEND with one line that suggests --png and --frames. */
 dt_status dtv_sdl_init(int with_video);
+/* After dtv_sdl_init(1): 1 when the driver opens no visible window
+ * (SDL_VIDEODRIVER=dummy or offscreen), else 0. */
+int dtv_sdl_windowless(void);
 dt_status dtv_canvas_headless(int w, int h, dtv_canvas *out);
 dt_status dtv_canvas_window(int w, int h, const char *title, dtv_canvas *out);
 /* After a window resize: the new size. */
 void dtv_canvas_resized(dtv_canvas *c);
 void dtv_canvas_free(dtv_canvas *c);
-/* Save what was drawn (headless: the surface; window: read back). */
+/* Save what was drawn (headless: the surface; window: read back) as a PNG
+ * file, whole or not at all (dtv_out_write, viz/dtv_output.h). */
 dt_status dtv_canvas_png(dtv_canvas *c, const char *path);
+/* What was drawn as PNG bytes in memory (*png malloc'd, the caller frees). */
+dt_status dtv_canvas_encode_png(dtv_canvas *c, void **png, size_t *n);
 /* The pixel at (x, y) (headless only; tests). */
 SDL_Color dtv_canvas_pixel(const dtv_canvas *c, int x, int y);
 

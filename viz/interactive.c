@@ -31,7 +31,8 @@
  *
  * Environment (tests): DTV_MAX_FRAMES=N makes the loop quit by itself after
  * drawing N frames (a->frames counts them), so the real loop runs under
- * SDL_VIDEODRIVER=dummy. */
+ * SDL_VIDEODRIVER=dummy. Without it a driver that opens no window (dummy,
+ * offscreen) is an error rather than a loop waiting forever for keys. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdarg.h>
@@ -594,10 +595,17 @@ void dtv_app_render_window(dtv_app *a, dtv_canvas *c)
 
 dt_status dtv_app_interactive(dtv_app *a, int w, int h)
 {
-    dtv_canvas c;
-    DT_CHECK(dtv_canvas_window(w, h, "dtviz", &c));
     const char *mf = getenv("DTV_MAX_FRAMES");
     const long max_frames = mf && mf[0] ? strtol(mf, NULL, 10) : 0;
+    DT_CHECK(dtv_sdl_init(1));
+    /* no window to get keys from: the loop would wait forever */
+    if (dtv_sdl_windowless() && max_frames <= 0)
+        return DT_FAIL(DT_ERR_BACKEND,
+                       "SDL_VIDEODRIVER=%s opens no window, so the viewer would wait forever for keys; use --png "
+                       "FILE or --frames DIR",
+                       SDL_GetCurrentVideoDriver());
+    dtv_canvas c;
+    DT_CHECK(dtv_canvas_window(w, h, "dtviz", &c));
     if (a->speed <= 0) a->speed = 1.0;
     a->frames = 0;
     dtv__sync(a);
