@@ -109,6 +109,9 @@ done
 # bad values
 expect_error "--comm-timeout" 1 --comm-timeout -1
 expect_error "--hang-rank 7: expected a rank 0..1" 2 --hang-rank 7:1
+# issue 20 F10: an ITER below 1 was reported with --slow-rank's RANK:MS wording
+expect_error "--hang-rank '0:-1': expected RANK:ITER, e.g. 1:3" 1 --hang-rank 0:-1
+expect_error "--hang-rank '1:0': expected RANK:ITER" 1 --hang-rank 1:0
 
 [ "$failures" -eq 0 ] || { echo "faults.sh: $failures failure(s)" >&2; exit 1; }
 echo "faults.sh: hung and killed ranks end the job within the timeout"
