@@ -16,6 +16,7 @@
 #    survivors running: they must stop on their own through the timeout,
 #    within 20 s, naming rank 1 or the rank waiting for it. (mpirun then
 #    returns 0 even after MPI_Abort, so only the time and message count.)
+# 4. --allreduce mpi with a hung rank: found one --comm-timeout after it.
 # Each run prints its time to detection, the figures docs/faults.md quotes.
 
 TEST=faults.sh
@@ -105,6 +106,21 @@ for mode in dp pp ps; do
         echo "ok: kill $mode (--enable-recovery): ended $dt s after the kill: $msg"
     fi
 done
+
+# 4. --allreduce mpi (MPI's own allreduce) is bounded too (issue 20 F7: it
+#    waited for ever): a hung rank ends the job after --comm-timeout 2.
+out=$TMP/hang-mpi.out
+t0=$(now)
+timeout 60 $MPIRUN -np 3 "$DTRAIN" $BASE --comm-timeout 2 --allreduce mpi --hang-rank 1:3 >"$out" 2>&1
+rc=$?
+dt=$(secs "$t0" "$(now)")
+if [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! awk -v t="$dt" 'BEGIN { exit !(t < 10) }' ||
+    ! grep -q "allreduce (--allreduce mpi) of .* not complete after 2 s (--comm-timeout 2)" "$out"; then
+    fail "hang, --allreduce mpi: exit $rc after $dt s (expected non-zero within 10 s, naming the allreduce):"
+    tail -n 20 "$out" >&2
+else
+    echo "ok: hang, --allreduce mpi: exit $rc after $dt s: $(grep -m1 'not complete after' "$out")"
+fi
 
 # bad values
 expect_error "--comm-timeout" 1 --comm-timeout -1
