@@ -181,7 +181,8 @@ static int dt__ps_any(dt_comm_request *const *reqs, int n)
 static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, int *index)
 {
     long sleep_ns = DT_PS_POLL_FIRST_NS;
-    const int64_t deadline = c->timeout_s > 0 ? dt_time_ns() + (int64_t)(c->timeout_s * 1e9) : 0;
+    dt__comm_waiter w; /* the deadline; the sleeps are this loop's own */
+    dt__comm_waiter_start(&w, c);
     for (;;) {
         int live = 0;
         for (int i = 0; i < n; i++) {
@@ -197,7 +198,7 @@ static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, 
             }
         }
         if (!live) return DT_FAIL(DT_ERR_INVALID, "parameter server: waiting with nothing pending");
-        if (deadline && dt_time_ns() >= deadline) return DT__COMM_TIMEOUT(c, reqs, n);
+        if (dt__comm_waiter_expired(&w, dt_time_ns())) return DT__COMM_TIMEOUT(c, reqs, n);
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < DT_PS_POLL_MAX_NS)
