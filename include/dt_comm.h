@@ -80,10 +80,11 @@ struct dt_comm {
     const dt_comm_ops *ops;
     int rank, size;
     void *impl; /* backend state */
-    /* Seconds a blocking wait of the "mpi" backend (wait, waitany, barrier;
-     * so every collective but DT_ALLREDUCE_MPI, the parameter server's and
+    /* Seconds a blocking wait of the "mpi" backend (wait, waitany, barrier,
+     * allreduce_native; so every collective, the parameter server's and
      * the pipeline's receives) may take before it fails with DT_ERR_BACKEND
-     * naming the rank waited for; 0: wait for ever. New communicators get
+     * naming the rank waited for (a collective names none); 0: wait for
+     * ever. New communicators get
      * DT_COMM_TIMEOUT_DEFAULT; split ones inherit their parent's. */
     double timeout_s;
     /* This process's index among the job's processes on its node, for

@@ -106,22 +106,30 @@ int dt_args_parse_double(const char *prog, const char *flag, const char *text, u
     return DT_ARGS_OK;
 }
 
-int dt_args_parse_rank_ms(const char *prog, const char *flag, const char *text, int *rank, int *ms)
+int dt_args_parse_rank_value(const char *prog, const char *flag, const char *text, const char *unit,
+                             const char *example, long min, long max, int *rank, int *value)
 {
     char *end = NULL;
-    long r = strtol(text, &end, 10), m = -1;
-    if (end != text && *end == ':') {
+    long r = strtol(text, &end, 10), m = min - 1;
+    int ok = end != text && *end == ':';
+    if (ok) {
         char *e2 = NULL;
         m = strtol(end + 1, &e2, 10);
-        if (e2 == end + 1 || *e2) m = -1;
+        ok = e2 != end + 1 && !*e2;
     }
-    if (r < 0 || r > 1000000 || m < 0 || m > 3600000) {
-        dt__args_error(prog, "%s '%s': expected RANK:MS, e.g. 1:20 (rank >= 0, 0..3600000 ms)", flag, text);
+    if (!ok || r < 0 || r > 1000000 || m < min || m > max) {
+        dt__args_error(prog, "%s '%s': expected RANK:%s, e.g. %s (rank >= 0, %s %ld..%ld)", flag, text, unit, example,
+                       unit, min, max);
         return DT_ARGS_ERROR;
     }
     *rank = (int)r;
-    *ms = (int)m;
+    *value = (int)m;
     return DT_ARGS_OK;
+}
+
+int dt_args_parse_rank_ms(const char *prog, const char *flag, const char *text, int *rank, int *ms)
+{
+    return dt_args_parse_rank_value(prog, flag, text, "MS", "1:20", 0, 3600000, rank, ms);
 }
 
 int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,

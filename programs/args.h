@@ -73,6 +73,11 @@ int dt_args_parse_double(const char *prog, const char *flag, const char *text, u
 /* "RANK:MS" (--slow-rank 1:20): a rank 0..1000000 and a delay of
  * 0..3600000 ms, both whole numbers. */
 int dt_args_parse_rank_ms(const char *prog, const char *flag, const char *text, int *rank, int *ms);
+/* "RANK:VALUE" in general: a rank 0..1000000 and a whole number VALUE in
+ * min..max; unit names VALUE in the message ("MS", "ITER"), example is a
+ * valid instance ("1:20"). */
+int dt_args_parse_rank_value(const char *prog, const char *flag, const char *text, const char *unit,
+                             const char *example, long min, long max, int *rank, int *value);
 /* A comma-separated list of integers ("1,2,4,8"), each checked against the
  * range; at most max_count values. */
 int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,

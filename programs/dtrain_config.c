@@ -4,6 +4,7 @@
  * flags were given). Each check prints one line naming the flag and makes
  * dtrain_make_config return 2; the checks run in the order the flags are
  * described in --help, so the first problem is the one reported. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,11 +239,9 @@ static int dtrain_config_faults(const dtrain_opts *o, dt_train_config *cfg)
     }
     if (o->hang_rank) {
         int r, iter;
-        if (dt_args_parse_rank_ms(PROG, "--hang-rank", o->hang_rank, &r, &iter) != DT_ARGS_OK) return 2;
-        if (iter < 1) {
-            fprintf(stderr, PROG ": --hang-rank '%s': expected RANK:ITER with ITER >= 1\n", o->hang_rank);
+        if (dt_args_parse_rank_value(PROG, "--hang-rank", o->hang_rank, "ITER", "1:3", 1, INT_MAX, &r, &iter) !=
+            DT_ARGS_OK)
             return 2;
-        }
         cfg->hang_rank = r;
         cfg->hang_iter = iter;
     }

@@ -16,6 +16,8 @@
 #    survivors running: they must stop on their own through the timeout,
 #    within 20 s, naming rank 1 or the rank waiting for it. (mpirun then
 #    returns 0 even after MPI_Abort, so only the time and message count.)
+# 4. --allreduce mpi with a hung rank, 5. a SIGSTOPped parameter server:
+#    both found one --comm-timeout after the fault.
 # Each run prints its time to detection, the figures docs/faults.md quotes.
 
 TEST=faults.sh
@@ -106,9 +108,67 @@ for mode in dp pp ps; do
     fi
 done
 
+# 4. --allreduce mpi (MPI's own allreduce) is bounded too (issue 20 F7: it
+#    waited for ever): a hung rank ends the job after --comm-timeout 2.
+out=$TMP/hang-mpi.out
+t0=$(now)
+timeout 60 $MPIRUN -np 3 "$DTRAIN" $BASE --comm-timeout 2 --allreduce mpi --hang-rank 1:3 >"$out" 2>&1
+rc=$?
+dt=$(secs "$t0" "$(now)")
+if [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! awk -v t="$dt" 'BEGIN { exit !(t < 10) }' ||
+    ! grep -q "allreduce (--allreduce mpi) of .* not complete after 2 s (--comm-timeout 2)" "$out"; then
+    fail "hang, --allreduce mpi: exit $rc after $dt s (expected non-zero within 10 s, naming the allreduce):"
+    tail -n 20 "$out" >&2
+else
+    echo "ok: hang, --allreduce mpi: exit $rc after $dt s: $(grep -m1 'not complete after' "$out")"
+fi
+
+# 5. a stopped (SIGSTOP) parameter server, ps-async: found one timeout after
+#    it stopped (issue 20 F6: each of a worker's pending requests waited a
+#    timeout of its own, 2-3 timeouts in all), and the first line names it.
+#    rank 2 is the server (2 workers + 1 server).
+stop_run() {
+    name=$1 np=$2 victim_rank=$3; shift 3
+    out=$TMP/$name.out
+    marker=$TMP/$name.summary.json
+    : >"$out"
+    timeout 60 $MPIRUN -np "$np" "$DTRAIN" $BASE "$@" --summary "$marker" >"$out" 2>&1 &
+    job=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q "^iter 2/" "$out"; do sleep 0.1; i=$((i + 1)); done
+    victim=""
+    for p in $(pgrep -f -- "--summary $marker"); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^OMPI_COMM_WORLD_RANK=$victim_rank\$"; then
+            victim=$p
+        fi
+    done
+    t0=$(now)
+    if [ -n "$victim" ]; then kill -STOP "$victim"; fi
+    wait "$job"
+    rc=$?
+    dt=$(secs "$t0" "$(now)")
+    if [ -n "$victim" ]; then kill -CONT "$victim" 2>/dev/null; fi
+    [ -n "$victim" ] || { fail "$name: rank $victim_rank's process not found (no /proc?)"; rc=skip; }
+}
+for run in 1 2; do
+    stop_run "stop-ps-async-$run" 3 2 --allreduce ps-async
+    [ "$rc" = skip ] && continue
+    first=$(grep -m1 "^dtrain: " "$out")
+    if [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! awk -v t="$dt" 'BEGIN { exit !(t < 4.5) }' ||
+        ! echo "$first" | grep -q "no message from rank 2 for 3 s (--comm-timeout 3): it, or a rank it waits for"; then
+        fail "stopped ps-async server: exit $rc after $dt s (expected within 4.5 s, first line naming rank 2):"
+        tail -n 20 "$out" >&2
+    else
+        echo "ok: stopped ps-async server: exit $rc $dt s after SIGSTOP: $first"
+    fi
+done
+
 # bad values
 expect_error "--comm-timeout" 1 --comm-timeout -1
 expect_error "--hang-rank 7: expected a rank 0..1" 2 --hang-rank 7:1
+# issue 20 F10: an ITER below 1 was reported with --slow-rank's RANK:MS wording
+expect_error "--hang-rank '0:-1': expected RANK:ITER, e.g. 1:3" 1 --hang-rank 0:-1
+expect_error "--hang-rank '1:0': expected RANK:ITER" 1 --hang-rank 1:0
 
 [ "$failures" -eq 0 ] || { echo "faults.sh: $failures failure(s)" >&2; exit 1; }
 echo "faults.sh: hung and killed ranks end the job within the timeout"

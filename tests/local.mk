@@ -248,6 +248,14 @@ endif
 TESTS += tests/faults.sh
 EXTRA_DIST += tests/faults.sh
 tests/faults.log: tests/sim.log
+# The bounded waits' deadline (a stopped process's gap not counted) and
+# the timeout message, on one process.
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_comm_wait
+tests_check_comm_wait_SOURCES = tests/check_comm_wait.c tests/testutil.h
+tests_check_comm_wait_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_comm_wait_LDADD = $(DT_CHECK_LDADD)
+endif
 # NaN/inf in FP32 training: the first bad layer named, --skip-nonfinite.
 if HAVE_CHECK
 DT_CHECK_SUITES += tests/check_nonfinite

@@ -72,16 +72,28 @@ void dt_comm_abort(dt_comm *c, int code)
 
 void dt__comm_waiter_start(dt__comm_waiter *w, const dt_comm *c)
 {
-    w->start_ns = dt_time_ns();
+    w->start_ns = w->last_ns = dt_time_ns();
     w->deadline_ns = c->timeout_s > 0 ? w->start_ns + (long long)(c->timeout_s * 1e9) : 0;
     w->polls = 0;
+}
+
+int dt__comm_waiter_expired(dt__comm_waiter *w, long long now)
+{
+    /* A gap between two polls far above their 200 us sleep: this process
+     * did not run (SIGSTOP, a suspended VM). That time is not the peer's
+     * silence: without this, a rank resumed after being stopped blamed the
+     * innocent rank it was waiting for, whose messages it had not yet
+     * looked for. */
+    if (now - w->last_ns > DT__COMM_GAP_NS && w->deadline_ns) w->deadline_ns += now - w->last_ns;
+    w->last_ns = now;
+    return w->deadline_ns && now >= w->deadline_ns;
 }
 
 int dt__comm_waiter_idle(dt__comm_waiter *w)
 {
     if (++w->polls <= 16) return 0; /* the clock read is not worth it for the first few */
     const long long now = dt_time_ns(), waited = now - w->start_ns;
-    if (w->deadline_ns && now >= w->deadline_ns) return 1;
+    if (dt__comm_waiter_expired(w, now)) return 1;
     if (waited < DT__COMM_SPIN_NS) return 0;
     if (waited < DT__COMM_SLEEP_AFTER_NS) {
         sched_yield();
@@ -115,15 +127,15 @@ dt_status dt__comm_timeout_fail(const dt_comm *c, dt_comm_request *const *reqs, 
     const int me = dt__comm_job_rank(c, c->rank);
     if (any_recv)
         return dt__fail(DT_ERR_BACKEND, file, line,
-                        "rank %d: no message from rank%s %s for %g s (--comm-timeout %g): %s, or a rank %s waits "
-                        "for, may have died or hung",
+                        "rank %d: no message from rank%s %s for %g s (--comm-timeout %g): %s, or a rank %s for, "
+                        "may have died or hung",
                         me, count > 1 ? "s" : "", peers, c->timeout_s, c->timeout_s, count > 1 ? "they" : "it",
-                        count > 1 ? "they" : "it");
+                        count > 1 ? "they wait" : "it waits");
     return dt__fail(DT_ERR_BACKEND, file, line,
-                    "rank %d: rank%s %s took no message for %g s (--comm-timeout %g): %s, or a rank %s waits for, "
-                    "may have died or hung",
+                    "rank %d: rank%s %s took no message for %g s (--comm-timeout %g): %s, or a rank %s for, may "
+                    "have died or hung",
                     me, count > 1 ? "s" : "", peers, c->timeout_s, c->timeout_s, count > 1 ? "they" : "it",
-                    count > 1 ? "they" : "it");
+                    count > 1 ? "they wait" : "it waits");
 }
 
 void dt_comm_free(dt_comm *c)

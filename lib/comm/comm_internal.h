@@ -50,15 +50,24 @@ dt_status dt__comm_check_buffer(const char *what, const float *buf, size_t count
  * MPI_Wait does, then sched_yield, then, after DT__COMM_SLEEP_AFTER_NS of
  * waiting, 200 us sleeps) and returns 1 once the timeout has passed. */
 #define DT__COMM_SLEEP_AFTER_NS 1000000000LL
+/* A longer gap between two polls means this process was not running
+ * (stopped): the deadline moves on by the gap (dt__comm_waiter_expired). */
+#define DT__COMM_GAP_NS 500000000LL
 typedef struct dt__comm_waiter {
     long long start_ns, deadline_ns; /* deadline 0: none */
+    long long last_ns;               /* the last poll's clock read */
     long polls;
 } dt__comm_waiter;
 void dt__comm_waiter_start(dt__comm_waiter *w, const dt_comm *c);
 int dt__comm_waiter_idle(dt__comm_waiter *w);
+/* 1 once w's deadline (if any) has passed at time now (dt_time_ns), not
+ * counting gaps of more than DT__COMM_GAP_NS since the previous call, when
+ * this process was not running; for loops that poll and sleep their own way
+ * (the parameter server's). */
+int dt__comm_waiter_expired(dt__comm_waiter *w, long long now);
 /* The failure of a wait that timed out on reqs(n) (NULL entries are done):
- * "rank R: no message from rank P for T s (--comm-timeout T): it may have
- * died or hung" (receives are named before sends; every pending peer is
+ * "rank R: no message from rank P for T s (--comm-timeout T): it, or a
+ * rank it waits for, may have died or hung" (receives are named before sends; every pending peer is
  * listed), ranks as the job numbers them. DT_ERR_BACKEND. */
 dt_status dt__comm_timeout_fail(const dt_comm *c, dt_comm_request *const *reqs, int n, const char *file, int line);
 #define DT__COMM_TIMEOUT(c, reqs, n) dt__comm_timeout_fail((c), (reqs), (n), __FILE__, __LINE__)

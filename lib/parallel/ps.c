@@ -152,24 +152,26 @@ void dt__ps_free(dt__ps *ps)
 
 /* ---- point-to-point helpers ---------------------------------------------- */
 
-static dt_status dt__ps_wait_all(dt_comm *c, dt_comm_request **reqs, int n)
-{
-    dt_status first = DT_OK;
-    for (int i = 0; i < n; i++) {
-        if (!reqs[i]) continue;
-        dt_status st = c->ops->wait(c, reqs[i]);
-        reqs[i] = NULL;
-        if (st != DT_OK && first == DT_OK) first = st;
-    }
-    return first;
-}
-
 /* 1 if a request of reqs(n) is still pending (NULL reqs: none). */
 static int dt__ps_any(dt_comm_request *const *reqs, int n)
 {
     for (int i = 0; reqs && i < n; i++)
         if (reqs[i]) return 1;
     return 0;
+}
+
+/* Every request of reqs(n) (NULL entries are done), as waitany calls: the
+ * --comm-timeout deadline runs from the last completion, so a peer that
+ * stopped fails the wait one timeout after it last answered. (Waiting on
+ * the requests one by one gave each of them a timeout of its own: a
+ * stopped server was found after 2-3 timeouts, and each timeout's message
+ * replaced the one before.) After a failure the requests still pending
+ * stay so, left to the exit as dt__ps_idle_waitany leaves them. */
+static dt_status dt__ps_wait_all(dt_comm *c, dt_comm_request **reqs, int n)
+{
+    int idx;
+    while (dt__ps_any(reqs, n)) DT_CHECK(dt_comm_waitany(c, n, reqs, &idx));
+    return DT_OK;
 }
 
 /* A server waits for workers most of the time; blocking in MPI would spin
@@ -181,7 +183,8 @@ static int dt__ps_any(dt_comm_request *const *reqs, int n)
 static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, int *index)
 {
     long sleep_ns = DT_PS_POLL_FIRST_NS;
-    const int64_t deadline = c->timeout_s > 0 ? dt_time_ns() + (int64_t)(c->timeout_s * 1e9) : 0;
+    dt__comm_waiter w; /* the deadline; the sleeps are this loop's own */
+    dt__comm_waiter_start(&w, c);
     for (;;) {
         int live = 0;
         for (int i = 0; i < n; i++) {
@@ -197,7 +200,7 @@ static dt_status dt__ps_idle_waitany(dt_comm *c, dt_comm_request **reqs, int n, 
             }
         }
         if (!live) return DT_FAIL(DT_ERR_INVALID, "parameter server: waiting with nothing pending");
-        if (deadline && dt_time_ns() >= deadline) return DT__COMM_TIMEOUT(c, reqs, n);
+        if (dt__comm_waiter_expired(&w, dt_time_ns())) return DT__COMM_TIMEOUT(c, reqs, n);
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < DT_PS_POLL_MAX_NS)

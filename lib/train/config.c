@@ -296,10 +296,11 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         if (cfg->precision != DT_F32)
             return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite applies to FP32 training (with --fp16 the loss scaler "
                                            "skips overflowing steps; --bf16: not supported)");
-        if (cfg->ps_mode != DT_PS_NONE || cfg->pipeline_size > 1 || cfg->use_distributed_optimizer)
-            return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite: not supported with a parameter server, pipeline "
-                                           "parallelism or --use-distributed-optimizer (they update before the "
-                                           "check)");
+        if (cfg->ps_mode != DT_PS_NONE || cfg->pipeline_size > 1 || cfg->tensor_size > 1 ||
+            cfg->use_distributed_optimizer)
+            return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite: not supported with a parameter server, pipeline or "
+                                           "tensor parallelism or --use-distributed-optimizer (they update before "
+                                           "the check)");
     }
     if (cfg->use_distributed_optimizer) {
         if (cfg->ps_mode != DT_PS_NONE)
