@@ -58,7 +58,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          .kind = DT_ARG_STRING,
          .dest = &o->data,
          .metavar = "FILE",
-         .help = "train on a text file instead of --task"},
+         .help = "train on a text file (a regular file, read whole at the start) instead of --task"},
         {.name = "--task-digits",
          .kind = DT_ARG_INT,
          .dest = &o->task_digits,

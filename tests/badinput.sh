@@ -176,6 +176,7 @@ printf 'abc' >"$TMP/short.txt"
 awk 'BEGIN { for (i = 0; i < 10; i++) print "the quick brown fox" }' >"$TMP/150.txt" # 200 bytes
 head -c 4096 /dev/urandom >"$TMP/junk.bin" 2>/dev/null || awk 'BEGIN { for (i = 0; i < 4096; i++) printf "%c", 128 + i % 120 }' >"$TMP/junk.bin"
 mkdir "$TMP/dir"
+mkfifo "$TMP/fifo" # no writer: opening it for reading would block for ever
 printf 'secret text for a file nobody may read, long enough for any sequence length.%.0s\n' 1 2 3 4 >"$TMP/noread.txt"
 chmod 000 "$TMP/noread.txt"
 printf '{"num_layers": 4,\n' >"$TMP/syntax.json"
@@ -317,6 +318,9 @@ table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 --trace "$O/t.json" --summ
 1 | $TMP/missing.txt | --data $TMP/missing.txt
 1 | $TMP/empty | --data $TMP/empty
 1 | /dev/null | --data /dev/null
+1 | /dev/zero: is a character device, not a regular file | --data /dev/zero
+1 | /dev/urandom: is a character device | --data /dev/urandom
+1 | fifo: is a pipe (FIFO), not a regular file | --data $TMP/fifo
 1 | is a directory | --data $TMP/dir
 1 | too short | --data $TMP/short.txt
 1 | at least 161 bytes | --data $TMP/short.txt
