@@ -18,6 +18,7 @@
  * stdout. Evaluations and the final line always go to stdout. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +659,8 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
 int main(int argc, char **argv)
 {
     static dtrain_cli cli;
+    /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
+    signal(SIGXFSZ, SIG_IGN);
     if (dtrain_cli_init(&cli) != 0) {
         fprintf(stderr, PROG ": internal error: flag table too large\n");
         return 1;

@@ -335,6 +335,30 @@ else
     echo "skip: --data on a chmod 000 file: running as root, which reads it anyway"
 fi
 
+# ---- output files on a full disk (/dev/full) and under a file size limit (ulimit -f) ------
+# Every output is written whole or not at all (dt_file.h) and the programs
+# ignore SIGXFSZ, so both are one line and exit 1, with nothing left in $O
+# (neither the file nor its temporary).
+if [ -w /dev/full ]; then
+    table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 <<'EOF'
+1 | --summary /dev/full: write failed (No space left on device) | --summary /dev/full --trace $O/t.json
+1 | /dev/full: write failed: No space left on device | --trace /dev/full --summary $O/s.json
+EOF
+    # (dtsim writes its trace, whole, before the summary: no --trace with a failing --summary)
+    table dtsim "$DTSIM" run <<'EOF'
+1 | --summary /dev/full: write failed (No space left on device) | --summary /dev/full
+1 | /dev/full: write failed: No space left on device | --trace /dev/full --summary $O/s.json
+EOF
+fi
+LIMITED='ulimit -f 1 && exec "$0" "$@"'
+one_case dtrain 1 "write failed" - sh -c "$LIMITED" "$DTRAIN" --train-iters 2 --eval-iters 1 --trace "$O/t.json"
+one_case dtrain 1 "--summary $O/s.json: write failed (File too large)" - sh -c "$LIMITED" "$DTRAIN" \
+    --train-iters 2 --eval-iters 1 --summary "$O/s.json"
+one_case dtsim 1 "write failed" - sh -c "$LIMITED" "$DTSIM" run --pipeline-model-parallel-size 2 \
+    --micro-batches 4 --train-iters 2 --trace "$O/t.json"
+one_case dtsim 1 "--summary $O/s.json: write failed (File too large)" - sh -c "$LIMITED" "$DTSIM" run \
+    --summary "$O/s.json"
+
 # ---- dtrain: parallel layouts under mpirun ---------------------------------------------
 if [ "$HAVE_MPI" = 1 ]; then
     mpi_table <<'EOF'
