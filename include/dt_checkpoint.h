@@ -8,7 +8,7 @@
  *       shard-RRRRR.bin         one per rank of the world, written by that rank
  *   DIR/latest                  "iter_XXXXXXXX\n": the newest complete one
  * and, only while a save is under way (or after a crash in one),
- * DIR/iter_XXXXXXXX.tmp/ and DIR/latest.tmp, which readers ignore.
+ * DIR/iter_XXXXXXXX.tmp/ and DIR/.latest.tmp.PID.N, which readers ignore.
  *
  * Shard file, version 1 (integers little-endian; tensor data little-endian
  * IEEE-754 f32 or int64; a big-endian host is refused):
@@ -34,7 +34,7 @@
  * Crash safety (dt_checkpoint_write): every rank writes and fsyncs its
  * shard into iter_X.tmp/; rank 0 collects the sizes and checksums, writes
  * and fsyncs the manifest and the directory, renames iter_X.tmp to iter_X,
- * fsyncs DIR, writes latest.tmp, fsyncs it, renames it to latest and
+ * fsyncs DIR, writes .latest.tmp.PID.N, fsyncs it, renames it to latest and
  * fsyncs DIR again; then it prunes to the newest `keep`. A crash at any
  * point leaves latest naming a complete checkpoint (or none yet).
  *

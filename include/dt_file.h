@@ -60,6 +60,9 @@ DT_API dt_status dt_file_check_output(const char *path, const char *what);
  * existing ancestor must be. Nothing is created. */
 DT_API dt_status dt_file_check_output_dir(const char *dir, const char *what);
 
+/* mkdir -p DIR (mode 0755): DT_OK when DIR is (now) a directory. */
+DT_API dt_status dt_file_mkdir_p(const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -115,6 +115,25 @@ dt_status dt_file_check_output_dir(const char *dir, const char *what)
     return st;
 }
 
+dt_status dt_file_mkdir_p(const char *dir)
+{
+    char *p = strdup(dir ? dir : "");
+    if (!p) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", dir);
+    for (char *c = p + 1; *c; c++) { /* the parents first (failures show at the end) */
+        if (*c != '/') continue;
+        *c = '\0';
+        (void)mkdir(p, 0755);
+        *c = '/';
+    }
+    free(p);
+    if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
+        struct stat sb;
+        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return DT_OK;
+        return DT_FAIL(DT_ERR_IO, "%s: exists and is not a directory", dir);
+    }
+    return DT_FAIL(DT_ERR_IO, "%s: cannot create the directory (%s)", dir, strerror(errno));
+}
+
 static void dt__file_free(dt_file_out *f)
 {
     free(f->path);
