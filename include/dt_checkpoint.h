@@ -162,6 +162,15 @@ DT_API dt_status dt_checkpoint_read_shard(const dt_checkpoint_manifest *m, int r
 DT_API dt_status dt_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, char *note, size_t note_cap,
                                            dt_checkpoint_manifest *m);
 
+/* One job at a time in a save directory (lib/train/checkpoint_lock.c):
+ * create DIR if needed and take an exclusive flock(2) on DIR/dtrain.lock,
+ * writing "HOST:PID" into it; *fd holds the lock until
+ * dt_checkpoint_lock_release (or the process's end). Fails without waiting
+ * when another process holds it, naming the holder the file records. The
+ * process that commits checkpoints (rank 0) takes it before any training. */
+DT_API dt_status dt_checkpoint_lock_take(const char *dir, int *fd);
+DT_API void dt_checkpoint_lock_release(int fd);
+
 #ifdef __cplusplus
 }
 #endif
