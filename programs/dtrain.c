@@ -635,12 +635,21 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     dt_comm *comm = NULL;
     if (dtrain_join_mpi(cfg, args, n_args, &comm) != 0) return 1;
     const int rank0 = !comm || comm->rank == 0;
+    int lock_fd = -1; /* the save directory's, held until the end */
+    if (dtrain_prepare_outputs(o, comm, &lock_fd) != 0) {
+        dtrain_comm_end(comm);
+        return 1;
+    }
     dt_trainer *tr = NULL;
     int status = dtrain_create(cfg, comm, rank0, &tr);
-    if (status != 0) return status;
+    if (status != 0) {
+        dt_checkpoint_lock_release(lock_fd);
+        return status;
+    }
     if (o->load && dtrain_load(tr, o->load, rank0) != 0) {
         dt_trainer_free(tr);
         dtrain_comm_end(comm);
+        dt_checkpoint_lock_release(lock_fd);
         return 1;
     }
     if (dt_trainer_is_server(tr)) {
@@ -653,6 +662,7 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     }
     dt_trainer_free(tr);
     dtrain_comm_end(comm);
+    dt_checkpoint_lock_release(lock_fd);
     return status;
 }
 

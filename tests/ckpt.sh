@@ -20,7 +20,9 @@
 #    only checked to resume at the saved iteration and finish.
 # 2. Refusals: pipedream with --save; a checkpoint of another model
 #    (hidden_size 64 vs 32; an untied head loaded tied), of another world size,
-#    a missing directory.
+#    a missing directory; before any step: a --save that is a file or under
+#    one, a --summary in a missing directory, a save directory whose lock
+#    another job holds (flock(1) on DIR/dtrain.lock).
 # 3. The kill test: a run with --save-interval 1 is killed with SIGKILL at
 #    random moments (during steps and during saves) KILLS times in a row,
 #    restarting with --load each time; every restart must load a valid
@@ -132,6 +134,42 @@ expect "untie_embeddings_and_output_weights true vs false" $COMMON $GPT --micro-
 expect "no such directory" $COMMON $GPT --micro-batch-size 8 --load "$TMP/nowhere"
 expect "lr_decay_iters 6 vs 9" $GPT --micro-batch-size 8 --lr-warmup-iters 2 --train-iters 9 --load "$TMP/single/A"
 expect "--save-interval: needs --save" --save-interval 2
+# expect_one WANT STATUS ARGS...: dtrain (one process) fails before any step with exit STATUS and
+# exactly one stderr line containing WANT
+expect_one() {
+    want=$1 status=$2; shift 2
+    timeout 60 "$DTRAIN" "$@" >"$TMP/one.out" 2>"$TMP/one.err"
+    rc=$?
+    if [ "$rc" != "$status" ] || [ "$(wc -l <"$TMP/one.err")" != 1 ] || ! grep -q -F -- "$want" "$TMP/one.err" ||
+        grep -q '^iter ' "$TMP/one.out"; then
+        fail "dtrain $*: expected exit $status and one line with '$want' before any step, got exit $rc:"
+        cat "$TMP/one.err" "$TMP/one.out" >&2
+    else
+        echo "ok: refused at the start: exit $rc: $(cat "$TMP/one.err")"
+    fi
+}
+# output paths are checked before any training (a --save that is a file, a --summary in no directory)
+: >"$TMP/a-file"
+expect_one "--save $TMP/a-file: exists and is not a directory" 1 $COMMON $GPT --micro-batch-size 8 --save "$TMP/a-file"
+expect_one "--save $TMP/a-file/sub: $TMP/a-file is not a directory" 1 $COMMON $GPT --micro-batch-size 8 \
+    --save "$TMP/a-file/sub"
+expect_one "--summary $TMP/nowhere/s.json: directory $TMP/nowhere" 1 $COMMON $GPT --micro-batch-size 8 \
+    --summary "$TMP/nowhere/s.json"
+# a save directory held by another job (util-linux flock(1) on its lock file, as a lingering rank holds it)
+if command -v flock >/dev/null 2>&1; then
+    mkdir -p "$TMP/locked"
+    echo "otherhost:4242" >"$TMP/locked/dtrain.lock"
+    (flock -n 9 || exit 1; exec sleep 60) 9>>"$TMP/locked/dtrain.lock" &
+    holder=$!
+    sleep 0.5
+    expect_one "--save $TMP/locked: in use by another job ($TMP/locked/dtrain.lock held by otherhost:4242)" 1 \
+        $COMMON $GPT --micro-batch-size 8 --save "$TMP/locked"
+    kill "$holder" 2>/dev/null
+    wait "$holder" 2>/dev/null
+    ls "$TMP/locked" | grep -q '^iter_' && fail "--save $TMP/locked: saved while another job held the lock"
+else
+    echo "skip: the save-directory lock: no flock(1)"
+fi
 
 # the multi-rank layouts
 if [ "$HAVE_MPI" = 1 ]; then
