@@ -569,8 +569,18 @@ static dt_status dt__ck_read_manifest(const char *dir, dt_checkpoint_manifest *m
         free(b);
         return DT_FAIL(DT_ERR_FORMAT, "%s: manifest checksum mismatch", path);
     }
+    /* the checksum covers what comes before its line; after it only "}\n" may follow */
+    const char *eol = strchr(k, '\n');
+    if (!eol || strcmp(eol + 1, "}\n") != 0 || (size_t)(eol + 3 - text) != n) {
+        const size_t at = eol ? (size_t)(eol + 1 - text) : n;
+        free(b);
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: %zu bytes after the manifest_crc32c line at byte %zu, expected only \"}\" (appended "
+                       "to, so not covered by the checksum)",
+                       path, n > at ? n - at : 0, at);
+    }
     json_error_t err;
-    json_t *o = json_loadb(text, n, 0, &err);
+    json_t *o = json_loadb(text, n, JSON_REJECT_DUPLICATES, &err);
     free(b);
     if (!o || !json_is_object(o)) {
         json_decref(o);
@@ -596,6 +606,13 @@ static dt_status dt__ck_read_manifest(const char *dir, dt_checkpoint_manifest *m
     }
     m->version = DT_CHECKPOINT_VERSION;
     m->iteration = json_integer_value(it);
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    int64_t named = -1;
+    if (dt__ck_iter_name(base, NULL, &named) && named != m->iteration) { /* refused: the name would mislead */
+        st = DT_FAIL(DT_ERR_FORMAT, "%s: the directory is named for iteration %lld, its manifest says %lld", path,
+                     (long long)named, (long long)m->iteration);
+        goto done;
+    }
     m->world_size = (int)json_integer_value(ws);
     if ((int)json_array_size(sh) != m->world_size) {
         st = DT_FAIL(DT_ERR_FORMAT, "%s: %zu shards listed for a world of %d ranks (a shard is missing)", path,
