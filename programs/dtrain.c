@@ -316,6 +316,12 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          .help = "resume exactly from a checkpoint: DIR/latest (or the newest valid one) of a save directory, or "
                  "DIR itself (DIR/iter_X)",
          .default_text = "off"},
+        {.name = "--allow-data-change",
+         .kind = DT_ARG_FLAG,
+         .dest = &o->allow_data_change,
+         .help = "--load with --data: resume even if the file's size or CRC32C differs from the one the "
+                 "checkpoint recorded",
+         .default_text = "off (refuse)"},
         JOB(JF_HELP),
         JOB(JF_VERSION),
     };

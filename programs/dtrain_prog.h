@@ -47,6 +47,7 @@ typedef struct dtrain_opts {
     int64_t log_interval, eval_interval;
     int eval_iters;
     int skip_nonfinite;
+    int allow_data_change; /* --load may resume on a changed --data file */
     /* checkpoints */
     const char *save, *load;
     int64_t save_interval;

@@ -22,7 +22,8 @@
 #    (hidden_size 64 vs 32; an untied head loaded tied), of another world size,
 #    a missing directory; before any step: a --save that is a file or under
 #    one, a --summary in a missing directory, a save directory whose lock
-#    another job holds (flock(1) on DIR/dtrain.lock).
+#    another job holds (flock(1) on DIR/dtrain.lock); a --data file changed
+#    since the save (and --allow-data-change resuming on it).
 # 3. The kill test: a run with --save-interval 1 is killed with SIGKILL at
 #    random moments (during steps and during saves) KILLS times in a row,
 #    restarting with --load each time; every restart must load a valid
@@ -155,6 +156,21 @@ expect_one "--save $TMP/a-file/sub: $TMP/a-file is not a directory" 1 $COMMON $G
     --save "$TMP/a-file/sub"
 expect_one "--summary $TMP/nowhere/s.json: directory $TMP/nowhere" 1 $COMMON $GPT --micro-batch-size 8 \
     --summary "$TMP/nowhere/s.json"
+# --load after the --data file changed (same size, one byte): refused unless --allow-data-change
+awk 'BEGIN { for (i = 0; i < 100; i++) print "the quick brown fox jumps over the lazy dog " i }' >"$TMP/d.txt"
+DC="$COMMON --data $TMP/d.txt --seq-length 16 --micro-batch-size 8"
+if launch 1 $DC --train-iters $N --save "$TMP/dck" >"$TMP/dck.out" 2>&1; then
+    sed 's/lazy dog 7$/LAZY dog 7/' "$TMP/d.txt" >"$TMP/d2.txt" && mv "$TMP/d2.txt" "$TMP/d.txt"
+    expect_one "--data $TMP/d.txt changed since the checkpoint" 1 $DC --load "$TMP/dck"
+    if launch 1 $DC --load "$TMP/dck" --allow-data-change >"$TMP/dck.2.out" 2>&1 &&
+        grep -q "resuming on it (--allow-data-change)" "$TMP/dck.2.out"; then
+        echo "ok: --allow-data-change resumes on the changed file, with a warning"
+    else
+        fail "--allow-data-change:"; tail -n 5 "$TMP/dck.2.out" >&2
+    fi
+else
+    fail "--data --save (setup):"; tail -n 5 "$TMP/dck.out" >&2
+fi
 # a save directory held by another job (util-linux flock(1) on its lock file, as a lingering rank holds it)
 if command -v flock >/dev/null 2>&1; then
     mkdir -p "$TMP/locked"

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "data_internal.h"
+#include "dt_checkpoint.h" /* dt_crc32c */
 #include "dt_rng.h"
 
 /* Smallest file whose validation split holds T+1 bytes: ceil(n/10) >= T+1
@@ -109,6 +110,7 @@ dt_status dt__data_text_open(dt_dataset *ds, const char *path, int T)
         return DT_FAIL(DT_ERR_FORMAT, "--data %s: file is empty (expected at least %zu bytes of text for T=%d)", path,
                        dt__text_min_bytes(T), T);
     dt__text_split(ds->n_bytes, &ds->n_train);
+    ds->crc32c = dt_crc32c(ds->bytes, ds->n_bytes);
     return dt__text_check_len(ds, T);
 }
 
