@@ -23,7 +23,9 @@
 #    a missing directory; before any step: a --save that is a file or under
 #    one, a --summary in a missing directory, a save directory whose lock
 #    another job holds (flock(1) on DIR/dtrain.lock); a --data file changed
-#    since the save (and --allow-data-change resuming on it).
+#    since the save (and --allow-data-change resuming on it); under mpirun,
+#    a refusal every rank finds alike (another world size, another layout)
+#    is one "dtrain: " line per job, not one per rank.
 # 3. The kill test: a run with --save-interval 1 is killed with SIGKILL at
 #    random moments (during steps and during saves) KILLS times in a row,
 #    restarting with --load each time; every restart must load a valid
@@ -219,6 +221,25 @@ if [ "$HAVE_MPI" = 1 ]; then
         --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --save "$TMP/pd"
     expect_error "shard count differs from the world" 2 $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 \
         --load "$TMP/single/A"
+    # a refusal every rank finds alike is one line per job (rank 0's), not one per rank, and no hang:
+    # dp's 2-rank checkpoint into 4 ranks, and into a tensor-parallel layout
+    # once NP WANT ARGS...: mpirun -np NP dtrain ARGS fails within 60 s with exactly one "dtrain: " line holding WANT
+    once() {
+        np=$1 want=$2; shift 2
+        timeout 60 $MPIRUN -np "$np" "$DTRAIN" "$@" >"$TMP/once.out" 2>"$TMP/once.err"
+        rc=$?
+        lines=$(grep -c '^dtrain: ' "$TMP/once.err")
+        if [ "$rc" = 0 ] || [ "$rc" -ge 124 ] || [ "$lines" != 1 ] || ! grep -q -F -- "$want" "$TMP/once.err"; then
+            fail "dtrain $* (-np $np): expected a failure with one 'dtrain: ' line holding '$want', got exit $rc, $lines:"
+            cat "$TMP/once.err" >&2
+        else
+            echo "ok: -np $np: exit $rc, one line: $(grep '^dtrain: ' "$TMP/once.err")"
+        fi
+    }
+    once 4 "2 shards (a world of 2 ranks), this run has 4 ranks" $COMMON $GPT --micro-batch-size 2 \
+        --global-batch-size 8 --load "$TMP/dp/A/iter_0000000$N"
+    once 2 "data_parallel_size 2 vs 1" $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 \
+        --tensor-model-parallel-size 2 --load "$TMP/dp/A/iter_0000000$N"
 fi
 
 # 3. the kill test

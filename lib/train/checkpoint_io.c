@@ -359,19 +359,30 @@ done:
 }
 
 /* Every rank of the world learns whether any failed; a rank that did not
- * keeps its own message, the others get one naming the first that did. */
+ * keeps its own message, the others get one naming the first that did.
+ * Each failed rank contributes a 24-bit hash of its message (exact in a
+ * float): a rank whose failure is rank 0's word for word (a job-wide one,
+ * such as a world-size or configuration mismatch, which every rank finds
+ * alike) gets the "its message is on its stderr" form, which dtrain does
+ * not print, so such a failure is one line per job (rank 0's); a failure
+ * of its own (its shard) is still its own line. */
 static dt_status dt__ck_agree(dt_trainer *tr, dt_status mine, const char *what)
 {
     dt_comm *c = tr->cfg.comm;
     if (!c || c->size == 1) return mine;
     float *f = calloc((size_t)c->size, sizeof *f);
     if (!f) return DT_FAIL(DT_ERR_NOMEM, "checkpoint: out of memory");
-    f[c->rank] = mine != DT_OK ? 1.0f : 0.0f;
+    const char *msg = mine != DT_OK ? dt_last_error() : "";
+    const uint32_t h = (dt_crc32c(msg, strlen(msg)) & 0xFFFFFFu) + 1u;
+    f[c->rank] = mine != DT_OK ? (float)h : 0.0f;
     dt_status st = dt_comm_allreduce(c, f, (size_t)c->size, DT_ALLREDUCE_RING, NULL);
     int bad = -1;
     for (int r = 0; st == DT_OK && r < c->size && bad < 0; r++)
         if (f[r] != 0.0f) bad = r;
+    const int same_as_0 = st == DT_OK && c->rank != 0 && f[0] == (float)h;
     free(f);
+    if (mine != DT_OK && same_as_0)
+        return DT_FAIL(mine, "%s: rank 0 failed the same way (its message is on its stderr)", what);
     if (mine != DT_OK) return mine;
     DT_CHECK(st);
     if (bad >= 0) return DT_FAIL(DT_ERR_INVALID, "%s: rank %d failed (its message is on its stderr)", what, bad);
