@@ -4,6 +4,7 @@
  * parallelism's allreduces against the formula), and bubbles (a stage's
  * mean bubble from dtrain traces). */
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,9 +139,10 @@ int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_by
         json_t *head = json_pack("{s:s, s:i, s:i, s:s, s:I}", "format", "dtbench-allreduce", "version", 1, "ranks", n,
                                  "communicator", c->ops->name, "chunk_bytes", (json_int_t)chunk_bytes);
         char *h = head ? json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        FILE *fp = h ? fopen(json_path, "w") : NULL;
-        int bad = !fp;
-        if (fp) {
+        dt_file_out *out = NULL; /* whole or not at all (dt_file.h) */
+        int bad = !h || dt_file_out_open(json_path, "--json", &out) != DT_OK;
+        if (out) {
+            FILE *fp = dt_file_out_stream(out);
             h[strlen(h) - 1] = '\0'; /* drop the closing brace: "rows" follows */
             bad |= fprintf(fp, "%s,\"rows\":[\n", h) < 0;
             for (size_t i = 0; i < json_array_size(rows); i++) {
@@ -150,10 +152,14 @@ int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_by
                 free(row);
             }
             bad |= fprintf(fp, "]}\n") < 0;
-            bad |= fclose(fp) != 0;
+            if (bad) {
+                const int e = errno;
+                dt_file_out_abort(out);
+                (void)DT_FAIL(DT_ERR_IO, "--json %s: write failed (%s)", json_path, strerror(e ? e : EIO));
+            } else bad = dt_file_out_commit(out) != DT_OK;
         }
         if (bad) {
-            fprintf(stderr, "dtbench allreduce: --json %s: cannot write the file\n", json_path);
+            fprintf(stderr, "dtbench allreduce: %s\n", h ? dt_last_error() : "out of memory");
             rc = 1;
         }
         free(h);

@@ -41,6 +41,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,8 @@ static int dtbench_check_flags(const dtbench_flags *f, const char *cmd)
 
 int main(int argc, char **argv)
 {
+    /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
+    signal(SIGXFSZ, SIG_IGN);
     dtbench_flags f = {.threads = 1,
                        .B = 16,
                        .T = 0,

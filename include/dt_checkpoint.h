@@ -8,7 +8,7 @@
  *       shard-RRRRR.bin         one per rank of the world, written by that rank
  *   DIR/latest                  "iter_XXXXXXXX\n": the newest complete one
  * and, only while a save is under way (or after a crash in one),
- * DIR/iter_XXXXXXXX.tmp/ and DIR/latest.tmp, which readers ignore.
+ * DIR/iter_XXXXXXXX.tmp/ and DIR/.latest.tmp.PID.N, which readers ignore.
  *
  * Shard file, version 1 (integers little-endian; tensor data little-endian
  * IEEE-754 f32 or int64; a big-endian host is refused):
@@ -34,7 +34,7 @@
  * Crash safety (dt_checkpoint_write): every rank writes and fsyncs its
  * shard into iter_X.tmp/; rank 0 collects the sizes and checksums, writes
  * and fsyncs the manifest and the directory, renames iter_X.tmp to iter_X,
- * fsyncs DIR, writes latest.tmp, fsyncs it, renames it to latest and
+ * fsyncs DIR, writes .latest.tmp.PID.N, fsyncs it, renames it to latest and
  * fsyncs DIR again; then it prunes to the newest `keep`. A crash at any
  * point leaves latest naming a complete checkpoint (or none yet).
  *
@@ -161,6 +161,15 @@ DT_API dt_status dt_checkpoint_read_shard(const dt_checkpoint_manifest *m, int r
  * note is "" when nothing was skipped. Fails when nothing valid is left. */
 DT_API dt_status dt_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, char *note, size_t note_cap,
                                            dt_checkpoint_manifest *m);
+
+/* One job at a time in a save directory (lib/train/checkpoint_lock.c):
+ * create DIR if needed and take an exclusive flock(2) on DIR/dtrain.lock,
+ * writing "HOST:PID" into it; *fd holds the lock until
+ * dt_checkpoint_lock_release (or the process's end). Fails without waiting
+ * when another process holds it, naming the holder the file records. The
+ * process that commits checkpoints (rank 0) takes it before any training. */
+DT_API dt_status dt_checkpoint_lock_take(const char *dir, int *fd);
+DT_API void dt_checkpoint_lock_release(int fd);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,9 @@ DT_API void dt_data_close(dt_dataset *ds);
 DT_API int dt_data_vocab_size(const dt_dataset *ds); /* 256 */
 DT_API int dt_data_has_accuracy(const dt_dataset *ds);
 DT_API const char *dt_data_name(const dt_dataset *ds);
+/* A text file's size and CRC32C (of the bytes read at open), for a
+ * checkpoint to notice a changed file; DT_ERR_UNSUPPORTED for a task. */
+DT_API dt_status dt_data_fingerprint(const dt_dataset *ds, uint64_t *bytes, uint32_t *crc32c);
 
 /* Fill batch `index` of a split: tokens(B,T), targets(B,T), and, if not
  * NULL, example(B,T): the example number (0-based within the batch) that

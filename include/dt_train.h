@@ -127,6 +127,10 @@ typedef struct dt_train_config {
     int64_t save_interval; /* >= 1 with save_dir */
     int save_keep;         /* > 0: keep the newest K checkpoints; 0: all */
     const char *load_dir;
+    /* --load with --data: resume even when the file's size or CRC32C
+     * differs from what the checkpoint recorded (--allow-data-change);
+     * 0: refuse. */
+    int allow_data_change;
 } dt_train_config;
 
 /* Defaults for everything (tiny model on "add", tuned so that a plain run

@@ -22,6 +22,7 @@
 #include "dt_comm.h"
 #include "dt_schedule.h"
 #include "dt_checkpoint.h"
+#include "dt_file.h"
 
 #define DT_VERSION_STRING "0.1.0"
 

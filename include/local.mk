@@ -19,4 +19,5 @@ include_HEADERS += \
 	include/dt_trace_stats.h \
 	include/dt_schedule.h \
 	include/dt_train.h \
-	include/dt_checkpoint.h
+	include/dt_checkpoint.h \
+	include/dt_file.h

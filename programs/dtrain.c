@@ -18,6 +18,7 @@
  * stdout. Evaluations and the final line always go to stdout. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          .kind = DT_ARG_STRING,
          .dest = &o->data,
          .metavar = "FILE",
-         .help = "train on a text file instead of --task"},
+         .help = "train on a text file (a regular file, read whole at the start) instead of --task"},
         {.name = "--task-digits",
          .kind = DT_ARG_INT,
          .dest = &o->task_digits,
@@ -316,6 +317,12 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          .help = "resume exactly from a checkpoint: DIR/latest (or the newest valid one) of a save directory, or "
                  "DIR itself (DIR/iter_X)",
          .default_text = "off"},
+        {.name = "--allow-data-change",
+         .kind = DT_ARG_FLAG,
+         .dest = &o->allow_data_change,
+         .help = "--load with --data: resume even if the file's size or CRC32C differs from the one the "
+                 "checkpoint recorded",
+         .default_text = "off (refuse)"},
         JOB(JF_HELP),
         JOB(JF_VERSION),
     };
@@ -635,12 +642,21 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     dt_comm *comm = NULL;
     if (dtrain_join_mpi(cfg, args, n_args, &comm) != 0) return 1;
     const int rank0 = !comm || comm->rank == 0;
+    int lock_fd = -1; /* the save directory's, held until the end */
+    if (dtrain_prepare_outputs(o, comm, &lock_fd) != 0) {
+        dtrain_comm_end(comm);
+        return 1;
+    }
     dt_trainer *tr = NULL;
     int status = dtrain_create(cfg, comm, rank0, &tr);
-    if (status != 0) return status;
+    if (status != 0) {
+        dt_checkpoint_lock_release(lock_fd);
+        return status;
+    }
     if (o->load && dtrain_load(tr, o->load, rank0) != 0) {
         dt_trainer_free(tr);
         dtrain_comm_end(comm);
+        dt_checkpoint_lock_release(lock_fd);
         return 1;
     }
     if (dt_trainer_is_server(tr)) {
@@ -653,12 +669,15 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     }
     dt_trainer_free(tr);
     dtrain_comm_end(comm);
+    dt_checkpoint_lock_release(lock_fd);
     return status;
 }
 
 int main(int argc, char **argv)
 {
     static dtrain_cli cli;
+    /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
+    signal(SIGXFSZ, SIG_IGN);
     if (dtrain_cli_init(&cli) != 0) {
         fprintf(stderr, PROG ": internal error: flag table too large\n");
         return 1;

@@ -256,11 +256,16 @@ static int dtrain_config_checkpoints(const dtrain_opts *o, dt_arg *args, int n_a
         fprintf(stderr, PROG ": %s: needs --save DIR\n", GIVEN("--save-interval") ? "--save-interval" : "--save-keep");
         return 2;
     }
+    if (!o->load && o->allow_data_change) {
+        fprintf(stderr, PROG ": --allow-data-change: needs --load DIR\n");
+        return 2;
+    }
     cfg->save_dir = o->save;
     cfg->save_interval = o->save_interval;
     cfg->save_keep = o->save_keep;
     cfg->load_dir = o->load;
     cfg->skip_nonfinite = o->skip_nonfinite;
+    cfg->allow_data_change = o->allow_data_change;
     cfg->allreduce_chunk_bytes = (size_t)o->job.allreduce_chunk_bytes;
     cfg->bucket_bytes = (size_t)(o->job.bucket_mb * (1 << 20));
     return 0;

@@ -47,6 +47,7 @@ typedef struct dtrain_opts {
     int64_t log_interval, eval_interval;
     int eval_iters;
     int skip_nonfinite;
+    int allow_data_change; /* --load may resume on a changed --data file */
     /* checkpoints */
     const char *save, *load;
     int64_t save_interval;
@@ -73,6 +74,9 @@ void dtrain_print_step(dtrain_out *out, const dt_train_config *cfg, const dt_tra
 void dtrain_print_eval(dtrain_out *out, int64_t iter, const dt_eval_result *ev);
 
 /* dtrain_mpi.c: the launcher's environment and ending a multi-rank job. */
+/* dtrain_outputs.c: --summary and --save checked, the save lock taken (0), or 1 after the message */
+int dtrain_prepare_outputs(const dtrain_opts *o, dt_comm *comm, int *lock_fd);
+
 int dtrain_launched_by_mpirun(void);
 void dtrain_abort_job(dt_comm *comm);
 void dtrain_comm_end(dt_comm *comm);

@@ -32,6 +32,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,8 @@ static void dtsim_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, PROG ": expected a subcommand: run, sweep or validate (see dtsim --help)\n");
         return 2;

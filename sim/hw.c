@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dt_file.h"
 #include "dts_engine.h"
 #include "dts_hw.h"
 #include "dts_json.h"
@@ -317,12 +318,13 @@ dt_status dts_hw_save(const char *path, const dts_hw *hw)
     DT_CHECK(dts_hw_validate(hw, path));
     json_t *o = dts_hw_to_json(hw);
     if (!o) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", path);
-    FILE *fp = fopen(path, "w");
-    if (!fp) {
-        int e = errno;
+    dt_file_out *out = NULL; /* whole or not at all (dt_file.h) */
+    dt_status st = dt_file_out_open(path, NULL, &out);
+    if (st != DT_OK) {
         json_decref(o);
-        return DT_FAIL(DT_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+        return st;
     }
+    FILE *fp = dt_file_out_stream(out);
     /* one key a line, as the shipped files are laid out */
     const char *key;
     json_t *v;
@@ -335,10 +337,12 @@ dt_status dts_hw_save(const char *path, const dts_hw *hw)
     }
     bad |= fputs("\n}\n", fp) == EOF;
     json_decref(o);
-    bad |= ferror(fp) != 0;
-    if (fclose(fp) != 0) bad = 1;
-    if (bad) return DT_FAIL(DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return DT_OK;
+    if (bad) {
+        const int e = errno;
+        dt_file_out_abort(out);
+        return DT_FAIL(DT_ERR_IO, "%s: write failed (%s)", path, strerror(e ? e : EIO));
+    }
+    return dt_file_out_commit(out);
 }
 
 int dts_hw_equal(const dts_hw *a, const dts_hw *b)

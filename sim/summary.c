@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dt_file.h"
 #include "dts_run.h"
 
 static json_t *dts__real(double x) { return isfinite(x) ? json_real(x) : json_null(); }
@@ -72,10 +73,12 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
         json_decref(o);
         return DT_FAIL(DT_ERR_NOMEM, "--summary %s: out of memory building the summary", path);
     }
-    int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(o);
-    if (rc != 0) return DT_FAIL(DT_ERR_IO, "--summary %s: cannot write the file", path);
-    return DT_OK;
+    if (!text) return DT_FAIL(DT_ERR_NOMEM, "--summary %s: out of memory writing the summary", path);
+    dt_status st = dt_file_write_whole(path, "--summary", text, strlen(text)); /* whole or not at all */
+    free(text);
+    return st;
 }
 
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)

@@ -176,6 +176,7 @@ printf 'abc' >"$TMP/short.txt"
 awk 'BEGIN { for (i = 0; i < 10; i++) print "the quick brown fox" }' >"$TMP/150.txt" # 200 bytes
 head -c 4096 /dev/urandom >"$TMP/junk.bin" 2>/dev/null || awk 'BEGIN { for (i = 0; i < 4096; i++) printf "%c", 128 + i % 120 }' >"$TMP/junk.bin"
 mkdir "$TMP/dir"
+mkfifo "$TMP/fifo" # no writer: opening it for reading would block for ever
 printf 'secret text for a file nobody may read, long enough for any sequence length.%.0s\n' 1 2 3 4 >"$TMP/noread.txt"
 chmod 000 "$TMP/noread.txt"
 printf '{"num_layers": 4,\n' >"$TMP/syntax.json"
@@ -334,6 +335,9 @@ table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 --trace "$O/t.json" --summ
 1 | $TMP/missing.txt | --data $TMP/missing.txt
 1 | $TMP/empty | --data $TMP/empty
 1 | /dev/null | --data /dev/null
+1 | /dev/zero: is a character device, not a regular file | --data /dev/zero
+1 | /dev/urandom: is a character device | --data /dev/urandom
+1 | fifo: is a pipe (FIFO), not a regular file | --data $TMP/fifo
 1 | is a directory | --data $TMP/dir
 1 | too short | --data $TMP/short.txt
 1 | at least 161 bytes | --data $TMP/short.txt
@@ -347,6 +351,30 @@ if [ "$(id -u)" -ne 0 ]; then
 else
     echo "skip: --data on a chmod 000 file: running as root, which reads it anyway"
 fi
+
+# ---- output files on a full disk (/dev/full) and under a file size limit (ulimit -f) ------
+# Every output is written whole or not at all (dt_file.h) and the programs
+# ignore SIGXFSZ, so both are one line and exit 1, with nothing left in $O
+# (neither the file nor its temporary).
+if [ -w /dev/full ]; then
+    table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 <<'EOF'
+1 | --summary /dev/full: write failed (No space left on device) | --summary /dev/full --trace $O/t.json
+1 | /dev/full: write failed: No space left on device | --trace /dev/full --summary $O/s.json
+EOF
+    # (dtsim writes its trace, whole, before the summary: no --trace with a failing --summary)
+    table dtsim "$DTSIM" run <<'EOF'
+1 | --summary /dev/full: write failed (No space left on device) | --summary /dev/full
+1 | /dev/full: write failed: No space left on device | --trace /dev/full --summary $O/s.json
+EOF
+fi
+LIMITED='ulimit -f 1 && exec "$0" "$@"'
+one_case dtrain 1 "write failed" - sh -c "$LIMITED" "$DTRAIN" --train-iters 2 --eval-iters 1 --trace "$O/t.json"
+one_case dtrain 1 "--summary $O/s.json: write failed (File too large)" - sh -c "$LIMITED" "$DTRAIN" \
+    --train-iters 2 --eval-iters 1 --summary "$O/s.json"
+one_case dtsim 1 "write failed" - sh -c "$LIMITED" "$DTSIM" run --pipeline-model-parallel-size 2 \
+    --micro-batches 4 --train-iters 2 --trace "$O/t.json"
+one_case dtsim 1 "--summary $O/s.json: write failed (File too large)" - sh -c "$LIMITED" "$DTSIM" run \
+    --summary "$O/s.json"
 
 # ---- dtrain: parallel layouts under mpirun ---------------------------------------------
 if [ "$HAVE_MPI" = 1 ]; then

@@ -385,7 +385,30 @@ START_TEST(test_checkpoint_corruption)
     expect_verify_fails(2, "1 shards listed for a world of 2 ranks (a shard is missing)");
     save(2, 0);
     rewrite_manifest(2, "\"iteration\": 2", "\"iteration\": 3");
-    expect_verify_fails(2, "the manifest expects rank 0 of 1 at iteration 3");
+    expect_verify_fails(2, "the directory is named for iteration 2, its manifest says 3");
+    { /* under a name that is not iter_X, the shard's own iteration still disagrees */
+        char best[600];
+        snprintf(best, sizeof best, "%s/best", root);
+        ck_assert_int_eq(rename(d, best), 0);
+        ck_assert_int_ne(dt_checkpoint_verify(best, NULL), DT_OK);
+        ck_assert_ptr_nonnull(strstr(dt_last_error(), "the manifest expects rank 0 of 1 at iteration 3"));
+        rm_rf(best);
+    }
+    save(2, 0);
+    { /* a duplicate "config" appended after the checksum line (which covers only what is before it) */
+        truncate_to(mp, file_size(mp) - 2); /* drop "}\n" */
+        static const char tail[] = "  ,\"config\": {\"hidden_size\": 32}\n}\n";
+        long n;
+        unsigned char *b = slurp(mp, &n);
+        b = realloc(b, (size_t)n + sizeof tail);
+        memcpy(b + n, tail, sizeof tail - 1);
+        spit(mp, b, n + (long)sizeof tail - 1);
+        free(b);
+        expect_verify_fails(2, "after the manifest_crc32c line");
+    }
+    save(2, 0);
+    rewrite_manifest(2, "\"version\": 1", "\"version\": 1,\n  \"version\": 1"); /* checksummed, but twice */
+    expect_verify_fails(2, "duplicate object key");
     save(2, 0);
     rewrite_manifest(2, "\"format\": \"dtrain-checkpoint\"", "\"format\": \"other\"");
     expect_verify_fails(2, "format is not");

@@ -20,7 +20,12 @@
 #    only checked to resume at the saved iteration and finish.
 # 2. Refusals: pipedream with --save; a checkpoint of another model
 #    (hidden_size 64 vs 32; an untied head loaded tied), of another world size,
-#    a missing directory.
+#    a missing directory; before any step: a --save that is a file or under
+#    one, a --summary in a missing directory, a save directory whose lock
+#    another job holds (flock(1) on DIR/dtrain.lock); a --data file changed
+#    since the save (and --allow-data-change resuming on it); under mpirun,
+#    a refusal every rank finds alike (another world size, another layout)
+#    is one "dtrain: " line per job, not one per rank.
 # 3. The kill test: a run with --save-interval 1 is killed with SIGKILL at
 #    random moments (during steps and during saves) KILLS times in a row,
 #    restarting with --load each time; every restart must load a valid
@@ -132,6 +137,57 @@ expect "untie_embeddings_and_output_weights true vs false" $COMMON $GPT --micro-
 expect "no such directory" $COMMON $GPT --micro-batch-size 8 --load "$TMP/nowhere"
 expect "lr_decay_iters 6 vs 9" $GPT --micro-batch-size 8 --lr-warmup-iters 2 --train-iters 9 --load "$TMP/single/A"
 expect "--save-interval: needs --save" --save-interval 2
+# expect_one WANT STATUS ARGS...: dtrain (one process) fails before any step with exit STATUS and
+# exactly one stderr line containing WANT
+expect_one() {
+    want=$1 status=$2; shift 2
+    timeout 60 "$DTRAIN" "$@" >"$TMP/one.out" 2>"$TMP/one.err"
+    rc=$?
+    if [ "$rc" != "$status" ] || [ "$(wc -l <"$TMP/one.err")" != 1 ] || ! grep -q -F -- "$want" "$TMP/one.err" ||
+        grep -q '^iter ' "$TMP/one.out"; then
+        fail "dtrain $*: expected exit $status and one line with '$want' before any step, got exit $rc:"
+        cat "$TMP/one.err" "$TMP/one.out" >&2
+    else
+        echo "ok: refused at the start: exit $rc: $(cat "$TMP/one.err")"
+    fi
+}
+# output paths are checked before any training (a --save that is a file, a --summary in no directory)
+: >"$TMP/a-file"
+expect_one "--save $TMP/a-file: exists and is not a directory" 1 $COMMON $GPT --micro-batch-size 8 --save "$TMP/a-file"
+expect_one "--save $TMP/a-file/sub: $TMP/a-file is not a directory" 1 $COMMON $GPT --micro-batch-size 8 \
+    --save "$TMP/a-file/sub"
+expect_one "--summary $TMP/nowhere/s.json: directory $TMP/nowhere" 1 $COMMON $GPT --micro-batch-size 8 \
+    --summary "$TMP/nowhere/s.json"
+# --load after the --data file changed (same size, one byte): refused unless --allow-data-change
+awk 'BEGIN { for (i = 0; i < 100; i++) print "the quick brown fox jumps over the lazy dog " i }' >"$TMP/d.txt"
+DC="$COMMON --data $TMP/d.txt --seq-length 16 --micro-batch-size 8"
+if launch 1 $DC --train-iters $N --save "$TMP/dck" >"$TMP/dck.out" 2>&1; then
+    sed 's/lazy dog 7$/LAZY dog 7/' "$TMP/d.txt" >"$TMP/d2.txt" && mv "$TMP/d2.txt" "$TMP/d.txt"
+    expect_one "--data $TMP/d.txt changed since the checkpoint" 1 $DC --load "$TMP/dck"
+    if launch 1 $DC --load "$TMP/dck" --allow-data-change >"$TMP/dck.2.out" 2>&1 &&
+        grep -q "resuming on it (--allow-data-change)" "$TMP/dck.2.out"; then
+        echo "ok: --allow-data-change resumes on the changed file, with a warning"
+    else
+        fail "--allow-data-change:"; tail -n 5 "$TMP/dck.2.out" >&2
+    fi
+else
+    fail "--data --save (setup):"; tail -n 5 "$TMP/dck.out" >&2
+fi
+# a save directory held by another job (util-linux flock(1) on its lock file, as a lingering rank holds it)
+if command -v flock >/dev/null 2>&1; then
+    mkdir -p "$TMP/locked"
+    echo "otherhost:4242" >"$TMP/locked/dtrain.lock"
+    (flock -n 9 || exit 1; exec sleep 60) 9>>"$TMP/locked/dtrain.lock" &
+    holder=$!
+    sleep 0.5
+    expect_one "--save $TMP/locked: in use by another job ($TMP/locked/dtrain.lock held by otherhost:4242)" 1 \
+        $COMMON $GPT --micro-batch-size 8 --save "$TMP/locked"
+    kill "$holder" 2>/dev/null
+    wait "$holder" 2>/dev/null
+    ls "$TMP/locked" | grep -q '^iter_' && fail "--save $TMP/locked: saved while another job held the lock"
+else
+    echo "skip: the save-directory lock: no flock(1)"
+fi
 
 # the multi-rank layouts
 if [ "$HAVE_MPI" = 1 ]; then
@@ -165,6 +221,25 @@ if [ "$HAVE_MPI" = 1 ]; then
         --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --save "$TMP/pd"
     expect_error "shard count differs from the world" 2 $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 \
         --load "$TMP/single/A"
+    # a refusal every rank finds alike is one line per job (rank 0's), not one per rank, and no hang:
+    # dp's 2-rank checkpoint into 4 ranks, and into a tensor-parallel layout
+    # once NP WANT ARGS...: mpirun -np NP dtrain ARGS fails within 60 s with exactly one "dtrain: " line holding WANT
+    once() {
+        np=$1 want=$2; shift 2
+        timeout 60 $MPIRUN -np "$np" "$DTRAIN" "$@" >"$TMP/once.out" 2>"$TMP/once.err"
+        rc=$?
+        lines=$(grep -c '^dtrain: ' "$TMP/once.err")
+        if [ "$rc" = 0 ] || [ "$rc" -ge 124 ] || [ "$lines" != 1 ] || ! grep -q -F -- "$want" "$TMP/once.err"; then
+            fail "dtrain $* (-np $np): expected a failure with one 'dtrain: ' line holding '$want', got exit $rc, $lines:"
+            cat "$TMP/once.err" >&2
+        else
+            echo "ok: -np $np: exit $rc, one line: $(grep '^dtrain: ' "$TMP/once.err")"
+        fi
+    }
+    once 4 "2 shards (a world of 2 ranks), this run has 4 ranks" $COMMON $GPT --micro-batch-size 2 \
+        --global-batch-size 8 --load "$TMP/dp/A/iter_0000000$N"
+    once 2 "data_parallel_size 2 vs 1" $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 \
+        --tensor-model-parallel-size 2 --load "$TMP/dp/A/iter_0000000$N"
 fi
 
 # 3. the kill test

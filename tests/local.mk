@@ -9,6 +9,7 @@ DT_CHECK_SUITES = \
 	tests/check_gpt \
 	tests/check_optim \
 	tests/check_data \
+	tests/check_file \
 	tests/check_trace \
 	tests/check_train \
 	tests/check_threads \
@@ -36,6 +37,9 @@ tests_check_gpt_LDADD = $(DT_CHECK_LDADD)
 tests_check_optim_SOURCES = tests/check_optim.c tests/testutil.h
 tests_check_optim_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_optim_LDADD = $(DT_CHECK_LDADD)
+tests_check_file_SOURCES = tests/check_file.c tests/testutil.h
+tests_check_file_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_file_LDADD = $(DT_CHECK_LDADD)
 tests_check_data_SOURCES = tests/check_data.c tests/testutil.h
 tests_check_data_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_data_LDADD = $(DT_CHECK_LDADD)

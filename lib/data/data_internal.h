@@ -29,7 +29,8 @@ struct dt_dataset {
     /* text */
     uint8_t *bytes;
     size_t n_bytes;
-    size_t n_train; /* bytes[0, n_train) train; the rest validates */
+    size_t n_train;  /* bytes[0, n_train) train; the rest validates */
+    uint32_t crc32c; /* CRC32C of bytes[0, n_bytes) (dt_data_fingerprint) */
 };
 
 /* Stream ids mixed into the RNG seed with (seed, index), so the splits and

@@ -320,6 +320,14 @@ int dt_data_has_accuracy(const dt_dataset *ds) { return ds->kind != DT__DATA_TEX
 
 const char *dt_data_name(const dt_dataset *ds) { return ds->name; }
 
+dt_status dt_data_fingerprint(const dt_dataset *ds, uint64_t *bytes, uint32_t *crc32c)
+{
+    if (ds->kind != DT__DATA_TEXT) return DT_FAIL(DT_ERR_UNSUPPORTED, "%s: a built-in task has no file", ds->name);
+    *bytes = ds->n_bytes;
+    *crc32c = ds->crc32c;
+    return DT_OK;
+}
+
 dt_status dt_data_batch(const dt_dataset *ds, dt_split split, uint64_t index, int B, int T, int32_t *tokens,
                         int32_t *targets, int32_t *example, int *n_examples)
 {

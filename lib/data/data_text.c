@@ -10,13 +10,17 @@
  * start of the split (window k = row b of batch i, k = i*B + b, modulo the
  * number of whole windows), so consecutive batches cover the split once,
  * each byte predicted once, before wrapping. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "data_internal.h"
+#include "dt_checkpoint.h" /* dt_crc32c */
 #include "dt_rng.h"
 
 /* Smallest file whose validation split holds T+1 bytes: ceil(n/10) >= T+1
@@ -25,48 +29,58 @@ static size_t dt__text_min_bytes(int T) { return (size_t)10 * (size_t)T + 1; }
 
 static void dt__text_split(size_t n, size_t *n_train) { *n_train = n - (n + 9) / 10; }
 
+/* Only a regular file: a device (/dev/zero, /dev/urandom) or a pipe never
+ * ends or blocks for ever. O_NONBLOCK keeps open(2) of a FIFO with no
+ * writer from blocking before fstat can refuse it; the file is read to the
+ * size fstat reported (a file that grows meanwhile is read as it was). */
 static dt_status dt__text_read(const char *path, uint8_t **out, size_t *out_n)
 {
     *out = NULL;
     *out_n = 0;
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         if (errno == ENOENT) return DT_FAIL(DT_ERR_IO, "--data %s: no such file (expected a text file)", path);
-        return DT_FAIL(DT_ERR_IO, "--data %s: cannot access: %s", path, strerror(errno));
+        return DT_FAIL(DT_ERR_IO, "--data %s: cannot open for reading: %s", path, strerror(errno));
     }
-    if (S_ISDIR(sb.st_mode)) return DT_FAIL(DT_ERR_IO, "--data %s: is a directory (expected a text file)", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return DT_FAIL(DT_ERR_IO, "--data %s: cannot open for reading: %s", path, strerror(errno));
-    /* st_size is only a hint (pipes report 0, files may grow): read to EOF. */
-    size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
-    size_t n = 0;
-    uint8_t *buf = malloc(cap);
+    struct stat sb;
     dt_status st = DT_OK;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (fstat(fd, &sb) != 0) {
+        st = DT_FAIL(DT_ERR_IO, "--data %s: cannot access: %s", path, strerror(errno));
+        goto done;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        st = DT_FAIL(DT_ERR_IO, "--data %s: is a directory (expected a text file)", path);
+        goto done;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = DT_FAIL(DT_ERR_IO, "--data %s: is a %s, not a regular file (expected a text file)", path,
+                     S_ISFIFO(sb.st_mode)   ? "pipe (FIFO)"
+                     : S_ISCHR(sb.st_mode)  ? "character device"
+                     : S_ISBLK(sb.st_mode)  ? "block device"
+                     : S_ISSOCK(sb.st_mode) ? "socket"
+                                            : "special file");
+        goto done;
+    }
+    const size_t size = (size_t)sb.st_size;
+    buf = malloc(size ? size : 1);
     if (!buf) {
-        st = DT_FAIL(DT_ERR_NOMEM, "--data %s: cannot allocate %zu bytes", path, cap);
+        st = DT_FAIL(DT_ERR_NOMEM, "--data %s: cannot allocate %zu bytes", path, size);
         goto done;
     }
-    for (;;) {
-        if (n == cap) {
-            size_t ncap = cap * 2;
-            uint8_t *nb = realloc(buf, ncap);
-            if (!nb) {
-                st = DT_FAIL(DT_ERR_NOMEM, "--data %s: cannot allocate %zu bytes", path, ncap);
-                goto done;
-            }
-            buf = nb;
-            cap = ncap;
+    while (n < size) {
+        ssize_t got = read(fd, buf + n, size - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            st = DT_FAIL(DT_ERR_IO, "--data %s: read error after %zu bytes: %s", path, n, strerror(errno));
+            goto done;
         }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        st = DT_FAIL(DT_ERR_IO, "--data %s: read error after %zu bytes: %s", path, n, strerror(errno));
-        goto done;
+        if (got == 0) break; /* shrank since fstat: what is there */
+        n += (size_t)got;
     }
 done:
-    fclose(f);
+    close(fd);
     if (st != DT_OK) {
         free(buf);
         return st;
@@ -96,6 +110,7 @@ dt_status dt__data_text_open(dt_dataset *ds, const char *path, int T)
         return DT_FAIL(DT_ERR_FORMAT, "--data %s: file is empty (expected at least %zu bytes of text for T=%d)", path,
                        dt__text_min_bytes(T), T);
     dt__text_split(ds->n_bytes, &ds->n_train);
+    ds->crc32c = dt_crc32c(ds->bytes, ds->n_bytes);
     return dt__text_check_len(ds, T);
 }
 

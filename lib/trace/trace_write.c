@@ -19,13 +19,18 @@
  *     %.17g that reads back to the same double, with ".0" appended when the
  *     text would otherwise look like an integer (keeps -0.0 and "real-ness").
  *
- * Invariants: what is on disk is always the header followed by whole events
- * (a crash leaves a prefix the reader rejects with its position); an event
- * is validated completely before any byte of it is written, so a rejected
- * event leaves the writer usable; an I/O failure is sticky (every later call
+ * Invariants: the trace reaches its name only whole (dt_file.h: written to
+ * a temporary file beside it, renamed at dt_trace_writer_close after a
+ * checked flush, fsync and close), so a crash or a full disk leaves the
+ * old file or none, never a partial one; the temporary holds the header
+ * followed by whole events; an event is validated completely before any
+ * byte of it is written, so a rejected event leaves the writer usable; an
+ * I/O failure is sticky (every later call
  * fails) and never silent: fwrite, fflush and fclose are all checked. A
  * writer is not thread-safe: one thread writes, or the caller locks. */
 #include "dt_trace.h"
+
+#include "dt_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -35,7 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -45,7 +49,8 @@
 #define DT__LINE_MAX 4096
 
 struct dt_trace_writer {
-    FILE *f;
+    dt_file_out *out; /* the file, written whole or not at all (dt_file.h) */
+    FILE *f;          /* its stream */
     char *path;
     uint64_t n_events; /* events written so far */
     int failed;        /* an I/O error happened: the file is incomplete */
@@ -297,12 +302,8 @@ dt_status dt_trace_writer_open(const char *path, const char *tool, const char *c
         free(other_s);
         return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory opening the trace", path);
     }
-    w->f = fopen(path, "w");
-    if (!w->f) {
-        int err = errno;
-        st = DT_FAIL(DT_ERR_IO, "%s: cannot open for writing: %s", path, strerror(err));
-        goto fail;
-    }
+    DT_CHECK_GOTO(dt_file_out_open(path, NULL, &w->out), st, fail);
+    w->f = dt_file_out_stream(w->out);
     static const char head[] = "{\"otherData\":";
     static const char tail[] = ",\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
     DT_CHECK_GOTO(dt__put(w, head, sizeof head - 1), st, fail);
@@ -320,7 +321,7 @@ dt_status dt_trace_writer_open(const char *path, const char *tool, const char *c
 
 fail:
     free(other_s);
-    if (w->f) fclose(w->f);
+    dt_file_out_abort(w->out);
     free(w->path);
     free(w);
     return st;
@@ -461,20 +462,10 @@ dt_status dt_trace_write(dt_trace_writer *w, const dt_trace_event *e)
     return DT_OK;
 }
 
-/* Close w->f and remove the file it wrote if it is a regular file (not a
- * device or a pipe given as the path). */
-static void dt__close_remove(dt_trace_writer *w)
-{
-    struct stat sb;
-    const int regular = fstat(fileno(w->f), &sb) == 0 && S_ISREG(sb.st_mode);
-    fclose(w->f);
-    if (regular) remove(w->path);
-}
-
 void dt_trace_writer_abort(dt_trace_writer *w)
 {
     if (!w) return;
-    dt__close_remove(w);
+    dt_file_out_abort(w->out);
     free(w->path);
     free(w);
 }
@@ -484,16 +475,13 @@ dt_status dt_trace_writer_close(dt_trace_writer *w)
     if (!w) return DT_OK;
     dt_status st = DT_OK;
     if (w->failed) {
-        st = DT_FAIL(DT_ERR_IO, "%s: an earlier write failed; the trace is incomplete (removed)", w->path);
-        dt__close_remove(w);
+        st = DT_FAIL(DT_ERR_IO, "%s: an earlier write failed; the trace is incomplete (not written)", w->path);
+        dt_file_out_abort(w->out);
     } else {
         static const char end[] = "\n]}\n";
-        struct stat sb;
-        const int regular = fstat(fileno(w->f), &sb) == 0 && S_ISREG(sb.st_mode);
         st = dt__put(w, end, sizeof end - 1);
-        if (st == DT_OK && fflush(w->f) != 0) st = dt__io_fail(w, "write failed", errno);
-        if (fclose(w->f) != 0 && st == DT_OK) st = dt__io_fail(w, "closing failed", errno);
-        if (st != DT_OK && regular) remove(w->path); /* incomplete */
+        if (st == DT_OK) st = dt_file_out_commit(w->out); /* flush, fsync, close, rename: each checked */
+        else dt_file_out_abort(w->out);
     }
     free(w->path);
     free(w);

@@ -7,7 +7,7 @@
  * `latest`, pruning) and the search for the checkpoint to load.
  *
  * Invariants: a file is only ever written under DIR/iter_X.tmp/ or as
- * DIR/latest.tmp, and reaches its final name by rename(2) after fsync, so
+ * DIR/.latest.tmp.PID.N (dt_file.h), and reaches its final name by rename(2) after fsync, so
  * a reader never sees a partial iter_X/ or latest; latest only ever names
  * a directory whose rename was already made durable (fsync of DIR); a
  * reader trusts nothing it has not checksummed: the manifest's own CRC, every
@@ -15,6 +15,7 @@
  * CRC, and the rank, world and iteration inside each shard. */
 #define _POSIX_C_SOURCE 200809L
 #include "dt_checkpoint.h"
+#include "dt_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -457,25 +458,6 @@ static dt_status dt__ck_list(const char *root, int64_t **out, int *n)
     return st;
 }
 
-/* mkdir -p */
-static dt_status dt__ck_mkdir(const char *dir)
-{
-    char p[4200];
-    if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p) return DT_FAIL(DT_ERR_INVALID, "%s: path too long", dir);
-    for (char *c = p + 1; *c; c++) { /* the parents first (failures show at the end) */
-        if (*c != '/') continue;
-        *c = '\0';
-        (void)mkdir(p, 0755);
-        *c = '/';
-    }
-    if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return DT_OK;
-        return DT_FAIL(DT_ERR_IO, "%s: exists and is not a directory", dir);
-    }
-    return DT_FAIL(DT_ERR_IO, "%s: cannot create the directory (%s)", dir, strerror(errno));
-}
-
 /* ---- the manifest --------------------------------------------------------------------- */
 
 static const char dt__ck_mcrc_key[] = "\"manifest_crc32c\"";
@@ -587,8 +569,18 @@ static dt_status dt__ck_read_manifest(const char *dir, dt_checkpoint_manifest *m
         free(b);
         return DT_FAIL(DT_ERR_FORMAT, "%s: manifest checksum mismatch", path);
     }
+    /* the checksum covers what comes before its line; after it only "}\n" may follow */
+    const char *eol = strchr(k, '\n');
+    if (!eol || strcmp(eol + 1, "}\n") != 0 || (size_t)(eol + 3 - text) != n) {
+        const size_t at = eol ? (size_t)(eol + 1 - text) : n;
+        free(b);
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: %zu bytes after the manifest_crc32c line at byte %zu, expected only \"}\" (appended "
+                       "to, so not covered by the checksum)",
+                       path, n > at ? n - at : 0, at);
+    }
     json_error_t err;
-    json_t *o = json_loadb(text, n, 0, &err);
+    json_t *o = json_loadb(text, n, JSON_REJECT_DUPLICATES, &err);
     free(b);
     if (!o || !json_is_object(o)) {
         json_decref(o);
@@ -614,6 +606,13 @@ static dt_status dt__ck_read_manifest(const char *dir, dt_checkpoint_manifest *m
     }
     m->version = DT_CHECKPOINT_VERSION;
     m->iteration = json_integer_value(it);
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    int64_t named = -1;
+    if (dt__ck_iter_name(base, NULL, &named) && named != m->iteration) { /* refused: the name would mislead */
+        st = DT_FAIL(DT_ERR_FORMAT, "%s: the directory is named for iteration %lld, its manifest says %lld", path,
+                     (long long)named, (long long)m->iteration);
+        goto done;
+    }
     m->world_size = (int)json_integer_value(ws);
     if ((int)json_array_size(sh) != m->world_size) {
         st = DT_FAIL(DT_ERR_FORMAT, "%s: %zu shards listed for a world of %d ranks (a shard is missing)", path,
@@ -813,17 +812,6 @@ static dt_status dt__ck_agree(dt_comm *comm, int failed, int *first_failed)
     return st;
 }
 
-/* Replace `path` by a new file holding text, crash-safely (tmp + fsync + rename + fsync dir). */
-static dt_status dt__ck_replace_file(const char *dir, const char *name, const char *text)
-{
-    char tmp[4200], fin[4200];
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    snprintf(fin, sizeof fin, "%s/%s", dir, name);
-    DT_CHECK(dt__ck_write_text(tmp, text, strlen(text)));
-    if (rename(tmp, fin) != 0) return DT_FAIL(DT_ERR_IO, "%s: cannot rename to %s (%s)", tmp, fin, strerror(errno));
-    return dt__ck_fsync_dir(dir);
-}
-
 /* Rank 0, once every shard is durable: manifest, rename, latest, pruning. */
 static dt_status dt__ck_commit(const dt_checkpoint_save *a, int world, const dt_checkpoint_shard_entry *e,
                                const char *tmp, const char *fin, const char *name)
@@ -843,7 +831,8 @@ static dt_status dt__ck_commit(const dt_checkpoint_save *a, int world, const dt_
     DT_CHECK(dt__ck_fsync_dir(a->dir));
     char line[80];
     snprintf(line, sizeof line, "%s\n", name);
-    DT_CHECK(dt__ck_replace_file(a->dir, "latest", line));
+    snprintf(p, sizeof p, "%s/latest", a->dir);
+    DT_CHECK(dt_file_write_whole(p, NULL, line, strlen(line))); /* a temporary, fsync, rename, fsync of DIR */
     if (old[0]) DT_CHECK(dt__ck_rmdir(old));
     if (a->keep > 0) { /* prune: the newest `keep` stay (the new one is among them) */
         int64_t *its = NULL;
@@ -865,7 +854,7 @@ static dt_status dt__ck_commit(const dt_checkpoint_save *a, int world, const dt_
 /* Rank 0 before anyone writes: DIR exists, a stale DIR/iter_X.tmp of a crashed save is gone, the new one exists. */
 static dt_status dt__ck_prepare(const dt_checkpoint_save *a, const char *tmp)
 {
-    DT_CHECK(dt__ck_mkdir(a->dir));
+    DT_CHECK(dt_file_mkdir_p(a->dir));
     DIR *d = opendir(a->dir);
     if (!d) return DT_FAIL(DT_ERR_IO, "%s: cannot open the directory (%s)", a->dir, strerror(errno));
     struct dirent *e;
@@ -878,7 +867,7 @@ static dt_status dt__ck_prepare(const dt_checkpoint_save *a, const char *tmp)
     }
     closedir(d);
     DT_CHECK(st);
-    return dt__ck_mkdir(tmp);
+    return dt_file_mkdir_p(tmp);
 }
 
 typedef struct dt__ck_report {

@@ -10,7 +10,12 @@
  *                    ranks), steps skipped by --skip-nonfinite;
  *                    loss_scaler i64[9] with loss scaling: scale (float
  *                    bits), hysteresis, good steps, steps, overflows,
- *                    skipped, growths, backoffs, at-min overflows
+ *                    skipped, growths, backoffs, at-min overflows;
+ *                    data i64[2] with --data: the file's size and CRC32C
+ *                    (a load refuses another file unless
+ *                    --allow-data-change; checkpoints saved before this
+ *                    record existed load with a note that nothing was
+ *                    checked)
  *   replica          (one process, each data-parallel rank: replicas are
  *                    equal and each writes its own, so every shard is
  *                    self-contained) param/<t> for every tensor (the FP32
@@ -175,6 +180,12 @@ static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, i
     const int64_t t[5] = {iteration, role, iteration * dt__ck_micro_per_step(tr), dt__ck_micro_per_step(tr),
                           tr->nf.skipped};
     DT_CHECK(dt_checkpoint_shard_add(s, "trainer", DT_CKPT_I64, t, 5, NULL));
+    uint64_t data_bytes;
+    uint32_t data_crc;
+    if (tr->cfg.data.path && tr->gpt.data && dt_data_fingerprint(tr->gpt.data, &data_bytes, &data_crc) == DT_OK) {
+        const int64_t d[2] = {(int64_t)data_bytes, (int64_t)data_crc};
+        DT_CHECK(dt_checkpoint_shard_add(s, "data", DT_CKPT_I64, d, 2, NULL));
+    }
     const dt_loss_scaler *sc = role == DT__CK_PS_SERVER ? dt__ps_server_scaler(tr->ps.rt) : &tr->scaler;
     if (tr->cfg.use_loss_scaling) DT_CHECK(dt__ck_put_scaler(s, sc));
     switch (role) {
@@ -348,23 +359,72 @@ done:
 }
 
 /* Every rank of the world learns whether any failed; a rank that did not
- * keeps its own message, the others get one naming the first that did. */
+ * keeps its own message, the others get one naming the first that did.
+ * Each failed rank contributes a 24-bit hash of its message (exact in a
+ * float): a rank whose failure is rank 0's word for word (a job-wide one,
+ * such as a world-size or configuration mismatch, which every rank finds
+ * alike) gets the "its message is on its stderr" form, which dtrain does
+ * not print, so such a failure is one line per job (rank 0's); a failure
+ * of its own (its shard) is still its own line. */
 static dt_status dt__ck_agree(dt_trainer *tr, dt_status mine, const char *what)
 {
     dt_comm *c = tr->cfg.comm;
     if (!c || c->size == 1) return mine;
     float *f = calloc((size_t)c->size, sizeof *f);
     if (!f) return DT_FAIL(DT_ERR_NOMEM, "checkpoint: out of memory");
-    f[c->rank] = mine != DT_OK ? 1.0f : 0.0f;
+    const char *msg = mine != DT_OK ? dt_last_error() : "";
+    const uint32_t h = (dt_crc32c(msg, strlen(msg)) & 0xFFFFFFu) + 1u;
+    f[c->rank] = mine != DT_OK ? (float)h : 0.0f;
     dt_status st = dt_comm_allreduce(c, f, (size_t)c->size, DT_ALLREDUCE_RING, NULL);
     int bad = -1;
     for (int r = 0; st == DT_OK && r < c->size && bad < 0; r++)
         if (f[r] != 0.0f) bad = r;
+    const int same_as_0 = st == DT_OK && c->rank != 0 && f[0] == (float)h;
     free(f);
+    if (mine != DT_OK && same_as_0)
+        return DT_FAIL(mine, "%s: rank 0 failed the same way (its message is on its stderr)", what);
     if (mine != DT_OK) return mine;
     DT_CHECK(st);
     if (bad >= 0) return DT_FAIL(DT_ERR_INVALID, "%s: rank %d failed (its message is on its stderr)", what, bad);
     return DT_OK;
+}
+
+/* With --data: the file against the size and CRC32C the checkpoint
+ * recorded (record "data"); a checkpoint without the record predates it
+ * and loads with a note. */
+static dt_status dt__ck_data_check(const dt_trainer *tr, const dt_checkpoint_shard *s, const char *path, char *note,
+                                   size_t ncap)
+{
+    uint64_t bytes;
+    uint32_t crc;
+    if (!tr->cfg.data.path || !tr->gpt.data || dt_data_fingerprint(tr->gpt.data, &bytes, &crc) != DT_OK) return DT_OK;
+    int found = 0;
+    for (int i = 0; i < s->count; i++) found |= !strcmp(s->rec[i].name, "data");
+    if (!found) {
+        const size_t n = strlen(note);
+        snprintf(note + n, ncap - n, "%s%s predates the data fingerprint: --data %s was not checked against it",
+                 n ? "; " : "", path, tr->cfg.data.path);
+        return DT_OK;
+    }
+    const void *p = NULL;
+    DT_CHECK(dt_checkpoint_shard_find(s, "data", DT_CKPT_I64, 2, &p));
+    int64_t d[2];
+    memcpy(d, p, sizeof d);
+    if ((uint64_t)d[0] == bytes && (uint32_t)d[1] == crc) return DT_OK;
+    if (tr->cfg.allow_data_change) {
+        const size_t n = strlen(note);
+        snprintf(note + n, ncap - n,
+                 "%s--data %s changed since the checkpoint (%lld bytes, CRC32C %08x then; %llu bytes, %08x now): "
+                 "resuming on it (--allow-data-change)",
+                 n ? "; " : "", tr->cfg.data.path, (long long)d[0], (unsigned)(uint32_t)d[1], (unsigned long long)bytes,
+                 (unsigned)crc);
+        return DT_OK;
+    }
+    return DT_FAIL(DT_ERR_INVALID,
+                   "%s: --data %s changed since the checkpoint (%lld bytes, CRC32C %08x then; %llu bytes, %08x "
+                   "now); to resume on it anyway, add --allow-data-change",
+                   path, tr->cfg.data.path, (long long)d[0], (unsigned)(uint32_t)d[1], (unsigned long long)bytes,
+                   (unsigned)crc);
 }
 
 /* This rank's part of the load, local only: check everything, restore
@@ -387,6 +447,7 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
     }
     DT_CHECK_GOTO(dt__ck_config_check(path, m.config_json, &tr->cfg), st, done);
     DT_CHECK_GOTO(dt_checkpoint_read_shard(&m, rank, &s), st, done);
+    DT_CHECK_GOTO(dt__ck_data_check(tr, &s, path, note, ncap), st, done);
     const void *tp = NULL;
     DT_CHECK_GOTO(dt_checkpoint_shard_find(&s, "trainer", DT_CKPT_I64, 5, &tp), st, done);
     int64_t t[5];

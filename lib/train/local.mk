@@ -17,5 +17,6 @@ libdtrain_core_la_SOURCES += \
 	lib/train/trace_hooks.c \
 	lib/train/summary.c \
 	lib/train/checkpoint_io.c \
-	lib/train/checkpoint.c
+	lib/train/checkpoint.c \
+	lib/train/checkpoint_lock.c
 noinst_HEADERS += lib/train/trainer_internal.h lib/train/thread_tune.h

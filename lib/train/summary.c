@@ -3,14 +3,15 @@
  * fingerprint (param_probe), the strategy's own object (parameter_server,
  * pipeline) and the configuration.
  *
- * Invariants: the file is written whole or not at all (jansson's dump of
- * one object); key order is fixed; a value that is not finite is null. */
+ * Invariants: the file is written whole or not at all (dt_file_write_whole:
+ * a temporary file renamed into place); key order is fixed; a value that
+ * is not finite is null. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dt_file.h"
 #include "trainer_internal.h"
 
 /* A fingerprint of the weights for comparing runs (serial against data
@@ -82,12 +83,10 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         json_decref(o);
         return DT_FAIL(DT_ERR_NOMEM, "--summary %s: out of memory building the summary", path);
     }
-    errno = 0;
-    int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER | DT__JSON_PRECISION);
-    int err = errno;
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | DT__JSON_PRECISION);
     json_decref(o);
-    if (rc != 0)
-        return DT_FAIL(DT_ERR_IO, "--summary %s: cannot write the file (%s)", path,
-                       err ? strerror(err) : "write failed");
-    return DT_OK;
+    if (!text) return DT_FAIL(DT_ERR_NOMEM, "--summary %s: out of memory writing the summary", path);
+    dt_status st = dt_file_write_whole(path, "--summary", text, strlen(text));
+    free(text);
+    return st;
 }
