@@ -1,20 +1,32 @@
 /* dt_file.h: output files written whole or not at all (lib/core/file.c),
  * the one writer behind every file the programs produce: dtrain's
  * --summary and --trace, dtsim's --summary, --trace and hardware files,
- * dtbench's --json. Checkpoints use the same steps on their own files.
+ * dtbench's --json, dtviz's --png and --frames. Checkpoints use the same
+ * steps on their own files.
  *
- * A dt_file_out writes to a temporary file in the destination's directory
+ * A dt_file_out writes to a temporary file beside the target
  * (".NAME.tmp.PID.N"); dt_file_out_commit flushes it, fsyncs it, closes
  * it (each checked) and renames it over NAME, then fsyncs the directory.
  * Any failure, or dt_file_out_abort, removes the temporary file: NAME is
- * never left empty or partial, and an existing NAME is untouched. A path
- * that already exists and is not a regular file (/dev/null, /dev/full, a
- * FIFO, /dev/stdout) is written in place, since renaming over a device
- * would replace it; its write errors (ENOSPC from /dev/full) are reported
- * all the same.
+ * never left empty or partial, and an existing NAME is untouched.
  *
- * Messages name the file as "WHAT PATH: ..." (WHAT a flag such as
- * "--summary", or NULL for the bare path) and the error, e.g.
+ * What is replaced, and how:
+ * - A symbolic link is followed: the file it leads to is replaced (a new
+ *   one made where a dangling link points) and the link stays.
+ * - A replaced file keeps its permission bits; a new one gets 0666 less
+ *   the umask, as fopen would give it.
+ * - A path that exists and is not a regular file (/dev/null, /dev/full, a
+ *   FIFO) is written in place, since renaming over a device would replace
+ *   it; so is a link to an open descriptor (/dev/stdout, /dev/fd/N), which
+ *   is appended to, since the file behind it may hold the descriptor's
+ *   other output. Their write errors (ENOSPC from /dev/full) are reported
+ *   all the same.
+ * - A set of files placed all or none (dtviz --frames) stages each one
+ *   (dt_file_stage_whole: written, synced and closed beside its name),
+ *   then commits them all once every one is staged, or aborts them all.
+ *
+ * Messages are one line naming the file as "WHAT PATH: ..." (WHAT a flag
+ * such as "--summary", or NULL for the bare path) and the error, e.g.
  * "--summary /dev/full: write failed (No space left on device)". A
  * program that wants a size limit (ulimit -f) to be such a message rather
  * than a silent death must ignore SIGXFSZ (then write(2) fails with EFBIG). */
@@ -42,25 +54,37 @@ DT_API FILE *dt_file_out_stream(dt_file_out *f);
 DT_API dt_status dt_file_out_write(dt_file_out *f, const void *buf, size_t n);
 /* Flush the stream (errors show now rather than at commit). */
 DT_API dt_status dt_file_out_flush(dt_file_out *f);
-/* Finish: flush, fsync, close, rename, fsync the directory; frees f. On a
- * failure (or an earlier one) the temporary file is removed. */
+/* Finish: flush, fsync, close, rename, fsync the directory (a staged file:
+ * only the rename and the fsync of the directory); frees f. On a failure
+ * (or an earlier one) the temporary file is removed. */
 DT_API dt_status dt_file_out_commit(dt_file_out *f);
-/* Give up: close and remove the temporary file; frees f (NULL: nothing). */
+/* Give up: close and remove the temporary file (a staged one too); frees f
+ * (NULL: nothing). */
 DT_API void dt_file_out_abort(dt_file_out *f);
 
 /* PATH gets exactly n bytes of buf, whole or not at all. */
 DT_API dt_status dt_file_write_whole(const char *path, const char *what, const void *buf, size_t n);
+/* The first half of dt_file_write_whole, for files placed together: the n
+ * bytes go to PATH's temporary file, which is flushed, fsynced and closed
+ * (each checked); *out is then only dt_file_out_commit'ed (renamed over
+ * PATH) or dt_file_out_abort'ed (removed). Its stream is closed: no more
+ * writes. A path that would be written in place (a device, a FIFO, a
+ * descriptor's link) cannot wait for the others and is refused before it
+ * is opened. On a failure nothing is left and *out is NULL. */
+DT_API dt_status dt_file_stage_whole(const char *path, const char *what, const void *buf, size_t n, dt_file_out **out);
 
-/* Before any work: can PATH be written as above? Its directory must exist
- * and be writable, and PATH must not be a directory (an existing
- * non-regular file must be writable). No file is created. */
+/* Before any work: can PATH be written as above? The directory of what it
+ * replaces must exist and be writable, and PATH must not be a directory
+ * (what is written in place must be writable). No file is created. */
 DT_API dt_status dt_file_check_output(const char *path, const char *what);
-/* The same for a directory to be created with its parents (mkdir -p): an
- * existing DIR must be a writable directory, otherwise its nearest
- * existing ancestor must be. Nothing is created. */
-DT_API dt_status dt_file_check_output_dir(const char *dir, const char *what);
+/* The same for a directory of output files: an existing DIR must be a
+ * writable directory; otherwise, with parents (mkdir -p), its nearest
+ * existing ancestor must be, and without, its parent must exist and be
+ * writable. Nothing is created. */
+DT_API dt_status dt_file_check_output_dir(const char *dir, const char *what, int parents);
 
-/* mkdir -p DIR (mode 0755): DT_OK when DIR is (now) a directory. */
+/* mkdir -p DIR (mode 0777 less the umask, as mkdir(1) makes them): DT_OK
+ * when DIR is (now) a directory. */
 DT_API dt_status dt_file_mkdir_p(const char *dir);
 
 #ifdef __cplusplus

@@ -37,7 +37,7 @@ int dtrain_prepare_outputs(const dtrain_opts *o, dt_comm *comm, int *lock_fd)
     *lock_fd = -1;
     const int rank = comm ? comm->rank : 0;
     dt_status st = DT_OK;
-    if (o->save) st = dt_file_check_output_dir(o->save, "--save");
+    if (o->save) st = dt_file_check_output_dir(o->save, "--save", 1);
     /* the lock makes DIR (mkdir -p), which may be where --summary goes */
     if (st == DT_OK && o->save && rank == 0) st = dt_checkpoint_lock_take(o->save, lock_fd);
     if (st == DT_OK && o->job.summary && rank == 0) st = dt_file_check_output(o->job.summary, "--summary");
