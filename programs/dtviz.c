@@ -25,7 +25,7 @@
  * --png FILE and --frames DIR are checked before the traces are read (the
  * directory exists and is writable), and written whole or not at all: a
  * full disk or a file-size limit leaves no partial PNG and an existing FILE
- * as it was, and --frames writes every frame or none (viz/dtv_output.h). */
+ * as it was, and --frames writes every frame or none (dt_file.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdio.h>
@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "../viz/dtv_app.h"
-#include "../viz/dtv_output.h"
+#include "dt_file.h"
 #include "args.h"
 
 #define PROG "dtviz"
@@ -153,8 +153,8 @@ int main(int argc, char **argv)
     dtv_view_id vid = DTV_VIEW_TIMELINE;
     dtv_view_parse(view, &vid);
     /* before reading the traces: the display, or where the pictures go */
-    dt_status st = png          ? dtv_out_check_file("--png", png)
-                   : frames_dir ? dtv_out_check_dir("--frames", frames_dir)
+    dt_status st = png          ? dt_file_check_output(png, "--png")
+                   : frames_dir ? dt_file_check_output_dir(frames_dir, "--frames", 0)
                                 : dtviz__open_display();
     if (st != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());

@@ -3,7 +3,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dtv_app.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +11,7 @@
 #include <unistd.h>
 
 #include "dt_trace_stats.h"
-#include "dtv_output.h"
+#include "dt_file.h"
 
 dt_status dtv_app_open(dtv_app *a, const char *const *paths, int n)
 {
@@ -95,7 +94,7 @@ dt_status dtv_app_png(dtv_app *a, int w, int h, const char *path)
     dtv_canvas c;
     DT_CHECK(dtv_canvas_headless(w, h, &c));
     dtv_app_render(a, &c);
-    dt_status st = dtv_canvas_png(&c, path);
+    dt_status st = dtv_canvas_png(&c, path, "--png");
     dtv_canvas_free(&c);
     return st;
 }
@@ -104,20 +103,23 @@ dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames)
 {
     if (frames < 1 || frames > 100000)
         return DT_FAIL(DT_ERR_INVALID, "--frames: %d frames, expected 1..100000", frames);
-    DT_CHECK(dtv_out_check_dir("--frames", dir));
+    DT_CHECK(dt_file_check_output_dir(dir, "--frames", 0));
     /* all frames or none: each is staged as a temporary file in DIR, and
      * they are renamed into place only once every one is written */
-    char **tmp = calloc((size_t)frames, sizeof *tmp);
-    if (!tmp) return DT_FAIL(DT_ERR_NOMEM, "--frames: %d frame names", frames);
-    const int made_dir = mkdir(dir, 0777) == 0;
-    if (!made_dir && errno != EEXIST) {
-        free(tmp);
-        return DT_FAIL(DT_ERR_IO, "--frames %s: cannot create the directory (%s)", dir, strerror(errno));
+    dt_file_out **staged = calloc((size_t)frames, sizeof *staged);
+    if (!staged) return DT_FAIL(DT_ERR_NOMEM, "--frames: %d frame names", frames);
+    struct stat sb;
+    const int made_dir = stat(dir, &sb) != 0;
+    dt_status st = dt_file_mkdir_p(dir);
+    if (st != DT_OK) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        free(staged);
+        return DT_FAIL(st, "--frames %s", why);
     }
     dtv_canvas c;
-    dt_status st = dtv_canvas_headless(w, h, &c);
+    st = dtv_canvas_headless(w, h, &c);
     const dtv_view_id id = a->view[0].id;
-    const size_t tmp_size = strlen(dir) + 64;
     char path[1200];
     int placed = 0;
     for (int f = 0; f < frames && st == DT_OK; f++) {
@@ -127,22 +129,17 @@ dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames)
         void *png = NULL;
         size_t n = 0;
         st = dtv_canvas_encode_png(&c, &png, &n);
-        if (st == DT_OK && !(tmp[f] = malloc(tmp_size))) st = DT_FAIL(DT_ERR_NOMEM, "%s: its name", path);
-        if (st == DT_OK) st = dtv_out_stage(path, png, n, tmp[f], tmp_size);
+        if (st == DT_OK) st = dt_file_stage_whole(path, "--frames", png, n, &staged[f]);
         free(png);
     }
     dtv_canvas_free(&c);
     for (int f = 0; f < frames && st == DT_OK; f++) {
-        snprintf(path, sizeof path, "%s/frame_%05d.png", dir, f);
-        st = dtv_out_commit(tmp[f], path);
-        tmp[f][0] = '\0';
+        st = dt_file_out_commit(staged[f]);
+        staged[f] = NULL;
         if (st == DT_OK) placed++;
     }
-    for (int f = 0; f < frames; f++) {
-        dtv_out_discard(tmp[f]);
-        free(tmp[f]);
-    }
-    free(tmp);
+    for (int f = 0; f < frames; f++) dt_file_out_abort(staged[f]);
+    free(staged);
     if (st != DT_OK) { /* the same one line, saying what is left */
         char why[600];
         snprintf(why, sizeof why, "%s", dt_last_error());

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtv_output.h"
+#include "dt_file.h"
 
 /* A light theme: figures go into docs printed on white. */
 const SDL_Color DTV_BG = {255, 255, 255, 255};
@@ -177,7 +177,7 @@ void dtv_canvas_free(dtv_canvas *c)
 }
 
 /* A growing memory buffer behind an SDL_RWops, for IMG_SavePNG_RW: the
- * PNG is encoded in memory and written by dtv_out_write, which checks every
+ * PNG is encoded in memory and written by dt_file_write_whole, which checks every
  * step. (IMG_SavePNG wrote through stdio and did not check the final
  * fclose, so a full disk gave a truncated PNG and exit status 0.) */
 typedef struct dtv__membuf {
@@ -269,12 +269,12 @@ dt_status dtv_canvas_encode_png(dtv_canvas *c, void **png, size_t *n)
     return DT_OK;
 }
 
-dt_status dtv_canvas_png(dtv_canvas *c, const char *path)
+dt_status dtv_canvas_png(dtv_canvas *c, const char *path, const char *what)
 {
     void *png;
     size_t n;
     DT_CHECK(dtv_canvas_encode_png(c, &png, &n));
-    const dt_status st = dtv_out_write(path, png, n);
+    const dt_status st = dt_file_write_whole(path, what, png, n);
     free(png);
     return st;
 }

@@ -45,8 +45,9 @@ dt_status dtv_canvas_window(int w, int h, const char *title, dtv_canvas *out);
 void dtv_canvas_resized(dtv_canvas *c);
 void dtv_canvas_free(dtv_canvas *c);
 /* Save what was drawn (headless: the surface; window: read back) as a PNG
- * file, whole or not at all (dtv_out_write, viz/dtv_output.h). */
-dt_status dtv_canvas_png(dtv_canvas *c, const char *path);
+ * file, whole or not at all (dt_file_write_whole; `what`, e.g. "--png",
+ * starts its messages). */
+dt_status dtv_canvas_png(dtv_canvas *c, const char *path, const char *what);
 /* What was drawn as PNG bytes in memory (*png malloc'd, the caller frees). */
 dt_status dtv_canvas_encode_png(dtv_canvas *c, void **png, size_t *n);
 /* The pixel at (x, y) (headless only; tests). */

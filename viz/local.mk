@@ -2,7 +2,7 @@
 # configure finds sdl2, SDL2_ttf and SDL2_image.
 if HAVE_SDL
 noinst_LTLIBRARIES += libdtviz.la
-libdtviz_la_SOURCES = viz/dtv_trace.h viz/trace_model.c viz/dtv_draw.h viz/draw.c viz/dtv_output.h viz/output.c viz/dtv_view.h \
+libdtviz_la_SOURCES = viz/dtv_trace.h viz/trace_model.c viz/dtv_draw.h viz/draw.c viz/dtv_view.h \
 	viz/view.c viz/view_axis.c viz/view_timeline.c viz/view_ring.c viz/view_scale.c viz/view_memory.c \
 	viz/dtv_app.h viz/app.c viz/interactive.c
 libdtviz_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
