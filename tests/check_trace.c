@@ -600,9 +600,9 @@ START_TEST(test_ranges)
                             "\"tid\":0}]}",
                         "\"ts\" + \"dur\"", "past the largest time", NULL);
     /* config keys that set a range must be sane integers */
-    expect_format_error(CFG_HDR("{\"train_iters\":-1}") "]}", "otherData.config.train_iters: expected an integer 0..",
-                        NULL);
-    expect_format_error(CFG_HDR("{\"data_parallel_size\":\"2\"}") "]}", "otherData.config.data_parallel_size",
+    expect_format_error(CFG_HDR("{\"train_iters\":-1}") "]}", "otherData.config: \"train_iters\": expected an integer in 0..",
+                        "not -1", NULL);
+    expect_format_error(CFG_HDR("{\"data_parallel_size\":\"2\"}") "]}", "otherData.config: \"data_parallel_size\"",
                         "a string", NULL);
 
     /* the edges themselves are accepted: iter = train_iters (the evaluation

@@ -496,9 +496,12 @@ static dt_status dt__cfg_int(const dt__rd *r, json_t *cfg, const char *key, int6
     json_t *v = json_object_get(cfg, key);
     *out = dflt;
     if (!v) return DT_OK;
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.config.%s: expected an integer %" PRId64 "..%" PRId64 ", not %s",
-                       r->path, key, lo, hi, json_is_integer(v) ? "a value outside" : dt__type_name(v));
+    if (!json_is_integer(v))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.config: \"%s\": expected an integer in %" PRId64 "..%" PRId64
+                       ", not %s", r->path, key, lo, hi, dt__type_name(v));
+    if (json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.config: \"%s\": expected an integer in %" PRId64 "..%" PRId64
+                       ", not %" PRId64, r->path, key, lo, hi, (int64_t)json_integer_value(v));
     *out = (int64_t)json_integer_value(v);
     return DT_OK;
 }
