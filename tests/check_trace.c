@@ -5,8 +5,8 @@
  * event per line, exact "%lld.%03lld" microseconds, Perfetto's args
  * conventions) and is valid JSON to an independent parse.
  * Limits: a file cut at any byte is DT_ERR_FORMAT naming the path and a line;
- * malformed events, wrong versions and foreign traces give messages naming
- * traceEvents[i] and the field; unwritable paths and a full disk are
+ * wrong versions and foreign traces give messages naming the field
+ * (malformed events and out-of-range values: check_trace_read.c); unwritable paths and a full disk are
  * DT_ERR_IO; bad events and extras are refused before anything is written.
  * Every test works in its own mkdtemp directory. */
 #define _GNU_SOURCE
@@ -22,67 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "testutil.h"
-
-/* ---- fixture: a scratch directory --------------------------------------- */
-
-static char g_dir[256];
-
-static void setup_dir(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/dt_check_trace_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp(%s) failed", g_dir);
-}
-
-static void teardown_dir(void)
-{
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *de;
-    char p[512];
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, de->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(g_dir);
-}
-
-/* g_dir/name in one of a few rotating static buffers. */
-static const char *path_in(const char *name)
-{
-    static char bufs[4][512];
-    static int k;
-    char *p = bufs[k++ % 4];
-    snprintf(p, 512, "%s/%s", g_dir, name);
-    return p;
-}
-
-static void write_bytes(const char *path, const char *text, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "cannot create %s", path);
-    ck_assert_uint_eq(fwrite(text, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static char *read_bytes(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap + 1);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
+#include "trace_testutil.h"
 
 static void assert_event_eq(const dt_trace_event *a, const dt_trace_event *b, size_t i)
 {
@@ -470,192 +410,6 @@ START_TEST(test_truncation_message)
 }
 END_TEST
 
-/* ---- malformed files ---------------------------------------------------- */
-
-#define HDR "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"t\"},\"traceEvents\":[\n"
-#define OK_EV "{\"name\":\"ok\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0},\n"
-
-/* text must fail with DT_ERR_FORMAT and a message holding the path and the
- * given fragments (NULL-terminated). */
-static void expect_format_error(const char *text, ...)
-{
-    const char *p = path_in("bad.json");
-    write_bytes(p, text, strlen(text));
-    dt_trace *t = (dt_trace *)&t;
-    dt_status st = dt_trace_read(p, &t);
-    ck_assert_msg(st == DT_ERR_FORMAT, "want DT_ERR_FORMAT, got %s (%s) for:\n%s", dt_status_str(st), dt_last_error(),
-                  text);
-    ck_assert_ptr_null(t);
-    const char *msg = dt_last_error();
-    ck_assert_msg(strncmp(msg, p, strlen(p)) == 0, "message does not start with the path: %s", msg);
-    ck_assert_msg(strchr(msg, '\n') == NULL, "message is not one line: %s", msg);
-    va_list ap;
-    va_start(ap, text);
-    const char *frag;
-    while ((frag = va_arg(ap, const char *)) != NULL)
-        ck_assert_msg(strstr(msg, frag) != NULL, "message lacks \"%s\": %s", frag, msg);
-    va_end(ap);
-}
-
-START_TEST(test_malformed_events)
-{
-    expect_format_error(HDR OK_EV "{\"name\":\"a\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "traceEvents[1]: missing \"ph\"",
-                        NULL);
-    expect_format_error(HDR OK_EV "{\"name\":\"a\",\"ph\":7,\"ts\":0,\"pid\":0,\"tid\":0}]}", "traceEvents[1]",
-                        "\"ph\"", "an integer", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"B\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "traceEvents[0]",
-                        "\"ph\" is \"B\"", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"XX\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"ph\"", NULL);
-    expect_format_error(HDR "{\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "missing \"name\"", NULL);
-    expect_format_error(HDR "{\"name\":\"\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"name\" is empty", NULL);
-    expect_format_error(HDR "{\"name\":[],\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"name\" must be a string",
-                        "an array", NULL);
-    expect_format_error(HDR "{\"name\":\"0123456789012345678901234567890123456789012345678\",\"ph\":\"i\",\"ts\":0,"
-                            "\"pid\":0,\"tid\":0}]}",
-                        "\"name\" is 49 bytes, longer than 47", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"cat\":1,\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "\"cat\"", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"pid\":0,\"tid\":0}]}", "missing \"ts\"", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":\"5\",\"pid\":0,\"tid\":0}]}",
-                        "\"ts\" must be a number", "a string", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "missing \"dur\"", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":0,\"dur\":-0.001,\"pid\":0,\"tid\":0}]}",
-                        "\"dur\" is negative", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"tid\":0}]}", "missing \"pid\"", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":1.5,\"tid\":0}]}",
-                        "\"pid\" must be an integer", "a real number", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":\"main\"}]}",
-                        "\"tid\" must be an integer", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":4294967296,\"tid\":0}]}",
-                        "\"pid\" is 4294967296; expected 0..2147483647", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":[]}]}",
-                        "\"args\" must be an object", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":0,\"tid\":0,"
-                            "\"args\":{\"layer\":\"3\"}}]}",
-                        "\"args.layer\" must be an integer", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":0,\"tid\":0,"
-                            "\"args\":{\"iter\":1.5}}]}",
-                        "\"args.iter\" must be an integer", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":0,\"tid\":0,"
-                            "\"args\":{\"micro_batch\":3000000000}}]}",
-                        "\"args.micro_batch\" is 3000000000; expected 0..2147483647", NULL);
-    expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{}}]}",
-                        "missing \"args.value\"", NULL);
-    expect_format_error(HDR "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "missing \"args.value\"",
-                        NULL);
-    expect_format_error(HDR
-                        "{\"name\":\"loss\",\"ph\":\"C\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{\"value\":\"1\"}}]}",
-                        "\"args.value\" must be a number", NULL);
-    expect_format_error(HDR "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{}}]}",
-                        "missing \"args.name\"", NULL);
-    expect_format_error(HDR "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":0,\"tid\":0,"
-                            "\"args\":{\"name\":5}}]}",
-                        "\"args.name\" must be a string", NULL);
-    /* not an object */
-    expect_format_error(HDR OK_EV "42]}", "traceEvents[1]: not an object (an integer)", NULL);
-    expect_format_error(HDR "[1,2]]}", "traceEvents[0]: not an object (an array)", NULL);
-    expect_format_error(HDR "\"x\"]}", "traceEvents[0]: not an object (a string)", NULL);
-    /* too many numeric extras: an error, not a silent drop */
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{\"a1\":1,\"a2\":2,"
-                            "\"a3\":3,\"a4\":4,\"a5\":5,\"a6\":6,\"a7\":7,\"a8\":8,\"a9\":9}}]}",
-                        "traceEvents[0]", "more than 8 numeric args", "\"a9\"", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0,"
-                            "\"args\":{\"a_key_of_twenty_four_byt\":1}}]}",
-                        "numeric arg key", NULL);
-    /* duplicate keys */
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"ts\":1,\"pid\":0,\"tid\":0}]}", "duplicate",
-                        "line 2", "traceEvents[0]", NULL);
-}
-END_TEST
-
-/* The ranges of docs/trace-format.md "Ranges", from the format and from
- * otherData.config: issue 20's F1 (an iter of 2^62 made dtsim validate and
- * dtviz overflow a heap buffer sized (iter + 1) * 8). */
-#define CFG_HDR(cfg) \
-    "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"t\",\"config\":" cfg "},\"traceEvents\":[\n"
-#define SPAN(args) "{\"name\":\"a\",\"ph\":\"X\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":" args "}]}"
-START_TEST(test_ranges)
-{
-    /* F1's input: iter 2^62 under train_iters 2, and 2^31 - 1 */
-    expect_format_error(CFG_HDR("{\"train_iters\":2}") SPAN("{\"iter\":4611686018427387904}"), "traceEvents[0]",
-                        "\"args.iter\" is 4611686018427387904; expected 0..2 (otherData.config.train_iters)", NULL);
-    expect_format_error(CFG_HDR("{\"train_iters\":2}") SPAN("{\"iter\":2147483647}"), "\"args.iter\" is 2147483647",
-                        NULL);
-    expect_format_error(HDR SPAN("{\"iter\":2147483648}"), "expected 0..2147483647 (no otherData.config.train_iters)",
-                        NULL);
-    expect_format_error(HDR SPAN("{\"iter\":-1}"), "\"args.iter\" is -1; expected 0..", NULL);
-    expect_format_error(HDR SPAN("{\"micro_batch\":-1}"), "\"args.micro_batch\" is -1", NULL);
-    expect_format_error(HDR SPAN("{\"layer\":-2}"), "\"args.layer\" is -2; expected -1..", NULL);
-    expect_format_error(HDR SPAN("{\"bytes\":-1}"), "\"args.bytes\" is -1", NULL);
-    expect_format_error(CFG_HDR("{\"num_layers\":2}") SPAN("{\"layer\":3}"),
-                        "\"args.layer\" is 3; expected -1..2 (otherData.config.num_layers)", NULL);
-    /* ranks: below t*p*d, plus the servers under a parameter server */
-    expect_format_error(CFG_HDR("{\"data_parallel_size\":2,\"pipeline_model_parallel_size\":2}")
-                            "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":4,\"tid\":0}]}",
-                        "\"pid\" is 4; expected 0..3 (otherData.config: a world of 4 ranks", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":-1,\"tid\":0}]}", "\"pid\" is -1", NULL);
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":4}]}",
-                        "\"tid\" is 4; expected 0..3 (a lane", NULL);
-    /* times: >= 0, and a span ends at a representable time */
-    expect_format_error(HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":9223372036854775.000,\"dur\":1,\"pid\":0,"
-                            "\"tid\":0}]}",
-                        "\"ts\" + \"dur\"", "past the largest time", NULL);
-    /* config keys that set a range must be sane integers */
-    expect_format_error(CFG_HDR("{\"train_iters\":-1}") "]}", "otherData.config: \"train_iters\": expected an integer in 0..",
-                        "not -1", NULL);
-    expect_format_error(CFG_HDR("{\"data_parallel_size\":\"2\"}") "]}", "otherData.config: \"data_parallel_size\"",
-                        "a string", NULL);
-
-    /* the edges themselves are accepted: iter = train_iters (the evaluation
-     * after the last step), a ps-async server's W * train_iters - 1, the
-     * last rank of a world with servers, the head's layer */
-    static const char *const ok[] = {
-        CFG_HDR("{\"train_iters\":2,\"num_layers\":2}") SPAN("{\"iter\":2,\"layer\":2}"),
-        CFG_HDR("{\"train_iters\":4,\"allreduce\":\"ps-async\",\"data_parallel_size\":3,\"num_ps_servers\":2}")
-            "{\"name\":\"apply\",\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":4,\"tid\":2,\"args\":{\"iter\":12}}]}",
-        HDR "{\"name\":\"a\",\"ph\":\"X\",\"ts\":9223372036854775.000,\"dur\":0.807,\"pid\":2147483647,"
-            "\"tid\":3,\"args\":{\"iter\":2147483647,\"layer\":-1}}]}",
-    };
-    const char *p = path_in("ok.json");
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        write_bytes(p, ok[i], strlen(ok[i]));
-        dt_trace *t = NULL;
-        ck_dt(dt_trace_read(p, &t));
-        ck_assert_uint_eq(t->n_events, 1);
-        dt_trace_free(t);
-    }
-}
-END_TEST
-
-/* dt_trace_read_header (dtsim run --config; issue 20, F13): the header of a
- * trace whose events are cut short and followed by garbage, in prefixes
- * (a header past the first 64 KiB); a header cut short is refused. */
-START_TEST(test_read_header)
-{
-    const char *p = path_in("hdr.json");
-    size_t pad = 200000; /* a config longer than the first 64 KiB read */
-    char *text = malloc(pad + 512);
-    int n = snprintf(text, 512, "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"dtsim\","
-                                "\"config\":{\"train_iters\":3,\"pad\":\"");
-    memset(text + n, 'p', pad);
-    n += (int)pad;
-    n += snprintf(text + n, 512, "\"}},\"traceEvents\":[\n{\"name\":\"forw\x01\x02 garbage");
-    write_bytes(p, text, (size_t)n);
-    dt_trace *t = NULL;
-    ck_dt(dt_trace_read_header(p, &t));
-    ck_assert_str_eq(t->tool, "dtsim");
-    ck_assert_uint_eq(t->n_events, 0);
-    ck_assert(strstr(t->config_json, "\"train_iters\":3") != NULL);
-    dt_trace_free(t);
-    ck_assert_int_eq(dt_trace_read(p, &t), DT_ERR_FORMAT); /* the whole file is refused */
-    write_bytes(p, text, 100);                            /* the header cut short */
-    ck_assert_int_eq(dt_trace_read_header(p, &t), DT_ERR_FORMAT);
-    ck_assert_ptr_null(t);
-    ck_assert_msg(strstr(dt_last_error(), "line 1"), "%s", dt_last_error());
-    free(text);
-    ck_assert_int_eq(dt_trace_read_header(path_in("missing.json"), &t), DT_ERR_IO);
-}
-END_TEST
-
 START_TEST(test_malformed_files)
 {
     /* header: format and version */
@@ -1002,9 +756,6 @@ static Suite *trace_suite(void)
     tcase_set_timeout(limits, 60);
     tcase_add_test(limits, test_truncated_everywhere);
     tcase_add_test(limits, test_truncation_message);
-    tcase_add_test(limits, test_malformed_events);
-    tcase_add_test(limits, test_ranges);
-    tcase_add_test(limits, test_read_header);
     tcase_add_test(limits, test_malformed_files);
     tcase_add_test(limits, test_read_io_errors);
     tcase_add_test(limits, test_unwritable_path);

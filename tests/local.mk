@@ -11,6 +11,7 @@ DT_CHECK_SUITES = \
 	tests/check_data \
 	tests/check_file \
 	tests/check_trace \
+	tests/check_trace_read \
 	tests/check_train \
 	tests/check_threads \
 	tests/check_half \
@@ -43,9 +44,12 @@ tests_check_file_LDADD = $(DT_CHECK_LDADD)
 tests_check_data_SOURCES = tests/check_data.c tests/testutil.h
 tests_check_data_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_data_LDADD = $(DT_CHECK_LDADD)
-tests_check_trace_SOURCES = tests/check_trace.c tests/testutil.h
+tests_check_trace_SOURCES = tests/check_trace.c tests/trace_testutil.h tests/testutil.h
 tests_check_trace_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_trace_LDADD = $(DT_CHECK_LDADD)
+tests_check_trace_read_SOURCES = tests/check_trace_read.c tests/trace_testutil.h tests/testutil.h
+tests_check_trace_read_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_trace_read_LDADD = $(DT_CHECK_LDADD)
 tests_check_train_SOURCES = tests/check_train.c tests/testutil.h
 tests_check_train_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_train_LDADD = $(DT_CHECK_LDADD)
