@@ -110,7 +110,9 @@ typedef struct dt_train_config {
     double comm_timeout;
     /* FP32: a step whose loss or gradient norm is NaN/inf is skipped (no
      * update, counted in nonfinite_skipped) instead of failing the run
-     * (--skip-nonfinite). Either way the first bad layer is named. */
+     * (--skip-nonfinite). Either way the first bad layer is named.
+     * Rejected (DT_ERR_INVALID) with a parameter server, ZeRO and the
+     * pipedream schedules, which update before the check (docs/faults.md). */
     int skip_nonfinite;
     const char *trace_path; /* NULL: no trace */
     /* Used by drivers (dtrain), not by the trainer; recorded in the config

@@ -13,7 +13,10 @@
  * Tied and untied embeddings both: tied over p > 1 stages, the last
  * stage's head copy starts equal to wte, and its gradient plus the first
  * stage's wte gradient is the whole model's wte gradient (two partial
- * sums added once: within the same tolerance). */
+ * sums added once: within the same tolerance). A NaN weight in a block or
+ * the head of a stage is named by dt__stage_forward_check in whole-model
+ * layer positions. */
+#include <math.h>
 #include <string.h>
 
 #include "dt_data.h"
@@ -174,6 +177,51 @@ START_TEST(test_peak_grows_with_slots)
 }
 END_TEST
 
+/* Stage s's tensor `name` (whole-model name), element 0, in backend (CPU) memory. */
+static float *stage_weight(dt__stage *st, const char *name)
+{
+    const dt_paramset *L = dt__stage_layout(st);
+    for (int i = 0; i < L->count; i++)
+        if (!strcmp(L->info[i].name, name)) return dt__stage_params(st) + L->info[i].offset;
+    ck_abort_msg("no tensor %s in the stage", name);
+    return NULL;
+}
+
+/* dt__stage_forward_check names the first layer with a non-finite output in
+ * whole-model positions (1 + l for block l, num_layers + 1 the head), -1
+ * when none, and leaves the slot busy as a forward does. */
+START_TEST(test_forward_check_names_layer)
+{
+    const dt_gpt_config c = tiny4();
+    const int B = 2, T = 8, N = B * T;
+    int32_t tok[16], tgt[16];
+    batch(1, B, T, c.vocab_size, tok, tgt);
+    float x[16 * 64];
+    ck_assert_int_le(N * c.hidden_size, (int)(sizeof x / sizeof *x));
+    for (int i = 0; i < N * c.hidden_size; i++) x[i] = 0.01f * (float)(i % 17) - 0.08f;
+    static const struct {
+        int l0, l1, last;
+        const char *tensor; /* made NaN, or NULL */
+        int want;
+    } cases[] = {{1, 3, 0, NULL, -1}, {1, 3, 0, "h.2.fc.w", 3}, {1, 3, 0, "h.1.ln1.w", 2}, {2, 4, 1, "lnf.w", 5}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        dt__stage *st = NULL;
+        ck_dt(dt__stage_create(&c, be, cases[k].l0, cases[k].l1, 0, cases[k].last, 1, B, T, NULL, &st));
+        ck_dt(dt__stage_init_weights(st, 7));
+        if (cases[k].tensor) *stage_weight(st, cases[k].tensor) = NAN;
+        memcpy(dt__stage_input(st, 0), x, (size_t)N * c.hidden_size * sizeof(float));
+        const float *out = NULL;
+        int pos = -2;
+        ck_dt(dt__stage_forward_check(st, 0, NULL, cases[k].last ? tgt : NULL, &out, &pos));
+        ck_assert_msg(pos == cases[k].want, "stage h.%d..h.%d, NaN in %s: position %d, expected %d", cases[k].l0,
+                      cases[k].l1 - 1, cases[k].tensor ? cases[k].tensor : "none", pos, cases[k].want);
+        ck_assert_int_eq(dt__stage_forward(st, 0, NULL, NULL, NULL, NULL, NULL, NULL), DT_ERR_INVALID); /* busy */
+        ck_dt(dt__stage_release(st, 0));
+        dt__stage_free(st);
+    }
+}
+END_TEST
+
 START_TEST(test_split_errors)
 {
     int l0, l1;
@@ -198,6 +246,7 @@ int main(void)
     tcase_add_test(tc, test_stashed_weights);
     tcase_add_test(tc, test_peak_grows_with_slots);
     tcase_add_test(tc, test_split_errors);
+    tcase_add_test(tc, test_forward_check_names_layer);
     suite_add_tcase(s, tc);
     return dt_test_run(s);
 }

@@ -18,6 +18,8 @@
 #    returns 0 even after MPI_Abort, so only the time and message count.)
 # 4. --allreduce mpi with a hung rank, 5. a SIGSTOPped parameter server:
 #    both found one --comm-timeout after the fault.
+# 6. a NaN under tensor and pipeline parallelism names the one process's
+#    layer on every rank, and --skip-nonfinite skips it (see below).
 # Each run prints its time to detection, the figures docs/faults.md quotes.
 
 TEST=faults.sh
@@ -163,6 +165,57 @@ for run in 1 2; do
     fi
 done
 
+# 6. A non-finite step under tensor and pipeline parallelism (issue 20 F5:
+#    it stopped naming no layer, and --skip-nonfinite was ignored):
+#    --lr 1e30 --clip-grad 0 --optimizer sgd makes iteration 2's loss NaN.
+#    t = 2, 1f1b and gpipe on p = 2, t x p = 2 x 2 and p x d = 2 x 2 stop
+#    with dtrain's MPI_Abort (exit 3) and one distinct dtrain: line, the one
+#    process's line (the same layer, in whole-model numbers, on every rank);
+#    with --skip-nonfinite they skip iterations 2-5 saying so, count 4 in
+#    the summary, exit 0, and keep the weights of the one process that skips
+#    them (param_probe within 1e-4).
+NAN="--task add --task-digits 2 --seq-length 16 --train-iters 5 --threads 1 --micro-batch-size 2 \
+--global-batch-size 8 --lr 1e30 --clip-grad 0 --optimizer sgd --log-interval 1 --eval-interval 0 --eval-iters 1"
+"$DTRAIN" $NAN >"$TMP/nan-serial.out" 2>&1
+rc=$?
+want=$(grep '^dtrain: ' "$TMP/nan-serial.out" | sed 's/-nan/nan/')
+"$DTRAIN" $NAN --skip-nonfinite --summary "$TMP/nan-serial-skip.json" >"$TMP/nan-serial-skip.out" 2>&1
+probe=$(key "$TMP/nan-serial-skip.json" param_probe)
+if [ "$rc" != 1 ] || ! echo "$want" | grep -q "forward: the output of layer h\.[0-9]* (block"; then
+    fail "nan, one process: exit $rc, expected 1 and a line naming a block:"; cat "$TMP/nan-serial.out" >&2
+fi
+for spec in 2:t2 2:p2 2:p2-gpipe 4:t2-p2 4:p2-d2; do
+    np=${spec%%:*} name=nan-${spec#*:}
+    case ${spec#*:} in
+        t2) args="--tensor-model-parallel-size 2" ;;
+        p2) args="--pipeline-model-parallel-size 2" ;;
+        p2-gpipe) args="--pipeline-model-parallel-size 2 --pipeline-schedule gpipe" ;;
+        t2-p2) args="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
+        p2-d2) args="--pipeline-model-parallel-size 2" ;;
+    esac
+    timeout 120 $MPIRUN -np "$np" "$DTRAIN" $NAN $args >"$TMP/$name.out" 2>&1
+    rc=$?
+    lines=$(grep '^dtrain: ' "$TMP/$name.out" | sed 's/-nan/nan/' | sort -u)
+    if [ "$rc" != 3 ] || [ -z "$want" ] || [ "$lines" != "$want" ]; then
+        fail "$name: exit $rc, expected 3 and the one process's line '$want' alone:"; cat "$TMP/$name.out" >&2
+    else
+        echo "ok: $name: exit $rc: $lines"
+    fi
+    timeout 120 $MPIRUN -np "$np" "$DTRAIN" $NAN $args --skip-nonfinite --summary "$TMP/$name.json" \
+        >"$TMP/$name-skip.out" 2>&1
+    rc=$?
+    said=$(grep -c '^nonfinite: iteration [2-5] skipped (forward: the output of layer h\.' "$TMP/$name-skip.out")
+    n=$(key "$TMP/$name.json" nonfinite_skipped_steps) p=$(key "$TMP/$name.json" param_probe)
+    if [ "$rc" != 0 ] || [ "$said" != 4 ] || [ "$n" != 4 ] || [ -z "$p" ] || [ -z "$probe" ] ||
+        ! close "$p" "$probe"; then
+        fail "$name --skip-nonfinite: exit $rc, $said skip lines, $n skipped, param_probe '$p' (one process" \
+            "'$probe'); expected 0, 4, 4, equal:"
+        cat "$TMP/$name-skip.out" >&2
+    else
+        echo "ok: $name --skip-nonfinite: 4 steps skipped, exit 0, the one process's weights"
+    fi
+done
+
 # bad values
 expect_error "--comm-timeout" 1 --comm-timeout -1
 expect_error "--hang-rank 7: expected a rank 0..1" 2 --hang-rank 7:1
@@ -171,4 +224,4 @@ expect_error "--hang-rank '0:-1': expected RANK:ITER, e.g. 1:3" 1 --hang-rank 0:
 expect_error "--hang-rank '1:0': expected RANK:ITER" 1 --hang-rank 1:0
 
 [ "$failures" -eq 0 ] || { echo "faults.sh: $failures failure(s)" >&2; exit 1; }
-echo "faults.sh: hung and killed ranks end the job within the timeout"
+echo "faults.sh: hung and killed ranks end the job within the timeout; NaNs name their layer"

@@ -21,7 +21,8 @@
 # 4. pipedream learns: p = 2, 1000 steps of 2 x 64 rows, at least LEARN_MIN
 #    exact match on held-out sums. Measured 52.15% (the schedule is static, so
 #    runs repeat; the margin is for another BLAS or thread count).
-# 5. Bad settings fail with a message naming the flag.
+# 5. Bad settings fail with a message naming the flag (--skip-nonfinite with
+#    pipedream among them).
 
 TEST=pp.sh
 . "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
@@ -134,6 +135,11 @@ expect_error "--pipeline-split: the stages hold 3 blocks, the model has 2" 2 --p
 expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on its own" 2 \
     --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16
 expect_error "--pipeline-split 'x': expected positive block counts" 1 --pipeline-split x
+# pipedream's stages update on their own, before the step's loss or norm is
+# known: --skip-nonfinite cannot apply (gpipe and 1f1b honour it: faults.sh)
+expect_error "--skip-nonfinite: not supported with a parameter server, --pipeline-schedule pipedream" 2 \
+    --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --untie-embeddings-and-output-weights \
+    --skip-nonfinite
 
 [ "$failures" -eq 0 ] || { echo "pp.sh: $failures failure(s)" >&2; exit 1; }
 echo "pp.sh: pipelines match serial training, stash and sync their weights, and learn"

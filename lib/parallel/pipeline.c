@@ -469,7 +469,7 @@ static dt_status dt__pipe_updated(dt__pipe *pp, const dt_sched_instr *in, const 
     dt__stage_weights_changed(pp->st);
     DT_CHECK(dt__stage_zero_grad(pp->st));
     pp->version = in->version;
-    pp->updates += !r->skipped;
+    pp->updates += !r->skipped && !r->nonfinite;
     pp->last_norm = r->norm;
     pp->last_lr = r->lr;
     pp->last = *r;
@@ -527,8 +527,13 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
                           .reduce = NULL,
                           .agree = pp->cfg.scaler ? dt__pipe_agree : NULL,
                           .norm = (!async && pp->p > 1) || pp->t > 1 ? dt__pipe_norm : NULL,
-                          .group_ctx = pp};
+                          .group_ctx = pp,
+                          .allow_nonfinite = pp->cfg.nonfinite && !async};
     DT_CHECK(dt__update_apply(&ua, &r));
+    /* the norm is the whole model's, the same on every rank: all skip the
+     * update, and the caller looks for the first bad layer while the
+     * gradients are still there */
+    if (r.nonfinite) DT_CHECK(pp->cfg.nonfinite(pp->cfg.ctx, t));
     return dt__pipe_updated(pp, in, &r, S);
 }
 
@@ -702,6 +707,32 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
         out->skipped = pp->last.skipped;
         out->first_bad = pp->last.first_bad;
         out->ev = pp->last.ev;
+        out->nonfinite = pp->last.nonfinite;
+    }
+    return DT_OK;
+}
+
+/* Step t's micro-batches of this pipeline forward again through the
+ * stages (slot 0, free at the end of a gpipe/1f1b step), each stage looking
+ * at its layers' outputs; activations travel as in the step (FP32). */
+dt_status dt__pipe_forward_check(dt__pipe *pp, int64_t t, int *mb, int *pos)
+{
+    const int s = pp->stage, first = s == 0, last = s == pp->p - 1;
+    *mb = *pos = -1;
+    DT_CHECK(dt__pipe_wait_send(pp, &pp->act_send[0]));
+    for (int k = 0; k < pp->cfg.m; k++) {
+        const int j = (int)t * pp->cfg.m + k; /* the schedule's micro-batch */
+        if (first || last)
+            DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, dt__pipe_index(pp, j), pp->tokens, pp->targets, NULL, NULL));
+        if (!first) DT_CHECK(dt__pipe_recv(pp, dt__stage_input(pp->st, 0), s - 1, DT__PIPE_TAG_ACT));
+        const float *out = NULL;
+        int at = -1;
+        DT_CHECK(dt__stage_forward_check(pp->st, 0, first ? pp->tokens : NULL, last ? pp->targets : NULL, &out, &at));
+        dt_comm_request *q = NULL;
+        if (!last) DT_CHECK(dt__pipe_send(pp, out, NULL, s + 1, DT__PIPE_TAG_ACT, &q));
+        DT_CHECK(dt__pipe_wait_send(pp, &q));
+        DT_CHECK(dt__stage_release(pp->st, 0));
+        if (at >= 0 && *mb < 0) *mb = k, *pos = at;
     }
     return DT_OK;
 }
@@ -867,6 +898,8 @@ dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long 
 
 const dt_paramset *dt__pipe_layout(const dt__pipe *pp) { return dt__stage_layout(pp->st); }
 float *dt__pipe_params(dt__pipe *pp) { return dt__stage_params(pp->st); }
+float *dt__pipe_grads(dt__pipe *pp) { return dt__stage_grads(pp->st); }
+const int *dt__pipe_whole_index(const dt__pipe *pp) { return dt__stage_whole_index(pp->st); }
 dt_optim *dt__pipe_optimizer(dt__pipe *pp) { return pp->zero ? dt__zero_optimizer(pp->zero) : &pp->opt; }
 dt__zero *dt__pipe_zero(dt__pipe *pp) { return pp->zero; }
 

@@ -78,6 +78,13 @@ typedef struct dt__pipe_setup {
     /* each recomputation inside a BACKWARD instruction (stage.h's hook):
      * the instruction, the block's whole-model index; may be NULL */
     void (*recompute_event)(void *ctx, int stage, const dt_sched_instr *in, int layer, int64_t t0_ns, int64_t t1_ns);
+    /* FP32 gpipe/1f1b without ZeRO: a non-finite gradient norm (the whole
+     * model's, so every rank sees it) is not an error: no rank updates, the
+     * step's stats say nonfinite, and first nonfinite(ctx, t) runs on every
+     * rank together, inside the step's OPTIM_STEP, while the gradients are
+     * still there (dt__pipe_forward_check may be called from it). NULL: the
+     * update fails with "gradient norm is nan" (also pipedream, ZeRO). */
+    dt_status (*nonfinite)(void *ctx, int64_t t);
     void *ctx;
 } dt__pipe_setup;
 
@@ -110,7 +117,14 @@ typedef struct dt__pipe_stats {
     int skipped;             /* the step overflowed somewhere: no stage updated */
     int first_bad;           /* whole-model index of the first overflowing tensor (backward order), or -1 */
     dt_loss_scaler_event ev; /* zeroed without loss scaling */
+    int nonfinite;           /* setup.nonfinite: the gradient norm was NaN/inf, no stage updated */
 } dt__pipe_stats;
+/* Inside setup.nonfinite (collective over the world): step t's
+ * micro-batches of this pipeline forward again with this stage's weights;
+ * *mb (0 .. m-1, of this pipeline) and *pos (stage.h's
+ * dt__stage_forward_check) name the first micro-batch in which one of
+ * this stage's layers output a NaN or inf, and the first such layer; -1 none. */
+dt_status dt__pipe_forward_check(dt__pipe *pp, int64_t t, int *mb, int *pos);
 /* The name of tensor `index` of the whole model's layout. */
 const char *dt__pipe_tensor_name(const dt__pipe *pp, int index);
 
@@ -142,6 +156,9 @@ dt_status dt__pipe_version_check(dt__pipe *pp, long long *mismatches, long long 
  * and optimizer. */
 const dt_paramset *dt__pipe_layout(const dt__pipe *pp);
 float *dt__pipe_params(dt__pipe *pp);
+float *dt__pipe_grads(dt__pipe *pp);
+/* (layout count) each of the stage's tensors' index in the whole model's layout */
+const int *dt__pipe_whole_index(const dt__pipe *pp);
 dt_optim *dt__pipe_optimizer(dt__pipe *pp);
 /* The stage's ZeRO-1 optimizer (setup.zero with d > 1), or NULL: it then
  * owns the optimizer and, under mixed precision, the masters of its

@@ -89,6 +89,10 @@ struct dt__stage {
     dt_buffer gmb; /* (numel) one micro-batch's parameter gradients, rounded before they accumulate */
     dt__stage_recompute_fn recompute_hook; /* may be NULL */
     void *recompute_ctx;
+    /* dt__stage_forward_check: the forward looks at each layer's output;
+     * nf_pos is the first non-finite one (0 embedding, 1 + l block l of the
+     * whole model, L + 1 head), -1 none yet */
+    int nf_check, nf_pos;
 };
 
 dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s)
@@ -573,6 +577,30 @@ static void dt__stage_note_peak(dt__stage *st, size_t extra)
     if (now > st->act_peak) st->act_peak = now;
 }
 
+/* dt__stage_forward_check: if no layer's output was non-finite yet, look
+ * at x (rows, ld apart, of which the first cols count) and note layer pos
+ * if it holds a NaN or inf (one span_stats call; multiplying by 1 changes nothing). */
+static dt_status dt__stage_nf_note(dt__stage *st, float *x, size_t rows, size_t cols, size_t ld, int pos)
+{
+    if (!st->nf_check || st->nf_pos >= 0 || !rows || !cols) return DT_OK;
+    int bad = 0;
+    if (ld == cols) {
+        DT_CHECK(st->be->unscale_check(st->be, x, 1.0f, rows * cols, &bad));
+        if (bad) st->nf_pos = pos;
+        return DT_OK;
+    }
+    dt_span *sp = malloc(rows * sizeof *sp);
+    int *nf = malloc(rows * sizeof *nf);
+    dt_status rc = sp && nf ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "stage: out of memory for %zu rows", rows);
+    for (size_t i = 0; rc == DT_OK && i < rows; i++) sp[i] = (dt_span){i * ld, cols};
+    if (rc == DT_OK) rc = st->be->span_stats(st->be, x, sp, (int)rows, 1.0f, nf, NULL);
+    for (size_t i = 0; rc == DT_OK && i < rows; i++) bad |= nf[i];
+    if (bad) st->nf_pos = pos;
+    free(sp);
+    free(nf);
+    return rc;
+}
+
 /* Block l's forward in slot sl from x: its activations in arena a (the
  * slot's, or the work arena while a group is recomputed); with_att = 0
  * keeps the attention probabilities only while the block runs. */
@@ -592,6 +620,8 @@ static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt_
     else DT_CHECK(dt__block_forward(st->be, c, &st->w[l], acts, x, st->B, st->T, r));
     if (att) acts->att = NULL;
     *out = acts->out;
+    DT_CHECK(dt__stage_nf_note(st, acts->out, 1, (size_t)st->B * st->T * c->hidden_size,
+                               (size_t)st->B * st->T * c->hidden_size, 1 + st->l0 + l));
     if (!with_att) {
         dt__stage_note_peak(st, sl->arena.used - sl->mark);
         dt__arena_release(&st->work, mark);
@@ -726,6 +756,7 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
         DT_CHECK(be->copy(be, sl->tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
         DT_CHECK(dt__embed_forward(be, c, st->wte, st->wpe, sl->tokens, &sl->arena, &sl->x0, B, T, r));
         x = sl->x0;
+        DT_CHECK(dt__stage_nf_note(st, sl->x0, 1, (size_t)N * c->hidden_size, (size_t)N * c->hidden_size, 0));
     }
     if (st->recompute == DT_RECOMPUTE_FULL) { /* keep each group's output; its blocks' activations go */
         const size_t NC = (size_t)N * c->hidden_size;
@@ -760,6 +791,9 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
         }
         DT_CHECK(dt__head_forward(be, c, &st->hw, &sl->arena, &sl->head, x, targets ? sl->targets : NULL, sl->losses,
                                   sl->correct, B, T, r));
+        const int head = c->num_layers + 1;
+        DT_CHECK(dt__stage_nf_note(st, sl->head.logits, (size_t)N, (size_t)c->vocab_size, (size_t)sl->head.ld, head));
+        if (targets) DT_CHECK(dt__stage_nf_note(st, sl->losses, 1, (size_t)N, (size_t)N, head));
         float mean = 0.0f;
         if (targets) DT_CHECK(dt__head_mean_loss(be, sl->losses, N, sl->n_counted, &mean));
         if (loss) *loss = mean;
@@ -772,6 +806,17 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
     st->act_now += sl->arena.used - sl->mark;
     if (st->act_now > st->act_peak) st->act_peak = st->act_now;
     return DT_OK;
+}
+
+dt_status dt__stage_forward_check(dt__stage *st, int slot, const int32_t *tokens, const int32_t *targets,
+                                  const float **out, int *pos)
+{
+    st->nf_check = 1;
+    st->nf_pos = -1;
+    const dt_status rc = dt__stage_forward(st, slot, NULL, tokens, targets, out, NULL, NULL);
+    st->nf_check = 0;
+    *pos = st->nf_pos;
+    return rc;
 }
 
 dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx)

@@ -124,6 +124,14 @@ float *dt__stage_dout(dt__stage *st);
  * output (B,T,C) in *out, valid until the slot's backward. */
 dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32_t *tokens, const int32_t *targets,
                             const float **out, float *loss, int *n_counted);
+/* dt__stage_forward with the stage's own weights (FP32: the failure path
+ * of a non-finite step, lib/parallel/pipeline.c), also looking at each
+ * layer's output in order: *pos is the first holding a NaN or inf, in
+ * whole-model layer positions (0 the embedding, 1 + l block l, num_layers
+ * + 1 the head's logits or losses), or -1. The slot is busy after it, as
+ * after a forward (dt__stage_release frees it). */
+dt_status dt__stage_forward_check(dt__stage *st, int slot, const int32_t *tokens, const int32_t *targets,
+                                  const float **out, int *pos);
 /* Backward of the micro-batch in slot with weights w. The last stage starts
  * from its loss with per-target gradient dloss; the others from
  * dt__stage_dout. *dx (stages after the first) is the gradient of the

@@ -296,11 +296,14 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         if (cfg->precision != DT_F32)
             return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite applies to FP32 training (with --fp16 the loss scaler "
                                            "skips overflowing steps; --bf16: not supported)");
-        if (cfg->ps_mode != DT_PS_NONE || cfg->pipeline_size > 1 || cfg->tensor_size > 1 ||
-            cfg->use_distributed_optimizer)
-            return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite: not supported with a parameter server, pipeline or "
-                                           "tensor parallelism or --use-distributed-optimizer (they update before "
-                                           "the check)");
+        /* gpipe/1f1b and tensor parallelism check the whole model's norm before any rank updates */
+        const int pipedream =
+            cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC;
+        if (cfg->ps_mode != DT_PS_NONE || cfg->use_distributed_optimizer ||
+            (pipedream && (cfg->pipeline_size > 1 || cfg->tensor_size > 1)))
+            return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite: not supported with a parameter server, "
+                                           "--pipeline-schedule pipedream or pipedream-vsync, or "
+                                           "--use-distributed-optimizer (they update before the check)");
     }
     if (cfg->use_distributed_optimizer) {
         if (cfg->ps_mode != DT_PS_NONE)

@@ -4,10 +4,16 @@
  * backward order, else the weights), then fail naming it, or with
  * --skip-nonfinite mark the step skipped.
  *
+ * Pipeline and tensor parallelism (gpipe/1f1b) search the same way inside
+ * the step, when the whole model's gradient norm turned out non-finite and
+ * no rank updated (dt__nf_pipe_locate): each rank looks at its stage's or
+ * shard's layers, and one allreduce over all ranks picks the earliest, so
+ * every rank names the same layer (whole-model numbering).
+ *
  * Invariants: the search never changes the model, its gradients or the
  * data position; fp16 runs never come here (their loss scaler skips
- * overflowing steps), nor pipeline or parameter-server runs (they update
- * before the check), which get the plain message. */
+ * overflowing steps), nor parameter-server, pipedream or ZeRO runs (they
+ * update before the check), which get the plain message. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +61,21 @@ static dt_status dt__nf_rows(dt_backend *be, float *x, size_t rows, size_t cols,
     free(sp);
     free(nf);
     return st;
+}
+
+/* The message of a forward whose layer pos (0 the embedding, 1 + l block
+ * l, num_layers + 1 the head) is the first with a non-finite output. */
+static void dt__nf_forward_where(char *where, size_t cap, int pos, int num_layers, int mb)
+{
+    if (pos == 0)
+        snprintf(where, cap, "forward: the output of layer embedding is the first non-finite (micro-batch %d)", mb);
+    else if (pos <= num_layers)
+        snprintf(where, cap,
+                 "forward: the output of layer h.%d (block %d of %d) is the first non-finite (micro-batch %d)", pos - 1,
+                 pos - 1, num_layers, mb);
+    else
+        snprintf(where, cap,
+                 "forward: the output of layer head (logits or losses) is the first non-finite (micro-batch %d)", mb);
 }
 
 /* The GPT's forward again, layer by layer, on this step's micro-batches,
@@ -111,7 +132,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         DT_CHECK_GOTO(dt__embed_forward(be, c, wte, wpe, d_tokens, &a, &x, B, T, NULL), st, done);
         DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
         if (bad) {
-            snprintf(where, cap, "forward: the output of layer embedding is the first non-finite (micro-batch %d)", m);
+            dt__nf_forward_where(where, cap, 0, NL, m);
             break;
         }
         for (int l = 0; l < NL && !bad; l++) {
@@ -119,22 +140,14 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
             DT_CHECK_GOTO(dt__block_forward(be, c, &bp[l], &acts[l], x, B, T, NULL), st, done);
             x = acts[l].out;
             DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
-            if (bad)
-                snprintf(where, cap,
-                         "forward: the output of layer h.%d (block %d of %d) is the first non-finite "
-                         "(micro-batch %d)",
-                         l, l, NL, m);
+            if (bad) dt__nf_forward_where(where, cap, 1 + l, NL, m);
         }
         if (bad) break;
         dt__head_acts ha;
         DT_CHECK_GOTO(dt__head_forward(be, c, &hp, &a, &ha, x, d_targets, losses, correct, B, T, NULL), st, done);
         DT_CHECK_GOTO(dt__nf_rows(be, ha.logits, (size_t)N, (size_t)c->vocab_size, (size_t)ha.ld, &bad), st, done);
         if (!bad) DT_CHECK_GOTO(dt__nf_any(be, losses, (size_t)N, &bad), st, done);
-        if (bad)
-            snprintf(where, cap,
-                     "forward: the output of layer head (logits or losses) is the first non-finite "
-                     "(micro-batch %d)",
-                     m);
+        if (bad) dt__nf_forward_where(where, cap, NL + 1, NL, m);
     }
 done:
     dt_buffer_free(&io);
@@ -143,6 +156,23 @@ done:
     free(acts);
     return st;
 }
+
+static void dt__nf_grad_where(char *where, size_t cap, const char *tensor)
+{
+    char layer[DT_NAME_MAX];
+    dt__nf_layer_of(tensor, layer, sizeof layer);
+    snprintf(where, cap, "backward: the gradient of layer %s (%s) is the first non-finite in backward order", layer,
+             tensor);
+}
+
+static void dt__nf_weight_where(char *where, size_t cap, const char *tensor)
+{
+    char layer[DT_NAME_MAX];
+    dt__nf_layer_of(tensor, layer, sizeof layer);
+    snprintf(where, cap, "weights: layer %s (%s) holds the first non-finite weight", layer, tensor);
+}
+
+#define DT__NF_NOWHERE "no layer's output, gradient or weight is non-finite on a re-check"
 
 /* Where the step went non-finite, into tr->nf.where: the forward re-run
  * (a whole FP32 GPT), else the gradients in backward order (the layout's
@@ -156,39 +186,103 @@ static dt_status dt__nf_locate(dt_trainer *tr)
     if (where[0]) return DT_OK;
     const dt_paramset *L = tr->kind->layout(tr);
     float *g = tr->kind->grads(tr), *w = tr->kind->params(tr);
-    char layer[DT_NAME_MAX];
     for (int i = L->count - 1; i >= 0; i--) {
         int bad = 0;
         DT_CHECK(dt__nf_any(tr->be, g + L->info[i].offset, L->info[i].numel, &bad));
         if (!bad) continue;
-        dt__nf_layer_of(L->info[i].name, layer, sizeof layer);
-        snprintf(where, cap, "backward: the gradient of layer %s (%s) is the first non-finite in backward order", layer,
-                 L->info[i].name);
+        dt__nf_grad_where(where, cap, L->info[i].name);
         return DT_OK;
     }
     for (int i = 0; i < L->count; i++) {
         int bad = 0;
         DT_CHECK(dt__nf_any(tr->be, w + L->info[i].offset, L->info[i].numel, &bad));
         if (!bad) continue;
-        dt__nf_layer_of(L->info[i].name, layer, sizeof layer);
-        snprintf(where, cap, "weights: layer %s (%s) holds the first non-finite weight", layer, L->info[i].name);
+        dt__nf_weight_where(where, cap, L->info[i].name);
         return DT_OK;
     }
-    snprintf(where, cap, "no layer's output, gradient or weight is non-finite on a re-check");
+    snprintf(where, cap, DT__NF_NOWHERE);
+    return DT_OK;
+}
+
+/* ---- pipeline and tensor parallelism ---------------------------------------- */
+
+/* The keys each rank offers, the smallest over all ranks winning: the
+ * forward's (micro-batch of the step, then layer), the gradients' in
+ * backward order (the highest whole-model tensor index first), the
+ * weights' in model order. DT__NF_NONE: none on this rank. */
+enum { DT__NF_FWD, DT__NF_GRAD, DT__NF_WEIGHT, DT__NF_KEYS };
+#define DT__NF_NONE 16777216.0f /* 2^24: above every key, and every key is exact in a float */
+
+/* This stage's (tensor shard's) tensors: keys of its gradients and weights holding a NaN or inf. */
+static dt_status dt__nf_pipe_tensors(dt_trainer *tr, float key[DT__NF_KEYS])
+{
+    dt__pipe *pp = tr->pipe.rt;
+    const dt_paramset *L = dt__pipe_layout(pp);
+    const int *whole = dt__pipe_whole_index(pp);
+    float *g = dt__pipe_grads(pp), *w = dt__pipe_params(pp);
+    for (int i = 0; i < L->count; i++) {
+        int bad = 0;
+        DT_CHECK(dt__nf_any(tr->be, g + L->info[i].offset, L->info[i].numel, &bad));
+        if (bad) key[DT__NF_GRAD] = fminf(key[DT__NF_GRAD], DT__NF_NONE - 1.0f - (float)whole[i]);
+        DT_CHECK(dt__nf_any(tr->be, w + L->info[i].offset, L->info[i].numel, &bad));
+        if (bad) key[DT__NF_WEIGHT] = fminf(key[DT__NF_WEIGHT], (float)whole[i]);
+    }
+    return DT_OK;
+}
+
+/* lib/parallel/pipeline.c's setup.nonfinite: in step t's OPTIM_STEP, the
+ * whole model's gradient norm was NaN/inf on every rank and none updated.
+ * Every rank offers its keys (its tensors, then its stage's layers in a
+ * forward of the step's micro-batches through the stages); one allreduce
+ * over all ranks, each summing into slots of its own (exact), gives every
+ * rank the smallest, and the same message in tr->nf.where. Collective. */
+dt_status dt__nf_pipe_locate(void *ctx, int64_t t)
+{
+    dt_trainer *tr = ctx;
+    dt__pipe *pp = tr->pipe.rt;
+    dt_comm *world = tr->cfg.comm;
+    const int NL = tr->cfg.model.num_layers;
+    float key[DT__NF_KEYS] = {DT__NF_NONE, DT__NF_NONE, DT__NF_NONE};
+    DT_CHECK(dt__nf_pipe_tensors(tr, key));
+    int mb, pos;
+    DT_CHECK(dt__pipe_forward_check(pp, t, &mb, &pos));
+    if (mb >= 0) key[DT__NF_FWD] = (float)((dt__pipe_dp_index(pp) * tr->n_micro + mb) * (NL + 2) + pos);
+    const size_t n = (size_t)world->size * DT__NF_KEYS;
+    float *v = calloc(n, sizeof *v);
+    if (!v) return DT_FAIL(DT_ERR_NOMEM, "non-finite check: out of memory");
+    memcpy(v + (size_t)world->rank * DT__NF_KEYS, key, sizeof key);
+    const dt_status st = dt_comm_allreduce(world, v, n, DT_ALLREDUCE_RING, NULL);
+    for (int j = 0; st == DT_OK && j < DT__NF_KEYS; j++)
+        for (int r = 0; r < world->size; r++) key[j] = fminf(r ? key[j] : DT__NF_NONE, v[(size_t)r * DT__NF_KEYS + j]);
+    free(v);
+    DT_CHECK(st);
+    char *where = tr->nf.where;
+    const size_t cap = sizeof tr->nf.where;
+    const int k = (int)key[DT__NF_FWD];
+    if (key[DT__NF_FWD] < DT__NF_NONE) dt__nf_forward_where(where, cap, k % (NL + 2), NL, k / (NL + 2));
+    else if (key[DT__NF_GRAD] < DT__NF_NONE)
+        dt__nf_grad_where(where, cap, dt__pipe_tensor_name(pp, (int)(DT__NF_NONE - 1.0f - key[DT__NF_GRAD])));
+    else if (key[DT__NF_WEIGHT] < DT__NF_NONE)
+        dt__nf_weight_where(where, cap, dt__pipe_tensor_name(pp, (int)key[DT__NF_WEIGHT]));
+    else snprintf(where, cap, DT__NF_NOWHERE);
+    tr->nf.located = 1;
     return DT_OK;
 }
 
 /* A non-finite loss or gradient norm (what: "training loss", "gradient
- * norm") in iteration tr->iter. FP32 without a parameter server or a
- * pipeline: the first bad layer is found (dt__nf_locate), then the step
- * fails naming it, or with --skip-nonfinite is marked skipped (nf_skip).
- * Otherwise (fp16 has its loss scaler) the message is the plain one. */
+ * norm") in iteration tr->iter. FP32 without a parameter server: the
+ * first bad layer is found (dt__nf_locate; pipeline and tensor parallelism:
+ * found already in the step, dt__nf_pipe_locate), then the step fails
+ * naming it, or with --skip-nonfinite is marked skipped (nf_skip).
+ * Otherwise (fp16 has its loss scaler; a pipeline that updated before the
+ * check) the message is the plain one. */
 dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v)
 {
-    if (tr->cfg.precision != DT_F32 || tr->strategy == DT__STRATEGY_PIPE || tr->strategy == DT__STRATEGY_PS)
+    if (tr->cfg.precision != DT_F32 || tr->strategy == DT__STRATEGY_PS ||
+        (tr->strategy == DT__STRATEGY_PIPE && !tr->nf.located))
         return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: %s is %g (diverged; try a lower --lr or --clip-grad)",
                        (long long)tr->iter + 1, what, v);
-    DT_CHECK(dt__nf_locate(tr));
+    if (tr->strategy != DT__STRATEGY_PIPE) DT_CHECK(dt__nf_locate(tr));
     if (tr->cfg.skip_nonfinite) {
         tr->nf.skip = 1;
         tr->nf.skipped++;

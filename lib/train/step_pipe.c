@@ -2,9 +2,10 @@
  * runtime (lib/parallel/pipeline.c) owns the stage's weights, gradients and
  * optimizer and executes the schedule (lib/parallel/schedule.c) whole; this file
  * creates it from the configuration, feeds it the data, traces each
- * executed instruction and each tensor-parallel allreduce, and gathers the
- * figures of every stage after the last step (the summary's pipeline
- * object).
+ * executed instruction and each tensor-parallel allreduce, reports a
+ * non-finite step (FP32 gpipe/1f1b: no rank updated, and nonfinite.c found
+ * the first bad layer inside it), and gathers the figures of every stage
+ * after the last step (the summary's pipeline object).
  *
  * Invariants: one dt__tr_pipe_step is one iteration of the schedule; rank
  * = tensor + t * (data + d * stage); after the last step every rank holds
@@ -127,6 +128,7 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .tp_event = dt__tp_event,
                                .emb_event = dt__emb_event,
                                .recompute_event = dt__recompute_event,
+                               .nonfinite = cfg->precision == DT_F32 ? dt__nf_pipe_locate : NULL,
                                .ctx = tr};
     return dt__pipe_create(&ps, &tr->pipe.rt);
 }
@@ -186,7 +188,12 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
     DT_CHECK(tr->be->synchronize(tr->be));
     const int64_t t1 = dt_time_ns();
     DT_CHECK(dt__trace_check(tr));
-    if (ps.loss_iter > 0) DT_CHECK(dt__loss_check(tr, ps.loss)); /* pipedream: a step late, on some ranks */
+    if (ps.nonfinite) { /* the loss is named first, as one process names it */
+        const int loss_bad = !isfinite(ps.loss);
+        DT_CHECK(dt__nonfinite(tr, loss_bad ? "training loss" : "gradient norm", loss_bad ? ps.loss : ps.grad_norm));
+    } else if (ps.loss_iter > 0) {
+        DT_CHECK(dt__loss_check(tr, ps.loss)); /* pipedream: a step late, on some ranks */
+    }
     if (tr->trace.writer) {
         const int64_t ts = t1 - tr->t_start_ns;
         if (tr->cfg.use_loss_scaling) DT_CHECK(dt__trace_pipe_scale(tr, &ps, ts));
@@ -214,6 +221,9 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
         out->scale_at_min = ps.ev.at_min;
         out->scale_at_min_first = ps.ev.at_min_first;
         out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;
+        out->nonfinite = tr->nf.skip;
+        out->nonfinite_where = tr->nf.skip ? tr->nf.where : NULL;
+        out->nonfinite_skipped = tr->nf.skipped;
     }
     return DT_OK;
 }

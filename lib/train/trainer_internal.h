@@ -178,6 +178,7 @@ struct dt_trainer {
 
     struct {             /* nonfinite.c: non-finite loss or gradient norm (FP32) */
         int skip;        /* this step is skipped (--skip-nonfinite) */
+        int located;     /* pipeline/tensor parallelism: where was found in this step (dt__nf_pipe_locate) */
         int64_t skipped; /* steps skipped so far */
         char where[256]; /* the first bad layer, as the message says it */
     } nf;
@@ -258,6 +259,7 @@ json_t *dt__tr_pipe_summary(const dt_trainer *tr);
 dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v);
 dt_status dt__loss_check(dt_trainer *tr, double loss);
 dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap);
+dt_status dt__nf_pipe_locate(void *ctx, int64_t t);
 
 /* ---- checkpoint_io.c ---- */
 dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps);
