@@ -224,6 +224,10 @@ DT_API double dt_trainer_tokens_per_second(const dt_trainer *tr);
 DT_API int dt_trainer_workers(const dt_trainer *tr);
 /* 1 where the automatic count chooses the workers, else 0. */
 DT_API int dt_trainer_threads_automatic(const dt_trainer *tr);
+/* 1 when the last failed step's message is every rank's word for word (a
+ * non-finite loss or norm whose first bad layer the pipeline or tensor
+ * parallel ranks agreed on): a program prints it once per job. */
+DT_API int dt_trainer_failure_shared(const dt_trainer *tr);
 /* Seconds since dt_trainer_create returned. */
 DT_API double dt_trainer_elapsed_seconds(const dt_trainer *tr);
 /* A parameter-server worker's staleness: the pushes, their mean and largest

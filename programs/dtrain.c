@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dtrain_prog.h"
@@ -555,12 +556,22 @@ typedef struct dtrain_run {
     dt_eval_result ev;
     int have_step;
     double train_seconds;
+    int rank0;     /* this process prints the job's shared lines */
+    dt_comm *comm; /* NULL: one process */
 } dtrain_run;
 
-/* The library's message after a failed call: 1. */
+/* The library's message after a failed call: 1. A failure every rank has
+ * word for word is rank 0's to print (one line per job): the other ranks
+ * wait for its MPI_Abort to end them, and print only if it has not come in
+ * DTRAIN_SHARED_WAIT_S (rank 0 gone another way). */
+#define DTRAIN_SHARED_WAIT_S 10
 static int dtrain_run_fail(dtrain_run *r)
 {
     dtrain_clear_live(&r->out);
+    if (!r->rank0 && r->comm && r->comm->size > 1 && dt_trainer_failure_shared(r->tr)) {
+        const struct timespec tick = {.tv_sec = 0, .tv_nsec = 100000000L};
+        for (int i = 0; i < DTRAIN_SHARED_WAIT_S * 10; i++) nanosleep(&tick, NULL);
+    }
     fprintf(stderr, PROG ": %s\n", dt_last_error());
     return 1;
 }
@@ -662,7 +673,8 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     if (dt_trainer_is_server(tr)) {
         status = dtrain_serve(tr, comm);
     } else {
-        dtrain_run r = {.tr = tr, .cfg = cfg, .o = o, .out = {.live = rank0 && isatty(STDERR_FILENO)}};
+        dtrain_run r = {
+            .tr = tr, .cfg = cfg, .o = o, .out = {.live = rank0 && isatty(STDERR_FILENO)}, .rank0 = rank0, .comm = comm};
         status = dtrain_train(&r);
         if (status == 0) status = dtrain_finish(&r, rank0);
         if (status != 0) dtrain_abort_job(comm);

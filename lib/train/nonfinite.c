@@ -288,10 +288,15 @@ dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v)
         tr->nf.skipped++;
         return DT_OK;
     }
+    /* pipeline and tensor parallelism agreed on where (and the norm is the
+     * whole model's): every rank fails with this very line */
+    tr->nf.shared = tr->strategy == DT__STRATEGY_PIPE && tr->cfg.comm;
     return DT_FAIL(DT_ERR_NUMERIC,
                    "iteration %lld: %s is %g; %s (diverged; try a lower --lr or --clip-grad, or --skip-nonfinite)",
                    (long long)tr->iter + 1, what, v, tr->nf.where);
 }
+
+int dt_trainer_failure_shared(const dt_trainer *tr) { return tr->nf.shared; }
 
 dt_status dt__loss_check(dt_trainer *tr, double loss)
 {

@@ -237,6 +237,7 @@ static dt_status dt__tr_step(dt_trainer *tr, dt_train_stats *out)
 {
     tr->nf.skip = 0;
     tr->nf.located = 0;
+    tr->nf.shared = 0;
     if (tr->strategy == DT__STRATEGY_PIPE) return dt__tr_pipe_step(tr, out); /* the schedule is the whole step */
     if (tr->strategy == DT__STRATEGY_PS) DT_CHECK(dt__tr_ps_begin_step(tr));
     const int64_t t0 = dt_time_ns();

@@ -179,6 +179,7 @@ struct dt_trainer {
     struct {             /* nonfinite.c: non-finite loss or gradient norm (FP32) */
         int skip;        /* this step is skipped (--skip-nonfinite) */
         int located;     /* pipeline/tensor parallelism: where was found in this step (dt__nf_pipe_locate) */
+        int shared;      /* the step failed with a message every rank has word for word (an agreed where) */
         int64_t skipped; /* steps skipped so far */
         char where[256]; /* the first bad layer, as the message says it */
     } nf;
