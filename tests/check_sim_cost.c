@@ -112,7 +112,7 @@ START_TEST(test_hw_good_and_round_trip)
     ck_error_has(dts_hw_save(path2, &hw), DT_ERR_INVALID, parts);
     hw.efficiency = 0.5;
     hw.sleep_overshoot_ns = -1;
-    const char *const neg[] = {path2, "\"sleep_overshoot_ns\"", ">= 0", NULL};
+    const char *const neg[] = {path2, "\"sleep_overshoot_ns\"", "from 0", NULL};
     ck_error_has(dts_hw_save(path2, &hw), DT_ERR_INVALID, neg);
     unlink(path);
     unlink(path2);
