@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dtv_trace.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -695,8 +696,15 @@ dt_status dtv_coll_index(dtv_trace *t)
             const dt_trace_event *e = &t->ev[s->ev];
             if (want_apply ? !dtv__is(e->name, "apply") : !(dtv__coll_step(t, s) || s->kind == DTV_PUSHPULL)) continue;
             cr->idx[cr->n] = i;
-            cr->cum[cr->n + 1] =
-                cr->cum[cr->n] + (s->kind != DTV_PUSHPULL && !want_apply && e->bytes > 0 ? e->bytes : 0);
+            const int64_t b = s->kind != DTV_PUSHPULL && !want_apply && e->bytes > 0 ? e->bytes : 0;
+            if (b > INT64_MAX - cr->cum[cr->n]) { /* the running sums (and every sum of a part of them) fit */
+                st = DT_FAIL(DT_ERR_FORMAT,
+                             "%s: event \"%s\" of rank %d: \"args.bytes\" is %" PRId64 "; the rank's collective "
+                             "steps would send more than %" PRId64 " bytes in all",
+                             t->name, e->name, e->pid, e->bytes, INT64_MAX);
+                break;
+            }
+            cr->cum[cr->n + 1] = cr->cum[cr->n] + b;
             cr->n++;
             if (s->kind == DTV_PUSHPULL) {
                 cr->worker = 1;
