@@ -233,11 +233,13 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
     memset(&s, 0, sizeof s);
     dt_status st = dts_run(sc, &ro, &s);
     if (st != DT_OK) {
-        fprintf(stderr, PROG ": %s\n", dtsim_last_error());
         free(sc);
-        /* the scenario was checked: an invalid one here is still the input;
-         * files (the trace being written) and memory are run-time failures */
-        return st == DT_ERR_INVALID || st == DT_ERR_UNSUPPORTED || st == DT_ERR_FORMAT ? 2 : 1;
+        /* the scenario was checked: an invalid one here (too many events, beyond the engine's horizon) is
+         * still the input, named with the files it came from; files (the trace being written) and
+         * memory are run-time failures */
+        if (st == DT_ERR_INVALID || st == DT_ERR_UNSUPPORTED || st == DT_ERR_FORMAT) return dtsim_fail_scenario(st, o);
+        fprintf(stderr, PROG ": %s\n", dtsim_last_error());
+        return 1;
     }
     dts_summary_print(stdout, &s, sc);
     if (o->job.trace) printf("trace: %s\n", o->job.trace);

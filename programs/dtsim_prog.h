@@ -42,6 +42,9 @@ typedef struct dtsim_opts {
 const char *dtsim_last_error(void);
 int dtsim_input_code(dt_status st);
 int dtsim_fail(dt_status st);
+/* dtsim_fail for a failure of the whole scenario (its checks, the run's
+ * limits): the line also names the --config and --hw files it came from. */
+int dtsim_fail_scenario(dt_status st, const dtsim_opts *o);
 
 /* The scenario from --config and the flags (checked when `check`).
  * Returns 0, or the exit status after printing the one-line error. The

@@ -30,6 +30,14 @@ int dtsim_fail(dt_status st)
     return dtsim_input_code(st);
 }
 
+int dtsim_fail_scenario(dt_status st, const dtsim_opts *o)
+{
+    if (!o->config && !o->hw) return dtsim_fail(st);
+    fprintf(stderr, PROG ": %s (the scenario of%s%s%s%s)\n", dtsim_last_error(), o->config ? " --config " : "",
+            o->config ? o->config : "", o->hw ? " --hw " : "", o->hw ? o->hw : "");
+    return dtsim_input_code(st);
+}
+
 /* The whole file as a string (caller frees), or NULL after DT_FAIL. */
 static char *dtsim_read_file(const char *path)
 {
@@ -339,7 +347,7 @@ int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scena
     if (rc != 0) return rc;
     if (check) {
         dt_status st = dts_scenario_check(sc);
-        if (st != DT_OK) return dtsim_fail(st);
+        if (st != DT_OK) return dtsim_fail_scenario(st, o);
     }
     return 0;
 }

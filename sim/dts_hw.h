@@ -21,7 +21,7 @@
  * otherwise silently keep a default).
  *
  * Invariants of a loaded or default dts_hw: peak_flops, mem_bytes_per_s,
- * bytes_per_ns > 0; 0 < efficiency <= 1; alpha_ns >= 0; kernel_overhead_ns,
+ * bytes_per_ns > 0; 0 < efficiency <= 1; alpha_ns, kernel_overhead_ns,
  * sleep_overshoot_ns in 0..DTS_HORIZON_NS (2^60: no duration exceeds the
  * engine's horizon, so sums of them cannot overflow); mem_capacity_bytes, devices_per_node >= 1;
  * name non-empty. */

@@ -26,14 +26,22 @@
 
 /* ---- reading ---------------------------------------------------------------- */
 
-typedef enum { HW_GT0, HW_GE0, HW_UNIT } hw_range; /* > 0, >= 0, (0, 1] */
+/* > 0, >= 0, (0, 1], a duration in [0, 2^60] ns (the engine's horizon: one latency beyond it is a
+ * run that cannot be simulated, refused here with the file's field named) */
+typedef enum { HW_GT0, HW_GE0, HW_UNIT, HW_NS } hw_range;
 
-static const char *hw__range_text(hw_range r) { return r == HW_GT0 ? "> 0" : r == HW_GE0 ? ">= 0" : "in (0, 1]"; }
+static const char *hw__range_text(hw_range r)
+{
+    return r == HW_GT0 ? "> 0" : r == HW_GE0 ? ">= 0" : r == HW_UNIT ? "in (0, 1]" : "in [0, 2^60] (ns)";
+}
 
 static int hw__in_range(double v, hw_range r)
 {
     if (!isfinite(v)) return 0;
-    return r == HW_GT0 ? v > 0 : r == HW_GE0 ? v >= 0 : v > 0 && v <= 1;
+    return r == HW_GT0  ? v > 0
+           : r == HW_GE0 ? v >= 0
+           : r == HW_UNIT ? v > 0 && v <= 1
+                          : v >= 0 && v <= (double)DTS_HORIZON_NS;
 }
 
 /* obj[key] as a number in range; `full` is the key's path in the object. */
@@ -119,7 +127,7 @@ static dt_status hw__link(const char *what, const json_t *root, const char *key,
     snprintf(full, sizeof full, "%s.", key);
     DT_CHECK(hw__known_keys(what, o, full, known));
     snprintf(full, sizeof full, "%s.alpha_ns", key);
-    DT_CHECK(hw__num(what, o, "alpha_ns", full, HW_GE0, &out->alpha_ns));
+    DT_CHECK(hw__num(what, o, "alpha_ns", full, HW_NS, &out->alpha_ns));
     snprintf(full, sizeof full, "%s.bytes_per_ns", key);
     DT_CHECK(hw__num(what, o, "bytes_per_ns", full, HW_GT0, &out->bytes_per_ns));
     return DT_OK;
@@ -289,9 +297,9 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
     } nums[] = {{"peak_flops", hw->peak_flops, HW_GT0},
                 {"mem_bytes_per_s", hw->mem_bytes_per_s, HW_GT0},
                 {"efficiency", hw->efficiency, HW_UNIT},
-                {"intra.alpha_ns", hw->intra.alpha_ns, HW_GE0},
+                {"intra.alpha_ns", hw->intra.alpha_ns, HW_NS},
                 {"intra.bytes_per_ns", hw->intra.bytes_per_ns, HW_GT0},
-                {"inter.alpha_ns", hw->inter.alpha_ns, HW_GE0},
+                {"inter.alpha_ns", hw->inter.alpha_ns, HW_NS},
                 {"inter.bytes_per_ns", hw->inter.bytes_per_ns, HW_GT0}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if (!hw__in_range(nums[i].v, nums[i].r))

@@ -395,7 +395,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     int g_given, m_given;
     DTS__TRY(g_given = dts__int(what, o, "global_batch_size", 1, INT64_MAX, &G));
     DTS__TRY(m_given = dts__int(what, o, "micro_batches", 1, INT_MAX, &M));
-    DTS__TRY(dts__int(what, o, "train_iters", 0, INT64_MAX, &n->steps));
+    DTS__TRY(dts__int(what, o, "train_iters", 1, INT64_MAX, &n->steps)); /* the simulator runs at least one step */
     DTS__TRY(dts__int32(what, o, "tensor_model_parallel_size", 1, 1024, &n->t));
     DTS__TRY(dts__int32(what, o, "pipeline_model_parallel_size", 1, DTS_MAX_STAGES, &n->p));
     DTS__TRY(dts__int32(what, o, "data_parallel_size", 1, 1 << 20, &n->d));
@@ -469,6 +469,11 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(k_given = dts__int32(what, o, "num_ps_servers", 0, 1 << 20, &n->num_ps_servers));
     if (!k_given && r == 1) /* the exchange changed: dtrain's default K */
         n->num_ps_servers = dts__is_ps(n->exchange) ? (n->num_ps_servers > 0 ? n->num_ps_servers : 1) : 0;
+    if (k_given == 1 && dts__is_ps(n->exchange) && n->num_ps_servers < 1) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"num_ps_servers\": expected an integer >= 1 with \"allreduce\" \"%s\", got %d",
+                     what, n->exchange_name, n->num_ps_servers);
+        goto out;
+    }
     DTS__TRY(dts__bool(what, o, "use_distributed_optimizer", &n->zero));
     DTS__TRY(dts__int(what, o, "bucket_bytes", 0, INT64_MAX, &n->bucket_bytes));
     DTS__TRY(dts__int(what, o, "allreduce_chunk_bytes", 0, INT64_MAX, &n->chunk_bytes));

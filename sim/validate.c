@@ -89,6 +89,12 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
         if (st == DT_OK) {
             const dts_run_opts ro = {.keep_events = 1};
             st = dts_run(&sc, &ro, &sum_pred);
+            if (st != DT_OK) { /* the scenario is the run's file's: name it (the message is overwritten below) */
+                char why[768];
+                const char *m = dt_last_error();
+                snprintf(why, sizeof why, "%s", strncmp(m, "dtsim: ", 7) ? m : m + 7);
+                st = DT_FAIL(st, "%s: %s", o->runs[i], why);
+            }
         }
         if (st == DT_OK) {
             st = dt_trace_phase_times_events(sum_pred.ev, sum_pred.n_ev, pid, skip, &row->predicted);

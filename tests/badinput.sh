@@ -572,8 +572,8 @@ table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | horizon | --hw $TMP/hw-slowmem.json
 2 | horizon | --hw $TMP/hw-tinyeff.json
 2 | horizon | --hw $TMP/hw-slowbw.json --data-parallel-size 2
-2 | horizon | --hw $TMP/hw-alpha308.json --data-parallel-size 2
-2 | horizon | --hw $TMP/hw-alpha63.json --data-parallel-size 2
+2 | "intra.alpha_ns": expected a number in [0, 2^60] | --hw $TMP/hw-alpha308.json --data-parallel-size 2
+2 | "intra.alpha_ns" | --hw $TMP/hw-alpha63.json --data-parallel-size 2
 2 | kernel_overhead_ns | --hw $TMP/hw-kov63.json
 2 | efficiency | --hw $TMP/hw-str.json
 2 | eficiency | --hw $TMP/hw-key.json

@@ -277,6 +277,13 @@ endif
 TESTS += tests/badinput.sh
 EXTRA_DIST += tests/badinput.sh
 tests/badinput.log: tests/faults.log
+# The value catalogue: every numeric field of traces, dtsim scenarios and
+# hardware files at 0, -1, 1e308, 2^31, 2^62, 2^63-1, NaN, Infinity, 1e999
+# (tests/json_mutate splices each value into the file).
+check_PROGRAMS += tests/json_mutate
+tests_json_mutate_SOURCES = tests/json_mutate.c
+TESTS += tests/badvalues.sh
+EXTRA_DIST += tests/badvalues.sh
 # Checkpoints: the file format, its corruptions and the search for the
 # newest valid one (check_checkpoint); exact resume for every layout and
 # the kill -9 test (ckpt.sh, under mpirun after the other multi-rank tests).

@@ -5,7 +5,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dtv_trace.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,9 +173,38 @@ static int dtv__max_versions(const dtv_trace *t, int pid)
     return best;
 }
 
+/* The extras the viewer turns into integers: a stage, a version, a
+ * collective's step and peer, a push's worker and staleness, an overflow's
+ * layer slot and skipped flag. The trace format gives extras no range
+ * (docs/trace-format.md "Ranges": a consumer that indexes with one checks
+ * it), so the viewer refuses one outside these, naming the event, rather
+ * than casting it out of range (undefined) or indexing with it. steps stay
+ * below INT_MAX / 2 so that a span of steps (max - min + 1) fits an int. */
+static dt_status dtv__check_extras(const dtv_trace *t)
+{
+    static const struct {
+        const char *key;
+        double lo, hi;
+    } ranges[] = {{"stage", 0, INT_MAX},      {"version", 0, INT_MAX},   {"step", 0, INT_MAX / 2},
+                  {"peer", -1, INT_MAX},      {"worker", -1, INT_MAX},   {"staleness", 0, INT_MAX},
+                  {"layer_slot", 0, INT_MAX}, {"skipped", 0, 1}};
+    for (size_t i = 0; i < t->n_ev; i++) {
+        const dt_trace_event *e = &t->ev[i];
+        if (e->n_extra == 0) continue;
+        for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+            const double v = dt_trace_event_arg(e, ranges[k].key, ranges[k].lo);
+            if (!(v >= ranges[k].lo && v <= ranges[k].hi))
+                return DT_FAIL(DT_ERR_FORMAT, "%s: event \"%s\" of rank %d: \"args.%s\" is %.17g; expected %.0f..%.0f",
+                               t->name, e->name, e->pid, ranges[k].key, v, ranges[k].lo, ranges[k].hi);
+        }
+    }
+    return DT_OK;
+}
+
 /* Build rows, ranks and series from t->ev (already merged and aligned). */
 static dt_status dtv__index(dtv_trace *t)
 {
+    DT_CHECK(dtv__check_extras(t));
     t->t_min = INT64_MAX;
     t->t_max = INT64_MIN;
     /* ranks */
@@ -665,8 +696,15 @@ dt_status dtv_coll_index(dtv_trace *t)
             const dt_trace_event *e = &t->ev[s->ev];
             if (want_apply ? !dtv__is(e->name, "apply") : !(dtv__coll_step(t, s) || s->kind == DTV_PUSHPULL)) continue;
             cr->idx[cr->n] = i;
-            cr->cum[cr->n + 1] =
-                cr->cum[cr->n] + (s->kind != DTV_PUSHPULL && !want_apply && e->bytes > 0 ? e->bytes : 0);
+            const int64_t b = s->kind != DTV_PUSHPULL && !want_apply && e->bytes > 0 ? e->bytes : 0;
+            if (b > INT64_MAX - cr->cum[cr->n]) { /* the running sums (and every sum of a part of them) fit */
+                st = DT_FAIL(DT_ERR_FORMAT,
+                             "%s: event \"%s\" of rank %d: \"args.bytes\" is %" PRId64 "; the rank's collective "
+                             "steps would send more than %" PRId64 " bytes in all",
+                             t->name, e->name, e->pid, e->bytes, INT64_MAX);
+                break;
+            }
+            cr->cum[cr->n + 1] = cr->cum[cr->n] + b;
             cr->n++;
             if (s->kind == DTV_PUSHPULL) {
                 cr->worker = 1;

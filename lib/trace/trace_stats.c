@@ -9,6 +9,7 @@
  * over the events: the distinct steps of the selected pid's pipeline
  * instructions (sorted, so steps may be sparse or unordered in the file),
  * then each event is added to its step's window and busy time. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,16 @@ static int dt__is_instr(const dt_trace_event *e)
     return e->ph == DT_TRACE_COMPLETE && strcmp(e->cat, "pipeline") == 0 && e->iter != DT_TRACE_NONE;
 }
 
-/* The "stage" extra, or -1. */
-static int dt__event_stage(const dt_trace_event *e) { return (int)dt_trace_event_arg(e, "stage", -1); }
+/* The "stage" extra (-1 when absent) in *out, or -1 when it is not an int >= 0 (the format gives
+ * extras no range: a cast of 1e308 to int is undefined). */
+static int dt__event_stage(const dt_trace_event *e, int *out)
+{
+    const double s = dt_trace_event_arg(e, "stage", -1);
+    if (s == -1) return *out = -1, 0;
+    if (!(s >= 0 && s <= INT_MAX)) return -1;
+    *out = (int)s;
+    return 0;
+}
 
 static int dt__cmp_i64(const void *a, const void *b)
 {
@@ -86,7 +95,12 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
     for (size_t i = 0; i < n; i++) {
         if (!dt__is_instr(&ev[i]) || ev[i].pid != pid) continue;
         it[k++] = ev[i].iter;
-        const int s = dt__event_stage(&ev[i]);
+        int s;
+        if (dt__event_stage(&ev[i], &s) != 0) {
+            free(it);
+            return DT_FAIL(DT_ERR_INVALID, "pipeline bubble: rank %d's \"%s\" event: \"args.stage\" is %.17g; expected 0..%d",
+                           pid, ev[i].name, dt_trace_event_arg(&ev[i], "stage", -1), INT_MAX);
+        }
         if (stage == -2) stage = s;
         if (s != stage) {
             free(it);
