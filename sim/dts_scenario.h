@@ -32,6 +32,10 @@ extern "C" {
 #endif
 
 #define DTS_MAX_STAGES 1024
+/* Micro-batches per step and pipeline: the simulator keeps each one's
+ * events and state for the step (about 9 KB each, measured), so 2^28 of
+ * them (a global batch of 2^31 sequences) would need terabytes. */
+#define DTS_MAX_MICRO 65536
 
 typedef enum dts_exchange {
     DTS_EX_RING =

@@ -394,7 +394,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(dts__int32(what, o, "micro_batch_size", 1, INT_MAX, &n->B));
     int g_given, m_given;
     DTS__TRY(g_given = dts__int(what, o, "global_batch_size", 1, INT64_MAX, &G));
-    DTS__TRY(m_given = dts__int(what, o, "micro_batches", 1, INT_MAX, &M));
+    DTS__TRY(m_given = dts__int(what, o, "micro_batches", 1, DTS_MAX_MICRO, &M));
     DTS__TRY(dts__int(what, o, "train_iters", 1, INT64_MAX, &n->steps)); /* the simulator runs at least one step */
     DTS__TRY(dts__int32(what, o, "tensor_model_parallel_size", 1, 1024, &n->t));
     DTS__TRY(dts__int32(what, o, "pipeline_model_parallel_size", 1, DTS_MAX_STAGES, &n->p));
@@ -416,9 +416,11 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     }
     if (m_given) n->m = (int)M;
     else if (g_given) {
-        if (G / per_micro > INT_MAX) {
-            st =
-                DT_FAIL(DT_ERR_INVALID, "%s: \"global_batch_size\": %" PRId64 " gives too many micro-batches", what, G);
+        if (G / per_micro > DTS_MAX_MICRO) {
+            st = DT_FAIL(DT_ERR_INVALID,
+                         "%s: \"global_batch_size\": %" PRId64 " gives %" PRId64 " micro-batches per step and "
+                         "pipeline, more than the %d the simulator holds",
+                         what, G, G / per_micro, DTS_MAX_MICRO);
             goto out;
         }
         n->m = (int)(G / per_micro);
@@ -626,7 +628,11 @@ dt_status dts_scenario_check(const dts_scenario *sc)
     if ((int64_t)sc->B * sc->T > (int64_t)1 << 30)
         return DT_FAIL(DT_ERR_INVALID, "--micro-batch-size %d x --seq-length %d: too many tokens per micro-batch",
                        sc->B, sc->T);
-    if (sc->m < 1) return DT_FAIL(DT_ERR_INVALID, "--micro-batches %d: expected an integer >= 1", sc->m);
+    if (sc->m < 1 || sc->m > DTS_MAX_MICRO)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--micro-batches %d: expected 1..%d per step and pipeline (the simulator holds each one's "
+                       "state for the step)",
+                       sc->m, DTS_MAX_MICRO);
     if (sc->steps < 1)
         return DT_FAIL(DT_ERR_INVALID,
                        "--train-iters %" PRId64 ": expected an integer >= 1 (the simulator runs at least "
