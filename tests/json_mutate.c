@@ -15,15 +15,23 @@
  *       FILE with the number at PATH replaced by VALUE, written to OUT.
  *       VALUE is a raw token, not checked: NaN, Infinity, 1e999 and
  *       9223372036854775808 go into the file as they are.
+ *   json_mutate reseal MANIFEST
+ *       a checkpoint manifest's "manifest_crc32c" line set to the CRC32C of
+ *       the bytes before it (lib/train/checkpoint.c), in place, so that a
+ *       mutated value reaches the reader's range checks instead of stopping
+ *       at the checksum.
  *
  * A small scanner of its own rather than jansson: jansson would re-dump
  * the whole file (the trace's "ts":12.000 as 12.0, keys reordered,
  * whitespace lost) and cannot write the bare tokens that must be tested.
  * Exit status: 0 done, 1 a file that cannot be read or written, 2 bad
  * usage, a file that is not JSON or a PATH with no number. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dt_checkpoint.h"
 
 typedef struct {
     char *path;  /* concrete path */
@@ -249,11 +257,43 @@ static char *jm__general(const char *path)
     return g;
 }
 
+/* reseal: 0, 1 (read or write), 2 (no checksum line) */
+static int jm__reseal(const char *path)
+{
+    size_t n;
+    char *text = jm__read(path, &n);
+    if (!text) {
+        fprintf(stderr, "json_mutate: %s: cannot read\n", path);
+        return 1;
+    }
+    static const char key[] = "\"manifest_crc32c\"";
+    char *k = NULL;
+    for (char *p = strstr(text, key); p; p = strstr(p + 1, key)) k = p;
+    char *line = k, *hex = k ? strchr(k + sizeof key - 1, '"') : NULL;
+    while (line && line > text && line[-1] != '\n') line--;
+    if (!hex || hex + 9 > text + n) {
+        fprintf(stderr, "json_mutate: %s: no manifest_crc32c line\n", path);
+        free(text);
+        return 2;
+    }
+    char crc[9];
+    snprintf(crc, sizeof crc, "%08" PRIx32, dt_crc32c(text, (size_t)(line - text)));
+    memcpy(hex + 1, crc, 8);
+    FILE *f = fopen(path, "wb");
+    int bad = !f || fwrite(text, 1, n, f) != n;
+    if (f && fclose(f) != 0) bad = 1;
+    free(text);
+    if (bad) fprintf(stderr, "json_mutate: %s: cannot write\n", path);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "reseal")) return jm__reseal(argv[2]);
     const int list = argc == 3 && !strcmp(argv[1], "list"), set = argc == 6 && !strcmp(argv[1], "set");
     if (!list && !set) {
-        fprintf(stderr, "usage: json_mutate list FILE | json_mutate set FILE PATH VALUE OUT\n");
+        fprintf(stderr, "usage: json_mutate list FILE | json_mutate set FILE PATH VALUE OUT | json_mutate reseal "
+                        "MANIFEST\n");
         return 2;
     }
     size_t n;

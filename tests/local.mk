@@ -282,6 +282,8 @@ tests/badinput.log: tests/faults.log
 # (tests/json_mutate splices each value into the file).
 check_PROGRAMS += tests/json_mutate
 tests_json_mutate_SOURCES = tests/json_mutate.c
+tests_json_mutate_CFLAGS = $(DT_LIB_CPPFLAGS) $(AM_CFLAGS)
+tests_json_mutate_LDADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 TESTS += tests/badvalues.sh
 EXTRA_DIST += tests/badvalues.sh
 # Checkpoints: the file format, its corruptions and the search for the
