@@ -8,7 +8,9 @@
 #              events of the pipeline trace (what dtbench bubbles reads);
 #   configs    dtsim scenarios (--config), as dtsim writes them;
 #   hardware   the shipped sim/hw/*.json;
-#   manifests  dtrain checkpoints' manifest.json: a hook, off (see below);
+#   manifests  a dtrain checkpoint's manifest.json (dtrain --load), its
+#              checksum line resealed (json_mutate reseal) so that the
+#              value, not the checksum, is what the reader judges;
 # set in turn to each of VALUES, as a raw token spliced into the file by
 # tests/json_mutate (every other byte stays as written). Each kind of event
 # gives its fields once (tests/json_mutate.c: one path per name/cat/ph and
@@ -23,7 +25,7 @@
 # Each mutated file goes to the programs that read it (the consumers in
 # the tables below). A case passes when: the exit is 0 or the program's
 # input-error code (2 for dtsim and dtviz; 1 for dtbench bubbles, which
-# reads its traces at run time; docs/errors.md); nothing crashes or hangs
+# reads its traces at run time, and for dtrain --load; docs/errors.md); nothing crashes or hangs
 # (badinput.sh's CRASH_RE, `timeout`); on an error, stderr is exactly one
 # line, starting with the program's name and naming the mutated file, and
 # $O (where the --trace/--summary/--png outputs point) is left empty; on
@@ -123,11 +125,10 @@ vcase() {
     mkdir "$O"
 }
 
-# Open findings, not run (each would hang until `timeout`): INPUT:PATH=VALUE. global_batch_size 2^31
-# in dtrain's config is m = 2^28 micro-batches per step, under the simulator's events limit (1e10) but
-# about 9 KB of memory per micro-batch and 1.3 M events/s: a run of hours and terabytes
-# (sim/run.c's DTS__MAX_EVENTS is far above what runs; issue 20, left open).
-KNOWN=" real.json:otherData.config.global_batch_size=2147483648 "
+# Open findings, not run (each would hang until `timeout`): " INPUT:PATH=VALUE ..." (none now;
+# global_batch_size 2^31 in dtrain's config, 2^28 micro-batches a step, ran for hours until the
+# simulator refused more than DTS_MAX_MICRO).
+KNOWN=" "
 known=0
 
 # mutate INPUT VISITOR: for every numeric field of INPUT (json_mutate list) and every value, write the
@@ -242,19 +243,20 @@ for hw in "$SRCDIR"/sim/hw/*.json; do
     mutate "$hw" hw_consumers
 done
 
-# ---- TODO(issue 20): checkpoint manifests (dtrain --load) ------------------------------------------
-# The hook for dtrain's checkpoints, off until the checkpoint reader's range checks land
-# (lib/train/checkpoint*.c): DT_BADVALUES_CKPT=1 runs it. Every numeric field of a manifest.json
-# (iteration, world_size, layout sizes, config, shard sizes) at every value, for dtrain --load
-# (a run-time input: exit 1, docs/errors.md), with --trace/--summary into $O.
-if [ "${DT_BADVALUES_CKPT:-0}" = 1 ]; then
-    setup "$DTRAIN" --train-iters 2 --eval-iters 1 --save "$S/ck"
+# ---- checkpoint manifests (dtrain --load) ----------------------------------------------------------
+# Every numeric field of a manifest.json (iteration, world_size, shards' sizes, the config; the layout
+# object is a description the reader does not take) at every value, resealed, for dtrain --load (a
+# run-time input: exit 1, docs/errors.md), with --trace/--summary into $O. DT_BADVALUES_CKPT=0 leaves it out.
+if [ "${DT_BADVALUES_CKPT:-1}" = 1 ]; then
+    # --lr-decay-iters fixed: by default it is --train-iters, which the resumed run raises
+    setup "$DTRAIN" --train-iters 2 --lr-decay-iters 8 --eval-iters 1 --save "$S/ck"
     CK_IT=$(cd "$S/ck" && ls -d iter_* | tail -n 1)
     cp -R "$S/ck" "$TMP/ck"
     cp "$S/ck/$CK_IT/manifest.json" "$S/manifest.json"
     manifest_consumers() {
         cp "$M" "$TMP/ck/$CK_IT/manifest.json"
-        vcase dtrain 1 "$3" "$TMP/ck" "$O/t.json" "$DTRAIN" --train-iters 3 --eval-iters 1 --load "$TMP/ck" \
+        "$MUT" reseal "$TMP/ck/$CK_IT/manifest.json" || fail "json_mutate reseal"
+        vcase dtrain 1 "$3" "$TMP/ck" "$O/t.json" "$DTRAIN" --train-iters 3 --lr-decay-iters 8 --eval-iters 1 --load "$TMP/ck" \
             --trace "$O/t.json" --summary "$O/s.json"
     }
     mutate "$S/manifest.json" manifest_consumers
