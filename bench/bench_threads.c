@@ -149,7 +149,7 @@ int dtbench_cmd_threads(const char *model, int steps, int repeats)
     const char *models[2] = {"tiny", "small"};
     for (int i = 0; i < 2; i++) {
         if (model && strcmp(model, models[i]) != 0) continue;
-        int n = steps > 0 ? steps : (i == 0 ? 200 : 60);
+        int n = steps > 0 ? steps : (i == 0 ? 400 : 60);
         threads_model(models[i], n, repeats, cores, &fail);
     }
     return fail;

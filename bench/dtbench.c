@@ -325,7 +325,7 @@ int main(int argc, char **argv)
         "{fp32, bf16, fp16} x recompute {none, selective, full}: tokens/s (median and range of --repeats runs, "
         "default 3; --steps default 12) and peak saved activations, each against the layout's fp32/none cell\n"
         "  threads    the automatic thread count (--threads 0) against every fixed one, quiet and beside one "
-        "busy process, on tiny and small (--model: one of them; --steps default 200 and 60; goals: busy >= 0.90 "
+        "busy process, on tiny and small (--model: one of them; --steps default 400 and 60; goals: busy >= 0.90 "
         "of the best fixed count, quiet >= 0.97 of one thread per core)\n"
         "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
         "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
