@@ -185,7 +185,7 @@ static dt_status dtv__check_extras(const dtv_trace *t)
     static const struct {
         const char *key;
         double lo, hi;
-    } ranges[] = {{"stage", 0, INT_MAX},      {"version", 0, INT_MAX},   {"step", 0, INT_MAX / 2},
+    } ranges[] = {{"stage", 0, INT_MAX},      {"version", -1, INT_MAX},   {"step", 0, INT_MAX / 2},
                   {"peer", -1, INT_MAX},      {"worker", -1, INT_MAX},   {"staleness", 0, INT_MAX},
                   {"layer_slot", 0, INT_MAX}, {"skipped", 0, 1}};
     for (size_t i = 0; i < t->n_ev; i++) {
