@@ -202,6 +202,13 @@ static int dtsim_scenario_batch(const dtsim_opts *o, dt_arg *args, int n_args, d
                     o->micro_batches, sc->B, sc->d, o->job.global_batch);
             return 2;
         }
+        if (o->job.global_batch / per_micro > DTS_MAX_MICRO) {
+            fprintf(stderr,
+                    PROG ": --global-batch-size %d gives %lld micro-batches per step and pipeline, more than the %d "
+                         "the simulator holds (a larger --micro-batch-size, or more data parallelism)\n",
+                    o->job.global_batch, (long long)(o->job.global_batch / per_micro), DTS_MAX_MICRO);
+            return 2;
+        }
         sc->m = (int)(o->job.global_batch / per_micro);
     }
     if (GIVEN("--micro-batches")) sc->m = o->micro_batches;

@@ -486,8 +486,9 @@ EOF
 table dtsim "$DTSIM" run --trace "$O/t.json" --summary "$O/s.json" <<'EOF'
 2 | too many tokens | --micro-batch-size 2147483647
 2 | events | --train-iters 1000000000000
-2 | events | --micro-batches 2147483647
-2 | events | --global-batch-size 2147483647 --micro-batch-size 1
+2 | expected 1..65536 per step and pipeline | --micro-batches 2147483647
+2 | --global-batch-size 2147483647 gives 2147483647 micro-batches | --global-batch-size 2147483647 --micro-batch-size 1
+2 | events | --micro-batches 65536 --train-iters 100000000
 2 | events | --data-parallel-size 1048576
 2 | events | --allreduce-chunk-bytes 1 --data-parallel-size 64
 2 | events | --allreduce ps-sync --num-ps-servers 1000000
