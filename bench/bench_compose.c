@@ -79,6 +79,10 @@ int dtbench_cmd_compose(int repeats, int steps, int threads)
         return 2;
     }
     dt_comm *c;
+    if (!dt_comm_launched()) { /* MPI's singleton would start only to be refused */
+        fprintf(stderr, "dtbench compose: not under mpirun: run under mpirun -np 2 (mpirun -np 2 ./dtbench compose)\n");
+        return 2;
+    }
     if (dt_comm_mpi_world(&c) != DT_OK) { /* a build without MPI, or MPI failing to start */
         fprintf(stderr, "dtbench compose: %s: run under mpirun -np 2 (mpirun -np 2 ./dtbench compose)\n",
                 dt_last_error());

@@ -125,6 +125,11 @@ DT_API dt_status dt_comm_waitany(dt_comm *c, int n, dt_comm_request **reqs, int 
 DT_API dt_status dt_comm_nccl_create(dt_comm *host, struct dt_backend *be, dt_comm **out);
 /* 1 if this build has the MPI backend. */
 DT_API int dt_comm_have_mpi(void);
+/* 1 if a launcher started this process (mpirun: OMPI_COMM_WORLD_SIZE; a
+ * PMI-based one: PMI_SIZE or PMIX_RANK). Programs initialise MPI only
+ * then, so a plain run never needs an MPI runtime (nor leaks its
+ * singleton's allocations). */
+DT_API int dt_comm_launched(void);
 
 /* ---- collectives (lib/comm/collectives.c) ------------------------------------- */
 

@@ -468,7 +468,7 @@ static int dtrain_print_schedule(const dt_train_config *cfg)
 static int dtrain_join_mpi(dt_train_config *cfg, dt_arg *args, int n_args, dt_comm **comm_out)
 {
     *comm_out = NULL;
-    if (!dtrain_launched_by_mpirun()) return 0;
+    if (!dt_comm_launched()) return 0; /* MPI only under a launcher */
     if (cfg->pipeline_size > 1) dtrain_mpi_pipeline_env(cfg);
     dt_comm *comm = NULL;
     if (dt_comm_mpi_world(&comm) != DT_OK) {

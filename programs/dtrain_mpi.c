@@ -10,13 +10,6 @@
 
 #include "dtrain_prog.h"
 
-/* Launched by mpirun (OpenMPI or a PMI-based launcher)? Only then is MPI
- * initialised, so a plain ./dtrain never needs an MPI runtime. */
-int dtrain_launched_by_mpirun(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
 /* Open MPI's shared memory sends a message above its eager limit (4 KiB)
  * only when the sender calls MPI again, i.e. after its next compute: the
  * stages would run one after the other. Raise the limit above an

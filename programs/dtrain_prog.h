@@ -77,7 +77,6 @@ void dtrain_print_eval(dtrain_out *out, int64_t iter, const dt_eval_result *ev);
 /* dtrain_outputs.c: --summary and --save checked, the save lock taken (0), or 1 after the message */
 int dtrain_prepare_outputs(const dtrain_opts *o, dt_comm *comm, int *lock_fd);
 
-int dtrain_launched_by_mpirun(void);
 void dtrain_abort_job(dt_comm *comm);
 void dtrain_comm_end(dt_comm *comm);
 int dtrain_quiet_other_ranks(void);

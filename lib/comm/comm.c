@@ -417,3 +417,5 @@ dt_status dt_comm_self_create(dt_comm **out)
     if (st != DT_OK) free(s);
     return st;
 }
+
+int dt_comm_launched(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"); }
