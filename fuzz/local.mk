@@ -16,7 +16,8 @@
 #   make fuzz FUZZ_SECONDS=300 FUZZ_TARGETS=trace_read
 #   make fuzz FUZZ_RUNS=10000000  # a number of executions instead of a time
 # Without TMPDIR the checkpoint harness's files go to /dev/shm where it is
-# writable (26k executions/s there against 1.9k on /tmp's disk here).
+# writable (one 10-15 s run each here: 26k executions/s there against
+# 1.9k on /tmp's disk; a hint, not a benchmark).
 # Each fuzzer gets a dictionary (fuzz/out/TARGET.dict): the values of
 # fuzz/dict/values.dict (0, -1, huge, NaN, inf, 2^31, 2^62, 2^63-1...)
 # and the JSON keys and --flags found in its seeds, so that mutations

@@ -3,7 +3,7 @@
  * One OpenMP thread per core is fastest on a quiet machine, but when
  * another process wants a core, a descheduled thread stalls every barrier
  * of every op: with one busy process beside it, the tiny model ran at
- * 33.5k tokens/s on two threads against 60.8k on one. So the trainer times
+ * 33.5k tokens/s on two threads against 60.8k on one (issue 20's report). So the trainer times
  * its steps and runs them on the fastest worker count: an exploration
  * measures the current choice and then the others (max, max/2, ..., 1),
  * DT__TUNE_SAMPLES steps each, and keeps the one with the lowest median
