@@ -28,6 +28,7 @@ typedef struct dtsim_opts {
     const char *config, *hw, *profile, *grad_trace;
     int devices_per_node; /* 0: the hardware file's */
     int cores_per_node;   /* 0: a core (device) per rank */
+    const char *colocated; /* validate: FILE,FILE,... a co-located profile (NULL: none) */
     /* sweep */
     const char *sweep;
     int csv;

@@ -300,11 +300,11 @@ static int dtsim_scenario_machine(const dtsim_opts *o, dt_arg *args, int n_args,
     }
     if (o->devices_per_node > 0) sc->hw.devices_per_node = o->devices_per_node;
     if (o->cores_per_node > 0) sc->hw.cores_per_node = o->cores_per_node;
-    if (sc->hw.cores_per_node > 0 && sc->t > 1) {
+    if (sc->hw.cores_per_node > 0 && sc->t > 1 && sc->hw.devices_per_node % sc->t != 0) {
         fprintf(stderr,
-                PROG ": --cores-per-node with --tensor-model-parallel-size %d: not supported (shared cores "
-                     "model pipeline and data-parallel ranks)\n",
-                sc->t);
+                PROG ": --cores-per-node with --tensor-model-parallel-size %d: expected the devices per node (%d) "
+                     "to be a multiple of it (a tensor-parallel group shares one node's cores)\n",
+                sc->t, sc->hw.devices_per_node);
         return 2;
     }
     if (o->grad_trace) {

@@ -1,5 +1,6 @@
 /* dts_fit.h: least squares for the α-β cost of communication (sim/fit.c):
- * from `dtbench allreduce --json` tables or from a trace's collective steps.
+ * from `dtbench allreduce --json` tables or from a trace's collective steps;
+ * and the compute slowdown of ranks sharing a node (sim/fit_contention.c).
  *
  * Model: ns ≈ α·x_latency + x_bytes/β (α in ns per latency term, β in
  * bytes per ns). Relative RMS error of a fit: sqrt(mean((pred/ns - 1)^2))
@@ -52,6 +53,24 @@ dt_status dts_fit_allreduce_json(const char *path, const char *algo, dts_link *o
  * spans. Pipeline send/recv and parameter-server push/pull spans are not
  * used (they include waiting for the peer's compute), nor tp allreduces. */
 dt_status dts_fit_trace_comm(const dt_trace *t, const char *name, dts_link *out, double *rel_rms);
+
+/* The compute slowdown of k ranks computing at once on one node
+ * (sim/fit_contention.c): co[0..k-1] are k copies of one single-rank
+ * profile run at the same time, solo the same run alone; *slowdown = the
+ * mean over the copies of their mean compute time per step (forward,
+ * backward, recompute; the first `skip` steps left out) over solo's, and
+ * *spread (may be NULL) the copies' range of that ratio. The configs must
+ * be equal but for "trace" (DT_ERR_INVALID naming the file otherwise).
+ * For dts_hw.contention[k-1]. */
+dt_status dts_fit_contention(const dt_trace *solo, const char *solo_name, const dt_trace *const *co,
+                             const char *const *co_names, int k, int skip, double *slowdown, double *spread);
+/* The same from files: reads solo_path and paths[0..k-1] (2 <= k <=
+ * DTS_HW_MAX_CONTENTION), fits, and writes hw->contention[k-1] (a slowdown
+ * below 1 is noise: 1); entries between the last one hw already has and k
+ * are interpolated linearly in the ranks computing at once, and
+ * n_contention grows to k. *slowdown, *spread (may be NULL): the fit. */
+dt_status dts_fit_contention_files(const char *solo_path, const char *const *paths, int k, int skip, dts_hw *hw,
+                                   double *slowdown, double *spread);
 
 #ifdef __cplusplus
 }

@@ -14,11 +14,22 @@
  *    "kernel_overhead_ns": ..., "sleep_overshoot_ns": ...,
  *    "mem_capacity_bytes": ..., "devices_per_node": ...,
  *    "intra": {"alpha_ns": ..., "bytes_per_ns": ...},
- *    "inter": {"alpha_ns": ..., "bytes_per_ns": ...}}
+ *    "inter": {"alpha_ns": ..., "bytes_per_ns": ...},
+ *    "contention": [1, s2, s3, ...]}
  * Every key is required ("format" and "version" too) except
  * "sleep_overshoot_ns" (absent: DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS; it is
- * always written); an unknown key is refused (a misspelt key would
- * otherwise silently keep a default).
+ * always written) and "contention" (absent: [1], no slowdown; written when
+ * it has more than one entry); an unknown key is refused (a misspelt key
+ * would otherwise silently keep a default).
+ *
+ * "contention": the compute slowdown of a node's ranks against one rank
+ * alone, by how many compute at once: entry k-1 for k ranks (entry 0 is 1;
+ * beyond the list, its last entry). On a CPU, ranks on one node share its
+ * caches, memory bandwidth and, with more ranks than cores, the cores
+ * themselves; the list is measured (dts_fit_contention: k single-rank
+ * profiles run at once against one alone), so it holds all of that. Used
+ * only with cores_per_node > 0 (dtsim --cores-per-node): see
+ * dts_hw_compute_rate.
  *
  * Invariants of a loaded or default dts_hw: peak_flops, mem_bytes_per_s,
  * bytes_per_ns > 0; 0 < efficiency <= 1; alpha_ns, kernel_overhead_ns,
@@ -41,6 +52,8 @@ extern "C" {
 /* "sleep_overshoot_ns" when a description does not give it: Linux's default
  * timer slack (50 us) plus the wake-up */
 #define DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS 60000
+/* entries of "contention" (ranks computing at once on one node) */
+#define DTS_HW_MAX_CONTENTION 64
 
 struct json_t; /* jansson's json_t: include <jansson.h> to build or read one */
 
@@ -65,6 +78,10 @@ typedef struct dts_hw {
      * with k computing, each runs at min(1, cores/k)); 0: a device of its
      * own per rank. Set by --cores-per-node, not read from the JSON. */
     int cores_per_node;
+    /* compute slowdown with k ranks of a node computing at once: contention[k-1]
+     * for k <= n_contention (contention[0] = 1), else contention[n_contention-1] */
+    double contention[DTS_HW_MAX_CONTENTION];
+    int n_contention; /* 1..DTS_HW_MAX_CONTENTION */
     dts_link intra;    /* link between devices of one node */
     dts_link inter;    /* link between nodes */
     char source[1024]; /* where the figures come from (published spec names, or "calibrated: <command>") */
@@ -96,6 +113,15 @@ void dts_hw_default(dts_hw *out);
 /* The link between two ranks: intra when both are on the same node
  * (rank / devices_per_node), inter otherwise. */
 dts_link dts_hw_link(const dts_hw *hw, int rank_a, int rank_b);
+/* Speed of each of k ranks computing at once on one node, relative to a
+ * rank alone (1 = full speed), with n = n_contention and c = cores_per_node:
+ *   k <= n: 1 / contention[k-1] (measured with k ranks: the whole slowdown,
+ *           processor sharing included when k > c);
+ *   k > n:  rate(n) * share(k) / share(n), share(j) = min(1, c/j): the
+ *           last measured slowdown, then the cores shared.
+ * Without a measured list (n = 1) this is processor sharing alone,
+ * min(1, c/k). k <= 0 or c <= 0: 1. */
+double dts_hw_compute_rate(const dts_hw *hw, int k);
 /* Time of one message of `bytes` on link l: α + bytes/β, rounded to ns. */
 int64_t dts_link_ns(dts_link l, double bytes);
 

@@ -4,7 +4,8 @@
  *
  * The JSON object is read by dts_hw_from_json and built by dts_hw_to_json
  * only: files (dts_hw_load, dts_hw_save) and the inline "hardware" object
- * of a scenario config (sim/scenario.c) share them.
+ * of a scenario config (sim/scenario.c) share them. Also the compute
+ * speed of ranks sharing a node (dts_hw_compute_rate).
  *
  * Invariants: dts_hw_from_json / dts_hw_load either fill *out with a
  * description that passes dts_hw_validate or leave it untouched and return
@@ -133,6 +134,35 @@ static dt_status hw__link(const char *what, const json_t *root, const char *key,
     return DT_OK;
 }
 
+/* "contention": absent = [1]; else 1..DTS_HW_MAX_CONTENTION numbers, the first 1, each in
+ * [1, DTS_HW_CONTENTION_MAX] (a slowdown; more than 1000x is not a measurement) */
+#define DTS_HW_CONTENTION_MAX 1000.0
+static dt_status hw__contention(const char *what, const json_t *root, dts_hw *hw)
+{
+    const json_t *a = json_object_get(root, "contention");
+    hw->contention[0] = 1.0;
+    hw->n_contention = 1;
+    if (!a) return DT_OK;
+    char want[160];
+    snprintf(want, sizeof want,
+             "an array of 1 to %d slowdowns, the first 1 and each from 1 to %g (entry k-1: k ranks computing at once)",
+             DTS_HW_MAX_CONTENTION, DTS_HW_CONTENTION_MAX);
+    const size_t n = json_is_array(a) ? json_array_size(a) : 0;
+    if (n < 1 || n > DTS_HW_MAX_CONTENTION) return dts__json_expected(DT_ERR_FORMAT, what, "contention", want, a);
+    for (size_t i = 0; i < n; i++) {
+        double x;
+        const json_t *v = json_array_get(a, i);
+        if (!dts__json_num(v, &x) || !isfinite(x) || x < 1.0 || x > DTS_HW_CONTENTION_MAX || (i == 0 && x != 1.0)) {
+            char full[32];
+            snprintf(full, sizeof full, "contention[%zu]", i);
+            return dts__json_expected(DT_ERR_FORMAT, what, full, want, v);
+        }
+        hw->contention[i] = x;
+    }
+    hw->n_contention = (int)n;
+    return DT_OK;
+}
+
 dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
 {
     static const char *const known[] = {"format",
@@ -148,6 +178,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
                                         "devices_per_node",
                                         "intra",
                                         "inter",
+                                        "contention",
                                         NULL};
     if (!out) return DT_FAIL(DT_ERR_INVALID, "dts_hw_from_json: NULL argument");
     if (!what) what = "hardware";
@@ -183,6 +214,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
     hw.devices_per_node = (int)dpn;
     DT_CHECK(hw__link(what, root, "intra", &hw.intra));
     DT_CHECK(hw__link(what, root, "inter", &hw.inter));
+    DT_CHECK(hw__contention(what, root, &hw));
     DT_CHECK(dts_hw_validate(&hw, what)); /* the checks above imply it; kept as the invariant's guard */
     *out = hw;
     return DT_OK;
@@ -235,6 +267,12 @@ json_t *dts_hw_to_json(const dts_hw *hw)
     dts__json_set(o, "devices_per_node", json_integer(hw->devices_per_node), &bad);
     dts__json_set(o, "intra", hw__link_json(hw->intra), &bad);
     dts__json_set(o, "inter", hw__link_json(hw->inter), &bad);
+    if (hw->n_contention > 1) {
+        json_t *a = json_array();
+        bad |= !a;
+        for (int i = 0; a && i < hw->n_contention; i++) bad |= json_array_append_new(a, json_real(hw->contention[i]));
+        dts__json_set(o, "contention", a, &bad);
+    }
     if (bad) {
         json_decref(o);
         return NULL;
@@ -270,6 +308,12 @@ static int hw__put_value(FILE *fp, const json_t *v)
             first = 0;
         }
         return fputc('}', fp) == EOF ? -1 : rc;
+    }
+    if (json_is_array(v)) {
+        int rc = fputc('[', fp) == EOF ? -1 : 0;
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if ((i && fputs(", ", fp) == EOF) || hw__put_value(fp, json_array_get(v, i)) < 0) rc = -1;
+        return fputc(']', fp) == EOF ? -1 : rc;
     }
     if (json_is_real(v)) {
         char b[40];
@@ -317,6 +361,13 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
     if (hw->devices_per_node < 1 || hw->devices_per_node > (1 << 20))
         return DT_FAIL(DT_ERR_INVALID, "%s: \"devices_per_node\": expected an integer from 1 to %d, got %d", what,
                        1 << 20, hw->devices_per_node);
+    if (hw->n_contention < 1 || hw->n_contention > DTS_HW_MAX_CONTENTION || hw->contention[0] != 1.0)
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"contention\": expected 1 to %d entries, the first 1", what,
+                       DTS_HW_MAX_CONTENTION);
+    for (int i = 1; i < hw->n_contention; i++)
+        if (!isfinite(hw->contention[i]) || hw->contention[i] < 1.0 || hw->contention[i] > DTS_HW_CONTENTION_MAX)
+            return DT_FAIL(DT_ERR_INVALID, "%s: \"contention[%d]\": expected a number from 1 to %g, got %g", what, i,
+                           DTS_HW_CONTENTION_MAX, hw->contention[i]);
     return DT_OK;
 }
 
@@ -360,7 +411,9 @@ int dts_hw_equal(const dts_hw *a, const dts_hw *b)
            a->kernel_overhead_ns == b->kernel_overhead_ns && a->sleep_overshoot_ns == b->sleep_overshoot_ns &&
            a->mem_capacity_bytes == b->mem_capacity_bytes && a->devices_per_node == b->devices_per_node &&
            a->intra.alpha_ns == b->intra.alpha_ns && a->intra.bytes_per_ns == b->intra.bytes_per_ns &&
-           a->inter.alpha_ns == b->inter.alpha_ns && a->inter.bytes_per_ns == b->inter.bytes_per_ns;
+           a->inter.alpha_ns == b->inter.alpha_ns && a->inter.bytes_per_ns == b->inter.bytes_per_ns &&
+           a->n_contention == b->n_contention &&
+           !memcmp(a->contention, b->contention, (size_t)a->n_contention * sizeof a->contention[0]);
 }
 
 /* ---- defaults and links ------------------------------------------------------- */
@@ -383,6 +436,8 @@ void dts_hw_default(dts_hw *out)
     out->sleep_overshoot_ns = 68000;
     out->mem_capacity_bytes = 12638255104; /* half of the 23.5 GiB RAM per core */
     out->devices_per_node = 2;
+    out->contention[0] = 1.0; /* unmeasured: processor sharing only */
+    out->n_contention = 1;
     out->intra = (dts_link){.alpha_ns = 2000.0, .bytes_per_ns = 5.0};   /* shared memory, MPI: ~5 GB/s busbw */
     out->inter = (dts_link){.alpha_ns = 20000.0, .bytes_per_ns = 1.25}; /* 10 GbE, if hosts were added */
     snprintf(out->source, sizeof out->source,
@@ -394,6 +449,15 @@ dts_link dts_hw_link(const dts_hw *hw, int rank_a, int rank_b)
 {
     const int dpn = hw->devices_per_node > 0 ? hw->devices_per_node : 1;
     return rank_a / dpn == rank_b / dpn ? hw->intra : hw->inter;
+}
+
+double dts_hw_compute_rate(const dts_hw *hw, int k)
+{
+    const int c = hw->cores_per_node, n = hw->n_contention;
+    if (k <= 0 || c <= 0) return 1.0;
+    if (k <= n) return 1.0 / hw->contention[k - 1];
+    const double share_k = k > c ? (double)c / k : 1.0, share_n = n > c ? (double)c / n : 1.0;
+    return share_k / (share_n * hw->contention[n - 1]);
 }
 
 int64_t dts_link_ns(dts_link l, double bytes)

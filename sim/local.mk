@@ -13,7 +13,7 @@ libdtsim_la_SOURCES += sim/dts_amp.h sim/amp.c
 # The typed JSON getters that the hardware and scenario readers share.
 libdtsim_la_SOURCES += sim/dts_json.h sim/json_util.c
 # The cost model, hardware descriptions and communication fit.
-libdtsim_la_SOURCES += sim/dts_hw.h sim/hw.c sim/dts_cost.h sim/cost.c sim/dts_fit.h sim/fit.c
+libdtsim_la_SOURCES += sim/dts_hw.h sim/hw.c sim/dts_cost.h sim/cost.c sim/dts_fit.h sim/fit.c sim/fit_contention.c
 # Scenarios: defaults, dtsim config files and dtrain's run configs, checks.
 libdtsim_la_SOURCES += sim/scenario.c sim/dts_scenario.h
 libdtsim_la_SOURCES += sim/dts_net.h sim/net.c sim/dts_coll.h sim/coll.c sim/dts_run.h sim/run_internal.h sim/run.c \

@@ -129,11 +129,11 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->u = calloc((size_t)s->n_units, sizeof *s->u);
     if (!s->u) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d ranks", s->n_units);
     if (sc->hw.cores_per_node > 0) {
-        if (sc->t > 1)
+        if (sc->t > 1 && sc->hw.devices_per_node % sc->t != 0)
             return DT_FAIL(DT_ERR_UNSUPPORTED,
-                           "dtsim: --cores-per-node with --tensor-model-parallel-size %d: not "
-                           "supported (shared cores model pipeline and data-parallel ranks)",
-                           sc->t);
+                           "dtsim: --cores-per-node with --tensor-model-parallel-size %d: expected the devices per "
+                           "node (%d) to be a multiple of it (a tensor-parallel group shares one node's cores)",
+                           sc->t, sc->hw.devices_per_node);
         const int dpn = sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1;
         s->n_nodes = (s->world + dpn - 1) / dpn;
         s->job = calloc((size_t)s->n_units, sizeof *s->job);

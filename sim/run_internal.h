@@ -160,7 +160,7 @@ struct dts__sim {
     int64_t stale_hist[16];
     /* cores shared per node (hw.cores_per_node > 0): one job per unit */
     struct dts__job *job; /* (n_units) */
-    int *cpu_active;      /* (nodes) jobs computing on the node */
+    int *cpu_active;      /* (nodes) ranks computing on the node (t per computing unit) */
     int64_t *cpu_last;    /* (nodes) when their progress was last brought up to date */
     int n_nodes;
     void (*begin_step)(dts__sim *s, dts__unit *u); /* the shape's step (pipeline or data parallel) */

@@ -80,7 +80,7 @@ static int dts__node_of(const dts__sim *s, const dts__unit *u)
 static void dts__cpu_advance(dts__sim *s, int node, int64_t now)
 {
     const int k = s->cpu_active[node];
-    const double rate = k > s->sc->hw.cores_per_node ? (double)s->sc->hw.cores_per_node / k : 1.0;
+    const double rate = dts_hw_compute_rate(&s->sc->hw, k);
     const double done = (double)(now - s->cpu_last[node]) * rate;
     for (int i = 0; k > 0 && i < s->n_units; i++)
         if (s->job[i].live && dts__node_of(s, &s->u[i]) == node) s->job[i].left -= done;
@@ -92,8 +92,7 @@ static void dts__cpu_done(dts_engine *e, void *ctx, int64_t a, int64_t b);
 /* The node's computing jobs at their new rate: a new finish event each. */
 static void dts__cpu_resched(dts__sim *s, int node, int64_t now)
 {
-    const int k = s->cpu_active[node];
-    const double rate = k > s->sc->hw.cores_per_node ? (double)s->sc->hw.cores_per_node / k : 1.0;
+    const double rate = dts_hw_compute_rate(&s->sc->hw, s->cpu_active[node]);
     for (int i = 0; i < s->n_units; i++) {
         dts__job *j = &s->job[i];
         if (!j->live || dts__node_of(s, &s->u[i]) != node) continue;
@@ -113,7 +112,7 @@ static void dts__cpu_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
     const int64_t now = dts_engine_now(e);
     dts__cpu_advance(s, node, now);
     j->live = 0;
-    s->cpu_active[node]--;
+    s->cpu_active[node] -= s->sc->t;
     dts__cpu_resched(s, node, now);
     j->fn(e, j->u, j->a, j->b);
 }
@@ -129,6 +128,6 @@ void dts__compute(dts__sim *s, dts__unit *u, int64_t dur, dts_fn fn, int64_t a, 
     dts__cpu_advance(s, node, now);
     dts__job *j = &s->job[u->idx];
     *j = (dts__job){.u = u, .left = (double)dur, .gen = j->gen, .live = 1, .fn = fn, .a = a, .b = b};
-    s->cpu_active[node]++;
+    s->cpu_active[node] += s->sc->t; /* a unit is t tensor-parallel ranks, computing together */
     dts__cpu_resched(s, node, now);
 }

@@ -26,6 +26,12 @@ static void dts__run_name(const dts_scenario *sc, char *buf, size_t n)
     else snprintf(buf, n, "dp d%d %s%s m=%d", sc->d, sc->exchange_name, sc->zero ? " zero1" : "", sc->m);
 }
 
+/* fprintf when there is somewhere to print (dts_validate's out may be NULL) */
+#define OUT(...)                                 \
+    do {                                         \
+        if (out) fprintf(out, __VA_ARGS__);      \
+    } while (0)
+
 dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -43,6 +49,10 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
     }
     if (o->devices_per_node > 0) hw.devices_per_node = o->devices_per_node;
     if (o->cores_per_node > 0) hw.cores_per_node = o->cores_per_node;
+    double co_slow = 1, co_spread = 0;
+    if (o->n_colocated > 0)
+        DT_CHECK(dts_fit_contention_files(o->profile, o->colocated, o->n_colocated, o->skip > 0 ? o->skip : 1, &hw,
+                                          &co_slow, &co_spread));
     dt_trace *prof = NULL;
     DT_CHECK(dt_trace_read(o->profile, &prof));
     res->rows = calloc((size_t)o->n_runs, sizeof *res->rows);
@@ -51,16 +61,23 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
         return DT_FAIL(DT_ERR_NOMEM, "dtsim validate: out of memory");
     }
     const int skip = o->skip > 0 ? o->skip : 1;
-    fprintf(out, "inputs: compute profile %s (a single-rank run); links %s", o->profile,
+    OUT("inputs: compute profile %s (a single-rank run); links %s", o->profile,
             o->comm_json ? o->comm_json
             : o->hw      ? o->hw
                          : "dtsim's default hardware");
     if (o->comm_json)
-        fprintf(out, " (ring fit: alpha %.0f ns, beta %.3f GB/s, rel. rms %.3f)", hw.intra.alpha_ns,
+        OUT(" (ring fit: alpha %.0f ns, beta %.3f GB/s, rel. rms %.3f)", hw.intra.alpha_ns,
                 hw.intra.bytes_per_ns, rms);
-    fprintf(out,
+    if (o->n_colocated > 0)
+        OUT("; co-located profile: %d ranks computing at once run %.3fx slower (range %.3f over the ranks)",
+                o->n_colocated, co_slow, co_spread);
+    if (hw.cores_per_node > 0) {
+        OUT("; %d cores per node, compute slowdown by ranks computing at once:", hw.cores_per_node);
+        for (int k = 1; k <= hw.n_contention; k++) OUT(" %d: %.3f", k, hw.contention[k - 1]);
+    }
+    OUT(
             "\nthe measured runs give only their configuration (layout, schedule, batch), never their durations\n");
-    fprintf(out, "%-34s %10s %10s %8s | %21s | %21s | %21s\n", "run", "measured", "predicted", "error",
+    OUT("%-34s %10s %10s %8s | %21s | %21s | %21s\n", "run", "measured", "predicted", "error",
             "compute ms meas/pred", "comm ms meas/pred", "optim ms meas/pred");
     dt_status st = DT_OK;
     double sum = 0;
@@ -98,7 +115,12 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
         }
         if (st == DT_OK) {
             st = dt_trace_phase_times_events(sum_pred.ev, sum_pred.n_ev, pid, skip, &row->predicted);
-            dts_summary_free(&sum_pred);
+            if (st == DT_OK && o->keep_summaries) {
+                row->summary = sum_pred; /* the caller's, events and all (dts_validate_result_free) */
+                row->has_summary = 1;
+            } else {
+                dts_summary_free(&sum_pred);
+            }
         }
         dt_trace_free(t);
         if (st != DT_OK) break;
@@ -107,7 +129,7 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
         sum += fabs(row->err);
         if (fabs(row->err) > res->max_abs_err) res->max_abs_err = fabs(row->err);
         res->n++;
-        fprintf(out, "%-34s %7.2f ms %7.2f ms %+7.1f%% | %9.2f / %9.2f | %9.2f / %9.2f | %9.2f / %9.2f\n", row->name,
+        OUT("%-34s %7.2f ms %7.2f ms %+7.1f%% | %9.2f / %9.2f | %9.2f / %9.2f | %9.2f / %9.2f\n", row->name,
                 row->measured.step_ns * 1e-6, row->predicted.step_ns * 1e-6, 100 * row->err,
                 row->measured.compute_ns * 1e-6, row->predicted.compute_ns * 1e-6, row->measured.comm_ns * 1e-6,
                 row->predicted.comm_ns * 1e-6, row->measured.optim_ns * 1e-6, row->predicted.optim_ns * 1e-6);
@@ -115,7 +137,7 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
     dt_trace_free(prof);
     if (res->n) res->mean_abs_err = sum / res->n;
     if (st == DT_OK)
-        fprintf(out, "step time: mean absolute error %.1f%%, largest %.1f%% over %d runs\n", 100 * res->mean_abs_err,
+        OUT("step time: mean absolute error %.1f%%, largest %.1f%% over %d runs\n", 100 * res->mean_abs_err,
                 100 * res->max_abs_err, res->n);
     return st;
 }
@@ -123,6 +145,8 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
 void dts_validate_result_free(dts_validate_result *r)
 {
     if (!r) return;
+    for (int i = 0; r->rows && i < r->n; i++)
+        if (r->rows[i].has_summary) dts_summary_free(&r->rows[i].summary);
     free(r->rows);
     memset(r, 0, sizeof *r);
 }

@@ -171,6 +171,10 @@ gpu-bundle:
 .PHONY: gpu-bundle
 # The simulator's cost model, hardware files and communication fit.
 if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_sim_contention
+tests_check_sim_contention_SOURCES = tests/check_sim_contention.c tests/simtest.h tests/testutil.h
+tests_check_sim_contention_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim $(JANSSON_CFLAGS)
+tests_check_sim_contention_LDADD = libdtsim.la $(DT_CHECK_LDADD) $(JANSSON_LIBS)
 DT_CHECK_SUITES += tests/check_sim_cost
 tests_check_sim_cost_SOURCES = tests/check_sim_cost.c tests/testutil.h
 tests_check_sim_cost_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim

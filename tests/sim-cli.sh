@@ -76,7 +76,7 @@ expect_usage_error "--micro-batches 3" run --micro-batches 3 --global-batch-size
 expect_usage_error "--micro-batches" run --micro-batches 0
 expect_usage_error "--devices-per-node" run --devices-per-node 0
 expect_usage_error "--cores-per-node" run --cores-per-node 0
-expect_usage_error "--cores-per-node with --tensor-model-parallel-size 2" run --cores-per-node 1 --tensor-model-parallel-size 2
+expect_usage_error "--cores-per-node with --tensor-model-parallel-size 4" run --cores-per-node 1 --devices-per-node 2 --tensor-model-parallel-size 4
 expect_usage_error "--devices-per-node" validate --devices-per-node x
 expect_usage_error "--train-iters" run --train-iters 0
 expect_usage_error "--seq-length 100" run --seq-length 100
