@@ -196,7 +196,7 @@ static const struct {
 } dtbench_own_parser[] = {
     {"bubbles", dtbench_run_bubbles},
     {"simval", dt_bench_simval},     /* bench/simval.c */
-    {"simspeed", dt_bench_simspeed}, /* bench/simval.c */
+    {"simspeed", dt_bench_simspeed}, /* bench/simspeed.c */
     {"viz", dt_bench_viz},           /* bench/vizbench.c */
 };
 

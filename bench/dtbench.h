@@ -3,7 +3,7 @@
  * bench_kernels.c (gemm, gelu), bench_train.c (train, recompute,
  * largebatch, amp), bench_parallel.c (allreduce, bubbles, pipeline, tp),
  * bench_compose.c (compose), bench_threads.c (threads),
- * simval.c (simval, simspeed), vizbench.c (viz). */
+ * simval.c (simval), simspeed.c (simspeed), vizbench.c (viz). */
 #ifndef DTBENCH_H
 #define DTBENCH_H
 
@@ -51,7 +51,7 @@ int dtbench_cmd_compose(int repeats, int steps, int threads);
 int dtbench_cmd_threads(const char *model, int steps, int repeats);
 
 int dt_bench_simval(int argc, char **argv);   /* bench/simval.c */
-int dt_bench_simspeed(int argc, char **argv); /* bench/simval.c */
+int dt_bench_simspeed(int argc, char **argv); /* bench/simspeed.c */
 int dt_bench_viz(int argc, char **argv);      /* bench/vizbench.c (vizbench_none.c without SDL2) */
 
 #endif

@@ -1,37 +1,36 @@
-/* simval.c: `dtbench simval` and `dtbench simspeed`, the simulator's
- * benchmarks.
+/* simval.c: `dtbench simval`, the simulator's validation lab.
  *
- *   dtbench simval [--iters N] [--dir DIR] [--quick] [--mpirun CMD]
- *       The validation matrix on this machine. It runs, as a user would,
- *       (1) single-rank compute profiles of the tiny model (dtrain
- *       --threads 1) in fp32, bf16 and fp16, (2) `mpirun -np 2 dtbench
- *       allreduce --json` for the links' fit, (3) real 2-rank runs:
- *       pipeline p = 2 (gpipe and 1f1b for m = 2, 4, 8; pipedream and
- *       pipedream-vsync for m = 4), tensor parallel t = 2, data parallel
- *       d = 2 (ring, tree, ZeRO-1), the parameter server (ps-sync,
- *       ps-async: one worker, one server), and two combined runs (1f1b
- *       bf16, t = 2 fp16), each with a trace; then dts_validate predicts
- *       every run from (1) of its precision and (2) only and prints
- *       measured vs predicted step time and phases. Goal
- *       (the errors peer simulators' papers report against real runs:
- *       SimAI ~1.9%, Lumos 3.3%, ASTRA-sim 10-20%): mean absolute error
- *       < 5%, no run over 10%. --quick: five runs (1f1b, dp ring,
- *       ps-sync and the two combined ones; for tests). Exit 0
- *       when every run was predicted (the goal's verdict is printed, not
- *       the exit code), 1 on a failure.
- *   dtbench simspeed [--steps N]
- *       The engine alone (events per second of a heap under a steady load
- *       of pending events, goal > 10 million) and a 1024-device job:
- *       32 blocks of GPT-2's width 768, 12 heads, T = 1024, byte vocabulary,
- *       on sim/hw/h100-ib.json's figures with the roofline,
- *       p = 16, d = 64, m = 64, 1f1b, ring allreduce at step level; wall
- *       time for 10 steps (goal < 10 s on one core) and events per second.
+ *   dtbench simval [--iters N] [--repeats R] [--skip S] [--dir DIR] [--quick]
+ *                  [--mpirun CMD] [--cluster auto|on|off] [--cluster-rate RATE]
  *
- * Both programs print the figure and the ratio to the goal. */
+ * Two disjoint sets of real runs, named in the output:
+ *   calibration (the only inputs the simulator is fitted to):
+ *     - single-rank compute profiles (dtrain --threads 1), one per precision
+ *       and micro-batch size that the runs use;
+ *     - a co-located profile: k copies of the fp32 profile run at once on
+ *       this machine (k = 2, and 4 when a run has 4 ranks), fitting the
+ *       compute slowdown of k ranks sharing the node (dts_fit_contention:
+ *       the hardware's "contention");
+ *     - the links: `mpirun -np 2 dtbench allreduce --json` (shared memory)
+ *       and, on the emulated cluster, the same across its 2 nodes;
+ *   validation (never used for fitting): the matrix of bench/simval_runs.c,
+ *     every run measured R times (default 3), rep after rep.
+ * The calibrated hardware file is written as DIR/hw-calibrated.json; every
+ * run is predicted from it and the profile of its precision and
+ * micro-batch size (dts_validate: the run gives only its configuration).
+ *
+ * Reported per run: the measured step time (median and range of the R
+ * repeats: the noise floor), the prediction and its error against the
+ * median. Goals, each printed with its ratio: mean |error| < 3% and none
+ * over 8%; the staleness of ps-async with a slow worker (mean, max,
+ * histogram distance); peak activation memory of every rank within 5%.
+ * Exit 0 when every run was measured and predicted (the goals' verdicts are
+ * printed, not the exit code), 1 on a failure, 2 on a bad flag. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +40,12 @@
 #include <unistd.h>
 
 #include "../programs/args.h"
+#include "dtbench.h"
 #include "dtrain.h"
-#include "dts_engine.h"
-#include "dts_run.h"
-#include "dts_scenario.h"
+#include "dts_fit.h"
+#include "dts_hw.h"
 #include "dts_validate.h"
-
-int dt_bench_simval(int argc, char **argv);
-int dt_bench_simspeed(int argc, char **argv);
+#include "simval.h"
 
 /* snprintf into an array, failing the benchmark instead of truncating a path or command */
 #define FMT(buf, ...)                                                                              \
@@ -59,6 +56,8 @@ int dt_bench_simspeed(int argc, char **argv);
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
+
+#define SV_MAX_REPEATS 9
 
 static double now_s(void)
 {
@@ -71,7 +70,7 @@ static double now_s(void)
 static int run_logged(const char *cmd, const char *log)
 {
     char full[8192];
-    snprintf(full, sizeof full, "%s > '%s' 2>&1", cmd, log);
+    snprintf(full, sizeof full, "( %s ) > '%s' 2>&1", cmd, log);
     int rc = system(full);
     if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
         fprintf(stderr, "dtbench simval: command failed (status %d): %s\n  see %s; its last lines:\n", rc, cmd, log);
@@ -98,44 +97,334 @@ static void mpi_env(void)
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) setenv(kv[i][0], kv[i][1], 0);
 }
 
-typedef struct simval_run {
-    const char *name; /* file stem */
-    int np;
-    const char *flags; /* beyond the common ones */
-    int prec;          /* 0 fp32, 1 bf16, 2 fp16: predicted from the profile of that precision */
-} simval_run;
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
-static const char *const simval_prec[] = {"fp32", "bf16", "fp16"};
-static const char *const simval_prec_flag[] = {"", "--bf16", "--fp16"};
+/* the state of one simval session */
+typedef struct sv {
+    char bindir[PATH_MAX], srcdir[PATH_MAX], dir[PATH_MAX];
+    const char *mpirun;
+    char cluster_mpirun[PATH_MAX + 128]; /* "" without the cluster */
+    int iters, repeats, skip, cores;
+} sv;
+
+static int sv_profile_path(const sv *s, int prec, int mbs, char *out, size_t n)
+{
+    int k = snprintf(out, n, "%s/profile-%s-mbs%d.json", s->dir, dt_simval_prec_name[prec], mbs);
+    return k > 0 && (size_t)k < n ? 0 : -1;
+}
+
+/* (1) one compute profile per (precision, micro-batch size) the runs use */
+static int sv_profiles(const sv *s, const char *used)
+{
+    char cmd[4096], log[PATH_MAX + 64], path[PATH_MAX + 64];
+    for (int p = 0; p < DT_SIMVAL_NPREC; p++)
+        for (int mbs = 1; mbs <= 64; mbs++) {
+            if (!used[p * 65 + mbs]) continue;
+            if (sv_profile_path(s, p, mbs, path, sizeof path) != 0) return 1;
+            FMT(cmd, "'%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size %d --train-iters %d --threads 1 %s --trace '%s'",
+                s->bindir, mbs, s->iters, dt_simval_prec_flag[p], path);
+            FMT(log, "%s.log", path);
+            printf("  profile:    %s\n", cmd);
+            fflush(stdout);
+            if (run_logged(cmd, log) != 0) return 1;
+        }
+    return 0;
+}
+
+/* (2) k copies of the fp32 micro-batch-16 profile at once; fits hw->contention[k-1] */
+static int sv_colocated(const sv *s, int k, dts_hw *hw)
+{
+    char cmd[8192] = "", one[1024], log[PATH_MAX + 64], solo[PATH_MAX + 64];
+    char files[8][PATH_MAX + 64];
+    const char *names[8];
+    if (k > 8 || sv_profile_path(s, DT_SIMVAL_FP32, 16, solo, sizeof solo) != 0) return 1;
+    size_t used = 0;
+    for (int i = 0; i < k; i++) {
+        FMT(files[i], "%s/colocated-k%d-%d.json", s->dir, k, i);
+        names[i] = files[i];
+        FMT(one, "'%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size 16 --train-iters %d --threads 1 --trace '%s' & p%d=$!; ",
+            s->bindir, s->iters, files[i], i);
+        if (used + strlen(one) >= sizeof cmd) return 1;
+        memcpy(cmd + used, one, strlen(one) + 1);
+        used += strlen(one);
+    }
+    for (int i = 0; i < k; i++) {
+        FMT(one, "wait $p%d || exit 1; ", i);
+        if (used + strlen(one) >= sizeof cmd) return 1;
+        memcpy(cmd + used, one, strlen(one) + 1);
+        used += strlen(one);
+    }
+    FMT(log, "%s/colocated-k%d.log", s->dir, k);
+    printf("  co-located: %d copies of the fp32 micro-batch 16 profile at once\n", k);
+    fflush(stdout);
+    if (run_logged(cmd, log) != 0) return 1;
+    double slow = 1, spread = 0;
+    if (dts_fit_contention_files(solo, names, k, s->skip, hw, &slow, &spread) != DT_OK) {
+        fprintf(stderr, "dtbench simval: %s\n", dt_last_error());
+        return 1;
+    }
+    printf("              %d ranks computing at once: compute %.3fx a lone rank's (range over the copies %.3f)\n", k,
+           slow, spread);
+    return 0;
+}
+
+/* (3) a link fit from `dtbench allreduce --json` on 2 ranks launched by `launcher` */
+static int sv_link(const sv *s, const char *launcher, const char *tag, dts_link *out)
+{
+    char cmd[4096], log[PATH_MAX + 64], path[PATH_MAX + 64];
+    FMT(path, "%s/allreduce-%s.json", s->dir, tag);
+    FMT(cmd, "%s -np 2 '%s/dtbench' allreduce --max-bytes 4194304 --json '%s'", launcher, s->bindir, path);
+    FMT(log, "%s.log", path);
+    printf("  links:      %s\n", cmd);
+    fflush(stdout);
+    if (run_logged(cmd, log) != 0) return 1;
+    double rms = 0;
+    if (dts_fit_allreduce_json(path, "ring", out, &rms) != DT_OK) {
+        fprintf(stderr, "dtbench simval: %s\n", dt_last_error());
+        return 1;
+    }
+    printf("              %s ring fit: alpha %.0f ns, beta %.3f GB/s (relative rms %.3f)\n", tag, out->alpha_ns,
+           out->bytes_per_ns, rms);
+    return 0;
+}
+
+/* The emulated cluster (tests/cluster.sh): 1 on success (s->cluster_mpirun set), 0 when it cannot be made. */
+static int sv_cluster_up(sv *s, const char *rate, int required)
+{
+    char cmd[PATH_MAX + 256], log[PATH_MAX + 64];
+    if (geteuid() != 0) {
+        printf("  cluster:    not root: the emulated cluster (network namespaces) is left out\n");
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "sh '%s/tests/cluster.sh' up --name dtsv --nodes 2 --ranks-per-node 1 --rate %s",
+             s->srcdir, rate);
+    snprintf(log, sizeof log, "%s/cluster-up.log", s->dir);
+    printf("  cluster:    %s\n", cmd);
+    fflush(stdout);
+    if (run_logged(cmd, log) != 0) {
+        if (required) return -1;
+        printf("              could not be made: the cluster runs are left out\n");
+        return 0;
+    }
+    snprintf(s->cluster_mpirun, sizeof s->cluster_mpirun, "sh '%s/tests/cluster.sh' mpirun --name dtsv", s->srcdir);
+    return 1;
+}
+
+static void sv_cluster_down(const sv *s)
+{
+    char cmd[PATH_MAX + 128];
+    if (!s->cluster_mpirun[0]) return;
+    snprintf(cmd, sizeof cmd, "sh '%s/tests/cluster.sh' down --name dtsv >/dev/null 2>&1", s->srcdir);
+    if (system(cmd) != 0) fprintf(stderr, "dtbench simval: tests/cluster.sh down --name dtsv failed\n");
+}
+
+/* one measured run's files */
+static int sv_run_path(const sv *s, const dt_simval_run *r, int rep, const char *suffix, char *out, size_t n)
+{
+    int k = snprintf(out, n, "%s/%s.rep%d%s", s->dir, r->name, rep, suffix);
+    return k > 0 && (size_t)k < n ? 0 : -1;
+}
+
+static int sv_measure(const sv *s, const dt_simval_run *r, int rep)
+{
+    char cmd[8192], log[PATH_MAX + 64], trace[PATH_MAX + 64], summary[PATH_MAX + 64];
+    if (sv_run_path(s, r, rep, ".json", trace, sizeof trace) || sv_run_path(s, r, rep, ".summary.json", summary, sizeof summary) ||
+        sv_run_path(s, r, rep, ".log", log, sizeof log))
+        return 1;
+    FMT(cmd, "%s -np %d '%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size %d --train-iters %d %s %s --trace '%s' --summary '%s'",
+        r->cluster ? s->cluster_mpirun : s->mpirun, r->np, s->bindir, r->mbs, s->iters, dt_simval_prec_flag[r->prec],
+        r->flags, trace, summary);
+    printf("  rep %d %-18s %s\n", rep, r->name, cmd);
+    fflush(stdout);
+    return run_logged(cmd, log) != 0;
+}
+
+/* one run's outcome */
+typedef struct sv_row {
+    double meas_med, meas_lo, meas_hi, pred, err, spread;
+    double comp_meas, comp_pred, comm_meas, comm_pred;
+    int has_stale;
+    double stale_mean[2];
+    int stale_max[2];
+    double stale_dist;
+    double mem_err; /* largest |error| of peak activation memory over the ranks compared, -1: none compared */
+    int mem_ranks;
+} sv_row;
+
+/* Peak activation memory of every simulated rank against its real trace (rep 1). */
+static void sv_memory(const sv *s, const dt_simval_run *r, const dts_summary *sum, sv_row *row)
+{
+    row->mem_err = -1;
+    for (int pid = 0; pid < r->np; pid++) {
+        const int64_t sim = dt_simval_sim_peak_act(sum->ev, sum->n_ev, pid);
+        if (sim <= 0) continue;
+        char path[PATH_MAX + 64], suf[32];
+        snprintf(suf, sizeof suf, ".rank%d.json", pid);
+        if (sv_run_path(s, r, 1, suf, path, sizeof path) != 0) continue;
+        dt_trace *t = NULL;
+        if (dt_trace_read(path, &t) != DT_OK) continue;
+        const int64_t real = dt_simval_peak_act(t);
+        dt_trace_free(t);
+        if (real <= 0) continue;
+        const double e = fabs((double)(sim - real) / (double)real);
+        if (e > row->mem_err) row->mem_err = e;
+        row->mem_ranks++;
+    }
+}
+
+/* Predict run r from its R traces; fills row. */
+static int sv_predict(const sv *s, const dt_simval_run *r, const char *hw_path, sv_row *row)
+{
+    char files[SV_MAX_REPEATS][PATH_MAX + 64], prof[PATH_MAX + 64];
+    const char *names[SV_MAX_REPEATS];
+    for (int k = 0; k < s->repeats; k++) {
+        if (sv_run_path(s, r, k + 1, ".rank0.json", files[k], sizeof files[k]) != 0) return 1;
+        names[k] = files[k];
+    }
+    if (sv_profile_path(s, r->prec, r->mbs, prof, sizeof prof) != 0) return 1;
+    /* this machine: every rank on one node of s->cores cores; the cluster: a node per rank */
+    dts_validate_opts o = {.profile = prof,
+                           .hw = hw_path,
+                           .runs = names,
+                           .n_runs = s->repeats,
+                           .skip = s->skip,
+                           .devices_per_node = r->cluster ? 1 : 64,
+                           .cores_per_node = r->cluster ? 1 : s->cores,
+                           .keep_summaries = 1};
+    dts_validate_result res;
+    if (dts_validate(&o, NULL, &res) != DT_OK) {
+        fprintf(stderr, "dtbench simval: %s: %s\n", r->name, dt_last_error());
+        dts_validate_result_free(&res);
+        return 1;
+    }
+    double m[SV_MAX_REPEATS];
+    for (int k = 0; k < res.n; k++) m[k] = res.rows[k].measured.step_ns;
+    qsort(m, (size_t)res.n, sizeof m[0], cmp_double);
+    const int n = res.n;
+    row->meas_med = n % 2 ? m[n / 2] : (m[n / 2 - 1] + m[n / 2]) / 2;
+    row->meas_lo = m[0];
+    row->meas_hi = m[n - 1];
+    row->spread = (m[n - 1] - m[0]) / row->meas_med;
+    row->pred = res.rows[0].predicted.step_ns;
+    row->err = (row->pred - row->meas_med) / row->meas_med;
+    for (int k = 0; k < n; k++) {
+        row->comp_meas += res.rows[k].measured.compute_ns / n;
+        row->comm_meas += res.rows[k].measured.comm_ns / n;
+    }
+    row->comp_pred = res.rows[0].predicted.compute_ns;
+    row->comm_pred = res.rows[0].predicted.comm_ns;
+    const dts_summary *sum = &res.rows[0].summary;
+    sv_memory(s, r, sum, row);
+    if (strstr(r->flags, "ps-async") && strstr(r->flags, "--slow-rank")) {
+        char path[PATH_MAX + 64];
+        int64_t h[16];
+        if (sv_run_path(s, r, 1, ".summary.json", path, sizeof path) == 0 &&
+            dt_simval_staleness(path, &row->stale_mean[0], &row->stale_max[0], h) == 0) {
+            row->has_stale = 1;
+            row->stale_mean[1] = sum->staleness_mean;
+            row->stale_max[1] = sum->staleness_max;
+            row->stale_dist = dt_simval_hist_distance(h, sum->staleness_hist);
+        }
+    }
+    dts_validate_result_free(&res);
+    return 0;
+}
+
+/* The report: the table and each goal with its ratio. */
+static void sv_report(const sv *s, const dt_simval_run *const *runs, const sv_row *rows, int n)
+{
+    printf("\nvalidation (never used for fitting): %d runs, each measured %d times; error = predicted / median - 1\n",
+           n, s->repeats);
+    printf("%-19s %-26s %9s %19s %7s %9s %8s | %17s | %17s\n", "run", "set", "measured", "(range of repeats)",
+           "spread", "predicted", "error", "compute meas/pred", "comm meas/pred");
+    double sum = 0, max = 0, spread_sum = 0, spread_max = 0, mem_max = -1;
+    int within = 0, mem_ranks = 0;
+    const sv_row *stale = NULL;
+    for (int i = 0; i < n; i++) {
+        const sv_row *r = &rows[i];
+        char range[48];
+        snprintf(range, sizeof range, "(%.1f-%.1f ms)", r->meas_lo * 1e-6, r->meas_hi * 1e-6);
+        printf("%-19s %-26s %6.1f ms %19s %6.1f%% %6.1f ms %+7.1f%% | %7.1f / %7.1f | %7.1f / %7.1f\n", runs[i]->name,
+               runs[i]->set, r->meas_med * 1e-6, range, 100 * r->spread, r->pred * 1e-6, 100 * r->err,
+               r->comp_meas * 1e-6, r->comp_pred * 1e-6, r->comm_meas * 1e-6, r->comm_pred * 1e-6);
+        sum += fabs(r->err);
+        max = fmax(max, fabs(r->err));
+        spread_sum += r->spread;
+        spread_max = fmax(spread_max, r->spread);
+        within += fabs(r->err) <= r->spread;
+        if (r->mem_err > mem_max) mem_max = r->mem_err;
+        mem_ranks += r->mem_ranks;
+        if (r->has_stale) stale = r;
+    }
+    if (n < 1) return;
+    const double mean = sum / n;
+    printf("\nnoise floor: run-to-run spread (max - min) / median over %d repeats: mean %.1f%%, largest %.1f%%; "
+           "%d of %d errors are inside their run's spread\n",
+           s->repeats, 100 * spread_sum / n, 100 * spread_max, within, n);
+    printf("goal: mean |error| < 3%% (%.1f%% over %d runs: ratio %.2f) and none over 8%% (largest %.1f%%: ratio %.2f): "
+           "%s\n",
+           100 * mean, n, mean / 0.03, 100 * max, max / 0.08, mean < 0.03 && max <= 0.08 ? "MET" : "NOT MET");
+    if (stale)
+        printf("staleness of ps-async with a slow worker: measured mean %.2f max %d, predicted mean %.2f max %d; "
+               "histogram distance (total variation) %.3f\n",
+               stale->stale_mean[0], stale->stale_max[0], stale->stale_mean[1], stale->stale_max[1], stale->stale_dist);
+    if (mem_max >= 0)
+        printf("goal: peak activation memory within 5%% on every rank (%d ranks, largest |error| %.1f%%: ratio %.2f): "
+               "%s\n",
+               mem_ranks, 100 * mem_max, mem_max / 0.05, mem_max <= 0.05 ? "MET" : "NOT MET");
+}
 
 int dt_bench_simval(int argc, char **argv)
 {
-    int iters = 30, quick = 0, help = 0;
-    const char *dir = NULL, *mpirun = "mpirun --oversubscribe --allow-run-as-root";
+    sv s = {.iters = 50, .repeats = 3, .skip = 5, .mpirun = "mpirun --oversubscribe --allow-run-as-root"};
+    int quick = 0, help = 0;
+    const char *dir = NULL, *cluster = "auto", *rate = "2gbit";
     dt_arg args[] = {
-        {"--iters", DT_ARG_INT, &iters, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 3, 100000, NULL, NULL,
-         "training steps of every run (the first 2 are left out as warm-up)", NULL, 0},
+        {"--iters", DT_ARG_INT, &s.iters, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 8, 100000, NULL, NULL,
+         "training steps of every run and profile", NULL, 0},
+        {"--repeats", DT_ARG_INT, &s.repeats, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, SV_MAX_REPEATS, NULL, NULL,
+         "measurements of every validation run (their spread is the noise floor)", NULL, 0},
+        {"--skip", DT_ARG_INT, &s.skip, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1000, NULL, NULL,
+         "warm-up steps left out of every mean", NULL, 0},
         {"--dir", DT_ARG_STRING, &dir, 0, 0, 0, NULL, "DIR", "keep the traces and logs in DIR", "temporary, removed",
          0},
-        {"--quick", DT_ARG_FLAG, &quick, 0, 0, 0, NULL, NULL, "five runs instead of the whole matrix (tests)", NULL, 0},
-        {"--mpirun", DT_ARG_STRING, &mpirun, 0, 0, 0, NULL, "CMD", "the launcher", NULL, 0},
+        {"--quick", DT_ARG_FLAG, &quick, 0, 0, 0, NULL, NULL,
+         "five runs, no cluster, the co-located profile of 2 only (tests)", NULL, 0},
+        {"--mpirun", DT_ARG_STRING, &s.mpirun, 0, 0, 0, NULL, "CMD", "the launcher on this machine", NULL, 0},
+        {"--cluster", DT_ARG_CHOICE, &cluster, 0, 0, 0, "auto|on|off", NULL,
+         "the runs on the emulated 2-node cluster (tests/cluster.sh; root): auto = where it can be made", NULL, 0},
+        {"--cluster-rate", DT_ARG_STRING, &rate, 0, 0, 0, NULL, "RATE", "the cluster's shaped link (tc rate)", NULL, 0},
         {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
     if (dt_args_parse("dtbench simval", args, n_args, argc, argv) != DT_ARGS_OK) return 2;
     if (help) {
-        dt_args_print_help(stdout, "dtbench simval [--iters N] [--dir DIR] [--quick]", args, n_args);
+        dt_args_print_help(stdout, "dtbench simval [flags]", args, n_args);
         return 0;
     }
-    /* the programs next to this one */
-    char self[PATH_MAX], bindir[PATH_MAX];
+    if (s.skip + 2 > s.iters) {
+        fprintf(stderr, "dtbench simval: --iters %d: expected at least --skip + 2 = %d steps\n", s.iters, s.skip + 2);
+        return 2;
+    }
+    if (strspn(rate, "abcdefghijklmnopqrstuvwxyz0123456789.") != strlen(rate)) {
+        fprintf(stderr, "dtbench simval: --cluster-rate %s: expected a tc rate such as 2gbit\n", rate);
+        return 2;
+    }
+    char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) {
         fprintf(stderr, "dtbench simval: cannot find this program's directory (/proc/self/exe)\n");
         return 1;
     }
     self[len] = '\0';
-    FMT(bindir, "%s", dirname(self));
+    FMT(s.bindir, "%s", dirname(self));
+    FMT(s.srcdir, "%s", getenv("DT_SRCDIR") ? getenv("DT_SRCDIR") : DT_SRCDIR_DEFAULT);
+    const long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    s.cores = nc > 0 ? (int)nc : 1;
     char tmpl[] = "/tmp/dtbench-simval-XXXXXX";
     const int keep = dir != NULL;
     if (!dir) {
@@ -148,197 +437,72 @@ int dt_bench_simval(int argc, char **argv)
         fprintf(stderr, "dtbench simval: --dir %s: cannot create it: %s\n", dir, strerror(errno));
         return 2;
     }
+    FMT(s.dir, "%s", dir);
     mpi_env();
-    char common[512], cmd[4096], log[PATH_MAX + 64], path[PATH_MAX + 64];
-    snprintf(common, sizeof common,
-             "--model tiny --micro-batch-size 16 --train-iters %d --eval-interval 0 --log-interval 100000", iters);
     const double t0 = now_s();
-    /* (1) the compute profiles: one rank, one thread (what each of 2 ranks gets on 2 cores), one per
-     * precision (a 16-bit run rounds every op's output: its compute costs differ) */
-    for (int p = 0; p < 3; p++) {
-        FMT(cmd, "'%s/dtrain' %s --global-batch-size 64 --threads 1 %s --trace '%s/profile-%s.json'", bindir, common,
-            simval_prec_flag[p], dir, simval_prec[p]);
-        FMT(log, "%s/profile-%s.log", dir, simval_prec[p]);
-        printf("profile:  %s\n", cmd);
-        fflush(stdout);
-        if (run_logged(cmd, log) != 0) return 1;
+    printf("calibration (the only inputs the simulator is fitted to), on %d cores:\n", s.cores);
+    int rc = 0;
+    const int want_cluster = !quick && strcmp(cluster, "off") != 0;
+    if (want_cluster) {
+        const int up = sv_cluster_up(&s, rate, !strcmp(cluster, "on"));
+        if (up < 0) rc = 1;
     }
-    /* (2) the links: our ring allreduce between 2 ranks, 4 KiB .. 4 MiB */
-    FMT(cmd, "%s -np 2 '%s/dtbench' allreduce --max-bytes 4194304 --json '%s/allreduce.json'", mpirun, bindir, dir);
-    FMT(log, "%s/allreduce.log", dir);
-    printf("links:    %s\n", cmd);
-    fflush(stdout);
-    if (run_logged(cmd, log) != 0) return 1;
-    /* (3) the measured runs */
-    static const simval_run full[] = {
-        {"gpipe-m2", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule gpipe --global-batch-size 32", 0},
-        {"gpipe-m4", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule gpipe --global-batch-size 64", 0},
-        {"gpipe-m8", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule gpipe --global-batch-size 128", 0},
-        {"1f1b-m2", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --global-batch-size 32", 0},
-        {"1f1b-m4", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --global-batch-size 64", 0},
-        {"1f1b-m8", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --global-batch-size 128", 0},
-        {"pipedream-m4", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule pipedream --global-batch-size 64", 0},
-        {"vsync-m4", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule pipedream-vsync --global-batch-size 64",
-         0},
-        {"tp2-m4", 2, "--tensor-model-parallel-size 2 --global-batch-size 64", 0},
-        {"dp-ring", 2, "--allreduce ring --global-batch-size 64", 0},
-        {"dp-tree", 2, "--allreduce tree --global-batch-size 64", 0},
-        {"dp-zero1", 2, "--allreduce ring --use-distributed-optimizer --global-batch-size 64", 0},
-        {"ps-sync", 2, "--allreduce ps-sync --num-ps-servers 1 --global-batch-size 64", 0},
-        {"ps-async", 2, "--allreduce ps-async --num-ps-servers 1 --global-batch-size 64", 0},
-        {"1f1b-m4-bf16", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --global-batch-size 64 --bf16",
-         1},
-        {"tp2-m4-fp16", 2, "--tensor-model-parallel-size 2 --global-batch-size 64 --fp16", 2},
-    };
-    static const simval_run small[] = {
-        {"1f1b-m4", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --global-batch-size 64", 0},
-        {"dp-ring", 2, "--allreduce ring --global-batch-size 64", 0},
-        {"ps-sync", 2, "--allreduce ps-sync --num-ps-servers 1 --global-batch-size 64", 0},
-        {"1f1b-m4-bf16", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --global-batch-size 64 --bf16",
-         1},
-        {"tp2-m4-fp16", 2, "--tensor-model-parallel-size 2 --global-batch-size 64 --fp16", 2},
-    };
-    const simval_run *runs = quick ? small : full;
-    const int n_runs = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
-    char(*files)[PATH_MAX + 64] = calloc((size_t)n_runs, sizeof *files);
-    const char **names = calloc((size_t)n_runs, sizeof *names);
-    if (!files || !names) {
-        fprintf(stderr, "dtbench simval: out of memory\n");
-        return 1;
+    /* the runs of this session and what they need */
+    const dt_simval_run **runs = calloc((size_t)dt_simval_n_runs, sizeof *runs);
+    sv_row *rows = calloc((size_t)dt_simval_n_runs, sizeof *rows);
+    char used[DT_SIMVAL_NPREC * 65] = {0};
+    int n = 0, max_np = 2;
+    if (!runs || !rows) rc = 1;
+    for (int i = 0; rc == 0 && i < dt_simval_n_runs; i++) {
+        const dt_simval_run *r = &dt_simval_runs[i];
+        if ((quick && !r->quick) || (r->cluster && !s.cluster_mpirun[0])) continue;
+        runs[n++] = r;
+        used[r->prec * 65 + r->mbs] = 1;
+        if (!r->cluster && r->np > max_np) max_np = r->np;
     }
-    for (int i = 0; i < n_runs; i++) {
-        FMT(path, "%s/%s.json", dir, runs[i].name);
-        FMT(cmd, "%s -np %d '%s/dtrain' %s %s --trace '%s'", mpirun, runs[i].np, bindir, common, runs[i].flags, path);
-        FMT(log, "%s/%s.log", dir, runs[i].name);
-        printf("run %2d:   %s\n", i + 1, cmd);
-        fflush(stdout);
-        if (run_logged(cmd, log) != 0) return 1;
-        FMT(files[i], "%s/%s.rank0.json", dir, runs[i].name);
-        names[i] = files[i];
-    }
-    printf("measured in %.1f s\n\n", now_s() - t0);
-    char prof[PATH_MAX + 64], comm[PATH_MAX + 64];
-    FMT(comm, "%s/allreduce.json", dir);
-    /* each precision's runs from its own profile; the goal over all of them */
-    double sum_abs = 0, max_abs = 0;
-    int counted = 0, rc = 0;
-    for (int p = 0; p < 3 && rc == 0; p++) {
-        const char *group[64];
-        int n = 0;
-        for (int i = 0; i < n_runs && n < 64; i++)
-            if (runs[i].prec == p) group[n++] = names[i];
-        if (!n) continue;
-        FMT(prof, "%s/profile-%s.json", dir, simval_prec[p]);
-        printf("%s runs, from the %s profile:\n", simval_prec[p], simval_prec[p]);
-        dts_validate_opts o = {.profile = prof, .comm_json = comm, .runs = group, .n_runs = n, .skip = 2};
-        dts_validate_result r;
-        if (dts_validate(&o, stdout, &r) != DT_OK) {
+    used[DT_SIMVAL_FP32 * 65 + 16] = 1; /* the co-located profile's lone run */
+    dts_hw hw;
+    dts_hw_default(&hw);
+    if (rc == 0) rc = sv_profiles(&s, used);
+    /* the contention of 2 ranks, and of the most ranks a run puts on this machine */
+    if (rc == 0) rc = sv_colocated(&s, 2, &hw);
+    if (rc == 0 && max_np > 2 && !quick) rc = sv_colocated(&s, max_np > 4 ? 4 : max_np, &hw);
+    if (rc == 0) rc = sv_link(&s, s.mpirun, "shared-memory", &hw.intra);
+    hw.inter = hw.intra;
+    if (rc == 0 && s.cluster_mpirun[0]) rc = sv_link(&s, s.cluster_mpirun, "cluster", &hw.inter);
+    char hw_path[PATH_MAX + 64];
+    FMT(hw_path, "%s/hw-calibrated.json", s.dir);
+    if (rc == 0) {
+        snprintf(hw.name, sizeof hw.name, "simval-calibrated");
+        snprintf(hw.source, sizeof hw.source,
+                 "calibrated by dtbench simval: links from dtbench allreduce --json (shared memory%s), contention "
+                 "from co-located profiles; compute from each run's single-rank profile",
+                 s.cluster_mpirun[0] ? "; inter: the emulated cluster's shaped link" : "");
+        if (dts_hw_save(hw_path, &hw) != DT_OK) {
             fprintf(stderr, "dtbench simval: %s\n", dt_last_error());
             rc = 1;
-            break;
+        } else {
+            printf("  hardware:   %s (contention by ranks computing at once:", hw_path);
+            for (int k = 1; k <= hw.n_contention; k++) printf(" %d: %.3f", k, hw.contention[k - 1]);
+            printf(")\n");
         }
-        sum_abs += r.mean_abs_err * r.n;
-        counted += r.n;
-        if (r.max_abs_err > max_abs) max_abs = r.max_abs_err;
-        dts_validate_result_free(&r);
-        printf("\n");
     }
-    if (rc == 0 && counted) {
-        const double mean = sum_abs / counted;
-        printf("goal: mean absolute error < 5%% (%.1f%% over %d runs: ratio %.2f) and no run over 10%% (largest "
-               "%.1f%%: ratio %.2f): %s\n",
-               100 * mean, counted, mean / 0.05, 100 * max_abs, max_abs / 0.10,
-               mean < 0.05 && max_abs <= 0.10 ? "MET" : "NOT MET");
-    }
-    free(files);
-    free(names);
+    if (rc == 0) printf("calibrated in %.1f s\n\nvalidation runs (measured, then predicted):\n", now_s() - t0);
+    const double t1 = now_s();
+    for (int rep = 1; rc == 0 && rep <= s.repeats; rep++)
+        for (int i = 0; rc == 0 && i < n; i++) rc = sv_measure(&s, runs[i], rep);
+    if (rc == 0) printf("measured in %.1f s\n", now_s() - t1);
+    for (int i = 0; rc == 0 && i < n; i++) rc = sv_predict(&s, runs[i], hw_path, &rows[i]);
+    if (rc == 0) sv_report(&s, runs, rows, n);
+    sv_cluster_down(&s);
+    free(runs);
+    free(rows);
+    char cmd[PATH_MAX + 32];
     if (!keep) {
-        FMT(cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "dtbench simval: could not remove %s\n", dir);
+        FMT(cmd, "rm -rf '%s'", s.dir);
+        if (system(cmd) != 0) fprintf(stderr, "dtbench simval: could not remove %s\n", s.dir);
     } else {
-        printf("traces and logs kept in %s\n", dir);
+        printf("traces and logs kept in %s\n", s.dir);
     }
     return rc;
-}
-
-/* ---- simspeed ----------------------------------------------------------- */
-
-typedef struct spin {
-    dts_engine *e;
-    uint64_t x;
-    int64_t left;
-} spin;
-
-/* each event schedules one more at a pseudo-random later time: a steady
- * queue of `pending` events, as a large simulation keeps */
-static void spin_fn(dts_engine *e, void *ctx, int64_t a, int64_t b)
-{
-    (void)a;
-    (void)b;
-    spin *s = ctx;
-    if (s->left-- <= 0) return;
-    s->x = s->x * 6364136223846793005ull + 1442695040888963407ull;
-    dts_engine_after(e, (int64_t)(s->x >> 50), spin_fn, s, 0, 0);
-}
-
-int dt_bench_simspeed(int argc, char **argv)
-{
-    int steps = 10, help = 0, pending = 4096;
-    dt_arg args[] = {
-        {"--steps", DT_ARG_INT, &steps, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1000, NULL, NULL,
-         "steps of the 1024-device job", NULL, 0},
-        {"--pending", DT_ARG_INT, &pending, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1 << 24, NULL, NULL,
-         "engine test: events kept in the queue", NULL, 0},
-        {"--help", DT_ARG_FLAG, &help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
-    };
-    const int n_args = (int)(sizeof args / sizeof args[0]);
-    if (dt_args_parse("dtbench simspeed", args, n_args, argc, argv) != DT_ARGS_OK) return 2;
-    if (help) {
-        dt_args_print_help(stdout, "dtbench simspeed [--steps N]", args, n_args);
-        return 0;
-    }
-    /* the engine alone */
-    dts_engine *e = NULL;
-    if (dts_engine_create(&e) != DT_OK) return 1;
-    spin s = {.e = e, .x = 42, .left = 20000000};
-    for (int i = 0; i < pending; i++) dts_engine_at(e, i, spin_fn, &s, 0, 0);
-    double t0 = now_s();
-    if (dts_engine_run(e) != DT_OK) return 1;
-    double dt = now_s() - t0;
-    const double eps = (double)dts_engine_events(e) / dt;
-    printf("engine: %llu events with %d pending in %.3f s: %.1f million events/s (goal > 10: ratio %.2f)\n",
-           (unsigned long long)dts_engine_events(e), pending, dt, eps * 1e-6, eps / 1e7);
-    dts_engine_free(e);
-    /* the 1024-device job */
-    dts_scenario sc;
-    dts_scenario_default(&sc);
-    char hw[PATH_MAX];
-    FMT(hw, "%s/sim/hw/h100-ib.json", getenv("DT_SRCDIR") ? getenv("DT_SRCDIR") : DT_SRCDIR_DEFAULT);
-    const char *cfg_fmt =
-        "{\"model\":\"custom\",\"num_layers\":32,\"hidden_size\":768,\"num_attention_heads\":12,"
-        "\"max_position_embeddings\":1024,\"seq_length\":1024,\"micro_batch_size\":1,\"micro_batches\":64,"
-        "\"pipeline_model_parallel_size\":16,\"data_parallel_size\":64,\"pipeline_schedule\":\"1f1b\","
-        "\"allreduce\":\"ring\",\"allreduce_chunk_bytes\":0,\"train_iters\":%d,\"hardware\":\"%s\"}";
-    char cfg[1024];
-    FMT(cfg, cfg_fmt, steps, hw);
-    if (dts_scenario_from_config(&sc, cfg, "simspeed") != DT_OK || dts_scenario_set_cost(&sc, NULL) != DT_OK) {
-        fprintf(stderr, "dtbench simspeed: %s\n", dt_last_error());
-        return 1;
-    }
-    dts_summary sum;
-    t0 = now_s();
-    if (dts_run(&sc, NULL, &sum) != DT_OK) {
-        fprintf(stderr, "dtbench simspeed: %s\n", dt_last_error());
-        return 1;
-    }
-    dt = now_s() - t0;
-    printf("job: %s, %d layers, t=%d p=%d d=%d (%d devices), m=%d, %s, %d steps on %s\n", sc.model_name,
-           sc.model.num_layers, sc.t, sc.p, sc.d, dts_scenario_world(&sc), sc.m, dt_sched_kind_name(sc.schedule), steps,
-           sc.hw.name);
-    printf("  simulated step %.2f ms, bubble stage 0 %.4f (formula %.4f)\n", sum.step_ns * 1e-6, sum.bubble_fb[0],
-           sum.bubble_formula);
-    printf("  %llu events in %.3f s: %.1f million events/s; wall %.2f s (goal < 10 s: ratio %.2f)\n",
-           (unsigned long long)sum.events, dt, (double)sum.events / dt * 1e-6, dt, dt / 10.0);
-    dts_summary_free(&sum);
-    return 0;
 }
