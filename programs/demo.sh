@@ -14,9 +14,10 @@
 #
 # The 4 ranks need 4 cores to run one per core, as the simulator assumes
 # by default. On a machine with fewer cores the ranks take turns: the demo
-# then predicts twice, with a core per rank and with the ranks sharing the
-# machine's cores (dtsim --cores-per-node: k ranks computing at once on c
-# cores run at c/k of their speed). POSIX sh.
+# then also runs the profile 4 times at once (a co-located profile) and
+# predicts with the ranks sharing the machine's cores (dtsim
+# --cores-per-node --colocated: k ranks computing at once run at the
+# speed the co-located profile measured). POSIX sh.
 
 set -eu
 LC_ALL=C
@@ -73,27 +74,37 @@ echo "== 2/4 calibrate: a single-rank profile of the same micro-batch (30 steps)
 PROF="$TRAIN --global-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1"
 run profile.log "$BUILDDIR/dtrain" $PROF --trace profile.json
 echo "   ./dtrain $PROF --trace profile.json"
-echo "== 3/4 predict: dtsim validate (the run's configuration and the profile; never its durations)"
-echo "   ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node $NP demo.rank0.json"
-run validate.log "$BUILDDIR/dtsim" validate --profile profile.json --hw "$HW" --devices-per-node $NP demo.rank0.json
+# fewer cores than ranks: the same profile $NP times at once (a co-located
+# profile), from which dtsim fits how much slower $NP ranks sharing this
+# machine compute than one alone (the hardware's "contention")
+COLOC=
+SHARE=
+if [ "$CORES" -lt "$NP" ]; then
+    echo "   and $NP copies at once (a co-located profile): ./dtrain $PROF --trace coloc-K.json &, K = 0..$((NP - 1))"
+    pids=
+    k=0
+    while [ $k -lt $NP ]; do
+        "$BUILDDIR/dtrain" $PROF --trace coloc-$k.json >coloc-$k.log 2>&1 &
+        pids="$pids $!"
+        COLOC="$COLOC${COLOC:+,}coloc-$k.json"
+        k=$((k + 1))
+    done
+    for p in $pids; do
+        wait "$p" || { echo "demo.sh: a co-located profile run failed (see $OUT/coloc-*.log)" >&2; exit 1; }
+    done
+    SHARE="--cores-per-node $CORES --colocated $COLOC"
+fi
+echo "== 3/4 predict: dtsim validate (the run's configuration and the profiles; never its durations)"
+echo "   ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node $NP $SHARE demo.rank0.json" | sed 's/  */ /g'
+run validate.log "$BUILDDIR/dtsim" validate --profile profile.json --hw "$HW" --devices-per-node $NP $SHARE demo.rank0.json
 sed -n '/^run /,$p' validate.log | sed 's/^/   /'
 err=$(sed -n 's/^t1 p2 d2 .* \([-+][0-9.]*%\) .*/\1/p' validate.log)
 meas=$(sed -n 's/^t1 p2 d2 [^ ]* [^ ]* [^ ]* *\([0-9.]*\) ms .*/\1/p' validate.log)
 pred=$(sed -n 's/^t1 p2 d2 [^ ]* [^ ]* [^ ]* *[0-9.]* ms *\([0-9.]*\) ms .*/\1/p' validate.log)
-if [ "$CORES" -lt "$NP" ]; then
-    echo "   ./dtsim validate --profile profile.json --hw sim/hw/cpu-2core.json --devices-per-node $NP --cores-per-node $CORES demo.rank0.json"
-    run validate-shared.log "$BUILDDIR/dtsim" validate --profile profile.json --hw "$HW" --devices-per-node $NP \
-        --cores-per-node "$CORES" demo.rank0.json
-    sed -n '/^t1 p2 d2 /p' validate-shared.log | sed 's/^/   /'
-    err2=$(sed -n 's/^t1 p2 d2 .* \([-+][0-9.]*%\) .*/\1/p' validate-shared.log)
-    pred2=$(sed -n 's/^t1 p2 d2 [^ ]* [^ ]* [^ ]* *[0-9.]* ms *\([0-9.]*\) ms .*/\1/p' validate-shared.log)
-fi
 
 echo "== 4/4 draw: the real steps above the simulated ones"
 # the simulation of the same run (sharing the cores if they are fewer than
 # the ranks), 6 steps, drawn beside the real run's steps 2-7
-SHARE=
-[ "$CORES" -lt "$NP" ] && SHARE="--cores-per-node $CORES"
 run sim.log "$BUILDDIR/dtsim" run --config demo.rank0.json --profile profile.json --hw "$HW" --devices-per-node $NP \
     $SHARE --train-iters 6 --trace sim.json
 pic=
@@ -111,9 +122,10 @@ fi
 
 echo "== summary"
 sed -n 's/^final: \(.*\) tokens\/s.*/   trained:   \1/p' train.log
-echo "   step time: measured $meas ms, predicted $pred ms (error $err; one core per rank assumed)"
 if [ "$CORES" -lt "$NP" ]; then
-    echo "              predicted ${pred2:-?} ms (error ${err2:-?}) with the $NP ranks sharing this machine's $CORES cores"
+    echo "   step time: measured $meas ms, predicted $pred ms (error $err; the $NP ranks sharing this machine's $CORES cores)"
+else
+    echo "   step time: measured $meas ms, predicted $pred ms (error $err; one core per rank)"
 fi
 echo "   trace:     $OUT/demo.json (demo.rank0.json .. demo.rank3.json; open in https://ui.perfetto.dev or ./dtviz)"
 [ -n "$pic" ] && echo "   pictures:  $pic"

@@ -73,6 +73,11 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
             .help = "the node's ranks share N cores for their compute (more ranks than cores: each computing rank " \
                     "runs at N/k of its speed while k compute)",                                                    \
             .default_text = "a core of its own per rank");                                                          \
+        ADD(.name = "--colocated", .kind = DT_ARG_STRING, .dest = &o->colocated, .metavar = "FILE,FILE,...",        \
+            .help = "a co-located profile: k copies of --profile's run made at once on one node (2..64 files); "    \
+                    "fits the compute slowdown of k ranks computing together (the hardware's contention), used "     \
+                    "with --cores-per-node",                                                                        \
+            .default_text = "none (the hardware file's contention)");                                               \
     } while (0)
     if (mode == DTSIM_VALIDATE) {
         SECTION("Calibration inputs (not the measured runs)");
@@ -85,11 +90,6 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
             .help = "`dtbench allreduce --json` output to fit the links from (overrides --hw's links)",
             .default_text = "none");
         ADD_NODE_FLAGS();
-        ADD(.name = "--colocated", .kind = DT_ARG_STRING, .dest = &o->colocated, .metavar = "FILE,FILE,...",
-            .help = "a co-located profile: k copies of --profile's run made at once on one node (k = 2..64 files); "
-                    "fits the compute slowdown of k ranks computing together (the hardware's \"contention\"), used "
-                    "with --cores-per-node",
-            .default_text = "none (the hardware file's contention)");
         ADD(.name = "--skip", .kind = DT_ARG_INT, .dest = &o->skip, MIN0, .metavar = "N",
             .help = "warm-up steps left out of the means");
         SECTION("Other");
@@ -280,26 +280,7 @@ static int dtsim_cmd_validate(dtsim_opts *o, const char **runs, int n_runs)
     char *co_buf = NULL;
     const char *co[DTS_HW_MAX_CONTENTION];
     int n_co = 0;
-    if (o->colocated) {
-        co_buf = strdup(o->colocated);
-        if (!co_buf) {
-            fprintf(stderr, PROG ": out of memory\n");
-            return 1;
-        }
-        for (char *save = NULL, *tok = strtok_r(co_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (n_co == DTS_HW_MAX_CONTENTION) {
-                n_co++;
-                break;
-            }
-            co[n_co++] = tok;
-        }
-        if (n_co < 2 || n_co > DTS_HW_MAX_CONTENTION) {
-            fprintf(stderr, PROG ": --colocated %s: expected 2 to %d trace files separated by commas\n", o->colocated,
-                    DTS_HW_MAX_CONTENTION);
-            free(co_buf);
-            return 2;
-        }
-    }
+    if (o->colocated && dtsim_colocated_split(o->colocated, co, &n_co, &co_buf) != 0) return 2;
     dts_validate_opts vo = {.profile = o->profile,
                             .colocated = co,
                             .n_colocated = n_co,

@@ -47,6 +47,12 @@ int dtsim_fail(dt_status st);
  * limits): the line also names the --config and --hw files it came from. */
 int dtsim_fail_scenario(dt_status st, const dtsim_opts *o);
 
+/* --colocated's list split at commas into out (DTS_HW_MAX_CONTENTION entries), pointing into *buf (the
+ * caller frees it); 0, or 2 after one line on stderr. */
+int dtsim_colocated_split(const char *list, const char **out, int *n, char **buf);
+/* Fit hw's contention from the lone profile and the co-located list (dts_fit_contention_files); 0, or 2
+ * after one line on stderr. */
+int dtsim_colocated_fit(const char *list, const char *profile, int skip, dts_hw *hw);
 /* The scenario from --config and the flags (checked when `check`).
  * Returns 0, or the exit status after printing the one-line error. The
  * cost is not filled yet; *profile is the --profile or the config's. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dts_fit.h"
 #include "dtsim_prog.h"
 
 /* The library's message without the "dtsim: " some of sim/'s messages
@@ -326,12 +327,48 @@ static int dtsim_scenario_machine(const dtsim_opts *o, dt_arg *args, int n_args,
     return 0;
 }
 
+int dtsim_colocated_split(const char *list, const char **out, int *n, char **buf)
+{
+    *n = 0;
+    *buf = strdup(list);
+    if (!*buf) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return 1;
+    }
+    for (char *save = NULL, *tok = strtok_r(*buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == DTS_HW_MAX_CONTENTION) {
+            ++*n;
+            break;
+        }
+        out[(*n)++] = tok;
+    }
+    if (*n >= 2 && *n <= DTS_HW_MAX_CONTENTION) return 0;
+    fprintf(stderr, PROG ": --colocated %s: expected 2 to %d trace files separated by commas\n", list,
+            DTS_HW_MAX_CONTENTION);
+    free(*buf);
+    *buf = NULL;
+    return 2;
+}
+
+int dtsim_colocated_fit(const char *list, const char *profile, int skip, dts_hw *hw)
+{
+    if (!profile || !profile[0]) {
+        fprintf(stderr, PROG ": --colocated: expected --profile FILE too (the lone run the copies are compared with)\n");
+        return 2;
+    }
+    const char *co[DTS_HW_MAX_CONTENTION];
+    int n = 0;
+    char *buf = NULL;
+    if (dtsim_colocated_split(list, co, &n, &buf) != 0) return 2;
+    dt_status st = dts_fit_contention_files(profile, co, n, skip > 0 ? skip : 1, hw, NULL, NULL);
+    free(buf);
+    return st == DT_OK ? 0 : dtsim_fail(st);
+}
+
 /* The scenario: --config first, then the flags over it (dtsim_prog.h). */
 int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc, char *profile,
                         size_t profile_cap, int check)
 {
-    dts_scenario_default(sc);
-    profile[0] = '\0';
     dts_scenario_default(sc);
     profile[0] = '\0';
     if (o->config && dtsim_is_trace(o->config)) {
@@ -351,6 +388,7 @@ int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scena
     if (rc == 0) rc = dtsim_scenario_precision(o, args, n_args, sc);
     if (rc == 0) rc = dtsim_scenario_parallel(o, args, n_args, sc);
     if (rc == 0) rc = dtsim_scenario_machine(o, args, n_args, sc);
+    if (rc == 0 && o->colocated) rc = dtsim_colocated_fit(o->colocated, profile, o->skip, &sc->hw);
     if (rc != 0) return rc;
     if (check) {
         dt_status st = dts_scenario_check(sc);

@@ -36,7 +36,8 @@ expect_help --config --model --num-layers --hidden-size --num-attention-heads --
     --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
     --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
     --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity --slow-rank \
-    --optimizer --hw --devices-per-node --cores-per-node --profile --grad-trace --trace --summary --seed --help --version
+    --optimizer --hw --devices-per-node --cores-per-node --colocated --profile --grad-trace --trace --summary --seed \
+    --help --version
 for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
     grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
 done
@@ -47,7 +48,7 @@ grep -q -e '^  --sweep ' "$TMP/out" || fail "sweep --help does not list --sweep"
 grep -q -e '^  --csv ' "$TMP/out" || fail "sweep --help does not list --csv"
 run validate --help
 [ "$rc" -eq 0 ] || fail "validate --help: exit $rc"
-for flag in --profile --hw --comm --devices-per-node --cores-per-node --skip; do
+for flag in --profile --hw --comm --devices-per-node --cores-per-node --colocated --skip; do
     grep -q -e "^  $flag " "$TMP/out" || fail "validate --help does not list $flag"
 done
 run run --help
@@ -239,6 +240,17 @@ else
     [ -n "$step1" ] && [ "$step1" = "$step2" ] ||
         fail "the profile of a simulated run predicts '$step2' ms, the run took '$step1' ms"
 fi
+# --colocated: copies of the profile's own run fit no slowdown (a simulated run is exact), so the
+# prediction is the same; a list of one, a missing --profile, another configuration are refused
+run run --micro-batch-size 8 --train-iters 3 --profile "$TMP/one.json" --colocated "$TMP/one.json,$TMP/one.json" \
+    --cores-per-node 2
+step3=$(grep 'step time' "$TMP/out" | sed 's/^step time \([0-9.]*\) ms.*/\1/')
+[ "$rc" -eq 0 ] && [ "$step3" = "$step1" ] || fail "--colocated of the lone run itself: exit $rc, '$step3' ms vs '$step1'"
+expect_usage_error "--colocated $TMP/one.json: expected 2 to 64" run --profile "$TMP/one.json" --colocated "$TMP/one.json"
+expect_usage_error "--colocated: expected --profile" run --colocated "$TMP/one.json,$TMP/one.json"
+run run --micro-batch-size 4 --train-iters 3 --trace "$TMP/other.json"
+expect_usage_error "$TMP/other.json: not the lone profile's configuration" run --micro-batch-size 8 \
+    --profile "$TMP/one.json" --colocated "$TMP/one.json,$TMP/other.json"
 # a truncated trace is refused by the reader (exit 2, naming the file)
 head -c 400 "$TMP/one.json" >"$TMP/cut.json"
 expect_usage_error "$TMP/cut.json" run --micro-batch-size 8 --profile "$TMP/cut.json"
