@@ -36,18 +36,20 @@ die() { cat "$out"; fail "$*"; exit 1; }
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 busy=0
 NRUNS=5
+# the rows of the table: a run's name, then its set and figures
+ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\) '
 ok=" " # the rows (1..NRUNS) that were within TOL in some attempt
 for attempt in 1 2 3; do
     load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
     if awk -v l="$load" -v c="$cores" 'BEGIN { exit !(l > c + 1.5) }'; then busy=1; fi
-    "$BUILDDIR/dtbench" simval --quick --iters 20 >"$out" 2>&1 || die "dtbench simval --quick failed"
-    n=$(grep -c '^\(t[0-9]\|dp \|ps-\)' "$out")
+    "$BUILDDIR/dtbench" simval --quick --iters 20 --repeats 1 >"$out" 2>&1 || die "dtbench simval --quick failed"
+    n=$(grep -c "$ROWS" "$out")
     [ "$n" -eq $NRUNS ] || die "expected $NRUNS predicted runs, got $n"
     # each row's |error|: the field that ends in % (e.g. -2.6%)
-    errs=$(grep '^\(t[0-9]\|dp \|ps-\)' "$out" | awk '
+    errs=$(grep "$ROWS" "$out" | awk '
         { for (i = 1; i <= NF; i++) if ($i ~ /^[-+][0-9.]+%$/) { e = $i; sub(/%/, "", e); e = e + 0;
                                                                  printf "%.1f ", e < 0 ? -e : e } }')
-    grep '^\(t[0-9]\|dp \|ps-\)\|mean absolute' "$out"
+    grep "$ROWS\\|^goal: mean\\|^calibrat\\|^  hardware" "$out"
     if [ -n "${DT_SANITIZERS:-}" ]; then
         # ./configure --enable-sanitizers (docs/sanitizers.md): every run was made and predicted under ASan and
         # UBSan, but instrumented timings say nothing about the simulator: one attempt, not judged
