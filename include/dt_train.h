@@ -257,7 +257,8 @@ DT_API dt_status dt_trainer_staleness(const dt_trainer *tr, int64_t *pushes, dou
  * before dt_trainer_serve): the checkpoint dt_checkpoint_find_latest picks
  * for dir, verified, whose configuration must equal this run's except
  * train_iters, log/eval intervals, eval_iters, trace, threads, device,
- * comm_timeout, skip_nonfinite and the communication tuning; then the next
+ * comm_timeout, skip_nonfinite, the communication tuning and the testing
+ * faults (slow_rank, slow_ms, hang_rank, hang_iter); then the next
  * step is the checkpoint's iteration + 1 and continues it exactly. On
  * failure the trainer is unusable: free it. */
 DT_API dt_status dt_trainer_save(dt_trainer *tr, const char *dir);

@@ -132,6 +132,11 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
     dt__jset(o, "bucket_bytes", json_integer((json_int_t)cfg->bucket_bytes), &bad);
     dt__jset(o, "comm_timeout", json_real(cfg->comm_timeout), &bad);
+    /* the testing faults: a straggler changes every rank's timing (-1 / 0: off) */
+    dt__jset(o, "slow_rank", json_integer(cfg->slow_ms > 0 ? cfg->slow_rank : -1), &bad);
+    dt__jset(o, "slow_ms", json_integer(cfg->slow_ms > 0 ? cfg->slow_ms : 0), &bad);
+    dt__jset(o, "hang_rank", json_integer(cfg->hang_iter > 0 ? cfg->hang_rank : -1), &bad);
+    dt__jset(o, "hang_iter", json_integer(cfg->hang_iter > 0 ? (json_int_t)cfg->hang_iter : 0), &bad);
     dt__jset(o, "skip_nonfinite", json_boolean(cfg->skip_nonfinite), &bad);
     if (cfg->use_loss_scaling) {
         dt__jset(o, "loss_scale", json_real(cfg->loss_scaler.static_scale), &bad);
