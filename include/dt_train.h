@@ -115,6 +115,11 @@ typedef struct dt_train_config {
      * pipedream schedules, which update before the check (docs/faults.md). */
     int skip_nonfinite;
     const char *trace_path; /* NULL: no trace */
+    /* A description of the emulated cluster the run is on (dtrain: the
+     * environment variable DT_CLUSTER, as it is, UTF-8, at most 4096
+     * bytes), recorded in the trace header and the summary for the
+     * simulator to name; NULL: none. The trainer copies it. */
+    const char *cluster;
     /* Used by drivers (dtrain), not by the trainer; recorded in the config
      * JSON so a summary says how the run was logged and evaluated. */
     int64_t log_interval;  /* iterations between log lines */
