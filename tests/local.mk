@@ -135,6 +135,9 @@ EXTRA_DIST += tests/compose.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
+# A trace's header reproduces its run in dtsim (the slow rank, the machine).
+TESTS += tests/replay.sh
+EXTRA_DIST += tests/replay.sh
 # ZeRO-1, the sharded optimizer, under mpirun.
 TESTS += tests/zero.sh
 EXTRA_DIST += tests/zero.sh
