@@ -59,11 +59,11 @@ tut_file profile.json
 tut_cmd sim ./dtsim run --config pp.rank0.json --profile profile.json
 tut_line sim '^scenario: custom \(8 layers, width 128, 4 heads, vocab 256\), B=4 T=64 m=8 \(global batch 32\), 10 steps$'
 tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b'
-tut_line sim '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.1111:$'
+tut_line sim '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.1111:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
 tut_range "predicted step time (ms)" "$sim_ms" 80 1500
 tut_range "predicted / measured step time" "$(tut_ratio "$sim_ms" "$meas_ms")" 0.5 1.3
-sb0=$(tut_num sim '^  stage 0: \([0-9.]*\) .*')
+sb0=$(tut_num sim '^  stage 0: bubble \([0-9.]*\), .*')
 tut_range "predicted stage 0 bubble" "$sb0" 0.05 0.25
 
 # 5. PipeDream.

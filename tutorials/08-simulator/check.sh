@@ -40,10 +40,10 @@ tut_file profile.json
 tut_line sim '^scenario: custom \(4 layers, width 128, 4 heads, vocab 256\), B=4 T=64 m=4 \(global batch 16\), 20 steps$'
 tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b, exchange ring, fp32$'
 tut_line sim '^machine:  cpu-2core; cost: profile profile\.json$'
-tut_line sim '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.2000:$'
+tut_line sim '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.2000:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
 tut_range "predicted step time (ms)" "$sim_ms" 40 1000
-sb0=$(tut_num sim '^  stage 0: [0-9.]* (\([0-9.]*\))$')
+sb0=$(tut_num sim '^  stage 0: bubble [0-9.]*, fwd.bwd-only \([0-9.]*\)$')
 tut_range "predicted stage 0 bubble, forward/backward only" "$sb0" 0.15 0.40
 tut_file sim.json
 tut_line val '^t1 p2 d1 1f1b m=4 '
@@ -69,20 +69,20 @@ tut_cmd h100 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 
 tut_line h100 '^scenario: custom \(32 layers, width 768, 12 heads, vocab 256\), B=1 T=1024 m=64 \(global batch 4096\), 2 steps$'
 tut_line h100 '^layout:   t=1 p=16 d=64 \(1024 ranks\), schedule 1f1b, exchange ring, fp32$'
 tut_line h100 '^step time 73\.029 ms \(rank 0: compute 33\.898, optimizer 2\.798, comm 20\.027 ms per step\)$'
-tut_line h100 '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.1899:$'
-tut_line h100 '^  stage 0: 0\.3245 \(0\.3761\)$'
-tut_line h100 '^  stage 1: 0\.3318 \(0\.3906\)$'
+tut_line h100 '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.1899:$'
+tut_line h100 '^  stage 0: bubble 0\.3245, fwd/bwd-only 0\.3761$'
+tut_line h100 '^  stage 1: bubble 0\.3318, fwd/bwd-only 0\.3906$'
 tut_line h100 '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 17\.632 ms, '
 tut_line h100 '^peak memory 3351\.80 MiB \(rank 0\)$'
 tut_cmd h200 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h200-nvlink.json
 tut_line h200 '^step time 62\.329 ms \(rank 0: compute 25\.127, optimizer 2\.749, comm 18\.146 ms per step\)$'
-tut_line h200 '^  stage 0: 0\.3610 \(0\.4240\)$'
+tut_line h200 '^  stage 0: bubble 0\.3610, fwd/bwd-only 0\.4240$'
 
 # the same job in bf16: 16-bit activations between stages
 tut_cmd h100bf ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h100-ib.json --bf16
 tut_line h100bf '^layout:   t=1 p=16 d=64 \(1024 ranks\), schedule 1f1b, exchange ring, bf16$'
 tut_line h100bf '^step time 68\.374 ms \(rank 0: compute 33\.898, optimizer 2\.798, comm 15\.371 ms per step\)$'
-tut_line h100bf '^  stage 0: 0\.2612 \(0\.3176\)$'
+tut_line h100bf '^  stage 0: bubble 0\.2612, fwd/bwd-only 0\.3176$'
 tut_line h100bf '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 12\.976 ms, '
 
 # the layouts of 1024 GPUs at a global batch of 4096 sequences
@@ -93,7 +93,7 @@ for pd in 2:512:75.950:0.0791:0.1111 4:256:69.159:0.1444:0.1579 8:128:66.994:0.2
     tut_line lay$p "^layout:   t=1 p=$p d=$d \\(1024 ranks\\), schedule 1f1b, exchange ring, bf16\$"
     tut_line lay$p "^step time $(echo "$ms" | sed 's/\./\\./') ms "
     tut_line lay$p "^bubble per stage .* = $(echo "$f" | sed 's/\./\\./'):\$"
-    tut_line lay$p "^  stage 0: $(echo "$b" | sed 's/\./\\./') "
+    tut_line lay$p "^  stage 0: bubble $(echo "$b" | sed 's/\./\\./'), "
 done
 tut_line lay2 'dp allreduce 18\.274 ms, '
 tut_cmd sweep ./dtsim sweep $BIG --pipeline-model-parallel-size 8 --data-parallel-size 128 --train-iters 2 --hw sim/hw/h100-ib.json --sweep micro-batches=16,32,64 --sweep link-bandwidth-scale=0.5,1,4 --bf16
