@@ -740,21 +740,25 @@ START_TEST(test_recorded)
     ck_assert_int_eq(dts_scenario_unmodelled(sc, 0, line, sizeof line), 0);
     free(sc);
 
-    /* each key in its range, named; a dtsim config file does not know them */
-    expect_config_error("{\"task\": \"add\", \"hang_iter\": -1}", DT_ERR_INVALID, "\"hang_iter\"");
-    expect_config_error("{\"task\": \"add\", \"hang_rank\": -2}", DT_ERR_INVALID, "\"hang_rank\"");
-    expect_config_error("{\"task\": \"add\", \"threads\": 1025}", DT_ERR_INVALID, "\"threads\"");
-    expect_config_error("{\"task\": \"add\", \"threads_requested\": 1025}", DT_ERR_INVALID, "\"threads_requested\"");
-    expect_config_error("{\"task\": \"add\", \"threads_automatic\": 2}", DT_ERR_INVALID, "\"threads_automatic\"");
-    expect_config_error("{\"task\": \"add\", \"save_interval\": 1.5}", DT_ERR_INVALID, "\"save_interval\"");
-    expect_config_error("{\"task\": \"add\", \"data_bytes\": -1}", DT_ERR_INVALID, "\"data_bytes\"");
-    expect_config_error("{\"task\": \"add\", \"max_staleness\": -1}", DT_ERR_INVALID, "\"max_staleness\"");
-    expect_config_error("{\"task\": \"add\", \"comm_timeout\": -1}", DT_ERR_INVALID, "\"comm_timeout\"");
-    expect_config_error("{\"task\": \"add\", \"machine\": 5}", DT_ERR_INVALID, "\"machine\"");
-    expect_config_error("{\"task\": \"add\", \"machine\": {\"online_cores\": 0}}", DT_ERR_INVALID,
-                        "\"machine\": \"online_cores\"");
-    expect_config_error("{\"task\": \"add\", \"machine\": {\"cluster\": 7}}", DT_ERR_INVALID,
-                        "\"machine\": \"cluster\"");
+    /* each key in its range, named (in dtrain's config: "task" marks it) */
+    static const char *const bad[][2] = {{"\"hang_iter\": -1", "\"hang_iter\""},
+                                         {"\"hang_rank\": -2", "\"hang_rank\""},
+                                         {"\"threads\": 1025", "\"threads\""},
+                                         {"\"threads_requested\": 1025", "\"threads_requested\""},
+                                         {"\"threads_automatic\": 2", "\"threads_automatic\""},
+                                         {"\"save_interval\": 1.5", "\"save_interval\""},
+                                         {"\"data_bytes\": -1", "\"data_bytes\""},
+                                         {"\"max_staleness\": -1", "\"max_staleness\""},
+                                         {"\"comm_timeout\": -1", "\"comm_timeout\""},
+                                         {"\"machine\": 5", "\"machine\""},
+                                         {"\"machine\": {\"online_cores\": 0}", "\"machine\": \"online_cores\""},
+                                         {"\"machine\": {\"cluster\": 7}", "\"machine\": \"cluster\""}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[128];
+        snprintf(json, sizeof json, "{\"task\": \"add\", %s}", bad[i][0]);
+        expect_config_error(json, DT_ERR_INVALID, bad[i][1]);
+    }
+    /* a dtsim config file does not know them */
     expect_config_error("{\"hang_rank\": 1}", DT_ERR_INVALID, "\"hang_rank\": unknown key");
 }
 END_TEST
