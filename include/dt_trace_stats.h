@@ -8,9 +8,13 @@
  * a step ends with the last event carrying its "iter" (steps >= skip;
  * "evaluate" spans are not part of a step); the phases are the summed
  * spans per step: compute (forward, backward, recompute: cat "compute" or
- * "pipeline"), optimizer (optimizer, optim_step, apply), comm (cat "comm"
- * and "tp" spans, push/pull, pipeline receives). The simulator's summary,
- * its validation against measured runs and the viewer all use it.
+ * "pipeline"), optimizer (optimizer, optim_step, apply, grad norm), comm
+ * (cat "comm" and "tp" spans, push/pull, pipeline receives; among them a
+ * pipeline's agreements inside OPTIM_STEP, grad norm allreduce and
+ * overflow allreduce, where a stage that finished first waits for the
+ * others). step - compute - optimizer - comm is the time in no span. The
+ * simulator's summary, its validation against measured runs and the
+ * viewer all use it.
  *
  * Pipeline bubble of one rank's stage. The events used are the pipeline
  * instructions: complete ('X') events with cat "pipeline" and an "iter" arg
@@ -27,11 +31,12 @@
  * and mean = the mean of bubble(t) over the steps t >= skip (the first step
  * is a warm-up: allocation, first touches, ranks starting apart). The
  * forward/backward-only share, 1 - (forward + backward) / window, is given
- * too (bubble_fb): it does not count the optimizer step as work, so it is
- * the same whether or not the step's OPTIM_STEP includes waiting for the
- * other stages (with p > 1, gpipe/1f1b allreduce the gradient norm over
- * the pipeline inside OPTIM_STEP, so a stage that finishes first waits
- * there, and that wait counts as busy in `bubble`).
+ * too (bubble_fb): it does not count the optimizer step as work. With
+ * p > 1, gpipe/1f1b allreduce the gradient norm over the pipeline inside
+ * OPTIM_STEP, where a stage that finishes first waits; the optim_step span
+ * starts after that allreduce (the wait is its own "grad norm allreduce"
+ * span, cat "comm"), so `bubble` counts the wait as idle. In traces written
+ * before issue 21 optim_step held the wait, and `bubble` counted it as busy.
  *
  * With equal per-stage costs and no communication time, gpipe and 1f1b give
  * (p-1)/(m+p-1) on every stage when the window spans the whole step
@@ -60,7 +65,7 @@ extern "C" {
 typedef struct dt_trace_phase_times {
     double step_ns;    /* step period */
     double compute_ns; /* forward + backward (+ recompute) spans */
-    double optim_ns;   /* optimizer / optim_step / apply spans */
+    double optim_ns;   /* optimizer / optim_step / apply / grad norm spans */
     double comm_ns;    /* comm-lane spans (allreduce steps, push/pull, tp allreduces, pipeline waits) */
     int steps;         /* steps in the means */
 } dt_trace_phase_times;

@@ -115,6 +115,11 @@ typedef struct dt_train_config {
      * pipedream schedules, which update before the check (docs/faults.md). */
     int skip_nonfinite;
     const char *trace_path; /* NULL: no trace */
+    /* A description of the emulated cluster the run is on (dtrain: the
+     * environment variable DT_CLUSTER, as it is, UTF-8, at most 4096
+     * bytes), recorded in the trace header and the summary for the
+     * simulator to name; NULL: none. The trainer copies it. */
+    const char *cluster;
     /* Used by drivers (dtrain), not by the trainer; recorded in the config
      * JSON so a summary says how the run was logged and evaluated. */
     int64_t log_interval;  /* iterations between log lines */
@@ -257,7 +262,8 @@ DT_API dt_status dt_trainer_staleness(const dt_trainer *tr, int64_t *pushes, dou
  * before dt_trainer_serve): the checkpoint dt_checkpoint_find_latest picks
  * for dir, verified, whose configuration must equal this run's except
  * train_iters, log/eval intervals, eval_iters, trace, threads, device,
- * comm_timeout, skip_nonfinite and the communication tuning; then the next
+ * comm_timeout, skip_nonfinite, the communication tuning and the testing
+ * faults (slow_rank, slow_ms, hang_rank, hang_iter); then the next
  * step is the checkpoint's iteration + 1 and continues it exactly. On
  * failure the trainer is unusable: free it. */
 DT_API dt_status dt_trainer_save(dt_trainer *tr, const char *dir);

@@ -305,6 +305,10 @@ static int dtrain_config_run(const dtrain_opts *o, dt_train_config *cfg)
     cfg->eval_interval = o->eval_interval;
     cfg->eval_iters = o->eval_iters;
     cfg->trace_path = o->job.trace;
+    /* an emulated cluster's one-line description, as its script exports it:
+     * recorded in the trace header for the simulator (empty: none) */
+    const char *cluster = getenv("DT_CLUSTER");
+    cfg->cluster = cluster && cluster[0] ? cluster : NULL;
     if (o->job.trace && o->job.summary && !strcmp(o->job.trace, o->job.summary)) {
         fprintf(stderr,
                 PROG ": --summary '%s': the same file as --trace; expected another name (the summary would "

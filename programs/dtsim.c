@@ -246,6 +246,7 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
         fprintf(stderr, PROG ": %s\n", dtsim_last_error());
         return 1;
     }
+    dtsim_warn_unmodelled(o, sc);
     dts_summary_print(stdout, &s, sc);
     if (o->job.trace) printf("trace: %s\n", o->job.trace);
     if (o->job.summary) {

@@ -59,6 +59,9 @@ int dtsim_colocated_fit(const char *list, const char *profile, int skip, dts_hw 
 int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scenario *sc, char *profile,
                         size_t profile_cap, int check);
 void dtsim_print_scenario(FILE *f, const dts_scenario *sc);
+/* One warning line on stderr naming what --config's run recorded that the
+ * simulation leaves out (dts_scenario_unmodelled); nothing when none. */
+void dtsim_warn_unmodelled(const dtsim_opts *o, const dts_scenario *sc);
 
 /* dtsim_sweep.c: the swept keys and their values. */
 typedef enum { DTSIM_SW_M = 0, DTSIM_SW_P, DTSIM_SW_SCHED, DTSIM_SW_D, DTSIM_SW_T, DTSIM_SW_BW } dtsim_sweep_key;

@@ -415,5 +415,17 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
             sc->recompute == 1   ? ", full recomputation"
             : sc->recompute == 2 ? ", selective recomputation"
                                  : "");
+    if (sc->slow_rank >= 0 && sc->slow_ns > 0)
+        fprintf(f, "straggler: rank %d sleeps %g ms before each exchange (--slow-rank)\n", sc->slow_rank,
+                (double)sc->slow_ns / 1e6);
     fprintf(f, "machine:  %s; cost: %s\n", sc->hw.name, sc->have_cost ? sc->cost.source : "none");
+}
+
+void dtsim_warn_unmodelled(const dtsim_opts *o, const dts_scenario *sc)
+{
+    char what[1024];
+    if (dts_scenario_unmodelled(sc, o->hw != NULL, what, sizeof what) == 0) return;
+    fflush(stdout);
+    fprintf(stderr, PROG ": warning: %s records what dtsim does not model, left out of the prediction: %s\n",
+            o->config ? o->config : "the configuration", what);
 }

@@ -271,6 +271,7 @@ int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_sweep *
         fflush(stdout);
         dts_summary_free(&s);
     }
+    if (rc == 0) dtsim_warn_unmodelled(o, base);
     free(base);
     free(sc);
     return rc;

@@ -46,6 +46,18 @@ typedef enum dts_exchange {
     DTS_EX_PS_ASYNC
 } dts_exchange;
 
+/* What a real run's configuration (dtrain's trace header or summary)
+ * records that the simulation does not model (sim/scenario_run.c). */
+typedef struct dts_recorded {
+    int hang_rank;         /* --hang-rank R:ITER: R (-1: none) */
+    int64_t hang_iter;     /* ITER (0: none) */
+    int max_staleness;     /* ps-async's bound on a push's staleness (-1: none) */
+    int threads;           /* CPU threads per rank, as the backend resolved them (0: not recorded) */
+    int64_t save_interval; /* iterations between checkpoint saves (0: none) */
+    char device[16];       /* "cpu", "cuda" ("" not recorded) */
+    char cluster[4097];    /* machine.cluster: DT_CLUSTER as the run saw it ("" none) */
+} dts_recorded;
+
 typedef struct dts_scenario {
     char model_name[32]; /* "tiny", "small", "gpt2-124m" or "custom" */
     dt_gpt_config model;
@@ -69,13 +81,14 @@ typedef struct dts_scenario {
     int recompute; /* 0 none, 1 full, 2 selective */
     int slow_rank; /* --slow-rank R:MS: rank R sleeps MS before each exchange (-1 none) */
     int64_t slow_ns;
-    int optimizer_states; /* floats of optimizer state per parameter: 2 AdamW/LAMB, 1 SGD-momentum/LARS, 0 SGD */
-    dts_hw hw;            /* the machine */
-    dts_cost cost;        /* per-operation durations (profile or roofline) */
-    int have_cost;        /* cost filled (dts_scenario_set_cost*) */
-    uint64_t seed;        /* of the simulator's random draws (numerics) */
-    char grad_trace[512]; /* fp16: a real run's trace with grad_amax events to fit the gradient model
+    int optimizer_states;  /* floats of optimizer state per parameter: 2 AdamW/LAMB, 1 SGD-momentum/LARS, 0 SGD */
+    dts_hw hw;             /* the machine */
+    dts_cost cost;         /* per-operation durations (profile or roofline) */
+    int have_cost;         /* cost filled (dts_scenario_set_cost*) */
+    uint64_t seed;         /* of the simulator's random draws (numerics) */
+    char grad_trace[512];  /* fp16: a real run's trace with grad_amax events to fit the gradient model
                                 (sim/dts_amp.h); "" = no numerics model */
+    dts_recorded recorded; /* what the run read from dtrain's configuration recorded (never written back) */
 } dts_scenario;
 
 /* Defaults: tiny model, dtrain's default batch, t = p = d = 1, gpipe,
@@ -89,6 +102,19 @@ void dts_scenario_default(dts_scenario *sc);
  * (a path). Keys not given keep their values in *sc. `what` names the
  * source in error messages (a file name). */
 dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, const char *what);
+/* Nothing recorded (hang_rank and max_staleness -1, the rest 0 or ""). */
+void dts_recorded_default(dts_recorded *rec);
+/* Read the keys of dts_recorded (and check the other run-only keys:
+ * threads_requested, threads_automatic, data_bytes, comm_timeout,
+ * machine.host, machine.online_cores) from dtrain's configuration object
+ * cfg, each range-checked; an error names `what` and the key. *rec is
+ * written only on success. */
+dt_status dts_recorded_read(dts_recorded *rec, const struct json_t *cfg, const char *what);
+/* One line listing what sc->recorded holds that the simulation leaves out
+ * (a hung rank, a staleness bound, threads per rank on CPU ranks,
+ * checkpoint saves, an emulated cluster unless hw_given), ", "-separated,
+ * into buf; returns the number of items (0: nothing, buf ""). */
+int dts_scenario_unmodelled(const dts_scenario *sc, int hw_given, char *buf, size_t cap);
 /* Validate (messages name the flag or key and the expectation). */
 dt_status dts_scenario_check(const dts_scenario *sc);
 /* Fill sc->cost from a profile trace (dts_cost_from_profile) or, with

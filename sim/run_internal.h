@@ -58,7 +58,7 @@ typedef struct dts__unit {
     int64_t *act_arr, *grad_arr; /* arrival times by message sequence (-1: not sent yet) */
     int n_act_recv, n_grad_recv, n_act_sent, n_grad_sent;
     int opt_phase;
-    int64_t opt_t0;
+    int64_t opt_t0;    /* OPTIM_STEP: when it, or its wait in the gradient-norm allreduce, began */
     int64_t loss_wait; /* pipedream, stage 0: the step whose loss it waits for (-1: none) */
     /* data parallel / parameter server worker */
     int mb, layer, dir; /* dir 0 forward, 1 backward */

@@ -9,7 +9,9 @@
  * the same order on both sides, so the k-th receive takes the k-th
  * message), OPTIM_STEP runs the stage's data-parallel allreduce (step
  * level, dts_coll), the gradient-norm allreduce over the pipeline
- * (gpipe/1f1b) and the update, STASH copies the weights. Each step ends
+ * (gpipe/1f1b; its own comm span, a pipeline wait) and the update (the
+ * optim_step span: it starts after those collectives, as in
+ * lib/parallel/pipeline.c), STASH copies the weights. Each step ends
  * with the world allreduce of the loss (run_step.c).
  *
  * Invariants: a unit executes its instructions in list order, one at a
@@ -90,8 +92,21 @@ static void dts__opt_updated(dts_engine *e, void *ctx, int64_t a, int64_t b)
     dts__opt_continue(u->sim, u);
 }
 
+/* The pipeline's gradient-norm allreduce is done: its span on the comm lane
+ * (the runtime's "grad norm allreduce", where a stage that finished its
+ * backwards first waits for the others), counted as a pipeline wait. */
 void dts__pipe_norm_done(dts__sim *s, dts__unit *u)
 {
+    const int64_t now = dts_engine_now(s->e);
+    u->ns_pp += now - u->opt_t0;
+    if (u->record) {
+        dt_trace_event ev;
+        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, "grad norm allreduce", "comm", u->rank, DT_LANE_COMM, u->opt_t0,
+                            now - u->opt_t0);
+        ev.iter = u->step;
+        dt_trace_event_add_arg(&ev, "stage", u->stage);
+        dts__rec(s, 1, &ev);
+    }
     u->opt_phase = 2;
     dts__opt_continue(s, u);
 }
@@ -132,6 +147,7 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
     }
     if (u->opt_phase == 1) {
         if (!async && sc->p > 1) {
+            u->opt_t0 = now;
             dts__sync_arrive(s, &s->norm[u->dpi], u);
             return;
         }
@@ -142,7 +158,9 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
         dts__stage_coll(s, u, DTS_COLL_ALL_GATHER, DTS__C_ZERO_AG, dts__opt_ag_done);
         return;
     }
-    /* the update (plus the tensor-parallel norm allreduce); ZeRO-1: of the segment, then the all-gather */
+    /* the update (plus the tensor-parallel norm allreduce); ZeRO-1: of the segment, then the all-gather.
+     * The optim_step span starts here, after the collectives before it (as the runtime's) */
+    u->wait_t0 = now;
     const int64_t t1 = now + s->opt_ns[u->stage];
     u->opt_phase = 3;
     if (sc->zero && sc->d > 1) dts__at(s, t1, dts__opt_updated, u, 0, 0);
@@ -237,9 +255,7 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
             u->pc++;
             continue;
         }
-        case DT_SCHED_OPTIM_STEP:
-            if (u->opt_phase == 0) u->opt_t0 = now;
-            u->wait_t0 = u->opt_t0;
+        case DT_SCHED_OPTIM_STEP: /* its span starts with the update (dts__opt_continue) */
             dts__opt_continue(s, u);
             return;
         }

@@ -21,6 +21,9 @@
  * "optimizer_states", "slow_rank", "slow_ms", "loss_scale_growth_factor",
  * "loss_scale_backoff_factor", "consecutive_hysteresis" and "cost" (the
  * cost's source, informational: ignored). A null value means "not set".
+ * dtrain's configuration also holds what the run recorded beyond the
+ * scenario (a hung rank, threads, the machine, ...): sim/scenario_run.c
+ * checks and keeps it in sc->recorded, replaced by each dtrain config.
  * Paths are relative to the current directory.
  *
  * The batch: m = global_batch_size / (micro_batch_size x
@@ -87,6 +90,7 @@ void dts_scenario_default(dts_scenario *sc)
     sc->have_cost = 0;
     sc->seed = 1;
     sc->grad_trace[0] = '\0';
+    dts_recorded_default(&sc->recorded);
 }
 
 /* ---- names ------------------------------------------------------------------------ */
@@ -348,6 +352,12 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         }
     }
 
+    /* what the run recorded beyond the scenario: a dtrain configuration's whole record */
+    if (dtrain_cfg && dts_recorded_read(&n->recorded, o, what) != DT_OK) {
+        st = DT_ERR_INVALID;
+        goto out;
+    }
+
     /* the model: the preset first, then the sizes */
     const char *s = NULL;
     int r;
@@ -472,8 +482,9 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     if (!k_given && r == 1) /* the exchange changed: dtrain's default K */
         n->num_ps_servers = dts__is_ps(n->exchange) ? (n->num_ps_servers > 0 ? n->num_ps_servers : 1) : 0;
     if (k_given == 1 && dts__is_ps(n->exchange) && n->num_ps_servers < 1) {
-        st = DT_FAIL(DT_ERR_INVALID, "%s: \"num_ps_servers\": expected an integer >= 1 with \"allreduce\" \"%s\", got %d",
-                     what, n->exchange_name, n->num_ps_servers);
+        st = DT_FAIL(DT_ERR_INVALID,
+                     "%s: \"num_ps_servers\": expected an integer >= 1 with \"allreduce\" \"%s\", got %d", what,
+                     n->exchange_name, n->num_ps_servers);
         goto out;
     }
     DTS__TRY(dts__bool(what, o, "use_distributed_optimizer", &n->zero));

@@ -89,9 +89,12 @@ void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
     fprintf(f, "step time %.3f ms (rank 0: compute %.3f, optimizer %.3f, comm %.3f ms per step)\n", s->step_ns * 1e-6,
             s->rank0.compute_ns * 1e-6, s->rank0.optim_ns * 1e-6, s->rank0.comm_ns * 1e-6);
     if (s->p > 1 || sc->t > 1) {
-        fprintf(f, "bubble per stage (forward/backward only), formula %s = %.4f:\n",
+        /* both shares of each stage's step window: "bubble" counts forward, backward and the optimizer
+         * step as work, "fwd/bwd-only" forward and backward alone (what the formula assumes) */
+        fprintf(f, "bubble per stage (idle share of its step), formula %s = %.4f:\n",
                 dt_schedule_bubble_formula_text(s->schedule), s->bubble_formula);
-        for (int i = 0; i < s->p; i++) fprintf(f, "  stage %d: %.4f (%.4f)\n", i, s->bubble[i], s->bubble_fb[i]);
+        for (int i = 0; i < s->p; i++)
+            fprintf(f, "  stage %d: bubble %.4f, fwd/bwd-only %.4f\n", i, s->bubble[i], s->bubble_fb[i]);
         for (int i = 0; i < s->p; i++)
             if (s->max_stash[i]) fprintf(f, "  stage %d stashes up to %d weight versions\n", i, s->max_stash[i]);
     }

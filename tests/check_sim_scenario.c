@@ -15,7 +15,10 @@
  *   - stage layers follow the trace convention (-1 embedding, L head);
  *   - the cost table from the roofline, and a missing profile;
  *   - the inline "hardware" object (sim/hw.c's reader): round trip, the
- *     optional sleep_overshoot_ns, its errors named under "hardware". */
+ *     optional sleep_overshoot_ns, its errors named under "hardware";
+ *   - what a dtrain header records beyond the scenario (dts_recorded): a
+ *     slow rank in the header raises the simulated staleness, the rest is
+ *     named in one line, each key is range-checked. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -689,6 +692,77 @@ START_TEST(test_recompute_memory)
 }
 END_TEST
 
+/* What dtrain's trace header records beyond the scenario (issue 21): the
+ * straggler is simulated, the rest kept and named, every key checked. */
+START_TEST(test_recorded)
+{
+    const char *hdr =
+        "{\"otherData\": {\"format\": \"dtrain-trace\", \"version\": 1, \"tool\": \"dtrain\", \"config\": "
+        "{\"task\": \"add\", \"micro_batch_size\": 16, \"global_batch_size\": 32, \"train_iters\": 40, "
+        "\"data_parallel_size\": 2, \"allreduce\": \"ps-async\", \"num_ps_servers\": 1, \"max_staleness\": 2, "
+        "\"comm_timeout\": 300.0, \"slow_rank\": 1, \"slow_ms\": 30, \"hang_rank\": 0, \"hang_iter\": 3, "
+        "\"threads\": 2, \"device\": \"cpu\", \"threads_requested\": 0, \"threads_automatic\": false, "
+        "\"save_interval\": 0, \"data_bytes\": null, \"machine\": {\"host\": \"n0\", \"online_cores\": 2, "
+        "\"cluster\": \"2 nodes\\nx 1 rank\"}}}, \"traceEvents\": []}";
+    dts_scenario *sc = new_default();
+    ck_dt(dts_scenario_from_config(sc, hdr, "ps.rank0.json"));
+    ck_assert_int_eq(sc->slow_rank, 1);
+    ck_assert_int_eq(sc->slow_ns, 30000000);
+    ck_assert_int_eq(sc->recorded.hang_rank, 0);
+    ck_assert_int_eq(sc->recorded.hang_iter, 3);
+    ck_assert_int_eq(sc->recorded.max_staleness, 2);
+    ck_assert_int_eq(sc->recorded.threads, 2);
+    ck_assert_str_eq(sc->recorded.cluster, "2 nodes\nx 1 rank");
+    ck_dt(dts_scenario_check(sc));
+    char line[512];
+    ck_assert_int_eq(dts_scenario_unmodelled(sc, 0, line, sizeof line), 4);
+    ck_assert_str_eq(line, "hang_rank 0 at iteration 3, max_staleness 2, threads 2 per rank, "
+                           "emulated cluster \"2 nodes x 1 rank\" (give its links with --hw)");
+    ck_assert_int_eq(dts_scenario_unmodelled(sc, 1, line, sizeof line), 3); /* --hw gives the links */
+
+    /* the header's straggler is simulated: staleness above the same run without it */
+    ck_dt(dts_scenario_set_cost(sc, NULL));
+    const dts_run_opts ro = {.keep_events = 0};
+    dts_summary with, without;
+    ck_dt(dts_run(sc, &ro, &with));
+    sc->slow_ns = 0, sc->slow_rank = -1;
+    ck_dt(dts_run(sc, &ro, &without));
+    ck_assert_msg(with.staleness_max > without.staleness_max, "staleness max %d with the slow rank, %d without",
+                  with.staleness_max, without.staleness_max);
+    dts_summary_free(&with);
+    dts_summary_free(&without);
+
+    /* another dtrain configuration replaces the record: an older trace records nothing */
+    ck_dt(dts_scenario_from_config(sc, "{\"task\": \"add\", \"threads\": 1}", "old.json"));
+    ck_assert_int_eq(sc->recorded.hang_rank, -1);
+    ck_assert_int_eq(sc->recorded.max_staleness, -1);
+    ck_assert_str_eq(sc->recorded.cluster, "");
+    ck_assert_int_eq(dts_scenario_unmodelled(sc, 0, line, sizeof line), 0);
+    free(sc);
+
+    /* each key in its range, named (in dtrain's config: "task" marks it) */
+    static const char *const bad[][2] = {{"\"hang_iter\": -1", "\"hang_iter\""},
+                                         {"\"hang_rank\": -2", "\"hang_rank\""},
+                                         {"\"threads\": 1025", "\"threads\""},
+                                         {"\"threads_requested\": 1025", "\"threads_requested\""},
+                                         {"\"threads_automatic\": 2", "\"threads_automatic\""},
+                                         {"\"save_interval\": 1.5", "\"save_interval\""},
+                                         {"\"data_bytes\": -1", "\"data_bytes\""},
+                                         {"\"max_staleness\": -1", "\"max_staleness\""},
+                                         {"\"comm_timeout\": -1", "\"comm_timeout\""},
+                                         {"\"machine\": 5", "\"machine\""},
+                                         {"\"machine\": {\"online_cores\": 0}", "\"machine\": \"online_cores\""},
+                                         {"\"machine\": {\"cluster\": 7}", "\"machine\": \"cluster\""}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[128];
+        snprintf(json, sizeof json, "{\"task\": \"add\", %s}", bad[i][0]);
+        expect_config_error(json, DT_ERR_INVALID, bad[i][1]);
+    }
+    /* a dtsim config file does not know them */
+    expect_config_error("{\"hang_rank\": 1}", DT_ERR_INVALID, "\"hang_rank\": unknown key");
+}
+END_TEST
+
 static Suite *scenario_suite(void)
 {
     Suite *s = suite_create("sim_scenario");
@@ -700,6 +774,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, test_dtrain_config);
     tcase_add_test(tc, test_config_rules);
     tcase_add_test(tc, test_config_errors);
+    tcase_add_test(tc, test_recorded);
     tcase_add_test(tc, test_check);
     tcase_add_test(tc, test_stages_and_world);
     tcase_add_test(tc, test_cost);

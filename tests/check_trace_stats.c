@@ -359,6 +359,50 @@ START_TEST(test_phase_times_huge_iters)
 }
 END_TEST
 
+/* A pipeline stage's OPTIM_STEP as the runtime writes it since issue 21
+ * (steps of 10 ms): forward 0-2, backward 2-5, then inside OPTIM_STEP the
+ * stage's own squares ("grad norm", 5-5.5), the wait for the other stage
+ * in "grad norm allreduce" (5.5-9, comm) and the update (optim_step,
+ * 9-10). The phases add up to the step: the wait is communication, the
+ * optimizer 1.5 ms; the bubble counts the wait as idle (busy 6 of 10). */
+START_TEST(test_phase_times_pipeline_sync)
+{
+    dt_trace_event ev[16];
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) {
+        const struct {
+            const char *name, *cat;
+            int lane;
+            double t0, t1;
+        } sp[] = {{"forward", "pipeline", DT_LANE_COMPUTE, 0, 2},
+                  {"backward", "pipeline", DT_LANE_COMPUTE, 2, 5},
+                  {"grad norm", "optim", DT_LANE_OPTIM, 5, 5.5},
+                  {"grad norm allreduce", "comm", DT_LANE_COMM, 5.5, 9},
+                  {"optim_step", "pipeline", DT_LANE_OPTIM, 9, 10}};
+        for (int k = 0; k < 5; k++) {
+            dt_trace_event *e = &ev[n++];
+            dt_trace_event_init(e, DT_TRACE_COMPLETE, sp[k].name, sp[k].cat, 1, sp[k].lane,
+                                (int64_t)((10 * i + sp[k].t0) * MS), (int64_t)((sp[k].t1 - sp[k].t0) * MS));
+            e->iter = i;
+            ck_dt(dt_trace_event_add_arg(e, "stage", 1));
+        }
+    }
+    dt_trace_phase_times pt;
+    ck_dt(dt_trace_phase_times_events(ev, n, 1, 1, &pt));
+    ck_assert_double_eq_tol(pt.step_ns, 10.0 * MS, 1e-6);
+    ck_assert_double_eq_tol(pt.compute_ns, 5.0 * MS, 1e-6);
+    ck_assert_double_eq_tol(pt.comm_ns, 3.5 * MS, 1e-6);
+    ck_assert_double_eq_tol(pt.optim_ns, 1.5 * MS, 1e-6);
+    ck_assert_double_eq_tol(pt.compute_ns + pt.comm_ns + pt.optim_ns, pt.step_ns, 1e-6);
+    dt_bubble_stats b;
+    ck_dt(dt_bubble_stats_events(ev, n, 1, 1, &b));
+    ck_assert_int_eq(b.n_optim, 2);
+    ck_assert_double_eq_tol(b.mean, 0.4, 1e-9);    /* 1 - (2 + 3 + 1) / 10 */
+    ck_assert_double_eq_tol(b.mean_fb, 0.5, 1e-9); /* 1 - (2 + 3) / 10 */
+    dt_bubble_stats_free(&b);
+}
+END_TEST
+
 static Suite *trace_stats_suite(void)
 {
     Suite *s = suite_create("trace_stats");
@@ -370,6 +414,7 @@ static Suite *trace_stats_suite(void)
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("phase_times");
     tcase_add_test(tp, test_phase_times);
+    tcase_add_test(tp, test_phase_times_pipeline_sync);
     tcase_add_test(tp, test_phase_times_huge_iters);
     suite_add_tcase(s, tp);
     return s;

@@ -127,14 +127,17 @@ EXTRA_DIST += tests/nccl.sh
 TESTS += tests/tp.sh
 EXTRA_DIST += tests/tp.sh
 # Pipeline parallelism under mpirun; the measured bubble against (p-1)/(m+p-1).
-TESTS += tests/pp.sh tests/bubble.sh
-EXTRA_DIST += tests/pp.sh tests/bubble.sh
+TESTS += tests/pp.sh tests/bubble.sh tests/pp-optim.sh
+EXTRA_DIST += tests/pp.sh tests/bubble.sh tests/pp-optim.sh
 # Every technique with every other: the composition matrix (docs/composition.md).
 TESTS += tests/compose.sh
 EXTRA_DIST += tests/compose.sh
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
+# A trace's header reproduces its run in dtsim (the slow rank, the machine).
+TESTS += tests/replay.sh
+EXTRA_DIST += tests/replay.sh
 # ZeRO-1, the sharded optimizer, under mpirun.
 TESTS += tests/zero.sh
 EXTRA_DIST += tests/zero.sh

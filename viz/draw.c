@@ -33,6 +33,7 @@ static const SDL_Color dtv__kind_colors[DTV_N_KINDS] = {
     {120, 94, 160, 255},  /* all-gather: violet */
     {213, 94, 0, 255},    /* tp allreduce: vermillion */
     {240, 228, 66, 255},  /* push/pull: yellow */
+    {17, 119, 51, 255},   /* allreduce between stages: dark green */
     {68, 68, 68, 255},    /* stash/drop: dark grey */
     {170, 170, 120, 255}, /* evaluate: olive */
     {180, 180, 180, 255}, /* other */

@@ -34,13 +34,14 @@ typedef enum dtv_kind {
     DTV_FORWARD = 0,
     DTV_BACKWARD,
     DTV_RECOMPUTE,
-    DTV_OPTIM,    /* optimizer, optim_step, apply */
+    DTV_OPTIM,    /* optimizer, optim_step, apply, grad norm */
     DTV_SEND,     /* send_act, send_grad */
     DTV_RECV,     /* recv_act, recv_grad: waiting for data */
     DTV_RS,       /* reduce-scatter and reduce steps */
     DTV_AG,       /* all-gather and broadcast steps */
     DTV_TP,       /* tp allreduce f/g */
     DTV_PUSHPULL, /* parameter server push/pull */
+    DTV_SYNC,     /* the ranks agreeing inside an optimizer step: grad norm / overflow / tied embedding allreduce */
     DTV_STASH,    /* stash, drop */
     DTV_EVAL,     /* evaluate */
     DTV_OTHER,

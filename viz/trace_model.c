@@ -29,6 +29,7 @@ static const char *const dtv__kind_names[DTV_N_KINDS] = {"forward",
                                                          "all-gather / broadcast",
                                                          "tensor-parallel allreduce",
                                                          "push/pull",
+                                                         "allreduce between stages (waiting)",
                                                          "stash / drop",
                                                          "evaluate",
                                                          "other"};
@@ -41,7 +42,10 @@ dtv_kind dtv_kind_of(const dt_trace_event *e)
     if (dtv__is(n, "forward")) return DTV_FORWARD;
     if (dtv__is(n, "backward")) return DTV_BACKWARD;
     if (dtv__is(n, "recompute")) return DTV_RECOMPUTE;
-    if (dtv__is(n, "optimizer") || dtv__is(n, "optim_step") || dtv__is(n, "apply")) return DTV_OPTIM;
+    if (dtv__is(n, "optimizer") || dtv__is(n, "optim_step") || dtv__is(n, "apply") || dtv__is(n, "grad norm"))
+        return DTV_OPTIM;
+    if (dtv__is(n, "grad norm allreduce") || dtv__is(n, "overflow allreduce") || dtv__is(n, "tied embedding allreduce"))
+        return DTV_SYNC;
     if (dtv__is(n, "send_act") || dtv__is(n, "send_grad")) return DTV_SEND;
     if (dtv__is(n, "recv_act") || dtv__is(n, "recv_grad")) return DTV_RECV;
     if (dtv__is(n, "reduce-scatter") || dtv__is(n, "reduce") || dtv__is(n, "allreduce")) return DTV_RS;

@@ -83,6 +83,7 @@ struct dt__pipe {
     long long n_total;
     int64_t step_of_total; /* the step n_total belongs to */
     int updates;
+    int64_t opt_from; /* the running instruction's start, or (OPTIM_STEP) the end of its last collective so far */
     double last_norm;
     float last_lr;
     dt__update_result last;              /* the step's last update (its loss-scaling decision) */
@@ -416,6 +417,16 @@ static dt_status dt__pipe_send(dt__pipe *pp, const float *x, dt_buffer *wire, in
     return c->ops->isend(c, src, n * pp->wire_elem, peer, tag, q);
 }
 
+/* A collective of OPTIM_STEP that began at t0 ended now: the update's span
+ * starts here; an agreement of the ranks (name set) is traced with the
+ * stage's own work before it. */
+static void dt__pipe_synced(dt__pipe *pp, const char *name, int64_t t0)
+{
+    const int64_t now = dt_time_ns();
+    if (name && pp->cfg.sync_event) pp->cfg.sync_event(pp->cfg.ctx, name, pp->opt_from, t0, now);
+    pp->opt_from = now;
+}
+
 /* The squared norm of the whole model's gradients: the shards' summed over the
  * tensor-parallel group, the replicated tensors' counted once, the ZeRO-1
  * segments' summed over the data-parallel group, then the stages' added
@@ -431,7 +442,11 @@ static dt_status dt__pipe_norm(void *ctx, double *norm)
     if (pp->t > 1) DT_CHECK(dt_comm_allreduce(pp->tpc, &v, 1, DT_ALLREDUCE_RING, NULL));
     v += (float)rep;
     if (pp->zero) DT_CHECK(dt_comm_allreduce(pp->data, &v, 1, DT_ALLREDUCE_RING, NULL));
-    if (!dt__pipe_async(pp) && pp->p > 1) DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
+    if (!dt__pipe_async(pp) && pp->p > 1) {
+        const int64_t t0 = dt_time_ns();
+        DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
+        dt__pipe_synced(pp, "grad norm allreduce", t0);
+    }
     *norm = sqrt((double)v);
     return DT_OK;
 }
@@ -449,8 +464,10 @@ static dt_status dt__pipe_agree(void *ctx, int *overflow, int *first_bad)
     if (!v) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
     v[0] = *overflow ? 1.0f : 0.0f;
     v[1 + w->rank] = (float)(*first_bad + 1); /* exact: one rank writes each slot */
+    const int64_t t0 = dt_time_ns();
     dt_status st = dt_comm_allreduce(w, v, (size_t)w->size + 1, DT_ALLREDUCE_RING, NULL);
     if (st == DT_OK) {
+        dt__pipe_synced(pp, "overflow allreduce", t0);
         *overflow = v[0] > 0.0f;
         int best = -1;
         for (int i = 0; i < w->size; i++) best = DT_MAX(best, (int)v[1 + i] - 1);
@@ -482,16 +499,20 @@ static dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t 
 {
     const dt_paramset *L = dt__stage_layout(pp->st);
     float *grads = dt__stage_grads(pp->st);
-    const dt_collective_opts o = {.chunk_bytes = pp->cfg.chunk_bytes};
+    const dt_collective_opts o = {
+        .chunk_bytes = pp->cfg.chunk_bytes, .hook = pp->cfg.coll_event, .hook_ctx = pp->cfg.ctx};
     if (pp->emb) { /* tied embeddings: wte's gradient on the first stage plus the head copy's on the last */
         size_t off, n;
         dt__stage_tied_range(pp->st, &off, &n);
         const int64_t t0 = pp->cfg.emb_event ? dt_time_ns() : 0;
         DT_CHECK(dt_comm_allreduce(pp->demb ? pp->demb : pp->emb, grads + off, n, pp->cfg.allreduce, &o));
         if (pp->cfg.emb_event) pp->cfg.emb_event(pp->cfg.ctx, t0, dt_time_ns(), n * sizeof(float));
+        dt__pipe_synced(pp, NULL, 0);
     }
-    if (pp->d > 1 && !pp->zero)
+    if (pp->d > 1 && !pp->zero) {
         DT_CHECK(dt_comm_allreduce(dt__pipe_dev_data(pp), grads, L->numel, pp->cfg.allreduce, &o));
+        dt__pipe_synced(pp, NULL, 0);
+    }
     const int async = dt__pipe_async(pp);
     /* pipedream: one update per micro-batch, m per step, for the schedule's position */
     const int64_t position = async ? (int64_t)(in->version - 1) / pp->cfg.m : t;
@@ -683,8 +704,10 @@ dt_status dt__pipe_step(dt__pipe *pp, int64_t t, dt__pipe_stats *out)
     pp->last_scale = dt__pipe_scale(pp);
     for (; pp->pc < end; pp->pc++) {
         const int64_t t0 = dt_time_ns();
+        pp->opt_from = t0;
         DT_CHECK(dt__pipe_exec(pp, &list[pp->pc], t));
-        if (pp->cfg.event) pp->cfg.event(pp->cfg.ctx, s, &list[pp->pc], t0, dt_time_ns());
+        /* an OPTIM_STEP's span is its update, after its collectives (pipeline.h) */
+        if (pp->cfg.event) pp->cfg.event(pp->cfg.ctx, s, &list[pp->pc], pp->opt_from, dt_time_ns());
     }
     float v[2] = {0.0f, 0.0f};
     int64_t loss_iter = t + 1;

@@ -39,7 +39,10 @@ typedef struct dt__pipe dt__pipe;
  * (tokens and targets, host, B*T each); the validation stream with val = 1. */
 typedef dt_status (*dt__pipe_batch_fn)(void *ctx, int val, uint64_t index, int32_t *tokens, int32_t *targets,
                                        int32_t *example, int *n_examples);
-/* One executed instruction (for traces): times from dt_time_ns(). */
+/* One executed instruction (for traces): times from dt_time_ns(). An
+ * OPTIM_STEP's t0 is where its last collective before the update ended
+ * (the tied embeddings', the data-parallel allreduce, the agreements of
+ * sync_event), so that its span is the optimizer's work, not the waits. */
 typedef void (*dt__pipe_event_fn)(void *ctx, int stage, const dt_sched_instr *in, int64_t t0_ns, int64_t t1_ns);
 
 typedef struct dt__pipe_setup {
@@ -75,6 +78,18 @@ typedef struct dt__pipe_setup {
     /* each sum of the tied wte's gradient over the first and last stage
      * (inside OPTIM_STEP), may be NULL */
     void (*emb_event)(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes);
+    /* each step of the stage's data-parallel gradient allreduce (and of
+     * ZeRO-1's reduce-scatter and all-gather): dt_collective_opts' hook;
+     * may be NULL */
+    void (*coll_event)(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns, int64_t t1_ns);
+    /* each agreement of the ranks inside OPTIM_STEP, [t0, t1): "grad norm
+     * allreduce" (gpipe/1f1b, p > 1: the squared gradient norm summed over
+     * the pipeline's stages) and "overflow allreduce" (loss scaling: any
+     * overflow, over every rank). A stage that finishes its backwards first
+     * waits for the others there. [local_t0, t0) is the stage's own work
+     * before it since the instruction's start or its previous collective
+     * (unscaling, the squares of its gradients). May be NULL. */
+    void (*sync_event)(void *ctx, const char *name, int64_t local_t0_ns, int64_t t0_ns, int64_t t1_ns);
     /* each recomputation inside a BACKWARD instruction (stage.h's hook):
      * the instruction, the block's whole-model index; may be NULL */
     void (*recompute_event)(void *ctx, int stage, const dt_sched_instr *in, int layer, int64_t t0_ns, int64_t t1_ns);

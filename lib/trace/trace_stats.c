@@ -246,7 +246,8 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
         if ((dt__is(e->cat, "compute") || pipe) &&
             (dt__is(e->name, "forward") || dt__is(e->name, "backward") || dt__is(e->name, "recompute")))
             compute += (double)e->dur_ns;
-        else if (dt__is(e->name, "optimizer") || dt__is(e->name, "optim_step") || dt__is(e->name, "apply"))
+        else if (dt__is(e->name, "optimizer") || dt__is(e->name, "optim_step") || dt__is(e->name, "apply") ||
+                 dt__is(e->name, "grad norm"))
             optim += (double)e->dur_ns;
         else if (dt__is(e->cat, "comm") || dt__is(e->cat, "tp") ||
                  (pipe && (dt__is(e->name, "recv_act") || dt__is(e->name, "recv_grad"))))

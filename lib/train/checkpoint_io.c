@@ -301,9 +301,14 @@ dt_status dt_trainer_save(dt_trainer *tr, const char *dir)
 }
 
 /* Configuration keys a resumed run may change: they do not touch the state. */
-static const char *const dt__ck_may_change[] = {
-    "train_iters",  "log_interval",   "eval_interval",         "eval_iters",   "trace", "threads", "device",
-    "comm_timeout", "skip_nonfinite", "allreduce_chunk_bytes", "bucket_bytes", NULL};
+static const char *const dt__ck_may_change[] = {"train_iters",    "log_interval",
+                                                "eval_interval",  "eval_iters",
+                                                "trace",          "threads",
+                                                "device",         "comm_timeout",
+                                                "skip_nonfinite", "allreduce_chunk_bytes",
+                                                "bucket_bytes",   "slow_rank",
+                                                "slow_ms",        "hang_rank",
+                                                "hang_iter",      NULL};
 
 static char *dt__ck_value_text(json_t *v)
 {
@@ -345,7 +350,7 @@ static dt_status dt__ck_config_check(const char *path, const char *saved, const 
                 st = DT_FAIL(DT_ERR_INVALID,
                              "%s: model, layout or optimizer differ from this run's: %s %s vs %s "
                              "(checkpoint vs this run; only train_iters, the log and eval settings, "
-                             "trace, threads, device and communication tuning may change)",
+                             "trace, threads, device, communication tuning and testing faults may change)",
                              path, key, sv, sw);
             free(sv);
             free(sw);

@@ -292,6 +292,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
                        cfg->slow_ms, cfg->comm_timeout);
     if (cfg->hang_iter < 0)
         return DT_FAIL(DT_ERR_INVALID, "--hang-rank: ITER %lld: expected >= 1", (long long)cfg->hang_iter);
+    DT_CHECK(dt__validate_cluster(cfg->cluster));
     if (cfg->skip_nonfinite) {
         if (cfg->precision != DT_F32)
             return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite applies to FP32 training (with --fp16 the loss scaler "

@@ -1,6 +1,8 @@
 /* config_json.c: the configuration as JSON (dt_train_config_json), the
- * object that trace headers, summaries and checkpoint manifests carry, and
- * the small jansson helpers the summary shares.
+ * object that trace headers, summaries and checkpoint manifests carry; the
+ * run's own additions for trace headers and summaries (threads asked for,
+ * saves, data size, the machine: dt__run_config_object); and the small
+ * jansson helpers the summary shares.
  *
  * Invariants: keys are Megatron-LM's argument names where one exists, in a
  * fixed order; a float is written as the shortest decimal that reads back
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trainer_internal.h"
 
@@ -132,6 +135,11 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "allreduce_chunk_bytes", json_integer((json_int_t)cfg->allreduce_chunk_bytes), &bad);
     dt__jset(o, "bucket_bytes", json_integer((json_int_t)cfg->bucket_bytes), &bad);
     dt__jset(o, "comm_timeout", json_real(cfg->comm_timeout), &bad);
+    /* the testing faults: a straggler changes every rank's timing (-1 / 0: off) */
+    dt__jset(o, "slow_rank", json_integer(cfg->slow_ms > 0 ? cfg->slow_rank : -1), &bad);
+    dt__jset(o, "slow_ms", json_integer(cfg->slow_ms > 0 ? cfg->slow_ms : 0), &bad);
+    dt__jset(o, "hang_rank", json_integer(cfg->hang_iter > 0 ? cfg->hang_rank : -1), &bad);
+    dt__jset(o, "hang_iter", json_integer(cfg->hang_iter > 0 ? (json_int_t)cfg->hang_iter : 0), &bad);
     dt__jset(o, "skip_nonfinite", json_boolean(cfg->skip_nonfinite), &bad);
     if (cfg->use_loss_scaling) {
         dt__jset(o, "loss_scale", json_real(cfg->loss_scaler.static_scale), &bad);
@@ -156,6 +164,64 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "eval_interval", json_integer(cfg->eval_interval), &bad);
     dt__jset(o, "log_interval", json_integer(cfg->log_interval), &bad);
     dt__jset(o, "trace", dt__jstr_or_null(cfg->trace_path), &bad);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Longest DT_CLUSTER recorded: a description, one line of a header. */
+#define DT__CLUSTER_MAX 4096
+
+dt_status dt__validate_cluster(const char *cluster)
+{
+    if (!cluster) return DT_OK;
+    const size_t n = strlen(cluster);
+    if (n > DT__CLUSTER_MAX)
+        return DT_FAIL(DT_ERR_INVALID, "cluster description (DT_CLUSTER): %zu bytes; expected at most %d", n,
+                       DT__CLUSTER_MAX);
+    json_t *j = json_string(cluster); /* jansson takes UTF-8 text only */
+    if (!j) return DT_FAIL(DT_ERR_INVALID, "cluster description (DT_CLUSTER): expected UTF-8 text");
+    json_decref(j);
+    return DT_OK;
+}
+
+/* The machine this rank runs on: its host name, the cores online, and the
+ * emulated cluster's description as given (null: none). */
+static json_t *dt__machine_object(const dt_trainer *tr)
+{
+    json_t *m = json_object();
+    if (!m) return NULL;
+    int bad = 0;
+    char host[256] = "";
+    if (gethostname(host, sizeof host) != 0) host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    json_t *h = host[0] ? json_string(host) : NULL; /* NULL too for a name that is not UTF-8 */
+    dt__jset(m, "host", h ? h : json_null(), &bad);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    dt__jset(m, "online_cores", cores > 0 ? json_integer(cores) : json_null(), &bad);
+    dt__jset(m, "cluster", dt__jstr_or_null(tr->cfg.cluster), &bad);
+    if (bad) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
+json_t *dt__run_config_object(const dt_trainer *tr)
+{
+    json_t *o = dt__config_object(&tr->cfg);
+    if (!o) return NULL;
+    int bad = 0;
+    dt__jset(o, "threads_requested", json_integer(tr->threads_requested > 0 ? tr->threads_requested : 0), &bad);
+    dt__jset(o, "threads_automatic", json_boolean(tr->tune.on), &bad);
+    dt__jset(o, "save_interval", json_integer(tr->cfg.save_dir ? tr->cfg.save_interval : 0), &bad);
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    const int text = tr->cfg.data.path && tr->gpt.data && dt_data_fingerprint(tr->gpt.data, &bytes, &crc) == DT_OK;
+    dt__jset(o, "data_bytes", text ? json_integer((json_int_t)bytes) : json_null(), &bad);
+    dt__jset(o, "machine", dt__machine_object(tr), &bad);
     if (bad) {
         json_decref(o);
         return NULL;

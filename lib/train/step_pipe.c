@@ -93,6 +93,27 @@ static void dt__emb_event(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes)
     dt__trace_write(tr, &e);
 }
 
+/* Trace: each agreement of the ranks inside OPTIM_STEP (pipeline.h's
+ * sync_event) on the comm lane, since the wait for the other stages is
+ * communication, and the stage's own work before it ("grad norm": the
+ * squares of its gradients, the unscaling) on the optimizer lane. The
+ * optim_step span starts after the last agreement. */
+static void dt__sync_event(void *ctx, const char *name, int64_t local_t0_ns, int64_t t0_ns, int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace.writer || tr->trace.status != DT_OK) return;
+    for (int comm = 0; comm < 2; comm++) {
+        const int64_t a = comm ? t0_ns : local_t0_ns, b = comm ? t1_ns : t0_ns;
+        if (!comm && b <= a) continue;
+        dt_trace_event e;
+        dt_trace_event_init(&e, DT_TRACE_COMPLETE, comm ? name : "grad norm", comm ? "comm" : "optim", tr->rank,
+                            comm ? DT_LANE_COMM : DT_LANE_OPTIM, a - tr->t_start_ns, b - a);
+        e.iter = tr->iter;
+        if (dt_trace_event_add_arg(&e, "stage", dt__pipe_stage(tr->pipe.rt)) != DT_OK) return;
+        dt__trace_write(tr, &e);
+    }
+}
+
 /* Pipeline/tensor parallelism: the stage owns its weights, gradients and optimizer. */
 dt_status dt__tr_pipe_create(dt_trainer *tr)
 {
@@ -127,6 +148,8 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .event = dt__pipe_event,
                                .tp_event = dt__tp_event,
                                .emb_event = dt__emb_event,
+                               .coll_event = cfg->trace_path ? dt__comm_hook : NULL,
+                               .sync_event = dt__sync_event,
                                .recompute_event = dt__recompute_event,
                                .nonfinite = cfg->precision == DT_F32 ? dt__nf_pipe_locate : NULL,
                                .ctx = tr};

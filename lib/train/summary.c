@@ -39,7 +39,7 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
 {
     if (!path || !path[0]) return DT_FAIL(DT_ERR_INVALID, "--summary: expected a file name");
     json_t *o = json_object();
-    json_t *cfg = dt__config_object(&tr->cfg);
+    json_t *cfg = dt__run_config_object(tr);
     int bad = !o || !cfg;
     if (!bad) {
         const int has_acc = eval && eval->accuracy >= 0;

@@ -139,7 +139,9 @@ void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t byte
 dt_status dt__trace_open(dt_trainer *tr)
 {
     const dt_train_config *cfg = &tr->cfg;
-    char *cj = dt_train_config_json(&tr->cfg);
+    json_t *co = dt__run_config_object(tr);
+    char *cj = co ? json_dumps(co, JSON_COMPACT | JSON_PRESERVE_ORDER | DT__JSON_PRECISION) : NULL;
+    json_decref(co);
     if (!cj) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory serialising the configuration");
     if (cfg->comm && cfg->comm->size > 1) {
         size_t len = strlen(tr->trace_path);

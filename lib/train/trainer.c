@@ -103,6 +103,8 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     DT_CHECK_GOTO(dt__strdup(cfg->trace_path, &tr->trace_path), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->save_dir, &tr->save_dir), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->load_dir, &tr->load_dir), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->cluster, &tr->cluster), st, fail);
+    tr->cfg.cluster = tr->cluster;
     tr->cfg.save_dir = tr->save_dir;
     tr->cfg.load_dir = tr->load_dir;
     tr->ck.last_save = -1;
@@ -122,6 +124,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         const dt_backend_options bo = {cfg->threads, cfg->comm ? cfg->comm->local_rank : -1};
         DT_CHECK_GOTO(dt_backend_create_with(tr->cfg.device, &bo, &tr->be), st, fail);
     }
+    tr->threads_requested = cfg->threads;
     tr->cfg.threads = tr->be->threads;
     /* --threads 0 in one process: as many workers as are fastest now (a
      * rank under mpirun has its share of the cores already, and its step
@@ -190,6 +193,7 @@ void dt_trainer_free(dt_trainer *tr)
     free(tr->path);
     free(tr->device);
     free(tr->trace_path);
+    free(tr->cluster);
     free(tr);
 }
 

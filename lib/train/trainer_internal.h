@@ -96,10 +96,11 @@ extern const dt__model_kind dt__model_gpt, dt__model_mlp;
 
 struct dt_trainer {
     dt_train_config cfg; /* copy; strings point to the owned copies below */
-    char *task, *path, *device, *trace_path, *save_dir, *load_dir;
+    char *task, *path, *device, *trace_path, *save_dir, *load_dir, *cluster;
+    int threads_requested; /* cfg.threads as given (0: automatic), before the backend resolved it */
 
     dt_backend *be;
-    dt__tune tune; /* the workers of be for each step (thread_tune.c) */
+    dt__tune tune;              /* the workers of be for each step (thread_tune.c) */
     const dt__model_kind *kind; /* cfg.model_kind's table */
     dt__strategy strategy;
     dt_optim opt; /* the replica strategy's optimizer (opt_ready) */
@@ -151,8 +152,8 @@ struct dt_trainer {
         pthread_cond_t cv;
     } dp;
 
-    dt__zero *zero; /* step_zero.c: ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
-    int zero_probed;    /* step_zero.c: zero_probe holds the FP32 masters' fingerprint (mixed precision) */
+    dt__zero *zero;  /* step_zero.c: ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
+    int zero_probed; /* step_zero.c: zero_probe holds the FP32 masters' fingerprint (mixed precision) */
     double zero_probe;
 
     struct {                         /* step_ps.c */
@@ -216,6 +217,13 @@ size_t dt__tr_peak_act(const dt_trainer *tr);
  * summary holds, and 0.1 stays "0.1" instead of 0.10000000000000001. */
 #define DT__JSON_PRECISION JSON_REAL_PRECISION(15)
 json_t *dt__config_object(const dt_train_config *cfg);
+/* dt__config_object of the trainer's copy plus what the run itself decided
+ * or found: the threads asked for, checkpoint saves, the data's size, the
+ * machine (docs/trace-format.md, "The run's environment"). For the trace
+ * header and the summary; checkpoints compare dt__config_object only. */
+json_t *dt__run_config_object(const dt_trainer *tr);
+/* The cluster description's rules (dt_train_config.cluster). */
+dt_status dt__validate_cluster(const char *cluster);
 void dt__jset(json_t *obj, const char *key, json_t *v, int *bad);
 json_t *dt__jreal_or_null(double v);
 

@@ -40,10 +40,10 @@ tut_file profile.json
 tut_line sim '^scenario: custom \(4 layers, width 128, 4 heads, vocab 256\), B=4 T=64 m=4 \(global batch 16\), 20 steps$'
 tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b, exchange ring, fp32$'
 tut_line sim '^machine:  cpu-2core; cost: profile profile\.json$'
-tut_line sim '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.2000:$'
+tut_line sim '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.2000:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
 tut_range "predicted step time (ms)" "$sim_ms" 40 1000
-sb0=$(tut_num sim '^  stage 0: [0-9.]* (\([0-9.]*\))$')
+sb0=$(tut_num sim '^  stage 0: bubble [0-9.]*, fwd.bwd-only \([0-9.]*\)$')
 tut_range "predicted stage 0 bubble, forward/backward only" "$sb0" 0.15 0.40
 tut_file sim.json
 tut_line val '^t1 p2 d1 1f1b m=4 '
@@ -68,41 +68,41 @@ BIG="--num-layers 32 --hidden-size 768 --num-attention-heads 12 --max-position-e
 tut_cmd h100 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h100-ib.json
 tut_line h100 '^scenario: custom \(32 layers, width 768, 12 heads, vocab 256\), B=1 T=1024 m=64 \(global batch 4096\), 2 steps$'
 tut_line h100 '^layout:   t=1 p=16 d=64 \(1024 ranks\), schedule 1f1b, exchange ring, fp32$'
-tut_line h100 '^step time 73\.029 ms \(rank 0: compute 33\.898, optimizer 2\.798, comm 20\.027 ms per step\)$'
-tut_line h100 '^bubble per stage \(forward/backward only\), formula \(p-1\)/\(m\+p-1\) = 0\.1899:$'
-tut_line h100 '^  stage 0: 0\.3245 \(0\.3761\)$'
-tut_line h100 '^  stage 1: 0\.3318 \(0\.3906\)$'
-tut_line h100 '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 17\.632 ms, '
+tut_line h100 '^step time 73\.029 ms \(rank 0: compute 33\.898, optimizer 0\.163, comm 20\.267 ms per step\)$'
+tut_line h100 '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.1899:$'
+tut_line h100 '^  stage 0: bubble 0\.3731, fwd/bwd-only 0\.3761$'
+tut_line h100 '^  stage 1: bubble 0\.3878, fwd/bwd-only 0\.3906$'
+tut_line h100 '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 17\.872 ms, '
 tut_line h100 '^peak memory 3351\.80 MiB \(rank 0\)$'
 tut_cmd h200 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h200-nvlink.json
-tut_line h200 '^step time 62\.329 ms \(rank 0: compute 25\.127, optimizer 2\.749, comm 18\.146 ms per step\)$'
-tut_line h200 '^  stage 0: 0\.3610 \(0\.4240\)$'
+tut_line h200 '^step time 62\.329 ms \(rank 0: compute 25\.127, optimizer 0\.114, comm 18\.386 ms per step\)$'
+tut_line h200 '^  stage 0: bubble 0\.4214, fwd/bwd-only 0\.4240$'
 
 # the same job in bf16: 16-bit activations between stages
 tut_cmd h100bf ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 64 --train-iters 2 --hw sim/hw/h100-ib.json --bf16
 tut_line h100bf '^layout:   t=1 p=16 d=64 \(1024 ranks\), schedule 1f1b, exchange ring, bf16$'
-tut_line h100bf '^step time 68\.374 ms \(rank 0: compute 33\.898, optimizer 2\.798, comm 15\.371 ms per step\)$'
-tut_line h100bf '^  stage 0: 0\.2612 \(0\.3176\)$'
-tut_line h100bf '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 12\.976 ms, '
+tut_line h100bf '^step time 68\.374 ms \(rank 0: compute 33\.898, optimizer 0\.163, comm 15\.611 ms per step\)$'
+tut_line h100bf '^  stage 0: bubble 0\.3143, fwd/bwd-only 0\.3176$'
+tut_line h100bf '^comm per step on rank 0: dp allreduce 2\.395 ms, pipeline waits 13\.216 ms, '
 
 # the layouts of 1024 GPUs at a global batch of 4096 sequences
-for pd in 2:512:75.950:0.0791:0.1111 4:256:69.159:0.1444:0.1579 8:128:66.994:0.2009:0.1795 \
-          16:64:68.374:0.2612:0.1899 32:32:73.989:0.3392:0.1950; do
+for pd in 2:512:75.950:0.3986:0.1111 4:256:69.159:0.3277:0.1579 8:128:66.994:0.2998:0.1795 \
+          16:64:68.374:0.3143:0.1899 32:32:73.989:0.3709:0.1950; do
     p=${pd%%:*}; r=${pd#*:}; d=${r%%:*}; r=${r#*:}; ms=${r%%:*}; r=${r#*:}; b=${r%%:*}; f=${r#*:}
     tut_cmd lay$p ./dtsim run $BIG --global-batch-size 4096 --pipeline-model-parallel-size $p --data-parallel-size $d --train-iters 2 --hw sim/hw/h100-ib.json --bf16
     tut_line lay$p "^layout:   t=1 p=$p d=$d \\(1024 ranks\\), schedule 1f1b, exchange ring, bf16\$"
     tut_line lay$p "^step time $(echo "$ms" | sed 's/\./\\./') ms "
     tut_line lay$p "^bubble per stage .* = $(echo "$f" | sed 's/\./\\./'):\$"
-    tut_line lay$p "^  stage 0: $(echo "$b" | sed 's/\./\\./') "
+    tut_line lay$p "^  stage 0: bubble $(echo "$b" | sed 's/\./\\./'), "
 done
 tut_line lay2 'dp allreduce 18\.274 ms, '
 tut_cmd sweep ./dtsim sweep $BIG --pipeline-model-parallel-size 8 --data-parallel-size 128 --train-iters 2 --hw sim/hw/h100-ib.json --sweep micro-batches=16,32,64 --sweep link-bandwidth-scale=0.5,1,4 --bf16
 tut_line sweep '^ m  bw_scale     step_ms     bubble0  bubble_max     formula     comm_ms    peak_MiB$'
-tut_line sweep '^16       0\.5      55\.179      0\.2736      0\.2736      0\.3043      19\.300     2119\.12$'
-tut_line sweep '^32         1      66\.994      0\.2009      0\.2009      0\.1795      14\.365     2119\.12$'
-tut_line sweep '^32         4      61\.912      0\.1874      0\.1874      0\.1795       9\.283     2119\.12$'
-tut_line sweep '^64         1     102\.454      0\.1392      0\.1404      0\.0986      16\.326     2119\.12$'
-tut_line sweep '^64         4      96\.051      0\.1129      0\.1145      0\.0986       9\.923     2119\.12$'
+tut_line sweep '^16       0\.5      55\.179      0\.5322      0\.5378      0\.3043      19\.412     2119\.12$'
+tut_line sweep '^32         1      66\.994      0\.2998      0\.3081      0\.1795      14\.477     2119\.12$'
+tut_line sweep '^32         4      61\.912      0\.2174      0\.2267      0\.1795       9\.395     2119\.12$'
+tut_line sweep '^64         1     102\.454      0\.1963      0\.2058      0\.0986      16\.438     2119\.12$'
+tut_line sweep '^64         4      96\.051      0\.1297      0\.1401      0\.0986      10\.035     2119\.12$'
 
 # 6. How far to trust it: the validation matrix ...
 tut_cmd simval --quick "--quick" ./dtbench simval
@@ -197,7 +197,7 @@ tut_line tdfull '^peak memory 246\.09 MiB \(rank 0\)$'
 # Exercise: 512 and 2048 GPUs; the world allreduce's 2(n-1) alpha.
 tut_cmd ex32 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 32 --train-iters 2 --hw sim/hw/h100-ib.json
 tut_cmd ex128 ./dtsim run $BIG --micro-batches 64 --pipeline-model-parallel-size 16 --data-parallel-size 128 --train-iters 2 --hw sim/hw/h100-ib.json
-tut_line ex32 '^step time 64\.800 ms \(rank 0: compute 33\.898, optimizer 2\.760, comm 19\.989 ms per step\)$'
-tut_line ex128 '^step time 89\.432 ms \(rank 0: compute 33\.898, optimizer 2\.817, comm 20\.046 ms per step\)$'
+tut_line ex32 '^step time 64\.800 ms \(rank 0: compute 33\.898, optimizer 0\.163, comm 20\.229 ms per step\)$'
+tut_line ex128 '^step time 89\.432 ms \(rank 0: compute 33\.898, optimizer 0\.163, comm 20\.286 ms per step\)$'
 
 tut_finish
