@@ -227,11 +227,19 @@ cmd_mpirun() {
     OMPI_MCA_btl_tcp_if_include=$SUBNET
     OMPI_MCA_oob_tcp_if_include=$SUBNET
     OMPI_MCA_btl_vader_single_copy_mechanism=none
+    # the nodes share this machine's cores: a rank waiting for a message
+    # gives its core up (without it a 4-byte allreduce of 4 ranks on 2
+    # cores took 4-7 ms, the spinning ranks' time slices)
     OMPI_MCA_mpi_yield_when_idle=1
+    # the ring's 1 MiB chunks go eagerly: under the default 64 KiB limit
+    # each chunk waits for the receiver's rendezvous reply, which queues
+    # behind the data going the other way (2-rank ring at 2gbit: 131-195
+    # MB/s instead of 200-239)
+    OMPI_MCA_btl_tcp_eager_limit=1114112
     OMPI_MCA_hwloc_base_binding_policy=none
     export OMPI_MCA_plm OMPI_MCA_plm_rsh_agent OMPI_MCA_pml OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include \
         OMPI_MCA_oob_tcp_if_include OMPI_MCA_btl_vader_single_copy_mechanism OMPI_MCA_mpi_yield_when_idle \
-        OMPI_MCA_hwloc_base_binding_policy
+        OMPI_MCA_btl_tcp_eager_limit OMPI_MCA_hwloc_base_binding_policy
     exec ip netns exec "$NAME-n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$NAME-n0" \
         mpirun --allow-run-as-root --host "$hosts" -x DT_CLUSTER "$@"
 }
