@@ -275,13 +275,29 @@ cmd_down() {
 #     call, so the ring's busbw is the link's rate. From 4 MiB (6.3 MB per
 #     link and call) the latency terms, 2(n-1) * ~30 us, and the 32 KiB
 #     bucket are under 1% of the time. The larger of the two sizes' busbw
-#     counts; a run outside the band is repeated (3 runs at most): other
-#     processes on this machine's cores slow the ranks, never speed them up
-#     beyond the bucket.
+#     counts; a run outside the band is repeated (3 runs at most). Other
+#     processes on this machine's cores slow the ranks (never speed them up
+#     beyond the bucket): the CPU time of the processes in the namespaces,
+#     sampled every 0.5 s, says what share of the cores the ranks had, and
+#     when every run was below CPU_SHARE_MIN the rate is not judged (SKIP
+#     line) rather than failed.
 #  5. a 4-rank data-parallel dtrain job (5 steps) across the nodes ends
 #     with its final line.
 # The cluster is removed on every exit. Exit 77 (skipped) when not root,
 # without network namespaces, without MPI in this build or without mpirun.
+# sample_cpu: "PID TICKS" (user + system CPU so far) of every process in
+# our namespaces
+sample_cpu() {
+    for ns in $(our_namespaces); do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do
+            awk -v p="$p" '{ sub(/^.*\) /, ""); print p, $12 + $13 }' "/proc/$p/stat" 2>/dev/null
+        done
+    done
+}
+# The ranks poll while they wait (mpi_yield_when_idle only lets another
+# process in), so alone they hold every core they can use; a run in which
+# they had less than this share was slowed by other processes.
+CPU_SHARE_MIN=0.7
 cmd_check() {
     skip() { echo "$PROG check: $*: skipped"; exit 77; }
     [ "$(id -u)" = 0 ] || skip "not root (network namespaces need root)"
@@ -343,18 +359,38 @@ cmd_check() {
 
     # 4. the link's rate: ring busbw of 4 ranks across the nodes
     rate=125000000 # 1gbit in bytes/s
+    ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+    [ "$ncpu" -gt 4 ] && ncpu=4 # the 4 ranks' share of the cores they can use
+    hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
     attempt=1
     while :; do
+        t0=$(awk '{ print $1 }' /proc/uptime)
+        : >"$TMP/cpu"
         $MPIRUN -np 4 "$BUILDDIR/dtbench" allreduce --min-bytes 4194304 --max-bytes 8388608 --iters 4 \
-            --json "$TMP/ar.json" >"$TMP/ar.out" 2>&1 || { fail "4-rank dtbench allreduce: $(tail -n 3 "$TMP/ar.out")"; break; }
+            --json "$TMP/ar.json" >"$TMP/ar.out" 2>&1 &
+        job=$!
+        while kill -0 $job 2>/dev/null; do sample_cpu >>"$TMP/cpu"; sleep 0.5; done
+        wait $job || { fail "4-rank dtbench allreduce: $(tail -n 3 "$TMP/ar.out")"; break; }
+        share=$(awk -v t0="$t0" -v hz="$hz" -v n="$ncpu" -v t1="$(awk '{ print $1 }' /proc/uptime)" '
+            { if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) s += m[p]; printf "%.2f\n", s / hz / (n * (t1 - t0)) }' "$TMP/cpu")
         busbw=$(sed -n 's/.*"algo":"ring","bytes":\([0-9]*\),.*"busbw":\([0-9.eE+-]*\),.*/\1 \2/p' "$TMP/ar.json" |
             awk '$1 >= 4194304 && $2 > b { b = $2 } END { printf "%.4f\n", b }')
         ratio=$(awk -v b="$busbw" -v r=$rate 'BEGIN { printf "%.3f\n", b * 1e9 / r }')
-        ok=$(awk -v x="$ratio" 'BEGIN { print (x >= 0.9 && x <= 1.1) ? 1 : 0 }')
+        verdict=$(awk -v x="$ratio" -v s="$share" -v min=$CPU_SHARE_MIN \
+            'BEGIN { print (x >= 0.9 && x <= 1.1) ? "ok" : (x > 1.1 || s >= min) ? "bad" : "disturbed" }')
         echo "run $attempt: ring busbw $busbw GB/s (4-8 MiB, the larger) = $ratio x the shaped 1gbit" \
-            "(TCP's payload share of a 1514-byte frame: 0.956)"
-        [ "$ok" = 1 ] && { echo "ok: ring busbw within 10% of the link rate"; break; }
-        [ $attempt -ge 3 ] && { fail "ring busbw $busbw GB/s is $ratio x the link's 0.125 GB/s (expected 0.9-1.1) in 3 runs"; cat "$TMP/ar.out" >&2; break; }
+            "(TCP's payload share of a 1514-byte frame: 0.956); the ranks had $share of the cores"
+        [ "$verdict" = ok ] && { echo "ok: ring busbw within 10% of the link rate"; break; }
+        if [ $attempt -ge 3 ]; then
+            if [ "$verdict" = bad ]; then
+                fail "ring busbw $busbw GB/s is $ratio x the link's 0.125 GB/s (expected 0.9-1.1) in 3 runs"
+                cat "$TMP/ar.out" >&2
+            else
+                echo "SKIP: the link's rate not judged: in every run other processes held the cores" \
+                    "(the ranks had under $CPU_SHARE_MIN of them)"
+            fi
+            break
+        fi
         attempt=$((attempt + 1))
     done
 
