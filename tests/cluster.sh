@@ -18,9 +18,11 @@
 # and only what goes between nodes crosses the shaped veth (tcp btl).
 #
 # `up` writes the state file /run/dtcluster-PREFIX (lines KEY=VALUE) that
-# the other subcommands read; a failure in `up` removes what it made.
-# `mpirun` is mpirun run in node 0's namespace with the nodes as hosts
-# (ADDR:R each), tests/cluster-rsh.sh as the rsh agent that starts Open
+# the other subcommands read, and the nodes' hostfile
+# /run/dtcluster-PREFIX.hosts ("10.213.0.1 slots=R" ...); a failure in
+# `up` removes what it made.
+# `mpirun` is mpirun run in node 0's namespace with that hostfile,
+# tests/cluster-rsh.sh as the rsh agent that starts Open
 # MPI's daemon in the other nodes' namespaces, ob1 over self,vader,tcp
 # restricted to the cluster's subnet, and DT_CLUSTER (the one-line
 # description below) exported to the ranks. The default PREFIX is
@@ -99,6 +101,8 @@ parse_flags() {
 
 # ---- state ------------------------------------------------------------------------
 state_file() { echo "/run/dtcluster-$NAME"; }
+# the hostfile of the nodes (ADDRESS slots=R), what mpirun is given
+host_file() { echo "/run/dtcluster-$NAME.hosts"; }
 # state KEY: the value of KEY= in the state file
 state() { sed -n "s/^$1=//p" "$(state_file)" | head -n 1; }
 need_state() {
@@ -122,7 +126,7 @@ teardown() {
         [ -n "$pids" ] && kill -9 $pids 2>/dev/null
         ip netns delete "$ns" 2>/dev/null
     done
-    rm -f "$(state_file)"
+    rm -f "$(state_file)" "$(host_file)"
 }
 
 # ---- up ---------------------------------------------------------------------------
@@ -181,6 +185,9 @@ cmd_up() {
         i=0
         while [ $i -lt "$NODES" ]; do echo "node_$i=$NAME-n$i $NET3.$((i + 1))"; i=$((i + 1)); done
     } >"$(state_file)" || die "up: cannot write $(state_file)"
+    i=0
+    while [ $i -lt "$NODES" ]; do echo "$NET3.$((i + 1)) slots=$RPN"; i=$((i + 1)); done >"$(host_file)" ||
+        die "up: cannot write $(host_file)"
     # every node's link is up (carrier on both ends: the bridge port is up)
     i=0
     while [ $i -lt "$NODES" ]; do
@@ -189,7 +196,9 @@ cmd_up() {
         i=$((i + 1))
     done
     trap - EXIT HUP INT TERM
-    echo "cluster '$NAME' up: $desc; nodes $NET3.1-$NET3.$NODES ($SUBNET), namespaces $NAME-n0..$NAME-n$((NODES - 1)), switch $sw"
+    echo "cluster '$NAME' up: $desc"
+    echo "nodes: namespaces $NAME-n0..$NAME-n$((NODES - 1)), eth0 $NET3.1-$NET3.$NODES ($SUBNET), switch $sw"
+    echo "hostfile $(host_file): $(paste -sd, "$(host_file)" | sed 's/,/, /g')"
 }
 
 # ---- run, mpirun --------------------------------------------------------------------
@@ -207,13 +216,6 @@ cmd_run() {
 cmd_mpirun() {
     need_state
     command -v mpirun >/dev/null 2>&1 || die "mpirun: mpirun not found"
-    nodes=$(state nodes) rpn=$(state ranks_per_node)
-    hosts=
-    i=0
-    while [ $i -lt "$nodes" ]; do
-        hosts=$hosts${hosts:+,}$NET3.$((i + 1)):$rpn
-        i=$((i + 1))
-    done
     DT_CLUSTER=$(state desc)
     DT_CLUSTER_STATE=$(state_file)
     export DT_CLUSTER DT_CLUSTER_STATE
@@ -241,7 +243,7 @@ cmd_mpirun() {
         OMPI_MCA_oob_tcp_if_include OMPI_MCA_btl_vader_single_copy_mechanism OMPI_MCA_mpi_yield_when_idle \
         OMPI_MCA_btl_tcp_eager_limit OMPI_MCA_hwloc_base_binding_policy
     exec ip netns exec "$NAME-n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$NAME-n0" \
-        mpirun --allow-run-as-root --host "$hosts" -x DT_CLUSTER "$@"
+        mpirun --allow-run-as-root --hostfile "$(host_file)" -x DT_CLUSTER "$@"
 }
 
 cmd_down() {
