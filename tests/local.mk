@@ -305,6 +305,13 @@ endif
 TESTS += tests/ckpt.sh
 EXTRA_DIST += tests/ckpt.sh
 tests/ckpt.log: tests/badinput.log
+# The emulated multi-node cluster (docs/cluster.md): network namespaces
+# joined by a bridge, the inter-node link shaped by tbf; root only (77
+# otherwise). After the other multi-rank tests, before the tutorials (09
+# brings up a cluster of its own).
+TESTS += tests/cluster-check.sh
+EXTRA_DIST += tests/cluster-check.sh tests/cluster.sh tests/cluster-rsh.sh
+tests/cluster-check.log: tests/ckpt.log
 # Under ./configure --enable-sanitizers (docs/sanitizers.md): ASan, UBSan
 # and LeakSanitizer are on in every test process with their defaults (a
 # report fails the test); mpirun is wrapped (tests/sanitizers/mpirun) so
@@ -329,7 +336,7 @@ endif
 # command the README prints was run. After the multi-rank tests.
 TESTS += tests/tutorials.sh
 EXTRA_DIST += tests/tutorials.sh tutorials
-tests/tutorials.log: tests/ckpt.log
+tests/tutorials.log: tests/cluster-check.log
 
 # After a failure, make check prints test-suite.log (the logs of the failed
 # tests), so that a CI report showing only the tail of the output still says
