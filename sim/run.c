@@ -385,16 +385,22 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
 }
 
 /* The events a run would take, roughly (every rank's forward and backward
- * per layer and micro-batch, a few per step, and the ring's chunk messages),
- * to refuse up front what would run for hours rather than seem to hang. */
+ * per layer and micro-batch, a few per step, and, when the data-parallel
+ * collectives run as messages, the ring's 2(d-1) steps of chunk messages;
+ * analytic ones take a few events per rank), to refuse up front what would
+ * run for hours rather than seem to hang. */
 #define DTS__MAX_EVENTS 1e10
 static double dts__events_estimate(const dts_scenario *sc)
 {
     const double world = dts_scenario_world(sc);
     double per_step = world * ((double)sc->m * (2.0 * sc->model.num_layers + 8) + 16);
-    if (sc->d > 1 && sc->chunk_bytes > 0)
-        per_step += world * 2.0 * (sc->d - 1) *
-                    ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes);
+    if (sc->d > 1 && !dts_hw_coll_analytic(&sc->hw, sc->d)) {
+        const double chunks =
+            sc->chunk_bytes > 0
+                ? ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes)
+                : 1.0;
+        per_step += world * 2.0 * (sc->d - 1) * (chunks > 1 ? chunks : 1.0);
+    }
     return per_step * (double)sc->steps;
 }
 
