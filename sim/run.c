@@ -388,9 +388,8 @@ static double dts__events_estimate(const dts_scenario *sc)
     double per_step = world * ((double)sc->m * (2.0 * sc->model.num_layers + 8) + 16);
     if (sc->d > 1 && !dts_hw_coll_analytic(&sc->hw, sc->d)) {
         const double chunks =
-            sc->chunk_bytes > 0
-                ? ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes)
-                : 1.0;
+            sc->chunk_bytes > 0 ? ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes)
+                                : 1.0;
         per_step += world * 2.0 * (sc->d - 1) * (chunks > 1 ? chunks : 1.0);
     }
     return per_step * (double)sc->steps;
