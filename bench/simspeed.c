@@ -281,8 +281,8 @@ int dt_bench_simspeed(int argc, char **argv)
     if (ss_header(&big) != 0) return 1;
     printf("  simulated step %.2f ms, bubble stage 0 %.4f (formula %.4f)\n", r.step_ns * 1e-6, r.bubble,
            r.bubble_formula);
-    printf("  %llu events in %.3f s (goal < 10 s: ratio %.2f); peak resident memory %.3f GB (goal < 2 GB: "
+    printf("  %llu events in %.3f s (goal < 10 s: ratio %.2f); peak resident memory %.1f MB (goal < 2 GB: "
            "ratio %.3f)\n",
-           (unsigned long long)r.events, r.wall_s, r.wall_s / 10.0, gb, gb / 2.0);
+           (unsigned long long)r.events, r.wall_s, r.wall_s / 10.0, gb * 1e3, gb / 2.0);
     return 0;
 }
