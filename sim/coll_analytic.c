@@ -286,8 +286,8 @@ static void dts__ana_start(dts__cana *c)
 {
     const int n = c->base.n;
     dts_net *net = c->net;
-    int64_t T0 = c->last;
-    for (int i = 0; i < n; i++)
+    int64_t T0 = c->last; /* one member sends nothing: done on arrival, as in the message model */
+    for (int i = 0; n > 1 && i < n; i++)
         T0 = dts__max64(T0, dts__max64(net->send_free[c->ranks[i]], net->recv_free[c->ranks[i]]));
     int64_t amin = 0;
     if (n > 1) {
@@ -312,7 +312,10 @@ static void dts__ana_start(dts__cana *c)
         amin = dts_ns_sat(hw->intra.alpha_ns < hw->inter.alpha_ns ? hw->intra.alpha_ns : hw->inter.alpha_ns);
     }
     /* the bytes and messages the message model would have moved, for the net's totals */
-    const int64_t msgs = (int64_t)n * c->base.steps * (dts__coll_is_ring(c->kind) ? c->C : 1);
+    const int P = dts__coll_pow2(n);
+    const int64_t msgs = dts__coll_is_ring(c->kind)           ? (int64_t)n * c->base.steps * c->C
+                         : c->kind == DTS_COLL_TREE_ALLREDUCE ? (int64_t)P * 2 * dts__coll_lg(P) + 2 * (n - P)
+                                                              : 2 * (int64_t)(n - 1);
     for (int i = 0; i < n; i++) {
         int64_t done = T0;
         for (int p = 0; p < DTS__NPH; p++) {
@@ -321,8 +324,10 @@ static void dts__ana_start(dts__cana *c)
         }
         const int r = c->ranks[i];
         const int64_t held = dts__max64(T0, done - amin);
-        net->send_free[r] = dts__max64(net->send_free[r], held);
-        net->recv_free[r] = dts__max64(net->recv_free[r], held);
+        if (n > 1) {
+            net->send_free[r] = dts__max64(net->send_free[r], held);
+            net->recv_free[r] = dts__max64(net->recv_free[r], held);
+        }
         int any = 0;
         for (int k = 0; k < DTS__NPH; k++) {
             const int p = dts__ph_order[k];
@@ -336,7 +341,7 @@ static void dts__ana_start(dts__cana *c)
             if (st != DT_OK) return (void)dts_engine_fail(c->e, st);
         }
     }
-    net->messages += n > 1 ? msgs : 0;
+    net->messages += msgs;
 }
 
 /* Member a's phase b has ended (b = -1: it takes part in none): report it

@@ -85,6 +85,7 @@ static void arrive_fn(dts_engine *e, void *ctx, int64_t a, int64_t b)
  * cc_free); returns the last done time. */
 typedef struct run_out {
     int64_t last;
+    int64_t net_bytes, net_messages; /* the net's totals after the collective */
     uint64_t events;
     size_t bytes;
     char model[16];
@@ -130,6 +131,8 @@ static run_out run_coll(dts_hw hw, dts_hw_coll model, dts_coll_kind kind, int n,
     for (int i = 0; i < n; i++)
         if (c->done_at[i] > r.last) r.last = c->done_at[i];
     r.events = dts_engine_events(e);
+    r.net_bytes = net.bytes;
+    r.net_messages = net.messages;
     dts_coll_free(co);
     dts_net_free(&net);
     dts_engine_free(e);
@@ -186,6 +189,9 @@ START_TEST(test_agree_alike_even)
                     /* the member's spans cover its time in the collective, arrival (0) to done */
                     ck_assert_int_eq(a.span_ns[i], a.done_at[i]);
                 }
+                /* the net counts the bytes and messages the message model moves */
+                ck_assert_int_eq(ra.net_bytes, rm.net_bytes);
+                ck_assert_int_eq(ra.net_messages, rm.net_messages);
                 /* one span per member and phase, against one per member and step */
                 if (k == DTS_COLL_RING_ALLREDUCE) {
                     ck_assert_int_eq(a.calls, 2 * n);
