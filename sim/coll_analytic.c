@@ -22,9 +22,12 @@
  * The ring takes the largest of both over the members, for every member.
  * With alike links and an even split both are what the message model
  * gives (H (a + w) + (C-1) w and H C w + a, w a chunk's wire time): equal.
- * Otherwise the message model is slower by how much the ports wait for
- * one another (mixed intra and inter links, or staggered arrivals), and
- * segments that differ by 4 bytes are priced at the larger.
+ * With mixed intra and inter links the message model is slower by how
+ * long its ports wait for one another; segments that differ by 4 bytes
+ * are priced at the larger; and members that arrive at different times
+ * start here at the last arrival, where the message model starts the
+ * early members' first steps at once (it finishes earlier, by less than
+ * the spread of the arrivals).
  *
  * Tree and naive: the message model's steps replayed member by member
  * without events (each member's sending and receiving port kept in an
