@@ -65,9 +65,11 @@ extern "C" {
 /* entries of "contention" (ranks computing at once on one node) */
 #define DTS_HW_MAX_CONTENTION 64
 /* "collectives": "auto" runs collectives of at most this many members as
- * messages (every run the tests and tutorials check, and the 1024-device
- * job of dtbench simspeed, d = 64), larger ones analytically */
-#define DTS_HW_COLL_AUTO_MAX_MEMBERS 64
+ * messages, larger ones analytically. 512 is the largest data-parallel
+ * group a test or tutorial checks (tutorials/08-simulator: d = 512, and a
+ * sweep at d = 128 whose figures the analytic ring moves by 6 us); a ring
+ * of 512 members is 0.5 M messages and 21 MB of tables as messages. */
+#define DTS_HW_COLL_AUTO_MAX_MEMBERS 512
 
 /* The collective model ("collectives"); AUTO is 0, the default. */
 typedef enum dts_hw_coll { DTS_HW_COLL_AUTO = 0, DTS_HW_COLL_MESSAGES, DTS_HW_COLL_ANALYTIC } dts_hw_coll;

@@ -335,9 +335,12 @@ START_TEST(test_auto_threshold)
     ck_assert_int_eq(dts_hw_coll_analytic(&hw, DTS_HW_COLL_AUTO_MAX_MEMBERS), 0);
     ck_assert_int_eq(dts_hw_coll_analytic(&hw, DTS_HW_COLL_AUTO_MAX_MEMBERS + 1), 1);
     cc c;
-    ck_assert_str_eq(run_coll(hw, DTS_HW_COLL_AUTO, DTS_COLL_RING_ALLREDUCE, 64, 64 * 400, 0, 0, &c).model, "messages");
+    const int M = DTS_HW_COLL_AUTO_MAX_MEMBERS;
+    ck_assert_int_eq(M, 512); /* docs/simulator.md and dtsim --help say so */
+    ck_assert_str_eq(run_coll(hw, DTS_HW_COLL_AUTO, DTS_COLL_RING_ALLREDUCE, M, M * 400, 0, 0, &c).model, "messages");
     cc_free(&c);
-    ck_assert_str_eq(run_coll(hw, DTS_HW_COLL_AUTO, DTS_COLL_RING_ALLREDUCE, 65, 65 * 400, 0, 0, &c).model, "analytic");
+    ck_assert_str_eq(run_coll(hw, DTS_HW_COLL_AUTO, DTS_COLL_RING_ALLREDUCE, M + 1, (M + 1) * 400, 0, 0, &c).model,
+                     "analytic");
     cc_free(&c);
     hw.collectives = DTS_HW_COLL_MESSAGES;
     ck_assert_int_eq(dts_hw_coll_analytic(&hw, 100000), 0);
