@@ -17,8 +17,8 @@
  *       under mpirun: every pipeline schedule for m = 2, 4, 8, 16; step
  *       time, measured bubble per stage (dt_trace_stats.h) against
  *       (p-1)/(m+p-1), peak activation bytes and weight versions per stage
- *   dtbench simval, dtbench simspeed: the simulator's validation matrix and
- *       speed (bench/simval.c)
+ *   dtbench simval, dtbench simspeed: the simulator's validation matrix
+ *       (bench/simval.c) and its speed and memory (bench/simspeed.c)
  *   dtbench bubbles [--skip N] TRACE...
  *       one line per dtrain trace file: its stage's mean bubble and more
  *   dtbench train [--threads N] [--model small] [--micro-batch-size 16]
@@ -329,7 +329,8 @@ int main(int argc, char **argv)
         "of the best fixed count, quiet >= 0.97 of one thread per core)\n"
         "  simval     the simulator's validation matrix: real 2-rank runs predicted from a single-rank "
         "profile and the links' fit (goal: mean |error| < 5%, none over 10%)\n"
-        "  simspeed   simulator events/s and the wall time of a 1024-device job (goals: > 10 M/s, < 10 s)\n"
+        "  simspeed   simulator events/s, the wall time of a 1024-device job and the wall time and peak memory of a "
+        "102400-device one (goals: > 10 M/s, < 10 s, < 2 GB; --scale: the table from 1024 to 102400 devices)\n"
         "  viz        ms per frame of dtviz's timeline, headless 1400x800, on a ~100k-event simulated "
         "trace (--events N, --frames K; goal: 60 frames/s)\n"
         "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "

@@ -156,6 +156,10 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
         .help = "per-layer costs from a single-rank `dtrain --trace` (same width, heads, vocab and T)",
         .default_text = "roofline of --hw");
     ADD_NODE_FLAGS();
+    ADD(.name = "--collectives", .kind = DT_ARG_CHOICE, .dest = &o->collectives, .choices = "messages|analytic|auto",
+        .help = "price data-parallel collectives step by step as messages, per phase analytically (linear in the "
+                "ranks), or auto: messages up to 512 ranks",
+        .default_text = "the hardware file's \"collectives\" (auto if absent)");
     if (mode == DTSIM_RUN) {
         SECTION("Output");
         JOB(JF_TRACE);

@@ -26,9 +26,10 @@ typedef struct dtsim_opts {
     /* scenario */
     int vocab, micro_batches, data_size;
     const char *config, *hw, *profile, *grad_trace;
-    int devices_per_node; /* 0: the hardware file's */
-    int cores_per_node;   /* 0: a core (device) per rank */
-    const char *colocated; /* validate: FILE,FILE,... a co-located profile (NULL: none) */
+    int devices_per_node;    /* 0: the hardware file's */
+    int cores_per_node;      /* 0: a core (device) per rank */
+    const char *colocated;   /* validate: FILE,FILE,... a co-located profile (NULL: none) */
+    const char *collectives; /* NULL: the hardware file's "collectives" */
     /* sweep */
     const char *sweep;
     int csv;

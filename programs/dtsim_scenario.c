@@ -301,6 +301,7 @@ static int dtsim_scenario_machine(const dtsim_opts *o, dt_arg *args, int n_args,
     }
     if (o->devices_per_node > 0) sc->hw.devices_per_node = o->devices_per_node;
     if (o->cores_per_node > 0) sc->hw.cores_per_node = o->cores_per_node;
+    if (o->collectives) sc->hw.collectives = (dts_hw_coll)dts_hw_coll_parse(o->collectives); /* a choice: valid */
     if (sc->hw.cores_per_node > 0 && sc->t > 1 && sc->hw.devices_per_node % sc->t != 0) {
         fprintf(stderr,
                 PROG ": --cores-per-node with --tensor-model-parallel-size %d: expected the devices per node (%d) "

@@ -1,10 +1,12 @@
-/* coll.c: step-level collectives (see dts_coll.h).
+/* coll.c: the front of dts_coll.h (the model's choice and the dispatch,
+ * coll_internal.h) and the message-level model (see dts_coll.h).
  *
  * Layout: every member has the same number of steps S and chunks C; the
  * tables are indexed [member][step] (plans) and [member][step][chunk]
  * (arrival times, -1 until the message arrives). A send of member i's step
  * k goes to the same step k on the receiving member (all three programs
- * are written so that sender and receiver share the step index).
+ * are written so that sender and receiver share the step index). Memory
+ * and events grow as n * S * C: n^2 for a ring.
  *
  * Trace hook: one call per step that sends or receives, numbered from 0
  * within its phase as lib/comm/collectives.c numbers them (docs/trace-format.md).
@@ -13,10 +15,76 @@
  * has arrived (steps without a receive count as arrived); next[i][c] =
  * next step whose chunk c member i will send; a member sends step k's
  * chunk c only when it has arrived and prefix >= k. */
-#include "dts_coll.h"
+#include "coll_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the front ------------------------------------------------------------ */
+
+const char *const dts__coll_phase_names[4] = {"reduce-scatter", "all-gather", "reduce", "broadcast"};
+
+int64_t dts__coll_seg(int64_t bytes, int n, int s)
+{
+    const int64_t count = bytes / 4, q = count / n, r = count % n;
+    return 4 * (q + (s < r));
+}
+
+int dts__coll_lg(int p)
+{
+    int l = 0;
+    while ((1 << l) < p) l++;
+    return l;
+}
+
+int dts__coll_pow2(int n)
+{
+    int P = 1;
+    while (P * 2 <= n) P *= 2;
+    return P;
+}
+
+int dts__coll_is_ring(dts_coll_kind kind)
+{
+    return kind == DTS_COLL_RING_ALLREDUCE || kind == DTS_COLL_REDUCE_SCATTER || kind == DTS_COLL_ALL_GATHER;
+}
+
+int dts__coll_steps(dts_coll_kind kind, int n)
+{
+    return n <= 1                            ? 0
+           : dts__coll_is_ring(kind)         ? (kind == DTS_COLL_RING_ALLREDUCE ? 2 : 1) * (n - 1)
+           : kind == DTS_COLL_TREE_ALLREDUCE ? 2 * dts__coll_lg(dts__coll_pow2(n)) + 2
+                                             : n - 1 + dts__coll_lg(n);
+}
+
+int dts__coll_chunks(dts_coll_kind kind, int n, int64_t bytes, int64_t chunk_bytes)
+{
+    if (!dts__coll_is_ring(kind) || chunk_bytes <= 0 || n <= 1) return 1;
+    const int64_t seg = dts__coll_seg(bytes, n, 0), C = (seg + chunk_bytes - 1) / chunk_bytes;
+    return C < 1 ? 1 : (int)C;
+}
+
+dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n, const int *ranks, int64_t bytes,
+                          int64_t chunk_bytes, dts_coll_done_fn done, dts_coll_step_fn step_hook, void *ctx,
+                          dts_coll **out)
+{
+    if (n < 1) return DT_FAIL(DT_ERR_INVALID, "dtsim: a collective of %d members", n);
+    const dts__coll_args a = {e, net, kind, n, ranks, bytes, chunk_bytes, done, step_hook, ctx};
+    return dts_hw_coll_analytic(net->hw, n) ? dts__coll_ana_create(&a, out) : dts__coll_msg_create(&a, out);
+}
+
+void dts_coll_free(dts_coll *c)
+{
+    if (c) c->ops->free(c);
+}
+
+void dts_coll_arrive(dts_coll *c, int member) { c->ops->arrive(c, member); }
+int dts_coll_done_count(const dts_coll *c) { return c->n_done; }
+int dts_coll_steps(const dts_coll *c) { return c->steps; }
+size_t dts_coll_bytes(const dts_coll *c) { return c->ops->bytes(c); }
+const char *dts_coll_model(const dts_coll *c) { return c->ops->name; }
+
+/* ---- the message-level model ---------------------------------------------- */
 
 typedef struct dts__cstep {
     int send_to;         /* member, -1 none */
@@ -27,10 +95,8 @@ typedef struct dts__cstep {
     int pstep;           /* the step's number within its phase on this member (the trace's "step", from 0) */
 } dts__cstep;
 
-static const char *const dts__phase_names[] = {"reduce-scatter", "all-gather", "reduce", "broadcast"};
-enum { DTS__PH_RS = 0, DTS__PH_AG, DTS__PH_REDUCE, DTS__PH_BCAST };
-
-struct dts_coll {
+typedef struct dts__cmsg {
+    dts_coll base;
     dts_engine *e;
     dts_net *net;
     int n, S, C;
@@ -43,22 +109,15 @@ struct dts_coll {
     int *step_cur;      /* (n) first step not yet finished (trace) */
     int64_t *send_done; /* (n) when the member's last send leaves its port */
     char *done;         /* (n) */
-    int n_done;
     dts_coll_done_fn done_fn;
     dts_coll_step_fn step_fn;
     void *ctx;
-};
+} dts__cmsg;
 
 #define DTS__P(c, i, k) ((c)->plan[(size_t)(i) * (c)->S + (k)])
 #define DTS__A(c, i, k, ch) ((c)->arr[((size_t)(i) * (c)->S + (k)) * (c)->C + (ch)])
 
-static int64_t dts__seg(int64_t bytes, int n, int s)
-{ /* segment s of n near-equal pieces, counted in 4-byte floats (the first count % n are one longer) */
-    const int64_t count = bytes / 4, q = count / n, r = count % n;
-    return 4 * (q + (s < r));
-}
-
-static void dts__plan_ring(dts_coll *c, int64_t bytes, int rs, int ag)
+static void dts__plan_ring(dts__cmsg *c, int64_t bytes, int rs, int ag)
 {
     const int n = c->n;
     for (int i = 0; i < n; i++) {
@@ -67,35 +126,28 @@ static void dts__plan_ring(dts_coll *c, int64_t bytes, int rs, int ag)
             dts__cstep *st = &DTS__P(c, i, k);
             st->send_to = (i + 1) % n;
             st->recv_from = (i - 1 + n) % n;
-            st->bytes = dts__seg(bytes, n, ((i - j - 1) % n + n) % n);
-            st->rbytes = dts__seg(bytes, n, ((i - j - 2) % n + n) % n);
+            st->bytes = dts__coll_seg(bytes, n, ((i - j - 1) % n + n) % n);
+            st->rbytes = dts__coll_seg(bytes, n, ((i - j - 2) % n + n) % n);
             st->phase = DTS__PH_RS;
         }
         for (int j = 0; ag && j < n - 1; j++, k++) {
             dts__cstep *st = &DTS__P(c, i, k);
             st->send_to = (i + 1) % n;
             st->recv_from = (i - 1 + n) % n;
-            st->bytes = dts__seg(bytes, n, ((i - j) % n + n) % n);
-            st->rbytes = dts__seg(bytes, n, ((i - j - 1) % n + n) % n);
+            st->bytes = dts__coll_seg(bytes, n, ((i - j) % n + n) % n);
+            st->rbytes = dts__coll_seg(bytes, n, ((i - j - 1) % n + n) % n);
             st->phase = DTS__PH_AG;
         }
     }
 }
 
-static int dts__lg(int p)
-{
-    int l = 0;
-    while ((1 << l) < p) l++;
-    return l;
-}
-
 /* Recursive halving-doubling: step 0 fold, 1..lg halving, lg+1..2lg doubling, 2lg+1 unfold. */
-static void dts__plan_tree(dts_coll *c, int64_t bytes)
+static void dts__plan_tree(dts__cmsg *c, int64_t bytes)
 {
     const int n = c->n;
     int P = 1;
     while (P * 2 <= n) P *= 2;
-    const int lg = dts__lg(P);
+    const int lg = dts__coll_lg(P);
     for (int i = 0; i < n; i++) {
         if (i >= P) { /* folded away: send, wait for the result */
             DTS__P(c, i, 0) = (dts__cstep){i - P, -1, bytes, 0, DTS__PH_REDUCE, 0};
@@ -121,9 +173,9 @@ static void dts__plan_tree(dts_coll *c, int64_t bytes)
 }
 
 /* Naive: steps 0..n-2 member j+1 sends to 0; then L binomial broadcast rounds from 0. */
-static void dts__plan_naive(dts_coll *c, int64_t bytes)
+static void dts__plan_naive(dts__cmsg *c, int64_t bytes)
 {
-    const int n = c->n, L = dts__lg(n);
+    const int n = c->n, L = dts__coll_lg(n);
     for (int j = 1; j < n; j++) {
         DTS__P(c, j, j - 1) = (dts__cstep){0, -1, bytes, 0, DTS__PH_REDUCE, 0};
         DTS__P(c, 0, j - 1) = (dts__cstep){-1, j, 0, bytes, DTS__PH_REDUCE, 0};
@@ -147,32 +199,26 @@ static void dts__plan_naive(dts_coll *c, int64_t bytes)
     }
 }
 
-dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n, const int *ranks, int64_t bytes,
-                          int64_t chunk_bytes, dts_coll_done_fn done, dts_coll_step_fn step_hook, void *ctx,
-                          dts_coll **out)
+static void dts__msg_free(dts_coll *base);
+static void dts__msg_arrive(dts_coll *base, int member);
+static size_t dts__msg_bytes(const dts_coll *base);
+static const dts__coll_ops dts__msg_ops = {
+    .name = "messages", .arrive = dts__msg_arrive, .free = dts__msg_free, .bytes = dts__msg_bytes};
+
+dt_status dts__coll_msg_create(const dts__coll_args *a, dts_coll **out)
 {
-    if (n < 1) return DT_FAIL(DT_ERR_INVALID, "dtsim: a collective of %d members", n);
-    dts_coll *c = calloc(1, sizeof *c);
+    const int n = a->n;
+    dts__cmsg *c = calloc(1, sizeof *c);
     if (!c) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for a collective");
-    c->e = e;
-    c->net = net;
+    c->base = (dts_coll){.ops = &dts__msg_ops, .n = n, .steps = dts__coll_steps(a->kind, n)};
+    c->e = a->e;
+    c->net = a->net;
     c->n = n;
-    c->done_fn = done;
-    c->step_fn = step_hook;
-    c->ctx = ctx;
-    const int ring = kind == DTS_COLL_RING_ALLREDUCE || kind == DTS_COLL_REDUCE_SCATTER || kind == DTS_COLL_ALL_GATHER;
-    int P = 1;
-    while (P * 2 <= n) P *= 2;
-    c->S = n == 1                            ? 0
-           : ring                            ? (kind == DTS_COLL_RING_ALLREDUCE ? 2 : 1) * (n - 1)
-           : kind == DTS_COLL_TREE_ALLREDUCE ? 2 * dts__lg(P) + 2
-                                             : n - 1 + dts__lg(n);
-    c->C = 1;
-    if (ring && chunk_bytes > 0 && n > 1) {
-        const int64_t seg = dts__seg(bytes, n, 0);
-        c->C = (int)((seg + chunk_bytes - 1) / chunk_bytes);
-        if (c->C < 1) c->C = 1;
-    }
+    c->done_fn = a->done;
+    c->step_fn = a->step_hook;
+    c->ctx = a->ctx;
+    c->S = c->base.steps;
+    c->C = dts__coll_chunks(a->kind, n, a->bytes, a->chunk_bytes);
     const size_t nS = (size_t)n * (c->S ? c->S : 1);
     c->ranks = malloc((size_t)n * sizeof *c->ranks);
     c->plan = calloc(nS, sizeof *c->plan);
@@ -186,17 +232,18 @@ dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n
     c->done = calloc((size_t)n, 1);
     if (!c->ranks || !c->plan || !c->arr || !c->prefix || !c->next || !c->t_arrive || !c->step_t0 || !c->step_cur ||
         !c->send_done || !c->done) {
-        dts_coll_free(c);
+        dts__msg_free(&c->base);
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for a collective of %d members", n);
     }
-    memcpy(c->ranks, ranks, (size_t)n * sizeof *ranks);
+    memcpy(c->ranks, a->ranks, (size_t)n * sizeof *a->ranks);
     for (size_t i = 0; i < nS; i++) c->plan[i] = (dts__cstep){-1, -1, 0, 0, 0, 0};
     for (size_t i = 0; i < nS * c->C; i++) c->arr[i] = -1;
     for (int i = 0; i < n; i++) c->t_arrive[i] = -1;
     if (n > 1) {
-        if (ring) dts__plan_ring(c, bytes, kind != DTS_COLL_ALL_GATHER, kind != DTS_COLL_REDUCE_SCATTER);
-        else if (kind == DTS_COLL_TREE_ALLREDUCE) dts__plan_tree(c, bytes);
-        else dts__plan_naive(c, bytes);
+        if (dts__coll_is_ring(a->kind))
+            dts__plan_ring(c, a->bytes, a->kind != DTS_COLL_ALL_GATHER, a->kind != DTS_COLL_REDUCE_SCATTER);
+        else if (a->kind == DTS_COLL_TREE_ALLREDUCE) dts__plan_tree(c, a->bytes);
+        else dts__plan_naive(c, a->bytes);
     }
     /* number each member's steps within their phase (no-op steps of the tree are not counted) */
     for (int i = 0; i < n; i++) {
@@ -213,13 +260,13 @@ dt_status dts_coll_create(dts_engine *e, dts_net *net, dts_coll_kind kind, int n
             while (k < c->S && DTS__P(c, i, k).recv_from < 0) k++;
             c->prefix[(size_t)i * c->C + ch] = k;
         }
-    *out = c;
+    *out = &c->base;
     return DT_OK;
 }
 
-void dts_coll_free(dts_coll *c)
+static void dts__msg_free(dts_coll *base)
 {
-    if (!c) return;
+    dts__cmsg *c = (dts__cmsg *)base;
     free(c->ranks);
     free(c->plan);
     free(c->arr);
@@ -233,20 +280,26 @@ void dts_coll_free(dts_coll *c)
     free(c);
 }
 
-int dts_coll_done_count(const dts_coll *c) { return c->n_done; }
-int dts_coll_steps(const dts_coll *c) { return c->S; }
+static size_t dts__msg_bytes(const dts_coll *base)
+{
+    const dts__cmsg *c = (const dts__cmsg *)base;
+    const size_t n = (size_t)c->n, nS = n * (c->S ? c->S : 1), C = (size_t)c->C;
+    return sizeof *c + n * sizeof *c->ranks + nS * sizeof *c->plan + nS * C * sizeof *c->arr +
+           2 * n * C * sizeof *c->prefix +
+           n * (sizeof *c->t_arrive + sizeof *c->step_t0 + sizeof *c->step_cur + sizeof *c->send_done + 1);
+}
 
 static void dts__on_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__on_done(dts_engine *e, void *ctx, int64_t a, int64_t b);
 
-static int64_t dts__chunk_bytes(const dts_coll *c, int64_t bytes, int ch)
+static int64_t dts__chunk_bytes(const dts__cmsg *c, int64_t bytes, int ch)
 {
     const int64_t q = bytes / c->C, r = bytes % c->C;
     return q + (ch < r);
 }
 
 /* Trace: close the member's steps that are complete (all chunks received, sends posted). */
-static void dts__close_steps(dts_coll *c, int i, int64_t now)
+static void dts__close_steps(dts__cmsg *c, int i, int64_t now)
 {
     while (c->step_cur[i] < c->S) {
         const int k = c->step_cur[i];
@@ -256,14 +309,15 @@ static void dts__close_steps(dts_coll *c, int i, int64_t now)
         }
         const dts__cstep *st = &DTS__P(c, i, k);
         if (c->step_fn && (st->send_to >= 0 || st->recv_from >= 0)) /* a tree's no-op steps are not reported */
-            c->step_fn(c->ctx, i, dts__phase_names[st->phase], st->pstep, st->send_to >= 0 ? c->ranks[st->send_to] : -1,
-                       st->send_to >= 0 ? st->bytes : 0, c->step_t0[i], now);
+            c->step_fn(c->ctx, i, dts__coll_phase_names[st->phase], st->pstep,
+                       st->send_to >= 0 ? c->ranks[st->send_to] : -1, st->send_to >= 0 ? st->bytes : 0, c->step_t0[i],
+                       now);
         c->step_t0[i] = now;
         c->step_cur[i]++;
     }
 }
 
-static void dts__progress(dts_coll *c, int i)
+static void dts__progress(dts__cmsg *c, int i)
 {
     dts_engine *e = c->e;
     const int64_t now = dts_engine_now(e);
@@ -300,7 +354,7 @@ static void dts__progress(dts_coll *c, int i)
 
 static void dts__on_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b)
 {
-    dts_coll *c = ctx;
+    dts__cmsg *c = ctx;
     const int i = (int)a, k = (int)(b / c->C), ch = (int)(b % c->C);
     DTS__A(c, i, k, ch) = dts_engine_now(e);
     int *pre = &c->prefix[(size_t)i * c->C + ch];
@@ -311,13 +365,14 @@ static void dts__on_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b)
 static void dts__on_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
 {
     (void)b;
-    dts_coll *c = ctx;
-    c->n_done++;
+    dts__cmsg *c = ctx;
+    c->base.n_done++;
     if (c->done_fn) c->done_fn(e, c->ctx, (int)a);
 }
 
-void dts_coll_arrive(dts_coll *c, int member)
+static void dts__msg_arrive(dts_coll *base, int member)
 {
+    dts__cmsg *c = (dts__cmsg *)base;
     const int64_t now = dts_engine_now(c->e);
     c->t_arrive[member] = now;
     c->step_t0[member] = now;

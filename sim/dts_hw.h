@@ -15,12 +15,15 @@
  *    "mem_capacity_bytes": ..., "devices_per_node": ...,
  *    "intra": {"alpha_ns": ..., "bytes_per_ns": ...},
  *    "inter": {"alpha_ns": ..., "bytes_per_ns": ...},
- *    "contention": [1, s2, s3, ...]}
+ *    "contention": [1, s2, s3, ...],
+ *    "collectives": "messages" | "analytic" | "auto"}
  * Every key is required ("format" and "version" too) except
  * "sleep_overshoot_ns" (absent: DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS; it is
- * always written) and "contention" (absent: [1], no slowdown; written when
- * it has more than one entry); an unknown key is refused (a misspelt key
- * would otherwise silently keep a default).
+ * always written), "contention" (absent: [1], no slowdown; written when
+ * it has more than one entry) and "collectives" (absent: "auto"; written
+ * only when it is not "auto", so the descriptions and configs written
+ * before the key existed read and write back unchanged); an unknown key is
+ * refused (a misspelt key would otherwise silently keep a default).
  *
  * "contention": the compute slowdown of a node's ranks against one rank
  * alone, by how many compute at once: entry k-1 for k ranks (entry 0 is 1;
@@ -30,6 +33,13 @@
  * profiles run at once against one alone), so it holds all of that. Used
  * only with cores_per_node > 0 (dtsim --cores-per-node): see
  * dts_hw_compute_rate.
+ *
+ * "collectives" chooses how the simulator prices a data-parallel
+ * collective (sim/dts_coll.h): "messages" runs every step's messages
+ * through the links' ports (time and memory grow with members^2 per
+ * collective), "analytic" prices each phase from the members' links in
+ * closed form (linear in members; sim/coll_analytic.c), "auto" is
+ * messages up to DTS_HW_COLL_AUTO_MAX_MEMBERS members and analytic above.
  *
  * Invariants of a loaded or default dts_hw: peak_flops, mem_bytes_per_s,
  * bytes_per_ns > 0; 0 < efficiency <= 1; alpha_ns, kernel_overhead_ns,
@@ -54,6 +64,15 @@ extern "C" {
 #define DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS 60000
 /* entries of "contention" (ranks computing at once on one node) */
 #define DTS_HW_MAX_CONTENTION 64
+/* "collectives": "auto" runs collectives of at most this many members as
+ * messages, larger ones analytically. 512 is the largest data-parallel
+ * group a test or tutorial checks (tutorials/08-simulator: d = 512, and a
+ * sweep at d = 128 whose figures the analytic ring moves by 6 us); a ring
+ * of 512 members is 0.5 M messages and 21 MB of tables as messages. */
+#define DTS_HW_COLL_AUTO_MAX_MEMBERS 512
+
+/* The collective model ("collectives"); AUTO is 0, the default. */
+typedef enum dts_hw_coll { DTS_HW_COLL_AUTO = 0, DTS_HW_COLL_MESSAGES, DTS_HW_COLL_ANALYTIC } dts_hw_coll;
 
 struct json_t; /* jansson's json_t: include <jansson.h> to build or read one */
 
@@ -85,6 +104,8 @@ typedef struct dts_hw {
     dts_link intra;    /* link between devices of one node */
     dts_link inter;    /* link between nodes */
     char source[1024]; /* where the figures come from (published spec names, or "calibrated: <command>") */
+    /* how collectives are priced ("collectives", above) */
+    dts_hw_coll collectives;
 } dts_hw;
 
 /* Read the JSON object above. Every error is DT_ERR_FORMAT and names
@@ -124,6 +145,13 @@ dts_link dts_hw_link(const dts_hw *hw, int rank_a, int rank_b);
 double dts_hw_compute_rate(const dts_hw *hw, int k);
 /* Time of one message of `bytes` on link l: α + bytes/β, rounded to ns. */
 int64_t dts_link_ns(dts_link l, double bytes);
+/* 1 when a collective of `members` members is priced analytically under
+ * hw's "collectives", 0 when as messages. */
+int dts_hw_coll_analytic(const dts_hw *hw, int members);
+/* "messages", "analytic", "auto"; NULL for a value out of the enum. */
+const char *dts_hw_coll_name(dts_hw_coll c);
+/* The enum of a name above; -1 for another string. */
+int dts_hw_coll_parse(const char *name);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* hw.c: hardware descriptions (dts_hw.h): reading and writing the
- * sim/hw/NAME.json files, this machine's defaults, and the link between two
- * ranks.
+ * sim/hw/NAME.json files, this machine's defaults, the link between two
+ * ranks and the choice of collective model ("collectives").
  *
  * The JSON object is read by dts_hw_from_json and built by dts_hw_to_json
  * only: files (dts_hw_load, dts_hw_save) and the inline "hardware" object
@@ -163,6 +163,18 @@ static dt_status hw__contention(const char *what, const json_t *root, dts_hw *hw
     return DT_OK;
 }
 
+/* "collectives": optional, one of dts_hw_coll_name's words (absent: auto). */
+static dt_status hw__coll(const char *what, const json_t *root, dts_hw_coll *out)
+{
+    const json_t *v = json_object_get(root, "collectives");
+    const int c = v && json_is_string(v) ? dts_hw_coll_parse(json_string_value(v)) : -1;
+    if (!v) *out = DTS_HW_COLL_AUTO;
+    else if (c < 0)
+        return dts__json_expected(DT_ERR_FORMAT, what, "collectives", "\"messages\", \"analytic\" or \"auto\"", v);
+    else *out = (dts_hw_coll)c;
+    return DT_OK;
+}
+
 dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
 {
     static const char *const known[] = {"format",
@@ -179,6 +191,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
                                         "intra",
                                         "inter",
                                         "contention",
+                                        "collectives",
                                         NULL};
     if (!out) return DT_FAIL(DT_ERR_INVALID, "dts_hw_from_json: NULL argument");
     if (!what) what = "hardware";
@@ -215,6 +228,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
     DT_CHECK(hw__link(what, root, "intra", &hw.intra));
     DT_CHECK(hw__link(what, root, "inter", &hw.inter));
     DT_CHECK(hw__contention(what, root, &hw));
+    DT_CHECK(hw__coll(what, root, &hw.collectives));
     DT_CHECK(dts_hw_validate(&hw, what)); /* the checks above imply it; kept as the invariant's guard */
     *out = hw;
     return DT_OK;
@@ -273,6 +287,8 @@ json_t *dts_hw_to_json(const dts_hw *hw)
         for (int i = 0; a && i < hw->n_contention; i++) bad |= json_array_append_new(a, json_real(hw->contention[i]));
         dts__json_set(o, "contention", a, &bad);
     }
+    if (hw->collectives != DTS_HW_COLL_AUTO) /* absent reads as auto: older files and configs write back unchanged */
+        dts__json_set(o, "collectives", json_string(dts_hw_coll_name(hw->collectives)), &bad);
     if (bad) {
         json_decref(o);
         return NULL;
@@ -368,6 +384,9 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
         if (!isfinite(hw->contention[i]) || hw->contention[i] < 1.0 || hw->contention[i] > DTS_HW_CONTENTION_MAX)
             return DT_FAIL(DT_ERR_INVALID, "%s: \"contention[%d]\": expected a number from 1 to %g, got %g", what, i,
                            DTS_HW_CONTENTION_MAX, hw->contention[i]);
+    if (!dts_hw_coll_name(hw->collectives))
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"collectives\": expected \"messages\", \"analytic\" or \"auto\", got %d",
+                       what, (int)hw->collectives);
     return DT_OK;
 }
 
@@ -413,7 +432,8 @@ int dts_hw_equal(const dts_hw *a, const dts_hw *b)
            a->intra.alpha_ns == b->intra.alpha_ns && a->intra.bytes_per_ns == b->intra.bytes_per_ns &&
            a->inter.alpha_ns == b->inter.alpha_ns && a->inter.bytes_per_ns == b->inter.bytes_per_ns &&
            a->n_contention == b->n_contention &&
-           !memcmp(a->contention, b->contention, (size_t)a->n_contention * sizeof a->contention[0]);
+           !memcmp(a->contention, b->contention, (size_t)a->n_contention * sizeof a->contention[0]) &&
+           a->collectives == b->collectives;
 }
 
 /* ---- defaults and links ------------------------------------------------------- */
@@ -458,6 +478,23 @@ double dts_hw_compute_rate(const dts_hw *hw, int k)
     if (k <= n) return 1.0 / hw->contention[k - 1];
     const double share_k = k > c ? (double)c / k : 1.0, share_n = n > c ? (double)c / n : 1.0;
     return share_k / (share_n * hw->contention[n - 1]);
+}
+
+static const char *const hw__coll_names[] = {"auto", "messages", "analytic"};
+
+const char *dts_hw_coll_name(dts_hw_coll c) { return (int)c >= 0 && (int)c < 3 ? hw__coll_names[c] : NULL; }
+
+int dts_hw_coll_parse(const char *name)
+{
+    for (int k = 0; name && k < 3; k++)
+        if (!strcmp(name, hw__coll_names[k])) return k;
+    return -1;
+}
+
+int dts_hw_coll_analytic(const dts_hw *hw, int members)
+{
+    if (hw->collectives == DTS_HW_COLL_AUTO) return members > DTS_HW_COLL_AUTO_MAX_MEMBERS;
+    return hw->collectives == DTS_HW_COLL_ANALYTIC;
 }
 
 int64_t dts_link_ns(dts_link l, double bytes)

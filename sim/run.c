@@ -155,17 +155,9 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         if (s->K) u->mem_static = prm * 8; /* weights + gradients; the servers keep the optimizer state */
         else if (sc->zero) u->mem_static = prm * 8 + prm * 4 * states / sc->d;
         else u->mem_static = prm * (8 + 4 * (int64_t)states);
-        if (s->sched) {
-            int na = 0, ng = 0;
-            for (int k = 0; k < s->sched->count[u->stage]; k++) {
-                na += s->sched->instr[u->stage][k].op == DT_SCHED_RECV_ACT;
-                ng += s->sched->instr[u->stage][k].op == DT_SCHED_RECV_GRAD;
-            }
-            u->act_arr = malloc((size_t)(na + 1) * sizeof *u->act_arr);
-            u->grad_arr = malloc((size_t)(ng + 1) * sizeof *u->grad_arr);
-            if (!u->act_arr || !u->grad_arr) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for messages");
-            for (int k = 0; k <= na; k++) u->act_arr[k] = -1;
-            for (int k = 0; k <= ng; k++) u->grad_arr[k] = -1;
+        if (s->sched) { /* 8 messages in flight to start with; the rings grow to the largest backlog */
+            DT_CHECK(dts__mbox_init(&u->act, 8));
+            DT_CHECK(dts__mbox_init(&u->grad, 8));
         }
         if (s->K) {
             u->pulled = calloc((size_t)s->K, sizeof *u->pulled);
@@ -260,8 +252,8 @@ static void dts__teardown(dts__sim *s)
     free(s->cpu_last);
     if (s->u)
         for (int i = 0; i < s->n_units; i++) {
-            free(s->u[i].act_arr);
-            free(s->u[i].grad_arr);
+            dts__mbox_free(&s->u[i].act);
+            dts__mbox_free(&s->u[i].grad);
             free(s->u[i].pulled);
         }
     if (s->norm)
@@ -385,16 +377,21 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
 }
 
 /* The events a run would take, roughly (every rank's forward and backward
- * per layer and micro-batch, a few per step, and the ring's chunk messages),
- * to refuse up front what would run for hours rather than seem to hang. */
+ * per layer and micro-batch, a few per step, and, when the data-parallel
+ * collectives run as messages, the ring's 2(d-1) steps of chunk messages;
+ * analytic ones take a few events per rank), to refuse up front what would
+ * run for hours rather than seem to hang. */
 #define DTS__MAX_EVENTS 1e10
 static double dts__events_estimate(const dts_scenario *sc)
 {
     const double world = dts_scenario_world(sc);
     double per_step = world * ((double)sc->m * (2.0 * sc->model.num_layers + 8) + 16);
-    if (sc->d > 1 && sc->chunk_bytes > 0)
-        per_step += world * 2.0 * (sc->d - 1) *
-                    ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes);
+    if (sc->d > 1 && !dts_hw_coll_analytic(&sc->hw, sc->d)) {
+        const double chunks =
+            sc->chunk_bytes > 0 ? ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes)
+                                : 1.0;
+        per_step += world * 2.0 * (sc->d - 1) * (chunks > 1 ? chunks : 1.0);
+    }
     return per_step * (double)sc->steps;
 }
 

@@ -44,6 +44,16 @@ enum { DTS__W_NONE = 0, DTS__W_ACT, DTS__W_GRAD };
 
 typedef struct dts__sim dts__sim;
 
+/* Arrival times of the messages from one neighbour stage, by sequence
+ * number, in a ring of cap slots: slot seq % cap holds message seq from
+ * its arrival until it is received (-1: free). The messages in flight are
+ * seq in [received, sent); the ring doubles when they outgrow it, so a
+ * unit holds its largest backlog, not every message of the run. */
+typedef struct dts__mbox {
+    int64_t *t; /* (cap) */
+    int cap;
+} dts__mbox;
+
 typedef struct dts__unit {
     dts__sim *sim;
     int idx;
@@ -55,7 +65,7 @@ typedef struct dts__unit {
     int64_t step;
     int wait;
     int64_t wait_t0;
-    int64_t *act_arr, *grad_arr; /* arrival times by message sequence (-1: not sent yet) */
+    dts__mbox act, grad; /* activations from the stage before, gradients from the stage after */
     int n_act_recv, n_grad_recv, n_act_sent, n_grad_sent;
     int opt_phase;
     int64_t opt_t0;    /* OPTIM_STEP: when it, or its wait in the gradient-norm allreduce, began */
@@ -201,6 +211,15 @@ int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int 
 
 /* run_unit.c */
 void dts__fail(dts__sim *s, dt_status st);
+/* The mailbox of the receives (above): init with cap slots (>= 1), free;
+ * put message seq (first: the receiver's next) arriving at t, growing the
+ * ring as needed (DT_ERR_NOMEM when it cannot); its arrival (-1: not yet);
+ * take it (the slot is free again). */
+dt_status dts__mbox_init(dts__mbox *b, int cap);
+void dts__mbox_free(dts__mbox *b);
+dt_status dts__mbox_put(dts__mbox *b, int seq, int first, int64_t t);
+int64_t dts__mbox_get(const dts__mbox *b, int seq);
+void dts__mbox_take(dts__mbox *b, int seq);
 void dts__at(dts__sim *s, int64_t t, dts_fn fn, void *ctx, int64_t a, int64_t b);
 void dts__rec(dts__sim *s, int record, const dt_trace_event *e);
 void dts__span(dts__sim *s, dts__unit *u, const char *name, const char *cat, int lane, int64_t t0, int64_t t1,

@@ -60,10 +60,10 @@ static void dts__tp_spans(dts__sim *s, dts__unit *u, int64_t t0, int64_t t1, int
 /* The message arrives at `to` at time t: wake it if it waits for exactly this one. */
 static void dts__deliver(dts__sim *s, dts__unit *to, int grad, int seq, int64_t t)
 {
-    if (grad) to->grad_arr[seq] = t;
-    else to->act_arr[seq] = t;
     const int want = grad ? DTS__W_GRAD : DTS__W_ACT;
     const int next = grad ? to->n_grad_recv : to->n_act_recv;
+    const dt_status st = dts__mbox_put(grad ? &to->grad : &to->act, seq, next, t);
+    if (st != DT_OK) return dts__fail(s, st);
     if (to->wait == want && next == seq) {
         to->wait = DTS__W_NONE;
         dts__at(s, t, dts__pipe_advance, to, 1, 0); /* b = 0: resume the waiting receive */
@@ -191,8 +191,8 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         const dt_sched_instr *in = &list[u->pc];
         dts__pipe_event(s, u, in, u->wait_t0, now);
         u->ns_pp += now - u->wait_t0;
-        if (in->op == DT_SCHED_RECV_ACT) u->n_act_recv++;
-        else u->n_grad_recv++;
+        if (in->op == DT_SCHED_RECV_ACT) dts__mbox_take(&u->act, u->n_act_recv++);
+        else dts__mbox_take(&u->grad, u->n_grad_recv++);
         u->pc++;
     }
     while (u->pc < u->end) {
@@ -240,7 +240,7 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         case DT_SCHED_RECV_GRAD: {
             const int grad = in->op == DT_SCHED_RECV_GRAD;
             const int seq = grad ? u->n_grad_recv : u->n_act_recv;
-            const int64_t t = grad ? u->grad_arr[seq] : u->act_arr[seq];
+            const int64_t t = dts__mbox_get(grad ? &u->grad : &u->act, seq);
             if (t < 0) { /* not sent yet: the sender wakes us */
                 u->wait = grad ? DTS__W_GRAD : DTS__W_ACT;
                 return;
@@ -250,6 +250,7 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
                 return;
             }
             dts__pipe_event(s, u, in, now, now);
+            dts__mbox_take(grad ? &u->grad : &u->act, seq);
             if (grad) u->n_grad_recv++;
             else u->n_act_recv++;
             u->pc++;

@@ -1,6 +1,7 @@
 /* run_unit.c: what every unit does whatever the shape (see
  * run_internal.h): scheduling its engine events, recording its trace
- * events and memory counter, and running its compute on a core of its own
+ * events and memory counter, the mailboxes of its receives, and running
+ * its compute on a core of its own
  * or on its node's shared cores (processor sharing: k jobs on c < k cores
  * each progress at c/k, re-timed whenever a job starts or stops).
  *
@@ -23,6 +24,43 @@ static int dts__push(dts__evbuf *b, const dt_trace_event *e)
     b->v[b->n++] = *e;
     return 0;
 }
+
+dt_status dts__mbox_init(dts__mbox *b, int cap)
+{
+    b->cap = cap > 0 ? cap : 1;
+    b->t = malloc((size_t)b->cap * sizeof *b->t);
+    if (!b->t) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for messages");
+    for (int k = 0; k < b->cap; k++) b->t[k] = -1;
+    return DT_OK;
+}
+
+void dts__mbox_free(dts__mbox *b)
+{
+    free(b->t);
+    b->t = NULL;
+    b->cap = 0;
+}
+
+dt_status dts__mbox_put(dts__mbox *b, int seq, int first, int64_t t)
+{
+    if (seq - first >= b->cap) { /* more in flight than slots: double until they fit, moving [first, seq) */
+        int cap = b->cap;
+        while (seq - first >= cap) cap *= 2;
+        int64_t *v = malloc((size_t)cap * sizeof *v);
+        if (!v) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d messages in flight", seq - first + 1);
+        for (int k = 0; k < cap; k++) v[k] = -1;
+        for (int q = first; q < seq; q++) v[q % cap] = b->t[q % b->cap];
+        free(b->t);
+        b->t = v;
+        b->cap = cap;
+    }
+    b->t[seq % b->cap] = t;
+    return DT_OK;
+}
+
+int64_t dts__mbox_get(const dts__mbox *b, int seq) { return b->t[seq % b->cap]; }
+
+void dts__mbox_take(dts__mbox *b, int seq) { b->t[seq % b->cap] = -1; }
 
 void dts__fail(dts__sim *s, dt_status st)
 {

@@ -190,6 +190,14 @@ tests_check_sim_SOURCES = tests/check_sim.c tests/testutil.h tests/simtest.h
 tests_check_sim_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
 tests_check_sim_LDADD = libdtsim.la $(DT_CHECK_LDADD)
 endif
+# The simulator's two collective models against each other, the hardware's
+# "collectives" choice, and the analytic model's memory (linear in members).
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_sim_coll
+tests_check_sim_coll_SOURCES = tests/check_sim_coll.c tests/testutil.h tests/simtest.h
+tests_check_sim_coll_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
+tests_check_sim_coll_LDADD = libdtsim.la $(DT_CHECK_LDADD)
+endif
 # Simulator scenarios: config keys, checks, stages, JSON round trip.
 if HAVE_CHECK
 DT_CHECK_SUITES += tests/check_sim_scenario

@@ -36,8 +36,8 @@ expect_help --config --model --num-layers --hidden-size --num-attention-heads --
     --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
     --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
     --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity --slow-rank \
-    --optimizer --hw --devices-per-node --cores-per-node --colocated --profile --grad-trace --trace --summary --seed \
-    --help --version
+    --optimizer --hw --devices-per-node --cores-per-node --colocated --collectives --profile --grad-trace --trace \
+    --summary --seed --help --version
 for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
     grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
 done
@@ -292,6 +292,14 @@ one=$(sed -n 's/^comm per step on rank 0: dp allreduce \([0-9.]*\) ms.*/\1/p' "$
 if [ -z "$two" ] || [ -z "$one" ] || ! awk -v a="$one" -v b="$two" 'BEGIN { exit !(a > 0 && a < b) }'; then
     fail "--devices-per-node 4: dp allreduce '$one' ms, expected less than on 2 nodes ('$two' ms)"
 fi
+
+# ---- --collectives: one node (alike links), so the analytic ring is exactly the messages' ----
+run run --data-parallel-size 4 --bucket-size-mb 0 --train-iters 2 --devices-per-node 4 --collectives messages
+msg=$(sed -n 's/^comm per step on rank 0: dp allreduce \([0-9.]*\) ms.*/\1/p' "$TMP/out")
+run run --data-parallel-size 4 --bucket-size-mb 0 --train-iters 2 --devices-per-node 4 --collectives analytic
+ana=$(sed -n 's/^comm per step on rank 0: dp allreduce \([0-9.]*\) ms.*/\1/p' "$TMP/out")
+[ -n "$msg" ] && [ "$msg" = "$ana" ] || fail "--collectives: dp allreduce '$ana' ms analytic, '$msg' ms as messages"
+expect_usage_error "--collectives" run --collectives fast
 
 # ---- sweep: one row per combination ----------------------------------------------
 run sweep --micro-batch-size 8 --train-iters 2 --sweep pipeline-model-parallel-size=1,2 --sweep micro-batches=1,4,8
