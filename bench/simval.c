@@ -1,7 +1,8 @@
 /* simval.c: `dtbench simval`, the simulator's validation lab.
  *
  *   dtbench simval [--iters N] [--repeats R] [--skip S] [--dir DIR] [--quick]
- *                  [--mpirun CMD] [--cluster auto|on|off] [--cluster-rate RATE]
+ *                  [--runs NAME,...] [--mpirun CMD] [--cluster auto|on|off]
+ *                  [--cluster-rate RATE]
  *
  * Two disjoint sets of real runs, named in the output:
  *   calibration (the only inputs the simulator is fitted to):
@@ -101,6 +102,18 @@ static int cmp_double(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* 1 when name is one of list's comma-separated names */
+static int sv_listed(const char *list, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const size_t k = strcspn(p, ",");
+        if (k == n && !strncmp(p, name, n)) return 1;
+        p += k + (p[k] == ',');
+    }
+    return 0;
 }
 
 /* the state of one simval session */
@@ -382,7 +395,7 @@ int dt_bench_simval(int argc, char **argv)
 {
     sv s = {.iters = 50, .repeats = 3, .skip = 5, .mpirun = "mpirun --oversubscribe --allow-run-as-root"};
     int quick = 0, help = 0;
-    const char *dir = NULL, *cluster = "auto", *rate = "2gbit";
+    const char *dir = NULL, *cluster = "auto", *rate = "2gbit", *only = NULL;
     dt_arg args[] = {
         {"--iters", DT_ARG_INT, &s.iters, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 8, 100000, NULL, NULL,
          "training steps of every run and profile", NULL, 0},
@@ -394,6 +407,8 @@ int dt_bench_simval(int argc, char **argv)
          0},
         {"--quick", DT_ARG_FLAG, &quick, 0, 0, 0, NULL, NULL,
          "five runs, no cluster, the co-located profile of 2 only (tests)", NULL, 0},
+        {"--runs", DT_ARG_STRING, &only, 0, 0, 0, NULL, "NAME,NAME,...",
+         "only these runs of the matrix (their names as the table prints them)", "all", 0},
         {"--mpirun", DT_ARG_STRING, &s.mpirun, 0, 0, 0, NULL, "CMD", "the launcher on this machine", NULL, 0},
         {"--cluster", DT_ARG_CHOICE, &cluster, 0, 0, 0, "auto|on|off", NULL,
          "the runs on the emulated 2-node cluster (tests/cluster.sh; root): auto = where it can be made", NULL, 0},
@@ -405,6 +420,18 @@ int dt_bench_simval(int argc, char **argv)
     if (help) {
         dt_args_print_help(stdout, "dtbench simval [flags]", args, n_args);
         return 0;
+    }
+    for (const char *p = only; p && *p;) {
+        const size_t k = strcspn(p, ",");
+        int found = 0;
+        for (int i = 0; i < dt_simval_n_runs && !found; i++)
+            found = strlen(dt_simval_runs[i].name) == k && !strncmp(p, dt_simval_runs[i].name, k);
+        if (!found) {
+            fprintf(stderr, "dtbench simval: --runs: '%.*s' is not a run of the matrix (see the table's first column)\n",
+                    (int)k, p);
+            return 2;
+        }
+        p += k + (p[k] == ',');
     }
     if (s.skip + 2 > s.iters) {
         fprintf(stderr, "dtbench simval: --iters %d: expected at least --skip + 2 = %d steps\n", s.iters, s.skip + 2);
@@ -455,7 +482,8 @@ int dt_bench_simval(int argc, char **argv)
     if (!runs || !rows) rc = 1;
     for (int i = 0; rc == 0 && i < dt_simval_n_runs; i++) {
         const dt_simval_run *r = &dt_simval_runs[i];
-        if ((quick && !r->quick) || (r->cluster && !s.cluster_mpirun[0])) continue;
+        if ((quick && !r->quick) || (r->cluster && !s.cluster_mpirun[0]) || (only && !sv_listed(only, r->name)))
+            continue;
         runs[n++] = r;
         used[r->prec * 65 + r->mbs] = 1;
         if (!r->cluster && r->np > max_np) max_np = r->np;

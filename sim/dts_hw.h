@@ -32,7 +32,7 @@
  * themselves; the list is measured (dts_fit_contention: k single-rank
  * profiles run at once against one alone), so it holds all of that. Used
  * only with cores_per_node > 0 (dtsim --cores-per-node): see
- * dts_hw_compute_rate.
+ * dts_hw_compute_rate, which takes the sharing of cores out of it.
  *
  * "collectives" chooses how the simulator prices a data-parallel
  * collective (sim/dts_coll.h): "messages" runs every step's messages
@@ -134,15 +134,25 @@ void dts_hw_default(dts_hw *out);
 /* The link between two ranks: intra when both are on the same node
  * (rank / devices_per_node), inter otherwise. */
 dts_link dts_hw_link(const dts_hw *hw, int rank_a, int rank_b);
-/* Speed of each of k ranks computing at once on one node, relative to a
- * rank alone (1 = full speed), with n = n_contention and c = cores_per_node:
- *   k <= n: 1 / contention[k-1] (measured with k ranks: the whole slowdown,
- *           processor sharing included when k > c);
- *   k > n:  rate(n) * share(k) / share(n), share(j) = min(1, c/j): the
- *           last measured slowdown, then the cores shared.
- * Without a measured list (n = 1) this is processor sharing alone,
- * min(1, c/k). k <= 0 or c <= 0: 1. */
-double dts_hw_compute_rate(const dts_hw *hw, int k);
+/* Processor sharing on a node of c cores holding n ranks, k of them
+ * computing and the others waiting in MPI (Open MPI's waiting ranks stay
+ * runnable: they poll and yield, taking almost no time but a place on a
+ * core): the expected speed of a computing rank when the n ranks are
+ * spread evenly at random over the cores, each core holding
+ * m = ceil(n/c) - 1 others beside it, and sharing its core evenly with the
+ * computing ones among them (J, hypergeometric: m draws from n - 1 ranks
+ * of which k - 1 compute): E[1 / (1 + J)]. n <= c: 1 (a core each); k = n:
+ * c/k where c divides n. */
+double dts_hw_share(int k, int n, int c);
+/* Speed of each of k ranks computing at once among the n ranks of one node
+ * (cores_per_node = c > 0), relative to a rank alone:
+ *   dts_hw_share(k, n, c) / cache(min(k, n_contention)),
+ * cache(j) = contention[j-1] * dts_hw_share(j, j, c): the measured slowdown
+ * of j ranks computing together (co-located profiles) with the sharing of
+ * cores it holds taken out, leaving what the ranks' caches and memory
+ * bandwidth cost them (at least 1). Without a measured list it is
+ * processor sharing alone. k <= 0 or c <= 0: 1. */
+double dts_hw_compute_rate(const dts_hw *hw, int k, int n);
 /* Time of one message of `bytes` on link l: α + bytes/β, rounded to ns. */
 int64_t dts_link_ns(dts_link l, double bytes);
 /* 1 when a collective of `members` members is priced analytically under

@@ -471,13 +471,31 @@ dts_link dts_hw_link(const dts_hw *hw, int rank_a, int rank_b)
     return rank_a / dpn == rank_b / dpn ? hw->intra : hw->inter;
 }
 
-double dts_hw_compute_rate(const dts_hw *hw, int k)
+/* log of the binomial coefficient C(a, b), 0 <= b <= a */
+static double hw__lchoose(int a, int b) { return lgamma(a + 1.0) - lgamma(b + 1.0) - lgamma(a - b + 1.0); }
+
+double dts_hw_share(int k, int n, int c)
 {
-    const int c = hw->cores_per_node, n = hw->n_contention;
     if (k <= 0 || c <= 0) return 1.0;
-    if (k <= n) return 1.0 / hw->contention[k - 1];
-    const double share_k = k > c ? (double)c / k : 1.0, share_n = n > c ? (double)c / n : 1.0;
-    return share_k / (share_n * hw->contention[n - 1]);
+    if (n < k) n = k;
+    if (n <= c) return 1.0;
+    const int m = (n + c - 1) / c - 1; /* the ranks a core holds beside this one */
+    const int others = n - 1, comp = k - 1, idle = n - k;
+    double speed = 0.0;
+    for (int j = 0; j <= m && j <= comp; j++) /* P(J = j) = C(comp, j) C(idle, m - j) / C(others, m) */
+        if (m - j <= idle)
+            speed += exp(hw__lchoose(comp, j) + hw__lchoose(idle, m - j) - hw__lchoose(others, m)) / (1.0 + j);
+    return speed;
+}
+
+double dts_hw_compute_rate(const dts_hw *hw, int k, int n)
+{
+    const int c = hw->cores_per_node, len = hw->n_contention;
+    if (k <= 0 || c <= 0) return 1.0;
+    const int kc = k < len ? k : len; /* the measured entry that applies */
+    /* the cache and bandwidth part of the measured slowdown: its sharing of cores taken out */
+    const double cache = hw->contention[kc - 1] * dts_hw_share(kc, kc, c);
+    return dts_hw_share(k, n, c) / (cache > 1.0 ? cache : 1.0);
 }
 
 static const char *const hw__coll_names[] = {"auto", "messages", "analytic"};

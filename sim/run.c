@@ -139,7 +139,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         s->job = calloc((size_t)s->n_units, sizeof *s->job);
         s->cpu_active = calloc((size_t)s->n_nodes, sizeof *s->cpu_active);
         s->cpu_last = calloc((size_t)s->n_nodes, sizeof *s->cpu_last);
-        if (!s->job || !s->cpu_active || !s->cpu_last)
+        s->node_ranks = calloc((size_t)s->n_nodes, sizeof *s->node_ranks);
+        if (!s->job || !s->cpu_active || !s->cpu_last || !s->node_ranks)
             return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d nodes", s->n_nodes);
     }
     const int states = sc->optimizer_states;
@@ -150,6 +151,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         u->dpi = i % sc->d;
         u->stage = dts__is_pipe(sc) ? i / sc->d : 0;
         u->rank = dts__is_pipe(sc) ? sc->t * i : i;
+        if (s->node_ranks) s->node_ranks[u->rank / (sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1)] += sc->t;
         u->record = s->keep_all || u->dpi == 0;
         const int64_t prm = s->params[u->stage];
         if (s->K) u->mem_static = prm * 8; /* weights + gradients; the servers keep the optimizer state */
@@ -250,6 +252,7 @@ static void dts__teardown(dts__sim *s)
     free(s->job);
     free(s->cpu_active);
     free(s->cpu_last);
+    free(s->node_ranks);
     if (s->u)
         for (int i = 0; i < s->n_units; i++) {
             dts__mbox_free(&s->u[i].act);

@@ -172,6 +172,7 @@ struct dts__sim {
     struct dts__job *job; /* (n_units) */
     int *cpu_active;      /* (nodes) ranks computing on the node (t per computing unit) */
     int64_t *cpu_last;    /* (nodes) when their progress was last brought up to date */
+    int *node_ranks;      /* (nodes) ranks of the node that compute (t per unit): the ones sharing its cores */
     int n_nodes;
     void (*begin_step)(dts__sim *s, dts__unit *u); /* the shape's step (pipeline or data parallel) */
     dts__evbuf ev;

@@ -118,7 +118,7 @@ static int dts__node_of(const dts__sim *s, const dts__unit *u)
 static void dts__cpu_advance(dts__sim *s, int node, int64_t now)
 {
     const int k = s->cpu_active[node];
-    const double rate = dts_hw_compute_rate(&s->sc->hw, k);
+    const double rate = dts_hw_compute_rate(&s->sc->hw, k, s->node_ranks[node]);
     const double done = (double)(now - s->cpu_last[node]) * rate;
     for (int i = 0; k > 0 && i < s->n_units; i++)
         if (s->job[i].live && dts__node_of(s, &s->u[i]) == node) s->job[i].left -= done;
@@ -130,7 +130,7 @@ static void dts__cpu_done(dts_engine *e, void *ctx, int64_t a, int64_t b);
 /* The node's computing jobs at their new rate: a new finish event each. */
 static void dts__cpu_resched(dts__sim *s, int node, int64_t now)
 {
-    const double rate = dts_hw_compute_rate(&s->sc->hw, s->cpu_active[node]);
+    const double rate = dts_hw_compute_rate(&s->sc->hw, s->cpu_active[node], s->node_ranks[node]);
     for (int i = 0; i < s->n_units; i++) {
         dts__job *j = &s->job[i];
         if (!j->live || dts__node_of(s, &s->u[i]) != node) continue;

@@ -83,29 +83,44 @@ END_TEST
 
 START_TEST(test_compute_rate)
 {
+    /* processor sharing of k computing among n ranks on c cores, against hand counts */
+    ck_assert(dts_hw_share(1, 1, 1) == 1.0);
+    ck_assert(dts_hw_share(2, 2, 2) == 1.0);                        /* a core each */
+    ck_assert(fabs(dts_hw_share(2, 2, 1) - 0.5) < 1e-12);           /* both on the one core */
+    ck_assert(fabs(dts_hw_share(1, 2, 1) - 1.0) < 1e-12);           /* the other one waits: yields at once */
+    ck_assert(fabs(dts_hw_share(4, 4, 2) - 0.5) < 1e-12);           /* two computing on each core */
+    ck_assert(fabs(dts_hw_share(3, 4, 2) - 2.0 / 3.0) < 1e-12);     /* beside 1 of 3 others, 2 computing */
+    ck_assert(fabs(dts_hw_share(2, 4, 2) - 5.0 / 6.0) < 1e-12);     /* 1/3 shared (1/2), 2/3 alone (1) */
+    ck_assert(fabs(dts_hw_share(1, 4, 2) - 1.0) < 1e-12);
+    /* 8 ranks on 2 cores, all computing: 4 per core */
+    ck_assert(fabs(dts_hw_share(8, 8, 2) - 0.25) < 1e-12);
+    /* the probabilities sum to 1: with everyone computing the expectation is exact */
+    for (int n = 2; n <= 12; n++)
+        for (int c = 1; c < n; c++)
+            if (n % c == 0) ck_assert_msg(fabs(dts_hw_share(n, n, c) - (double)c / n) < 1e-12, "n %d c %d", n, c);
     dts_hw hw;
     dts_hw_default(&hw);
     /* no shared cores: always full speed */
-    ck_assert(dts_hw_compute_rate(&hw, 5) == 1.0);
+    ck_assert(dts_hw_compute_rate(&hw, 5, 8) == 1.0);
     hw.cores_per_node = 2;
-    /* unmeasured: processor sharing, min(1, c/k) */
-    ck_assert(dts_hw_compute_rate(&hw, 1) == 1.0);
-    ck_assert(dts_hw_compute_rate(&hw, 2) == 1.0);
-    ck_assert(dts_hw_compute_rate(&hw, 4) == 0.5);
-    ck_assert(dts_hw_compute_rate(&hw, 0) == 1.0);
-    /* measured up to 2: 1/1.25 for 2; beyond, the sharing on top: 4 ranks at 0.8 * 2/4 */
+    /* unmeasured: processor sharing alone */
+    ck_assert(dts_hw_compute_rate(&hw, 2, 2) == 1.0);
+    ck_assert(fabs(dts_hw_compute_rate(&hw, 4, 4) - 0.5) < 1e-12);
+    ck_assert(fabs(dts_hw_compute_rate(&hw, 2, 4) - 5.0 / 6.0) < 1e-12);
+    ck_assert(dts_hw_compute_rate(&hw, 0, 4) == 1.0);
+    /* measured 1.25 for 2 (a core each: all cache and bandwidth), 2.2 for 4 (1.1 once the halving is out) */
     hw.contention[1] = 1.25;
-    hw.n_contention = 2;
-    ck_assert(fabs(dts_hw_compute_rate(&hw, 2) - 0.8) < 1e-15);
-    ck_assert(fabs(dts_hw_compute_rate(&hw, 4) - 0.4) < 1e-15);
-    /* measured up to 4 (with more ranks than cores): the list holds the whole slowdown */
-    hw.contention[2] = 1.9;
-    hw.contention[3] = 2.5;
+    hw.contention[2] = 1.8;
+    hw.contention[3] = 2.2;
     hw.n_contention = 4;
-    ck_assert(fabs(dts_hw_compute_rate(&hw, 4) - 0.4) < 1e-15);
-    ck_assert(fabs(dts_hw_compute_rate(&hw, 3) - 1 / 1.9) < 1e-15);
-    /* beyond a list measured past the cores: its last rate times 4/8 */
-    ck_assert(fabs(dts_hw_compute_rate(&hw, 8) - 0.2) < 1e-15);
+    ck_assert(fabs(dts_hw_compute_rate(&hw, 2, 2) - 0.8) < 1e-12);
+    ck_assert(fabs(dts_hw_compute_rate(&hw, 4, 4) - 1 / 2.2) < 1e-12); /* as measured */
+    ck_assert(fabs(dts_hw_compute_rate(&hw, 2, 4) - 5.0 / 6.0 / 1.25) < 1e-12);
+    /* beyond the list: its last entry's cache part, 1.1, and the sharing of 8 on 2 */
+    ck_assert(fabs(dts_hw_compute_rate(&hw, 8, 8) - 0.25 / 1.1) < 1e-12);
+    /* a measured slowdown below the sharing it held counts as no cache cost */
+    hw.contention[3] = 1.5;
+    ck_assert(fabs(dts_hw_compute_rate(&hw, 4, 4) - 0.5) < 1e-12);
 }
 END_TEST
 
