@@ -248,7 +248,8 @@ static int sv_measure(const sv *s, const dt_simval_run *r, int rep)
     if (sv_run_path(s, r, rep, ".json", trace, sizeof trace) || sv_run_path(s, r, rep, ".summary.json", summary, sizeof summary) ||
         sv_run_path(s, r, rep, ".log", log, sizeof log))
         return 1;
-    FMT(cmd, "%s -np %d '%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size %d --train-iters %d %s %s --trace '%s' --summary '%s'",
+    /* one thread per rank, as in the profiles (on the emulated cluster each node would otherwise take every core) */
+    FMT(cmd, "%s -np %d '%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size %d --train-iters %d --threads 1 %s %s --trace '%s' --summary '%s'",
         r->cluster ? s->cluster_mpirun : s->mpirun, r->np, s->bindir, r->mbs, s->iters, dt_simval_prec_flag[r->prec],
         r->flags, trace, summary);
     printf("  rep %d %-18s %s\n", rep, r->name, cmd);
