@@ -140,8 +140,8 @@ cmd_up() {
     [ -z "$left" ] && [ ! -e "/run/netns/$NAME-sw" ] ||
         die "up: namespace(s) $(echo $left) exist without a state file (left over?); 'sh $0 down --name $NAME' removes them"
     if [ -n "$RATE" ] && [ -z "$BURST" ]; then
-        # 1 ms at the rate, at least 32 KiB: the bucket covers a 64 KiB GSO
-        # super-packet's segments arriving together
+        # 1 ms at the rate, at least 32 KiB: with a smaller bucket a 2gbit
+        # link stayed below its rate (docs/cluster.md)
         BURST=$(awk -v b="$(rate_bits "$RATE")" 'BEGIN { v = b / 8 / 1000; if (v < 32768) v = 32768; printf "%d\n", v }')
     fi
     link=veth
@@ -231,12 +231,12 @@ cmd_mpirun() {
     OMPI_MCA_btl_vader_single_copy_mechanism=none
     # the nodes share this machine's cores: a rank waiting for a message
     # gives its core up (without it a 4-byte allreduce of 4 ranks on 2
-    # cores took 4-7 ms, the spinning ranks' time slices)
+    # cores took 4-9 ms, the spinning ranks' time slices)
     OMPI_MCA_mpi_yield_when_idle=1
     # the ring's 1 MiB chunks go eagerly: under the default 64 KiB limit
     # each chunk waits for the receiver's rendezvous reply, which queues
     # behind the data going the other way (2-rank ring at 2gbit: 131-195
-    # MB/s instead of 200-239)
+    # MB/s instead of 187-239)
     OMPI_MCA_btl_tcp_eager_limit=1114112
     OMPI_MCA_hwloc_base_binding_policy=none
     export OMPI_MCA_plm OMPI_MCA_plm_rsh_agent OMPI_MCA_pml OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include \
