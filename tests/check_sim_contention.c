@@ -130,41 +130,37 @@ END_TEST
  * the step is 1.25 x the one with a core of their own (the links are free). The same for a
  * tensor-parallel pair (t = 2: one unit of two ranks) and for a t = 2 pipeline of two stages
  * sharing one node. */
-START_TEST(test_executor_contention)
+/* rank 0's step (compute only: its compute time) of a 2-block run on 2 devices of one node, d = 2 or
+ * t = 2, with a core each (shared 0) or 2 shared cores whose 2 ranks computing at once run 1.25 x slower */
+static double two_rank_time(int t, int shared, int compute_only)
 {
     dts_scenario sc;
     dts_summary s;
-    double step[2];
-    for (int shared = 0; shared <= 1; shared++) {
-        dt_test_fixed_scenario(&sc, 2, 1, 2, 3, DT_SCHED_1F1B, 1000, 2000);
-        sc.d = 2;
-        sc.hw.devices_per_node = 2;
-        if (shared) {
-            sc.hw.cores_per_node = 2;
-            sc.hw.contention[1] = 1.25;
-            sc.hw.n_contention = 2;
-        }
-        ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
-        step[shared] = s.step_ns;
-        dts_summary_free(&s);
+    dt_test_fixed_scenario(&sc, 2, 1, 2, 3, DT_SCHED_1F1B, 1000, 2000);
+    if (t > 1) sc.t = t;
+    else sc.d = 2;
+    sc.hw.devices_per_node = 2;
+    if (shared) {
+        sc.hw.cores_per_node = 2;
+        sc.hw.contention[1] = 1.25;
+        sc.hw.n_contention = 2;
     }
-    ck_assert_msg(fabs(step[1] - 1.25 * step[0]) <= 10, "d = 2 sharing: %.0f ns, alone %.0f ns", step[1], step[0]);
+    ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
+    const double v = compute_only ? s.rank0.compute_ns : s.step_ns;
+    dts_summary_free(&s);
+    return v;
+}
+
+START_TEST(test_executor_contention)
+{
+    const double alone = two_rank_time(1, 0, 0), shared = two_rank_time(1, 1, 0);
+    ck_assert_msg(fabs(shared - 1.25 * alone) <= 10, "d = 2 sharing: %.0f ns, alone %.0f ns", shared, alone);
     /* t = 2: the pair computes together: 1.25 x as well */
-    for (int shared = 0; shared <= 1; shared++) {
-        dt_test_fixed_scenario(&sc, 2, 1, 2, 3, DT_SCHED_1F1B, 1000, 2000);
-        sc.t = 2;
-        sc.hw.devices_per_node = 2;
-        if (shared) {
-            sc.hw.cores_per_node = 2;
-            sc.hw.contention[1] = 1.25;
-            sc.hw.n_contention = 2;
-        }
-        ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
-        step[shared] = s.rank0.compute_ns;
-        dts_summary_free(&s);
-    }
-    ck_assert_msg(fabs(step[1] - 1.25 * step[0]) <= 10, "t = 2 sharing: compute %.0f ns, alone %.0f ns", step[1],
-                  step[0]);
+    const double t_alone = two_rank_time(2, 0, 1), t_shared = two_rank_time(2, 1, 1);
+    ck_assert_msg(fabs(t_shared - 1.25 * t_alone) <= 10, "t = 2 sharing: compute %.0f ns, alone %.0f ns", t_shared,
+                  t_alone);
+    dts_scenario sc;
+    dts_summary s;
     /* t = 2 with more devices per node than ranks of a group divides; 3 does not */
     dt_test_fixed_scenario(&sc, 2, 1, 2, 3, DT_SCHED_1F1B, 1000, 2000);
     sc.t = 2;
