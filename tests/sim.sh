@@ -14,8 +14,8 @@
 #
 # Checked: every run is predicted, and each run's |error| <= TOL (25%) in
 # at least one of three attempts. On a quiet machine these five runs were
-# predicted within -1.1% .. +4.1% of the median of 3 repeats, whose own
-# spread was 4.1-10.7% (bench/README.md, `dtbench simval`, 2026-12-03): a
+# predicted within -2.8% .. +4.1% of the median of 3 repeats, whose own
+# spread was 3.3-10.7% (bench/README.md, `dtbench simval`, 2026-12-03): a
 # single measurement may sit anywhere in that spread, and `make check`
 # shares the 2 cores with a build or another test, which slows one rank
 # of a run 2-7x (bubble.sh explains it) while the profiles were taken at a
