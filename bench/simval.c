@@ -138,7 +138,8 @@ static int sv_profiles(const sv *s, const char *used)
         for (int mbs = 1; mbs <= 64; mbs++) {
             if (!used[p * 65 + mbs]) continue;
             if (sv_profile_path(s, p, mbs, path, sizeof path) != 0) return 1;
-            FMT(cmd, "'%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size %d --train-iters %d --threads 1 %s --trace '%s'",
+            FMT(cmd,
+                "'%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size %d --train-iters %d --threads 1 %s --trace '%s'",
                 s->bindir, mbs, s->iters, dt_simval_prec_flag[p], path);
             FMT(log, "%s.log", path);
             printf("  profile:    %s\n", cmd);
@@ -159,7 +160,9 @@ static int sv_colocated(const sv *s, int k, dts_hw *hw)
     for (int i = 0; i < k; i++) {
         FMT(files[i], "%s/colocated-k%d-%d.json", s->dir, k, i);
         names[i] = files[i];
-        FMT(one, "'%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size 16 --train-iters %d --threads 1 --trace '%s' & p%d=$!; ",
+        FMT(one,
+            "'%s/dtrain' " DT_SIMVAL_MODEL
+            " --micro-batch-size 16 --train-iters %d --threads 1 --trace '%s' & p%d=$!; ",
             s->bindir, s->iters, files[i], i);
         if (used + strlen(one) >= sizeof cmd) return 1;
         memcpy(cmd + used, one, strlen(one) + 1);
@@ -245,11 +248,14 @@ static int sv_run_path(const sv *s, const dt_simval_run *r, int rep, const char 
 static int sv_measure(const sv *s, const dt_simval_run *r, int rep)
 {
     char cmd[8192], log[PATH_MAX + 64], trace[PATH_MAX + 64], summary[PATH_MAX + 64];
-    if (sv_run_path(s, r, rep, ".json", trace, sizeof trace) || sv_run_path(s, r, rep, ".summary.json", summary, sizeof summary) ||
+    if (sv_run_path(s, r, rep, ".json", trace, sizeof trace) ||
+        sv_run_path(s, r, rep, ".summary.json", summary, sizeof summary) ||
         sv_run_path(s, r, rep, ".log", log, sizeof log))
         return 1;
     /* one thread per rank, as in the profiles (on the emulated cluster each node would otherwise take every core) */
-    FMT(cmd, "%s -np %d '%s/dtrain' " DT_SIMVAL_MODEL " --micro-batch-size %d --train-iters %d --threads 1 %s %s --trace '%s' --summary '%s'",
+    FMT(cmd,
+        "%s -np %d '%s/dtrain' " DT_SIMVAL_MODEL
+        " --micro-batch-size %d --train-iters %d --threads 1 %s %s --trace '%s' --summary '%s'",
         r->cluster ? s->cluster_mpirun : s->mpirun, r->np, s->bindir, r->mbs, s->iters, dt_simval_prec_flag[r->prec],
         r->flags, trace, summary);
     printf("  rep %d %-18s %s\n", rep, r->name, cmd);
@@ -353,8 +359,8 @@ static void sv_report(const sv *s, const dt_simval_run *const *runs, const sv_ro
 {
     printf("\nvalidation (never used for fitting): %d runs, each measured %d times; error = predicted / median - 1\n",
            n, s->repeats);
-    printf("%-19s %-26s %9s %19s %7s %9s %8s | %17s | %17s\n", "run", "set", "measured", "(range of repeats)",
-           "spread", "predicted", "error", "compute meas/pred", "comm meas/pred");
+    printf("%-19s %-26s %9s %19s %7s %9s %8s | %17s | %17s\n", "run", "set", "measured", "(range of repeats)", "spread",
+           "predicted", "error", "compute meas/pred", "comm meas/pred");
     double sum = 0, max = 0, spread_sum = 0, spread_max = 0, mem_max = -1;
     int within = 0, mem_ranks = 0;
     const sv_row *stale = NULL;
@@ -428,7 +434,8 @@ int dt_bench_simval(int argc, char **argv)
         for (int i = 0; i < dt_simval_n_runs && !found; i++)
             found = strlen(dt_simval_runs[i].name) == k && !strncmp(p, dt_simval_runs[i].name, k);
         if (!found) {
-            fprintf(stderr, "dtbench simval: --runs: '%.*s' is not a run of the matrix (see the table's first column)\n",
+            fprintf(stderr,
+                    "dtbench simval: --runs: '%.*s' is not a run of the matrix (see the table's first column)\n",
                     (int)k, p);
             return 2;
         }

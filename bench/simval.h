@@ -18,8 +18,8 @@
  * T = 32, global batch 64. A step takes 140 ms on one core of this machine
  * alone (fp32), 60-150 ms in the 2- and 4-rank runs: long against the
  * scheduler's hiccups (a few ms). */
-#define DT_SIMVAL_MODEL                                                                                           \
-    "--model tiny --hidden-size 96 --num-attention-heads 4 --num-layers 4 --seq-length 32 "                    \
+#define DT_SIMVAL_MODEL                                                                     \
+    "--model tiny --hidden-size 96 --num-attention-heads 4 --num-layers 4 --seq-length 32 " \
     "--max-position-embeddings 64 --global-batch-size 64 --eval-interval 0 --eval-iters 1 --log-interval 100000"
 
 enum { DT_SIMVAL_FP32 = 0, DT_SIMVAL_BF16, DT_SIMVAL_FP16, DT_SIMVAL_NPREC };

@@ -75,7 +75,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
             .default_text = "a core of its own per rank");                                                          \
         ADD(.name = "--colocated", .kind = DT_ARG_STRING, .dest = &o->colocated, .metavar = "FILE,FILE,...",        \
             .help = "a co-located profile: k copies of --profile's run made at once on one node (2..64 files); "    \
-                    "fits the compute slowdown of k ranks computing together (the hardware's contention), used "     \
+                    "fits the compute slowdown of k ranks computing together (the hardware's contention), used "    \
                     "with --cores-per-node",                                                                        \
             .default_text = "none (the hardware file's contention)");                                               \
     } while (0)

@@ -354,7 +354,8 @@ int dtsim_colocated_split(const char *list, const char **out, int *n, char **buf
 int dtsim_colocated_fit(const char *list, const char *profile, int skip, dts_hw *hw)
 {
     if (!profile || !profile[0]) {
-        fprintf(stderr, PROG ": --colocated: expected --profile FILE too (the lone run the copies are compared with)\n");
+        fprintf(stderr,
+                PROG ": --colocated: expected --profile FILE too (the lone run the copies are compared with)\n");
         return 2;
     }
     const char *co[DTS_HW_MAX_CONTENTION];

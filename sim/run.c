@@ -151,7 +151,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         u->dpi = i % sc->d;
         u->stage = dts__is_pipe(sc) ? i / sc->d : 0;
         u->rank = dts__is_pipe(sc) ? sc->t * i : i;
-        if (s->node_ranks) s->node_ranks[u->rank / (sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1)] += sc->t;
+        if (s->node_ranks)
+            s->node_ranks[u->rank / (sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1)] += sc->t;
         u->record = s->keep_all || u->dpi == 0;
         const int64_t prm = s->params[u->stage];
         if (s->K) u->mem_static = prm * 8; /* weights + gradients; the servers keep the optimizer state */

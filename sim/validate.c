@@ -27,9 +27,9 @@ static void dts__run_name(const dts_scenario *sc, char *buf, size_t n)
 }
 
 /* fprintf when there is somewhere to print (dts_validate's out may be NULL) */
-#define OUT(...)                                 \
-    do {                                         \
-        if (out) fprintf(out, __VA_ARGS__);      \
+#define OUT(...)                            \
+    do {                                    \
+        if (out) fprintf(out, __VA_ARGS__); \
     } while (0)
 
 dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_result *res)
@@ -62,23 +62,21 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
     }
     const int skip = o->skip > 0 ? o->skip : 1;
     OUT("inputs: compute profile %s (a single-rank run); links %s", o->profile,
-            o->comm_json ? o->comm_json
-            : o->hw      ? o->hw
-                         : "dtsim's default hardware");
+        o->comm_json ? o->comm_json
+        : o->hw      ? o->hw
+                     : "dtsim's default hardware");
     if (o->comm_json)
-        OUT(" (ring fit: alpha %.0f ns, beta %.3f GB/s, rel. rms %.3f)", hw.intra.alpha_ns,
-                hw.intra.bytes_per_ns, rms);
+        OUT(" (ring fit: alpha %.0f ns, beta %.3f GB/s, rel. rms %.3f)", hw.intra.alpha_ns, hw.intra.bytes_per_ns, rms);
     if (o->n_colocated > 0)
         OUT("; co-located profile: %d ranks computing at once run %.3fx slower (range %.3f over the ranks)",
-                o->n_colocated, co_slow, co_spread);
+            o->n_colocated, co_slow, co_spread);
     if (hw.cores_per_node > 0) {
         OUT("; %d cores per node, compute slowdown by ranks computing at once:", hw.cores_per_node);
         for (int k = 1; k <= hw.n_contention; k++) OUT(" %d: %.3f", k, hw.contention[k - 1]);
     }
-    OUT(
-            "\nthe measured runs give only their configuration (layout, schedule, batch), never their durations\n");
-    OUT("%-34s %10s %10s %8s | %21s | %21s | %21s\n", "run", "measured", "predicted", "error",
-            "compute ms meas/pred", "comm ms meas/pred", "optim ms meas/pred");
+    OUT("\nthe measured runs give only their configuration (layout, schedule, batch), never their durations\n");
+    OUT("%-34s %10s %10s %8s | %21s | %21s | %21s\n", "run", "measured", "predicted", "error", "compute ms meas/pred",
+        "comm ms meas/pred", "optim ms meas/pred");
     dt_status st = DT_OK;
     double sum = 0;
     for (int i = 0; i < o->n_runs && st == DT_OK; i++) {
@@ -130,15 +128,15 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
         if (fabs(row->err) > res->max_abs_err) res->max_abs_err = fabs(row->err);
         res->n++;
         OUT("%-34s %7.2f ms %7.2f ms %+7.1f%% | %9.2f / %9.2f | %9.2f / %9.2f | %9.2f / %9.2f\n", row->name,
-                row->measured.step_ns * 1e-6, row->predicted.step_ns * 1e-6, 100 * row->err,
-                row->measured.compute_ns * 1e-6, row->predicted.compute_ns * 1e-6, row->measured.comm_ns * 1e-6,
-                row->predicted.comm_ns * 1e-6, row->measured.optim_ns * 1e-6, row->predicted.optim_ns * 1e-6);
+            row->measured.step_ns * 1e-6, row->predicted.step_ns * 1e-6, 100 * row->err,
+            row->measured.compute_ns * 1e-6, row->predicted.compute_ns * 1e-6, row->measured.comm_ns * 1e-6,
+            row->predicted.comm_ns * 1e-6, row->measured.optim_ns * 1e-6, row->predicted.optim_ns * 1e-6);
     }
     dt_trace_free(prof);
     if (res->n) res->mean_abs_err = sum / res->n;
     if (st == DT_OK)
         OUT("step time: mean absolute error %.1f%%, largest %.1f%% over %d runs\n", 100 * res->mean_abs_err,
-                100 * res->max_abs_err, res->n);
+            100 * res->max_abs_err, res->n);
     return st;
 }
 

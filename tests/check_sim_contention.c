@@ -62,8 +62,8 @@ START_TEST(test_hw_contention_key)
     ck_assert(dts_hw_equal(&hw, &back));
     unlink(path);
     /* refused, each naming the key */
-    static const char *const bad[] = {"[]",        "[2]",         "[1, 0.5]", "[1, \"x\"]", "1.2",
-                                      "[1, 1e300]", "{\"k\": 1}", "[1, null]"};
+    static const char *const bad[] = {"[]",  "[2]",        "[1, 0.5]",   "[1, \"x\"]",
+                                      "1.2", "[1, 1e300]", "{\"k\": 1}", "[1, null]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         o = hw_json_with(bad[i]);
         ck_assert_msg(dts_hw_from_json(o, "t.json", &hw) == DT_ERR_FORMAT, "contention %s accepted", bad[i]);
@@ -85,12 +85,12 @@ START_TEST(test_compute_rate)
 {
     /* processor sharing of k computing among n ranks on c cores, against hand counts */
     ck_assert(dts_hw_share(1, 1, 1) == 1.0);
-    ck_assert(dts_hw_share(2, 2, 2) == 1.0);                        /* a core each */
-    ck_assert(fabs(dts_hw_share(2, 2, 1) - 0.5) < 1e-12);           /* both on the one core */
-    ck_assert(fabs(dts_hw_share(1, 2, 1) - 1.0) < 1e-12);           /* the other one waits: yields at once */
-    ck_assert(fabs(dts_hw_share(4, 4, 2) - 0.5) < 1e-12);           /* two computing on each core */
-    ck_assert(fabs(dts_hw_share(3, 4, 2) - 2.0 / 3.0) < 1e-12);     /* beside 1 of 3 others, 2 computing */
-    ck_assert(fabs(dts_hw_share(2, 4, 2) - 5.0 / 6.0) < 1e-12);     /* 1/3 shared (1/2), 2/3 alone (1) */
+    ck_assert(dts_hw_share(2, 2, 2) == 1.0);                    /* a core each */
+    ck_assert(fabs(dts_hw_share(2, 2, 1) - 0.5) < 1e-12);       /* both on the one core */
+    ck_assert(fabs(dts_hw_share(1, 2, 1) - 1.0) < 1e-12);       /* the other one waits: yields at once */
+    ck_assert(fabs(dts_hw_share(4, 4, 2) - 0.5) < 1e-12);       /* two computing on each core */
+    ck_assert(fabs(dts_hw_share(3, 4, 2) - 2.0 / 3.0) < 1e-12); /* beside 1 of 3 others, 2 computing */
+    ck_assert(fabs(dts_hw_share(2, 4, 2) - 5.0 / 6.0) < 1e-12); /* 1/3 shared (1/2), 2/3 alone (1) */
     ck_assert(fabs(dts_hw_share(1, 4, 2) - 1.0) < 1e-12);
     /* 8 ranks on 2 cores, all computing: 4 per core */
     ck_assert(fabs(dts_hw_share(8, 8, 2) - 0.25) < 1e-12);
@@ -212,8 +212,7 @@ START_TEST(test_fit_contention)
     /* another configuration is refused, naming its file */
     make_trace(&b, ev[2], 10, 1300, "{\"hidden_size\":128,\"trace\":\"b.json\"}");
     ck_assert_int_eq(dts_fit_contention(&solo, "solo.json", co, names, 2, 1, &slow, &spread), DT_ERR_INVALID);
-    ck_assert_msg(strstr(dt_last_error(), "b.json") && strstr(dt_last_error(), "configuration"), "%s",
-                  dt_last_error());
+    ck_assert_msg(strstr(dt_last_error(), "b.json") && strstr(dt_last_error(), "configuration"), "%s", dt_last_error());
     /* no config at all */
     make_trace(&b, ev[2], 10, 1300, NULL);
     ck_assert_int_eq(dts_fit_contention(&solo, "solo.json", co, names, 2, 1, &slow, &spread), DT_ERR_INVALID);
