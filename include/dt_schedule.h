@@ -32,6 +32,37 @@
  *                    it keeps every version later micro-batches will need:
  *                    p stashed copies per stage in the steady state).
  *
+ *   interleaved-1f1b Megatron's interleaved schedule: v model chunks per
+ *                    device (virtual stages), chunk c of device r is virtual
+ *                    stage c*p + r; forwards go through the chunks in groups
+ *                    of p micro-batches, with (p-r-1)*2 + (v-1)*p warm-up
+ *                    forwards on device r (capped at m*v); m must be a
+ *                    multiple of p. Bubble (p-1)/(v*m + p-1).
+ *   zb-h1            zero-bubble H1 (arXiv 2401.10241): the backward is
+ *                    split into BACKWARD_B (the input gradient, on the
+ *                    critical path) and BACKWARD_W (the weight gradients);
+ *                    stage s runs 1f1b's order with B for the backward and
+ *                    defers the W of its first s micro-batches to the
+ *                    cool-down, where it fills the drain's bubble; at most
+ *                    p micro-batches in flight on any stage (1f1b's peak).
+ *   zb-v             zero-bubble V: two chunks per device in a V, chunk 0
+ *                    of device r is virtual stage r, chunk 1 is stage
+ *                    2p-1-r (so the last virtual stage is on device 0, and
+ *                    device p-1 passes from chunk 0 to chunk 1 locally); B and
+ *                    W split; at most 2p chunk-micro-batches in flight on
+ *                    a device, as 1f1b's first stage holds p of twice the
+ *                    chunk's layers.
+ *
+ * Devices and chunks: the schedule has p devices (pipeline ranks) and v
+ * chunks per device (v = 1 except interleaved-1f1b and zb-v), p*v virtual
+ * stages; the model's blocks are split over the virtual stages in order.
+ * Instruction lists are per device; each instruction names its chunk, and
+ * sends and receives name the peer device (peer == the device itself for a
+ * hand-over between two chunks of one device: the runtime copies). Between
+ * a sending virtual stage and the receiving one, sends and receives are in
+ * ascending mb order on both sides (so one tag per (receiving virtual
+ * stage, direction) matches them).
+ *
  * Weight versions: a stage's version v means "after v optimizer steps on
  * this stage". gpipe/1f1b: every instruction of step t uses version t.
  * pipedream: FORWARD uses the stage's current version, BACKWARD the same as
@@ -64,7 +95,10 @@ typedef enum dt_sched_kind {
     DT_SCHED_GPIPE = 0,
     DT_SCHED_1F1B,
     DT_SCHED_PIPEDREAM,
-    DT_SCHED_PIPEDREAM_VSYNC
+    DT_SCHED_PIPEDREAM_VSYNC,
+    DT_SCHED_INTERLEAVED_1F1B,
+    DT_SCHED_ZB_H1,
+    DT_SCHED_ZB_V
 } dt_sched_kind;
 
 typedef enum dt_sched_op {
@@ -76,7 +110,9 @@ typedef enum dt_sched_op {
     DT_SCHED_SEND_GRAD,    /* send the gradient of mb's input to stage s-1 */
     DT_SCHED_OPTIM_STEP,   /* apply the accumulated gradients: version becomes `version` */
     DT_SCHED_STASH,        /* keep a copy of the current weights, which are version `version` */
-    DT_SCHED_DROP          /* free the stashed copy of version `version` */
+    DT_SCHED_DROP,         /* free the stashed copy of version `version` */
+    DT_SCHED_BACKWARD_B,   /* zb kinds: the input gradient of mb only (then SEND_GRAD) */
+    DT_SCHED_BACKWARD_W    /* zb kinds: the weight gradients of mb (after its BACKWARD_B) */
 } dt_sched_op;
 
 typedef enum dt_sched_phase { DT_SCHED_WARMUP = 0, DT_SCHED_STEADY, DT_SCHED_COOLDOWN } dt_sched_phase;
@@ -96,6 +132,8 @@ typedef struct dt_sched_instr {
     int version; /* FORWARD/BACKWARD: weight version to use; OPTIM_STEP: version it makes;
                             STASH/DROP: the version; sends/receives: -1 */
     dt_sched_phase phase;
+    int chunk; /* the model chunk on this device (0..v-1) */
+    int peer;  /* sends/receives: the other end's device (itself: a local hand-over); else -1 */
     int ndeps;
     dt_sched_dep deps[DT_SCHED_MAX_DEPS]; /* on other instructions (the previous one of the same
                                              stage is implied and not listed) */
@@ -104,6 +142,8 @@ typedef struct dt_sched_instr {
 typedef struct dt_schedule {
     dt_sched_kind kind;
     int p, m, steps;
+    int v;                  /* model chunks per device; p*v virtual stages */
+    int *vstage;            /* (p*v) virtual stage of device r's chunk c at [r*v + c] */
     int *count;             /* (p) instructions per stage */
     dt_sched_instr **instr; /* (p) each (count[s]) */
     int *max_in_flight;     /* (p) most micro-batches forwarded but not yet backwarded at once */
