@@ -90,6 +90,12 @@ typedef struct dt_train_config {
      * the data-parallel ranks (gradients reduce-scattered, each rank updates
      * its shard, weights all-gathered; docs/zero.md). */
     int use_distributed_optimizer;
+    /* --zero-stage (DeepSpeed's names): 0 none; 1 as use_distributed_optimizer;
+     * 2 also the gradients (each bucket reduce-scattered during every
+     * micro-batch's backward into the rank's segment); 3 also the weights
+     * (each layer all-gathered before its forward and its backward).
+     * Stages 2 and 3: the GPT with data parallelism only (docs/zero.md). */
+    int zero_stage;
     /* Pipeline parallelism (with comm): comm's ranks form size/p pipelines
      * of p stages (docs/pipeline.md); 1 turns it off. */
     int pipeline_size;               /* --pipeline-model-parallel-size p */

@@ -215,6 +215,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB_SECTION("Data parallelism (run under mpirun -np N)"),
         JOB(JF_ALLREDUCE),
         JOB(JF_USE_DISTRIBUTED_OPTIMIZER),
+        JOB(JF_ZERO_STAGE),
         JOB(JF_NUM_PS_SERVERS),
         {.name = "--max-staleness",
          .kind = DT_ARG_INT,
@@ -673,8 +674,12 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     if (dt_trainer_is_server(tr)) {
         status = dtrain_serve(tr, comm);
     } else {
-        dtrain_run r = {
-            .tr = tr, .cfg = cfg, .o = o, .out = {.live = rank0 && isatty(STDERR_FILENO)}, .rank0 = rank0, .comm = comm};
+        dtrain_run r = {.tr = tr,
+                        .cfg = cfg,
+                        .o = o,
+                        .out = {.live = rank0 && isatty(STDERR_FILENO)},
+                        .rank0 = rank0,
+                        .comm = comm};
         status = dtrain_train(&r);
         if (status == 0) status = dtrain_finish(&r, rank0);
         if (status != 0) dtrain_abort_job(comm);

@@ -259,6 +259,18 @@ static const job_flag_def job_flags[JF_COUNT] = {
          .prog = {[JOB_DTRAIN] = {.help = "ZeRO-1: shard the optimizer state over the data-parallel ranks "
                                           "(reduce-scatter, update, all-gather)"},
                   [JOB_DTSIM] = {.help = "ZeRO-1: reduce-scatter, sharded update, all-gather"}}},
+    [JF_ZERO_STAGE] =
+        {.name = "--zero-stage",
+         .kind = DT_ARG_INT,
+         .offset = AT(zero_stage),
+         .range = IN(0, 3),
+         .metavar = "S",
+         .default_text = "0",
+         .prog = {[JOB_DTRAIN] = {.help = "ZeRO stage (DeepSpeed's): 1 shards the optimizer state (as "
+                                          "--use-distributed-optimizer), 2 also the gradients (reduce-scatter per "
+                                          "bucket), 3 also the weights (all-gathered per layer)"},
+                  [JOB_DTSIM] = {.help = "ZeRO stage: 1 as --use-distributed-optimizer, 2 reduce-scatters per "
+                                         "bucket, 3 all-gathers each layer before its forward and backward"}}},
     [JF_BUCKET_SIZE_MB] =
         {.name = "--bucket-size-mb",
          .kind = DT_ARG_DOUBLE,

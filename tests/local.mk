@@ -23,6 +23,7 @@ DT_CHECK_SUITES = \
 	tests/check_sim_amp
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += tests/check_zero
+check_PROGRAMS += tests/check_zero_stages
 check_PROGRAMS += $(DT_CHECK_SUITES)
 TESTS += $(DT_CHECK_SUITES)
 
@@ -112,6 +113,9 @@ tests_check_comm_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 tests_check_zero_SOURCES = tests/check_zero.c tests/testutil.h
 tests_check_zero_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
 tests_check_zero_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
+tests_check_zero_stages_SOURCES = tests/check_zero_stages.c tests/testutil.h
+tests_check_zero_stages_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
+tests_check_zero_stages_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 else
 check-local:
 	@echo "Check (the unit-test library) was not found by configure: install it (./bootstrap) and re-run ./configure" >&2; exit 1

@@ -1,5 +1,6 @@
 # lib/parallel/local.mk: the parallelisms as mechanisms: schedules (the one
-# generator), pipeline stages and their runtime, tensor parallelism, ZeRO-1,
+# generator), pipeline stages and their runtime, tensor parallelism, ZeRO (the sharded optimizer;
+# the sharded GPT of stages 2 and 3),
 # the parameter server.
 libdtrain_core_la_SOURCES += \
 	lib/parallel/schedule.c \
@@ -7,10 +8,12 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/pipeline.c \
 	lib/parallel/tp.c \
 	lib/parallel/zero.c \
+	lib/parallel/zero_gpt.c \
 	lib/parallel/ps.c
 noinst_HEADERS += \
 	lib/parallel/stage.h \
 	lib/parallel/pipeline.h \
 	lib/parallel/tp.h \
 	lib/parallel/zero.h \
+	lib/parallel/zero_gpt.h \
 	lib/parallel/ps.h

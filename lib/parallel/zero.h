@@ -1,6 +1,8 @@
-/* zero.h: ZeRO-1, optimizer-state sharding over the data-parallel group
+/* zero.h: ZeRO's sharded optimizer over the data-parallel group
  * (lib/parallel/zero.c), never installed; the trainer drives it for
- * --use-distributed-optimizer. Design, data flow and limits: docs/zero.md.
+ * --use-distributed-optimizer (stage 1), and lib/parallel/zero_gpt.c for
+ * --zero-stage 2 and 3 through units. Design, data flow and limits:
+ * docs/zero.md.
  *
  * Of the n ranks of the data-parallel communicator, rank r owns segment r
  * of the flat parameter buffer, [lo, lo + len) = dt_comm_segment(numel, n,
@@ -20,6 +22,11 @@
  * working weights. Under mixed precision (dt__zero_keep_masters) the FP32
  * masters are sharded as well, and the whole buffer holds their 16-bit
  * values, which the model computes with.
+ *
+ * Stages 2 and 3 cut the buffer into units (dt__zero_create_units), each
+ * sharded on its own, and always keep the shard's FP32 weights here (the
+ * masters, also in FP32 training); lib/parallel/zero_gpt.c moves the
+ * gradients and weights unit by unit and calls dt__zero_update.
  *
  * Invariants: every rank of dp calls create, step and free in the same
  * order (they are collective); the layout's segments cover [0, numel) once;
@@ -77,6 +84,34 @@ typedef struct dt__zero_step_args {
 dt_status dt__zero_create(dt_comm *dp, dt_backend *be, const dt_paramset *layout, const dt_optim_config *optim,
                           dt__zero **out);
 void dt__zero_free(dt__zero *z);
+/* The same over n_units consecutive ranges of the flat buffer (covering it
+ * in order, none cutting a tensor), each sharded over dp on its own: rank r
+ * owns dt_comm_segment(unit_len[u], n, r) of unit u, and its shard is
+ * those segments one after the other (stages 2 and 3: the units are
+ * gradient buckets or layers). dt__zero_create is one unit, the whole
+ * buffer. */
+dt_status dt__zero_create_units(dt_comm *dp, dt_backend *be, const dt_paramset *layout, const dt_optim_config *optim,
+                                int n_units, const size_t *unit_off, const size_t *unit_len, dt__zero **out);
+int dt__zero_units(const dt__zero *z);
+/* Unit u's segment on this rank: [*seg_lo, *seg_lo + *seg_len) from the
+ * unit's start, at *shard_off in the shard. */
+void dt__zero_unit(const dt__zero *z, int u, size_t *seg_lo, size_t *seg_len, size_t *shard_off);
+/* The flat-buffer index of shard element i (numel past the shard). */
+size_t dt__zero_shard_index(const dt__zero *z, size_t i);
+/* Units: keep this rank's shard of the whole initial weights (backend
+ * memory, numel floats; read once) as the FP32 masters; compute is the
+ * precision the model computes in (dt__zero_unit_weights rounds to it).
+ * Not collective. */
+dt_status dt__zero_take_shard(dt__zero *z, const float *whole, dt_dtype compute);
+/* Units: unit_buf[seg_lo, seg_lo + seg_len) = this rank's segment of unit
+ * u's weights in the compute precision (as FP32), for an all-gather of the
+ * unit or a copy into the whole weights. */
+dt_status dt__zero_unit_weights(dt__zero *z, int u, float *unit_buf);
+/* The update alone (stages 2 and 3): params and grads are the shard's
+ * (len floats each; params ignored when the shard holds masters), grads
+ * summed over dp already; as dt__zero_step's step 2, with the same
+ * agreement on overflow, norm and first_bad. Collective. */
+dt_status dt__zero_update(dt__zero *z, float *params, float *grads, const dt__zero_step_args *a, dt__update_result *r);
 
 /* One update (collective). params (numel) and grads (numel) are the whole
  * flat buffers in be's memory; grads hold this rank's contribution,
@@ -101,7 +136,8 @@ size_t dt__zero_master_bytes(const dt__zero *z);
 const float *dt__zero_master(const dt__zero *z);
 /* This rank's optimizer state in bytes (its segment's share of the whole). */
 size_t dt__zero_state_bytes(const dt__zero *z);
-/* This rank's segment of the flat buffer: [*lo, *lo + *len). */
+/* This rank's segment of the flat buffer: [*lo, *lo + *len) (one unit;
+ * with units: *lo 0 and *len the shard's numel). */
 void dt__zero_shard(const dt__zero *z, size_t *lo, size_t *len);
 /* The shard's own layout (pieces of the model's tensors, offsets from lo). */
 const dt_paramset *dt__zero_layout(const dt__zero *z);

@@ -23,6 +23,9 @@
  *                    BatchNorm statistics), the optimizer
  *   zero-1 segment   param/<piece> (FP32) or master/<piece> (mixed
  *                    precision) of the rank's segment, its optimizer
+ *   zero-2/3 shard   master/<piece> of the rank's segment of every unit
+ *                    (its FP32 weights, in FP32 training too), its
+ *                    optimizer; the whole weights (stage 2) are rebuilt
  *   stage            param/<t> of the stage's tensors (tensor-parallel
  *                    shards under t > 1), its optimizer
  *   ps server        ps.version i64[1], param/<t> of its shard, its optimizer
@@ -44,14 +47,14 @@
 #include "trainer_internal.h"
 
 enum { DT__CK_REPLICA = 0, DT__CK_ZERO, DT__CK_STAGE, DT__CK_PS_WORKER, DT__CK_PS_SERVER };
-static const char *const dt__ck_roles[] = {"replica", "zero-1 segment", "pipeline/tensor stage",
+static const char *const dt__ck_roles[] = {"replica", "zero segment", "pipeline/tensor stage",
                                            "parameter-server worker", "parameter server"};
 
 static int dt__ck_role(const dt_trainer *tr)
 {
     if (tr->ps.rt) return dt__ps_is_server(tr->ps.rt) ? DT__CK_PS_SERVER : DT__CK_PS_WORKER;
     if (tr->pipe.rt) return DT__CK_STAGE;
-    if (tr->zero) return DT__CK_ZERO;
+    if (tr->zero || tr->zgpt) return DT__CK_ZERO;
     return DT__CK_REPLICA;
 }
 
@@ -194,7 +197,9 @@ static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, i
         if (tr->kind->state_layout)
             DT_CHECK(dt__ck_put_tensors(s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)));
         return dt__ck_put_optim(s, &tr->opt);
-    case DT__CK_ZERO: return dt__ck_put_zero(s, tr->be, tr->zero, tr->kind->params(tr));
+    case DT__CK_ZERO:
+        if (tr->zgpt) return dt__ck_put_zero(s, tr->be, dt__zgpt_zero(tr->zgpt), NULL); /* the masters */
+        return dt__ck_put_zero(s, tr->be, tr->zero, tr->kind->params(tr));
     case DT__CK_STAGE:
         DT_CHECK(dt__pipe_boundary(tr->pipe.rt, tr->iter));
         if (dt__pipe_zero(tr->pipe.rt)) /* the stage's ZeRO-1 segment */
@@ -223,9 +228,10 @@ static char *dt__ck_layout_json(const dt_trainer *tr)
                            ? (c->ps_mode == DT_PS_SYNC ? "parameter server (ps-sync)" : "parameter server (ps-async)")
                        : tr->pipe.rt ? "pipeline/tensor parallel"
                        : tr->zero    ? "zero-1"
+                       : tr->zgpt    ? (c->zero_stage == 2 ? "zero-2" : "zero-3")
                        : world > 1   ? "data parallel"
                                      : "single process";
-    const int zero = tr->zero || (tr->pipe.rt && dt__pipe_zero(tr->pipe.rt));
+    const int zero = tr->zero || tr->zgpt || (tr->pipe.rt && dt__pipe_zero(tr->pipe.rt));
     json_t *o =
         json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", kind, "world_size", world,
                   "data_parallel_size", tr->dp_size, "tensor_model_parallel_size", c->tensor_size,
@@ -237,6 +243,7 @@ static char *dt__ck_layout_json(const dt_trainer *tr)
                                           "(masters) and optimizer"
                   : tr->pipe.rt         ? "each rank: its stage's (tensor shard's) weights and optimizer"
                   : tr->zero            ? "each rank: its segment's weights (masters) and optimizer"
+                  : tr->zgpt            ? "each rank: its segment of every unit's weights (masters) and optimizer"
                                         : "each rank: the whole model and optimizer (replicas are equal)");
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
@@ -481,7 +488,11 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
                           done);
         DT_CHECK_GOTO(dt__ck_get_optim(&s, &tr->opt, 1), st, done);
         break;
-    case DT__CK_ZERO: DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, tr->zero, tr->kind->params(tr)), st, done); break;
+    case DT__CK_ZERO:
+        DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, tr->zgpt ? dt__zgpt_zero(tr->zgpt) : tr->zero,
+                                      tr->zgpt ? NULL : tr->kind->params(tr)),
+                      st, done);
+        break;
     case DT__CK_STAGE:
         if (dt__pipe_zero(tr->pipe.rt))
             DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)), st,
@@ -553,6 +564,7 @@ dt_status dt_trainer_load(dt_trainer *tr, const char *dir)
     }
     /* every rank has its part: the ZeRO segments to everyone (of the stage's data group) */
     if (tr->zero) DT_CHECK(dt__zero_restored(tr->zero, tr->kind->params(tr)));
+    if (tr->zgpt) DT_CHECK(dt__zgpt_restored(tr->zgpt));
     if (tr->pipe.rt && dt__pipe_zero(tr->pipe.rt))
         DT_CHECK(dt__zero_restored(dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
     dt__ck_set(&tr->ck.loaded, path);

@@ -229,6 +229,48 @@ static dt_status dt__validate_mlp(const dt_train_config *cfg)
     return DT_OK;
 }
 
+/* --zero-stage: 1 is --use-distributed-optimizer; 2 and 3 run the GPT's
+ * layers on sharded state (lib/parallel/zero_gpt.c) with data parallelism
+ * only, and say at start what they do not cover yet. */
+static dt_status dt__validate_zero_stage(const dt_train_config *cfg)
+{
+    const int s = cfg->zero_stage;
+    if (s < 0 || s > 3) return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d: expected 0, 1, 2 or 3", s);
+    if (s >= 2 && cfg->use_distributed_optimizer)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--use-distributed-optimizer is ZeRO stage 1 and --zero-stage is %d: give one "
+                       "of the two",
+                       s);
+    if (s < 2) return DT_OK;
+    if (cfg->pipeline_size > 1 || cfg->tensor_size > 1)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--zero-stage %d with --%s-model-parallel-size %d: not supported yet (a stage keeps its whole "
+                       "gradients and weights; --zero-stage 1 shards each stage's optimizer over its data group)",
+                       s, cfg->pipeline_size > 1 ? "pipeline" : "tensor",
+                       cfg->pipeline_size > 1 ? cfg->pipeline_size : cfg->tensor_size);
+    if (cfg->ps_mode != DT_PS_NONE)
+        return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d shards over an allreduce group, not with a parameter server",
+                       s);
+    if (cfg->model_kind != DT_MODEL_GPT)
+        return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d: the GPT only (--model mlp-bn: use --zero-stage 1)", s);
+    if (cfg->optim.kind == DT_OPTIM_LARS || cfg->optim.kind == DT_OPTIM_LAMB)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--zero-stage %d: --optimizer %s needs whole-tensor norms, which the sharded optimizer splits "
+                       "across ranks (use --optimizer sgd or adamw)",
+                       s, dt_optim_kind_name(cfg->optim.kind));
+    if (cfg->model.tie_embeddings)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--zero-stage %d with tied embeddings: not supported yet (wte's gradient would "
+                       "live through the whole backward; add --untie-embeddings-and-output-weights)",
+                       s);
+    if (cfg->recompute == DT_RECOMPUTE_FULL)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--zero-stage %d with --recompute-granularity full: not supported yet (use "
+                       "selective)",
+                       s);
+    return DT_OK;
+}
+
 dt_status dt_train_config_validate(const dt_train_config *cfg)
 {
     if (!cfg) return DT_FAIL(DT_ERR_INVALID, "dt_train_config_validate: cfg is NULL");
@@ -300,12 +342,13 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         /* gpipe/1f1b and tensor parallelism check the whole model's norm before any rank updates */
         const int pipedream =
             cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC;
-        if (cfg->ps_mode != DT_PS_NONE || cfg->use_distributed_optimizer ||
+        if (cfg->ps_mode != DT_PS_NONE || cfg->use_distributed_optimizer || cfg->zero_stage ||
             (pipedream && (cfg->pipeline_size > 1 || cfg->tensor_size > 1)))
             return DT_FAIL(DT_ERR_INVALID, "--skip-nonfinite: not supported with a parameter server, "
                                            "--pipeline-schedule pipedream or pipedream-vsync, or "
                                            "--use-distributed-optimizer (they update before the check)");
     }
+    DT_CHECK(dt__validate_zero_stage(cfg));
     if (cfg->use_distributed_optimizer) {
         if (cfg->ps_mode != DT_PS_NONE)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "

@@ -7,6 +7,7 @@ libdtrain_core_la_SOURCES += \
 	lib/train/trainer.c \
 	lib/train/model_gpt.c \
 	lib/train/model_mlp.c \
+	lib/train/model_gpt_zero.c \
 	lib/train/step_dp.c \
 	lib/train/step_zero.c \
 	lib/train/step_ps.c \

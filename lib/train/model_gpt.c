@@ -17,7 +17,7 @@
 
 #include "trainer_internal.h"
 
-static dt_status dt__gpt_create(dt_trainer *tr, int split)
+dt_status dt__gpt_create(dt_trainer *tr, int split)
 {
     const dt_train_config *cfg = &tr->cfg;
     DT_CHECK(dt_data_open(&tr->cfg.data, tr->T, &tr->gpt.data));
@@ -46,7 +46,7 @@ static dt_status dt__gpt_create(dt_trainer *tr, int split)
     return DT_OK;
 }
 
-static void dt__gpt_destroy(dt_trainer *tr)
+void dt__gpt_destroy(dt_trainer *tr)
 {
     dt_gpt_free(tr->gpt.model);
     dt_data_close(tr->gpt.data);
@@ -62,7 +62,7 @@ static float *dt__gpt_params(dt_trainer *tr) { return dt_gpt_params(tr->gpt.mode
 static float *dt__gpt_grads(dt_trainer *tr) { return dt_gpt_grads(tr->gpt.model); }
 static dt_status dt__gpt_zero_grad(dt_trainer *tr) { return dt_gpt_zero_grad(tr->gpt.model); }
 static size_t dt__gpt_peak_act(const dt_trainer *tr) { return dt_gpt_peak_activation_bytes(tr->gpt.model); }
-static int dt__gpt_has_accuracy(const dt_trainer *tr) { return dt_data_has_accuracy(tr->gpt.data); }
+int dt__gpt_has_accuracy(const dt_trainer *tr) { return dt_data_has_accuracy(tr->gpt.data); }
 static dt_status dt__gpt_round_weights(dt_trainer *tr) { return dt_gpt_set_weights_rounded(tr->gpt.model); }
 
 static void dt__gpt_set_layer_hook(dt_trainer *tr, int on)
@@ -70,7 +70,27 @@ static void dt__gpt_set_layer_hook(dt_trainer *tr, int on)
     if (tr->gpt.model) dt_gpt_set_layer_hook(tr->gpt.model, on ? dt__layer_hook : NULL, on ? tr : NULL);
 }
 
-static dt_status dt__gpt_accumulate(dt_trainer *tr, float S, int share, double *loss_sum, size_t *act_bytes)
+/* The whole model of this process (lib/model/gpt.c) as a runner. */
+static dt_status dt__gpt_run_forward(dt_trainer *tr, const int32_t *tokens, const int32_t *targets, float *loss)
+{
+    return dt_gpt_forward(tr->gpt.model, tokens, targets, tr->B, tr->T, loss);
+}
+static dt_status dt__gpt_run_backward(dt_trainer *tr, float scale) { return dt_gpt_backward(tr->gpt.model, scale); }
+static dt_status dt__gpt_run_stats(dt_trainer *tr, float *losses, uint8_t *correct)
+{
+    return dt_gpt_position_stats(tr->gpt.model, losses, correct);
+}
+static size_t dt__gpt_run_act(const dt_trainer *tr) { return dt_gpt_activation_bytes(tr->gpt.model); }
+
+static const dt__gpt_runner dt__gpt_whole = {
+    .forward = dt__gpt_run_forward,
+    .backward = dt__gpt_run_backward,
+    .position_stats = dt__gpt_run_stats,
+    .activation_bytes = dt__gpt_run_act,
+};
+
+dt_status dt__gpt_accumulate_with(dt_trainer *tr, const dt__gpt_runner *run, float S, int share, double *loss_sum,
+                                  size_t *act_bytes)
 {
     const size_t n_pos = (size_t)tr->B * tr->T;
     long long n_total = 0; /* over the whole global batch, all ranks' micro-batches (ps-async: this worker's) */
@@ -89,14 +109,14 @@ static dt_status dt__gpt_accumulate(dt_trainer *tr, float S, int share, double *
         for (size_t i = 0; i < n_pos; i++) n_k += tr->gpt.targets[i] >= 0;
         tr->trace.micro = k;
         float loss = 0.0f;
-        DT_CHECK(dt_gpt_forward(tr->gpt.model, tr->gpt.tokens, tr->gpt.targets, tr->B, tr->T, &loss));
-        *act_bytes = DT_MAX(*act_bytes, dt_gpt_activation_bytes(tr->gpt.model));
+        DT_CHECK(run->forward(tr, tr->gpt.tokens, tr->gpt.targets, &loss));
+        *act_bytes = DT_MAX(*act_bytes, run->activation_bytes(tr));
         const double w = n_total ? (double)n_k / (double)n_total : 0.0;
         /* the last micro-batch's backward completes each layer's gradient:
          * launch its bucket from the layer hook (FP32 gradients only; under
          * mixed precision they reach the FP32 buffer at the very end) */
         tr->dp.overlap_active = tr->dp.comm_thread_on && k == tr->n_micro - 1 && tr->cfg.precision == DT_F32;
-        dt_status bst = dt_gpt_backward(tr->gpt.model, (float)(w * S));
+        dt_status bst = run->backward(tr, (float)(w * S));
         tr->dp.overlap_active = 0;
         DT_CHECK(bst);
         *loss_sum += w * loss;
@@ -104,26 +124,36 @@ static dt_status dt__gpt_accumulate(dt_trainer *tr, float S, int share, double *
     return DT_OK;
 }
 
-static dt_status dt__gpt_eval_batch(dt_trainer *tr, int i, dt__eval_sums *sum)
+static dt_status dt__gpt_accumulate(dt_trainer *tr, float S, int share, double *loss_sum, size_t *act_bytes)
+{
+    return dt__gpt_accumulate_with(tr, &dt__gpt_whole, S, share, loss_sum, act_bytes);
+}
+
+dt_status dt__gpt_eval_batch_with(dt_trainer *tr, const dt__gpt_runner *run, int i, dt__eval_sums *sum)
 {
     const size_t n = (size_t)tr->B * tr->T;
     float loss = 0.0f;
     int n_ex = 0;
     DT_CHECK(dt_data_batch(tr->gpt.data, DT_SPLIT_VAL, (uint64_t)i, tr->B, tr->T, tr->gpt.tokens, tr->gpt.targets,
                            tr->gpt.example, &n_ex));
-    DT_CHECK(dt_gpt_forward(tr->gpt.model, tr->gpt.tokens, tr->gpt.targets, tr->B, tr->T, &loss));
+    DT_CHECK(run->forward(tr, tr->gpt.tokens, tr->gpt.targets, &loss));
     size_t counted = 0;
     for (size_t k = 0; k < n; k++) counted += tr->gpt.targets[k] >= 0;
     sum->loss += (double)loss * (double)counted;
     sum->counted += (double)counted;
     if (dt_data_has_accuracy(tr->gpt.data) && n_ex > 0) {
         int nc = 0;
-        DT_CHECK(dt_gpt_position_stats(tr->gpt.model, tr->gpt.pos_loss, tr->gpt.pos_correct));
+        DT_CHECK(run->position_stats(tr, tr->gpt.pos_loss, tr->gpt.pos_correct));
         dt_data_count_correct(tr->gpt.example, tr->gpt.pos_correct, (int)n, n_ex, &nc);
         sum->examples += n_ex;
         sum->correct += nc;
     }
     return DT_OK;
+}
+
+static dt_status dt__gpt_eval_batch(dt_trainer *tr, int i, dt__eval_sums *sum)
+{
+    return dt__gpt_eval_batch_with(tr, &dt__gpt_whole, i, sum);
 }
 
 const dt__model_kind dt__model_gpt = {

@@ -186,6 +186,10 @@ static dt_status dt__nf_locate(dt_trainer *tr)
     if (where[0]) return DT_OK;
     const dt_paramset *L = tr->kind->layout(tr);
     float *g = tr->kind->grads(tr), *w = tr->kind->params(tr);
+    if (!g || !w) { /* ZeRO-2/3: no whole buffers to look into */
+        snprintf(where, cap, "%s", DT__NF_NOWHERE);
+        return DT_OK;
+    }
     for (int i = L->count - 1; i >= 0; i--) {
         int bad = 0;
         DT_CHECK(dt__nf_any(tr->be, g + L->info[i].offset, L->info[i].numel, &bad));

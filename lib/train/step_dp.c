@@ -76,22 +76,9 @@ static dt_status dt__buckets_init(dt_trainer *tr)
     tr->dp.queue = calloc((size_t)n_layers, sizeof *tr->dp.queue);
     if (!tr->dp.bucket_off || !tr->dp.bucket_len || !tr->dp.bucket_low || !tr->dp.queue)
         return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory for gradient buckets");
-    size_t end = ps->numel, acc = 0;
-    tr->dp.n_buckets = 0;
-    for (int layer = L; layer >= -1; layer--) {
-        /* tensors of the layer: embedding 0..1, block l 2+12l..13+12l, head the last 3 */
-        int first = layer == -1 ? 0 : layer == L ? ps->count - 3 : 2 + 12 * layer;
-        size_t lo = ps->info[first].offset;
-        acc += end - lo;
-        end = lo;
-        if (acc * sizeof(float) >= tr->cfg.bucket_bytes || layer == -1) {
-            int b = tr->dp.n_buckets++;
-            tr->dp.bucket_off[b] = lo;
-            tr->dp.bucket_len[b] = acc;
-            tr->dp.bucket_low[b] = layer;
-            acc = 0;
-        }
-    }
+    /* layers in backward order cut at bucket_bytes (ZeRO-2's units are the same buckets) */
+    tr->dp.n_buckets =
+        dt__zgpt_buckets(ps, L, tr->cfg.bucket_bytes, tr->dp.bucket_off, tr->dp.bucket_len, tr->dp.bucket_low);
     pthread_mutex_init(&tr->dp.mu, NULL);
     pthread_cond_init(&tr->dp.cv, NULL);
     if (pthread_create(&tr->dp.comm_thread, NULL, dt__comm_main, tr) != 0)

@@ -1,14 +1,21 @@
-/* step_zero.c: the ZeRO-1 strategy (--use-distributed-optimizer with data
- * parallelism; lib/parallel/zero.c holds the algorithm, docs/zero.md explains it).
- * Every rank keeps the whole model's weights and gradients but only its
- * segment of the optimizer state (and, under mixed precision, of the FP32
- * master weights): the step reduce-scatters the gradients, updates the
- * rank's segment and all-gathers the new weights.
+/* step_zero.c: the ZeRO strategies with data parallelism (lib/parallel/zero.c
+ * and zero_gpt.c hold the algorithms, docs/zero.md explains them).
  *
- * Invariants: the segments partition the flat buffer; after a step every
- * rank holds the same weights, equal to the replica strategy's up to the
- * order of the gradient sums; the loss is summed before the update, so a
- * non-finite one stops the step on every rank. */
+ * Stage 1 (--use-distributed-optimizer, --zero-stage 1): every rank keeps
+ * the whole model's weights and gradients but only its segment of the
+ * optimizer state (and, under mixed precision, of the FP32 master
+ * weights): the step reduce-scatters the gradients, updates the rank's
+ * segment and all-gathers the new weights.
+ *
+ * Stages 2 and 3 (--zero-stage 2|3): the model is lib/parallel/zero_gpt.c's
+ * sharded GPT (the kind of model_gpt_zero.c), whose backward has already
+ * reduce-scattered the gradients unit by unit into the rank's shard; the
+ * step updates the shard and (stage 2) all-gathers the whole weights.
+ *
+ * Invariants: the segments partition the flat buffer (each unit's); after
+ * a step every rank holds the same weights, equal to the replica
+ * strategy's up to the order of the gradient sums; the loss is summed
+ * before the update, so a non-finite one stops the step on every rank. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
@@ -16,9 +23,33 @@
 #include "dt_time.h"
 #include "trainer_internal.h"
 
+static dt_status dt__tr_zgpt_create(dt_trainer *tr)
+{
+    const dt_train_config *cfg = &tr->cfg;
+    dt_comm *dp = cfg->comm;
+    if (!dp) { /* one process: one shard, the whole */
+        DT_CHECK(dt_comm_self_create(&tr->zself));
+        dp = tr->zself;
+    }
+    if (tr->be->device == DT_DEVICE_CUDA && cfg->comm) DT_CHECK(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm));
+    const dt__zgpt_config zc = {.model = &tr->cfg.model,
+                                .stage = cfg->zero_stage,
+                                .precision = cfg->precision,
+                                .recompute = cfg->recompute,
+                                .bucket_bytes = cfg->bucket_bytes,
+                                .seed = cfg->seed,
+                                .optim = &tr->cfg.optim};
+    DT_CHECK(dt__zgpt_create(&zc, tr->gcomm ? tr->gcomm : dp, tr->be, &tr->zgpt));
+    /* the collectives' steps on the trace's comm lane (the hook writes only with a trace open) */
+    const dt_collective_opts opts = {.chunk_bytes = cfg->allreduce_chunk_bytes, .hook = dt__comm_hook, .hook_ctx = tr};
+    dt__zgpt_set_coll(tr->zgpt, &opts);
+    return DT_OK;
+}
+
 dt_status dt__tr_zero_create(dt_trainer *tr)
 {
     const dt_train_config *cfg = &tr->cfg;
+    if (cfg->zero_stage >= 2) return dt__tr_zgpt_create(tr);
     /* the device gradients' communicator: NCCL on the GPU (made here, before the buckets would) */
     if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm));
     DT_CHECK(
@@ -31,22 +62,22 @@ dt_status dt__tr_zero_create(dt_trainer *tr)
     return DT_OK;
 }
 
-/* Under mixed precision the weights are the FP32 masters, whose segments
- * the ranks hold (the model's buffer holds their 16-bit values): their
- * fingerprint (summary.c's sum of w_i u(i)) added over the ranks. Collective. */
-static dt_status dt__zero_probe(dt_trainer *tr)
+/* The weights' fingerprint (summary.c's sum of w_i u(i)) from the FP32
+ * masters, whose segments the ranks hold (under mixed precision at stage 1,
+ * and always at stages 2 and 3), added over the ranks. Collective. */
+static dt_status dt__zero_probe(dt_trainer *tr, const dt__zero *z, dt_comm *comm)
 {
-    const float *master = dt__zero_master(tr->zero);
+    const float *master = dt__zero_master(z);
     if (!master) return DT_OK;
     size_t lo = 0, len = 0;
-    dt__zero_shard(tr->zero, &lo, &len);
+    dt__zero_shard(z, &lo, &len);
     float *h = malloc((len ? len : 1) * sizeof *h);
     dt_status st = !h ? DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory for the weights fingerprint")
                       : tr->be->copy(tr->be, h, master, len * sizeof *h, DT_COPY_D2H);
     double mine = 0.0;
-    for (size_t i = 0; st == DT_OK && i < len; i++) mine += (double)h[i] * dt__probe_u(lo + i);
+    for (size_t i = 0; st == DT_OK && i < len; i++) mine += (double)h[i] * dt__probe_u(dt__zero_shard_index(z, i));
     free(h);
-    if (st == DT_OK) st = dt_comm_sum_doubles(tr->cfg.comm, &mine, 1);
+    if (st == DT_OK && comm) st = dt_comm_sum_doubles(comm, &mine, 1);
     if (st == DT_OK) tr->zero_probe = mine, tr->zero_probed = 1;
     return st;
 }
@@ -55,7 +86,7 @@ static dt_status dt__zero_probe(dt_trainer *tr)
 dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c)
 {
     float l = (float)c->loss_sum;
-    DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));
+    if (tr->cfg.comm) DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));
     c->loss_sum = l;
     DT_CHECK(dt__loss_check(tr, c->loss_sum));
     c->t_opt = dt_time_ns();
@@ -67,8 +98,15 @@ dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c)
                                    .position = tr->iter,
                                    .clip_grad = tr->cfg.clip_grad,
                                    .coll = &opts,
-                                   .scalar_comm = tr->cfg.comm};
+                                   .scalar_comm = tr->cfg.comm ? tr->cfg.comm : tr->zself};
+    if (tr->zgpt) {
+        DT_CHECK(dt__zgpt_update(tr->zgpt, &za, &c->ur));
+        if (tr->iter + 1 == tr->cfg.train_iters) /* after the last step */
+            DT_CHECK(dt__zero_probe(tr, dt__zgpt_zero(tr->zgpt), tr->cfg.comm));
+        return DT_OK;
+    }
     DT_CHECK(dt__zero_step(tr->zero, tr->kind->params(tr), tr->kind->grads(tr), &za, &c->ur));
-    if (tr->iter + 1 == tr->cfg.train_iters) DT_CHECK(dt__zero_probe(tr)); /* after the last step */
+    if (tr->iter + 1 == tr->cfg.train_iters)
+        DT_CHECK(dt__zero_probe(tr, tr->zero, tr->cfg.comm)); /* after the last step */
     return DT_OK;
 }

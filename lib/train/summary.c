@@ -22,6 +22,7 @@ static double dt__param_probe(dt_trainer *tr)
 {
     if (tr->pipe.rt) return tr->pipe.probe;     /* added over the stages after the last step */
     if (tr->zero_probed) return tr->zero_probe; /* ZeRO's sharded FP32 masters, after the last step */
+    if (!tr->kind->params(tr)) return NAN;      /* no whole buffer (ZeRO-2/3 before their last step) */
     size_t n = tr->kind->layout(tr)->numel;
     float *w = malloc(n * sizeof *w);
     if (!w || tr->be->copy(tr->be, w, tr->kind->params(tr), n * sizeof *w, DT_COPY_D2H) != DT_OK) {
@@ -32,6 +33,50 @@ static double dt__param_probe(dt_trainer *tr)
     for (size_t i = 0; i < n; i++) s += (double)w[i] * dt__probe_u(i);
     free(w);
     return s;
+}
+
+/* This rank's bytes of weights, gradients and optimizer state (FP32
+ * masters included), kept between steps, and of the working buffers of
+ * ZeRO-2/3, as docs/zero.md defines them: measured from the buffers at
+ * ZeRO-2/3 (lib/parallel/zero_gpt.c); for one process, data parallelism
+ * and ZeRO-1 on the GPT, the buffers lib/model/gpt.c allocates (FP32: the
+ * weights and gradients, numel floats each; --fp16/--bf16: the 16-bit
+ * compute copy and its FP32 widening for the GEMMs, or at ZeRO-1 the
+ * buffer of 16-bit values in FP32, and the FP32 gradients plus one
+ * micro-batch's). null for the other strategies and models. */
+static json_t *dt__model_state_bytes(const dt_trainer *tr)
+{
+    dt__zgpt_bytes b = {0};
+    if (tr->zgpt) {
+        dt__zgpt_bytes_of(tr->zgpt, &b);
+    } else if (tr->kind == &dt__model_gpt &&
+               (tr->strategy == DT__STRATEGY_REPLICA || tr->strategy == DT__STRATEGY_ZERO)) {
+        const size_t N = tr->kind->layout(tr)->numel, f = sizeof(float);
+        const int mixed = tr->cfg.precision != DT_F32;
+        b.weights = !mixed ? N * f : tr->zero ? N * f : N * (dt_dtype_size(tr->cfg.precision) + f);
+        b.gradients = N * f * (mixed ? 2 : 1);
+        b.optimizer = tr->zero ? dt__zero_master_bytes(tr->zero) + dt__zero_state_bytes(tr->zero)
+                               : (mixed ? N * f : 0) + (tr->opt_ready ? dt_optim_state_bytes(&tr->opt) : 0);
+    } else {
+        return json_null();
+    }
+    return json_pack("{s:I, s:I, s:I, s:I}", "weights", (json_int_t)b.weights, "gradients", (json_int_t)b.gradients,
+                     "optimizer", (json_int_t)b.optimizer, "working", (json_int_t)b.working);
+}
+
+/* ZeRO-2/3: the units and the communication of the run so far (per rank). */
+static json_t *dt__zero_summary(dt_trainer *tr)
+{
+    if (!tr->zgpt) return json_null();
+    dt__zgpt_traffic t;
+    dt__zgpt_traffic_of(tr->zgpt, &t);
+    size_t lo, len;
+    dt__zero_shard(dt__zgpt_zero(tr->zgpt), &lo, &len);
+    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "stage", tr->cfg.zero_stage, "units",
+                     dt__zero_units(dt__zgpt_zero(tr->zgpt)), "shard_numel", (json_int_t)len, "gathers",
+                     (json_int_t)t.gathers, "gather_floats", (json_int_t)t.gather_floats, "reduce_scatters",
+                     (json_int_t)t.scatters, "reduce_scatter_floats", (json_int_t)t.scatter_floats, "refreshes",
+                     (json_int_t)t.refreshes, "refresh_floats", (json_int_t)t.refresh_floats);
 }
 
 dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
@@ -60,7 +105,10 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         /* this rank's FP32 master weights and optimizer state: the model's, its stage's or tensor shard's
          * (pipeline, tensor parallelism), or its ZeRO-1 shard's (--use-distributed-optimizer) */
-        const dt__zero *z = tr->zero ? tr->zero : tr->pipe.rt ? dt__pipe_zero(tr->pipe.rt) : NULL;
+        const dt__zero *z = tr->zero      ? tr->zero
+                            : tr->zgpt    ? dt__zgpt_zero(tr->zgpt)
+                            : tr->pipe.rt ? dt__pipe_zero(tr->pipe.rt)
+                                          : NULL;
         const size_t whole = (tr->pipe.rt ? dt__pipe_layout(tr->pipe.rt) : tr->kind->layout(tr))->numel;
         dt__jset(o, "master_weight_bytes",
                  json_integer(
@@ -72,6 +120,8 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
                                            : tr->opt_ready ? dt_optim_state_bytes(&tr->opt)
                                                            : 0)),
                  &bad);
+        dt__jset(o, "model_state_bytes", dt__model_state_bytes(tr), &bad);
+        dt__jset(o, "zero", dt__zero_summary(tr), &bad);
         dt__jset(o, "parameter_server", dt__tr_ps_summary(tr), &bad);
         dt__jset(o, "pipeline", dt__tr_pipe_summary(tr), &bad);
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);

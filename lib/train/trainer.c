@@ -69,10 +69,10 @@ static void dt__tr_layout_ranks(dt_trainer *tr)
         tr->dp_rank = (tr->rank / cfg->tensor_size) % tr->dp_size;
     }
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
-    tr->strategy = split                                               ? DT__STRATEGY_PIPE
-                   : cfg->ps_mode != DT_PS_NONE                        ? DT__STRATEGY_PS
-                   : cfg->use_distributed_optimizer && tr->dp_size > 1 ? DT__STRATEGY_ZERO
-                                                                       : DT__STRATEGY_REPLICA;
+    tr->strategy = split                                                                         ? DT__STRATEGY_PIPE
+                   : cfg->ps_mode != DT_PS_NONE                                                  ? DT__STRATEGY_PS
+                   : (cfg->use_distributed_optimizer && tr->dp_size > 1) || cfg->zero_stage >= 2 ? DT__STRATEGY_ZERO
+                                                                                                 : DT__STRATEGY_REPLICA;
 }
 
 static dt_status dt__tr_strategy_create(dt_trainer *tr)
@@ -95,7 +95,9 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     dt_status st = DT_OK;
 
     tr->cfg = *cfg;
-    tr->kind = cfg->model_kind == DT_MODEL_MLP_BN ? &dt__model_mlp : &dt__model_gpt;
+    tr->kind = cfg->model_kind == DT_MODEL_MLP_BN ? &dt__model_mlp
+               : cfg->zero_stage >= 2             ? &dt__model_gpt_zero
+                                                  : &dt__model_gpt;
     tr->pipe.probe = NAN;
     DT_CHECK_GOTO(dt__strdup(cfg->data.task, &tr->task), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->data.path, &tr->path), st, fail);
@@ -184,8 +186,10 @@ void dt_trainer_free(dt_trainer *tr)
     free(tr->ck.saved);
     dt__pipe_free(tr->pipe.rt);
     dt__zero_free(tr->zero);
+    dt__zgpt_free(tr->zgpt);
     free(tr->pipe.figures);
     dt_comm_free(tr->gcomm);
+    dt_comm_free(tr->zself);
     if (tr->opt_ready) dt_optim_free(&tr->opt);
     tr->kind->destroy(tr);
     dt_backend_destroy(tr->be);

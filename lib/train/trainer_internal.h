@@ -6,7 +6,9 @@
  * owns one sub-struct of dt_trainer:
  *   model_gpt.c, model_mlp.c  the model kind behind dt__model_kind (gpt, mlp)
  *   step_dp.c       one process or allreduce data parallelism: buckets, comm thread (dp)
- *   step_zero.c     ZeRO-1: reduce-scatter, shard update, all-gather (zero)
+ *   step_zero.c     ZeRO-1: reduce-scatter, shard update, all-gather (zero);
+ *                   ZeRO-2/3: the sharded GPT's update (zgpt)
+ *   model_gpt_zero.c the GPT kind of ZeRO-2/3 over lib/parallel/zero_gpt.c
  *   step_ps.c       parameter-server workers and servers (ps)
  *   step_pipe.c     pipeline and tensor parallelism: the stage runtime (pipe)
  *   nonfinite.c     non-finite loss or gradient norm: the first bad layer (nf)
@@ -40,6 +42,7 @@
 #include "ps.h"
 #include "update.h"
 #include "zero.h"
+#include "zero_gpt.h"
 
 /* How this trainer's steps run (fixed at create). */
 typedef enum dt__strategy {
@@ -92,7 +95,25 @@ typedef struct dt__model_kind {
     int gpt_layers;
 } dt__model_kind;
 
-extern const dt__model_kind dt__model_gpt, dt__model_mlp;
+extern const dt__model_kind dt__model_gpt, dt__model_mlp, dt__model_gpt_zero;
+
+/* model_gpt.c: one GPT's forward and backward of the current micro-batch
+ * (the trainer's B, T), for the step's weighting of micro-batches and the
+ * evaluation that both GPT kinds share: the whole model of this process,
+ * or the sharded one of ZeRO stages 2 and 3 (model_gpt_zero.c). */
+typedef struct dt__gpt_runner {
+    dt_status (*forward)(dt_trainer *tr, const int32_t *tokens, const int32_t *targets, float *loss);
+    dt_status (*backward)(dt_trainer *tr, float scale);
+    dt_status (*position_stats)(dt_trainer *tr, float *losses, uint8_t *correct);
+    size_t (*activation_bytes)(const dt_trainer *tr);
+} dt__gpt_runner;
+dt_status dt__gpt_accumulate_with(dt_trainer *tr, const dt__gpt_runner *run, float S, int share, double *loss_sum,
+                                  size_t *act_bytes);
+dt_status dt__gpt_eval_batch_with(dt_trainer *tr, const dt__gpt_runner *run, int i, dt__eval_sums *sum);
+/* The GPT kind's data and batch buffers (split: no whole model), and their end. */
+dt_status dt__gpt_create(dt_trainer *tr, int split);
+void dt__gpt_destroy(dt_trainer *tr);
+int dt__gpt_has_accuracy(const dt_trainer *tr);
 
 struct dt_trainer {
     dt_train_config cfg; /* copy; strings point to the owned copies below */
@@ -153,6 +174,8 @@ struct dt_trainer {
     } dp;
 
     dt__zero *zero;  /* step_zero.c: ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
+    dt__zgpt *zgpt;  /* step_zero.c: ZeRO-2/3 (cfg.zero_stage >= 2), the model of dt__model_gpt_zero, else NULL */
+    dt_comm *zself;  /* owned: the one-rank communicator of ZeRO-2/3 without cfg.comm */
     int zero_probed; /* step_zero.c: zero_probe holds the FP32 masters' fingerprint (mixed precision) */
     double zero_probe;
 
