@@ -126,6 +126,15 @@ static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
                c->comm->size - c->num_ps_servers, c->comm->size - c->num_ps_servers == 1 ? "" : "s", c->num_ps_servers,
                c->num_ps_servers == 1 ? "" : "s", c->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async",
                c->ps_mode == DT_PS_ASYNC && c->max_staleness >= 0 ? ", bounded staleness" : "");
+    else if (c->zero_stage >= 2)
+        printf("parallel: %d data-parallel rank%s, ZeRO-%d: gradients reduce-scattered %s during every backward%s, "
+               "optimizer state and FP32 weights sharded\n",
+               c->comm ? c->comm->size : 1,
+               c->comm && c->comm->size == 1 ? ""
+               : c->comm                     ? "s"
+                                             : "",
+               c->zero_stage, c->zero_stage == 2 ? "per bucket" : "per layer",
+               c->zero_stage == 3 ? ", each layer's weights all-gathered before its forward and backward" : "");
     else if (c->comm && c->use_distributed_optimizer)
         printf("parallel: %d data-parallel rank%s, ZeRO-1: gradients reduce-scattered, optimizer state sharded, "
                "weights all-gathered\n",
@@ -164,8 +173,7 @@ void dtrain_print_setup(const dt_trainer *tr)
     if (dt_trainer_threads_automatic(tr))
         printf("dtrain %s on %s, up to %d threads (automatic: fewer while fewer run faster)\n", DT_VERSION_STRING,
                c->device, c->threads);
-    else
-        printf("dtrain %s on %s, %d thread%s\n", DT_VERSION_STRING, c->device, c->threads, c->threads == 1 ? "" : "s");
+    else printf("dtrain %s on %s, %d thread%s\n", DT_VERSION_STRING, c->device, c->threads, c->threads == 1 ? "" : "s");
     dtrain_print_model(c, tr, params);
     const int n_micro = dtrain_micro_per_rank(c);
     dtrain_print_batch(c, n_micro);

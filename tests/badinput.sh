@@ -291,6 +291,7 @@ numeric dtrain "$DTRAIN" --train-iters 0 <<'EOF'
 --pipeline-model-parallel-size | i | -1 0 65
 --allreduce-chunk-bytes | i | -1
 --bucket-size-mb | f | -1 1048577 1e300
+--zero-stage | i | -1 4
 --threads | i | -1 1025
 --log-interval | i | -1 0
 --eval-interval | i | -1
@@ -299,6 +300,11 @@ EOF
 
 # ---- dtrain: values the parser takes but the configuration refuses --------------------
 table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 <<'EOF'
+2 | --use-distributed-optimizer is ZeRO stage 1 | --zero-stage 2 --use-distributed-optimizer
+2 | --zero-stage 3 with tied embeddings | --zero-stage 3 --model gpt2-124m
+2 | --zero-stage 2 with --recompute-granularity full | --zero-stage 2 --recompute-granularity full
+2 | --zero-stage 3: the GPT only | --zero-stage 3 --model mlp-bn --task blobs
+2 | --zero-stage 2: --optimizer lars | --zero-stage 2 --optimizer lars
 2 | too many tokens | --micro-batch-size 2147483647
 2 | --seq-length 65536 | --seq-length 65536
 2 | --num-attention-heads 2147483647 | --num-attention-heads 2147483647
@@ -393,6 +399,9 @@ if [ "$HAVE_MPI" = 1 ]; then
 2 | does not divide --num-attention-heads 4 | 3 | --tensor-model-parallel-size 3
 2 | does not divide --num-attention-heads 2 | 4 | --tensor-model-parallel-size 4 --num-attention-heads 2
 2 | --use-distributed-optimizer | 3 | --allreduce ps-sync --use-distributed-optimizer
+2 | --zero-stage 2 with --pipeline-model-parallel-size 2 | 2 | --zero-stage 2 --pipeline-model-parallel-size 2
+2 | --zero-stage 3 with --tensor-model-parallel-size 2 | 2 | --zero-stage 3 --tensor-model-parallel-size 2
+2 | --zero-stage 3 shards over an allreduce group | 3 | --allreduce ps-sync --zero-stage 3
 2 | at least 2 ranks | 1 | --allreduce ps-sync
 2 | --num-ps-servers 2 | 2 | --allreduce ps-sync --num-ps-servers 2
 2 | --num-ps-servers 3 | 3 | --allreduce ps-async --num-ps-servers 3

@@ -195,6 +195,9 @@ if [ "$HAVE_MPI" = 1 ]; then
     resume zero 2 $GPT --micro-batch-size 4 --global-batch-size 8 --use-distributed-optimizer
     resume zero-fp16 2 $GPT --micro-batch-size 4 --global-batch-size 8 --use-distributed-optimizer --fp16 \
         --initial-loss-scale 131072 --loss-scale-window 3 --hysteresis 1
+    resume zero2 2 $GPT --micro-batch-size 4 --global-batch-size 8 --zero-stage 2 --bucket-size-mb 0.05
+    resume zero3-fp16 3 $GPT --micro-batch-size 4 --global-batch-size 12 --zero-stage 3 --fp16 \
+        --initial-loss-scale 131072 --loss-scale-window 3 --hysteresis 1
     resume ps-sync 3 $GPT --micro-batch-size 4 --global-batch-size 8 --allreduce ps-sync
     resume gpipe 2 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 --pipeline-schedule gpipe
     resume 1f1b 2 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b
