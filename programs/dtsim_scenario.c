@@ -277,7 +277,14 @@ static int dtsim_scenario_parallel(const dtsim_opts *o, dt_arg *args, int n_args
         }
         sc->num_ps_servers = o->job.num_ps_servers;
     }
+    if (o->job.distributed_optimizer && o->job.zero_stage >= 2) {
+        fprintf(stderr,
+                PROG ": --use-distributed-optimizer is ZeRO stage 1 and --zero-stage is %d: give one of the two\n",
+                o->job.zero_stage);
+        return 2;
+    }
     if (o->job.distributed_optimizer) sc->zero = 1;
+    if (GIVEN("--zero-stage")) sc->zero = o->job.zero_stage;
     if (GIVEN("--bucket-size-mb")) sc->bucket_bytes = (int64_t)(o->job.bucket_mb * (1 << 20));
     if (GIVEN("--allreduce-chunk-bytes")) sc->chunk_bytes = o->job.allreduce_chunk_bytes;
     if (o->job.slow_rank) {
@@ -413,7 +420,11 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
         fprintf(f, " + %d parameter server%s", sc->num_ps_servers, sc->num_ps_servers == 1 ? "" : "s");
     fprintf(f, " (%d rank%s), schedule %s, exchange %s%s, %s%s\n", dts_scenario_world(sc),
             dts_scenario_world(sc) == 1 ? "" : "s", dt_sched_kind_name(sc->schedule), sc->exchange_name,
-            sc->zero ? " + ZeRO-1" : "", sc->precision,
+            sc->zero == 1   ? " + ZeRO-1"
+            : sc->zero == 2 ? " + ZeRO-2"
+            : sc->zero == 3 ? " + ZeRO-3"
+                            : "",
+            sc->precision,
             sc->recompute == 1   ? ", full recomputation"
             : sc->recompute == 2 ? ", selective recomputation"
                                  : "");

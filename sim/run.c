@@ -27,6 +27,45 @@ static int64_t dts__mem_ns(const dts_scenario *sc, double bytes)
     return dts__ns(bytes / (sc->hw.mem_bytes_per_s * 1e-9));
 }
 
+/* ZeRO-2/3's units (lib/parallel/zero_gpt.c): stage 3 a unit per layer,
+ * stage 2 data parallelism's buckets (layers in backward order cut at
+ * bucket_bytes, whatever the precision); and the bytes a rank keeps
+ * (docs/zero.md): weights (stage 2: the whole model, FP32 or 16-bit),
+ * its share of the FP32 gradients and of the FP32 masters and the
+ * optimizer's states, one unit's gradient buffer and (stage 3, or stage 2
+ * under mixed precision) one layer's FP32 weights. */
+static dt_status dts__zg_setup(dts__sim *s, const dts_scenario *sc)
+{
+    const int L = sc->model.num_layers, fp32 = !strcmp(sc->precision, "fp32");
+    s->zg_bytes = calloc((size_t)L + 2, sizeof *s->zg_bytes);
+    s->zg_rs_at = calloc((size_t)L + 2, sizeof *s->zg_rs_at);
+    if (!s->zg_bytes || !s->zg_rs_at) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
+    int64_t acc = 0, big_unit = 0, big_layer = 0, prm = 0;
+    s->zg_n = 0;
+    for (int l = L; l >= -1; l--) {
+        const int64_t b = sc->cost.params[l + 1] * 4;
+        acc += b;
+        prm += sc->cost.params[l + 1];
+        if (b > big_layer) big_layer = b;
+        if (sc->zero == 3 || acc >= sc->bucket_bytes || l == -1) {
+            s->zg_rs_at[l + 1] = acc;
+            if (acc > big_unit) big_unit = acc;
+            s->zg_bytes[s->zg_n++] = acc; /* descending; reversed below */
+            acc = 0;
+        }
+    }
+    for (int i = 0; i < s->zg_n / 2; i++) {
+        const int64_t t = s->zg_bytes[i];
+        s->zg_bytes[i] = s->zg_bytes[s->zg_n - 1 - i];
+        s->zg_bytes[s->zg_n - 1 - i] = t;
+    }
+    const int64_t share = (prm + sc->d - 1) / sc->d;
+    const int64_t weights = sc->zero == 2 ? prm * (fp32 ? 4 : 2) : 0;
+    s->zg_static = weights + share * 4 + share * 4 * (1 + (int64_t)sc->optimizer_states) + big_unit +
+                   (sc->zero == 3 || !fp32 ? big_layer : 0);
+    return DT_OK;
+}
+
 static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o, double bw_scale)
 {
     const int L = sc->model.num_layers, P = dts__is_pipe(sc) ? sc->p : 1;
@@ -144,6 +183,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d nodes", s->n_nodes);
     }
     const int states = sc->optimizer_states;
+    if (sc->zero >= 2) DT_CHECK(dts__zg_setup(s, sc));
     for (int i = 0; i < s->n_units; i++) {
         dts__unit *u = &s->u[i];
         u->sim = s;
@@ -156,6 +196,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         u->record = s->keep_all || u->dpi == 0;
         const int64_t prm = s->params[u->stage];
         if (s->K) u->mem_static = prm * 8; /* weights + gradients; the servers keep the optimizer state */
+        else if (sc->zero >= 2) u->mem_static = s->zg_static;
         else if (sc->zero) u->mem_static = prm * 8 + prm * 4 * states / sc->d;
         else u->mem_static = prm * (8 + 4 * (int64_t)states);
         if (s->sched) { /* 8 messages in flight to start with; the rings grow to the largest backlog */
@@ -272,6 +313,9 @@ static void dts__teardown(dts__sim *s)
     if (s->bucket_open)
         for (int b = 0; b < s->n_buckets; b++) dts__cinst_free(s->bucket_open[b]);
     for (int k = 0; k < 2; k++) dts__cinst_free(s->zero_open[k]);
+    for (int k = 0; k < 3; k++) dts__cinst_free(s->zg_open[k]);
+    free(s->zg_bytes);
+    free(s->zg_rs_at);
     free(s->norm);
     free(s->srv);
     free(s->world_sync.members);

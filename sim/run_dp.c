@@ -5,7 +5,14 @@
  * communication lane when its lowest layer is done (FP32 only; with
  * --fp16/--bf16 the whole buffer after the backward); the lane allreduces
  * the buckets in order; then the loss allreduce and the optimizer. ZeRO-1:
- * reduce-scatter, the update of 1/d of the parameters, all-gather. A
+ * reduce-scatter, the update of 1/d of the parameters, all-gather.
+ * ZeRO-2/3 (lib/parallel/zero_gpt.c): after the backward of a unit's
+ * lowest layer, every micro-batch, the unit's gradient is reduce-scattered
+ * while the compute waits (the runtime runs it inline); stage 3 also
+ * all-gathers each layer's weights before its forward and each block's
+ * before its backward (the head's forward copy serves its backward, the
+ * embedding's backward reads none); then the loss, the update of 1/d and
+ * (stage 2) the all-gather of every unit's new weights. A
  * parameter server's worker pushes instead (run_ps.c). The activations a
  * layer keeps for its backward follow lib/'s arena, with recomputation.
  *
@@ -21,6 +28,16 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__dp_launch(dts__sim *s, dts__unit *u, int b);
 static void dts__dp_exchange(dts__sim *s, dts__unit *u);
 static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind);
+static void dts__zg_coll(dts__sim *s, dts__unit *u, int which, int64_t bytes);
+static void dts__dp_bwd_next(dts__sim *s, dts__unit *u, int64_t now);
+
+/* ZeRO-3: does the op at (layer, dir) gather its layer's weights first? */
+static int dts__zg_gathers(const dts__sim *s, const dts__unit *u)
+{
+    const dts_scenario *sc = s->sc;
+    if (sc->zero != 3 || sc->d < 2 || u->zg_have) return 0;
+    return !u->dir || (u->layer >= 0 && u->layer < sc->model.num_layers);
+}
 
 /* Activation bytes one tensor rank (of t) of a block keeps per micro-batch
  * (the arenas of lib/model/block.c and lib/parallel/tp.c): LayerNorm inputs
@@ -44,7 +61,11 @@ int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
  * the LayerNorm statistics 4, and the output of a stage's last block 4
  * (the head's input or the message sent on). The block runs in an FP32
  * working set (dts__block_act's, plus its unpacked input) while it runs. */
-int dts__packs(const dts_scenario *sc) { return strcmp(sc->precision, "fp32") != 0 && sc->recompute != 1; }
+int dts__packs(const dts_scenario *sc)
+{
+    /* ZeRO-2/3's GPT keeps its activations FP32 (lib/parallel/zero_gpt.c) */
+    return strcmp(sc->precision, "fp32") != 0 && sc->recompute != 1 && sc->zero < 2;
+}
 
 int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last)
 {
@@ -106,6 +127,11 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
         return;
     }
     if (a == 0) {
+        if (dts__zg_gathers(s, u)) { /* resumed by the gather's end with zg_have set */
+            dts__zg_coll(s, u, 1, sc->cost.params[u->layer + 1] * 4);
+            return;
+        }
+        u->zg_have = 0;
         const int slot = u->layer + 1;
         int64_t dur = u->dir ? sc->cost.bwd_ns[slot] : sc->cost.fwd_ns[slot];
         if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L)
@@ -133,26 +159,40 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
         if (!ps && sc->d > 1 && !sc->zero && u->mb == sc->m - 1 && !strcmp(sc->precision, "fp32"))
             for (int k = 0; k < s->n_buckets; k++)
                 if (s->bucket_low[k] == u->layer) dts__dp_launch(s, u, k);
-        if (u->layer > -1) {
-            u->layer--;
-        } else if (u->mb + 1 < sc->m) {
-            dts__memory(s, u);
-            u->mb++;
-            u->layer = -1;
-            u->dir = 0;
-        } else { /* backward done */
-            dts__memory(s, u);
-            u->bwd_done = 1;
-            const int64_t slow = u->rank == sc->slow_rank ? sc->slow_ns : 0;
-            u->exch_t0 = now + slow;
-            if (slow) {
-                dts__at(s, now + slow, dts__dp_op, u, 2, 0);
-                return;
-            }
-            if (ps) dts__ps_push(s, u);
-            else dts__dp_exchange(s, u);
+        if (sc->zero >= 2 && sc->d > 1 && s->zg_rs_at[slot]) { /* ZeRO-2/3: the unit's gradient, every micro-batch */
+            dts__zg_coll(s, u, 0, s->zg_rs_at[slot]);
             return;
         }
+        dts__dp_bwd_next(s, u, now);
+        return;
+    }
+    dts__at(s, now, dts__dp_op, u, 0, 0);
+}
+
+/* After a layer's backward (and ZeRO-2/3's reduce-scatter): the next op. */
+static void dts__dp_bwd_next(dts__sim *s, dts__unit *u, int64_t now)
+{
+    const dts_scenario *sc = s->sc;
+    const int ps = sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC;
+    if (u->layer > -1) {
+        u->layer--;
+    } else if (u->mb + 1 < sc->m) {
+        dts__memory(s, u);
+        u->mb++;
+        u->layer = -1;
+        u->dir = 0;
+    } else { /* backward done */
+        dts__memory(s, u);
+        u->bwd_done = 1;
+        const int64_t slow = u->rank == sc->slow_rank ? sc->slow_ns : 0;
+        u->exch_t0 = now + slow;
+        if (slow) {
+            dts__at(s, now + slow, dts__dp_op, u, 2, 0);
+            return;
+        }
+        if (ps) dts__ps_push(s, u);
+        else dts__dp_exchange(s, u);
+        return;
     }
     dts__at(s, now, dts__dp_op, u, 0, 0);
 }
@@ -230,12 +270,38 @@ static void dts__zero_coll(dts__sim *s, dts__unit *u, int which)
     dts_coll_arrive(ci->c, u->dpi);
 }
 
+/* ZeRO-2/3's collectives over the d ranks (which: 0 a unit's
+ * reduce-scatter, 1 stage 3's gather of a layer, 2 stage 2's gather of a
+ * unit's updated weights); each rank runs them in the same order, one at a
+ * time, so one open instance of each suffices. */
+static void dts__zg_coll(dts__sim *s, dts__unit *u, int which, int64_t bytes)
+{
+    static const int what[3] = {DTS__C_ZG_RS, DTS__C_ZG_AG, DTS__C_ZG_REFRESH};
+    dts__cinst *ci = s->zg_open[which];
+    if (!ci) {
+        dts__unit **m = malloc((size_t)s->sc->d * sizeof *m);
+        if (!m) return dts__fail(s, DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory"));
+        for (int i = 0; i < s->sc->d; i++) m[i] = &s->u[i];
+        ci = dts__cinst_new(s, which ? DTS_COLL_ALL_GATHER : DTS_COLL_REDUCE_SCATTER, m, s->sc->d, bytes, what[which],
+                            dts__dp_coll_done);
+        free(m);
+        if (!ci) return;
+        s->zg_open[which] = ci;
+    }
+    if (++ci->arrived == ci->n) s->zg_open[which] = NULL;
+    dts_coll_arrive(ci->c, u->dpi);
+}
+
 static void dts__dp_opt_done(dts_engine *e, void *ctx, int64_t a, int64_t b);
 
 void dts__dp_after_sync(dts__sim *s, dts__unit *u)
 {
-    u->opt_t0 = dts_engine_now(s->e);
-    if (s->sc->zero) dts__zero_coll(s, u, 0);
+    const int64_t now = dts_engine_now(s->e);
+    u->opt_t0 = now;
+    if (s->sc->zero >= 2) /* the shard's update; stage 2 then gathers the weights */
+        dts__at(s, now + dts__ns((double)s->params[0] / s->sc->d * s->sc->cost.optim_ns_per_param), dts__dp_opt_done, u,
+                3, 0);
+    else if (s->sc->zero) dts__zero_coll(s, u, 0);
     else dts__dp_optimizer(s, u);
 }
 
@@ -254,6 +320,12 @@ static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind)
                 1, 0);
         break;
     case DTS__C_ZERO_AG: dts__dp_opt_done(s->e, u, 2, 0); break;
+    case DTS__C_ZG_RS: dts__dp_bwd_next(s, u, now); break;
+    case DTS__C_ZG_AG:
+        u->zg_have = 1;
+        dts__dp_op(s->e, u, 0, 0);
+        break;
+    case DTS__C_ZG_REFRESH: dts__dp_opt_done(s->e, u, 3, 0); break;
     }
 }
 
@@ -264,7 +336,9 @@ static void dts__dp_optimizer(dts__sim *s, dts__unit *u)
     dts__at(s, now + dts__ns((double)s->params[0] * s->sc->cost.optim_ns_per_param), dts__dp_opt_done, u, 2, 0);
 }
 
-/* a = 1: ZeRO's update done (all-gather next); a = 2: the optimizer is done */
+/* a = 1: ZeRO's update done (all-gather next); a = 2: the optimizer is
+ * done; a = 3: ZeRO-2/3's update or one of stage 2's gathers is done (the
+ * next unit's gather, or the end) */
 static void dts__dp_opt_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
 {
     (void)b;
@@ -273,6 +347,13 @@ static void dts__dp_opt_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
     if (a == 1) {
         dts__zero_coll(s, u, 1);
         return;
+    }
+    if (a == 3) {
+        if (s->sc->zero == 2 && s->sc->d > 1 && u->zg_refresh < s->zg_n) {
+            dts__zg_coll(s, u, 2, s->zg_bytes[u->zg_refresh++]);
+            return;
+        }
+        u->zg_refresh = 0;
     }
     dts__span(s, u, "optimizer", "optim", DT_LANE_OPTIM, u->opt_t0, dts_engine_now(e), u->step, DT_TRACE_NONE,
               DT_TRACE_NONE, DT_TRACE_NONE);

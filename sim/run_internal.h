@@ -73,6 +73,8 @@ typedef struct dts__unit {
     /* data parallel / parameter server worker */
     int mb, layer, dir; /* dir 0 forward, 1 backward */
     int next_bucket, buckets_ready, buckets_done, comm_busy, bwd_done;
+    int zg_have;    /* ZeRO-3: the layer about to run has its weights gathered */
+    int zg_refresh; /* ZeRO-2: the unit whose updated weights are being all-gathered */
     int64_t exch_t0;
     int replies;
     int64_t *pulled; /* (K) server versions at this worker's last pull */
@@ -99,7 +101,15 @@ typedef struct dts__cinst {
     int arrived;           /* members that arrived: the instance takes no more once all have */
 } dts__cinst;
 
-enum { DTS__C_OPT_DP = 0, DTS__C_BUCKET, DTS__C_ZERO_RS, DTS__C_ZERO_AG };
+enum {
+    DTS__C_OPT_DP = 0,
+    DTS__C_BUCKET,
+    DTS__C_ZERO_RS,
+    DTS__C_ZERO_AG,
+    DTS__C_ZG_RS,
+    DTS__C_ZG_AG,
+    DTS__C_ZG_REFRESH
+};
 
 /* An analytic sync (world loss allreduce, pipeline norm allreduce). */
 typedef struct dts__sync {
@@ -161,6 +171,16 @@ struct dts__sim {
     int *bucket_low;
     dts__cinst **bucket_open; /* (n_buckets) */
     dts__cinst *zero_open[2];
+    /* ZeRO-2/3 (lib/parallel/zero_gpt.c): the units, ascending in the flat
+     * buffer (stage 2 the buckets, stage 3 the layers); a unit's gradient
+     * is reduce-scattered after its lowest layer's backward, every
+     * micro-batch; stage 3 all-gathers a layer's weights before its
+     * forward and before a block's backward */
+    int zg_n;
+    int64_t *zg_bytes;      /* (zg_n) FP32 bytes of each unit */
+    int64_t *zg_rs_at;      /* (L+2) the bytes reduce-scattered after layer slot's backward, 0 none */
+    dts__cinst *zg_open[3]; /* the open reduce-scatter, gather, refresh */
+    int64_t zg_static;      /* a rank's bytes of model state and working buffers */
     dts__sync loss_sync;
     /* parameter server */
     int W, K;

@@ -23,7 +23,13 @@ static void dts__run_name(const dts_scenario *sc, char *buf, size_t n)
                  sc->d > 1 ? " " : "", sc->d > 1 ? sc->exchange_name : "");
     else if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
         snprintf(buf, n, "%s W=%d K=%d m=%d", sc->exchange_name, sc->d, sc->num_ps_servers, sc->m);
-    else snprintf(buf, n, "dp d%d %s%s m=%d", sc->d, sc->exchange_name, sc->zero ? " zero1" : "", sc->m);
+    else
+        snprintf(buf, n, "dp d%d %s%s m=%d", sc->d, sc->exchange_name,
+                 sc->zero == 1   ? " zero1"
+                 : sc->zero == 2 ? " zero2"
+                 : sc->zero == 3 ? " zero3"
+                                 : "",
+                 sc->m);
 }
 
 /* fprintf when there is somewhere to print (dts_validate's out may be NULL) */

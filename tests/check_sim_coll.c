@@ -448,6 +448,52 @@ START_TEST(test_run_models)
 }
 END_TEST
 
+/* ZeRO's traffic per rank and step, from the comm spans' bytes (a ring
+ * step moves one segment: (n-1)/n of the buffer per collective): stage 1
+ * reduce-scatters and all-gathers the whole buffer (2 psi); stage 2
+ * reduce-scatters every micro-batch's gradient and gathers the updated
+ * weights once (m + 1 psi); stage 3 gathers every layer before its forward
+ * and every block before its backward and reduce-scatters every
+ * micro-batch's gradient (2 psi + the blocks' psi per micro-batch: the
+ * paper's 3 psi, less the head and the embedding, which are not gathered
+ * again for the backward). Also the spans' count: one reduce-scatter a
+ * unit and micro-batch. */
+START_TEST(test_run_zero_traffic)
+{
+    const int L = 4, n = 4, m = 2, steps = 3;
+    const int64_t psi = (int64_t)(L + 2) * 1000 * 4, blocks = (int64_t)L * 1000 * 4; /* bytes */
+    for (int stage = 1; stage <= 3; stage++) {
+        dts_scenario sc;
+        dt_test_fixed_scenario(&sc, L, 1, m, steps, DT_SCHED_1F1B, 100000, 200000);
+        sc.d = n;
+        sc.zero = stage;
+        sc.chunk_bytes = 0;
+        sc.bucket_bytes = 2 * 1000 * 4; /* stage 2: buckets of two layers, three units */
+        sc.hw = dt_test_flat_hw(5000, 2.0);
+        dts_run_opts o = {.keep_events = 1};
+        dts_summary s;
+        ck_assert_msg(dts_run(&sc, &o, &s) == DT_OK, "%s", dt_last_error());
+        int64_t bytes = 0, rs_first = 0;
+        for (size_t i = 0; i < s.n_ev; i++) {
+            const dt_trace_event *e = &s.ev[i];
+            if (e->pid != 0 || e->tid != DT_LANE_COMM || strcmp(e->cat, "comm")) continue;
+            if (strcmp(e->name, "reduce-scatter") && strcmp(e->name, "all-gather")) continue;
+            bytes += e->bytes;
+            const dt_trace_arg *st = dt_trace_event_find_arg(e, "step"); /* the first ring step of each */
+            rs_first += !strcmp(e->name, "reduce-scatter") && e->iter == 0 && st && st->value == 0;
+        }
+        const int64_t per_step = stage == 1 ? 2 * psi : stage == 2 ? (m + 1) * psi : m * (2 * psi + blocks);
+        ck_assert_msg(bytes == (int64_t)steps * per_step * (n - 1) / n,
+                      "stage %d: %lld bytes over %d steps, expected %lld", stage, (long long)bytes, steps,
+                      (long long)((int64_t)steps * per_step * (n - 1) / n));
+        const int units = stage == 1 ? 1 : stage == 2 ? 3 : L + 2;
+        ck_assert_msg(rs_first == (stage == 1 ? 1 : (int64_t)m * units), "stage %d: %lld reduce-scatters in step 0",
+                      stage, (long long)rs_first);
+        dts_summary_free(&s);
+    }
+}
+END_TEST
+
 static Suite *sim_coll_suite(void)
 {
     Suite *s = suite_create("sim_coll");
@@ -466,6 +512,7 @@ static Suite *sim_coll_suite(void)
     tcase_add_test(t, test_auto_threshold);
     tcase_add_test(t, test_hw_key);
     tcase_add_test(t, test_run_models);
+    tcase_add_test(t, test_run_zero_traffic);
     suite_add_tcase(s, t);
     return s;
 }
