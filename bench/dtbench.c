@@ -173,6 +173,16 @@ static int dtbench_run_pipeline(const dtbench_flags *f)
                                 split, dtbench_given(f, "--steps") ? f->steps : 6, f->pp_keep);
 }
 
+static int dtbench_run_zero(const dtbench_flags *f)
+{
+    return dtbench_cmd_zero(f->threads, dtbench_given(f, "--micro-batch-size") ? f->B : 4,
+                            dtbench_given(f, "--seq-length") && f->T > 0 ? f->T : 64, 4, 128,
+                            dtbench_given(f, "--steps") ? f->steps : 8, dtbench_given(f, "--repeats") ? f->repeats : 3,
+                            f->bf16   ? DT_BF16
+                            : f->fp16 ? DT_F16
+                                      : DT_F32);
+}
+
 static int dtbench_run_compose(const dtbench_flags *f)
 {
     return dtbench_cmd_compose(f->repeats, dtbench_given(f, "--steps") ? f->steps : 12, f->threads);
@@ -205,10 +215,10 @@ static const struct {
     const char *name;
     int (*run)(const dtbench_flags *f);
 } dtbench_commands[] = {
-    {"gelu", dtbench_run_gelu},           {"gemm", dtbench_run_gemm}, {"train", dtbench_run_train},
-    {"recompute", dtbench_run_recompute}, {"amp", dtbench_run_amp},   {"largebatch", dtbench_run_largebatch},
-    {"allreduce", dtbench_run_allreduce}, {"tp", dtbench_run_tp},     {"pipeline", dtbench_run_pipeline},
-    {"compose", dtbench_run_compose},     {"threads", dtbench_run_threads},
+    {"gelu", dtbench_run_gelu},           {"gemm", dtbench_run_gemm},       {"train", dtbench_run_train},
+    {"recompute", dtbench_run_recompute}, {"amp", dtbench_run_amp},         {"largebatch", dtbench_run_largebatch},
+    {"allreduce", dtbench_run_allreduce}, {"tp", dtbench_run_tp},           {"pipeline", dtbench_run_pipeline},
+    {"compose", dtbench_run_compose},     {"threads", dtbench_run_threads}, {"zero", dtbench_run_zero},
 };
 
 #define DTBENCH_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -228,8 +238,8 @@ static int dtbench_check_flags(const dtbench_flags *f, const char *cmd)
                 cmd);
         return 2;
     }
-    if ((f->fp16 || f->bf16) && strcmp(cmd, "train") != 0) {
-        fprintf(stderr, "dtbench: --%s: only train takes a precision\n", f->fp16 ? "fp16" : "bf16");
+    if ((f->fp16 || f->bf16) && strcmp(cmd, "train") != 0 && strcmp(cmd, "zero") != 0) {
+        fprintf(stderr, "dtbench: --%s: only train and zero take a precision\n", f->fp16 ? "fp16" : "bf16");
         return 2;
     }
     return 0;
@@ -297,12 +307,13 @@ int main(int argc, char **argv)
         {"--trace-dir", DT_ARG_STRING, &f.pp_keep, 0, 0, 0, NULL, "DIR",
          "pipeline: keep each run's traces in DIR (SCHEDULE-mM.rankR.json, for Perfetto)", "temporary, removed", 0},
         {"--repeats", DT_ARG_INT, &f.repeats, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 64, NULL, NULL,
-         "compose, threads: runs per cell (the median and range are printed)", NULL, 0},
+         "compose, threads, zero: runs per cell (the median and range are printed)", NULL, 0},
         {"--help", DT_ARG_FLAG, &f.help, 0, 0, 0, NULL, NULL, "print this help and exit", NULL, 0},
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
     const char *usage =
-        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|compose|threads [--flag value]...\n"
+        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|zero|compose|threads [--flag "
+        "value]...\n"
         "       dtbench bubbles [--skip N] TRACE...\n"
         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
         "fp16 peaks through the backend\n"
@@ -321,6 +332,9 @@ int main(int argc, char **argv)
         "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
         "  tp         tensor parallelism for t = 1, 2, 4 (run under mpirun -np 4): f/g allreduces and "
         "their bytes per step against the formula, their time, the step time\n"
+        "  zero       ZeRO stages 0-3 (run under mpirun -np 2 or 4): bytes of weights, gradients and optimizer "
+        "state per rank against the paper's formulas, buffers moved per step, step time against stage 0's in the "
+        "same round (--repeats rounds, default 3; --steps default 8; --bf16)\n"
         "  compose    the composition matrix (run under mpirun -np 2): layout {single, dp, 1f1b, tp} x "
         "{fp32, bf16, fp16} x recompute {none, selective, full}: tokens/s (median and range of --repeats runs, "
         "default 3; --steps default 12) and peak saved activations, each against the layout's fp32/none cell\n"

@@ -2,7 +2,7 @@
  * helpers every benchmark uses (dtbench.c) and each family's commands:
  * bench_kernels.c (gemm, gelu), bench_train.c (train, recompute,
  * largebatch, amp), bench_parallel.c (allreduce, bubbles, pipeline, tp),
- * bench_compose.c (compose), bench_threads.c (threads),
+ * bench_compose.c (compose), bench_threads.c (threads), bench_zero.c (zero),
  * simval.c (simval), simspeed.c (simspeed), vizbench.c (viz). */
 #ifndef DTBENCH_H
 #define DTBENCH_H
@@ -44,6 +44,9 @@ int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_by
 int dtbench_cmd_bubbles(int argc, char **argv);
 int dtbench_cmd_tp(int threads, int B, int T, int L, int C, int steps);
 int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const int *split, int steps, const char *keep);
+
+/* bench_zero.c */
+int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int repeats, dt_dtype precision);
 
 /* bench_compose.c */
 int dtbench_cmd_compose(int repeats, int steps, int threads);

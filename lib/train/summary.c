@@ -72,11 +72,12 @@ static json_t *dt__zero_summary(dt_trainer *tr)
     dt__zgpt_traffic_of(tr->zgpt, &t);
     size_t lo, len;
     dt__zero_shard(dt__zgpt_zero(tr->zgpt), &lo, &len);
-    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "stage", tr->cfg.zero_stage, "units",
-                     dt__zero_units(dt__zgpt_zero(tr->zgpt)), "shard_numel", (json_int_t)len, "gathers",
-                     (json_int_t)t.gathers, "gather_floats", (json_int_t)t.gather_floats, "reduce_scatters",
-                     (json_int_t)t.scatters, "reduce_scatter_floats", (json_int_t)t.scatter_floats, "refreshes",
-                     (json_int_t)t.refreshes, "refresh_floats", (json_int_t)t.refresh_floats);
+    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "stage", tr->cfg.zero_stage, "units",
+                     dt__zero_units(dt__zgpt_zero(tr->zgpt)), "numel", (json_int_t)dt__zgpt_layout(tr->zgpt)->numel,
+                     "shard_numel", (json_int_t)len, "gathers", (json_int_t)t.gathers, "gather_floats",
+                     (json_int_t)t.gather_floats, "reduce_scatters", (json_int_t)t.scatters, "reduce_scatter_floats",
+                     (json_int_t)t.scatter_floats, "refreshes", (json_int_t)t.refreshes, "refresh_floats",
+                     (json_int_t)t.refresh_floats);
 }
 
 dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
