@@ -61,11 +61,7 @@ int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
  * the LayerNorm statistics 4, and the output of a stage's last block 4
  * (the head's input or the message sent on). The block runs in an FP32
  * working set (dts__block_act's, plus its unpacked input) while it runs. */
-int dts__packs(const dts_scenario *sc)
-{
-    /* ZeRO-2/3's GPT keeps its activations FP32 (lib/parallel/zero_gpt.c) */
-    return strcmp(sc->precision, "fp32") != 0 && sc->recompute != 1 && sc->zero < 2;
-}
+int dts__packs(const dts_scenario *sc) { return strcmp(sc->precision, "fp32") != 0 && sc->recompute != 1; }
 
 int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last)
 {

@@ -31,6 +31,9 @@
  * most 2.7e-5 after 3 steps on 1-4 ranks (printed: the sum over the
  * ranks of each rank's largest difference, an upper bound).
  *
+ * The peak of saved activations equals the replica's to the byte (the same
+ * arena: 2-byte stores under mixed precision, selective recomputation).
+ *
  * Checkpoints: 2 steps, save, a new trainer loads and runs 2 more: every
  * shard element and the losses equal the uninterrupted 4 steps'.
  *
@@ -190,7 +193,8 @@ typedef struct run_out {
     float loss[8];
     int64_t skipped;
     float scale;
-    float *w; /* replica: the whole FP32 weights; zero: this rank's shard of masters */
+    size_t peak_act; /* peak saved-activation bytes */
+    float *w;        /* replica: the whole FP32 weights; zero: this rank's shard of masters */
     size_t n;
 } run_out;
 
@@ -207,6 +211,7 @@ static void run(const dt_train_config *cfg, int steps, const char *save, const c
     if (save) ck_dt(dt_trainer_save(tr, save));
     o->skipped = cfg->use_loss_scaling ? tr->scaler.skipped : 0;
     o->scale = cfg->use_loss_scaling ? dt_loss_scaler_scale(&tr->scaler) : 1.0f;
+    o->peak_act = dt_trainer_peak_activation_bytes(tr);
     const float *src;
     if (tr->zgpt) {
         dt__zero *z = dt__zgpt_zero(tr->zgpt);
@@ -262,6 +267,8 @@ START_TEST(test_stage_matches_dp)
         note(err, sizeof err, "skipped %lld at scale %g, data parallelism %lld at %g", (long long)z.skipped,
              (double)z.scale, (long long)d.skipped, (double)d.scale);
     if (c->precision == DT_F16 && z.skipped < 1) note(err, sizeof err, "fp16: no step was skipped (expected overflow)");
+    if (z.peak_act != d.peak_act) /* the same arena: packed stores under mixed precision, selective recomputation */
+        note(err, sizeof err, "peak activations %zu bytes, data parallelism's %zu", z.peak_act, d.peak_act);
     for (size_t i = 0; i < n && i < z.n; i++) {
         const float a = z.w[i], b = d.w[ix[i]];
         const double diff = fabs((double)a - (double)b);

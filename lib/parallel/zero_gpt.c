@@ -74,7 +74,8 @@ struct dt__zgpt {
     int B, T, cur_B, cur_T, have_forward, has_targets, n_counted;
     dt_buffer act_buf;
     dt__arena arena;
-    dt__block_acts *acts; /* (L) */
+    dt__block_acts *acts;               /* (L) */
+    void *(*packed)[DT__BLOCK_NFIELDS]; /* (L) mixed precision: each block's saved tensors in 2-byte storage */
     float *x0;
     dt__head_acts head_acts;
     size_t head_mark;
@@ -218,13 +219,38 @@ static dt_status dt__zg_weights(dt__zgpt *z, int l)
 
 static size_t dt__zg_pad(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Saved-activation floats, as lib/model/gpt.c's unpacked ones: none E + L*A
- * + H; selective E + L*(A - ATT) + max(ATT, H). */
+/* Mixed precision: a block's saved tensors packed into 2-byte stores, as
+ * lib/model/gpt.c keeps them (the last block's output FP32, for the head). */
+static int dt__zg_packs(const dt__zgpt *z) { return z->precision != DT_F32; }
+
+static dt__block_pack dt__zg_pack_of(const dt__zgpt *z, int l, int B, int T)
+{
+    return (dt__block_pack){.cfg = &z->cfg,
+                            .t = 1,
+                            .B = B,
+                            .T = T,
+                            .with_att = z->recompute != DT_RECOMPUTE_SELECTIVE,
+                            .out_fp32 = l == z->cfg.num_layers - 1,
+                            .dtype = z->precision};
+}
+
+/* Saved-activation floats, as lib/model/gpt.c's: none E + L*A + H;
+ * selective E + L*(A - ATT) + max(ATT, H); packed (mixed precision) E +
+ * the blocks' stores + max(A + P, H) (one block's FP32 working set and its
+ * unpacked input while it runs). */
 static size_t dt__zg_act_floats(const dt__zgpt *z, int B, int T)
 {
     const dt_gpt_config *c = &z->cfg;
     const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(z->be, c, B, T);
     const size_t A = dt__block_act_floats(c, B, T, 1);
+    if (dt__zg_packs(z)) {
+        size_t stores = 0, P = dt__zg_pad((size_t)B * T * c->hidden_size);
+        for (size_t l = 0; l < L; l++) {
+            const dt__block_pack k = dt__zg_pack_of(z, (int)l, B, T);
+            stores += dt__block_packed_floats(&k);
+        }
+        return E + stores + DT_MAX(A + P, H);
+    }
     if (z->recompute == DT_RECOMPUTE_SELECTIVE) {
         const size_t att = dt__block_att_floats(c, B, T);
         return E + L * (A - att) + DT_MAX(att, H);
@@ -309,7 +335,8 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     dt_buffer whole = {0};
     dt_status st;
     z->acts = calloc((size_t)z->cfg.num_layers, sizeof *z->acts);
-    if (!z->acts) {
+    z->packed = calloc((size_t)z->cfg.num_layers, sizeof *z->packed);
+    if (!z->acts || !z->packed) {
         st = DT_FAIL(DT_ERR_NOMEM, "--zero-stage: out of memory");
         goto fail;
     }
@@ -360,6 +387,7 @@ void dt__zgpt_free(dt__zgpt *z)
     free(z->unit_low);
     free(z->unit_high);
     free(z->acts);
+    free(z->packed);
     free(z);
 }
 
@@ -385,6 +413,55 @@ static void dt__zg_hook(dt__zgpt *z, int layer, char pass, int64_t t0)
 static const dt__rounder *dt__zg_rnd(const dt__zgpt *z) { return z->precision == DT_F32 ? NULL : &z->rnd; }
 
 /* ---- forward ---------------------------------------------------------------- */
+
+/* The input of block l as FP32: the embedding output, or block l-1's packed
+ * output unpacked into a temporary on top of the arena. */
+static dt_status dt__zg_block_input(dt__zgpt *z, int l, const float **x)
+{
+    if (l == 0) {
+        *x = z->x0;
+        return DT_OK;
+    }
+    const size_t n = (size_t)z->cur_B * z->cur_T * z->cfg.hidden_size;
+    float *x32;
+    DT_CHECK(dt__arena_alloc(&z->arena, n, &x32));
+    DT_CHECK(z->be->cast(z->be, x32, DT_F32, z->packed[l - 1][DT__BLOCK_OUT], z->precision, n));
+    *x = x32;
+    return DT_OK;
+}
+
+/* Mixed precision, block l (weights bound): forward = 1 runs it in an FP32
+ * working set and packs what it saves into its stores; forward = 0
+ * unpacks them, recomputes the attention probabilities under selective
+ * recomputation, and runs its backward (gradients bound). As gpt.c's. */
+static dt_status dt__zg_block_packed(dt__zgpt *z, int l, int forward)
+{
+    const dt_gpt_config *c = &z->cfg;
+    const int B = z->cur_B, T = z->cur_T;
+    const dt__block_pack k = dt__zg_pack_of(z, l, B, T);
+    if (forward) DT_CHECK(dt__block_pack_alloc(&k, &z->arena, z->packed[l]));
+    const size_t mark = dt__arena_mark(&z->arena);
+    dt__block_acts w;
+    const float *x;
+    DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, 1, &w));
+    if (!forward) DT_CHECK(dt__block_pack_copy(&k, z->be, &w, z->packed[l], 0));
+    DT_CHECK(dt__zg_block_input(z, l, &x));
+    if (forward) {
+        DT_CHECK(dt__block_forward(z->be, c, &z->bp, &w, x, B, T, dt__zg_rnd(z)));
+        DT_CHECK(dt__block_pack_copy(&k, z->be, &w, z->packed[l], 1));
+    } else {
+        if (z->recompute == DT_RECOMPUTE_SELECTIVE) {
+            const int64_t t0 = dt_time_ns();
+            DT_CHECK(
+                z->be->attention_forward(z->be, z->scratch.dbtc, w.att, w.qkv, B, T, c->hidden_size, c->num_heads));
+            DT_CHECK(dt__round(z->be, dt__zg_rnd(z), w.att, (size_t)B * c->num_heads * T * T));
+            dt__zg_hook(z, l, 'R', t0);
+        }
+        DT_CHECK(dt__block_backward(z->be, c, &z->bp, &z->bg, &w, &z->scratch, x, z->dres, B, T, dt__zg_rnd(z)));
+    }
+    dt__arena_release(&z->arena, mark);
+    return DT_OK;
+}
 
 dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *targets, int B, int T, float *loss)
 {
@@ -417,7 +494,14 @@ dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *ta
     dt__zg_hook(z, -1, 'F', t0);
     const float *x = z->x0;
     const int with_att = z->recompute != DT_RECOMPUTE_SELECTIVE;
-    for (int l = 0; l < c->num_layers; l++) {
+    for (int l = 0; l < c->num_layers && dt__zg_packs(z); l++) {
+        t0 = dt_time_ns();
+        DT_CHECK(dt__zg_weights(z, l));
+        DT_CHECK(dt__zg_block_packed(z, l, 1));
+        dt__zg_hook(z, l, 'F', t0);
+    }
+    if (dt__zg_packs(z) && c->num_layers) x = z->packed[c->num_layers - 1][DT__BLOCK_OUT]; /* kept FP32 */
+    for (int l = 0; l < c->num_layers && !dt__zg_packs(z); l++) {
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_weights(z, l));
         DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, with_att, &z->acts[l]));
@@ -488,7 +572,9 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
     const int B = z->cur_B, T = z->cur_T, L = c->num_layers;
     const float dloss = z->n_counted ? loss_scale / (float)z->n_counted : 0.0f;
     int64_t t0 = dt_time_ns();
-    const float *xL = L ? z->acts[L - 1].out : z->x0;
+    const float *xL = !L                ? z->x0
+                      : dt__zg_packs(z) ? (const float *)z->packed[L - 1][DT__BLOCK_OUT]
+                                        : z->acts[L - 1].out;
     DT_CHECK(dt__zg_weights(z, L)); /* still in wbuf from the forward: no second gather */
     DT_CHECK(dt__zg_grads_open(z, L));
     DT_CHECK(dt__head_backward(be, c, &z->hp, &z->hg, &z->head_acts, xL, z->d_targets, z->losses, dloss, z->dres,
@@ -496,7 +582,15 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
     dt__arena_release(&z->arena, z->head_mark);
     dt__zg_hook(z, L, 'B', t0);
     DT_CHECK(dt__zg_grads_close(z, L));
-    for (int l = L - 1; l >= 0; l--) {
+    for (int l = L - 1; l >= 0 && dt__zg_packs(z); l--) {
+        DT_CHECK(dt__zg_weights(z, l));
+        t0 = dt_time_ns();
+        DT_CHECK(dt__zg_grads_open(z, l));
+        DT_CHECK(dt__zg_block_packed(z, l, 0));
+        dt__zg_hook(z, l, 'B', t0);
+        DT_CHECK(dt__zg_grads_close(z, l));
+    }
+    for (int l = L - 1; l >= 0 && !dt__zg_packs(z); l--) {
         const float *x = l ? z->acts[l - 1].out : z->x0;
         const size_t mark = dt__arena_mark(&z->arena);
         DT_CHECK(dt__zg_weights(z, l));

@@ -21,9 +21,9 @@
  *
  * The layers run on the modules of lib/model/gpt_layers.h with the
  * weights bound to the unit's buffer; what gpt.c computes, they compute,
- * with these differences: activations are kept FP32 under --fp16/--bf16
- * (not packed), and full recomputation and tied embeddings are refused
- * by the configuration.
+ * in the same activation arena (packed 2-byte stores under --fp16/--bf16,
+ * selective recomputation); full recomputation and tied embeddings are
+ * refused by the configuration.
  *
  * Invariants: every rank calls every function but the accessors in the
  * same order (they are collective); after dt__zgpt_update every rank's
