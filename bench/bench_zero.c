@@ -2,7 +2,8 @@
  * (plain data parallelism, ring allreduce), 1, 2 and 3 on the same run:
  * per rank, the bytes of weights, gradients and optimizer state (FP32
  * masters included) that the trainer's summary reports, against the ZeRO
- * paper's figure for the same parameter count psi and n ranks; the
+ * paper's figure for the same parameter count psi and n ranks (and stage 3
+ * again with --zero-prefetch, row "3+pf"); the
  * buffer volumes each step moves per rank (stage 0 and 1: a reduce-scatter
  * and an all-gather of the whole buffer, 2; stages 2 and 3 counted by the
  * runtime); and the step time against stage 0's, measured in the same
@@ -66,13 +67,15 @@ int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int rep
     if (repeats < 1) repeats = 1;
     char path[128];
     snprintf(path, sizeof path, "/tmp/dtbench-zero-%ld.json", (long)getpid());
-    double *ratio = calloc((size_t)repeats * 4, sizeof *ratio);
-    zb_figures fig[4];
+    enum { ZB_ROWS = 5 }; /* stages 0-3, then 3 with --zero-prefetch */
+    double *ratio = calloc((size_t)repeats * ZB_ROWS, sizeof *ratio);
+    zb_figures fig[ZB_ROWS];
     double psi = 0, numel = 0;
     if (!ratio) dtbench_die("zero: out of memory");
     for (int k = 0; k < repeats; k++) {
-        double step_s[4];
-        for (int stage = 0; stage < 4; stage++) {
+        double step_s[ZB_ROWS];
+        for (int row = 0; row < ZB_ROWS; row++) {
+            const int stage = row < 4 ? row : 3;
             dt_train_config cfg;
             dt_train_config_default(&cfg);
             snprintf(cfg.model_name, sizeof cfg.model_name, "custom");
@@ -92,6 +95,7 @@ int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int rep
             cfg.precision = precision;
             cfg.bucket_bytes = 1u << 20; /* data parallelism's buckets are stage 2's units */
             cfg.zero_stage = stage;
+            cfg.zero_prefetch = row == 4;
             cfg.use_distributed_optimizer = stage == 1;
             dt_trainer *tr;
             if (dt_trainer_create(&cfg, &tr) != DT_OK) dtbench_die("zero: trainer");
@@ -101,7 +105,7 @@ int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int rep
                 if (dt_trainer_step(tr, &st) != DT_OK) dtbench_die("zero: step");
                 if (s >= 2) secs += st.step_seconds;
             }
-            step_s[stage] = secs / (steps - 2);
+            step_s[row] = secs / (steps - 2);
             if (k == 0 && r == 0) {
                 if (dt_trainer_write_summary(tr, path, NULL, NULL) != DT_OK) dtbench_die("zero: summary");
                 psi = (double)dt_trainer_num_params(tr);
@@ -112,9 +116,9 @@ int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int rep
                 json_decref(root);
             }
             dt_trainer_free(tr);
-            if (k == 0 && r == 0) zb_summary(path, steps, numel > 0 ? numel : psi, &fig[stage]);
+            if (k == 0 && r == 0) zb_summary(path, steps, numel > 0 ? numel : psi, &fig[row]);
         }
-        for (int stage = 0; stage < 4; stage++) ratio[stage * repeats + k] = step_s[stage] / step_s[0];
+        for (int row = 0; row < ZB_ROWS; row++) ratio[row * repeats + k] = step_s[row] / step_s[0];
     }
     if (r == 0) {
         unlink(path);
@@ -125,17 +129,19 @@ int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int rep
                "volumes: buffers moved per rank and step; time: the median over rounds of step / stage 0's step\n");
         printf("# %5s %12s %12s %12s %12s %12s %7s %10s %8s %8s\n", "stage", "weights", "gradients", "optimizer",
                "total", "paper", "ratio", "working", "volumes", "time");
-        for (int stage = 0; stage < 4; stage++) {
+        for (int row = 0; row < ZB_ROWS; row++) {
+            const int stage = row < 4 ? row : 3;
             const double nd = n,
                          paper_mixed[4] = {16 * psi, 4 * psi + 12 * psi / nd, 2 * psi + 14 * psi / nd, 16 * psi / nd};
             const double paper_fp32[4] = {16 * psi, 8 * psi + 8 * psi / nd, 4 * psi + 12 * psi / nd, 16 * psi / nd};
             const double paper = mixed ? paper_mixed[stage] : paper_fp32[stage];
-            const zb_figures *f = &fig[stage];
+            const zb_figures *f = &fig[row];
             const double total = f->weights + f->gradients + f->optimizer;
-            qsort(ratio + stage * repeats, (size_t)repeats, sizeof *ratio, zb_cmp);
-            printf("  %5d %12.0f %12.0f %12.0f %12.0f %12.0f %7.3f %10.0f %8.2f %7.2fx\n", stage, f->weights,
+            qsort(ratio + row * repeats, (size_t)repeats, sizeof *ratio, zb_cmp);
+            static const char *const label[ZB_ROWS] = {"0", "1", "2", "3", "3+pf"};
+            printf("  %5s %12.0f %12.0f %12.0f %12.0f %12.0f %7.3f %10.0f %8.2f %7.2fx\n", label[row], f->weights,
                    f->gradients, f->optimizer, total, paper, total / paper, f->working, f->volumes,
-                   ratio[stage * repeats + repeats / 2]);
+                   ratio[row * repeats + repeats / 2]);
         }
         fflush(stdout);
     }

@@ -96,6 +96,8 @@ typedef struct dt_train_config {
      * (each layer all-gathered before its forward and its backward).
      * Stages 2 and 3: the GPT with data parallelism only (docs/zero.md). */
     int zero_stage;
+    /* --zero-prefetch (stage 3): all-gather the next layer while one computes */
+    int zero_prefetch;
     /* Pipeline parallelism (with comm): comm's ranks form size/p pipelines
      * of p stages (docs/pipeline.md); 1 turns it off. */
     int pipeline_size;               /* --pipeline-model-parallel-size p */

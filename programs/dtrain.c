@@ -216,6 +216,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB(JF_ALLREDUCE),
         JOB(JF_USE_DISTRIBUTED_OPTIMIZER),
         JOB(JF_ZERO_STAGE),
+        JOB(JF_ZERO_PREFETCH),
         JOB(JF_NUM_PS_SERVERS),
         {.name = "--max-staleness",
          .kind = DT_ARG_INT,

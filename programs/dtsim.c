@@ -146,6 +146,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     JOB(JF_NUM_PS_SERVERS);
     JOB(JF_USE_DISTRIBUTED_OPTIMIZER);
     JOB(JF_ZERO_STAGE);
+    JOB(JF_ZERO_PREFETCH);
     JOB(JF_BUCKET_SIZE_MB);
     JOB(JF_ALLREDUCE_CHUNK_BYTES);
     JOB(JF_SLOW_RANK);

@@ -285,6 +285,7 @@ static int dtsim_scenario_parallel(const dtsim_opts *o, dt_arg *args, int n_args
     }
     if (o->job.distributed_optimizer) sc->zero = 1;
     if (GIVEN("--zero-stage")) sc->zero = o->job.zero_stage;
+    if (o->job.zero_prefetch) sc->zero_prefetch = 1;
     if (GIVEN("--bucket-size-mb")) sc->bucket_bytes = (int64_t)(o->job.bucket_mb * (1 << 20));
     if (GIVEN("--allreduce-chunk-bytes")) sc->chunk_bytes = o->job.allreduce_chunk_bytes;
     if (o->job.slow_rank) {

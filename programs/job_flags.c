@@ -271,6 +271,15 @@ static const job_flag_def job_flags[JF_COUNT] = {
                                           "bucket), 3 also the weights (all-gathered per layer)"},
                   [JOB_DTSIM] = {.help = "ZeRO stage: 1 as --use-distributed-optimizer, 2 reduce-scatters per "
                                          "bucket, 3 all-gathers each layer before its forward and backward"}}},
+    [JF_ZERO_PREFETCH] =
+        {.name = "--zero-prefetch",
+         .kind = DT_ARG_FLAG,
+         .offset = AT(zero_prefetch),
+         .default_text = "off",
+         .prog = {[JOB_DTRAIN] = {.help = "--zero-stage 3: all-gather the next layer on a communication thread while "
+                                          "the current one computes (FSDP's prefetch)"},
+                  [JOB_DTSIM] = {.help = "--zero-stage 3: the next layer's all-gather overlaps the current layer's "
+                                         "compute"}}},
     [JF_BUCKET_SIZE_MB] =
         {.name = "--bucket-size-mb",
          .kind = DT_ARG_DOUBLE,

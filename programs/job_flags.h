@@ -44,7 +44,7 @@ typedef struct job_opts {
     /* parallelism */
     int tensor_size, pipeline_size;
     const char *pipeline_schedule, *pipeline_split, *allreduce, *slow_rank;
-    int num_ps_servers, distributed_optimizer, zero_stage;
+    int num_ps_servers, distributed_optimizer, zero_stage, zero_prefetch;
     double bucket_mb;
     int64_t allreduce_chunk_bytes;
     /* output */
@@ -83,6 +83,7 @@ typedef enum job_flag_id {
     JF_NUM_PS_SERVERS,
     JF_USE_DISTRIBUTED_OPTIMIZER,
     JF_ZERO_STAGE,
+    JF_ZERO_PREFETCH,
     JF_BUCKET_SIZE_MB,
     JF_ALLREDUCE_CHUNK_BYTES,
     JF_SLOW_RANK,

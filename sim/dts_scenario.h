@@ -73,6 +73,7 @@ typedef struct dts_scenario {
     char exchange_name[16]; /* as given: "ring", "mpi", "ps-async", ... */
     int num_ps_servers;     /* K (parameter server only) */
     int zero;               /* ZeRO stage: 1 --use-distributed-optimizer, 2 and 3 --zero-stage (0 none) */
+    int zero_prefetch;      /* --zero-prefetch: stage 3 gathers the next layer during the current one */
     int64_t bucket_bytes;   /* --bucket-size-mb (25 MiB by default, as dtrain) */
     int64_t chunk_bytes;    /* --allreduce-chunk-bytes (1 MiB by default, as dtrain) */
     char precision[8];      /* "fp32", "fp16", "bf16" */

@@ -33,7 +33,7 @@ static int64_t dts__mem_ns(const dts_scenario *sc, double bytes)
  * (docs/zero.md): weights (stage 2: the whole model, FP32 or 16-bit),
  * its share of the FP32 gradients and of the FP32 masters and the
  * optimizer's states, one unit's gradient buffer and (stage 3, or stage 2
- * under mixed precision) one layer's FP32 weights. */
+ * under mixed precision) one layer's FP32 weights (two with prefetch). */
 static dt_status dts__zg_setup(dts__sim *s, const dts_scenario *sc)
 {
     const int L = sc->model.num_layers, fp32 = !strcmp(sc->precision, "fp32");
@@ -62,7 +62,7 @@ static dt_status dts__zg_setup(dts__sim *s, const dts_scenario *sc)
     const int64_t share = (prm + sc->d - 1) / sc->d;
     const int64_t weights = sc->zero == 2 ? prm * (fp32 ? 4 : 2) : 0;
     s->zg_static = weights + share * 4 + share * 4 * (1 + (int64_t)sc->optimizer_states) + big_unit +
-                   (sc->zero == 3 || !fp32 ? big_layer : 0);
+                   (sc->zero == 3 || !fp32 ? big_layer : 0) + (sc->zero_prefetch ? big_layer : 0);
     return DT_OK;
 }
 

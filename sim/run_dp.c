@@ -31,12 +31,27 @@ static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind);
 static void dts__zg_coll(dts__sim *s, dts__unit *u, int which, int64_t bytes);
 static void dts__dp_bwd_next(dts__sim *s, dts__unit *u, int64_t now);
 
-/* ZeRO-3: does the op at (layer, dir) gather its layer's weights first? */
-static int dts__zg_gathers(const dts__sim *s, const dts__unit *u)
+/* ZeRO-3: does the op at (layer, dir) read its layer's weights? Every
+ * forward, and the backward of the blocks and the head (the embedding's
+ * reads none). Whether it gathers them is the layer buffers' business
+ * (the head's forward copy serves its backward; with prefetch the second
+ * buffer keeps one layer more), as in lib/parallel/zero_gpt.c. */
+static int dts__zg_reads(const dts__sim *s, const dts__unit *u)
 {
     const dts_scenario *sc = s->sc;
     if (sc->zero != 3 || sc->d < 2 || u->zg_have) return 0;
-    return !u->dir || (u->layer >= 0 && u->layer < sc->model.num_layers);
+    return !u->dir || u->layer >= 0;
+}
+
+/* --zero-prefetch: the layer whose gather starts with the op at (layer,
+ * dir), as lib/parallel/zero_gpt.c's: the next in the same pass (the
+ * forward up to the head; the backward from the head down to block 0),
+ * -2 none. */
+static int dts__zg_next(const dts__sim *s, const dts__unit *u)
+{
+    const int L = s->sc->model.num_layers;
+    if (!u->dir) return u->layer < L ? u->layer + 1 : -2;
+    return u->layer >= 1 ? u->layer - 1 : -2;
 }
 
 /* Activation bytes one tensor rank (of t) of a block keeps per micro-batch
@@ -105,6 +120,8 @@ void dts__dp_begin_step(dts__sim *s, dts__unit *u)
     u->layer = -1;
     u->dir = 0;
     u->next_bucket = u->buckets_ready = u->buckets_done = u->comm_busy = u->bwd_done = 0;
+    u->zg_wl[0] = u->zg_wl[1] = -2; /* the update changed the shard: nothing gathered is current */
+    u->zg_cur = 0, u->zg_pf_buf = -1, u->zg_pf_state = 0, u->zg_wait_pf = 0, u->zg_rs_pending = 0;
     dts__at(s, dts_engine_now(s->e), dts__dp_op, u, 0, 0);
 }
 
@@ -123,11 +140,31 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
         return;
     }
     if (a == 0) {
-        if (dts__zg_gathers(s, u)) { /* resumed by the gather's end with zg_have set */
-            dts__zg_coll(s, u, 1, sc->cost.params[u->layer + 1] * 4);
-            return;
+        if (dts__zg_reads(s, u)) {
+            const int l = u->layer;
+            int buf = u->zg_wl[0] == l ? 0 : u->zg_wl[1] == l ? 1 : -1;
+            if (buf < 0) { /* gathered now, into the buffer the running layer does not read; resumed at its end */
+                buf = sc->zero_prefetch ? u->zg_cur ^ 1 : 0;
+                u->zg_wl[buf] = l;
+                u->zg_cur = buf;
+                dts__zg_coll(s, u, 1, sc->cost.params[l + 1] * 4);
+                return;
+            }
+            if (buf == u->zg_pf_buf && u->zg_pf_state == 1) { /* gathered ahead, still on the wire */
+                u->zg_wait_pf = 1;
+                return;
+            }
+            u->zg_cur = buf;
         }
         u->zg_have = 0;
+        if (sc->zero == 3 && sc->zero_prefetch && sc->d > 1) { /* the next layer's gather beside this compute */
+            const int nl = dts__zg_next(s, u), b1 = u->zg_cur ^ 1;
+            if (nl != -2 && u->zg_wl[b1] != nl) {
+                u->zg_wl[b1] = nl;
+                u->zg_pf_buf = b1, u->zg_pf_state = 1;
+                dts__zg_coll(s, u, 1, sc->cost.params[nl + 1] * 4);
+            }
+        }
         const int slot = u->layer + 1;
         int64_t dur = u->dir ? sc->cost.bwd_ns[slot] : sc->cost.fwd_ns[slot];
         if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L)
@@ -156,7 +193,8 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
             for (int k = 0; k < s->n_buckets; k++)
                 if (s->bucket_low[k] == u->layer) dts__dp_launch(s, u, k);
         if (sc->zero >= 2 && sc->d > 1 && s->zg_rs_at[slot]) { /* ZeRO-2/3: the unit's gradient, every micro-batch */
-            dts__zg_coll(s, u, 0, s->zg_rs_at[slot]);
+            if (u->zg_pf_state == 1) u->zg_rs_pending = s->zg_rs_at[slot]; /* after the gather ahead of it */
+            else dts__zg_coll(s, u, 0, s->zg_rs_at[slot]);
             return;
         }
         dts__dp_bwd_next(s, u, now);
@@ -318,6 +356,20 @@ static void dts__dp_coll_done(dts__sim *s, dts__unit *u, int kind)
     case DTS__C_ZERO_AG: dts__dp_opt_done(s->e, u, 2, 0); break;
     case DTS__C_ZG_RS: dts__dp_bwd_next(s, u, now); break;
     case DTS__C_ZG_AG:
+        if (u->zg_pf_state == 1) { /* the gather ahead: the op waiting for it, or a reduce-scatter queued behind it */
+            u->zg_pf_state = 0;
+            if (u->zg_rs_pending) {
+                const int64_t b = u->zg_rs_pending;
+                u->zg_rs_pending = 0;
+                dts__zg_coll(s, u, 0, b);
+            } else if (u->zg_wait_pf) {
+                u->zg_wait_pf = 0;
+                u->zg_cur = u->zg_pf_buf;
+                u->zg_have = 1;
+                dts__dp_op(s->e, u, 0, 0);
+            }
+            break;
+        }
         u->zg_have = 1;
         dts__dp_op(s->e, u, 0, 0);
         break;

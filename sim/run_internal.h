@@ -73,8 +73,14 @@ typedef struct dts__unit {
     /* data parallel / parameter server worker */
     int mb, layer, dir; /* dir 0 forward, 1 backward */
     int next_bucket, buckets_ready, buckets_done, comm_busy, bwd_done;
-    int zg_have;    /* ZeRO-3: the layer about to run has its weights gathered */
-    int zg_refresh; /* ZeRO-2: the unit whose updated weights are being all-gathered */
+    int zg_have;     /* ZeRO-3: the layer about to run has its weights gathered */
+    int zg_wl[2];    /* the layer each layer buffer holds (-2 none; the second with --zero-prefetch), as zero_gpt.c's */
+    int zg_cur;      /* the buffer the running layer reads */
+    int zg_pf_buf;   /* --zero-prefetch: the buffer of the gather ahead, */
+    int zg_pf_state; /* 1 while it is on the wire */
+    int zg_wait_pf;  /* the op waits for that gather */
+    int64_t zg_rs_pending; /* a reduce-scatter's bytes, queued behind that gather */
+    int zg_refresh;        /* ZeRO-2: the unit whose updated weights are being all-gathered */
     int64_t exch_t0;
     int replies;
     int64_t *pulled; /* (K) server versions at this worker's last pull */

@@ -239,6 +239,7 @@ static const char *const dts__keys[] = {"model",
                                         "num_ps_servers",
                                         "use_distributed_optimizer",
                                         "zero_stage",
+                                        "zero_prefetch",
                                         "bucket_bytes",
                                         "allreduce_chunk_bytes",
                                         "precision",
@@ -494,6 +495,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         DTS__TRY(r = dts__int32(what, o, "zero_stage", 0, 3, &stage));
         if (r == 1 && stage > n->zero) n->zero = stage;
     }
+    DTS__TRY(dts__bool(what, o, "zero_prefetch", &n->zero_prefetch));
     DTS__TRY(dts__int(what, o, "bucket_bytes", 0, INT64_MAX, &n->bucket_bytes));
     DTS__TRY(dts__int(what, o, "allreduce_chunk_bytes", 0, INT64_MAX, &n->chunk_bytes));
 
@@ -713,6 +715,8 @@ dt_status dts_scenario_check(const dts_scenario *sc)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
                                            "parameter server");
     }
+    if (sc->zero_prefetch && sc->zero != 3)
+        return DT_FAIL(DT_ERR_INVALID, "--zero-prefetch gathers stage 3's layers ahead: it needs --zero-stage 3");
     if (sc->zero >= 2 && (sc->p > 1 || sc->t > 1))
         return DT_FAIL(DT_ERR_INVALID,
                        "--zero-stage %d with --%s-model-parallel-size %d: not supported (as in dtrain; --zero-stage 1 "
@@ -834,6 +838,7 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "num_ps_servers", json_integer(sc->num_ps_servers), &bad);
     dts__json_set(o, "use_distributed_optimizer", json_boolean(sc->zero == 1), &bad);
     dts__json_set(o, "zero_stage", json_integer(sc->zero), &bad);
+    dts__json_set(o, "zero_prefetch", json_boolean(sc->zero_prefetch), &bad);
     dts__json_set(o, "bucket_bytes", json_integer(sc->bucket_bytes), &bad);
     dts__json_set(o, "allreduce_chunk_bytes", json_integer(sc->chunk_bytes), &bad);
     dts__json_set(o, "precision", json_string(sc->precision), &bad);

@@ -23,8 +23,9 @@
  * micro-batch per rank, no clipping); with gradient accumulation (the
  * ranks summed per micro-batch, then the micro-batches) and with clipping
  * (the norm crosses the ranks as a float) within 1e-4 + 1e-5 |w|, in
- * fp32, bf16 and fp16 (whose first steps overflow at a loss scale of 2^40
- * and are skipped on every rank). Why 1e-4: AdamW divides the first moment
+ * fp32, bf16 and fp16 (from a loss scale of 2^17 times the step's
+ * micro-batches the first step overflows and is skipped on every rank, the
+ * next ones train). Why 1e-4: AdamW divides the first moment
  * by the square root of the second, so where an element's micro-batch
  * gradients nearly cancel, their last-bit difference becomes a difference
  * of a sizeable fraction of the step, up to lr (3e-3) itself; measured at
@@ -33,6 +34,10 @@
  *
  * The peak of saved activations equals the replica's to the byte (the same
  * arena: 2-byte stores under mixed precision, selective recomputation).
+ *
+ * With --zero-prefetch (a communication thread gathers the next layer
+ * while one computes) the collectives are the same, in the same order:
+ * the same results, bit for bit where the run without it is.
  *
  * Checkpoints: 2 steps, save, a new trainer loads and runs 2 more: every
  * shard element and the losses equal the uninterrupted 4 steps'.
@@ -148,18 +153,22 @@ typedef struct scase {
     int exact;     /* 1: bit-identical expected */
     size_t bucket; /* stage 2's bucket bytes (stage 3: 0) */
     int recompute; /* selective */
+    int prefetch;  /* --zero-prefetch */
 } scase;
 
 static const scase scases[] = {
-    {"stage 2 fp32", 2, DT_F32, 1, 0.0f, 1, 64000, 0},
-    {"stage 3 fp32", 3, DT_F32, 1, 0.0f, 1, 0, 0},
-    {"stage 2 bf16", 2, DT_BF16, 1, 0.0f, 1, 64000, 0},
-    {"stage 3 bf16 selective", 3, DT_BF16, 1, 0.0f, 1, 0, 1},
-    {"stage 3 fp16 overflow", 3, DT_F16, 1, 0.0f, 1, 0, 0},
-    {"stage 2 fp16 overflow", 2, DT_F16, 1, 0.0f, 1, 64000, 0},
-    {"stage 3 fp32 accumulation 2", 3, DT_F32, 2, 0.0f, 0, 0, 0},
-    {"stage 2 bf16 accumulation 2", 2, DT_BF16, 2, 0.0f, 0, 64000, 0},
-    {"stage 3 fp32 clip", 3, DT_F32, 1, 0.05f, 0, 0, 0},
+    {"stage 2 fp32", 2, DT_F32, 1, 0.0f, 1, 64000, 0, 0},
+    {"stage 3 fp32", 3, DT_F32, 1, 0.0f, 1, 0, 0, 0},
+    {"stage 2 bf16", 2, DT_BF16, 1, 0.0f, 1, 64000, 0, 0},
+    {"stage 3 bf16 selective", 3, DT_BF16, 1, 0.0f, 1, 0, 1, 0},
+    {"stage 3 fp16 overflow", 3, DT_F16, 1, 0.0f, 1, 0, 0, 0},
+    {"stage 2 fp16 overflow", 2, DT_F16, 1, 0.0f, 1, 64000, 0, 0},
+    {"stage 3 fp32 accumulation 2", 3, DT_F32, 2, 0.0f, 0, 0, 0, 0},
+    {"stage 2 bf16 accumulation 2", 2, DT_BF16, 2, 0.0f, 0, 64000, 0, 0},
+    {"stage 3 fp32 clip", 3, DT_F32, 1, 0.05f, 0, 0, 0, 0},
+    {"stage 3 fp32 prefetch", 3, DT_F32, 1, 0.0f, 1, 0, 0, 1},
+    {"stage 3 bf16 selective prefetch", 3, DT_BF16, 1, 0.0f, 1, 0, 1, 1},
+    {"stage 3 fp16 overflow prefetch, accumulation 2", 3, DT_F16, 2, 0.0f, 0, 0, 0, 1},
 };
 #define N_SCASES (int)(sizeof scases / sizeof scases[0])
 
@@ -183,10 +192,13 @@ static void base_cfg(const scase *c, int stage, dt_train_config *cfg)
     if (c->recompute) cfg->recompute = DT_RECOMPUTE_SELECTIVE;
     if (c->precision == DT_F16) {
         cfg->use_loss_scaling = 1;
-        cfg->loss_scaler.initial_scale = 1099511627776.0f; /* 2^40: the first steps overflow */
+        /* 2^17 per micro-batch of the step: the first step overflows, the next ones train (a micro-batch's
+         * gradient is weighted by its share of the step's targets) */
+        cfg->loss_scaler.initial_scale = 131072.0f * (float)(c->accum * g_world->size);
         cfg->loss_scaler.hysteresis = 1;
     }
     cfg->zero_stage = stage;
+    cfg->zero_prefetch = stage == 3 && c->prefetch;
 }
 
 typedef struct run_out {
@@ -194,6 +206,7 @@ typedef struct run_out {
     int64_t skipped;
     float scale;
     size_t peak_act; /* peak saved-activation bytes */
+    int64_t gathers; /* stage 3: layer gathers over the run */
     float *w;        /* replica: the whole FP32 weights; zero: this rank's shard of masters */
     size_t n;
 } run_out;
@@ -212,6 +225,11 @@ static void run(const dt_train_config *cfg, int steps, const char *save, const c
     o->skipped = cfg->use_loss_scaling ? tr->scaler.skipped : 0;
     o->scale = cfg->use_loss_scaling ? dt_loss_scaler_scale(&tr->scaler) : 1.0f;
     o->peak_act = dt_trainer_peak_activation_bytes(tr);
+    if (tr->zgpt) {
+        dt__zgpt_traffic t;
+        dt__zgpt_traffic_of(tr->zgpt, &t);
+        o->gathers = t.gathers;
+    }
     const float *src;
     if (tr->zgpt) {
         dt__zero *z = dt__zgpt_zero(tr->zgpt);
@@ -266,7 +284,19 @@ START_TEST(test_stage_matches_dp)
     if (d.skipped != z.skipped || d.scale != z.scale)
         note(err, sizeof err, "skipped %lld at scale %g, data parallelism %lld at %g", (long long)z.skipped,
              (double)z.scale, (long long)d.skipped, (double)d.scale);
-    if (c->precision == DT_F16 && z.skipped < 1) note(err, sizeof err, "fp16: no step was skipped (expected overflow)");
+    if (c->precision == DT_F16 && (z.skipped < 1 || z.skipped >= steps))
+        note(err, sizeof err, "fp16: %lld of %d steps skipped (expected some, not all)", (long long)z.skipped, steps);
+    /* stage 3's gathers per micro-batch: every layer for the forward, the blocks for the backward (the
+     * head's forward copy serves its backward, the embedding's reads none); with prefetch the second
+     * buffer keeps the last block's forward copy for its backward and block 0's backward copy for the
+     * next micro-batch's forward */
+    const int L = zcfg.model.num_layers, acc = c->accum;
+    const int64_t want_g = c->stage != 3  ? 0
+                           : !c->prefetch ? (int64_t)steps * acc * (2 * L + 2)
+                                          : (int64_t)steps * (acc * (2 * L + 1) - (acc - 1));
+    if (z.gathers != want_g)
+        note(err, sizeof err, "%lld layer gathers in %d steps, expected %lld", (long long)z.gathers, steps,
+             (long long)want_g);
     if (z.peak_act != d.peak_act) /* the same arena: packed stores under mixed precision, selective recomputation */
         note(err, sizeof err, "peak activations %zu bytes, data parallelism's %zu", z.peak_act, d.peak_act);
     for (size_t i = 0; i < n && i < z.n; i++) {
@@ -293,7 +323,7 @@ END_TEST
 
 START_TEST(test_resume_exact)
 {
-    const scase c = {"resume", 2 + _i, _i ? DT_BF16 : DT_F32, 1, 0.0f, 1, 64000, 0};
+    const scase c = {"resume", 2 + _i, _i ? DT_BF16 : DT_F32, 1, 0.0f, 1, 64000, 0, 0};
     dt_train_config cfg;
     base_cfg(&c, c.stage, &cfg);
     /* one directory for every rank: rank 0's pid */
@@ -343,9 +373,10 @@ START_TEST(test_refusals)
         {"tied", "--zero-stage 3 with tied embeddings"},
         {"full", "--zero-stage 3 with --recompute-granularity full"},
         {"stage", "--zero-stage 4: expected 0, 1, 2 or 3"},
+        {"prefetch", "--zero-prefetch gathers stage 3's layers ahead: it needs --zero-stage 3"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const scase c = {"refuse", 3, DT_F32, 1, 0.0f, 1, 0, 0};
+        const scase c = {"refuse", 3, DT_F32, 1, 0.0f, 1, 0, 0, 0};
         dt_train_config cfg;
         base_cfg(&c, 3, &cfg);
         cfg.comm = NULL;
@@ -354,6 +385,7 @@ START_TEST(test_refusals)
         if (k == 2) cfg.model.tie_embeddings = 1;
         if (k == 3) cfg.recompute = DT_RECOMPUTE_FULL, cfg.recompute_num_layers = 1;
         if (k == 4) cfg.zero_stage = 4;
+        if (k == 5) cfg.zero_stage = 2, cfg.zero_prefetch = 1;
         ck_assert_int_eq(dt_train_config_validate(&cfg), DT_ERR_INVALID);
         const char *msg = dt_last_error();
         ck_assert_msg(strstr(msg, cases[k].want) && !strchr(msg, '\n'), "%s: %s", cases[k].what, msg);

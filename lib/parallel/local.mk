@@ -9,6 +9,7 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/tp.c \
 	lib/parallel/zero.c \
 	lib/parallel/zero_gpt.c \
+	lib/parallel/zero_queue.c \
 	lib/parallel/ps.c
 noinst_HEADERS += \
 	lib/parallel/stage.h \
@@ -16,4 +17,5 @@ noinst_HEADERS += \
 	lib/parallel/tp.h \
 	lib/parallel/zero.h \
 	lib/parallel/zero_gpt.h \
+	lib/parallel/zero_queue.h \
 	lib/parallel/ps.h

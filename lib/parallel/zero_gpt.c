@@ -5,7 +5,8 @@
  * units and the layers' ranges, the sharded optimizer (a dt__zero over the
  * units, holding the shard's FP32 masters and moments), the shard's summed
  * gradients, and the working buffers: one unit's gradient (gbuf), one
- * layer's FP32 weights (wbuf), the activation arena and the scratch of one
+ * layer's FP32 weights (wb; two with stage 3's prefetch), the collectives'
+ * queue (zero_queue.c), the activation arena and the scratch of one
  * micro-batch. Stage 2 also keeps the whole weights (w32 in FP32, w16 in
  * the 16-bit format under mixed precision).
  *
@@ -21,8 +22,11 @@
  * bit-identical; with several, this file sums over the ranks first and
  * then over the micro-batches, data parallelism the other way round.
  *
- * Invariants: wbuf holds layer wlayer's weights as the model computes with
- * them, or wlayer is DT__ZG_NONE (after an update or a restore); gbuf
+ * Invariants: wb[b] holds layer wl[b]'s weights as the model computes with
+ * them once its gather wseq[b] is waited for, or wl[b] is DT__ZG_NONE
+ * (after an update or a restore); no collective is in flight between a
+ * forward and a backward or after a backward (prefetch stays inside a
+ * pass), so the trainer's trace writes and the update never meet one; gbuf
  * holds the gradients of the unit being backpropagated only; the shard's
  * gradients are the sum over ranks and micro-batches since zero_grad. */
 #include "zero_gpt.h"
@@ -33,6 +37,7 @@
 #include "dt_internal.h"
 #include "dt_time.h"
 #include "gpt_layers.h"
+#include "zero_queue.h"
 
 #define DT__ZG_NONE (-2)
 #define DT__ZG_NBLOCK 12
@@ -46,8 +51,6 @@ struct dt__zgpt {
     dt_recompute recompute;
     dt_paramset layout; /* the whole model's: names and offsets */
     dt__zero *zero;     /* the units' shards: masters and optimizer */
-    dt_collective_opts coll;
-    int has_coll;
 
     int n_layers;    /* L + 2 */
     size_t *lay_off; /* (L+2) layer l's range starts at lay_off[l+1] */
@@ -57,12 +60,17 @@ struct dt__zgpt {
     size_t *unit_off, *unit_len;
     int *unit_low, *unit_high; /* (n_units) lowest and highest layer */
 
-    dt_buffer grad;      /* (shard) FP32: the summed gradients */
-    dt_buffer gbuf;      /* (largest unit) FP32: one unit's gradients of one micro-batch */
-    dt_buffer wbuf;      /* (largest layer) FP32: one layer's weights (stage 3; stage 2 under mixed precision) */
+    dt_buffer grad; /* (shard) FP32: the summed gradients */
+    dt_buffer gbuf; /* (largest unit) FP32: one unit's gradients of one micro-batch */
+    dt_buffer
+        wb[2]; /* (largest layer) FP32: a layer's weights (stage 3; stage 2 under mixed precision); two with prefetch */
     dt_buffer w32;       /* stage 2, FP32: the whole weights (numel) */
     dt_buffer w16;       /* stage 2, mixed precision: the whole weights in the 16-bit format (numel) */
-    int wlayer;          /* the layer wbuf holds, DT__ZG_NONE: none */
+    int wl[2];           /* the layer each holds, DT__ZG_NONE: none */
+    int64_t wseq[2];     /* its gather's place in the queue, -1: none pending */
+    int cur;             /* the buffer the bound layer reads */
+    int prefetch;        /* stage 3: gather the next layer while this one computes */
+    dt__zq *q;           /* every collective, in issue order */
     int64_t accumulated; /* micro-batches added into grad since zero_grad */
 
     /* the bound views of the layer being computed */
@@ -184,36 +192,61 @@ static void dt__zg_bind(dt__zgpt *z, int l, float *base, size_t origin, int grad
 #undef AT
 }
 
-static const dt_collective_opts *dt__zg_coll(const dt__zgpt *z) { return z->has_coll ? &z->coll : NULL; }
+/* Start gathering layer l's weights into buffer b (stage 3): this rank's
+ * segment, rounded from the FP32 shard, then an all-gather of the layer,
+ * issued to the queue (it has run on return unless prefetching). */
+static dt_status dt__zg_gather(dt__zgpt *z, int b, int l)
+{
+    if (z->wseq[b] >= 0) DT_CHECK(dt__zq_wait(z->q, z->wseq[b])); /* the buffer's last gather, done */
+    z->wseq[b] = -1;
+    z->wl[b] = DT__ZG_NONE;
+    const size_t n = z->lay_len[l + 1];
+    DT_CHECK(dt__zero_unit_weights(z->zero, z->lay_unit[l + 1], z->wb[b].data));
+    DT_CHECK(dt__zq_issue(z->q, DT__ZQ_ALL_GATHER, z->wb[b].data, n, &z->wseq[b]));
+    z->wl[b] = l;
+    z->traffic.gathers++;
+    z->traffic.gather_floats += (int64_t)n;
+    return DT_OK;
+}
 
 /* Layer l's weights as the model computes with them, bound: stage 2 in
  * FP32 reads the whole weights in place; stage 2 under mixed precision
- * widens the layer's 16-bit values into wbuf; stage 3 puts this rank's
- * segment into wbuf and all-gathers the layer (the unit). */
-static dt_status dt__zg_weights(dt__zgpt *z, int l)
+ * widens the layer's 16-bit values into a layer buffer; stage 3 uses the
+ * buffer that holds layer l (the head's forward copy serves its backward;
+ * a prefetched gather is waited for) or gathers it. With prefetch, the
+ * gather of `next` (DT__ZG_NONE: none) then starts into the other buffer,
+ * to run while layer l computes. */
+static dt_status dt__zg_weights(dt__zgpt *z, int l, int next)
 {
     const size_t off = z->lay_off[l + 1], n = z->lay_len[l + 1];
     if (z->stage == 2 && z->precision == DT_F32) {
         dt__zg_bind(z, l, z->w32.data, 0, 0);
         return DT_OK;
     }
-    if (z->wlayer != l) {
-        if (z->stage == 2) {
-            DT_CHECK(z->be->cast(z->be, z->wbuf.data, DT_F32, (char *)z->w16.data + off * dt_dtype_size(z->precision),
+    if (z->stage == 2) {
+        if (z->wl[0] != l)
+            DT_CHECK(z->be->cast(z->be, z->wb[0].data, DT_F32, (char *)z->w16.data + off * dt_dtype_size(z->precision),
                                  z->precision, n));
-        } else {
-            const int u = z->lay_unit[l + 1];
-            z->wlayer = DT__ZG_NONE;
-            DT_CHECK(dt__zero_unit_weights(z->zero, u, z->wbuf.data));
-            DT_CHECK(dt_comm_all_gather(z->dp, z->wbuf.data, n, dt__zg_coll(z)));
-            z->traffic.gathers++;
-            z->traffic.gather_floats += (int64_t)n;
-        }
-        z->wlayer = l;
+        z->wl[0] = l;
+        dt__zg_bind(z, l, z->wb[0].data, off, 0);
+        return DT_OK;
     }
-    dt__zg_bind(z, l, z->wbuf.data, off, 0);
+    int b = z->wl[0] == l ? 0 : z->wl[1] == l ? 1 : -1;
+    if (b < 0) {
+        b = z->prefetch ? z->cur ^ 1 : 0;
+        DT_CHECK(dt__zg_gather(z, b, l));
+    }
+    if (z->wseq[b] >= 0) DT_CHECK(dt__zq_wait(z->q, z->wseq[b]));
+    z->wseq[b] = -1;
+    z->cur = b;
+    dt__zg_bind(z, l, z->wb[b].data, off, 0);
+    if (z->prefetch && next != DT__ZG_NONE && z->wl[b ^ 1] != next) DT_CHECK(dt__zg_gather(z, b ^ 1, next));
     return DT_OK;
 }
+
+/* Forget the gathered layers (the shard changed); nothing is in flight
+ * between passes (a pass prefetches only inside itself). */
+static void dt__zg_forget(dt__zgpt *z) { z->wl[0] = z->wl[1] = DT__ZG_NONE; }
 
 /* ---- creation --------------------------------------------------------------- */
 
@@ -330,7 +363,9 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     z->stage = c->stage;
     z->precision = c->precision;
     z->recompute = c->recompute;
-    z->wlayer = DT__ZG_NONE;
+    z->wl[0] = z->wl[1] = DT__ZG_NONE;
+    z->wseq[0] = z->wseq[1] = -1;
+    z->prefetch = c->prefetch && c->stage == 3;
     dt_paramset_init(&z->layout);
     dt_buffer whole = {0};
     dt_status st;
@@ -351,7 +386,9 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     DT_CHECK_GOTO(dt_buffer_alloc(&z->grad, be, (shard ? shard : 1) * sizeof(float)), st, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&z->gbuf, be, big_unit * sizeof(float)), st, fail);
     if (z->stage == 3 || z->precision != DT_F32)
-        DT_CHECK_GOTO(dt_buffer_alloc(&z->wbuf, be, big_layer * sizeof(float)), st, fail);
+        for (int b = 0; b < 1 + z->prefetch; b++)
+            DT_CHECK_GOTO(dt_buffer_alloc(&z->wb[b], be, big_layer * sizeof(float)), st, fail);
+    DT_CHECK_GOTO(dt__zq_create(dp, NULL, z->prefetch, &z->q), st, fail);
     /* the initial weights: every rank makes the whole model once and keeps its shard */
     DT_CHECK_GOTO(dt__zg_init_whole(z, c->seed, &whole), st, fail);
     DT_CHECK_GOTO(dt__zero_take_shard(z->zero, whole.data, z->precision), st, fail);
@@ -369,10 +406,13 @@ fail:
 void dt__zgpt_free(dt__zgpt *z)
 {
     if (!z) return;
+    dt__zq_free(z->q); /* first: its thread may still use the buffers */
+    z->q = NULL;
     dt__zero_free(z->zero);
     dt_buffer_free(&z->grad);
     dt_buffer_free(&z->gbuf);
-    dt_buffer_free(&z->wbuf);
+    dt_buffer_free(&z->wb[0]);
+    dt_buffer_free(&z->wb[1]);
     dt_buffer_free(&z->w32);
     dt_buffer_free(&z->w16);
     dt_buffer_free(&z->act_buf);
@@ -391,11 +431,7 @@ void dt__zgpt_free(dt__zgpt *z)
     free(z);
 }
 
-void dt__zgpt_set_coll(dt__zgpt *z, const dt_collective_opts *coll)
-{
-    z->has_coll = coll != NULL;
-    if (coll) z->coll = *coll;
-}
+void dt__zgpt_set_coll(dt__zgpt *z, const dt_collective_opts *coll) { dt__zq_set_coll(z->q, coll); }
 
 void dt__zgpt_set_layer_hook(dt__zgpt *z, dt_gpt_layer_hook hook, void *ctx)
 {
@@ -403,11 +439,27 @@ void dt__zgpt_set_layer_hook(dt__zgpt *z, dt_gpt_layer_hook hook, void *ctx)
     z->hook_ctx = ctx;
 }
 
+typedef struct dt__zg_span {
+    dt__zgpt *z;
+    int layer;
+    char pass;
+    int64_t t0, t1;
+} dt__zg_span;
+
+static void dt__zg_hook_call(void *ctx)
+{
+    const dt__zg_span *s = ctx;
+    s->z->hook(s->z->hook_ctx, s->layer, s->pass, s->t0, s->t1);
+}
+
+/* The layer's span, under the queue's lock: with prefetch its thread
+ * writes the collectives' spans meanwhile. */
 static void dt__zg_hook(dt__zgpt *z, int layer, char pass, int64_t t0)
 {
     if (!z->hook) return;
     if (z->be->synchronize) (void)z->be->synchronize(z->be);
-    z->hook(z->hook_ctx, layer, pass, t0, dt_time_ns());
+    dt__zg_span s = {.z = z, .layer = layer, .pass = pass, .t0 = t0, .t1 = dt_time_ns()};
+    dt__zq_locked(z->q, dt__zg_hook_call, &s);
 }
 
 static const dt__rounder *dt__zg_rnd(const dt__zgpt *z) { return z->precision == DT_F32 ? NULL : &z->rnd; }
@@ -489,21 +541,21 @@ dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *ta
         for (int i = 0; i < N; i++) z->n_counted += targets[i] >= 0;
     }
     int64_t t0 = dt_time_ns();
-    DT_CHECK(dt__zg_weights(z, -1));
+    DT_CHECK(dt__zg_weights(z, -1, 0)); /* next: block 0, or the head */
     DT_CHECK(dt__embed_forward(be, c, z->wte, z->wpe, z->d_tokens, &z->arena, &z->x0, B, T, dt__zg_rnd(z)));
     dt__zg_hook(z, -1, 'F', t0);
     const float *x = z->x0;
     const int with_att = z->recompute != DT_RECOMPUTE_SELECTIVE;
     for (int l = 0; l < c->num_layers && dt__zg_packs(z); l++) {
         t0 = dt_time_ns();
-        DT_CHECK(dt__zg_weights(z, l));
+        DT_CHECK(dt__zg_weights(z, l, l + 1));
         DT_CHECK(dt__zg_block_packed(z, l, 1));
         dt__zg_hook(z, l, 'F', t0);
     }
     if (dt__zg_packs(z) && c->num_layers) x = z->packed[c->num_layers - 1][DT__BLOCK_OUT]; /* kept FP32 */
     for (int l = 0; l < c->num_layers && !dt__zg_packs(z); l++) {
         t0 = dt_time_ns();
-        DT_CHECK(dt__zg_weights(z, l));
+        DT_CHECK(dt__zg_weights(z, l, l + 1));
         DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, with_att, &z->acts[l]));
         const size_t mark = dt__arena_mark(&z->arena);
         if (!with_att) /* the probabilities live only while the block runs */
@@ -517,7 +569,7 @@ dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *ta
         dt__zg_hook(z, l, 'F', t0);
     }
     t0 = dt_time_ns();
-    DT_CHECK(dt__zg_weights(z, c->num_layers));
+    DT_CHECK(dt__zg_weights(z, c->num_layers, DT__ZG_NONE)); /* nothing in flight after the forward */
     z->head_mark = dt__arena_mark(&z->arena);
     DT_CHECK(dt__head_forward(be, c, &z->hp, &z->arena, &z->head_acts, x, targets ? z->d_targets : NULL, z->losses,
                               z->correct, B, T, dt__zg_rnd(z)));
@@ -552,7 +604,9 @@ static dt_status dt__zg_grads_close(dt__zgpt *z, int l)
     const size_t n = z->unit_len[u];
     float *g = z->gbuf.data;
     if (z->precision != DT_F32) DT_CHECK(dt__round(z->be, &z->rnd, g, n));
-    DT_CHECK(dt_comm_reduce_scatter(z->dp, g, n, dt__zg_coll(z)));
+    int64_t seq;
+    DT_CHECK(dt__zq_issue(z->q, DT__ZQ_REDUCE_SCATTER, g, n, &seq)); /* after any gather issued before it */
+    DT_CHECK(dt__zq_wait(z->q, seq));
     z->traffic.scatters++;
     z->traffic.scatter_floats += (int64_t)n;
     size_t seg_lo, seg_len, shard_off;
@@ -575,7 +629,7 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
     const float *xL = !L                ? z->x0
                       : dt__zg_packs(z) ? (const float *)z->packed[L - 1][DT__BLOCK_OUT]
                                         : z->acts[L - 1].out;
-    DT_CHECK(dt__zg_weights(z, L)); /* still in wbuf from the forward: no second gather */
+    DT_CHECK(dt__zg_weights(z, L, L ? L - 1 : DT__ZG_NONE)); /* still there from the forward: no second gather */
     DT_CHECK(dt__zg_grads_open(z, L));
     DT_CHECK(dt__head_backward(be, c, &z->hp, &z->hg, &z->head_acts, xL, z->d_targets, z->losses, dloss, z->dres,
                                z->scratch.dbtc, B, T, dt__zg_rnd(z)));
@@ -583,7 +637,7 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
     dt__zg_hook(z, L, 'B', t0);
     DT_CHECK(dt__zg_grads_close(z, L));
     for (int l = L - 1; l >= 0 && dt__zg_packs(z); l--) {
-        DT_CHECK(dt__zg_weights(z, l));
+        DT_CHECK(dt__zg_weights(z, l, l ? l - 1 : DT__ZG_NONE)); /* the embedding's backward reads no weights */
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_grads_open(z, l));
         DT_CHECK(dt__zg_block_packed(z, l, 0));
@@ -593,7 +647,7 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
     for (int l = L - 1; l >= 0 && !dt__zg_packs(z); l--) {
         const float *x = l ? z->acts[l - 1].out : z->x0;
         const size_t mark = dt__arena_mark(&z->arena);
-        DT_CHECK(dt__zg_weights(z, l));
+        DT_CHECK(dt__zg_weights(z, l, l ? l - 1 : DT__ZG_NONE));
         if (z->recompute == DT_RECOMPUTE_SELECTIVE) { /* the probabilities again, from the kept qkv */
             t0 = dt_time_ns();
             DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].att));
@@ -635,7 +689,7 @@ dt_status dt__zgpt_zero_grad(dt__zgpt *z)
 
 dt_status dt__zgpt_restored(dt__zgpt *z)
 {
-    z->wlayer = DT__ZG_NONE;
+    dt__zg_forget(z);
     if (z->stage != 2) return DT_OK; /* stage 3 gathers from the shard at every use */
     const size_t numel = z->layout.numel, h = dt_dtype_size(z->precision);
     if (z->precision == DT_F32 && !z->w32.data) DT_CHECK(dt_buffer_alloc(&z->w32, z->be, numel * sizeof(float)));
@@ -644,7 +698,9 @@ dt_status dt__zgpt_restored(dt__zgpt *z)
         const size_t n = z->unit_len[u];
         float *buf = z->precision == DT_F32 ? (float *)z->w32.data + z->unit_off[u] : z->gbuf.data;
         DT_CHECK(dt__zero_unit_weights(z->zero, u, buf));
-        DT_CHECK(dt_comm_all_gather(z->dp, buf, n, dt__zg_coll(z)));
+        int64_t seq;
+        DT_CHECK(dt__zq_issue(z->q, DT__ZQ_ALL_GATHER, buf, n, &seq));
+        DT_CHECK(dt__zq_wait(z->q, seq));
         z->traffic.refreshes++;
         z->traffic.refresh_floats += (int64_t)n;
         if (z->precision != DT_F32)
@@ -656,7 +712,7 @@ dt_status dt__zgpt_restored(dt__zgpt *z)
 dt_status dt__zgpt_update(dt__zgpt *z, const dt__zero_step_args *a, dt__update_result *r)
 {
     DT_CHECK(dt__zero_update(z->zero, NULL, z->grad.data, a, r));
-    z->wlayer = DT__ZG_NONE; /* the masters may have changed */
+    dt__zg_forget(z); /* the masters may have changed */
     if (r->skipped) return DT_OK;
     return z->stage == 2 ? dt__zgpt_restored(z) : DT_OK;
 }
@@ -676,11 +732,12 @@ dt_status dt__zgpt_weights(dt__zgpt *z, float *host)
                                  z->precision, n));
         } else {
             DT_CHECK(dt__zero_unit_weights(z->zero, u, buf));
-            DT_CHECK(dt_comm_all_gather(z->dp, buf, n, NULL));
+            int64_t seq;
+            DT_CHECK(dt__zq_issue(z->q, DT__ZQ_ALL_GATHER, buf, n, &seq));
+            DT_CHECK(dt__zq_wait(z->q, seq));
         }
         DT_CHECK(z->be->copy(z->be, host + z->unit_off[u], buf, n * sizeof(float), DT_COPY_D2H));
     }
-    z->wlayer = DT__ZG_NONE; /* gbuf only, but keep one rule: any gather outside a pass forgets wbuf */
     return DT_OK;
 }
 
@@ -707,5 +764,5 @@ void dt__zgpt_bytes_of(const dt__zgpt *z, dt__zgpt_bytes *b)
     b->weights = z->w32.bytes + z->w16.bytes;
     b->gradients = z->grad.bytes;
     b->optimizer = dt__zero_master_bytes(z->zero) + dt__zero_state_bytes(z->zero);
-    b->working = z->gbuf.bytes + z->wbuf.bytes + z->round_buf.bytes;
+    b->working = z->gbuf.bytes + z->wb[0].bytes + z->wb[1].bytes + z->round_buf.bytes;
 }

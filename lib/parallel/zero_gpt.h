@@ -25,11 +25,19 @@
  * selective recomputation); full recomputation and tied embeddings are
  * refused by the configuration.
  *
+ * Prefetch (stage 3, FSDP's forward and backward prefetch): a
+ * communication thread runs the collectives in issue order
+ * (lib/parallel/zero_queue.c), and the gather of the next layer starts
+ * into a second layer buffer before the current layer computes, within a
+ * forward or a backward (never across: the update and the trainer's
+ * trace writes meet no collective in flight). The same collectives in the
+ * same order: the same numbers as without it.
+ *
  * Invariants: every rank calls every function but the accessors in the
  * same order (they are collective); after dt__zgpt_update every rank's
  * weights are the same (stage 2: the whole copy; stage 3: the segments
  * form one model); at most one unit's gradient buffer and one layer's
- * gathered weights exist at a time. */
+ * gathered weights (two with prefetch) exist at a time. */
 #ifndef DT_ZERO_GPT_H
 #define DT_ZERO_GPT_H
 
@@ -49,6 +57,7 @@ typedef struct dt__zgpt_config {
     dt_dtype precision;         /* DT_F32, DT_F16 or DT_BF16 */
     dt_recompute recompute;     /* none or selective */
     size_t bucket_bytes;        /* stage 2: the gradient buckets (as data parallelism's) */
+    int prefetch;               /* stage 3: gather the next layer while one computes (a communication thread) */
     uint64_t seed;              /* the weights' initialisation (as dt_gpt_init_weights) */
     const dt_optim_config *optim;
 } dt__zgpt_config;

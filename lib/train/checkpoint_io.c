@@ -23,9 +23,11 @@
  *                    BatchNorm statistics), the optimizer
  *   zero-1 segment   param/<piece> (FP32) or master/<piece> (mixed
  *                    precision) of the rank's segment, its optimizer
- *   zero-2/3 shard   master/<piece> of the rank's segment of every unit
- *                    (its FP32 weights, in FP32 training too), its
- *                    optimizer; the whole weights (stage 2) are rebuilt
+ *   zero-2/3 shard   zero.units i64[2] (the units and this rank's shard
+ *                    numel: another --bucket-size-mb is refused in
+ *                    words), master/<piece> of the rank's segment of
+ *                    every unit (its FP32 weights, in FP32 training too),
+ *                    its optimizer; the whole weights (stage 2) are rebuilt
  *   stage            param/<t> of the stage's tensors (tensor-parallel
  *                    shards under t > 1), its optimizer
  *   ps server        ps.version i64[1], param/<t> of its shard, its optimizer
@@ -141,6 +143,35 @@ static dt_status dt__ck_put_zero(dt_checkpoint_shard *s, dt_backend *be, dt__zer
     return dt__ck_put_optim(s, dt__zero_optimizer(z));
 }
 
+/* ZeRO-2/3: the units the shard was cut from (their count and the shard's
+ * numel), so that a run with other units (stage 2's buckets follow
+ * --bucket-size-mb) is refused in words, not by a piece's size. */
+static dt_status dt__ck_put_units(dt_checkpoint_shard *s, const dt__zero *z)
+{
+    size_t lo, len;
+    dt__zero_shard(z, &lo, &len);
+    const int64_t v[2] = {dt__zero_units(z), (int64_t)len};
+    return dt_checkpoint_shard_add(s, "zero.units", DT_CKPT_I64, v, 2, NULL);
+}
+
+static dt_status dt__ck_get_units(const dt_checkpoint_shard *s, const dt__zero *z, int stage)
+{
+    const void *p;
+    int64_t v[2];
+    DT_CHECK(dt_checkpoint_shard_find(s, "zero.units", DT_CKPT_I64, 2, &p));
+    memcpy(v, p, sizeof v); /* records are unaligned */
+    size_t lo, len;
+    dt__zero_shard(z, &lo, &len);
+    if (v[0] != dt__zero_units(z) || v[1] != (int64_t)len)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--load: the shard was cut from %lld unit%s (%lld elements on this rank), this run cuts %d "
+                       "(%zu)%s",
+                       (long long)v[0], v[0] == 1 ? "" : "s", (long long)v[1], dt__zero_units(z), len,
+                       stage == 2 ? ": --zero-stage 2's units are the buckets: give the saved run's --bucket-size-mb"
+                                  : "");
+    return DT_OK;
+}
+
 /* The same read back; dt__zero_restored then gives every rank the whole buffer. */
 static dt_status dt__ck_get_zero(const dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params)
 {
@@ -198,7 +229,10 @@ static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, i
             DT_CHECK(dt__ck_put_tensors(s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)));
         return dt__ck_put_optim(s, &tr->opt);
     case DT__CK_ZERO:
-        if (tr->zgpt) return dt__ck_put_zero(s, tr->be, dt__zgpt_zero(tr->zgpt), NULL); /* the masters */
+        if (tr->zgpt) { /* the units, then the masters */
+            DT_CHECK(dt__ck_put_units(s, dt__zgpt_zero(tr->zgpt)));
+            return dt__ck_put_zero(s, tr->be, dt__zgpt_zero(tr->zgpt), NULL);
+        }
         return dt__ck_put_zero(s, tr->be, tr->zero, tr->kind->params(tr));
     case DT__CK_STAGE:
         DT_CHECK(dt__pipe_boundary(tr->pipe.rt, tr->iter));
@@ -489,6 +523,7 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
         DT_CHECK_GOTO(dt__ck_get_optim(&s, &tr->opt, 1), st, done);
         break;
     case DT__CK_ZERO:
+        if (tr->zgpt) DT_CHECK_GOTO(dt__ck_get_units(&s, dt__zgpt_zero(tr->zgpt), tr->cfg.zero_stage), st, done);
         DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, tr->zgpt ? dt__zgpt_zero(tr->zgpt) : tr->zero,
                                       tr->zgpt ? NULL : tr->kind->params(tr)),
                       st, done);

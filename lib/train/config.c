@@ -236,6 +236,8 @@ static dt_status dt__validate_zero_stage(const dt_train_config *cfg)
 {
     const int s = cfg->zero_stage;
     if (s < 0 || s > 3) return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d: expected 0, 1, 2 or 3", s);
+    if (cfg->zero_prefetch && s != 3)
+        return DT_FAIL(DT_ERR_INVALID, "--zero-prefetch gathers stage 3's layers ahead: it needs --zero-stage 3");
     if (s >= 2 && cfg->use_distributed_optimizer)
         return DT_FAIL(DT_ERR_INVALID,
                        "--use-distributed-optimizer is ZeRO stage 1 and --zero-stage is %d: give one "

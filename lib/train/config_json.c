@@ -130,6 +130,7 @@ json_t *dt__config_object(const dt_train_config *cfg)
     }
     dt__jset(o, "use_distributed_optimizer", json_boolean(cfg->use_distributed_optimizer), &bad);
     dt__jset(o, "zero_stage", json_integer(cfg->zero_stage ? cfg->zero_stage : cfg->use_distributed_optimizer), &bad);
+    dt__jset(o, "zero_prefetch", json_boolean(cfg->zero_prefetch), &bad);
     dt__jset(o, "max_staleness",
              cfg->ps_mode == DT_PS_ASYNC && cfg->max_staleness >= 0 ? json_integer(cfg->max_staleness) : json_null(),
              &bad);

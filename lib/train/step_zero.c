@@ -37,6 +37,7 @@ static dt_status dt__tr_zgpt_create(dt_trainer *tr)
                                 .precision = cfg->precision,
                                 .recompute = cfg->recompute,
                                 .bucket_bytes = cfg->bucket_bytes,
+                                .prefetch = cfg->zero_prefetch,
                                 .seed = cfg->seed,
                                 .optim = &tr->cfg.optim};
     DT_CHECK(dt__zgpt_create(&zc, tr->gcomm ? tr->gcomm : dp, tr->be, &tr->zgpt));
