@@ -76,6 +76,14 @@ static int any_bad(int bad)
     return f > 0.0f;
 }
 
+/* index of the first element whose bits differ, or SIZE_MAX */
+static size_t first_mismatch(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+    return SIZE_MAX;
+}
+
 /* ---- memory against the formulas ------------------------------------------- */
 
 static const dt_gpt_config small_model = {
@@ -207,6 +215,7 @@ typedef struct run_out {
     float scale;
     size_t peak_act; /* peak saved-activation bytes */
     int64_t gathers; /* stage 3: layer gathers over the run */
+    float *whole;    /* zero: the whole weights as the model computes with them (dt__zgpt_weights) */
     float *w;        /* replica: the whole FP32 weights; zero: this rank's shard of masters */
     size_t n;
 } run_out;
@@ -229,6 +238,10 @@ static void run(const dt_train_config *cfg, int steps, const char *save, const c
         dt__zgpt_traffic t;
         dt__zgpt_traffic_of(tr->zgpt, &t);
         o->gathers = t.gathers;
+        const size_t N = dt__zgpt_layout(tr->zgpt)->numel;
+        o->whole = calloc(N, sizeof *o->whole);
+        ck_assert(o->whole != NULL);
+        ck_dt(dt__zgpt_weights(tr->zgpt, o->whole)); /* collective: an all-gather per unit at stage 3 */
     }
     const float *src;
     if (tr->zgpt) {
@@ -307,6 +320,10 @@ START_TEST(test_stage_matches_dp)
             note(err, sizeof err, "shard element %zu (flat %zu): %.9g, data parallelism's %.9g", i, ix[i], (double)a,
                  (double)b);
     }
+    /* FP32: the weights the model computes with, gathered whole, are the replica's */
+    if (c->exact && c->precision == DT_F32 && z.whole && first_mismatch(z.whole, d.w, d.n) != SIZE_MAX)
+        note(err, sizeof err, "the whole weights differ from data parallelism's at element %zu",
+             first_mismatch(z.whole, d.w, d.n));
     float wf = (float)worst;
     ck_dt(dt_comm_allreduce(g_world, &wf, 1, DT_ALLREDUCE_RING, NULL)); /* a sum: an upper bound of the largest */
     if (g_world->rank == 0)
@@ -315,6 +332,7 @@ START_TEST(test_stage_matches_dp)
     free(ix);
     free(d.w);
     free(z.w);
+    free(z.whole);
     ck_assert_msg(!any_bad(err[0] != 0), "%s, rank %d: %s", c->name, g_world->rank, err[0] ? err : "another rank");
 }
 END_TEST
@@ -351,6 +369,9 @@ START_TEST(test_resume_exact)
     free(whole.w);
     free(first.w);
     free(rest.w);
+    free(whole.whole);
+    free(first.whole);
+    free(rest.whole);
     if (g_world->rank == 0) {
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
