@@ -230,15 +230,17 @@ DT_API double dt_schedule_bubble_formula(int p, int m);
  *   gpipe, 1f1b           (p-1)/(m+p-1)       (any F:B ratio)
  *   pipedream(-vsync)     (p-1)/(steps*m+p-1) (filled and drained once per run)
  *   interleaved-1f1b      (p-1)/(v*m+p-1)     (the fill and drain take (p-1)/v of a stage's F+B)
- *   zb-h1                 (p-1)/(3m+p-1)      (idle (p-1)(F+B-W) per device, m >= p)
- *   zb-v                  see dt_schedule_bubble_formula_text
+ *   zb-h1                 I/(3m+I), I = max(p-1, 2p-m-1): (p-1)/(3m+p-1) for m >= p
+ *   zb-v                  I/(6m+I), I = max(p-1, 4p-2m-2) (in chunk forwards, F/2):
+ *                         (p-1)/(6m+p-1) for m >= (3p-1)/2
  * (tests/check_schedule*.c run every kind with these costs and compare
  * each device's idle share with them). dt_schedule_bubble_ideal uses the
  * kind's default chunks. */
 DT_API double dt_schedule_bubble_ideal_chunks(dt_sched_kind k, int p, int v, int m, int steps);
 DT_API double dt_schedule_bubble_ideal(dt_sched_kind k, int p, int m, int steps);
 /* The formula of dt_schedule_bubble_ideal_chunks as text: "(p-1)/(m+p-1)",
- * "(p-1)/(steps*m+p-1)", "(p-1)/(v*m+p-1)", ... */
+ * "(p-1)/(steps*m+p-1)", "(p-1)/(v*m+p-1)", "I/(3m+I), I = max(p-1, 2p-m-1)",
+ * "I/(6m+I), I = max(p-1, 4p-2m-2)". */
 DT_API const char *dt_schedule_bubble_formula_text(dt_sched_kind k);
 
 #ifdef __cplusplus

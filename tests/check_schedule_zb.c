@@ -483,8 +483,8 @@ START_TEST(test_bubble_order)
     ck_assert_double_eq_tol(dt_schedule_bubble_ideal(DT_SCHED_ZB_V, 4, 4, 1), 6.0 / 30.0, 1e-15);
     ck_assert_double_eq_tol(dt_schedule_bubble_ideal_chunks(DT_SCHED_INTERLEAVED_1F1B, 4, 3, 8, 1), 3.0 / 27.0, 1e-15);
     ck_assert_str_eq(dt_schedule_bubble_formula_text(DT_SCHED_INTERLEAVED_1F1B), "(p-1)/(v*m+p-1)");
-    ck_assert_str_eq(dt_schedule_bubble_formula_text(DT_SCHED_ZB_H1), "(p-1)/(3m+p-1)");
-    ck_assert_str_eq(dt_schedule_bubble_formula_text(DT_SCHED_ZB_V), "(p-1)/(6m+p-1)");
+    ck_assert_str_eq(dt_schedule_bubble_formula_text(DT_SCHED_ZB_H1), "I/(3m+I), I = max(p-1, 2p-m-1)");
+    ck_assert_str_eq(dt_schedule_bubble_formula_text(DT_SCHED_ZB_V), "I/(6m+I), I = max(p-1, 4p-2m-2)");
     ck_assert_int_eq(dt_sched_default_chunks(DT_SCHED_INTERLEAVED_1F1B), 2);
     ck_assert_int_eq(dt_sched_default_chunks(DT_SCHED_ZB_V), 2);
     ck_assert_int_eq(dt_sched_default_chunks(DT_SCHED_ZB_H1), 1);

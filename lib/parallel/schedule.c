@@ -184,8 +184,8 @@ const char *dt_schedule_bubble_formula_text(dt_sched_kind k)
     case DT_SCHED_PIPEDREAM:
     case DT_SCHED_PIPEDREAM_VSYNC: return "(p-1)/(steps*m+p-1)";
     case DT_SCHED_INTERLEAVED_1F1B: return "(p-1)/(v*m+p-1)";
-    case DT_SCHED_ZB_H1: return "(p-1)/(3m+p-1)";
-    case DT_SCHED_ZB_V: return "(p-1)/(6m+p-1)";
+    case DT_SCHED_ZB_H1: return "I/(3m+I), I = max(p-1, 2p-m-1)";
+    case DT_SCHED_ZB_V: return "I/(6m+I), I = max(p-1, 4p-2m-2)";
     default: return "(p-1)/(m+p-1)";
     }
 }
