@@ -226,6 +226,8 @@ static int dtrain_config_model_parallel(const dtrain_opts *o, dt_train_config *c
     cfg->zero_stage = o->job.zero_stage ? o->job.zero_stage : o->job.distributed_optimizer;
     cfg->use_distributed_optimizer = o->job.distributed_optimizer || o->job.zero_stage == 1;
     cfg->zero_prefetch = o->job.zero_prefetch;
+    cfg->virtual_pipeline_size = o->job.virtual_pipeline_size;
+    cfg->layers_per_virtual_stage = o->job.layers_per_virtual_stage;
     if (dt_sched_kind_parse(o->job.pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) return dtrain_bad();
     if (o->job.pipeline_split && dtrain_parse_split(o->job.pipeline_split, cfg) != 0) return 2;
     return 0;

@@ -4,6 +4,7 @@
 # the parameter server.
 libdtrain_core_la_SOURCES += \
 	lib/parallel/schedule.c \
+	lib/parallel/schedule_order.c \
 	lib/parallel/stage.c \
 	lib/parallel/pipeline.c \
 	lib/parallel/tp.c \
@@ -12,6 +13,7 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/zero_queue.c \
 	lib/parallel/ps.c
 noinst_HEADERS += \
+	lib/parallel/schedule_internal.h \
 	lib/parallel/stage.h \
 	lib/parallel/pipeline.h \
 	lib/parallel/tp.h \

@@ -73,7 +73,11 @@ tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b'
 tut_line sim '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.1111:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
 tut_range "predicted step time (ms)" "$sim_ms" 80 1500
-tut_range "predicted / measured step time" "$(tut_ratio "$sim_ms" "$meas_ms")" 0.5 1.3
+# The floor is 0.3: make check runs this beside another test on 2 cores,
+# which slows the two ranks' run (measured here up to 640 ms a step with
+# two busy processes beside it, against 285 quiet) more than the one-rank
+# profile run taken at another moment; quiet, the ratio is 0.9-1.0.
+tut_range "predicted / measured step time" "$(tut_ratio "$sim_ms" "$meas_ms")" 0.3 1.3
 sb0=$(tut_num sim '^  stage 0: bubble \([0-9.]*\), .*')
 tut_range "predicted stage 0 bubble" "$sb0" 0.05 0.25
 
