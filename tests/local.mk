@@ -17,6 +17,7 @@ DT_CHECK_SUITES = \
 	tests/check_half \
 	tests/check_mlp \
 	tests/check_stage \
+	tests/check_bw \
 	tests/check_cuda_math \
 	tests/check_schedule \
 	tests/check_trace_stats \
@@ -71,6 +72,9 @@ tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)
+tests_check_bw_SOURCES = tests/check_bw.c tests/testutil.h
+tests_check_bw_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_bw_LDADD = $(DT_CHECK_LDADD)
 # The simulator's mixed-precision model (sim/amp.c) against real fp16 runs.
 tests_check_sim_amp_SOURCES = tests/check_sim_amp.c tests/testutil.h
 tests_check_sim_amp_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim

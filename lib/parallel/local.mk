@@ -4,12 +4,14 @@
 libdtrain_core_la_SOURCES += \
 	lib/parallel/schedule.c \
 	lib/parallel/stage.c \
+	lib/parallel/stage_backward.c \
 	lib/parallel/pipeline.c \
 	lib/parallel/tp.c \
 	lib/parallel/zero.c \
 	lib/parallel/ps.c
 noinst_HEADERS += \
 	lib/parallel/stage.h \
+	lib/parallel/stage_impl.h \
 	lib/parallel/pipeline.h \
 	lib/parallel/tp.h \
 	lib/parallel/zero.h \
