@@ -32,26 +32,49 @@
  *                    it keeps every version later micro-batches will need:
  *                    p stashed copies per stage in the steady state).
  *
- *   interleaved-1f1b Megatron's interleaved schedule: v model chunks per
- *                    device (virtual stages), chunk c of device r is virtual
- *                    stage c*p + r; forwards go through the chunks in groups
- *                    of p micro-batches, with (p-r-1)*2 + (v-1)*p warm-up
- *                    forwards on device r (capped at m*v); m must be a
- *                    multiple of p. Bubble (p-1)/(v*m + p-1).
+ *   interleaved-1f1b Megatron-LM's interleaved schedule: v >= 2 model chunks
+ *                    per device, chunk c of device r is virtual stage c*p + r;
+ *                    forward k (k = 0 .. v*m-1 of a step) runs chunk
+ *                    (k mod p*v) div p on micro-batch (k div p*v)*p + k mod p,
+ *                    backward k the same micro-batch on chunk
+ *                    v-1 - (k mod p*v) div p; device r runs
+ *                    min(2(p-r-1) + (v-1)p, v*m) warm-up forwards, then
+ *                    forward/backward pairs, then the remaining backwards;
+ *                    m must be a multiple of p. Bubble (p-1)/(v*m + p-1) of
+ *                    a step with equal costs per virtual stage (the fill and
+ *                    drain last (p-1)(F+B)/v); at most
+ *                    min(v*m, (v-1)p + 2(p-1-r) + 1) chunk-micro-batches in
+ *                    flight on device r.
  *   zb-h1            zero-bubble H1 (arXiv 2401.10241): the backward is
  *                    split into BACKWARD_B (the input gradient, on the
  *                    critical path) and BACKWARD_W (the weight gradients);
- *                    stage s runs 1f1b's order with B for the backward and
- *                    defers the W of its first s micro-batches to the
- *                    cool-down, where it fills the drain's bubble; at most
- *                    p micro-batches in flight on any stage (1f1b's peak).
+ *                    device r runs 1f1b's order with B for the backward and
+ *                    a W after each steady B once r W's are held back (so
+ *                    the W's of its first r micro-batches slide toward the
+ *                    cool-down, where they fill the drain's bubble). A
+ *                    micro-batch is in flight until its W: min(m, p) on
+ *                    every device (1f1b's peak, on its first stage). Idle
+ *                    per device and step (p-1)(F + B - min(F, B, W)) for
+ *                    m >= p (the paper's (p-1)(F+B-W) when W is the
+ *                    smallest; F = B = W: (p-1)F, a third of 1f1b's
+ *                    (p-1)(F+B+W)).
  *   zb-v             zero-bubble V: two chunks per device in a V, chunk 0
  *                    of device r is virtual stage r, chunk 1 is stage
  *                    2p-1-r (so the last virtual stage is on device 0, and
  *                    device p-1 passes from chunk 0 to chunk 1 locally); B and
- *                    W split; at most 2p chunk-micro-batches in flight on
- *                    a device, as 1f1b's first stage holds p of twice the
- *                    chunk's layers.
+ *                    W split; the ordering of the paper's ZB-V figure
+ *                    (lib/parallel/schedule_order.c); any m >= 1 (below
+ *                    2p-1 micro-batches, the order of 2p-1 with the missing
+ *                    ones left out). At most 2p chunk-micro-batches in
+ *                    flight on a device (2p exactly once m >= 2p-1), as
+ *                    1f1b's first stage holds p of twice the chunk's layers.
+ *                    With F = B = W per chunk a device idles
+ *                    max(p-1, 4p-2m-2) chunk forwards per step: p-1, the
+ *                    fill alone, once m >= (3p-1)/2.
+ *                    The paper's optimizer post-validation (updating before
+ *                    the global gradient-norm / overflow checks and rolling
+ *                    back) is not done: those checks stay synchronous at the
+ *                    step's end, in OPTIM_STEP, as for 1f1b.
  *
  * Devices and chunks: the schedule has p devices (pipeline ranks) and v
  * chunks per device (v = 1 except interleaved-1f1b and zb-v), p*v virtual
@@ -64,20 +87,26 @@
  * stage, direction) matches them).
  *
  * Weight versions: a stage's version v means "after v optimizer steps on
- * this stage". gpipe/1f1b: every instruction of step t uses version t.
+ * this stage". gpipe, 1f1b and the chunked / B-W-split kinds: every
+ * instruction of step t uses version t.
  * pipedream: FORWARD uses the stage's current version, BACKWARD the same as
  * its FORWARD. The generator emits STASH v right after the instruction that
  * makes version v current (or at the start, for v = 0) when a later
  * instruction on the stage uses v while a newer version is current, and
  * DROP v after the last instruction that uses it; gpipe/1f1b never stash.
  *
- * Invariants (tests/check_schedule.c): every FORWARD of (s, mb) precedes its
- * BACKWARD; RECV_ACT(mb) precedes FORWARD(mb) on stages s > 0 and SEND_ACT
- * follows it on stages s < p-1; likewise RECV_GRAD / SEND_GRAD around
- * BACKWARD; every send has exactly one matching receive on the neighbour,
- * and sends and receives between two stages happen in the same order on
- * both sides (so point-to-point messages with one tag match up); an
- * interpreter that runs each stage's list in order, waiting only on
+ * Invariants (tests/check_schedule.c, tests/check_schedule_zb.c): on a
+ * device, every FORWARD of (chunk, mb) precedes its BACKWARD (or its
+ * BACKWARD_B, which precedes its BACKWARD_W); per chunk, forwards,
+ * backwards and W's each come in ascending mb order; RECV_ACT(mb) right
+ * before FORWARD(mb) on virtual stages q > 0 and SEND_ACT right after it on
+ * q < p*v-1; likewise RECV_GRAD / SEND_GRAD around BACKWARD or BACKWARD_B;
+ * every send has exactly one matching receive on the neighbouring virtual
+ * stage, in the same order on both sides (so point-to-point messages with
+ * one tag per link match up); dependencies: RECV on its SEND, BACKWARD and
+ * BACKWARD_B on the FORWARD, BACKWARD_W on the BACKWARD_B; max_in_flight
+ * counts chunk-micro-batches from FORWARD to BACKWARD or BACKWARD_W; an
+ * interpreter that runs each device's list in order, waiting only on
  * dependencies, finishes (no deadlock). */
 #ifndef DT_SCHEDULE_H
 #define DT_SCHEDULE_H
@@ -146,38 +175,72 @@ typedef struct dt_schedule {
     int *vstage;            /* (p*v) virtual stage of device r's chunk c at [r*v + c] */
     int *count;             /* (p) instructions per stage */
     dt_sched_instr **instr; /* (p) each (count[s]) */
-    int *max_in_flight;     /* (p) most micro-batches forwarded but not yet backwarded at once */
+    int *max_in_flight;     /* (p) most (chunk-)micro-batches forwarded but not yet backwarded (zb kinds:
+                               not yet through BACKWARD_W) at once */
     int *max_versions;      /* (p) most distinct weight versions needed at once by in-flight
                                micro-batches (1 for gpipe/1f1b) */
 } dt_schedule;
 
-/* "gpipe", "1f1b", "pipedream", "pipedream-vsync" */
+/* "gpipe", "1f1b", "pipedream", "pipedream-vsync", "interleaved-1f1b", "zb-h1", "zb-v" */
 DT_API dt_status dt_sched_kind_parse(const char *s, dt_sched_kind *out);
 DT_API const char *dt_sched_kind_name(dt_sched_kind k);
-DT_API const char *dt_sched_op_name(dt_sched_op op); /* "recv_act", "forward", ... */
+DT_API const char *dt_sched_op_name(dt_sched_op op); /* "recv_act", "forward", ..., "backward_b", "backward_w" */
+/* Model chunks per device when none is asked for: 2 for interleaved-1f1b and zb-v, 1 otherwise. */
+DT_API int dt_sched_default_chunks(dt_sched_kind k);
+/* 1 for the kinds whose lists use BACKWARD_B and BACKWARD_W (zb-h1, zb-v), 0 otherwise. */
+DT_API int dt_sched_splits_backward(dt_sched_kind k);
+/* The chunks per device of kind k for a model of num_layers blocks over p
+ * stages, from Megatron-LM's flags: vflag = --virtual-pipeline-model-parallel-size
+ * V and layers_per_vstage = --num-layers-per-virtual-pipeline-stage L (0:
+ * not given; with both, V must be num_layers / (p*L)); neither: the
+ * kind's default. interleaved-1f1b needs V >= 2, zb-v V = 2, the others
+ * V = 1; with V > 1 num_layers must be a multiple of p*V. One-line
+ * messages name the flag and the expectation. */
+DT_API dt_status dt_sched_chunks_from_flags(dt_sched_kind k, int p, int num_layers, int vflag, int layers_per_vstage,
+                                            int *v);
 
 /* p >= 1, m >= 1, steps >= 1; messages name the flag (--pipeline-model-parallel-size,
- * micro-batches, --train-iters). */
+ * micro-batches, --train-iters). dt_schedule_make uses the kind's default
+ * chunks (dt_sched_default_chunks); dt_schedule_make_chunks takes v:
+ * interleaved-1f1b v >= 2 and m a multiple of p, zb-v v = 2, the other
+ * kinds v = 1. */
 DT_API dt_status dt_schedule_make(dt_sched_kind kind, int p, int m, int steps, dt_schedule **out);
+DT_API dt_status dt_schedule_make_chunks(dt_sched_kind kind, int p, int v, int m, int steps, dt_schedule **out);
+/* What dt_schedule_make_chunks checks before it builds anything (the same messages). */
+DT_API dt_status dt_schedule_check(dt_sched_kind kind, int p, int v, int m, int steps);
 DT_API void dt_schedule_free(dt_schedule *s);
 
 /* The printable form (caller frees): a header line, then for each stage
  * one line "stage s:" followed by its instructions as short tokens, e.g.
- * "F0 F1 B0 F2 B1 ... OPT" (F/B with the micro-batch, R/S for receives and
- * sends only with verbose, versions as F3@v2 for pipedream kinds). NULL
- * when out of memory. */
+ * "F0 F1 B0 F2 B1 ... OPT" (F/B with the micro-batch, W for BACKWARD_W,
+ * B also for BACKWARD_B; with v > 1 chunks ".c" after the micro-batch, as
+ * F3.1 for micro-batch 3 on chunk 1, and the header says v and where the
+ * chunks sit; R/S for receives and sends only with verbose, versions as
+ * F3@v2 for pipedream kinds). NULL when out of memory. */
 DT_API char *dt_schedule_format(const dt_schedule *s, int verbose);
 
 /* The ideal bubble fraction of gpipe/1f1b with equal per-stage costs:
  * (p-1)/(m+p-1). */
 DT_API double dt_schedule_bubble_formula(int p, int m);
-/* The ideal bubble fraction of schedule k over a run of `steps` steps of m
- * micro-batches, equal per-stage costs: gpipe/1f1b flush every step,
- * (p-1)/(m+p-1); pipedream and pipedream-vsync fill the pipeline once and
- * drain it once per run, (p-1)/(steps*m+p-1). */
+/* The ideal bubble fraction (idle share of a device's step, or of the run
+ * for the pipedream kinds) of schedule k with v chunks per device over a
+ * run of `steps` steps of m micro-batches, when every virtual stage costs
+ * the same and F = B = W (a whole backward BACKWARD = B + W = 2F), and
+ * communication is free:
+ *   gpipe, 1f1b           (p-1)/(m+p-1)       (any F:B ratio)
+ *   pipedream(-vsync)     (p-1)/(steps*m+p-1) (filled and drained once per run)
+ *   interleaved-1f1b      (p-1)/(v*m+p-1)     (the fill and drain take (p-1)/v of a stage's F+B)
+ *   zb-h1                 I/(3m+I), I = max(p-1, 2p-m-1): (p-1)/(3m+p-1) for m >= p
+ *   zb-v                  I/(6m+I), I = max(p-1, 4p-2m-2) (in chunk forwards, F/2):
+ *                         (p-1)/(6m+p-1) for m >= (3p-1)/2
+ * (tests/check_schedule*.c run every kind with these costs and compare
+ * each device's idle share with them). dt_schedule_bubble_ideal uses the
+ * kind's default chunks. */
+DT_API double dt_schedule_bubble_ideal_chunks(dt_sched_kind k, int p, int v, int m, int steps);
 DT_API double dt_schedule_bubble_ideal(dt_sched_kind k, int p, int m, int steps);
-/* The formula of dt_schedule_bubble_ideal as text: "(p-1)/(m+p-1)" or
- * "(p-1)/(steps*m+p-1)". */
+/* The formula of dt_schedule_bubble_ideal_chunks as text: "(p-1)/(m+p-1)",
+ * "(p-1)/(steps*m+p-1)", "(p-1)/(v*m+p-1)", "I/(3m+I), I = max(p-1, 2p-m-1)",
+ * "I/(6m+I), I = max(p-1, 4p-2m-2)". */
 DT_API const char *dt_schedule_bubble_formula_text(dt_sched_kind k);
 
 #ifdef __cplusplus

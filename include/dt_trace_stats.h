@@ -25,7 +25,8 @@
  *               - start of its first instruction of step t
  *               (every instruction counts: receives, sends, stash, drop)
  *   busy(t)   = the summed durations of its "forward", "backward" and
- *               "optim_step" events of step t
+ *               "optim_step" events of step t (a split backward's
+ *               "backward_b" and "backward_w" count as "backward")
  *   bubble(t) = 1 - busy(t) / window(t)      (0 when window(t) is 0)
  *
  * and mean = the mean of bubble(t) over the steps t >= skip (the first step

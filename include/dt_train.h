@@ -96,6 +96,11 @@ typedef struct dt_train_config {
     int tensor_size;                 /* --tensor-model-parallel-size t: each block's heads and MLP split over t ranks */
     dt_sched_kind pipeline_schedule; /* --pipeline-schedule (default 1f1b) */
     int pipeline_split[64];          /* --pipeline-split: blocks per stage (all 0: even) */
+    /* Model chunks per stage (interleaved-1f1b, zb-v): Megatron-LM's
+     * --virtual-pipeline-model-parallel-size V or
+     * --num-layers-per-virtual-pipeline-stage L (0: not given; the kind's
+     * default, dt_sched_chunks_from_flags). */
+    int virtual_pipeline_size, layers_per_virtual_stage;
     /* Testing and teaching: rank slow_rank sleeps slow_ms milliseconds
      * before each gradient exchange, a straggler (slow_ms 0: off). */
     int slow_rank, slow_ms;

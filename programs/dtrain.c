@@ -228,6 +228,8 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE),
         JOB(JF_PIPELINE_SCHEDULE),
         JOB(JF_PIPELINE_SPLIT),
+        JOB(JF_VIRTUAL_PIPELINE_MODEL_PARALLEL_SIZE),
+        JOB(JF_NUM_LAYERS_PER_VIRTUAL_PIPELINE_STAGE),
         {.name = "--print-schedule",
          .kind = DT_ARG_FLAG,
          .dest = &o->print_schedule,
@@ -440,14 +442,19 @@ static int dtrain_cli_init(dtrain_cli *c)
 /* --print-schedule: one pipeline; micro-batches per step from the global batch. */
 static int dtrain_print_schedule(const dt_train_config *cfg)
 {
-    const int m = cfg->global_batch_size / cfg->micro_batch_size;
-    const int async =
-        cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC;
+    const int m = cfg->global_batch_size / cfg->micro_batch_size, p = cfg->pipeline_size;
+    const dt_sched_kind kind = cfg->pipeline_schedule;
+    const int async = kind == DT_SCHED_PIPEDREAM || kind == DT_SCHED_PIPEDREAM_VSYNC;
     const int steps = async && cfg->train_iters > 1 ? 2 : 1;
     dt_schedule *sc = NULL;
     char *text = NULL;
-    if (dt_schedule_make(cfg->pipeline_schedule, cfg->pipeline_size, m, steps, &sc) != DT_OK ||
-        !(text = dt_schedule_format(sc, 0))) {
+    int v = 1;
+    if (dt_sched_chunks_from_flags(kind, p, cfg->model.num_layers, cfg->virtual_pipeline_size,
+                                   cfg->layers_per_virtual_stage, &v) != DT_OK) {
+        fprintf(stderr, PROG ": --print-schedule: %s\n", dt_last_error());
+        return 2;
+    }
+    if (dt_schedule_make_chunks(kind, p, v, m, steps, &sc) != DT_OK || !(text = dt_schedule_format(sc, 0))) {
         fprintf(stderr, PROG ": --print-schedule: %s\n", sc ? "out of memory" : dt_last_error());
         dt_schedule_free(sc);
         return sc ? 1 : 2;
@@ -455,9 +462,13 @@ static int dtrain_print_schedule(const dt_train_config *cfg)
     fputs(text, stdout);
     if (async) /* no flush between steps: filled and drained once per run */
         printf("bubble fraction (p-1)/(steps*m+p-1) = %.4f over %lld steps (filled and drained once per run)\n",
-               dt_schedule_bubble_ideal(cfg->pipeline_schedule, cfg->pipeline_size, m, (int)cfg->train_iters),
-               (long long)cfg->train_iters);
-    else printf("bubble fraction (p-1)/(m+p-1) = %.4f\n", dt_schedule_bubble_formula(cfg->pipeline_size, m));
+               dt_schedule_bubble_ideal(kind, p, m, (int)cfg->train_iters), (long long)cfg->train_iters);
+    else if (kind == DT_SCHED_GPIPE || kind == DT_SCHED_1F1B)
+        printf("bubble fraction (p-1)/(m+p-1) = %.4f\n", dt_schedule_bubble_formula(p, m));
+    else /* the issue-22 kinds: with equal costs per virtual stage, against 1f1b's */
+        printf("bubble fraction %s = %.4f with equal F, B and W (1f1b: (p-1)/(m+p-1) = %.4f)\n",
+               dt_schedule_bubble_formula_text(kind), dt_schedule_bubble_ideal_chunks(kind, p, v, m, 1),
+               dt_schedule_bubble_formula(p, m));
     free(text);
     dt_schedule_free(sc);
     return 0;
@@ -673,8 +684,12 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     if (dt_trainer_is_server(tr)) {
         status = dtrain_serve(tr, comm);
     } else {
-        dtrain_run r = {
-            .tr = tr, .cfg = cfg, .o = o, .out = {.live = rank0 && isatty(STDERR_FILENO)}, .rank0 = rank0, .comm = comm};
+        dtrain_run r = {.tr = tr,
+                        .cfg = cfg,
+                        .o = o,
+                        .out = {.live = rank0 && isatty(STDERR_FILENO)},
+                        .rank0 = rank0,
+                        .comm = comm};
         status = dtrain_train(&r);
         if (status == 0) status = dtrain_finish(&r, rank0);
         if (status != 0) dtrain_abort_job(comm);

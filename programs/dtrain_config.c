@@ -223,6 +223,8 @@ static int dtrain_config_model_parallel(const dtrain_opts *o, dt_train_config *c
     cfg->pipeline_size = o->job.pipeline_size;
     cfg->tensor_size = o->job.tensor_size;
     cfg->use_distributed_optimizer = o->job.distributed_optimizer;
+    cfg->virtual_pipeline_size = o->job.virtual_pipeline_size;
+    cfg->layers_per_virtual_stage = o->job.layers_per_virtual_stage;
     if (dt_sched_kind_parse(o->job.pipeline_schedule, &cfg->pipeline_schedule) != DT_OK) return dtrain_bad();
     if (o->job.pipeline_split && dtrain_parse_split(o->job.pipeline_split, cfg) != 0) return 2;
     return 0;

@@ -142,6 +142,8 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
         .help = "data-parallel replicas (workers with a parameter server); dtrain infers it from the ranks");
     JOB(JF_PIPELINE_SCHEDULE);
     JOB(JF_PIPELINE_SPLIT);
+    JOB(JF_VIRTUAL_PIPELINE_MODEL_PARALLEL_SIZE);
+    JOB(JF_NUM_LAYERS_PER_VIRTUAL_PIPELINE_STAGE);
     JOB(JF_ALLREDUCE);
     JOB(JF_NUM_PS_SERVERS);
     JOB(JF_USE_DISTRIBUTED_OPTIMIZER);

@@ -260,6 +260,8 @@ static int dtsim_scenario_parallel(const dtsim_opts *o, dt_arg *args, int n_args
     if (GIVEN("--pipeline-schedule") && dt_sched_kind_parse(o->job.pipeline_schedule, &sc->schedule) != DT_OK)
         return dtsim_fail(DT_ERR_INVALID);
     if (o->job.pipeline_split && dtsim_parse_split(o->job.pipeline_split, sc) != 0) return 2;
+    if (GIVEN("--virtual-pipeline-model-parallel-size")) sc->vpp = o->job.virtual_pipeline_size;
+    if (GIVEN("--num-layers-per-virtual-pipeline-stage")) sc->vpp_layers = o->job.layers_per_virtual_stage;
     if (GIVEN("--allreduce")) {
         const int ps = !strcmp(o->job.allreduce, "ps-sync") || !strcmp(o->job.allreduce, "ps-async");
         snprintf(sc->exchange_name, sizeof sc->exchange_name, "%s", o->job.allreduce);

@@ -58,7 +58,8 @@ static int dtsim_parse_sweep(const char *spec, dtsim_sweep *sw)
             }
         }
         if (!ok) {
-            const char *want = sw->key == DTSIM_SW_SCHED ? "schedule names (gpipe, 1f1b, pipedream, pipedream-vsync)"
+            const char *want = sw->key == DTSIM_SW_SCHED ? "schedule names (gpipe, 1f1b, pipedream, pipedream-vsync, "
+                                                           "interleaved-1f1b, zb-h1, zb-v)"
                                : sw->key == DTSIM_SW_BW  ? "numbers > 0"
                                                          : "integers >= 1";
             if (sw->n >= DTSIM_MAX_SWEEP_VALUES)
@@ -118,7 +119,13 @@ static void dtsim_sweep_apply(const dtsim_sweep *sw, int i, const dts_scenario *
     switch (sw->key) {
     case DTSIM_SW_M: sc->m = (int)v; break;
     case DTSIM_SW_P: sc->p = (int)v; break;
-    case DTSIM_SW_SCHED: sc->schedule = (dt_sched_kind)(int)v; break;
+    case DTSIM_SW_SCHED:
+        /* --virtual-pipeline-model-parallel-size and --num-layers-per-virtual-pipeline-stage are
+         * interleaved-1f1b's: the other kinds take their own chunks (zb-v 2, the rest 1) */
+        sc->schedule = (dt_sched_kind)(int)v;
+        sc->vpp = sc->schedule == DT_SCHED_INTERLEAVED_1F1B ? base->vpp : 0;
+        sc->vpp_layers = sc->schedule == DT_SCHED_INTERLEAVED_1F1B ? base->vpp_layers : 0;
+        break;
     case DTSIM_SW_D: sc->d = (int)v; break;
     case DTSIM_SW_T: sc->t = (int)v; break;
     case DTSIM_SW_BW:
@@ -263,7 +270,7 @@ int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_sweep *
         else snprintf(cell[1], sizeof cell[1], "%.4f", b0);
         if (isnan(bmax)) snprintf(cell[2], sizeof cell[2], "%s", csv ? "" : "-");
         else snprintf(cell[2], sizeof cell[2], "%.4f", bmax);
-        snprintf(cell[3], sizeof cell[3], "%.4f", dt_schedule_bubble_ideal(sc->schedule, sc->p, sc->m, (int)sc->steps));
+        snprintf(cell[3], sizeof cell[3], "%.4f", s.bubble_formula);
         snprintf(cell[4], sizeof cell[4], "%.3f", comm / 1e6);
         snprintf(cell[5], sizeof cell[5], "%.2f", (double)peak / (1024.0 * 1024.0));
         for (int k = 0; k < n_sw; k++) dtsim_cell(csv, width[k], sw[k].text[idx[k]], 0);

@@ -221,7 +221,7 @@ static const job_flag_def job_flags[JF_COUNT] = {
     [JF_PIPELINE_SCHEDULE] = {.name = "--pipeline-schedule",
                               .kind = DT_ARG_CHOICE,
                               .offset = AT(pipeline_schedule),
-                              .choices = "gpipe|1f1b|pipedream|pipedream-vsync",
+                              .choices = "gpipe|1f1b|pipedream|pipedream-vsync|interleaved-1f1b|zb-h1|zb-v",
                               .prog = {[JOB_DTRAIN] = {.help = "the order of forwards and backwards on each stage "
                                                                "(docs/pipeline-schedules.md)",
                                                        .default_text = "1f1b"},
@@ -232,6 +232,21 @@ static const job_flag_def job_flags[JF_COUNT] = {
                            .metavar = "N,N,...",
                            .help = "blocks per stage",
                            .default_text = "as even as possible"},
+    [JF_VIRTUAL_PIPELINE_MODEL_PARALLEL_SIZE] = {.name = "--virtual-pipeline-model-parallel-size",
+                                                 .kind = DT_ARG_INT,
+                                                 .offset = AT(virtual_pipeline_size),
+                                                 .range = MIN1,
+                                                 .metavar = "V",
+                                                 .help = "model chunks per stage: interleaved-1f1b's V (Megatron-LM), "
+                                                         "zb-v's 2",
+                                                 .default_text = "2 for interleaved-1f1b and zb-v, else 1"},
+    [JF_NUM_LAYERS_PER_VIRTUAL_PIPELINE_STAGE] = {.name = "--num-layers-per-virtual-pipeline-stage",
+                                                  .kind = DT_ARG_INT,
+                                                  .offset = AT(layers_per_virtual_stage),
+                                                  .range = MIN1,
+                                                  .metavar = "L",
+                                                  .help = "blocks per model chunk: V = num-layers / (P x L) "
+                                                          "(Megatron-LM's other way of giving V)"},
     [JF_ALLREDUCE] =
         {.name = "--allreduce",
          .kind = DT_ARG_CHOICE,

@@ -44,6 +44,7 @@ typedef struct job_opts {
     /* parallelism */
     int tensor_size, pipeline_size;
     const char *pipeline_schedule, *pipeline_split, *allreduce, *slow_rank;
+    int virtual_pipeline_size, layers_per_virtual_stage; /* 0: not given */
     int num_ps_servers, distributed_optimizer;
     double bucket_mb;
     int64_t allreduce_chunk_bytes;
@@ -79,6 +80,8 @@ typedef enum job_flag_id {
     JF_PIPELINE_MODEL_PARALLEL_SIZE,
     JF_PIPELINE_SCHEDULE,
     JF_PIPELINE_SPLIT,
+    JF_VIRTUAL_PIPELINE_MODEL_PARALLEL_SIZE,
+    JF_NUM_LAYERS_PER_VIRTUAL_PIPELINE_STAGE,
     JF_ALLREDUCE,
     JF_NUM_PS_SERVERS,
     JF_USE_DISTRIBUTED_OPTIMIZER,

@@ -88,6 +88,17 @@ double dts_layer_fwd_bytes(const dt_gpt_config *cfg, int slot, int B, int T)
     return floats * sizeof(float);
 }
 
+double dts_layer_bwd_w_share(const dt_gpt_config *cfg, int slot, int T)
+{
+    const double C = cfg->hidden_size;
+    switch (cost__kind(cfg, slot)) {
+    case 0: return 1.0;                     /* wte/wpe gradients only: no input gradient */
+    case 1: return 3.0 * C / (6.0 * C + T); /* 24C^2BT of 48C^2BT + 8BT^2C */
+    case 2: return 0.5;                     /* the LM head's dW GEMM of its dX + dW */
+    }
+    return 0.0;
+}
+
 int dts_layer_ops(const dt_gpt_config *cfg, int slot, int backward)
 {
     switch (cost__kind(cfg, slot)) {
@@ -173,6 +184,7 @@ dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_
         const double f = dts_layer_fwd_flops(model, s, B, T), by = dts_layer_fwd_bytes(model, s, B, T);
         c->fwd_ns[s] = cost__roof_ns(f, by, dts_layer_ops(model, s, 0), hw);
         c->bwd_ns[s] = cost__roof_ns(2.0 * f, 2.0 * by, dts_layer_ops(model, s, 1), hw);
+        c->bwd_w_ns[s] = dts_ns_sat((double)c->bwd_ns[s] * dts_layer_bwd_w_share(model, s, T));
     }
     c->optim_ns_per_param = COST_OPTIM_BYTES_PER_PARAM / hw->mem_bytes_per_s * 1e9;
     /* tensors: wte, wpe, 12 per block, lnf.w, lnf.b, lm_head.w; 3 passes */
@@ -287,12 +299,14 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     cost__iter *it = calloc((size_t)max_iter + 1, sizeof *it);
     if (!it) return DT_FAIL(DT_ERR_NOMEM, "profile %s: out of memory", name);
 
-    cost__mean fwd[3] = {{0}}, bwd[3] = {{0}}, opt = {0};
+    /* per layer kind: forward, backward, and a split backward's B and W */
+    cost__mean fwd[3] = {{0}}, bwd[3] = {{0}}, bb[3] = {{0}}, bw[3] = {{0}}, opt = {0};
     for (size_t i = 0; i < profile->n_events; i++) {
         const dt_trace_event *e = &profile->events[i];
         if (e->ph != DT_TRACE_COMPLETE || e->iter == DT_TRACE_NONE || e->iter < 0) continue;
-        const int is_fb =
-            strcmp(e->cat, "compute") == 0 && (strcmp(e->name, "forward") == 0 || strcmp(e->name, "backward") == 0);
+        const int split = strcmp(e->name, "backward_b") == 0 ? 1 : strcmp(e->name, "backward_w") == 0 ? 2 : 0;
+        const int is_fb = strcmp(e->cat, "compute") == 0 &&
+                          (strcmp(e->name, "forward") == 0 || strcmp(e->name, "backward") == 0 || split);
         const int is_re = strcmp(e->cat, "compute") == 0 && strcmp(e->name, "recompute") == 0;
         const int is_opt = strcmp(e->cat, "optim") == 0 && strcmp(e->name, "optimizer") == 0;
         if (!is_fb && !is_re && !is_opt) continue;
@@ -313,7 +327,7 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
                            "profile %s: traceEvents[%zu]: layer %d: expected -1..%lld (num_layers %lld)", name, i,
                            e->layer, (long long)Lp, (long long)Lp);
         }
-        mean_add(e->name[0] == 'f' ? &fwd[k] : &bwd[k], (double)e->dur_ns);
+        mean_add(split == 1 ? &bb[k] : split == 2 ? &bw[k] : e->name[0] == 'f' ? &fwd[k] : &bwd[k], (double)e->dur_ns);
     }
     /* evaluations between two steps are not part of either */
     for (size_t i = 0; i < profile->n_events; i++) {
@@ -329,6 +343,14 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
             mean_add(&over, (double)(it[j].end_ns - it[j - 1].end_ns - it[j].spans_ns - it[j].eval_ns));
     free(it);
     static const char *const what[3] = {"embedding", "block", "head"};
+    double bwd_ns[3], w_share[3] = {-1, -1, -1}; /* -1: by FLOPs (dts_layer_bwd_w_share) */
+    for (int k = 0; k < 3; k++) {
+        const int measured = bb[k].n > 0 && bw[k].n > 0;
+        const double b = mean_of(&bb[k]), w = mean_of(&bw[k]);
+        bwd_ns[k] = bwd[k].n ? mean_of(&bwd[k]) : measured ? b + w : 0.0;
+        if (measured && b + w > 0) w_share[k] = w / (b + w);
+        if (measured && !bwd[k].n) bwd[k].n = bb[k].n; /* a backward seen, as its two parts */
+    }
     for (int k = 0; k < 3; k++)
         if (!fwd[k].n || !bwd[k].n)
             return DT_FAIL(DT_ERR_INVALID, "profile %s: no %s %s spans (cat \"compute\") after iteration 0", name,
@@ -344,7 +366,9 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     for (int s = 0; s <= L + 1; s++) {
         const int k = s == 0 ? 0 : s <= L ? 1 : 2;
         c->fwd_ns[s] = dts_ns_sat(mean_of(&fwd[k]) * scale);
-        c->bwd_ns[s] = dts_ns_sat(mean_of(&bwd[k]) * scale);
+        c->bwd_ns[s] = dts_ns_sat(bwd_ns[k] * scale);
+        const double share = w_share[k] >= 0 ? w_share[k] : dts_layer_bwd_w_share(model, s, T);
+        c->bwd_w_ns[s] = dts_ns_sat((double)c->bwd_ns[s] * share);
     }
     dt_gpt_config pm = *model; /* the profile's model: its blocks and positions */
     pm.num_layers = (int)Lp;

@@ -6,7 +6,8 @@
  * [L+1] the final LayerNorm, the LM head (untied from wte) and the loss.
  *
  * Invariants of a filled dts_cost: 1 <= n_layer <= DTS_MAX_LAYERS; for
- * every slot 0..n_layer+1: fwd_ns, bwd_ns, params, act_bytes >= 0 (and
+ * every slot 0..n_layer+1: fwd_ns, bwd_ns, params, act_bytes >= 0,
+ * 0 <= bwd_w_ns <= bwd_ns (and
  * params sum to dt_gpt_config_num_params of the model); optim_ns_per_param
  * >= 0; step_overhead_ns >= 0; slots above n_layer+1 are 0. */
 #ifndef DTS_COST_H
@@ -26,10 +27,12 @@ extern "C" {
 #define DTS_MAX_LAYERS 4096
 
 typedef struct dts_cost {
-    int n_layer;                        /* L blocks */
-    int64_t fwd_ns[DTS_MAX_LAYERS + 2]; /* forward of one micro-batch through that layer (whole layer, t = 1) */
-    int64_t bwd_ns[DTS_MAX_LAYERS + 2]; /* backward of the same */
-    int64_t params[DTS_MAX_LAYERS + 2]; /* parameters of that layer (elements) */
+    int n_layer;                          /* L blocks */
+    int64_t fwd_ns[DTS_MAX_LAYERS + 2];   /* forward of one micro-batch through that layer (whole layer, t = 1) */
+    int64_t bwd_ns[DTS_MAX_LAYERS + 2];   /* backward of the same */
+    int64_t bwd_w_ns[DTS_MAX_LAYERS + 2]; /* the weight-gradient part (W) of bwd_ns; the rest is B, the input
+                                             gradient (the zb schedules run them apart); 0..bwd_ns */
+    int64_t params[DTS_MAX_LAYERS + 2];   /* parameters of that layer (elements) */
     int64_t act_bytes[DTS_MAX_LAYERS +
                       2];      /* activation bytes saved for backward per micro-batch (fp32, no recomputation) */
     double optim_ns_per_param; /* optimizer update time per parameter (the whole update: unscale/norm/clip/step) */
@@ -59,13 +62,22 @@ double dts_layer_fwd_flops(const dt_gpt_config *cfg, int slot, int B, int T);
 /* Bytes the forward of slot moves through device memory at B x T (FP32):
  * weights read once plus each op's activation reads and writes. */
 double dts_layer_fwd_bytes(const dt_gpt_config *cfg, int slot, int B, int T);
+/* The share of slot's backward that computes weight gradients (W), the
+ * rest being the input gradient (B), by FLOPs: a linear layer's dX and dW
+ * GEMMs cost the same, so a block's W is its 12C^2 weights' dW GEMMs,
+ * 24*C^2*B*T of the backward's 48*C^2*B*T + 8*B*T*T*C (attention's score
+ * and context GEMMs and the elementwise ops belong to B): 3C / (6C + T);
+ * the head's W is its LM-head dW GEMM, 1/2; the embedding's backward only
+ * makes the gradients of wte and wpe: 1. */
+double dts_layer_bwd_w_share(const dt_gpt_config *cfg, int slot, int T);
 /* Backend ops (kernels) in slot's forward / backward. */
 int dts_layer_ops(const dt_gpt_config *cfg, int slot, int backward);
 
 /* Roofline from the model and a hardware description, per slot:
  * time = max(flops / (peak_flops * efficiency), bytes / mem_bytes_per_s)
  *        + kernel_overhead_ns * ops,
- * backward with 2x the forward's FLOPs and bytes. The optimizer reads
+ * backward with 2x the forward's FLOPs and bytes, its W part by
+ * dts_layer_bwd_w_share. The optimizer reads
  * parameter, gradient and two moments and writes three of them, plus a
  * gradient-norm pass and the zeroing of the gradients: 36 bytes per
  * parameter at mem_bytes_per_s. Step overhead: one kernel_overhead_ns per
@@ -75,7 +87,11 @@ dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_
 /* From a single-rank profile (dt_trace_read of `dtrain --trace` without
  * pipeline, tensor or data parallelism): the mean per-layer forward and
  * backward durations (name "forward"/"backward", cat "compute"; layer -1
- * or absent = the embedding, 0..Lp-1 blocks, Lp the head); the blocks of
+ * or absent = the embedding, 0..Lp-1 blocks, Lp the head); the backward's
+ * W part from "backward_b"/"backward_w" spans of the layer kind when the
+ * profile has both (their share of the two, applied to "backward", or
+ * their sum when it has no "backward" spans), else by
+ * dts_layer_bwd_w_share; the blocks of
  * the profile are pooled into one mean that every block of `model` gets;
  * the optimizer span divided by the profile model's parameter count; the
  * step overhead = mean step period (end of a step's last span to the end

@@ -30,8 +30,8 @@ typedef struct dts_run_opts {
     const char *trace_path;      /* write every rank's events there (NULL: none) */
     int keep_events;             /* keep every rank's events in the summary (dts_summary.ev) */
     double bw_scale;             /* what-if: every link's bandwidth times this (0: 1) */
-    const dt_schedule *schedule; /* tests: run this schedule instead of dt_schedule_make's (same kind, p, m,
-                                    steps); not owned */
+    const dt_schedule *schedule; /* tests: run this schedule instead of dt_schedule_make_chunks's (same kind,
+                                    p, chunks, m, steps); not owned */
 } dts_run_opts;
 
 typedef struct dts_summary {
@@ -44,8 +44,11 @@ typedef struct dts_summary {
     int p;
     double *bubble;        /* (p) per stage: dt_bubble_stats mean; pipedream: run (NAN without pipeline events) */
     double *bubble_fb;     /* (p) forward/backward-only bubble (mean_fb; pipedream: run_fb) */
-    double bubble_formula; /* dt_schedule_bubble_ideal: (p-1)/(m+p-1); pipedream (p-1)/(steps*m+p-1) */
+    double bubble_formula; /* dt_schedule_bubble_ideal_chunks: (p-1)/(m+p-1); pipedream (p-1)/(steps*m+p-1);
+                              interleaved-1f1b (p-1)/(v*m+p-1); ... */
     dt_sched_kind schedule;
+    int v;                   /* model chunks per stage (1 without pipeline) */
+    int64_t *peak_mem_stage; /* (p) per stage: the most of its ranks' peak memory (bytes) */
     int n_ranks;
     int64_t *peak_mem; /* (n_ranks) bytes: parameters + gradients + optimizer state + activations + stash */
     int *max_stash;    /* (p) most stashed weight versions held at once per stage */

@@ -67,6 +67,8 @@ typedef struct dts_scenario {
     int64_t steps;             /* --train-iters */
     int t, p, d;               /* tensor, pipeline, data-parallel sizes */
     dt_sched_kind schedule;    /* --pipeline-schedule */
+    int vpp;                   /* --virtual-pipeline-model-parallel-size (0: not given; dts_scenario_chunks) */
+    int vpp_layers;            /* --num-layers-per-virtual-pipeline-stage (0: not given) */
     int split[DTS_MAX_STAGES]; /* --pipeline-split: layers per stage; n_split 0 = the runtime's default */
     int n_split;
     dts_exchange exchange;  /* --allreduce */
@@ -120,6 +122,9 @@ dt_status dts_scenario_check(const dts_scenario *sc);
 /* Fill sc->cost from a profile trace (dts_cost_from_profile) or, with
  * profile NULL, from the roofline of sc->hw. */
 dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path);
+/* The model chunks per stage of the scenario's schedule (vpp, vpp_layers
+ * and the kind's default: dt_sched_chunks_from_flags). */
+dt_status dts_scenario_chunks(const dts_scenario *sc, int *v);
 /* world size, and the first and last layer (-1 .. L, trace convention) of stage s */
 int dts_scenario_world(const dts_scenario *sc);
 dt_status dts_scenario_stage_layers(const dts_scenario *sc, int s, int *first, int *last);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dt_rules.h"
 #include "dt_trace_stats.h"
 #include "dts_amp.h"
 
@@ -25,6 +26,41 @@
 static int64_t dts__mem_ns(const dts_scenario *sc, double bytes)
 {
     return dts__ns(bytes / (sc->hw.mem_bytes_per_s * 1e-9));
+}
+
+/* The blocks of virtual stage q of Q: the scenario's stages (--pipeline-split
+ * or as even as possible) when Q is p, else an even split over the Q
+ * (dts_scenario_check has asked for a multiple); first/last in the trace's
+ * numbering (-1 the embedding, L the head). */
+static dt_status dts__vstage_layers(const dts_scenario *sc, int Q, int q, int *first, int *last)
+{
+    if (Q == sc->p) return dts_scenario_stage_layers(sc, q, first, last);
+    int l0 = 0, l1 = 0;
+    DT_CHECK(dt__stage_split(sc->model.num_layers, Q, NULL, &l0, &l1, q));
+    *first = q == 0 ? -1 : l0;
+    *last = q == Q - 1 ? sc->model.num_layers : l1 - 1;
+    return DT_OK;
+}
+
+/* The schedule a pipelined run executes: the given one (it must fit the
+ * scenario) or the generator's. */
+static dt_status dts__schedule(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o)
+{
+    int v = 1;
+    DT_CHECK(dts_scenario_chunks(sc, &v));
+    if (o && o->schedule) {
+        if (o->schedule->p != sc->p || o->schedule->m != sc->m || o->schedule->steps != sc->steps ||
+            o->schedule->v != v)
+            return DT_FAIL(DT_ERR_INVALID,
+                           "dtsim: the given schedule is for p %d, m %d, %d steps, %d chunks; the scenario has "
+                           "p %d, m %d, %lld steps, %d chunks",
+                           o->schedule->p, o->schedule->m, o->schedule->steps, o->schedule->v, sc->p, sc->m,
+                           (long long)sc->steps, v);
+        s->sched = (dt_schedule *)o->schedule;
+        s->sched_borrowed = 1;
+        return DT_OK;
+    }
+    return dt_schedule_make_chunks(sc->schedule, sc->p, v, sc->m, (int)sc->steps, &s->sched);
 }
 
 static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o, double bw_scale)
@@ -38,28 +74,48 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->begin_step = dts__is_pipe(sc) ? dts__pipe_begin_step : dts__dp_begin_step;
     DT_CHECK(dts_engine_create(&s->e));
     DT_CHECK(dts_net_init(&s->net, s->world, &sc->hw, bw_scale));
-    s->fwd_ns = calloc((size_t)P, sizeof *s->fwd_ns);
-    s->bwd_ns = calloc((size_t)P, sizeof *s->bwd_ns);
+    if (dts__is_pipe(sc)) {
+        DT_CHECK(dts__schedule(s, sc, o));
+        s->n_units = sc->p * sc->d;
+    } else {
+        s->n_units = sc->d;
+    }
+    /* virtual stages: the schedule's chunks (v = 1: the stages themselves) */
+    const int V = s->sched ? s->sched->v : 1, Q = P * V;
+    s->V = V;
+    s->Q = Q;
+    s->q_dev = calloc((size_t)Q, sizeof *s->q_dev);
+    s->q_chunk = calloc((size_t)Q, sizeof *s->q_chunk);
+    s->fwd_ns = calloc((size_t)Q, sizeof *s->fwd_ns);
+    s->bwd_ns = calloc((size_t)Q, sizeof *s->bwd_ns);
+    s->bwd_b_ns = calloc((size_t)Q, sizeof *s->bwd_b_ns);
+    s->bwd_w_ns = calloc((size_t)Q, sizeof *s->bwd_w_ns);
+    s->act = calloc((size_t)Q, sizeof *s->act);
+    s->act_re = calloc((size_t)Q, sizeof *s->act_re);
+    s->tp_blocks = calloc((size_t)Q, sizeof *s->tp_blocks);
     s->opt_ns = calloc((size_t)P, sizeof *s->opt_ns);
     s->stash_ns = calloc((size_t)P, sizeof *s->stash_ns);
     s->params = calloc((size_t)P, sizeof *s->params);
-    s->act = calloc((size_t)P, sizeof *s->act);
-    s->act_re = calloc((size_t)P, sizeof *s->act_re);
-    s->tp_blocks = calloc((size_t)P, sizeof *s->tp_blocks);
     s->dp_open = calloc((size_t)P, sizeof *s->dp_open);
-    if (!s->fwd_ns || !s->bwd_ns || !s->opt_ns || !s->stash_ns || !s->params || !s->act || !s->act_re ||
-        !s->tp_blocks || !s->dp_open)
-        return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages", P);
+    if (!s->q_dev || !s->q_chunk || !s->fwd_ns || !s->bwd_ns || !s->bwd_b_ns || !s->bwd_w_ns || !s->act || !s->act_re ||
+        !s->tp_blocks || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
+        return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages of %d chunks", P, V);
+    for (int r = 0; r < P; r++)
+        for (int c = 0; c < V; c++) {
+            const int q = s->sched ? s->sched->vstage[r * V + c] : r;
+            s->q_dev[q] = r;
+            s->q_chunk[q] = c;
+        }
     const int64_t act_msg = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
     /* between stages, activations and their gradients travel in the 16-bit
      * format under --fp16/--bf16 (lib/parallel/pipeline.c); the tensor-parallel
      * allreduces stay FP32 */
     s->msg_bytes = strcmp(sc->precision, "fp32") ? act_msg / 2 : act_msg;
     s->tp_ar_ns = sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, act_msg) : 0;
-    for (int st = 0; st < P; st++) {
+    for (int q = 0; q < Q; q++) {
         int first = -1, last = L;
-        if (P > 1) DT_CHECK(dts_scenario_stage_layers(sc, st, &first, &last));
-        double f = 0, b = 0;
+        if (Q > 1) DT_CHECK(dts__vstage_layers(sc, Q, q, &first, &last));
+        double f = 0, b = 0, w = 0;
         int64_t prm = 0, act = 0, act_re = 0;
         int blocks = 0;
         const int last_block = last < L - 1 ? last : L - 1, nblocks = last_block - (first > 0 ? first : 0) + 1;
@@ -68,6 +124,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             const int div = block ? sc->t : 1;
             f += (double)sc->cost.fwd_ns[slot] / div;
             b += (double)sc->cost.bwd_ns[slot] / div;
+            w += (double)sc->cost.bwd_w_ns[slot] / div; /* the weight-gradient part of the backward */
             if (block && sc->recompute == 1) b += (double)sc->cost.fwd_ns[slot] / div;
             prm += sc->cost.params[slot] / div;
             /* what the slot keeps per micro-batch (lib/parallel/stage.c): under
@@ -87,44 +144,35 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             else if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
             blocks += block;
         }
-        if (sc->t > 1) {
-            s->tp_blocks[st] = blocks;
+        if (sc->t > 1) { /* the block's allreduces: in the forward, and in the input-gradient part (B) */
+            s->tp_blocks[q] = blocks;
             f += 2.0 * blocks * s->tp_ar_ns;
             b += 2.0 * blocks * s->tp_ar_ns;
         }
-        /* tied embeddings over p > 1 stages: the last holds a copy of wte as
-         * its head, and before each update the two ends sum their gradients
-         * (lib/parallel/pipeline.c), costed here unloaded as part of the update */
-        const int tied_end = sc->model.tie_embeddings && P > 1 && (st == 0 || st == P - 1);
-        const int64_t VC = (int64_t)sc->model.vocab_size * sc->model.hidden_size;
-        if (sc->model.tie_embeddings && P > 1 && st == P - 1) prm += VC;
-        s->fwd_ns[st] = dts__ns(f);
-        s->bwd_ns[st] = dts__ns(b);
-        s->params[st] = prm;
-        s->act[st] = act;
-        s->act_re[st] = act_re;
+        s->fwd_ns[q] = dts__ns(f);
+        s->bwd_ns[q] = dts__ns(b);
+        s->bwd_w_ns[q] = dts__ns(w);
+        s->bwd_b_ns[q] = s->bwd_ns[q] - s->bwd_w_ns[q];
+        s->act[q] = act;
+        s->act_re[q] = act_re;
+        s->params[s->q_dev[q]] += prm;
+    }
+    /* tied embeddings with the first and last virtual stages on two devices:
+     * the last holds a copy of wte as its head, and before each update the
+     * two sum their gradients (lib/parallel/pipeline.c), costed here
+     * unloaded as part of the update (zb-v has both ends on device 0) */
+    const int d0 = s->q_dev[0], dL = s->q_dev[Q - 1], tied = sc->model.tie_embeddings && d0 != dL;
+    const int64_t VC = (int64_t)sc->model.vocab_size * sc->model.hidden_size;
+    if (tied) s->params[dL] += VC;
+    for (int r = 0; r < P; r++) {
+        const int64_t prm = s->params[r];
+        const int tied_end = tied && (r == d0 || r == dL);
         /* ZeRO-1: each rank updates its 1/d of the stage */
         const int shards = sc->zero && sc->d > 1 ? sc->d : 1;
-        s->opt_ns[st] = dts__ns((double)prm / shards * sc->cost.optim_ns_per_param) +
-                        (sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, 4) : 0) +
-                        (tied_end ? dts_net_ring_allreduce_ns(&s->net, 0, sc->t * sc->d * (P - 1), 2, VC * 4) : 0);
-        s->stash_ns[st] = dts__mem_ns(sc, 2.0 * (double)prm * 4);
-    }
-    if (dts__is_pipe(sc)) {
-        if (o && o->schedule) {
-            if (o->schedule->p != sc->p || o->schedule->m != sc->m || o->schedule->steps != sc->steps)
-                return DT_FAIL(DT_ERR_INVALID,
-                               "dtsim: the given schedule is for p %d, m %d, %d steps; the scenario has "
-                               "p %d, m %d, %lld steps",
-                               o->schedule->p, o->schedule->m, o->schedule->steps, sc->p, sc->m, (long long)sc->steps);
-            s->sched = (dt_schedule *)o->schedule;
-            s->sched_borrowed = 1;
-        } else {
-            DT_CHECK(dt_schedule_make(sc->schedule, sc->p, sc->m, (int)sc->steps, &s->sched));
-        }
-        s->n_units = sc->p * sc->d;
-    } else {
-        s->n_units = sc->d;
+        s->opt_ns[r] = dts__ns((double)prm / shards * sc->cost.optim_ns_per_param) +
+                       (sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, 4) : 0) +
+                       (tied_end ? dts_net_ring_allreduce_ns(&s->net, 0, sc->t * sc->d * (dL - d0), 2, VC * 4) : 0);
+        s->stash_ns[r] = dts__mem_ns(sc, 2.0 * (double)prm * 4);
     }
     s->u = calloc((size_t)s->n_units, sizeof *s->u);
     if (!s->u) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d ranks", s->n_units);
@@ -158,9 +206,13 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         if (s->K) u->mem_static = prm * 8; /* weights + gradients; the servers keep the optimizer state */
         else if (sc->zero) u->mem_static = prm * 8 + prm * 4 * states / sc->d;
         else u->mem_static = prm * (8 + 4 * (int64_t)states);
-        if (s->sched) { /* 8 messages in flight to start with; the rings grow to the largest backlog */
-            DT_CHECK(dts__mbox_init(&u->act, 8));
-            DT_CHECK(dts__mbox_init(&u->grad, 8));
+        if (s->sched) { /* 8 messages in flight per chunk to start with; the rings grow to the largest backlog */
+            u->link = calloc((size_t)V, sizeof *u->link);
+            if (!u->link) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
+            for (int c = 0; c < V; c++) {
+                DT_CHECK(dts__mbox_init(&u->link[c].act, 8));
+                DT_CHECK(dts__mbox_init(&u->link[c].grad, 8));
+            }
         }
         if (s->K) {
             u->pulled = calloc((size_t)s->K, sizeof *u->pulled);
@@ -256,8 +308,11 @@ static void dts__teardown(dts__sim *s)
     free(s->node_ranks);
     if (s->u)
         for (int i = 0; i < s->n_units; i++) {
-            dts__mbox_free(&s->u[i].act);
-            dts__mbox_free(&s->u[i].grad);
+            for (int c = 0; s->u[i].link && c < s->V; c++) {
+                dts__mbox_free(&s->u[i].link[c].act);
+                dts__mbox_free(&s->u[i].link[c].grad);
+            }
+            free(s->u[i].link);
             free(s->u[i].pulled);
         }
     if (s->norm)
@@ -278,8 +333,12 @@ static void dts__teardown(dts__sim *s)
     free(s->loss_at);
     free(s->loss0_sync.members);
     free(s->u);
+    free(s->q_dev);
+    free(s->q_chunk);
     free(s->fwd_ns);
     free(s->bwd_ns);
+    free(s->bwd_b_ns);
+    free(s->bwd_w_ns);
     free(s->opt_ns);
     free(s->act_re);
     free(s->stash_ns);
@@ -451,8 +510,10 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     out->bubble = calloc((size_t)out->p, sizeof *out->bubble);
     out->bubble_fb = calloc((size_t)out->p, sizeof *out->bubble_fb);
     out->max_stash = calloc((size_t)out->p, sizeof *out->max_stash);
+    out->peak_mem_stage = calloc((size_t)out->p, sizeof *out->peak_mem_stage);
     out->peak_mem = calloc((size_t)s.world, sizeof *out->peak_mem);
-    if (!out->step_end_ns || !out->bubble || !out->bubble_fb || !out->max_stash || !out->peak_mem) {
+    if (!out->step_end_ns || !out->bubble || !out->bubble_fb || !out->max_stash || !out->peak_mem ||
+        !out->peak_mem_stage) {
         st = DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for the summary");
         goto done;
     }
@@ -467,7 +528,8 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     st = dt_trace_phase_times_events(s.ev.v, s.ev.n, 0, skip, &out->rank0);
     if (st != DT_OK) goto done;
     out->step_ns = out->rank0.step_ns;
-    out->bubble_formula = dt_schedule_bubble_ideal(sc->schedule, out->p, sc->m, (int)sc->steps);
+    out->bubble_formula = dt_schedule_bubble_ideal_chunks(sc->schedule, out->p, s.V, sc->m, (int)sc->steps);
+    out->v = s.V;
     out->schedule = sc->schedule;
     for (int p = 0; p < out->p; p++) {
         out->bubble[p] = out->bubble_fb[p] = NAN;
@@ -485,15 +547,19 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
             if (dts__unit_at(&s, d, p)->stash_max > out->max_stash[p])
                 out->max_stash[p] = dts__unit_at(&s, d, p)->stash_max;
     }
-    for (int i = 0; i < s.n_units; i++)
+    for (int i = 0; i < s.n_units; i++) {
         for (int k = 0; k < (dts__is_pipe(sc) ? sc->t : 1); k++) out->peak_mem[s.u[i].rank + k] = s.u[i].mem_peak;
+        if (s.u[i].mem_peak > out->peak_mem_stage[s.u[i].stage]) out->peak_mem_stage[s.u[i].stage] = s.u[i].mem_peak;
+    }
     for (int j = 0; j < s.K; j++)
         out->peak_mem[s.srv[j].rank] =
             s.srv[j].params * (4 + 4 * (int64_t)sc->optimizer_states) + s.srv[j].params * 4 * (int64_t)s.W;
     const double n_steps = (double)sc->steps;
     out->comm_ns_dp = s.u[0].ns_dp / n_steps;
     out->comm_ns_pp = s.u[0].ns_pp / n_steps;
-    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? 4.0 * s.tp_blocks[0] * sc->m * s.tp_ar_ns : 0.0;
+    int blocks0 = 0; /* device 0's, over its chunks */
+    for (int c = 0; s.sched && c < s.V; c++) blocks0 += s.tp_blocks[s.sched->vstage[c]];
+    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? 4.0 * blocks0 * sc->m * s.tp_ar_ns : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
     out->world_sync_ns = dts__is_pipe(sc) && !s.async_report ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;
@@ -525,6 +591,7 @@ void dts_summary_free(dts_summary *s)
     free(s->bubble_fb);
     free(s->max_stash);
     free(s->peak_mem);
+    free(s->peak_mem_stage);
     free(s->ev);
     memset(s, 0, sizeof *s);
 }

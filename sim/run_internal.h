@@ -54,6 +54,15 @@ typedef struct dts__mbox {
     int cap;
 } dts__mbox;
 
+/* One chunk's messages on a unit: activations into it from the virtual
+ * stage before, gradients into it from the one after, and the counts of
+ * what it received and sent (the sequence numbers of its links: one link
+ * per pair of neighbouring virtual stages and direction). */
+typedef struct dts__link {
+    dts__mbox act, grad;
+    int n_act_recv, n_grad_recv, n_act_sent, n_grad_sent;
+} dts__link;
+
 typedef struct dts__unit {
     dts__sim *sim;
     int idx;
@@ -63,10 +72,9 @@ typedef struct dts__unit {
     /* pipeline */
     int pc, end;
     int64_t step;
-    int wait;
+    int wait, wait_chunk; /* what a blocked receive waits for: DTS__W_*, and into which chunk */
     int64_t wait_t0;
-    dts__mbox act, grad; /* activations from the stage before, gradients from the stage after */
-    int n_act_recv, n_grad_recv, n_act_sent, n_grad_sent;
+    dts__link *link; /* (v) per chunk of the device */
     int opt_phase;
     int64_t opt_t0;    /* OPTIM_STEP: when it, or its wait in the gradient-norm allreduce, began */
     int64_t loss_wait; /* pipedream, stage 0: the step whose loss it waits for (-1: none) */
@@ -138,13 +146,19 @@ struct dts__sim {
     int sched_borrowed;
     int n_units, world;
     dts__unit *u;
-    /* per stage */
-    int64_t *fwd_ns, *bwd_ns, *opt_ns, *stash_ns, *params, *act; /* (p) per stage, one rank's share (blocks / t) */
-    int64_t *act_re; /* (p) full recomputation: the block rebuilt during a backward, held on top of act */
+    /* per virtual stage (Q = p*v of them; v = 1: the stages), one rank's share (blocks / t) */
+    int V, Q;                     /* chunks per device, virtual stages */
+    int *q_dev, *q_chunk;         /* (Q) the device and chunk of each virtual stage */
+    int64_t *fwd_ns, *bwd_ns;     /* (Q) FORWARD, BACKWARD */
+    int64_t *bwd_b_ns, *bwd_w_ns; /* (Q) BACKWARD_B (input gradient, recomputation, tp allreduces), BACKWARD_W */
+    int64_t *act;    /* (Q) activation bytes a micro-batch keeps from its FORWARD to its BACKWARD (or BACKWARD_W) */
+    int64_t *act_re; /* (Q) full recomputation: the block rebuilt during a backward, held on top of act */
+    int *tp_blocks;  /* (Q) blocks per virtual stage */
+    /* per device (p) */
+    int64_t *opt_ns, *stash_ns, *params; /* the update, a stash, the parameters of all its chunks */
     int64_t msg_bytes;
-    int64_t tp_ar_ns; /* one tensor-parallel allreduce of a block's activation */
+    int64_t tp_ar_ns;    /* one tensor-parallel allreduce of a block's activation */
     int n_tp_blocks_max;
-    int *tp_blocks;       /* (p) blocks per stage */
     dts__cinst **dp_open; /* (p) the open data-parallel collective of each stage (pipeline) */
     int *dp_open_seq;
     dts__sync *norm; /* (d) per pipeline */

@@ -2,21 +2,30 @@
  * One unit per (d_i, p_i) stands for its t tensor-parallel ranks (they do
  * the same work in lockstep, joined by their per-block allreduces, which
  * are costed with the ring formula over the t ranks' links). The unit
- * walks its stage's instruction list from dt_schedule_make:
- * FORWARD/BACKWARD take the stage's summed layer costs, SEND posts a
- * message on the link to the neighbour stage (non-blocking), RECV waits
- * for the matching message (sends and receives between two stages come in
- * the same order on both sides, so the k-th receive takes the k-th
- * message), OPTIM_STEP runs the stage's data-parallel allreduce (step
+ * walks its device's instruction list from dt_schedule_make_chunks; each
+ * instruction names its chunk, whose virtual stage q holds a share of the
+ * blocks (run.c): FORWARD, BACKWARD, BACKWARD_B and BACKWARD_W take q's
+ * summed layer costs (B and W the two parts of the backward), SEND posts a
+ * message to the device of q+1 (activation) or q-1 (gradient), on the link
+ * between the two ranks (non-blocking) or, between two chunks of one
+ * device, at no cost (the buffer changes hands); RECV waits for the matching message (sends
+ * and receives between two virtual stages come in the same order on both
+ * sides, so the k-th receive into a chunk takes the k-th message from its
+ * neighbour), OPTIM_STEP runs the device's data-parallel allreduce (step
  * level, dts_coll), the gradient-norm allreduce over the pipeline
- * (gpipe/1f1b; its own comm span, a pipeline wait) and the update (the
- * optim_step span: it starts after those collectives, as in
+ * (the flushing kinds; its own comm span, a pipeline wait) and the update
+ * (the optim_step span: it starts after those collectives, as in
  * lib/parallel/pipeline.c), STASH copies the weights. Each step ends
  * with the world allreduce of the loss (run_step.c).
  *
+ * Memory: a micro-batch's activations of virtual stage q are held from its
+ * FORWARD to its BACKWARD, or to its BACKWARD_W when the backward is split
+ * (W needs the layer inputs); a recomputed block is held during BACKWARD or
+ * BACKWARD_B.
+ *
  * Invariants: a unit executes its instructions in list order, one at a
- * time; it waits for exactly one message at a time (wait, and the next
- * receive's sequence number). */
+ * time; it waits for exactly one message at a time (wait, wait_chunk, and
+ * the next receive's sequence number of that chunk). */
 #include "run_internal.h"
 
 #include <stdlib.h>
@@ -27,8 +36,9 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
 static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in, int64_t t0, int64_t t1)
 {
     if (!u->record) return;
-    static const int lanes[] = {DT_LANE_COMM, DT_LANE_COMPUTE, DT_LANE_COMM,  DT_LANE_COMM, DT_LANE_COMPUTE,
-                                DT_LANE_COMM, DT_LANE_OPTIM,   DT_LANE_OPTIM, DT_LANE_OPTIM};
+    static const int lanes[] = {DT_LANE_COMM,    DT_LANE_COMPUTE, DT_LANE_COMM,   DT_LANE_COMM,
+                                DT_LANE_COMPUTE, DT_LANE_COMM,    DT_LANE_OPTIM,  DT_LANE_OPTIM,
+                                DT_LANE_OPTIM,   DT_LANE_COMPUTE, DT_LANE_COMPUTE};
     dt_trace_event ev;
     dt_trace_event_init(&ev, DT_TRACE_COMPLETE, dt_sched_op_name(in->op), "pipeline", u->rank, lanes[in->op], t0,
                         t1 - t0);
@@ -37,13 +47,14 @@ static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in,
     dt_trace_event_add_arg(&ev, "stage", u->stage);
     if (in->version >= 0) dt_trace_event_add_arg(&ev, "version", in->version);
     dt_trace_event_add_arg(&ev, "phase", in->phase);
+    if (s->V > 1) dt_trace_event_add_arg(&ev, "chunk", in->chunk);
     dts__rec(s, 1, &ev);
 }
 
-static void dts__tp_spans(dts__sim *s, dts__unit *u, int64_t t0, int64_t t1, int forward, int64_t iter)
+static void dts__tp_spans(dts__sim *s, dts__unit *u, int q, int64_t t0, int64_t t1, int forward, int64_t iter)
 {
     /* the block's allreduces sit at the end of the compute span, two per block */
-    const int n = 2 * s->tp_blocks[u->stage];
+    const int n = 2 * s->tp_blocks[q];
     if (!u->record || n == 0 || s->sc->t == 1) return;
     int64_t at = t1 - n * s->tp_ar_ns;
     if (at < t0) at = t0;
@@ -57,14 +68,15 @@ static void dts__tp_spans(dts__sim *s, dts__unit *u, int64_t t0, int64_t t1, int
     }
 }
 
-/* The message arrives at `to` at time t: wake it if it waits for exactly this one. */
-static void dts__deliver(dts__sim *s, dts__unit *to, int grad, int seq, int64_t t)
+/* The message arrives into chunk c of `to` at time t: wake it if it waits for exactly this one. */
+static void dts__deliver(dts__sim *s, dts__unit *to, int c, int grad, int seq, int64_t t)
 {
     const int want = grad ? DTS__W_GRAD : DTS__W_ACT;
-    const int next = grad ? to->n_grad_recv : to->n_act_recv;
-    const dt_status st = dts__mbox_put(grad ? &to->grad : &to->act, seq, next, t);
+    dts__link *l = &to->link[c];
+    const int next = grad ? l->n_grad_recv : l->n_act_recv;
+    const dt_status st = dts__mbox_put(grad ? &l->grad : &l->act, seq, next, t);
     if (st != DT_OK) return dts__fail(s, st);
-    if (to->wait == want && next == seq) {
+    if (to->wait == want && to->wait_chunk == c && next == seq) {
         to->wait = DTS__W_NONE;
         dts__at(s, t, dts__pipe_advance, to, 1, 0); /* b = 0: resume the waiting receive */
     }
@@ -167,6 +179,12 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
     else dts__at(s, t1, dts__pipe_advance, u, 2, 0);
 }
 
+/* The instruction's virtual stage. */
+static int dts__q(const dts__sim *s, const dts__unit *u, const dt_sched_instr *in)
+{
+    return s->sched->vstage[u->stage * s->V + in->chunk];
+}
+
 /* b: 0 run from pc, 1 a receive's message has arrived (finish it), 2 a timed op finished */
 static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
 {
@@ -178,39 +196,45 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
     const int64_t now = dts_engine_now(e);
     if (a == 2) { /* the timed instruction at pc is done */
         const dt_sched_instr *in = &list[u->pc];
+        const int q = dts__q(s, u, in);
         dts__pipe_event(s, u, in, u->wait_t0, now);
-        if (in->op == DT_SCHED_BACKWARD) {
-            u->mem_act -= s->act[st] + s->act_re[st];
+        if (in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B || in->op == DT_SCHED_BACKWARD_W) {
+            u->mem_act -=
+                (in->op != DT_SCHED_BACKWARD_B ? s->act[q] : 0) + (in->op != DT_SCHED_BACKWARD_W ? s->act_re[q] : 0);
             dts__memory(s, u);
         }
-        if (in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD)
-            dts__tp_spans(s, u, u->wait_t0, now, in->op == DT_SCHED_FORWARD, in->step);
+        if (in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B)
+            dts__tp_spans(s, u, q, u->wait_t0, now, in->op == DT_SCHED_FORWARD, in->step);
         if (in->op == DT_SCHED_OPTIM_STEP) u->opt_phase = 0;
         u->pc++;
     } else if (a == 1) { /* the receive at pc has its message */
         const dt_sched_instr *in = &list[u->pc];
+        dts__link *l = &u->link[in->chunk];
         dts__pipe_event(s, u, in, u->wait_t0, now);
         u->ns_pp += now - u->wait_t0;
-        if (in->op == DT_SCHED_RECV_ACT) dts__mbox_take(&u->act, u->n_act_recv++);
-        else dts__mbox_take(&u->grad, u->n_grad_recv++);
+        if (in->op == DT_SCHED_RECV_ACT) dts__mbox_take(&l->act, l->n_act_recv++);
+        else dts__mbox_take(&l->grad, l->n_grad_recv++);
         u->pc++;
     }
     while (u->pc < u->end) {
         const dt_sched_instr *in = &list[u->pc];
+        const int q = dts__q(s, u, in);
         u->wait_t0 = now;
         switch (in->op) {
         case DT_SCHED_FORWARD:
-            u->mem_act += s->act[st];
+            u->mem_act += s->act[q];
             dts__memory(s, u);
-            dts__compute(s, u, s->fwd_ns[st], dts__pipe_advance, 2, 0);
+            dts__compute(s, u, s->fwd_ns[q], dts__pipe_advance, 2, 0);
             return;
         case DT_SCHED_BACKWARD:
-            if (s->act_re[st]) { /* recomputation: what is rebuilt for the backward */
-                u->mem_act += s->act_re[st];
+        case DT_SCHED_BACKWARD_B:
+            if (s->act_re[q]) { /* recomputation: what is rebuilt for the backward */
+                u->mem_act += s->act_re[q];
                 dts__memory(s, u);
             }
-            dts__compute(s, u, s->bwd_ns[st], dts__pipe_advance, 2, 0);
+            dts__compute(s, u, in->op == DT_SCHED_BACKWARD ? s->bwd_ns[q] : s->bwd_b_ns[q], dts__pipe_advance, 2, 0);
             return;
+        case DT_SCHED_BACKWARD_W: dts__compute(s, u, s->bwd_w_ns[q], dts__pipe_advance, 2, 0); return;
         case DT_SCHED_STASH:
             u->stash_now++;
             if (u->stash_now > u->stash_max) u->stash_max = u->stash_now;
@@ -227,11 +251,13 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
             continue;
         case DT_SCHED_SEND_ACT:
         case DT_SCHED_SEND_GRAD: {
-            const int grad = in->op == DT_SCHED_SEND_GRAD;
-            dts__unit *to = dts__unit_at(s, u->dpi, st + (grad ? -1 : 1));
-            const int seq = grad ? u->n_grad_sent++ : u->n_act_sent++;
-            const int64_t at = dts_net_send(&s->net, u->rank, to->rank, s->msg_bytes, now, NULL);
-            dts__deliver(s, to, grad, seq, at);
+            const int grad = in->op == DT_SCHED_SEND_GRAD, tq = grad ? q - 1 : q + 1;
+            dts__unit *to = dts__unit_at(s, u->dpi, s->q_dev[tq]);
+            dts__link *l = &u->link[in->chunk];
+            const int seq = grad ? l->n_grad_sent++ : l->n_act_sent++;
+            /* to another device over the link; to a chunk of this one at once (the buffer changes hands) */
+            const int64_t at = to == u ? now : dts_net_send(&s->net, u->rank, to->rank, s->msg_bytes, now, NULL);
+            dts__deliver(s, to, s->q_chunk[tq], grad, seq, at);
             dts__pipe_event(s, u, in, now, now);
             u->pc++;
             continue;
@@ -239,10 +265,12 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         case DT_SCHED_RECV_ACT:
         case DT_SCHED_RECV_GRAD: {
             const int grad = in->op == DT_SCHED_RECV_GRAD;
-            const int seq = grad ? u->n_grad_recv : u->n_act_recv;
-            const int64_t t = dts__mbox_get(grad ? &u->grad : &u->act, seq);
+            dts__link *l = &u->link[in->chunk];
+            const int seq = grad ? l->n_grad_recv : l->n_act_recv;
+            const int64_t t = dts__mbox_get(grad ? &l->grad : &l->act, seq);
             if (t < 0) { /* not sent yet: the sender wakes us */
                 u->wait = grad ? DTS__W_GRAD : DTS__W_ACT;
+                u->wait_chunk = in->chunk;
                 return;
             }
             if (t > now) {
@@ -250,9 +278,9 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
                 return;
             }
             dts__pipe_event(s, u, in, now, now);
-            dts__mbox_take(grad ? &u->grad : &u->act, seq);
-            if (grad) u->n_grad_recv++;
-            else u->n_act_recv++;
+            dts__mbox_take(grad ? &l->grad : &l->act, seq);
+            if (grad) l->n_grad_recv++;
+            else l->n_act_recv++;
             u->pc++;
             continue;
         }

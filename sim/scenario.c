@@ -235,6 +235,8 @@ static const char *const dts__keys[] = {"model",
                                         "data_parallel_size",
                                         "pipeline_schedule",
                                         "pipeline_split",
+                                        "virtual_pipeline_model_parallel_size",
+                                        "num_layers_per_virtual_pipeline_stage",
                                         "allreduce",
                                         "num_ps_servers",
                                         "use_distributed_optimizer",
@@ -436,14 +438,17 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         n->m = (int)(G / per_micro);
     }
 
-    DTS__TRY(r = dts__str(what, o, "pipeline_schedule", "gpipe, 1f1b, pipedream or pipedream-vsync", &s));
+    DTS__TRY(r = dts__str(what, o, "pipeline_schedule",
+                          "gpipe, 1f1b, pipedream, pipedream-vsync, interleaved-1f1b, zb-h1 or zb-v", &s));
     if (r == 1 && dt_sched_kind_parse(s, &n->schedule) != DT_OK) {
         st = DT_FAIL(DT_ERR_INVALID,
-                     "%s: \"pipeline_schedule\": expected gpipe, 1f1b, pipedream or pipedream-vsync, "
-                     "got \"%s\"",
+                     "%s: \"pipeline_schedule\": expected gpipe, 1f1b, pipedream, pipedream-vsync, "
+                     "interleaved-1f1b, zb-h1 or zb-v, got \"%s\"",
                      what, s);
         goto out;
     }
+    DTS__TRY(dts__int32(what, o, "virtual_pipeline_model_parallel_size", 1, 1 << 20, &n->vpp));
+    DTS__TRY(dts__int32(what, o, "num_layers_per_virtual_pipeline_stage", 1, 1 << 20, &n->vpp_layers));
     const json_t *split = json_object_get(o, "pipeline_split");
     if (split && json_is_null(split)) {
         n->n_split = 0;
@@ -684,8 +689,18 @@ dt_status dts_scenario_check(const dts_scenario *sc)
                        "(--num-layers; expected at least one per stage)",
                        sc->p, L);
     }
-    if (sc->schedule < DT_SCHED_GPIPE || sc->schedule > DT_SCHED_PIPEDREAM_VSYNC)
+    if (sc->schedule < DT_SCHED_GPIPE || sc->schedule > DT_SCHED_ZB_V)
         return DT_FAIL(DT_ERR_INVALID, "--pipeline-schedule: unknown schedule %d", (int)sc->schedule);
+    if (sc->p > 1 || sc->t > 1) { /* pipelined: the chunks, and the schedule's own limits on p, m and them */
+        int v = 1;
+        DT_CHECK(dts_scenario_chunks(sc, &v));
+        if (v > 1 && sc->n_split > 0)
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--pipeline-split: not with --pipeline-schedule %s (its blocks are split evenly over the "
+                           "%d x %d virtual stages)",
+                           dt_sched_kind_name(sc->schedule), sc->p, v);
+        DT_CHECK(dt_schedule_check(sc->schedule, sc->p, v, sc->m, 1));
+    }
 
     /* the gradient exchange */
     dts_exchange ex;
@@ -773,6 +788,12 @@ dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path)
     return st;
 }
 
+dt_status dts_scenario_chunks(const dts_scenario *sc, int *v)
+{
+    if (!sc || !v) return DT_FAIL(DT_ERR_INVALID, "dts_scenario_chunks: NULL argument");
+    return dt_sched_chunks_from_flags(sc->schedule, sc->p, sc->model.num_layers, sc->vpp, sc->vpp_layers, v);
+}
+
 dt_status dts_scenario_stage_layers(const dts_scenario *sc, int s, int *first, int *last)
 {
     if (!sc || !first || !last) return DT_FAIL(DT_ERR_INVALID, "dts_scenario_stage_layers: NULL argument");
@@ -811,6 +832,9 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "pipeline_model_parallel_size", json_integer(sc->p), &bad);
     dts__json_set(o, "data_parallel_size", json_integer(sc->d), &bad);
     dts__json_set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
+    if (sc->vpp > 0) dts__json_set(o, "virtual_pipeline_model_parallel_size", json_integer(sc->vpp), &bad);
+    if (sc->vpp_layers > 0)
+        dts__json_set(o, "num_layers_per_virtual_pipeline_stage", json_integer(sc->vpp_layers), &bad);
     if (sc->n_split > 0) {
         json_t *a = json_array();
         for (int i = 0; a && i < sc->n_split && i < DTS_MAX_STAGES; i++)

@@ -49,6 +49,12 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
             bad |= json_array_append_new(pm, json_integer(s->peak_mem[i])) != 0;
         bad |= dts__set(o, "bubble", b) | dts__set(o, "bubble_fb", bf);
         bad |= dts__set(o, "bubble_formula", dts__real(s->bubble_formula));
+        bad |= dts__set(o, "model_chunks", json_integer(s->v));
+        json_t *pms = json_array();
+        bad |= !pms;
+        for (int i = 0; !bad && i < s->p; i++)
+            bad |= json_array_append_new(pms, json_integer(s->peak_mem_stage[i])) != 0;
+        bad |= dts__set(o, "peak_memory_per_stage_bytes", pms);
         bad |= dts__set(o, "max_stashed_versions", ms) | dts__set(o, "peak_memory_bytes", pm);
         json_t *ps = json_object(), *h = json_array();
         bad |= !ps || !h;
@@ -97,6 +103,12 @@ void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
             fprintf(f, "  stage %d: bubble %.4f, fwd/bwd-only %.4f\n", i, s->bubble[i], s->bubble_fb[i]);
         for (int i = 0; i < s->p; i++)
             if (s->max_stash[i]) fprintf(f, "  stage %d stashes up to %d weight versions\n", i, s->max_stash[i]);
+        if ((int)s->schedule > DT_SCHED_PIPEDREAM_VSYNC) { /* the issue-22 kinds: chunks, split backward, memory */
+            fprintf(f, "%d model chunk%s per stage%s; peak memory per stage:", s->v, s->v == 1 ? "" : "s",
+                    dt_sched_splits_backward(s->schedule) ? ", backward split in B and W" : "");
+            for (int i = 0; i < s->p; i++) fprintf(f, " %.2f", (double)s->peak_mem_stage[i] / 1048576.0);
+            fprintf(f, " MiB\n");
+        }
     }
     fprintf(f,
             "comm per step on rank 0: dp allreduce %.3f ms, pipeline waits %.3f ms, tp allreduce %.3f ms, "

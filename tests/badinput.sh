@@ -289,6 +289,8 @@ numeric dtrain "$DTRAIN" --train-iters 0 <<'EOF'
 --max-staleness | i | -1
 --tensor-model-parallel-size | i | -1 0 65
 --pipeline-model-parallel-size | i | -1 0 65
+--virtual-pipeline-model-parallel-size | i | -1 0
+--num-layers-per-virtual-pipeline-stage | i | -1 0
 --allreduce-chunk-bytes | i | -1
 --bucket-size-mb | f | -1 1048577 1e300
 --threads | i | -1 1025
@@ -309,6 +311,9 @@ table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 <<'EOF'
 2 | --pipeline-split | --pipeline-split -1,3
 2 | --pipeline-split | --pipeline-split ''
 2 | --pipeline-split | --pipeline-split 99999999999999999999,1
+2 | --num-layers-per-virtual-pipeline-stage 3 | --print-schedule --pipeline-model-parallel-size 2 --pipeline-schedule interleaved-1f1b --num-layers 8 --num-layers-per-virtual-pipeline-stage 3
+2 | micro-batches per step 3 | --print-schedule --pipeline-model-parallel-size 2 --pipeline-schedule interleaved-1f1b --num-layers 4 --global-batch-size 3 --micro-batch-size 1
+2 | zb-v places exactly 2 | --print-schedule --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --num-layers 8 --virtual-pipeline-model-parallel-size 4
 2 | --slow-rank | --slow-rank 1
 2 | --slow-rank | --slow-rank x:10
 2 | --slow-rank | --slow-rank 1:-5
@@ -398,6 +403,9 @@ if [ "$HAVE_MPI" = 1 ]; then
 2 | --num-ps-servers 3 | 3 | --allreduce ps-async --num-ps-servers 3
 2 | --num-ps-servers 4 | 4 | --allreduce ps-async --num-ps-servers 4
 2 | with a parameter server | 4 | --allreduce ps-sync --pipeline-model-parallel-size 2
+2 | the runtime does not execute it yet | 2 | --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1
+2 | needs a multiple of 4 | 2 | --pipeline-model-parallel-size 2 --pipeline-schedule interleaved-1f1b --num-layers 6
+2 | --pipeline-split: not with | 2 | --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --num-layers 4 --pipeline-split 1,3
 2 | --slow-rank 5 | 2 | --slow-rank 5:10
 2 | --allreduce nccl | 2 | --allreduce nccl
 2 | --lr | 3 | --lr -1

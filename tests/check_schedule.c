@@ -70,6 +70,8 @@ static void check_structure(const dt_schedule *S)
 {
     const int p = S->p, m = S->m, N = m * S->steps;
     REQUIRE(S->p >= 1 && S->count && S->instr && S->max_in_flight && S->max_versions, "bad header");
+    REQUIRE(S->v == 1 && S->vstage, "v %d", S->v);
+    for (int s = 0; s < p; s++) REQUIRE(S->vstage[s] == s, "vstage[%d] = %d", s, S->vstage[s]);
     int *fpos = malloc((size_t)N * sizeof *fpos), *bpos = malloc((size_t)N * sizeof *bpos);
     for (int s = 0; s < p; s++) {
         const dt_sched_instr *L = S->instr[s];
@@ -82,6 +84,14 @@ static void check_structure(const dt_schedule *S)
             REQUIRE((int)op >= DT_SCHED_RECV_ACT && (int)op <= DT_SCHED_DROP, "stage %d [%d]: op %d", s, i, (int)op);
             REQUIRE((int)in->phase >= DT_SCHED_WARMUP && (int)in->phase <= DT_SCHED_COOLDOWN, "stage %d [%d]: phase", s,
                     i);
+            REQUIRE(in->chunk == 0, "stage %d [%d]: chunk %d", s, i, in->chunk);
+            {
+                const int peer = op == DT_SCHED_RECV_ACT || op == DT_SCHED_SEND_GRAD   ? s - 1
+                                 : op == DT_SCHED_SEND_ACT || op == DT_SCHED_RECV_GRAD ? s + 1
+                                                                                       : -1;
+                REQUIRE(in->peer == peer, "stage %d [%d] %s: peer %d, expected %d", s, i, dt_sched_op_name(op),
+                        in->peer, peer);
+            }
             int has_mb = op <= DT_SCHED_SEND_GRAD;
             if (has_mb) {
                 REQUIRE(in->mb >= 0 && in->mb < N, "stage %d [%d] %s: mb %d", s, i, dt_sched_op_name(op), in->mb);
@@ -657,10 +667,22 @@ START_TEST(test_names_and_errors)
     ck_assert_int_eq(dt_sched_kind_parse(NULL, &got), DT_ERR_INVALID);
     ck_assert_str_eq(dt_sched_kind_name((dt_sched_kind)7), "?");
 
-    static const char *ops[] = {"recv_act",  "forward",    "send_act", "recv_grad", "backward",
-                                "send_grad", "optim_step", "stash",    "drop"};
-    for (int op = 0; op < 9; op++) ck_assert_str_eq(dt_sched_op_name((dt_sched_op)op), ops[op]);
-    ck_assert_str_eq(dt_sched_op_name((dt_sched_op)9), "?");
+    static const char *ops[] = {"recv_act",   "forward", "send_act", "recv_grad",  "backward",  "send_grad",
+                                "optim_step", "stash",   "drop",     "backward_b", "backward_w"};
+    for (int op = 0; op < 11; op++) ck_assert_str_eq(dt_sched_op_name((dt_sched_op)op), ops[op]);
+    ck_assert_str_eq(dt_sched_op_name((dt_sched_op)11), "?");
+    ck_assert_str_eq(dt_sched_op_name((dt_sched_op)-1), "?");
+    /* the issue-22 kinds parse too, and the message lists every kind */
+    static const char *more[] = {"interleaved-1f1b", "zb-h1", "zb-v"};
+    static const dt_sched_kind more_k[] = {DT_SCHED_INTERLEAVED_1F1B, DT_SCHED_ZB_H1, DT_SCHED_ZB_V};
+    for (int k = 0; k < 3; k++) {
+        ck_dt(dt_sched_kind_parse(more[k], &got));
+        ck_assert_int_eq(got, more_k[k]);
+        ck_assert_str_eq(dt_sched_kind_name(more_k[k]), more[k]);
+    }
+    ck_assert_int_eq(dt_sched_kind_parse("zb-h2", &got), DT_ERR_INVALID);
+    ck_assert_str_eq(dt_last_error(), "--pipeline-schedule 'zb-h2': unknown schedule (expected gpipe, 1f1b, "
+                                      "pipedream, pipedream-vsync, interleaved-1f1b, zb-h1 or zb-v)");
 
     dt_schedule sentinel, *S = &sentinel; /* set to NULL on failure */
     ck_assert_int_eq(dt_schedule_make(DT_SCHED_1F1B, 0, 4, 1, &S), DT_ERR_INVALID);

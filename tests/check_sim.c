@@ -281,6 +281,139 @@ START_TEST(test_bubble_formula)
 }
 END_TEST
 
+/* The chunked and split-backward kinds on L equal blocks (forward F, backward 2F, half of it the
+ * weight gradients: F = B = W), free links: every stage's forward/backward bubble and the step time
+ * are the generator's exact unit-cost values (tests/check_schedule_zb.c), and with one model
+ * (L = 2p blocks) and m >= 2p the four flushing kinds order 1f1b > interleaved-1f1b > zb-h1 > zb-v. */
+static void split_costs(dts_scenario *sc, int64_t W)
+{
+    for (int l = 0; l < sc->model.num_layers; l++) sc->cost.bwd_w_ns[l + 1] = W;
+}
+
+/* The most activation bytes each stage held (rank = stage with t = d = 1), from the memory counters. */
+static void peak_activations(const dts_summary *s, int p, double *out)
+{
+    for (int r = 0; r < p; r++) out[r] = 0;
+    for (size_t i = 0; i < s->n_ev; i++)
+        if (s->ev[i].ph == DT_TRACE_COUNTER && !strcmp(s->ev[i].name, "memory") && s->ev[i].pid < p) {
+            const double a = dt_trace_event_arg(&s->ev[i], "activations", 0);
+            if (a > out[s->ev[i].pid]) out[s->ev[i].pid] = a;
+        }
+}
+
+START_TEST(test_bubble_chunks)
+{
+    const int64_t F = 1000;
+    for (int p = 2; p <= 4; p++)
+        for (int m = p; m <= 4 * p; m += p) {
+            double got[4][8], step[4];
+            const dt_sched_kind kinds[4] = {DT_SCHED_1F1B, DT_SCHED_INTERLEAVED_1F1B, DT_SCHED_ZB_H1, DT_SCHED_ZB_V};
+            for (int k = 0; k < 4; k++) {
+                dts_scenario sc;
+                fixed_scenario(&sc, 2 * p, p, m, 3, kinds[k], F, 2 * F);
+                split_costs(&sc, F);
+                dts_summary s;
+                ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s p=%d m=%d: %s", dt_sched_kind_name(kinds[k]), p, m,
+                              dt_last_error());
+                const double f = dt_schedule_bubble_ideal_chunks(kinds[k], p, dt_sched_default_chunks(kinds[k]), m, 1);
+                ck_assert(fabs(s.bubble_formula - f) < 1e-12);
+                ck_assert_int_eq(s.v, dt_sched_default_chunks(kinds[k]));
+                for (int st = 0; st < p; st++) {
+                    ck_assert_msg(fabs(s.bubble_fb[st] - f) < 1e-9, "%s p=%d m=%d stage %d: %.6f vs %.6f",
+                                  dt_sched_kind_name(kinds[k]), p, m, st, s.bubble_fb[st], f);
+                    got[k][st] = s.bubble_fb[st];
+                }
+                /* the step: the stage's work 6mF (2 blocks of F + 2F) over 1 - bubble */
+                step[k] = s.step_ns;
+                ck_assert_msg(fabs(s.step_ns * (1 - f) - 6.0 * m * F) < 1e-3, "%s p=%d m=%d: step %.1f",
+                              dt_sched_kind_name(kinds[k]), p, m, s.step_ns);
+                dts_summary_free(&s);
+            }
+            if (m < 2 * p) continue; /* below, zb-v's fill can match zb-h1's (p = 2, m = 2: both 1/7) */
+            for (int st = 0; st < p; st++)
+                ck_assert_msg(got[0][st] > got[1][st] && got[1][st] > got[2][st] && got[2][st] > got[3][st],
+                              "p=%d m=%d stage %d: %.4f %.4f %.4f %.4f", p, m, st, got[0][st], got[1][st], got[2][st],
+                              got[3][st]);
+            ck_assert(step[0] > step[1] && step[1] > step[2] && step[2] > step[3]);
+        }
+    /* exact values of one case: p = 4, m = 8, 8 blocks */
+    const double want[4] = {3.0 / 11, 3.0 / 19, 3.0 / 27, 3.0 / 51};
+    const dt_sched_kind kinds[4] = {DT_SCHED_1F1B, DT_SCHED_INTERLEAVED_1F1B, DT_SCHED_ZB_H1, DT_SCHED_ZB_V};
+    for (int k = 0; k < 4; k++) {
+        dts_scenario sc;
+        fixed_scenario(&sc, 8, 4, 8, 2, kinds[k], F, 2 * F);
+        split_costs(&sc, F);
+        dts_summary s;
+        ck_assert_int_eq(dts_run(&sc, NULL, &s), DT_OK);
+        for (int st = 0; st < 4; st++) ck_assert(fabs(s.bubble_fb[st] - want[k]) < 1e-9);
+        dts_summary_free(&s);
+    }
+}
+END_TEST
+
+/* Interleaved with v = 4 (--virtual-pipeline-model-parallel-size) and from
+ * --num-layers-per-virtual-pipeline-stage: (p-1)/(v*m+p-1). */
+START_TEST(test_bubble_interleaved_v)
+{
+    for (int v = 2; v <= 4; v++) {
+        dts_scenario sc;
+        fixed_scenario(&sc, 36, 3, 6, 2, DT_SCHED_INTERLEAVED_1F1B, 1000, 2000);
+        if (v == 4) sc.vpp_layers = 3; /* 36 / (3 x 3) = 4 */
+        else sc.vpp = v;
+        dts_summary s;
+        ck_assert_msg(dts_run(&sc, NULL, &s) == DT_OK, "%s", dt_last_error());
+        ck_assert_int_eq(s.v, v);
+        const double f = 2.0 / (v * 6 + 2);
+        for (int st = 0; st < 3; st++)
+            ck_assert_msg(fabs(s.bubble_fb[st] - f) < 1e-9, "v=%d stage %d: %.6f vs %.6f", v, st, s.bubble_fb[st], f);
+        dts_summary_free(&s);
+    }
+    dts_scenario sc;
+    fixed_scenario(&sc, 10, 3, 6, 1, DT_SCHED_INTERLEAVED_1F1B, 1000, 2000);
+    ck_assert_int_eq(dts_scenario_check(&sc), DT_ERR_INVALID); /* 10 blocks over 3 x 2 */
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "--num-layers 10"));
+    fixed_scenario(&sc, 12, 3, 4, 1, DT_SCHED_INTERLEAVED_1F1B, 1000, 2000);
+    ck_assert_int_eq(dts_scenario_check(&sc), DT_ERR_INVALID); /* m = 4, not a multiple of 3 */
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "micro-batches per step 4"));
+}
+END_TEST
+
+/* Activation memory: a chunk-micro-batch is held from its FORWARD to its
+ * BACKWARD (or BACKWARD_W); zb-h1 holds p micro-batches on every stage and
+ * zb-v 2p half-stage chunks on every device, both 1f1b's first-stage peak. */
+START_TEST(test_memory_chunks)
+{
+    const int p = 4, m = 8;
+    double one[4], act[4];
+    const dt_sched_kind kinds[3] = {DT_SCHED_ZB_H1, DT_SCHED_ZB_V, DT_SCHED_INTERLEAVED_1F1B};
+    dts_scenario sc;
+    fixed_scenario(&sc, 2 * p, p, m, 1, DT_SCHED_1F1B, 1000, 2000);
+    dts_run_opts o = {.keep_events = 1};
+    dts_summary s;
+    ck_assert_int_eq(dts_run(&sc, &o, &s), DT_OK);
+    peak_activations(&s, p, one);
+    for (int r = 0; r < p; r++) ck_assert(fabs(one[r] * p - one[0] * (p - r)) < 1e-6); /* p - r micro-batches */
+    dts_summary_free(&s);
+    for (int k = 0; k < 3; k++) {
+        fixed_scenario(&sc, 2 * p, p, m, 1, kinds[k], 1000, 2000);
+        split_costs(&sc, 1000);
+        ck_assert_int_eq(dts_run(&sc, &o, &s), DT_OK);
+        peak_activations(&s, p, act);
+        dt_schedule *S = NULL;
+        ck_dt(dt_schedule_make(kinds[k], p, m, 1, &S));
+        for (int r = 0; r < p; r++) {
+            /* each chunk-micro-batch holds 2/v blocks: one[0] / p per block pair */
+            const double want = one[0] / p * S->max_in_flight[r] / S->v;
+            ck_assert_msg(fabs(act[r] - want) < 1e-6, "%s stage %d: %.0f vs %.0f", dt_sched_kind_name(kinds[k]), r,
+                          act[r], want);
+            if (kinds[k] != DT_SCHED_INTERLEAVED_1F1B) ck_assert(fabs(act[r] - one[0]) < 1e-6);
+        }
+        dt_schedule_free(S);
+        dts_summary_free(&s);
+    }
+}
+END_TEST
+
 /* A pipeline step ends with the world allreduce of the loss (lib/parallel/pipeline.c:
  * 8 bytes, a ring over every rank): the summary reports its cost, 2(n-1)·α
  * + 2(n-1)/n·8/β. */
@@ -524,6 +657,9 @@ static Suite *sim_suite(void)
     tc = tcase_create("executor");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_bubble_formula);
+    tcase_add_test(tc, test_bubble_chunks);
+    tcase_add_test(tc, test_bubble_interleaved_v);
+    tcase_add_test(tc, test_memory_chunks);
     tcase_add_test(tc, test_stash_depth);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_deadlock);

@@ -654,6 +654,10 @@ END_TEST
 static const int64_t PF_FWD[4] = {100, 1000, 1200, 300};
 enum { PF_OPT = 5000, PF_GAP = 700, PF_ITERS = 4 };
 
+/* 1: profile_trace writes each backward as "backward_b" (3/4) then "backward_w" (1/4), as a run
+ * with a split backward would */
+static int pf_split;
+
 static void profile_trace(tbuild *b, const char *config, int emb_layer_absent)
 {
     b->t.config_json = strdup(config);
@@ -664,12 +668,15 @@ static void profile_trace(tbuild *b, const char *config, int emb_layer_absent)
             for (int j = 0; j < 4; j++) {
                 const int slot = pass ? 3 - j : j; /* backward in reverse order */
                 const int64_t dur = PF_FWD[slot] * (pass ? 2 : 1) * k;
-                dt_trace_event *e =
-                    tb_add(b, DT_TRACE_COMPLETE, pass ? "backward" : "forward", "compute", DT_LANE_COMPUTE, ts, dur);
-                e->iter = it;
-                e->micro_batch = 0;
-                e->layer = slot == 0 ? (emb_layer_absent ? DT_TRACE_NONE : -1) : slot - 1;
-                ts += dur;
+                for (int part = 0; part < (pass && pf_split ? 2 : 1); part++) {
+                    const char *name = !pass ? "forward" : !pf_split ? "backward" : part ? "backward_w" : "backward_b";
+                    const int64_t d = !pass || !pf_split ? dur : part ? dur / 4 : dur - dur / 4;
+                    dt_trace_event *e = tb_add(b, DT_TRACE_COMPLETE, name, "compute", DT_LANE_COMPUTE, ts, d);
+                    e->iter = it;
+                    e->micro_batch = 0;
+                    e->layer = slot == 0 ? (emb_layer_absent ? DT_TRACE_NONE : -1) : slot - 1;
+                    ts += d;
+                }
             }
         dt_trace_event *o = tb_add(b, DT_TRACE_COMPLETE, "optimizer", "optim", DT_LANE_OPTIM, ts, PF_OPT * k);
         o->iter = it;
@@ -719,8 +726,45 @@ START_TEST(test_profile_synthetic)
         ck_assert_int_eq(c.bwd_ns[4], 1800);
         ck_assert_int_eq(c.step_overhead_ns, PF_GAP);
         ck_assert_int_eq(c.act_bytes[1], dts_layer_act_bytes(&m, 1, 6, 4));
+        /* no backward_b/backward_w spans: W by FLOPs (dts_layer_bwd_w_share): embedding all, block
+         * 3C/(6C+T) = 24/52, head 1/2 */
+        ck_assert_int_eq(c.bwd_w_ns[0], c.bwd_ns[0]);
+        ck_assert_int_eq(c.bwd_w_ns[2], (int64_t)(6600.0 * 24.0 / 52.0 + 0.5));
+        ck_assert_int_eq(c.bwd_w_ns[4], 900);
         tb_free(&b);
     }
+}
+END_TEST
+
+/* A profile with a split backward: its backward_b + backward_w are the backward, and its W share
+ * (1/4 here) replaces the FLOP-based one. */
+START_TEST(test_profile_split_backward)
+{
+    tbuild b = {0};
+    pf_split = 1;
+    profile_trace(&b, PF_CONFIG, 0);
+    pf_split = 0;
+    dt_gpt_config m = SMALL_CFG;
+    dts_cost c;
+    ck_dt(dts_cost_from_profile(&b.t, "prof.json", &m, 2, 4, &c));
+    ck_assert_int_eq(c.bwd_ns[0], 200);
+    ck_assert_int_eq(c.bwd_w_ns[0], 50);
+    for (int s = 1; s <= 3; s++) {
+        ck_assert_int_eq(c.bwd_ns[s], 2200);
+        ck_assert_int_eq(c.bwd_w_ns[s], 550);
+    }
+    ck_assert_int_eq(c.bwd_ns[4], 600);
+    ck_assert_int_eq(c.bwd_w_ns[4], 150);
+    ck_assert_int_eq(c.step_overhead_ns, PF_GAP);
+    tb_free(&b);
+    /* the roofline splits by FLOPs */
+    dts_hw hw;
+    dts_hw_default(&hw);
+    ck_dt(dts_cost_roofline(&m, 2, 4, &hw, &c));
+    ck_assert_int_eq(c.bwd_w_ns[0], c.bwd_ns[0]);
+    ck_assert_int_eq(c.bwd_w_ns[1], (int64_t)((double)c.bwd_ns[1] * 24.0 / 52.0 + 0.5));
+    ck_assert_int_eq(c.bwd_w_ns[4], (int64_t)((double)c.bwd_ns[4] * 0.5 + 0.5));
+    ck_assert(dt_test_close(dts_layer_bwd_w_share(&m, 2, 4), 24.0 / 52.0, 0, 1e-15));
 }
 END_TEST
 
@@ -907,6 +951,7 @@ static Suite *sim_cost_suite(void)
     tcase_add_test(tc, test_roofline_hand_counts);
     tcase_add_test(tc, test_params_sum_presets);
     tcase_add_test(tc, test_profile_synthetic);
+    tcase_add_test(tc, test_profile_split_backward);
     tcase_add_test(tc, test_profile_mismatch);
     tcase_add_test(tc, test_profile_real_run);
     tcase_set_timeout(tc, 120);

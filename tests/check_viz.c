@@ -17,7 +17,11 @@
  *       5000 ranks (> DTV_MAX_RANKS);
  *   (d) the same render twice gives the same pixels;
  *   (e) a recomputation nested in a backward (a pipeline stage's) is drawn
- *       over the backward box's lower half.
+ *       over the backward box's lower half;
+ *   (f) zero-bubble spans: backward_b is drawn as a backward, backward_w in
+ *       the weight-gradient colour (neither forward's nor backward's), and
+ *       the `chunk` extra gives the trace its chunks per stage; a chunk
+ *       out of range is refused naming the event.
  * Files go to a fresh directory under $TMPDIR (or /tmp), removed at the end. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -225,6 +229,55 @@ START_TEST(test_pixels_nested_recompute)
     ck_color(probe(&c, t, &v, k, 500, L.row_h - 3), dtv_kind_color(DTV_FORWARD), "forward");
     dtv_canvas_free(&c);
     free_trace(t);
+}
+END_TEST
+
+/* ---- (f) zero-bubble spans and model chunks ----------------------------------- */
+
+START_TEST(test_pixels_zero_bubble)
+{
+    /* one stage, two chunks: F(c0) F(c1) B(c1) W(c1) B(c0) W(c0), 1000 ns each */
+    static const char *const names[] = {"forward", "forward", "backward_b", "backward_w", "backward_b", "backward_w"};
+    static const int chunk[] = {0, 1, 1, 1, 0, 0};
+    dt_trace_event *ev = calloc(6, sizeof *ev);
+    ck_assert_ptr_nonnull(ev);
+    for (int i = 0; i < 6; i++) {
+        dt_trace_event_init(&ev[i], DT_TRACE_COMPLETE, names[i], "pipeline", 0, DT_LANE_COMPUTE, 1000 * i, 1000);
+        ev[i].iter = 0;
+        ev[i].micro_batch = 0;
+        ck_dt(dt_trace_event_add_arg(&ev[i], "stage", 0));
+        ck_dt(dt_trace_event_add_arg(&ev[i], "chunk", chunk[i]));
+    }
+    dtv_trace *t = malloc(sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    ck_dt(dtv_trace_from_events(ev, 6, "zb", "dtrain", "{\"pipeline_model_parallel_size\":1}", t));
+    ck_assert_int_eq(t->chunks, 2);
+    dtv_canvas c;
+    dtv_view v;
+    dtv_timeline_layout L;
+    render_whole(t, &c, &v, &L);
+    const int k = stage_compute_row(t, 0);
+    const SDL_Color w = dtv_kind_color(DTV_WGRAD);
+    ck_assert(!dtv_color_eq(w, dtv_kind_color(DTV_FORWARD)) && !dtv_color_eq(w, dtv_kind_color(DTV_BACKWARD)));
+    ck_color(probe(&c, t, &v, k, 1250, 3), dtv_kind_color(DTV_FORWARD), "forward of chunk 1");
+    ck_color(probe(&c, t, &v, k, 2250, 3), dtv_kind_color(DTV_BACKWARD), "backward_b of chunk 1");
+    ck_color(probe(&c, t, &v, k, 3250, 3), w, "backward_w of chunk 1");
+    ck_color(probe(&c, t, &v, k, 5250, 3), w, "backward_w of chunk 0");
+    dtv_canvas_free(&c);
+    free_trace(t);
+
+    /* a negative chunk is refused, naming the event */
+    ev = calloc(1, sizeof *ev);
+    ck_assert_ptr_nonnull(ev);
+    dt_trace_event_init(&ev[0], DT_TRACE_COMPLETE, "backward_w", "pipeline", 0, DT_LANE_COMPUTE, 0, 1000);
+    ck_dt(dt_trace_event_add_arg(&ev[0], "chunk", -1));
+    t = malloc(sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    dt_status st = dtv_trace_from_events(ev, 1, "zb", "dtrain", NULL, t);
+    ck_assert_int_ne(st, DT_OK);
+    ck_assert_msg(strstr(dt_last_error(), "backward_w") && strstr(dt_last_error(), "chunk"), "message: %s",
+                  dt_last_error());
+    free(t);
 }
 END_TEST
 
@@ -503,6 +556,7 @@ int main(void)
     tcase_add_test(tc, test_pixels_gpipe);
     tcase_add_test(tc, test_pixels_1f1b);
     tcase_add_test(tc, test_pixels_nested_recompute);
+    tcase_add_test(tc, test_pixels_zero_bubble);
     tcase_add_test(tc, test_rank_files_aligned);
     tcase_add_test(tc, test_bad_inputs);
     tcase_add_test(tc, test_deterministic);

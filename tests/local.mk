@@ -20,6 +20,7 @@ DT_CHECK_SUITES = \
 	tests/check_bw \
 	tests/check_cuda_math \
 	tests/check_schedule \
+	tests/check_schedule_zb \
 	tests/check_trace_stats \
 	tests/check_sim_amp
 check_PROGRAMS += tests/check_comm
@@ -66,6 +67,9 @@ tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
 tests_check_schedule_SOURCES = tests/check_schedule.c tests/testutil.h
 tests_check_schedule_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_schedule_LDADD = $(DT_CHECK_LDADD)
+tests_check_schedule_zb_SOURCES = tests/check_schedule_zb.c tests/testutil.h
+tests_check_schedule_zb_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_schedule_zb_LDADD = $(DT_CHECK_LDADD)
 tests_check_trace_stats_SOURCES = tests/check_trace_stats.c tests/testutil.h
 tests_check_trace_stats_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)

@@ -176,6 +176,30 @@ else
     [ "$fp" = 0.0361 ] || fail "sweep: pipedream's formula '$fp', expected 3/(20*4+3) = 0.0361"
 fi
 
+# ---- the issue-22 schedules side by side (docs/pipeline-schedules.md) -------------
+# equal blocks on 4 stages, m = 8: the formulas 3/11, 3/19 (v = 2), 3/27, 3/51, and
+# the step times in the same order (the embedding and head make the stages unequal)
+run sweep --num-layers 8 --pipeline-model-parallel-size 4 --micro-batches 8 --train-iters 3 \
+    --sweep pipeline-schedule=1f1b,interleaved-1f1b,zb-h1,zb-v
+if [ "$rc" -ne 0 ]; then
+    fail "sweep zb: exit $rc: $(cat "$TMP/err")"
+else
+    f=$(awk '$1 ~ /^(1f1b|interleaved-1f1b|zb-h1|zb-v)$/ { printf "%s ", $5 }' "$TMP/out")
+    [ "$f" = "0.2727 0.1579 0.1111 0.0588 " ] || fail "sweep zb: formulas '$f'"
+    awk '$1 ~ /^(1f1b|interleaved-1f1b|zb-h1|zb-v)$/ { if (n++ && $2 >= last) bad = 1; last = $2 }
+        END { exit bad || n != 4 }' "$TMP/out" || fail "sweep zb: step times not decreasing: $(cat "$TMP/out")"
+fi
+run sweep --num-layers 8 --pipeline-model-parallel-size 2 --micro-batches 8 --train-iters 2 \
+    --virtual-pipeline-model-parallel-size 4 --sweep pipeline-schedule=1f1b,interleaved-1f1b
+f=$(awk '$1 == "interleaved-1f1b" { print $5 }' "$TMP/out")
+[ "$rc" -eq 0 ] && [ "$f" = 0.0303 ] || fail "sweep interleaved v=4: exit $rc, formula '$f' (1/33 = 0.0303)"
+expect_usage_error "--num-layers 6" run --num-layers 6 --pipeline-model-parallel-size 2 --micro-batches 4 \
+    --pipeline-schedule interleaved-1f1b
+expect_usage_error "micro-batches per step 3" run --num-layers 4 --pipeline-model-parallel-size 2 \
+    --micro-batches 3 --pipeline-schedule interleaved-1f1b
+expect_usage_error "--virtual-pipeline-model-parallel-size 2" run --num-layers 4 --pipeline-model-parallel-size 2 \
+    --pipeline-schedule zb-h1 --virtual-pipeline-model-parallel-size 2
+
 # ---- a small pipelined run: trace and summary ------------------------------------
 run run --config "$TMP/c-pp.json" --trace "$TMP/pp.json" --summary "$TMP/pp-summary.json"
 if [ "$rc" -ne 0 ]; then

@@ -25,6 +25,7 @@ const SDL_Color DTV_WARN = {230, 120, 0, 255};
 static const SDL_Color dtv__kind_colors[DTV_N_KINDS] = {
     {0, 114, 178, 255},   /* forward: blue */
     {0, 158, 115, 255},   /* backward: green */
+    {136, 34, 85, 255},   /* weight gradients: wine (Tol's) */
     {86, 180, 233, 255},  /* recompute: sky */
     {230, 159, 0, 255},   /* optimizer: orange */
     {150, 150, 150, 255}, /* send: grey */

@@ -32,7 +32,8 @@
 /* What a span is, for its colour. */
 typedef enum dtv_kind {
     DTV_FORWARD = 0,
-    DTV_BACKWARD,
+    DTV_BACKWARD, /* backward; zero-bubble schedules' backward_b (the input gradient) */
+    DTV_WGRAD,    /* zero-bubble schedules' backward_w: the weight gradients, off the critical path */
     DTV_RECOMPUTE,
     DTV_OPTIM,    /* optimizer, optim_step, apply, grad norm */
     DTV_SEND,     /* send_act, send_grad */
@@ -104,6 +105,7 @@ typedef struct dtv_trace {
     int stage_pid[DTV_MAX_STAGES]; /* a rank of each stage (the lowest) */
     double bubble[DTV_MAX_STAGES], bubble_fb[DTV_MAX_STAGES]; /* dt_bubble_stats means (NAN: none) */
     int max_versions[DTV_MAX_STAGES]; /* most distinct weight versions in flight per stage (from the events) */
+    int chunks;                       /* model chunks per stage: 1 + the largest `chunk` extra (1 without) */
     double formula;                   /* (p-1)/(m+p-1), NAN when m unknown */
     int64_t n_steps;                  /* iterations seen */
     /* collectives: the comm-lane step spans of data parallelism, by rank (see dtv_row) */

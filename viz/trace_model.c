@@ -21,6 +21,7 @@ static int dtv__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
 static const char *const dtv__kind_names[DTV_N_KINDS] = {"forward",
                                                          "backward",
+                                                         "weight gradients (W)",
                                                          "recompute",
                                                          "optimizer",
                                                          "send",
@@ -40,7 +41,8 @@ dtv_kind dtv_kind_of(const dt_trace_event *e)
 {
     const char *n = e->name;
     if (dtv__is(n, "forward")) return DTV_FORWARD;
-    if (dtv__is(n, "backward")) return DTV_BACKWARD;
+    if (dtv__is(n, "backward") || dtv__is(n, "backward_b")) return DTV_BACKWARD;
+    if (dtv__is(n, "backward_w")) return DTV_WGRAD;
     if (dtv__is(n, "recompute")) return DTV_RECOMPUTE;
     if (dtv__is(n, "optimizer") || dtv__is(n, "optim_step") || dtv__is(n, "apply") || dtv__is(n, "grad norm"))
         return DTV_OPTIM;
@@ -179,7 +181,7 @@ static int dtv__max_versions(const dtv_trace *t, int pid)
 
 /* The extras the viewer turns into integers: a stage, a version, a
  * collective's step and peer, a push's worker and staleness, an overflow's
- * layer slot and skipped flag. The trace format gives extras no range
+ * layer slot and skipped flag, a pipeline instruction's model chunk. The trace format gives extras no range
  * (docs/trace-format.md "Ranges": a consumer that indexes with one checks
  * it), so the viewer refuses one outside these, naming the event, rather
  * than casting it out of range (undefined) or indexing with it. steps stay
@@ -191,7 +193,7 @@ static dt_status dtv__check_extras(const dtv_trace *t)
         double lo, hi;
     } ranges[] = {{"stage", 0, INT_MAX},      {"version", -1, INT_MAX},   {"step", 0, INT_MAX / 2},
                   {"peer", -1, INT_MAX},      {"worker", -1, INT_MAX},   {"staleness", 0, INT_MAX},
-                  {"layer_slot", 0, INT_MAX}, {"skipped", 0, 1}};
+                  {"layer_slot", 0, INT_MAX}, {"skipped", 0, 1},          {"chunk", 0, INT_MAX}};
     for (size_t i = 0; i < t->n_ev; i++) {
         const dt_trace_event *e = &t->ev[i];
         if (e->n_extra == 0) continue;
@@ -302,11 +304,14 @@ static dt_status dtv__index(dtv_trace *t)
         t->bubble[s] = t->bubble_fb[s] = NAN;
     }
     int max_stage = -1;
+    t->chunks = 1;
     for (size_t i = 0; i < t->n_ev; i++) {
         const dt_trace_event *e = &t->ev[i];
         if (e->iter != DT_TRACE_NONE && e->iter + 1 > t->n_steps && !dtv__is(e->name, "evaluate"))
             t->n_steps = e->iter + 1;
         if (!dtv__is(e->cat, "pipeline")) continue;
+        const double ch = dtv__extra(e, "chunk", 0);
+        if (ch + 1 > t->chunks) t->chunks = ch + 1 > INT_MAX ? INT_MAX : (int)ch + 1;
         const int s = (int)dtv__extra(e, "stage", -1);
         if (s < 0 || s >= DTV_MAX_STAGES) continue;
         if (t->stage_pid[s] < 0 || e->pid < t->stage_pid[s]) t->stage_pid[s] = e->pid;

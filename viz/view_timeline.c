@@ -9,7 +9,10 @@
  * idle time is left as background, so a pipeline bubble is the white gap
  * between boxes. Boxes wide enough carry their micro-batch ("7"), and under
  * PipeDream their weight version ("7 v3"): with vertical sync every stage
- * shows the same version for a micro-batch. */
+ * shows the same version for a micro-batch; with model chunks per stage
+ * (interleaved 1F1B, ZB-V) their chunk ("7 c1"). Zero-bubble schedules'
+ * backward_b is drawn as a backward, their backward_w (weight gradients)
+ * in its own colour. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -131,13 +134,16 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
             drawn_t1 = s->t1;
             /* the micro-batch (and version) inside a wide box; the event (a cache miss) is read
              * only for a box wide enough */
-            if (x1 - x0 < 22 || L.row_h < 12 || (s->kind != DTV_FORWARD && s->kind != DTV_BACKWARD)) continue;
+            if (x1 - x0 < 22 || L.row_h < 12 || (s->kind != DTV_FORWARD && s->kind != DTV_BACKWARD && s->kind != DTV_WGRAD))
+                continue;
             const dt_trace_event *ev = &t->ev[s->ev];
             if (ev->micro_batch != DT_TRACE_NONE) {
-                const double ver = dtv__extra(ev, "version", -1);
+                const double ver = dtv__extra(ev, "version", -1), ch = dtv__extra(ev, "chunk", -1);
                 char lab[32];
                 if (ver >= 0 && t->max_versions[0] > 1 && x1 - x0 >= 40)
                     snprintf(lab, sizeof lab, "%d v%d", ev->micro_batch, (int)ver);
+                else if (ch >= 0 && t->chunks > 1)
+                    snprintf(lab, sizeof lab, "%d c%d", ev->micro_batch, (int)ch);
                 else snprintf(lab, sizeof lab, "%d", ev->micro_batch);
                 int tw = 0;
                 TTF_SizeUTF8(c->small, lab, &tw, NULL);

@@ -3,6 +3,7 @@
 # the parameter server.
 libdtrain_core_la_SOURCES += \
 	lib/parallel/schedule.c \
+	lib/parallel/schedule_order.c \
 	lib/parallel/stage.c \
 	lib/parallel/stage_backward.c \
 	lib/parallel/pipeline.c \
@@ -10,6 +11,7 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/zero.c \
 	lib/parallel/ps.c
 noinst_HEADERS += \
+	lib/parallel/schedule_internal.h \
 	lib/parallel/stage.h \
 	lib/parallel/stage_impl.h \
 	lib/parallel/pipeline.h \

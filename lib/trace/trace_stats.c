@@ -98,8 +98,9 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
         int s;
         if (dt__event_stage(&ev[i], &s) != 0) {
             free(it);
-            return DT_FAIL(DT_ERR_INVALID, "pipeline bubble: rank %d's \"%s\" event: \"args.stage\" is %.17g; expected 0..%d",
-                           pid, ev[i].name, dt_trace_event_arg(&ev[i], "stage", -1), INT_MAX);
+            return DT_FAIL(DT_ERR_INVALID,
+                           "pipeline bubble: rank %d's \"%s\" event: \"args.stage\" is %.17g; expected 0..%d", pid,
+                           ev[i].name, dt_trace_event_arg(&ev[i], "stage", -1), INT_MAX);
         }
         if (stage == -2) stage = s;
         if (s != stage) {
@@ -133,8 +134,10 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
         b->n_events++;
         if (strcmp(e->name, "forward") == 0) {
             b->fb_ns += e->dur_ns, b->busy_ns += e->dur_ns, b->n_forward++;
-        } else if (strcmp(e->name, "backward") == 0) {
+        } else if (strcmp(e->name, "backward") == 0 || strcmp(e->name, "backward_b") == 0) {
             b->fb_ns += e->dur_ns, b->busy_ns += e->dur_ns, b->n_backward++;
+        } else if (strcmp(e->name, "backward_w") == 0) { /* the weight-gradient half of a split backward */
+            b->fb_ns += e->dur_ns, b->busy_ns += e->dur_ns;
         } else if (strcmp(e->name, "optim_step") == 0) {
             b->busy_ns += e->dur_ns, b->n_optim++;
         }
@@ -164,7 +167,9 @@ dt_status dt_bubble_stats_events(const dt_trace_event *ev, size_t n, int pid, in
         const dt_trace_event *e = &ev[i];
         if (!dt__is_instr(e) || e->pid != pid || e->iter < skip) continue;
         if (strcmp(e->name, "forward") == 0) out->forward_ns += e->dur_ns;
-        if (strcmp(e->name, "backward") == 0) out->backward_ns += e->dur_ns;
+        if (strcmp(e->name, "backward") == 0 || strcmp(e->name, "backward_b") == 0 ||
+            strcmp(e->name, "backward_w") == 0)
+            out->backward_ns += e->dur_ns;
     }
     out->pid = pid;
     out->stage = stage;
@@ -244,7 +249,8 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
         if (e->ph != DT_TRACE_COMPLETE || e->iter < skip) continue;
         const int pipe = dt__is(e->cat, "pipeline");
         if ((dt__is(e->cat, "compute") || pipe) &&
-            (dt__is(e->name, "forward") || dt__is(e->name, "backward") || dt__is(e->name, "recompute")))
+            (dt__is(e->name, "forward") || dt__is(e->name, "backward") || dt__is(e->name, "recompute") ||
+             dt__is(e->name, "backward_b") || dt__is(e->name, "backward_w")))
             compute += (double)e->dur_ns;
         else if (dt__is(e->name, "optimizer") || dt__is(e->name, "optim_step") || dt__is(e->name, "apply") ||
                  dt__is(e->name, "grad norm"))

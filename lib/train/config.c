@@ -175,6 +175,21 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
     const int size = p > 1 ? p : t;
     if (cfg->model_kind != DT_MODEL_GPT) return DT_FAIL(DT_ERR_INVALID, "%s: only the GPT is split across ranks", flag);
     DT_CHECK(dt__pipe_check(&cfg->model, p, cfg->pipeline_schedule, cfg->use_loss_scaling));
+    if (p > 1) {
+        int v = 1;
+        DT_CHECK(dt_sched_chunks_from_flags(cfg->pipeline_schedule, p, cfg->model.num_layers,
+                                            cfg->virtual_pipeline_size, cfg->layers_per_virtual_stage, &v));
+        if (v > 1 && given)
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--pipeline-split: not with --pipeline-schedule %s (its blocks are split evenly over the "
+                           "%d x %d virtual stages)",
+                           dt_sched_kind_name(cfg->pipeline_schedule), p, v);
+        /* issue 22: remove once lib/parallel/pipeline.c runs model chunks and split backwards */
+        if (cfg->pipeline_schedule == DT_SCHED_INTERLEAVED_1F1B || dt_sched_splits_backward(cfg->pipeline_schedule))
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--pipeline-schedule %s: the runtime does not execute it yet; --print-schedule and dtsim do",
+                           dt_sched_kind_name(cfg->pipeline_schedule));
+    }
     if (cfg->ps_mode != DT_PS_NONE)
         return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported", flag, size);
     if (given) {
