@@ -402,6 +402,24 @@ float *dt__stage_dout(dt__stage *st) { return st->dout; }
 size_t dt__stage_activation_bytes(const dt__stage *st) { return st->act_now * sizeof(float); }
 size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return st->act_peak * sizeof(float); }
 
+dt_status dt__stage_bind_buffers(dt__stage *st, float *params, float *grads)
+{
+    const size_t bytes = st->layout.numel * sizeof(float);
+    DT_CHECK(st->be->copy(st->be, params, st->params.data, bytes, DT_COPY_D2D));
+    DT_CHECK(st->be->copy(st->be, grads, st->grads.data, bytes, DT_COPY_D2D));
+    dt_buffer_free(&st->params);
+    dt_buffer_free(&st->grads);
+    /* no backend: dt_buffer_free leaves the caller's memory alone */
+    st->params = (dt_buffer){.data = params, .bytes = bytes};
+    st->grads = (dt_buffer){.data = grads, .bytes = bytes};
+    if (st->precision == DT_F32) dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
+    st->wq_src = NULL;
+    st->epoch++;
+    return DT_OK;
+}
+
+void dt__stage_reset_peak(dt__stage *st) { st->act_peak = st->act_now; }
+
 dt_status dt__stage_zero_grad(dt__stage *st)
 {
     return st->be->memset_zero(st->be, st->grads.data, st->layout.numel * sizeof(float));

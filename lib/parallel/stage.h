@@ -106,6 +106,10 @@ int dt__stage_has_tied_copy(const dt__stage *st);
  * there is none to sum. */
 void dt__stage_tied_range(const dt__stage *st, size_t *offset, size_t *n);
 dt_status dt__stage_zero_grad(dt__stage *st);
+/* Keep the parameters and gradients in the caller's backend memory
+ * (layout.numel floats each, not owned; the current values are copied
+ * there): a pipeline rank's model chunks share one flat buffer. */
+dt_status dt__stage_bind_buffers(dt__stage *st, float *params, float *grads);
 /* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
 /* DT_RECOMPUTE_NONE (the default), _SELECTIVE, or _FULL with num_layers
@@ -171,5 +175,8 @@ dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8
 /* Saved activation bytes now in use over all slots, and the most so far. */
 size_t dt__stage_activation_bytes(const dt__stage *st);
 size_t dt__stage_peak_activation_bytes(const dt__stage *st);
+/* The peak starts again from what is in use now (a caller that adds
+ * several stages' figures measures each op's own peak). */
+void dt__stage_reset_peak(dt__stage *st);
 
 #endif
