@@ -135,8 +135,8 @@ EXTRA_DIST += tests/nccl.sh
 TESTS += tests/tp.sh
 EXTRA_DIST += tests/tp.sh
 # Pipeline parallelism under mpirun; the measured bubble against (p-1)/(m+p-1).
-TESTS += tests/pp.sh tests/bubble.sh tests/pp-optim.sh
-EXTRA_DIST += tests/pp.sh tests/bubble.sh tests/pp-optim.sh
+TESTS += tests/pp.sh tests/bubble.sh tests/pp-optim.sh tests/zb.sh
+EXTRA_DIST += tests/pp.sh tests/bubble.sh tests/pp-optim.sh tests/zb.sh
 # Every technique with every other: the composition matrix (docs/composition.md).
 TESTS += tests/compose.sh
 EXTRA_DIST += tests/compose.sh

@@ -7,6 +7,8 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/stage.c \
 	lib/parallel/stage_backward.c \
 	lib/parallel/pipeline.c \
+	lib/parallel/pipeline_optim.c \
+	lib/parallel/pipeline_eval.c \
 	lib/parallel/tp.c \
 	lib/parallel/zero.c \
 	lib/parallel/ps.c
@@ -15,6 +17,7 @@ noinst_HEADERS += \
 	lib/parallel/stage.h \
 	lib/parallel/stage_impl.h \
 	lib/parallel/pipeline.h \
+	lib/parallel/pipeline_impl.h \
 	lib/parallel/tp.h \
 	lib/parallel/zero.h \
 	lib/parallel/ps.h
