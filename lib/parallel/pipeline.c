@@ -13,8 +13,8 @@
  *   BACKWARD   the stage backward (gradients accumulate)
  *   BACKWARD_B the stage's B (stage.h): the input gradient only
  *   BACKWARD_W its W: the parameter gradients, then the slot is free
- *   SEND_GRAD  isend the input gradient (waited for before the chunk's next
- *              backward; to this rank: the mailbox)
+ *   SEND_GRAD  isend a copy of the input gradient (one per slot, waited
+ *              for before the slot's next send; to this rank: the mailbox)
  *   OPTIM_STEP pipeline_optim.c: every chunk's parameters, one update of
  *              the rank's flat buffer
  *   STASH/DROP copy the current weights into a stash buffer / free it
@@ -190,14 +190,18 @@ static dt_status dt__pipe_chunk_create(dt__pipe *pp, int c)
     k->slot_mb = malloc((size_t)k->slots * sizeof *k->slot_mb);
     k->slot_version = calloc((size_t)k->slots, sizeof *k->slot_version);
     k->act_send = calloc((size_t)k->slots + 1, sizeof *k->act_send);
-    if (!k->slot_mb || !k->slot_version || !k->act_send) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
+    k->grad_send = calloc((size_t)k->slots, sizeof *k->grad_send);
+    k->grad_out = calloc((size_t)k->slots, sizeof *k->grad_out);
+    if (!k->slot_mb || !k->slot_version || !k->act_send || !k->grad_send || !k->grad_out)
+        return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
     for (int j = 0; j < k->slots; j++) k->slot_mb[j] = -1;
+    const size_t wire = (size_t)s->B * s->T * s->model->hidden_size * pp->wire_elem;
+    if (k->q > 0)
+        for (int j = 0; j < k->slots; j++) DT_CHECK(dt_buffer_alloc(&k->grad_out[j], s->be, wire));
     if (s->precision != DT_F32) {
-        const size_t wire = (size_t)s->B * s->T * s->model->hidden_size * pp->wire_elem;
         k->act_wire = calloc((size_t)k->slots + 1, sizeof *k->act_wire); /* and evaluation's slot */
         if (!k->act_wire) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
         for (int j = 0; j <= k->slots; j++) DT_CHECK(dt_buffer_alloc(&k->act_wire[j], s->be, wire));
-        DT_CHECK(dt_buffer_alloc(&k->grad_wire, s->be, wire));
     }
     return DT_OK;
 }
@@ -288,7 +292,7 @@ void dt__pipe_free(dt__pipe *pp)
     for (int c = 0; pp->ch && c < pp->v; c++) {
         dt__chunk *k = &pp->ch[c];
         for (int j = 0; k->act_send && j <= k->slots; j++) (void)dt__pipe_wait_send(pp, &k->act_send[j]);
-        (void)dt__pipe_wait_send(pp, &k->grad_send);
+        for (int j = 0; k->grad_send && j < k->slots; j++) (void)dt__pipe_wait_send(pp, &k->grad_send[j]);
     }
     for (int k = 0; k < 2; k++) { /* a run that failed may leave them */
         if (pp->loss_send[k]) (void)pp->pipe->ops->wait(pp->pipe, pp->loss_send[k]);
@@ -305,7 +309,9 @@ void dt__pipe_free(dt__pipe *pp)
             free(k->box[b].buf);
         }
         free(k->act_wire);
-        dt_buffer_free(&k->grad_wire);
+        for (int j = 0; k->grad_out && j < k->slots; j++) dt_buffer_free(&k->grad_out[j]);
+        free(k->grad_out);
+        free(k->grad_send);
         dt__stage_free(k->st);
         free(k->slot_mb);
         free(k->slot_version);
@@ -579,7 +585,6 @@ static dt_status dt__pipe_backward(dt__pipe *pp, const dt_sched_instr *in, int c
         if (k->q < pp->q_last && k->dout_mb != in->mb)
             return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: %s of micro-batch %d on chunk %d without its gradient",
                            pp->stage, dt_sched_op_name(in->op), in->mb, c);
-        DT_CHECK(dt__pipe_wait_send(pp, &k->grad_send)); /* dres is about to be rewritten */
         float dloss = 0.0f;
         if (k->q == pp->q_last) DT_CHECK(dt__pipe_dloss(pp, in, &dloss));
         bs = in->op == DT_SCHED_BACKWARD ? dt__stage_backward(k->st, slot, w, dloss, NULL)
@@ -630,7 +635,14 @@ static dt_status dt__pipe_exec(dt__pipe *pp, const dt_sched_instr *in, int64_t t
     case DT_SCHED_SEND_GRAD: {
         const float *dx = dt__stage_dres(k->st);
         if (local) return dt__pipe_box_put(pp, dt__pipe_chunk_of(pp, k->q - 1), DT__PIPE_GRAD, dx);
-        return dt__pipe_send(pp, dx, &k->grad_wire, in->peer, dt__pipe_tag(k->q - 1, DT__PIPE_GRAD), &k->grad_send);
+        /* a copy travels (16-bit: the cast is the copy), so dres is free for the next backward */
+        DT_CHECK(dt__pipe_wait_send(pp, &k->grad_send[slot]));
+        dt_buffer *out = &k->grad_out[slot];
+        if (pp->wire_elem == sizeof(float)) {
+            DT_CHECK(pp->cfg.be->copy(pp->cfg.be, out->data, dx, out->bytes, DT_COPY_D2D));
+            dx = out->data;
+        }
+        return dt__pipe_send(pp, dx, out, in->peer, dt__pipe_tag(k->q - 1, DT__PIPE_GRAD), &k->grad_send[slot]);
     }
     case DT_SCHED_OPTIM_STEP: {
         DT_CHECK(dt__pipe_optim(pp, in, t));

@@ -11,7 +11,7 @@
  * (16-float aligned, so a chunk's offsets are its own layout's, rebased).
  *
  * Invariants: a chunk's slot output is not overwritten while its send is
- * in flight, nor its dres while its input gradient's send is; a message
+ * in flight, nor a slot's copy of its input gradient; a message
  * between two chunks of this rank (peer == the rank itself) waits in the
  * receiving chunk's mailbox, in micro-batch order; the step's loss is
  * added over the micro-batches in order by the rank holding the last
@@ -52,13 +52,16 @@ typedef struct dt__chunk {
     int slots;                   /* for the schedule's micro-batches; slot `slots` is evaluation's */
     int *slot_mb, *slot_version; /* (slots) busy slots' micro-batch (-1 free) and version */
     dt_comm_request **act_send;  /* (slots + 1) pending activation send per slot */
-    dt_comm_request *grad_send;  /* pending input-gradient send */
+    dt_comm_request **grad_send; /* (slots) pending input-gradient send per slot */
     dt_buffer *act_wire;         /* (slots + 1) mixed precision: 16-bit copy of each slot's output in flight */
-    dt_buffer grad_wire;         /* mixed precision: the input gradient's 16-bit copy */
-    int dout_mb;                 /* the micro-batch whose output gradient the stage's dout holds, -1 none */
-    dt__pipe_box box[2];         /* hand-overs from this rank's other chunks: activations, gradients */
-    size_t offset;               /* of its tensors in the rank's flat buffer */
-    int first;                   /* its tensor 0's index in the rank's layout */
+    /* (slots) each slot's input gradient while its send is in flight, in
+     * the wire's format: the stage's dres is free again at once, so a
+     * backward never waits for the previous one's send */
+    dt_buffer *grad_out;
+    int dout_mb;         /* the micro-batch whose output gradient the stage's dout holds, -1 none */
+    dt__pipe_box box[2]; /* hand-overs from this rank's other chunks: activations, gradients */
+    size_t offset;       /* of its tensors in the rank's flat buffer */
+    int first;           /* its tensor 0's index in the rank's layout */
 } dt__chunk;
 
 struct dt__pipe {
