@@ -143,7 +143,8 @@ for k in 1f1b $KINDS; do
         attempt=$((attempt + 1))
         measure $k && break
         [ $? = 2 ] && break
-        echo "$k: bubble run $attempt disturbed by other processes, repeating"
+        echo "$k: bubble run $attempt disturbed by other processes (noise $(field "$TMP/b-$k.all" 0 noise)" \
+            "$(field "$TMP/b-$k.all" 1 noise)), repeating"
     done
 done
 if [ ! -f "$TMP/b-1f1b.txt" ]; then
