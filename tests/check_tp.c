@@ -177,7 +177,7 @@ START_TEST(test_block_split)
     for (int i = 0; i < C; i++) lw.ln1w[i] = lw.ln2w[i] = 1.0f + 0.1f * lw.ln1w[i]; /* replicated: the same */
     bind(&local, 0, g1, &l1, NULL);
     bind(&local, 0, g2, &l2, NULL);
-    const size_t act = dt__tp_act_floats(&c, t, B, T, 1), keep = dt__block_keep_floats(&c, t, B, T);
+    const size_t act = dt__tp_act_floats(&c, t, B, T, 1), keep = dt__block_keep_floats(&c, t, B, T, 0);
     const size_t total = 2 * act + 2 * keep + 2 * dt__tp_scratch_floats(&c, t, B, T) + 64;
     dt_buffer buf, rbuf;
     ck_dt(dt_buffer_alloc(&buf, be, total * sizeof(float)));
@@ -199,7 +199,7 @@ START_TEST(test_block_split)
         dt__tp tp = {.comm = g_world, .algo = DT_ALLREDUCE_RING};
         for (int k = 0; k < 2; k++) {
             ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &ta[k]));
-            ck_dt(dt__block_keep_alloc(&ar, &c, t, B, T, &kp[k]));
+            ck_dt(dt__block_keep_alloc(&ar, &c, t, B, T, k ? &ta[k] : NULL, &kp[k])); /* both kinds of keep */
             ck_dt(dt__tp_block_forward(&tp, be, &c, &lw, &ta[k], x[k], B, T, rr));
         }
         memset(g1, 0, local.numel * 4);

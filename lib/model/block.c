@@ -65,22 +65,27 @@ void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int 
     s->keep.dqkv = s->dqkv;
 }
 
-size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T)
+size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    return 4 * dt__pad16(BT * C) + dt__pad16(BT * 4 * Cl) + dt__pad16(BT * 3 * Cl);
+    return 4 * dt__pad16(BT * C) + (in_acts ? 0 : dt__pad16(BT * 4 * Cl) + dt__pad16(BT * 3 * Cl));
 }
 
-dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, dt__block_keep *k)
+dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
+                               dt__block_keep *k)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dout));
-    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &k->dfch));
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dres2));
-    DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &k->dqkv));
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln1));
-    return DT_OK;
+    if (acts) { /* dead after B: fch (read by GELU's backward) and qkv (by attention's) */
+        k->dfch = acts->fch;
+        k->dqkv = acts->qkv;
+        return DT_OK;
+    }
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &k->dfch));
+    return dt__arena_alloc(a, BT * 3 * Cl, &k->dqkv);
 }
 
 dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att, dt__block_acts *acts)
@@ -223,11 +228,12 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
      * reads the rounded values. */
     /* MLP: dres is d(out) = d(res2) through the residual, and d(fcproj out). */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * C, C));
-    DT_CHECK(dt__round(be, r, k->dfch, 4 * NC));
-    DT_CHECK(be->gelu_backward(be, k->dfch, a->fch, k->dfch, 4 * NC));
-    DT_CHECK(dt__round(be, r, k->dfch, 4 * NC));
-    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, k->dfch, a->ln2, p->fcw, N, C, 4 * C));
+    DT_CHECK(be->matmul_backward(be, s->dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * C, C));
+    DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
+    DT_CHECK(be->gelu_backward(be, s->dfch, a->fch, s->dfch, 4 * NC));
+    DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
+    if (k->dfch != s->dfch) DT_CHECK(be->copy(be, k->dfch, s->dfch, 4 * NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, a->ln2, p->fcw, N, C, 4 * C));
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
@@ -235,9 +241,10 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
     DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, s->dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, C, C));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
-    DT_CHECK(be->attention_backward(be, k->dqkv, s->datt, s->dbtc, a->qkv, a->att, B, T, C, NH));
-    DT_CHECK(dt__round(be, r, k->dqkv, 3 * NC));
-    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, k->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
+    DT_CHECK(be->attention_backward(be, s->dqkv, s->datt, s->dbtc, a->qkv, a->att, B, T, C, NH));
+    DT_CHECK(dt__round(be, r, s->dqkv, 3 * NC));
+    if (k->dqkv != s->dqkv) DT_CHECK(be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
     DT_CHECK(dt__round(be, r, k->dln1, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));

@@ -187,8 +187,14 @@ typedef struct dt__block_keep {
     float *dln1;  /* (B,T,C) ln1's output gradient */
 } dt__block_keep;
 
-size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T);
-dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, dt__block_keep *k);
+/* B computes dfch and dqkv in the backward scratch and copies them into
+ * the keep when it has buffers of its own; they can be the block's saved
+ * fch and qkv, which no op reads after B (W reads fch_gelu and ln1): a keep
+ * in_acts then costs 4 (B,T,C) floats instead of 4 + 7/t. */
+size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts);
+/* The keep's buffers from arena a; acts non-NULL: dfch and dqkv in its fch and qkv. */
+dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
+                               dt__block_keep *k);
 
 /* Scratch for a block's backward, shared by all blocks (not saved); keep:
  * the B-to-W hand-over of a backward that runs W at once (its dfch and
@@ -221,8 +227,7 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
 dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                              const dt__block_params *g, const dt__block_acts *acts, const dt__block_scratch *s,
                              const float *x, float *dres, int B, int T, const dt__rounder *r);
-/* B: dres as above; no parameter gradient; what W needs goes to k
- * (s->dfch and s->dqkv are not used). */
+/* B: dres as above; no parameter gradient; what W needs goes to k. */
 dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                                const dt__block_acts *acts, const dt__block_scratch *s, const float *x, float *dres,
                                const dt__block_keep *k, int B, int T, const dt__rounder *r);

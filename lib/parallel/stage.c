@@ -166,7 +166,7 @@ dt__block_pack dt__stage_pack_of(const dt__stage *st, int l)
 static size_t dt__slot_split_floats(const dt__stage *st)
 {
     const size_t NC = dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size);
-    size_t n = (size_t)st->nb * dt__block_keep_floats(&st->cfg, st->t, st->B, st->T);
+    size_t n = (size_t)st->nb * dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, !dt__stage_packs(st));
     n += (st->last ? NC : 0) + (st->first ? NC : 0);
     if (st->recompute == DT_RECOMPUTE_FULL) n += (size_t)st->nb * dt__stage_block_floats(st, 1);
     return n;

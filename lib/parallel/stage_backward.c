@@ -13,8 +13,10 @@
  * in micro-batch order).
  *
  * Memory kept from B to W (counted in the activation accounting): per
- * block its keep (dt__block_keep_floats: 11 (B,T,C) floats for t = 1, or
- * 4 (B,T,C) + 7 (B,T,C/t) a shard's), the final LayerNorm's output gradient
+ * block its keep (dt__block_keep_floats: 4 (B,T,C) floats, its dfch and
+ * dqkv going into the block's saved fch and qkv, which W does not read;
+ * in half storage, whose saved tensors W unpacks again, 4 (B,T,C) + 7
+ * (B,T,C/t) of its own), the final LayerNorm's output gradient
  * (B,T,C) on the last stage and the embedding output's gradient (B,T,C) on
  * the first; under full recomputation every block's recomputed activations
  * too (dt__block_act_floats each: recomputed in B, read by W). The saved
@@ -38,7 +40,9 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
     const size_t mark = dt__arena_mark(&st->work);
     dt__block_acts *a = &sl->acts[l];
     dt__block_keep *k = &sl->keep[l];
-    if (!whole) DT_CHECK(dt__block_keep_alloc(&sl->arena, c, st->t, B, T, k));
+    /* the keep's dfch and dqkv in the block's own fch and qkv, dead after B,
+     * unless the block's tensors are a temporary unpacking (half storage) */
+    if (!whole) DT_CHECK(dt__block_keep_alloc(&sl->arena, c, st->t, B, T, dt__stage_packs(st) ? NULL : a, k));
     if (sel) {
         const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
         const int64_t t0 = dt_time_ns();

@@ -183,17 +183,20 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     const int t = tp->comm->size;
     const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
     const size_t NC = (size_t)N * C, BT = (size_t)N;
-    float *dbtc = scratch;                                           /* (N, C/t) the attention output's gradient */
-    float *datt = dbtc + dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl); /* (B, NH/t, T, T) */
+    float *dbtc = scratch;                                   /* (N, C/t) the attention output's gradient */
+    float *dqkv = dbtc + dt__pad16(BT * C);                  /* (N, 3C/t) */
+    float *datt = dqkv + dt__pad16(BT * 3 * Cl);             /* (B, NH/t, T, T) */
+    float *dfch = datt + dt__pad16((size_t)B * NHl * T * T); /* (N, 4C/t) */
     /* activation gradients rounded where block.c rounds them; a partial
      * input gradient is rounded once f has summed it */
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
-    DT_CHECK(dt__round(be, r, k->dfch, BT * 4 * Cl));
-    DT_CHECK(be->gelu_backward(be, k->dfch, a->fch, k->dfch, BT * 4 * Cl));
-    DT_CHECK(dt__round(be, r, k->dfch, BT * 4 * Cl));
-    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, k->dfch, a->ln2, p->fcw, N, C, 4 * Cl));
+    DT_CHECK(be->matmul_backward(be, dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
+    DT_CHECK(be->gelu_backward(be, dfch, a->fch, dfch, BT * 4 * Cl));
+    DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
+    if (k->dfch != dfch) DT_CHECK(be->copy(be, k->dfch, dfch, BT * 4 * Cl * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, dfch, a->ln2, p->fcw, N, C, 4 * Cl));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln2, NC)); /* the whole d(ln2): every rank's part */
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
@@ -202,9 +205,10 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, Cl, C));
     DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
-    DT_CHECK(be->attention_backward(be, k->dqkv, datt, dbtc, a->qkv, a->att, B, T, Cl, NHl));
-    DT_CHECK(dt__round(be, r, k->dqkv, BT * 3 * Cl));
-    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, k->dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(be->attention_backward(be, dqkv, datt, dbtc, a->qkv, a->att, B, T, Cl, NHl));
+    DT_CHECK(dt__round(be, r, dqkv, BT * 3 * Cl));
+    if (k->dqkv != dqkv) DT_CHECK(be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln1, NC)); /* the whole d(ln1) */
     DT_CHECK(dt__round(be, r, k->dln1, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));

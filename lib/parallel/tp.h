@@ -92,7 +92,7 @@ dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config 
                                 float *dres, int B, int T, const dt__rounder *r);
 /* B alone (gpt_layers.h's zero-bubble split): dres as above, the f
  * allreduces, what W needs in k (dt__block_keep_alloc with t); scratch as
- * above (its keep part unused). */
+ * above (its keep part unused: dfch and dqkv go through scratch into k). */
 dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                                   const dt__tp_acts *a, float *scratch, const float *x, float *dres,
                                   const dt__block_keep *k, int B, int T, const dt__rounder *r);
