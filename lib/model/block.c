@@ -88,6 +88,52 @@ dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, in
     return dt__arena_alloc(a, BT * 3 * Cl, &k->dqkv);
 }
 
+/* The keep's tensors in order and their floats (t's shard). */
+static void dt__block_keep_fields(const dt__block_keep *k, const dt_gpt_config *cfg, int t, int B, int T,
+                                  float *ptr[DT__BLOCK_NKEEP], size_t n[DT__BLOCK_NKEEP])
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    float *const p[DT__BLOCK_NKEEP] = {k ? k->dout : NULL,  k ? k->dfch : NULL, k ? k->dln2 : NULL,
+                                       k ? k->dres2 : NULL, k ? k->dqkv : NULL, k ? k->dln1 : NULL};
+    const size_t sz[DT__BLOCK_NKEEP] = {BT * C, BT * 4 * Cl, BT * C, BT * C, BT * 3 * Cl, BT * C};
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) ptr[i] = p[i], n[i] = sz[i];
+}
+
+size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, int t, int B, int T)
+{
+    float *ptr[DT__BLOCK_NKEEP];
+    size_t n[DT__BLOCK_NKEEP], total = 0;
+    dt__block_keep_fields(NULL, cfg, t, B, T, ptr, n);
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) total += dt__pad16((n[i] + 1) / 2);
+    return total;
+}
+
+dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T,
+                                    void *stores[DT__BLOCK_NKEEP])
+{
+    float *ptr[DT__BLOCK_NKEEP], *f = NULL;
+    size_t n[DT__BLOCK_NKEEP];
+    dt__block_keep_fields(NULL, cfg, t, B, T, ptr, n);
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) {
+        DT_CHECK(dt__arena_alloc(a, (n[i] + 1) / 2, &f));
+        stores[i] = f;
+    }
+    return DT_OK;
+}
+
+dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int t, int B, int T, dt_dtype dtype,
+                                   const dt__block_keep *k, void *const stores[DT__BLOCK_NKEEP], int pack)
+{
+    float *ptr[DT__BLOCK_NKEEP];
+    size_t n[DT__BLOCK_NKEEP];
+    dt__block_keep_fields(k, cfg, t, B, T, ptr, n);
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) {
+        if (pack) DT_CHECK(be->cast(be, stores[i], dtype, ptr[i], DT_F32, n[i]));
+        else DT_CHECK(be->cast(be, ptr[i], DT_F32, stores[i], dtype, n[i]));
+    }
+    return DT_OK;
+}
+
 dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att, dt__block_acts *acts)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;

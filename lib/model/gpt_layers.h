@@ -196,6 +196,18 @@ size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int 
 dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
                                dt__block_keep *k);
 
+/* Half storage of a keep (--fp16/--bf16: B rounded every value it kept
+ * to the format, so 2 bytes an element hold them exactly): its six
+ * tensors in a fixed order (dout, dfch, dln2, dres2, dqkv, dln1) and their
+ * floats; the floats of the stores, their allocation from arena a, and
+ * the copy into them (pack = 1) or back into k's FP32 buffers (pack = 0). */
+#define DT__BLOCK_NKEEP 6
+size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, int t, int B, int T);
+dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T,
+                                    void *stores[DT__BLOCK_NKEEP]);
+dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int t, int B, int T, dt_dtype dtype,
+                                   const dt__block_keep *k, void *const stores[DT__BLOCK_NKEEP], int pack);
+
 /* Scratch for a block's backward, shared by all blocks (not saved); keep:
  * the B-to-W hand-over of a backward that runs W at once (its dfch and
  * dqkv are the scratch's own). */

@@ -166,7 +166,9 @@ dt__block_pack dt__stage_pack_of(const dt__stage *st, int l)
 static size_t dt__slot_split_floats(const dt__stage *st)
 {
     const size_t NC = dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size);
-    size_t n = (size_t)st->nb * dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, !dt__stage_packs(st));
+    const int packs = dt__stage_packs(st);
+    size_t n = (size_t)st->nb * (packs ? dt__block_keep_packed_floats(&st->cfg, st->t, st->B, st->T)
+                                       : dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, 1));
     n += (st->last ? NC : 0) + (st->first ? NC : 0);
     if (st->recompute == DT_RECOMPUTE_FULL) n += (size_t)st->nb * dt__stage_block_floats(st, 1);
     return n;
@@ -205,8 +207,9 @@ static size_t dt__slot_floats(const dt__stage *st)
  * FP32 working set and its unpacked input. */
 static size_t dt__work_floats(const dt__stage *st)
 {
-    if (dt__stage_packs(st))
-        return dt__stage_block_floats(st, 1) + dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size) + 64;
+    if (dt__stage_packs(st)) /* with the split, a keep's FP32 buffers beside (the rest in the block's fch, qkv) */
+        return dt__stage_block_floats(st, 1) + dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size) +
+               (st->split ? dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, 1) : 0) + 64;
     switch (st->recompute) {
     case DT_RECOMPUTE_FULL: return (size_t)st->recompute_k * dt__stage_block_floats(st, 1) + 64;
     case DT_RECOMPUTE_SELECTIVE: return dt__stage_att_floats(st) + 64;
@@ -223,6 +226,7 @@ static void dt__slots_free(dt__stage *st)
         free(st->slots[k].ckpt);
         free(st->slots[k].packed);
         free(st->slots[k].keep);
+        free(st->slots[k].kpacked);
         st->slots[k] = (dt__slot){0};
     }
     dt_buffer_free(&st->work_buf);
@@ -244,7 +248,8 @@ static dt_status dt__slots_alloc(dt__stage *st)
         sl->ckpt = calloc((size_t)(st->groups ? st->groups : 1), sizeof *sl->ckpt);
         sl->packed = calloc((size_t)st->nb, sizeof *sl->packed);
         sl->keep = calloc((size_t)st->nb, sizeof *sl->keep);
-        if (!sl->acts || !sl->ckpt || !sl->packed || !sl->keep)
+        sl->kpacked = calloc((size_t)st->nb, sizeof *sl->kpacked);
+        if (!sl->acts || !sl->ckpt || !sl->packed || !sl->keep || !sl->kpacked)
             return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
         DT_CHECK(dt_buffer_alloc(&sl->buf, st->be, per * sizeof(float)));
         sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};

@@ -15,15 +15,16 @@
  * Memory kept from B to W (counted in the activation accounting): per
  * block its keep (dt__block_keep_floats: 4 (B,T,C) floats, its dfch and
  * dqkv going into the block's saved fch and qkv, which W does not read;
- * in half storage, whose saved tensors W unpacks again, 4 (B,T,C) + 7
- * (B,T,C/t) of its own), the final LayerNorm's output gradient
+ * in half storage, whose saved tensors W unpacks again, all six packed, 2
+ * bytes an element, exact: dt__block_keep_packed_floats), the final
+ * LayerNorm's output gradient
  * (B,T,C) on the last stage and the embedding output's gradient (B,T,C) on
  * the first; under full recomputation every block's recomputed activations
  * too (dt__block_act_floats each: recomputed in B, read by W). The saved
  * activations of the forward stay until W, as the logits do (turned into
  * their gradient by B). Under selective recomputation W needs no attention
  * probabilities: they live in the work arena during B only. In half storage
- * W unpacks each block's saved tensors again (exact). */
+ * W unpacks each block's saved tensors and keep again (exact). */
 #include "dt_internal.h"
 #include "dt_time.h"
 #include "stage_impl.h"
@@ -40,9 +41,11 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
     const size_t mark = dt__arena_mark(&st->work);
     dt__block_acts *a = &sl->acts[l];
     dt__block_keep *k = &sl->keep[l];
-    /* the keep's dfch and dqkv in the block's own fch and qkv, dead after B,
-     * unless the block's tensors are a temporary unpacking (half storage) */
-    if (!whole) DT_CHECK(dt__block_keep_alloc(&sl->arena, c, st->t, B, T, dt__stage_packs(st) ? NULL : a, k));
+    /* the keep's dfch and dqkv in the block's own fch and qkv, dead after B;
+     * half storage: FP32 in the work arena (the block's tensors are an
+     * unpacking there), packed into the slot after B */
+    const int packs = dt__stage_packs(st);
+    if (!whole) DT_CHECK(dt__block_keep_alloc(packs ? &st->work : &sl->arena, c, st->t, B, T, a, k));
     if (sel) {
         const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
         const int64_t t0 = dt_time_ns();
@@ -61,6 +64,11 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
         DT_CHECK(dt__block_backward(st->be, c, &st->w[l], &st->g[l], a, &st->scratch, x, st->dres, B, T, r));
     } else {
         DT_CHECK(dt__block_backward_b(st->be, c, &st->w[l], a, &st->scratch, x, st->dres, k, B, T, r));
+    }
+    if (!whole && packs) {
+        DT_CHECK(dt__block_keep_pack_alloc(&sl->arena, c, st->t, B, T, sl->kpacked[l]));
+        DT_CHECK(dt__block_keep_pack_copy(st->be, c, st->t, B, T, st->precision, k, sl->kpacked[l], 1));
+        dt__stage_note_peak(st);
     }
     if (sel) a->att = NULL;
     dt__arena_release(&st->work, mark);
@@ -120,8 +128,12 @@ static dt_status dt__stage_blocks_w(dt__stage *st, dt__slot *sl, const float *xi
         if (st->recompute == DT_RECOMPUTE_FULL) { /* the group's input for its first block */
             const int g = l / st->recompute_k;
             if (l == g * st->recompute_k) x = g ? sl->ckpt[g - 1] : xin;
-        } else if (dt__stage_packs(st)) {
+        } else if (dt__stage_packs(st)) { /* the block's tensors and its keep, unpacked */
             DT_CHECK(dt__stage_unpack(st, sl, l, xin, &x));
+            DT_CHECK(dt__block_keep_alloc(&st->work, c, st->t, st->B, st->T, &sl->acts[l], &sl->keep[l]));
+            DT_CHECK(dt__block_keep_pack_copy(st->be, c, st->t, st->B, st->T, st->precision, &sl->keep[l],
+                                              sl->kpacked[l], 0));
+            dt__stage_note_peak(st);
         }
         DT_CHECK(
             dt__block_backward_w(st->be, c, st->t, &st->w[l], &st->g[l], &sl->acts[l], x, &sl->keep[l], st->B, st->T));

@@ -30,9 +30,10 @@ typedef struct dt__slot {
     float **ckpt;                       /* (groups) full recomputation: each group's output (B,T,C) */
     void *(*packed)[DT__BLOCK_NFIELDS]; /* (nb) half mode: each block's saved tensors in 2-byte storage */
     /* the B/W split (dt__stage_set_split), from B until W, in the arena: */
-    dt__block_keep *keep; /* (nb) what each block's W needs from its B */
-    float *dlnf;          /* (B,T,C) last stage: the final LayerNorm's output gradient */
-    float *demb;          /* (B,T,C) first stage: the gradient of the embedding output */
+    dt__block_keep *keep;              /* (nb) what each block's W needs from its B */
+    void *(*kpacked)[DT__BLOCK_NKEEP]; /* (nb) half storage: each block's keep in 2-byte storage */
+    float *dlnf;                       /* (B,T,C) last stage: the final LayerNorm's output gradient */
+    float *demb;                       /* (B,T,C) first stage: the gradient of the embedding output */
     int n_counted, has_targets;
     int busy;    /* DT__SLOT_FREE, _FORWARD (after its forward), _B (after its B, until its W) */
     size_t mark; /* arena mark after the fixed buffers: forward activations start here */
