@@ -185,24 +185,31 @@ static int dbl_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* How disturbed a run's timing was: over the forward (then backward)
- * instructions of pid's steps >= skip, the time above the median duration
+/* How disturbed a run's timing was: over the forward (then backward, B,
+ * W) instructions of pid's steps >= skip, per model chunk (the `chunk`
+ * extra: chunks hold different layers), the time above the median duration
  * of their kind as a fraction of their total, (sum (d - median)+) / sum d.
  * Every micro-batch does the same work, so a quiet machine gives a few
  * percent; another process taking the core shows up here. -1 when there is
  * nothing to measure. */
 static double trace_noise(const dt_trace *t, int pid, int skip)
 {
-    static const char *const kinds[2] = {"forward", "backward"};
+    static const char *const kinds[4] = {"forward", "backward", "backward_b", "backward_w"};
     double excess = 0, total = 0;
     double *d = malloc((t->n_events ? t->n_events : 1) * sizeof *d);
     if (!d) dtbench_die("out of memory");
-    for (int k = 0; k < 2; k++) {
+    int chunks = 1;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const double c = dt_trace_event_arg(&t->events[i], "chunk", 0);
+        if (c >= chunks && c < 64) chunks = (int)c + 1;
+    }
+    for (int k = 0; k < 4 * chunks; k++) {
         size_t n = 0;
         for (size_t i = 0; i < t->n_events; i++) {
             const dt_trace_event *e = &t->events[i];
-            if (e->ph == DT_TRACE_COMPLETE && strcmp(e->cat, "pipeline") == 0 && strcmp(e->name, kinds[k]) == 0 &&
-                e->iter != DT_TRACE_NONE && e->iter >= skip && (pid < 0 || e->pid == pid))
+            if (e->ph == DT_TRACE_COMPLETE && strcmp(e->cat, "pipeline") == 0 && strcmp(e->name, kinds[k % 4]) == 0 &&
+                dt_trace_event_arg(e, "chunk", 0) == k / 4 && e->iter != DT_TRACE_NONE && e->iter >= skip &&
+                (pid < 0 || e->pid == pid))
                 d[n++] = (double)e->dur_ns;
         }
         if (n == 0) continue;

@@ -223,6 +223,7 @@ dt_status dt__cuda_matmul_backward(dt_backend *be, float *dinp, float *dw, float
                                    const float *inp, const float *w, int N, int C, int OC)
 {
     if (dinp) DT_CHECK(be->gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C));
+    if (!dw) return DT_OK; /* the input gradient alone (a zero-bubble B) */
     DT_CHECK(be->gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C));
     if (dbias && OC > 0 && N > 0) {
         const dt__colsum_plan p = dt__colsum_plan_for(N, OC, DT__CUDA_IMPL(be)->sms);

@@ -123,9 +123,12 @@ dt_status dt__cuda_layernorm_backward(dt_backend *be, float *dinp, float *dw, fl
 {
     if (N <= 0 || C <= 0) return DT_OK;
     cudaStream_t s = DT__CUDA_STREAM(be);
-    dt__k_layernorm_backward_dinp<<<(N + DT__LN_WARPS - 1) / DT__LN_WARPS, 32 * DT__LN_WARPS, 0, s>>>(
-        dinp, dout, inp, w, mean, rstd, N, C);
-    DT_CUDA_LAUNCHED("layernorm backward (dinp)");
+    if (dinp) { /* either part may be skipped (the zero-bubble split: dinp in B, dw and db in W) */
+        dt__k_layernorm_backward_dinp<<<(N + DT__LN_WARPS - 1) / DT__LN_WARPS, 32 * DT__LN_WARPS, 0, s>>>(
+            dinp, dout, inp, w, mean, rstd, N, C);
+        DT_CUDA_LAUNCHED("layernorm backward (dinp)");
+    }
+    if (!dw) return DT_OK;
     const dt__colsum_plan p = dt__colsum_plan_for(N, C, DT__CUDA_IMPL(be)->sms);
     float *pw = dw, *pb = db;
     if (p.chunks > 1) {

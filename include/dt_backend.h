@@ -84,14 +84,17 @@ typedef dt_status dt_backend_encoder_backward_fn(dt_backend *be, float *dwte, fl
 /* out(N,C), mean(N), rstd(N) from inp(N,C), w(C), b(C); eps = 1e-5 */
 typedef dt_status dt_backend_layernorm_forward_fn(dt_backend *be, float *out, float *mean, float *rstd,
                                                   const float *inp, const float *w, const float *b, int N, int C);
-/* dinp(N,C) +=, dw(C) +=, db(C) += */
+/* dinp(N,C) +=, dw(C) +=, db(C) +=. Either part may be skipped: dinp NULL
+ * (the parameter gradients alone), or dw and db both NULL (the input
+ * gradient alone); each computes the same values as when both run. */
 typedef dt_status dt_backend_layernorm_backward_fn(dt_backend *be, float *dinp, float *dw, float *db, const float *dout,
                                                    const float *inp, const float *w, const float *mean,
                                                    const float *rstd, int N, int C);
 /* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC) (bias may be NULL) */
 typedef dt_status dt_backend_matmul_forward_fn(dt_backend *be, float *out, const float *inp, const float *w,
                                                const float *bias, int N, int C, int OC);
-/* dinp(N,C) = dout @ w (overwritten; skipped if dinp is NULL), dw(OC,C) +=, dbias(OC) += (may be NULL) */
+/* dinp(N,C) = dout @ w (overwritten; skipped if dinp is NULL), dw(OC,C) +=, dbias(OC) += (may be NULL);
+ * dw NULL skips dw and dbias (the input gradient alone) */
 typedef dt_status dt_backend_matmul_backward_fn(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                                                 const float *inp, const float *w, int N, int C, int OC);
 /* causal multi-head attention: qkv(B,T,3C) laid out [q | k | v], each
@@ -259,9 +262,9 @@ typedef struct dt_backend_ops {
 struct dt_backend {
     const char *name;
     dt_device device;
-    void *impl; /* backend-private state */
-    int threads; /* what the ops split their work by (set_threads) */
-    int workers; /* the threads that run it now, 1..threads (set_workers) */
+    void *impl;                /* backend-private state */
+    int threads;               /* what the ops split their work by (set_threads) */
+    int workers;               /* the threads that run it now, 1..threads (set_workers) */
     const dt_backend_ops *ops; /* the backend's table, called through the front */
     /* Row stride, in floats, that the backend wants for wide activations
      * whose width is the model's choice (the LM head's logits, V columns):

@@ -413,7 +413,6 @@ if [ "$HAVE_MPI" = 1 ]; then
 2 | --num-ps-servers 3 | 3 | --allreduce ps-async --num-ps-servers 3
 2 | --num-ps-servers 4 | 4 | --allreduce ps-async --num-ps-servers 4
 2 | with a parameter server | 4 | --allreduce ps-sync --pipeline-model-parallel-size 2
-2 | the runtime does not execute it yet | 2 | --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1
 2 | needs a multiple of 4 | 2 | --pipeline-model-parallel-size 2 --pipeline-schedule interleaved-1f1b --num-layers 6
 2 | --pipeline-split: not with | 2 | --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --num-layers 4 --pipeline-split 1,3
 2 | --slow-rank 5 | 2 | --slow-rank 5:10

@@ -357,6 +357,15 @@ START_TEST(test_matmul)
         expect_close(d_dw, dw, OC * C, SUM_ATOL, SUM_RTOL, "matmul dw");
         expect_close(d_db, db, OC, SUM_ATOL, SUM_RTOL, "matmul dbias");
     }
+    /* dw NULL: the input gradient alone (a zero-bubble B), the same bits; dw and dbias untouched */
+    float *i1 = hmalloc(N * C), *i2 = hmalloc(N * C), *w1 = hmalloc(OC * C), *w2 = hmalloc(OC * C);
+    ck_dt(gpu->matmul_backward(gpu, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC));
+    down(i1, d_dinp, N * C * 4), down(w1, d_dw, OC * C * 4);
+    ck_dt(gpu->memset_zero(gpu, d_dinp, N * C * 4));
+    ck_dt(gpu->matmul_backward(gpu, d_dinp, NULL, NULL, d_dout, d_inp, d_w, N, C, OC));
+    down(i2, d_dinp, N * C * 4), down(w2, d_dw, OC * C * 4);
+    ck_assert(memcmp(i1, i2, N * C * 4) == 0 && memcmp(w1, w2, OC * C * 4) == 0);
+    free(i1), free(i2), free(w1), free(w2);
     gfree(d_inp), gfree(d_w), gfree(d_bias), gfree(d_out), gfree(d_dout), gfree(d_dinp), gfree(d_dw), gfree(d_db);
     free(inp), free(w), free(bias), free(out), free(dout), free(dinp), free(dw), free(db);
 }
@@ -448,6 +457,21 @@ START_TEST(test_layernorm)
     ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
     down(g2, d_dw, C * 4);
     ck_assert(memcmp(g1, g2, C * 4) == 0);
+    /* either part alone (the zero-bubble split): the same bits as both at once */
+    float *x1 = hmalloc(N * C), *x2 = hmalloc(N * C), *b1 = hmalloc(C), *b2 = hmalloc(C);
+    ck_dt(gpu->memset_zero(gpu, d_dx, N * C * 4));
+    ck_dt(gpu->memset_zero(gpu, d_dw, C * 4));
+    ck_dt(gpu->memset_zero(gpu, d_db, C * 4));
+    ck_dt(gpu->layernorm_backward(gpu, d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
+    down(x1, d_dx, N * C * 4), down(g1, d_dw, C * 4), down(b1, d_db, C * 4);
+    ck_dt(gpu->memset_zero(gpu, d_dx, N * C * 4));
+    ck_dt(gpu->memset_zero(gpu, d_dw, C * 4));
+    ck_dt(gpu->memset_zero(gpu, d_db, C * 4));
+    ck_dt(gpu->layernorm_backward(gpu, d_dx, NULL, NULL, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
+    ck_dt(gpu->layernorm_backward(gpu, NULL, d_dw, d_db, d_dout, d_x, d_w, d_mean2, d_rstd2, N, C));
+    down(x2, d_dx, N * C * 4), down(g2, d_dw, C * 4), down(b2, d_db, C * 4);
+    ck_assert(memcmp(x1, x2, N * C * 4) == 0 && memcmp(g1, g2, C * 4) == 0 && memcmp(b1, b2, C * 4) == 0);
+    free(x1), free(x2), free(b1), free(b2);
     gfree(d_x), gfree(d_w), gfree(d_b), gfree(d_out), gfree(d_dout), gfree(d_mean), gfree(d_rstd), gfree(d_dx);
     gfree(d_dw), gfree(d_db), gfree(d_mean2), gfree(d_rstd2);
     free(x), free(w), free(b), free(out), free(dout), free(mean), free(rstd), free(dx), free(dw), free(db);
@@ -895,8 +919,7 @@ START_TEST(test_span_stats)
         if (isfinite(csq[i]))
             ck_assert_msg(fabs(gsq[i] - csq[i]) <= 1e-12 * csq[i], "span %d: sumsq gpu %.17g cpu %.17g", i, gsq[i],
                           csq[i]);
-        else
-            ck_assert_msg(!isfinite(gsq[i]), "span %d: sumsq gpu %g, cpu not finite", i, gsq[i]);
+        else ck_assert_msg(!isfinite(gsq[i]), "span %d: sumsq gpu %g, cpu not finite", i, gsq[i]);
     }
     ck_assert_int_eq(cnf[4] + cnf[5], 2);
     ck_assert_int_eq(cnf[0] + cnf[1] + cnf[2] + cnf[3], 0);

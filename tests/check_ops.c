@@ -208,8 +208,16 @@ START_TEST(test_layernorm)
     memcpy(dx2, dx, sizeof(float) * N * C);
     ck_dt(be->layernorm_backward(be, dx, dw, db, R, x, w, mean, rstd, N, C));
     for (int i = 0; i < N * C; i++) ASSERT_CLOSE(dx[i], 2.0 * dx2[i], 1e-6, 1e-5, "layernorm dx accumulate", i);
+    /* either part alone (the zero-bubble split): the same bits as both at once */
+    float *ex = calloc(N * C, sizeof(float)), *ew = calloc(C, sizeof(float)), *eb = calloc(C, sizeof(float));
+    memset(dx, 0, sizeof(float) * N * C), memset(dw, 0, sizeof(float) * C), memset(db, 0, sizeof(float) * C);
+    ck_dt(be->layernorm_backward(be, dx, dw, db, R, x, w, mean, rstd, N, C));
+    ck_dt(be->layernorm_backward(be, ex, NULL, NULL, R, x, w, mean, rstd, N, C));
+    ck_dt(be->layernorm_backward(be, NULL, ew, eb, R, x, w, mean, rstd, N, C));
+    ck_assert(memcmp(dx, ex, sizeof(float) * N * C) == 0);
+    ck_assert(memcmp(dw, ew, sizeof(float) * C) == 0 && memcmp(db, eb, sizeof(float) * C) == 0);
     free(x), free(w), free(b), free(R), free(out), free(xd), free(wd), free(bd), free(Rd), free(ref);
-    free(dx), free(dw), free(db), free(dx2);
+    free(dx), free(dw), free(db), free(dx2), free(ex), free(ew), free(eb);
 }
 END_TEST
 

@@ -9,7 +9,9 @@
  *   - the block forward output (replicated) equals the serial one;
  *   - backward: the input gradient (replicated) equals the serial one, and
  *     each rank's parameter gradients equal its shard of the serial ones;
- *   - one block makes exactly 2 allreduces forward and 2 backward.
+ *   - one block makes exactly 2 allreduces forward and 2 backward;
+ *   - its backward split into B and W (zero-bubble) is the whole one, bit
+ *     for bit (test_block_split).
  * Tolerance 1e-5 of the tensor's largest value (plus 1e-5 relative): the
  * partial products of the row-parallel layers are summed over ranks in
  * another order than one GEMM's dot products, ~1e-7 of the terms' size per
@@ -118,10 +120,9 @@ START_TEST(test_block)
     dt__block_acts sa;
     dt__block_scratch ss;
     ck_dt(dt__block_acts_alloc(&ar, &c, B, T, 1, &sa));
-    ck_dt(dt__arena_alloc(&ar, (size_t)N * C, &ss.dbtc));
-    ck_dt(dt__arena_alloc(&ar, (size_t)N * 3 * C, &ss.dqkv));
-    ck_dt(dt__arena_alloc(&ar, (size_t)B * c.num_heads * T * T, &ss.datt));
-    ck_dt(dt__arena_alloc(&ar, (size_t)N * 4 * C, &ss.dfch));
+    float *sscr;
+    ck_dt(dt__arena_alloc(&ar, dt__block_scratch_floats(&c, B, T), &sscr));
+    dt__block_scratch_bind(&ss, &c, B, T, sscr);
     dt__tp_acts ta;
     ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &ta));
     float *x = malloc((size_t)N * C * sizeof *x), *d0 = malloc((size_t)N * C * sizeof *d0);
@@ -155,6 +156,81 @@ START_TEST(test_block)
 }
 END_TEST
 
+/* The zero-bubble split (gpt_layers.h): the sharded block's B (with both
+ * backward allreduces) then block.c's W at the shard's sizes give the
+ * whole backward's input gradient and parameter gradients bit for bit,
+ * FP32 and with bf16 rounding; W makes no allreduce. Two micro-batches
+ * B0 B1 W0 W1 accumulate as two whole backwards do. */
+START_TEST(test_block_split)
+{
+    const dt_gpt_config c = config();
+    const int t = g_world->size, r = g_world->rank, B = 2, T = 8, N = B * T, C = c.hidden_size;
+    const size_t NC = (size_t)N * C;
+    dt_paramset local;
+    dt_paramset_init(&local);
+    ck_dt(dt__tp_block_layout(&c, t, 0, &local));
+    float *wl = calloc(local.numel, sizeof *wl), *g1 = calloc(local.numel, 4), *g2 = calloc(local.numel, 4);
+    ck_assert(wl && g1 && g2);
+    randn(wl, local.numel, 7, 0.2f);
+    dt__block_params lw, l1, l2;
+    bind(&local, 0, wl, &lw, NULL);
+    for (int i = 0; i < C; i++) lw.ln1w[i] = lw.ln2w[i] = 1.0f + 0.1f * lw.ln1w[i]; /* replicated: the same */
+    bind(&local, 0, g1, &l1, NULL);
+    bind(&local, 0, g2, &l2, NULL);
+    const size_t act = dt__tp_act_floats(&c, t, B, T, 1), keep = dt__block_keep_floats(&c, t, B, T, 0);
+    const size_t total = 2 * act + 2 * keep + 2 * dt__tp_scratch_floats(&c, t, B, T) + 64;
+    dt_buffer buf, rbuf;
+    ck_dt(dt_buffer_alloc(&buf, be, total * sizeof(float)));
+    ck_dt(dt_buffer_alloc(&rbuf, be, 4 * NC * 2));
+    float *x[2], *d0[2], *d1 = malloc(NC * sizeof *d1), *d2 = malloc(NC * sizeof *d2);
+    for (int k = 0; k < 2; k++) {
+        x[k] = malloc(NC * sizeof *x[k]), d0[k] = malloc(NC * sizeof *d0[k]);
+        randn(x[k], NC, 11 + (uint64_t)k, 1.0f);
+        randn(d0[k], NC, 13 + (uint64_t)k, 0.1f);
+    }
+    for (int bf = 0; bf <= 1; bf++) {
+        const dt__rounder rnd = {.dtype = DT_BF16, .scratch = rbuf.data, .capacity = 4 * NC};
+        const dt__rounder *rr = bf ? &rnd : NULL;
+        dt__arena ar = {.base = buf.data, .capacity = total};
+        dt__tp_acts ta[2];
+        dt__block_keep kp[2];
+        float *scr;
+        ck_dt(dt__arena_alloc(&ar, dt__tp_scratch_floats(&c, t, B, T), &scr));
+        dt__tp tp = {.comm = g_world, .algo = DT_ALLREDUCE_RING};
+        for (int k = 0; k < 2; k++) {
+            ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &ta[k]));
+            ck_dt(dt__block_keep_alloc(&ar, &c, t, B, T, k ? &ta[k] : NULL, &kp[k])); /* both kinds of keep */
+            ck_dt(dt__tp_block_forward(&tp, be, &c, &lw, &ta[k], x[k], B, T, rr));
+        }
+        memset(g1, 0, local.numel * 4);
+        memset(g2, 0, local.numel * 4);
+        for (int k = 0; k < 2; k++) { /* whole, micro-batch 0 then 1 */
+            memcpy(d1, d0[k], NC * sizeof *d1);
+            ck_dt(dt__tp_block_backward(&tp, be, &c, &lw, &l1, &ta[k], scr, x[k], d1, B, T, rr));
+        }
+        const long long before = tp.allreduces_bwd;
+        for (int k = 0; k < 2; k++) { /* B0 B1 */
+            memcpy(d2, d0[k], NC * sizeof *d2);
+            ck_dt(dt__tp_block_backward_b(&tp, be, &c, &lw, &ta[k], scr, x[k], d2, &kp[k], B, T, rr));
+            if (k == 1) ck_assert(memcmp(d1, d2, NC * sizeof *d1) == 0); /* the input gradient, B alone */
+        }
+        ck_assert_int_eq((int)(tp.allreduces_bwd - before), 4);
+        for (int k = 0; k < 2; k++) /* W0 W1 */
+            ck_dt(dt__block_backward_w(be, &c, t, &lw, &l2, &ta[k], x[k], &kp[k], B, T));
+        ck_assert_int_eq((int)(tp.allreduces_bwd - before), 4);
+        for (int i = 0; i < local.count; i++)
+            ck_assert_msg(memcmp(g1 + local.info[i].offset, g2 + local.info[i].offset, local.info[i].numel * 4) == 0,
+                          "rank %d of %d, %s: %s differs between B+W and the whole backward", r, t,
+                          bf ? "bf16" : "fp32", local.info[i].name);
+    }
+    dt_buffer_free(&buf);
+    dt_buffer_free(&rbuf);
+    dt_paramset_free(&local);
+    for (int k = 0; k < 2; k++) free(x[k]), free(d0[k]);
+    free(wl), free(g1), free(g2), free(d1), free(d2);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     dt_gpt_config c = config();
@@ -182,6 +258,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("tp");
     tcase_add_test(tc, test_f_g);
     tcase_add_test(tc, test_block);
+    tcase_add_test(tc, test_block_split);
     tcase_add_test(tc, test_errors);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);

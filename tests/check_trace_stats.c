@@ -12,6 +12,7 @@
  *   - sparse and out-of-order steps, a zero window, overlapping steps
  *     (pipedream), the stage and pid checks, errors;
  *   - a trace written to a file and read back gives the same figures;
+ *   - a zero-bubble schedule's backward_b and backward_w count as work;
  *   - the step and phase times (dt_trace_phase_times_events) of three
  *     hand-made data-parallel steps with an evaluation and another rank's
  *     events mixed in, and their errors; iterations up to INT64_MAX (issue
@@ -403,6 +404,46 @@ START_TEST(test_phase_times_pipeline_sync)
 }
 END_TEST
 
+/* Zero-bubble schedules (issue 22): a split backward's backward_b and
+ * backward_w spans are both work, and a micro-batch's W is counted with its
+ * B: steps of 10 ms with forward 0-2, backward_b 2-4, a gap, backward_w
+ * 5-6, optim_step 6-7: busy 6, forward and backward 5, one backward. */
+START_TEST(test_split_backward_is_work)
+{
+    dt_trace_event ev[16];
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) {
+        const struct {
+            const char *name;
+            int lane;
+            double t0, t1;
+        } sp[] = {{"forward", DT_LANE_COMPUTE, 0, 2},
+                  {"backward_b", DT_LANE_COMPUTE, 2, 4},
+                  {"backward_w", DT_LANE_COMPUTE, 5, 6},
+                  {"optim_step", DT_LANE_OPTIM, 6, 10}};
+        for (int k = 0; k < 4; k++) {
+            dt_trace_event *e = &ev[n++];
+            dt_trace_event_init(e, DT_TRACE_COMPLETE, sp[k].name, "pipeline", 0, sp[k].lane,
+                                (int64_t)((10 * i + sp[k].t0) * MS), (int64_t)((sp[k].t1 - sp[k].t0) * MS));
+            e->iter = i;
+            if (k < 3) e->micro_batch = i;
+            ck_dt(dt_trace_event_add_arg(e, "stage", 0));
+        }
+    }
+    dt_bubble_stats b;
+    ck_dt(dt_bubble_stats_events(ev, n, 0, 1, &b));
+    ck_assert_int_eq((int)b.n_forward, 2);
+    ck_assert_int_eq((int)b.n_backward, 2);
+    ck_assert_int_eq((int)b.backward_ns, (int)(6 * MS));
+    ck_assert_double_eq_tol(b.mean_fb, 0.5, 1e-9); /* 1 - (2 + 2 + 1) / 10 */
+    ck_assert_double_eq_tol(b.mean, 0.1, 1e-9);    /* 1 - (5 + 4) / 10 */
+    dt_bubble_stats_free(&b);
+    dt_trace_phase_times pt;
+    ck_dt(dt_trace_phase_times_events(ev, n, 0, 1, &pt));
+    ck_assert_double_eq_tol(pt.compute_ns, 5.0 * MS, 1e-6);
+}
+END_TEST
+
 static Suite *trace_stats_suite(void)
 {
     Suite *s = suite_create("trace_stats");
@@ -411,6 +452,7 @@ static Suite *trace_stats_suite(void)
     tcase_add_test(tc, test_mixed_and_shuffled);
     tcase_add_test(tc, test_edge_cases);
     tcase_add_test(tc, test_file_round_trip);
+    tcase_add_test(tc, test_split_backward_is_work);
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("phase_times");
     tcase_add_test(tp, test_phase_times);

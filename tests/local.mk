@@ -17,6 +17,7 @@ DT_CHECK_SUITES = \
 	tests/check_half \
 	tests/check_mlp \
 	tests/check_stage \
+	tests/check_bw \
 	tests/check_cuda_math \
 	tests/check_schedule \
 	tests/check_schedule_zb \
@@ -76,6 +77,9 @@ tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)
+tests_check_bw_SOURCES = tests/check_bw.c tests/testutil.h
+tests_check_bw_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_bw_LDADD = $(DT_CHECK_LDADD)
 # The simulator's mixed-precision model (sim/amp.c) against real fp16 runs.
 tests_check_sim_amp_SOURCES = tests/check_sim_amp.c tests/testutil.h
 tests_check_sim_amp_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
@@ -135,8 +139,8 @@ EXTRA_DIST += tests/nccl.sh
 TESTS += tests/tp.sh
 EXTRA_DIST += tests/tp.sh
 # Pipeline parallelism under mpirun; the measured bubble against (p-1)/(m+p-1).
-TESTS += tests/pp.sh tests/bubble.sh tests/pp-optim.sh
-EXTRA_DIST += tests/pp.sh tests/bubble.sh tests/pp-optim.sh
+TESTS += tests/pp.sh tests/bubble.sh tests/pp-optim.sh tests/zb.sh
+EXTRA_DIST += tests/pp.sh tests/bubble.sh tests/pp-optim.sh tests/zb.sh
 # Every technique with every other: the composition matrix (docs/composition.md).
 TESTS += tests/compose.sh
 EXTRA_DIST += tests/compose.sh

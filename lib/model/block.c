@@ -5,7 +5,9 @@
  *
  * Backward keeps one residual-gradient buffer dres flowing through the
  * block: each LayerNorm backward accumulates into it (the "+" of the
- * residual), so no separate add is needed. Saved activations per block,
+ * residual), so no separate add is needed. It is B (the input gradient,
+ * keeping each layer's output gradient) then W (the parameter gradients
+ * from what B kept): gpt_layers.h's zero-bubble split. Saved activations per block,
  * in floats: 16*B*T*C + 4*B*T + NH*B*T*T (dt__block_act_floats is the single
  * source of truth for that size). */
 #include "gpt_layers.h"
@@ -40,10 +42,96 @@ size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att
            + (with_att ? dt__block_att_floats(cfg, B, T) : 0) + 2 * dt__pad16(BT * 4 * C); /* fch, fch_gelu */
 }
 
+/* dbtc, dqkv, datt, dfch, then the keep's four (B,T,C) (its dfch and dqkv
+ * are the scratch's) */
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
-    return dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(B * NH * T * T) + dt__pad16(BT * 4 * C);
+    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(B * NH * T * T) + dt__pad16(BT * 4 * C);
+}
+
+void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int B, int T, float *w)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    s->dbtc = w, w += dt__pad16(BT * C);
+    s->dqkv = w, w += dt__pad16(BT * 3 * C);
+    s->datt = w, w += dt__pad16(B * NH * T * T);
+    s->dfch = w, w += dt__pad16(BT * 4 * C);
+    s->keep.dout = w, w += dt__pad16(BT * C);
+    s->keep.dln2 = w, w += dt__pad16(BT * C);
+    s->keep.dres2 = w, w += dt__pad16(BT * C);
+    s->keep.dln1 = w;
+    s->keep.dfch = s->dfch;
+    s->keep.dqkv = s->dqkv;
+}
+
+size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    return 4 * dt__pad16(BT * C) + (in_acts ? 0 : dt__pad16(BT * 4 * Cl) + dt__pad16(BT * 3 * Cl));
+}
+
+dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
+                               dt__block_keep *k)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    DT_CHECK(dt__arena_alloc(a, BT * C, &k->dout));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln2));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &k->dres2));
+    DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln1));
+    if (acts) { /* dead after B: fch (read by GELU's backward) and qkv (by attention's) */
+        k->dfch = acts->fch;
+        k->dqkv = acts->qkv;
+        return DT_OK;
+    }
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &k->dfch));
+    return dt__arena_alloc(a, BT * 3 * Cl, &k->dqkv);
+}
+
+/* The keep's tensors in order and their floats (t's shard). */
+static void dt__block_keep_fields(const dt__block_keep *k, const dt_gpt_config *cfg, int t, int B, int T,
+                                  float *ptr[DT__BLOCK_NKEEP], size_t n[DT__BLOCK_NKEEP])
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    float *const p[DT__BLOCK_NKEEP] = {k ? k->dout : NULL,  k ? k->dfch : NULL, k ? k->dln2 : NULL,
+                                       k ? k->dres2 : NULL, k ? k->dqkv : NULL, k ? k->dln1 : NULL};
+    const size_t sz[DT__BLOCK_NKEEP] = {BT * C, BT * 4 * Cl, BT * C, BT * C, BT * 3 * Cl, BT * C};
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) ptr[i] = p[i], n[i] = sz[i];
+}
+
+size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, int t, int B, int T)
+{
+    float *ptr[DT__BLOCK_NKEEP];
+    size_t n[DT__BLOCK_NKEEP], total = 0;
+    dt__block_keep_fields(NULL, cfg, t, B, T, ptr, n);
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) total += dt__pad16((n[i] + 1) / 2);
+    return total;
+}
+
+dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T,
+                                    void *stores[DT__BLOCK_NKEEP])
+{
+    float *ptr[DT__BLOCK_NKEEP], *f = NULL;
+    size_t n[DT__BLOCK_NKEEP];
+    dt__block_keep_fields(NULL, cfg, t, B, T, ptr, n);
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) {
+        DT_CHECK(dt__arena_alloc(a, (n[i] + 1) / 2, &f));
+        stores[i] = f;
+    }
+    return DT_OK;
+}
+
+dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int t, int B, int T, dt_dtype dtype,
+                                   const dt__block_keep *k, void *const stores[DT__BLOCK_NKEEP], int pack)
+{
+    float *ptr[DT__BLOCK_NKEEP];
+    size_t n[DT__BLOCK_NKEEP];
+    dt__block_keep_fields(k, cfg, t, B, T, ptr, n);
+    for (int i = 0; i < DT__BLOCK_NKEEP; i++) {
+        if (pack) DT_CHECK(be->cast(be, stores[i], dtype, ptr[i], DT_F32, n[i]));
+        else DT_CHECK(be->cast(be, ptr[i], DT_F32, stores[i], dtype, n[i]));
+    }
+    return DT_OK;
 }
 
 dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att, dt__block_acts *acts)
@@ -175,32 +263,60 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     return DT_OK;
 }
 
-dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                             const dt__block_params *g, const dt__block_acts *a, const dt__block_scratch *s,
-                             const float *x, float *dres, int B, int T, const dt__rounder *r)
+dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                               const dt__block_acts *a, const dt__block_scratch *s, const float *x, float *dres,
+                               const dt__block_keep *k, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, NH = cfg->num_heads, N = B * T;
     const size_t NC = (size_t)N * C;
     /* Activation gradients are rounded to the storage format after each op
-     * (parameter gradients are rounded by the caller, per micro-batch). */
+     * (parameter gradients are rounded by the caller, per micro-batch); W
+     * reads the rounded values. */
     /* MLP: dres is d(out) = d(res2) through the residual, and d(fcproj out). */
-    DT_CHECK(be->matmul_backward(be, s->dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu, p->fcprojw, N, 4 * C, C));
+    DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, s->dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * C, C));
     DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
     DT_CHECK(be->gelu_backward(be, s->dfch, a->fch, s->dfch, 4 * NC));
     DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
-    DT_CHECK(be->matmul_backward(be, s->dbtc, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C));
-    DT_CHECK(dt__round(be, r, s->dbtc, NC));
-    DT_CHECK(
-        be->layernorm_backward(be, dres, g->ln2w, g->ln2b, s->dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
+    if (k->dfch != s->dfch) DT_CHECK(be->copy(be, k->dfch, s->dfch, 4 * NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, a->ln2, p->fcw, N, C, 4 * C));
+    DT_CHECK(dt__round(be, r, k->dln2, NC));
+    DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     /* Attention: dres now holds d(res2) = d(x) through the residual + d(proj out). */
-    DT_CHECK(be->matmul_backward(be, s->dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, C, C));
+    DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, s->dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, C, C));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
     DT_CHECK(be->attention_backward(be, s->dqkv, s->datt, s->dbtc, a->qkv, a->att, B, T, C, NH));
     DT_CHECK(dt__round(be, r, s->dqkv, 3 * NC));
-    DT_CHECK(be->matmul_backward(be, s->dbtc, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
-    DT_CHECK(dt__round(be, r, s->dbtc, NC));
-    DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, s->dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
+    if (k->dqkv != s->dqkv) DT_CHECK(be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
+    DT_CHECK(dt__round(be, r, k->dln1, NC));
+    DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     return DT_OK;
+}
+
+dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, const dt__block_params *p,
+                               const dt__block_params *g, const dt__block_acts *a, const float *x,
+                               const dt__block_keep *k, int B, int T)
+{
+    const int C = cfg->hidden_size, Cl = C / t, N = B * T;
+    /* in the backward's order: fcproj, fc, ln2, attproj, qkv, ln1 */
+    DT_CHECK(be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, a->ln2, p->fcw, N, C, 4 * Cl));
+    DT_CHECK(
+        be->layernorm_backward(be, NULL, g->ln2w, g->ln2b, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
+    DT_CHECK(be->matmul_backward(be, NULL, g->attprojw, g->attprojb, k->dres2, a->atty, p->attprojw, N, Cl, C));
+    DT_CHECK(be->matmul_backward(be, NULL, g->qkvw, g->qkvb, k->dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(be->layernorm_backward(be, NULL, g->ln1w, g->ln1b, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
+    return DT_OK;
+}
+
+dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                             const dt__block_params *g, const dt__block_acts *a, const dt__block_scratch *s,
+                             const float *x, float *dres, int B, int T, const dt__rounder *r)
+{
+    DT_CHECK(dt__block_backward_b(be, cfg, p, a, s, x, dres, &s->keep, B, T, r));
+    return dt__block_backward_w(be, cfg, 1, p, g, a, x, &s->keep, B, T);
 }

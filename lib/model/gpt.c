@@ -398,10 +398,8 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
     m->d_targets = (int32_t *)w, w += dt__pad(BT);
     m->losses = w, w += dt__pad(BT);
     m->correct = (uint8_t *)w, w += dt__pad(BT / 4 + 1);
-    m->scratch.dbtc = w, w += dt__pad(BT * c->hidden_size);
-    m->scratch.dqkv = w, w += dt__pad(BT * 3 * c->hidden_size);
-    m->scratch.datt = w, w += dt__pad((size_t)B * c->num_heads * T * T);
-    m->scratch.dfch = w, w += dt__pad(BT * 4 * c->hidden_size);
+    dt__block_scratch_bind(&m->scratch, c, B, T, w);
+    w += dt__block_scratch_floats(c, B, T);
     m->dres = w;
     m->B = B;
     m->T = T;

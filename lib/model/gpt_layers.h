@@ -90,10 +90,21 @@ dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__h
                            dt__head_acts *acts, const float *x, const int32_t *targets, float *losses, uint8_t *correct,
                            int B, int T, const dt__rounder *r);
 /* dx (B,T,C) is overwritten with the gradient of x for a loss whose
- * per-target gradient weight is dloss; dtmp (B,T,C) is scratch. */
+ * per-target gradient weight is dloss; dtmp (B,T,C) is scratch. B then W,
+ * at once (see the zero-bubble split below). */
 dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
                             const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
                             float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r);
+
+/* B: dx as above; the logits become their gradient (kept in acts for W)
+ * and dlnf (B,T,C) receives the final LayerNorm's output gradient, which W
+ * needs. W: the LM head's and the final LayerNorm's parameter gradients. */
+dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__head_acts *acts,
+                              const float *x, const int32_t *targets, float *losses, float dloss, float *dx,
+                              float *dlnf, int B, int T, const dt__rounder *r);
+dt_status dt__head_backward_w(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
+                              const dt__head_params *g, const dt__head_acts *acts, const float *x, const float *dlnf,
+                              int B, int T);
 
 /* The mean over n_counted targets of the per-position losses (N, device;
  * ignored positions hold 0), summed in double on the host in order. */
@@ -154,13 +165,62 @@ dt_status dt__block_pack_alloc(const dt__block_pack *k, dt__arena *a, void *stor
 dt_status dt__block_pack_copy(const dt__block_pack *k, dt_backend *be, dt__block_acts *acts,
                               void *const stores[DT__BLOCK_NFIELDS], int pack);
 
-/* Scratch for a block's backward, shared by all blocks (not saved). */
+/* ---- the zero-bubble split of the backward ------------------------------ */
+/* A backward is B, the input gradient (the critical path of a pipeline),
+ * then W, the parameter gradients (zero-bubble pipelines, arXiv
+ * 2401.10241, run W later, in the bubbles). B computes no parameter
+ * gradient; W reads only what B kept and the forward's saved activations,
+ * and accumulates into the parameter gradients (+=) with the same ops on
+ * the same values as the backward that runs both at once: B then W is
+ * that backward, bit for bit, and W may run any time before the saved
+ * tensors are freed.
+ *
+ * What a block's W needs beyond its saved activations: the gradient at the
+ * output of each of its linear layers and LayerNorms, as B computed them
+ * (a tensor-parallel shard's sizes for t > 1; lib/parallel/tp.h). */
+typedef struct dt__block_keep {
+    float *dout;  /* (B,T,C) gradient of the block output: fcproj's output gradient */
+    float *dfch;  /* (B,T,4C/t) fc's output gradient (through GELU) */
+    float *dln2;  /* (B,T,C) ln2's output gradient */
+    float *dres2; /* (B,T,C) gradient of res2 after ln2: attproj's output gradient */
+    float *dqkv;  /* (B,T,3C/t) qkv's output gradient */
+    float *dln1;  /* (B,T,C) ln1's output gradient */
+} dt__block_keep;
+
+/* B computes dfch and dqkv in the backward scratch and copies them into
+ * the keep when it has buffers of its own; they can be the block's saved
+ * fch and qkv, which no op reads after B (W reads fch_gelu and ln1): a keep
+ * in_acts then costs 4 (B,T,C) floats instead of 4 + 7/t. */
+size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts);
+/* The keep's buffers from arena a; acts non-NULL: dfch and dqkv in its fch and qkv. */
+dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
+                               dt__block_keep *k);
+
+/* Half storage of a keep (--fp16/--bf16: B rounded every value it kept
+ * to the format, so 2 bytes an element hold them exactly): its six
+ * tensors in a fixed order (dout, dfch, dln2, dres2, dqkv, dln1) and their
+ * floats; the floats of the stores, their allocation from arena a, and
+ * the copy into them (pack = 1) or back into k's FP32 buffers (pack = 0). */
+#define DT__BLOCK_NKEEP 6
+size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, int t, int B, int T);
+dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T,
+                                    void *stores[DT__BLOCK_NKEEP]);
+dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int t, int B, int T, dt_dtype dtype,
+                                   const dt__block_keep *k, void *const stores[DT__BLOCK_NKEEP], int pack);
+
+/* Scratch for a block's backward, shared by all blocks (not saved); keep:
+ * the B-to-W hand-over of a backward that runs W at once (its dfch and
+ * dqkv are the scratch's own). */
 typedef struct dt__block_scratch {
     float *dbtc; /* (B,T,C) */
     float *dqkv; /* (B,T,3C) */
     float *datt; /* (B,NH,T,T) */
     float *dfch; /* (B,T,4C) */
+    dt__block_keep keep;
 } dt__block_scratch;
+
+/* Point s's fields into base, which holds dt__block_scratch_floats floats. */
+void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int B, int T, float *base);
 
 /* Saved floats of one block; with_att = 0 leaves out the attention
  * probabilities (B,NH,T,T), which selective recomputation does not keep. */
@@ -175,9 +235,20 @@ dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, in
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p, dt__block_acts *acts,
                             const float *x, int B, int T, const dt__rounder *r);
 /* dres (B,T,C): in, the gradient of the block output; out, the gradient of
- * x. Parameter gradients accumulate into g. */
+ * x. Parameter gradients accumulate into g. B then W, at once. */
 dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                              const dt__block_params *g, const dt__block_acts *acts, const dt__block_scratch *s,
                              const float *x, float *dres, int B, int T, const dt__rounder *r);
+/* B: dres as above; no parameter gradient; what W needs goes to k. */
+dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                               const dt__block_acts *acts, const dt__block_scratch *s, const float *x, float *dres,
+                               const dt__block_keep *k, int B, int T, const dt__rounder *r);
+/* W: the parameter gradients (+= into g) from the saved activations acts,
+ * the block input x and what B kept in k; t > 1: a tensor-parallel
+ * shard's (lib/parallel/tp.h), whose B is dt__tp_block_backward_b. The
+ * 16-bit rounding of parameter gradients is the caller's (per micro-batch). */
+dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, const dt__block_params *p,
+                               const dt__block_params *g, const dt__block_acts *acts, const float *x,
+                               const dt__block_keep *k, int B, int T);
 
 #endif

@@ -4,7 +4,9 @@
  * Saved: the LayerNorm output and statistics and the logits. Backward turns
  * the logits buffer into dlogits in place (recomputing the softmax, which
  * costs one pass over (B*T, V) and saves a second (B,T,V) buffer), so after
- * a backward the head's activations are spent.
+ * a backward the head's activations are spent. A backward is B (the input
+ * gradient; the logits become their gradient) then W (the LM head's and
+ * final LayerNorm's parameter gradients from them), gpt_layers.h's split.
  *
  * The logits' rows are ld = dt__head_ld(be, V) floats apart: V rounded up
  * to the backend's row_align (1 on the CPU, so ld = V there; 64 on CUDA),
@@ -53,21 +55,38 @@ dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__h
     return DT_OK;
 }
 
-dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
-                            const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
-                            float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r)
+dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__head_acts *acts,
+                              const float *x, const int32_t *targets, float *losses, float dloss, float *dx,
+                              float *dlnf, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T, ld = acts->ld;
     DT_CHECK(be->crossentropy_forward_backward(be, losses, NULL, acts->logits, acts->logits, targets, N, V, ld, dloss));
     DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * ld));
-    /* matmul_backward without bias, with the row stride: dtmp = dlogits @ lmw, dlmw += dlogits^T @ lnf */
-    DT_CHECK(be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dtmp, C));
-    DT_CHECK(be->gemm(be, 1, 0, V, C, N, 1.0f, acts->logits, ld, acts->lnf, C, 1.0f, g->lmw, C));
-    DT_CHECK(dt__round(be, r, dtmp, (size_t)N * C));
+    /* matmul_backward's input gradient, with the row stride: dlnf = dlogits @ lmw */
+    DT_CHECK(be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dlnf, C));
+    DT_CHECK(dt__round(be, r, dlnf, (size_t)N * C));
     DT_CHECK(be->memset_zero(be, dx, (size_t)N * C * sizeof(float)));
-    DT_CHECK(be->layernorm_backward(be, dx, g->lnfw, g->lnfb, dtmp, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N, C));
+    DT_CHECK(be->layernorm_backward(be, dx, NULL, NULL, dlnf, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N, C));
     DT_CHECK(dt__round(be, r, dx, (size_t)N * C));
     return DT_OK;
+}
+
+dt_status dt__head_backward_w(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
+                              const dt__head_params *g, const dt__head_acts *acts, const float *x, const float *dlnf,
+                              int B, int T)
+{
+    const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T, ld = acts->ld;
+    /* matmul_backward's weight gradient, with the row stride: dlmw += dlogits^T @ lnf */
+    DT_CHECK(be->gemm(be, 1, 0, V, C, N, 1.0f, acts->logits, ld, acts->lnf, C, 1.0f, g->lmw, C));
+    return be->layernorm_backward(be, NULL, g->lnfw, g->lnfb, dlnf, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N, C);
+}
+
+dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
+                            const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
+                            float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r)
+{
+    DT_CHECK(dt__head_backward_b(be, cfg, p, acts, x, targets, losses, dloss, dx, dtmp, B, T, r));
+    return dt__head_backward_w(be, cfg, p, g, acts, x, dtmp, B, T);
 }
 
 dt_status dt__head_mean_loss(dt_backend *be, const float *losses, int N, int n_counted, float *mean)

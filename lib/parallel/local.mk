@@ -6,7 +6,10 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/schedule.c \
 	lib/parallel/schedule_order.c \
 	lib/parallel/stage.c \
+	lib/parallel/stage_backward.c \
 	lib/parallel/pipeline.c \
+	lib/parallel/pipeline_optim.c \
+	lib/parallel/pipeline_eval.c \
 	lib/parallel/tp.c \
 	lib/parallel/zero.c \
 	lib/parallel/zero_gpt.c \
@@ -15,7 +18,9 @@ libdtrain_core_la_SOURCES += \
 noinst_HEADERS += \
 	lib/parallel/schedule_internal.h \
 	lib/parallel/stage.h \
+	lib/parallel/stage_impl.h \
 	lib/parallel/pipeline.h \
+	lib/parallel/pipeline_impl.h \
 	lib/parallel/tp.h \
 	lib/parallel/zero.h \
 	lib/parallel/zero_gpt.h \

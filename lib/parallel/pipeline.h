@@ -11,7 +11,12 @@
  *
  * A stage executes its list of the schedule (lib/parallel/schedule.c, the one
  * generator) in order: receives block, sends do not (their buffers stay
- * untouched until the send is complete). Training step t runs the list
+ * untouched until the send is complete). It holds the schedule's v model
+ * chunks (interleaved-1f1b, zb-v: virtual stages, over which the blocks
+ * are split evenly in order, the embedding on the first and the head on
+ * the last), whose parameters and gradients form one flat buffer, and runs
+ * a split backward's BACKWARD_B and BACKWARD_W (zb-h1, zb-v) as the
+ * stage's B and W (stage.h). Training step t runs the list
  * through the last instruction of step t (pipedream: later forwards that
  * come earlier in the list run too: that is the pipelining). Weight
  * versions: the stage's params are the current version; STASH copies them
@@ -51,7 +56,8 @@ typedef struct dt__pipe_setup {
     int p;
     int t; /* tensor-parallel size (>= 1; lib/parallel/tp.h): the blocks are sharded over t ranks */
     dt_sched_kind kind;
-    const int *split;           /* (p) blocks per stage, or NULL: even */
+    int v;                      /* model chunks per stage (interleaved-1f1b, zb-v), 0: the kind's default */
+    const int *split;           /* (p) blocks per stage, or NULL: even (one chunk per stage only) */
     const dt_gpt_config *model; /* vocab_size set */
     int B, T, m;                /* micro-batch shape, micro-batches per step per pipeline */
     int64_t steps;
@@ -107,6 +113,8 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out);
 void dt__pipe_free(dt__pipe *pp);
 
 int dt__pipe_stage(const dt__pipe *pp);
+/* Model chunks (virtual stages) this stage holds: the schedule's v. */
+int dt__pipe_chunks(const dt__pipe *pp);
 int dt__pipe_dp_index(const dt__pipe *pp);
 int dt__pipe_tp_index(const dt__pipe *pp);
 /* Allreduces made by the tensor-parallel f and g operators so far. */

@@ -12,88 +12,15 @@
  * FP32 working set in the work arena, packed when it is done and unpacked
  * for its backward. The values are half values already, so this is exact.
  *
- * Invariants: a slot is busy from its forward until its backward; the
- * activation accounting (current, peak) is the sum of busy slots' arenas. */
-#include "stage.h"
-
+ * The backward, whole or split into B and W, is stage_backward.c's; the
+ * struct and the helpers both use are stage_impl.h's (its invariants). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dt_internal.h"
 #include "dt_time.h"
-#include "gpt_layers.h"
-#include "tp.h"
-
-#define DT__NBLOCK 12 /* tensors per block, as in gpt.c's layout */
-
-typedef struct dt__slot {
-    dt_buffer buf; /* backs the arena */
-    dt__arena arena;
-    float *input;         /* (B,T,C) received activation (stages > 0) */
-    int32_t *tokens;      /* (B,T) device */
-    int32_t *targets;     /* (B,T) device (last stage) */
-    float *losses;        /* (B,T) last stage */
-    uint8_t *correct;     /* (B,T) last stage */
-    float *x0;            /* (B,T,C) embedding output (first stage) */
-    dt__block_acts *acts; /* (nb) each block's saved tensors (a shard's with tensor parallelism, tp.h) */
-    dt__head_acts head;
-    float **ckpt;                       /* (groups) full recomputation: each group's output (B,T,C) */
-    void *(*packed)[DT__BLOCK_NFIELDS]; /* (nb) half mode: each block's saved tensors in 2-byte storage */
-    int n_counted, has_targets, busy;
-    size_t mark; /* arena mark after the fixed buffers: forward activations start here */
-} dt__slot;
-
-struct dt__stage {
-    dt_gpt_config cfg;
-    dt_backend *be;
-    int l0, l1, nb, first, last, nslots, B, T;
-    dt_paramset layout;
-    int *whole_index;  /* (layout.count) each tensor's index in the whole model's layout */
-    size_t offset;     /* whole-model element offset of element 0 (t = 1) */
-    dt_paramset whole; /* the whole model's layout */
-    dt__tp *tp;        /* tensor parallelism (not owned), or NULL */
-    int t, tr;         /* tensor-parallel size and rank */
-    uint8_t *sharded;  /* (layout.count) t > 1: 1 this rank holds a shard of the tensor; 2 the first
-                               (replicated) tensor of a sharded block; 0 replicated; 3 the last
-                               stage's copy of the tied wte (counted on the first stage) */
-    float *tscratch;   /* t > 1: the tensor-parallel block's backward scratch */
-    dt_buffer params, grads;
-    /* views: weights bound per call, gradients fixed */
-    float *wte, *wpe, *gwte, *gwpe;
-    dt__block_params *w, *g; /* (nb) */
-    dt__head_params hw, hg;
-    dt__slot *slots;
-    dt_buffer shared; /* scratch + dres + dout */
-    dt__block_scratch scratch;
-    float *dres, *dout;
-    size_t act_now, act_peak; /* floats */
-    /* activation recomputation (dt__stage_set_recompute), as lib/model/gpt.c's */
-    dt_recompute recompute;
-    int recompute_k, groups; /* full: blocks per group (at most nb), groups of the stage's blocks */
-    dt_buffer work_buf;      /* one op's transient activations, shared by the slots (one op runs at a time) */
-    dt__arena work;
-    /* mixed precision (dt__stage_set_precision), as lib/model/gpt.c's */
-    dt_dtype precision; /* DT_F32, DT_F16 or DT_BF16 */
-    dt__rounder rnd;    /* storage rounding; scratch in round_buf */
-    dt_buffer round_buf;
-    dt_buffer wq; /* (numel) the weights of this call rounded to precision, as FP32: what the GEMMs read */
-    /* (numel) wq in precision, kept where the backend can read GEMM
-     * operands from it (set_gemm_shadow): the rounding's own scratch */
-    dt_buffer whalf;
-    /* wq holds wq_src's values rounded as of weights epoch wq_epoch (valid when
-     * wq_src is set): a later call with the same weights and no change since
-     * (dt__stage_weights_changed) reuses it instead of rounding again */
-    const float *wq_src;
-    uint64_t epoch, wq_epoch;
-    dt_buffer gmb; /* (numel) one micro-batch's parameter gradients, rounded before they accumulate */
-    dt__stage_recompute_fn recompute_hook; /* may be NULL */
-    void *recompute_ctx;
-    /* dt__stage_forward_check: the forward looks at each layer's output;
-     * nf_pos is the first non-finite one (0 embedding, 1 + l block l of the
-     * whole model, L + 1 head), -1 none yet */
-    int nf_check, nf_pos;
-};
+#include "stage_impl.h"
 
 dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s)
 {
@@ -211,20 +138,17 @@ static size_t dt__stage_block_floats(const dt__stage *st, int with_att)
                      : dt__block_act_floats(&st->cfg, st->B, st->T, with_att);
 }
 
-static size_t dt__stage_att_floats(const dt__stage *st)
+size_t dt__stage_att_floats(const dt__stage *st)
 {
     return st->t > 1 ? dt__tp_att_floats(&st->cfg, st->t, st->B, st->T) : dt__block_att_floats(&st->cfg, st->B, st->T);
 }
 
 /* Half storage (see the top): without full recomputation, a 16-bit stage packs. */
-static int dt__stage_packs(const dt__stage *st)
-{
-    return st->precision != DT_F32 && st->recompute != DT_RECOMPUTE_FULL;
-}
+int dt__stage_packs(const dt__stage *st) { return st->precision != DT_F32 && st->recompute != DT_RECOMPUTE_FULL; }
 
 /* Block l's half storage (lib/model/block.c): the stage's last output
  * stays FP32, the head's input or the message sent on. */
-static dt__block_pack dt__stage_pack_of(const dt__stage *st, int l)
+dt__block_pack dt__stage_pack_of(const dt__stage *st, int l)
 {
     return (dt__block_pack){.cfg = &st->cfg,
                             .t = st->t,
@@ -233,6 +157,21 @@ static dt__block_pack dt__stage_pack_of(const dt__stage *st, int l)
                             .with_att = st->recompute != DT_RECOMPUTE_SELECTIVE,
                             .out_fp32 = l == st->nb - 1,
                             .dtype = st->precision};
+}
+
+/* What B keeps for W in a slot's arena (stage_backward.c): each block's
+ * keep, the head's dlnf (last stage), the embedding output's gradient
+ * (first stage), and under full recomputation every block's recomputed
+ * activations. */
+static size_t dt__slot_split_floats(const dt__stage *st)
+{
+    const size_t NC = dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size);
+    const int packs = dt__stage_packs(st);
+    size_t n = (size_t)st->nb * (packs ? dt__block_keep_packed_floats(&st->cfg, st->t, st->B, st->T)
+                                       : dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, 1));
+    n += (st->last ? NC : 0) + (st->first ? NC : 0);
+    if (st->recompute == DT_RECOMPUTE_FULL) n += (size_t)st->nb * dt__stage_block_floats(st, 1);
+    return n;
 }
 
 /* Floats of one slot's arena: fixed buffers, then the forward's saved
@@ -259,6 +198,7 @@ static size_t dt__slot_floats(const dt__stage *st)
         }
     }
     if (st->last) n += dt__head_act_floats(st->be, &st->cfg, B, T);
+    if (st->split) n += dt__slot_split_floats(st);
     return n + 64;
 }
 
@@ -267,8 +207,9 @@ static size_t dt__slot_floats(const dt__stage *st)
  * FP32 working set and its unpacked input. */
 static size_t dt__work_floats(const dt__stage *st)
 {
-    if (dt__stage_packs(st))
-        return dt__stage_block_floats(st, 1) + dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size) + 64;
+    if (dt__stage_packs(st)) /* with the split, a keep's FP32 buffers beside (the rest in the block's fch, qkv) */
+        return dt__stage_block_floats(st, 1) + dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size) +
+               (st->split ? dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, 1) : 0) + 64;
     switch (st->recompute) {
     case DT_RECOMPUTE_FULL: return (size_t)st->recompute_k * dt__stage_block_floats(st, 1) + 64;
     case DT_RECOMPUTE_SELECTIVE: return dt__stage_att_floats(st) + 64;
@@ -284,6 +225,8 @@ static void dt__slots_free(dt__stage *st)
         free(st->slots[k].acts);
         free(st->slots[k].ckpt);
         free(st->slots[k].packed);
+        free(st->slots[k].keep);
+        free(st->slots[k].kpacked);
         st->slots[k] = (dt__slot){0};
     }
     dt_buffer_free(&st->work_buf);
@@ -304,7 +247,10 @@ static dt_status dt__slots_alloc(dt__stage *st)
         sl->acts = calloc((size_t)st->nb, sizeof *sl->acts);
         sl->ckpt = calloc((size_t)(st->groups ? st->groups : 1), sizeof *sl->ckpt);
         sl->packed = calloc((size_t)st->nb, sizeof *sl->packed);
-        if (!sl->acts || !sl->ckpt || !sl->packed) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+        sl->keep = calloc((size_t)st->nb, sizeof *sl->keep);
+        sl->kpacked = calloc((size_t)st->nb, sizeof *sl->kpacked);
+        if (!sl->acts || !sl->ckpt || !sl->packed || !sl->keep || !sl->kpacked)
+            return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
         DT_CHECK(dt_buffer_alloc(&sl->buf, st->be, per * sizeof(float)));
         sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};
         float *f;
@@ -361,10 +307,9 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     {
         dt__arena sh = {.base = st->shared.data, .capacity = nscr + ntscr + 2 * dt__pad16(N * C) + 64};
         if (ntscr) DT_CHECK_GOTO(dt__arena_alloc(&sh, ntscr, &st->tscratch), s, fail);
-        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->scratch.dbtc), s, fail);
-        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * 3 * C, &st->scratch.dqkv), s, fail);
-        DT_CHECK_GOTO(dt__arena_alloc(&sh, (size_t)B * cfg->num_heads * T * T, &st->scratch.datt), s, fail);
-        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * 4 * C, &st->scratch.dfch), s, fail);
+        float *scr;
+        DT_CHECK_GOTO(dt__arena_alloc(&sh, nscr, &scr), s, fail);
+        dt__block_scratch_bind(&st->scratch, cfg, B, T, scr);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dres), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dout), s, fail);
     }
@@ -462,6 +407,24 @@ float *dt__stage_dout(dt__stage *st) { return st->dout; }
 size_t dt__stage_activation_bytes(const dt__stage *st) { return st->act_now * sizeof(float); }
 size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return st->act_peak * sizeof(float); }
 
+dt_status dt__stage_bind_buffers(dt__stage *st, float *params, float *grads)
+{
+    const size_t bytes = st->layout.numel * sizeof(float);
+    DT_CHECK(st->be->copy(st->be, params, st->params.data, bytes, DT_COPY_D2D));
+    DT_CHECK(st->be->copy(st->be, grads, st->grads.data, bytes, DT_COPY_D2D));
+    dt_buffer_free(&st->params);
+    dt_buffer_free(&st->grads);
+    /* no backend: dt_buffer_free leaves the caller's memory alone */
+    st->params = (dt_buffer){.data = params, .bytes = bytes};
+    st->grads = (dt_buffer){.data = grads, .bytes = bytes};
+    if (st->precision == DT_F32) dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
+    st->wq_src = NULL;
+    st->epoch++;
+    return DT_OK;
+}
+
+void dt__stage_reset_peak(dt__stage *st) { st->act_peak = st->act_now; }
+
 dt_status dt__stage_zero_grad(dt__stage *st)
 {
     return st->be->memset_zero(st->be, st->grads.data, st->layout.numel * sizeof(float));
@@ -502,7 +465,7 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
     return st->be->set_gemm_shadow(st->be, st->wq.data, n, st->whalf.data, dtype);
 }
 
-static const dt__rounder *dt__stage_rnd(const dt__stage *st) { return st->precision == DT_F32 ? NULL : &st->rnd; }
+const dt__rounder *dt__stage_rnd(const dt__stage *st) { return st->precision == DT_F32 ? NULL : &st->rnd; }
 
 void dt__stage_weights_changed(dt__stage *st) { st->epoch++; }
 
@@ -511,7 +474,7 @@ void dt__stage_weights_changed(dt__stage *st) { st->epoch++; }
  * the FP32 masters), made again only when w differs from the last call's
  * or the weights changed since (gpipe/1f1b: once per step instead of once
  * per forward and per backward). */
-static dt_status dt__stage_use_weights(dt__stage *st, const float *w)
+dt_status dt__stage_use_weights(dt__stage *st, const float *w)
 {
     const float *src = w ? w : st->params.data;
     if (st->precision != DT_F32) {
@@ -549,19 +512,29 @@ dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_laye
     return dt__slots_alloc(st);
 }
 
+dt_status dt__stage_set_split(dt__stage *st, int on)
+{
+    for (int k = 0; k < st->nslots; k++)
+        if (st->slots[k].busy) return DT_FAIL(DT_ERR_INVALID, "pipeline stage B/W split: slot %d is in flight", k);
+    dt__slots_free(st);
+    st->split = on != 0;
+    st->act_now = st->act_peak = 0;
+    return dt__slots_alloc(st);
+}
+
 void dt__stage_set_recompute_hook(dt__stage *st, dt__stage_recompute_fn fn, void *ctx)
 {
     st->recompute_hook = fn;
     st->recompute_ctx = ctx;
 }
 
-static void dt__stage_recomputed(const dt__stage *st, int l, int64_t t0)
+void dt__stage_recomputed(const dt__stage *st, int l, int64_t t0)
 {
     if (st->recompute_hook) st->recompute_hook(st->recompute_ctx, st->l0 + l, t0, dt_time_ns());
 }
 
 /* The output of a slot's last block (xin when the stage has none). */
-static const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const float *xin)
+const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const float *xin)
 {
     if (!st->nb) return xin;
     if (st->recompute == DT_RECOMPUTE_FULL) return sl->ckpt[st->groups - 1];
@@ -569,11 +542,13 @@ static const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const 
     return sl->acts[st->nb - 1].out;
 }
 
-/* The peak counts the slots' saved activations and the work arena's
- * transient ones (a group being recomputed, the probabilities of one block). */
-static void dt__stage_note_peak(dt__stage *st, size_t extra)
+/* The peak counts the slots' saved activations, the part of the growing
+ * slot's not yet counted, and the work arena's transient ones (a group
+ * being recomputed, the probabilities of one block). */
+void dt__stage_note_peak(dt__stage *st)
 {
-    const size_t now = st->act_now + extra + st->work.used;
+    const size_t grow = st->growing ? st->growing->arena.used - st->grow_from : 0;
+    const size_t now = st->act_now + grow + st->work.used;
     if (now > st->act_peak) st->act_peak = now;
 }
 
@@ -623,42 +598,15 @@ static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt_
     DT_CHECK(dt__stage_nf_note(st, acts->out, 1, (size_t)st->B * st->T * c->hidden_size,
                                (size_t)st->B * st->T * c->hidden_size, 1 + st->l0 + l));
     if (!with_att) {
-        dt__stage_note_peak(st, sl->arena.used - sl->mark);
+        dt__stage_note_peak(st);
         dt__arena_release(&st->work, mark);
     }
     return DT_OK;
 }
 
-/* Block l's backward in slot sl, x its input; selective recomputation
- * first recomputes the attention probabilities from the kept qkv into the
- * work arena (the attention output goes to scratch: the kept one is the same). */
-static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, const float *x)
-{
-    const dt_gpt_config *c = &st->cfg;
-    const dt__rounder *r = dt__stage_rnd(st);
-    const int B = st->B, T = st->T, sel = st->recompute == DT_RECOMPUTE_SELECTIVE;
-    const size_t mark = dt__arena_mark(&st->work);
-    dt__block_acts *a = &sl->acts[l];
-    if (sel) {
-        const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
-        const int64_t t0 = dt_time_ns();
-        DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
-        DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, Cl, NHl));
-        DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * NHl * T * T));
-        dt__stage_recomputed(st, l, t0);
-        dt__stage_note_peak(st, 0);
-    }
-    if (st->t > 1)
-        DT_CHECK(dt__tp_block_backward(st->tp, st->be, c, &st->w[l], &st->g[l], a, st->tscratch, x, st->dres, B, T, r));
-    else DT_CHECK(dt__block_backward(st->be, c, &st->w[l], &st->g[l], a, &st->scratch, x, st->dres, B, T, r));
-    if (sel) a->att = NULL;
-    dt__arena_release(&st->work, mark);
-    return DT_OK;
-}
-
 /* Half storage: block l's FP32 input, x for the stage's first block, else
  * the previous block's packed output unpacked into the work arena. */
-static dt_status dt__stage_packed_input(dt__stage *st, dt__slot *sl, int l, const float *x, const float **in)
+dt_status dt__stage_packed_input(dt__stage *st, dt__slot *sl, int l, const float *x, const float **in)
 {
     if (l == 0) {
         *in = x;
@@ -682,64 +630,44 @@ static dt_status dt__stage_forward_packed(dt__stage *st, dt__slot *sl, const flo
         DT_CHECK(dt__block_pack_alloc(&k, &sl->arena, sl->packed[l]));
         DT_CHECK(dt__stage_packed_input(st, sl, l, x, &in));
         DT_CHECK(dt__stage_block_forward(st, sl, l, &st->work, k.with_att, in, &y));
-        dt__stage_note_peak(st, sl->arena.used - sl->mark);
+        dt__stage_note_peak(st);
         DT_CHECK(dt__block_pack_copy(&k, st->be, &sl->acts[l], sl->packed[l], 1));
         dt__arena_reset(&st->work);
     }
     return DT_OK;
 }
 
-/* Half storage: the blocks' backward, each unpacked into the work arena
- * (selective recomputation then rebuilds its probabilities there). */
-static dt_status dt__stage_backward_packed(dt__stage *st, dt__slot *sl, const float *xin)
-{
-    const dt_gpt_config *c = &st->cfg;
-    for (int l = st->nb - 1; l >= 0; l--) {
-        const dt__block_pack k = dt__stage_pack_of(st, l);
-        dt__block_acts *a = &sl->acts[l];
-        const float *in;
-        if (st->t > 1) DT_CHECK(dt__tp_acts_alloc(&st->work, c, st->t, st->B, st->T, k.with_att, a));
-        else DT_CHECK(dt__block_acts_alloc(&st->work, c, st->B, st->T, k.with_att, a));
-        DT_CHECK(dt__block_pack_copy(&k, st->be, a, sl->packed[l], 0));
-        DT_CHECK(dt__stage_packed_input(st, sl, l, xin, &in));
-        dt__stage_note_peak(st, 0);
-        DT_CHECK(dt__stage_block_backward(st, sl, l, in));
-        dt__arena_reset(&st->work);
-    }
-    return DT_OK;
-}
-
-/* Full recomputation: group g's blocks forward from x into the work arena;
- * the last block's output is *out (in the work arena until it is reset);
- * again = 1: the backward's recomputation (reported to the hook). */
-static dt_status dt__stage_group_forward(dt__stage *st, dt__slot *sl, int g, const float *x, const float **out,
-                                         int again)
+dt_status dt__stage_group_forward(dt__stage *st, dt__slot *sl, int g, dt__arena *a, const float *x, const float **out,
+                                  int again)
 {
     const int l0 = g * st->recompute_k, l1 = DT_MIN(l0 + st->recompute_k, st->nb);
-    dt__arena_reset(&st->work);
+    if (a == &st->work) dt__arena_reset(&st->work);
     for (int l = l0; l < l1; l++) {
         const int64_t t0 = again ? dt_time_ns() : 0;
-        DT_CHECK(dt__stage_block_forward(st, sl, l, &st->work, 1, x, &x));
+        DT_CHECK(dt__stage_block_forward(st, sl, l, a, 1, x, &x));
         if (again) dt__stage_recomputed(st, l, t0);
     }
     *out = x;
     return DT_OK;
 }
 
-static dt_status dt__slot_check(const dt__stage *st, int slot, int want_busy, const char *what)
+dt_status dt__slot_check(const dt__stage *st, int slot, int want, const char *what)
 {
     if (slot < 0 || slot >= st->nslots)
         return DT_FAIL(DT_ERR_INVALID, "pipeline stage %s: slot %d outside 0..%d", what, slot, st->nslots - 1);
-    if (st->slots[slot].busy != want_busy)
-        return DT_FAIL(DT_ERR_INVALID, "pipeline stage %s: slot %d is %s", what, slot,
-                       want_busy ? "free (no forward to differentiate)" : "still holding a micro-batch");
-    return DT_OK;
+    const int busy = st->slots[slot].busy;
+    if (want == DT__SLOT_BUSY ? busy != DT__SLOT_FREE : busy == want) return DT_OK;
+    return DT_FAIL(DT_ERR_INVALID, "pipeline stage %s: slot %d is %s", what, slot,
+                   busy == DT__SLOT_FREE   ? "free (no forward to differentiate)"
+                   : want == DT__SLOT_FREE ? "still holding a micro-batch"
+                   : busy == DT__SLOT_B    ? "past its B (waiting for its W)"
+                                           : "not past its B (no W to run)");
 }
 
 dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32_t *tokens, const int32_t *targets,
                             const float **out, float *loss, int *n_counted)
 {
-    DT_CHECK(dt__slot_check(st, slot, 0, "forward"));
+    DT_CHECK(dt__slot_check(st, slot, DT__SLOT_FREE, "forward"));
     dt__slot *sl = &st->slots[slot];
     dt_backend *be = st->be;
     const dt_gpt_config *c = &st->cfg;
@@ -747,6 +675,7 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
     const dt__rounder *r = dt__stage_rnd(st);
     DT_CHECK(dt__stage_use_weights(st, w));
     dt__arena_release(&sl->arena, sl->mark);
+    st->growing = sl, st->grow_from = sl->mark;
     const float *x = sl->input;
     if (st->first) {
         for (int i = 0; i < N; i++)
@@ -763,9 +692,9 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
         for (int g = 0; g < st->groups; g++) {
             DT_CHECK(dt__arena_alloc(&sl->arena, NC, &sl->ckpt[g]));
             const float *y;
-            DT_CHECK(dt__stage_group_forward(st, sl, g, x, &y, 0));
+            DT_CHECK(dt__stage_group_forward(st, sl, g, &st->work, x, &y, 0));
             DT_CHECK(be->copy(be, sl->ckpt[g], y, NC * sizeof(float), DT_COPY_D2D));
-            dt__stage_note_peak(st, sl->arena.used - sl->mark);
+            dt__stage_note_peak(st);
             dt__arena_reset(&st->work);
             x = sl->ckpt[g];
         }
@@ -802,7 +731,8 @@ dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32
     } else if (out) {
         *out = x;
     }
-    sl->busy = 1;
+    sl->busy = DT__SLOT_FORWARD;
+    st->growing = NULL;
     st->act_now += sl->arena.used - sl->mark;
     if (st->act_now > st->act_peak) st->act_peak = st->act_now;
     return DT_OK;
@@ -819,59 +749,6 @@ dt_status dt__stage_forward_check(dt__stage *st, int slot, const int32_t *tokens
     return rc;
 }
 
-dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx)
-{
-    DT_CHECK(dt__slot_check(st, slot, 1, "backward"));
-    dt__slot *sl = &st->slots[slot];
-    dt_backend *be = st->be;
-    const dt_gpt_config *c = &st->cfg;
-    const int B = st->B, T = st->T;
-    const size_t NC = (size_t)B * T * c->hidden_size;
-    const dt__rounder *r = dt__stage_rnd(st);
-    DT_CHECK(dt__stage_use_weights(st, w));
-    if (r) /* this micro-batch's parameter gradients, rounded before they accumulate */
-        DT_CHECK(be->memset_zero(be, st->gmb.data, st->layout.numel * sizeof(float)));
-    const float *xin = st->first ? sl->x0 : sl->input;
-    const float *xL = dt__slot_out(st, sl, xin);
-    if (st->last) {
-        if (!sl->has_targets) return DT_FAIL(DT_ERR_INVALID, "backward: the forward had no targets");
-        DT_CHECK(dt__head_backward(be, c, &st->hw, &st->hg, &sl->head, xL, sl->targets, sl->losses, dloss, st->dres,
-                                   st->scratch.dbtc, B, T, r));
-    } else {
-        DT_CHECK(be->copy(be, st->dres, st->dout, NC * sizeof(float), DT_COPY_D2D));
-    }
-    if (st->recompute == DT_RECOMPUTE_FULL) {
-        for (int g = st->groups - 1; g >= 0; g--) { /* recompute the group from its input, then its backward */
-            const int l0 = g * st->recompute_k, l1 = DT_MIN(l0 + st->recompute_k, st->nb);
-            const float *gin = g ? sl->ckpt[g - 1] : xin, *y;
-            DT_CHECK(dt__stage_group_forward(st, sl, g, gin, &y, 1));
-            dt__stage_note_peak(st, 0);
-            for (int l = l1 - 1; l >= l0; l--) {
-                const float *x = l > l0 ? sl->acts[l - 1].out : gin;
-                DT_CHECK(dt__stage_block_backward(st, sl, l, x));
-            }
-            dt__arena_reset(&st->work);
-        }
-    } else if (dt__stage_packs(st)) {
-        DT_CHECK(dt__stage_backward_packed(st, sl, xin));
-    } else {
-        for (int l = st->nb - 1; l >= 0; l--) {
-            const float *x = l ? sl->acts[l - 1].out : xin;
-            DT_CHECK(dt__stage_block_backward(st, sl, l, x));
-        }
-    }
-    if (st->first) DT_CHECK(dt__embed_backward(be, c, st->gwte, st->gwpe, sl->tokens, st->dres, B, T));
-    if (r) { /* half gradients of this micro-batch, accumulated in FP32 */
-        DT_CHECK(dt__round(be, r, st->gmb.data, st->layout.numel));
-        DT_CHECK(be->axpy(be, st->grads.data, 1.0f, st->gmb.data, st->layout.numel));
-    }
-    if (dx) *dx = st->first ? NULL : st->dres;
-    st->act_now -= sl->arena.used - sl->mark;
-    dt__arena_release(&sl->arena, sl->mark);
-    sl->busy = 0;
-    return DT_OK;
-}
-
 dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8_t *correct)
 {
     if (slot < 0 || slot >= st->nslots || !st->last)
@@ -885,23 +762,21 @@ dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8
 
 dt_status dt__stage_release(dt__stage *st, int slot)
 {
-    DT_CHECK(dt__slot_check(st, slot, 1, "release"));
+    DT_CHECK(dt__slot_check(st, slot, DT__SLOT_BUSY, "release"));
     dt__slot *sl = &st->slots[slot];
     st->act_now -= sl->arena.used - sl->mark;
     dt__arena_release(&sl->arena, sl->mark);
-    sl->busy = 0;
+    sl->busy = DT__SLOT_FREE;
     return DT_OK;
 }
 
 dt_status dt__stage_output(dt__stage *st, int slot, const float **out)
 {
-    DT_CHECK(dt__slot_check(st, slot, 1, "output"));
+    DT_CHECK(dt__slot_check(st, slot, DT__SLOT_BUSY, "output"));
     if (st->last) return DT_FAIL(DT_ERR_INVALID, "pipeline stage output: the last stage sends no activation");
     *out = dt__slot_out(st, &st->slots[slot], NULL);
     return DT_OK;
 }
-
-const float *dt__stage_dres(const dt__stage *st) { return st->dres; }
 
 dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated)
 {

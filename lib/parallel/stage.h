@@ -30,7 +30,14 @@
  * backward. The recomputed values are the forward's, bit for bit. A slot's
  * arena holds only what is kept; the transient activations (a group being
  * recomputed, one block's probabilities) live in one work arena of the
- * stage, and the peak counts them. */
+ * stage, and the peak counts them.
+ *
+ * Zero-bubble schedules split a micro-batch's backward into B, the input
+ * gradient, and W, the parameter gradients (dt__stage_set_split,
+ * dt__stage_backward_b and _w; stage_backward.c): between the two the slot
+ * keeps the gradient at each layer's output, and under full recomputation
+ * the recomputed activations, for W. B then W gives the whole backward's
+ * gradients bit for bit (tests/check_bw.c). */
 #ifndef DT_STAGE_H
 #define DT_STAGE_H
 
@@ -99,6 +106,10 @@ int dt__stage_has_tied_copy(const dt__stage *st);
  * there is none to sum. */
 void dt__stage_tied_range(const dt__stage *st, size_t *offset, size_t *n);
 dt_status dt__stage_zero_grad(dt__stage *st);
+/* Keep the parameters and gradients in the caller's backend memory
+ * (layout.numel floats each, not owned; the current values are copied
+ * there): a pipeline rank's model chunks share one flat buffer. */
+dt_status dt__stage_bind_buffers(dt__stage *st, float *params, float *grads);
 /* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
 /* DT_RECOMPUTE_NONE (the default), _SELECTIVE, or _FULL with num_layers
@@ -135,8 +146,22 @@ dt_status dt__stage_forward_check(dt__stage *st, int slot, const int32_t *tokens
 /* Backward of the micro-batch in slot with weights w. The last stage starts
  * from its loss with per-target gradient dloss; the others from
  * dt__stage_dout. *dx (stages after the first) is the gradient of the
- * slot's input, valid until the next backward. Frees the slot. */
+ * slot's input, valid until the next backward (or B). Frees the slot. It
+ * is B then W at once (stage_backward.c). */
 dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx);
+/* The zero-bubble split of the backward (gpt_layers.h, arXiv 2401.10241):
+ * on = 1 sizes the slots to keep what W needs from B until W (counted in
+ * the activation accounting; stage_backward.c says how much); no
+ * micro-batch may be in flight. */
+dt_status dt__stage_set_split(dt__stage *st, int on);
+/* B of the micro-batch in slot: as dt__stage_backward (dloss, *dx) but no
+ * parameter gradient; the slot stays busy until its W. */
+dt_status dt__stage_backward_b(dt__stage *st, int slot, const float *w, float dloss, const float **dx);
+/* W of the micro-batch in slot, after its B: its parameter gradients
+ * accumulate, exactly as dt__stage_backward's would; frees the slot. Run
+ * the W of several micro-batches in their order to accumulate as whole
+ * backwards in that order do. */
+dt_status dt__stage_backward_w(dt__stage *st, int slot, const float *w);
 /* The output (B,T,C) of the busy slot (stages before the last). */
 dt_status dt__stage_output(dt__stage *st, int slot, const float **out);
 /* The gradient of the input left by the last backward (stages after the first). */
@@ -150,5 +175,8 @@ dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8
 /* Saved activation bytes now in use over all slots, and the most so far. */
 size_t dt__stage_activation_bytes(const dt__stage *st);
 size_t dt__stage_peak_activation_bytes(const dt__stage *st);
+/* The peak starts again from what is in use now (a caller that adds
+ * several stages' figures measures each op's own peak). */
+void dt__stage_reset_peak(dt__stage *st);
 
 #endif

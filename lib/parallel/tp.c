@@ -12,7 +12,9 @@
  *
  * Backward mirrors it: g's backward is the identity, f's sums the partial
  * input gradients of the column-parallel layers over the group, just before
- * the LayerNorm backward that needs the whole of it. */
+ * the LayerNorm backward that needs the whole of it. It is B then W
+ * (gpt_layers.h's zero-bubble split): the allreduces are all in B, and W is
+ * block.c's at the shard's sizes. */
 #include "tp.h"
 
 #include <stdio.h>
@@ -114,7 +116,8 @@ size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    return dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) + dt__pad16(BT * 4 * Cl) + 64;
+    /* dbtc, dqkv, datt, dfch, and the keep's four (B,T,C) of a backward that runs W at once */
+    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) + dt__pad16(BT * 4 * Cl) + 64;
 }
 
 dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att, dt__tp_acts *x)
@@ -173,41 +176,71 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     return DT_OK;
 }
 
-dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
-                                const dt__block_params *g, const dt__tp_acts *a, float *scratch, const float *x,
-                                float *dres, int B, int T, const dt__rounder *r)
+dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                  const dt__tp_acts *a, float *scratch, const float *x, float *dres,
+                                  const dt__block_keep *k, int B, int T, const dt__rounder *r)
 {
     const int t = tp->comm->size;
     const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
     const size_t NC = (size_t)N * C, BT = (size_t)N;
-    float *dbtc = scratch;                                   /* (N, C), or (N, C/t) for the attention output */
+    float *dbtc = scratch;                                   /* (N, C/t) the attention output's gradient */
     float *dqkv = dbtc + dt__pad16(BT * C);                  /* (N, 3C/t) */
     float *datt = dqkv + dt__pad16(BT * 3 * Cl);             /* (B, NH/t, T, T) */
     float *dfch = datt + dt__pad16((size_t)B * NHl * T * T); /* (N, 4C/t) */
     /* activation gradients rounded where block.c rounds them; a partial
      * input gradient is rounded once f has summed it */
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
-    DT_CHECK(be->matmul_backward(be, dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
     DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
     DT_CHECK(be->gelu_backward(be, dfch, a->fch, dfch, BT * 4 * Cl));
     DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
-    DT_CHECK(be->matmul_backward(be, dbtc, g->fcw, g->fcb, dfch, a->ln2, p->fcw, N, C, 4 * Cl));
-    DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln2): every rank's part */
-    DT_CHECK(dt__round(be, r, dbtc, NC));
-    DT_CHECK(
-        be->layernorm_backward(be, dres, g->ln2w, g->ln2b, dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
+    if (k->dfch != dfch) DT_CHECK(be->copy(be, k->dfch, dfch, BT * 4 * Cl * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, dfch, a->ln2, p->fcw, N, C, 4 * Cl));
+    DT_CHECK(dt__tp_f(tp, 'B', k->dln2, NC)); /* the whole d(ln2): every rank's part */
+    DT_CHECK(dt__round(be, r, k->dln2, NC));
+    DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     /* attention */
-    DT_CHECK(be->matmul_backward(be, dbtc, g->attprojw, g->attprojb, dres, a->atty, p->attprojw, N, Cl, C));
+    DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, Cl, C));
     DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
     DT_CHECK(be->attention_backward(be, dqkv, datt, dbtc, a->qkv, a->att, B, T, Cl, NHl));
     DT_CHECK(dt__round(be, r, dqkv, BT * 3 * Cl));
-    DT_CHECK(be->matmul_backward(be, dbtc, g->qkvw, g->qkvb, dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
-    DT_CHECK(dt__tp_f(tp, 'B', dbtc, NC)); /* the whole d(ln1) */
-    DT_CHECK(dt__round(be, r, dbtc, NC));
-    DT_CHECK(be->layernorm_backward(be, dres, g->ln1w, g->ln1b, dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
+    if (k->dqkv != dqkv) DT_CHECK(be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(dt__tp_f(tp, 'B', k->dln1, NC)); /* the whole d(ln1) */
+    DT_CHECK(dt__round(be, r, k->dln1, NC));
+    DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     return DT_OK;
+}
+
+/* The keep of a backward that runs W at once, in scratch after the
+ * backward's own buffers (its dfch and dqkv are theirs). */
+static dt__block_keep dt__tp_scratch_keep(const dt_gpt_config *cfg, int t, int B, int T, float *scratch)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
+    float *dqkv = scratch + dt__pad16(BT * C);                                /* (N, 3C/t) */
+    float *dfch = dqkv + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T); /* (N, 4C/t) */
+    float *w = dfch + dt__pad16(BT * 4 * Cl);
+    dt__block_keep k = {.dfch = dfch, .dqkv = dqkv};
+    k.dout = w, w += dt__pad16(BT * C);
+    k.dln2 = w, w += dt__pad16(BT * C);
+    k.dres2 = w, w += dt__pad16(BT * C);
+    k.dln1 = w;
+    return k;
+}
+
+dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                const dt__block_params *g, const dt__tp_acts *a, float *scratch, const float *x,
+                                float *dres, int B, int T, const dt__rounder *r)
+{
+    const int t = tp->comm->size;
+    const dt__block_keep k = dt__tp_scratch_keep(cfg, t, B, T, scratch);
+    DT_CHECK(dt__tp_block_backward_b(tp, be, cfg, p, a, scratch, x, dres, &k, B, T, r));
+    return dt__block_backward_w(be, cfg, t, p, g, a, x, &k, B, T);
 }
 
 double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,

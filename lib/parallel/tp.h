@@ -85,9 +85,16 @@ dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B
 dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                                dt__tp_acts *a, const float *x, int B, int T, const dt__rounder *r);
 /* dres (B,T,C): in, the gradient of the block output; out, of x (both
- * replicated). Parameter gradients of the shard accumulate into g. */
+ * replicated). Parameter gradients of the shard accumulate into g: B
+ * (below) then block.c's dt__block_backward_w with t. */
 dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                                 const dt__block_params *g, const dt__tp_acts *a, float *scratch, const float *x,
                                 float *dres, int B, int T, const dt__rounder *r);
+/* B alone (gpt_layers.h's zero-bubble split): dres as above, the f
+ * allreduces, what W needs in k (dt__block_keep_alloc with t); scratch as
+ * above (its keep part unused: dfch and dqkv go through scratch into k). */
+dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                  const dt__tp_acts *a, float *scratch, const float *x, float *dres,
+                                  const dt__block_keep *k, int B, int T, const dt__rounder *r);
 
 #endif

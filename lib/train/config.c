@@ -184,11 +184,6 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
                            "--pipeline-split: not with --pipeline-schedule %s (its blocks are split evenly over the "
                            "%d x %d virtual stages)",
                            dt_sched_kind_name(cfg->pipeline_schedule), p, v);
-        /* issue 22: remove once lib/parallel/pipeline.c runs model chunks and split backwards */
-        if (cfg->pipeline_schedule == DT_SCHED_INTERLEAVED_1F1B || dt_sched_splits_backward(cfg->pipeline_schedule))
-            return DT_FAIL(DT_ERR_INVALID,
-                           "--pipeline-schedule %s: the runtime does not execute it yet; --print-schedule and dtsim do",
-                           dt_sched_kind_name(cfg->pipeline_schedule));
     }
     if (cfg->ps_mode != DT_PS_NONE)
         return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported", flag, size);

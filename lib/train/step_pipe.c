@@ -34,7 +34,8 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
 {
     dt_trainer *tr = ctx;
     if (!tr->trace.writer || tr->trace.status != DT_OK) return;
-    const int compute = in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD;
+    const int compute = in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B ||
+                        in->op == DT_SCHED_BACKWARD_W;
     const int optim = in->op == DT_SCHED_OPTIM_STEP || in->op == DT_SCHED_STASH || in->op == DT_SCHED_DROP;
     dt_trace_event e;
     dt_trace_event_init(&e, DT_TRACE_COMPLETE, dt_sched_op_name(in->op), "pipeline", tr->rank,
@@ -47,6 +48,9 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
     if (dt_trace_event_add_arg(&e, "stage", stage) != DT_OK ||
         dt_trace_event_add_arg(&e, "version", in->version) != DT_OK ||
         dt_trace_event_add_arg(&e, "phase", (double)in->phase) != DT_OK)
+        return;
+    /* several model chunks per stage (interleaved-1f1b, zb-v): which one */
+    if (dt__pipe_chunks(tr->pipe.rt) > 1 && in->chunk >= 0 && dt_trace_event_add_arg(&e, "chunk", in->chunk) != DT_OK)
         return;
     dt__trace_write(tr, &e);
 }
@@ -119,13 +123,17 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
 {
     const dt_train_config *cfg = &tr->cfg;
     if (tr->be->device == DT_DEVICE_CUDA) DT_CHECK(dt_comm_nccl_create(cfg->comm, tr->be, &tr->gcomm));
-    int any = 0;
+    int any = 0, v = 1;
     for (int i = 0; i < 64; i++) any |= cfg->pipeline_split[i] != 0;
+    /* model chunks per stage: Megatron-LM's flags, or the schedule's default (config.c checked them) */
+    DT_CHECK(dt_sched_chunks_from_flags(cfg->pipeline_schedule, cfg->pipeline_size, cfg->model.num_layers,
+                                        cfg->virtual_pipeline_size, cfg->layers_per_virtual_stage, &v));
     const dt__pipe_setup ps = {.world = cfg->comm,
                                .device_world = tr->gcomm,
                                .p = cfg->pipeline_size,
                                .t = cfg->tensor_size,
                                .kind = cfg->pipeline_schedule,
+                               .v = v,
                                .split = any ? cfg->pipeline_split : NULL,
                                .model = &tr->cfg.model,
                                .B = tr->B,

@@ -93,6 +93,7 @@ dt_status dt__cpu_matmul_backward(dt_backend *be, float *dinp, float *dw, float 
                                   const float *inp, const float *w, int N, int C, int OC)
 {
     if (dinp) DT_CHECK(be->gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C));
+    if (!dw) return DT_OK; /* the input gradient alone (a zero-bubble B) */
     DT_CHECK(be->gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C));
     if (dbias) {
         /* Columns split across threads; each sums its rows in a fixed order (deterministic). */

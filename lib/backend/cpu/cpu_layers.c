@@ -86,19 +86,12 @@ dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, flo
                                      const float *inp, const float *w, const float *mean, const float *rstd, int N,
                                      int C)
 {
-    /* One partial of dw and db per backend thread, over the rows OpenMP's
-     * static schedule would give that thread (the first N % nt get one
-     * more), whatever the number of workers that run them. */
-    const int nt = be->threads > 0 ? be->threads : 1;
-    float *part = calloc((size_t)nt * 2 * C, sizeof *part);
-    if (!part) return DT_FAIL(DT_ERR_NOMEM, "layernorm backward: out of memory");
-    const int q = N / nt, r = N % nt;
+    /* Two independent parts, either of which may be skipped (the
+     * zero-bubble split runs dinp in B and dw, db in W): each element is
+     * computed by the same expression whether the other part runs or not. */
+    if (dinp) {
 #pragma omp parallel for schedule(static)
-    for (int p = 0; p < nt; p++) {
-        float *pdw = part + (size_t)p * 2 * C;
-        float *pdb = pdw + C;
-        const int lo = q * p + (p < r ? p : r), hi = lo + q + (p < r);
-        for (int i = lo; i < hi; i++) {
+        for (int i = 0; i < N; i++) {
             const float *x = inp + (size_t)i * C;
             const float *d = dout + (size_t)i * C;
             float *dx = dinp + (size_t)i * C;
@@ -117,9 +110,32 @@ dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, flo
             for (int c = 0; c < C; c++) {
                 float n = (x[c] - m) * rs;
                 float dn = w[c] * d[c];
+                dx[c] += rs * (dn - s_d - n * s_dn);
+            }
+        }
+    }
+    if (!dw) return DT_OK;
+    /* One partial of dw and db per backend thread, over the rows OpenMP's
+     * static schedule would give that thread (the first N % nt get one
+     * more), whatever the number of workers that run them. */
+    const int nt = be->threads > 0 ? be->threads : 1;
+    float *part = calloc((size_t)nt * 2 * C, sizeof *part);
+    if (!part) return DT_FAIL(DT_ERR_NOMEM, "layernorm backward: out of memory");
+    const int q = N / nt, r = N % nt;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < nt; p++) {
+        float *pdw = part + (size_t)p * 2 * C;
+        float *pdb = pdw + C;
+        const int lo = q * p + (p < r ? p : r), hi = lo + q + (p < r);
+        for (int i = lo; i < hi; i++) {
+            const float *x = inp + (size_t)i * C;
+            const float *d = dout + (size_t)i * C;
+            float m = mean[i], rs = rstd[i];
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                float n = (x[c] - m) * rs;
                 pdb[c] += d[c];
                 pdw[c] += n * d[c];
-                dx[c] += rs * (dn - s_d - n * s_dn);
             }
         }
     }

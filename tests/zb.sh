@@ -1,0 +1,170 @@
+#!/bin/sh
+# zb.sh: the chunked and split-backward pipeline schedules of issue 22
+# (interleaved-1f1b, zb-h1, zb-v) run for real under mpirun (run by `make
+# check`; skipped without MPI). Oversubscribed on 2 cores, at most 4 ranks.
+#
+# 1. Equal to the serial run (training loss, validation loss and weights
+#    fingerprint, as tests/pp.sh): 4 steps of 4 micro-batches,
+#    - p = 2 (4 blocks: interleaved and zb-v put one on each of the 4
+#      virtual stages) and p = 4 (8 blocks), FP32 with clipping: within
+#      1e-4 relative. zb-h1 is 1f1b with every backward split into B and W
+#      and the W's in micro-batch order, so it equals 1f1b to the last
+#      digit; interleaved-1f1b and zb-v group other blocks on a rank, and
+#      the squared gradient norm is summed per rank and then over the ranks
+#      in float, so the clipping factor can differ in its last bit
+#      (measured: fingerprints 4e-9 relative from 1f1b's at p = 2, 3e-9 at
+#      p = 4);
+#    - --bf16 and --fp16 with --clip-grad 0: the serial run's training and
+#      validation loss to the last digit (the stages round as one process
+#      does, stage.h; with clipping, one ulp of the clipping factor flips a
+#      16-bit rounding now and then: zb-v bf16 read 9e-4 relative on the
+#      fingerprint after 4 steps);
+#    - selective and full recomputation: the runs without it, to the last
+#      digit (B recomputes, W reads what B recomputed);
+#    - tied embeddings (zb-v holds wte and the LM head's copy on device 0
+#      and sums their gradients there): within 1e-4;
+#    - p x d = 2 x 2 and t x p = 2 x 2 (zb-h1, zb-v): within 1e-4.
+# 2. The bubble: p = 2 ranks, m = 4, 20 steps of bubble.sh's equal-cost
+#    model (8 blocks of width 128, T = 64, micro-batch 4): the mean of the
+#    two stages' bubble_fb (dtbench bubbles, forward, B and W busy) of each
+#    new kind is below 1f1b's (formula 1/(m+1) = 0.2; ideal zb-h1
+#    1/(3m+1) = 0.077, interleaved 1/(2m+1) = 0.11, zb-v about 0; the
+#    stages' imbalance adds to each). Runs disturbed by other processes
+#    (noise above NOISE_MAX, as bubble.sh) are repeated, up to ATTEMPTS;
+#    a kind never timed quietly is reported as SKIP.
+
+TEST=zb.sh
+. "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
+
+DTBENCH=$BUILDDIR/dtbench
+[ -x "$DTBENCH" ] || { echo "$TEST: $DTBENCH not found" >&2; exit 99; }
+: "${OMPI_MCA_btl_vader_eager_limit:=135168}"
+: "${OMPI_MCA_btl_vader_segment_size:=33554432}"
+export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
+
+COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-iters 1 --eval-iters 2 \
+--eval-interval 0 --log-interval 4 --threads 1 --micro-batch-size 2 --global-batch-size 8"
+
+# run NAME NP ARGS...: mpirun -np NP dtrain COMMON ARGS, summary in $TMP/NAME.json
+run() {
+    name=$1 np=$2; shift 2
+    if ! timeout 300 $MPIRUN -np "$np" "$DTRAIN" $COMMON "$@" --summary "$TMP/$name.json" >"$TMP/$name.out" 2>&1; then
+        fail "$name: exited non-zero:"; tail -n 20 "$TMP/$name.out" >&2
+        return 1
+    fi
+}
+# same NAME REF [exact|losses]: train_loss, val_loss and param_probe within
+# 1e-4 relative; exact: all three to the last digit; losses: the two losses
+# to the last digit
+same() {
+    ok=1
+    for kk in train_loss val_loss param_probe; do
+        a=$(key "$TMP/$2.json" $kk); b=$(key "$TMP/$1.json" $kk)
+        case ${3:-close}:$kk in
+        exact:* | losses:train_loss | losses:val_loss) [ -n "$a" ] && [ "$a" = "$b" ] ;;
+        *) [ -n "$a" ] && [ -n "$b" ] && close "$a" "$b" ;;
+        esac || { fail "$1: $kk $b, $2 $a (${3:-close})"; ok=0; }
+    done
+    [ $ok = 1 ] && echo "ok: $1 equals $2 (${3:-within 1e-4})"
+}
+
+KINDS="zb-h1 interleaved-1f1b zb-v"
+# 1. p = 2 and p = 4 against the serial run
+run serial4 1 --num-layers 4 && run serial8 1 --num-layers 8
+run p2-1f1b 2 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b
+run p4-1f1b 4 --num-layers 8 --pipeline-model-parallel-size 4 --pipeline-schedule 1f1b
+for k in $KINDS; do
+    run p2-$k 2 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule $k && same p2-$k serial4
+    run p4-$k 4 --num-layers 8 --pipeline-model-parallel-size 4 --pipeline-schedule $k && same p4-$k serial8
+done
+same p2-zb-h1 p2-1f1b exact
+same p4-zb-h1 p4-1f1b exact
+
+# 16-bit formats without clipping: the serial run's losses
+for f in bf16 fp16; do
+    run serial-$f 1 --num-layers 4 --$f --clip-grad 0 || continue
+    for k in $KINDS; do
+        [ $f = fp16 ] && [ $k != zb-v ] && continue # one kind is enough for the second format
+        run p2-$f-$k 2 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule $k --$f --clip-grad 0 &&
+            same p2-$f-$k serial-$f losses
+    done
+done
+
+# recomputation: the same as without
+for k in $KINDS; do
+    run p2-sel-$k 2 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule $k --recompute-activations &&
+        same p2-sel-$k p2-$k exact
+done
+run p2-full-zb-v 2 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v \
+    --recompute-granularity full --recompute-num-layers 1 && same p2-full-zb-v p2-zb-v exact
+
+# tied embeddings, data and tensor parallelism
+if run serial4-tie 1 --num-layers 4 --tie-embeddings-and-output-weights; then
+    for k in zb-h1 zb-v; do
+        run p2-tie-$k 2 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule $k \
+            --tie-embeddings-and-output-weights && same p2-tie-$k serial4-tie
+    done
+fi
+run p2d2-zb-v 4 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v && same p2d2-zb-v serial4
+run t2p2-zb-h1 4 --num-layers 4 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 \
+    --pipeline-schedule zb-h1 && same t2p2-zb-h1 serial4
+
+# 2. the bubble against 1f1b's
+NOISE_MAX=0.05
+ATTEMPTS=3
+MODEL="--num-layers 8 --hidden-size 128 --seq-length 64 --micro-batch-size 4 --global-batch-size 16 --threads 1 \
+--lr-warmup-iters 1 --eval-iters 1 --eval-interval 0 --log-interval 100 --train-iters 20"
+# field FILE STAGE KEY: the value of KEY= on stage STAGE's line of dtbench bubbles
+field() { sed -n "s/.* stage=$2 .* $3=\([-0-9.naif]*\).*/\1/p" "$1" | head -n 1; }
+# measure K: 20 steps of schedule K; a quiet run leaves $TMP/b-K.txt, a disturbed one returns 1
+measure() {
+    rm -f "$TMP/b-$1".rank*.json "$TMP/b-$1.txt"
+    if ! timeout 300 $MPIRUN -np 2 "$DTRAIN" $MODEL --pipeline-model-parallel-size 2 --pipeline-schedule "$1" \
+            --trace "$TMP/b-$1.json" >"$TMP/b-$1.out" 2>&1 ||
+       ! "$DTBENCH" bubbles --skip 1 "$TMP/b-$1.rank0.json" "$TMP/b-$1.rank1.json" >"$TMP/b-$1.all" 2>&1; then
+        fail "bubble run $1:"; tail -n 20 "$TMP/b-$1.out" "$TMP/b-$1.all" >&2
+        return 2
+    fi
+    for s in 0 1; do
+        awk -v v="$(field "$TMP/b-$1.all" $s noise)" -v max=$NOISE_MAX 'BEGIN { exit !(v == "" || v > max) }' &&
+            return 1
+    done
+    mv "$TMP/b-$1.all" "$TMP/b-$1.txt"
+}
+# mean_fb K: the mean of the two stages' bubble_fb
+mean_fb() {
+    awk -v a="$(field "$TMP/b-$1.txt" 0 bubble_fb)" -v b="$(field "$TMP/b-$1.txt" 1 bubble_fb)" \
+        'BEGIN { printf "%.4f", (a + b) / 2 }'
+}
+for k in 1f1b $KINDS; do
+    [ $k = 1f1b ] || [ -f "$TMP/b-1f1b.txt" ] || break # nothing to compare with: spare the time
+    attempt=0
+    while [ $attempt -lt $ATTEMPTS ]; do
+        attempt=$((attempt + 1))
+        measure $k && break
+        [ $? = 2 ] && break
+        echo "$k: bubble run $attempt disturbed by other processes (noise $(field "$TMP/b-$k.all" 0 noise)" \
+            "$(field "$TMP/b-$k.all" 1 noise)), repeating"
+    done
+done
+if [ ! -f "$TMP/b-1f1b.txt" ]; then
+    echo "SKIP: the bubbles: 1f1b was never timed quietly"
+else
+    ref=$(mean_fb 1f1b)
+    for k in $KINDS; do
+        if [ ! -f "$TMP/b-$k.txt" ]; then
+            echo "SKIP: $k's bubble: never timed quietly"
+            continue
+        fi
+        b=$(mean_fb $k)
+        detail="stages $(field "$TMP/b-$k.txt" 0 bubble_fb) $(field "$TMP/b-$k.txt" 1 bubble_fb)"
+        if awk -v b="$b" -v r="$ref" 'BEGIN { exit !(b < r) }'; then
+            echo "ok: $k: mean bubble_fb $b ($detail) below 1f1b's $ref over 20 steps, p = 2, m = 4"
+        else
+            fail "$k: mean bubble_fb $b ($detail) not below 1f1b's $ref (p = 2, m = 4, 20 steps)"
+        fi
+    done
+fi
+
+[ "$failures" -eq 0 ] || { echo "zb.sh: $failures failure(s)" >&2; exit 1; }
+echo "zb.sh: interleaved-1f1b, zb-h1 and zb-v equal the serial run and idle less than 1f1b"
