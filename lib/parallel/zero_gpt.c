@@ -321,10 +321,8 @@ static dt_status dt__zg_ensure(dt__zgpt *z, int B, int T)
     z->d_targets = (int32_t *)w, w += dt__zg_pad(BT);
     z->losses = w, w += dt__zg_pad(BT);
     z->correct = (uint8_t *)w, w += dt__zg_pad(BT / 4 + 1);
-    z->scratch.dbtc = w, w += dt__zg_pad(BT * c->hidden_size);
-    z->scratch.dqkv = w, w += dt__zg_pad(BT * 3 * c->hidden_size);
-    z->scratch.datt = w, w += dt__zg_pad((size_t)B * c->num_heads * T * T);
-    z->scratch.dfch = w, w += dt__zg_pad(BT * 4 * c->hidden_size);
+    dt__block_scratch_bind(&z->scratch, c, B, T, w); /* and its B-to-W hand-over (keep) */
+    w += dt__block_scratch_floats(c, B, T);
     z->dres = w;
     z->B = B;
     z->T = T;
