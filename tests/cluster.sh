@@ -300,6 +300,10 @@ sample_cpu() {
 # process in), so alone they hold every core they can use; a run in which
 # they had less than this share was slowed by other processes.
 CPU_SHARE_MIN=0.7
+# The band is 0.85-1.1 of the rate: quiet, 0.926-0.934 (shares 0.85-0.90);
+# in a fresh clone's make check, beside another test, 0.883-0.898 with
+# shares 0.87-0.89: the share cannot tell those apart, so the floor leaves
+# room for the second.
 cmd_check() {
     skip() { echo "$PROG check: $*: skipped"; exit 77; }
     [ "$(id -u)" = 0 ] || skip "not root (network namespaces need root)"
@@ -379,13 +383,13 @@ cmd_check() {
             awk '$1 >= 4194304 && $2 > b { b = $2 } END { printf "%.4f\n", b }')
         ratio=$(awk -v b="$busbw" -v r=$rate 'BEGIN { printf "%.3f\n", b * 1e9 / r }')
         verdict=$(awk -v x="$ratio" -v s="$share" -v min=$CPU_SHARE_MIN \
-            'BEGIN { print (x >= 0.9 && x <= 1.1) ? "ok" : (x > 1.1 || s >= min) ? "bad" : "disturbed" }')
+            'BEGIN { print (x >= 0.85 && x <= 1.1) ? "ok" : (x > 1.1 || s >= min) ? "bad" : "disturbed" }')
         echo "run $attempt: ring busbw $busbw GB/s (4-8 MiB, the larger) = $ratio x the shaped 1gbit" \
             "(TCP's payload share of a 1514-byte frame: 0.956); the ranks had $share of the cores"
-        [ "$verdict" = ok ] && { echo "ok: ring busbw within 10% of the link rate"; break; }
+        [ "$verdict" = ok ] && { echo "ok: ring busbw within 0.85-1.1 of the link rate"; break; }
         if [ $attempt -ge 3 ]; then
             if [ "$verdict" = bad ]; then
-                fail "ring busbw $busbw GB/s is $ratio x the link's 0.125 GB/s (expected 0.9-1.1) in 3 runs"
+                fail "ring busbw $busbw GB/s is $ratio x the link's 0.125 GB/s (expected 0.85-1.1) in 3 runs"
                 cat "$TMP/ar.out" >&2
             else
                 echo "SKIP: the link's rate not judged: in every run other processes held the cores" \
