@@ -129,12 +129,20 @@ DT_API dt_status dt_gpt_set_weights_rounded(dt_gpt *m);
 
 /* Per-layer trace hook: called after each layer forward/backward with the
  * layer index (-1 embedding, 0..L-1 blocks, L head+loss), the pass
- * ('F' forward, 'B' backward, 'R' recomputation of a forward), and
+ * ('F' forward, 'B' backward, 'R' recomputation of a forward; 'b' and 'W'
+ * below), and
  * start/end times from dt_time_ns(). The end is read after the backend's
  * synchronize, so on a GPU a span covers its kernels, not only their
  * launch (a traced GPU run waits for the device after every layer). */
 typedef void (*dt_gpt_layer_hook)(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
 DT_API void dt_gpt_set_layer_hook(dt_gpt *m, dt_gpt_layer_hook hook, void *ctx);
+/* With on, the hook sees each block's and the head's backward as two
+ * spans, in this order: 'b', B (the input gradient), then 'W', W (the
+ * parameter gradients) -- the split of the zero-bubble schedules
+ * (dt_schedule.h), computed as the whole backward computes them, bit for
+ * bit; the embedding's backward (all W) stays 'B'. A serial profile made
+ * so gives the simulator the measured cost of W (sim/cost.c). */
+DT_API void dt_gpt_set_split_backward(dt_gpt *m, int on);
 
 #ifdef __cplusplus
 }

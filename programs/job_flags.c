@@ -223,7 +223,9 @@ static const job_flag_def job_flags[JF_COUNT] = {
                               .offset = AT(pipeline_schedule),
                               .choices = "gpipe|1f1b|pipedream|pipedream-vsync|interleaved-1f1b|zb-h1|zb-v",
                               .prog = {[JOB_DTRAIN] = {.help = "the order of forwards and backwards on each stage "
-                                                               "(docs/pipeline-schedules.md)",
+                                                               "(docs/pipeline-schedules.md); zb-h1 or zb-v in one "
+                                                               "process: the trace shows each layer's B and W apart "
+                                                               "(a profile for dtsim)",
                                                        .default_text = "1f1b"},
                                        [JOB_DTSIM] = {.help = "order of forwards and backwards on each stage"}}},
     [JF_PIPELINE_SPLIT] = {.name = "--pipeline-split",

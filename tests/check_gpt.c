@@ -436,6 +436,66 @@ START_TEST(test_recompute_hook)
 }
 END_TEST
 
+/* dt_gpt_set_split_backward: the hook sees each block's and the head's B
+ * ('b') then W ('W'), the embedding's whole backward ('B'), and the
+ * gradients are those of the whole backward bit for bit, in FP32 and bf16,
+ * with and without recomputation (dt__block_backward is B then W). */
+static char split_seq[128];
+static int split_n;
+static void split_hook(void *ctx, int layer, char pass, int64_t t0, int64_t t1)
+{
+    (void)ctx, (void)layer;
+    ck_assert(t1 >= t0);
+    if (pass != 'F' && split_n < (int)sizeof split_seq - 1) split_seq[split_n++] = pass;
+}
+
+static void split_grads(dt_dtype prec, dt_recompute rc, int k, int split, float *out, size_t *numel)
+{
+    dt_gpt *g;
+    ck_dt(dt_gpt_create(&CFG4, be, &g));
+    ck_dt(dt_gpt_init_weights(g, 5));
+    ck_dt(dt_gpt_set_precision(g, prec));
+    ck_dt(dt_gpt_set_recompute(g, rc, k));
+    dt_gpt_set_layer_hook(g, split_hook, NULL);
+    dt_gpt_set_split_backward(g, split);
+    split_n = 0;
+    ck_dt(dt_gpt_zero_grad(g));
+    ck_dt(dt_gpt_forward(g, tok, tgt, B, T, NULL));
+    ck_dt(dt_gpt_backward(g, 1.0f));
+    split_seq[split_n] = 0;
+    *numel = dt_gpt_layout(g)->numel;
+    memcpy(out, dt_gpt_grads(g), *numel * sizeof *out);
+    dt_gpt_free(g);
+}
+
+START_TEST(test_split_backward)
+{
+    size_t n = dt_gpt_config_num_params(&CFG4) + 64 * 40, n0, n1;
+    float *g0 = malloc(n * sizeof *g0), *g1 = malloc(n * sizeof *g1);
+    const struct {
+        dt_dtype prec;
+        dt_recompute rc;
+        int k;
+        const char *seq; /* the split run's backward passes */
+    } cases[] = {
+        {DT_F32, DT_RECOMPUTE_NONE, 0, "bWbWbWbWbWB"}, /* head, blocks 3..0, embedding */
+        {DT_BF16, DT_RECOMPUTE_NONE, 0, "bWbWbWbWbWB"},
+        {DT_F32, DT_RECOMPUTE_SELECTIVE, 0, "bWRbWRbWRbWRbWB"},
+        {DT_F32, DT_RECOMPUTE_FULL, 2, "bWRRbWbWRRbWbWB"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        split_grads(cases[i].prec, cases[i].rc, cases[i].k, 0, g0, &n0);
+        ck_assert_msg(strchr(split_seq, 'b') == NULL, "case %zu: a B span without the split: %s", i, split_seq);
+        split_grads(cases[i].prec, cases[i].rc, cases[i].k, 1, g1, &n1);
+        ck_assert_msg(strcmp(split_seq, cases[i].seq) == 0, "case %zu: passes %s, expected %s", i, split_seq,
+                      cases[i].seq);
+        ck_assert_uint_eq(n0, n1);
+        ck_assert_msg(memcmp(g0, g1, n0 * sizeof *g0) == 0, "case %zu: split gradients differ", i);
+    }
+    free(g0), free(g1);
+}
+END_TEST
+
 /* ---- mixed precision ---------------------------------------------------------- */
 
 /* Gradients of one forward + backward at a precision and loss scale,
@@ -619,6 +679,7 @@ static Suite *gpt_suite(void)
     tcase_add_test(tc, test_init_deterministic);
     tcase_add_test(tc, test_recompute_bit_identical_and_memory);
     tcase_add_test(tc, test_recompute_hook);
+    tcase_add_test(tc, test_split_backward);
     tcase_add_test(tc, test_half_gradients_follow_fp32);
     tcase_add_test(tc, test_loss_scale_prevents_underflow);
     tcase_add_test(tc, test_half_storage_memory);

@@ -73,6 +73,7 @@ struct dt_gpt {
 
     dt_gpt_layer_hook hook;
     void *hook_ctx;
+    int split_backward; /* dt_gpt_set_split_backward: the hook sees B ('b') and W ('W') apart */
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -294,6 +295,8 @@ void dt_gpt_set_layer_hook(dt_gpt *m, dt_gpt_layer_hook hook, void *ctx)
     m->hook_ctx = ctx;
 }
 
+void dt_gpt_set_split_backward(dt_gpt *m, int on) { m->split_backward = on != 0; }
+
 size_t dt_gpt_activation_bytes(const dt_gpt *m) { return m->arena.used * sizeof(float); }
 size_t dt_gpt_peak_activation_bytes(const dt_gpt *m) { return m->arena.peak * sizeof(float); }
 
@@ -419,6 +422,29 @@ static void dt__hook(dt_gpt *m, int layer, char pass, int64_t t0)
 }
 
 static const dt__rounder *dt__gpt_rnd(const dt_gpt *m) { return m->precision == DT_F32 ? NULL : &m->rnd; }
+
+/* Block l's backward from its saved activations a and input x, begun at
+ * t0: B then W at once, one span ('B'), or under dt_gpt_set_split_backward
+ * two ('b', then 'W'). dt__block_backward is exactly these two calls, so
+ * the arithmetic is the same either way. */
+static dt_status dt__gpt_block_backward(dt_gpt *m, int l, const dt__block_acts *a, const float *x, int64_t t0)
+{
+    const dt_gpt_config *c = &m->cfg;
+    const int B = m->cur_B, T = m->cur_T;
+    if (!m->split_backward || !m->hook) {
+        DT_CHECK(dt__block_backward(m->be, c, &m->blocks[l], &m->gblocks[l], a, &m->scratch, x, m->dres, B, T,
+                                    dt__gpt_rnd(m)));
+        dt__hook(m, l, 'B', t0);
+        return DT_OK;
+    }
+    DT_CHECK(dt__block_backward_b(m->be, c, &m->blocks[l], a, &m->scratch, x, m->dres, &m->scratch.keep, B, T,
+                                  dt__gpt_rnd(m)));
+    dt__hook(m, l, 'b', t0);
+    const int64_t t1 = dt_time_ns();
+    DT_CHECK(dt__block_backward_w(m->be, c, 1, &m->blocks[l], &m->gblocks[l], a, x, &m->scratch.keep, B, T));
+    dt__hook(m, l, 'W', t1);
+    return DT_OK;
+}
 
 /* Run the blocks of full-recomputation group g from its input x: their
  * activations are allocated on top of the arena (the caller releases them),
@@ -653,10 +679,18 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                               : m->acts[L - 1].out;
     if (m->precision != DT_F32) /* this micro-batch's parameter gradients, rounded before they accumulate */
         DT_CHECK(be->memset_zero(be, m->gmb.data, m->layout.numel * sizeof(float)));
-    DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss, m->dres,
-                               m->scratch.dbtc, B, T, dt__gpt_rnd(m)));
+    if (m->split_backward && m->hook) { /* B, then W, as dt__head_backward does them */
+        DT_CHECK(dt__head_backward_b(be, c, &m->head, &m->head_acts, xL, m->d_targets, m->losses, dloss, m->dres,
+                                     m->scratch.dbtc, B, T, dt__gpt_rnd(m)));
+        dt__hook(m, L, 'b', t0);
+        t0 = dt_time_ns();
+        DT_CHECK(dt__head_backward_w(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->scratch.dbtc, B, T));
+    } else {
+        DT_CHECK(dt__head_backward(be, c, &m->head, &m->ghead, &m->head_acts, xL, m->d_targets, m->losses, dloss,
+                                   m->dres, m->scratch.dbtc, B, T, dt__gpt_rnd(m)));
+    }
     dt__arena_release(&m->arena, m->head_mark);
-    dt__hook(m, L, 'B', t0);
+    dt__hook(m, L, m->split_backward && m->hook ? 'W' : 'B', t0);
     if (full) {
         for (int g = G - 1; g >= 0; g--) {
             /* The group's own output is spent; recompute its blocks from its input. */
@@ -666,11 +700,8 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
             DT_CHECK(dt__gpt_group_forward(m, g, xin, 'R'));
             int l0 = g * m->recompute_k, l1 = DT_MIN(l0 + m->recompute_k, L);
             for (int l = l1 - 1; l >= l0; l--) {
-                t0 = dt_time_ns();
                 const float *x = l > l0 ? m->acts[l - 1].out : xin;
-                DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres,
-                                            B, T, dt__gpt_rnd(m)));
-                dt__hook(m, l, 'B', t0);
+                DT_CHECK(dt__gpt_block_backward(m, l, &m->acts[l], x, dt_time_ns()));
             }
             dt__arena_release(&m->arena, mark);
         }
@@ -689,10 +720,7 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                 DT_CHECK(dt__round(be, dt__gpt_rnd(m), w.att, (size_t)B * c->num_heads * T * T));
                 dt__hook(m, l, 'R', t0);
             }
-            t0 = dt_time_ns();
-            DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &w, &m->scratch, x, m->dres, B, T,
-                                        dt__gpt_rnd(m)));
-            dt__hook(m, l, 'B', t0);
+            DT_CHECK(dt__gpt_block_backward(m, l, &w, x, dt_time_ns()));
             dt__arena_release(&m->arena, mark);
         }
     } else {
@@ -709,10 +737,7 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                 DT_CHECK(dt__round(be, dt__gpt_rnd(m), m->acts[l].att, (size_t)B * c->num_heads * T * T));
                 dt__hook(m, l, 'R', t0);
             }
-            t0 = dt_time_ns();
-            DT_CHECK(dt__block_backward(be, c, &m->blocks[l], &m->gblocks[l], &m->acts[l], &m->scratch, x, m->dres, B,
-                                        T, dt__gpt_rnd(m)));
-            dt__hook(m, l, 'B', t0);
+            DT_CHECK(dt__gpt_block_backward(m, l, &m->acts[l], x, dt_time_ns()));
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
                 dt__arena_release(&m->arena, mark);
                 m->acts[l].att = NULL;

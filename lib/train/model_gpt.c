@@ -34,6 +34,9 @@ dt_status dt__gpt_create(dt_trainer *tr, int split)
         DT_CHECK(dt_gpt_init_weights(tr->gpt.model, cfg->seed));
         DT_CHECK(dt_gpt_set_recompute(tr->gpt.model, cfg->recompute, cfg->recompute_num_layers));
         DT_CHECK(dt_gpt_set_precision(tr->gpt.model, cfg->precision));
+        /* one process with a zero-bubble kind: its trace shows each layer's B and W apart, the
+         * profile from which dtsim costs W (the schedule itself needs p > 1) */
+        dt_gpt_set_split_backward(tr->gpt.model, dt_sched_splits_backward(cfg->pipeline_schedule));
     }
     size_t n = (size_t)tr->B * (size_t)tr->T;
     tr->gpt.tokens = malloc(n * sizeof *tr->gpt.tokens);

@@ -29,12 +29,16 @@ dt_status dt__trace_write(dt_trainer *tr, const dt_trace_event *e)
 void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns)
 {
     dt_trainer *tr = ctx;
-    if (tr->dp.overlap_active && pass == 'B')
+    if (tr->dp.overlap_active && (pass == 'B' || pass == 'W')) /* a layer's gradients are complete */
         for (int b = 0; b < tr->dp.n_buckets; b++)
             if (tr->dp.bucket_low[b] == layer) dt__tr_dp_launch_bucket(tr, b);
     if (!tr->trace.writer || tr->trace.status != DT_OK) return;
     dt_trace_event e;
-    const char *name = pass == 'B' ? "backward" : pass == 'R' ? "recompute" : "forward";
+    const char *name = pass == 'B'   ? "backward"
+                       : pass == 'b' ? "backward_b"
+                       : pass == 'W' ? "backward_w"
+                       : pass == 'R' ? "recompute"
+                                     : "forward";
     dt_trace_event_init(&e, DT_TRACE_COMPLETE, name, "compute", tr->rank, DT_LANE_COMPUTE, t0_ns - tr->t_start_ns,
                         t1_ns - t0_ns);
     e.iter = tr->iter;
