@@ -128,6 +128,11 @@ json_t *dt__config_object(const dt_train_config *cfg)
             if (json_array_append_new(split, json_integer(cfg->pipeline_split[i])) != 0) bad = 1;
         dt__jset(o, "pipeline_split", split, &bad);
     }
+    /* the chunks per device of interleaved-1f1b, likewise only when given (absent: the kind's default) */
+    if (cfg->virtual_pipeline_size > 0)
+        dt__jset(o, "virtual_pipeline_model_parallel_size", json_integer(cfg->virtual_pipeline_size), &bad);
+    if (cfg->layers_per_virtual_stage > 0)
+        dt__jset(o, "num_layers_per_virtual_pipeline_stage", json_integer(cfg->layers_per_virtual_stage), &bad);
     dt__jset(o, "use_distributed_optimizer", json_boolean(cfg->use_distributed_optimizer), &bad);
     dt__jset(o, "zero_stage", json_integer(cfg->zero_stage ? cfg->zero_stage : cfg->use_distributed_optimizer), &bad);
     dt__jset(o, "zero_prefetch", json_boolean(cfg->zero_prefetch), &bad);
