@@ -89,7 +89,7 @@ int main(int argc, char **argv)
         {"--duration", DT_ARG_DOUBLE, &duration, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX | DT_ARG_MIN_EXCLUSIVE, 0, 3600, NULL,
          "S", "--frames: seconds the whole replay lasts (frames = fps x duration)", NULL, 0},
         {"--frame-count", DT_ARG_INT, &n_frames, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 100000, NULL, "N",
-         "frames for --frames", NULL, 0},
+         "frames for --frames, instead of fps x duration", "fps x duration: 120", 0},
         {"--view", DT_ARG_CHOICE, &view, 0, 0, 0, "timeline|ring|scale|memory", NULL, "what to show", NULL, 0},
         {"--time", DT_ARG_DOUBLE, &when, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 1, NULL, "F",
          "playback position, a fraction of the trace (1: everything)", NULL, 0},

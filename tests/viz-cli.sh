@@ -177,6 +177,12 @@ n=$(ls "$TMP/frames" | wc -l | tr -d ' ')
 [ "$n" = 3 ] || fail "--frames --frame-count 3: $n files in the directory: $(ls "$TMP/frames")"
 cmp -s "$TMP/frames/frame_00000.png" "$TMP/frames/frame_00002.png" &&
     fail "--frames: the first and last frames are the same picture (the playback time does not move)"
+# without --frame-count: fps x duration frames (the help's default: 30 x 4 = 120)
+run "$TMP/pp.json" --frames "$TMP/frames2" --fps 2 --duration 2.5 --size 160x100
+n=$(ls "$TMP/frames2" 2>/dev/null | wc -l | tr -d ' ')
+[ "$rc" -eq 0 ] && [ "$n" = 5 ] || fail "--frames --fps 2 --duration 2.5: exit $rc, $n files (expected 5)"
+"$DTVIZ" --help | grep -q -- "--frame-count N .*(default: fps x duration: 120)" ||
+    fail "dtviz --help does not give --frame-count's default as fps x duration (120)"
 
 # ---- outputs that cannot be written: exit 1, one line naming the file, nothing left behind
 # expect_write_error WHAT WORD: after `run`: exit 1, nothing on stdout, one stderr line
