@@ -357,6 +357,20 @@ endif
 TESTS += tests/tutorials.sh
 EXTRA_DIST += tests/tutorials.sh tutorials
 tests/tutorials.log: tests/cluster-check.log
+# The tutorials' Open MPI settings, in the build directory (`. ./mpi-env.sh`
+# there): a copy of tests/mpi-env.sh, made by `make`.
+noinst_DATA = mpi-env.sh
+CLEANFILES += mpi-env.sh
+mpi-env.sh: $(top_srcdir)/tests/mpi-env.sh
+	cp $(top_srcdir)/tests/mpi-env.sh $@.tmp && mv $@.tmp $@
+# `make tutorial T=05-pipeline`: one tutorial run exactly as printed
+# (TUTORIAL_QUICK=0), from the build directory.
+.PHONY: tutorial
+tutorial: all
+	@test -n "$(T)" || { echo "make tutorial: give T=NN-name (one of: $$(cd $(top_srcdir)/tutorials && ls -d [0-9]*-* | tr '\n' ' '))" >&2; exit 2; }
+	@test -f "$(top_srcdir)/tutorials/$(T)/check.sh" || { echo "make tutorial: T=$(T): no tutorials/$(T)/check.sh" >&2; exit 2; }
+	TUTORIAL_QUICK=0 TUTORIALS='$(T)' DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)' \
+	    $(SHELL) $(top_srcdir)/tests/tutorials.sh
 
 # After a failure, make check prints test-suite.log (the logs of the failed
 # tests), so that a CI report showing only the tail of the output still says

@@ -133,7 +133,9 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
         fi
     }
     tut_mpi() {
-        . "$SRCDIR/tests/mpi-env.sh"
+        # the file the READMEs source (`. ./mpi-env.sh` in the build directory)
+        [ -f "$BUILDDIR/mpi-env.sh" ] || { tut_fail "$BUILDDIR/mpi-env.sh missing (make builds it)"; exit 1; }
+        . "$BUILDDIR/mpi-env.sh"
         : "${OMPI_MCA_btl_vader_eager_limit:=135168}"
         : "${OMPI_MCA_btl_vader_segment_size:=33554432}"
         export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
