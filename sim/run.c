@@ -131,13 +131,14 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->bwd_w_ns = calloc((size_t)Q, sizeof *s->bwd_w_ns);
     s->act = calloc((size_t)Q, sizeof *s->act);
     s->act_re = calloc((size_t)Q, sizeof *s->act_re);
+    s->split = calloc((size_t)Q, sizeof *s->split);
     s->tp_blocks = calloc((size_t)Q, sizeof *s->tp_blocks);
     s->opt_ns = calloc((size_t)P, sizeof *s->opt_ns);
     s->stash_ns = calloc((size_t)P, sizeof *s->stash_ns);
     s->params = calloc((size_t)P, sizeof *s->params);
     s->dp_open = calloc((size_t)P, sizeof *s->dp_open);
     if (!s->q_dev || !s->q_chunk || !s->fwd_ns || !s->bwd_ns || !s->bwd_b_ns || !s->bwd_w_ns || !s->act || !s->act_re ||
-        !s->tp_blocks || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
+        !s->split || !s->tp_blocks || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages of %d chunks", P, V);
     for (int r = 0; r < P; r++)
         for (int c = 0; c < V; c++) {
@@ -194,6 +195,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         s->bwd_b_ns[q] = s->bwd_ns[q] - s->bwd_w_ns[q];
         s->act[q] = act;
         s->act_re[q] = act_re;
+        s->split[q] = dts__split_mem_of(sc, sc->t, blocks, first < 0, last == L);
         s->params[s->q_dev[q]] += prm;
     }
     /* tied embeddings with the first and last virtual stages on two devices:
@@ -385,6 +387,7 @@ static void dts__teardown(dts__sim *s)
     free(s->bwd_w_ns);
     free(s->opt_ns);
     free(s->act_re);
+    free(s->split);
     free(s->stash_ns);
     free(s->params);
     free(s->act);

@@ -54,6 +54,14 @@ typedef struct dts__mbox {
     int cap;
 } dts__mbox;
 
+/* What a split backward holds beyond the forward's saved bytes, per
+ * micro-batch of a virtual stage: keep from its BACKWARD_B to the end of its
+ * BACKWARD_W, the most during BACKWARD_B (keep included), the most during
+ * BACKWARD_W on top of keep (run_pipe.c, lib/parallel/stage_backward.c). */
+typedef struct dts__split_mem {
+    int64_t keep, b, w;
+} dts__split_mem;
+
 /* One chunk's messages on a unit: activations into it from the virtual
  * stage before, gradients into it from the one after, and the counts of
  * what it received and sent (the sequence numbers of its links: one link
@@ -169,7 +177,8 @@ struct dts__sim {
     int64_t *bwd_b_ns, *bwd_w_ns; /* (Q) BACKWARD_B (input gradient, recomputation, tp allreduces), BACKWARD_W */
     int64_t *act;    /* (Q) activation bytes a micro-batch keeps from its FORWARD to its BACKWARD (or BACKWARD_W) */
     int64_t *act_re; /* (Q) full recomputation: the block rebuilt during a backward, held on top of act */
-    int *tp_blocks;  /* (Q) blocks per virtual stage */
+    dts__split_mem *split; /* (Q) a split backward's B and W: beyond act (dts__split_mem_of) */
+    int *tp_blocks;        /* (Q) blocks per virtual stage */
     /* per device (p) */
     int64_t *opt_ns, *stash_ns, *params; /* the update, a stash, the parameters of all its chunks */
     int64_t msg_bytes;
@@ -243,6 +252,10 @@ static inline int dts__is_ps(const dts_scenario *sc)
 }
 
 static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return &s->u[dpi + s->sc->d * stage]; }
+
+/* run_pipe.c: the split-backward memory of a virtual stage of nb blocks, the
+ * first (embedding) and last (head) or not, on one of t tensor ranks */
+dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last);
 
 /* run_dp.c: activation bytes one of t tensor ranks keeps per micro-batch
  * for one block under `recompute` (0 none, 1 full, 2 selective) */

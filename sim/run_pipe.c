@@ -20,8 +20,9 @@
  *
  * Memory: a micro-batch's activations of virtual stage q are held from its
  * FORWARD to its BACKWARD, or to its BACKWARD_W when the backward is split
- * (W needs the layer inputs); a recomputed block is held during BACKWARD or
- * BACKWARD_B.
+ * (W needs the layer inputs); a recomputed block is held during BACKWARD.
+ * A split backward's B also leaves what W needs, held until W ends, and
+ * each of B and W holds a working set while it runs (dts__split_mem_of).
  *
  * Invariants: a unit executes its instructions in list order, one at a
  * time; it waits for exactly one message at a time (wait, wait_chunk, and
@@ -32,6 +33,46 @@
 
 static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__opt_continue(dts__sim *s, dts__unit *u);
+
+/* lib/parallel/stage_backward.c's split, per micro-batch, in bytes (one of
+ * t tensor ranks; as dts__block_act, the arena's 16-float padding is not
+ * counted). BACKWARD_B adds, in order: the final LayerNorm's output
+ * gradient (B,T,C) on the last stage; for each block from the last its
+ * keep, 4 (B,T,C) FP32 (their whole C on a tensor rank; its dfch and dqkv
+ * go into the block's saved fch and qkv), under full recomputation after
+ * the block's recomputed activations (whole set, into the slot, read by
+ * W); the embedding output's gradient (B,T,C) on the first stage. While a
+ * block's B runs, selective recomputation holds its attention
+ * probabilities in the work arena. Half storage (16-bit without full
+ * recomputation) unpacks each block into an FP32 working set (its
+ * tensors, its input but for the stage's first block, its keep in FP32)
+ * and packs the keep into the slot, 2 bytes an element, (4 C + 7 C / t)
+ * B T elements; W unpacks the same again (without the probabilities
+ * under selective). Without half storage W allocates nothing. */
+dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last)
+{
+    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
+    const int64_t btc = BT * C * 4, k4 = 4 * btc, all = dts__block_act(sc, n, 0);
+    const int64_t att = all - dts__block_act(sc, n, 2), ends = (last ? btc : 0) + (first ? btc : 0);
+    dts__split_mem m = {0, 0, 0};
+    if (sc->recompute == 1) { /* grows monotonically: its most is what it keeps */
+        m.keep = m.b = ends + nb * (all + k4);
+    } else if (dts__packs(sc)) {
+        const int64_t pk = 2 * (4 * BT * C + 7 * BT * (C / n));
+        m.keep = ends + nb * pk;
+        m.b = m.keep;
+        for (int l = nb - 1; l >= 0; l--) { /* block l's B: the later blocks' packed keeps, and its working set */
+            const int64_t at = (last ? btc : 0) + (nb - l) * pk + all + (l ? btc : 0) + k4;
+            if (at > m.b) m.b = at;
+        }
+        m.w = all - (sc->recompute == 2 ? att : 0) + (nb > 1 ? btc : 0) + k4;
+    } else {
+        m.keep = ends + nb * k4;
+        m.b = m.keep;
+        if (sc->recompute == 2 && nb && (last ? btc : 0) + nb * k4 + att > m.b) m.b = (last ? btc : 0) + nb * k4 + att;
+    }
+    return m;
+}
 
 static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in, int64_t t0, int64_t t1)
 {
@@ -199,8 +240,10 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         const int q = dts__q(s, u, in);
         dts__pipe_event(s, u, in, u->wait_t0, now);
         if (in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B || in->op == DT_SCHED_BACKWARD_W) {
-            u->mem_act -=
-                (in->op != DT_SCHED_BACKWARD_B ? s->act[q] : 0) + (in->op != DT_SCHED_BACKWARD_W ? s->act_re[q] : 0);
+            const dts__split_mem *m = &s->split[q];
+            u->mem_act -= in->op == DT_SCHED_BACKWARD     ? s->act[q] + s->act_re[q]
+                          : in->op == DT_SCHED_BACKWARD_B ? m->b - m->keep
+                                                          : s->act[q] + m->keep + m->w;
             dts__memory(s, u);
         }
         if (in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B)
@@ -227,14 +270,23 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
             dts__compute(s, u, s->fwd_ns[q], dts__pipe_advance, 2, 0);
             return;
         case DT_SCHED_BACKWARD:
-        case DT_SCHED_BACKWARD_B:
             if (s->act_re[q]) { /* recomputation: what is rebuilt for the backward */
                 u->mem_act += s->act_re[q];
                 dts__memory(s, u);
             }
-            dts__compute(s, u, in->op == DT_SCHED_BACKWARD ? s->bwd_ns[q] : s->bwd_b_ns[q], dts__pipe_advance, 2, 0);
+            dts__compute(s, u, s->bwd_ns[q], dts__pipe_advance, 2, 0);
             return;
-        case DT_SCHED_BACKWARD_W: dts__compute(s, u, s->bwd_w_ns[q], dts__pipe_advance, 2, 0); return;
+        case DT_SCHED_BACKWARD_B:
+        case DT_SCHED_BACKWARD_W: { /* B: its most, keep included; W: its working set on top of keep */
+            const int64_t add = in->op == DT_SCHED_BACKWARD_B ? s->split[q].b : s->split[q].w;
+            if (add) {
+                u->mem_act += add;
+                dts__memory(s, u);
+            }
+            dts__compute(s, u, in->op == DT_SCHED_BACKWARD_B ? s->bwd_b_ns[q] : s->bwd_w_ns[q], dts__pipe_advance, 2,
+                         0);
+            return;
+        }
         case DT_SCHED_STASH:
             u->stash_now++;
             if (u->stash_now > u->stash_max) u->stash_max = u->stash_now;

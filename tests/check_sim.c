@@ -378,9 +378,32 @@ START_TEST(test_bubble_interleaved_v)
 }
 END_TEST
 
+/* The most one device holds, walking its instruction list in order (the
+ * memory of a unit depends on its order only): a chunk-micro-batch of
+ * virtual stage q holds fwd[q] from its FORWARD to its BACKWARD or
+ * BACKWARD_W, and keep[q] more from its BACKWARD_B to its BACKWARD_W. */
+static double walk_peak(const dt_schedule *S, int r, const double *fwd, const double *keep)
+{
+    double held = 0, peak = 0;
+    for (int i = 0; i < S->count[r]; i++) {
+        const dt_sched_instr *in = &S->instr[r][i];
+        const int q = S->vstage[r * S->v + in->chunk];
+        if (in->op == DT_SCHED_FORWARD) held += fwd[q];
+        else if (in->op == DT_SCHED_BACKWARD_B) held += keep[q];
+        else if (in->op == DT_SCHED_BACKWARD) held -= fwd[q];
+        else if (in->op == DT_SCHED_BACKWARD_W) held -= fwd[q] + keep[q];
+        if (held > peak) peak = held;
+    }
+    return peak;
+}
+
 /* Activation memory: a chunk-micro-batch is held from its FORWARD to its
- * BACKWARD (or BACKWARD_W); zb-h1 holds p micro-batches on every stage and
- * zb-v 2p half-stage chunks on every device, both 1f1b's first-stage peak. */
+ * BACKWARD (or BACKWARD_W). A split backward's B (FP32, no recomputation:
+ * lib/parallel/stage_backward.c) leaves 4 (B,T,C) per block for its W,
+ * plus the final LayerNorm's output gradient on the last virtual stage
+ * and the embedding output's gradient on the first: zb-h1 holds p
+ * micro-batches on every stage and zb-v 2p half-stage chunks on every
+ * device (1f1b's first-stage peak) and what their B kept. */
 START_TEST(test_memory_chunks)
 {
     const int p = 4, m = 8;
@@ -394,6 +417,7 @@ START_TEST(test_memory_chunks)
     peak_activations(&s, p, one);
     for (int r = 0; r < p; r++) ck_assert(fabs(one[r] * p - one[0] * (p - r)) < 1e-6); /* p - r micro-batches */
     dts_summary_free(&s);
+    const double block = one[0] / (2 * p), btc = 4.0 * sc.B * sc.T * sc.model.hidden_size; /* no head, embedding */
     for (int k = 0; k < 3; k++) {
         fixed_scenario(&sc, 2 * p, p, m, 1, kinds[k], 1000, 2000);
         split_costs(&sc, 1000);
@@ -401,12 +425,20 @@ START_TEST(test_memory_chunks)
         peak_activations(&s, p, act);
         dt_schedule *S = NULL;
         ck_dt(dt_schedule_make(kinds[k], p, m, 1, &S));
+        const int Q = p * S->v, nb = 2 / S->v;
+        double fwd[8], keep[8];
+        for (int q = 0; q < Q; q++) {
+            fwd[q] = nb * block;
+            keep[q] = nb * 4 * btc + (q == 0) * btc + (q == Q - 1) * btc;
+        }
         for (int r = 0; r < p; r++) {
             /* each chunk-micro-batch holds 2/v blocks: one[0] / p per block pair */
-            const double want = one[0] / p * S->max_in_flight[r] / S->v;
+            const double held = one[0] / p * S->max_in_flight[r] / S->v;
+            const double want = walk_peak(S, r, fwd, keep);
             ck_assert_msg(fabs(act[r] - want) < 1e-6, "%s stage %d: %.0f vs %.0f", dt_sched_kind_name(kinds[k]), r,
                           act[r], want);
-            if (kinds[k] != DT_SCHED_INTERLEAVED_1F1B) ck_assert(fabs(act[r] - one[0]) < 1e-6);
+            if (kinds[k] == DT_SCHED_INTERLEAVED_1F1B) ck_assert(fabs(act[r] - held) < 1e-6);
+            else ck_assert(fabs(held - one[0]) < 1e-6 && act[r] > one[0]);
         }
         dt_schedule_free(S);
         dts_summary_free(&s);

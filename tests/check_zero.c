@@ -30,7 +30,9 @@
  * inf injected into one rank's contribution at the last element (so the
  * shard that owns it alone sees the overflow) and later into two shards at
  * once: every rank must skip the same steps, leave its weights unchanged,
- * report the same first_bad, and skip the all-gather. Optimizer state
+ * report the same first_bad, and skip the all-gather; a layout whose
+ * tensors are not one run of the model's (a pipeline rank's chunks) names
+ * the first overflowing tensor through tensor_map. Optimizer state
  * bytes: each rank's = its segment's share, their sum = the whole
  * optimizer's, each at most ceil(numel / n) elements' worth; measured on
  * the tiny GPT's layout and printed (docs/zero.md quotes it). LARS and
@@ -325,6 +327,63 @@ START_TEST(test_zero_matches_whole)
 }
 END_TEST
 
+/* A layout whose tensors are not one run of the model's (a pipeline rank's
+ * chunks: tensors 0-3 are model tensors 2-5, tensors 4-7 model tensors
+ * 34-37): with tensor_map the first overflowing tensor is reported by its
+ * model index, the highest any shard found; first_tensor (the first
+ * chunk's, what the pipeline used to pass) is not read. Infs on one rank
+ * in one tensor, or on two ranks in two tensors (segments cut the packed
+ * layout, so several shards see them). */
+START_TEST(test_zero_first_bad_map)
+{
+    const int n = g_world->size, rank = g_world->rank;
+    dt_paramset L;
+    make_layout(L_PACKED, &L);
+    const size_t N = L.numel;
+    int map[8];
+    ck_assert_int_eq(L.count, 8);
+    for (int i = 0; i < 8; i++) map[i] = i < 4 ? 2 + i : 30 + i;
+    dt_optim_config oc;
+    dt_optim_config_default(&oc, DT_OPTIM_ADAMW);
+    const dt_lr_schedule lr = {.max_lr = 0.05f, .min_lr = 0.005f, .warmup_iters = 1, .decay_iters = 4};
+    dt_loss_scaler_config sc;
+    dt_loss_scaler_config_default(&sc);
+    sc.initial_scale = 1024.0f;
+    dt_loss_scaler zs;
+    ck_dt(dt_loss_scaler_init(&zs, &sc));
+    float *P = falloc(N), *G = falloc(N);
+    dt__zero *z = NULL;
+    ck_dt(dt__zero_create(g_world, g_be, &L, &oc, &z));
+    /* per step: the bad tensors (-1 none) and the rank that sends each inf */
+    const int bad[3][2] = {{2, -1}, {5, -1}, {1, 6}}, who[3][2] = {{0, 0}, {n - 1, 0}, {0, n - 1}};
+    const int want[3] = {4, 35, 36};
+    char err[512] = "";
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = 0; i < N; i++) G[i] = gval(rank, s, i);
+        for (int k = 0; k < 2; k++) {
+            if (bad[s][k] < 0 || who[s][k] != rank) continue;
+            const dt_param_info *t = &L.info[bad[s][k]];
+            G[t->offset + t->numel - 1] = INFINITY; /* its last element: the highest segment that holds it */
+        }
+        dt__zero_step_args za = {.scaler = &zs,
+                                 .loss_scale = dt_loss_scaler_scale(&zs),
+                                 .lr = &lr,
+                                 .position = s,
+                                 .first_tensor = map[0],
+                                 .tensor_map = map};
+        dt__update_result r;
+        ck_dt(dt__zero_step(z, P, G, &za, &r));
+        if (!r.skipped || r.first_bad != want[s])
+            note(err, sizeof err, "step %d: skipped %d, first_bad %d (expected 1, model tensor %d)", s, r.skipped,
+                 r.first_bad, want[s]);
+    }
+    dt__zero_free(z);
+    free(P), free(G);
+    dt_paramset_free(&L);
+    ck_assert_msg(err[0] == 0, "rank %d of %d: %s", rank, n, err);
+}
+END_TEST
+
 /* ---- ZeRO-1 against plain data parallelism (ring allreduce) ------------------ */
 
 /* rank r's gradient at step s, element i: not integer-valued, so sums round */
@@ -563,6 +622,7 @@ static Suite *zero_suite(void)
     Suite *s = suite_create("zero");
     TCase *tc = tcase_create("against one optimizer");
     tcase_add_loop_test(tc, test_zero_matches_whole, 0, N_ZCASES);
+    tcase_add_test(tc, test_zero_first_bad_map);
     suite_add_tcase(s, tc);
     tc = tcase_create("against data parallelism");
     tcase_add_loop_test(tc, test_zero_matches_ring_dp, 0, N_DPCASES);

@@ -197,8 +197,8 @@ fi
 # simulator's memory counter holds in activations on that stage, replaying
 # the run's own configuration (its trace). Exact: both count the same
 # buffers (45 cells of 5 layouts x 3 precisions x 3 recompute settings,
-# and 13 one-process or data-parallel runs, agreed to the byte on 2026-12-02; these are
-# checked here).
+# and 13 one-process or data-parallel runs, agreed to the byte on 2026-12-02;
+# 39 zb-h1/zb-v runs, docs/simulator.md; these are checked here).
 DTSIM=$BUILDDIR/dtsim
 # sim_peak TRACE PID: the largest "activations" of pid's memory counter
 sim_peak() {
@@ -276,6 +276,17 @@ mem_cell single-bf16 1 1 1 --bf16
 mem_cell single-full 1 1 1 --recompute-granularity full --recompute-num-layers 1
 # selective: the probabilities on top while a block runs outweigh the head here (NH T > C + V)
 mem_cell single-selective 1 1 1 --recompute-granularity selective --num-attention-heads 16 --seq-length 64
+# split backward (zb-h1, zb-v): B leaves each block's keep, dlnf and demb for
+# W (packed under 16 bits; with the recomputed sets under full); a 16-bit W
+# unpacks one block again (lib/parallel/stage_backward.c)
+mem_cell zbh1-bf16 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --bf16
+mem_cell zbh1-full 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --recompute-granularity full \
+    --recompute-num-layers 1
+mem_cell zbv-selective 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --recompute-granularity selective
+mem_cell zbv-fp16-selective 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --fp16 \
+    --recompute-granularity selective
+mem_cell tppp-zbv-bf16 4 2 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v \
+    --bf16
 
 # refused at start, with one line that says why
 expect_error "--pipeline-schedule pipedream with --fp16: each stage updates on its own" 2 \

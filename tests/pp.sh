@@ -23,6 +23,11 @@
 #    runs repeat; the margin is for another BLAS or thread count).
 # 5. Bad settings fail with a message naming the flag (--skip-nonfinite with
 #    pipedream among them).
+# 6. An fp16 overflow (loss scale 2^40) names the same first tensor in the
+#    log with model chunks (interleaved-1f1b, zb-v) and ZeRO-1 (p x d = 2 x
+#    2) as without ZeRO and as 1f1b: ZeRO-1's shards index the rank's
+#    chunked layout, which is not one run of the model's tensors (it named
+#    h.3.qkv.w and h.2.fcproj.b for lm_head.w before).
 
 TEST=pp.sh
 . "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
@@ -140,6 +145,27 @@ expect_error "--pipeline-split 'x': expected positive block counts" 1 --pipeline
 expect_error "--skip-nonfinite: not supported with a parameter server, --pipeline-schedule pipedream" 2 \
     --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --untie-embeddings-and-output-weights \
     --skip-nonfinite
+
+# 6. the first overflowing tensor with chunks and ZeRO-1
+# ovf NAME: the tensor the first skipped iteration of run NAME names
+ovf() { sed -n 's/^overflow: iteration 1 skipped .*(first inf\/NaN gradient: \(.*\))$/\1/p' "$TMP/$1.out"; }
+OVF="--task add --task-digits 2 --seq-length 16 --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
+--train-iters 1 --eval-iters 1 --eval-interval 0 --log-interval 1 --threads 1 --fp16 --initial-loss-scale 1099511627776 \
+--pipeline-model-parallel-size 2"
+if run ovf-1f1b 2 $OVF --pipeline-schedule 1f1b; then
+    ref=$(ovf ovf-1f1b)
+    [ -n "$ref" ] || fail "ovf-1f1b: no overflow of iteration 1 in the log"
+    for k in interleaved-1f1b zb-v; do
+        run "ovf-$k" 2 $OVF --pipeline-schedule $k && run "ovf-$k-zero" 4 $OVF --pipeline-schedule $k \
+            --use-distributed-optimizer || continue
+        a=$(ovf "ovf-$k") b=$(ovf "ovf-$k-zero")
+        if [ -n "$ref" ] && [ "$a" = "$ref" ] && [ "$b" = "$ref" ]; then
+            echo "ok: $k: the first overflowing tensor is $ref with and without ZeRO-1, as 1f1b's"
+        else
+            fail "$k: the first overflowing tensor is '$a', with ZeRO-1 '$b'; 1f1b's '$ref'"
+        fi
+    done
+fi
 
 [ "$failures" -eq 0 ] || { echo "pp.sh: $failures failure(s)" >&2; exit 1; }
 echo "pp.sh: pipelines match serial training, stash and sync their weights, and learn"

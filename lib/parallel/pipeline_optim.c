@@ -155,8 +155,9 @@ dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
                                        .agree = pp->cfg.scaler ? dt__pipe_agree : NULL,
                                        .norm = dt__pipe_norm,
                                        .group_ctx = pp,
-                                       /* the first chunk's (an overflow's name is off with chunks) */
-                                       .first_tensor = pp->layout.count ? pp->whole_index[0] : 0};
+                                       /* each tensor's model index: the chunks are not one run of the
+                                        * model's tensors, and the tied copy is named past them */
+                                       .tensor_map = pp->tensor_map};
         DT_CHECK(dt__zero_step(pp->zero, pp->params.data, grads, &za, &r));
         return dt__pipe_updated(pp, in, &r, S);
     }

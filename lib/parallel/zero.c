@@ -2,7 +2,7 @@
  *
  * What z owns: the shard's layout (one 1-D entry per piece of a model
  * tensor inside this rank's segment, offsets relative to the segment
- * start), the piece -> model tensor map, and the dt_optim whose state has
+ * start), the piece -> layout tensor map, and the dt_optim whose state has
  * the segment's len elements. The parameters and gradients stay the
  * caller's.
  *
@@ -46,7 +46,8 @@ struct dt__zero {
     size_t *seg_lo, *seg_len;    /* (n_units) this rank's segment of each unit, from the unit's start */
     size_t *shard_off;           /* (n_units) where that segment starts in the shard */
     dt_paramset shard;           /* (pieces) the segment's own layout, offsets from lo */
-    int *tensor;                 /* (pieces) model index of each piece's tensor */
+    int *tensor;                 /* (pieces) layout index of each piece's tensor */
+    int *model;                  /* (pieces) scratch: each piece's model index under a step's tensor_map */
     dt_optim opt;                /* state for the segment only */
     int opt_ready;
     /* mixed precision (dt__zero_keep_masters): the FP32 master weights of the
@@ -91,6 +92,7 @@ void dt__zero_free(dt__zero *z)
     dt_buffer_free(&z->half);
     dt_paramset_free(&z->shard);
     free(z->tensor);
+    free(z->model);
     free(z->unit_off);
     free(z->unit_len);
     free(z->seg_lo);
@@ -116,7 +118,8 @@ static dt_status dt__zero_pieces(dt__zero *z)
     const size_t cap = L->count > 0 ? (size_t)L->count : 1;
     z->shard.info = calloc(cap, sizeof *z->shard.info);
     z->tensor = calloc(cap, sizeof *z->tensor);
-    if (!z->shard.info || !z->tensor) return DT_FAIL(DT_ERR_NOMEM, "distributed optimizer: out of memory");
+    z->model = calloc(cap, sizeof *z->model);
+    if (!z->shard.info || !z->tensor || !z->model) return DT_FAIL(DT_ERR_NOMEM, "distributed optimizer: out of memory");
     z->shard.capacity = (int)cap;
     for (int u = 0; u < z->n_units; u++) {
         const size_t lo = z->unit_off[u] + z->seg_lo[u], hi = lo + z->seg_len[u];
@@ -308,6 +311,13 @@ dt_status dt__zero_update(dt__zero *z, float *params, float *grads, const dt__ze
     if (group && !a->norm)
         return DT_FAIL(DT_ERR_INVALID, "distributed optimizer step: agree without norm (the shard's norm alone "
                                        "is not the model's)");
+    /* piece -> layout tensor -> model tensor: a layout whose tensors are
+     * not one run of the model's (a pipeline rank's chunks) maps each */
+    const int *map = z->tensor;
+    if (a->tensor_map) {
+        for (int i = 0; i < z->shard.count; i++) z->model[i] = a->tensor_map[z->tensor[i]];
+        map = z->model;
+    }
     dt__update_args ua = {.be = z->be,
                           .layout = &z->shard,
                           .params = z->has_master ? (float *)z->master.data : params,
@@ -319,8 +329,8 @@ dt_status dt__zero_update(dt__zero *z, float *params, float *grads, const dt__ze
                           .position = a->position,
                           .clip_grad = a->clip_grad,
                           .given_norm = -1.0,
-                          .first_tensor = a->first_tensor,
-                          .tensor_map = z->tensor, /* piece -> model tensor */
+                          .first_tensor = a->tensor_map ? 0 : a->first_tensor,
+                          .tensor_map = map, /* piece -> model tensor */
                           .reduce = many && !group ? dt__zero_reduce : NULL,
                           .reduce_ctx = scalar,
                           .agree = a->agree,

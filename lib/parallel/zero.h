@@ -69,12 +69,17 @@ typedef struct dt__zero_step_args {
      * then make the overflow decision and the gradient norm the whole
      * model's, this shard's and the rest of dp's included (norm reads the
      * shard: dt__zero_shard). first_tensor: the model index of the layout's
-     * tensor 0. NULL agree and norm: the model is dp's alone, and the
-     * [overflow, squared norm] pair is summed over scalar_comm. */
+     * tensor 0, when the layout's tensors are one run of the model's; else
+     * tensor_map (layout->count) gives each layout tensor's model index (a
+     * pipeline rank's chunks: lib/parallel/pipeline.c's tensor_map) and
+     * first_tensor is not read. NULL agree and norm: the model is dp's
+     * alone, and the [overflow, squared norm] pair is summed over
+     * scalar_comm. */
     dt_status (*agree)(void *ctx, int *overflow, int *first_bad);
     dt_status (*norm)(void *ctx, double *norm);
     void *group_ctx;
     int first_tensor;
+    const int *tensor_map;
 } dt__zero_step_args;
 
 /* Collective over dp. layout is the whole model's (kept by pointer: it
