@@ -392,7 +392,6 @@ float *dt__stage_params(dt__stage *st) { return st->params.data; }
 float *dt__stage_grads(dt__stage *st) { return st->grads.data; }
 size_t dt__stage_offset(const dt__stage *st) { return st->offset; }
 const dt_paramset *dt__stage_whole_layout(const dt__stage *st) { return &st->whole; }
-int dt__stage_first_tensor(const dt__stage *st) { return st->layout.count ? st->whole_index[0] : 0; }
 const int *dt__stage_whole_index(const dt__stage *st) { return st->whole_index; }
 void dt__stage_tied_range(const dt__stage *st, size_t *offset, size_t *n)
 {

@@ -87,11 +87,8 @@ const dt_paramset *dt__stage_layout(const dt__stage *st);
 float *dt__stage_params(dt__stage *st); /* (numel) backend memory */
 float *dt__stage_grads(dt__stage *st);
 size_t dt__stage_offset(const dt__stage *st); /* of element 0 in the whole model's buffer */
-/* The whole model's layout (names and shapes), and the index in it of the
- * stage's tensor 0 (the stage's tensors are consecutive there, also with
- * tensor parallelism: a shard takes its tensor's place). */
+/* The whole model's layout (names and shapes). */
 const dt_paramset *dt__stage_whole_layout(const dt__stage *st);
-int dt__stage_first_tensor(const dt__stage *st);
 /* (layout.count) each tensor's index in the whole model's layout: first
  * tensor + i, except the tied copy (index 0, wte). */
 const int *dt__stage_whole_index(const dt__stage *st);
