@@ -7,6 +7,7 @@ DT_CHECK_SUITES = \
 	tests/check_tensor \
 	tests/check_ops \
 	tests/check_gpt \
+	tests/check_sample \
 	tests/check_optim \
 	tests/check_data \
 	tests/check_file \
@@ -38,6 +39,9 @@ tests_check_ops_LDADD = $(DT_CHECK_LDADD)
 tests_check_gpt_SOURCES = tests/check_gpt.c tests/testutil.h
 tests_check_gpt_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_gpt_LDADD = $(DT_CHECK_LDADD)
+tests_check_sample_SOURCES = tests/check_sample.c tests/testutil.h
+tests_check_sample_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_sample_LDADD = $(DT_CHECK_LDADD)
 tests_check_optim_SOURCES = tests/check_optim.c tests/testutil.h
 tests_check_optim_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_optim_LDADD = $(DT_CHECK_LDADD)
