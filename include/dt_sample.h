@@ -1,5 +1,7 @@
-/* dt_sample.h: text from a trained GPT: the sampler and the generation
- * loop (lib/model/sample.c).
+/* dt_sample.h: text from a trained GPT. The sampler and the generation
+ * loop (lib/model/sample.c) and a checkpoint loaded for generation on one
+ * process (lib/train/generate.c); `dtrain --load DIR --generate N` is
+ * their program.
  *
  * The distribution over the next token, from the logits l (V of them) of
  * the last position (Megatron-LM's and nanoGPT's semantics):
@@ -68,6 +70,41 @@ typedef dt_status (*dt_generate_fn)(void *ctx, int32_t token);
  * of the last forward afterwards. */
 DT_API dt_status dt_gpt_generate(dt_gpt *m, const dt_generate_config *g, const int32_t *prompt, int n_prompt,
                                  int32_t *out, dt_generate_fn fn, void *ctx);
+
+/* ---- a checkpoint loaded for generation (lib/train/generate.c) ---------- */
+
+/* A GPT rebuilt on one process from a checkpoint of any layout whose shards
+ * hold whole tensors (one process, data parallel, pipeline, parameter
+ * server: each tensor is taken from the first shard that has it); a
+ * tensor-parallel or ZeRO checkpoint (slices and segments of the weights)
+ * and an mlp-bn one (no text) are refused in one line. The tokenizer is
+ * the checkpoint's data's: every dataset of dt_data.h is byte-level, so a
+ * token is a byte. */
+typedef struct dt_generator dt_generator;
+
+typedef struct dt_generator_options {
+    const char *dir;    /* as --load: a checkpoint, or a save directory (its latest valid one) */
+    const char *device; /* "cpu" (NULL) or "cuda" */
+    int threads;        /* CPU threads; <= 0: the backend's default */
+} dt_generator_options;
+
+DT_API dt_status dt_generator_open(const dt_generator_options *o, dt_generator **out);
+DT_API void dt_generator_free(dt_generator *g);
+DT_API dt_gpt *dt_generator_model(dt_generator *g);
+DT_API const char *dt_generator_path(const dt_generator *g); /* the checkpoint loaded */
+/* What the search for the latest valid checkpoint skipped ("" if nothing). */
+DT_API const char *dt_generator_note(const dt_generator *g);
+DT_API int64_t dt_generator_iteration(const dt_generator *g);
+/* The checkpoint's training sequence length: the context generation uses. */
+DT_API int dt_generator_context(const dt_generator *g);
+/* The tokenizer's vocabulary (256 bytes). */
+DT_API int dt_generator_vocab(const dt_generator *g);
+/* One line: the model, its data and the layout that saved it ("tiny, task
+ * add, saved by 2 ranks: pipeline/tensor parallel"). */
+DT_API const char *dt_generator_describe(const dt_generator *g);
+/* The tokenizer: n bytes of text to n tokens; a token back to its byte. */
+DT_API void dt_generator_encode(const dt_generator *g, const char *text, size_t n, int32_t *tokens);
+DT_API unsigned char dt_generator_decode(const dt_generator *g, int32_t token);
 
 #ifdef __cplusplus
 }
