@@ -329,13 +329,20 @@ endif
 TESTS += tests/ckpt.sh
 EXTRA_DIST += tests/ckpt.sh
 tests/ckpt.log: tests/badinput.log
+# Generation from a checkpoint (--generate): a learned pattern continued,
+# the seed, top-k, temperature, cropping to the context, bad flags; the
+# checkpoints of a pipeline (read) and of tensor parallelism (refused)
+# under mpirun, after the other multi-rank tests.
+TESTS += tests/generate.sh
+EXTRA_DIST += tests/generate.sh
+tests/generate.log: tests/ckpt.log
 # The emulated multi-node cluster (docs/cluster.md): network namespaces
 # joined by a bridge, the inter-node link shaped by tbf; root only (77
 # otherwise). After the other multi-rank tests, before the tutorials (09
 # brings up a cluster of its own).
 TESTS += tests/cluster-check.sh
 EXTRA_DIST += tests/cluster-check.sh tests/cluster.sh tests/cluster-rsh.sh
-tests/cluster-check.log: tests/ckpt.log
+tests/cluster-check.log: tests/generate.log
 # Under ./configure --enable-sanitizers (docs/sanitizers.md): ASan, UBSan
 # and LeakSanitizer are on in every test process with their defaults (a
 # report fails the test); mpirun is wrapped (tests/sanitizers/mpirun) so
