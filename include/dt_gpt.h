@@ -80,6 +80,9 @@ DT_API dt_status dt_gpt_zero_grad(dt_gpt *m);
 DT_API dt_status dt_gpt_position_stats(dt_gpt *m, float *losses, uint8_t *correct);
 /* Logits of the last forward, (B,T,V), copied to host. */
 DT_API dt_status dt_gpt_logits(dt_gpt *m, float *out);
+/* Logits of one position (b, t) of the last forward, (V), copied to host
+ * (generation reads only the last position's: dt_sample.h). */
+DT_API dt_status dt_gpt_logits_row(dt_gpt *m, int b, int t, float *out);
 
 /* Activation memory: bytes currently held in the arena and the peak. */
 DT_API size_t dt_gpt_activation_bytes(const dt_gpt *m);

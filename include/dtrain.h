@@ -10,6 +10,7 @@
 #include "dt_time.h"
 #include "dt_backend.h"
 #include "dt_gpt.h"
+#include "dt_sample.h"
 #include "dt_optim.h"
 #include "dt_data.h"
 #include "dt_trace.h"

@@ -9,6 +9,7 @@ include_HEADERS += \
 	include/dt_half.h \
 	include/dt_backend.h \
 	include/dt_gpt.h \
+	include/dt_sample.h \
 	include/dt_mlp.h \
 	include/dt_data.h \
 	include/dt_blobs.h \

@@ -4,7 +4,8 @@
  * owns dtrain's flag table (the job flags shared with dtsim, job_flags.c,
  * plus its own), main and the training loop; the configuration is built in
  * dtrain_config.c, the output printed by dtrain_report.c, the launcher's
- * environment handled in dtrain_mpi.c.
+ * environment handled in dtrain_mpi.c; --generate (sampling text from a
+ * checkpoint instead of training) is dtrain_generate.c's.
  *
  * Exit status: 0 success; 1 a library failure at run time (message
  * `dtrain: <dt_last_error()>`, e.g. an unreadable --data file); 2 a bad
@@ -293,6 +294,33 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
                  "way the first bad layer is named",
          .default_text = "off (stop)"},
         JOB(JF_SUMMARY),
+        JOB_SECTION("Generation: what a checkpoint learned (--load DIR --generate N --prompt TEXT)"),
+        {.name = "--generate",
+         .kind = DT_ARG_INT,
+         .dest = &o->generate,
+         IN(1, 1000000),
+         .metavar = "N",
+         .help = "instead of training: continue --prompt by N tokens (bytes) sampled from --load's checkpoint, "
+                 "on one process; only --seed, --device and --threads apply besides",
+         .default_text = "off"},
+        {.name = "--prompt",
+         .kind = DT_ARG_STRING,
+         .dest = &o->prompt,
+         .metavar = "TEXT",
+         .help = "--generate: the text to continue (beyond the training context: its last --seq-length bytes)",
+         .default_text = "none: required with --generate"},
+        {.name = "--temperature",
+         .kind = DT_ARG_FLOAT,
+         .dest = &o->temperature,
+         MIN0,
+         .metavar = "T",
+         .help = "--generate: divides the logits before the softmax (0: greedy, the most likely byte)"},
+        {.name = "--top-k",
+         .kind = DT_ARG_INT,
+         .dest = &o->top_k,
+         MIN0,
+         .metavar = "K",
+         .help = "--generate: sample among the K most likely bytes only (0: all; 1: greedy)"},
         JOB_SECTION("Checkpoints (docs/checkpoints.md)"),
         {.name = "--save",
          .kind = DT_ARG_STRING,
@@ -319,8 +347,8 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          .kind = DT_ARG_STRING,
          .dest = &o->load,
          .metavar = "DIR",
-         .help = "resume exactly from a checkpoint: DIR/latest (or the newest valid one) of a save directory, or "
-                 "DIR itself (DIR/iter_X)",
+         .help = "resume exactly from a checkpoint (with --generate: sample from it): DIR/latest (or the newest "
+                 "valid one) of a save directory, or DIR itself (DIR/iter_X)",
          .default_text = "off"},
         {.name = "--allow-data-change",
          .kind = DT_ARG_FLAG,
@@ -407,6 +435,8 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->eval_iters = d->eval_iters;
     o->save_interval = 1000;
     o->save_keep = 0;
+    o->temperature = 1.0f;
+    o->top_k = 0;
 }
 
 /* The command line: the flags' values, their table and the --help texts
@@ -719,7 +749,8 @@ int main(int argc, char **argv)
         dt_args_print_help(stdout,
                            "Usage: dtrain [--flag value | --flag=value]...\n"
                            "Train a small GPT on the CPU: a built-in task (add, reverse, sort) or a text file.\n"
-                           "With no flags: the tiny model learns 2-digit addition (about 40 s on 2 cores).",
+                           "With no flags: the tiny model learns 2-digit addition (about 40 s on 2 cores).\n"
+                           "What a saved model learned: dtrain --load DIR --generate N --prompt TEXT.",
                            cli.args, cli.n_args);
         return 0;
     }
@@ -727,8 +758,14 @@ int main(int argc, char **argv)
         printf("dtrain %s\n", DT_VERSION_STRING);
         return 0;
     }
+    int rc = dtrain_generate_flags(o, cli.args, cli.n_args);
+    if (rc != 0) return dtrain_bad_command_line(saved_stderr, rc);
+    if (o->generate) {
+        dtrain_restore_stderr(saved_stderr);
+        return dtrain_generate(o);
+    }
     dt_train_config cfg;
-    int rc = dtrain_make_config(&cli.o, cli.args, cli.n_args, &cfg);
+    rc = dtrain_make_config(&cli.o, cli.args, cli.n_args, &cfg);
     if (rc != 0) return dtrain_bad_command_line(saved_stderr, rc);
     dtrain_restore_stderr(saved_stderr);
     if (o->print_schedule) return dtrain_print_schedule(&cfg);

@@ -1,8 +1,8 @@
 /* dtrain_prog.h: what the training program's files share (not a library
  * header): the parsed flags (dtrain_opts), turning them into a
- * dt_train_config (dtrain_config.c), the output (dtrain_report.c) and the
- * launcher's environment (dtrain_mpi.c). main and the training loop are in
- * dtrain.c. */
+ * dt_train_config (dtrain_config.c), the output (dtrain_report.c), the
+ * launcher's environment (dtrain_mpi.c) and sampling from a checkpoint
+ * (dtrain_generate.c). main and the training loop are in dtrain.c. */
 #ifndef DTRAIN_PROG_H
 #define DTRAIN_PROG_H
 
@@ -52,12 +52,22 @@ typedef struct dtrain_opts {
     const char *save, *load;
     int64_t save_interval;
     int save_keep;
+    /* generation (--generate: dtrain_generate.c) */
+    int generate, top_k;
+    const char *prompt;
+    float temperature;
 } dtrain_opts;
 
 /* dtrain_config.c: the flags as a configuration. Returns 0, or 2 after
  * printing the one-line error. */
 int dtrain_make_config(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg);
 const char *dtrain_decay_name(dt_lr_decay s);
+
+/* dtrain_generate.c: --generate's flags checked (0, or 2 after the
+ * one-line error; also when its flags come without --generate), and the
+ * generation itself (returns the exit status). */
+int dtrain_generate_flags(const dtrain_opts *o, dt_arg *args, int n_args);
+int dtrain_generate(const dtrain_opts *o);
 
 /* dtrain_report.c: what the run prints. */
 typedef struct dtrain_out {

@@ -120,7 +120,7 @@ static const job_flag_def job_flags[JF_COUNT] = {
                  .kind = DT_ARG_UINT64,
                  .offset = AT(seed),
                  .metavar = "N",
-                 .prog = {[JOB_DTRAIN] = {.help = "seed of the weights and the data"},
+                 .prog = {[JOB_DTRAIN] = {.help = "seed of the weights and the data (--generate: of the sampling)"},
                           [JOB_DTSIM] = {.help = "seed of the simulator's random draws (numerics)",
                                          .default_text = "1, or --config's seed (a dtrain trace's: the run's "
                                                          "--seed)"}}},

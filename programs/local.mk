@@ -3,7 +3,7 @@ bin_PROGRAMS += dtrain
 # the job flags dtrain and dtsim share (one table) and the parser under them
 DT_JOB_FLAGS_SOURCES = programs/job_flags.c programs/job_flags.h programs/args.c programs/args.h
 dtrain_SOURCES = programs/dtrain.c programs/dtrain_config.c programs/dtrain_report.c programs/dtrain_mpi.c \
-	programs/dtrain_outputs.c programs/dtrain_prog.h $(DT_JOB_FLAGS_SOURCES)
+	programs/dtrain_outputs.c programs/dtrain_generate.c programs/dtrain_prog.h $(DT_JOB_FLAGS_SOURCES)
 dtrain_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 dtrain_LDADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 # dtsim: the discrete-event simulator's program (run, sweep, validate).

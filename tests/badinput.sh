@@ -23,10 +23,10 @@
 # large).
 #
 # Tables: dtrain flags and combinations; dtrain --data files; dtrain
-# layouts under mpirun -np 2..4; dtrain checkpoints (--save/--load) and
-# --comm-timeout; dtsim flags, configs, traces (--config, --profile,
-# --grad-trace), hardware files and absurd sizes; dtviz flags and traces;
-# dtbench subcommands' flags and files. An unreadable (chmod 000) file is
+# layouts under mpirun -np 2..4; dtrain checkpoints (--save/--load, and
+# --generate from them) and --comm-timeout; dtsim flags, configs, traces
+# (--config, --profile, --grad-trace), hardware files and absurd sizes;
+# dtviz flags and traces; dtbench subcommands' flags and files. An unreadable (chmod 000) file is
 # checked only when not running as root (root reads it anyway).
 # POSIX sh. Skips (77) only if the build has no MPI: then the layouts are
 # left out and the rest runs.
@@ -464,6 +464,19 @@ EOF
 1 | ck-zero | --load $TMP/ck-zero
 1 | differ | --load $TMP/ck3
 1 | differ | --load $TMP/ck --hidden-size 128 --num-attention-heads 4
+EOF
+        # --generate (sampling from the good checkpoint): its numbers, and what it cannot load
+        numeric dtrain "$DTRAIN" --load "$TMP/ck" --generate 2 --prompt ab <<'EOF'
+--generate | i | -1 0 1000001
+--temperature | f | -1
+--top-k | i | -1 257
+EOF
+        table dtrain "$DTRAIN" --generate 2 --prompt ab <<'EOF'
+1 | $TMP/no-such-ck | --load $TMP/no-such-ck
+1 | $TMP/empty | --load $TMP/empty
+1 | ck-cut | --load $TMP/ck-cut
+2 | --seq-length | --load $TMP/ck --seq-length 8
+2 | --save | --load $TMP/ck --save $O/ck
 EOF
     else
         fail "dtrain --save wrote no $TMP/ck/iter_*: $(ls -R "$TMP/ck" 2>&1 | head -5)"

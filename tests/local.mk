@@ -7,6 +7,7 @@ DT_CHECK_SUITES = \
 	tests/check_tensor \
 	tests/check_ops \
 	tests/check_gpt \
+	tests/check_sample \
 	tests/check_optim \
 	tests/check_data \
 	tests/check_file \
@@ -38,6 +39,9 @@ tests_check_ops_LDADD = $(DT_CHECK_LDADD)
 tests_check_gpt_SOURCES = tests/check_gpt.c tests/testutil.h
 tests_check_gpt_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_gpt_LDADD = $(DT_CHECK_LDADD)
+tests_check_sample_SOURCES = tests/check_sample.c tests/testutil.h
+tests_check_sample_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_sample_LDADD = $(DT_CHECK_LDADD)
 tests_check_optim_SOURCES = tests/check_optim.c tests/testutil.h
 tests_check_optim_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_optim_LDADD = $(DT_CHECK_LDADD)
@@ -325,13 +329,20 @@ endif
 TESTS += tests/ckpt.sh
 EXTRA_DIST += tests/ckpt.sh
 tests/ckpt.log: tests/badinput.log
+# Generation from a checkpoint (--generate): a learned pattern continued,
+# the seed, top-k, temperature, cropping to the context, bad flags; the
+# checkpoints of a pipeline (read) and of tensor parallelism (refused)
+# under mpirun, after the other multi-rank tests.
+TESTS += tests/generate.sh
+EXTRA_DIST += tests/generate.sh
+tests/generate.log: tests/ckpt.log
 # The emulated multi-node cluster (docs/cluster.md): network namespaces
 # joined by a bridge, the inter-node link shaped by tbf; root only (77
 # otherwise). After the other multi-rank tests, before the tutorials (09
 # brings up a cluster of its own).
 TESTS += tests/cluster-check.sh
 EXTRA_DIST += tests/cluster-check.sh tests/cluster.sh tests/cluster-rsh.sh
-tests/cluster-check.log: tests/ckpt.log
+tests/cluster-check.log: tests/generate.log
 # Under ./configure --enable-sanitizers (docs/sanitizers.md): ASan, UBSan
 # and LeakSanitizer are on in every test process with their defaults (a
 # report fails the test); mpirun is wrapped (tests/sanitizers/mpirun) so

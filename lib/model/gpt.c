@@ -786,3 +786,14 @@ dt_status dt_gpt_logits(dt_gpt *m, float *out)
     free(h);
     return st;
 }
+
+dt_status dt_gpt_logits_row(dt_gpt *m, int b, int t, float *out)
+{
+    if (!m->have_forward) return DT_FAIL(DT_ERR_INVALID, "logits: no forward pass (or spent by backward)");
+    if (b < 0 || b >= m->cur_B || t < 0 || t >= m->cur_T)
+        return DT_FAIL(DT_ERR_INVALID, "logits: position (%d, %d) outside the last forward's (%d, %d)", b, t, m->cur_B,
+                       m->cur_T);
+    const size_t row = (size_t)b * m->cur_T + (size_t)t;
+    return m->be->copy(m->be, out, m->head_acts.logits + row * (size_t)m->head_acts.ld,
+                       (size_t)m->cfg.vocab_size * sizeof(float), DT_COPY_D2H);
+}

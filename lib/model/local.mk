@@ -1,8 +1,10 @@
-# lib/model/local.mk: the GPT (embedding, blocks, head) and the BatchNorm MLP.
+# lib/model/local.mk: the GPT (embedding, blocks, head), its sampler and
+# generation loop (sample.c), and the BatchNorm MLP.
 libdtrain_core_la_SOURCES += \
 	lib/model/embedding.c \
 	lib/model/block.c \
 	lib/model/head.c \
 	lib/model/gpt.c \
+	lib/model/sample.c \
 	lib/model/mlp.c
 noinst_HEADERS += lib/model/gpt_layers.h

@@ -1,6 +1,7 @@
 # lib/train/local.mk: the trainer (a short core, model kinds, one file per
 # strategy and concern: trainer_internal.h) and checkpoints (the file
-# format and crash-safe commit: checkpoint.c; docs/checkpoints.md).
+# format and crash-safe commit: checkpoint.c; docs/checkpoints.md), and a
+# checkpoint loaded on one process for generation (generate.c).
 libdtrain_core_la_SOURCES += \
 	lib/train/config.c \
 	lib/train/config_json.c \
@@ -19,5 +20,6 @@ libdtrain_core_la_SOURCES += \
 	lib/train/summary.c \
 	lib/train/checkpoint_io.c \
 	lib/train/checkpoint.c \
-	lib/train/checkpoint_lock.c
+	lib/train/checkpoint_lock.c \
+	lib/train/generate.c
 noinst_HEADERS += lib/train/trainer_internal.h lib/train/thread_tune.h

@@ -6,8 +6,8 @@
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
-# 1. The main job: 2500 iterations (600 with TUTORIAL_QUICK=1).
-tut_cmd main --quick "--train-iters 600" ./dtrain
+# 1. The main job: 2500 iterations (600 with TUTORIAL_QUICK=1), saved in ckpt.
+tut_cmd main --quick "--train-iters 600" ./dtrain --save ckpt
 tut_line main '^model: tiny, 2 layers, 4 heads, width 64, context 64, vocab 256, 136960 params'
 tut_line main '^data:  task add \(operands of 1\.\.2 digits\)'
 tut_line main '^eval  iter [0-9]+: val_loss [0-9.]+ accuracy [0-9.]+% \(1860 examples\)'
@@ -22,6 +22,17 @@ else
     tut_range "run time (s)" "$(tut_num main '^done: 2500 iterations in \([0-9.]*\) s.*')" 10 120
 fi
 tut_range "tokens/s" "$(tut_num main '^final: .* tokens\/s \([0-9]*\)$')" 10000 1000000
+
+# What it learned: greedy generation from the checkpoint.
+tut_cmd gen ./dtrain --load ckpt --generate 4 --prompt 53+74= --temperature 0
+iters=2500
+[ "$TUTORIAL_QUICK" = 1 ] && iters=600
+tut_line gen "^generate: ckpt/$(printf 'iter_%08d' $iters) at iteration $iters \(tiny, task add, saved by 1 rank: single process\), context 16; prompt 6 bytes; temperature 0 \(greedy\), top-k 0 \(all\), seed 1337$"
+if [ "$TUTORIAL_QUICK" = 1 ]; then
+    tut_line gen '^53\+74=[0-9]+$'
+else
+    tut_line gen '^53\+74=127$'
+fi
 
 # 2. A first trace.
 tut_cmd trace ./dtrain --train-iters 200 --trace run.json

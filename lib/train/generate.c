@@ -1,0 +1,222 @@
+/* generate.c: a checkpoint loaded for generation on one process
+ * (dt_generator, dt_sample.h).
+ *
+ * A checkpoint is written by the world that trained (docs/checkpoints.md):
+ * one shard per rank, holding what the rank's role owns. Generation
+ * rebuilds the whole GPT from them whatever the layout was: the model's
+ * sizes come from the manifest's config, and every tensor of the GPT's
+ * layout is taken from the first shard (in rank order) holding it whole,
+ * as record param/<tensor>. One process and every data-parallel replica
+ * hold all of them (shard 0 is enough); pipeline stages hold their blocks'
+ * (the last stage's copy of a tied wte, lm_head.w, is not needed: the
+ * model's head reads wte); parameter servers their ranges of tensors.
+ * Tensor-parallel shards hold slices and ZeRO shards segments of the flat
+ * buffer, which this file does not reassemble: refused in one line, as is
+ * an mlp-bn checkpoint (a classifier, no text).
+ *
+ * The tokenizer: every dataset (dt_data.h: the tasks add, reverse, sort and
+ * text files) is byte-level, vocabulary 256, so encoding and decoding are
+ * the identity on bytes; a model with a larger vocabulary (gpt2-124m's) is
+ * sampled among the 256 byte tokens its data used. */
+#define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_checkpoint.h"
+#include "dt_internal.h"
+#include "dt_sample.h"
+
+#define DT__GEN_BYTE_VOCAB 256
+
+struct dt_generator {
+    dt_backend *be;
+    dt_gpt *gpt;
+    int64_t iteration;
+    int context; /* the training seq_length */
+    int vocab;   /* the tokenizer's */
+    char path[4200];
+    char note[2048];
+    char describe[1024];
+};
+
+static json_int_t dt__gen_int(json_t *cfg, const char *key) { return json_integer_value(json_object_get(cfg, key)); }
+static const char *dt__gen_str(json_t *cfg, const char *key)
+{
+    json_t *v = json_object_get(cfg, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* The model's sizes and the tokenizer from the manifest's config; the
+ * layouts this file cannot rebuild from are refused. */
+static dt_status dt__gen_config(dt_generator *g, const dt_checkpoint_manifest *m, dt_gpt_config *mc, dt_dtype *prec)
+{
+    json_error_t err;
+    json_t *cfg = json_loads(m->config_json ? m->config_json : "{}", 0, &err);
+    if (!cfg) return DT_FAIL(DT_ERR_FORMAT, "%s: the manifest's config does not parse (%s)", g->path, err.text);
+    dt_status st = DT_OK;
+    const char *task = dt__gen_str(cfg, "task"), *data = dt__gen_str(cfg, "data");
+    const char *model = dt__gen_str(cfg, "model"), *precision = dt__gen_str(cfg, "precision");
+    const json_int_t t = dt__gen_int(cfg, "tensor_model_parallel_size"), zero = dt__gen_int(cfg, "zero_stage");
+    if (json_object_get(cfg, "mlp_hidden_size") || (task && !strcmp(task, "blobs"))) {
+        st =
+            DT_FAIL(DT_ERR_UNSUPPORTED, "%s: an mlp-bn classifier (task blobs): there is no text to generate", g->path);
+        goto done;
+    }
+    if (!data && (!task || (strcmp(task, "add") && strcmp(task, "reverse") && strcmp(task, "sort")))) {
+        st = DT_FAIL(DT_ERR_UNSUPPORTED,
+                     "%s: data '%s' has no known text encoding (expected a task add, reverse or "
+                     "sort, or a text file)",
+                     g->path, task ? task : "?");
+        goto done;
+    }
+    if (t > 1) {
+        st = DT_FAIL(DT_ERR_UNSUPPORTED,
+                     "%s: saved with --tensor-model-parallel-size %lld: its shards hold slices of the weights, "
+                     "which generation does not reassemble (use a checkpoint of one process, data-parallel, "
+                     "pipeline or parameter-server training)",
+                     g->path, (long long)t);
+        goto done;
+    }
+    if (zero > 0 || json_is_true(json_object_get(cfg, "use_distributed_optimizer"))) {
+        st = DT_FAIL(DT_ERR_UNSUPPORTED,
+                     "%s: saved with ZeRO stage %lld (the distributed optimizer): its shards hold segments of the "
+                     "weights, which generation does not reassemble (use a checkpoint of one process, "
+                     "data-parallel, pipeline or parameter-server training)",
+                     g->path, (long long)(zero > 0 ? zero : 1));
+        goto done;
+    }
+    *mc = (dt_gpt_config){.vocab_size = (int)dt__gen_int(cfg, "vocab_size"),
+                          .seq_len = (int)dt__gen_int(cfg, "max_position_embeddings"),
+                          .num_layers = (int)dt__gen_int(cfg, "num_layers"),
+                          .num_heads = (int)dt__gen_int(cfg, "num_attention_heads"),
+                          .hidden_size = (int)dt__gen_int(cfg, "hidden_size"),
+                          .tie_embeddings = json_is_false(json_object_get(cfg, "untie_embeddings_and_output_weights"))};
+    g->context = (int)dt__gen_int(cfg, "seq_length");
+    if (dt_gpt_config_validate(mc) != DT_OK || g->context < 1 || g->context > mc->seq_len) {
+        st = DT_FAIL(DT_ERR_FORMAT, "%s: the manifest's model is not a valid GPT (%s)", g->path,
+                     g->context < 1 || g->context > mc->seq_len ? "seq_length outside 1..max_position_embeddings"
+                                                                : dt_last_error());
+        goto done;
+    }
+    g->vocab = mc->vocab_size < DT__GEN_BYTE_VOCAB ? mc->vocab_size : DT__GEN_BYTE_VOCAB;
+    *prec = DT_F32;
+    if (precision && !strcmp(precision, dt_dtype_name(DT_F16))) *prec = DT_F16;
+    if (precision && !strcmp(precision, dt_dtype_name(DT_BF16))) *prec = DT_BF16;
+    json_t *layout = json_loads(m->layout_json ? m->layout_json : "{}", 0, &err);
+    const char *kind = layout ? dt__gen_str(layout, "kind") : NULL;
+    snprintf(g->describe, sizeof g->describe, "%s, %s%s, saved by %d rank%s: %s", model ? model : "custom",
+             data ? "data " : "task ", data ? data : task, m->world_size, m->world_size == 1 ? "" : "s",
+             kind ? kind : "?");
+    json_decref(layout);
+done:
+    json_decref(cfg);
+    return st;
+}
+
+/* Every tensor of the model from the first shard holding it whole. */
+static dt_status dt__gen_weights(dt_generator *g, const dt_checkpoint_manifest *m)
+{
+    const dt_paramset *L = dt_gpt_layout(g->gpt);
+    float *params = dt_gpt_params(g->gpt);
+    uint8_t *have = calloc((size_t)L->count, 1);
+    if (!have) return DT_FAIL(DT_ERR_NOMEM, "generate: out of memory");
+    int missing = L->count;
+    dt_status st = DT_OK;
+    char name[DT_CHECKPOINT_NAME_MAX + 1];
+    for (int r = 0; r < m->world_size && missing > 0 && st == DT_OK; r++) {
+        dt_checkpoint_shard s;
+        memset(&s, 0, sizeof s);
+        DT_CHECK_GOTO(dt_checkpoint_read_shard(m, r, &s), st, next);
+        for (int i = 0; i < L->count; i++) {
+            if (have[i]) continue;
+            const dt_param_info *p = &L->info[i];
+            snprintf(name, sizeof name, "param/%s", p->name);
+            for (int k = 0; k < s.count; k++) {
+                const dt_checkpoint_record *rec = &s.rec[k];
+                if (strcmp(rec->name, name) != 0) continue;
+                if (rec->kind != DT_CKPT_F32 || rec->count != p->numel) {
+                    st = DT_FAIL(DT_ERR_FORMAT, "%s: record %s holds %zu elements, the model's tensor %zu", s.path,
+                                 name, rec->count, p->numel);
+                    goto next;
+                }
+                if (p->numel)
+                    DT_CHECK_GOTO(
+                        g->be->copy(g->be, params + p->offset, rec->data, p->numel * sizeof(float), DT_COPY_H2D), st,
+                        next);
+                have[i] = 1;
+                missing--;
+                break;
+            }
+        }
+    next:
+        dt_checkpoint_shard_free(&s);
+    }
+    for (int i = 0; st == DT_OK && i < L->count; i++)
+        if (!have[i])
+            st = DT_FAIL(DT_ERR_FORMAT, "%s: no shard holds the weights param/%s (%s)", g->path, L->info[i].name,
+                         g->describe);
+    free(have);
+    return st;
+}
+
+dt_status dt_generator_open(const dt_generator_options *o, dt_generator **out)
+{
+    *out = NULL;
+    if (!o || !o->dir || !o->dir[0]) return DT_FAIL(DT_ERR_INVALID, "--load: expected a checkpoint directory");
+    dt_generator *g = calloc(1, sizeof *g);
+    if (!g) return DT_FAIL(DT_ERR_NOMEM, "generate: out of memory");
+    dt_checkpoint_manifest m;
+    memset(&m, 0, sizeof m);
+    dt_status st = dt_checkpoint_find_latest(o->dir, g->path, sizeof g->path, g->note, sizeof g->note, &m);
+    if (st != DT_OK) {
+        free(g);
+        return st;
+    }
+    g->iteration = m.iteration;
+    dt_gpt_config mc;
+    dt_dtype prec = DT_F32;
+    DT_CHECK_GOTO(dt__gen_config(g, &m, &mc, &prec), st, fail);
+    const dt_backend_options bo = {o->threads, -1};
+    DT_CHECK_GOTO(dt_backend_create_with(o->device, &bo, &g->be), st, fail);
+    DT_CHECK_GOTO(dt_gpt_create(&mc, g->be, &g->gpt), st, fail);
+    DT_CHECK_GOTO(dt__gen_weights(g, &m), st, fail);
+    /* as it was trained: mixed precision computes from half copies of the masters */
+    if (prec != DT_F32) DT_CHECK_GOTO(dt_gpt_set_precision(g->gpt, prec), st, fail);
+    dt_checkpoint_manifest_free(&m);
+    *out = g;
+    return DT_OK;
+fail:
+    dt_checkpoint_manifest_free(&m);
+    dt_generator_free(g);
+    return st;
+}
+
+void dt_generator_free(dt_generator *g)
+{
+    if (!g) return;
+    dt_gpt_free(g->gpt);
+    if (g->be) dt_backend_destroy(g->be);
+    free(g);
+}
+
+dt_gpt *dt_generator_model(dt_generator *g) { return g->gpt; }
+const char *dt_generator_path(const dt_generator *g) { return g->path; }
+const char *dt_generator_note(const dt_generator *g) { return g->note; }
+int64_t dt_generator_iteration(const dt_generator *g) { return g->iteration; }
+int dt_generator_context(const dt_generator *g) { return g->context; }
+int dt_generator_vocab(const dt_generator *g) { return g->vocab; }
+const char *dt_generator_describe(const dt_generator *g) { return g->describe; }
+
+void dt_generator_encode(const dt_generator *g, const char *text, size_t n, int32_t *tokens)
+{
+    (void)g; /* byte-level: a byte is its token */
+    for (size_t i = 0; i < n; i++) tokens[i] = (unsigned char)text[i];
+}
+
+unsigned char dt_generator_decode(const dt_generator *g, int32_t token)
+{
+    (void)g;
+    return (unsigned char)token;
+}

@@ -1,0 +1,138 @@
+#!/bin/sh
+# generate.sh: `dtrain --load DIR --generate N` (dt_sample.h, run by `make
+# check`). A small GPT (2 layers, width 32) trains 200 steps on a text made
+# here, "abcabd" repeated, where the byte after "ab" depends on what came
+# three bytes before; then, from its checkpoint:
+#   - greedy (--temperature 0) continues "abcabdab" with "cabdabcabd..."
+#     and "abcab" with "dabcab...": the learned pattern, which an untrained
+#     or wrongly loaded model does not write;
+#   - the same seed twice gives the same text (temperature 1); --top-k 1 at
+#     temperature 1 with another seed gives greedy's text; two seeds at
+#     temperature 5 give different texts (40 bytes drawn from a flattened
+#     distribution: equal by chance with a probability far below 1e-20);
+#   - a prompt longer than the context (16) is cropped: it continues as its
+#     last 16 bytes do, and the header says so;
+#   - bad command lines exit 2 with one line naming the flag (--generate
+#     without --load or --prompt, --prompt without --generate, a training
+#     flag with --generate, a negative --temperature, --top-k above the
+#     vocabulary of 256, an empty --prompt, --generate 0); a missing
+#     checkpoint and an mlp-bn one exit 1 with one line.
+# Under mpirun (skipped without MPI): a checkpoint of a 2-stage pipeline
+# continues the pattern as the serial one does; a tensor-parallel one is
+# refused in one line; --generate under mpirun -np 2 is refused, -np 1 runs.
+# POSIX sh.
+
+. "${DT_SRCDIR:-.}/tests/cli-lib.sh"
+DTRAIN=$BUILDDIR/dtrain
+cli_init generate.sh dtrain "$DTRAIN"
+
+awk 'BEGIN { for (i = 0; i < 500; i++) printf "abcabd" }' >"$TMP/abd.txt" # 3000 bytes
+SMALL="--data $TMP/abd.txt --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16
+    --micro-batch-size 8 --global-batch-size 8 --lr 0.01 --train-iters 200 --log-interval 100 --eval-iters 1"
+# shellcheck disable=SC2086
+"$DTRAIN" $SMALL --save "$TMP/ck" >"$TMP/train.out" 2>&1 || { cat "$TMP/train.out" >&2; fail "training failed"; cli_finish; }
+
+# gen NAME ARGS...: dtrain --generate ARGS; the header in NAME.head, the text in NAME.txt
+gen() {
+    g_name=$1
+    shift
+    "$DTRAIN" "$@" >"$TMP/$g_name.out" 2>"$TMP/$g_name.err"
+    g_rc=$?
+    [ "$g_rc" -eq 0 ] || fail "dtrain $*: exit $g_rc: $(cat "$TMP/$g_name.err")"
+    [ -s "$TMP/$g_name.err" ] && fail "dtrain $*: wrote to stderr: $(cat "$TMP/$g_name.err")"
+    head -n 1 "$TMP/$g_name.out" >"$TMP/$g_name.head"
+    tail -n +2 "$TMP/$g_name.out" >"$TMP/$g_name.txt"
+}
+# expect_text NAME TEXT: NAME's text is exactly TEXT (one line)
+expect_text() {
+    got=$(cat "$TMP/$1.txt")
+    [ "$got" = "$2" ] && echo "ok: $1: $got" || fail "$1: text '$got', expected '$2'"
+}
+
+gen greedy --load "$TMP/ck" --generate 12 --prompt abcabdab --temperature 0
+expect_text greedy abcabdabcabdabcabdab
+grep -q -e "^generate: $TMP/ck/iter_00000200 at iteration 200 (custom, data $TMP/abd.txt, saved by 1 rank: single process), context 16; prompt 8 bytes; temperature 0 (greedy), top-k 0 (all), seed 1337$" "$TMP/greedy.head" ||
+    fail "greedy: header '$(cat "$TMP/greedy.head")'"
+gen greedy5 --load "$TMP/ck" --generate 10 --prompt abcab --temperature 0
+expect_text greedy5 abcabdabcabdabc
+
+# the seed: same seed, same text; top-k 1 is greedy whatever the seed
+gen t1a --load "$TMP/ck" --generate 30 --prompt abcab --temperature 1 --seed 7
+gen t1b --load "$TMP/ck" --generate 30 --prompt abcab --temperature 1 --seed 7
+cmp -s "$TMP/t1a.out" "$TMP/t1b.out" && echo "ok: --seed 7 twice: the same text" ||
+    fail "--seed 7 twice: different texts: $(cat "$TMP/t1a.txt") / $(cat "$TMP/t1b.txt")"
+gen k1 --load "$TMP/ck" --generate 10 --prompt abcab --temperature 1 --top-k 1 --seed 8
+cmp -s "$TMP/k1.txt" "$TMP/greedy5.txt" && echo "ok: --top-k 1 is greedy" ||
+    fail "--top-k 1: '$(cat "$TMP/k1.txt")', greedy: '$(cat "$TMP/greedy5.txt")'"
+gen hot1 --load "$TMP/ck" --generate 40 --prompt abcab --temperature 5 --seed 1
+gen hot2 --load "$TMP/ck" --generate 40 --prompt abcab --temperature 5 --seed 2
+cmp -s "$TMP/hot1.txt" "$TMP/hot2.txt" && fail "--temperature 5, seeds 1 and 2: the same text: $(cat "$TMP/hot1.txt")" ||
+    echo "ok: --temperature 5: seeds 1 and 2 differ"
+
+# a prompt longer than the context (16): only its last 16 bytes count
+long=xyzxyzxyzxyzxyzxyzxyzxyzabcabdabcabdabca # 40 bytes, the last 16: abcabdabcabdabca
+gen long --load "$TMP/ck" --generate 8 --prompt "$long" --temperature 0
+gen tail --load "$TMP/ck" --generate 8 --prompt "${long#????????????????????????}" --temperature 0
+[ "$(sed 's/^.*\(........\)$/\1/' "$TMP/long.txt")" = "$(sed 's/^.*\(........\)$/\1/' "$TMP/tail.txt")" ] &&
+    echo "ok: a 40-byte prompt continues as its last 16 bytes: $(cat "$TMP/long.txt")" ||
+    fail "cropping: '$(cat "$TMP/long.txt")' vs '$(cat "$TMP/tail.txt")'"
+grep -q 'prompt 40 bytes, longer than the context: the model sees its last 16;' "$TMP/long.head" ||
+    fail "long prompt header: $(cat "$TMP/long.head")"
+
+# bad command lines: exit 2, one line naming the flag
+expect_usage_error "needs --load" --generate 5 --prompt ab
+expect_usage_error "needs --prompt" --load "$TMP/ck" --generate 5
+expect_usage_error "--prompt: needs --generate" --load "$TMP/ck" --prompt ab
+expect_usage_error "--top-k: needs --generate" --top-k 3
+expect_usage_error "--lr: not used with --generate" --load "$TMP/ck" --generate 5 --prompt ab --lr 0.1
+expect_usage_error "--temperature '-1'" --load "$TMP/ck" --generate 5 --prompt ab --temperature -1
+expect_usage_error "--top-k 257: expected 0..256" --load "$TMP/ck" --generate 5 --prompt ab --top-k 257
+expect_usage_error "--prompt ''" --load "$TMP/ck" --generate 5 --prompt ''
+expect_usage_error "--generate '0'" --load "$TMP/ck" --generate 0 --prompt ab
+
+# checkpoints it cannot use: exit 1, one line
+# expect_fail WORD ARGS...: exit 1, one "dtrain: " line on stderr holding WORD
+expect_fail() {
+    word=$1
+    shift
+    run "$@"
+    if [ "$rc" -ne 1 ] || [ "$(wc -l <"$TMP/err" | tr -d ' ')" != 1 ] || ! grep -q -F -e "dtrain: " "$TMP/err" ||
+        ! grep -q -F -e "$word" "$TMP/err"; then
+        fail "dtrain $*: exit $rc, expected 1 with one line naming '$word': $(cat "$TMP/err")"
+    else
+        echo "ok: dtrain $* -> $(cat "$TMP/err")"
+    fi
+}
+expect_fail "$TMP/none" --load "$TMP/none" --generate 5 --prompt ab
+"$DTRAIN" --model mlp-bn --train-iters 1 --eval-iters 1 --save "$TMP/ckm" >"$TMP/mlp.out" 2>&1 || fail "mlp-bn training failed"
+expect_fail "mlp-bn" --load "$TMP/ckm" --generate 5 --prompt ab
+
+# ---- checkpoints of other layouts, under mpirun --------------------------------
+if "$BUILDDIR/tests/check_comm" --have-mpi 2>/dev/null | grep -q yes && command -v mpirun >/dev/null 2>&1; then
+    . "$SRCDIR/tests/mpi-env.sh"
+    MPIRUN="mpirun --oversubscribe --allow-run-as-root"
+    # shellcheck disable=SC2086
+    timeout 120 $MPIRUN -np 2 "$DTRAIN" $SMALL --pipeline-model-parallel-size 2 --save "$TMP/ckp" >"$TMP/pp.out" 2>&1 ||
+        { cat "$TMP/pp.out" >&2; fail "pipeline training failed"; }
+    gen pipe --load "$TMP/ckp" --generate 12 --prompt abcabdab --temperature 0
+    expect_text pipe abcabdabcabdabcabdab
+    grep -q 'saved by 2 ranks: pipeline/tensor parallel' "$TMP/pipe.head" || fail "pipe header: $(cat "$TMP/pipe.head")"
+    # shellcheck disable=SC2086
+    timeout 120 $MPIRUN -np 2 "$DTRAIN" $SMALL --train-iters 1 --tensor-model-parallel-size 2 --save "$TMP/ckt" \
+        >"$TMP/tp.out" 2>&1 || { cat "$TMP/tp.out" >&2; fail "tensor-parallel training failed"; }
+    expect_fail "--tensor-model-parallel-size 2" --load "$TMP/ckt" --generate 5 --prompt ab
+    timeout 60 $MPIRUN -np 2 "$DTRAIN" --load "$TMP/ck" --generate 5 --prompt ab >"$TMP/np2.out" 2>&1
+    rc=$?
+    n=$(grep -c '^dtrain: ' "$TMP/np2.out")
+    [ "$rc" -ne 0 ] && [ "$n" = 1 ] && grep -q 'dtrain: --generate: runs on one process; this job has 2 ranks' "$TMP/np2.out" &&
+        echo "ok: mpirun -np 2 --generate refused: $(grep '^dtrain: ' "$TMP/np2.out")" ||
+        fail "mpirun -np 2 --generate: exit $rc, $n 'dtrain: ' lines: $(cat "$TMP/np2.out")"
+    timeout 60 $MPIRUN -np 1 "$DTRAIN" --load "$TMP/ck" --generate 10 --prompt abcab --temperature 0 >"$TMP/np1.out" 2>&1 ||
+        fail "mpirun -np 1 --generate: $(cat "$TMP/np1.out")"
+    [ "$(tail -n 1 "$TMP/np1.out")" = abcabdabcabdabc ] && echo "ok: mpirun -np 1 --generate runs" ||
+        fail "mpirun -np 1 --generate: $(cat "$TMP/np1.out")"
+else
+    echo "generate.sh: this build has no MPI (or no mpirun): the pipeline and tensor-parallel checkpoints are skipped"
+fi
+
+cli_finish
