@@ -22,6 +22,7 @@ DT_CHECK_SUITES = \
 	tests/check_schedule \
 	tests/check_schedule_zb \
 	tests/check_trace_stats \
+	tests/check_trace_breakdown \
 	tests/check_sim_amp
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += tests/check_zero
@@ -74,6 +75,9 @@ tests_check_schedule_zb_LDADD = $(DT_CHECK_LDADD)
 tests_check_trace_stats_SOURCES = tests/check_trace_stats.c tests/testutil.h
 tests_check_trace_stats_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)
+tests_check_trace_breakdown_SOURCES = tests/check_trace_breakdown.c tests/testutil.h
+tests_check_trace_breakdown_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_trace_breakdown_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)
