@@ -228,6 +228,9 @@ EXTRA_DIST += tests/sim-cli.sh
 TESTS += tests/sim.sh
 EXTRA_DIST += tests/sim.sh
 tests/sim.log: tests/compose.log
+# dtsim analyze: each rank's step breakdown of real 2-rank runs and their simulations.
+TESTS += tests/breakdown.sh
+EXTRA_DIST += tests/breakdown.sh
 EXTRA_DIST += tests/cli-lib.sh
 # The SDL2 viewer: headless renders probed pixel by pixel, trace loading and
 # its errors (check_viz), and dtviz's command line (viz-cli.sh).
