@@ -15,6 +15,7 @@
 #include "dt_data.h"
 #include "dt_trace.h"
 #include "dt_trace_stats.h"
+#include "dt_trace_breakdown.h"
 #include "dt_train.h"
 #include "dt_half.h"
 #include "dt_loss_scaler.h"

@@ -5,6 +5,9 @@
  *                            simulate every combination, print a table
  *   dtsim validate --profile FILE [--hw FILE] [--comm FILE] RUN...
  *                            predict measured runs from calibration inputs
+ *   dtsim analyze [--skip N] [--compare] [--csv] TRACE...
+ *                            each rank's step time by category, real or
+ *                            simulated (dtsim_analyze.c)
  *
  * The scenario's flags are dtrain's (--num-layers, --micro-batch-size,
  * --pipeline-model-parallel-size, ...) plus --data-parallel-size (dtrain
@@ -14,7 +17,8 @@
  * the command line override it.
  *
  * This file owns the flag tables of the subcommands, run, validate and
- * main; the scenario is built in dtsim_scenario.c, sweep is dtsim_sweep.c.
+ * main; the scenario is built in dtsim_scenario.c, sweep is dtsim_sweep.c,
+ * analyze dtsim_analyze.c.
  *
  * The batch: --global-batch-size G sets the micro-batches per step and
  * pipeline to m = G / (B x d) (it must divide); --micro-batches M sets m
@@ -79,6 +83,19 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
                     "with --cores-per-node",                                                                        \
             .default_text = "none (the hardware file's contention)");                                               \
     } while (0)
+    if (mode == DTSIM_ANALYZE) {
+        SECTION("Analysis");
+        ADD(.name = "--skip", .kind = DT_ARG_INT, .dest = &o->skip, MIN0, .metavar = "N",
+            .help = "warm-up steps left out (the range starts at the end of step N-1)");
+        ADD(.name = "--compare", .kind = DT_ARG_FLAG, .dest = &o->compare,
+            .help = "two runs (e.g. a real run and its simulation): each rank's rows together, with B - A",
+            .default_text = "one block of rows per run");
+        ADD(.name = "--csv", .kind = DT_ARG_FLAG, .dest = &o->csv, .help = "print the rank rows as CSV",
+            .default_text = "aligned text");
+        SECTION("Other");
+        JOB(JF_HELP);
+        return n;
+    }
     if (mode == DTSIM_VALIDATE) {
         SECTION("Calibration inputs (not the measured runs)");
         ADD(.name = "--profile", .kind = DT_ARG_STRING, .dest = &o->profile, .metavar = "FILE",
@@ -371,6 +388,10 @@ static void dtsim_usage(FILE *f)
           "                                             simulate every combination, print a table\n"
           "       dtsim validate --profile FILE [--hw FILE] [--comm FILE] [--skip N] RUN...\n"
           "                                             predict measured runs (their rank-0 traces)\n"
+          "       dtsim analyze [--skip N] [--compare] [--csv] TRACE...\n"
+          "                                             each rank's step time by category (compute,\n"
+          "                                             optimizer, comm exposed, waiting, idle; comm\n"
+          "                                             overlapped), of real runs or simulations\n"
           "       dtsim --help | --version\n"
           "Each subcommand's flags: dtsim SUBCOMMAND --help.\n",
           f);
@@ -381,7 +402,7 @@ int main(int argc, char **argv)
     /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
     signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, PROG ": expected a subcommand: run, sweep or validate (see dtsim --help)\n");
+        fprintf(stderr, PROG ": expected a subcommand: run, sweep, validate or analyze (see dtsim --help)\n");
         return 2;
     }
     const char *cmd = argv[1];
@@ -419,8 +440,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "run")) mode = DTSIM_RUN;
     else if (!strcmp(cmd, "sweep")) mode = DTSIM_SWEEP;
     else if (!strcmp(cmd, "validate")) mode = DTSIM_VALIDATE;
+    else if (!strcmp(cmd, "analyze")) mode = DTSIM_ANALYZE;
     else {
-        fprintf(stderr, PROG ": unknown subcommand '%s' (expected run, sweep or validate; see dtsim --help)\n", cmd);
+        fprintf(stderr, PROG ": unknown subcommand '%s' (expected run, sweep, validate or analyze; see dtsim --help)\n",
+                cmd);
         rc = 2;
         goto done;
     }
@@ -431,7 +454,7 @@ int main(int argc, char **argv)
         goto done;
     }
     char def_text[5][48];
-    if (mode != DTSIM_VALIDATE) dtsim_default_texts(&o, args, n_args, def_text);
+    if (mode == DTSIM_RUN || mode == DTSIM_SWEEP) dtsim_default_texts(&o, args, n_args, def_text);
     /* argv from the subcommand on: argv[0] is the subcommand */
     int sargc = argc - 1;
     char **sargv = argv + 1;
@@ -443,10 +466,10 @@ int main(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    if (mode == DTSIM_VALIDATE) {
+    if (mode == DTSIM_VALIDATE || mode == DTSIM_ANALYZE) {
         n_runs = dtsim_take_positionals(&sargc, sargv, args, n_args, runs, DTSIM_MAX_RUNS);
         if (n_runs < 0) {
-            fprintf(stderr, PROG ": validate: more than %d measured traces\n", DTSIM_MAX_RUNS);
+            fprintf(stderr, PROG ": %s: more than %d traces\n", cmd, DTSIM_MAX_RUNS);
             rc = 2;
             goto done;
         }
@@ -465,7 +488,15 @@ int main(int argc, char **argv)
             "step and the peak memory of any rank.",
             "Usage: dtsim validate --profile FILE [--hw FILE] [--comm FILE] [--skip N] RUN...\n"
             "Predict each measured run (rank 0's trace: run.rank0.json or run.json) from the calibration\n"
-            "inputs only, and print measured vs predicted step and phase times with the error."};
+            "inputs only, and print measured vs predicted step and phase times with the error.",
+            "Usage: dtsim analyze [--skip N] [--compare] [--csv] TRACE...\n"
+            "Where each rank's step time goes, in the manner of Holistic Trace Analysis: per rank, ms per step and\n"
+            "% of the step in compute (forward, backward, recompute), optimizer, comm exposed (communication with no\n"
+            "compute or optimizer under it), waiting (a pipeline stage's step window with nothing else: receives,\n"
+            "gaps) and idle (the rest), which sum to the step; then comm overlapped (communication under compute or\n"
+            "the optimizer, and its share of all communication) and a stage's bubble as `dtbench bubbles` prints it.\n"
+            "TRACE: a dtsim trace (every rank), a real rank's file, a real run's name (run.json for run.rank0.json,\n"
+            "run.rank1.json, ...), or consecutive rank files of one run. docs/breakdown.md has the definitions."};
         dt_args_print_help(stdout, usage[mode], args, n_args);
         fputs(dtsim_epilogue, stdout);
         goto done;
@@ -476,7 +507,8 @@ int main(int argc, char **argv)
     }
     if (mode == DTSIM_RUN) rc = dtsim_cmd_run(&o, args, n_args);
     else if (mode == DTSIM_SWEEP) rc = dtsim_cmd_sweep(&o, args, n_args, sw, n_sw);
-    else rc = dtsim_cmd_validate(&o, runs, n_runs);
+    else if (mode == DTSIM_VALIDATE) rc = dtsim_cmd_validate(&o, runs, n_runs);
+    else rc = dtsim_cmd_analyze(&o, runs, n_runs);
 done:
     free(defaults);
     return rc;

@@ -1,7 +1,8 @@
 /* dtsim_prog.h: what the simulator program's files share (not a library
  * header): the parsed flags (dtsim_opts), the scenario built from them
- * (dtsim_scenario.c) and the sweep subcommand (dtsim_sweep.c). The flag
- * tables, run, validate and main are in dtsim.c. */
+ * (dtsim_scenario.c), the sweep subcommand (dtsim_sweep.c) and the
+ * analyze subcommand (dtsim_analyze.c). The flag tables, run, validate and
+ * main are in dtsim.c. */
 #ifndef DTSIM_PROG_H
 #define DTSIM_PROG_H
 
@@ -19,7 +20,7 @@
 #define DTSIM_MAX_COMBOS 4096
 #define DTSIM_MAX_RUNS 256
 
-typedef enum { DTSIM_RUN = 0, DTSIM_SWEEP, DTSIM_VALIDATE } dtsim_mode;
+typedef enum { DTSIM_RUN = 0, DTSIM_SWEEP, DTSIM_VALIDATE, DTSIM_ANALYZE } dtsim_mode;
 
 typedef struct dtsim_opts {
     job_opts job; /* the flags dtsim shares with dtrain (job_flags.h) */
@@ -35,7 +36,9 @@ typedef struct dtsim_opts {
     int csv;
     /* validate */
     const char *comm;
-    int skip;
+    int skip; /* validate, analyze */
+    /* analyze */
+    int compare;
 } dtsim_opts;
 
 /* dtsim_scenario.c: the library's message without a leading "dtsim: ",
@@ -79,5 +82,9 @@ typedef struct dtsim_sweep {
 int dtsim_take_sweeps(int *argc, char **argv, dtsim_sweep *sw, int *n_sw);
 /* dtsim sweep: every combination, checked first, then the table. */
 int dtsim_cmd_sweep(dtsim_opts *o, dt_arg *args, int n_args, const dtsim_sweep *sw, int n_sw);
+
+/* dtsim_analyze.c: dtsim analyze: each run's time per step and rank by
+ * category (dt_breakdown_all), a table or CSV. Returns the exit status. */
+int dtsim_cmd_analyze(const dtsim_opts *o, const char **args, int n_args);
 
 #endif

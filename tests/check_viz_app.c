@@ -103,8 +103,19 @@ START_TEST(test_views)
     ck_assert_int_eq(a.view[0].id, DTV_VIEW_SCALE);
     dtv_app_key(&a, SDLK_4, 0);
     ck_assert_int_eq(a.view[0].id, DTV_VIEW_MEMORY);
+    dtv_app_key(&a, SDLK_5, 0);
+    ck_assert_int_eq(a.view[0].id, DTV_VIEW_BREAKDOWN);
     dtv_app_key(&a, SDLK_1, 0);
     ck_assert_int_eq(a.view[0].id, DTV_VIEW_TIMELINE);
+    ck_assert(a.view[0].bd_scale_ns == 0); /* one pane: its own scale */
+    dtv_app_close(&a);
+    /* two panes: the breakdowns to one scale, the longer step's */
+    open_app(&a, 2);
+    ck_assert_int_gt(a.tr[0].n_breakdown, 0);
+    double longest = 0;
+    for (int i = 0; i < 2; i++)
+        for (int r = 0; r < a.tr[i].n_breakdown; r++) longest = fmax(longest, a.tr[i].breakdown[r].step_ns);
+    ck_assert(longest > 0 && a.view[0].bd_scale_ns == longest && a.view[1].bd_scale_ns == longest);
     /* help toggles; Escape closes it first, then quits; q quits */
     dtv_app_key(&a, SDLK_h, 0);
     ck_assert_int_eq(a.help, 1);

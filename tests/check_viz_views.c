@@ -13,7 +13,14 @@
  *     activations' colour just under it and not above; nothing is drawn
  *     after the playback time; 20 ranks give 16 panels and 4 left out;
  *   - a real run's activation counter gives an activations-only layout;
- *   - the layer names and the number of layers. */
+ *   - the layer names and the number of layers;
+ *   - breakdown: two data-parallel ranks with known categories (per step
+ *     compute 30 ms, optimizer 12, comm exposed 8 or 5, overlapped 13 or
+ *     0, idle 5 or 8): the model's figures are dt_breakdown_all's, each
+ *     segment of a rank's bar has its category's colour and a width in
+ *     proportion, the overlapped strip is as long as the overlap and
+ *     absent without one; a shared scale twice the step halves the bars;
+ *     a trace of one step draws no bar and says why. */
 #include <string.h>
 
 #include "testutil.h"
@@ -325,6 +332,132 @@ START_TEST(test_layer_names)
 }
 END_TEST
 
+/* Steps of 55 ms on two ranks from `steps` steps: forward [5, 15),
+ * backward [15, 35) with a recomputation nested, optimizer [43, 55). Rank 0
+ * reduce-scatters [25, 40) (10 under the backward), all-gathers [40, 43)
+ * and [50, 53) (under the optimizer); rank 1 reduce-scatters [35, 40) only. */
+static void breakdown_trace(dtv_trace *tr, int steps)
+{
+    dt_trace_event *ev = calloc((size_t)steps * 16, sizeof *ev);
+    ck_assert_ptr_nonnull(ev);
+    size_t n = 0;
+    static const struct {
+        const char *name, *cat;
+        int pid, lane, t0, t1;
+    } sp[] = {
+        {"forward", "compute", -1, DT_LANE_COMPUTE, 5, 15},    {"backward", "compute", -1, DT_LANE_COMPUTE, 15, 35},
+        {"recompute", "compute", -1, DT_LANE_COMPUTE, 17, 21}, {"optimizer", "optim", -1, DT_LANE_OPTIM, 43, 55},
+        {"reduce-scatter", "comm", 0, DT_LANE_COMM, 25, 40},   {"all-gather", "comm", 0, DT_LANE_COMM, 40, 43},
+        {"all-gather", "comm", 0, DT_LANE_COMM, 50, 53},       {"reduce-scatter", "comm", 1, DT_LANE_COMM, 35, 40}};
+    for (int i = 0; i < steps; i++)
+        for (int pid = 0; pid < 2; pid++)
+            for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++) {
+                if (sp[k].pid >= 0 && sp[k].pid != pid) continue;
+                dt_trace_event *e = &ev[n++];
+                dt_trace_event_init(e, DT_TRACE_COMPLETE, sp[k].name, sp[k].cat, pid, sp[k].lane,
+                                    (i * 55 + sp[k].t0) * MS, (sp[k].t1 - sp[k].t0) * MS);
+                e->iter = i;
+            }
+    ck_dt(dtv_trace_from_events(ev, n, "breakdown", "dtsim", NULL, tr));
+}
+
+START_TEST(test_breakdown_bars)
+{
+    dtv_trace tr;
+    breakdown_trace(&tr, 4);
+    ck_assert_int_eq(tr.bd_skip, 1);
+    ck_assert_int_eq(tr.n_breakdown, 2);
+    dt_breakdown *want = NULL;
+    int n_want = 0;
+    ck_dt(dt_breakdown_all(tr.ev, tr.n_ev, 1, &want, &n_want));
+    ck_assert_int_eq(n_want, 2);
+    ck_assert(memcmp(want, tr.breakdown, 2 * sizeof *want) == 0);
+    free(want);
+    static const int64_t cat[2][DT_BREAKDOWN_N_CATS] = {{30, 12, 8, 0, 5}, {30, 12, 5, 0, 8}};
+    for (int r = 0; r < 2; r++) {
+        ck_assert(tr.breakdown[r].step_ns == 55.0 * MS);
+        for (int k = 0; k < DT_BREAKDOWN_N_CATS; k++) ck_assert_int_eq(tr.breakdown[r].cat_ns[k], 3 * cat[r][k] * MS);
+    }
+    ck_assert_int_eq(tr.breakdown[0].comm_overlapped_ns, 3 * 13 * MS);
+    ck_assert_int_eq(tr.breakdown[1].comm_overlapped_ns, 0);
+    dtv_canvas c;
+    ck_dt(dtv_canvas_headless(W, H, &c));
+    dtv_view v = {.id = DTV_VIEW_BREAKDOWN};
+    ck_assert_int_eq(dtv_view_parse("breakdown", &v.id), 0);
+    ck_assert_int_eq(v.id, DTV_VIEW_BREAKDOWN);
+    dtv_view_all(&v, &tr);
+    SDL_Rect area = {0, 0, W, H};
+    dtv_clear(&c, DTV_BG);
+    dtv_draw_view(&c, area, &tr, &v);
+    dtv_breakdown_layout L;
+    dtv_breakdown_layout_of(&c, area, &tr, &v, &L);
+    ck_assert_int_eq(L.n_rows, 2);
+    ck_assert_int_eq(L.omitted, 0);
+    ck_assert(L.step_max == 55.0 * MS);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(L.seg[r][DT_BREAKDOWN_N_CATS], L.x + L.w); /* the longest step: full width */
+        for (int k = 0; k < DT_BREAKDOWN_N_CATS; k++) {
+            const int x0 = L.seg[r][k], x1 = L.seg[r][k + 1];
+            ck_assert_msg(abs((x1 - x0) - (int)lround(cat[r][k] / 55.0 * L.w)) <= 1, "rank %d %s: %d px", r,
+                          dt_breakdown_cat_name((dt_breakdown_cat)k), x1 - x0);
+            if (x1 - x0 < 4) continue;
+            /* the segment's left columns, in the bar's top rows (its label is centred) */
+            const SDL_Color px = dtv_canvas_pixel(&c, x0 + 1, L.y[r] + 2);
+            ck_assert_msg(dtv_color_eq(px, dtv_breakdown_color(k)), "rank %d %s at x %d: (%d, %d, %d)", r,
+                          dt_breakdown_cat_name((dt_breakdown_cat)k), x0 + 1, px.r, px.g, px.b);
+        }
+    }
+    /* the overlapped strip: 13/55 of the width on rank 0, none on rank 1 */
+    const SDL_Color ov = dtv_breakdown_color(DT_BREAKDOWN_N_CATS);
+    const int sy = L.y[0] + L.bar_h + 2 + L.strip_h / 2;
+    ck_assert(abs(L.strip_x1[0] - L.x - (int)lround(13 / 55.0 * L.w)) <= 1);
+    ck_assert(dtv_color_eq(dtv_canvas_pixel(&c, L.x + 1, sy), ov));
+    ck_assert(dtv_color_eq(dtv_canvas_pixel(&c, L.strip_x1[0] - 2, sy), ov));
+    ck_assert(dtv_color_eq(dtv_canvas_pixel(&c, L.strip_x1[0] + 2, sy), DTV_BG));
+    ck_assert_int_eq(L.strip_x1[1], L.x);
+    ck_assert(!column_has(&c, L.x + 1, L.y[1] + L.bar_h + 2, L.y[1] + L.bar_h + 1 + L.strip_h, ov));
+    /* two panes to one scale, twice this step: the bars end half-way */
+    v.bd_scale_ns = 110.0 * MS;
+    dtv_breakdown_layout_of(&c, area, &tr, &v, &L);
+    ck_assert(abs(L.seg[0][DT_BREAKDOWN_N_CATS] - (L.x + L.w / 2)) <= 1);
+    dtv_canvas_free(&c);
+    dtv_trace_free(&tr);
+}
+END_TEST
+
+START_TEST(test_breakdown_too_few_steps)
+{
+    dtv_trace tr;
+    breakdown_trace(&tr, 1); /* one step: skip 0, and the range from 0 */
+    ck_assert_int_eq(tr.bd_skip, 0);
+    ck_assert_int_eq(tr.n_breakdown, 2);
+    ck_assert_int_eq(tr.breakdown[0].cat_ns[DT_BREAKDOWN_IDLE], 5 * MS);
+    dtv_trace_free(&tr);
+    /* no event with an iteration: no breakdown, and the reason */
+    dt_trace_event *ev = calloc(1, sizeof *ev);
+    ck_assert_ptr_nonnull(ev);
+    dt_trace_event_init(ev, DT_TRACE_COMPLETE, "forward", "compute", 0, DT_LANE_COMPUTE, 0, 5 * MS);
+    ck_dt(dtv_trace_from_events(ev, 1, "none", "dtsim", NULL, &tr));
+    ck_assert_int_eq(tr.n_breakdown, 0);
+    ck_assert_ptr_null(tr.breakdown);
+    ck_assert_ptr_nonnull(strstr(tr.bd_why, "no rank has events with an iteration"));
+    dtv_canvas c;
+    ck_dt(dtv_canvas_headless(W, H, &c));
+    dtv_view v = {.id = DTV_VIEW_BREAKDOWN};
+    dtv_view_all(&v, &tr);
+    SDL_Rect area = {0, 0, W, H};
+    dtv_clear(&c, DTV_BG);
+    dtv_draw_view(&c, area, &tr, &v);
+    dtv_breakdown_layout L;
+    dtv_breakdown_layout_of(&c, area, &tr, &v, &L);
+    ck_assert_int_eq(L.n_rows, 0);
+    for (int k = 0; k < DT_BREAKDOWN_N_CATS; k++) /* no bar's colour in the middle of the area */
+        ck_assert(k == DT_BREAKDOWN_IDLE || !column_has(&c, W / 2, 60, H - 40, dtv_breakdown_color(k)));
+    dtv_canvas_free(&c);
+    dtv_trace_free(&tr);
+}
+END_TEST
+
 static Suite *viz_views_suite(void)
 {
     Suite *s = suite_create("viz_views");
@@ -336,6 +469,8 @@ static Suite *viz_views_suite(void)
     tcase_add_test(tc, test_memory_many_ranks);
     tcase_add_test(tc, test_memory_real_run);
     tcase_add_test(tc, test_layer_names);
+    tcase_add_test(tc, test_breakdown_bars);
+    tcase_add_test(tc, test_breakdown_too_few_steps);
     suite_add_tcase(s, tc);
     return s;
 }

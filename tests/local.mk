@@ -23,6 +23,7 @@ DT_CHECK_SUITES = \
 	tests/check_schedule \
 	tests/check_schedule_zb \
 	tests/check_trace_stats \
+	tests/check_trace_breakdown \
 	tests/check_sim_amp
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += tests/check_zero
@@ -78,6 +79,9 @@ tests_check_schedule_zb_LDADD = $(DT_CHECK_LDADD)
 tests_check_trace_stats_SOURCES = tests/check_trace_stats.c tests/testutil.h
 tests_check_trace_stats_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)
+tests_check_trace_breakdown_SOURCES = tests/check_trace_breakdown.c tests/testutil.h
+tests_check_trace_breakdown_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_trace_breakdown_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)
@@ -228,6 +232,9 @@ EXTRA_DIST += tests/sim-cli.sh
 TESTS += tests/sim.sh
 EXTRA_DIST += tests/sim.sh
 tests/sim.log: tests/compose.log
+# dtsim analyze: each rank's step breakdown of real 2-rank runs and their simulations.
+TESTS += tests/breakdown.sh
+EXTRA_DIST += tests/breakdown.sh
 EXTRA_DIST += tests/cli-lib.sh
 # The SDL2 viewer: headless renders probed pixel by pixel, trace loading and
 # its errors (check_viz), and dtviz's command line (viz-cli.sh).

@@ -31,8 +31,14 @@ dt_status dtv_app_open(dtv_app *a, const char *const *paths, int n)
                             ? pt.step_ns
                             : NAN;
     }
-    /* two panes show the same span of time, each from its own start */
+    /* two panes show the same span of time, each from its own start, and
+     * their step breakdowns to one scale */
     if (n == 2) {
+        double longest = 0;
+        for (int i = 0; i < 2; i++)
+            for (int r = 0; r < a->tr[i].n_breakdown; r++)
+                if (a->tr[i].breakdown[r].step_ns > longest) longest = a->tr[i].breakdown[r].step_ns;
+        a->view[0].bd_scale_ns = a->view[1].bd_scale_ns = longest;
         const int64_t s0 = a->view[0].t1 - a->view[0].t0, s1 = a->view[1].t1 - a->view[1].t0;
         const int64_t s = s0 > s1 ? s0 : s1;
         a->view[0].t1 = a->view[0].t0 + s;

@@ -25,6 +25,7 @@
 
 #include "dt_status.h"
 #include "dt_trace.h"
+#include "dt_trace_breakdown.h"
 
 #define DTV_MAX_RANKS 4096
 #define DTV_MAX_STAGES 1024
@@ -120,6 +121,12 @@ typedef struct dtv_trace {
     dtv_series *memory; /* (n_ranks) memory counters, or activation counters of real runs */
     double mem_max;
     struct dtv_coll *coll; /* ring and parameter-server index (appended; see the end of this file) */
+    /* each rank's step by category (appended for view_breakdown.c): lib's
+     * dt_breakdown_all at load, the steps from bd_skip on */
+    int bd_skip;             /* 1 when the trace has more than 2 steps (the warm-up left out), else 0 */
+    int n_breakdown;         /* ranks with steps */
+    dt_breakdown *breakdown; /* (n_breakdown) by pid; NULL when none: bd_why says why */
+    char bd_why[200];
 } dtv_trace;
 
 /* Load a file or a real run's rank files (see above). Refuses a trace with

@@ -1,5 +1,5 @@
 /* dtv_view.h: the views (one file each: view_timeline.c, view_ring.c,
- * view_scale.c, view_memory.c) and what they share: the visible time
+ * view_scale.c, view_memory.c, view_breakdown.c) and what they share: the visible time
  * window, the playback time and the layout helpers. The registry (names,
  * dispatch) is view.c, the time axis and legend view_axis.c: the views use
  * those helpers and the registry uses the views, never the other way.
@@ -25,18 +25,20 @@ typedef enum dtv_view_id {
     DTV_VIEW_RING,
     DTV_VIEW_SCALE,
     DTV_VIEW_MEMORY,
+    DTV_VIEW_BREAKDOWN,
     DTV_N_VIEWS
 } dtv_view_id;
 
 /* view.c: the registry. */
-const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory" */
+const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory", "breakdown" */
 int dtv_view_parse(const char *s, dtv_view_id *out);
 
 typedef struct dtv_view {
     dtv_view_id id;
-    int64_t t0, t1; /* visible window of trace time (t0 < t1) */
-    int64_t now;    /* playback time: nothing after it is drawn (INT64_MAX: everything) */
-    int first_row;  /* timeline: first row shown (vertical scroll) */
+    int64_t t0, t1;     /* visible window of trace time (t0 < t1) */
+    int64_t now;        /* playback time: nothing after it is drawn (INT64_MAX: everything) */
+    int first_row;      /* timeline: first row shown (vertical scroll) */
+    double bd_scale_ns; /* breakdown: at least this step is drawn full width (two panes share it; 0: none) */
 } dtv_view;
 
 /* The whole trace visible, everything played. */
@@ -58,6 +60,7 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
 void dtv_draw_ring(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
+void dtv_draw_breakdown(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 /* view.c: dispatch on v->id. */
 void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 
@@ -131,5 +134,27 @@ int64_t dtv_ring_link_bytes(const dtv_trace *t, int ri, int64_t now, int to_pid)
  * the bottom), and the height in pixels of bar k for histogram `hist`. */
 void dtv_ps_hist_plot(SDL_Rect area, SDL_Rect *plot);
 int dtv_ps_bar_height(SDL_Rect area, const int64_t hist[DTV_N_STALE], int k);
+
+/* Breakdown view geometry (view_breakdown.c; appended; tests probe it):
+ * one bar per rank (the first DTV_BREAKDOWN_ROWS with steps), its length
+ * the rank's step to the scale of the longest, split into the categories
+ * of dt_breakdown in their order; under it a thin strip as long as the
+ * communication overlapped with compute or the optimizer. It summarises
+ * the whole trace: playback does not change it. */
+enum { DTV_BREAKDOWN_ROWS = 32 };
+typedef struct dtv_breakdown_layout {
+    int n_rows;                /* bars drawn */
+    int omitted;               /* ranks with steps not shown */
+    int x, w;                  /* a step of step_max ns is [x, x + w) */
+    double step_max;           /* ns per step drawn full width: the longest step shown, or v->bd_scale_ns if longer */
+    int bar_h, strip_h;        /* the bar's height; the strip's, starting 1 px under the bar */
+    int y[DTV_BREAKDOWN_ROWS]; /* each bar's top */
+    int seg[DTV_BREAKDOWN_ROWS][DT_BREAKDOWN_N_CATS + 1]; /* category c covers x in [seg[c], seg[c + 1]) */
+    int strip_x1[DTV_BREAKDOWN_ROWS];                     /* the strip covers [x, strip_x1) */
+} dtv_breakdown_layout;
+void dtv_breakdown_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
+                             dtv_breakdown_layout *out);
+/* A category's colour (DT_BREAKDOWN_N_CATS: the overlapped strip's); idle is the background. */
+SDL_Color dtv_breakdown_color(int cat);
 
 #endif

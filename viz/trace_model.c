@@ -1,7 +1,8 @@
 /* trace_model.c: loading and indexing traces for the viewer (see
  * dtv_trace.h). It owns the merged event array, the rows and the series;
  * the figures it shows (bubbles) come from lib/'s trace statistics, the
- * same code the simulator and dtbench use. */
+ * same code the simulator and dtbench use, and so do the step breakdowns
+ * (dt_breakdown_all, as `dtsim analyze`). */
 #define _POSIX_C_SOURCE 200809L
 #include "dtv_trace.h"
 
@@ -389,7 +390,16 @@ static dt_status dtv__index(dtv_trace *t)
         for (int i = 0; i < t->memory[k].n; i++)
             if (t->memory[k].p[i].v > t->mem_max) t->mem_max = t->memory[k].p[i].v;
     }
-    return dtv_coll_index(t);
+    DT_CHECK(dtv_coll_index(t));
+    /* the breakdown view's figures; a trace without enough steps shows why instead */
+    t->bd_skip = t->n_steps > 2 ? 1 : 0;
+    const dt_status bst = dt_breakdown_all(t->ev, t->n_ev, t->bd_skip, &t->breakdown, &t->n_breakdown);
+    if (bst == DT_ERR_NOMEM) return bst;
+    if (bst != DT_OK) {
+        snprintf(t->bd_why, sizeof t->bd_why, "%s", dt_last_error());
+        dt_clear_error();
+    }
+    return DT_OK;
 }
 
 dt_status dtv_trace_from_events(dt_trace_event *ev, size_t n, const char *name, const char *tool,
@@ -499,6 +509,7 @@ void dtv_trace_free(dtv_trace *t)
     free(t->memory);
     free(t->loss_scale.p);
     free(t->overflow);
+    free(t->breakdown);
     free(t->ev);
     free(t->config_json);
     memset(t, 0, sizeof *t);

@@ -1,8 +1,9 @@
 /* trace_stats.c: figures computed from trace events (dt_trace_stats.h).
  *
  * The step and phase times of one rank: one pass for the last step (events
- * inside "evaluate" spans left out), one that adds each event to its
- * step's end and its phase.
+ * inside "evaluate" spans left out), one for the ends of steps skip-1 and
+ * last (the range, shared with trace_breakdown.c through
+ * trace_internal.h), one that adds each event to its phase.
  *
  * The pipeline bubble of one rank's stage, per step and on average; the
  * definition is in dt_trace_stats.h and docs/trace-format.md. Two passes
@@ -16,6 +17,7 @@
 
 #include "dt_internal.h"
 #include "dt_trace_stats.h"
+#include "trace_internal.h"
 
 /* A pipeline instruction: a complete event of cat "pipeline" with a step. */
 static int dt__is_instr(const dt_trace_event *e)
@@ -199,15 +201,7 @@ dt_status dt_bubble_stats_trace(const dt_trace *t, int pid, int skip, dt_bubble_
 
 static int dt__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
-/* Evaluation spans of one rank: what happens inside them (the evaluate span
- * itself, and under tensor parallelism its allreduces, which carry the
- * iteration after the last step) is not part of a training step. */
-typedef struct dt__evals {
-    int64_t t0[64], t1[64];
-    int n;
-} dt__evals;
-
-static void dt__find_evals(const dt_trace_event *ev, size_t n, int pid, dt__evals *out)
+void dt__find_evals(const dt_trace_event *ev, size_t n, int pid, dt__evals *out)
 {
     out->n = 0;
     for (size_t i = 0; i < n && out->n < 64; i++)
@@ -217,13 +211,49 @@ static void dt__find_evals(const dt_trace_event *ev, size_t n, int pid, dt__eval
         }
 }
 
-/* An event of pid's training steps: it has an iteration and is not part of an evaluation. */
-static int dt__in_step(const dt_trace_event *e, int pid, const dt__evals *ev)
+int dt__in_step(const dt_trace_event *e, int pid, const dt__evals *evals)
 {
     if (e->pid != pid || e->iter == DT_TRACE_NONE || e->iter < 0) return 0;
-    for (int i = 0; i < ev->n; i++)
-        if (e->ts_ns >= ev->t0[i] && e->ts_ns <= ev->t1[i]) return 0;
+    for (int i = 0; i < evals->n; i++)
+        if (e->ts_ns >= evals->t0[i] && e->ts_ns <= evals->t1[i]) return 0;
     return 1;
+}
+
+/* The end of an event (a span's end saturates at INT64_MAX). */
+static int64_t dt__event_end(const dt_trace_event *e)
+{
+    const int64_t dur = e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0;
+    return dur > 0 && e->ts_ns > INT64_MAX - dur ? INT64_MAX : e->ts_ns + dur;
+}
+
+dt_status dt__trace_step_range(const dt_trace_event *ev, size_t n, int pid, int skip, const dt__evals *evals,
+                               int64_t *start, int64_t *end, int64_t *steps, int64_t *last)
+{
+    int64_t max_iter = -1;
+    for (size_t i = 0; i < n; i++)
+        if (dt__in_step(&ev[i], pid, evals) && ev[i].iter > max_iter) max_iter = ev[i].iter;
+    if (max_iter < 0) return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has no events with an iteration", pid);
+    /* Only the ends of steps skip-1 and max_iter are needed: no array indexed
+     * by iter, whose value comes from the file. */
+    int64_t end_base = INT64_MIN, last_end = INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        const dt_trace_event *e = &ev[i];
+        if (!dt__in_step(e, pid, evals)) continue;
+        const int64_t t1 = dt__event_end(e);
+        if (e->iter == skip - 1 && t1 > end_base) end_base = t1;
+        if (e->iter == max_iter && t1 > last_end) last_end = t1;
+    }
+    /* from the end of step skip-1 to the end of the last step */
+    const int64_t base = skip > 0 && skip - 1 <= max_iter ? end_base : 0;
+    const int64_t counted = max_iter - (skip > 0 ? skip - 1 : -1);
+    if (counted < 1 || base == INT64_MIN || (skip > 0 && skip > max_iter))
+        return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has %lld steps; at least %d needed (the first %d are warm-up)",
+                       pid, (long long)max_iter + 1, skip + 1, skip);
+    *start = base;
+    *end = last_end;
+    *steps = counted;
+    *last = max_iter;
+    return DT_OK;
 }
 
 dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pid, int skip, dt_trace_phase_times *out)
@@ -231,21 +261,12 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
     memset(out, 0, sizeof *out);
     dt__evals evals;
     dt__find_evals(ev, n, pid, &evals);
-    int64_t max_iter = -1;
-    for (size_t i = 0; i < n; i++)
-        if (dt__in_step(&ev[i], pid, &evals) && ev[i].iter > max_iter) max_iter = ev[i].iter;
-    if (max_iter < 0) return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has no events with an iteration", pid);
-    /* Only the ends of steps skip-1 and max_iter are needed: no array indexed
-     * by iter, whose value comes from the file. */
-    int64_t end_base = INT64_MIN, last_end = INT64_MIN;
+    int64_t start, end, counted, last;
+    DT_CHECK(dt__trace_step_range(ev, n, pid, skip, &evals, &start, &end, &counted, &last));
     double compute = 0, optim = 0, comm = 0;
     for (size_t i = 0; i < n; i++) {
         const dt_trace_event *e = &ev[i];
         if (!dt__in_step(e, pid, &evals)) continue;
-        const int64_t dur = e->ph == DT_TRACE_COMPLETE ? e->dur_ns : 0;
-        const int64_t t1 = dur > 0 && e->ts_ns > INT64_MAX - dur ? INT64_MAX : e->ts_ns + dur;
-        if (e->iter == skip - 1 && t1 > end_base) end_base = t1;
-        if (e->iter == max_iter && t1 > last_end) last_end = t1;
         if (e->ph != DT_TRACE_COMPLETE || e->iter < skip) continue;
         const int pipe = dt__is(e->cat, "pipeline");
         if ((dt__is(e->cat, "compute") || pipe) &&
@@ -259,15 +280,8 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
                  (pipe && (dt__is(e->name, "recv_act") || dt__is(e->name, "recv_grad"))))
             comm += (double)e->dur_ns;
     }
-    /* the period: from the end of step skip-1 to the end of the last step, per step */
-    const int64_t last = max_iter;
-    const int64_t base = skip > 0 && skip - 1 <= last ? end_base : 0;
-    const int64_t counted = last - (skip > 0 ? skip - 1 : -1);
-    if (counted < 1 || base == INT64_MIN || (skip > 0 && skip > last))
-        return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has %lld steps; at least %d needed (the first %d are warm-up)",
-                       pid, (long long)last + 1, skip + 1, skip);
     out->steps = (int)counted;
-    out->step_ns = (double)(last_end - base) / (double)counted;
+    out->step_ns = (double)(end - start) / (double)counted;
     out->compute_ns = compute / (double)counted;
     out->optim_ns = optim / (double)counted;
     out->comm_ns = comm / (double)counted;
