@@ -81,6 +81,7 @@ static const char *scen_diff(const dts_scenario *a, const dts_scenario *b)
     F(scaler.min_scale);
     F(scaler.static_scale);
     F(recompute);
+    F(recompute_num_layers);
     F(slow_rank);
     F(slow_ns);
     F(optimizer_states);
@@ -214,6 +215,7 @@ START_TEST(test_round_trip_every_field)
     sc->scaler.min_scale = 0.125f;
     sc->scaler.static_scale = 0.0f;
     sc->recompute = 1;
+    sc->recompute_num_layers = 3;
     sc->slow_rank = 5;
     sc->slow_ns = 1234567; /* 1.234567 ms: not whole milliseconds */
     sc->optimizer_states = 1;
@@ -289,6 +291,17 @@ START_TEST(test_dtrain_config)
     ck_assert_int_eq(sc->optimizer_states, 1);
     ck_assert_int_eq(sc->model.vocab_size, 256); /* null in the config: kept */
     ck_assert_int_eq(sc->schedule, DT_SCHED_1F1B);
+    ck_assert_int_eq(sc->recompute_num_layers, 1); /* written 0: not full */
+    ck_dt(dts_scenario_check(sc));
+    /* full recomputation in groups of K blocks */
+    tc.recompute = DT_RECOMPUTE_FULL;
+    tc.recompute_num_layers = 2;
+    text = dt_train_config_json(&tc);
+    ck_assert_ptr_nonnull(text);
+    ck_dt(dts_scenario_from_config(sc, text, "run.json"));
+    free(text);
+    ck_assert_int_eq(sc->recompute, 1);
+    ck_assert_int_eq(sc->recompute_num_layers, 2);
     ck_dt(dts_scenario_check(sc));
 
     /* a trace of a pipelined data-parallel run (hand-written), wrapped as
@@ -404,6 +417,7 @@ START_TEST(test_config_errors)
     expect_config_error("{\"slow_ms\": -1}", DT_ERR_INVALID, "\"slow_ms\"");
     expect_config_error("{\"optimizer\": \"adam\"}", DT_ERR_INVALID, "\"optimizer\"");
     expect_config_error("{\"recompute_granularity\": \"some\"}", DT_ERR_INVALID, "\"recompute_granularity\"");
+    expect_config_error("{\"recompute_num_layers\": -1}", DT_ERR_INVALID, "\"recompute_num_layers\"");
     expect_config_error("{\"hardware\": 5}", DT_ERR_INVALID, "\"hardware\"");
     /* an inline hardware object: sim/hw.c's checks, named under "hardware" */
     expect_config_error("{\"hardware\": {\"name\": \"x\"}}", DT_ERR_FORMAT,
@@ -437,6 +451,16 @@ START_TEST(test_check)
     dts_scenario *sc = new_default();
     sc->p = 3; /* tiny has 2 blocks */
     expect_check_error(sc, "--pipeline-model-parallel-size 3");
+    sc->p = 1;
+    sc->recompute_num_layers = 3; /* only full recomputation groups blocks */
+    ck_dt(dts_scenario_check(sc));
+    sc->recompute = 1;
+    expect_check_error(sc, "--recompute-num-layers 3: expected 1..2 (the number of layers)");
+    sc->recompute_num_layers = 0;
+    expect_check_error(sc, "--recompute-num-layers 0");
+    sc->recompute_num_layers = 2;
+    ck_dt(dts_scenario_check(sc));
+    dts_scenario_default(sc);
     sc->p = 2;
     ck_dt(dts_scenario_check(sc));
     sc->n_split = 2, sc->split[0] = 1, sc->split[1] = 2;
