@@ -676,24 +676,25 @@ END_TEST
 
 /* Activation memory under recomputation: the simulated peak, less the
  * static memory, against lib/'s own prediction of its arena
- * (dt_gpt_predicted_activation_bytes) for none, selective and full (K = 1).
- * Within 10%: lib pads every buffer to 16 floats and full recomputation
- * keeps group outputs where dtsim keeps block inputs (seen: 0-4%). */
+ * (dt_gpt_predicted_activation_bytes) for none, selective and full with
+ * K = 1, 2 and 3 (groups of 3 and 1 of the 4 blocks). */
 START_TEST(test_recompute_memory)
 {
     dts_scenario *sc = malloc(sizeof *sc);
     ck_assert_ptr_nonnull(sc);
     dt_backend *be = NULL;
     ck_dt(dt_backend_cpu_create(1, &be));
-    const int modes[] = {0, 2, 1}; /* dtsim's numbering: 0 none, 1 full, 2 selective */
-    const dt_recompute lib_modes[] = {DT_RECOMPUTE_NONE, DT_RECOMPUTE_SELECTIVE, DT_RECOMPUTE_FULL};
-    double got[3];
-    for (int i = 0; i < 3; i++) {
+    const int modes[] = {0, 2, 1, 1, 1}, ks[] = {1, 1, 1, 2, 3}; /* dtsim's numbering: 0 none, 1 full, 2 selective */
+    const dt_recompute lib_modes[] = {DT_RECOMPUTE_NONE, DT_RECOMPUTE_SELECTIVE, DT_RECOMPUTE_FULL, DT_RECOMPUTE_FULL,
+                                      DT_RECOMPUTE_FULL};
+    double got[5];
+    for (int i = 0; i < 5; i++) {
         dts_scenario_default(sc);
         sc->model.num_layers = 4;
         sc->B = 8;
         sc->steps = 1;
         sc->recompute = modes[i];
+        sc->recompute_num_layers = ks[i];
         ck_dt(dts_scenario_set_cost(sc, NULL));
         int64_t params = 0;
         for (int slot = 0; slot <= sc->model.num_layers + 1; slot++) params += sc->cost.params[slot];
@@ -704,13 +705,14 @@ START_TEST(test_recompute_memory)
         dts_summary_free(&sum);
         dt_gpt *m = NULL;
         ck_dt(dt_gpt_create(&sc->model, be, &m));
-        ck_dt(dt_gpt_set_recompute(m, lib_modes[i], 1));
+        ck_dt(dt_gpt_set_recompute(m, lib_modes[i], ks[i]));
         const double want = (double)dt_gpt_predicted_activation_bytes(m, sc->B, sc->T);
         dt_gpt_free(m);
-        ck_assert_msg(fabs(got[i] - want) <= 0.10 * want, "recompute %d: simulated %g activation bytes, lib %g",
-                      modes[i], got[i], want);
+        ck_assert_msg(got[i] == want, "recompute %d, K %d: simulated %.0f activation bytes, lib %.0f", modes[i],
+                      ks[i], got[i], want);
     }
     ck_assert(got[1] < got[0] && got[2] < got[1]); /* selective saves some, full most */
+    ck_assert(got[2] < got[3] && got[3] < got[4]); /* here each larger group holds more while rebuilt */
     dt_backend_destroy(be);
     free(sc);
 }
