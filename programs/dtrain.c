@@ -207,12 +207,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB_SECTION("Memory"),
         JOB(JF_RECOMPUTE_ACTIVATIONS),
         JOB(JF_RECOMPUTE_GRANULARITY),
-        {.name = "--recompute-num-layers",
-         .kind = DT_ARG_INT,
-         .dest = &o->recompute_num_layers,
-         MIN1,
-         .metavar = "K",
-         .help = "full recomputation: blocks per checkpointed group"},
+        JOB(JF_RECOMPUTE_NUM_LAYERS),
         JOB_SECTION("Data parallelism (run under mpirun -np N)"),
         JOB(JF_ALLREDUCE),
         JOB(JF_USE_DISTRIBUTED_OPTIMIZER),
@@ -427,7 +422,7 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     o->blobs_dims = d->blobs.dims;
     o->blobs_separation = d->blobs.separation;
     o->base_batch = d->base_batch_size;
-    o->recompute_num_layers = 1;
+    o->job.recompute_num_layers = 1;
     o->threads = d->threads;
     o->device = d->device;
     o->log_interval = d->log_interval;

@@ -169,7 +169,7 @@ static int dtrain_config_recompute(const dtrain_opts *o, dt_arg *args, int n_arg
         fprintf(stderr, PROG ": --recompute-num-layers needs --recompute-granularity full\n");
         return 2;
     }
-    cfg->recompute_num_layers = o->recompute_num_layers;
+    cfg->recompute_num_layers = o->job.recompute_num_layers;
     return 0;
 }
 

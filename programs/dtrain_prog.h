@@ -34,8 +34,6 @@ typedef struct dtrain_opts {
     float lars_eta, lamb_gamma_l, lamb_gamma_u;
     const char *lr_scaling;
     int base_batch;
-    /* memory */
-    int recompute_num_layers;
     /* parallelism and faults */
     int max_staleness;
     int print_schedule;

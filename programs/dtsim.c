@@ -152,6 +152,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     SECTION("Memory");
     JOB(JF_RECOMPUTE_ACTIVATIONS);
     JOB(JF_RECOMPUTE_GRANULARITY);
+    JOB(JF_RECOMPUTE_NUM_LAYERS);
     SECTION("Parallelism (ranks = t x p x d, plus the parameter servers)");
     JOB(JF_TENSOR_MODEL_PARALLEL_SIZE);
     JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE);
@@ -226,6 +227,7 @@ static void dtsim_opts_default(dtsim_opts *o, const dts_scenario *d)
     o->job.hysteresis = d->scaler.hysteresis;
     o->job.min_loss_scale = d->scaler.min_scale;
     o->job.recompute_granularity = "selective";
+    o->job.recompute_num_layers = d->recompute_num_layers;
     o->job.tensor_size = d->t;
     o->job.pipeline_size = d->p;
     o->data_size = d->d;

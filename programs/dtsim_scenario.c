@@ -255,6 +255,13 @@ static int dtsim_scenario_parallel(const dtsim_opts *o, dt_arg *args, int n_args
     /* memory: Megatron-LM's rule, as dtrain */
     if (o->job.recompute_on || GIVEN("--recompute-granularity"))
         sc->recompute = !strcmp(o->job.recompute_granularity, "full") ? 1 : 2;
+    if (GIVEN("--recompute-num-layers")) {
+        if (sc->recompute != 1) { /* given here, or by --config */
+            fprintf(stderr, PROG ": --recompute-num-layers needs --recompute-granularity full\n");
+            return 2;
+        }
+        sc->recompute_num_layers = o->job.recompute_num_layers;
+    }
 
     /* parallelism */
     if (GIVEN("--pipeline-schedule") && dt_sched_kind_parse(o->job.pipeline_schedule, &sc->schedule) != DT_OK)
@@ -418,6 +425,10 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
             "%lld step%s\n",
             sc->model_name, sc->model.num_layers, sc->model.hidden_size, sc->model.num_heads, sc->model.vocab_size,
             sc->B, sc->T, sc->m, (long long)sc->m * sc->B * sc->d, (long long)sc->steps, sc->steps == 1 ? "" : "s");
+    char rc[64] = "";
+    if (sc->recompute == 1 && sc->recompute_num_layers > 1)
+        snprintf(rc, sizeof rc, ", full recomputation (groups of %d blocks)", sc->recompute_num_layers);
+    else if (sc->recompute) snprintf(rc, sizeof rc, ", %s recomputation", sc->recompute == 1 ? "full" : "selective");
     fprintf(f, "layout:   t=%d p=%d d=%d", sc->t, sc->p, sc->d);
     if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
         fprintf(f, " + %d parameter server%s", sc->num_ps_servers, sc->num_ps_servers == 1 ? "" : "s");
@@ -427,10 +438,7 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
             : sc->zero == 2 ? " + ZeRO-2"
             : sc->zero == 3 ? " + ZeRO-3"
                             : "",
-            sc->precision,
-            sc->recompute == 1   ? ", full recomputation"
-            : sc->recompute == 2 ? ", selective recomputation"
-                                 : "");
+            sc->precision, rc);
     if (sc->slow_rank >= 0 && sc->slow_ns > 0)
         fprintf(f, "straggler: rank %d sleeps %g ms before each exchange (--slow-rank)\n", sc->slow_rank,
                 (double)sc->slow_ns / 1e6);

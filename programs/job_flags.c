@@ -195,6 +195,13 @@ static const job_flag_def job_flags[JF_COUNT] = {
                                           "attention probabilities"},
                   [JOB_DTSIM] = {.help = "full: recompute whole blocks; selective: only the attention "
                                          "probabilities"}}},
+    [JF_RECOMPUTE_NUM_LAYERS] = {.name = "--recompute-num-layers",
+                                 .kind = DT_ARG_INT,
+                                 .offset = AT(recompute_num_layers),
+                                 .range = MIN1,
+                                 .metavar = "K",
+                                 .help = "full recomputation: blocks per checkpointed group",
+                                 .default_text = "1"},
     /* parallelism */
     [JF_TENSOR_MODEL_PARALLEL_SIZE] =
         {.name = "--tensor-model-parallel-size",

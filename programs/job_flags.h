@@ -41,6 +41,7 @@ typedef struct job_opts {
     /* memory */
     int recompute_on;
     const char *recompute_granularity;
+    int recompute_num_layers; /* K of full recomputation */
     /* parallelism */
     int tensor_size, pipeline_size;
     const char *pipeline_schedule, *pipeline_split, *allreduce, *slow_rank;
@@ -76,6 +77,7 @@ typedef enum job_flag_id {
     JF_MIN_LOSS_SCALE,
     JF_RECOMPUTE_ACTIVATIONS,
     JF_RECOMPUTE_GRANULARITY,
+    JF_RECOMPUTE_NUM_LAYERS,
     JF_TENSOR_MODEL_PARALLEL_SIZE,
     JF_PIPELINE_MODEL_PARALLEL_SIZE,
     JF_PIPELINE_SCHEDULE,

@@ -13,7 +13,7 @@
  * are the last num_ps_servers ranks (lib/parallel/ps.c).
  *
  * Invariants after dts_scenario_check: every size >= 1; m * B * d ==
- * global batch; the split (if any) has p entries summing to L; the cost
+ * global batch; under full recomputation 1 <= recompute_num_layers <= L; the split (if any) has p entries summing to L; the cost
  * table's n_layer == model.num_layers. */
 #ifndef DTS_SCENARIO_H
 #define DTS_SCENARIO_H
@@ -81,8 +81,11 @@ typedef struct dts_scenario {
     char precision[8];      /* "fp32", "fp16", "bf16" */
     int use_loss_scaling;   /* fp16 */
     dt_loss_scaler_config scaler;
-    int recompute; /* 0 none, 1 full, 2 selective */
-    int slow_rank; /* --slow-rank R:MS: rank R sleeps MS before each exchange (-1 none) */
+    int recompute;            /* 0 none, 1 full, 2 selective */
+    int recompute_num_layers; /* --recompute-num-layers K: full recomputation's blocks per checkpointed
+                                 group (1..num_layers; each stage or chunk groups its own blocks, K at most
+                                 their count, the last group shorter when K does not divide it) */
+    int slow_rank;            /* --slow-rank R:MS: rank R sleeps MS before each exchange (-1 none) */
     int64_t slow_ns;
     int optimizer_states;  /* floats of optimizer state per parameter: 2 AdamW/LAMB, 1 SGD-momentum/LARS, 0 SGD */
     dts_hw hw;             /* the machine */

@@ -131,6 +131,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->bwd_w_ns = calloc((size_t)Q, sizeof *s->bwd_w_ns);
     s->act = calloc((size_t)Q, sizeof *s->act);
     s->act_re = calloc((size_t)Q, sizeof *s->act_re);
+    s->act_fwd = calloc((size_t)Q, sizeof *s->act_fwd);
     s->split = calloc((size_t)Q, sizeof *s->split);
     s->tp_blocks = calloc((size_t)Q, sizeof *s->tp_blocks);
     s->opt_ns = calloc((size_t)P, sizeof *s->opt_ns);
@@ -138,7 +139,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->params = calloc((size_t)P, sizeof *s->params);
     s->dp_open = calloc((size_t)P, sizeof *s->dp_open);
     if (!s->q_dev || !s->q_chunk || !s->fwd_ns || !s->bwd_ns || !s->bwd_b_ns || !s->bwd_w_ns || !s->act || !s->act_re ||
-        !s->split || !s->tp_blocks || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
+        !s->act_fwd || !s->split || !s->tp_blocks || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages of %d chunks", P, V);
     for (int r = 0; r < P; r++)
         for (int c = 0; c < V; c++) {
@@ -156,9 +157,10 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         int first = -1, last = L;
         if (Q > 1) DT_CHECK(dts__vstage_layers(sc, Q, q, &first, &last));
         double f = 0, b = 0, w = 0;
-        int64_t prm = 0, act = 0, act_re = 0;
+        int64_t prm = 0, act = 0, act_re = 0, act_fwd = 0;
         int blocks = 0;
-        const int last_block = last < L - 1 ? last : L - 1, nblocks = last_block - (first > 0 ? first : 0) + 1;
+        const int first_block = first > 0 ? first : 0, last_block = last < L - 1 ? last : L - 1;
+        const int nblocks = last_block - first_block + 1;
         for (int l = first; l <= last; l++) {
             const int slot = l + 1, block = l >= 0 && l < L;
             const int div = block ? sc->t : 1;
@@ -168,20 +170,31 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             if (block && sc->recompute == 1) b += (double)sc->cost.fwd_ns[slot] / div;
             prm += sc->cost.params[slot] / div;
             /* what the slot keeps per micro-batch (lib/parallel/stage.c): under
-             * full recomputation a block's input (B, T, C), whole on every
-             * tensor rank, and the block is rebuilt during its backward;
+             * full recomputation each group's output (B, T, C), whole on
+             * every tensor rank, counted at its first block, and a group
+             * is rebuilt (its blocks' whole sets) during the backward;
              * under selective the attention probabilities are dropped, and
              * one block's are rebuilt during its backward */
             const int64_t all = block ? dts__block_act(sc, sc->t, 0) : sc->cost.act_bytes[slot];
+            int j = 0, kg = 0, K = 1;
+            if (block && sc->recompute == 1) K = dts__rc_group(sc, nblocks, l - first_block, &j, &kg);
             const int64_t keep = !block           ? all
                                  : dts__packs(sc) ? dts__block_act_packed(sc, sc->t, sc->recompute, l == last_block)
+                                 : j              ? 0
                                                   : dts__block_act(sc, sc->t, sc->recompute);
             act += keep;
             if (block && dts__packs(sc)) { /* one block's FP32 working set, and its unpacked input */
                 const int64_t work = all + (nblocks > 1 ? (int64_t)sc->B * sc->T * sc->model.hidden_size * 4 : 0);
                 if (work > act_re) act_re = work;
-            } else if (block && sc->recompute == 1 && all > act_re) act_re = all;
-            else if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
+            } else if (block && sc->recompute == 1) {
+                if (kg * all > act_re) act_re = kg * all;
+                /* a group's forward runs its blocks (whole sets) beside the
+                 * outputs kept so far: beyond act by that, less the later
+                 * groups' outputs and the head's activations, not yet kept */
+                const int64_t over =
+                    kg * all - (last_block - l) / K * keep - (last == L ? sc->cost.act_bytes[L + 1] : 0);
+                if (!j && over > act_fwd) act_fwd = over;
+            } else if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
             blocks += block;
         }
         if (sc->t > 1) { /* the block's allreduces: in the forward, and in the input-gradient part (B) */
@@ -195,6 +208,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         s->bwd_b_ns[q] = s->bwd_ns[q] - s->bwd_w_ns[q];
         s->act[q] = act;
         s->act_re[q] = act_re;
+        s->act_fwd[q] = act_fwd;
         s->split[q] = dts__split_mem_of(sc, sc->t, blocks, first < 0, last == L);
         s->params[s->q_dev[q]] += prm;
     }
@@ -387,6 +401,7 @@ static void dts__teardown(dts__sim *s)
     free(s->bwd_w_ns);
     free(s->opt_ns);
     free(s->act_re);
+    free(s->act_fwd);
     free(s->split);
     free(s->stash_ns);
     free(s->params);

@@ -71,6 +71,21 @@ int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
     return (whole * n + split) / n * (int64_t)sizeof(float);
 }
 
+/* Full recomputation over nb blocks (the model's, or a virtual stage's):
+ * groups of K = min(recompute_num_layers, nb) from the first block, the
+ * last one shorter when K does not divide nb (lib/model/gpt.c,
+ * lib/parallel/stage.c). Block i (0..nb-1) is the j-th of its group of
+ * kg blocks; returns K. */
+int dts__rc_group(const dts_scenario *sc, int nb, int i, int *j, int *kg)
+{
+    int K = sc->recompute_num_layers < nb ? sc->recompute_num_layers : nb;
+    if (K < 1) K = 1;
+    const int l0 = i / K * K;
+    if (j) *j = i - l0;
+    if (kg) *kg = nb - l0 < K ? nb - l0 : K;
+    return K;
+}
+
 /* Under fp16/bf16 without full recomputation a block's saved tensors are
  * kept packed (lib/model/gpt.c, lib/parallel/stage.c): 2 bytes an element,
  * the LayerNorm statistics 4, and the output of a stage's last block 4
@@ -87,28 +102,37 @@ int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int 
 }
 
 /* Activation bytes a layer keeps from its forward to its backward under
- * the scenario's recomputation (one process: t = 1). */
+ * the scenario's recomputation (one process: t = 1); under full
+ * recomputation a group keeps its output, counted at its first block. */
 static int64_t dts__saved_act(const dts_scenario *sc, int slot)
 {
-    if (slot < 1 || slot > sc->model.num_layers) return sc->cost.act_bytes[slot]; /* the embedding and the head */
-    if (dts__packs(sc)) return dts__block_act_packed(sc, 1, sc->recompute, slot == sc->model.num_layers);
-    return dts__block_act(sc, 1, sc->recompute);
+    const int L = sc->model.num_layers;
+    if (slot < 1 || slot > L) return sc->cost.act_bytes[slot]; /* the embedding and the head */
+    if (dts__packs(sc)) return dts__block_act_packed(sc, 1, sc->recompute, slot == L);
+    int j = 0;
+    if (sc->recompute == 1) dts__rc_group(sc, L, slot - 1, &j, NULL);
+    return j ? 0 : dts__block_act(sc, 1, sc->recompute);
 }
 
 /* What a block holds beyond its saved bytes while its forward (backward =
  * 0) or backward (1) runs, in lib/model/gpt.c's arena, the forward's
- * counting its saved bytes too: under full recomputation (one block a
- * group) the forward writes its output into the kept slot and its
- * activations on top, and the backward rebuilds them once the block's own
- * output is spent; packed, the block's stores come first, then its FP32
- * working set and unpacked input; under selective recomputation the
- * attention probabilities sit on top while the block runs, forward and
- * backward. */
+ * counting its saved bytes too: under full recomputation the forward of
+ * a group's j-th block holds the group's kept output and the sets of the
+ * group's blocks so far (j + 1), and the backward of each block of a
+ * group of kg holds all kg sets, rebuilt once the group's own output is
+ * spent (its input is the previous group's output); packed, the block's
+ * stores come first, then its FP32 working set and unpacked input; under
+ * selective recomputation the attention probabilities sit on top while
+ * the block runs, forward and backward. */
 static int64_t dts__dp_work(const dts_scenario *sc, int layer, int backward)
 {
     if (layer < 0 || layer >= sc->model.num_layers) return 0;
     const int64_t A = dts__block_act(sc, 1, 0), P = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
-    if (sc->recompute == 1) return backward ? A - P : A + P;
+    if (sc->recompute == 1) {
+        int j, kg;
+        dts__rc_group(sc, sc->model.num_layers, layer, &j, &kg);
+        return backward ? kg * A - P : (j + 1) * A + (j ? 0 : P);
+    }
     if (dts__packs(sc)) return A + (layer > 0 ? P : 0) + (backward ? 0 : dts__saved_act(sc, layer + 1));
     if (sc->recompute == 2) return backward ? A - dts__block_act(sc, 1, 2) : A;
     return 0;
@@ -167,8 +191,12 @@ static void dts__dp_op(dts_engine *e, void *ctx, int64_t a, int64_t b)
         }
         const int slot = u->layer + 1;
         int64_t dur = u->dir ? sc->cost.bwd_ns[slot] : sc->cost.fwd_ns[slot];
-        if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L)
-            dur = dts_ns_add_sat(dur, sc->cost.fwd_ns[slot]); /* the recomputed forward */
+        if (u->dir && sc->recompute == 1 && u->layer >= 0 && u->layer < L) {
+            /* the group's forward again, before its last block's backward */
+            int j, kg;
+            dts__rc_group(sc, L, u->layer, &j, &kg);
+            for (int i = j == kg - 1 ? 0 : kg; i < kg; i++) dur = dts_ns_add_sat(dur, sc->cost.fwd_ns[slot - j + i]);
+        }
         const int64_t work = dts__dp_work(sc, u->layer, u->dir);
         if (work) {
             u->mem_act += work;

@@ -176,7 +176,8 @@ struct dts__sim {
     int64_t *fwd_ns, *bwd_ns;     /* (Q) FORWARD, BACKWARD */
     int64_t *bwd_b_ns, *bwd_w_ns; /* (Q) BACKWARD_B (input gradient, recomputation, tp allreduces), BACKWARD_W */
     int64_t *act;    /* (Q) activation bytes a micro-batch keeps from its FORWARD to its BACKWARD (or BACKWARD_W) */
-    int64_t *act_re; /* (Q) full recomputation: the block rebuilt during a backward, held on top of act */
+    int64_t *act_re;  /* (Q) recomputation: what a backward rebuilds (full: a group), held on top of act */
+    int64_t *act_fwd; /* (Q) full recomputation: the most a FORWARD holds beyond act (a group's blocks) */
     dts__split_mem *split; /* (Q) a split backward's B and W: beyond act (dts__split_mem_of) */
     int *tp_blocks;        /* (Q) blocks per virtual stage */
     /* per device (p) */
@@ -260,6 +261,9 @@ dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int firs
 /* run_dp.c: activation bytes one of t tensor ranks keeps per micro-batch
  * for one block under `recompute` (0 none, 1 full, 2 selective) */
 int64_t dts__block_act(const dts_scenario *sc, int t, int recompute);
+/* run_dp.c: full recomputation's groups over nb blocks: block i is the
+ * j-th of a group of kg (either may be NULL); returns the group size K */
+int dts__rc_group(const dts_scenario *sc, int nb, int i, int *j, int *kg);
 int dts__packs(const dts_scenario *sc);
 int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last);
 

@@ -20,7 +20,9 @@
  *
  * Memory: a micro-batch's activations of virtual stage q are held from its
  * FORWARD to its BACKWARD, or to its BACKWARD_W when the backward is split
- * (W needs the layer inputs); a recomputed block is held during BACKWARD.
+ * (W needs the layer inputs); what a backward recomputes (one group of
+ * blocks under full recomputation) is held during BACKWARD, and a group's
+ * blocks during FORWARD.
  * A split backward's B also leaves what W needs, held until W ends, and
  * each of B and W holds a working set while it runs (dts__split_mem_of).
  *
@@ -239,6 +241,10 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         const dt_sched_instr *in = &list[u->pc];
         const int q = dts__q(s, u, in);
         dts__pipe_event(s, u, in, u->wait_t0, now);
+        if (in->op == DT_SCHED_FORWARD && s->act_fwd[q]) {
+            u->mem_act -= s->act_fwd[q];
+            dts__memory(s, u);
+        }
         if (in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B || in->op == DT_SCHED_BACKWARD_W) {
             const dts__split_mem *m = &s->split[q];
             u->mem_act -= in->op == DT_SCHED_BACKWARD     ? s->act[q] + s->act_re[q]
@@ -264,8 +270,8 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
         const int q = dts__q(s, u, in);
         u->wait_t0 = now;
         switch (in->op) {
-        case DT_SCHED_FORWARD:
-            u->mem_act += s->act[q];
+        case DT_SCHED_FORWARD: /* full recomputation: a group's blocks on top while it runs */
+            u->mem_act += s->act[q] + s->act_fwd[q];
             dts__memory(s, u);
             dts__compute(s, u, s->fwd_ns[q], dts__pipe_advance, 2, 0);
             return;

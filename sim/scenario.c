@@ -83,6 +83,7 @@ void dts_scenario_default(dts_scenario *sc)
     sc->use_loss_scaling = 0;
     dt_loss_scaler_config_default(&sc->scaler);
     sc->recompute = 0;
+    sc->recompute_num_layers = 1;
     sc->slow_rank = -1;
     sc->slow_ns = 0;
     sc->optimizer_states = 2; /* AdamW, dtrain's default optimizer */
@@ -254,6 +255,7 @@ static const char *const dts__keys[] = {"model",
                                         "loss_scale_backoff_factor",
                                         "consecutive_hysteresis",
                                         "recompute_granularity",
+                                        "recompute_num_layers",
                                         "slow_rank",
                                         "slow_ms",
                                         "optimizer",
@@ -537,6 +539,10 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         }
         n->recompute = found;
     }
+    /* dtrain writes 0 when the recomputation is not full: K is then kept */
+    int rc_k = 0;
+    DTS__TRY(dts__int32(what, o, "recompute_num_layers", 0, 1024, &rc_k));
+    if (rc_k > 0) n->recompute_num_layers = rc_k;
     DTS__TRY(dts__int32(what, o, "slow_rank", -1, INT_MAX, &n->slow_rank));
     double ms;
     DTS__TRY(r = dts__num(what, o, "slow_ms", 0, 0, &ms));
@@ -761,6 +767,9 @@ dt_status dts_scenario_check(const dts_scenario *sc)
                                        "or --bf16 without --loss-scale");
     if (sc->recompute < 0 || sc->recompute > 2)
         return DT_FAIL(DT_ERR_INVALID, "--recompute-granularity: unknown value %d", sc->recompute);
+    if (sc->recompute == 1 && (sc->recompute_num_layers < 1 || sc->recompute_num_layers > L))
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected 1..%d (the number of layers)",
+                       sc->recompute_num_layers, L);
     /* what dtrain refuses (lib/train/config.c) */
     DT_CHECK(dt__pipe_check(&sc->model, sc->p, sc->schedule, sc->use_loss_scaling));
     const int world = dts_scenario_world(sc);
@@ -877,6 +886,7 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "recompute_granularity",
                   json_string(sc->recompute >= 0 && sc->recompute <= 2 ? dts__recompute_names[sc->recompute] : "?"),
                   &bad);
+    dts__json_set(o, "recompute_num_layers", json_integer(sc->recompute_num_layers), &bad);
     dts__json_set(o, "slow_rank", json_integer(sc->slow_rank), &bad);
     if (sc->slow_ns % 1000000 == 0) dts__json_set(o, "slow_ms", json_integer(sc->slow_ns / 1000000), &bad);
     else dts__json_set(o, "slow_ms", json_real((double)sc->slow_ns / 1e6), &bad);

@@ -81,6 +81,7 @@ static const char *scen_diff(const dts_scenario *a, const dts_scenario *b)
     F(scaler.min_scale);
     F(scaler.static_scale);
     F(recompute);
+    F(recompute_num_layers);
     F(slow_rank);
     F(slow_ns);
     F(optimizer_states);
@@ -214,6 +215,7 @@ START_TEST(test_round_trip_every_field)
     sc->scaler.min_scale = 0.125f;
     sc->scaler.static_scale = 0.0f;
     sc->recompute = 1;
+    sc->recompute_num_layers = 3;
     sc->slow_rank = 5;
     sc->slow_ns = 1234567; /* 1.234567 ms: not whole milliseconds */
     sc->optimizer_states = 1;
@@ -289,6 +291,17 @@ START_TEST(test_dtrain_config)
     ck_assert_int_eq(sc->optimizer_states, 1);
     ck_assert_int_eq(sc->model.vocab_size, 256); /* null in the config: kept */
     ck_assert_int_eq(sc->schedule, DT_SCHED_1F1B);
+    ck_assert_int_eq(sc->recompute_num_layers, 1); /* written 0: not full */
+    ck_dt(dts_scenario_check(sc));
+    /* full recomputation in groups of K blocks */
+    tc.recompute = DT_RECOMPUTE_FULL;
+    tc.recompute_num_layers = 2;
+    text = dt_train_config_json(&tc);
+    ck_assert_ptr_nonnull(text);
+    ck_dt(dts_scenario_from_config(sc, text, "run.json"));
+    free(text);
+    ck_assert_int_eq(sc->recompute, 1);
+    ck_assert_int_eq(sc->recompute_num_layers, 2);
     ck_dt(dts_scenario_check(sc));
 
     /* a trace of a pipelined data-parallel run (hand-written), wrapped as
@@ -404,6 +417,7 @@ START_TEST(test_config_errors)
     expect_config_error("{\"slow_ms\": -1}", DT_ERR_INVALID, "\"slow_ms\"");
     expect_config_error("{\"optimizer\": \"adam\"}", DT_ERR_INVALID, "\"optimizer\"");
     expect_config_error("{\"recompute_granularity\": \"some\"}", DT_ERR_INVALID, "\"recompute_granularity\"");
+    expect_config_error("{\"recompute_num_layers\": -1}", DT_ERR_INVALID, "\"recompute_num_layers\"");
     expect_config_error("{\"hardware\": 5}", DT_ERR_INVALID, "\"hardware\"");
     /* an inline hardware object: sim/hw.c's checks, named under "hardware" */
     expect_config_error("{\"hardware\": {\"name\": \"x\"}}", DT_ERR_FORMAT,
@@ -437,6 +451,16 @@ START_TEST(test_check)
     dts_scenario *sc = new_default();
     sc->p = 3; /* tiny has 2 blocks */
     expect_check_error(sc, "--pipeline-model-parallel-size 3");
+    sc->p = 1;
+    sc->recompute_num_layers = 3; /* only full recomputation groups blocks */
+    ck_dt(dts_scenario_check(sc));
+    sc->recompute = 1;
+    expect_check_error(sc, "--recompute-num-layers 3: expected 1..2 (the number of layers)");
+    sc->recompute_num_layers = 0;
+    expect_check_error(sc, "--recompute-num-layers 0");
+    sc->recompute_num_layers = 2;
+    ck_dt(dts_scenario_check(sc));
+    dts_scenario_default(sc);
     sc->p = 2;
     ck_dt(dts_scenario_check(sc));
     sc->n_split = 2, sc->split[0] = 1, sc->split[1] = 2;
@@ -652,24 +676,25 @@ END_TEST
 
 /* Activation memory under recomputation: the simulated peak, less the
  * static memory, against lib/'s own prediction of its arena
- * (dt_gpt_predicted_activation_bytes) for none, selective and full (K = 1).
- * Within 10%: lib pads every buffer to 16 floats and full recomputation
- * keeps group outputs where dtsim keeps block inputs (seen: 0-4%). */
+ * (dt_gpt_predicted_activation_bytes) for none, selective and full with
+ * K = 1, 2 and 3 (groups of 3 and 1 of the 4 blocks). */
 START_TEST(test_recompute_memory)
 {
     dts_scenario *sc = malloc(sizeof *sc);
     ck_assert_ptr_nonnull(sc);
     dt_backend *be = NULL;
     ck_dt(dt_backend_cpu_create(1, &be));
-    const int modes[] = {0, 2, 1}; /* dtsim's numbering: 0 none, 1 full, 2 selective */
-    const dt_recompute lib_modes[] = {DT_RECOMPUTE_NONE, DT_RECOMPUTE_SELECTIVE, DT_RECOMPUTE_FULL};
-    double got[3];
-    for (int i = 0; i < 3; i++) {
+    const int modes[] = {0, 2, 1, 1, 1}, ks[] = {1, 1, 1, 2, 3}; /* dtsim's numbering: 0 none, 1 full, 2 selective */
+    const dt_recompute lib_modes[] = {DT_RECOMPUTE_NONE, DT_RECOMPUTE_SELECTIVE, DT_RECOMPUTE_FULL, DT_RECOMPUTE_FULL,
+                                      DT_RECOMPUTE_FULL};
+    double got[5];
+    for (int i = 0; i < 5; i++) {
         dts_scenario_default(sc);
         sc->model.num_layers = 4;
         sc->B = 8;
         sc->steps = 1;
         sc->recompute = modes[i];
+        sc->recompute_num_layers = ks[i];
         ck_dt(dts_scenario_set_cost(sc, NULL));
         int64_t params = 0;
         for (int slot = 0; slot <= sc->model.num_layers + 1; slot++) params += sc->cost.params[slot];
@@ -680,13 +705,14 @@ START_TEST(test_recompute_memory)
         dts_summary_free(&sum);
         dt_gpt *m = NULL;
         ck_dt(dt_gpt_create(&sc->model, be, &m));
-        ck_dt(dt_gpt_set_recompute(m, lib_modes[i], 1));
+        ck_dt(dt_gpt_set_recompute(m, lib_modes[i], ks[i]));
         const double want = (double)dt_gpt_predicted_activation_bytes(m, sc->B, sc->T);
         dt_gpt_free(m);
-        ck_assert_msg(fabs(got[i] - want) <= 0.10 * want, "recompute %d: simulated %g activation bytes, lib %g",
-                      modes[i], got[i], want);
+        ck_assert_msg(got[i] == want, "recompute %d, K %d: simulated %.0f activation bytes, lib %.0f", modes[i],
+                      ks[i], got[i], want);
     }
     ck_assert(got[1] < got[0] && got[2] < got[1]); /* selective saves some, full most */
+    ck_assert(got[2] < got[3] && got[3] < got[4]); /* here each larger group holds more while rebuilt */
     dt_backend_destroy(be);
     free(sc);
 }

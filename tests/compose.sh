@@ -198,7 +198,8 @@ fi
 # the run's own configuration (its trace). Exact: both count the same
 # buffers (45 cells of 5 layouts x 3 precisions x 3 recompute settings,
 # and 13 one-process or data-parallel runs, agreed to the byte on 2026-12-02;
-# 39 zb-h1/zb-v runs, docs/simulator.md; these are checked here).
+# 39 zb-h1/zb-v runs and 92 with full recomputation at K = 1..3,
+# docs/simulator.md; these are checked here).
 DTSIM=$BUILDDIR/dtsim
 # sim_peak TRACE PID: the largest "activations" of pid's memory counter
 sim_peak() {
@@ -282,6 +283,19 @@ mem_cell single-selective 1 1 1 --recompute-granularity selective --num-attentio
 mem_cell zbh1-bf16 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --bf16
 mem_cell zbh1-full 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --recompute-granularity full \
     --recompute-num-layers 1
+# full recomputation in groups of K blocks (per stage, K at most its blocks):
+# each group's output kept, one group rebuilt at a time (B: all, for W);
+# K = 3 of 4 blocks and 2 of a stage's 3 leave a shorter last group
+mem_cell single-full-k3 1 1 1 --recompute-granularity full --recompute-num-layers 3
+mem_cell 1f1b-full-k2 2 1 1 --pipeline-model-parallel-size 2 --recompute-granularity full --recompute-num-layers 2
+recompute_spans 1f1b-full-k2 32 # each block still recomputed once
+mem_cell split-bf16-full-k2 2 1 1 --pipeline-model-parallel-size 2 --pipeline-split 3,1 --bf16 \
+    --recompute-granularity full --recompute-num-layers 2
+mem_cell zbh1-full-k2 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --recompute-granularity full \
+    --recompute-num-layers 2
+# zb-v groups each chunk's blocks (8 blocks: 2 a chunk)
+mem_cell zbv-full-k2 2 1 1 --num-layers 8 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v \
+    --recompute-granularity full --recompute-num-layers 2
 mem_cell zbv-selective 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --recompute-granularity selective
 mem_cell zbv-fp16-selective 2 1 1 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --fp16 \
     --recompute-granularity selective

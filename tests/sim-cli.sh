@@ -35,7 +35,8 @@ expect_help --config --model --num-layers --hidden-size --num-attention-heads --
     --global-batch-size --micro-batches --train-iters --tensor-model-parallel-size --pipeline-model-parallel-size \
     --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
     --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
-    --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity --slow-rank \
+    --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity \
+    --recompute-num-layers --slow-rank \
     --optimizer --hw --devices-per-node --cores-per-node --colocated --collectives --profile --grad-trace --trace \
     --summary --seed --help --version
 for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
@@ -109,6 +110,10 @@ expect_usage_error "pipedream with tied embeddings: the first and last stages" r
 expect_usage_error "--tie-embeddings-and-output-weights: give one" run --tie-embeddings-and-output-weights \
     --untie-embeddings-and-output-weights
 expect_usage_error "--recompute-granularity" run --recompute-granularity some
+expect_usage_error "--recompute-num-layers needs --recompute-granularity full" run --recompute-num-layers 2
+expect_usage_error "--recompute-num-layers 3: expected 1..2 (the number of layers)" run --recompute-granularity full \
+    --recompute-num-layers 3
+expect_usage_error "--recompute-num-layers" run --recompute-granularity full --recompute-num-layers 0
 expect_usage_error "--slow-rank" run --slow-rank 1
 expect_usage_error "--slow-rank 3" run --slow-rank 3:10
 expect_usage_error "--seed" run --seed -1
