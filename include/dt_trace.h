@@ -4,13 +4,14 @@
  * docs/trace-format.md; DT_TRACE_VERSION is written into every file.
  *
  * File shape:
- *   {"otherData": {"format": "dtrain-trace", "version": 1, "tool": ...,
- *                  "config": {...}},
+ *   {"otherData": {"format": "dtrain-trace", "version": 1,
+ *                  "minor_version": 1, "tool": ..., "config": {...}},
  *    "displayTimeUnit": "ns",
  *    "traceEvents": [ {event}, {event}, ... ]}
  * Times are integer nanoseconds in memory; in the file "ts"/"dur" are
  * microseconds with three decimals (exact nanoseconds). pid = rank,
- * tid = lane (DT_LANE_*).
+ * tid = lane (DT_LANE_*). Flow events ('s', 'f') join a send span to the
+ * receive span it fed, across ranks (minor version 1).
  *
  * Invariants: the writer streams one event per line and never holds the
  * whole trace; a file cut short (a crash) is rejected by the reader with its
@@ -28,6 +29,10 @@ extern "C" {
 #endif
 
 #define DT_TRACE_VERSION 1
+/* Additions within version 1 (docs/trace-format.md "Compatibility"): 1 =
+ * flow events and the merged file's header (issue 23). Written into every file
+ * as otherData.minor_version; a reader reads every minor of its version. */
+#define DT_TRACE_VERSION_MINOR 1
 #define DT_TRACE_NAME_MAX 48
 #define DT_TRACE_MAX_EXTRA 8
 /* Value of a well-known integer arg that is absent (left out of the file). */
@@ -41,8 +46,13 @@ typedef enum dt_trace_phase {
     DT_TRACE_COMPLETE = 'X', /* a span: ts + dur */
     DT_TRACE_COUNTER = 'C',  /* a value over time: name + value */
     DT_TRACE_INSTANT = 'i',  /* a point event */
-    DT_TRACE_METADATA = 'M'  /* process_name / thread_name: label */
+    DT_TRACE_METADATA = 'M', /* process_name / thread_name: label */
+    DT_TRACE_FLOW_START = 's', /* a flow leaves the span enclosing ts on (pid, tid): flow_id */
+    DT_TRACE_FLOW_END = 'f'    /* the flow arrives in the span enclosing ts ("bp":"e"): flow_id */
 } dt_trace_phase;
+
+/* The largest flow id a span's "flow" extra (a double) holds exactly: 2^53 - 1. */
+#define DT_TRACE_FLOW_ID_MAX 9007199254740991LL
 
 /* An extra numeric argument (key -> value) beyond the well-known ones. */
 typedef struct dt_trace_arg {
@@ -65,6 +75,7 @@ typedef struct dt_trace_event {
     int64_t bytes;
     double value;                  /* 'C': the counter's value (written as args.value) */
     char label[DT_TRACE_NAME_MAX]; /* 'M': args.name */
+    int64_t flow_id;               /* 's'/'f': the flow's "id", 0..INT64_MAX, equal on its two ends; else 0 */
     int n_extra;
     dt_trace_arg extra[DT_TRACE_MAX_EXTRA];
 } dt_trace_event;
@@ -77,6 +88,14 @@ DT_API dt_status dt_trace_event_add_arg(dt_trace_event *e, const char *key, doub
 DT_API const dt_trace_arg *dt_trace_event_find_arg(const dt_trace_event *e, const char *key);
 /* Its value, or dflt when e has no such extra. */
 DT_API double dt_trace_event_arg(const dt_trace_event *e, const char *key, double dflt);
+/* The flow event a message span starts or ends (docs/trace-format.md "Flow
+ * events"): span is a complete event with a "flow" extra (the message's id)
+ * named send* (the flow's start, 's' at the span's start) or recv* (its end,
+ * 'f' at the span's end); the flow has the span's pid and tid, cat "flow"
+ * and the name after the span's first '_' ("act" for send_act/recv_act).
+ * Returns 1 and fills *flow; 0 when span is no such event; -1 when its
+ * "flow" is not an integer in 0..DT_TRACE_FLOW_ID_MAX (a damaged file). */
+DT_API int dt_trace_flow_of(const dt_trace_event *span, dt_trace_event *flow);
 
 typedef struct dt_trace_writer dt_trace_writer;
 
@@ -96,6 +115,7 @@ DT_API void dt_trace_writer_abort(dt_trace_writer *w);
 
 typedef struct dt_trace {
     int version;
+    int minor_version; /* otherData.minor_version (0 when absent: files written before it) */
     char tool[32];
     char *config_json; /* otherData.config re-serialised compactly, or NULL */
     dt_trace_event *events;

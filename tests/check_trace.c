@@ -3,7 +3,8 @@
  * Core: every event kind with awkward values is written and read back equal,
  * field by field; the file text itself follows the documented layout (one
  * event per line, exact "%lld.%03lld" microseconds, Perfetto's args
- * conventions) and is valid JSON to an independent parse.
+ * conventions) and is valid JSON to an independent parse; flow events
+ * (minor version 1) are written, made from message spans and read back.
  * Limits: a file cut at any byte is DT_ERR_FORMAT naming the path and a line;
  * wrong versions and foreign traces give messages naming the field
  * (malformed events and out-of-range values: check_trace_read.c); unwritable paths and a full disk are
@@ -38,6 +39,8 @@ static void assert_event_eq(const dt_trace_event *a, const dt_trace_event *b, si
     ck_assert_msg(a->value == b->value && signbit(a->value) == signbit(b->value), "event %zu: value %.17g vs %.17g", i,
                   a->value, b->value);
     ck_assert_msg(strcmp(a->label, b->label) == 0, "event %zu: label '%s' vs '%s'", i, a->label, b->label);
+    ck_assert_msg(a->flow_id == b->flow_id, "event %zu: flow_id %lld vs %lld", i, (long long)a->flow_id,
+                  (long long)b->flow_id);
     ck_assert_msg(a->n_extra == b->n_extra, "event %zu: n_extra %d vs %d", i, a->n_extra, b->n_extra);
     for (int k = 0; k < a->n_extra; k++) {
         ck_assert_msg(strcmp(a->extra[k].key, b->extra[k].key) == 0, "event %zu: extra %d key", i, k);
@@ -123,6 +126,12 @@ static size_t make_events(dt_trace_event *ev)
     memset(longname, 'n', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
     dt_trace_event_init(e, DT_TRACE_INSTANT, longname, "cat_of_23_bytes_exactly", 0, 0, 0, 0);
+    e = &ev[n++]; /* flows: the smallest and the largest id, an extra on one */
+    dt_trace_event_init(e, DT_TRACE_FLOW_START, "act", "flow", 0, DT_LANE_COMM, 1500, 0);
+    e = &ev[n++];
+    dt_trace_event_init(e, DT_TRACE_FLOW_END, "act", "flow", 1, DT_LANE_COMM, INT64_MAX, 0);
+    e->flow_id = INT64_MAX;
+    ck_dt(dt_trace_event_add_arg(e, "iter", 2)); /* nothing is reserved on a flow */
     return n;
 }
 
@@ -216,8 +225,8 @@ START_TEST(test_file_layout)
     size_t len;
     char *s = read_bytes(p, &len);
     const char *want =
-        "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"dtrain\",\"config\":{\"a\":1}},"
-        "\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
+        "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"minor_version\":1,\"tool\":\"dtrain\","
+        "\"config\":{\"a\":1}},\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
         "{\"name\":\"process_name\",\"cat\":\"meta\",\"ph\":\"M\",\"ts\":0.000,\"pid\":2,\"tid\":0,"
         "\"args\":{\"name\":\"rank 2\"}},\n"
         "{\"name\":\"forward\",\"cat\":\"compute\",\"ph\":\"X\",\"ts\":1.500,\"dur\":0.000,\"pid\":2,\"tid\":0,"
@@ -464,6 +473,90 @@ START_TEST(test_malformed_files)
                         "traceEvents[0]", NULL); /* invalid UTF-8 */
     expect_format_error(HDR "{\"name\":\"a\\u0000b\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}]}", "line 2",
                         NULL); /* NUL inside a name */
+}
+END_TEST
+
+/* Flow events (minor version 1): their text, the flow a message span makes,
+ * what the writer and the reader refuse. */
+START_TEST(test_flows)
+{
+    const char *p = path_in("flows.json");
+    dt_trace_event ev[4], fl;
+    dt_trace_event_init(&ev[0], DT_TRACE_COMPLETE, "send_act", "pipeline", 0, DT_LANE_COMM, 1000, 500);
+    ck_dt(dt_trace_event_add_arg(&ev[0], "flow", 12));
+    ck_assert_int_eq(dt_trace_flow_of(&ev[0], &fl), 1);
+    ck_assert_int_eq(fl.ph, DT_TRACE_FLOW_START);
+    ck_assert_str_eq(fl.name, "act");
+    ck_assert_str_eq(fl.cat, "flow");
+    ck_assert(fl.ts_ns == 1000 && fl.pid == 0 && fl.tid == DT_LANE_COMM && fl.flow_id == 12);
+    ev[1] = fl;
+    dt_trace_event_init(&ev[2], DT_TRACE_COMPLETE, "recv_act", "pipeline", 1, DT_LANE_COMM, 900, 700);
+    ck_dt(dt_trace_event_add_arg(&ev[2], "flow", 12));
+    ck_assert_int_eq(dt_trace_flow_of(&ev[2], &ev[3]), 1);
+    ck_assert(ev[3].ph == DT_TRACE_FLOW_END && ev[3].ts_ns == 1600 && ev[3].pid == 1 && ev[3].flow_id == 12);
+    write_all(p, "dtrain", NULL, ev, 4);
+    size_t len;
+    char *s = read_bytes(p, &len);
+    ck_assert_msg(strstr(s, "{\"name\":\"act\",\"cat\":\"flow\",\"ph\":\"s\",\"ts\":1.000,\"pid\":0,\"tid\":1,"
+                            "\"id\":12,\"args\":{}},\n"),
+                  "%s", s);
+    ck_assert_msg(strstr(s, "{\"name\":\"act\",\"cat\":\"flow\",\"ph\":\"f\",\"ts\":1.600,\"pid\":1,\"tid\":1,"
+                            "\"id\":12,\"bp\":\"e\",\"args\":{}}\n"),
+                  "%s", s);
+    free(s);
+    dt_trace *t = NULL;
+    ck_dt(dt_trace_read(p, &t));
+    ck_assert_int_eq(t->minor_version, DT_TRACE_VERSION_MINOR);
+    for (int i = 0; i < 4; i++) assert_event_eq(&t->events[i], &ev[i], (size_t)i);
+    dt_trace_free(t);
+
+    /* spans that make no flow, and damaged ids */
+    dt_trace_event_init(&ev[0], DT_TRACE_COMPLETE, "send_grad", "pipeline", 0, DT_LANE_COMM, 0, 1);
+    ck_assert_int_eq(dt_trace_flow_of(&ev[0], &fl), 0); /* no "flow" arg */
+    dt_trace_event_init(&ev[1], DT_TRACE_COMPLETE, "forward", "pipeline", 0, 0, 0, 1);
+    ck_dt(dt_trace_event_add_arg(&ev[1], "flow", 3));
+    ck_assert_int_eq(dt_trace_flow_of(&ev[1], &fl), 0); /* neither a send nor a receive */
+    const double bad[] = {-1, 2.5, 1e308, 9007199254740992.0, NAN};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dt_trace_event_init(&ev[0], DT_TRACE_COMPLETE, "recv_grad", "pipeline", 0, DT_LANE_COMM, 0, 1);
+        ev[0].extra[0].value = bad[i];
+        strcpy(ev[0].extra[0].key, "flow");
+        ev[0].n_extra = 1;
+        ck_assert_msg(dt_trace_flow_of(&ev[0], &fl) == -1, "flow %g", bad[i]);
+    }
+
+    /* the writer */
+    dt_trace_writer *w = NULL;
+    ck_dt(dt_trace_writer_open(path_in("rej.json"), "dtrain", NULL, &w));
+    dt_trace_event_init(&fl, DT_TRACE_FLOW_START, "act", "flow", 0, 1, 0, 0);
+    fl.flow_id = -1;
+    ck_assert_int_eq(dt_trace_write(w, &fl), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "flow_id is -1"), "%s", dt_last_error());
+    fl.flow_id = 1;
+    fl.iter = 0;
+    ck_assert_int_eq(dt_trace_write(w, &fl), DT_ERR_INVALID);
+    dt_trace_event_init(&fl, DT_TRACE_COMPLETE, "x", "c", 0, 1, 0, 0);
+    fl.flow_id = 5;
+    ck_assert_int_eq(dt_trace_write(w, &fl), DT_ERR_INVALID);
+    ck_assert_msg(strstr(dt_last_error(), "only flows"), "%s", dt_last_error());
+    dt_trace_writer_abort(w);
+
+    /* the reader */
+#define FLOW(ph, rest) "{\"name\":\"act\",\"ph\":\"" ph "\",\"ts\":0,\"pid\":0,\"tid\":1" rest "}]}"
+    expect_format_error(HDR FLOW("s", ""), "traceEvents[0]", "missing \"id\"", NULL);
+    expect_format_error(HDR FLOW("s", ",\"id\":-1"), "\"id\" is -1", NULL);
+    expect_format_error(HDR FLOW("s", ",\"id\":\"0x1\""), "\"id\" must be an integer", NULL);
+    expect_format_error(HDR FLOW("f", ",\"id\":1"), "\"bp\":\"e\"", NULL);
+    expect_format_error(HDR FLOW("f", ",\"id\":1,\"bp\":\"g\""), "\"bp\":\"e\"", NULL);
+    expect_format_error(HDR FLOW("t", ",\"id\":1"), "X, C, i, M, s and f only", NULL);
+#undef FLOW
+    /* a later minor version: read, and what it adds is named as such */
+    const char *later = "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"minor_version\":7,\"tool\":\"t\"},"
+                        "\"traceEvents\":[\n" OK_EV "{\"name\":\"n\",\"ph\":\"n\",\"ts\":0,\"pid\":0,\"tid\":0}]}";
+    expect_format_error(later, "minor version 1 (the file's is 7)", NULL);
+    expect_format_error("{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"minor_version\":-1,"
+                        "\"tool\":\"t\"},\"traceEvents\":[]}",
+                        "otherData: \"minor_version\" is -1", NULL);
 }
 END_TEST
 
@@ -749,6 +842,7 @@ static Suite *trace_suite(void)
     tcase_add_test(core, test_unknown_args_and_keys);
     tcase_add_test(core, test_event_init_and_args);
     tcase_add_test(core, test_many_events);
+    tcase_add_test(core, test_flows);
     suite_add_tcase(s, core);
 
     TCase *limits = tcase_create("limits");

@@ -23,7 +23,11 @@
  *     fields are additive within a version). Unknown numeric args become
  *     extras; more than DT_TRACE_MAX_EXTRA of them is an error, not a silent
  *     drop, because extras are data the reader promises to give back.
- *   - ph is one of X, C, i, M; other Chrome phases are an error.
+ *   - ph is one of X, C, i, M and the flows s and f (minor version 1: "id"
+ *     an integer >= 0; f with "bp":"e", so that it binds to the receive
+ *     that encloses it rather than to the next span); other Chrome phases
+ *     are an error. otherData.minor_version (absent: 0) may be any minor
+ *     of this version; a phase this reader does not know names it.
  *   - Numbers in ts/dur may be written any way JSON allows ("1.5e3", more
  *     than three decimals): they are rounded to the nearest nanosecond,
  *     halves away from zero; outside int64 is an error.
@@ -405,8 +409,14 @@ static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char 
     if (!json_is_string(ph) || json_string_length(ph) != 1)
         return DT_FAIL(DT_ERR_FORMAT, "%s: \"ph\" must be a one-letter string, not %s", ctx, dt__type_name(ph));
     e.ph = json_string_value(ph)[0];
-    if (!strchr("XCiM", e.ph) || e.ph == '\0')
-        return DT_FAIL(DT_ERR_FORMAT, "%s: \"ph\" is \"%c\"; dtrain traces use X, C, i and M only", ctx, e.ph);
+    if (!strchr("XCiMsf", e.ph) || e.ph == '\0') {
+        if (r->t->minor_version > DT_TRACE_VERSION_MINOR)
+            return DT_FAIL(DT_ERR_FORMAT,
+                           "%s: \"ph\" is \"%c\", unknown to this reader of minor version %d (the file's is %d)", ctx,
+                           e.ph, DT_TRACE_VERSION_MINOR, r->t->minor_version);
+        return DT_FAIL(DT_ERR_FORMAT, "%s: \"ph\" is \"%c\"; dtrain traces use X, C, i, M, s and f only", ctx, e.ph);
+    }
+    const int flow = e.ph == DT_TRACE_FLOW_START || e.ph == DT_TRACE_FLOW_END;
 
     DT_CHECK(dt__get_str(ctx, v, "name", "name", 1, 0, e.name, sizeof e.name));
     DT_CHECK(dt__get_str(ctx, v, "cat", "cat", 0, 1, e.cat, sizeof e.cat));
@@ -431,6 +441,15 @@ static dt_status dt__convert_event(dt__rd *r, json_t *v, size_t idx, const char 
     if (!(f = json_object_get(v, "tid"))) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"tid\"", ctx);
     DT_CHECK(dt__get_int(ctx, f, "", "tid", DT_LANE_COMPUTE, DT_LANE_DATA, " (a lane, DT_LANE_*)", &x));
     e.tid = (int)x;
+    if (flow) {
+        if (!(f = json_object_get(v, "id"))) return DT_FAIL(DT_ERR_FORMAT, "%s: missing \"id\" (a flow's)", ctx);
+        DT_CHECK(dt__get_int(ctx, f, "", "id", 0, INT64_MAX, "", &x));
+        e.flow_id = x;
+        json_t *bp = json_object_get(v, "bp");
+        if (e.ph == DT_TRACE_FLOW_END && !(json_is_string(bp) && strcmp(json_string_value(bp), "e") == 0))
+            return DT_FAIL(DT_ERR_FORMAT,
+                           "%s: a flow end needs \"bp\":\"e\" (binding to the receive span enclosing it)", ctx);
+    }
 
     json_t *args = json_object_get(v, "args");
     if (args && !json_is_object(args))
@@ -568,6 +587,14 @@ static dt_status dt__convert_other(dt__rd *r, json_t *o)
                        "%s: trace format version %" JSON_INTEGER_FORMAT "; this dtrain reads version %d only", p,
                        json_integer_value(ver), DT_TRACE_VERSION);
     r->t->version = (int)json_integer_value(ver);
+    json_t *minor = json_object_get(o, "minor_version");
+    if (minor) {
+        int64_t m;
+        char mctx[512];
+        snprintf(mctx, sizeof mctx, "%s: otherData", p);
+        DT_CHECK(dt__get_int(mctx, minor, "", "minor_version", 0, INT_MAX, "", &m));
+        r->t->minor_version = (int)m;
+    }
     char ctx[512];
     snprintf(ctx, sizeof ctx, "%s: otherData", p);
     DT_CHECK(dt__get_str(ctx, o, "tool", "tool", 1, 0, r->t->tool, sizeof r->t->tool));

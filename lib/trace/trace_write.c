@@ -18,6 +18,7 @@
  *   - doubles (counter values, extra args) use the shortest of %.15g, %.16g,
  *     %.17g that reads back to the same double, with ".0" appended when the
  *     text would otherwise look like an integer (keeps -0.0 and "real-ness").
+ * Flow events ('s', 'f') carry "id" (and 'f' "bp":"e") after "tid".
  *
  * Invariants: the trace reaches its name only whole (dt_file.h: written to
  * a temporary file beside it, renamed at dt_trace_writer_close after a
@@ -97,6 +98,8 @@ static int dt__key_reserved(char ph, const char *key)
     switch (ph) {
     case DT_TRACE_COUNTER: return strcmp(key, "value") == 0;
     case DT_TRACE_METADATA: return strcmp(key, "name") == 0;
+    case DT_TRACE_FLOW_START:
+    case DT_TRACE_FLOW_END: return 0;
     default:
         return strcmp(key, "iter") == 0 || strcmp(key, "micro_batch") == 0 || strcmp(key, "layer") == 0 ||
                strcmp(key, "bytes") == 0;
@@ -135,6 +138,23 @@ double dt_trace_event_arg(const dt_trace_event *e, const char *key, double dflt)
 {
     const dt_trace_arg *a = dt_trace_event_find_arg(e, key);
     return a ? a->value : dflt;
+}
+
+int dt_trace_flow_of(const dt_trace_event *span, dt_trace_event *flow)
+{
+    if (!span || !flow || span->ph != DT_TRACE_COMPLETE) return 0;
+    const int start = strncmp(span->name, "send", 4) == 0;
+    if (!start && strncmp(span->name, "recv", 4) != 0) return 0;
+    const dt_trace_arg *a = dt_trace_event_find_arg(span, "flow");
+    if (!a) return 0;
+    /* an extra is a double: only an integer in range is an id (a cast of 1e308 is undefined) */
+    if (!(a->value >= 0 && a->value <= (double)DT_TRACE_FLOW_ID_MAX) || a->value != floor(a->value)) return -1;
+    const char *us = strchr(span->name, '_');
+    const int64_t ts = start ? span->ts_ns : span->ts_ns + span->dur_ns;
+    dt_trace_event_init(flow, start ? DT_TRACE_FLOW_START : DT_TRACE_FLOW_END, us && us[1] ? us + 1 : span->name,
+                        "flow", span->pid, span->tid, ts, 0);
+    flow->flow_id = (int64_t)a->value;
+    return 1;
 }
 
 dt_status dt_trace_event_add_arg(dt_trace_event *e, const char *key, double value)
@@ -273,6 +293,7 @@ dt_status dt_trace_writer_open(const char *path, const char *tool, const char *c
     }
     int bad = json_object_set_new(other, "format", json_string("dtrain-trace"));
     bad |= json_object_set_new(other, "version", json_integer(DT_TRACE_VERSION));
+    bad |= json_object_set_new(other, "minor_version", json_integer(DT_TRACE_VERSION_MINOR));
     bad |= json_object_set_new(other, "tool", tool_j);
     if (config_json) {
         json_error_t jerr;
@@ -335,11 +356,14 @@ static dt_status dt__check_event(const dt_trace_event *e, const char *who)
     case DT_TRACE_COMPLETE:
     case DT_TRACE_COUNTER:
     case DT_TRACE_INSTANT:
-    case DT_TRACE_METADATA: break;
+    case DT_TRACE_METADATA:
+    case DT_TRACE_FLOW_START:
+    case DT_TRACE_FLOW_END: break;
     default:
-        return DT_FAIL(DT_ERR_INVALID, "%s: ph 0x%02x is not one of 'X', 'C', 'i', 'M'", who,
+        return DT_FAIL(DT_ERR_INVALID, "%s: ph 0x%02x is not one of 'X', 'C', 'i', 'M', 's', 'f'", who,
                        (unsigned)(unsigned char)e->ph);
     }
+    const int flow = e->ph == DT_TRACE_FLOW_START || e->ph == DT_TRACE_FLOW_END;
     if (!memchr(e->name, '\0', sizeof e->name) || !memchr(e->cat, '\0', sizeof e->cat) ||
         !memchr(e->label, '\0', sizeof e->label))
         return DT_FAIL(DT_ERR_INVALID, "%s: name, cat or label is not NUL-terminated in its array", who);
@@ -366,7 +390,7 @@ static dt_status dt__check_event(const dt_trace_event *e, const char *who)
     if (e->ph != DT_TRACE_COMPLETE && e->dur_ns != 0)
         return DT_FAIL(DT_ERR_INVALID, "%s: dur_ns is %" PRId64 " on a '%c' event; only 'X' events have a duration",
                        who, e->dur_ns, e->ph);
-    if ((e->ph == DT_TRACE_COUNTER || e->ph == DT_TRACE_METADATA) &&
+    if ((e->ph == DT_TRACE_COUNTER || e->ph == DT_TRACE_METADATA || flow) &&
         (e->iter != DT_TRACE_NONE || e->micro_batch != DT_TRACE_NONE || e->layer != DT_TRACE_NONE ||
          e->bytes != DT_TRACE_NONE))
         return DT_FAIL(DT_ERR_INVALID,
@@ -379,6 +403,11 @@ static dt_status dt__check_event(const dt_trace_event *e, const char *who)
         return DT_FAIL(DT_ERR_INVALID, "%s: value is set on a '%c' event; only counters ('C') have one", who, e->ph);
     if (e->ph != DT_TRACE_METADATA && e->label[0] != '\0')
         return DT_FAIL(DT_ERR_INVALID, "%s: label is set on a '%c' event; only metadata ('M') has one", who, e->ph);
+    if (flow && e->flow_id < 0)
+        return DT_FAIL(DT_ERR_INVALID, "%s: flow_id is %" PRId64 "; expected 0..%" PRId64, who, e->flow_id, INT64_MAX);
+    if (!flow && e->flow_id != 0)
+        return DT_FAIL(DT_ERR_INVALID, "%s: flow_id is set on a '%c' event; only flows ('s', 'f') have one", who,
+                       e->ph);
     if (e->n_extra < 0 || e->n_extra > DT_TRACE_MAX_EXTRA)
         return DT_FAIL(DT_ERR_INVALID, "%s: n_extra is %d, outside 0..%d", who, e->n_extra, DT_TRACE_MAX_EXTRA);
     for (int i = 0; i < e->n_extra; i++) DT_CHECK(dt__check_extra(e, i, who));
@@ -409,6 +438,12 @@ static long dt__format_event(dt_trace_writer *w, const dt_trace_event *e, const 
     dt__buf_int(&b, e->pid);
     dt__buf_str(&b, ",\"tid\":");
     dt__buf_int(&b, e->tid);
+    if (e->ph == DT_TRACE_FLOW_START || e->ph == DT_TRACE_FLOW_END) {
+        dt__buf_str(&b, ",\"id\":");
+        dt__buf_int(&b, e->flow_id);
+        /* bind to the enclosing span (the receive), not to the next one to start */
+        if (e->ph == DT_TRACE_FLOW_END) dt__buf_str(&b, ",\"bp\":\"e\"");
+    }
     dt__buf_str(&b, ",\"args\":{");
     int first = 1;
     if (e->ph == DT_TRACE_COUNTER) {
@@ -418,7 +453,7 @@ static long dt__format_event(dt_trace_writer *w, const dt_trace_event *e, const 
         dt__buf_key(&b, &first, "name");
         *bad_field = "label";
         if (!dt__buf_json_str(&b, e->label)) return 0;
-    } else {
+    } else if (e->ph == DT_TRACE_COMPLETE || e->ph == DT_TRACE_INSTANT) {
         if (e->iter != DT_TRACE_NONE) {
             dt__buf_key(&b, &first, "iter");
             dt__buf_int(&b, e->iter);
