@@ -131,6 +131,21 @@ DT_API int dt_comm_have_mpi(void);
  * singleton's allocations). */
 DT_API int dt_comm_launched(void);
 
+/* ---- clocks (lib/comm/clock.c) ------------------------------------------------- */
+
+/* This rank's monotonic clock (dt_time_ns) against rank 0's. */
+typedef struct dt_comm_clock {
+    int64_t offset_ns; /* rank 0's clock = this rank's + offset_ns (0 on rank 0) */
+    int64_t error_ns;  /* |offset_ns - the true offset| <= error_ns: half the shortest round trip (0 on rank 0) */
+    int64_t sync_id;   /* rank 0's number for this synchronisation, the same on every rank, >= 0 */
+} dt_comm_clock;
+
+/* Collective: measures each rank's clock offset to rank 0 with `rounds`
+ * (1..1000) ping-pongs after a barrier, keeping the shortest round trip,
+ * whose half bounds the error. The bound holds while the clocks run at
+ * one rate (one host: exactly; across hosts: to their drift). */
+DT_API dt_status dt_comm_clock_sync(dt_comm *c, int rounds, dt_comm_clock *out);
+
 /* ---- collectives (lib/comm/collectives.c) ------------------------------------- */
 
 typedef enum dt_allreduce_algo {

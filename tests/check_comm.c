@@ -6,7 +6,8 @@
  * Tests: rank and size; rings of isend/irecv completed by wait and by test
  * polling, with 0-byte, small and several-MB messages; tag matching, and
  * the order of messages sharing a tag; barrier (a late rank sees no message
- * sent after the barrier before it enters it); split into even/odd ranks,
+ * sent after the barrier before it enters it); clock offsets to rank 0
+ * within their measured bounds; split into even/odd ranks,
  * with reversed keys, with a rank left out, and one group per rank, then
  * p2p, barrier and allreduce inside; allreduce_native on integer-valued
  * floats (exact sums); the paths for counts beyond INT_MAX, run with the
@@ -311,6 +312,35 @@ static void exercise_sub(dt_comm *sub, int tag, float world_sum)
                   "world rank %d: sums in its %d-rank group are %g and %g, expected %g and %d", g_world->rank,
                   sub->size, v[0], v[1], world_sum, sub->size);
 }
+
+/* Clock offsets to rank 0: the ranks share one host's CLOCK_MONOTONIC, so
+ * the true offset is 0 and each estimate must lie within its own bound. */
+START_TEST(test_clock_sync)
+{
+    dt_comm *c = g_world;
+    dt_comm_clock k;
+    ck_dt(dt_comm_clock_sync(c, 8, &k));
+    int64_t id0 = k.sync_id; /* rank 0's, sent to every rank */
+    if (c->size > 1) {
+        dt_comm_request *q = NULL;
+        if (c->rank == 0)
+            for (int r = 1; r < c->size; r++) {
+                ck_dt(c->ops->isend(c, &k.sync_id, sizeof k.sync_id, r, 90, &q));
+                ck_dt(c->ops->wait(c, q));
+            }
+        else {
+            ck_dt(c->ops->irecv(c, &id0, sizeof id0, 0, 90, &q));
+            ck_dt(c->ops->wait(c, q));
+        }
+    }
+    ck_assert_msg(k.sync_id == id0 && k.sync_id >= 0, "rank %d: sync id %lld, rank 0's %lld", c->rank,
+                  (long long)k.sync_id, (long long)id0);
+    ck_assert_msg(k.error_ns >= 0 && (c->rank > 0 || (k.offset_ns == 0 && k.error_ns == 0)), "rank %d", c->rank);
+    ck_assert_msg(llabs((long long)k.offset_ns) <= k.error_ns, "rank %d: offset %lld ns, bound %lld ns", c->rank,
+                  (long long)k.offset_ns, (long long)k.error_ns);
+    ck_assert_int_eq(dt_comm_clock_sync(c, 0, &k), DT_ERR_INVALID);
+}
+END_TEST
 
 START_TEST(test_split_even_odd)
 {
@@ -1301,6 +1331,7 @@ static Suite *comm_suite(void)
     tcase_add_test(tc, test_waitany);
     tcase_add_test(tc, test_world_again);
     tcase_add_test(tc, test_local_rank);
+    tcase_add_test(tc, test_clock_sync);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("split");

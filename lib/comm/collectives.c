@@ -52,8 +52,9 @@
  * buffer's bytes: whom MPI sends to is not known). n = 1: no calls.
  *
  * Tags: collectives use only tags DT__TAG_FIRST..DT__TAG_LAST (32704 ..
- * 32767, the top of the range every MPI guarantees); user point-to-point
- * messages must use other tags. Each phase has its own tag; within a phase
+ * 32767, the top of the range every MPI guarantees; 32767 itself is the
+ * clock synchronisation's, clock.c); user point-to-point messages must use
+ * other tags. Each phase has its own tag; within a phase
  * messages between two ranks are matched in the order they were posted
  * (MPI's non-overtaking rule, which every backend must keep), and every
  * rank posts its receives in the order its peer posts the sends.

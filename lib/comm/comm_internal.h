@@ -21,6 +21,9 @@
 #include "dt_comm.h"
 
 #define DT__COMM_TAG_MAX 32767
+/* The top of the range reserved for lib/comm (dt_comm.h): the collectives
+ * use 32704..32711 (collectives.c), the clock synchronisation this one. */
+#define DT__COMM_TAG_CLOCK 32767
 
 struct dt_comm_request {
     dt_comm *comm; /* the communicator that created it */

@@ -1,7 +1,8 @@
 # lib/comm/local.mk: communicators and the collectives written on them.
 libdtrain_core_la_SOURCES += \
 	lib/comm/comm.c \
-	lib/comm/collectives.c
+	lib/comm/collectives.c \
+	lib/comm/clock.c
 noinst_HEADERS += lib/comm/comm_internal.h
 
 # The MPI communicator when configure found MPI; otherwise a stand-in whose
