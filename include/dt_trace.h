@@ -43,10 +43,10 @@ enum { DT_LANE_COMPUTE = 0, DT_LANE_COMM = 1, DT_LANE_OPTIM = 2, DT_LANE_DATA = 
 
 /* Phases used by dtrain (Chrome's "ph"). */
 typedef enum dt_trace_phase {
-    DT_TRACE_COMPLETE = 'X', /* a span: ts + dur */
-    DT_TRACE_COUNTER = 'C',  /* a value over time: name + value */
-    DT_TRACE_INSTANT = 'i',  /* a point event */
-    DT_TRACE_METADATA = 'M', /* process_name / thread_name: label */
+    DT_TRACE_COMPLETE = 'X',   /* a span: ts + dur */
+    DT_TRACE_COUNTER = 'C',    /* a value over time: name + value */
+    DT_TRACE_INSTANT = 'i',    /* a point event */
+    DT_TRACE_METADATA = 'M',   /* process_name / thread_name: label */
     DT_TRACE_FLOW_START = 's', /* a flow leaves the span enclosing ts on (pid, tid): flow_id */
     DT_TRACE_FLOW_END = 'f'    /* the flow arrives in the span enclosing ts ("bp":"e"): flow_id */
 } dt_trace_phase;
@@ -103,6 +103,11 @@ typedef struct dt_trace_writer dt_trace_writer;
  * NULL) is a JSON object text stored under otherData.config. */
 DT_API dt_status dt_trace_writer_open(const char *path, const char *tool, const char *config_json,
                                       dt_trace_writer **out);
+/* The same with more keys in otherData: other_json (may be NULL) is a JSON
+ * object text whose members follow "config" ("clock" in a rank's file,
+ * "merge" in a merged one); the keys the writer sets itself are refused. */
+DT_API dt_status dt_trace_writer_open_ext(const char *path, const char *tool, const char *config_json,
+                                          const char *other_json, dt_trace_writer **out);
 DT_API dt_status dt_trace_write(dt_trace_writer *w, const dt_trace_event *e);
 /* Finish the JSON and close; always frees w. When an earlier write failed
  * the file is incomplete: it is removed (a regular file only) and the
@@ -113,11 +118,33 @@ DT_API dt_status dt_trace_writer_close(dt_trace_writer *w);
  * leaves no partial trace behind. Always frees w. */
 DT_API void dt_trace_writer_abort(dt_trace_writer *w);
 
+/* otherData.clock: the file of one rank of a multi-rank run, which puts
+ * its times on the run's one clock (docs/trace-format.md "Merged files"). */
+typedef struct dt_trace_clock {
+    char method[16];  /* "ping-pong" (dt_comm_clock_sync); "" when the file has no clock */
+    int64_t sync_id;  /* the synchronisation's number, the same in every file of the run */
+    int rank, ranks;  /* the file's rank (its events' pid) of the run's ranks */
+    int64_t start_ns; /* the file's time 0 on rank 0's monotonic clock */
+    int64_t error_ns; /* bound on start_ns's error (half the shortest ping-pong) */
+} dt_trace_clock;
+
+/* otherData.merge: how a merged file put its ranks on one clock. */
+typedef struct dt_trace_merge_info {
+    char method[16];    /* "ping-pong", "step0" or "none"; "" when the file is not merged */
+    int64_t sync_id;    /* ping-pong: the run's synchronisation; else 0 */
+    int n;              /* ranks merged */
+    int *pid;           /* (n) ascending */
+    int64_t *offset_ns; /* (n) added to each time of that rank's file, >= 0 */
+    int64_t *error_ns;  /* (n) bound on the offset's error; -1 unknown (step0, none) */
+} dt_trace_merge_info;
+
 typedef struct dt_trace {
     int version;
     int minor_version; /* otherData.minor_version (0 when absent: files written before it) */
     char tool[32];
     char *config_json; /* otherData.config re-serialised compactly, or NULL */
+    dt_trace_clock clock;      /* otherData.clock (method "" when absent) */
+    dt_trace_merge_info merge; /* otherData.merge (method "" when absent); freed by dt_trace_free */
     dt_trace_event *events;
     size_t n_events;
 } dt_trace;

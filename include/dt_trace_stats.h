@@ -125,6 +125,22 @@ DT_API dt_status dt_bubble_stats_trace(const dt_trace *t, int pid, int skip, dt_
 /* Frees out->steps and clears *out; NULL and a cleared struct are fine. */
 DT_API void dt_bubble_stats_free(dt_bubble_stats *out);
 
+/* The flow events of a trace (docs/trace-format.md "Flow events"), as a
+ * merged file should have them: each id once as a start ('s') and once as
+ * an end ('f') on another pid, the end no earlier than the start less the
+ * two ranks' clock alignment errors (otherData.merge.ranks[].error_ns; 0
+ * for a file on one clock, such as dtsim's; unknown errors are not judged). */
+typedef struct dt_trace_flow_stats {
+    size_t starts, ends; /* 's' and 'f' events */
+    size_t pairs;        /* ids with exactly one start and one end, on two pids */
+    size_t unpaired;     /* ids with a lone start or end, several of either, or both ends on one pid */
+    size_t early;        /* pairs whose end is before their start by more than the tolerance */
+    size_t judged;       /* pairs whose tolerance is known */
+    int64_t min_lag_ns;  /* smallest end - start over the pairs (0 when none) */
+    int64_t max_tol_ns;  /* largest tolerance used: the two ranks' errors added */
+} dt_trace_flow_stats;
+DT_API dt_status dt_trace_flow_stats_trace(const dt_trace *t, dt_trace_flow_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

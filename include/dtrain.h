@@ -14,6 +14,7 @@
 #include "dt_optim.h"
 #include "dt_data.h"
 #include "dt_trace.h"
+#include "dt_trace_merge.h"
 #include "dt_trace_stats.h"
 #include "dt_trace_breakdown.h"
 #include "dt_train.h"

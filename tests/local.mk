@@ -24,6 +24,7 @@ DT_CHECK_SUITES = \
 	tests/check_schedule_zb \
 	tests/check_trace_stats \
 	tests/check_trace_breakdown \
+	tests/check_trace_merge \
 	tests/check_sim_amp
 check_PROGRAMS += tests/check_comm
 check_PROGRAMS += tests/check_zero
@@ -82,6 +83,9 @@ tests_check_trace_stats_LDADD = $(DT_CHECK_LDADD)
 tests_check_trace_breakdown_SOURCES = tests/check_trace_breakdown.c tests/testutil.h
 tests_check_trace_breakdown_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_trace_breakdown_LDADD = $(DT_CHECK_LDADD)
+tests_check_trace_merge_SOURCES = tests/check_trace_merge.c tests/trace_testutil.h tests/testutil.h
+tests_check_trace_merge_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_trace_merge_LDADD = $(DT_CHECK_LDADD)
 tests_check_stage_SOURCES = tests/check_stage.c tests/testutil.h
 tests_check_stage_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_stage_LDADD = $(DT_CHECK_LDADD)

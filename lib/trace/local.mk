@@ -5,4 +5,5 @@ libdtrain_core_la_SOURCES += \
 	lib/trace/trace_read.c \
 	lib/trace/trace_stats.c \
 	lib/trace/trace_breakdown.c \
+	lib/trace/trace_merge.c \
 	lib/trace/trace_internal.h

@@ -1,6 +1,8 @@
-/* trace_internal.h: what the trace statistics share inside lib/trace
- * (trace_stats.c defines them; trace_breakdown.c uses them). Never
- * installed.
+/* trace_internal.h: what the files of lib/trace share. Never installed.
+ * The trace statistics (trace_stats.c defines them; trace_breakdown.c
+ * uses them), and the reader's hand-over (trace_read.c) of the merged
+ * file's header sections of otherData to trace_merge.c, which owns their
+ * keys.
  *
  * A rank's training steps are the events of its pid that carry an "iter"
  * and do not start inside one of its "evaluate" spans (a validation pass
@@ -11,6 +13,7 @@
 #ifndef DT_TRACE_INTERNAL_H
 #define DT_TRACE_INTERNAL_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,5 +36,11 @@ int dt__in_step(const dt_trace_event *e, int pid, const dt__evals *evals);
  * iteration numbers (they come from a file). */
 dt_status dt__trace_step_range(const dt_trace_event *ev, size_t n, int pid, int skip, const dt__evals *evals,
                                int64_t *start, int64_t *end, int64_t *steps, int64_t *last);
+
+/* otherData.clock and otherData.merge of the file path, when present, into
+ * t->clock and t->merge, each field range-checked (ranks and pids up to
+ * max_pid, the largest pid the file's config allows); DT_ERR_FORMAT naming
+ * the key otherwise (trace_merge.c). */
+dt_status dt__trace_read_alignment(const char *path, json_t *other, int64_t max_pid, dt_trace *t);
 
 #endif

@@ -41,6 +41,7 @@
  * Invariant: on failure nothing is returned (*out = NULL) and the message
  * names the file and either a position or traceEvents[i] and the field. */
 #include "dt_trace.h"
+#include "trace_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -608,7 +609,7 @@ static dt_status dt__convert_other(dt__rd *r, json_t *o)
         if (!r->t->config_json) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for otherData.config", p);
         DT_CHECK(dt__config_limits(r, cfg));
     }
-    return DT_OK;
+    return dt__trace_read_alignment(p, o, r->max_pid, r->t);
 }
 
 static dt_status dt__read_events(dt__rd *r)
@@ -833,6 +834,9 @@ dt_status dt_trace_read_mem(const char *name, const void *buf, size_t len, dt_tr
 void dt_trace_free(dt_trace *t)
 {
     if (!t) return;
+    free(t->merge.pid);
+    free(t->merge.offset_ns);
+    free(t->merge.error_ns);
     free(t->config_json);
     free(t->events);
     free(t);

@@ -9,7 +9,9 @@
  * definition is in dt_trace_stats.h and docs/trace-format.md. Two passes
  * over the events: the distinct steps of the selected pid's pipeline
  * instructions (sorted, so steps may be sparse or unordered in the file),
- * then each event is added to its step's window and busy time. */
+ * then each event is added to its step's window and busy time.
+ *
+ * Flow events: sorted by (id, phase, time), each id's group is judged. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -285,5 +287,77 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
     out->compute_ns = compute / (double)counted;
     out->optim_ns = optim / (double)counted;
     out->comm_ns = comm / (double)counted;
+    return DT_OK;
+}
+
+/* ---- flow events ----------------------------------------------------------- */
+
+typedef struct dt__flow {
+    int64_t id, ts;
+    int pid;
+    char ph;
+} dt__flow;
+
+static int dt__cmp_flow(const void *a, const void *b)
+{
+    const dt__flow *x = a, *y = b;
+    if (x->id != y->id) return (x->id > y->id) - (x->id < y->id);
+    if (x->ph != y->ph) return x->ph == DT_TRACE_FLOW_START ? -1 : 1;
+    return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+/* Rank pid's clock error in a merged file (0 when the file is not merged, -1 unknown). */
+static int64_t dt__pid_error(const dt_trace *t, int pid)
+{
+    const dt_trace_merge_info *m = &t->merge;
+    if (!m->method[0]) return 0;
+    for (int i = 0; i < m->n; i++)
+        if (m->pid[i] == pid) return m->error_ns[i];
+    return -1;
+}
+
+dt_status dt_trace_flow_stats_trace(const dt_trace *t, dt_trace_flow_stats *out)
+{
+    if (!out) return DT_FAIL(DT_ERR_INVALID, "flow stats: no output");
+    memset(out, 0, sizeof *out);
+    if (!t) return DT_FAIL(DT_ERR_INVALID, "flow stats: no trace");
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_events; i++)
+        n += t->events[i].ph == DT_TRACE_FLOW_START || t->events[i].ph == DT_TRACE_FLOW_END;
+    if (n == 0) return DT_OK;
+    dt__flow *f = malloc(n * sizeof *f);
+    if (!f) return DT_FAIL(DT_ERR_NOMEM, "flow stats: out of memory for %zu flow events", n);
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_events; i++) {
+        const dt_trace_event *e = &t->events[i];
+        if (e->ph != DT_TRACE_FLOW_START && e->ph != DT_TRACE_FLOW_END) continue;
+        f[k++] = (dt__flow){e->flow_id, e->ts_ns, e->pid, e->ph};
+        if (e->ph == DT_TRACE_FLOW_START) out->starts++;
+        else out->ends++;
+    }
+    qsort(f, n, sizeof *f, dt__cmp_flow);
+    int have_lag = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && f[j].id == f[i].id) j++;
+        const dt__flow *s = &f[i], *e = &f[i + 1];
+        if (j - i != 2 || s->ph != DT_TRACE_FLOW_START || e->ph != DT_TRACE_FLOW_END || s->pid == e->pid) {
+            out->unpaired++;
+        } else {
+            out->pairs++;
+            const int64_t lag = e->ts - s->ts; /* both >= 0: no overflow */
+            if (!have_lag || lag < out->min_lag_ns) out->min_lag_ns = lag;
+            have_lag = 1;
+            const int64_t es = dt__pid_error(t, s->pid), ee = dt__pid_error(t, e->pid);
+            if (es >= 0 && ee >= 0) {
+                const int64_t tol = es > INT64_MAX - ee ? INT64_MAX : es + ee;
+                out->judged++;
+                if (tol > out->max_tol_ns) out->max_tol_ns = tol;
+                if (lag < 0 && -lag > tol) out->early++;
+            }
+        }
+        i = j;
+    }
+    free(f);
     return DT_OK;
 }

@@ -274,6 +274,12 @@ static dt_status dt__put(dt_trace_writer *w, const char *s, size_t n)
 
 dt_status dt_trace_writer_open(const char *path, const char *tool, const char *config_json, dt_trace_writer **out)
 {
+    return dt_trace_writer_open_ext(path, tool, config_json, NULL, out);
+}
+
+dt_status dt_trace_writer_open_ext(const char *path, const char *tool, const char *config_json, const char *other_json,
+                                   dt_trace_writer **out)
+{
     if (out) *out = NULL;
     if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_writer_open: NULL path or out");
     if (!tool || !tool[0] || strlen(tool) >= sizeof(((dt_trace *)0)->tool))
@@ -309,6 +315,27 @@ dt_status dt_trace_writer_open(const char *path, const char *tool, const char *c
             return DT_FAIL(DT_ERR_INVALID, "%s: trace config must be a JSON object, not an array", path);
         }
         bad |= json_object_set_new(other, "config", cfg);
+    }
+    if (other_json) {
+        json_error_t jerr;
+        json_t *more = json_loads(other_json, JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(more)) {
+            json_decref(more);
+            json_decref(other);
+            return DT_FAIL(DT_ERR_INVALID, "%s: otherData's extra keys are not a JSON object", path);
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(more, key, v)
+        {
+            if (json_object_get(other, key) || !strcmp(key, "config")) {
+                json_decref(more);
+                json_decref(other);
+                return DT_FAIL(DT_ERR_INVALID, "%s: otherData.%s is the writer's own key", path, key);
+            }
+            bad |= json_object_set(other, key, v);
+        }
+        json_decref(more);
     }
     /* 15 significant digits: configuration values are typed in by people
      * (0.003, not 0.0030000000000000001) and nothing recomputes from them. */
