@@ -185,6 +185,17 @@ typedef struct dt_schedule {
 DT_API dt_status dt_sched_kind_parse(const char *s, dt_sched_kind *out);
 DT_API const char *dt_sched_kind_name(dt_sched_kind k);
 DT_API const char *dt_sched_op_name(dt_sched_op op); /* "recv_act", "forward", ..., "backward_b", "backward_w" */
+/* The id of the message that the send or receive `in` of device `device`
+ * moves, the same at both ends, so that traces join them (flow events,
+ * docs/trace-format.md): with Q = p*v virtual stages, the receiving
+ * virtual stage q, dir 0 for an activation and 1 for a gradient, and
+ * pipeline 0..pipelines-1 (the runtime's tensor rank + t * data rank),
+ * id = ((mb * Q + q) * 2 + dir) * pipelines + pipeline. -1 for another
+ * instruction, a hand-over between two chunks of one device (not a
+ * message), bad arguments, or an id above 2^53 - 1 (a trace's extras are
+ * doubles). */
+DT_API int64_t dt_sched_message_id(const dt_schedule *s, int device, const dt_sched_instr *in, int pipeline,
+                                   int pipelines);
 /* Model chunks per device when none is asked for: 2 for interleaved-1f1b and zb-v, 1 otherwise. */
 DT_API int dt_sched_default_chunks(dt_sched_kind k);
 /* 1 for the kinds whose lists use BACKWARD_B and BACKWARD_W (zb-h1, zb-v), 0 otherwise. */

@@ -17,6 +17,8 @@
  *     flushing kinds order 1f1b > interleaved-1f1b > zb-h1 > zb-v, and with
  *     other costs zb-h1 idles (p-1)(F+B-min(F,B,W)) and interleaved-1f1b
  *     (p-1)(F+B) per chunk costs;
+ *   - message ids: a send's is its receive's, distinct over the run and
+ *     the pipelines, none for hand-overs (every kind);
  *   - the one-line errors. */
 #include <string.h>
 
@@ -527,6 +529,58 @@ START_TEST(test_bubble_costs)
 }
 END_TEST
 
+/* Message ids (dt_sched_message_id): every send's id is the id of the
+ * receive that depends on it, ids are distinct over the whole run and
+ * over the pipelines, hand-overs between a device's chunks have none. */
+START_TEST(test_message_ids)
+{
+    static const dt_sched_kind kinds[] = {DT_SCHED_GPIPE, DT_SCHED_1F1B, DT_SCHED_PIPEDREAM, DT_SCHED_INTERLEAVED_1F1B,
+                                          DT_SCHED_ZB_H1, DT_SCHED_ZB_V};
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
+        for (int p = 1; p <= 4; p++) {
+            const dt_sched_kind k = kinds[ki];
+            const int v = dt_sched_default_chunks(k), m = k == DT_SCHED_INTERLEAVED_1F1B ? 2 * p : 5;
+            dt_schedule *S = make(k, p, v, m, 2);
+            enum { R = 3 }; /* pipelines */
+            size_t n = 0, cap = 0;
+            int64_t *ids = NULL;
+            for (int d = 0; d < p; d++)
+                for (int i = 0; i < S->count[d]; i++) {
+                    const dt_sched_instr *in = &S->instr[d][i];
+                    const int msg = in->op == DT_SCHED_SEND_ACT || in->op == DT_SCHED_RECV_ACT ||
+                                    in->op == DT_SCHED_SEND_GRAD || in->op == DT_SCHED_RECV_GRAD;
+                    for (int pl = 0; pl < R; pl++) {
+                        const int64_t id = dt_sched_message_id(S, d, in, pl, R);
+                        REQUIRE((id >= 0) == (msg && in->peer != d), "device %d instr %d (%s): id %lld", d, i,
+                                dt_sched_op_name(in->op), (long long)id);
+                        if (id < 0) continue;
+                        REQUIRE(id % R == pl, "id %lld of pipeline %d", (long long)id, pl);
+                        if (in->op == DT_SCHED_RECV_ACT || in->op == DT_SCHED_RECV_GRAD)
+                            for (int j = 0; j < in->ndeps; j++) {
+                                const dt_sched_dep *dp = &in->deps[j];
+                                const dt_sched_instr *snd = &S->instr[dp->stage][dp->index];
+                                if (dp->stage == d) continue;
+                                REQUIRE(dt_sched_message_id(S, dp->stage, snd, pl, R) == id,
+                                        "device %d instr %d: receive %lld, its send %lld", d, i, (long long)id,
+                                        (long long)dt_sched_message_id(S, dp->stage, snd, pl, R));
+                            }
+                        else { /* each send once: the receives repeat the ids */
+                            if (n == cap) ids = realloc(ids, (cap = cap ? 2 * cap : 256) * sizeof *ids);
+                            ids[n++] = id;
+                        }
+                    }
+                }
+            for (size_t a = 0; a < n; a++)
+                for (size_t b = a + 1; b < n; b++) REQUIRE(ids[a] != ids[b], "id %lld twice", (long long)ids[a]);
+            free(ids);
+            dt_sched_instr bad = S->count[0] ? S->instr[0][0] : (dt_sched_instr){0};
+            REQUIRE(dt_sched_message_id(S, p, &bad, 0, 1) == -1 && dt_sched_message_id(S, 0, &bad, 1, 1) == -1,
+                    "bad arguments");
+            dt_schedule_free(S);
+        }
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     dt_schedule sentinel, *S = &sentinel;
@@ -593,6 +647,7 @@ static Suite *schedule_zb_suite(void)
     tcase_add_test(tc, test_hand_zbh1);
     tcase_add_test(tc, test_hand_zbv);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_message_ids);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariants");
     tcase_set_timeout(tc, 60);

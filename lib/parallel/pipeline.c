@@ -35,6 +35,10 @@ int dt__pipe_stage(const dt__pipe *pp) { return pp->stage; }
 int dt__pipe_chunks(const dt__pipe *pp) { return pp->v; }
 int dt__pipe_dp_index(const dt__pipe *pp) { return pp->dpi; }
 int dt__pipe_tp_index(const dt__pipe *pp) { return pp->tpi; }
+int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in)
+{
+    return dt_sched_message_id(pp->sched, pp->stage, in, pp->tpi + pp->t * pp->dpi, pp->t * pp->d);
+}
 long long dt__pipe_tp_allreduces(const dt__pipe *pp) { return pp->tp.allreduces_fwd + pp->tp.allreduces_bwd; }
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp) { return pp->peak; }
 int dt__pipe_max_versions(const dt__pipe *pp) { return pp->max_versions; }

@@ -117,6 +117,10 @@ int dt__pipe_stage(const dt__pipe *pp);
 int dt__pipe_chunks(const dt__pipe *pp);
 int dt__pipe_dp_index(const dt__pipe *pp);
 int dt__pipe_tp_index(const dt__pipe *pp);
+/* The id of the message a send or receive of this rank moves, the same on
+ * the rank at its other end (dt_sched_message_id over this rank's
+ * pipeline, tensor rank + t * data rank), or -1 (not a message). */
+int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in);
 /* Allreduces made by the tensor-parallel f and g operators so far. */
 long long dt__pipe_tp_allreduces(const dt__pipe *pp);
 

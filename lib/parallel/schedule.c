@@ -83,6 +83,26 @@ const char *dt_sched_op_name(dt_sched_op op)
     return (int)op >= 0 && (int)op < DT__SCHED_NOPS ? dt__sched_op_names[op] : "?";
 }
 
+int64_t dt_sched_message_id(const dt_schedule *s, int device, const dt_sched_instr *in, int pipeline, int pipelines)
+{
+    if (!s || !in || device < 0 || device >= s->p || in->chunk < 0 || in->chunk >= s->v || in->mb < 0 ||
+        pipelines < 1 || pipeline < 0 || pipeline >= pipelines || in->peer == device)
+        return -1;
+    const int q = s->vstage[device * s->v + in->chunk];
+    int dst, dir;
+    switch (in->op) {
+    case DT_SCHED_SEND_ACT: dst = q + 1, dir = 0; break;
+    case DT_SCHED_RECV_ACT: dst = q, dir = 0; break;
+    case DT_SCHED_SEND_GRAD: dst = q - 1, dir = 1; break;
+    case DT_SCHED_RECV_GRAD: dst = q, dir = 1; break;
+    default: return -1;
+    }
+    /* in doubles: the bound is checked before any integer product could overflow */
+    const double Q = (double)s->p * s->v, id = (((double)in->mb * Q + dst) * 2 + dir) * pipelines + pipeline;
+    if (dst < 0 || dst >= Q || !(id <= 9007199254740991.0)) return -1;
+    return (((int64_t)in->mb * (int64_t)Q + dst) * 2 + dir) * pipelines + pipeline;
+}
+
 int dt_sched_default_chunks(dt_sched_kind k) { return k == DT_SCHED_INTERLEAVED_1F1B || k == DT_SCHED_ZB_V ? 2 : 1; }
 
 int dt_sched_splits_backward(dt_sched_kind k) { return k == DT_SCHED_ZB_H1 || k == DT_SCHED_ZB_V; }

@@ -52,6 +52,9 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
     /* several model chunks per stage (interleaved-1f1b, zb-v): which one */
     if (dt__pipe_chunks(tr->pipe.rt) > 1 && in->chunk >= 0 && dt_trace_event_add_arg(&e, "chunk", in->chunk) != DT_OK)
         return;
+    /* a message: its id, the same in the trace of the rank at its other end (the merged trace's flows) */
+    const int64_t id = dt__pipe_message_id(tr->pipe.rt, in);
+    if (id >= 0 && dt_trace_event_add_arg(&e, "flow", (double)id) != DT_OK) return;
     dt__trace_write(tr, &e);
 }
 
