@@ -17,6 +17,7 @@ libdtrain_core_la_SOURCES += \
 	lib/train/eval.c \
 	lib/train/thread_tune.c \
 	lib/train/trace_hooks.c \
+	lib/train/trace_gather.c \
 	lib/train/summary.c \
 	lib/train/checkpoint_io.c \
 	lib/train/checkpoint.c \

@@ -138,30 +138,42 @@ void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t byte
     dt__trace_write(tr, &e);
 }
 
-/* Open the trace (one file per rank: run.json -> run.rank1.json) with the
- * configuration in its header, write the metadata, hook the layers. */
+void dt__trace_rank_path(const char *path, int rank, char *out, size_t cap)
+{
+    const size_t len = strlen(path);
+    const int dot = len > 5 && strcmp(path + len - 5, ".json") == 0 ? (int)len - 5 : (int)len;
+    snprintf(out, cap, "%.*s.rank%d%s", dot, path, rank, path + dot);
+}
+
+/* Open the trace (one file per rank: run.json -> run.rank1.json, whose
+ * header says where its clock lies on rank 0's; trace_gather.c merges them
+ * into run.json at the end) with the configuration in its header, write
+ * the metadata, hook the layers. */
 dt_status dt__trace_open(dt_trainer *tr)
 {
-    const dt_train_config *cfg = &tr->cfg;
     json_t *co = dt__run_config_object(tr);
     char *cj = co ? json_dumps(co, JSON_COMPACT | JSON_PRESERVE_ORDER | DT__JSON_PRECISION) : NULL;
     json_decref(co);
     if (!cj) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory serialising the configuration");
-    if (cfg->comm && cfg->comm->size > 1) {
-        size_t len = strlen(tr->trace_path);
-        char *per = malloc(len + 32);
-        if (!per) {
+    char *clock = NULL;
+    if (dt__trace_multi(tr)) {
+        const size_t cap = strlen(tr->trace_path) + 32;
+        char *per = malloc(cap);
+        clock = dt__trace_clock_other(tr);
+        if (!per || !clock) {
+            free(per);
+            free(clock);
             free(cj);
             return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory");
         }
-        int dot = len > 5 && strcmp(tr->trace_path + len - 5, ".json") == 0 ? (int)len - 5 : (int)len;
-        snprintf(per, len + 32, "%.*s.rank%d%s", dot, tr->trace_path, tr->rank, tr->trace_path + dot);
-        free(tr->trace_path);
+        dt__trace_rank_path(tr->trace_path, tr->rank, per, cap);
+        tr->trace.merged_path = tr->trace_path; /* owned: freed with the trainer */
         tr->trace_path = per;
         tr->cfg.trace_path = per;
     }
-    dt_status st = dt_trace_writer_open(tr->cfg.trace_path, "dtrain", cj, &tr->trace.writer);
+    dt_status st = dt_trace_writer_open_ext(tr->cfg.trace_path, "dtrain", cj, clock, &tr->trace.writer);
     free(cj);
+    free(clock);
     DT_CHECK(st);
     DT_CHECK(dt__trace_metadata(tr));
     dt__tr_set_hook(tr, 1);

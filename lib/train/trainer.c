@@ -142,12 +142,15 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
     DT_CHECK_GOTO(dt__tr_strategy_create(tr), st, fail);
     if (tr->strategy != DT__STRATEGY_PIPE) DT_CHECK_GOTO(tr->kind->zero_grad(tr), st, fail);
+    /* several ranks with a trace: their clocks against rank 0's (collective),
+     * then time 0, which each rank file's header places on rank 0's clock */
+    DT_CHECK_GOTO(dt__trace_sync(tr), st, fail);
+    tr->t_start_ns = dt_time_ns();
     if (tr->cfg.trace_path) DT_CHECK_GOTO(dt__trace_open(tr), st, fail);
     if (tr->strategy == DT__STRATEGY_REPLICA) DT_CHECK_GOTO(dt__tr_dp_start(tr), st, fail);
     /* a parameter-server worker pulls the servers' weights with its first
      * step, evaluation or save (dt__tr_ps_ensure_pulled), so that
      * dt_trainer_load can still run on every rank first */
-    tr->t_start_ns = dt_time_ns();
     *out = tr;
     return DT_OK;
 
@@ -165,9 +168,9 @@ dt_status dt_trainer_finish(dt_trainer *tr)
     if (tr->trace.status != DT_OK) {
         /* the first write error is the cause; the message of a later close
          * failure would hide it, so restate it */
-        return DT_FAIL(tr->trace.status, "--trace %s: writing the trace failed", tr->cfg.trace_path);
+        st = DT_FAIL(tr->trace.status, "--trace %s: writing the trace failed", tr->cfg.trace_path);
     }
-    return st;
+    return dt__trace_gather(tr, st); /* several ranks: the merged trace (collective) */
 }
 
 void dt_trainer_free(dt_trainer *tr)
@@ -197,6 +200,7 @@ void dt_trainer_free(dt_trainer *tr)
     free(tr->path);
     free(tr->device);
     free(tr->trace_path);
+    free(tr->trace.merged_path);
     free(tr->cluster);
     free(tr);
 }

@@ -13,6 +13,7 @@
  *   step_pipe.c     pipeline and tensor parallelism: the stage runtime (pipe)
  *   nonfinite.c     non-finite loss or gradient norm: the first bad layer (nf)
  *   trace_hooks.c   trace events from the layers, collectives and steps (trace)
+ *   trace_gather.c  several ranks: their clocks, the merged trace at the end (trace)
  *   eval.c          evaluation on the validation split
  *   thread_tune.c   the automatic CPU thread count (tune)
  *   summary.c       the --summary JSON
@@ -194,10 +195,12 @@ struct dt_trainer {
         long long mismatch, disagree; /* after the last step: dt__pipe_version_check */
     } pipe;
 
-    struct { /* trace_hooks.c */
+    struct { /* trace_hooks.c, trace_gather.c */
         dt_trace_writer *writer;
-        dt_status status; /* first error while writing from a hook */
-        int micro;        /* micro-batch being computed (hook args) */
+        dt_status status;    /* first error while writing from a hook */
+        int micro;           /* micro-batch being computed (hook args) */
+        char *merged_path;   /* several ranks: the --trace path, where rank 0 merges the rank files */
+        dt_comm_clock clock; /* several ranks: this rank's clock against rank 0's */
     } trace;
 
     struct {             /* nonfinite.c: non-finite loss or gradient norm (FP32) */
@@ -262,6 +265,20 @@ dt_status dt__trace_open(dt_trainer *tr);
 dt_status dt__trace_step_end(dt_trainer *tr, const dt__step_ctx *c, size_t act_bytes, int64_t t1);
 void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
 void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns, int64_t t1_ns);
+/* path with ".rank<r>" before its ".json" (or at its end) into out[cap] */
+void dt__trace_rank_path(const char *path, int rank, char *out, size_t cap);
+
+/* ---- trace_gather.c ---- */
+/* 1 when the trace is one file per rank (a communicator of several ranks) */
+int dt__trace_multi(const dt_trainer *tr);
+/* Collective at create, before t_start_ns is taken: this rank's clock against rank 0's. */
+dt_status dt__trace_sync(dt_trainer *tr);
+/* The rank file's otherData "clock" key (malloc'd JSON text, NULL: out of memory). */
+char *dt__trace_clock_other(const dt_trainer *tr);
+/* Collective after this rank's file was closed with status `closed`: the
+ * rank files to rank 0, which writes the merged trace. Returns this rank's
+ * failure (its own first). */
+dt_status dt__trace_gather(dt_trainer *tr, dt_status closed);
 
 /* ---- step_dp.c ---- */
 dt_status dt__tr_dp_create(dt_trainer *tr);
