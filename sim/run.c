@@ -486,13 +486,18 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
             st = dt_trace_write(w, &e);
         }
     }
-    /* a unit's events stand for its t tensor-parallel ranks */
+    /* a unit's events stand for its t tensor-parallel ranks; each message
+     * span is followed by its flow event (the copy on tensor rank k is
+     * pipeline k's message: its id is k more) */
     const int tp = dts__is_pipe(sc) ? sc->t : 1;
     for (size_t i = 0; i < s->ev.n && st == DT_OK; i++)
         for (int k = 0; k < tp && st == DT_OK; k++) {
-            dt_trace_event e = s->ev.v[i];
+            dt_trace_event e = s->ev.v[i], flow;
             e.pid += k;
+            for (int x = 0; x < e.n_extra && k > 0; x++)
+                if (!strcmp(e.extra[x].key, "flow")) e.extra[x].value += k;
             st = dt_trace_write(w, &e);
+            if (st == DT_OK && dt_trace_flow_of(&e, &flow) == 1) st = dt_trace_write(w, &flow);
         }
     if (st != DT_OK) { /* leave no partial trace */
         dt_trace_writer_abort(w);

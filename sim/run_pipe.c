@@ -26,6 +26,9 @@
  * A split backward's B also leaves what W needs, held until W ends, and
  * each of B and W holds a working set while it runs (dts__split_mem_of).
  *
+ * Traces: the message spans carry the runtime's "flow" id
+ * (dt_sched_message_id), so that the trace's flow events join them.
+ *
  * Invariants: a unit executes its instructions in list order, one at a
  * time; it waits for exactly one message at a time (wait, wait_chunk, and
  * the next receive's sequence number of that chunk). */
@@ -91,6 +94,10 @@ static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in,
     if (in->version >= 0) dt_trace_event_add_arg(&ev, "version", in->version);
     dt_trace_event_add_arg(&ev, "phase", in->phase);
     if (s->V > 1) dt_trace_event_add_arg(&ev, "chunk", in->chunk);
+    /* a message: the runtime's id (pipeline = tensor rank + t * data rank; this unit is tensor rank 0, and
+     * run.c's trace adds k for its copy on tensor rank k) */
+    const int64_t id = dt_sched_message_id(s->sched, u->stage, in, s->sc->t * u->dpi, s->sc->t * s->sc->d);
+    if (id >= 0) dt_trace_event_add_arg(&ev, "flow", (double)id);
     dts__rec(s, 1, &ev);
 }
 
