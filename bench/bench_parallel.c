@@ -1,8 +1,9 @@
 /* bench_parallel.c: the multi-rank benchmarks run under mpirun:
  * `dtbench allreduce` (the nccl-tests table of our algorithms), pipeline
  * (every schedule's step time, bubbles and memory per stage), tp (tensor
- * parallelism's allreduces against the formula), and bubbles (a stage's
- * mean bubble from dtrain traces). */
+ * parallelism's allreduces against the formula), bubbles (a stage's
+ * mean bubble from dtrain traces, per rank in a file of several) and flows
+ * (how a merged trace's flow events pair). */
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -221,6 +222,33 @@ static double trace_noise(const dt_trace *t, int pid, int skip)
     return total > 0 ? excess / total : -1;
 }
 
+static int int_cmp(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct pids of t's events (pipe: of its pipeline instructions only), ascending, in *out (malloc'd). */
+static dt_status trace_pids_of(const dt_trace *t, int pipe, int **out, int *n)
+{
+    *n = 0;
+    *out = malloc((t->n_events + 1) * sizeof **out);
+    if (!*out) return DT_FAIL(DT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < t->n_events; i++) {
+        const dt_trace_event *e = &t->events[i];
+        if (!pipe || (e->ph == DT_TRACE_COMPLETE && strcmp(e->cat, "pipeline") == 0 && e->iter != DT_TRACE_NONE))
+            (*out)[(*n)++] = e->pid;
+    }
+    qsort(*out, (size_t)*n, sizeof **out, int_cmp);
+    int k = 0;
+    for (int i = 0; i < *n; i++)
+        if (k == 0 || (*out)[i] != (*out)[k - 1]) (*out)[k++] = (*out)[i];
+    *n = k;
+    return DT_OK;
+}
+static dt_status trace_pids(const dt_trace *t, int **out, int *n) { return trace_pids_of(t, 0, out, n); }
+static dt_status trace_pipeline_pids(const dt_trace *t, int **out, int *n) { return trace_pids_of(t, 1, out, n); }
+
 int dtbench_cmd_bubbles(int argc, char **argv)
 {
     int skip = 1, n_files = 0, bad = 0;
@@ -252,22 +280,80 @@ int dtbench_cmd_bubbles(int argc, char **argv)
             continue;
         }
         dt_trace *t = NULL;
-        dt_bubble_stats b;
-        if (dt_trace_read(argv[i], &t) != DT_OK || dt_bubble_stats_trace(t, -1, skip, &b) != DT_OK) {
+        int *pids = NULL, n_pids = 0;
+        dt_status st = dt_trace_read(argv[i], &t);
+        if (st == DT_OK) st = trace_pipeline_pids(t, &pids, &n_pids);
+        /* a rank's file: one line; a file of several ranks (merged, dtsim's): one per rank, "rank=R" after the name */
+        for (int k = 0; st == DT_OK && k < (n_pids > 1 ? n_pids : 1); k++) {
+            dt_bubble_stats b;
+            st = dt_bubble_stats_trace(t, n_pids > 1 ? pids[k] : -1, skip, &b);
+            if (st != DT_OK) break;
+            char rank[32] = "";
+            if (n_pids > 1) snprintf(rank, sizeof rank, " rank=%d", pids[k]);
+            printf("%s%s stage=%d steps=%d mean_steps=%d bubble=%.4f bubble_fb=%.4f window_ms=%.3f "
+                   "forward_ms=%.3f backward_ms=%.3f optim_ms=%.3f noise=%.4f run_fb=%.4f\n",
+                   argv[i], rank, b.stage, b.n_steps, b.n_mean, b.mean, b.mean_fb, b.mean_window_ns * 1e-6,
+                   b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : NAN,
+                   b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : NAN,
+                   b.n_optim ? b.optim_ns * 1e-6 / b.n_optim : NAN, trace_noise(t, b.pid, skip), b.run_fb);
+            dt_bubble_stats_free(&b);
+        }
+        if (st != DT_OK) {
             const char *why = dt_last_error(); /* the reader's messages mostly name the file already */
             if (strncmp(why, argv[i], strlen(argv[i])) == 0) fprintf(stderr, "dtbench bubbles: %s\n", why);
             else fprintf(stderr, "dtbench bubbles: %s: %s\n", argv[i], why);
+            bad = 1;
+        }
+        free(pids);
+        dt_trace_free(t);
+    }
+    return bad;
+}
+
+/* ---- flows of a merged trace (dt_trace_stats.h) ------------------------------ */
+
+/* One line per trace file: its ranks and events, its flow events and how
+ * they pair (dt_trace_flow_stats_trace), the smallest end - start and the
+ * tolerance (the merged file's clock errors), the alignment method. Exit 1
+ * when a file cannot be read or its flows are unpaired or early. */
+int dtbench_cmd_flows(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "dtbench flows: expected trace files (a merged run.json, a dtsim trace)\n");
+        return 2;
+    }
+    int bad = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) == 0) {
+            fprintf(stderr, "dtbench flows: '%s': unknown flag (expected trace files)\n", argv[i]);
+            return 2;
+        }
+    }
+    for (int i = 2; i < argc; i++) {
+        dt_trace *t = NULL;
+        dt_trace_flow_stats f;
+        if (dt_trace_read(argv[i], &t) != DT_OK || dt_trace_flow_stats_trace(t, &f) != DT_OK) {
+            const char *why = dt_last_error();
+            if (strncmp(why, argv[i], strlen(argv[i])) == 0) fprintf(stderr, "dtbench flows: %s\n", why);
+            else fprintf(stderr, "dtbench flows: %s: %s\n", argv[i], why);
             dt_trace_free(t);
             bad = 1;
             continue;
         }
-        printf("%s stage=%d steps=%d mean_steps=%d bubble=%.4f bubble_fb=%.4f window_ms=%.3f "
-               "forward_ms=%.3f backward_ms=%.3f optim_ms=%.3f noise=%.4f run_fb=%.4f\n",
-               argv[i], b.stage, b.n_steps, b.n_mean, b.mean, b.mean_fb, b.mean_window_ns * 1e-6,
-               b.n_forward ? b.forward_ns * 1e-6 / b.n_forward : NAN,
-               b.n_backward ? b.backward_ns * 1e-6 / b.n_backward : NAN,
-               b.n_optim ? b.optim_ns * 1e-6 / b.n_optim : NAN, trace_noise(t, b.pid, skip), b.run_fb);
-        dt_bubble_stats_free(&b);
+        int *pids = NULL, n_pids = 0;
+        if (trace_pids(t, &pids, &n_pids) != DT_OK) dtbench_die("out of memory");
+        printf("%s ranks=%d events=%zu flows=%zu pairs=%zu unpaired=%zu early=%zu judged=%zu min_lag_us=%.3f "
+               "tolerance_us=%.3f method=%s\n",
+               argv[i], n_pids, t->n_events, f.starts + f.ends, f.pairs, f.unpaired, f.early, f.judged,
+               f.min_lag_ns * 1e-3, f.max_tol_ns * 1e-3, t->merge.method[0] ? t->merge.method : "one-clock");
+        if (f.unpaired || f.early) {
+            fprintf(stderr,
+                    "dtbench flows: %s: %zu unpaired flow ids, %zu ends before their starts beyond the "
+                    "alignment's error\n",
+                    argv[i], f.unpaired, f.early);
+            bad = 1;
+        }
+        free(pids);
         dt_trace_free(t);
     }
     return bad;

@@ -21,6 +21,10 @@
  *       (bench/simval.c) and its speed and memory (bench/simspeed.c)
  *   dtbench bubbles [--skip N] TRACE...
  *       one line per dtrain trace file: its stage's mean bubble and more
+ *       (per rank in a file of several: a merged trace, a dtsim trace)
+ *   dtbench flows TRACE...
+ *       one line per trace file: its flow events, how they pair, the
+ *       smallest end - start against the clock alignment's error
  *   dtbench train [--threads N] [--model small] [--micro-batch-size 16]
  *                 [--seq-length T] [--steps S] [--warmup W]
  *                 [--device cpu|cuda] [--bf16|--fp16]
@@ -199,12 +203,14 @@ static int dtbench_run_threads(const dtbench_flags *f)
 }
 
 static int dtbench_run_bubbles(int argc, char **argv) { return dtbench_cmd_bubbles(argc + 1, argv - 1); }
+static int dtbench_run_flows(int argc, char **argv) { return dtbench_cmd_flows(argc + 1, argv - 1); }
 
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
 } dtbench_own_parser[] = {
     {"bubbles", dtbench_run_bubbles},
+    {"flows", dtbench_run_flows},
     {"simval", dt_bench_simval},     /* bench/simval.c */
     {"simspeed", dt_bench_simspeed}, /* bench/simspeed.c */
     {"viz", dt_bench_viz},           /* bench/vizbench.c */
@@ -315,6 +321,7 @@ int main(int argc, char **argv)
         "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|zero|compose|threads [--flag "
         "value]...\n"
         "       dtbench bubbles [--skip N] TRACE...\n"
+        "       dtbench flows TRACE...\n"
         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
         "fp16 peaks through the backend\n"
         "  gelu       GPU: FP32 GELU vs the f16/bf16 half2 kernel, elements/s, GB/s and fraction of the "
@@ -348,8 +355,11 @@ int main(int argc, char **argv)
         "102400-device one (goals: > 10 M/s, < 10 s, < 2 GB; --scale: the table from 1024 to 102400 devices)\n"
         "  viz        ms per frame of dtviz's timeline, headless 1400x800, on a ~100k-event simulated "
         "trace (--events N, --frames K; goal: 60 frames/s)\n"
-        "  bubbles    one line per trace file (dtrain --trace under a pipeline): its stage's mean "
-        "bubble over the steps >= --skip (default 1)";
+        "  bubbles    one line per trace file (dtrain --trace under a pipeline; per rank in a merged or dtsim "
+        "trace): its stage's mean bubble over the steps >= --skip (default 1)\n"
+        "  flows      one line per trace file (a merged dtrain --trace, a dtsim trace): its flow events, how they "
+        "pair (one send and one receive per id, on two ranks), the smallest receive end - send start and the "
+        "clock alignment's tolerance; exit 1 when a flow is unpaired or early";
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         dt_args_print_help(argc < 2 ? stderr : stdout, usage, args, n_args);
         return argc < 2 ? 2 : 0;
@@ -371,7 +381,7 @@ int main(int argc, char **argv)
         if (strcmp(cmd, dtbench_commands[i].name) == 0) return dtbench_commands[i].run(&f);
     fprintf(stderr,
             "dtbench: '%s': unknown command (expected gemm, gelu, train, recompute, largebatch, amp, allreduce, "
-            "pipeline, tp, compose or bubbles)\n",
+            "pipeline, tp, compose, bubbles or flows)\n",
             cmd);
     return 2;
 }

@@ -42,6 +42,7 @@ int dtbench_cmd_amp(int threads, int trained);
 int dtbench_cmd_allreduce(int64_t chunk_bytes, int64_t min_bytes, int64_t max_bytes, int iters_flag,
                           const char *json_path);
 int dtbench_cmd_bubbles(int argc, char **argv);
+int dtbench_cmd_flows(int argc, char **argv);
 int dtbench_cmd_tp(int threads, int B, int T, int L, int C, int steps);
 int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const int *split, int steps, const char *keep);
 
