@@ -98,12 +98,10 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
             st = dts_cost_from_profile(prof, o->profile, &sc.model, sc.B, sc.T, &sc.cost);
             sc.have_cost = st == DT_OK;
         }
-        int pid = 0;
+        int pid = -1; /* the lowest rank: a rank's file has one, a merged file (dtrain under mpirun) every one */
         for (size_t k = 0; k < t->n_events; k++)
-            if (t->events[k].ph != DT_TRACE_METADATA) {
-                pid = t->events[k].pid;
-                break;
-            }
+            if (t->events[k].ph != DT_TRACE_METADATA && (pid < 0 || t->events[k].pid < pid)) pid = t->events[k].pid;
+        if (pid < 0) pid = 0;
         dts_validate_row *row = &res->rows[i];
         if (st == DT_OK) st = dt_trace_phase_times_events(t->events, t->n_events, pid, skip, &row->measured);
         dts_summary sum_pred;
