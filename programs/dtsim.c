@@ -8,6 +8,9 @@
  *   dtsim analyze [--skip N] [--compare] [--csv] TRACE...
  *                            each rank's step time by category, real or
  *                            simulated (dtsim_analyze.c)
+ *   dtsim merge RUN.json | --output OUT FILE...
+ *                            a multi-rank run's rank files into one trace
+ *                            (dtsim_merge.c)
  *
  * The scenario's flags are dtrain's (--num-layers, --micro-batch-size,
  * --pipeline-model-parallel-size, ...) plus --data-parallel-size (dtrain
@@ -394,6 +397,8 @@ static void dtsim_usage(FILE *f)
           "                                             each rank's step time by category (compute,\n"
           "                                             optimizer, comm exposed, waiting, idle; comm\n"
           "                                             overlapped), of real runs or simulations\n"
+          "       dtsim merge RUN.json | --output OUT FILE...\n"
+          "                                             a multi-rank run's rank files into one trace\n"
           "       dtsim --help | --version\n"
           "Each subcommand's flags: dtsim SUBCOMMAND --help.\n",
           f);
@@ -404,10 +409,11 @@ int main(int argc, char **argv)
     /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
     signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, PROG ": expected a subcommand: run, sweep, validate or analyze (see dtsim --help)\n");
+        fprintf(stderr, PROG ": expected a subcommand: run, sweep, validate, analyze or merge (see dtsim --help)\n");
         return 2;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "merge")) return dtsim_cmd_merge(argc - 1, argv + 1); /* its own flags */
     if (!strcmp(cmd, "--version")) {
         printf("dtsim %s\n", DT_VERSION_STRING);
         return 0;
@@ -444,7 +450,8 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "validate")) mode = DTSIM_VALIDATE;
     else if (!strcmp(cmd, "analyze")) mode = DTSIM_ANALYZE;
     else {
-        fprintf(stderr, PROG ": unknown subcommand '%s' (expected run, sweep, validate or analyze; see dtsim --help)\n",
+        fprintf(stderr,
+                PROG ": unknown subcommand '%s' (expected run, sweep, validate, analyze or merge; see dtsim --help)\n",
                 cmd);
         rc = 2;
         goto done;

@@ -1,8 +1,8 @@
 /* dtsim_prog.h: what the simulator program's files share (not a library
  * header): the parsed flags (dtsim_opts), the scenario built from them
- * (dtsim_scenario.c), the sweep subcommand (dtsim_sweep.c) and the
- * analyze subcommand (dtsim_analyze.c). The flag tables, run, validate and
- * main are in dtsim.c. */
+ * (dtsim_scenario.c), the sweep subcommand (dtsim_sweep.c), the analyze
+ * subcommand (dtsim_analyze.c) and merge (dtsim_merge.c). The flag tables,
+ * run, validate and main are in dtsim.c. */
 #ifndef DTSIM_PROG_H
 #define DTSIM_PROG_H
 
@@ -66,6 +66,9 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc);
 /* One warning line on stderr naming what --config's run recorded that the
  * simulation leaves out (dts_scenario_unmodelled); nothing when none. */
 void dtsim_warn_unmodelled(const dtsim_opts *o, const dts_scenario *sc);
+
+/* dtsim_merge.c: dtsim merge (argv from the subcommand on). Returns the exit status. */
+int dtsim_cmd_merge(int argc, char **argv);
 
 /* dtsim_sweep.c: the swept keys and their values. */
 typedef enum { DTSIM_SW_M = 0, DTSIM_SW_P, DTSIM_SW_SCHED, DTSIM_SW_D, DTSIM_SW_T, DTSIM_SW_BW } dtsim_sweep_key;

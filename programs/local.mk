@@ -6,10 +6,10 @@ dtrain_SOURCES = programs/dtrain.c programs/dtrain_config.c programs/dtrain_repo
 	programs/dtrain_outputs.c programs/dtrain_generate.c programs/dtrain_prog.h $(DT_JOB_FLAGS_SOURCES)
 dtrain_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 dtrain_LDADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
-# dtsim: the discrete-event simulator's program (run, sweep, validate, analyze).
+# dtsim: the discrete-event simulator's program (run, sweep, validate, analyze, merge).
 bin_PROGRAMS += dtsim
 dtsim_SOURCES = programs/dtsim.c programs/dtsim_scenario.c programs/dtsim_sweep.c programs/dtsim_analyze.c \
-	programs/dtsim_prog.h \
+	programs/dtsim_merge.c programs/dtsim_prog.h \
 	$(DT_JOB_FLAGS_SOURCES)
 dtsim_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim
 dtsim_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
