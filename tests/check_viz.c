@@ -10,7 +10,8 @@
  *       dtv_timeline_layout_of, away from the box's centred label);
  *   (b) a real run's rank files (run.rank0.json, run.rank1.json written with
  *       dt_trace_writer, each with its own clock offset) load by the run's
- *       name, merged, with their step-0 ends aligned;
+ *       name, merged, with their step-0 ends aligned, as their merged file
+ *       (dt_trace_merge_files) loads;
  *   (c) bad and huge inputs fail with a dt_status and a message naming the
  *       file, without crashing: missing, empty, not JSON, a Chrome trace
  *       without otherData, a wrong version, a truncated file, no spans,
@@ -341,22 +342,40 @@ START_TEST(test_rank_files_aligned)
     ck_assert_int_eq(t->n_steps, 2);
     /* rows: rank 0 compute, rank 0 optimizer, rank 1 compute, rank 1 optimizer */
     ck_assert_int_eq(t->n_rows, 4);
-    /* the ends of step 0 coincide (rank 0's clock is the reference) */
+    /* the ends of step 0 coincide, at the later one (offsets >= 0, as in a merged file: dt_trace_align) */
     int64_t end[2] = {INT64_MIN, INT64_MIN};
     for (size_t i = 0; i < t->n_ev; i++) {
         const dt_trace_event *e = &t->ev[i];
         if (e->ph == DT_TRACE_COMPLETE && e->iter == 0 && e->ts_ns + e->dur_ns > end[e->pid])
             end[e->pid] = e->ts_ns + e->dur_ns;
     }
-    ck_assert_int_eq(end[0], e0);
-    ck_assert_int_eq(end[1], e0);
+    ck_assert_int_eq(end[0], e1);
+    ck_assert_int_eq(end[1], e1);
     /* rank 1 (slower) starts before rank 0 once aligned; every span lies in [t_min, t_max] */
-    ck_assert_int_eq(t->t_min, e0 - (e1 - 7000000));
+    ck_assert_int_eq(t->t_min, e1 - (e1 - 7000000));
     for (int r = 0; r < t->n_rows; r++)
         for (int i = 0; i < t->rows[r].n; i++) {
             ck_assert_int_ge(t->rows[r].s[i].t0, t->t_min);
             ck_assert_int_le(t->rows[r].s[i].t1, t->t_max);
         }
+    /* their merged file (dtsim merge) loads as the rank files do: the same spans at the same times */
+    char merged[400];
+    snprintf(merged, sizeof merged, "%s/merged.json", tmpdir);
+    const char *files[] = {p0, p1};
+    ck_dt(dt_trace_merge_files(merged, files, 2, NULL));
+    dtv_trace *m = malloc(sizeof *m);
+    ck_assert_ptr_nonnull(m);
+    ck_dt(dtv_trace_load(merged, m));
+    ck_assert(m->n_ranks == 2 && m->aligned == 1 && m->n_ev == t->n_ev && m->n_rows == t->n_rows);
+    ck_assert(m->t_min == t->t_min && m->t_max == t->t_max && m->n_steps == t->n_steps);
+    for (int r = 0; r < t->n_rows; r++) {
+        ck_assert_int_eq(m->rows[r].n, t->rows[r].n);
+        for (int i = 0; i < t->rows[r].n; i++)
+            ck_assert(m->rows[r].s[i].t0 == t->rows[r].s[i].t0 && m->rows[r].s[i].t1 == t->rows[r].s[i].t1 &&
+                      m->rows[r].s[i].kind == t->rows[r].s[i].kind);
+    }
+    free_trace(m);
+    remove(merged);
     /* the real rank's file itself also loads (one rank, its own clock) */
     dtv_trace *one = malloc(sizeof *one);
     ck_assert_ptr_nonnull(one);

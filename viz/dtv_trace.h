@@ -2,14 +2,17 @@
  * events of one real run or one simulation, indexed for drawing, plus the
  * series the views plot. No SDL here, so it is tested without a display.
  *
- * Loading: a file written by dtsim (every rank in one file), a real rank's
+ * Loading: a file written by dtsim (every rank in one file), a real run's
+ * merged file (dtrain under mpirun: every rank on one clock), a real rank's
  * file, or a real run's name: "run.json" when it does not exist but
  * run.rank0.json does loads run.rank0.json, run.rank1.json, ... Each real
- * rank counts time from its own start, so their clocks are aligned on the
- * end of step 0, which ends with a world allreduce under a pipeline (the
+ * rank counts time from its own start, so their clocks are aligned as
+ * their merged file would be (dt_trace_align, dt_trace_merge.h): by the
+ * clocks in their headers, or, for files written before those, on the end
+ * of step 0, which ends with a world allreduce under a pipeline (the
  * ranks leave it together) and with the loss allreduce under data
  * parallelism; without such a step the ranks keep their own clocks (the
- * viewer says so in the status line).
+ * viewer says so in the status line). Flow events are not drawn.
  *
  * Rows: one per (rank, lane) that has spans, ordered by rank then lane;
  * each row's spans are sorted by start, with the running maximum of their

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "dt_schedule.h"
+#include "dt_trace_merge.h"
 #include "dt_trace_stats.h"
 
 static int dtv__is(const char *a, const char *b) { return strcmp(a, b) == 0; }
@@ -420,18 +421,6 @@ dt_status dtv_trace_from_events(dt_trace_event *ev, size_t n, const char *name, 
     return st;
 }
 
-/* End of step 0 in a rank's file: the last span with iter 0 (INT64_MIN: none). */
-static int64_t dtv__step0_end(const dt_trace *t)
-{
-    int64_t end = INT64_MIN;
-    for (size_t i = 0; i < t->n_events; i++) {
-        const dt_trace_event *e = &t->events[i];
-        if (e->ph == DT_TRACE_COMPLETE && e->iter == 0 && !dtv__is(e->name, "evaluate") && e->ts_ns + e->dur_ns > end)
-            end = e->ts_ns + e->dur_ns;
-    }
-    return end;
-}
-
 dt_status dtv_trace_load(const char *path, dtv_trace *out)
 {
     memset(out, 0, sizeof *out);
@@ -475,18 +464,30 @@ dt_status dtv_trace_load(const char *path, dtv_trace *out)
         snprintf(out->tool, sizeof out->tool, "%s", tr[0]->tool);
         if (tr[0]->config_json && !(out->config_json = strdup(tr[0]->config_json)))
             st = DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", path);
-        /* align the ranks' clocks on the end of step 0 */
-        const int64_t ref = dtv__step0_end(tr[0]);
-        out->aligned = n_files == 1 || ref != INT64_MIN;
+        /* rank files: on one clock as their merged file would be (dt_trace_align: their clocks, else the ends
+         * of step 0, else as they are) */
+        dt_trace_merge_file *al = calloc((size_t)n_files, sizeof *al);
+        const char **names = calloc((size_t)n_files, sizeof *names);
+        char(*fn)[600] = calloc((size_t)n_files, sizeof *fn);
+        char method[16] = "none";
+        if (st == DT_OK && (!al || !names || !fn)) st = DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", path);
+        for (int i = 0; st == DT_OK && ranks && i < n_files; i++) {
+            snprintf(fn[i], sizeof fn[i], "%s.rank%d.json", base, i);
+            names[i] = fn[i];
+        }
+        if (st == DT_OK && ranks) st = dt_trace_align((const dt_trace *const *)tr, names, n_files, al, method);
+        out->aligned = !ranks || strcmp(method, "none") != 0;
         for (int i = 0; i < n_files && st == DT_OK; i++) {
-            const int64_t e0 = dtv__step0_end(tr[i]);
-            const int64_t shift = out->aligned && e0 != INT64_MIN && ref != INT64_MIN ? ref - e0 : 0;
+            const int64_t shift = ranks ? al[i].offset_ns : 0;
             for (size_t k = 0; k < tr[i]->n_events; k++) {
                 dt_trace_event e = tr[i]->events[k];
                 e.ts_ns += shift;
                 out->ev[out->n_ev++] = e;
             }
         }
+        free(al);
+        free(names);
+        free(fn);
     }
     for (int i = 0; i < n_files; i++) dt_trace_free(tr[i]);
     free(tr);
