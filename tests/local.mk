@@ -156,6 +156,11 @@ EXTRA_DIST += tests/pp.sh tests/bubble.sh tests/pp-optim.sh tests/zb.sh
 # Every technique with every other: the composition matrix (docs/composition.md).
 TESTS += tests/compose.sh
 EXTRA_DIST += tests/compose.sh
+# One trace for the whole job: the merged run.json of a 2-rank pipeline and
+# data-parallel run, its flows, and the programs that read it.
+TESTS += tests/trace-merge.sh
+EXTRA_DIST += tests/trace-merge.sh
+tests/trace-merge.log: tests/pp.log
 # The parameter server (ps-sync is also in dp.sh).
 TESTS += tests/ps.sh
 EXTRA_DIST += tests/ps.sh tests/mpi-lib.sh
