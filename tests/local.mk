@@ -382,7 +382,7 @@ endif
 # says) and checks the outputs it quotes; tutorials.sh also checks that every
 # command the README prints was run. After the multi-rank tests.
 TESTS += tests/tutorials.sh
-EXTRA_DIST += tests/tutorials.sh tutorials
+EXTRA_DIST += tests/tutorials.sh tests/trace-spans.awk tutorials
 tests/tutorials.log: tests/cluster-check.log
 # The tutorials' Open MPI settings, in the build directory (`. ./mpi-env.sh`
 # there): a copy of tests/mpi-env.sh, made by `make`.

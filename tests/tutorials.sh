@@ -28,6 +28,10 @@
 #                              without mpirun
 #   tut_json FILE KEY          the number after "KEY": in a summary file
 #   tut_reldiff A B            |A - B| / max(|A|, |B|)
+#   tut_spans OUT A:B TRACE... the spans `dtviz --zoom A:B` shows of TRACE's
+#                              files, as numbers, into OUT
+#                              (tests/trace-spans.awk): to check what a
+#                              caption says of its picture
 #   tut_ratio A B              A / B to 3 decimals (empty when B <= 0)
 #   tut_ref CHECK ARGS...      CHECK (tut_line, tut_range) of an exact number the
 #                              README quotes that depends on FP32 rounding (a
@@ -79,6 +83,7 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
     for p in dtrain dtsim dtviz dtbench; do
         [ -x "$BUILDDIR/$p" ] && ln -sf "$(cd "$BUILDDIR" && pwd)/$p" "$TUT_DIR/$p"
     done
+    SRCDIR=$(cd "$SRCDIR" && pwd) || exit 99
     cd "$TUT_DIR" || exit 99
     [ -e sim ] || ln -s "$(cd "$SRCDIR" && pwd)/sim" sim
     tut_cmd() {
@@ -146,6 +151,12 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
     tut_reldiff() {
         awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b
                                          if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'
+    }
+    tut_spans() {
+        out=$1 w=$2
+        shift 2
+        awk -v from="${w%:*}" -v to="${w#*:}" -f "$SRCDIR/tests/trace-spans.awk" "$@" >"$out" ||
+            tut_fail "trace-spans.awk $w $*: failed"
     }
     tut_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
     tut_ref_rounding() {

@@ -47,12 +47,25 @@ step_ms=$(awk -v t="$toks" 'BEGIN { if (t > 0) printf "%.3f", 2048 / t * 1000 }'
 tut_range "measured step time 2048 / tokens/s (ms)" "$step_ms" 1 200
 
 if [ -x ./dtviz ]; then
-    tut_cmd viz ./dtviz run.json --png run.png
+    tut_cmd viz ./dtviz run.json --png whole.png
+    tut_file whole.png
+    tut_cmd vizz ./dtviz run.json --zoom 0.5:0.515 --size 1400x420 --png run.png
     tut_file run.png
 else
-    echo "./dtviz run.json --png run.png" >>"$TUT_LOG"
-    echo "  (this build has no dtviz: SDL2 missing; ./dtviz run.json --png run.png not run)"
+    echo "./dtviz run.json --png whole.png" >>"$TUT_LOG"
+    echo "./dtviz run.json --zoom 0.5:0.515 --size 1400x420 --png run.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; the two ./dtviz commands not run)"
 fi
+tut_range "evaluate spans in run.json (the grey of whole.png)" "$(grep -c '"name":"evaluate"' run.json)" 1 1
+# what the caption says of run.png, from the spans it shows
+tut_spans run.spans 0.5:0.515 run.json
+tut_spans run-all.spans 0.5:0.515 all=1 run.json
+tut_range "optimizer steps wholly in run.png's window" \
+    "$(awk -F'\t' '$3 == "optimizer" && $9 { n++ } END { print n + 0 }' run.spans)" 2 4
+tut_range "run.png: backward / forward time of the steps it shows" "$(awk -F'\t' '
+    $3 == "optimizer" && $9 { whole[$6] = 1 }
+    $3 == "forward" { f[$6] += $5 - $4 } $3 == "backward" { b[$6] += $5 - $4 }
+    END { for (i in whole) { sf += f[i]; sb += b[i] } if (sf > 0) printf "%.2f", sb / sf }' run-all.spans)" 1.05 2.5
 
 # 3. The simulator's prediction from the trace.
 tut_cmd sim ./dtsim run --config run.json --profile run.json

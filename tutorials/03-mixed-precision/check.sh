@@ -89,6 +89,8 @@ tut_ref tut_line dyn '^iter 100/150  loss 1\.5747  lr 1\.265e-03  grad_norm 1\.1
 tut_ref tut_line dyn '^final: val_loss 1\.4818 accuracy 2\.94% \(238 examples\) '
 tut_file fp16.json
 viz scale fp16.json --view scale --png scale.png
+# the picture's triangles: the trace's overflow events
+tut_ref tut_range "fp16.json: overflow events (the picture's triangles)" "$(grep -c '"name":"overflow ' fp16.json)" 11 11
 
 # 4. A collapsing loss scale: lr 0.5 without clipping.
 tut_cmd col ./dtrain --threads 1 --fp16 --lr 0.5 --clip-grad 0 --train-iters 200 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --log-interval 25 --trace collapse.json --summary collapse-summary.json
@@ -184,6 +186,14 @@ tut_range "run B, window 10: backoffs" "$(tut_json b10-summary.json loss_scale_b
 tut_cmd sim10 ./dtsim run --config b10.json --grad-trace a10.json --profile a10.json --trace sim10.json
 tut_line sim10 '^loss scale: 13 overflows, 13 skipped steps, final scale 131072$'
 viz simviz b10.json sim10.json --view scale --png real-vs-sim.png
+# the picture's text: the same five overflows from 2^20 to 2^16, then the
+# real run's next at 2^20 at iteration 46 (iter 45 in the trace, counted
+# from 0), the draw's at 2^18 at iteration 27
+overflows() { grep '"name":"overflow' "$1" | sed 's/.*"iter":\([0-9]*\),"loss_scale":\([0-9]*\)\..*/\1:\2/' | head -n 6 | tr '\n' ' '; }
+tut_ref tut_range "real-vs-sim.png: the first six overflows of run B, as printed: $(overflows b10.json)" \
+    "$(overflows b10.json | grep -c '^0:1048576 1:1048576 2:524288 3:262144 4:131072 45:1048576 $')" 1 1
+tut_ref tut_range "real-vs-sim.png: the first six of the draw, as printed: $(overflows sim10.json)" \
+    "$(overflows sim10.json | grep -c '^0:1048576 1:1048576 2:524288 3:262144 4:131072 26:262144 $')" 1 1
 # the 25 draws of the loop
 s=1
 : >seeds.txt

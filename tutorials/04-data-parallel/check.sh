@@ -53,6 +53,13 @@ else
     echo "./dtviz ring4.json --view ring --png ring4.png" >>"$TUT_LOG"
     echo "  (this build has no dtviz: SDL2 missing; ./dtviz ring4.json --view ring --png ring4.png not run)"
 fi
+# the text of ring4.png: every rank sent 821760 bytes (802.5 KiB, 1.5 x S)
+# in the last iteration (iter 9, counted from 0)
+t04_sent() { grep '"iter":9,' ring4.rank$1.json | grep '"name":"reduce-scatter"\|"name":"all-gather"' |
+    sed 's/.*"bytes":\([0-9]*\),.*/\1/' | awk '{ s += $1 } END { print s + 0 }'; }
+for t04_r in 0 1 2 3; do
+    tut_range "ring4.png: bytes rank $t04_r sent in the last iteration" "$(t04_sent $t04_r)" 821760 821760
+done
 
 # 4. dtbench allreduce: algbw and busbw.
 tut_cmd bench $MPIRUN -np 4 ./dtbench allreduce --max-bytes 4194304 --iters 20

@@ -87,6 +87,10 @@ tut_line pd '^schedule pipedream: p=4 m=4 steps=2$'
 tut_line pd '^bubble fraction \(p-1\)/\(steps\*m\+p-1\) = 0\.0003 over 2500 steps \(filled and drained once per run\)$'
 tut_line pd '^stage 0: F0@v0 F1@v0 F2@v0 F3@v0 B0@v0 OPT F4@v1 B1@v0 OPT F5@v2 B2@v0 OPT F6@v3 B3@v0 OPT F7@v4 B4@v1 OPT B5@v2 OPT B6@v3 OPT B7@v4 OPT$'
 tut_line pd '^stage 3: F0@v0 B0@v0 OPT F1@v1 B1@v1 OPT'
+# the text: on stage 0, three updates between micro-batch 4's forward and its backward
+tut_range "stage 0: OPTs between F4 and B4" "$(sed -n 's/^stage 0: //p' pd.out |
+    awk '{ for (i = 1; i <= NF; i++) { if ($i ~ /^F4@/) on = 1; else if ($i ~ /^B4@/) on = 0; else if (on && $i == "OPT") n++ } }
+         END { print n + 0 }')" 3 3
 
 # 7. Vertical sync.
 tut_cmd vs ./dtrain --print-schedule --pipeline-model-parallel-size 4 --global-batch-size 4 --micro-batch-size 1 --pipeline-schedule pipedream-vsync

@@ -51,6 +51,19 @@ else
     echo "./dtviz tp-trace.json --zoom 0.5:0.52 --size 1400x400 --png tp.png" >>"$TUT_LOG"
     echo "  (this build has no dtviz: SDL2 missing; ./dtviz tp-trace.json ... not run)"
 fi
+# 8 tp allreduces inside every forward and backward span of RANKS' SPANS file
+t06_nested() { awk -F'\t' '$9 && ($3 == "forward" || $3 == "backward") { n++; p[n] = $1; s[n] = $4; e[n] = $5 }
+    $3 ~ /^tp allreduce / { m++; ap[m] = $1; as[m] = $4; ae[m] = $5 }
+    END { for (i = 1; i <= n; i++) { c = 0; for (j = 1; j <= m; j++) if (ap[j] == p[i] && as[j] >= s[i] && ae[j] <= e[i]) c++
+                                     if (c != 8) bad++ }
+          print (n > 0 ? bad + 0 : -1) }' "$1"; }
+# what the text says of tp.png: half a step or a little more, 8 allreduces in every forward and backward
+tut_spans tp.spans 0.5:0.52 tp-trace.rank0.json tp-trace.rank1.json
+tut_spans tp-all.spans 0.5:0.52 all=1 tp-trace.rank0.json tp-trace.rank1.json
+tut_range "tp.png: mean steps in its window" "$(awk -F'\t' '$1 == "window" { w = $3 - $2 }
+    $3 == "optim_step" && $1 == 0 { if (!n++) first = $4; last = $4 }
+    END { if (n > 1 && w > 0) printf "%.2f", w / ((last - first) / (n - 1)) }' tp-all.spans)" 0.45 0.8
+tut_range "forward and backward spans of the whole run without 8 tp allreduces inside" "$(t06_nested tp-all.spans)" 0 0
 
 # 4. dtbench tp on 4 ranks.
 tut_cmd bench $MPIRUN -np 4 ./dtbench tp

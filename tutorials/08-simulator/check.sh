@@ -153,6 +153,19 @@ if [ -x ./dtviz ]; then
 else
     echo "./dtviz pd.json pdsim.json --zoom 0:0.3 --size 1400x1100 --png contention.png" >>"$TUT_LOG"
 fi
+# what the text says of contention.png: the real boxes stretched, the two
+# replicas of stage 0 (ranks 0 and 1) apart; in the simulation in lockstep
+tut_spans pd-win.spans 0:0.3 pd.rank0.json pd.rank1.json pd.rank2.json pd.rank3.json
+tut_spans pdsim-win.spans 0:0.3 pdsim.json
+# the mean forward + backward box, in ms
+t08_box() { awk -F'\t' '$3 == "forward" || $3 == "backward" { s += $5 - $4; n++ } END { if (n) printf "%.3f", s / n / 1e6 }' "$1"; }
+# the largest |start on rank 0 - start on rank 1| of the same box, in ms
+t08_apart() { awk -F'\t' '($3 == "forward" || $3 == "backward") && $1 <= 1 { k = $3 " " $6 " " $7 " " $8
+        if ($1 == 0) a[k] = $4; else b[k] = $4 }
+    END { m = -1; for (k in a) if (k in b) { d = a[k] - b[k]; if (d < 0) d = -d; if (d > m) m = d } if (m >= 0) printf "%.3f", m / 1e6 }' "$1"; }
+tut_range "contention.png: mean real box / mean simulated box" "$(tut_ratio "$(t08_box pd-win.spans)" "$(t08_box pdsim-win.spans)")" 1.2 20
+tut_range "contention.png: ranks 0 and 1 apart, real (ms, largest)" "$(t08_apart pd-win.spans)" 1 100000
+tut_range "contention.png: ranks 0 and 1 apart, simulated (ms, largest)" "$(t08_apart pdsim-win.spans)" 0 0.001
 
 # 7. Everything at once: t = 2 x p = 2, bf16, selective recomputation.
 tut_cmd td --quick "--train-iters 10" mpirun --oversubscribe --allow-run-as-root -np 4 ./dtrain --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16 --recompute-activations --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 16 --threads 1 --train-iters 20 --eval-interval 0 --eval-iters 1 --summary 3d-summary.json --trace 3d.json
