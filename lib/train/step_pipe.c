@@ -52,7 +52,8 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
     /* several model chunks per stage (interleaved-1f1b, zb-v): which one */
     if (dt__pipe_chunks(tr->pipe.rt) > 1 && in->chunk >= 0 && dt_trace_event_add_arg(&e, "chunk", in->chunk) != DT_OK)
         return;
-    dt__trace_write(tr, &e);
+    if (dt__trace_write(tr, &e) == DT_OK && compute)
+        dt__trace_live_act(tr, t1_ns, dt__pipe_activation_bytes(tr->pipe.rt));
 }
 
 /* Trace: each recomputation inside a BACKWARD, nested in its span (cat
