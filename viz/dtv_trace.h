@@ -1,6 +1,7 @@
-/* dtv_trace.h: a trace as the viewer sees it (viz/trace_model.c): the
- * events of one real run or one simulation, indexed for drawing, plus the
- * series the views plot. No SDL here, so it is tested without a display.
+/* dtv_trace.h: a trace as the viewer sees it (viz/trace_model.c, and
+ * viz/trace_coll.c for the ring index): the events of one real run or one
+ * simulation, indexed for drawing, plus the series the views plot. No SDL
+ * here, so it is tested without a display.
  *
  * Loading: a file written by dtsim (every rank in one file), a real rank's
  * file, or a real run's name: "run.json" when it does not exist but
