@@ -121,6 +121,7 @@ typedef struct dtv_trace {
     dtv_overflow *overflow;
     dtv_series *memory; /* (n_ranks) memory counters, or activation counters of real runs */
     double mem_max;
+    int mem_live; /* real runs: memory holds live_activation_bytes (per layer), else activation_bytes (per step) */
     struct dtv_coll *coll; /* ring and parameter-server index (appended; see the end of this file) */
     /* each rank's step by category (appended for view_breakdown.c): lib's
      * dt_breakdown_all at load, the steps from bd_skip on */

@@ -333,6 +333,10 @@ static dt_status dtv__index(dtv_trace *t)
     t->memory = calloc((size_t)t->n_ranks, sizeof *t->memory);
     if (!t->memory) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", t->name);
     const int low = t->pids[0];
+    /* a real run's activations: the per-layer samples when it has them (issue 23), else one per step */
+    for (size_t i = 0; i < t->n_ev && !t->mem_live; i++)
+        t->mem_live = t->ev[i].ph == DT_TRACE_COUNTER && dtv__is(t->ev[i].name, "live_activation_bytes");
+    const char *act_counter = t->mem_live ? "live_activation_bytes" : "activation_bytes";
     for (size_t i = 0; i < t->n_ev; i++) {
         const dt_trace_event *e = &t->ev[i];
         const dtv_kind k = e->ph == DT_TRACE_COMPLETE ? dtv_kind_of(e) : DTV_OTHER;
@@ -353,7 +357,7 @@ static dt_status dtv__index(dtv_trace *t)
                                                                                    .a = dtv__extra(e, "static", 0),
                                                                                    .b = dtv__extra(e, "activations", 0),
                                                                                    .c = dtv__extra(e, "stash", 0)});
-        if (e->ph == DT_TRACE_COUNTER && dtv__is(e->name, "activation_bytes")) /* real runs: activations only */
+        if (e->ph == DT_TRACE_COUNTER && dtv__is(e->name, act_counter)) /* real runs: activations only */
             bad = dtv__series_add(&t->memory[dtv_rank_index(t, e->pid)],
                                   (dtv_point){.t = e->ts_ns, .v = e->value, .iter = DT_TRACE_NONE, .b = e->value});
         if (e->ph == DT_TRACE_INSTANT && !strncmp(e->name, "overflow", 8) && e->pid == low) {

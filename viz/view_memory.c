@@ -3,10 +3,11 @@
  * (weights, gradients, optimizer state) at the bottom, PipeDream's stashed
  * weight copies above it, the activations saved for backward on top, from
  * dtsim's `memory` counters. A real run (dtrain) records only its
- * activations (`activation_bytes`, after the forward of the largest
- * micro-batch) and the activation arena's high-water mark
- * (`peak_activation_bytes`, drawn as a line); the view says that the rest
- * is not in its trace.
+ * activations (`live_activation_bytes` at the end of each layer's forward
+ * and backward, so they rise and fall within a step; older traces:
+ * `activation_bytes`, once a step) and the activation arena's high-water
+ * mark (`peak_activation_bytes`, drawn as a line); the view says that the
+ * rest is not in its trace.
  *
  * Every panel shares one y axis (bytes, from 0 to the trace's largest
  * value), so ranks and schedules compare by height: 1F1B's activations
@@ -243,8 +244,9 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
                  "activations saved for backward; one y axis for every rank.");
     else
         dtv_text(c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_WARN,
-                 "dtrain's trace records activation memory only (after the forward, and the arena's high-water "
-                 "mark); weights, gradients and optimizer state are not recorded: dtsim run --trace models them.");
+                 "dtrain's trace records activation memory only (%s, and the arena's high-water mark); weights, "
+                 "gradients and optimizer state are not recorded: dtsim run --trace models them.",
+                 t->mem_live ? "held after each layer" : "after the forward");
     if (L.omitted) {
         char b[96];
         snprintf(b, sizeof b, "first %d ranks shown, %d more left out", L.n_panels, L.omitted);
@@ -310,9 +312,10 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
                 if (hwm >= 0) {
                     char h[32];
                     dtv_fmt_bytes(h, sizeof h, hwm);
-                    snprintf(lab, sizeof lab, "after forward %s, high-water mark %s", b, h);
+                    snprintf(lab, sizeof lab, "%s %s, high-water mark %s", t->mem_live ? "held" : "after forward", b,
+                             h);
                 } else {
-                    snprintf(lab, sizeof lab, "after forward %s", b);
+                    snprintf(lab, sizeof lab, "%s %s", t->mem_live ? "held" : "after forward", b);
                 }
             }
             int tw = 0;
@@ -349,7 +352,9 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
     dtv_fill(c, lx, ly + 2, 12, lh - 4, dtv__m_act());
     lx += 16 +
           dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG,
-                   L.full ? "activations saved for backward" : "activations after the forward (activation_bytes)") +
+                   L.full        ? "activations saved for backward"
+                   : t->mem_live ? "activations held, after each layer (live_activation_bytes)"
+                                 : "activations after the forward (activation_bytes)") +
           16;
     if (hw) {
         dtv_fill(c, lx, ly + lh / 2 - 1, 16, 2, hw_col);
