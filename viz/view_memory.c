@@ -214,11 +214,15 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
     tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
     char sched[32];
     dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
-    char what[160];
+    char what[256], fit[96];
+    dtv_fit_note(fit, sizeof fit, t, v);
     if (t->p > 1 && t->m > 0)
-        snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d, m = %d", t->tool, sched, t->p, t->m);
-    else if (t->p > 1) snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d", t->tool, sched, t->p);
-    else snprintf(what, sizeof what, "%s: memory per rank", t->tool);
+        snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d, m = %d%s%s", t->tool, sched, t->p, t->m,
+                 fit[0] ? ", " : "", fit);
+    else if (t->p > 1)
+        snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d%s%s", t->tool, sched, t->p,
+                 fit[0] ? ", " : "", fit);
+    else snprintf(what, sizeof what, "%s: memory per rank%s%s", t->tool, fit[0] ? ", " : "", fit);
     tx += 12 + dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s", what);
     const char *hint = NULL;
     if (t->p > 1 && !strcmp(sched, "gpipe"))

@@ -22,7 +22,7 @@
 
 #include "dtv_view.h"
 
-enum { DTV__GUTTER = 250, DTV__TITLE = 44, DTV__AXIS = 22, DTV__LEGEND = 40 };
+enum { DTV__GUTTER = 250, DTV__TITLE = 44, DTV__AXIS = 22, DTV__LEGEND = 40, DTV__ROW_MAX = 30 };
 
 void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
                             dtv_timeline_layout *out)
@@ -36,10 +36,15 @@ void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace 
     if (out->h < 10) out->h = 10;
     const int rows = t->n_rows - v->first_row;
     int rh = rows > 0 ? out->h / rows : out->h;
-    if (rh > 30) rh = 30;
+    if (rh > DTV__ROW_MAX) rh = DTV__ROW_MAX;
     if (rh < 6) rh = 6;
     out->row_h = rh;
     out->rows_shown = out->h / rh < rows ? out->h / rh : rows;
+}
+
+int dtv_timeline_height_for(const dtv_trace *t)
+{
+    return DTV__TITLE + DTV__AXIS + t->n_rows * DTV__ROW_MAX + DTV__LEGEND;
 }
 
 /* The stage whose compute row this is (-1 when none). */
@@ -65,8 +70,14 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
     dtv_fmt_time(span, sizeof span, (double)(v->t1 - v->t0));
     int tx = area.x + 8;
     tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
-    dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s",
-             t->tool, t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
+    char fit[96];
+    dtv_fit_note(fit, sizeof fit, t, v);
+    if (fit[0]) /* a picture's default window: the last steps only (view_fit.c) */
+        dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %s, %s%s", t->tool,
+                 t->n_ranks, fit, span, t->aligned ? "" : " (ranks' clocks not aligned)");
+    else
+        dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s",
+                 t->tool, t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
     if (t->p > 1 && !isnan(t->formula)) {
         char sched[32] = "";
         dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
