@@ -9,8 +9,11 @@
  *                         a --duration S seconds video (or exactly --frame-count N frames)
  *   --view V              timeline | ring | scale | memory | breakdown (default timeline)
  *   --time F              playback position as a fraction of the trace, 0..1 (default 1: all)
- *   --size WxH            picture or window size (default 1400x800)
- *   --zoom A:B            show the part A..B of the trace (fractions)
+ *   --size WxH            picture or window size (default 1400x800; a timeline picture: 1400 wide, as
+ *                         tall as its rows need, at most 800)
+ *   --zoom A:B            show the part A..B of the trace (fractions); without it a picture of the
+ *                         timeline or memory view whose steps would be slivers shows its last few
+ *                         complete steps and says so (viz/view_fit.c)
  *   --profile FILE, --hw FILE   what-if re-runs of a simulated trace: the simulator's costs
  *
  * Exit status: 0 done; 1 a run-time failure (SDL, no display for the
@@ -94,9 +97,11 @@ int main(int argc, char **argv)
          0},
         {"--time", DT_ARG_DOUBLE, &when, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 1, NULL, "F",
          "playback position, a fraction of the trace (1: everything)", NULL, 0},
-        {"--size", DT_ARG_STRING, &size, 0, 0, 0, NULL, "WxH", "picture or window size", NULL, 0},
+        {"--size", DT_ARG_STRING, &size, 0, 0, 0, NULL, "WxH", "picture or window size",
+         "1400x800; a timeline picture: as tall as its rows need", 0},
         {"--zoom", DT_ARG_STRING, &zoom, 0, 0, 0, NULL, "A:B",
-         "show only the part A..B of the trace, fractions 0 <= A < B <= 1 (e.g. 0.4:0.6)", "0:1 (all)", 0},
+         "show only the part A..B of the trace, fractions 0 <= A < B <= 1 (e.g. 0.4:0.6; 0:1 all)",
+         "all; a picture whose steps would be slivers: its last steps (below)", 0},
         {"--profile", DT_ARG_STRING, &profile, 0, 0, 0, NULL, "FILE",
          "what-if: per-layer costs for re-running a simulated trace (a single-rank dtrain trace)", "roofline", 0},
         {"--hw", DT_ARG_STRING, &hw, 0, 0, 0, NULL, "FILE", "what-if: hardware file", "the trace's", 0},
@@ -132,7 +137,9 @@ int main(int argc, char **argv)
                "on a dtsim trace (re-simulates 4 steps): p/P stages -1/+1, m/M micro-batches /2 x2, s next\n"
                "schedule, b/B link bandwidth /2 x2.\n"
                "The window needs a display (SDL_VIDEODRIVER, else DISPLAY or WAYLAND_DISPLAY); --png and --frames\n"
-               "need none.\n"
+               "need none. A picture (--png, --frames) is made to fit: without --zoom, where the whole trace would\n"
+               "draw steps under 40 px wide, the timeline and memory views show the last complete steps (or\n"
+               "those up to --time), --frames replaying them; the window opens on the whole trace.\n"
                "Exit status: 0 done, 1 run-time failure, 2 bad flags or an unreadable trace.\n");
         return 0;
     }
@@ -173,7 +180,11 @@ int main(int argc, char **argv)
     app.profile = profile;
     app.hw = hw;
     dtv_app_set(&app, vid, when >= 1.0 ? 2.0 : when);
+    /* a picture fits its data: a timeline as tall as its rows, steps readable (dtv_app.h) */
+    if ((png || frames_dir) && vid == DTV_VIEW_TIMELINE && !dt_args_given(args, n_args, "--size"))
+        h = dtv_app_fit_height(&app);
     if (zoom) dtv_app_zoom(&app, z0, z1);
+    else if (png || frames_dir) dtv_app_fit(&app, w, h);
     if (png) st = dtv_app_png(&app, w, h, png);
     else if (frames_dir)
         st = dtv_app_frames(&app, w, h, frames_dir,

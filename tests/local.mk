@@ -289,6 +289,17 @@ tests_check_viz_ring_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/s
 tests_check_viz_ring_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
 endif
 endif
+# The viewer fitting a picture to its data: the last steps where steps would
+# be slivers, the height from the rows, per-layer memory samples, box labels
+# where their text fits.
+if HAVE_CHECK
+if HAVE_SDL
+DT_CHECK_SUITES += tests/check_viz_fit
+tests_check_viz_fit_SOURCES = tests/check_viz_fit.c tests/testutil.h
+tests_check_viz_fit_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
+tests_check_viz_fit_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
+endif
+endif
 # The fuzzers' harnesses (fuzz/*.c) on the crash inputs make fuzz found
 # (fuzz/regress/TARGET, fixed since) and on their seeds (fuzz/corpus):
 # docs/sanitizers.md.

@@ -9,7 +9,9 @@
 # stdout; `dtviz --png` of a dtsim trace writes a PNG (its 8 signature bytes,
 # a nonzero size) with SDL_VIDEODRIVER unset and with SDL_VIDEODRIVER=dummy,
 # and with no DISPLAY either way (headless needs no display); two traces
-# side by side render too; `--frames DIR --frame-count 3` writes exactly
+# side by side render too; without --size a timeline picture is as tall as
+# its rows (1400x286 for 6 rows, 1400x598 for two panes), with --size or
+# another view the size asked for; `--frames DIR --frame-count 3` writes exactly
 # frame_00000.png .. frame_00002.png. The window (no --png, --frames) with
 # no display (DISPLAY, WAYLAND_DISPLAY unset; a WAYLAND_DISPLAY without
 # XDG_RUNTIME_DIR; SDL_VIDEODRIVER=dummy or offscreen, which open no window;
@@ -97,6 +99,18 @@ done
 run "$TMP/gpipe.json" "$TMP/pp.json" --png "$TMP/two.png"
 [ "$rc" -eq 0 ] || fail "two traces: exit $rc: $(cat "$TMP/err")"
 is_png "$TMP/two.png" || fail "two traces: no PNG"
+# a picture fits its rows: without --size a timeline is as tall as its rows need (pp.json: 2
+# ranks x 3 lanes, 30 px each, under the 66 px title and axis, over the 40 px legend; two panes:
+# the 26 px comparison line and two of those); --size is exact; the other views keep 1400x800
+png_size() { od -A n -t u1 -j 16 -N 8 "$1" | awk '{ printf "%dx%d", $3 * 256 + $4, $7 * 256 + $8 }'; }
+for case in "pp.png 1400x286" "two.png 1400x598"; do
+    set -- $case
+    [ "$(png_size "$TMP/$1")" = "$2" ] || fail "--png $1 without --size: $(png_size "$TMP/$1"), expected $2"
+done
+run "$TMP/pp.json" --size 1400x800 --png "$TMP/s.png"
+[ "$rc" -eq 0 ] && [ "$(png_size "$TMP/s.png")" = 1400x800 ] || fail "--size 1400x800: $(png_size "$TMP/s.png")"
+run "$TMP/pp.json" --view memory --png "$TMP/s.png"
+[ "$rc" -eq 0 ] && [ "$(png_size "$TMP/s.png")" = 1400x800 ] || fail "--view memory: $(png_size "$TMP/s.png")"
 # a PNG that cannot be written: a run-time failure (1), one line naming the file
 run "$TMP/pp.json" --png "$TMP/no-such-dir/x.png"
 [ "$rc" -eq 1 ] || fail "--png into a missing directory: exit $rc, expected 1"
@@ -260,13 +274,13 @@ mkdir "$TMP/mnt"
 if command -v unshare >/dev/null 2>&1 &&
     $ns sh -c 'mount -t tmpfs -o size=64k dtviz-test "$1"' sh "$TMP/mnt" 2>/dev/null; then
     # the 1400x800 picture is over 30 KB: after 40 KB of filler it does not fit; on the empty
-    # disk the first frame fits and the second does not
+    # disk the first frame fits and the second does not (--size: the picture is not fitted)
     $ns sh -s "$DTVIZ" "$TMP/pp.json" "$TMP" <<'FULL'
 dtviz=$1 trace=$2 t=$3 d=$3/mnt
 mount -t tmpfs -o size=64k dtviz-test "$d" || { echo "FAIL: mount"; exit 0; }
 dd if=/dev/zero of="$d/filler" bs=1024 count=40 2>/dev/null
 echo "an older picture" >"$d/keep.png"
-"$dtviz" "$trace" --png "$d/keep.png" >"$t/full.out" 2>"$t/full.err"
+"$dtviz" "$trace" --size 1400x800 --png "$d/keep.png" >"$t/full.out" 2>"$t/full.err"
 rc=$?
 if [ "$rc" -eq 1 ] && [ "$(wc -l <"$t/full.err")" -eq 1 ] && grep -q "keep.png.*No space" "$t/full.err"; then
     echo "ok: --png on a full disk -> $(cat "$t/full.err")"
@@ -275,7 +289,7 @@ else
 fi
 [ "$(cat "$d/keep.png")" = "an older picture" ] || echo "FAIL: --png on a full disk destroyed keep.png"
 rm -f "$d/filler" "$d/keep.png"
-"$dtviz" "$trace" --frames "$d/f" --frame-count 3 >"$t/full.out" 2>"$t/full.err"
+"$dtviz" "$trace" --size 1400x800 --frames "$d/f" --frame-count 3 >"$t/full.out" 2>"$t/full.err"
 rc=$?
 if [ "$rc" -eq 1 ] && [ "$(wc -l <"$t/full.err")" -eq 1 ] && grep -q "frame_0000[0-2].png.*No space" "$t/full.err"
 then

@@ -70,7 +70,49 @@ void dtv_app_zoom(dtv_app *a, double f0, double f1)
         a->view[i].t0 = t->t_min + (int64_t)llround(f0 * span);
         a->view[i].t1 = t->t_min + (int64_t)llround(f1 * span);
         if (a->view[i].t1 <= a->view[i].t0) a->view[i].t1 = a->view[i].t0 + 1;
+        a->view[i].fit_first = a->view[i].fit_count = 0;
     }
+}
+
+int dtv_app_fit(dtv_app *a, int w, int h)
+{
+    const dtv_view_id id = a->n ? a->view[0].id : DTV_VIEW_TIMELINE;
+    if (id != DTV_VIEW_TIMELINE && id != DTV_VIEW_MEMORY) return 0;
+    const int top = a->n == 2 ? 26 : 0, ph = a->n ? (h - top) / a->n : h;
+    int cut = 0;
+    int64_t span = 0;
+    for (int i = 0; i < a->n; i++) {
+        const SDL_Rect r = {0, top + i * ph, w, ph};
+        int tw = 0; /* the pixels of the time axis */
+        if (id == DTV_VIEW_TIMELINE) {
+            dtv_timeline_layout L;
+            dtv_timeline_layout_of(NULL, r, &a->tr[i], &a->view[i], &L);
+            tw = L.w;
+        } else {
+            dtv_memory_layout L;
+            dtv_memory_layout_of(NULL, r, &a->tr[i], &a->view[i], &L);
+            tw = L.n_panels ? L.plot[0].w : 0;
+        }
+        cut |= dtv_view_fit(&a->view[i], &a->tr[i], tw);
+        if (a->view[i].t1 - a->view[i].t0 > span) span = a->view[i].t1 - a->view[i].t0;
+    }
+    if (a->n == 2 && cut) /* one span of time in both panes, as dtv_app_open set them */
+        for (int i = 0; i < 2; i++) {
+            if (a->view[i].fit_count > 0) dtv_view_fit_span(&a->view[i], &a->tr[i], span);
+            else a->view[i].t1 = a->view[i].t0 + span;
+        }
+    return cut;
+}
+
+int dtv_app_fit_height(const dtv_app *a)
+{
+    int h = 0;
+    for (int i = 0; i < a->n; i++) {
+        const int ph = dtv_timeline_height_for(&a->tr[i]);
+        if (ph > h) h = ph;
+    }
+    h = (a->n == 2 ? 26 : 0) + a->n * h;
+    return h < DTV_FIT_MIN_H ? DTV_FIT_MIN_H : h > DTV_FIT_MAX_H ? DTV_FIT_MAX_H : h;
 }
 
 void dtv_app_render(dtv_app *a, dtv_canvas *c)
@@ -128,8 +170,12 @@ dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames)
     const dtv_view_id id = a->view[0].id;
     char path[1200];
     int placed = 0;
-    for (int f = 0; f < frames && st == DT_OK; f++) {
-        dtv_app_set(a, id, (double)(f + 1) / frames);
+    for (int f = 0; f < frames && st == DT_OK; f++) { /* the replay of the window shown */
+        for (int i = 0; i < a->n; i++) {
+            dtv_view *v = &a->view[i];
+            v->id = id;
+            v->now = v->t0 + (int64_t)llround((double)(f + 1) / frames * (double)(v->t1 - v->t0));
+        }
         dtv_app_render(a, &c);
         snprintf(path, sizeof path, "%s/frame_%05d.png", dir, f);
         void *png = NULL;

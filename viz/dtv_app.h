@@ -65,12 +65,24 @@ void dtv_app_close(dtv_app *a);
 void dtv_app_set(dtv_app *a, dtv_view_id id, double frac);
 /* Show the part [f0, f1] of each trace (fractions of its span, 0 <= f0 < f1 <= 1). */
 void dtv_app_zoom(dtv_app *a, double f0, double f1);
+/* The default window of a picture w x h (not for the window, which opens on
+ * the whole trace and zooms): the timeline and memory views cut to their
+ * last few complete steps where the whole trace would make steps slivers
+ * (dtv_view_fit), two panes to one span; returns 1 when cut. Call after
+ * dtv_app_set, and instead of dtv_app_zoom. */
+int dtv_app_fit(dtv_app *a, int w, int h);
+/* The height a timeline picture needs for its rows at full row height
+ * (two panes: the taller, twice, and the comparison line), within
+ * DTV_FIT_MIN_H..DTV_FIT_MAX_H. */
+enum { DTV_FIT_MIN_H = 120, DTV_FIT_MAX_H = 800 };
+int dtv_app_fit_height(const dtv_app *a);
 /* Draw the panes into the whole canvas. */
 void dtv_app_render(dtv_app *a, dtv_canvas *c);
 /* Headless: one PNG. */
 dt_status dtv_app_png(dtv_app *a, int w, int h, const char *path);
 /* Headless: `frames` PNGs DIR/frame_00000.png ... with the playback time
- * going from the start to the end of the traces. */
+ * going from the start to the end of each pane's window (the whole trace
+ * unless zoomed or cut). */
 dt_status dtv_app_frames(dtv_app *a, int w, int h, const char *dir, int frames);
 /* A window until closed (keys in dtv_app_help_lines). */
 dt_status dtv_app_interactive(dtv_app *a, int w, int h);

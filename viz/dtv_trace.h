@@ -1,6 +1,7 @@
-/* dtv_trace.h: a trace as the viewer sees it (viz/trace_model.c): the
- * events of one real run or one simulation, indexed for drawing, plus the
- * series the views plot. No SDL here, so it is tested without a display.
+/* dtv_trace.h: a trace as the viewer sees it (viz/trace_model.c, and
+ * viz/trace_coll.c for the ring index): the events of one real run or one
+ * simulation, indexed for drawing, plus the series the views plot. No SDL
+ * here, so it is tested without a display.
  *
  * Loading: a file written by dtsim (every rank in one file), a real run's
  * merged file (dtrain under mpirun: every rank on one clock), a real rank's
@@ -123,6 +124,7 @@ typedef struct dtv_trace {
     dtv_overflow *overflow;
     dtv_series *memory; /* (n_ranks) memory counters, or activation counters of real runs */
     double mem_max;
+    int mem_live; /* real runs: memory holds live_activation_bytes (per layer), else activation_bytes (per step) */
     struct dtv_coll *coll; /* ring and parameter-server index (appended; see the end of this file) */
     /* each rank's step by category (appended for view_breakdown.c): lib's
      * dt_breakdown_all at load, the steps from bd_skip on */

@@ -1,8 +1,9 @@
 /* dtv_view.h: the views (one file each: view_timeline.c, view_ring.c,
  * view_scale.c, view_memory.c, view_breakdown.c) and what they share: the visible time
  * window, the playback time and the layout helpers. The registry (names,
- * dispatch) is view.c, the time axis and legend view_axis.c: the views use
- * those helpers and the registry uses the views, never the other way.
+ * dispatch) is view.c, the time axis and legend view_axis.c, a picture's
+ * default window view_fit.c: the views use those helpers and the registry
+ * uses the views, never the other way.
  *
  * A view draws one trace into a rectangle of the canvas. It draws only
  * what is visible (spans found by binary search, at most one box per pixel
@@ -39,10 +40,25 @@ typedef struct dtv_view {
     int64_t now;        /* playback time: nothing after it is drawn (INT64_MAX: everything) */
     int first_row;      /* timeline: first row shown (vertical scroll) */
     double bd_scale_ns; /* breakdown: at least this step is drawn full width (two panes share it; 0: none) */
+    int64_t fit_first;  /* dtv_view_fit cut the window to steps fit_first .. + fit_count - 1 (0: not cut) */
+    int64_t fit_count;
 } dtv_view;
 
 /* The whole trace visible, everything played. */
 void dtv_view_all(dtv_view *v, const dtv_trace *t);
+
+/* view_fit.c: the default window of a picture. When the whole trace would
+ * draw its median step narrower than DTV_FIT_STEP_PX in width_px pixels,
+ * cut v's window to the last k complete steps (those up to v->now when it
+ * is set; k = width_px / DTV_FIT_STEP_READ_PX, 1..DTV_FIT_MAX_STEPS) with a
+ * small margin, and say so in fit_first/fit_count; returns 1 when cut. */
+enum { DTV_FIT_STEP_PX = 40, DTV_FIT_STEP_READ_PX = 200, DTV_FIT_MAX_STEPS = 5 };
+int dtv_view_fit(dtv_view *v, const dtv_trace *t, int width_px);
+/* A cut window widened to `span` ns (two panes show one span), leftwards,
+ * and its steps counted again; nothing for a window not cut. */
+void dtv_view_fit_span(dtv_view *v, const dtv_trace *t, int64_t span);
+/* "showing steps 195–199 of 200 (--zoom 0:1 for all)", or "" when not cut. */
+void dtv_fit_note(char *buf, size_t n, const dtv_trace *t, const dtv_view *v);
 
 /* x of trace time `ns` in an area [x, x + w) showing [v->t0, v->t1]. */
 static inline double dtv_x_of(const dtv_view *v, int x, int w, int64_t ns)
@@ -73,6 +89,8 @@ typedef struct dtv_timeline_layout {
 } dtv_timeline_layout;
 void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
                             dtv_timeline_layout *out);
+/* The height of an area that shows every row of t at the full row height. */
+int dtv_timeline_height_for(const dtv_trace *t);
 
 /* Loss-scale view geometry (view_scale.c; tests probe pixels with it).
  * x is the iteration when every step left one loss_scale counter (the

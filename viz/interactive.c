@@ -111,6 +111,7 @@ static void dtv__sync(dtv_app *a)
         w->id = v->id;
         w->t0 = a->tr[i].t_min + off;
         w->t1 = w->t0 + span;
+        w->fit_first = w->fit_count = 0; /* no picture's cut window here */
         const int max_row = a->tr[i].n_rows > 0 ? a->tr[i].n_rows - 1 : 0;
         w->first_row = want_row < 0 ? 0 : want_row > max_row ? max_row : want_row;
     }

@@ -32,6 +32,7 @@ void dtv_view_all(dtv_view *v, const dtv_trace *t)
     v->t1 = t->t_min + span;
     v->now = INT64_MAX;
     v->first_row = 0;
+    v->fit_first = v->fit_count = 0;
 }
 
 void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)

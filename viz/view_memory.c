@@ -3,10 +3,11 @@
  * (weights, gradients, optimizer state) at the bottom, PipeDream's stashed
  * weight copies above it, the activations saved for backward on top, from
  * dtsim's `memory` counters. A real run (dtrain) records only its
- * activations (`activation_bytes`, after the forward of the largest
- * micro-batch) and the activation arena's high-water mark
- * (`peak_activation_bytes`, drawn as a line); the view says that the rest
- * is not in its trace.
+ * activations (`live_activation_bytes` at the end of each layer's forward
+ * and backward, so they rise and fall within a step; older traces:
+ * `activation_bytes`, once a step) and the activation arena's high-water
+ * mark (`peak_activation_bytes`, drawn as a line); the view says that the
+ * rest is not in its trace.
  *
  * Every panel shares one y axis (bytes, from 0 to the trace's largest
  * value), so ranks and schedules compare by height: 1F1B's activations
@@ -213,11 +214,15 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
     tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
     char sched[32];
     dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
-    char what[160];
+    char what[256], fit[96];
+    dtv_fit_note(fit, sizeof fit, t, v);
     if (t->p > 1 && t->m > 0)
-        snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d, m = %d", t->tool, sched, t->p, t->m);
-    else if (t->p > 1) snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d", t->tool, sched, t->p);
-    else snprintf(what, sizeof what, "%s: memory per rank", t->tool);
+        snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d, m = %d%s%s", t->tool, sched, t->p, t->m,
+                 fit[0] ? ", " : "", fit);
+    else if (t->p > 1)
+        snprintf(what, sizeof what, "%s: memory per rank, pipeline %s, p = %d%s%s", t->tool, sched, t->p,
+                 fit[0] ? ", " : "", fit);
+    else snprintf(what, sizeof what, "%s: memory per rank%s%s", t->tool, fit[0] ? ", " : "", fit);
     tx += 12 + dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s", what);
     const char *hint = NULL;
     if (t->p > 1 && !strcmp(sched, "gpipe"))
@@ -243,8 +248,9 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
                  "activations saved for backward; one y axis for every rank.");
     else
         dtv_text(c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_WARN,
-                 "dtrain's trace records activation memory only (after the forward, and the arena's high-water "
-                 "mark); weights, gradients and optimizer state are not recorded: dtsim run --trace models them.");
+                 "dtrain's trace records activation memory only (%s, and the arena's high-water mark); weights, "
+                 "gradients and optimizer state are not recorded: dtsim run --trace models them.",
+                 t->mem_live ? "held after each layer" : "after the forward");
     if (L.omitted) {
         char b[96];
         snprintf(b, sizeof b, "first %d ranks shown, %d more left out", L.n_panels, L.omitted);
@@ -310,9 +316,10 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
                 if (hwm >= 0) {
                     char h[32];
                     dtv_fmt_bytes(h, sizeof h, hwm);
-                    snprintf(lab, sizeof lab, "after forward %s, high-water mark %s", b, h);
+                    snprintf(lab, sizeof lab, "%s %s, high-water mark %s", t->mem_live ? "held" : "after forward", b,
+                             h);
                 } else {
-                    snprintf(lab, sizeof lab, "after forward %s", b);
+                    snprintf(lab, sizeof lab, "%s %s", t->mem_live ? "held" : "after forward", b);
                 }
             }
             int tw = 0;
@@ -349,7 +356,9 @@ void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv
     dtv_fill(c, lx, ly + 2, 12, lh - 4, dtv__m_act());
     lx += 16 +
           dtv_text(c, lx + 16, ly, DTV_FONT_SMALL, DTV_LEFT, DTV_FG,
-                   L.full ? "activations saved for backward" : "activations after the forward (activation_bytes)") +
+                   L.full        ? "activations saved for backward"
+                   : t->mem_live ? "activations held, after each layer (live_activation_bytes)"
+                                 : "activations after the forward (activation_bytes)") +
           16;
     if (hw) {
         dtv_fill(c, lx, ly + lh / 2 - 1, 16, 2, hw_col);

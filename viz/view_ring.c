@@ -20,7 +20,7 @@
  * derived from the steps' sizes with the algorithm's own rule (ring: the
  * n-1 reduce-scatter segments plus the one all-gather step 0 sends; tree:
  * twice the first halving's; naive: the whole buffer sent to rank 0), never
- * from the sum being explained (trace_model.c, dtv_coll_index). The panel
+ * from the sum being explained (trace_coll.c, dtv_coll_index). The panel
  * says which.
  *
  * Parameter server (t->pushes > 0): workers on the circle, servers in the

@@ -7,10 +7,13 @@
  * measured bubble next to (p-1)/(m+p-1) and its most weight versions in
  * flight; then the legend. Boxes are coloured by kind (dtv_kind_color);
  * idle time is left as background, so a pipeline bubble is the white gap
- * between boxes. Boxes wide enough carry their micro-batch ("7"), and under
- * PipeDream their weight version ("7 v3"): with vertical sync every stage
- * shows the same version for a micro-batch; with model chunks per stage
- * (interleaved 1F1B, ZB-V) their chunk ("7 c1"). Zero-bubble schedules'
+ * between boxes. A box carries its micro-batch ("7") where the text fits
+ * (measured with the font; never cut), and under PipeDream its weight
+ * version ("7 v3"): with vertical sync every stage shows the same version
+ * for a micro-batch; with model chunks per stage (interleaved 1F1B, ZB-V)
+ * its chunk ("7 c1"); a box too narrow for those shows the bare
+ * micro-batch. A run of one micro-batch per step has no labels (every box
+ * would read "0"). Zero-bubble schedules'
  * backward_b is drawn as a backward, their backward_w (weight gradients)
  * in its own colour. */
 #include <math.h>
@@ -19,7 +22,7 @@
 
 #include "dtv_view.h"
 
-enum { DTV__GUTTER = 250, DTV__TITLE = 44, DTV__AXIS = 22, DTV__LEGEND = 40 };
+enum { DTV__GUTTER = 250, DTV__TITLE = 44, DTV__AXIS = 22, DTV__LEGEND = 40, DTV__ROW_MAX = 30 };
 
 void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v,
                             dtv_timeline_layout *out)
@@ -33,10 +36,15 @@ void dtv_timeline_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace 
     if (out->h < 10) out->h = 10;
     const int rows = t->n_rows - v->first_row;
     int rh = rows > 0 ? out->h / rows : out->h;
-    if (rh > 30) rh = 30;
+    if (rh > DTV__ROW_MAX) rh = DTV__ROW_MAX;
     if (rh < 6) rh = 6;
     out->row_h = rh;
     out->rows_shown = out->h / rh < rows ? out->h / rh : rows;
+}
+
+int dtv_timeline_height_for(const dtv_trace *t)
+{
+    return DTV__TITLE + DTV__AXIS + t->n_rows * DTV__ROW_MAX + DTV__LEGEND;
 }
 
 /* The stage whose compute row this is (-1 when none). */
@@ -62,8 +70,14 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
     dtv_fmt_time(span, sizeof span, (double)(v->t1 - v->t0));
     int tx = area.x + 8;
     tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
-    dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s",
-             t->tool, t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
+    char fit[96];
+    dtv_fit_note(fit, sizeof fit, t, v);
+    if (fit[0]) /* a picture's default window: the last steps only (view_fit.c) */
+        dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %s, %s%s", t->tool,
+                 t->n_ranks, fit, span, t->aligned ? "" : " (ranks' clocks not aligned)");
+    else
+        dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %d ranks, %lld steps, showing %s%s",
+                 t->tool, t->n_ranks, (long long)t->n_steps, span, t->aligned ? "" : " (ranks' clocks not aligned)");
     if (t->p > 1 && !isnan(t->formula)) {
         char sched[32] = "";
         dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
@@ -77,6 +91,13 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
                 async ? " (steps overlap: an upper bound; a box reads micro-batch v weight version)" : "");
     }
     dtv_time_axis(c, L.x, L.y - DTV__AXIS + 2, L.w, v);
+    /* box labels: the small font's height inside the box, at least one digit's width (+ 2) across;
+     * none in a run of one micro-batch per step, where every box would read "0" */
+    const int lab_h = dtv_text_height(c, DTV_FONT_SMALL);
+    int lab_min = 0;
+    TTF_SizeUTF8(c->small, "0", &lab_min, NULL);
+    lab_min += 2;
+    const int lab_on = lab_h <= L.row_h - 2 && !(t->p <= 1 && t->m == 1 && t->chunks <= 1);
     /* rows */
     for (int k = 0; k < L.rows_shown; k++) {
         const dtv_row *row = &t->rows[v->first_row + k];
@@ -99,6 +120,7 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
          * the span drawn last (a pipeline stage's, inside its backward) is
          * drawn over that box's lower half */
         const int64_t lim = v->now < v->t1 ? v->now : v->t1;
+        const int lab_y = y + 1 + (L.row_h - 2 - lab_h) / 2;
         int last_x1 = INT32_MIN, skipped = 0;
         int64_t drawn_t1 = INT64_MIN;
         for (int i = dtv_row_first(row, v->t0); i < row->n && row->s[i].t0 <= lim; i++) {
@@ -132,25 +154,27 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
                      dtv_kind_color((dtv_kind)s->kind));
             last_x1 = x1;
             drawn_t1 = s->t1;
-            /* the micro-batch (and version) inside a wide box; the event (a cache miss) is read
-             * only for a box wide enough */
-            if (x1 - x0 < 22 || L.row_h < 12 || (s->kind != DTV_FORWARD && s->kind != DTV_BACKWARD && s->kind != DTV_WGRAD))
+            /* the micro-batch (and version or chunk) inside the box when its text, measured
+             * with the font, fits with a pixel to spare on each side; else the bare micro-batch
+             * when that fits; else nothing. The event (a cache miss) is read only for a box as
+             * wide as one digit. */
+            const int bw = x1 - x0 >= 4 ? x1 - x0 - 1 : x1 - x0; /* the box as drawn */
+            if (!lab_on || bw < lab_min || (s->kind != DTV_FORWARD && s->kind != DTV_BACKWARD && s->kind != DTV_WGRAD))
                 continue;
             const dt_trace_event *ev = &t->ev[s->ev];
-            if (ev->micro_batch != DT_TRACE_NONE) {
-                const double ver = dtv__extra(ev, "version", -1), ch = dtv__extra(ev, "chunk", -1);
-                char lab[32];
-                if (ver >= 0 && t->max_versions[0] > 1 && x1 - x0 >= 40)
-                    snprintf(lab, sizeof lab, "%d v%d", ev->micro_batch, (int)ver);
-                else if (ch >= 0 && t->chunks > 1)
-                    snprintf(lab, sizeof lab, "%d c%d", ev->micro_batch, (int)ch);
-                else snprintf(lab, sizeof lab, "%d", ev->micro_batch);
-                int tw = 0;
+            if (ev->micro_batch == DT_TRACE_NONE) continue;
+            const double ver = dtv__extra(ev, "version", -1), ch = dtv__extra(ev, "chunk", -1);
+            char lab[32];
+            int tw = 0;
+            if (ver >= 0 && t->max_versions[0] > 1) snprintf(lab, sizeof lab, "%d v%d", ev->micro_batch, (int)ver);
+            else if (ch >= 0 && t->chunks > 1) snprintf(lab, sizeof lab, "%d c%d", ev->micro_batch, (int)ch);
+            else snprintf(lab, sizeof lab, "%d", ev->micro_batch);
+            TTF_SizeUTF8(c->small, lab, &tw, NULL);
+            if (tw + 2 > bw && strchr(lab, ' ')) {
+                snprintf(lab, sizeof lab, "%d", ev->micro_batch);
                 TTF_SizeUTF8(c->small, lab, &tw, NULL);
-                if (tw + 4 <= x1 - x0)
-                    dtv_text(c, (x0 + x1) / 2, y + (L.row_h - dtv_text_height(c, DTV_FONT_SMALL)) / 2, DTV_FONT_SMALL,
-                             DTV_CENTER, DTV_BG, "%s", lab);
             }
+            if (tw + 2 <= bw) dtv_text(c, x0 + bw / 2, lab_y, DTV_FONT_SMALL, DTV_CENTER, DTV_BG, "%s", lab);
         }
     }
     if (L.rows_shown < t->n_rows - v->first_row)

@@ -66,10 +66,11 @@ struct dt_gpt {
 
     /* activation recomputation */
     dt_recompute recompute;
-    int recompute_k;   /* full: blocks per checkpointed group */
-    float **ckpt;      /* (G) full: output of each group, (B,T,C) each */
-    size_t *ckpt_mark; /* (G) arena mark taken before ckpt[g] */
-    size_t head_mark;  /* arena mark taken before the head's activations */
+    int recompute_k;  /* full: blocks per checkpointed group */
+    float **ckpt;     /* (G) full: output of each group, (B,T,C) each */
+    size_t *mark;     /* (L) arena marks: full, before ckpt[g]; else before block l's saved activations,
+                       * released when its backward is done (the arena's use falls through the backward) */
+    size_t head_mark; /* arena mark taken before the head's activations */
 
     dt_gpt_layer_hook hook;
     void *hook_ctx;
@@ -198,9 +199,9 @@ dt_status dt_gpt_create(const dt_gpt_config *cfg, dt_backend *be, dt_gpt **out)
     m->gblocks = calloc((size_t)cfg->num_layers, sizeof *m->gblocks);
     m->acts = calloc((size_t)cfg->num_layers, sizeof *m->acts);
     m->ckpt = calloc((size_t)cfg->num_layers, sizeof *m->ckpt);
-    m->ckpt_mark = calloc((size_t)cfg->num_layers, sizeof *m->ckpt_mark);
+    m->mark = calloc((size_t)cfg->num_layers, sizeof *m->mark);
     m->packed = calloc((size_t)cfg->num_layers, sizeof *m->packed);
-    if (!m->blocks || !m->gblocks || !m->acts || !m->ckpt || !m->ckpt_mark || !m->packed) {
+    if (!m->blocks || !m->gblocks || !m->acts || !m->ckpt || !m->mark || !m->packed) {
         st = DT_FAIL(DT_ERR_NOMEM, "model: out of memory");
         goto fail;
     }
@@ -249,7 +250,7 @@ void dt_gpt_free(dt_gpt *m)
     free(m->gblocks);
     free(m->acts);
     free(m->ckpt);
-    free(m->ckpt_mark);
+    free(m->mark);
     free(m->packed);
     free(m);
 }
@@ -426,14 +427,18 @@ static const dt__rounder *dt__gpt_rnd(const dt_gpt *m) { return m->precision == 
 /* Block l's backward from its saved activations a and input x, begun at
  * t0: B then W at once, one span ('B'), or under dt_gpt_set_split_backward
  * two ('b', then 'W'). dt__block_backward is exactly these two calls, so
- * the arithmetic is the same either way. */
-static dt_status dt__gpt_block_backward(dt_gpt *m, int l, const dt__block_acts *a, const float *x, int64_t t0)
+ * the arithmetic is the same either way. When it is done the arena is
+ * released to `release` (SIZE_MAX: kept) before the last hook, which so
+ * sees only the activations still held. */
+static dt_status dt__gpt_block_backward(dt_gpt *m, int l, const dt__block_acts *a, const float *x, int64_t t0,
+                                        size_t release)
 {
     const dt_gpt_config *c = &m->cfg;
     const int B = m->cur_B, T = m->cur_T;
     if (!m->split_backward || !m->hook) {
         DT_CHECK(dt__block_backward(m->be, c, &m->blocks[l], &m->gblocks[l], a, &m->scratch, x, m->dres, B, T,
                                     dt__gpt_rnd(m)));
+        if (release != SIZE_MAX) dt__arena_release(&m->arena, release);
         dt__hook(m, l, 'B', t0);
         return DT_OK;
     }
@@ -442,6 +447,7 @@ static dt_status dt__gpt_block_backward(dt_gpt *m, int l, const dt__block_acts *
     dt__hook(m, l, 'b', t0);
     const int64_t t1 = dt_time_ns();
     DT_CHECK(dt__block_backward_w(m->be, c, 1, &m->blocks[l], &m->gblocks[l], a, x, &m->scratch.keep, B, T));
+    if (release != SIZE_MAX) dt__arena_release(&m->arena, release);
     dt__hook(m, l, 'W', t1);
     return DT_OK;
 }
@@ -607,7 +613,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
     const float *x = m->x0;
     if (m->recompute == DT_RECOMPUTE_FULL) {
         for (int g = 0, l0 = 0; l0 < c->num_layers; g++, l0 += m->recompute_k) {
-            m->ckpt_mark[g] = dt__arena_mark(&m->arena);
+            m->mark[g] = dt__arena_mark(&m->arena);
             DT_CHECK(dt__arena_alloc(&m->arena, (size_t)N * c->hidden_size, &m->ckpt[g]));
             DT_CHECK(dt__gpt_group_forward(m, g, x, 'F'));
             x = m->ckpt[g];
@@ -619,6 +625,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
         for (int l = 0; l < c->num_layers; l++) {
             t0 = dt_time_ns();
             const dt__block_pack k = dt__gpt_pack_of(m, l, with_att, B, T);
+            m->mark[l] = dt__arena_mark(&m->arena);
             DT_CHECK(dt__block_pack_alloc(&k, &m->arena, m->packed[l]));
             size_t mark = dt__arena_mark(&m->arena);
             dt__block_acts w;
@@ -635,6 +642,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
         const int with_att = m->recompute != DT_RECOMPUTE_SELECTIVE;
         for (int l = 0; l < c->num_layers; l++) {
             t0 = dt_time_ns();
+            m->mark[l] = dt__arena_mark(&m->arena);
             DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, with_att, &m->acts[l]));
             size_t mark = dt__arena_mark(&m->arena);
             if (!with_att) /* the probabilities live only while the block runs */
@@ -694,20 +702,18 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
     if (full) {
         for (int g = G - 1; g >= 0; g--) {
             /* The group's own output is spent; recompute its blocks from its input. */
-            dt__arena_release(&m->arena, m->ckpt_mark[g]);
+            dt__arena_release(&m->arena, m->mark[g]);
             const float *xin = g ? m->ckpt[g - 1] : m->x0;
             size_t mark = dt__arena_mark(&m->arena);
             DT_CHECK(dt__gpt_group_forward(m, g, xin, 'R'));
             int l0 = g * m->recompute_k, l1 = DT_MIN(l0 + m->recompute_k, L);
-            for (int l = l1 - 1; l >= l0; l--) {
+            for (int l = l1 - 1; l >= l0; l--) { /* the group's lowest block releases the group */
                 const float *x = l > l0 ? m->acts[l - 1].out : xin;
-                DT_CHECK(dt__gpt_block_backward(m, l, &m->acts[l], x, dt_time_ns()));
+                DT_CHECK(dt__gpt_block_backward(m, l, &m->acts[l], x, dt_time_ns(), l == l0 ? mark : SIZE_MAX));
             }
-            dt__arena_release(&m->arena, mark);
         }
     } else if (packs) {
         for (int l = L - 1; l >= 0; l--) {
-            size_t mark = dt__arena_mark(&m->arena);
             dt__block_acts w;
             const float *x;
             const dt__block_pack k = dt__gpt_pack_of(m, l, m->recompute != DT_RECOMPUTE_SELECTIVE, B, T);
@@ -720,13 +726,11 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                 DT_CHECK(dt__round(be, dt__gpt_rnd(m), w.att, (size_t)B * c->num_heads * T * T));
                 dt__hook(m, l, 'R', t0);
             }
-            DT_CHECK(dt__gpt_block_backward(m, l, &w, x, dt_time_ns()));
-            dt__arena_release(&m->arena, mark);
+            DT_CHECK(dt__gpt_block_backward(m, l, &w, x, dt_time_ns(), m->mark[l])); /* its stores too */
         }
     } else {
         for (int l = L - 1; l >= 0; l--) {
             const float *x = l ? m->acts[l - 1].out : m->x0;
-            size_t mark = dt__arena_mark(&m->arena);
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
                 /* Recompute the attention core's probabilities from the kept
                  * qkv; its output goes to scratch (the kept atty is identical). */
@@ -737,13 +741,13 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
                 DT_CHECK(dt__round(be, dt__gpt_rnd(m), m->acts[l].att, (size_t)B * c->num_heads * T * T));
                 dt__hook(m, l, 'R', t0);
             }
-            DT_CHECK(dt__gpt_block_backward(m, l, &m->acts[l], x, dt_time_ns()));
-            if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
-                dt__arena_release(&m->arena, mark);
-                m->acts[l].att = NULL;
-            }
+            DT_CHECK(dt__gpt_block_backward(m, l, &m->acts[l], x, dt_time_ns(), m->mark[l]));
+            if (m->recompute == DT_RECOMPUTE_SELECTIVE) m->acts[l].att = NULL;
         }
     }
+    /* the embedding's backward reads the tokens and dres only: every activation is spent */
+    m->have_forward = 0;
+    dt__arena_reset(&m->arena);
     t0 = dt_time_ns();
     DT_CHECK(dt__embed_backward(be, c, m->gwte, m->gwpe, m->d_tokens, m->dres, B, T));
     if (m->precision != DT_F32) { /* half gradients of this micro-batch, accumulated in FP32 */
@@ -751,9 +755,6 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
         DT_CHECK(be->axpy(be, m->grads.data, 1.0f, m->gmb.data, m->layout.numel));
     }
     dt__hook(m, -1, 'B', t0);
-    /* The head turned the logits into their gradient: the activations are spent. */
-    m->have_forward = 0;
-    dt__arena_reset(&m->arena);
     return DT_OK;
 }
 

@@ -41,6 +41,12 @@ int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in)
 }
 long long dt__pipe_tp_allreduces(const dt__pipe *pp) { return pp->tp.allreduces_fwd + pp->tp.allreduces_bwd; }
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp) { return pp->peak; }
+size_t dt__pipe_activation_bytes(const dt__pipe *pp)
+{
+    size_t now = 0;
+    for (int c = 0; c < pp->v; c++) now += dt__stage_activation_bytes(pp->ch[c].st);
+    return now;
+}
 int dt__pipe_max_versions(const dt__pipe *pp) { return pp->max_versions; }
 int dt__pipe_max_versions_in_flight(const dt__pipe *pp) { return pp->max_versions_in_flight; }
 

@@ -171,6 +171,8 @@ dt_status dt__pipe_probe(dt__pipe *pp, double *out);
  * most weight versions alive at once (stashes + current) and the most
  * distinct versions used by in-flight micro-batches. */
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp);
+/* Saved activation bytes of every chunk now (between instructions). */
+size_t dt__pipe_activation_bytes(const dt__pipe *pp);
 int dt__pipe_max_versions(const dt__pipe *pp);
 int dt__pipe_max_versions_in_flight(const dt__pipe *pp);
 /* Over every stage (collective, after the last step): micro-batches whose

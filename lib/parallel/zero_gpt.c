@@ -84,6 +84,7 @@ struct dt__zgpt {
     dt__arena arena;
     dt__block_acts *acts;               /* (L) */
     void *(*packed)[DT__BLOCK_NFIELDS]; /* (L) mixed precision: each block's saved tensors in 2-byte storage */
+    size_t *mark;                       /* (L) arena mark before block l's saved tensors, released after its backward */
     float *x0;
     dt__head_acts head_acts;
     size_t head_mark;
@@ -369,7 +370,8 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     dt_status st;
     z->acts = calloc((size_t)z->cfg.num_layers, sizeof *z->acts);
     z->packed = calloc((size_t)z->cfg.num_layers, sizeof *z->packed);
-    if (!z->acts || !z->packed) {
+    z->mark = calloc((size_t)z->cfg.num_layers, sizeof *z->mark);
+    if (!z->acts || !z->packed || !z->mark) {
         st = DT_FAIL(DT_ERR_NOMEM, "--zero-stage: out of memory");
         goto fail;
     }
@@ -426,6 +428,7 @@ void dt__zgpt_free(dt__zgpt *z)
     free(z->unit_high);
     free(z->acts);
     free(z->packed);
+    free(z->mark);
     free(z);
 }
 
@@ -547,6 +550,7 @@ dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *ta
     for (int l = 0; l < c->num_layers && dt__zg_packs(z); l++) {
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_weights(z, l, l + 1));
+        z->mark[l] = dt__arena_mark(&z->arena);
         DT_CHECK(dt__zg_block_packed(z, l, 1));
         dt__zg_hook(z, l, 'F', t0);
     }
@@ -554,6 +558,7 @@ dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *ta
     for (int l = 0; l < c->num_layers && !dt__zg_packs(z); l++) {
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_weights(z, l, l + 1));
+        z->mark[l] = dt__arena_mark(&z->arena);
         DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, with_att, &z->acts[l]));
         const size_t mark = dt__arena_mark(&z->arena);
         if (!with_att) /* the probabilities live only while the block runs */
@@ -639,12 +644,12 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_grads_open(z, l));
         DT_CHECK(dt__zg_block_packed(z, l, 0));
+        dt__arena_release(&z->arena, z->mark[l]); /* its stores are spent */
         dt__zg_hook(z, l, 'B', t0);
         DT_CHECK(dt__zg_grads_close(z, l));
     }
     for (int l = L - 1; l >= 0 && !dt__zg_packs(z); l--) {
         const float *x = l ? z->acts[l - 1].out : z->x0;
-        const size_t mark = dt__arena_mark(&z->arena);
         DT_CHECK(dt__zg_weights(z, l, l ? l - 1 : DT__ZG_NONE));
         if (z->recompute == DT_RECOMPUTE_SELECTIVE) { /* the probabilities again, from the kept qkv */
             t0 = dt_time_ns();
@@ -657,21 +662,19 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_grads_open(z, l));
         DT_CHECK(dt__block_backward(be, c, &z->bp, &z->bg, &z->acts[l], &z->scratch, x, z->dres, B, T, dt__zg_rnd(z)));
+        dt__arena_release(&z->arena, z->mark[l]); /* the block's saved activations are spent */
+        if (z->recompute == DT_RECOMPUTE_SELECTIVE) z->acts[l].att = NULL;
         dt__zg_hook(z, l, 'B', t0);
-        if (z->recompute == DT_RECOMPUTE_SELECTIVE) {
-            dt__arena_release(&z->arena, mark);
-            z->acts[l].att = NULL;
-        }
         DT_CHECK(dt__zg_grads_close(z, l));
     }
+    z->have_forward = 0; /* the embedding's backward reads the tokens and dres only: every activation is spent */
+    dt__arena_reset(&z->arena);
     t0 = dt_time_ns(); /* the embedding's backward reads no weights: nothing to gather */
     DT_CHECK(dt__zg_grads_open(z, -1));
     DT_CHECK(dt__embed_backward(be, c, z->gwte, z->gwpe, z->d_tokens, z->dres, B, T));
     dt__zg_hook(z, -1, 'B', t0);
     DT_CHECK(dt__zg_grads_close(z, -1));
     z->accumulated++;
-    z->have_forward = 0;
-    dt__arena_reset(&z->arena);
     return DT_OK;
 }
 

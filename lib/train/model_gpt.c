@@ -168,6 +168,7 @@ const dt__model_kind dt__model_gpt = {
     .grads = dt__gpt_grads,
     .zero_grad = dt__gpt_zero_grad,
     .peak_activation_bytes = dt__gpt_peak_act,
+    .activation_bytes = dt__gpt_run_act,
     .accumulate = dt__gpt_accumulate,
     .has_accuracy = dt__gpt_has_accuracy,
     .eval_batch = dt__gpt_eval_batch,

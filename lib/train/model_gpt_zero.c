@@ -70,6 +70,7 @@ const dt__model_kind dt__model_gpt_zero = {
     .grads = dt__gz_none,
     .zero_grad = dt__gz_zero_grad,
     .peak_activation_bytes = dt__gz_peak_act,
+    .activation_bytes = dt__gz_act,
     .accumulate = dt__gz_accumulate,
     .has_accuracy = dt__gpt_has_accuracy,
     .eval_batch = dt__gz_eval_batch,

@@ -44,7 +44,18 @@ void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_n
     e.iter = tr->iter;
     e.micro_batch = tr->trace.micro;
     e.layer = layer;
-    dt__trace_write(tr, &e);
+    if (dt__trace_write(tr, &e) == DT_OK && tr->kind->activation_bytes)
+        dt__trace_live_act(tr, t1_ns, tr->kind->activation_bytes(tr));
+}
+
+/* A sample at the end of each layer's forward and backward (and each
+ * pipeline instruction), so the activations held rise through a forward and
+ * fall through a backward; equal consecutive values are written once. */
+void dt__trace_live_act(dt_trainer *tr, int64_t ts_ns, size_t bytes)
+{
+    if (!tr->trace.writer || tr->trace.status != DT_OK || bytes == tr->trace.live_act) return;
+    if (dt__trace_counter(tr, "live_activation_bytes", ts_ns - tr->t_start_ns, (double)bytes) == DT_OK)
+        tr->trace.live_act = bytes;
 }
 
 static dt_status dt__trace_metadata(dt_trainer *tr)
@@ -175,6 +186,7 @@ dt_status dt__trace_open(dt_trainer *tr)
     free(cj);
     free(clock);
     DT_CHECK(st);
+    tr->trace.live_act = SIZE_MAX;
     DT_CHECK(dt__trace_metadata(tr));
     dt__tr_set_hook(tr, 1);
     return DT_OK;

@@ -75,6 +75,7 @@ typedef struct dt__model_kind {
     float *(*grads)(dt_trainer *tr);                    /* (numel) backend memory */
     dt_status (*zero_grad)(dt_trainer *tr);
     size_t (*peak_activation_bytes)(const dt_trainer *tr);
+    size_t (*activation_bytes)(const dt_trainer *tr); /* optional: saved activations held now (the layer hook's) */
     /* forward and backward of this rank's micro-batches of step tr->iter,
      * the backward seeded with S times the micro-batch's weight in the
      * global batch (share: the ranks whose micro-batches make one
@@ -201,6 +202,7 @@ struct dt_trainer {
         int micro;           /* micro-batch being computed (hook args) */
         char *merged_path;   /* several ranks: the --trace path, where rank 0 merges the rank files */
         dt_comm_clock clock; /* several ranks: this rank's clock against rank 0's */
+        size_t live_act;     /* the last live_activation_bytes written (SIZE_MAX: none yet) */
     } trace;
 
     struct {             /* nonfinite.c: non-finite loss or gradient norm (FP32) */
@@ -262,6 +264,8 @@ dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts, double
 dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const float *amax, float S, int64_t ts);
 dt_status dt__trace_check(dt_trainer *tr);
 dt_status dt__trace_open(dt_trainer *tr);
+/* live_activation_bytes: `bytes` held at ts_ns (trainer clock), written only when it changed. */
+void dt__trace_live_act(dt_trainer *tr, int64_t ts_ns, size_t bytes);
 dt_status dt__trace_step_end(dt_trainer *tr, const dt__step_ctx *c, size_t act_bytes, int64_t t1);
 void dt__layer_hook(void *ctx, int layer, char pass, int64_t t0_ns, int64_t t1_ns);
 void dt__comm_hook(void *ctx, const char *phase, int step, int peer, size_t bytes, int64_t t0_ns, int64_t t1_ns);
