@@ -47,14 +47,17 @@ step_ms=$(awk -v t="$toks" 'BEGIN { if (t > 0) printf "%.3f", 2048 / t * 1000 }'
 tut_range "measured step time 2048 / tokens/s (ms)" "$step_ms" 1 200
 
 if [ -x ./dtviz ]; then
-    tut_cmd viz ./dtviz run.json --png whole.png
+    tut_cmd vizl ./dtviz run.json --png last.png
+    tut_file last.png
+    tut_cmd viz ./dtviz run.json --zoom 0:1 --png whole.png
     tut_file whole.png
     tut_cmd vizz ./dtviz run.json --zoom 0.5:0.515 --size 1400x420 --png run.png
     tut_file run.png
 else
-    echo "./dtviz run.json --png whole.png" >>"$TUT_LOG"
+    echo "./dtviz run.json --png last.png" >>"$TUT_LOG"
+    echo "./dtviz run.json --zoom 0:1 --png whole.png" >>"$TUT_LOG"
     echo "./dtviz run.json --zoom 0.5:0.515 --size 1400x420 --png run.png" >>"$TUT_LOG"
-    echo "  (this build has no dtviz: SDL2 missing; the two ./dtviz commands not run)"
+    echo "  (this build has no dtviz: SDL2 missing; the three ./dtviz commands not run)"
 fi
 tut_range "evaluate spans in run.json (the grey of whole.png)" "$(grep -c '"name":"evaluate"' run.json)" 1 1
 # what the caption says of run.png, from the spans it shows
