@@ -369,14 +369,20 @@ int dtbench_cmd_flows(int argc, char **argv)
  * agree to repeat a run whose compute times show another process took a
  * core, at most 3 runs, unless there are more ranks than cores) and prints the step time (mean of
  * steps after the first), the bubble per stage and its mean (optim_step
- * counted as busy, and forward/backward only), (p-1)/(m+p-1), their ratio
- * for gpipe and 1f1b, and the trainer's per-stage peak activation bytes and
- * weight versions alive at once (from its summary). Activations cross
+ * counted as busy, and forward/backward only), the kind's ideal bubble
+ * (dt_schedule_bubble_ideal_chunks: equal stages, F = B = W), the ratio of
+ * the measured ones to it for the flushing kinds (pipedream's per-step
+ * bubble is not its idle share), and the trainer's per-stage peak
+ * activation bytes and weight versions alive at once (from its summary).
+ * interleaved-1f1b and zb-v run their default 2 chunks per stage; a
+ * (schedule, m) the trainer refuses (interleaved-1f1b's m not a multiple
+ * of p, blocks not a multiple of p x 2 chunks, --pipeline-split with
+ * chunks) is a line saying so, the same on every rank. Activations cross
  * stages as MPI messages of B*T*C*4 bytes: unless the environment says
  * otherwise, Open MPI's shared-memory eager limit is raised above that, so
  * a send completes without the sender entering MPI again (see
  * bench/README.md). */
-enum { PIPE_NV = 7, PIPE_ATTEMPTS = 3 };
+enum { PIPE_NV = 7, PIPE_ATTEMPTS = 3, PIPE_NKINDS = 7 };
 #define PIPE_NOISE_MAX 0.05 /* a run noisier than this is repeated (at most PIPE_ATTEMPTS runs) */
 
 static const char *pipe_path(char *buf, size_t n, const char *dir, const char *name)
@@ -402,6 +408,22 @@ static void pipe_summary_figures(const char *path, int p, double *peak, double *
         versions[s] = json_number_value(json_array_get(v, s));
     }
     json_decref(root);
+}
+
+/* 1 when the trainer runs kind k with m micro-batches (its default chunks
+ * per stage, in *v); 0 with the reason in why[n] when it refuses. */
+static int pipe_runs(dt_sched_kind k, int p, int L, const int *split, int m, int steps, int *v, char *why, size_t n)
+{
+    *v = 1;
+    if (dt_sched_chunks_from_flags(k, p, L, 0, 0, v) != DT_OK || dt_schedule_check(k, p, *v, m, steps) != DT_OK) {
+        snprintf(why, n, "%s", dt_last_error());
+        return 0;
+    }
+    if (*v > 1 && split[0]) {
+        snprintf(why, n, "--pipeline-split: its %d chunks per stage split the blocks evenly", *v);
+        return 0;
+    }
+    return 1;
 }
 
 /* A custom GPT (L blocks, width C, 4 heads, context T) trained on micro-batches
@@ -543,7 +565,9 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
         }
         snprintf(dir, sizeof dir, "%s", tmpl);
     }
-    static const dt_sched_kind kinds[4] = {DT_SCHED_GPIPE, DT_SCHED_1F1B, DT_SCHED_PIPEDREAM, DT_SCHED_PIPEDREAM_VSYNC};
+    static const dt_sched_kind kinds[PIPE_NKINDS] = {
+        DT_SCHED_GPIPE, DT_SCHED_1F1B, DT_SCHED_PIPEDREAM, DT_SCHED_PIPEDREAM_VSYNC, DT_SCHED_INTERLEAVED_1F1B,
+        DT_SCHED_ZB_H1, DT_SCHED_ZB_V};
     static const int ms[4] = {2, 4, 8, 16};
     float *allf = calloc((size_t)n * PIPE_NV, sizeof *allf);
     double *all = calloc((size_t)n * PIPE_NV, sizeof *all), *peak = calloc((size_t)p, sizeof *peak),
@@ -560,21 +584,30 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
         printf("\n# %d steps per run, figures over steps 2..%d; activation message %lld bytes, "
                "OMPI_MCA_btl_vader_eager_limit=%s, OMPI_MCA_btl_vader_segment_size=%s\n",
                steps, steps, msg, getenv("OMPI_MCA_btl_vader_eager_limit"), getenv("OMPI_MCA_btl_vader_segment_size"));
-        printf(
-            "# bubble(t) = 1 - (forward + backward + optim_step) / window(t) per stage (dt_trace_stats.h); "
-            "fb: forward + backward only; formula (p-1)/(m+p-1); run_fb: 1 - forward + backward / the whole\n# "
-            "window of steps 2..N, mean over stages (pipedream's steps interleave: its idle share; its ideal is "
-            "(p-1)/(steps*m+p-1), in the formula column)\n# noise: compute time above the median "
-            "forward/backward duration, worst stage (a few %% when quiet; above 0.05 another process took a core)\n");
-        printf("# %-15s %3s %9s  %-*s %6s  %-*s %6s %7s %6s %6s  %-*s %-14s %s %s\n", "schedule", "m", "step_ms", 7 * p,
+        printf("# bubble(t) = 1 - (forward + backward + optim_step) / window(t) per stage (dt_trace_stats.h); "
+               "fb: forward + backward (B and W) only; run_fb: 1 - forward + backward / the whole window of steps "
+               "2..N, mean over stages\n# formula: the schedule's ideal bubble with equal stages and F = B = W, "
+               "v = 2 chunks per stage for interleaved-1f1b and zb-v:");
+        for (int k = 0; k < PIPE_NKINDS; k++)
+            printf("%s%s %s", k ? "; " : " ", dt_sched_kind_name(kinds[k]), dt_schedule_bubble_formula_text(kinds[k]));
+        printf("\n# ratio, r_fb: mean and fb over the formula, not for pipedream (its steps interleave: its per-step "
+               "bubble is not its idle share)\n# noise: compute time above the median forward/backward duration, "
+               "worst stage (a few %% when quiet; above 0.05 another process took a core)\n");
+        printf("# %-16s %3s %9s  %-*s %6s  %-*s %6s %7s %6s %6s  %-*s %-14s %s %s\n", "schedule", "m", "step_ms", 7 * p,
                "bubble/stage", "mean", 7 * p, "fb/stage", "fb", "formula", "ratio", "r_fb", 11 * p,
                "peak_act_bytes/stage", "versions/stage", "noise", "run_fb");
         fflush(stdout);
     }
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < PIPE_NKINDS; k++) {
         for (int mi = 0; mi < 4; mi++) {
             const int m = ms[mi];
             double noise = 0, secs = 0;
+            int nv; /* model chunks per stage */
+            char why[256];
+            if (!pipe_runs(kinds[k], p, L, split, m, steps, &nv, why, sizeof why)) {
+                if (r == 0) printf("  %-16s %3d  (not run: %s)\n", dt_sched_kind_name(kinds[k]), m, why);
+                continue;
+            }
             for (int attempt = 0; attempt < attempts; attempt++) {
                 dt_train_config cfg;
                 bench_split_config(&cfg, L, C, T, B, B * m * d, steps, threads, c);
@@ -648,14 +681,15 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
             double mean = 0, mean_fb = 0, run_fb = 0;
             for (int s = 0; s < p; s++) mean += bub[s] / p, mean_fb += bfb[s] / p;
             for (int i = 0; i < n; i++) run_fb += all[(size_t)i * PIPE_NV + 6] / n;
-            const double f = dt_schedule_bubble_ideal(kinds[k], p, m, steps);
+            const double f = dt_schedule_bubble_ideal_chunks(kinds[k], p, nv, m, steps);
+            const int flushes = kinds[k] != DT_SCHED_PIPEDREAM && kinds[k] != DT_SCHED_PIPEDREAM_VSYNC;
             char cell[64];
-            printf("  %-15s %3d %9.2f  ", dt_sched_kind_name(kinds[k]), m, secs * 1e3);
+            printf("  %-16s %3d %9.2f  ", dt_sched_kind_name(kinds[k]), m, secs * 1e3);
             for (int s = 0; s < p; s++) printf("%6.3f ", bub[s]);
             printf("%6.3f  ", mean);
             for (int s = 0; s < p; s++) printf("%6.3f ", bfb[s]);
             printf("%6.3f %7.3f ", mean_fb, f);
-            if (k < 2) printf("%6.2f %6.2f  ", mean / f, mean_fb / f);
+            if (flushes) printf("%6.2f %6.2f  ", mean / f, mean_fb / f);
             else printf("%6s %6s  ", "-", "-");
             for (int s = 0; s < p; s++) {
                 snprintf(cell, sizeof cell, "%.0f", peak[s]);

@@ -14,9 +14,11 @@
  *   dtbench pipeline [--pipeline-model-parallel-size P] [--num-layers L]
  *                 [--hidden-size C] [--pipeline-split N,N] [--steps S]
  *                 [--micro-batch-size B] [--seq-length T] [--trace-dir DIR]
- *       under mpirun: every pipeline schedule for m = 2, 4, 8, 16; step
- *       time, measured bubble per stage (dt_trace_stats.h) against
- *       (p-1)/(m+p-1), peak activation bytes and weight versions per stage
+ *       under mpirun: every pipeline schedule (gpipe, 1f1b, pipedream,
+ *       pipedream-vsync, interleaved-1f1b, zb-h1, zb-v) for m = 2, 4, 8,
+ *       16; step time, measured bubble per stage (dt_trace_stats.h)
+ *       against the schedule's ideal (dt_schedule_bubble_ideal_chunks),
+ *       peak activation bytes and weight versions per stage
  *   dtbench simval, dtbench simspeed: the simulator's validation matrix
  *       (bench/simval.c) and its speed and memory (bench/simspeed.c)
  *   dtbench bubbles [--skip N] TRACE...
@@ -334,9 +336,11 @@ int main(int argc, char **argv)
         "  amp        fraction of gradients that underflow in fp16 with and without loss scaling "
         "(--steps: FP32 training steps before the second measurement)\n"
         "  allreduce  nccl-tests table of ring, tree, naive and mpi allreduce (run under mpirun)\n"
-        "  pipeline   every pipeline schedule for m = 2, 4, 8, 16 (run under mpirun -np p): step time, "
-        "bubble per stage against (p-1)/(m+p-1), peak activation bytes and weight versions per stage "
-        "(--steps: steps per run, default 6; --micro-batch-size default 4, --seq-length 64)\n"
+        "  pipeline   every pipeline schedule (gpipe, 1f1b, pipedream, pipedream-vsync, interleaved-1f1b, zb-h1, "
+        "zb-v) for m = 2, 4, 8, 16 (run under mpirun -np p): step time, bubble per stage against the schedule's "
+        "ideal ((p-1)/(m+p-1) for gpipe and 1f1b), peak activation bytes and weight versions per stage; a "
+        "schedule and m the trainer refuses is a line saying why (--steps: steps per run, default 6; "
+        "--micro-batch-size default 4, --seq-length 64)\n"
         "  tp         tensor parallelism for t = 1, 2, 4 (run under mpirun -np 4): f/g allreduces and "
         "their bytes per step against the formula, their time, the step time\n"
         "  zero       ZeRO stages 0-3 (run under mpirun -np 2 or 4): bytes of weights, gradients and optimizer "

@@ -111,7 +111,10 @@ typedef struct dtv_trace {
     double bubble[DTV_MAX_STAGES], bubble_fb[DTV_MAX_STAGES]; /* dt_bubble_stats means (NAN: none) */
     int max_versions[DTV_MAX_STAGES]; /* most distinct weight versions in flight per stage (from the events) */
     int chunks;                       /* model chunks per stage: 1 + the largest `chunk` extra (1 without) */
-    double formula;                   /* (p-1)/(m+p-1), NAN when m unknown */
+    double formula;                   /* the schedule's ideal bubble (dt_schedule_bubble_ideal_chunks with
+                                         `chunks`, F = B = W; the pipedream kinds and an unknown schedule:
+                                         (p-1)/(m+p-1), a step's upper bound), NAN when m unknown */
+    const char *formula_text;         /* its formula (dt_schedule_bubble_formula_text) */
     int64_t n_steps;                  /* iterations seen */
     /* collectives: the comm-lane step spans of data parallelism, by rank (see dtv_row) */
     int has_ring;

@@ -319,7 +319,15 @@ static dt_status dtv__index(dtv_trace *t)
         if (s > max_stage) max_stage = s;
     }
     if (max_stage + 1 > t->p) t->p = max_stage + 1;
-    t->formula = t->m > 0 ? dt_schedule_bubble_formula(t->p, t->m) : NAN;
+    /* the per-step ideal of the schedule; pipedream's steps overlap, so 1f1b's flushed step stands for them */
+    char sched[32] = "";
+    dt_sched_kind kind = DT_SCHED_1F1B;
+    dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
+    if (!sched[0] || dt_sched_kind_parse(sched, &kind) != DT_OK || kind == DT_SCHED_PIPEDREAM ||
+        kind == DT_SCHED_PIPEDREAM_VSYNC)
+        kind = DT_SCHED_1F1B;
+    t->formula = t->m > 0 ? dt_schedule_bubble_ideal_chunks(kind, t->p, t->chunks, t->m, 1) : NAN;
+    t->formula_text = dt_schedule_bubble_formula_text(kind);
     for (int s = 0; s <= max_stage; s++) {
         if (t->stage_pid[s] < 0) continue;
         dt_bubble_stats bs;

@@ -4,8 +4,8 @@
  * Layout, top to bottom: a title line (trace, tool, step time, bubble
  * against the formula), the time axis, one row per (rank, lane) with its
  * label on the left and, for a pipeline stage's compute row, the stage's
- * measured bubble next to (p-1)/(m+p-1) and its most weight versions in
- * flight; then the legend. Boxes are coloured by kind (dtv_kind_color);
+ * measured bubble (the title gives the schedule's ideal one) and its most
+ * weight versions in flight; then the legend. Boxes are coloured by kind (dtv_kind_color);
  * idle time is left as background, so a pipeline bubble is the white gap
  * between boxes. A box carries its micro-batch ("7") where the text fits
  * (measured with the font; never cut), and under PipeDream its weight
@@ -83,12 +83,12 @@ void dtv_draw_timeline(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const d
         dtv_trace_config_string(t, "pipeline_schedule", sched, sizeof sched);
         const int async = !strncmp(sched, "pipedream", 9);
         if (!isnan(t->formula))
-            dtv_text(
-                c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG,
-                "%s%spipeline p = %d, m = %d: ideal bubble (p-1)/(m+p-1) = %.3f; white gaps in the compute rows are "
-                "the bubble%s",
-                sched, sched[0] ? " " : "", t->p, t->m, t->formula,
-                async ? " (steps overlap: an upper bound; a box reads micro-batch v weight version)" : "");
+            dtv_text(c, area.x + 8, area.y + 24, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG,
+                     "%s%spipeline p = %d, m = %d: ideal bubble %s = %.3f%s; white gaps in the compute rows are "
+                     "the bubble%s",
+                     sched, sched[0] ? " " : "", t->p, t->m, t->formula_text, t->formula,
+                     strncmp(sched, "zb-", 3) == 0 ? " with equal F, B, W" : "",
+                     async ? " (steps overlap: an upper bound; a box reads micro-batch v weight version)" : "");
     }
     dtv_time_axis(c, L.x, L.y - DTV__AXIS + 2, L.w, v);
     /* box labels: the small font's height inside the box, at least one digit's width (+ 2) across;

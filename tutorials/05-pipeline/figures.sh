@@ -1,7 +1,8 @@
 # figures.sh: tutorials/05-pipeline's picture, sourced by docs/figures.sh
 # (`make figures`; FIGURES=tutorials/05-pipeline for this one alone), which
 # defines $DTRAIN, $DTSIM, $DTVIZ, $MPIRUN, $SIZE, step() and FIGDIR: the
-# README's real 2-rank 1f1b run above its simulation (sections 3-5).
+# README's real 2-rank 1f1b run above its simulation (sections 3-5), and
+# about one step of section 8's real zb-v run (zb-v.png).
 : "${OMPI_MCA_btl_vader_eager_limit:=135168}"
 : "${OMPI_MCA_btl_vader_segment_size:=33554432}"
 export OMPI_MCA_btl_vader_eager_limit OMPI_MCA_btl_vader_segment_size
@@ -36,3 +37,8 @@ spans 0.4:0.7 all=1 pp.rank0.json pp.rank1.json >pp-real.spans
 spans 0:0.3 all=1 sim.json >pp-sim.spans
 claim "pp-real.png: steps at least half in its window ($(t05_steps pp-real.spans))" "$(t05_steps pp-real.spans | wc -w | tr -d ' ')" 3 3
 claim "pp-sim.png shows steps 0 1 2 (it shows: $(t05_steps pp-sim.spans))" "$(t05_steps pp-sim.spans | grep -c '^0 1 2$')" 1 1
+# section 8: zb-v, p = 2, m = 4, 20 steps; about one step from the middle of the run
+step "05: mpirun -np 2 dtrain, zb-v, p = 2, m = 4, 20 steps" \
+    $MPIRUN -np 2 "$DTRAIN" --pipeline-model-parallel-size 2 --pipeline-schedule zb-v $T05 --global-batch-size 16 \
+    --train-iters 20 --trace m4-zb-v.json
+step "05: zb-v.png" "$DTVIZ" m4-zb-v.json --zoom 0.5:0.56 --size 1400x420 --png "$FIGDIR/zb-v.png"
