@@ -78,9 +78,9 @@ done
 # 3. The merged trace.
 tut_cmd flows ./dtbench flows run.json
 if [ "$D" = 2 ]; then
-    tut_line flows '^run\.json ranks=8 events=1456 flows=128 pairs=64 unpaired=0 early=0 judged=64 '
+    tut_line flows '^run\.json ranks=8 events=1584 flows=128 pairs=64 unpaired=0 early=0 judged=64 '
 else
-    tut_line flows '^run\.json ranks=4 events=1272 flows=128 pairs=64 unpaired=0 early=0 judged=64 '
+    tut_line flows '^run\.json ranks=4 events=1400 flows=128 pairs=64 unpaired=0 early=0 judged=64 '
 fi
 tut_line flows ' method=ping-pong$'
 
