@@ -39,8 +39,8 @@
 #    profile of the same model made with --pipeline-schedule zb-h1 (one
 #    process: each layer's B and W traced apart, so W is costed as
 #    measured, not by its FLOPs); every stage's predicted bubble_fb lies
-#    within TOL_SIM = 0.05 of the measured one (the bound). On
-#    2026-12-03 (quiet) the differences were at most 0.012 (1f1b), 0.012
+#    within TOL_SIM = 0.05 of the measured one (the bound). In two
+#    quiet runs on 2026-12-03 the differences were at most 0.012 (1f1b), 0.012
 #    (interleaved), 0.013 (zb-h1) and 0.023 (zb-v); with W costed by its
 #    FLOPs (share 0.46 of a block's backward where the CPU measures 0.30)
 #    zb-h1 and zb-v missed by up to 0.05. A miss is retried once with a
