@@ -3,7 +3,8 @@
 # README.md) and reports per tutorial, so that the tutorials cannot drift
 # from the code. Under make check, TUTORIAL_QUICK defaults to 1 (each
 # tutorial's README says what that shortens); TUTORIAL_QUICK=0 runs the
-# commands exactly as printed. TUTORIALS='00-quickstart ...' runs a subset.
+# commands exactly as printed. TUTORIALS='00-quickstart ...' runs a subset;
+# TUT_KEEP=DIR keeps the scratch directories in DIR.
 #
 # It is also the tutorials' library: a check.sh sets TUTORIAL_LIB=1 and
 # sources this file, which then defines the helpers below and returns:
@@ -95,9 +96,12 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
         fi
         echo "$*" >>"$TUT_LOG"
         echo "\$ $* $extra" | sed "s/ *$//"
+        t0=$(date +%s.%N)
         # $extra is split into words on purpose
         "$@" $extra >"$name.out" 2>&1
         rc=$?
+        # each command's wall time, for the READMEs' "took N s" figures
+        echo "$(date +%s.%N) $t0 $name" | awk '{ printf "%.2f s  %s\n", $1 - $2, $3 }' >>"$TUT_LOG.times"
         if [ "$rc" -ne 0 ]; then
             tut_fail "$* $extra: exit $rc"
             tail -n 20 "$name.out" >&2
@@ -181,8 +185,15 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
 fi
 
 [ -x "$BUILDDIR/dtrain" ] || { echo "tutorials.sh: $BUILDDIR/dtrain not found (set DT_BUILDDIR)" >&2; exit 99; }
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-tutorials.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT HUP INT TERM
+# TUT_KEEP=DIR keeps every tutorial's scratch directory (its commands'
+# outputs and traces) in DIR, to read the figures of a run afterwards
+if [ -n "${TUT_KEEP:-}" ]; then
+    TMP=$TUT_KEEP
+    mkdir -p "$TMP" || { echo "tutorials.sh: TUT_KEEP=$TMP: cannot make the directory" >&2; exit 99; }
+else
+    TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-tutorials.XXXXXX") || exit 99
+    trap 'rm -rf "$TMP"' EXIT HUP INT TERM
+fi
 
 # readme_commands README [gpu]: its program command lines, one per line
 # (those of ```sh gpu blocks with "gpu", the others without)
