@@ -18,7 +18,11 @@
  *     text exactly where "3" (measured with the font) fits with a pixel on
  *     each side, and nothing in the narrower ones; a chunk label "3 c1"
  *     where it fits, the bare "3" in a box too narrow for it; a run of one
- *     micro-batch per step has no labels. */
+ *     micro-batch per step has no labels;
+ *   - steps: an evaluation after the last step carries the next step's
+ *     number, as do the spans inside it (a tensor-parallel forward's
+ *     allreduces): neither counts as a step; one pipeline stage (tensor
+ *     parallelism alone, p = 1) shows no bubble, two do. */
 #include <math.h>
 #include <string.h>
 
@@ -84,6 +88,53 @@ static void app_of(dtv_app *a, dtv_trace *t0, dtv_trace *t1, dtv_view_id id)
     for (int i = 0; i < a->n; i++) dtv_view_all(&a->view[i], &a->tr[i]);
     dtv_app_set(a, id, 2.0);
 }
+
+/* 3 steps of a one-rank run on the pipeline runtime (cat "pipeline",
+ * stage 0 of p), then an evaluation with iter 3 and a "tp allreduce g"
+ * inside it; with p = 2 a stage 1 rank beside it. */
+static void eval_trace(dtv_trace *tr, int p)
+{
+    dt_trace_event *ev = calloc(32, sizeof *ev); /* dtv_trace_from_events takes it */
+    ck_assert_ptr_nonnull(ev);
+    size_t n = 0;
+    for (int pid = 0; pid < p; pid++) {
+        for (int i = 0; i < 3; i++) {
+            const int64_t t = i * 10 * MS + pid * MS;
+            dt_trace_event_init(&ev[n], DT_TRACE_COMPLETE, "forward", "pipeline", pid, DT_LANE_COMPUTE, t, 2 * MS);
+            ev[n].iter = i;
+            ev[n].micro_batch = 0;
+            ck_dt(dt_trace_event_add_arg(&ev[n++], "stage", pid));
+            dt_trace_event_init(&ev[n], DT_TRACE_COMPLETE, "backward", "pipeline", pid, DT_LANE_COMPUTE,
+                                t + 4 * MS, 3 * MS);
+            ev[n].iter = i;
+            ev[n].micro_batch = 0;
+            ck_dt(dt_trace_event_add_arg(&ev[n++], "stage", pid));
+            dt_trace_event_init(&ev[n], DT_TRACE_COMPLETE, "optimizer", "optim", pid, DT_LANE_OPTIM, t + 8 * MS, MS);
+            ev[n++].iter = i;
+        }
+        dt_trace_event_init(&ev[n], DT_TRACE_COMPLETE, "evaluate", "compute", pid, DT_LANE_COMPUTE, 30 * MS, 5 * MS);
+        ev[n++].iter = 3;
+        dt_trace_event_init(&ev[n], DT_TRACE_COMPLETE, "tp allreduce g", "tp", pid, DT_LANE_COMM, 31 * MS, MS);
+        ev[n++].iter = 3;
+    }
+    char cfg[96];
+    snprintf(cfg, sizeof cfg, "{\"pipeline_model_parallel_size\":%d,\"micro_batches\":1}", p);
+    ck_dt(dtv_trace_from_events(ev, n, "eval", "dtrain", cfg, tr));
+}
+
+START_TEST(test_steps_and_stages)
+{
+    dtv_trace tr;
+    eval_trace(&tr, 1);
+    ck_assert_int_eq(tr.n_steps, 3); /* not 4: the evaluation and its allreduce are not a step */
+    ck_assert(isnan(tr.bubble_fb[0]) && isnan(tr.bubble[0]));
+    dtv_trace_free(&tr);
+    eval_trace(&tr, 2);
+    ck_assert_int_eq(tr.n_steps, 3);
+    ck_assert(!isnan(tr.bubble_fb[0]) && !isnan(tr.bubble_fb[1]));
+    dtv_trace_free(&tr);
+}
+END_TEST
 
 START_TEST(test_fit_last_steps)
 {
@@ -372,6 +423,7 @@ static Suite *viz_fit_suite(void)
     Suite *s = suite_create("viz_fit");
     TCase *tc = tcase_create("fit");
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_steps_and_stages);
     tcase_add_test(tc, test_fit_last_steps);
     tcase_add_test(tc, test_fit_two_panes);
     tcase_add_test(tc, test_fit_height);

@@ -306,10 +306,27 @@ static dt_status dtv__index(dtv_trace *t)
     }
     int max_stage = -1;
     t->chunks = 1;
+    /* the evaluations: they carry the next step's number, and so do the
+     * spans inside them (a tensor-parallel forward's allreduces), which
+     * are not a step */
+    size_t n_eval = 0;
+    for (size_t i = 0; i < t->n_ev; i++) n_eval += dtv__is(t->ev[i].name, "evaluate");
+    size_t *eval = n_eval ? malloc(n_eval * sizeof *eval) : NULL;
+    if (n_eval && !eval) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory", t->name);
+    n_eval = 0;
+    for (size_t i = 0; i < t->n_ev; i++)
+        if (dtv__is(t->ev[i].name, "evaluate")) eval[n_eval++] = i;
     for (size_t i = 0; i < t->n_ev; i++) {
         const dt_trace_event *e = &t->ev[i];
-        if (e->iter != DT_TRACE_NONE && e->iter + 1 > t->n_steps && !dtv__is(e->name, "evaluate"))
-            t->n_steps = e->iter + 1;
+        if (e->iter != DT_TRACE_NONE && e->iter + 1 > t->n_steps) {
+            int in_eval = 0;
+            for (size_t k = 0; k < n_eval && !in_eval; k++) {
+                const dt_trace_event *v = &t->ev[eval[k]];
+                in_eval = v->pid == e->pid && v->iter == e->iter && e->ts_ns >= v->ts_ns &&
+                          e->ts_ns <= v->ts_ns + v->dur_ns;
+            }
+            if (!in_eval) t->n_steps = e->iter + 1;
+        }
         if (!dtv__is(e->cat, "pipeline")) continue;
         const double ch = dtv__extra(e, "chunk", 0);
         if (ch + 1 > t->chunks) t->chunks = ch + 1 > INT_MAX ? INT_MAX : (int)ch + 1;
@@ -318,6 +335,7 @@ static dt_status dtv__index(dtv_trace *t)
         if (t->stage_pid[s] < 0 || e->pid < t->stage_pid[s]) t->stage_pid[s] = e->pid;
         if (s > max_stage) max_stage = s;
     }
+    free(eval);
     if (max_stage + 1 > t->p) t->p = max_stage + 1;
     /* the per-step ideal of the schedule; pipedream's steps overlap, so 1f1b's flushed step stands for them */
     char sched[32] = "";
@@ -328,7 +346,9 @@ static dt_status dtv__index(dtv_trace *t)
         kind = DT_SCHED_1F1B;
     t->formula = t->m > 0 ? dt_schedule_bubble_ideal_chunks(kind, t->p, t->chunks, t->m, 1) : NAN;
     t->formula_text = dt_schedule_bubble_formula_text(kind);
-    for (int s = 0; s <= max_stage; s++) {
+    /* one stage (tensor parallelism alone runs on the pipeline runtime
+     * with p = 1) has no pipeline bubble to show */
+    for (int s = 0; s <= max_stage && t->p > 1; s++) {
         if (t->stage_pid[s] < 0) continue;
         dt_bubble_stats bs;
         if (dt_bubble_stats_events(t->ev, t->n_ev, t->stage_pid[s], t->n_steps > 1 ? 1 : 0, &bs) == DT_OK) {
