@@ -105,8 +105,7 @@ measure() {
         return 1
     fi
 }
-# field FILE STAGE KEY: the value of KEY= on stage STAGE's line
-field() { sed -n "s/.* stage=$2 .* $3=\([-0-9.naif]*\).*/\1/p" "$1" | head -n 1; }
+# (field FILE STAGE KEY: mpi-lib.sh)
 # expect NAME M S: stage S's bubble the schedule implies for the run's own
 # per-micro-batch costs c_s = forward_ms + backward_ms (see above); with M
 # the micro-batches of the whole window, pipedream's run_fb (see below)

@@ -36,45 +36,25 @@ COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-i
 --eval-interval 0 --log-interval 4 --threads 1"
 LEARN_MIN=0.40
 
-# summary NAME: run mpirun -np N dtrain ARGS... writing $TMP/NAME.json
-run() {
-    name=$1 np=$2; shift 2
-    if ! timeout 300 $MPIRUN -np "$np" "$DTRAIN" "$@" --summary "$TMP/$name.json" >"$TMP/$name.out" 2>&1; then
-        fail "$name: exited non-zero:"; tail -n 20 "$TMP/$name.out" >&2
-        return 1
-    fi
-}
-same() { # same NAME REF: the three keys agree
-    ok=1
-    for kk in train_loss val_loss param_probe; do
-        a=$(key "$TMP/$2.json" $kk); b=$(key "$TMP/$1.json" $kk)
-        if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b"; then
-            fail "$1: $kk $b, serial $a"; ok=0
-        fi
-    done
-    [ $ok = 1 ] && echo "ok: $1 matches the serial run"
-}
-# jlist FILE KEY: the numbers of a JSON array as "a b c"
-
 # 1. equality with serial accumulation
 if timeout 120 "$DTRAIN" $COMMON --micro-batch-size 8 --global-batch-size 8 --summary "$TMP/serial2.json" \
         >"$TMP/serial2.out" 2>&1 &&
    timeout 120 "$DTRAIN" $COMMON --num-layers 4 --micro-batch-size 8 --global-batch-size 8 \
         --summary "$TMP/serial4.json" >"$TMP/serial4.out" 2>&1; then
     for k in gpipe 1f1b; do
-        run "p2-$k" 2 $COMMON --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 \
+        mpi_run "p2-$k" 2 $COMMON --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 \
             --pipeline-schedule $k && same "p2-$k" serial2
-        run "p4-$k" 4 $COMMON --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
+        mpi_run "p4-$k" 4 $COMMON --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
             --pipeline-model-parallel-size 4 --pipeline-schedule $k && same "p4-$k" serial4
     done
-    run "p2d2-1f1b" 4 $COMMON --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
+    mpi_run "p2d2-1f1b" 4 $COMMON --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
         --pipeline-model-parallel-size 2 && same "p2d2-1f1b" serial4
-    run "p2-split" 2 $COMMON --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
+    mpi_run "p2-split" 2 $COMMON --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
         --pipeline-model-parallel-size 2 --pipeline-split 1,3 && same "p2-split" serial4
     # SGD is not invariant to the gradient's scale as Adam is: a wrong clipping norm shows here
     if timeout 120 "$DTRAIN" $COMMON --optimizer sgd --lr 0.1 --micro-batch-size 8 --global-batch-size 8 \
             --summary "$TMP/serial-sgd.json" >"$TMP/serial-sgd.out" 2>&1; then
-        run "p2-sgd" 2 $COMMON --optimizer sgd --lr 0.1 --micro-batch-size 2 --global-batch-size 8 \
+        mpi_run "p2-sgd" 2 $COMMON --optimizer sgd --lr 0.1 --micro-batch-size 2 --global-batch-size 8 \
             --pipeline-model-parallel-size 2 && same "p2-sgd" serial-sgd
     else
         fail "serial sgd run:"; cat "$TMP/serial-sgd.out" >&2
@@ -85,7 +65,7 @@ fi
 
 # 2. stashing and vertical sync
 for k in pipedream pipedream-vsync; do
-    run "$k" 4 --num-layers 4 --micro-batch-size 8 --global-batch-size 32 --train-iters 6 --eval-iters 1 \
+    mpi_run "$k" 4 --num-layers 4 --micro-batch-size 8 --global-batch-size 32 --train-iters 6 --eval-iters 1 \
         --eval-interval 0 --log-interval 6 --threads 1 --pipeline-model-parallel-size 4 --pipeline-schedule $k || continue
     mis=$(key "$TMP/$k.json" version_mismatches); dis=$(key "$TMP/$k.json" version_disagreements_across_stages)
     inflight=$(jlist "$TMP/$k.json" stage_versions_in_flight)
@@ -105,7 +85,7 @@ done
 # 3. activation memory: gpipe grows with m, 1f1b does not
 for k in gpipe 1f1b; do
     for m in 2 8; do
-        run "mem-$k-$m" 2 --micro-batch-size 4 --global-batch-size $((4 * m)) --train-iters 2 --eval-iters 1 \
+        mpi_run "mem-$k-$m" 2 --micro-batch-size 4 --global-batch-size $((4 * m)) --train-iters 2 --eval-iters 1 \
             --eval-interval 0 --log-interval 2 --threads 1 --pipeline-model-parallel-size 2 --pipeline-schedule $k
     done
     a=$(jlist "$TMP/mem-$k-2.json" stage_peak_activation_bytes | cut -d' ' -f1)
@@ -120,7 +100,7 @@ for k in gpipe 1f1b; do
 done
 
 # 4. pipedream learns
-if run learn 2 --micro-batch-size 64 --global-batch-size 128 --train-iters 1000 --eval-interval 0 --log-interval 500 \
+if mpi_run learn 2 --micro-batch-size 64 --global-batch-size 128 --train-iters 1000 --eval-interval 0 --log-interval 500 \
         --pipeline-model-parallel-size 2 --pipeline-schedule pipedream; then
     acc=$(key "$TMP/learn.json" accuracy)
     if awk -v a="$acc" -v m="$LEARN_MIN" 'BEGIN { exit !(a != "" && a >= m) }'; then
@@ -152,11 +132,11 @@ ovf() { sed -n 's/^overflow: iteration 1 skipped .*(first inf\/NaN gradient: \(.
 OVF="--task add --task-digits 2 --seq-length 16 --num-layers 4 --micro-batch-size 2 --global-batch-size 8 \
 --train-iters 1 --eval-iters 1 --eval-interval 0 --log-interval 1 --threads 1 --fp16 --initial-loss-scale 1099511627776 \
 --pipeline-model-parallel-size 2"
-if run ovf-1f1b 2 $OVF --pipeline-schedule 1f1b; then
+if mpi_run ovf-1f1b 2 $OVF --pipeline-schedule 1f1b; then
     ref=$(ovf ovf-1f1b)
     [ -n "$ref" ] || fail "ovf-1f1b: no overflow of iteration 1 in the log"
     for k in interleaved-1f1b zb-v; do
-        run "ovf-$k" 2 $OVF --pipeline-schedule $k && run "ovf-$k-zero" 4 $OVF --pipeline-schedule $k \
+        mpi_run "ovf-$k" 2 $OVF --pipeline-schedule $k && mpi_run "ovf-$k-zero" 4 $OVF --pipeline-schedule $k \
             --use-distributed-optimizer || continue
         a=$(ovf "ovf-$k") b=$(ovf "ovf-$k-zero")
         if [ -n "$ref" ] && [ "$a" = "$ref" ] && [ "$b" = "$ref" ]; then

@@ -20,14 +20,6 @@ done
 # 2 backward tensor-parallel allreduces per block per micro-batch.
 COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-iters 1 --eval-iters 2 \
 --eval-interval 0 --log-interval 4 --threads 1"
-same() { # same NAME REF
-    ok=1
-    for kk in train_loss val_loss param_probe; do
-        a=$(key "$TMP/$2.json" $kk); b=$(key "$TMP/$1.json" $kk)
-        if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b"; then fail "$1: $kk $b, serial $a"; ok=0; fi
-    done
-    [ $ok = 1 ] && echo "ok: $1 matches the serial run"
-}
 for opt in adamw sgd; do
     extra="--optimizer $opt"; [ $opt = sgd ] && extra="--optimizer sgd --lr 0.1"
     if ! timeout 120 "$DTRAIN" $COMMON $extra --micro-batch-size 8 --global-batch-size 8 \
