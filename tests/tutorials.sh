@@ -13,6 +13,9 @@
 #       directory ($TUT_DIR, holding links to the build's programs), with
 #       ARGS appended when TUTORIAL_QUICK=1; stdout+stderr in NAME.out; a
 #       non-zero exit fails the tutorial and stops it.
+#   tut_fails NAME RC ./PROG ARGS...
+#       a README command that must fail with exit status RC: run as
+#       printed and recorded like tut_cmd's
 #   tut_line NAME ERE          NAME.out has a line matching ERE
 #   tut_num NAME SED-REGEX     prints the \1 of the first line matching
 #   tut_range WHAT VALUE LO HI LO <= VALUE <= HI
@@ -107,6 +110,15 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
             tail -n 20 "$name.out" >&2
             tut_finish
         fi
+    }
+    tut_fails() {
+        name=$1 want=$2
+        shift 2
+        echo "$*" >>"$TUT_LOG"
+        echo "\$ $*   (expected to exit $want)"
+        "$@" >"$name.out" 2>&1
+        rc=$?
+        if [ "$rc" = "$want" ]; then echo "  ok: exit $rc"; else tut_fail "$*: exit $rc, expected $want"; fi
     }
     tut_line() {
         if grep -E -q -- "$2" "$1.out"; then

@@ -63,12 +63,9 @@ tut_range "evaluate spans in run.json (the grey of whole.png)" "$(grep -c '"name
 # what the caption says of run.png, from the spans it shows
 tut_spans run.spans 0.5:0.515 run.json
 tut_spans run-all.spans 0.5:0.515 all=1 run.json
-tut_range "optimizer steps wholly in run.png's window" \
-    "$(awk -F'\t' '$3 == "optimizer" && $9 { n++ } END { print n + 0 }' run.spans)" 2 4
-tut_range "run.png: backward / forward time of the steps it shows" "$(awk -F'\t' '
-    $3 == "optimizer" && $9 { whole[$6] = 1 }
-    $3 == "forward" { f[$6] += $5 - $4 } $3 == "backward" { b[$6] += $5 - $4 }
-    END { for (i in whole) { sf += f[i]; sb += b[i] } if (sf > 0) printf "%.2f", sb / sf }' run-all.spans)" 1.05 2.5
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tutorials/00-quickstart/claims.sh" # t00_steps, t00_bf
+tut_range "optimizer steps wholly in run.png's window" "$(t00_steps run.spans)" 2 4
+tut_range "run.png: backward / forward time of the steps it shows" "$(t00_bf run-all.spans)" 1.05 2.5
 
 # 3. The simulator's prediction from the trace.
 tut_cmd sim ./dtsim run --config run.json --profile run.json

@@ -94,14 +94,11 @@ fi
 # window, and in full.json each block's recompute before its backward
 tut_spans none-all.spans 0.5:0.56 all=1 none.json
 tut_spans full-all.spans 0.5:0.56 all=1 full.json
+. "${DT_SRCDIR:-$(dirname "$0")/../..}/tutorials/02-recomputation/claims.sh" # t02_steps, t02_late
 for t02 in none full; do
-    tut_range "timeline.png: mean steps in $t02.json's window" "$(awk -F'\t' '$1 == "window" { w = $3 - $2 }
-        $3 == "optimizer" { if (!n++) first = $4; last = $4 }
-        END { if (n > 1 && w > 0) printf "%.2f", w / ((last - first) / (n - 1)) }' $t02-all.spans)" 1.4 2.2
+    tut_range "timeline.png: mean steps in $t02.json's window" "$(t02_steps $t02-all.spans)" 1.4 2.2
 done
-tut_range "timeline.png: full.json's recompute spans that end after their block's backward starts" "$(awk -F'\t' '
-    $3 == "recompute" { r[$6 " " $7 " " $8] = $5 } $3 == "backward" && $8 >= 0 { b[$6 " " $7 " " $8] = $4 }
-    END { for (k in r) if (!(k in b) || r[k] > b[k]) n++; print n + 0 }' full-all.spans)" 0 0
+tut_range "timeline.png: full.json's recompute spans that end after their block's backward starts" "$(t02_late full-all.spans)" 0 0
 
 # 5. The simulator.
 tut_cmd val ./dtsim validate --profile none.json none.json sel.json full.json

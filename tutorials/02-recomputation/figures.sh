@@ -13,12 +13,9 @@ step "02: timeline.png" "$DTVIZ" none.json full.json --zoom 0.5:0.56 --size 1400
 # window, and in full.json each block's recompute before its backward
 spans 0.5:0.56 all=1 none.json >none-all.spans
 spans 0.5:0.56 all=1 full.json >full-all.spans
+. "$FIGDIR/claims.sh" # t02_steps, t02_late
 for t02 in none full; do
-    claim "timeline.png: mean steps in $t02.json's window" "$(awk -F'\t' '$1 == "window" { w = $3 - $2 }
-        $3 == "optimizer" { if (!n++) first = $4; last = $4 }
-        END { if (n > 1 && w > 0) printf "%.2f", w / ((last - first) / (n - 1)) }' $t02-all.spans)" 1.4 2.2
+    claim "timeline.png: mean steps in $t02.json's window" "$(t02_steps $t02-all.spans)" 1.4 2.2
 done
-claim "timeline.png: full.json's recompute spans that end after their block's backward starts" "$(awk -F'\t' '
-    $3 == "recompute" { r[$6 " " $7 " " $8] = $5 } $3 == "backward" && $8 >= 0 { b[$6 " " $7 " " $8] = $4 }
-    END { for (k in r) if (!(k in b) || r[k] > b[k]) n++; print n + 0 }' full-all.spans)" 0 0
+claim "timeline.png: full.json's recompute spans that end after their block's backward starts" "$(t02_late full-all.spans)" 0 0
 step "02: memory.png" "$DTVIZ" none.json full.json --view memory --size 1400x600 --png "$FIGDIR/memory.png"

@@ -19,17 +19,6 @@ else
     NP=8 D=2
 fi
 
-# tut_fails NAME RC ARGS...: a README command that must fail with exit RC
-tut_fails() {
-    name=$1 want=$2
-    shift 2
-    echo "$*" >>"$TUT_LOG"
-    echo "\$ $*   (expected to exit $want)"
-    "$@" >"$name.out" 2>&1
-    rc=$?
-    if [ "$rc" = "$want" ]; then echo "  ok: exit $rc"; else tut_fail "$*: exit $rc, expected $want"; fi
-}
-
 # 1. A refused combination: ZeRO-2 with a pipeline (4 ranks: p = 2 x d = 2).
 tut_fails zero2 2 $MPIRUN -np 4 ./dtrain --pipeline-model-parallel-size 2 --zero-stage 2 --bf16 --num-layers 4
 tut_line zero2 "^dtrain: --zero-stage 2 with --pipeline-model-parallel-size 2: not supported yet \(a stage keeps its whole gradients and weights; --zero-stage 1 shards each stage's optimizer over its data group\)$"
