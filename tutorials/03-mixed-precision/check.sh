@@ -9,17 +9,6 @@ TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
 # (the top-level keys come before "config")
-# tut_fails NAME RC ./PROG ARGS...: a README command that must fail with
-# exit status RC (run as printed; recorded like tut_cmd's)
-tut_fails() {
-    name=$1 want=$2
-    shift 2
-    echo "$*" >>"$TUT_LOG"
-    echo "\$ $*   (expected to exit $want)"
-    "$@" >"$name.out" 2>&1
-    rc=$?
-    if [ "$rc" = "$want" ]; then echo "  ok: exit $rc"; else tut_fail "$*: exit $rc, expected $want"; fi
-}
 # count NAME ERE: lines of NAME.out matching ERE
 count() { grep -c -E -- "$2" "$1.out"; }
 # viz NAME TRACE ARGS...: the README's dtviz command, where this build has dtviz
@@ -49,7 +38,7 @@ else
     tut_ref tut_line amp '^step1000 +fp16 +1 +15753 +13\.3121% +0\.00653$'
     tut_ref tut_line amp '^step1000 +fp16 +256 +24 +0\.0203% +0\.0065$'
     tut_ref tut_line amp '^step1000 +fp16 +65536 +0 +0\.0000% +0\.00654$'
-    tut_line amp '^step1000 +bf16 +1 +0 +0\.0000% +0\.137$'
+    tut_ref tut_line amp '^step1000 +bf16 +1 +0 +0\.0000% +0\.137$'
 fi
 u1=$(tut_num amp "^$w  *fp16  *1  *\([0-9]*\) .*")
 u256=$(tut_num amp "^$w  *fp16  *256  *\([0-9]*\) .*")
@@ -58,6 +47,11 @@ ub=$(tut_num amp "^$w  *bf16  *1  *\([0-9]*\) .*")
 tut_range "$w: fp16 underflows at scale 1 minus at scale 256" "$(awk -v a="$u1" -v b="$u256" 'BEGIN { print a - b }')" 1 1000000
 tut_range "$w: fp16 underflows at scale 65536" "$u64k" 0 0
 tut_range "$w: bf16 underflows" "$ub" 0 0
+# bf16's rounding error above fp16's (at the scale where fp16 loses nothing):
+# 21x on the READMEs' build, 5x on an AVX2 one (the weights after 1000 steps differ)
+eb=$(tut_num amp "^$w  *bf16  *1 .* \([0-9.]*\)$")
+e64k=$(tut_num amp "^$w  *fp16  *65536 .* \([0-9.]*\)$")
+tut_range "$w: bf16's rel_l2_error / fp16's at 65536" "$(tut_ratio "$eb" "$e64k")" 2 50
 
 # 3. Loss scaling: static, then dynamic from a scale far too high.
 tut_cmd st1k ./dtrain --threads 1 --fp16 --loss-scale 1024 --train-iters 150 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16
@@ -149,9 +143,9 @@ tut_line cmp_fp32 'peak activation memory 20\.08 MiB$'
 tut_line cmp_bf16 'peak activation memory 18\.34 MiB$'
 tut_line cmp_fp16 'peak activation memory 18\.34 MiB$'
 if [ "$TUTORIAL_QUICK" != 1 ]; then
-    tut_line cmp_fp32 '^final: val_loss 0\.6091 accuracy 48\.12% \(1860 examples\) '
-    tut_line cmp_bf16 '^final: val_loss 0\.5786 accuracy 51\.45% \(1860 examples\) '
-    tut_line cmp_fp16 '^final: val_loss 0\.6553 accuracy 42\.20% \(1860 examples\) '
+    tut_ref tut_line cmp_fp32 '^final: val_loss 0\.6091 accuracy 48\.12% \(1860 examples\) '
+    tut_ref tut_line cmp_bf16 '^final: val_loss 0\.5786 accuracy 51\.45% \(1860 examples\) '
+    tut_ref tut_line cmp_fp16 '^final: val_loss 0\.6553 accuracy 42\.20% \(1860 examples\) '
     tut_line cmp_fp16 '^iter 500/500  loss [0-9.]+  lr [0-9.e-]+  grad_norm [0-9.]+  scale 32768 skipped 2  '
 fi
 
