@@ -15,3 +15,7 @@ step "profile: the same model in one process" "$DTRAIN" $M --summary serial.json
 step "its simulation" "$DTSIM" run --config run.rank0.json --profile prof.json --hw "$SRCDIR/sim/hw/cpu-2core.json" \
     --devices-per-node 8 --cores-per-node 2 --trace sim.json
 step "compose.png" "$DTVIZ" run.json sim.json --view breakdown --png "$FIGDIR/compose.png"
+# the figures the README quotes for this picture's run (the means over ranks)
+"$DTSIM" analyze --compare run.json sim.json >cmp.txt 2>&1 || { cat cmp.txt >&2; exit 1; }
+claim "compose.png: measured step, mean over ranks (ms)" "$(awk '$1 == "A" && $2 == "mean" { print $3 }' cmp.txt)" 50 2000
+claim "compose.png: predicted step (ms)" "$(awk '$1 == "B" && $2 == "mean" { print $3 }' cmp.txt)" 30 1000
