@@ -74,6 +74,18 @@ static int column_has(const dtv_canvas *c, int x, int y0, int y1, SDL_Color col)
 
 static const SDL_Color LINE = {0, 114, 178, 255};
 
+/* A W x H headless canvas with view id of tr, over the whole trace,
+ * drawn on a cleared background; the view returned. */
+static dtv_view render(dtv_canvas *c, const dtv_trace *tr, dtv_view_id id)
+{
+    ck_dt(dtv_canvas_headless(W, H, c));
+    dtv_view v = {.id = id};
+    dtv_view_all(&v, tr);
+    dtv_clear(c, DTV_BG);
+    dtv_draw_view(c, (SDL_Rect){0, 0, W, H}, tr, &v);
+    return v;
+}
+
 START_TEST(test_scale_overflow_marker)
 {
     dtv_trace tr;
@@ -82,12 +94,8 @@ START_TEST(test_scale_overflow_marker)
     ck_assert_int_eq(tr.n_overflow, 1);
     ck_assert_int_eq(tr.overflow[0].layer, 2);
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
-    dtv_view v = {.id = DTV_VIEW_SCALE};
-    dtv_view_all(&v, &tr);
+    dtv_view v = render(&c, &tr, DTV_VIEW_SCALE);
     SDL_Rect area = {0, 0, W, H};
-    dtv_clear(&c, DTV_BG);
-    dtv_draw_scale(&c, area, &tr, &v);
     dtv_scale_layout L;
     dtv_scale_layout_of(&c, area, &tr, &v, &L);
     ck_assert_int_eq(L.by_iter, 1);
@@ -142,11 +150,7 @@ START_TEST(test_scale_absent)
     scale_trace(&tr, 0);
     ck_assert_int_eq(tr.loss_scale.n, 0);
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
-    dtv_view v = {.id = DTV_VIEW_SCALE};
-    dtv_view_all(&v, &tr);
-    dtv_clear(&c, DTV_BG);
-    dtv_draw_scale(&c, (SDL_Rect){0, 0, W, H}, &tr, &v);
+    render(&c, &tr, DTV_VIEW_SCALE);
     int line = 0, text = 0;
     for (int y = 0; y < H; y += 2)
         for (int x = 0; x < W; x += 2) {
@@ -197,12 +201,8 @@ START_TEST(test_memory_stack)
     dtv_trace tr;
     memory_trace(&tr, 2);
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
-    dtv_view v = {.id = DTV_VIEW_MEMORY};
-    dtv_view_all(&v, &tr);
+    dtv_view v = render(&c, &tr, DTV_VIEW_MEMORY);
     SDL_Rect area = {0, 0, W, H};
-    dtv_clear(&c, DTV_BG);
-    dtv_draw_memory(&c, area, &tr, &v);
     dtv_memory_layout L;
     dtv_memory_layout_of(&c, area, &tr, &v, &L);
     ck_assert_int_eq(L.n_panels, 2);
@@ -255,11 +255,7 @@ START_TEST(test_memory_many_ranks)
     dtv_trace tr;
     memory_trace(&tr, 20);
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
-    dtv_view v = {.id = DTV_VIEW_MEMORY};
-    dtv_view_all(&v, &tr);
-    dtv_clear(&c, DTV_BG);
-    dtv_draw_memory(&c, (SDL_Rect){0, 0, W, H}, &tr, &v);
+    dtv_view v = render(&c, &tr, DTV_VIEW_MEMORY);
     dtv_memory_layout L;
     dtv_memory_layout_of(&c, (SDL_Rect){0, 0, W, H}, &tr, &v, &L);
     ck_assert_int_eq(L.n_panels, DTV_MEMORY_PANELS);
@@ -290,11 +286,7 @@ START_TEST(test_memory_real_run)
     dtv_trace tr;
     ck_dt(dtv_trace_from_events(ev, 4, "real", "dtrain", NULL, &tr));
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
-    dtv_view v = {.id = DTV_VIEW_MEMORY};
-    dtv_view_all(&v, &tr);
-    dtv_clear(&c, DTV_BG);
-    dtv_draw_memory(&c, (SDL_Rect){0, 0, W, H}, &tr, &v);
+    dtv_view v = render(&c, &tr, DTV_VIEW_MEMORY);
     dtv_memory_layout L;
     dtv_memory_layout_of(&c, (SDL_Rect){0, 0, W, H}, &tr, &v, &L);
     ck_assert_int_eq(L.full, 0);
@@ -442,12 +434,8 @@ START_TEST(test_breakdown_too_few_steps)
     ck_assert_ptr_null(tr.breakdown);
     ck_assert_ptr_nonnull(strstr(tr.bd_why, "no rank has events with an iteration"));
     dtv_canvas c;
-    ck_dt(dtv_canvas_headless(W, H, &c));
-    dtv_view v = {.id = DTV_VIEW_BREAKDOWN};
-    dtv_view_all(&v, &tr);
+    dtv_view v = render(&c, &tr, DTV_VIEW_BREAKDOWN);
     SDL_Rect area = {0, 0, W, H};
-    dtv_clear(&c, DTV_BG);
-    dtv_draw_view(&c, area, &tr, &v);
     dtv_breakdown_layout L;
     dtv_breakdown_layout_of(&c, area, &tr, &v, &L);
     ck_assert_int_eq(L.n_rows, 0);
