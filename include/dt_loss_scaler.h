@@ -4,7 +4,10 @@
  * Why: f16 gradients below 2^-24 flush to zero, so the loss (and with it
  * every gradient) is multiplied by a scale S before backward; the optimizer
  * divides by S again (unscale_check in dt_backend.h), which also reports
- * whether any gradient became inf or NaN ("overflow"). An overflowing step
+ * whether any gradient became inf or NaN ("overflow"); the trainer also
+ * counts a step whose loss is inf or NaN as an overflow (the forward's
+ * activations left the f16 range), as PyTorch's GradScaler and Megatron's
+ * DynamicGradScaler do. An overflowing step
  * must be skipped, and the scale lowered; a long run of clean steps means
  * the scale can grow to use more of the f16 range.
  *
@@ -43,6 +46,8 @@
  * (DeepSpeed raises "Current loss scale already at minimum" here). Every
  * such step sets ev->at_min; ev->at_min_first is set on the first one in
  * the scaler's life only, so the trainer prints its warning once.
+ * min_streak counts at_min steps in a row; once it reaches
+ * cfg.min_patience (> 0) the trainer ends the run with one line.
  *
  * Static mode (static_scale > 0, flag --loss-scale): S = static_scale
  * forever; overflowing steps are still skipped and counted; h and g stay
@@ -68,6 +73,10 @@ typedef struct dt_loss_scaler_config {
     int consecutive_hysteresis; /* 1: refill h on every clean step (see above), default 0 */
     float min_scale;            /* --min-loss-scale, default 1; > 0 */
     float static_scale;         /* --loss-scale: > 0 static scale, 0 (default) dynamic */
+    /* --min-loss-scale-patience: at_min steps in a row (every one an
+     * overflow at min_scale) after which training must stop, default 100;
+     * 0: never. The scaler only counts (min_streak); the trainer stops. */
+    int min_patience;
 } dt_loss_scaler_config;
 
 /* The scaler's state; read the fields freely, change them only through the
@@ -83,6 +92,9 @@ typedef struct dt_loss_scaler {
     int64_t growths;       /* times the scale grew */
     int64_t backoffs;      /* times the scale was lowered */
     int64_t min_overflows; /* steps with the at_min condition */
+    /* at_min steps in a row (0 after any other step). Not kept in a
+     * checkpoint: a resumed run counts afresh. */
+    int64_t min_streak;
 } dt_loss_scaler;
 
 /* What one update did (all flags 0 or 1). */

@@ -180,8 +180,11 @@ typedef struct dt_train_stats {
     double tokens_per_second;
     /* loss scaling (all 0 / 1 without it) */
     float loss_scale;            /* the scale this step used */
-    int overflow;                /* a gradient was inf/NaN: the optimizer step was skipped */
+    int overflow;                /* a gradient or the loss was inf/NaN: the optimizer step was skipped */
     const char *overflow_tensor; /* first tensor, in backward order, with an inf/NaN gradient (or NULL) */
+    /* NULL, or the loss was inf/NaN (fp16): where the forward first went
+     * non-finite ("forward: the output of layer h.1 ... (micro-batch 0)") */
+    const char *overflow_where;
     int scale_at_min;            /* overflow at the minimum scale with no hysteresis left */
     int scale_at_min_first;      /* ... for the first time in this run (say so once) */
     int64_t skipped_steps;       /* skipped so far in the run */

@@ -204,6 +204,12 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB(JF_LOSS_SCALE_WINDOW),
         JOB(JF_HYSTERESIS),
         JOB(JF_MIN_LOSS_SCALE),
+        {.name = "--min-loss-scale-patience",
+         .kind = DT_ARG_INT,
+         .dest = &o->min_scale_patience,
+         MIN0,
+         .metavar = "N",
+         .help = "stop (exit 1) after N steps in a row that overflow at the minimum scale; 0: never stop"},
         JOB_SECTION("Memory"),
         JOB(JF_RECOMPUTE_ACTIVATIONS),
         JOB(JF_RECOMPUTE_GRANULARITY),
@@ -395,6 +401,7 @@ static void dtrain_opts_default(dtrain_opts *o, const dt_train_config *d)
     memset(o, 0, sizeof *o);
     dtrain_job_default(&o->job, d);
     o->task = d->data.task;
+    o->min_scale_patience = d->loss_scaler.min_patience;
     o->data = NULL;
     o->task_digits = d->data.digits;
     o->task_max_len = d->data.max_len;

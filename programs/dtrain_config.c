@@ -279,7 +279,7 @@ static int dtrain_config_checkpoints(const dtrain_opts *o, dt_arg *args, int n_a
 static int dtrain_config_precision(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
     static const char *const scaler_flags[] = {"--initial-loss-scale", "--loss-scale-window", "--hysteresis",
-                                               "--min-loss-scale", NULL};
+                                               "--min-loss-scale", "--min-loss-scale-patience", NULL};
     const job_opts *j = &o->job;
     if (j->fp16 && j->bf16) {
         fprintf(stderr, PROG ": --fp16 and --bf16: choose one\n");
@@ -291,6 +291,7 @@ static int dtrain_config_precision(const dtrain_opts *o, dt_arg *args, int n_arg
     cfg->loss_scaler.window = j->loss_scale_window;
     cfg->loss_scaler.hysteresis = j->hysteresis;
     cfg->loss_scaler.min_scale = j->min_loss_scale;
+    cfg->loss_scaler.min_patience = o->min_scale_patience;
     /* fp16: dynamic scaling unless --loss-scale; bf16 and fp32: only a static --loss-scale */
     cfg->use_loss_scaling = j->fp16 || j->loss_scale > 0;
     const char *f = dtrain_first_given(args, n_args, scaler_flags);

@@ -45,6 +45,7 @@ typedef struct dtrain_opts {
     int64_t log_interval, eval_interval;
     int eval_iters;
     int skip_nonfinite;
+    int min_scale_patience; /* --min-loss-scale-patience */
     int allow_data_change; /* --load may resume on a changed --data file */
     /* checkpoints */
     const char *save, *load;

@@ -188,8 +188,12 @@ static void dtrain_print_step_notes(dtrain_out *out, const dt_train_config *cfg,
 {
     if (st->overflow) { /* like DeepSpeed's OVERFLOW! line: every skipped step is said */
         dtrain_clear_live(out);
-        printf("overflow: iteration %lld skipped at loss scale %g (first inf/NaN gradient: %s)\n", (long long)st->iter,
-               (double)st->loss_scale, st->overflow_tensor ? st->overflow_tensor : "?");
+        if (st->overflow_where) /* the loss itself: where the forward left fp16's range */
+            printf("overflow: iteration %lld skipped at loss scale %g (non-finite loss; %s)\n", (long long)st->iter,
+                   (double)st->loss_scale, st->overflow_where);
+        else
+            printf("overflow: iteration %lld skipped at loss scale %g (first inf/NaN gradient: %s)\n",
+                   (long long)st->iter, (double)st->loss_scale, st->overflow_tensor ? st->overflow_tensor : "?");
         fflush(stdout);
     }
     if (st->nonfinite) { /* --skip-nonfinite: every skipped step is said */
@@ -201,11 +205,12 @@ static void dtrain_print_step_notes(dtrain_out *out, const dt_train_config *cfg,
     if (st->scale_at_min_first) {
         dtrain_clear_live(out);
         fprintf(stderr,
-                PROG ": warning: the loss scale is at its minimum (%g) and gradients still overflow "
+                PROG ": warning: the loss scale is at its minimum (%g) and %s still overflow "
                      "(iteration %lld, first in %s): fp16 cannot hold them; lower --lr, check the data, or "
                      "use --bf16\n",
-                (double)cfg->loss_scaler.min_scale, (long long)st->iter,
-                st->overflow_tensor ? st->overflow_tensor : "?");
+                (double)cfg->loss_scaler.min_scale, st->overflow_where ? "activations" : "gradients",
+                (long long)st->iter,
+                st->overflow_where ? "the forward" : st->overflow_tensor ? st->overflow_tensor : "?");
     }
 }
 

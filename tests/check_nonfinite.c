@@ -7,8 +7,12 @@
  *    no weight changes, the step is counted (stats and the summary's
  *    nonfinite_skipped_steps) and, once the weight is repaired, training
  *    goes on;
- *  - fp16 keeps its message (its loss scaler handles overflow), and
- *    skip_nonfinite is rejected there. */
+ *  - fp16 with loss scaling: the same NaN makes the loss non-finite, which
+ *    is an overflow (as PyTorch's GradScaler and Megatron treat it): the
+ *    step is skipped, no weight changes, the scaler absorbs then backs
+ *    off, the stats name the forward's layer h.1; once repaired, training
+ *    goes on; at the minimum scale, min_patience overflowing steps in a
+ *    row stop the run with one message; skip_nonfinite is rejected. */
 #define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
 #include <math.h>
@@ -116,17 +120,65 @@ START_TEST(test_skip_nonfinite)
 }
 END_TEST
 
-START_TEST(test_fp16_unchanged)
+START_TEST(test_fp16_loss_overflow)
 {
     dt_train_config c;
     quick_cfg(&c);
     c.precision = DT_F16;
-    c.use_loss_scaling = 1;
+    c.use_loss_scaling = 1; /* defaults: scale 65536, hysteresis 2 */
     dt_trainer *tr;
     ck_dt(dt_trainer_create(&c, &tr));
-    *weight(tr, "h.1.fc.w", 3) = NAN;
-    ck_assert_int_eq(dt_trainer_step(tr, NULL), DT_ERR_NUMERIC);
-    ck_assert_str_eq(dt_last_error(), "iteration 1: training loss is nan (diverged; try a lower --lr or --clip-grad)");
+    dt_train_stats st;
+    float *w = weight(tr, "h.1.fc.w", 3);
+    const float saved = *w;
+    *w = NAN;
+    dt_gpt *m = dt_trainer_model(tr);
+    const size_t n = dt_gpt_layout(m)->numel;
+    float *before = malloc(n * sizeof *before);
+    memcpy(before, dt_gpt_params(m), n * sizeof *before);
+    /* two overflows: the first absorbed by hysteresis, the second halves the scale */
+    const float want_scale[2] = {65536.0f, 65536.0f};
+    for (int i = 0; i < 2; i++) {
+        ck_dt(dt_trainer_step(tr, &st));
+        ck_assert_int_eq(st.overflow, 1);
+        ck_assert(!isfinite(st.loss));
+        ck_assert_float_eq(st.loss_scale, want_scale[i]);
+        ck_assert_int_eq(st.skipped_steps, i + 1);
+        ck_assert_ptr_nonnull(st.overflow_where);
+        ck_assert_msg(strstr(st.overflow_where, "forward: the output of layer h.1 "), "where: %s", st.overflow_where);
+        ck_assert_mem_eq(dt_gpt_params(m), before, n * sizeof *before); /* skipped: no update */
+    }
+    *w = saved; /* repaired: training goes on at the halved scale */
+    ck_dt(dt_trainer_step(tr, &st));
+    ck_assert_int_eq(st.overflow, 0);
+    ck_assert_ptr_null(st.overflow_where);
+    ck_assert(isfinite(st.loss));
+    ck_assert_float_eq(st.loss_scale, 32768.0f);
+    dt_trainer_free(tr);
+    free(before);
+
+    /* stuck at the minimum: min_patience overflowing steps in a row, then the next step stops */
+    quick_cfg(&c);
+    c.precision = DT_F16;
+    c.use_loss_scaling = 1;
+    c.train_iters = 10;
+    c.loss_scaler.initial_scale = 4.0f;
+    c.loss_scaler.hysteresis = 1;
+    c.loss_scaler.min_patience = 3;
+    ck_dt(dt_trainer_create(&c, &tr));
+    *weight(tr, "wpe", 3) = INFINITY; /* position 0: in every sequence */
+    const float scales[5] = {4.0f, 2.0f, 1.0f, 1.0f, 1.0f}; /* back off twice, then 3 at the minimum */
+    for (int i = 0; i < 5; i++) {
+        ck_dt(dt_trainer_step(tr, &st));
+        ck_assert_int_eq(st.overflow, 1);
+        ck_assert_float_eq(st.loss_scale, scales[i]);
+        ck_assert_int_eq(st.scale_at_min, i >= 2);
+    }
+    ck_assert_int_eq(dt_trainer_step(tr, &st), DT_ERR_NUMERIC);
+    ck_assert_str_eq(dt_last_error(),
+                     "iteration 5: the loss scale sat at its minimum (1) for the last 3 steps and every one "
+                     "overflowed: fp16 cannot hold this run's values; stopping (lower --lr, check the data, or use "
+                     "--bf16; --min-loss-scale-patience 0 never stops)");
     dt_trainer_free(tr);
 
     quick_cfg(&c);
@@ -138,13 +190,29 @@ START_TEST(test_fp16_unchanged)
 }
 END_TEST
 
+/* bf16 has no loss scaler: a non-finite loss stays a divergence */
+START_TEST(test_bf16_still_fails)
+{
+    dt_train_config c;
+    quick_cfg(&c);
+    c.precision = DT_BF16;
+    dt_trainer *tr;
+    ck_dt(dt_trainer_create(&c, &tr));
+    *weight(tr, "h.1.fc.w", 3) = NAN;
+    ck_assert_int_eq(dt_trainer_step(tr, NULL), DT_ERR_NUMERIC);
+    ck_assert_str_eq(dt_last_error(), "iteration 1: training loss is nan (diverged; try a lower --lr or --clip-grad)");
+    dt_trainer_free(tr);
+}
+END_TEST
+
 static Suite *nonfinite_suite(void)
 {
     Suite *s = suite_create("nonfinite");
     TCase *tc = tcase_create("fp32");
     tcase_add_test(tc, test_nan_weight_names_layer);
     tcase_add_test(tc, test_skip_nonfinite);
-    tcase_add_test(tc, test_fp16_unchanged);
+    tcase_add_test(tc, test_fp16_loss_overflow);
+    tcase_add_test(tc, test_bf16_still_fails);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;

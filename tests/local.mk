@@ -170,6 +170,9 @@ EXTRA_DIST += tests/replay.sh
 # ZeRO-1, the sharded optimizer, under mpirun.
 TESTS += tests/zero.sh
 EXTRA_DIST += tests/zero.sh
+# fp16: a non-finite loss is an overflow in every layout; the minimum-scale stop.
+TESTS += tests/fp16-overflow.sh
+EXTRA_DIST += tests/fp16-overflow.sh
 # Check's per-test timeout is 4 s unless a suite sets its own: generous
 # limits keep a loaded 2-core CI machine from failing healthy tests.
 TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdir)' \
@@ -186,6 +189,7 @@ tests/comm.log: $(DT_CHECK_SUITES:=.log) tests/cli.log
 tests/dp.log: tests/comm.log
 tests/zero.log: tests/dp.log
 tests/ps.log: tests/zero.log
+tests/fp16-overflow.log: tests/ps.log
 tests/pp.log: tests/ps.log
 tests/tp.log: tests/pp.log
 tests/bubble.log: tests/tp.log

@@ -509,6 +509,11 @@ dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)
 
 dt_dtype dt_gpt_precision(const dt_gpt *m) { return m->precision; }
 
+/* The weights the forward computes with (half mode: the rounded copy, as
+ * of the last forward) and its storage rounding (NULL in FP32). */
+const float *dt__gpt_forward_weights(dt_gpt *m) { return m->wq.data ? (const float *)m->wq.data : m->params.data; }
+const dt__rounder *dt__gpt_rounder(const dt_gpt *m) { return dt__gpt_rnd(m); }
+
 dt_status dt_gpt_set_weights_rounded(dt_gpt *m)
 {
     if (m->precision == DT_F32)

@@ -43,6 +43,11 @@ typedef struct dt__rounder {
 } dt__rounder;
 
 dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
+/* A whole model's forward weights (half mode: their rounded copy, as of
+ * the last forward) and rounding (NULL in FP32): a re-run of its forward
+ * computes what its own did (lib/train/nonfinite.c). */
+const float *dt__gpt_forward_weights(dt_gpt *m);
+const dt__rounder *dt__gpt_rounder(const dt_gpt *m);
 
 /* ---- the whole model's layout -------------------------------------------- */
 /* wte, wpe, each block's 12 tensors (h.L.ln1.w .. h.L.fcproj.b), lnf.w,

@@ -22,6 +22,7 @@ void dt_loss_scaler_config_default(dt_loss_scaler_config *cfg)
     cfg->consecutive_hysteresis = 0;
     cfg->min_scale = 1.0f;
     cfg->static_scale = 0.0f;
+    cfg->min_patience = 100;
 }
 
 static dt_status dt__loss_scaler_validate(const dt_loss_scaler_config *c)
@@ -49,6 +50,10 @@ static dt_status dt__loss_scaler_validate(const dt_loss_scaler_config *c)
     if (!(c->backoff_factor > 0.0f && c->backoff_factor < 1.0f))
         return DT_FAIL(DT_ERR_INVALID, "loss scaler backoff_factor %g: expected a value in (0, 1)",
                        (double)c->backoff_factor);
+    if (c->min_patience < 0)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--min-loss-scale-patience %d: expected an integer >= 0 (0: never stop at the minimum scale)",
+                       c->min_patience);
     if (c->consecutive_hysteresis != 0 && c->consecutive_hysteresis != 1)
         return DT_FAIL(DT_ERR_INVALID, "loss scaler consecutive_hysteresis %d: expected 0 or 1",
                        c->consecutive_hysteresis);
@@ -99,6 +104,7 @@ int dt_loss_scaler_update(dt_loss_scaler *s, int overflow, dt_loss_scaler_event 
                 e.at_min = 1;
                 e.at_min_first = s->min_overflows == 0;
                 s->min_overflows++;
+                s->min_streak++;
             }
         }
     } else if (!dt_loss_scaler_is_static(s)) {
@@ -115,6 +121,7 @@ int dt_loss_scaler_update(dt_loss_scaler *s, int overflow, dt_loss_scaler_event 
         }
     }
 
+    if (!e.at_min) s->min_streak = 0;
     e.scale_after = s->scale;
     if (ev) *ev = e;
     return e.skip;

@@ -85,6 +85,7 @@ dt_status dt__update_apply(const dt__update_args *a, dt__update_result *r)
         free(sq);
         DT_CHECK(st);
     }
+    if (a->scaler && a->force_overflow) overflow = 1; /* the loss itself was inf/NaN */
     int first_whole = first_bad < 0 ? -1 : a->first_tensor + (a->tensor_map ? a->tensor_map[first_bad] : first_bad);
     if (a->scaler && a->agree) DT_CHECK(a->agree(a->group_ctx, &overflow, &first_whole));
     double norm = a->given_norm;

@@ -6,7 +6,8 @@
  * model's through `agree` and `norm`; so all follow exactly one rule:
  *
  *   loss scaling: unscale by 1/S tensor by tensor, noting the first tensor
- *     in backward order with an inf/NaN; the scaler decides skip or not;
+ *     in backward order with an inf/NaN (a non-finite loss, force_overflow,
+ *     is an overflow too); the scaler decides skip or not;
  *   norm = ||g|| (or the caller's given_norm); clip = min(1, max/(norm+1e-6));
  *   lr = schedule(position - steps skipped before this one);
  *   optimizer step with grad_scale = clip, unless skipped.
@@ -68,6 +69,10 @@ typedef struct dt__update_args {
      * (nonfinite) and nothing is updated, for the caller to report (the
      * trainer names the first bad layer). */
     int allow_nonfinite;
+    /* 1 (with loss scaling): the step's loss was inf/NaN, an overflow
+     * whatever the gradients hold (before agree and reduce, so every rank
+     * that shares the step skips it). */
+    int force_overflow;
 } dt__update_args;
 
 typedef struct dt__update_result {

@@ -67,14 +67,18 @@ static dt_status dt__pipe_norm(void *ctx, double *norm)
  * end of the step (gpipe/1f1b), so an overflow on any stage or tensor rank
  * skips the step everywhere and the scaler (the same state machine on
  * every rank) stays equal; the first overflowing tensor in backward order
- * is the highest whole-model index any rank found. */
+ * is the highest whole-model index any rank found. A last stage whose
+ * loss sum is inf/NaN reports an overflow (every gpipe/1f1b forward of the
+ * step has run by its OPTIM_STEP). */
 static dt_status dt__pipe_agree(void *ctx, int *overflow, int *first_bad)
 {
     dt__pipe *pp = ctx;
     dt_comm *w = pp->cfg.world;
     float *v = calloc((size_t)w->size + 1, sizeof *v);
     if (!v) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
-    v[0] = *overflow ? 1.0f : 0.0f;
+    /* the last stage's loss of this step inf/NaN (fp16's forward left the
+     * range): an overflow too, whatever the gradients hold */
+    v[0] = *overflow || !isfinite(pp->loss_sum) ? 1.0f : 0.0f;
     v[1 + w->rank] = (float)(*first_bad + 1); /* exact: one rank writes each slot */
     const int64_t t0 = dt_time_ns();
     dt_status st = dt_comm_allreduce(w, v, (size_t)w->size + 1, DT_ALLREDUCE_RING, NULL);

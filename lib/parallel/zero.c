@@ -335,7 +335,8 @@ dt_status dt__zero_update(dt__zero *z, float *params, float *grads, const dt__ze
                           .reduce_ctx = scalar,
                           .agree = a->agree,
                           .norm = a->norm,
-                          .group_ctx = a->group_ctx};
+                          .group_ctx = a->group_ctx,
+                          .force_overflow = a->force_overflow};
     DT_CHECK(dt__update_apply(&ua, r));
     /* every rank skips together (the overflow flag was summed): only the
      * report of which tensor overflowed (agree has already made it the

@@ -80,6 +80,7 @@ typedef struct dt__zero_step_args {
     void *group_ctx;
     int first_tensor;
     const int *tensor_map;
+    int force_overflow; /* update.h's: the step's loss was inf/NaN (with scaler) */
 } dt__zero_step_args;
 
 /* Collective over dp. layout is the whole model's (kept by pointer: it

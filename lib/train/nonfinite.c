@@ -10,10 +10,17 @@
  * shard's layers, and one allreduce over all ranks picks the earliest, so
  * every rank names the same layer (whole-model numbering).
  *
+ * fp16 with loss scaling: a non-finite loss is an overflow (dt__loss_overflow):
+ * the update skips the step and the scaler backs off, as for an inf/NaN
+ * gradient; after the skipped step the same forward search, in fp16, says
+ * where the activations left the range (dt__loss_overflow_locate). At the
+ * minimum scale, --min-loss-scale-patience overflowing steps in a row end
+ * the run (dt__min_scale_check).
+ *
  * Invariants: the search never changes the model, its gradients or the
- * data position; fp16 runs never come here (their loss scaler skips
- * overflowing steps), nor parameter-server, pipedream or ZeRO runs (they
- * update before the check), which get the plain message. */
+ * data position; fp16 gradient overflows never come here (their loss
+ * scaler skips overflowing steps), nor parameter-server, pipedream or ZeRO
+ * runs (they update before the check), which get the plain message. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -80,8 +87,10 @@ static void dt__nf_forward_where(char *where, size_t cap, int pos, int num_layer
 
 /* The GPT's forward again, layer by layer, on this step's micro-batches,
  * on scratch memory of its own (the model is not touched): the first
- * layer whose output holds a NaN or inf, in where (empty when none). FP32
- * whole models only (the caller checks). */
+ * layer whose output holds a NaN or inf, in where (empty when none).
+ * Whole models only (the caller checks), in the model's precision: under
+ * fp16/bf16 with its rounded weights and storage rounding, so the re-run
+ * computes what the step did. */
 dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
 {
     where[0] = 0;
@@ -92,7 +101,8 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
     const int B = tr->B, T = tr->T, NL = c->num_layers, N = B * T;
     const int tied = c->tie_embeddings;
     if (L->count != 2 + 12 * NL + 3 - tied) return DT_OK; /* not the layout below */
-    float *w = dt_gpt_params(tr->gpt.model);
+    const float *w = dt__gpt_forward_weights(tr->gpt.model);
+    const dt__rounder *rnd = dt__gpt_rounder(tr->gpt.model);
     const dt_param_info *in = L->info;
     const float *wte = w + in[0].offset, *wpe = w + in[1].offset;
     dt__block_params *bp = calloc((size_t)(NL ? NL : 1), sizeof *bp);
@@ -107,9 +117,10 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
     for (int l = 0; l < NL; l++) {
         float **f[12] = {&bp[l].ln1w, &bp[l].ln1b, &bp[l].qkvw, &bp[l].qkvb, &bp[l].attprojw, &bp[l].attprojb,
                          &bp[l].ln2w, &bp[l].ln2b, &bp[l].fcw,  &bp[l].fcb,  &bp[l].fcprojw,  &bp[l].fcprojb};
-        for (int i = 0; i < 12; i++) *f[i] = w + in[k++].offset;
+        for (int i = 0; i < 12; i++) *f[i] = (float *)w + in[k++].offset;
     }
-    const dt__head_params hp = {w + in[k].offset, w + in[k + 1].offset, tied ? (float *)wte : w + in[k + 2].offset};
+    const dt__head_params hp = {(float *)w + in[k].offset, (float *)w + in[k + 1].offset,
+                                (float *)(tied ? wte : w + in[k + 2].offset)};
     const size_t floats = dt__embed_act_floats(c, B, T) + (size_t)NL * dt__block_act_floats(c, B, T, 1) +
                           dt__head_act_floats(be, c, B, T) + 256 * (size_t)(NL + 3); /* + the arena's rounding */
     DT_CHECK_GOTO(dt_buffer_alloc(&arena_buf, be, floats * sizeof(float)), st, done);
@@ -129,7 +140,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         dt__arena_reset(&a);
         float *x = NULL;
         int bad = 0;
-        DT_CHECK_GOTO(dt__embed_forward(be, c, wte, wpe, d_tokens, &a, &x, B, T, NULL), st, done);
+        DT_CHECK_GOTO(dt__embed_forward(be, c, wte, wpe, d_tokens, &a, &x, B, T, rnd), st, done);
         DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
         if (bad) {
             dt__nf_forward_where(where, cap, 0, NL, m);
@@ -137,14 +148,14 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         }
         for (int l = 0; l < NL && !bad; l++) {
             DT_CHECK_GOTO(dt__block_acts_alloc(&a, c, B, T, 1, &acts[l]), st, done);
-            DT_CHECK_GOTO(dt__block_forward(be, c, &bp[l], &acts[l], x, B, T, NULL), st, done);
+            DT_CHECK_GOTO(dt__block_forward(be, c, &bp[l], &acts[l], x, B, T, rnd), st, done);
             x = acts[l].out;
             DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
             if (bad) dt__nf_forward_where(where, cap, 1 + l, NL, m);
         }
         if (bad) break;
         dt__head_acts ha;
-        DT_CHECK_GOTO(dt__head_forward(be, c, &hp, &a, &ha, x, d_targets, losses, correct, B, T, NULL), st, done);
+        DT_CHECK_GOTO(dt__head_forward(be, c, &hp, &a, &ha, x, d_targets, losses, correct, B, T, rnd), st, done);
         DT_CHECK_GOTO(dt__nf_rows(be, ha.logits, (size_t)N, (size_t)c->vocab_size, (size_t)ha.ld, &bad), st, done);
         if (!bad) DT_CHECK_GOTO(dt__nf_any(be, losses, (size_t)N, &bad), st, done);
         if (bad) dt__nf_forward_where(where, cap, NL + 1, NL, m);
@@ -306,4 +317,53 @@ dt_status dt__loss_check(dt_trainer *tr, double loss)
 {
     if (isfinite((float)loss)) return DT_OK;
     return dt__nonfinite(tr, "training loss", loss);
+}
+
+/* ---- fp16: a non-finite loss is an overflow ------------------------------------- */
+
+/* 1 when loss (the step's, the same on every rank) is inf/NaN under loss
+ * scaling: the step is an overflow (update.h's force_overflow), not a
+ * divergence. FP32 and bf16 keep dt__loss_check's error. */
+int dt__loss_overflow(const dt_trainer *tr, double loss) { return tr->cfg.use_loss_scaling && !isfinite((float)loss); }
+
+/* After a step skipped for its non-finite loss: where the forward first
+ * went non-finite, into tr->nf.where (the weights are still the step's).
+ * A whole model re-runs its forward in its precision; pipeline and tensor
+ * parallelism search their stages and shards together (collective: every
+ * rank of the job comes here in the same step, as the loss is the job's);
+ * ZeRO-2/3 keeps no whole model to re-run and says so. */
+dt_status dt__loss_overflow_locate(dt_trainer *tr)
+{
+    char *where = tr->nf.where;
+    const size_t cap = sizeof tr->nf.where;
+    tr->nf.loss_overflow = 1;
+    where[0] = 0;
+    if (tr->strategy == DT__STRATEGY_PIPE) {
+        DT_CHECK(dt__nf_pipe_locate(tr, tr->iter));
+        tr->nf.located = 0; /* not a failure's: dt__nonfinite must not take it */
+    } else if (tr->kind->locate_forward && tr->cfg.tensor_size <= 1) {
+        DT_CHECK(tr->kind->locate_forward(tr, where, cap));
+        if (!where[0]) snprintf(where, cap, "forward: no layer's output is non-finite on a re-run");
+    } else {
+        snprintf(where, cap, "forward: not re-run (this layout keeps no whole model)");
+    }
+    return DT_OK;
+}
+
+/* Before a step: the scale has sat at its minimum for min_patience
+ * overflowing steps in a row: fp16 cannot hold this run's values, and
+ * going on only skips steps. Every rank's scaler is the same, so every
+ * rank fails here with the same line. */
+dt_status dt__min_scale_check(dt_trainer *tr)
+{
+    const dt_loss_scaler *s = &tr->scaler;
+    const int patience = tr->cfg.loss_scaler.min_patience;
+    if (!tr->cfg.use_loss_scaling || dt_loss_scaler_is_static(s) || patience <= 0 || s->min_streak < patience)
+        return DT_OK;
+    tr->nf.shared = tr->cfg.comm != NULL;
+    return DT_FAIL(DT_ERR_NUMERIC,
+                   "iteration %lld: the loss scale sat at its minimum (%g) for the last %d steps and every one "
+                   "overflowed: fp16 cannot hold this run's values; stopping (lower --lr, check the data, or use "
+                   "--bf16; --min-loss-scale-patience 0 never stops)",
+                   (long long)tr->iter, (double)dt_loss_scaler_scale(s), patience);
 }

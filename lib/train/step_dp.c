@@ -169,7 +169,9 @@ dt_status dt__tr_dp_update(dt_trainer *tr, dt__step_ctx *c)
 {
     const dt_paramset *layout = tr->kind->layout(tr);
     if (tr->dp_size > 1) DT_CHECK(dt__dp_reduce(tr, &c->loss_sum));
-    DT_CHECK(dt__loss_check(tr, c->loss_sum));
+    /* fp16: a non-finite loss (every rank's sum) is an overflow, not a divergence */
+    const int loss_overflow = dt__loss_overflow(tr, c->loss_sum);
+    if (!loss_overflow) DT_CHECK(dt__loss_check(tr, c->loss_sum));
     c->t_opt = dt_time_ns();
     float *amax = NULL; /* per tensor, for the grad_amax trace events */
     dt__update_args ua = {.be = tr->be,
@@ -183,7 +185,8 @@ dt_status dt__tr_dp_update(dt_trainer *tr, dt__step_ctx *c)
                           .position = tr->iter,
                           .clip_grad = tr->cfg.clip_grad,
                           .given_norm = -1.0,
-                          .allow_nonfinite = tr->cfg.precision == DT_F32};
+                          .allow_nonfinite = tr->cfg.precision == DT_F32,
+                          .force_overflow = loss_overflow};
     if (tr->trace.writer && tr->cfg.use_loss_scaling && tr->kind->gpt_layers) { /* grad_amax: traced fp16 runs only */
         amax = malloc((size_t)layout->count * sizeof *amax);
         if (!amax) return DT_FAIL(DT_ERR_NOMEM, "trace: out of memory for %d gradient amax", layout->count);
@@ -197,6 +200,7 @@ dt_status dt__tr_dp_update(dt_trainer *tr, dt__step_ctx *c)
     } else {
         ust = dt__update_apply(&ua, &c->ur);
         if (ust == DT_OK && c->ur.nonfinite) ust = dt__nonfinite(tr, "gradient norm", c->ur.norm);
+        if (ust == DT_OK && loss_overflow) ust = dt__loss_overflow_locate(tr); /* skipped: where it overflowed */
     }
     if (ust == DT_OK && amax) ust = dt__trace_grad_amax(tr, layout, amax, c->S, c->t_opt - tr->t_start_ns);
     free(amax);

@@ -226,6 +226,10 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
     if (ps.nonfinite) { /* the loss is named first, as one process names it */
         const int loss_bad = !isfinite(ps.loss);
         DT_CHECK(dt__nonfinite(tr, loss_bad ? "training loss" : "gradient norm", loss_bad ? ps.loss : ps.grad_norm));
+    } else if (ps.loss_iter > 0 && dt__loss_overflow(tr, ps.loss) && ps.skipped) {
+        /* fp16: the stages agreed the step overflowed (dt__pipe_agree counts a
+         * non-finite loss); every rank has this loss: search together */
+        DT_CHECK(dt__loss_overflow_locate(tr));
     } else if (ps.loss_iter > 0) {
         DT_CHECK(dt__loss_check(tr, ps.loss)); /* pipedream: a step late, on some ranks */
     }
@@ -253,6 +257,7 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
         out->loss_scale = ps.loss_scale;
         out->overflow = ps.skipped;
         out->overflow_tensor = ps.skipped && ps.first_bad >= 0 ? dt__pipe_tensor_name(tr->pipe.rt, ps.first_bad) : NULL;
+        out->overflow_where = tr->nf.loss_overflow ? tr->nf.where : NULL;
         out->scale_at_min = ps.ev.at_min;
         out->scale_at_min_first = ps.ev.at_min_first;
         out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;

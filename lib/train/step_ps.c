@@ -200,5 +200,8 @@ dt_status dt__tr_ps_update(dt_trainer *tr, dt__step_ctx *c)
 {
     c->t_opt = dt_time_ns();
     DT_CHECK(dt__ps_worker_exchange(tr, &c->loss_sum, c->S, &c->ur, &c->rep));
+    /* fp16: the servers skipped the step (the gradients of a non-finite
+     * loss overflow too); one they applied fails as a divergence */
+    if (dt__loss_overflow(tr, c->loss_sum) && c->ur.skipped) return dt__loss_overflow_locate(tr);
     return dt__loss_check(tr, c->loss_sum);
 }

@@ -89,7 +89,9 @@ dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c)
     float l = (float)c->loss_sum;
     if (tr->cfg.comm) DT_CHECK(dt_comm_allreduce(tr->cfg.comm, &l, 1, DT_ALLREDUCE_RING, NULL));
     c->loss_sum = l;
-    DT_CHECK(dt__loss_check(tr, c->loss_sum));
+    /* fp16: a non-finite loss (every rank's sum) is an overflow, not a divergence */
+    const int loss_overflow = dt__loss_overflow(tr, c->loss_sum);
+    if (!loss_overflow) DT_CHECK(dt__loss_check(tr, c->loss_sum));
     c->t_opt = dt_time_ns();
     const dt_collective_opts opts = {
         .chunk_bytes = tr->cfg.allreduce_chunk_bytes, .hook = tr->trace.writer ? dt__comm_hook : NULL, .hook_ctx = tr};
@@ -99,14 +101,17 @@ dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c)
                                    .position = tr->iter,
                                    .clip_grad = tr->cfg.clip_grad,
                                    .coll = &opts,
-                                   .scalar_comm = tr->cfg.comm ? tr->cfg.comm : tr->zself};
+                                   .scalar_comm = tr->cfg.comm ? tr->cfg.comm : tr->zself,
+                                   .force_overflow = loss_overflow};
     if (tr->zgpt) {
         DT_CHECK(dt__zgpt_update(tr->zgpt, &za, &c->ur));
+        if (loss_overflow) DT_CHECK(dt__loss_overflow_locate(tr)); /* skipped: where it overflowed */
         if (tr->iter + 1 == tr->cfg.train_iters) /* after the last step */
             DT_CHECK(dt__zero_probe(tr, dt__zgpt_zero(tr->zgpt), tr->cfg.comm));
         return DT_OK;
     }
     DT_CHECK(dt__zero_step(tr->zero, tr->kind->params(tr), tr->kind->grads(tr), &za, &c->ur));
+    if (loss_overflow) DT_CHECK(dt__loss_overflow_locate(tr)); /* skipped: where it overflowed */
     if (tr->iter + 1 == tr->cfg.train_iters)
         DT_CHECK(dt__zero_probe(tr, tr->zero, tr->cfg.comm)); /* after the last step */
     return DT_OK;

@@ -250,6 +250,8 @@ static dt_status dt__tr_step(dt_trainer *tr, dt_train_stats *out)
     tr->nf.skip = 0;
     tr->nf.located = 0;
     tr->nf.shared = 0;
+    tr->nf.loss_overflow = 0;
+    DT_CHECK(dt__min_scale_check(tr)); /* fp16 stuck at its minimum scale: stop */
     if (tr->strategy == DT__STRATEGY_PIPE) return dt__tr_pipe_step(tr, out); /* the schedule is the whole step */
     if (tr->strategy == DT__STRATEGY_PS) DT_CHECK(dt__tr_ps_begin_step(tr));
     const int64_t t0 = dt_time_ns();
@@ -292,6 +294,7 @@ static dt_status dt__tr_step(dt_trainer *tr, dt_train_stats *out)
         out->loss_scale = c.S;
         out->overflow = c.ur.skipped;
         out->overflow_tensor = c.ur.first_bad >= 0 ? layout->info[c.ur.first_bad].name : NULL;
+        out->overflow_where = tr->nf.loss_overflow ? tr->nf.where : NULL;
         out->scale_at_min = c.ur.ev.at_min;
         out->scale_at_min_first = c.ur.ev.at_min_first;
         out->skipped_steps = tr->cfg.use_loss_scaling ? tr->scaler.skipped : 0;

@@ -209,6 +209,7 @@ struct dt_trainer {
         int skip;        /* this step is skipped (--skip-nonfinite) */
         int located;     /* pipeline/tensor parallelism: where was found in this step (dt__nf_pipe_locate) */
         int shared;      /* the step failed with a message every rank has word for word (an agreed where) */
+        int loss_overflow; /* fp16: this step's loss was inf/NaN, an overflow; where says where (dt__loss_overflow_locate) */
         int64_t skipped; /* steps skipped so far */
         char where[256]; /* the first bad layer, as the message says it */
     } nf;
@@ -311,6 +312,9 @@ json_t *dt__tr_pipe_summary(const dt_trainer *tr);
 /* ---- nonfinite.c ---- */
 dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v);
 dt_status dt__loss_check(dt_trainer *tr, double loss);
+int dt__loss_overflow(const dt_trainer *tr, double loss);
+dt_status dt__loss_overflow_locate(dt_trainer *tr);
+dt_status dt__min_scale_check(dt_trainer *tr);
 dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap);
 dt_status dt__nf_pipe_locate(void *ctx, int64_t t);
 
