@@ -16,27 +16,48 @@ tut_line serial '^model: custom, 4 layers, 4 heads, width 128, context 64, vocab
 tut_line serial '^batch: 8 sequences \(2 x 4 micro-batches\), 512 tokens per step, 30 iterations$'
 tut_line tp '^parallel: grid t=2 x d=1 x p=1 \(tensor, data, pipeline; rank = t_i \+ 2\*\(d_i \+ 1\*p_i\)\), schedule 1f1b, 2 micro-batches per step per pipeline$'
 tut_line tp '^  rank 1: tensor 1, data 0, stage 0$'
-for n in serial tp; do
-    tut_line $n '^iter 1/30  loss 5\.6273  lr 1\.000e-03  grad_norm 13\.698  '
-    tut_line $n '^iter 10/30  loss 2\.1385  lr 2\.661e-03  grad_norm 1\.397  '
-done
-tut_ref tut_line serial '^iter 30/30  loss 1\.9141  lr 1\.098e-04  grad_norm 1\.331  '
-tut_ref tut_line tp '^iter 30/30  loss 1\.9140  lr 1\.098e-04  grad_norm 1\.332  '
+# Both runs print the same iter 1 and iter 10 lines. Their values depend
+# on this machine's FP32 rounding, so the t = 2 run is compared with the
+# serial run of this check, not with the README's digits. Up to step 10
+# the two runs differ only by a few float32 ulps (2^-24 ~ 6e-8 relative per
+# op, summed in another order): their traced losses (full precision)
+# differed by at most 5.6e-7 relative at steps 1-10 over the 10 pairs
+# measured (t = 2 and 4; native and --disable-native builds; OpenBLAS's
+# SkylakeX, Haswell and Sandybridge kernels, OPENBLAS_CORETYPE), and
+# iteration 1 adds no training step to amplify them. Two values that
+# differ by less than one unit of the last printed digit print at most one
+# unit apart: loss (4 decimals) within 1e-4, grad_norm (3) within 1e-3.
+# ITER FIELD UNIT: |serial - t = 2| of the printed FIELD at ITER, in units
+t06_printed() { for n in serial tp; do
+        sed -n "s/^iter $1\/30 .* $2 \([0-9.]*\) .*/\1/p" $n.out | head -n 1; done |
+    awk -v u="$3" '{ v[NR] = $1 } END { if (NR == 2) { d = v[1] - v[2]; if (d < 0) d = -d; printf "%.1f", d / u } }'; }
+tut_range "iter 1 loss, t = 2 - serial (units of 1e-4)" "$(t06_printed 1 loss 0.0001)" 0 1
+tut_range "iter 1 grad_norm, t = 2 - serial (units of 1e-3)" "$(t06_printed 1 grad_norm 0.001)" 0 1
+tut_range "iter 10 loss, t = 2 - serial (units of 1e-4)" "$(t06_printed 10 loss 0.0001)" 0 1
 tut_line serial '^done: .* peak activation memory 9\.52 MiB$'
 tut_line tp '^done: .* peak activation memory 6\.02 MiB$'
-for k in train_loss val_loss param_probe; do
-    a=$(tut_json serial.json $k); b=$(tut_json tp.json $k)
-    echo "  $k: serial $a, t = 2 $b, relative difference $(tut_reldiff "$a" "$b")"
-done
-tut_ref tut_range "train_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp.json train_loss)")" 0 2e-5
-tut_ref tut_range "val_loss relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp.json val_loss)")" 0 2e-5
-tut_ref tut_range "param_probe relative difference, t = 2" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp.json param_probe)")" 0 1e-4
-# on every build: t = 2 sums each GEMM in another order than t = 1, and 30
-# AdamW steps grow those last-bit differences; measured 1.4e-5 (AVX-512
-# build, the README's) and 1.7e-4 / 2.2e-4 / 7.5e-4 (an AVX2 build, AMD EPYC)
-tut_range "train_loss relative difference, t = 2, any build" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp.json train_loss)")" 0 1e-3
-tut_range "val_loss relative difference, t = 2, any build" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp.json val_loss)")" 0 1e-3
-tut_range "param_probe relative difference, t = 2, any build" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp.json param_probe)")" 0 2e-3
+# The summaries after 30 steps. t = T sums each GEMM in another order than
+# one process (a row-parallel layer's output is T partial sums added by the
+# allreduce), and 30 AdamW steps amplify those last-bit differences to
+# 1e-5..1e-3. The bound is measured, not derived from a formula: the
+# largest relative difference from the serial run over the 10 pairs above
+# was 2.4e-4 on the losses (val_loss, t = 2, Sandybridge kernels) and
+# 1.0e-3 on param_probe (t = 4, this build's default); an AVX2 build on an
+# AMD EPYC gave 1.7e-4, 2.2e-4 and 7.5e-4. The tolerances are about 10
+# times those: losses T06_LOSS = 3e-3, param_probe T06_PROBE = 1e-2. They
+# still fail a real change: the serial run at a 1% higher --lr moves the
+# losses by 6e-3 and param_probe by 1.9e-2.
+T06_LOSS=3e-3 T06_PROBE=1e-2
+# t06_agree T FILE: FILE's summary against serial.json's
+t06_agree() {
+    for k in train_loss val_loss param_probe; do
+        a=$(tut_json serial.json $k); b=$(tut_json "$2" $k)
+        tol=$T06_LOSS; [ $k = param_probe ] && tol=$T06_PROBE
+        echo "  $k: serial $a, t = $1 $b"
+        tut_range "$k relative difference, t = $1 against the serial run" "$(tut_reldiff "$a" "$b")" 0 $tol
+    done
+}
+t06_agree 2 tp.json
 
 # 3. The allreduces in the trace.
 tut_cmd count sh -c 'for r in 0 1; do for k in f g; do echo "rank $r, $k: $(grep -c "\"name\":\"tp allreduce $k\"" tp-trace.rank$r.json) in all, $(grep "\"iter\":5," tp-trace.rank$r.json | grep -c "\"name\":\"tp allreduce $k\"") in step 6"; done; done'
@@ -51,8 +72,10 @@ else
     echo "./dtviz tp-trace.json --zoom 0.5:0.52 --size 1400x400 --png tp.png" >>"$TUT_LOG"
     echo "  (this build has no dtviz: SDL2 missing; ./dtviz tp-trace.json ... not run)"
 fi
-# 8 tp allreduces inside every forward and backward span of RANKS' SPANS file
-t06_nested() { awk -F'\t' '$9 && ($3 == "forward" || $3 == "backward") { n++; p[n] = $1; s[n] = $4; e[n] = $5 }
+# 8 tp allreduces inside every forward and backward span of a SPANS file
+# (all=1: of the whole run; a window of a run slowed by other processes on
+# the 2 cores can hold no whole forward or backward)
+t06_nested() { awk -F'\t' '$3 == "forward" || $3 == "backward" { n++; p[n] = $1; s[n] = $4; e[n] = $5 }
     $3 ~ /^tp allreduce / { m++; ap[m] = $1; as[m] = $4; ae[m] = $5 }
     END { for (i = 1; i <= n; i++) { c = 0; for (j = 1; j <= m; j++) if (ap[j] == p[i] && as[j] >= s[i] && ae[j] <= e[i]) c++
                                      if (c != 8) bad++ }
@@ -103,7 +126,9 @@ ngpu=0
 tut_gpu && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
     tut_gpu_cmd gpu2 $MPIRUN -np 2 ./dtrain --device cuda --tensor-model-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary gpu-tp.json
-    tut_range "GPU train_loss relative difference, 1 GPU vs t = 2" "$(tut_reldiff "$(tut_json gpu-serial.json train_loss)" "$(tut_json gpu-tp.json train_loss)")" 0 1e-4
+    # two GPUs against one: the same amplified reordering as section 2's
+    # CPU runs (cuBLAS sums in its own order), so the same tolerance
+    tut_range "GPU train_loss relative difference, 1 GPU vs t = 2" "$(tut_reldiff "$(tut_json gpu-serial.json train_loss)" "$(tut_json gpu-tp.json train_loss)")" 0 $T06_LOSS
 else
     echo "mpirun ... -np 2 ./dtrain --device cuda --tensor-model-parallel-size 2 ..." >>"$TUT_LOG.gpu-skipped"
     echo "  (fewer than 2 GPUs: the tensor-parallel GPU run is skipped)"
@@ -113,12 +138,8 @@ fi
 tut_cmd ex $MPIRUN -np 4 ./dtrain --tensor-model-parallel-size 4 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 30 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary tp4.json --trace tp4-trace.json
 tut_line ex '^parallel: grid t=4 x d=1 x p=1 '
 tut_line ex '^done: .* peak activation memory 4\.27 MiB$'
-for k in train_loss val_loss param_probe; do
-    echo "  $k: serial $(tut_json serial.json $k), t = 4 $(tut_json tp4.json $k), relative difference $(tut_reldiff "$(tut_json serial.json $k)" "$(tut_json tp4.json $k)")"
-done
-tut_range "train_loss relative difference, t = 4" "$(tut_reldiff "$(tut_json serial.json train_loss)" "$(tut_json tp4.json train_loss)")" 0 1e-4
-tut_range "val_loss relative difference, t = 4" "$(tut_reldiff "$(tut_json serial.json val_loss)" "$(tut_json tp4.json val_loss)")" 0 1e-4
-tut_range "param_probe relative difference, t = 4" "$(tut_reldiff "$(tut_json serial.json param_probe)" "$(tut_json tp4.json param_probe)")" 0 1e-3
+# the tolerances of section 2 (they were measured on t = 4 too)
+t06_agree 4 tp4.json
 tut_cmd ex_count sh -c 'grep "\"iter\":5," tp4-trace.rank3.json | grep -c "\"name\":\"tp allreduce"'
 tut_line ex_count '^32$'
 
