@@ -89,6 +89,9 @@ static dt_status dt__trace_metadata(dt_trainer *tr)
 
 dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts, double value)
 {
+    /* an inf/NaN value (an fp16 step skipped for its loss, a NaN val_loss)
+     * has no JSON number: the series has a gap there */
+    if (!isfinite(value)) return DT_OK;
     dt_trace_event e;
     dt_trace_event_init(&e, DT_TRACE_COUNTER, name, "counter", tr->rank, DT_LANE_COMPUTE, ts, 0);
     e.value = value; /* no other args: Perfetto plots each counter arg as a series */
