@@ -36,26 +36,61 @@ tut_line full '^done: 30 iterations in .* peak activation memory 13\.52 MiB$'
 tut_range "none-summary.json peak_activation_bytes" "$(tut_json none-summary.json peak_activation_bytes)" 77733888 77733888
 tut_range "sel-summary.json peak_activation_bytes" "$(tut_json sel-summary.json peak_activation_bytes)" 69345280 69345280
 tut_range "full-summary.json peak_activation_bytes" "$(tut_json full-summary.json peak_activation_bytes)" 14172160 14172160
+# The losses the README quotes (5.6482 ... 1.9681, val_loss 1.9926,
+# train_loss 1.96813070774078, param_probe -22.7965304784747) are the
+# AVX-512 build's: every one depends on FP32 rounding (another build ends
+# at train_loss 1.96812975406647), so they are not compared with this run.
+# What is checked on every build: the claim of section 3 (the three modes
+# agree bit for bit, below), the lines' shape, the schedule's lr (a pure
+# function of the iteration in double arithmetic, lib/optim/lr.c: exact to
+# the 4 printed digits everywhere) and what the losses must do.
 for n in none sel full; do
-    tut_line $n '^iter 1/30  loss 5\.6482  lr 1\.000e-03  grad_norm 17\.414  '
-    tut_line $n '^iter 30/30  loss 1\.9681  lr 1\.098e-04  grad_norm 0\.744  '
-    tut_line $n '^final: val_loss 1\.9926 accuracy 0\.00% \(126 examples\) '
-    tut_ref tut_range "$n-summary.json train_loss" "$(tut_json $n-summary.json train_loss)" 1.96813070774078 1.96813070774078
-    tut_ref tut_range "$n-summary.json param_probe" "$(tut_json $n-summary.json param_probe)" -22.7965304784747 -22.7965304784747
+    tut_line $n '^iter 1/30  loss [0-9.]+  lr 1\.000e-03  grad_norm [0-9.]+  '
+    tut_line $n '^iter 30/30  loss [0-9.]+  lr 1\.098e-04  grad_norm [0-9.]+  '
+    tut_line $n '^final: val_loss [0-9.]+ accuracy [0-9.]+% \(126 examples\) '
     tut_file $n.json
 done
-# the claim itself, on every build: the three modes give bit-identical results
-for k in train_loss param_probe; do
+# Ranges (from none's run; sel and full are checked equal to it below),
+# wide against rounding: rounding moves these numbers by ~1e-6, while the
+# same run with --seed 1, 2, 3 (other weights and data, on the Intel Xeon)
+# read 5.53-5.59 at iteration 1, ratios 0.35-0.36 and 0-0.81% accuracy.
+# - iteration 1 is the untrained model, whose predictions over the 256
+#   byte values are near uniform: loss about ln 256 = 5.545 (5.6482 in
+#   the README), so 5.0-6.5;
+# - the loss falls: iteration 30's is 0.348 of iteration 1's in the
+#   README (1.9681 / 5.6482); at most 0.6 says it fell by 40% or more,
+#   at least 0.1 (a loss near 0.56) that 30 steps have not learnt to add,
+#   which the README says they cannot;
+# - hence the accuracy: 0.00% (0 of 126 sums) in the README; at most 5%
+#   (6 sums) leaves room for a stray right answer, far below the 13%
+#   that tutorial 00 reaches after 200 steps.
+l1=$(tut_num none '^iter 1\/30  loss \([0-9.]*\) .*')
+l30=$(tut_num none '^iter 30\/30  loss \([0-9.]*\) .*')
+tut_range "none: iteration 1 loss (untrained, about ln 256)" "$l1" 5.0 6.5
+tut_range "none: iteration 30 loss / iteration 1 loss" "$(awk -v a="$l30" -v b="$l1" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" 0.1 0.6
+tut_range "none: final accuracy (%)" "$(tut_num none '^final: .* accuracy \([0-9.]*\)%.*')" 0 5
+# the claim itself, on every build: the three modes give bit-identical
+# results, so the tolerance is 0. The recomputed forward runs the same
+# functions on the same inputs in the same order (one thread), so every
+# rounding is the same; a mode that differed in the last bit would have
+# computed something else.
+for k in train_loss val_loss param_probe; do
     for n in sel full; do
         tut_range "$n-summary.json $k minus none's" "$(awk -v a="$(tut_json $n-summary.json $k)" -v b="$(tut_json none-summary.json $k)" 'BEGIN { print a - b }')" 0 0
     done
 done
-# every logged loss line identical (up to the tok/s and eta columns)
+# every logged loss line identical (up to the tok/s and eta columns), and
+# the final evaluation's (up to its tokens/s)
 for n in sel full; do
     if [ "$(grep '^iter ' none.out | sed 's/  [0-9]* tok\/s.*//')" = "$(grep '^iter ' $n.out | sed 's/  [0-9]* tok\/s.*//')" ]; then
         echo "  ok: $n's iter lines equal none's"
     else
         tut_fail "$n's iter lines differ from none's"
+    fi
+    if [ "$(grep '^final: ' none.out | sed 's/ tokens\/s.*//')" = "$(grep '^final: ' $n.out | sed 's/ tokens\/s.*//')" ]; then
+        echo "  ok: $n's final line equals none's"
+    else
+        tut_fail "$n's final line differs from none's"
     fi
 done
 # Step times of separate runs vary with the machine's load; inside one
