@@ -12,18 +12,53 @@ tut_mpi
 for s in 0 1 2 3; do
     tut_cmd z$s $MPIRUN -np 4 ./dtrain --zero-stage $s --bf16 --clip-grad 0 --bucket-size-mb 0 --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 8 --train-iters 20 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary z$s.json --trace z$s-trace.json
     tut_line z$s '^model: custom, 4 layers, 4 heads, width 128, context 64, vocab 256, 867072 params \(867\.1k\)$'
-    tut_line z$s '^iter 1/20  loss 5\.6272  lr 1\.500e-03  grad_norm 13\.698  '
-    # measured on an AVX2 build (AMD EPYC): 2.1201, 1.9041, 2.0525 at every stage
-    tut_range "stage $s: loss at step 10" "$(tut_num z$s '^iter 10\/20  loss \([0-9.]*\) .*')" 2.05 2.20
-    tut_range "stage $s: loss at step 20" "$(tut_num z$s '^iter 20\/20  loss \([0-9.]*\) .*')" 1.85 1.95
-    tut_range "stage $s: val_loss" "$(tut_num z$s '^final: val_loss \([0-9.]*\) .*')" 1.95 2.15
+    tut_line z$s '^iter 1/20  loss [0-9.]*  lr 1\.500e-03  grad_norm [0-9.]*  '
     tut_line z$s '^done: .* peak activation memory 3\.54 MiB$'
 done
+# "All four print the same losses". The losses depend on how this machine
+# rounds FP32 (the README's are from an AVX2 build), so every stage is
+# compared with this check's stage 0, not with the README's digits.
+# Stages 0, 2 and 3 add in the same order (section 2 of the README): the
+# same digits. Stage 1 adds the ranks' gradients in another order, a
+# last-bit difference that 20 steps amplify. How far is measured, not
+# derived: between two legitimate roundings of the whole run (stage 0
+# under the native and the --disable-native build, and OpenBLAS's SkylakeX,
+# Haswell and Sandybridge kernels, OPENBLAS_CORETYPE) the summaries'
+# losses differed by up to 4.9e-4 relative; stage 1 against stage 0
+# measured 0 in all 5 of them. T10_LOSS is 10 times the larger figure.
+T10_LOSS=5e-3
+# t10_loss RUN ITER / t10_gnorm RUN ITER: the printed loss / grad_norm at ITER
+t10_loss() { tut_num "$1" "^iter $2\/20  loss \([0-9.]*\) .*"; }
+t10_gnorm() { tut_num "$1" "^iter $2\/20  .* grad_norm \([0-9.]*\) .*"; }
+t10_val() { tut_num "$1" '^final: val_loss \([0-9.]*\) .*'; }
+# t10_diff A B: |A - B|, the printed values' difference
+t10_diff() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") exit; d = a - b; printf "%.4f", d < 0 ? -d : d }'; }
+# Stage 1's iter 1 loss is still stage 0's (the same weights, the same
+# forward); its iter 1 grad_norm differs by a few ulps (2^-24 ~ 6e-8
+# relative), far below the printed 1e-3, so it prints within one unit of
+# stage 0's. Its later losses: T10_LOSS, plus one printed unit (1e-4) for
+# the two values' rounding to 4 decimals.
+for s in 1 2 3; do
+    if [ $s = 1 ]; then gu=0.001; else gu=0; fi
+    tut_range "stage $s - stage 0: iter 1 loss" "$(t10_diff "$(t10_loss z$s 1)" "$(t10_loss z0 1)")" 0 0
+    tut_range "stage $s - stage 0: iter 1 grad_norm" "$(t10_diff "$(t10_gnorm z$s 1)" "$(t10_gnorm z0 1)")" 0 $gu
+    for it in 10 20 val; do
+        if [ $it = val ]; then a=$(t10_val z$s) b=$(t10_val z0); else a=$(t10_loss z$s $it) b=$(t10_loss z0 $it); fi
+        if [ $s = 1 ]; then lim=$(awk -v b="$b" -v t=$T10_LOSS 'BEGIN { printf "%.4f", t * b + 1e-4 }'); else lim=0; fi
+        tut_range "stage $s - stage 0: printed loss at $it" "$(t10_diff "$a" "$b")" 0 "$lim"
+    done
+done
+# ... and the loss falls: 5.63 at step 1, 2.12 at step 10, 1.90 at step 20
+# on every build tried; those falls (3.5, 0.22) are over 200 times the
+# builds' spread of these losses (5e-4 relative, 1e-3 absolute), and the
+# ranges ask for a quarter of them at least
+tut_range "stage 0: loss at step 1 - step 10" "$(awk -v a="$(t10_loss z0 1)" -v b="$(t10_loss z0 10)" 'BEGIN { if (a != "" && b != "") printf "%.4f", a - b }')" 1 5
+tut_range "stage 0: loss at step 10 - step 20" "$(awk -v a="$(t10_loss z0 10)" -v b="$(t10_loss z0 20)" 'BEGIN { if (a != "" && b != "") printf "%.4f", a - b }')" 0.05 1
 tut_line z0 '^parallel: 4 data-parallel ranks, gradients summed by ring allreduce'
 tut_line z1 '^parallel: 4 data-parallel ranks, ZeRO-1: '
 tut_line z2 '^parallel: 4 data-parallel ranks, ZeRO-2: gradients reduce-scattered per bucket during every backward, optimizer state and FP32 weights sharded$'
 tut_line z3 "^parallel: 4 data-parallel ranks, ZeRO-3: gradients reduce-scattered per layer during every backward, each layer's weights all-gathered before its forward and backward, optimizer state and FP32 weights sharded$"
-# on every build: stages 0, 2 and 3 add in the same order
+# on every build: stages 0, 2 and 3 add in the same order (argued above)
 for s in 2 3; do
     for k in train_loss val_loss; do
         a=$(tut_json z0.json $k); b=$(tut_json z$s.json $k)
@@ -31,7 +66,10 @@ for s in 2 3; do
         tut_range "stage $s against stage 0: $k relative difference" "$(tut_reldiff "$a" "$b")" 0 0
     done
 done
-tut_range "stage 1 against stage 0: train_loss relative difference" "$(tut_reldiff "$(tut_json z0.json train_loss)" "$(tut_json z1.json train_loss)")" 0 1e-4
+# stage 1: another order of additions, T10_LOSS (above)
+for k in train_loss val_loss; do
+    tut_range "stage 1 against stage 0: $k relative difference" "$(tut_reldiff "$(tut_json z0.json $k)" "$(tut_json z1.json $k)")" 0 $T10_LOSS
+done
 
 # 3. The bytes.
 tut_cmd mem sh -c 'for s in 0 1 2 3; do printf "stage %s:" $s; for k in weights gradients optimizer working; do printf " %s %s" $k "$(sed -n "s/^ *\"$k\": *\([0-9]*\).*/\1/p" z$s.json | head -n 1)"; done; echo; done'
