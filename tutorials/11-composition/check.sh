@@ -40,28 +40,47 @@ else
 fi
 tut_line run '^precision: bf16 storage, FP32 master weights and accumulation, no loss scaling$'
 tut_line run '^memory: selective activation recomputation \(attention probabilities\)$'
-tut_line run '^iter 1/4  loss 5\.6265  lr 3\.000e-03  grad_norm 13\.394  '
-tut_range "run: loss at step 4 (3.8903 here)" "$(tut_num run '^iter 4\/4  loss \([0-9.]*\) .*')" 3.85 3.93
+tut_line run '^iter 1/4  loss [0-9.]*  lr 3\.000e-03  grad_norm [0-9.]*  '
 tut_file run.json
 for r in $(seq 0 $((NP - 1))); do [ -s run.rank$r.json ] || tut_fail "run.rank$r.json missing"; done
 
 tut_cmd serial ./dtrain --bf16 --recompute-activations --num-layers 4 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 16 --train-iters 4 --eval-interval 0 --eval-iters 2 --log-interval 1 --clip-grad 0 --threads 1 --summary serial.json --trace prof.json
-tut_line serial '^iter 1/4  loss 5\.6265  '
 tut_file prof.json
+# The losses and weights depend on how this machine rounds (the README's
+# are from an AVX2 build), so the 3-D run is compared with this check's
+# serial run, not with the README's digits.
+# t11_loss RUN ITER: the printed loss at ITER
+t11_loss() { tut_num "$1" "^iter $2\/4  loss \([0-9.]*\) .*"; }
+# Iteration 1 is the forward of the same initial weights: the 3-D run adds
+# its row-parallel partial products in another order (and rounds their sum
+# to bf16 once), so the traced losses differ in the 6th digit (measured
+# 1.0e-5 to 1.6e-5 over 5 roundings: the native and --disable-native
+# builds, OpenBLAS's SkylakeX, Haswell and Sandybridge kernels), under a
+# tenth of the printed 1e-4: the printed losses are at most one unit apart.
+tut_range "iter 1 loss, 3-D run - serial run (printed)" "$(awk -v a="$(t11_loss run 1)" -v b="$(t11_loss serial 1)" 'BEGIN { if (a != "" && b != "") { d = a - b; printf "%.4f", d < 0 ? -d : d } }')" 0 0.0001
+# and both runs train: 5.63 at step 1, 3.89 at step 4 on every build tried,
+# a fall of 1.74, 1000 times the builds' spread of the step-4 loss (4e-4
+# relative, 1.6e-3);
+# the range asks for half of it at least
+for f in run serial; do
+    tut_range "$f: loss at step 1 - loss at step 4" "$(awk -v a="$(t11_loss $f 1)" -v b="$(t11_loss $f 4)" 'BEGIN { if (a != "" && b != "") printf "%.4f", a - b }')" 0.8 5
+done
 
 tut_cmd sums grep -E '"(train_loss|val_loss|param_probe)"' serial.json run-summary.json
-# measured on an AVX2 build (AMD EPYC); another vector width adds FP32
-# sums in another order, so the last digits may differ there: ranges
-for f in serial run-summary; do
-    tut_range "$f.json: train_loss (3.8899 serial, 3.8903 3-D here)" "$(tut_json $f.json train_loss)" 3.85 3.93
-    tut_range "$f.json: val_loss (3.7858 serial, 3.7862 3-D here)" "$(tut_json $f.json val_loss)" 3.74 3.83
-    tut_range "$f.json: param_probe (-36.93 serial, -36.94 3-D here)" "$(tut_json $f.json param_probe)" -37.5 -36.4
-done
-# the tolerances of tests/compose.sh's class tp in 16 bits
+# The 3-D run's summary against the serial run's. A row-parallel layer's
+# other order of additions flips a few bf16 roundings, which 4 steps
+# amplify. How far is measured, not derived: over the 5 roundings above
+# (4 and 8 ranks give the same numbers) the 3-D run differed from its
+# serial run by up to 4.0e-4 on the losses and 2.8e-3 on param_probe, and
+# two serial runs under different roundings by up to 1.8e-4 and 3.6e-3
+# (the README's AVX2 build: 1.1e-4, 1.1e-4, 2.9e-4). The tolerances are
+# 10 times the largest: losses T11_LOSS = 4e-3, param_probe T11_PROBE =
+# 4e-2. (tests/compose.sh holds its own, smaller model to 5e-4 and 2e-2.)
+T11_LOSS=4e-3 T11_PROBE=4e-2
 for k in train_loss val_loss param_probe; do
     a=$(tut_json serial.json $k); b=$(tut_json run-summary.json $k)
-    tol=5e-4; [ $k = param_probe ] && tol=2e-2
-    tut_range "3-D run against the serial run: $k relative difference (README: 1.1e-4, 1.1e-4, 2.9e-4)" "$(tut_reldiff "$a" "$b")" 0 $tol
+    tol=$T11_LOSS; [ $k = param_probe ] && tol=$T11_PROBE
+    tut_range "3-D run against the serial run: $k relative difference" "$(tut_reldiff "$a" "$b")" 0 $tol
 done
 
 # 3. The merged trace.
