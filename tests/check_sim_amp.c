@@ -322,21 +322,31 @@ END_TEST
  * backs off, so the skipped steps are the descent from S0 plus the later
  * excursions) and with window PREDICT_WINDOW (the scale also grows back
  * into overflows every few dozen steps). The prediction is the median over
- * PREDICT_SEEDS simulations. Tolerances: skipped steps within
- * PREDICT_SKIP_TOL and the final scale within one factor of 2: each
- * gradient spike the model misses costs one skipped step and one halving
- * (hysteresis is spent after the descent), so 2 allows about two.
- * Measured on this machine: this pair gives 5 real / 5 predicted skipped,
- * final 2^16 / 2^16 (window 1000) and 11 / 11, 2^18 / 2^18 (window 10).
- * Over 72 pairs (fit seeds 11..13 x targets 20..23 x S0 2^18, 2^20, 2^22
- * x both windows) 65 were within both tolerances, mean skipped error -0.56;
- * every miss is a target run with a gradient spike (log2 amax 6 above its
- * neighbours) that the fit's normal tail makes too rare, so the model
- * under-predicts there (real 7-9 skipped, predicted 5-7). */
+ * PREDICT_SEEDS simulations.
+ *
+ * Runs A and B are real fp16 runs: their overflows depend on the rounding
+ * of every step, and another machine or build may take them along other
+ * trajectories, as another seed does. So the tolerances cover the model's
+ * error over a population of pairs, not this pair's figures. The model
+ * errs on one side: a target run with a gradient spike (log2 amax some 6
+ * above its neighbours) that the fit's normal tail makes too rare skips
+ * one more step and (the hysteresis spent after the descent) halves its
+ * scale once more than predicted. Over 78 pairs (fit seeds 11..13 x
+ * targets 20..23 at S0 2^18, 2^20, 2^22 and 12 at 2^20 x both windows),
+ * the same in the native and --disable-native builds on the developers'
+ * Xeon: real - predicted skipped steps in [-1, +3], log2 of real /
+ * predicted final scale in [-3, +1] (7 pairs, all with window 1000 and
+ * targets 21 and 23, beyond the former 2 skipped and one halving).
+ * Allowed: one spike more on either side, [-2, +4] skipped
+ * steps (PREDICT_SKIP_UNDER, PREDICT_SKIP_OVER) and [-4, +2] halvings. A
+ * model that predicts no overflow (0 skipped against this pair's real 5
+ * and 11 here) or twice the real ones falls outside. (The rule and the
+ * scaler are checked exactly above; this checks the fit.) */
 #define PREDICT_ITERS 80
 #define PREDICT_WINDOW 10
 #define PREDICT_SEEDS 25
-#define PREDICT_SKIP_TOL 2
+#define PREDICT_SKIP_UNDER 4 /* real - predicted, at most */
+#define PREDICT_SKIP_OVER 2  /* predicted - real, at most */
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -405,10 +415,13 @@ static void predict(int window, float s0_a, float s0_b)
             window, log2(s0_a), (long long)ra.skipped, log2(ra.final_scale), log2(s0_b), (long long)rb.skipped,
             (long long)rb.backoffs, (long long)rb.growths, log2(rb.final_scale), (long long)sk_med, (long long)sk[0],
             (long long)sk[PREDICT_SEEDS - 1], log2(fs_med), log2(fs[0]), log2(fs[PREDICT_SEEDS - 1]));
-    ck_assert_msg(llabs(sk_med - rb.skipped) <= PREDICT_SKIP_TOL, "skipped: predicted %lld, real %lld",
-                  (long long)sk_med, (long long)rb.skipped);
-    ck_assert_msg(fabs(log2(fs_med) - log2(rb.final_scale)) <= 1.0, "final scale: predicted %g, real %g", fs_med,
-                  rb.final_scale);
+    ck_assert_msg(rb.skipped - sk_med <= PREDICT_SKIP_UNDER && sk_med - rb.skipped <= PREDICT_SKIP_OVER,
+                  "skipped: predicted %lld, real %lld (allowed: real - predicted in [-%d, +%d])", (long long)sk_med,
+                  (long long)rb.skipped, PREDICT_SKIP_OVER, PREDICT_SKIP_UNDER);
+    const double halvings = log2(fs_med) - log2(rb.final_scale); /* real's extra halvings */
+    ck_assert_msg(halvings <= PREDICT_SKIP_UNDER && -halvings <= PREDICT_SKIP_OVER,
+                  "final scale: predicted %g, real %g (allowed: 2^-%d .. 2^%d of the prediction)", fs_med,
+                  rb.final_scale, PREDICT_SKIP_UNDER, PREDICT_SKIP_OVER);
     dts_amp_result_free(&ra);
     dts_amp_result_free(&rb);
     dt_trace_free(ta);
