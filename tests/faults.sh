@@ -174,7 +174,10 @@ done
 #    process's line;
 #    with --skip-nonfinite they skip iterations 2-5 saying so, count 4 in
 #    the summary, exit 0, and keep the weights of the one process that skips
-#    them (param_probe within 1e-4).
+#    them (param_probe within 1e-4). The layer named is the same run's one
+#    process's, and no rounding edge: after iteration 1 at lr 1e30 the
+#    weights are ~1e30, whose products overflow FP32 (3.4e38) in block 0's
+#    first op by some 1e20, on every machine.
 NAN="--task add --task-digits 2 --seq-length 16 --train-iters 5 --threads 1 --micro-batch-size 2 \
 --global-batch-size 8 --lr 1e30 --clip-grad 0 --optimizer sgd --log-interval 1 --eval-interval 0 --eval-iters 1"
 "$DTRAIN" $NAN >"$TMP/nan-serial.out" 2>&1
@@ -224,5 +227,6 @@ expect_error "--hang-rank 7: expected a rank 0..1" 2 --hang-rank 7:1
 expect_error "--hang-rank '0:-1': expected RANK:ITER, e.g. 1:3" 1 --hang-rank 0:-1
 expect_error "--hang-rank '1:0': expected RANK:ITER" 1 --hang-rank 1:0
 
+close_report
 [ "$failures" -eq 0 ] || { echo "faults.sh: $failures failure(s)" >&2; exit 1; }
 echo "faults.sh: hung and killed ranks end the job within the timeout; NaNs name their layer"

@@ -15,7 +15,9 @@ done
 
 # Whole runs: t = 2 and 4, t x d = 2 x 2 and t x p = 2 x 2 end with the serial run's
 # training and validation loss and weights fingerprint (param_probe, added
-# over the shards and stages) within 1e-4 relative (AdamW, and SGD, whose
+# over the shards and stages) within 5e-4 relative (same ... tp: the
+# row-parallel partial products; the derivation is at close in
+# tests/mpi-lib.sh; AdamW, and SGD, whose
 # steps show a wrong clipping norm), and every rank's trace has 2 forward and
 # 2 backward tensor-parallel allreduces per block per micro-batch.
 COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-iters 1 --eval-iters 2 \
@@ -32,7 +34,7 @@ for opt in adamw sgd; do
         if timeout 180 $MPIRUN -np $n "$DTRAIN" $COMMON $extra --micro-batch-size 2 --global-batch-size 8 \
                 --tensor-model-parallel-size $t --pipeline-model-parallel-size $p --summary "$TMP/$name.json" \
                 --trace "$TMP/$name-trace.json" >"$TMP/$name.out" 2>&1; then
-            same $name serial-$opt
+            same $name serial-$opt tp
             # the summary's memory is this rank's shard: some, not all, of the model
             mw=$(key "$TMP/$name.json" master_weight_bytes); sw=$(key "$TMP/serial-$opt.json" master_weight_bytes)
             if [ -z "$mw" ] || [ -z "$sw" ] || [ "$mw" -le 0 ] || [ "$mw" -ge "$sw" ]; then
@@ -55,5 +57,6 @@ done
 expect_error "--tensor-model-parallel-size 3 does not divide --num-attention-heads 4" 3 \
     --tensor-model-parallel-size 3
 
+close_report
 [ "$failures" -eq 0 ] || exit 1
 echo "tp.sh: tensor parallelism equals the serial block and the serial run"

@@ -23,7 +23,9 @@
 #      digit (B recomputes, W reads what B recomputed);
 #    - tied embeddings (zb-v holds wte and the LM head's copy on device 0
 #      and sums their gradients there): within 1e-4;
-#    - p x d = 2 x 2 and t x p = 2 x 2 (zb-h1, zb-v): within 1e-4;
+#    - p x d = 2 x 2 (zb-v): within 1e-4; t x p = 2 x 2 (zb-h1): within
+#      5e-4, tensor parallelism's tolerance (close in tests/mpi-lib.sh;
+#      measured 2e-5 in both builds);
 #    - interleaved-1f1b with v = 3 chunks per stage (6 blocks): within
 #      1e-4, and `dtsim run --config` of its trace simulates v = 3.
 # 2. The bubble: p = 2 ranks, m = 4, 20 steps of bubble.sh's equal-cost
@@ -113,7 +115,7 @@ if run serial4-tie 1 --num-layers 4 --tie-embeddings-and-output-weights; then
 fi
 run p2d2-zb-v 4 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v && same p2d2-zb-v serial4
 run t2p2-zb-h1 4 --num-layers 4 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 \
-    --pipeline-schedule zb-h1 && same t2p2-zb-h1 serial4
+    --pipeline-schedule zb-h1 && same t2p2-zb-h1 serial4 tp
 
 # 2. the bubble against 1f1b's
 NOISE_MAX=0.05
@@ -226,5 +228,6 @@ if [ -f "$TMP/b-1f1b.txt" ]; then
     fi
 fi
 
+close_report
 [ "$failures" -eq 0 ] || { echo "zb.sh: $failures failure(s)" >&2; exit 1; }
 echo "zb.sh: interleaved-1f1b, zb-h1 and zb-v equal the serial run; $compared of 3 bubbles timed quietly, each below 1f1b's$([ $predicted = 1 ] && echo ", each within $TOL_SIM of dtsim's")"
