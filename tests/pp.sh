@@ -19,22 +19,30 @@
 # (and, as its stages do not meet at a step's end, rank 0 prints a step's
 # loss on the next step's line: `loss -` first, `loss L (iter 499)` at 500)
 # 4. pipedream learns: p = 2, 1000 steps of 2 x 64 rows, at least LEARN_MIN
-#    exact match on held-out sums. Measured 52.15% (the schedule is static, so
-#    runs repeat; the margin is for another BLAS or thread count).
+#    exact match on held-out sums. The schedule is static, so a run repeats
+#    on one build, but 1000 steps carry any change of rounding as far as a
+#    change of seed: on the developers' Xeon seed 1337 read 51.6% (native)
+#    and 53.3% (--disable-native), seed 7 40.1%, seed 42 73.1%. A pipeline
+#    that does not learn (stale or mismatched weights, lost gradients) stays
+#    near the 1.4% it reads after 50 steps; LEARN_MIN = 15% sits well
+#    between, 2.7x below the lowest run seen (ps.sh's ps-async bound too).
 # 5. Bad settings fail with a message naming the flag (--skip-nonfinite with
 #    pipedream among them).
 # 6. An fp16 overflow (loss scale 2^40) names the same first tensor in the
 #    log with model chunks (interleaved-1f1b, zb-v) and ZeRO-1 (p x d = 2 x
 #    2) as without ZeRO and as 1f1b: ZeRO-1's shards index the rank's
 #    chunked layout, which is not one run of the model's tensors (it named
-#    h.3.qkv.w and h.2.fcproj.b for lm_head.w before).
+#    h.3.qkv.w and h.2.fcproj.b for lm_head.w before). The name is the same
+#    run's 1f1b one, and not a matter of rounding: at 2^40 every gradient
+#    element above 65520 / 2^40 = 6e-8 overflows, so every tensor does and
+#    the first one named is the first in the scan's order.
 
 TEST=pp.sh
 . "${DT_SRCDIR:-.}/tests/mpi-lib.sh"
 
 COMMON="--task add --task-digits 2 --seq-length 16 --train-iters 4 --lr-warmup-iters 1 --eval-iters 2 \
 --eval-interval 0 --log-interval 4 --threads 1"
-LEARN_MIN=0.40
+LEARN_MIN=0.15
 
 # 1. equality with serial accumulation
 if timeout 120 "$DTRAIN" $COMMON --micro-batch-size 8 --global-batch-size 8 --summary "$TMP/serial2.json" \
@@ -147,5 +155,6 @@ if mpi_run ovf-1f1b 2 $OVF --pipeline-schedule 1f1b; then
     done
 fi
 
+close_report
 [ "$failures" -eq 0 ] || { echo "pp.sh: $failures failure(s)" >&2; exit 1; }
 echo "pp.sh: pipelines match serial training, stash and sync their weights, and learn"
