@@ -16,8 +16,9 @@
  * Against data parallelism: the same training run (the tiny GPT, task
  * add, 3 steps) with the replica strategy (ring allreduce, in buckets of
  * the same bytes: stage 3's units are the buckets of --bucket-size-mb 0)
- * and with --zero-stage 2 or 3; after every step the losses, the skipped
- * steps and the loss scale must be equal, and at the end every element of
+ * and with --zero-stage 2 or 3; after every step the losses (within
+ * 1e-5 relative where not bit-identical: see below), the skipped steps
+ * and the loss scale must be equal, and at the end every element of
  * this rank's shard of FP32 weights must equal the replica's weight at
  * its index, bit for bit, where the summation order is the same (one
  * micro-batch per rank, no clipping); with gradient accumulation (the
@@ -25,12 +26,20 @@
  * (the norm crosses the ranks as a float) within 1e-4 + 1e-5 |w|, in
  * fp32, bf16 and fp16 (from a loss scale of 2^17 times the step's
  * micro-batches the first step overflows and is skipped on every rank, the
- * next ones train). Why 1e-4: AdamW divides the first moment
- * by the square root of the second, so where an element's micro-batch
- * gradients nearly cancel, their last-bit difference becomes a difference
- * of a sizeable fraction of the step, up to lr (3e-3) itself; measured at
- * most 2.7e-5 after 3 steps on 1-4 ranks (printed: the sum over the
- * ranks of each rank's largest difference, an upper bound).
+ * next ones train). Why: the two runs' gradients differ in the last bits
+ * (~1e-6 relative: sums of a few hundred terms in another order), and
+ * AdamW's step lr m^/(sqrt(v^) + eps) has the size of lr whatever the
+ * gradient's, so an element's steps differ by ~lr 1e-6 and the weights by
+ * ~1e-8 after 3 steps: 1e-4 + 1e-5 |w| is far above that (measured at
+ * most 1.1e-5 on 1-4 ranks in both builds of the developers' Xeon,
+ * printed: the sum over the ranks of each rank's largest difference, an
+ * upper bound). Where an element's gradients cancel to within their
+ * rounding, AdamW's division can turn the last bits into a different
+ * step, as large as the step itself: by Cauchy-Schwarz |m^| / sqrt(v^) <=
+ * 1.001 for t <= 3 with beta1 0.9 and beta2 0.95, so no element may part
+ * by more than 2 x 1.001 x lr per step (the hard bound below), and such
+ * elements must stay rare: at most 1 in 1000 of a shard beyond 1e-4 +
+ * 1e-5 |w| (0 seen). A wrong shard, index or sum moves most elements.
  *
  * The peak of saved activations equals the replica's to the byte (the same
  * arena: 2-byte stores under mixed precision, selective recomputation).
@@ -312,14 +321,21 @@ START_TEST(test_stage_matches_dp)
              (long long)want_g);
     if (z.peak_act != d.peak_act) /* the same arena: packed stores under mixed precision, selective recomputation */
         note(err, sizeof err, "peak activations %zu bytes, data parallelism's %zu", z.peak_act, d.peak_act);
+    /* the hard bound: every step at most 1.001 lr in size (see the top), in each run */
+    const double hard = 2.0 * 1.001 * steps * (double)zcfg.lr.max_lr;
+    size_t beyond = 0;
     for (size_t i = 0; i < n && i < z.n; i++) {
         const float a = z.w[i], b = d.w[ix[i]];
         const double diff = fabs((double)a - (double)b);
         worst = fmax(worst, diff);
-        if (c->exact ? memcmp(&a, &b, sizeof a) != 0 : diff > 1e-4 + 1e-5 * fabs((double)b))
+        if (c->exact ? memcmp(&a, &b, sizeof a) != 0 : diff > hard + 1e-5 * fabs((double)b))
             note(err, sizeof err, "shard element %zu (flat %zu): %.9g, data parallelism's %.9g", i, ix[i], (double)a,
                  (double)b);
+        beyond += !c->exact && diff > 1e-4 + 1e-5 * fabs((double)b);
     }
+    if (beyond * 1000 > n)
+        note(err, sizeof err, "%zu of %zu shard elements differ from data parallelism's by more than 1e-4 + 1e-5|w|",
+             beyond, n);
     /* FP32: the weights the model computes with, gathered whole, are the replica's */
     if (c->exact && c->precision == DT_F32 && z.whole && first_mismatch(z.whole, d.w, d.n) != SIZE_MAX)
         note(err, sizeof err, "the whole weights differ from data parallelism's at element %zu",
@@ -328,7 +344,8 @@ START_TEST(test_stage_matches_dp)
     ck_dt(dt_comm_allreduce(g_world, &wf, 1, DT_ALLREDUCE_RING, NULL)); /* a sum: an upper bound of the largest */
     if (g_world->rank == 0)
         printf("check_zero_stages: %s, %d rank(s): %s; largest weight difference <= %.3g (skipped %lld)\n", c->name,
-               g_world->size, c->exact ? "bit-identical" : "within 1e-4 + 1e-5|w|", (double)wf, (long long)z.skipped);
+               g_world->size, c->exact ? "bit-identical" : "within 1e-4 + 1e-5|w| (all but 1 in 1000)", (double)wf,
+               (long long)z.skipped);
     free(ix);
     free(d.w);
     free(z.w);
