@@ -13,10 +13,27 @@ tut_line main '^data:  task add \(operands of 1\.\.2 digits\)'
 tut_line main '^eval  iter [0-9]+: val_loss [0-9.]+ accuracy [0-9.]+% \(1860 examples\)'
 tut_line main '^final: val_loss [0-9.]+ accuracy [0-9.]+% \(1860 examples\) tokens/s [0-9]+$'
 acc=$(tut_num main '^final: .* accuracy \([0-9.]*\)%.*')
+# The accuracies depend on every FP32 rounding of the run, so they are held
+# to ranges of behaviour, not to the README's digits. What the ranges are
+# measured against: the default seed on the builds where it was measured
+# (the README's AVX-512 machine; its AVX2 machine, final accuracy only;
+# ./configure and --disable-native on this project's Intel Xeon with
+# AVX-512 and AMX), and, as a far larger change than any rounding,
+# --seed 1, 2, 3 (2 and 3 for 2500 iterations) on the Xeon:
+#   600 iterations (quick): builds 51.83-54.57%; seeds 28.38-57.66%
+#   2500: builds at 500 43-48.71%, at 1000 80.81-85%, final 97.90-99.68%;
+#         seeds 25.56-48.34%, 57.58-77.41%, 92.48-94.97%
+#   200 (section 3): builds 13.44%, all three; seeds 9.77-15.04%
 if [ "$TUTORIAL_QUICK" = 1 ]; then
-    tut_range "accuracy after 600 iterations (%)" "$acc" 40 100
+    # a run that has learnt something: 20% is far above the 0% of a model
+    # that cannot add, and below every seed (28.38%); the check after
+    # section 3 also wants it above that 200-iteration run
+    tut_range "accuracy after 600 iterations (%)" "$acc" 20 100
 else
-    tut_range "final accuracy (%)" "$acc" 95 100
+    # has learnt to add: 90% leaves 7.9 points below the lowest build
+    # (97.90%) and holds for the other seeds too (92.48%); the two evals
+    # leave 10 points or more either side of every build's
+    tut_range "final accuracy (%)" "$acc" 90 100
     tut_range "accuracy at iteration 500 (%)" "$(tut_num main '^eval  iter 500: .* accuracy \([0-9.]*\)%.*')" 30 60
     tut_range "accuracy at iteration 1000 (%)" "$(tut_num main '^eval  iter 1000: .* accuracy \([0-9.]*\)%.*')" 70 95
     tut_range "run time (s)" "$(tut_num main '^done: 2500 iterations in \([0-9.]*\) s.*')" 10 300
@@ -28,11 +45,12 @@ tut_cmd gen ./dtrain --load ckpt --generate 4 --prompt 53+74= --temperature 0
 iters=2500
 [ "$TUTORIAL_QUICK" = 1 ] && iters=600
 tut_line gen "^generate: ckpt/$(printf 'iter_%08d' $iters) at iteration $iters \(tiny, task add, saved by 1 rank: single process\), context 16; prompt 6 bytes; temperature 0 \(greedy\), top-k 0 \(all\), seed 1337$"
-if [ "$TUTORIAL_QUICK" = 1 ]; then
-    tut_line gen '^53\+74=[0-9]+$'
-else
-    tut_line gen '^53\+74=127$'
-fi
+# The answer is one greedy choice per byte of a model trained through
+# 2500 (600) rounding-dependent steps: the full run wrote 127 on the
+# builds above (AVX2, and both of the Xeon), the quick run 126 (AVX2, the
+# Xeon's native build) or 124 (its generic one); no build is promised one,
+# so only its form is checked: digits.
+tut_line gen '^53\+74=[0-9]+$'
 
 # 2. A first trace.
 tut_cmd trace ./dtrain --train-iters 200 --trace run.json
@@ -41,7 +59,15 @@ tut_line trace '^done: 200 iterations in .* peak activation memory 20\.08 MiB$'
 tut_file run.json
 tut_line trace '^final: val_loss [0-9.]+ accuracy [0-9.]+% '
 acc200=$(tut_num trace '^final: .* accuracy \([0-9.]*\)%.*')
+# 200 iterations are too few to add well: 13.44% on the builds, 9.77-15.04%
+# with other seeds (see above); 5-30 leaves about 5 points and more
 tut_range "accuracy after 200 iterations (%)" "$acc200" 5 30
+if [ "$TUTORIAL_QUICK" = 1 ]; then
+    # the quick run's 600 iterations learnt more than these 200: 38.4-41.1
+    # points more on the builds, 13.7-42.6 with the other seeds
+    tut_range "accuracy after 600 iterations minus after 200 (points)" \
+        "$(awk -v a="$acc" -v b="$acc200" 'BEGIN { printf "%.2f", a - b }')" 5 100
+fi
 toks=$(tut_num trace '^final: .* tokens\/s \([0-9]*\)$')
 step_ms=$(awk -v t="$toks" 'BEGIN { if (t > 0) printf "%.3f", 2048 / t * 1000 }')
 tut_range "measured step time 2048 / tokens/s (ms)" "$step_ms" 1 200
@@ -96,7 +122,26 @@ tut_cmd ex ./dtrain --train-iters 200 --micro-batch-size 32 --global-batch-size 
 tut_line ex '^batch: 128 sequences \(4 x 32 micro-batches\)'
 tut_line ex 'peak activation memory 5\.02 MiB$'
 tut_range "tokens/s, 4 x 32 / 1 x 128" "$(tut_ratio "$(tut_num ex '^final: .* tokens\/s \([0-9]*\)$')" "$toks")" 0.7 1.4
-ex_acc=$(tut_num ex '^final: .* accuracy \([0-9.]*\)%.*')
-tut_range "accuracy, 4 x 32 minus 1 x 128 (points)" "$(awk -v a="$ex_acc" -v b="$acc200" 'BEGIN { printf "%.2f", a - b }')" -2 2
+# The accumulated gradient is the same gradient: the two runs differ only
+# in the order of their FP32 sums (4 partial sums of 32 rows scaled by 1/4
+# against one of 128), as in tutorial 01. From the same initial weights
+# the first step's loss and grad_norm agree to a few ulps (~1e-7), far
+# below a printed unit (1e-4 of 5.57, 1e-3 of 5.06): one unit, the
+# rounding of the print. After 200 steps the splits 1 x 128, 2 x 64,
+# 4 x 32 and 8 x 16 printed the same val_loss 1.1302 and accuracy
+# 13.44% in both builds on the Xeon; allowed are 2 units of val_loss
+# (one for the print, one for growth: 1.8e-4 relative) and 5 of the
+# 1860 answers (0.27 points). A wrong accumulation is far outside: a loss
+# not divided by 4 makes the first grad_norm 4 times larger, and a 1%
+# change of --lr alone moves this val_loss by 0.0276 (1.1302 -> 1.1026)
+# and the accuracy by 0.81 points.
+t00_pair() { # WHAT SED-REGEX TOLERANCE
+    a=$(tut_num trace "$2") b=$(tut_num ex "$2")
+    tut_range "$1, 4 x 32 minus 1 x 128 ($b, $a)" "$(awk -v a="$a" -v b="$b" 'BEGIN { if (a != "" && b != "") printf "%.4f", b - a }')" "-$3" "$3"
+}
+t00_pair "iteration 1 loss" '^iter 1\/200  loss \([0-9.]*\) .*' 0.0001
+t00_pair "iteration 1 grad_norm" '^iter 1\/200  .* grad_norm \([0-9.]*\) .*' 0.001
+t00_pair "final val_loss" '^final: val_loss \([0-9.]*\) .*' 0.0002
+t00_pair "final accuracy (points)" '^final: .* accuracy \([0-9.]*\)%.*' 0.27
 
 tut_finish
