@@ -6,6 +6,6 @@
 # MPI's allreduce, both in the same run, and a 4-rank dtrain job across
 # the nodes. Skipped (77) when not root or without network namespaces.
 # DT_BUILDDIR and DT_SRCDIR as make check sets them. By hand,
-# DT_CLUSTER_CHECK_FORCE_SLOW=1 slows the ring (1 KiB chunks): the check
+# DT_CLUSTER_CHECK_FORCE_SLOW=1 slows the ring (256-byte chunks): the check
 # must then fail. POSIX sh.
 exec sh "${DT_SRCDIR:-$(dirname "$0")/..}/tests/cluster.sh" check
