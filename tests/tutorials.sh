@@ -37,6 +37,10 @@
 #                              (tests/trace-spans.awk): to check what a
 #                              caption says of its picture
 #   tut_ratio A B              A / B to 3 decimals (empty when B <= 0)
+#   tut_pair REF RUN WHAT SED-REGEX TOL
+#                              the \1 of SED-REGEX in RUN.out minus that in
+#                              REF.out (two runs of the same check) within
+#                              [-TOL, TOL]; fails when either is missing
 #   tut_finish                 exit 0, or 1 after any failure
 # A check holds on every correct build (docs/testing.md): a number that
 # depends on FP32 rounding (a loss after many steps, an accuracy, an
@@ -159,6 +163,11 @@ if [ "${TUTORIAL_LIB:-}" = 1 ]; then
             tut_fail "trace-spans.awk $w $*: failed"
     }
     tut_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
+    tut_pair() {
+        a=$(tut_num "$1" "$4") b=$(tut_num "$2" "$4")
+        tut_range "$3, $2 minus $1 ($b, $a)" \
+            "$(awk -v a="$a" -v b="$b" 'BEGIN { if (a != "" && b != "") printf "%.4f", b - a }')" "-$5" "$5"
+    }
     tut_finish() {
         [ "$tut_failures" = 0 ] && exit 0
         exit 1

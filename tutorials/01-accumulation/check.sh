@@ -63,14 +63,10 @@ done
 # The accuracy counts whole answers (4 of 1860 sums at 0.22%): an answer
 # flips only if its greedy byte wins by less than the weights' ~1e-6
 # difference moves the logits; at most 2 sums (0.11 points) are allowed.
-t01_pair() { # WHAT SED-REGEX UNIT
-    a=$(tut_num big "$2") b=$(tut_num acc "$2")
-    tut_range "$1, 8 x 16 minus 1 x 128 ($a, $b)" "$(awk -v a="$a" -v b="$b" 'BEGIN { if (a != "" && b != "") printf "%.4f", b - a }')" "-$3" "$3"
-}
-t01_pair "iteration 1 loss" '^iter 1\/20  loss \([0-9.]*\) .*' 0.0001
-t01_pair "iteration 1 grad_norm" '^iter 1\/20  .* grad_norm \([0-9.]*\) .*' 0.001
-t01_pair "final val_loss" '^final: val_loss \([0-9.]*\) .*' 0.0001
-t01_pair "final accuracy (points)" '^final: .* accuracy \([0-9.]*\)%.*' 0.11
+tut_pair big acc "iteration 1 loss" '^iter 1\/20  loss \([0-9.]*\) .*' 0.0001
+tut_pair big acc "iteration 1 grad_norm" '^iter 1\/20  .* grad_norm \([0-9.]*\) .*' 0.001
+tut_pair big acc "final val_loss" '^final: val_loss \([0-9.]*\) .*' 0.0001
+tut_pair big acc "final accuracy (points)" '^final: .* accuracy \([0-9.]*\)%.*' 0.11
 # The summaries, to 15 digits: after 20 AdamW steps the rounding
 # differences have grown (Adam's m/sqrt(v) turns a tiny, rounding-sized
 # gradient into a full step of either sign). On this project's Intel Xeon

@@ -48,17 +48,13 @@ done
 # only if its greedy byte wins by less than the weights' difference moves
 # the logits. The 1% --lr change above moved it by 2 answers (0.21
 # points); at most 5 answers (0.53 points) are allowed.
-t04_pair() { # RUN WHAT SED-REGEX TOLERANCE
-    a=$(tut_num serial "$3") b=$(tut_num $1 "$3")
-    tut_range "$2, $1 minus one process ($b, $a)" "$(awk -v a="$a" -v b="$b" 'BEGIN { if (a != "" && b != "") printf "%.4f", b - a }')" "-$4" "$4"
-}
 for n in ring pssync; do
-    t04_pair $n "iteration 1 loss" '^iter 1\/100  loss \([0-9.]*\) .*' 0.0001
-    t04_pair $n "iteration 1 grad_norm" '^iter 1\/100  .* grad_norm \([0-9.]*\) .*' 0.001
-    t04_pair $n "iteration 100 loss" '^iter 100\/100  loss \([0-9.]*\) .*' 0.0001
-    t04_pair $n "iteration 100 grad_norm" '^iter 100\/100  .* grad_norm \([0-9.]*\) .*' 0.01
-    t04_pair $n "final val_loss" '^final: val_loss \([0-9.]*\) .*' 0.0001
-    t04_pair $n "final accuracy (points)" '^final: .* accuracy \([0-9.]*\)%.*' 0.53
+    tut_pair serial $n "iteration 1 loss" '^iter 1\/100  loss \([0-9.]*\) .*' 0.0001
+    tut_pair serial $n "iteration 1 grad_norm" '^iter 1\/100  .* grad_norm \([0-9.]*\) .*' 0.001
+    tut_pair serial $n "iteration 100 loss" '^iter 100\/100  loss \([0-9.]*\) .*' 0.0001
+    tut_pair serial $n "iteration 100 grad_norm" '^iter 100\/100  .* grad_norm \([0-9.]*\) .*' 0.01
+    tut_pair serial $n "final val_loss" '^final: val_loss \([0-9.]*\) .*' 0.0001
+    tut_pair serial $n "final accuracy (points)" '^final: .* accuracy \([0-9.]*\)%.*' 0.53
 done
 # The summaries, to 15 digits. The losses: one process with the 64 rows
 # split 1 x 64, 2 x 32 ... 16 x 4 (the same sums in other orders) spread
