@@ -87,6 +87,24 @@ DT_API dt_status dt_file_check_output_dir(const char *dir, const char *what, int
  * when DIR is (now) a directory. */
 DT_API dt_status dt_file_mkdir_p(const char *dir);
 
+/* ---- inputs (lib/core/file_in.c) ----
+ * Every whole input file goes through these: only a regular file is read
+ * (a FIFO would block for ever, /dev/zero never ends), refused with one
+ * line "WHAT PATH: is a pipe (FIFO), expected a regular file". */
+
+/* "regular file", "pipe (FIFO)", "character device", ... for st_mode. */
+DT_API const char *dt_file_kind_name(unsigned mode);
+/* Open PATH for reading (*fd_out, close it) if it is a regular file; its
+ * size in *size_out (NULL: not wanted). Never blocks on a FIFO. */
+DT_API dt_status dt_file_open_input(const char *path, const char *what, int *fd_out, size_t *size_out);
+/* PATH's bytes (*out, malloc'd, NUL-terminated; *n without the NUL): a
+ * regular file of at most max bytes (0: no limit). */
+DT_API dt_status dt_file_read_whole(const char *path, const char *what, size_t max, char **out, size_t *n);
+/* Refuse (DT_ERR_INVALID, one line naming both) an output that is the same
+ * regular file (device and inode) as an input; DT_OK when either does not
+ * exist or is NULL. */
+DT_API dt_status dt_file_check_not_input(const char *out, const char *out_what, const char *in, const char *in_what);
+
 #ifdef __cplusplus
 }
 #endif

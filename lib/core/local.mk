@@ -7,5 +7,6 @@ libdtrain_core_la_SOURCES += \
 	lib/core/time.c \
 	lib/core/half.c \
 	lib/core/crc32c.c \
-	lib/core/file.c
+	lib/core/file.c \
+	lib/core/file_in.c
 noinst_HEADERS += lib/core/dt_internal.h lib/core/dt_math_hd.h
