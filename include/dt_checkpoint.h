@@ -140,6 +140,8 @@ typedef struct dt_checkpoint_manifest {
     char *layout_json, *config_json; /* compact JSON text of the objects */
     int n_shards;
     dt_checkpoint_shard_entry *shards; /* (n_shards) by rank */
+    int held_fd1; /* the directory's descriptor + 1 holding a shared flock (0: none), so a save's pruning keeps
+                     it while it is read; closed by dt_checkpoint_manifest_free */
 } dt_checkpoint_manifest;
 
 DT_API void dt_checkpoint_manifest_free(dt_checkpoint_manifest *m);
@@ -170,6 +172,12 @@ DT_API dt_status dt_checkpoint_find_latest(const char *dir, char *path_out, size
  * process that commits checkpoints (rank 0) takes it before any training. */
 DT_API dt_status dt_checkpoint_lock_take(const char *dir, int *fd);
 DT_API void dt_checkpoint_lock_release(int fd);
+/* Refuse (one line naming it) a save directory DIR (dfd: its descriptor)
+ * where an entry dtrain writes or removes (dtrain.lock, latest,
+ * .latest.tmp.*, iter_*) is a symbolic link: dtrain never writes, truncates
+ * or removes through a link (dt_dir.h). Entries with other names are never
+ * touched. Called by dt_checkpoint_lock_take and before every save. */
+DT_API dt_status dt_checkpoint_check_dir(int dfd, const char *dir);
 
 #ifdef __cplusplus
 }

@@ -23,4 +23,5 @@ include_HEADERS += \
 	include/dt_schedule.h \
 	include/dt_train.h \
 	include/dt_checkpoint.h \
-	include/dt_file.h
+	include/dt_file.h \
+	include/dt_dir.h

@@ -481,6 +481,56 @@ EOF
     else
         fail "dtrain --save wrote no $TMP/ck/iter_*: $(ls -R "$TMP/ck" 2>&1 | head -5)"
     fi
+
+fi
+if [ -n "${it:-}" ] && "$DTRAIN" --help | grep -q -e '^  --load '; then
+    # Links in a save directory (issue 34, D1/D2): dtrain never writes, truncates or removes through a
+    # symbolic link there. Each entry it would remove or replace (a failed save's iter_X.tmp, an iter_X
+    # pruned by --save-keep or saved again, latest, dtrain.lock, latest's temporary) is made a link to a
+    # victim: the run must refuse with one line naming the link (exit 1) and the victim must be intact.
+    # A hard link as dtrain.lock would have its other name overwritten: refused too.
+    # link_case NP ENTRY TARGET WORD ARGS...: SAVE/ENTRY -> TARGET, then dtrain --save SAVE ARGS
+    link_case() {
+        l_np=$1 l_entry=$2 l_target=$3 l_word=$4
+        shift 4
+        rm -rf "$TMP/victim" "$TMP/lsave" "$TMP/kept"
+        mkdir -p "$TMP/victim" "$TMP/lsave"
+        echo precious >"$TMP/victim/a"
+        cp -R "$TMP/ck/${it##*/}" "$TMP/kept" # a real checkpoint stored elsewhere
+        case $l_target in
+        hard) ln "$TMP/victim/a" "$TMP/lsave/$l_entry" ;;
+        *) ln -s "$l_target" "$TMP/lsave/$l_entry" ;;
+        esac
+        one_case dtrain 1 "$l_word" "$l_np" "$DTRAIN" --train-iters 2 --eval-iters 1 --save "$TMP/lsave" "$@"
+        [ "$(cat "$TMP/victim/a" 2>/dev/null)" = precious ] ||
+            fail "dtrain --save with $l_entry -> $l_target: the victim $TMP/victim/a was changed or removed"
+        [ -s "$TMP/kept/manifest.json" ] && [ "$(ls "$TMP/kept" | wc -l)" -eq "$(ls "$TMP/ck/${it##*/}" | wc -l)" ] ||
+            fail "dtrain --save with $l_entry -> $l_target: the checkpoint it links to ($TMP/kept) was changed"
+    }
+    link_case - iter_00000099.tmp ../victim "iter_00000099.tmp: is a symbolic link"
+    link_case - iter_00000000 ../victim "iter_00000000: is a symbolic link" --save-keep 1
+    link_case - iter_00000002 ../kept "iter_00000002: is a symbolic link"
+    link_case - latest ../victim/a "latest: is a symbolic link"
+    link_case - dtrain.lock ../victim/a "dtrain.lock: is a symbolic link"
+    link_case - .latest.tmp.123.0 ../victim/a ".latest.tmp.123.0: is a symbolic link"
+    link_case - dtrain.lock hard "a hard link"
+    [ "$HAVE_MPI" = 1 ] && link_case 2 iter_00000099.tmp ../victim "iter_00000099.tmp: is a symbolic link"
+    # --save naming a dangling link: said so, not "exists and is not a directory"
+    ln -s "$TMP/no-such-dir" "$TMP/dangling"
+    one_case dtrain 1 "symbolic link to a missing directory" - "$DTRAIN" --train-iters 1 --save "$TMP/dangling"
+    # D8: the .latest.tmp.PID.N a killed commit left is removed by the next save
+    rm -rf "$TMP/lsave" && mkdir "$TMP/lsave" && echo iter_0 >"$TMP/lsave/.latest.tmp.123.0"
+    "$DTRAIN" --train-iters 1 --eval-iters 1 --save "$TMP/lsave" >"$TMP/setup.out" 2>&1 ||
+        fail "dtrain --save into a directory with a stale .latest.tmp: $(tail -1 "$TMP/setup.out")"
+    [ -e "$TMP/lsave/.latest.tmp.123.0" ] && fail "the next save left the stale $TMP/lsave/.latest.tmp.123.0"
+    # D5: latest or manifest.json a FIFO: never waited on. A FIFO latest is skipped (the newest valid
+    # checkpoint loads, exit 0); a checkpoint whose manifest is a FIFO is refused with one line.
+    rm -rf "$TMP/fck" && cp -R "$TMP/ck" "$TMP/fck" && rm "$TMP/fck/latest" && mkfifo "$TMP/fck/latest"
+    one_case dtrain 0 "" - "$DTRAIN" --train-iters 2 --eval-iters 1 --load "$TMP/fck"
+    one_case dtrain 0 "" - "$DTRAIN" --generate 2 --prompt ab --load "$TMP/fck"
+    rm "$TMP/fck/${it##*/}/manifest.json" && mkfifo "$TMP/fck/${it##*/}/manifest.json"
+    one_case dtrain 1 "is a pipe (FIFO)" - "$DTRAIN" --train-iters 2 --eval-iters 1 --load "$TMP/fck/${it##*/}"
+    one_case dtrain 1 "is a pipe (FIFO)" - "$DTRAIN" --generate 2 --prompt ab --load "$TMP/fck"
 fi
 
 # ---- dtsim: numeric flags ----------------------------------------------------------------

@@ -20,7 +20,16 @@
  * latest pointing to a missing or a corrupt directory (fallback to the
  * newest valid, with a note naming what was skipped and why), latest
  * missing, garbage in latest, nothing valid (an error naming each),
- * nothing at all, and an exact iter_X directory (no fallback). */
+ * nothing at all, and an exact iter_X directory (no fallback).
+ * Links (issue 34): a save never writes, truncates or removes through a
+ * symbolic link in the save directory: a linked iter_X.tmp (a failed
+ * save's leftover), a linked iter_X being pruned or saved again, a linked
+ * latest or .latest.tmp.* are each refused with a message naming the
+ * entry, and the victim they point to is intact afterwards; the no-follow
+ * primitives (dt_dir.h) refuse links themselves, not only the check before
+ * a save. Leftover .latest.tmp.* files of a killed commit are removed by
+ * the next save. A checkpoint a reader holds (dt_checkpoint_verify's
+ * manifest) is not pruned until the reader lets it go. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <stdint.h>
@@ -28,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dt_dir.h"
 #include "testutil.h"
 
 static char root[256];
@@ -128,6 +138,18 @@ static void save(int64_t it, int keep)
     char want[512];
     snprintf(want, sizeof want, "%s/iter_%08lld", root, (long long)it);
     ck_assert_str_eq(path, want);
+    dt_checkpoint_shard_free(&s);
+}
+
+/* A save that must fail, with want in its message. */
+static void save_fails(int64_t it, int keep, const char *want)
+{
+    dt_checkpoint_shard s;
+    fill_shard(&s, it);
+    const dt_checkpoint_save a = {.dir = root, .iteration = it, .shard = &s, .keep = keep};
+    char path[512];
+    ck_assert_int_ne(dt_checkpoint_write(&a, path, sizeof path), DT_OK);
+    ck_assert_msg(strstr(dt_last_error(), want) != NULL, "expected '%s' in: %s", want, dt_last_error());
     dt_checkpoint_shard_free(&s);
 }
 
@@ -306,7 +328,7 @@ START_TEST(test_shard_corruption)
     }
     /* a missing file */
     snprintf(q, sizeof q, "%s/none.bin", root);
-    expect_read_fails(q, "cannot open");
+    expect_read_fails(q, "no such file");
 }
 END_TEST
 
@@ -510,7 +532,7 @@ START_TEST(test_find_latest)
     snprintf(p, sizeof p, "%s/iter_00000003", root);
     rm_rf(p);
     expect_latest("iter_00000002", "latest -> iter_00000003 is invalid");
-    expect_latest("iter_00000002", "cannot open");
+    expect_latest("iter_00000002", "no such file");
     /* two invalid before a valid one: both named */
     save(3, 0);
     shard_path(sp, sizeof sp, 2);
@@ -538,6 +560,111 @@ START_TEST(test_find_latest)
 }
 END_TEST
 
+/* root/NAME -> target (a symbolic link). */
+static void link_at(const char *name, const char *target)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", root, name);
+    ck_assert_int_eq(symlink(target, p), 0);
+}
+
+static void unlink_at(const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", root, name);
+    ck_assert_int_eq(unlink(p), 0);
+}
+
+START_TEST(test_no_follow)
+{
+    make_root();
+    char victim[512], vfile[600], keep_dir[600];
+    snprintf(victim, sizeof victim, "%s/victim", root);
+    ck_assert_int_eq(mkdir(victim, 0755), 0);
+    snprintf(vfile, sizeof vfile, "%s/a", victim);
+    spit(vfile, "precious", 8);
+    char save_dir[600];
+    snprintf(save_dir, sizeof save_dir, "%s/save", root);
+    ck_assert_int_eq(mkdir(save_dir, 0755), 0);
+    char top[256];
+    snprintf(top, sizeof top, "%s", root);
+    snprintf(root, sizeof root, "%s", save_dir); /* save() and the links work in root/save */
+    /* a failed save's leftover iter_X.tmp, a link to the victim */
+    link_at("iter_00000099.tmp", "../victim");
+    save_fails(3, 0, "iter_00000099.tmp: is a symbolic link");
+    unlink_at("iter_00000099.tmp");
+    /* pruning a linked iter_X */
+    link_at("iter_00000000", "../victim");
+    save_fails(3, 1, "iter_00000000: is a symbolic link");
+    unlink_at("iter_00000000");
+    /* saving again over a linked iter_X: a real checkpoint elsewhere */
+    save(1, 0);
+    snprintf(keep_dir, sizeof keep_dir, "%s/kept", top);
+    char p[600];
+    snprintf(p, sizeof p, "%s/iter_00000001", root);
+    ck_assert_int_eq(rename(p, keep_dir), 0);
+    link_at("iter_00000001", "../kept");
+    save_fails(1, 0, "iter_00000001: is a symbolic link");
+    snprintf(p, sizeof p, "%s/manifest.json", keep_dir);
+    ck_assert_int_gt(file_size(p), 0);
+    unlink_at("iter_00000001");
+    /* a linked latest, and a linked leftover of latest's temporary */
+    unlink_at("latest");
+    link_at("latest", "../victim/a");
+    save_fails(2, 0, "latest: is a symbolic link");
+    unlink_at("latest");
+    link_at(".latest.tmp.1.0", "../victim/a");
+    save_fails(2, 0, ".latest.tmp.1.0: is a symbolic link");
+    unlink_at(".latest.tmp.1.0");
+    /* a regular leftover of a killed commit is removed by the next save */
+    snprintf(p, sizeof p, "%s/.latest.tmp.1.1", root);
+    spit(p, "iter_0", 6);
+    save(2, 0);
+    ck_assert_int_eq(file_size(p), -1);
+    /* the victim is intact after all of it */
+    long n = 0;
+    unsigned char *b = slurp(vfile, &n);
+    ck_assert_int_eq(n, 8);
+    ck_assert_int_eq(memcmp(b, "precious", 8), 0);
+    free(b);
+    /* the primitives refuse links themselves (a link made after the check) */
+    int dfd;
+    ck_dt(dt_dir_open(root, &dfd));
+    link_at("iter_00000007.tmp", "../victim");
+    ck_assert_int_ne(dt_dir_remove_tree(dfd, root, "iter_00000007.tmp"), DT_OK);
+    ck_assert_int_ne(dt_dir_write_whole(dfd, root, "iter_00000007.tmp", "x", 1), DT_OK);
+    int fd = -1;
+    ck_assert_int_ne(dt_dir_create(dfd, root, "iter_00000007.tmp", &fd), DT_OK);
+    ck_assert_int_ne(dt_dir_open_sub(dfd, root, "iter_00000007.tmp", &fd), DT_OK);
+    ck_assert_int_ne(dt_dir_rename(dfd, root, "iter_00000002", "iter_00000007.tmp"), DT_OK);
+    unlink_at("iter_00000007.tmp");
+    /* a hard link is never truncated: creation is O_EXCL */
+    snprintf(p, sizeof p, "%s/hard", root);
+    ck_assert_int_eq(link(vfile, p), 0);
+    ck_assert_int_ne(dt_dir_create(dfd, root, "hard", &fd), DT_OK);
+    close(dfd);
+    ck_assert_int_eq(file_size(vfile), 8);
+    snprintf(root, sizeof root, "%s", top);
+}
+END_TEST
+
+/* A checkpoint a reader holds stays through a save's pruning. */
+START_TEST(test_prune_held)
+{
+    make_root();
+    save(1, 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/iter_00000001", root);
+    dt_checkpoint_manifest m;
+    ck_dt(dt_checkpoint_verify(p, &m)); /* holds it */
+    save(2, 1);
+    ck_dt(dt_checkpoint_verify(p, NULL)); /* still there, whole */
+    dt_checkpoint_manifest_free(&m);
+    save(3, 1);
+    ck_assert_int_eq(count_entries("iter_"), 1);
+}
+END_TEST
+
 static Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -549,6 +676,8 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_checkpoint_corruption);
     tcase_add_test(tc, test_keep_and_tmp);
     tcase_add_test(tc, test_find_latest);
+    tcase_add_test(tc, test_no_follow);
+    tcase_add_test(tc, test_prune_held);
     suite_add_tcase(s, tc);
     return s;
 }

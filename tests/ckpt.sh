@@ -34,6 +34,11 @@
 #    to an uninterrupted one. CKPT_KILLS (default 15), CKPT_KILL_ITERS (80),
 #    CKPT_KILL_MAX (0.35 s: the latest moment) and CKPT_SEED change it; a
 #    longer run: CKPT_KILLS=200 CKPT_KILL_ITERS=1200 tests/ckpt.sh.
+# 4. Readers during pruning (issue 34, D9): while a run saves every step
+#    with --save-keep 1, READERS runs of --load --generate load from the
+#    same directory one after another; every one must succeed (a reader
+#    holds the checkpoint it chose with a shared flock, and pruning skips a
+#    held checkpoint until the next save). CKPT_READERS (default 20).
 # The multi-rank parts need MPI (skipped without it); the rest always runs.
 
 TEST=ckpt.sh
@@ -325,6 +330,33 @@ else
             fail "kill test: the final checkpoint differs from the uninterrupted run's"
         fi
     fi
+fi
+
+# 4. readers while a run prunes every step
+R=$TMP/readers
+READERS=${CKPT_READERS:-20}
+timeout 300 "$DTRAIN" $COMMON $GPT --micro-batch-size 8 --train-iters 100000 --lr-decay-iters 100000 \
+    --save-interval 1 --save-keep 1 --save "$R" >"$R.train.out" 2>&1 &
+trainer=$!
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do [ -s "$R/latest" ] && break; sleep 0.5; done
+failed_reads=0
+i=0
+while [ "$i" -lt "$READERS" ]; do
+    i=$((i + 1))
+    if ! timeout 60 "$DTRAIN" --load "$R" --generate 2 --prompt 12 >"$R.gen.out" 2>"$R.gen.err"; then
+        failed_reads=$((failed_reads + 1))
+        echo "  reader $i failed: $(head -c 300 "$R.gen.err")" >&2
+    fi
+done
+kill "$trainer" 2>/dev/null
+wait "$trainer" 2>/dev/null
+saves=$(grep -c '^checkpoint: iteration' "$R.train.out")
+if [ "$failed_reads" = 0 ] && [ "$saves" -gt "$READERS" ]; then
+    echo "ok: readers: $READERS loads while $saves saves pruned with --save-keep 1, none failed"
+elif [ "$failed_reads" = 0 ]; then
+    fail "readers: only $saves saves during $READERS loads: the saving run did not run alongside ($(tail -n 2 "$R.train.out"))"
+else
+    fail "readers: $failed_reads of $READERS loads failed while a run saved with --save-keep 1"
 fi
 
 [ "$failures" = 0 ] || { echo "$TEST: $failures failure(s)" >&2; exit 1; }

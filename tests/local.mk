@@ -359,6 +359,10 @@ tests_check_checkpoint_LDADD = $(DT_CHECK_LDADD)
 endif
 TESTS += tests/ckpt.sh
 EXTRA_DIST += tests/ckpt.sh
+# Every write, rename and removal in lib/core and lib/train goes through the
+# no-follow helper (dt_dir.h) or a listed exception (source-level).
+TESTS += tests/nofollow.sh
+EXTRA_DIST += tests/nofollow.sh
 tests/ckpt.log: tests/badinput.log
 # Generation from a checkpoint (--generate): a learned pattern continued,
 # the seed, top-k, temperature, cropping to the context, bad flags; the

@@ -175,6 +175,12 @@ dt_status dt_file_check_output_dir(const char *dir, const char *what, int parent
                              strerror(errno));
             break;
         }
+        struct stat ls;
+        if (up == 0 && errno == ENOENT && lstat(p, &ls) == 0 && S_ISLNK(ls.st_mode)) { /* a dangling link */
+            st = DT_FAIL(DT_ERR_IO, "%s%s%s: is a symbolic link to a missing directory (make what it names, or "
+                         "name a directory)", DT__WHO(what, dir));
+            break;
+        }
         if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: an ancestor is a file, found above */
             st = DT_FAIL(DT_ERR_IO, "%s%s%s: %s: %s", DT__WHO(what, dir), p, strerror(errno));
             break;
@@ -272,7 +278,7 @@ static dt_status dt__file_open(const char *path, const char *what, int staged, d
         }
         for (int tries = 0; tries < 100; tries++) {
             snprintf(f->tmp, cap, "%s/.%s.tmp.%ld.%u", f->dir, base, (long)getpid(), serial++);
-            fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666); /* less the umask */
+            fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666); /* less the umask */
             if (fd >= 0 || errno != EEXIST) break;
         }
         if (fd < 0) fail = "cannot create";

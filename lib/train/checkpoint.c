@@ -13,8 +13,9 @@
  * reader trusts nothing it has not checksummed: the manifest's own CRC, every
  * shard's size and CRC against the manifest, every record's header and data
  * CRC, and the rank, world and iteration inside each shard. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* flock */
 #include "dt_checkpoint.h"
+#include "dt_dir.h"
 #include "dt_file.h"
 
 #include <dirent.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -169,11 +171,14 @@ static dt_status dt__ck_write_all(int fd, const void *buf, size_t n, uint32_t *c
     return DT_OK;
 }
 
-dt_status dt_checkpoint_shard_write_file(const char *path, const dt_checkpoint_shard *s, uint64_t *bytes_out,
-                                         uint32_t *crc_out)
+/* Write shard s to fd (a new file, named path in messages), fsync and close it. */
+static dt_status dt__ck_shard_write_fd(int fd, const char *path, const dt_checkpoint_shard *s, uint64_t *bytes_out,
+                                       uint32_t *crc_out)
 {
-    if (!dt__ck_host_le())
+    if (!dt__ck_host_le()) {
+        close(fd);
         return DT_FAIL(DT_ERR_UNSUPPORTED, "%s: checkpoints are little-endian; this host is big-endian", path);
+    }
     uint64_t total = DT__CK_HDR + DT__CK_FOOT;
     for (int i = 0; i < s->count; i++)
         total += DT__CK_REC + strlen(s->rec[i].name) + (uint64_t)s->rec[i].count * dt__ck_elem(s->rec[i].kind);
@@ -189,8 +194,6 @@ dt_status dt_checkpoint_shard_write_file(const char *path, const dt_checkpoint_s
     dt__put64(h + 40, total);
     dt__put32(h + 60, dt_crc32c(h, 60));
 
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return DT_FAIL(DT_ERR_IO, "%s: cannot create (%s)", path, strerror(errno));
     uint32_t crc = 0;
     dt_status st = dt__ck_write_all(fd, h, sizeof h, &crc, path);
     for (int i = 0; st == DT_OK && i < s->count; i++) {
@@ -227,48 +230,26 @@ dt_status dt_checkpoint_shard_write_file(const char *path, const dt_checkpoint_s
     return DT_OK;
 }
 
-/* ---- reading a shard file ------------------------------------------------------ */
-
-/* The whole file into a new buffer. */
-static dt_status dt__ck_slurp(const char *path, unsigned char **out, size_t *n)
+dt_status dt_checkpoint_shard_write_file(const char *path, const dt_checkpoint_shard *s, uint64_t *bytes_out,
+                                         uint32_t *crc_out)
 {
-    *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return DT_FAIL(DT_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return DT_FAIL(DT_ERR_IO, "%s: cannot stat (%s)", path, strerror(e));
-    }
-    const size_t size = (size_t)sb.st_size;
-    unsigned char *b = malloc(size ? size + 1 : 1);
-    if (!b) {
-        close(fd);
-        return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for %zu bytes", path, size);
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, b + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    b[got] = '\0';
-    *out = b;
-    *n = got;
-    return DT_OK;
+    /* O_NOFOLLOW: a link at path is refused, never written through */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return DT_FAIL(DT_ERR_IO, "%s: cannot create (%s)", path, strerror(errno));
+    return dt__ck_shard_write_fd(fd, path, s, bytes_out, crc_out);
 }
+
+/* ---- reading a shard file ------------------------------------------------------ */
 
 dt_status dt_checkpoint_shard_read_file(const char *path, dt_checkpoint_shard *out)
 {
     memset(out, 0, sizeof *out);
     if (!dt__ck_host_le())
         return DT_FAIL(DT_ERR_UNSUPPORTED, "%s: checkpoints are little-endian; this host is big-endian", path);
-    unsigned char *b = NULL;
+    char *text = NULL; /* a regular file only: dt_file_read_whole refuses a FIFO rather than wait on it */
     size_t n = 0;
-    DT_CHECK(dt__ck_slurp(path, &b, &n));
+    DT_CHECK(dt_file_read_whole(path, NULL, 0, &text, &n));
+    unsigned char *b = (unsigned char *)text;
     dt_status st = DT_OK;
     snprintf(out->path, sizeof out->path, "%s", path);
     out->blob = b;
@@ -378,37 +359,6 @@ fail:
 
 /* ---- directories ------------------------------------------------------------------ */
 
-static dt_status dt__ck_fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return DT_FAIL(DT_ERR_IO, "%s: cannot open the directory to fsync it (%s)", dir, strerror(errno));
-    dt_status st = DT_OK;
-    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP)
-        st = DT_FAIL(DT_ERR_IO, "%s: fsync of the directory failed (%s)", dir, strerror(errno));
-    close(fd);
-    return st;
-}
-
-/* Remove a checkpoint directory: its files, then itself (no subdirectories). */
-static dt_status dt__ck_rmdir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? DT_OK : DT_FAIL(DT_ERR_IO, "%s: cannot open (%s)", dir, strerror(errno));
-    struct dirent *e;
-    char p[4096];
-    dt_status st = DT_OK;
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) != 0 && errno != ENOENT && st == DT_OK)
-            st = DT_FAIL(DT_ERR_IO, "%s: cannot remove (%s)", p, strerror(errno));
-    }
-    closedir(d);
-    if (st == DT_OK && rmdir(dir) != 0 && errno != ENOENT)
-        st = DT_FAIL(DT_ERR_IO, "%s: cannot remove the directory (%s)", dir, strerror(errno));
-    return st;
-}
-
 /* "iter_" followed by 8 or more digits and nothing else (suffix NULL), or
  * by exactly `suffix` (".tmp"). */
 static int dt__ck_iter_name(const char *name, const char *suffix, int64_t *iter)
@@ -462,10 +412,13 @@ static dt_status dt__ck_list(const char *root, int64_t **out, int *n)
 
 static const char dt__ck_mcrc_key[] = "\"manifest_crc32c\"";
 
-static dt_status dt__ck_write_text(const char *path, const char *text, size_t n)
+/* DIR/NAME (new: O_EXCL, no link followed) gets text, fsynced. */
+static dt_status dt__ck_write_text(int dfd, const char *dir, const char *name, const char *text, size_t n)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return DT_FAIL(DT_ERR_IO, "%s: cannot create (%s)", path, strerror(errno));
+    int fd;
+    DT_CHECK(dt_dir_create(dfd, dir, name, &fd));
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     dt_status st = dt__ck_write_all(fd, text, n, NULL, path);
     if (st == DT_OK && fsync(fd) != 0) st = DT_FAIL(DT_ERR_IO, "%s: fsync failed (%s)", path, strerror(errno));
     if (close(fd) != 0 && st == DT_OK) st = DT_FAIL(DT_ERR_IO, "%s: close failed (%s)", path, strerror(errno));
@@ -485,9 +438,12 @@ static json_t *dt__ck_object_or_empty(const char *text, const char *what, dt_sta
     return o;
 }
 
-static dt_status dt__ck_write_manifest(const char *path, const dt_checkpoint_save *a, int world,
+/* TMP/manifest.json (tfd: TMP's descriptor). */
+static dt_status dt__ck_write_manifest(int tfd, const char *tmp, const dt_checkpoint_save *a, int world,
                                        const dt_checkpoint_shard_entry *e)
 {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/manifest.json", tmp);
     dt_status st = DT_OK;
     json_t *o = json_object(), *sh = json_array();
     json_t *layout = dt__ck_object_or_empty(a->layout_json, "layout", &st);
@@ -530,7 +486,7 @@ static dt_status dt__ck_write_manifest(const char *path, const dt_checkpoint_sav
     n += 2;
     const uint32_t crc = dt_crc32c(text, n);
     n += (size_t)snprintf(text + n, 64, "  %s: \"%08" PRIx32 "\"\n}\n", dt__ck_mcrc_key, crc);
-    st = dt__ck_write_text(path, text, n);
+    st = dt__ck_write_text(tfd, tmp, "manifest.json", text, n);
     free(text);
     return st;
 }
@@ -541,6 +497,7 @@ void dt_checkpoint_manifest_free(dt_checkpoint_manifest *m)
     free(m->layout_json);
     free(m->config_json);
     free(m->shards);
+    if (m->held_fd1 > 0) close(m->held_fd1 - 1); /* the shared lock goes with it */
     memset(m, 0, sizeof *m);
 }
 
@@ -550,10 +507,10 @@ static dt_status dt__ck_read_manifest(const char *dir, dt_checkpoint_manifest *m
     snprintf(m->dir, sizeof m->dir, "%s", dir);
     char path[4200];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    unsigned char *b = NULL;
+    char *b = NULL; /* a regular file only (dt_file_read_whole): a FIFO is refused */
     size_t n = 0;
-    DT_CHECK(dt__ck_slurp(path, &b, &n));
-    const char *text = (const char *)b;
+    DT_CHECK(dt_file_read_whole(path, NULL, 0, &b, &n));
+    const char *text = b;
     /* the checksum line: the last occurrence of the key, at the start of a line */
     const char *k = NULL;
     for (const char *p = strstr(text, dt__ck_mcrc_key); p; p = strstr(p + 1, dt__ck_mcrc_key)) k = p;
@@ -697,11 +654,23 @@ dt_status dt_checkpoint_read_shard(const dt_checkpoint_manifest *m, int rank, dt
 
 dt_status dt_checkpoint_verify(const char *ckpt_dir, dt_checkpoint_manifest *m_out)
 {
+    /* a shared flock on the directory while it is read, and for m_out's
+     * life: a save's pruning skips a checkpoint a reader holds */
+    int held = open(ckpt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (held >= 0 && flock(held, LOCK_SH) != 0) {
+        close(held);
+        held = -1;
+    }
     dt_checkpoint_manifest m;
-    DT_CHECK(dt__ck_read_manifest(ckpt_dir, &m));
+    dt_status st = dt__ck_read_manifest(ckpt_dir, &m);
+    if (st != DT_OK) {
+        if (held >= 0) close(held);
+        return st;
+    }
+    m.held_fd1 = held + 1;
     for (int r = 0; r < m.n_shards; r++) {
         dt_checkpoint_shard s;
-        dt_status st = dt_checkpoint_read_shard(&m, r, &s);
+        st = dt_checkpoint_read_shard(&m, r, &s);
         if (st != DT_OK) {
             dt_checkpoint_manifest_free(&m);
             return st;
@@ -741,11 +710,11 @@ dt_status dt_checkpoint_find_latest(const char *dir, char *path_out, size_t cap,
     char why[1024] = "", tried[64] = "";
     /* latest first */
     snprintf(p, sizeof p, "%s/latest", dir);
-    unsigned char *lb = NULL;
+    char *lb = NULL;
     size_t ln = 0;
     if (stat(p, &sb) != 0) {
         snprintf(why, sizeof why, "%s/latest is missing", dir);
-    } else if (dt__ck_slurp(p, &lb, &ln) != DT_OK) {
+    } else if (dt_file_read_whole(p, NULL, 0, &lb, &ln) != DT_OK) {
         snprintf(why, sizeof why, "%s", dt_last_error());
     } else {
         while (ln && (lb[ln - 1] == '\n' || lb[ln - 1] == '\r' || lb[ln - 1] == ' ')) lb[--ln] = '\0';
@@ -812,62 +781,98 @@ static dt_status dt__ck_agree(dt_comm *comm, int failed, int *first_failed)
     return st;
 }
 
-/* Rank 0, once every shard is durable: manifest, rename, latest, pruning. */
-static dt_status dt__ck_commit(const dt_checkpoint_save *a, int world, const dt_checkpoint_shard_entry *e,
-                               const char *tmp, const char *fin, const char *name)
+/* Remove DIR/NAME, an old checkpoint, unless a reader holds it (a shared
+ * flock taken by dt_checkpoint_verify while it loads): then it stays, and
+ * the next save prunes it. *kept: it stayed. */
+static dt_status dt__ck_prune_one(int dfd, const char *dir, const char *name, int *kept)
 {
-    char p[4300];
-    snprintf(p, sizeof p, "%s/manifest.json", tmp);
-    DT_CHECK(dt__ck_write_manifest(p, a, world, e));
-    DT_CHECK(dt__ck_fsync_dir(tmp));
-    struct stat sb;
-    char old[4300] = "";
-    if (stat(fin, &sb) == 0) { /* the same iteration saved before (a resumed run): set the old one aside */
-        snprintf(old, sizeof old, "%s.old", fin);
-        DT_CHECK(dt__ck_rmdir(old));
-        if (rename(fin, old) != 0) return DT_FAIL(DT_ERR_IO, "%s: cannot rename to %s (%s)", fin, old, strerror(errno));
+    *kept = 0;
+    int sub;
+    DT_CHECK(dt_dir_open_sub(dfd, dir, name, &sub));
+    if (flock(sub, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        close(sub);
+        if (e == EWOULDBLOCK) {
+            *kept = 1;
+            return DT_OK;
+        }
+        return DT_FAIL(DT_ERR_IO, "%s/%s: cannot lock to prune it (%s)", dir, name, strerror(e));
     }
-    if (rename(tmp, fin) != 0) return DT_FAIL(DT_ERR_IO, "%s: cannot rename to %s (%s)", tmp, fin, strerror(errno));
-    DT_CHECK(dt__ck_fsync_dir(a->dir));
+    const dt_status st = dt_dir_remove_tree(dfd, dir, name);
+    close(sub); /* the lock goes with it */
+    return st;
+}
+
+/* Rank 0, once every shard is durable: manifest, rename, latest, pruning.
+ * dfd: the save directory's descriptor; tfd: TMP's (TMP = DIR/TNAME). */
+static dt_status dt__ck_commit(const dt_checkpoint_save *a, int world, const dt_checkpoint_shard_entry *e, int dfd,
+                               int tfd, const char *tmp, const char *tname, const char *name)
+{
+    DT_CHECK(dt__ck_write_manifest(tfd, tmp, a, world, e));
+    DT_CHECK(dt_dir_fsync(tfd, tmp));
+    dt_dir_kind k;
+    DT_CHECK(dt_dir_kind_of(dfd, a->dir, name, &k));
+    if (k != DT_DIR_NONE) DT_CHECK(dt_dir_expect(dfd, a->dir, name, DT_DIR_DIR)); /* a link: refused */
+    char old[96] = "";
+    if (k == DT_DIR_DIR) { /* the same iteration saved before (a resumed run): set the old one aside */
+        snprintf(old, sizeof old, "%s.old", name);
+        DT_CHECK(dt_dir_remove_tree(dfd, a->dir, old));
+        DT_CHECK(dt_dir_rename(dfd, a->dir, name, old));
+    }
+    DT_CHECK(dt_dir_rename(dfd, a->dir, tname, name));
+    DT_CHECK(dt_dir_fsync(dfd, a->dir));
     char line[80];
     snprintf(line, sizeof line, "%s\n", name);
-    snprintf(p, sizeof p, "%s/latest", a->dir);
-    DT_CHECK(dt_file_write_whole(p, NULL, line, strlen(line))); /* a temporary, fsync, rename, fsync of DIR */
-    if (old[0]) DT_CHECK(dt__ck_rmdir(old));
+    DT_CHECK(dt_dir_write_whole(dfd, a->dir, "latest", line, strlen(line))); /* a temporary, fsync, rename, fsync */
+    if (old[0]) DT_CHECK(dt_dir_remove_tree(dfd, a->dir, old));
     if (a->keep > 0) { /* prune: the newest `keep` stay (the new one is among them) */
         int64_t *its = NULL;
-        int n = 0;
+        int n = 0, kept = 0;
         DT_CHECK(dt__ck_list(a->dir, &its, &n));
         dt_status st = DT_OK;
         for (int i = a->keep; st == DT_OK && i < n; i++) {
             if (its[i] == a->iteration) continue;
-            snprintf(p, sizeof p, "%s/iter_%08lld", a->dir, (long long)its[i]);
-            st = dt__ck_rmdir(p);
+            char p[64];
+            snprintf(p, sizeof p, "iter_%08lld", (long long)its[i]);
+            st = dt__ck_prune_one(dfd, a->dir, p, &kept);
         }
         free(its);
         DT_CHECK(st);
-        DT_CHECK(dt__ck_fsync_dir(a->dir));
+        DT_CHECK(dt_dir_fsync(dfd, a->dir));
     }
     return DT_OK;
 }
 
-/* Rank 0 before anyone writes: DIR exists, a stale DIR/iter_X.tmp of a crashed save is gone, the new one exists. */
-static dt_status dt__ck_prepare(const dt_checkpoint_save *a, const char *tmp)
+/* Rank 0 before anyone writes: DIR exists and holds no links where dtrain
+ * writes, a stale DIR/iter_X.tmp of a crashed save and the .latest.tmp.*
+ * files a killed commit left are gone, the new DIR/TNAME exists. *dfd_out:
+ * DIR's descriptor. */
+static dt_status dt__ck_prepare(const dt_checkpoint_save *a, const char *tname, int *dfd_out)
 {
+    *dfd_out = -1;
     DT_CHECK(dt_file_mkdir_p(a->dir));
-    DIR *d = opendir(a->dir);
-    if (!d) return DT_FAIL(DT_ERR_IO, "%s: cannot open the directory (%s)", a->dir, strerror(errno));
+    int dfd;
+    DT_CHECK(dt_dir_open(a->dir, &dfd));
+    dt_status st = dt_checkpoint_check_dir(dfd, a->dir);
+    DIR *d = NULL;
+    if (st == DT_OK) st = dt_dir_list(dfd, a->dir, &d);
     struct dirent *e;
-    char p[4200];
-    dt_status st = DT_OK;
-    while (st == DT_OK && (e = readdir(d)) != NULL) {
-        if (!dt__ck_iter_name(e->d_name, ".tmp", NULL)) continue;
-        snprintf(p, sizeof p, "%s/%s", a->dir, e->d_name);
-        st = dt__ck_rmdir(p);
+    while (d && st == DT_OK && (e = readdir(d)) != NULL) {
+        if (dt__ck_iter_name(e->d_name, ".tmp", NULL)) {
+            st = dt_dir_remove_tree(dfd, a->dir, e->d_name);
+        } else if (!strncmp(e->d_name, ".latest.tmp.", 12)) {
+            st = dt_dir_expect(dfd, a->dir, e->d_name, DT_DIR_FILE);
+            if (st == DT_OK) st = dt_dir_unlink(dfd, a->dir, e->d_name);
+        }
     }
-    closedir(d);
-    DT_CHECK(st);
-    return dt_file_mkdir_p(tmp);
+    if (d) closedir(d);
+    if (st == DT_OK) st = dt_dir_mkdir(dfd, a->dir, tname);
+    if (st != DT_OK) {
+        close(dfd);
+        return st;
+    }
+    *dfd_out = dfd;
+    return DT_OK;
 }
 
 typedef struct dt__ck_report {
@@ -883,11 +888,14 @@ dt_status dt_checkpoint_write(const dt_checkpoint_save *a, char *path_out, size_
     if (!a->dir || !a->dir[0]) return DT_FAIL(DT_ERR_INVALID, "--save '': expected a directory");
     if (a->iteration < 0 || a->iteration > 99999999999LL)
         return DT_FAIL(DT_ERR_INVALID, "checkpoint: iteration %lld out of range", (long long)a->iteration);
-    char name[64], tmp[4200], fin[4200], file[4300];
+    char name[64], tname[80], shard[32], tmp[4200], fin[4200], file[4300];
     snprintf(name, sizeof name, "iter_%08lld", (long long)a->iteration);
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s/%s.tmp", a->dir, name) >= sizeof tmp - 64)
+    snprintf(tname, sizeof tname, "%s.tmp", name);
+    snprintf(shard, sizeof shard, "shard-%05d.bin", rank);
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/%s", a->dir, tname) >= sizeof tmp - 64)
         return DT_FAIL(DT_ERR_INVALID, "--save %s: path too long", a->dir);
     snprintf(fin, sizeof fin, "%s/%s", a->dir, name);
+    snprintf(file, sizeof file, "%s/%s", tmp, shard);
     dt_status st = a->local_status;
     if (st == DT_OK &&
         (!a->shard || a->shard->rank != rank || a->shard->world != world || a->shard->iteration != a->iteration))
@@ -896,17 +904,27 @@ dt_status dt_checkpoint_write(const dt_checkpoint_save *a, char *path_out, size_
                      "%lld",
                      a->shard ? a->shard->rank : -1, a->shard ? a->shard->world : -1,
                      a->shard ? (long long)a->shard->iteration : -1LL, rank, world, (long long)a->iteration);
-    /* 1. rank 0 makes the tmp directory */
-    if (rank == 0 && st == DT_OK) st = dt__ck_prepare(a, tmp);
+    /* 1. rank 0 makes the tmp directory; every file below is reached through
+     * DIR's and TMP's descriptors, never through a link (dt_dir.h) */
+    int dfd = -1, tfd = -1;
+    if (rank == 0 && st == DT_OK) st = dt__ck_prepare(a, tname, &dfd);
     int bad = -1;
-    DT_CHECK(dt__ck_agree(c, st != DT_OK, &bad));
-    if (bad >= 0)
+    dt_status ast = dt__ck_agree(c, st != DT_OK, &bad);
+    if (ast != DT_OK || bad >= 0) {
+        if (dfd >= 0) close(dfd);
+        if (ast != DT_OK) return ast;
         return st != DT_OK ? st : DT_FAIL(DT_ERR_IO, "--save %s: rank %d could not prepare %s", a->dir, bad, tmp);
-    /* 2. every rank writes and fsyncs its shard */
+    }
+    /* 2. every rank writes and fsyncs its shard (a new file: O_EXCL) */
     dt__ck_report me = {0, 0, 0};
-    snprintf(file, sizeof file, "%s/shard-%05d.bin", tmp, rank);
     uint32_t crc = 0;
-    if (st == DT_OK) st = dt_checkpoint_shard_write_file(file, a->shard, &me.bytes, &crc);
+    if (st == DT_OK && dfd < 0) st = dt_dir_open(a->dir, &dfd);
+    if (st == DT_OK) st = dt_dir_open_sub(dfd, a->dir, tname, &tfd);
+    if (st == DT_OK) {
+        int fd = -1;
+        st = dt_dir_create(tfd, tmp, shard, &fd);
+        if (st == DT_OK) st = dt__ck_shard_write_fd(fd, file, a->shard, &me.bytes, &crc);
+    }
     me.ok = st == DT_OK;
     me.crc = crc;
     /* 3. the reports to rank 0 */
@@ -936,7 +954,7 @@ dt_status dt_checkpoint_write(const dt_checkpoint_save *a, char *path_out, size_
         free(rep);
         free(q);
         /* 4. all shards durable: the manifest, the rename, latest */
-        if (cst == DT_OK && st == DT_OK && failed < 0) cst = dt__ck_commit(a, world, e, tmp, fin, name);
+        if (cst == DT_OK && st == DT_OK && failed < 0) cst = dt__ck_commit(a, world, e, dfd, tfd, tmp, tname, name);
         else if (cst == DT_OK && st == DT_OK)
             cst = DT_FAIL(DT_ERR_IO, "--save %s: rank %d could not write its shard", a->dir, failed);
     } else {
@@ -945,6 +963,8 @@ dt_status dt_checkpoint_write(const dt_checkpoint_save *a, char *path_out, size_
         if (cst == DT_OK) cst = c->ops->wait(c, q);
     }
     free(e);
+    if (tfd >= 0) close(tfd);
+    if (dfd >= 0) close(dfd);
     if (st == DT_OK) st = cst;
     /* 5. everyone returns rank 0's verdict (and its own failures) */
     DT_CHECK(dt__ck_agree(c, st != DT_OK, &bad));
