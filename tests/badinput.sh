@@ -347,9 +347,9 @@ table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 --trace "$O/t.json" --summ
 1 | $TMP/missing.txt | --data $TMP/missing.txt
 1 | $TMP/empty | --data $TMP/empty
 1 | /dev/null | --data /dev/null
-1 | /dev/zero: is a character device, not a regular file | --data /dev/zero
+1 | /dev/zero: is a character device, expected a regular file | --data /dev/zero
 1 | /dev/urandom: is a character device | --data /dev/urandom
-1 | fifo: is a pipe (FIFO), not a regular file | --data $TMP/fifo
+1 | fifo: is a pipe (FIFO), expected a regular file | --data $TMP/fifo
 1 | is a directory | --data $TMP/dir
 1 | too short | --data $TMP/short.txt
 1 | at least 161 bytes | --data $TMP/short.txt

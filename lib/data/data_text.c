@@ -21,6 +21,7 @@
 
 #include "data_internal.h"
 #include "dt_checkpoint.h" /* dt_crc32c */
+#include "dt_file.h"
 #include "dt_rng.h"
 
 /* Smallest file whose validation split holds T+1 bytes: ceil(n/10) >= T+1
@@ -29,65 +30,14 @@ static size_t dt__text_min_bytes(int T) { return (size_t)10 * (size_t)T + 1; }
 
 static void dt__text_split(size_t n, size_t *n_train) { *n_train = n - (n + 9) / 10; }
 
-/* Only a regular file: a device (/dev/zero, /dev/urandom) or a pipe never
- * ends or blocks for ever. O_NONBLOCK keeps open(2) of a FIFO with no
- * writer from blocking before fstat can refuse it; the file is read to the
- * size fstat reported (a file that grows meanwhile is read as it was). */
+/* Only a regular file (dt_file_read_whole): a device (/dev/zero,
+ * /dev/urandom) never ends and a FIFO with no writer blocks for ever. */
 static dt_status dt__text_read(const char *path, uint8_t **out, size_t *out_n)
 {
-    *out = NULL;
-    *out_n = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return DT_FAIL(DT_ERR_IO, "--data %s: no such file (expected a text file)", path);
-        return DT_FAIL(DT_ERR_IO, "--data %s: cannot open for reading: %s", path, strerror(errno));
-    }
-    struct stat sb;
-    dt_status st = DT_OK;
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    if (fstat(fd, &sb) != 0) {
-        st = DT_FAIL(DT_ERR_IO, "--data %s: cannot access: %s", path, strerror(errno));
-        goto done;
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        st = DT_FAIL(DT_ERR_IO, "--data %s: is a directory (expected a text file)", path);
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = DT_FAIL(DT_ERR_IO, "--data %s: is a %s, not a regular file (expected a text file)", path,
-                     S_ISFIFO(sb.st_mode)   ? "pipe (FIFO)"
-                     : S_ISCHR(sb.st_mode)  ? "character device"
-                     : S_ISBLK(sb.st_mode)  ? "block device"
-                     : S_ISSOCK(sb.st_mode) ? "socket"
-                                            : "special file");
-        goto done;
-    }
-    const size_t size = (size_t)sb.st_size;
-    buf = malloc(size ? size : 1);
-    if (!buf) {
-        st = DT_FAIL(DT_ERR_NOMEM, "--data %s: cannot allocate %zu bytes", path, size);
-        goto done;
-    }
-    while (n < size) {
-        ssize_t got = read(fd, buf + n, size - n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            st = DT_FAIL(DT_ERR_IO, "--data %s: read error after %zu bytes: %s", path, n, strerror(errno));
-            goto done;
-        }
-        if (got == 0) break; /* shrank since fstat: what is there */
-        n += (size_t)got;
-    }
-done:
-    close(fd);
-    if (st != DT_OK) {
-        free(buf);
-        return st;
-    }
-    *out = buf;
-    *out_n = n;
-    return DT_OK;
+    char *buf = NULL;
+    const dt_status st = dt_file_read_whole(path, "--data", 0, &buf, out_n);
+    *out = (uint8_t *)buf;
+    return st;
 }
 
 /* Both splits must hold one window of T+1 bytes. */
