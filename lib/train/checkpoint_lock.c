@@ -36,7 +36,7 @@
 static int dt__ck_owned_name(const char *name)
 {
     return !strcmp(name, "latest") || !strcmp(name, "dtrain.lock") || !strncmp(name, ".latest.tmp.", 12) ||
-           !strncmp(name, "iter_", 5);
+           (!strncmp(name, "iter_", 5) && name[5] >= '0' && name[5] <= '9'); /* iter_X, .tmp, .old */
 }
 
 dt_status dt_checkpoint_check_dir(int dfd, const char *dir)
