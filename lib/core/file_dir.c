@@ -68,7 +68,9 @@ dt_status dt_dir_expect(int dfd, const char *dir, const char *name, dt_dir_kind 
     if (k == DT_DIR_NONE || k == want) return DT_OK;
     if (k == DT_DIR_LINK) return dt__dir_link(dir, name);
     return DT_FAIL(DT_ERR_IO, "%s/%s: is a %s, expected a %s (dtrain's own name in a save directory)", dir, name,
-                   k == DT_DIR_DIR ? "directory" : k == DT_DIR_FILE ? "regular file" : "special file",
+                   k == DT_DIR_DIR    ? "directory"
+                   : k == DT_DIR_FILE ? "regular file"
+                                      : "special file",
                    want == DT_DIR_DIR ? "directory" : "regular file");
 }
 

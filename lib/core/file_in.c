@@ -43,7 +43,8 @@ dt_status dt_file_open_input(const char *path, const char *what, int *fd_out, si
 {
     *fd_out = -1;
     if (size_out) *size_out = 0;
-    if (!path || !path[0]) return DT_FAIL(DT_ERR_INVALID, "%s%s'': expected a file name", what ? what : "", what ? " " : "");
+    if (!path || !path[0])
+        return DT_FAIL(DT_ERR_INVALID, "%s%s'': expected a file name", what ? what : "", what ? " " : "");
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         const int e = errno;

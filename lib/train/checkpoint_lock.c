@@ -65,7 +65,7 @@ static dt_status dt__lock_open(int dfd, const char *dir, const char *path, int *
         return DT_FAIL(DT_ERR_IO, "--save %s: cannot open %s (%s)", dir, path, strerror(e));
     }
     struct stat sb;
-    const char *why = fstat(fd, &sb) != 0 ? strerror(errno)
+    const char *why = fstat(fd, &sb) != 0    ? strerror(errno)
                       : !S_ISREG(sb.st_mode) ? "not a regular file"
                       : sb.st_nlink != 1     ? "a hard link to a file with other names; writing it would change them"
                                              : NULL;
