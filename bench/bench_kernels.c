@@ -19,6 +19,9 @@
  * and splits GEMMs itself, so the count is set here and restored). */
 double dtbench_sgemm_peak(int threads, int verbose)
 {
+    /* the threads it starts must find room for their buffers (dt_backend.h) */
+    if (dt_backend_cpu_blas_room(threads - 1, "OpenBLAS's threads of the sgemm peak") != DT_OK)
+        dtbench_die("sgemm peak");
     openblas_set_num_threads(threads);
     static const int sizes[] = {1024, 1536, 2048};
     double best = 0;
@@ -28,7 +31,7 @@ double dtbench_sgemm_peak(int threads, int verbose)
               *c = malloc(sizeof(float) * n * n);
         if (!a || !b || !c) {
             fprintf(stderr, "dtbench: out of memory for the %d x %d sgemm peak\n", n, n);
-            exit(1);
+            dt_args_exit_failed(1);
         }
         for (long i = 0; i < (long)n * n; i++) a[i] = (float)(i % 17) * 0.01f, b[i] = (float)(i % 13) * 0.01f;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
@@ -53,7 +56,7 @@ double dtbench_sgemm_peak(int threads, int verbose)
 int dtbench_cmd_gemm(int threads)
 {
     dt_backend *be;
-    if (dt_backend_create("cpu", threads, &be) != DT_OK) dtbench_die("--threads");
+    if (dt_backend_create("cpu", threads, &be) != DT_OK) dtbench_die("cpu backend");
     printf("# dtbench gemm: cblas_sgemm (OpenBLAS), %d thread(s)\n", be->threads);
     double peak = dtbench_sgemm_peak(be->threads, 1);
     printf("peak_gflops %.1f\n", peak);

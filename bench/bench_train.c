@@ -27,7 +27,7 @@ typedef struct bench_setup {
 static void bench_setup_init(bench_setup *b, const char *device, int threads, const char *model, int B, int T)
 {
     if (strcmp(device, "cuda") == 0) b->be = dtbench_gpu_backend("train");
-    else if (dt_backend_create("cpu", threads, &b->be) != DT_OK) dtbench_die("--threads");
+    else if (dt_backend_create("cpu", threads, &b->be) != DT_OK) dtbench_die("cpu backend");
     if (dt_gpt_config_preset(model, &b->cfg) != DT_OK) dtbench_die("--model");
     if (T <= 0) T = b->cfg.seq_len;
     if (T > b->cfg.seq_len) {

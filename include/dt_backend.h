@@ -331,8 +331,22 @@ typedef struct dt_backend_options {
 /* dt_backend_create with options (opts NULL: threads 0, local_rank -1). */
 DT_API dt_status dt_backend_create_with(const char *name, const dt_backend_options *opts, dt_backend **out);
 DT_API void dt_backend_destroy(dt_backend *be);
-/* The CPU backend (always built). */
+/* The CPU backend (always built). It checks the room for its threads'
+ * OpenBLAS work buffers and maps them before anything else
+ * (dt_backend_cpu_blas_room): DT_ERR_NOMEM when they do not fit. */
 DT_API dt_status dt_backend_cpu_create(int threads, dt_backend **out);
+/* OpenBLAS retries a failed allocation of a thread's work buffer for ever
+ * (the thread spins, and exit() waits for it), so a program checks the
+ * room before a thread first needs one. DT_OK when the address space has
+ * room for `threads` more threads calling OpenBLAS (a buffer, a stack and
+ * a malloc arena each); else DT_ERR_NOMEM, one line naming `whose`
+ * threads. Call it before openblas_set_num_threads starts OpenBLAS's own
+ * threads. */
+DT_API dt_status dt_backend_cpu_blas_room(int threads, const char *whose);
+/* The same for the threads OpenBLAS started when it loaded (its thread
+ * count less one, which map their buffers as they begin): first thing in
+ * the main of a program that links OpenBLAS. */
+DT_API dt_status dt_backend_cpu_blas_startup(void);
 /* The CUDA backend (cuda/; docs/cuda.md) on the GPU of the launcher's
  * local rank mod the device count, else the current CUDA device.
  * threads is accepted and ignored. Fails with DT_ERR_UNSUPPORTED and a

@@ -1,4 +1,5 @@
-/* args.c: the flag parser shared by dtrain and dtbench (see args.h).
+/* args.c: the flag parser shared by dtrain and dtbench (see args.h), and
+ * the failure exit of the programs that load OpenBLAS (dt_args_exit_failed).
  *
  * Every rejection is one line on stderr that names the flag, echoes the
  * value in quotes and says what was expected, built from the same range
@@ -14,6 +15,27 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DT__ARGS_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DT__ARGS_LSAN 1
+#endif
+#endif
+#ifdef DT__ARGS_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
+void dt_args_exit_failed(int status)
+{
+    fflush(NULL);
+#ifdef DT__ARGS_LSAN
+    __lsan_do_leak_check(); /* reports and ends the process, as at exit(), when something leaked */
+#endif
+    _exit(status);
+}
 
 static void dt__args_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

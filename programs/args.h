@@ -83,4 +83,11 @@ int dt_args_parse_rank_value(const char *prog, const char *flag, const char *tex
 int dt_args_parse_int_list(const char *prog, const char *flag, const char *text, unsigned range, double min, double max,
                            int64_t *out, int max_count, int *count);
 
+/* Leave a program that failed, after its one line: stdio flushed, then
+ * _exit(status), not exit(), whose handlers include OpenBLAS's destructor,
+ * which waits for its threads; one that could not map its work buffer
+ * retries for ever, so an out-of-memory run never ended (issue 34, D3).
+ * Under LeakSanitizer the leak check exit() would run runs first. */
+void dt_args_exit_failed(int status) __attribute__((noreturn));
+
 #endif

@@ -6,8 +6,10 @@
  * reference every other backend is tested against. Arguments reach the
  * ops already checked by the front (backend.c). */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -15,6 +17,121 @@
 #include "cpu_backend.h"
 
 static void dt__cpu_destroy(dt_backend *be) { free(be); }
+
+/* ---- room for OpenBLAS's work buffers ----
+ * OpenBLAS 0.3 (driver/others/memory.c) gives each thread that runs a GEMM
+ * a work buffer from one process-wide table, mapping a new one when none is
+ * free, and retries a failed mapping for ever: under `ulimit -v` a run spun
+ * at 200% CPU instead of failing (issue 34, D3). Its own threads, started
+ * when it loads, each map one as they begin, and exit() waits for them. So
+ * the room is checked before a thread first needs a buffer (a mapping of
+ * the same size, released at once: DT_ERR_NOMEM when it fails), and the
+ * backend's threads then each hold a buffer at the same moment, before the
+ * model's allocations, so that no later GEMM has to map one. */
+
+/* BUFFER_SIZE of OpenBLAS's common_<arch>.h: (32 << 22) on x86-64 and
+ * arm64, (64 << 22) on POWER. */
+#if defined(__powerpc64__)
+#define DT__BLAS_BUFFER ((size_t)256 << 20)
+#else
+#define DT__BLAS_BUFFER ((size_t)128 << 20)
+#endif
+
+/* OpenBLAS's buffer table (memory.c); not in cblas.h, so weak: without
+ * them (another OpenBLAS) the threads hold nothing and only the room is
+ * checked. */
+extern void *blas_memory_alloc(int procpos) __attribute__((weak));
+extern void blas_memory_free(void *buffer) __attribute__((weak));
+
+/* Threads whose buffers OpenBLAS's table already holds: the table keeps
+ * them for the process's life, so this is process-wide too. */
+static int dt__cpu_blas_held;
+static pthread_mutex_t dt__cpu_blas_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Address space for `buffers` more OpenBLAS buffers (each with the page
+ * OpenBLAS adds) and `threads` more threads: a thread's default stack and
+ * the malloc arena glibc gives a thread at its first malloc (HEAP_MAX_SIZE,
+ * 64 MiB on 64-bit systems; a thread's failed arena only falls back to
+ * another, but the space it takes is gone). */
+static dt_status dt__cpu_room(int buffers, int threads, const char *whose)
+{
+    if (buffers <= 0 && threads <= 0) return DT_OK;
+    size_t stack = (size_t)8 << 20;
+    pthread_attr_t a;
+    if (pthread_attr_init(&a) == 0) {
+        size_t s = 0;
+        if (pthread_attr_getstacksize(&a, &s) == 0 && s > 0) stack = s;
+        pthread_attr_destroy(&a);
+    }
+    if (buffers < 0) buffers = 0;
+    if (threads < 0) threads = 0;
+    const size_t per_buffer = DT__BLAS_BUFFER + ((size_t)1 << 20), per_thread = stack + ((size_t)64 << 20);
+    const size_t bytes = per_buffer * (size_t)buffers + per_thread * (size_t)threads;
+    /* MAP_NORESERVE: no commit charge under the default overcommit, so
+     * only a limit (ulimit -v, overcommit_memory = 2) refuses it */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return DT_FAIL(DT_ERR_NOMEM,
+                       "out of memory: no room for %s (%zu MiB of address space for OpenBLAS work buffers and thread "
+                       "stacks)",
+                       whose, bytes >> 20);
+    munmap(p, bytes);
+    return DT_OK;
+}
+
+dt_status dt_backend_cpu_blas_room(int threads, const char *whose) { return dt__cpu_room(threads, threads, whose); }
+
+/* The threads exist (their stacks are mapped) but may not have mapped
+ * their buffers yet: one that maps it later, when the run's allocations
+ * have taken the room, spins, and one that maps it between the backend's
+ * check and its threads' buffers makes those spin (seen under ulimit -v).
+ * So once the room is there, wait until each has its buffer: a threaded
+ * saxpy hands a share to every one of them (blas_level1_thread; above
+ * OpenBLAS's threshold of at most 200000 elements) and returns when all
+ * are done, and a thread takes work only after mapping its buffer. */
+dt_status dt_backend_cpu_blas_startup(void)
+{
+    const int n = openblas_get_num_threads();
+    if (n <= 1) return DT_OK;
+    DT_CHECK(dt__cpu_room(n - 1, 0, "OpenBLAS's own threads"));
+    const size_t len = (size_t)n * 4096 > ((size_t)1 << 18) ? (size_t)n * 4096 : (size_t)1 << 18;
+    float *xy = calloc(2 * len, sizeof *xy);
+    if (!xy)
+        return DT_FAIL(DT_ERR_NOMEM, "out of memory: cannot allocate %zu bytes for OpenBLAS's threads",
+                       2 * len * sizeof *xy);
+    cblas_saxpy((blasint)len, 1.0f, xy, 1, xy + len, 1);
+    free(xy);
+    return DT_OK;
+}
+
+/* Room for n OpenMP threads' buffers, then each thread takes one and
+ * holds it until all have (the barrier): the table then has n buffers, one
+ * for each thread that can run a GEMM at the same time (cpu_gemm.c). */
+static dt_status dt__cpu_blas_reserve(int n)
+{
+    pthread_mutex_lock(&dt__cpu_blas_mu);
+    dt_status st = DT_OK;
+    if (n > dt__cpu_blas_held) {
+        /* the calling thread exists already; OpenMP starts the others */
+        const int have = dt__cpu_blas_held > 1 ? dt__cpu_blas_held : 1;
+        st = dt__cpu_room(n - dt__cpu_blas_held, n - have, "the CPU backend's threads");
+        if (st == DT_OK && blas_memory_alloc && blas_memory_free) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(n)
+#endif
+            {
+                void *buf = blas_memory_alloc(0);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+                blas_memory_free(buf);
+            }
+        }
+        if (st == DT_OK) dt__cpu_blas_held = n;
+    }
+    pthread_mutex_unlock(&dt__cpu_blas_mu);
+    return st;
+}
 
 /* n <= 0: one thread per core, which goes back through the front so it
  * meets the same limit as an explicit count. */
@@ -33,6 +150,7 @@ static dt_status dt__cpu_set_threads(dt_backend *be, int n)
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif
+    DT_CHECK(dt__cpu_blas_reserve(n));
     be->threads = n;
     return DT_OK;
 }
@@ -55,7 +173,7 @@ static dt_status dt__cpu_alloc(dt_backend *be, size_t bytes, void **out)
     (void)be;
     size_t rounded = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, rounded ? rounded : 64);
-    if (!p) return DT_FAIL(DT_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", bytes);
+    if (!p) return DT_FAIL(DT_ERR_NOMEM, "cpu backend: out of memory: cannot allocate %zu bytes", bytes);
     memset(p, 0, rounded);
     *out = p;
     return DT_OK;
