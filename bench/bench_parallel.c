@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "dt_file.h"
 #include "dtbench.h"
 
 /* Allreduce: the nccl-tests table (size, count, type, then time, algbw,
@@ -299,7 +300,8 @@ int dtbench_cmd_bubbles(int argc, char **argv)
             dt_bubble_stats_free(&b);
         }
         if (st != DT_OK) {
-            const char *why = dt_last_error(); /* the reader's messages mostly name the file already */
+            char why[4 * 512 + 1]; /* the reader's messages mostly name the file already; escaped (dt_escape) */
+            dt_escape(dt_last_error(), why, sizeof why);
             if (strncmp(why, argv[i], strlen(argv[i])) == 0) fprintf(stderr, "dtbench bubbles: %s\n", why);
             else fprintf(stderr, "dtbench bubbles: %s: %s\n", argv[i], why);
             bad = 1;
@@ -333,7 +335,8 @@ int dtbench_cmd_flows(int argc, char **argv)
         dt_trace *t = NULL;
         dt_trace_flow_stats f;
         if (dt_trace_read(argv[i], &t) != DT_OK || dt_trace_flow_stats_trace(t, &f) != DT_OK) {
-            const char *why = dt_last_error();
+            char why[4 * 512 + 1]; /* escaped: it may quote the file (dt_escape) */
+            dt_escape(dt_last_error(), why, sizeof why);
             if (strncmp(why, argv[i], strlen(argv[i])) == 0) fprintf(stderr, "dtbench flows: %s\n", why);
             else fprintf(stderr, "dtbench flows: %s: %s\n", argv[i], why);
             dt_trace_free(t);
@@ -342,10 +345,12 @@ int dtbench_cmd_flows(int argc, char **argv)
         }
         int *pids = NULL, n_pids = 0;
         if (trace_pids(t, &pids, &n_pids) != DT_OK) dtbench_die("out of memory");
+        char method[4 * sizeof t->merge.method]; /* from the file: escaped */
         printf("%s ranks=%d events=%zu flows=%zu pairs=%zu unpaired=%zu early=%zu judged=%zu min_lag_us=%.3f "
                "tolerance_us=%.3f method=%s\n",
                argv[i], n_pids, t->n_events, f.starts + f.ends, f.pairs, f.unpaired, f.early, f.judged,
-               f.min_lag_ns * 1e-3, f.max_tol_ns * 1e-3, t->merge.method[0] ? t->merge.method : "one-clock");
+               f.min_lag_ns * 1e-3, f.max_tol_ns * 1e-3,
+               t->merge.method[0] ? dt_escape(t->merge.method, method, sizeof method) : "one-clock");
         if (f.unpaired || f.early) {
             fprintf(stderr,
                     "dtbench flows: %s: %zu unpaired flow ids, %zu ends before their starts beyond the "

@@ -105,6 +105,17 @@ DT_API dt_status dt_file_read_whole(const char *path, const char *what, size_t m
  * exist or is NULL. */
 DT_API dt_status dt_file_check_not_input(const char *out, const char *out_what, const char *in, const char *in_what);
 
+/* ---- text echoed from input files (lib/core/escape.c) ----
+ * A byte that could drive a terminal (C0 controls, newline and tab
+ * included, DEL, the C1 controls U+0080..U+009F, bytes of no well-formed
+ * UTF-8 character) becomes \xHH; other UTF-8 text is kept. */
+
+/* s (NULL: "") escaped into out[cap], cut at a whole character or escape
+ * when it does not fit; always NUL-terminated. Returns out. */
+DT_API const char *dt_escape(const char *s, char *out, size_t cap);
+/* s escaped onto f; 0, or EOF after a write error. */
+DT_API int dt_fputs_escaped(const char *s, FILE *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dt_file.h"
 #include "dtsim_prog.h"
 
 typedef struct dtsim_an_run {
@@ -50,7 +51,7 @@ static int dtsim_an_add_file(dtsim_an_run *r, const char *path, int skip)
     dt_trace *t = NULL;
     dt_status st = dt_trace_read(path, &t);
     if (st != DT_OK) return dtsim_fail(st);
-    if (r->n_files == 0) snprintf(r->tool, sizeof r->tool, "%s", t->tool);
+    if (r->n_files == 0) dt_escape(t->tool, r->tool, sizeof r->tool); /* printed: a file's control bytes escaped */
     dt_breakdown *bd = NULL;
     int n = 0;
     st = dt_breakdown_all(t->events, t->n_events, skip, &bd, &n);

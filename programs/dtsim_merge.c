@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dt_file.h"
 #include "dtsim_prog.h"
 
 enum { DTSIM_MERGE_MAX = 4096 };
@@ -131,6 +132,11 @@ int dtsim_cmd_merge(int argc, char **argv)
             rc = 2;
             goto done;
         }
+        if (dt_file_check_not_input(out, "--output", in[i], "input") != DT_OK) { /* the same file by another name */
+            fprintf(stderr, PROG ": merge: %s\n", dtsim_last_error());
+            rc = 2;
+            goto done;
+        }
         if (dt_trace_read_header(in[i], &h) != DT_OK) {
             fprintf(stderr, PROG ": merge: %s\n", dtsim_last_error());
             rc = 2;
@@ -147,8 +153,9 @@ int dtsim_cmd_merge(int argc, char **argv)
     }
     dt_trace *t = NULL;
     if (dt_trace_read_header(out, &t) == DT_OK) {
+        char method[4 * sizeof t->merge.method];
         printf("merged %d rank files: %zu events, %zu of them flows; clock %s", ms.files, ms.events, ms.flows,
-               t->merge.method);
+               dt_escape(t->merge.method, method, sizeof method));
         if (ms.max_error_ns >= 0) printf(", error at most %.3f us", ms.max_error_ns * 1e-3);
         printf("\ntrace: %s\n", out);
     }

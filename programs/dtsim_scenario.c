@@ -6,16 +6,21 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "dt_file.h"
 #include "dts_fit.h"
+#include "dts_json.h"
 #include "dtsim_prog.h"
 
 /* The library's message without the "dtsim: " some of sim/'s messages
- * start with (the program prefixes its name itself). */
+ * start with (the program prefixes its name itself), escaped for the
+ * terminal: it may quote what an input file holds (dt_escape). */
 const char *dtsim_last_error(void)
 {
+    static char esc[4 * 512 + 1]; /* dt_last_error's longest message, every byte escaped */
     const char *m = dt_last_error();
-    return strncmp(m, PROG ": ", sizeof PROG + 1) == 0 ? m + sizeof PROG + 1 : m;
+    return dt_escape(strncmp(m, PROG ": ", sizeof PROG + 1) == 0 ? m + sizeof PROG + 1 : m, esc, sizeof esc);
 }
 
 /* Exit status of a library failure on the inputs: 2 for what the user
@@ -39,54 +44,19 @@ int dtsim_fail_scenario(dt_status st, const dtsim_opts *o)
     return dtsim_input_code(st);
 }
 
-/* The whole file as a string (caller frees), or NULL after DT_FAIL. */
-static char *dtsim_read_file(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        DT_FAIL(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + len, 1, cap - len - 1, fp);
-        len += got;
-        if (len + 1 < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(fp);
-    fclose(fp);
-    if (!buf) {
-        DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading it", path);
-        return NULL;
-    }
-    if (err) {
-        free(buf);
-        DT_FAIL(DT_ERR_IO, "%s: read error", path);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
-}
-
 /* Is path a dtrain trace: does its top-level object start with "otherData"
- * (the writer puts it first)? Looks at the first bytes only. */
+ * (the writer puts it first)? Looks at the first bytes only, of a regular
+ * file only (a FIFO is not opened to block: the reader refuses it after). */
 static int dtsim_is_trace(const char *path)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
+    int fd;
+    if (dt_file_open_input(path, NULL, &fd, NULL) != DT_OK) return 0;
     char head[64];
-    const size_t n = fread(head, 1, sizeof head - 1, fp);
-    fclose(fp);
-    head[n] = '\0';
+    ssize_t n;
+    do n = read(fd, head, sizeof head - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    head[n > 0 ? n : 0] = '\0';
     const char *p = head + strspn(head, " \t\r\n");
     if (*p++ != '{') return 0;
     p += strspn(p, " \t\r\n");
@@ -106,14 +76,45 @@ static dt_status dtsim_config_from_trace(dts_scenario *sc, const char *path)
     return st;
 }
 
-/* A dtsim config file's "profile" (a path), copied into out ("" if none). */
-static void dtsim_config_profile(const char *text, char *out, size_t cap)
+/* A dtsim config file's string `key` ("profile", "hardware": a path),
+ * copied into out ("" if none). */
+static void dtsim_config_path(const char *text, const char *key, char *out, size_t cap)
 {
     out[0] = '\0';
     json_t *root = json_loads(text, 0, NULL);
-    const json_t *p = root ? json_object_get(root, "profile") : NULL;
+    const json_t *p = root ? json_object_get(root, key) : NULL;
     if (json_is_string(p)) snprintf(out, cap, "%s", json_string_value(p));
     json_decref(root);
+}
+
+/* An output (--trace, --summary) that is one of the inputs would overwrite
+ * it: refused before the run, comparing device and inode (dt_file.h). 0 or
+ * 2 after the message. */
+static int dtsim_check_outputs(const dtsim_opts *o, const dts_scenario *sc, const char *profile, const char *cfg_hw)
+{
+    const char *outs[2][2] = {{o->job.trace, "--trace"}, {o->job.summary, "--summary"}};
+    const char *ins[6][2] = {{o->config, "--config"},
+                             {o->profile ? o->profile : profile, o->profile ? "--profile" : "the --config's profile"},
+                             {o->hw, "--hw"},
+                             {cfg_hw, "the --config's hardware"},
+                             {sc->grad_trace, o->grad_trace ? "--grad-trace" : "the --config's grad_trace"},
+                             {NULL, NULL}};
+    const char *co[DTS_HW_MAX_CONTENTION];
+    int n_co = 0;
+    char *co_buf = NULL;
+    if (o->colocated && (o->job.trace || o->job.summary) &&
+        dtsim_colocated_split(o->colocated, co, &n_co, &co_buf) != 0)
+        return 2;
+    dt_status st = DT_OK;
+    for (int k = 0; k < 2 && st == DT_OK; k++) {
+        if (!outs[k][0]) continue;
+        for (int i = 0; i < 6 && st == DT_OK; i++)
+            if (ins[i][0] && ins[i][0][0]) st = dt_file_check_not_input(outs[k][0], outs[k][1], ins[i][0], ins[i][1]);
+        for (int i = 0; i < n_co && st == DT_OK; i++)
+            st = dt_file_check_not_input(outs[k][0], outs[k][1], co[i], "--colocated");
+    }
+    free(co_buf);
+    return st == DT_OK ? 0 : dtsim_fail(st);
 }
 
 /* Parse --pipeline-split into sc; 0 or 2 (after the message). */
@@ -334,13 +335,12 @@ static int dtsim_scenario_machine(const dtsim_opts *o, dt_arg *args, int n_args,
         }
         snprintf(sc->grad_trace, sizeof sc->grad_trace, "%s", o->grad_trace);
     }
-    if (sc->grad_trace[0]) { /* an input: missing is the user's error (2), found before the run */
-        FILE *fp = fopen(sc->grad_trace, "rb");
-        if (!fp) {
-            fprintf(stderr, PROG ": --grad-trace %s: cannot open: %s\n", sc->grad_trace, strerror(errno));
-            return 2;
-        }
-        fclose(fp);
+    if (sc->grad_trace[0]) { /* an input: missing or not a regular file is the user's error (2), found before the run */
+        int fd;
+        dt_status st =
+            dt_file_open_input(sc->grad_trace, o->grad_trace ? "--grad-trace" : "the --config's grad_trace", &fd, NULL);
+        if (st != DT_OK) return dtsim_fail(st);
+        close(fd);
     }
     return 0;
 }
@@ -390,14 +390,19 @@ int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scena
 {
     dts_scenario_default(sc);
     profile[0] = '\0';
+    char cfg_hw[1024] = "";
     if (o->config && dtsim_is_trace(o->config)) {
         dt_status st = dtsim_config_from_trace(sc, o->config);
         if (st != DT_OK) return dtsim_fail(st);
     } else if (o->config) {
-        char *text = dtsim_read_file(o->config);
-        if (!text) return dtsim_fail(DT_ERR_IO);
-        dt_status st = dts_scenario_from_config(sc, text, o->config);
-        if (st == DT_OK) dtsim_config_profile(text, profile, profile_cap);
+        char *text; /* a regular file only (a FIFO would block, /dev/zero never ends) */
+        dt_status st = dt_file_read_whole(o->config, NULL, DTS_JSON_FILE_MAX, &text, NULL);
+        if (st != DT_OK) return dtsim_fail(st);
+        st = dts_scenario_from_config(sc, text, o->config);
+        if (st == DT_OK) {
+            dtsim_config_path(text, "profile", profile, profile_cap);
+            dtsim_config_path(text, "hardware", cfg_hw, sizeof cfg_hw);
+        }
         free(text);
         if (st != DT_OK) return dtsim_fail(st);
     }
@@ -407,6 +412,7 @@ int dtsim_make_scenario(const dtsim_opts *o, dt_arg *args, int n_args, dts_scena
     if (rc == 0) rc = dtsim_scenario_precision(o, args, n_args, sc);
     if (rc == 0) rc = dtsim_scenario_parallel(o, args, n_args, sc);
     if (rc == 0) rc = dtsim_scenario_machine(o, args, n_args, sc);
+    if (rc == 0) rc = dtsim_check_outputs(o, sc, profile, cfg_hw);
     if (rc == 0 && o->colocated) rc = dtsim_colocated_fit(o->colocated, profile, o->skip, &sc->hw);
     if (rc != 0) return rc;
     if (check) {
@@ -442,7 +448,9 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
     if (sc->slow_rank >= 0 && sc->slow_ns > 0)
         fprintf(f, "straggler: rank %d sleeps %g ms before each exchange (--slow-rank)\n", sc->slow_rank,
                 (double)sc->slow_ns / 1e6);
-    fprintf(f, "machine:  %s; cost: %s\n", sc->hw.name, sc->have_cost ? sc->cost.source : "none");
+    char hw_name[4 * sizeof sc->hw.name], source[4 * sizeof sc->cost.source]; /* from files: escaped */
+    fprintf(f, "machine:  %s; cost: %s\n", dt_escape(sc->hw.name, hw_name, sizeof hw_name),
+            dt_escape(sc->have_cost ? sc->cost.source : "none", source, sizeof source));
 }
 
 void dtsim_warn_unmodelled(const dtsim_opts *o, const dts_scenario *sc)
@@ -450,6 +458,7 @@ void dtsim_warn_unmodelled(const dtsim_opts *o, const dts_scenario *sc)
     char what[1024];
     if (dts_scenario_unmodelled(sc, o->hw != NULL, what, sizeof what) == 0) return;
     fflush(stdout);
+    char esc[4 * sizeof what]; /* it quotes the run's cluster description: escaped (dt_escape) */
     fprintf(stderr, PROG ": warning: %s records what dtsim does not model, left out of the prediction: %s\n",
-            o->config ? o->config : "the configuration", what);
+            o->config ? o->config : "the configuration", dt_escape(what, esc, sizeof esc));
 }

@@ -26,7 +26,8 @@
  * X forward) is given DTVIZ_DISPLAY_WAIT_S seconds.
  *
  * --png FILE and --frames DIR are checked before the traces are read (the
- * directory exists and is writable), and written whole or not at all: a
+ * directory exists and is writable; FILE is none of the inputs: not a
+ * trace, nor --profile or --hw, by device and inode), and written whole or not at all: a
  * full disk or a file-size limit leaves no partial PNG and an existing FILE
  * as it was, and --frames writes every frame or none (dt_file.h). */
 #define _POSIX_C_SOURCE 200809L
@@ -53,6 +54,34 @@ static void dtviz__hung(int sig)
     ssize_t rc = write(STDERR_FILENO, dtviz__hung_msg, dtviz__hung_len);
     (void)rc;
     _exit(1);
+}
+
+/* The library's last message, escaped for the terminal: it may quote what
+ * a trace holds (dt_escape). */
+static const char *dtviz__error(void)
+{
+    static char esc[4 * 512 + 1];
+    return dt_escape(dt_last_error(), esc, sizeof esc);
+}
+
+/* --png PNG must not be one of the inputs: a trace (or a real run's rank
+ * files, run.rank<r>.json for run.json), --profile or --hw. */
+static dt_status dtviz__check_png(const char *png, const char *const *paths, int n_paths, const char *profile,
+                                  const char *hw)
+{
+    for (int i = 0; i < n_paths; i++) {
+        DT_CHECK(dt_file_check_not_input(png, "--png", paths[i], "trace"));
+        const size_t len = strlen(paths[i]);
+        if (access(paths[i], F_OK) == 0 || len <= 5 || strcmp(paths[i] + len - 5, ".json") != 0) continue;
+        for (int r = 0;; r++) { /* run.json: its rank files */
+            char f[600];
+            snprintf(f, sizeof f, "%.*s.rank%d.json", (int)(len - 5), paths[i], r);
+            if (access(f, F_OK) != 0) break;
+            DT_CHECK(dt_file_check_not_input(png, "--png", f, "trace"));
+        }
+    }
+    DT_CHECK(dt_file_check_not_input(png, "--png", profile, "--profile"));
+    return dt_file_check_not_input(png, "--png", hw, "--hw");
 }
 
 /* Start SDL's video (dtv_sdl_init(1)), giving up after DTVIZ_DISPLAY_WAIT_S. */
@@ -161,11 +190,16 @@ int main(int argc, char **argv)
     dtv_view_id vid = DTV_VIEW_TIMELINE;
     dtv_view_parse(view, &vid);
     /* before reading the traces: the display, or where the pictures go */
-    dt_status st = png          ? dt_file_check_output(png, "--png")
-                   : frames_dir ? dt_file_check_output_dir(frames_dir, "--frames", 0)
-                                : dtviz__open_display();
+    dt_status st = png ? dtviz__check_png(png, paths, n_paths, profile, hw) : DT_OK; /* an input: exit 2 */
     if (st != DT_OK) {
-        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        fprintf(stderr, PROG ": %s\n", dtviz__error());
+        return 2;
+    }
+    st = png          ? dt_file_check_output(png, "--png")
+         : frames_dir ? dt_file_check_output_dir(frames_dir, "--frames", 0)
+                      : dtviz__open_display();
+    if (st != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dtviz__error());
         return 1;
     }
     /* past a file-size limit (ulimit -f) a write fails with EFBIG and is
@@ -174,7 +208,7 @@ int main(int argc, char **argv)
     dtv_app app;
     st = dtv_app_open(&app, paths, n_paths);
     if (st != DT_OK) {
-        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        fprintf(stderr, PROG ": %s\n", dtviz__error());
         return st == DT_ERR_NOMEM ? 1 : 2;
     }
     app.profile = profile;
@@ -194,7 +228,7 @@ int main(int argc, char **argv)
     else st = dtv_app_interactive(&app, w, h);
     dtv_app_close(&app);
     if (st != DT_OK) {
-        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        fprintf(stderr, PROG ": %s\n", dtviz__error());
         return st == DT_ERR_INVALID ? 2 : 1;
     }
     return 0;

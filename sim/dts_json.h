@@ -15,6 +15,11 @@
 
 #include "dt_status.h"
 
+/* The largest JSON file the simulator reads whole (a hardware file, a
+ * config or summary, `dtbench allreduce --json`): larger is refused with
+ * one line rather than read into memory (dt_file_read_whole). */
+#define DTS_JSON_FILE_MAX ((size_t)256 << 20)
+
 /* A JSON value in a message: its compact text ("?" for NULL), cut to fit
  * n bytes with "..." at the end. Returns buf. */
 const char *dts__json_show(const json_t *v, char *buf, size_t n);

@@ -10,14 +10,15 @@
  * Invariants: a successful fit has α >= 0 and β > 0, finite; *out is
  * written only on success. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dt_file.h"
 #include "dts_fit.h"
+#include "dts_json.h"
 
 static double fit__rel_rms(const dts_fit_point *p, int n, double alpha, double inv_beta)
 {
@@ -104,11 +105,12 @@ static dt_status fit__row_num(const char *path, size_t i, const json_t *row, con
 dt_status dts_fit_allreduce_json(const char *path, const char *algo, dts_link *out, double *rel_rms)
 {
     if (!path || !algo || !out) return DT_FAIL(DT_ERR_INVALID, "dts_fit_allreduce_json: NULL argument");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return DT_FAIL(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *text; /* a regular file only (a FIFO would block), of a sane size (dt_file.h) */
+    size_t len;
+    DT_CHECK(dt_file_read_whole(path, NULL, DTS_JSON_FILE_MAX, &text, &len));
     json_error_t jerr;
-    json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
-    fclose(fp);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (!root) return DT_FAIL(DT_ERR_FORMAT, "%s: line %d, column %d: %s", path, jerr.line, jerr.column, jerr.text);
     dt_status st = DT_OK;
     dts_fit_point *pts = NULL;

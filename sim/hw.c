@@ -237,11 +237,12 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
 dt_status dts_hw_load(const char *path, dts_hw *out)
 {
     if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dts_hw_load: NULL argument");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return DT_FAIL(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *text; /* a regular file only (a FIFO would block), of a sane size (dt_file.h) */
+    size_t len;
+    DT_CHECK(dt_file_read_whole(path, NULL, DTS_JSON_FILE_MAX, &text, &len));
     json_error_t jerr;
-    json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
-    fclose(fp);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (!root) return DT_FAIL(DT_ERR_FORMAT, "%s: line %d, column %d: %s", path, jerr.line, jerr.column, jerr.text);
     dt_status st = dts_hw_from_json(root, path, out);
     json_decref(root);

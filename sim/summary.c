@@ -89,9 +89,10 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
 
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
 {
+    char hw_name[4 * sizeof sc->hw.name]; /* from a hardware file: its control bytes escaped (dt_escape) */
     fprintf(f, "dtsim: %s, t=%d p=%d d=%d, m=%d, %s, %s, %lld steps on %s\n", sc->model_name, sc->t, sc->p, sc->d,
             sc->m, sc->p > 1 ? dt_sched_kind_name(sc->schedule) : "no pipeline", sc->exchange_name, (long long)s->steps,
-            sc->hw.name);
+            dt_escape(sc->hw.name, hw_name, sizeof hw_name));
     fprintf(f, "step time %.3f ms (rank 0: compute %.3f, optimizer %.3f, comm %.3f ms per step)\n", s->step_ns * 1e-6,
             s->rank0.compute_ns * 1e-6, s->rank0.optim_ns * 1e-6, s->rank0.comm_ns * 1e-6);
     if (s->p > 1 || sc->t > 1) {

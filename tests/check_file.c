@@ -257,6 +257,26 @@ START_TEST(test_check_dir_parents)
 }
 END_TEST
 
+/* dt_escape (lib/core/escape.c): control bytes, DEL, C1 controls and broken UTF-8 as \xHH; UTF-8 kept;
+ * a cut never splits an escape or a character */
+START_TEST(test_escape)
+{
+    char out[64];
+    ck_assert_str_eq(dt_escape("x\033[2Jy\n\t\177", out, sizeof out), "x\\x1b[2Jy\\x0a\\x09\\x7f");
+    ck_assert_str_eq(dt_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", out, sizeof out),
+                     "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* UTF-8 kept */
+    ck_assert_str_eq(dt_escape("a\xc2\x9b"
+                               "b",
+                               out, sizeof out),
+                     "a\\xc2\\x9bb"); /* a C1 control (CSI) */
+    /* a stray byte, an overlong form, a surrogate */
+    ck_assert_str_eq(dt_escape("\xff\xc0\xaf\xed\xa0\x80", out, sizeof out), "\\xff\\xc0\\xaf\\xed\\xa0\\x80");
+    ck_assert_str_eq(dt_escape("ab\033", out, 6), "ab");   /* an escape that does not fit is left out whole */
+    ck_assert_str_eq(dt_escape("a\xc3\xa9", out, 3), "a"); /* and so is half a character */
+    ck_assert_str_eq(dt_escape(NULL, out, sizeof out), "");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("file");
@@ -272,6 +292,7 @@ int main(void)
     tcase_add_test(tc, test_descriptor_link);
     tcase_add_test(tc, test_staged);
     tcase_add_test(tc, test_check_dir_parents);
+    tcase_add_test(tc, test_escape);
     suite_add_tcase(s, tc);
     return dt_test_run(s);
 }

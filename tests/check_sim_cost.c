@@ -198,7 +198,7 @@ START_TEST(test_hw_bad_fields)
     const char *const notobj[] = {path, "expected a JSON object", NULL};
     ck_error_has(dts_hw_load(path, (dts_hw[1]){0}), DT_ERR_FORMAT, notobj);
     unlink(path);
-    const char *const missing[] = {path, "cannot open", NULL};
+    const char *const missing[] = {path, "no such file", NULL};
     ck_error_has(dts_hw_load(path, (dts_hw[1]){0}), DT_ERR_IO, missing);
 }
 END_TEST

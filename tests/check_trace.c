@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trace_testutil.h"
@@ -566,10 +567,49 @@ START_TEST(test_read_io_errors)
     const char *p = path_in("does-not-exist.json");
     ck_assert_int_eq(dt_trace_read(p, &t), DT_ERR_IO);
     ck_assert_ptr_null(t);
-    ck_assert_msg(strstr(dt_last_error(), p) && strstr(dt_last_error(), "No such file"), "%s", dt_last_error());
+    ck_assert_msg(strstr(dt_last_error(), p) && strstr(dt_last_error(), "no such file"), "%s", dt_last_error());
     ck_assert_int_eq(dt_trace_read(g_dir, &t), DT_ERR_IO); /* a directory */
     ck_assert_msg(strstr(dt_last_error(), g_dir), "%s", dt_last_error());
     ck_assert_int_eq(dt_trace_read(NULL, &t), DT_ERR_INVALID);
+    /* issue 34 D5: a FIFO without a writer (it would block for ever) and /dev/zero (it never ends) are
+     * refused before a byte is read, by both readers */
+    const char *fifo = path_in("fifo.json");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(dt_trace_read(fifo, &t), DT_ERR_IO);
+    ck_assert_msg(strstr(dt_last_error(), fifo) && strstr(dt_last_error(), "pipe (FIFO)"), "%s", dt_last_error());
+    ck_assert_int_eq(dt_trace_read_header(fifo, &t), DT_ERR_IO);
+    ck_assert_ptr_null(t);
+    unlink(fifo);
+    if (access("/dev/zero", R_OK) == 0) {
+        ck_assert_int_eq(dt_trace_read("/dev/zero", &t), DT_ERR_IO);
+        ck_assert_msg(strstr(dt_last_error(), "character device"), "%s", dt_last_error());
+        ck_assert_int_eq(dt_trace_read_header("/dev/zero", &t), DT_ERR_IO);
+    }
+}
+END_TEST
+
+/* otherData.config.machine.cluster: at most 4096 bytes, as dtrain records it (issue 34) */
+START_TEST(test_read_cluster_cap)
+{
+    for (int len = 4096; len <= 4097; len++) {
+        char *text = malloc(8192);
+        ck_assert_ptr_nonnull(text);
+        int n = snprintf(text, 8192,
+                         "{\"otherData\":{\"format\":\"dtrain-trace\",\"version\":1,\"tool\":\"t\","
+                         "\"config\":{\"machine\":{\"host\":null,\"cluster\":\"");
+        memset(text + n, 'c', (size_t)len);
+        snprintf(text + n + len, 8192 - (size_t)(n + len), "\"}}},\"traceEvents\":[]}");
+        dt_trace *t = NULL;
+        const dt_status st = dt_trace_read_mem("c.json", text, strlen(text), &t);
+        if (len == 4096) {
+            ck_assert_int_eq(st, DT_OK);
+            dt_trace_free(t);
+        } else {
+            ck_assert_int_eq(st, DT_ERR_FORMAT);
+            ck_assert_msg(strstr(dt_last_error(), "machine.cluster is 4097 bytes"), "%s", dt_last_error());
+        }
+        free(text);
+    }
 }
 END_TEST
 
@@ -852,6 +892,7 @@ static Suite *trace_suite(void)
     tcase_add_test(limits, test_truncation_message);
     tcase_add_test(limits, test_malformed_files);
     tcase_add_test(limits, test_read_io_errors);
+    tcase_add_test(limits, test_read_cluster_cap);
     tcase_add_test(limits, test_unwritable_path);
     tcase_add_test(limits, test_full_disk);
     tcase_add_test(limits, test_writer_rejects);

@@ -12,7 +12,7 @@
  *     that allreduce plus the grad norm, step by step;
  *   - every rank at once (dt_breakdown_all) on the shuffled events of both
  *     stages and a rank with metadata only; skip 0; the step time equals
- *     dt_trace_phase_times_events'; errors. */
+ *     dt_trace_phase_times_events'; errors, and steps out of time order. */
 #include <string.h>
 
 #include "testutil.h"
@@ -243,6 +243,33 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* issue 34 D7: steps out of time order (iterations swapped; a span of step 0 to the largest time) are
+ * refused, naming the rank, the steps and their ends, not averaged into a negative step time */
+START_TEST(test_steps_out_of_order)
+{
+    dt_trace_event ev[64];
+    size_t n = 0;
+    dp_step(ev, &n, 0, 0, 1); /* iteration 1 first, then 0: swapped */
+    dp_step(ev, &n, 0, 60, 0);
+    dt_breakdown b;
+    dt_trace_phase_times pt;
+    ck_assert_int_eq(dt_breakdown_events(ev, n, 0, 1, &b), DT_ERR_FORMAT);
+    ck_assert_msg(strstr(dt_last_error(), "rank 0: step 1 ends at 55000 ns, before step 0") &&
+                      strstr(dt_last_error(), "ends at 115000 ns"),
+                  "%s", dt_last_error());
+    ck_assert_int_eq(dt_trace_phase_times_events(ev, n, 0, 1, &pt), DT_ERR_FORMAT);
+    ck_assert_int_eq(dt_breakdown_events(ev, n, 0, 0, &b), DT_OK); /* skip 0: from time 0, no order needed */
+    ck_assert(b.step_ns > 0);
+    n = 0;
+    dp_step(ev, &n, 0, 0, 0);
+    dp_step(ev, &n, 0, 60, 1);
+    ev[0].ts_ns = INT64_MAX - 1; /* step 0's forward ends at the largest time */
+    ev[0].dur_ns = 1;
+    ck_assert_int_eq(dt_breakdown_events(ev, n, 0, 1, &b), DT_ERR_FORMAT);
+    ck_assert_msg(strstr(dt_last_error(), "ends at 9223372036854775807 ns"), "%s", dt_last_error());
+}
+END_TEST
+
 static Suite *trace_breakdown_suite(void)
 {
     Suite *s = suite_create("trace_breakdown");
@@ -251,6 +278,7 @@ static Suite *trace_breakdown_suite(void)
     tcase_add_test(tc, test_pipeline);
     tcase_add_test(tc, test_all_ranks);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_steps_out_of_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,5 +9,6 @@ libdtrain_core_la_SOURCES += \
 	lib/core/crc32c.c \
 	lib/core/file.c \
 	lib/core/file_in.c \
+	lib/core/escape.c \
 	lib/core/file_dir.c
 noinst_HEADERS += lib/core/dt_internal.h lib/core/dt_math_hd.h

@@ -32,8 +32,10 @@ int dt__in_step(const dt_trace_event *e, int pid, const dt__evals *evals);
 
 /* The range of pid's steps skip..last: [*start, *end), *steps = last - skip + 1,
  * *last the last step's iter. DT_ERR_INVALID when pid has no events with an
- * iteration or fewer than skip + 1 steps. Its memory does not depend on the
- * iteration numbers (they come from a file). */
+ * iteration or fewer than skip + 1 steps; DT_ERR_FORMAT when the last step
+ * ends before step skip-1 (steps out of time order: the step time would be
+ * negative). Its memory does not depend on the iteration numbers (they come
+ * from a file). */
 dt_status dt__trace_step_range(const dt_trace_event *ev, size_t n, int pid, int skip, const dt__evals *evals,
                                int64_t *start, int64_t *end, int64_t *steps, int64_t *last);
 

@@ -1,7 +1,9 @@
 /* trace_read.c: owns dt_trace_read, which turns a dtrain trace file (schema
  * in docs/trace-format.md, writer in trace_write.c) back into events.
  *
- * How: the file is read into memory; this file walks only the outer shape
+ * How: the file is read into memory (a regular file only: dt_file_read_whole
+ * refuses a FIFO, which would block, and a device such as /dev/zero, which
+ * never ends); this file walks only the outer shape
  * ({ "key": value, ... } and the traceEvents array) and hands every value,
  * one event at a time, to jansson (JSON_DISABLE_EOF_CHECK makes jansson stop
  * after one value and report how many bytes it used). So the JSON tree held
@@ -32,6 +34,8 @@
  *     than three decimals): they are rounded to the nearest nanosecond,
  *     halves away from zero; outside int64 is an error.
  *   - Duplicate keys anywhere are an error (which one wins is undefined).
+ *   - otherData.config.machine.cluster is at most 4096 bytes, as dtrain
+ *     records it (a longer one is refused, not kept).
  *   - Every well-known integer is checked against its range (docs/trace-
  *     format.md "Ranges"): times >= 0 with ts + dur representable, pid
  *     below the world and iter <= train_iters and layer <= num_layers when
@@ -40,6 +44,8 @@
  *
  * Invariant: on failure nothing is returned (*out = NULL) and the message
  * names the file and either a position or traceEvents[i] and the field. */
+#define _POSIX_C_SOURCE 200809L
+#include "dt_file.h"
 #include "dt_trace.h"
 #include "trace_internal.h"
 
@@ -50,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -565,6 +572,26 @@ static dt_status dt__config_limits(dt__rd *r, json_t *cfg)
     return DT_OK;
 }
 
+/* otherData.config.machine.cluster: DT_CLUSTER as dtrain recorded it, at
+ * most DT__TRACE_CLUSTER_MAX bytes (docs/trace-format.md; dtrain refuses a
+ * longer one, and so does dtsim --config). */
+#define DT__TRACE_CLUSTER_MAX 4096
+static dt_status dt__config_cluster(const char *p, json_t *cfg)
+{
+    json_t *m = json_object_get(cfg, "machine");
+    json_t *c = json_is_object(m) ? json_object_get(m, "cluster") : NULL;
+    if (!c || json_is_null(c)) return DT_OK;
+    if (!json_is_string(c))
+        return DT_FAIL(DT_ERR_FORMAT, "%s: otherData.config.machine.cluster must be a string or null, not %s", p,
+                       dt__type_name(c));
+    if (json_string_length(c) > DT__TRACE_CLUSTER_MAX)
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: otherData.config.machine.cluster is %zu bytes; expected at most %d (a one-line "
+                       "description, docs/trace-format.md)",
+                       p, json_string_length(c), DT__TRACE_CLUSTER_MAX);
+    return DT_OK;
+}
+
 static dt_status dt__convert_other(dt__rd *r, json_t *o)
 {
     const char *p = r->path;
@@ -608,6 +635,7 @@ static dt_status dt__convert_other(dt__rd *r, json_t *o)
         free(s);
         if (!r->t->config_json) return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory for otherData.config", p);
         DT_CHECK(dt__config_limits(r, cfg));
+        DT_CHECK(dt__config_cluster(p, cfg));
     }
     return dt__trace_read_alignment(p, o, r->max_pid, r->t);
 }
@@ -709,46 +737,6 @@ static dt_status dt__read_top(dt__rd *r)
 
 /* ---- file --------------------------------------------------------------- */
 
-static dt_status dt__slurp(const char *path, char **out, size_t *out_len)
-{
-    *out = NULL;
-    *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return DT_FAIL(DT_ERR_IO, "%s: cannot open for reading: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading the trace", path);
-    }
-    errno = 0;
-    for (;;) {
-        if (len == cap) {
-            char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading %zu bytes of trace", path, len);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        int err = errno;
-        free(buf);
-        fclose(f);
-        return DT_FAIL(DT_ERR_IO, "%s: cannot read: %s", path, strerror(err ? err : EIO));
-    }
-    fclose(f);
-    *out = buf;
-    *out_len = len;
-    return DT_OK;
-}
-
 /* Parse buf[0..len) (the whole file's bytes, or its start for header_only);
  * name is the file in messages. */
 static dt_status dt__read_buf(const char *name, const char *buf, size_t len, int header_only, dt_trace **out)
@@ -781,7 +769,8 @@ dt_status dt_trace_read(const char *path, dt_trace **out)
     if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read: NULL path or out");
     char *buf;
     size_t len;
-    DT_CHECK(dt__slurp(path, &buf, &len));
+    /* a regular file only: a FIFO would block, /dev/zero never ends (dt_file.h) */
+    DT_CHECK(dt_file_read_whole(path, NULL, 0, &buf, &len));
     dt_status st = dt__read_buf(path, buf, len, 0, out);
     free(buf);
     return st;
@@ -796,31 +785,39 @@ dt_status dt_trace_read_header(const char *path, dt_trace **out)
 {
     if (out) *out = NULL;
     if (!path || !out) return DT_FAIL(DT_ERR_INVALID, "dt_trace_read_header: NULL path or out");
-    FILE *f = fopen(path, "rb");
-    if (!f) return DT_FAIL(DT_ERR_IO, "%s: cannot open for reading: %s", path, strerror(errno));
+    int fd;
+    size_t size;
+    DT_CHECK(dt_file_open_input(path, NULL, &fd, &size)); /* a regular file only (dt_file.h) */
     size_t cap = (size_t)1 << 16, len = 0;
     char *buf = NULL;
     dt_status st;
     for (;;) {
-        char *nb = realloc(buf, cap);
+        if (cap > size) cap = size; /* never past the size fstat gave: the last prefix is the whole file */
+        char *nb = realloc(buf, cap + 1);
         if (!nb) {
             st = DT_FAIL(DT_ERR_NOMEM, "%s: out of memory reading %zu bytes of trace", path, cap);
             break;
         }
         buf = nb;
-        errno = 0;
-        len += fread(buf + len, 1, cap - len, f);
-        if (ferror(f)) {
-            st = DT_FAIL(DT_ERR_IO, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
-            break;
+        st = DT_OK;
+        while (len < cap) {
+            const ssize_t got = read(fd, buf + len, cap - len);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) {
+                st = DT_FAIL(DT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+                break;
+            }
+            if (got == 0) break; /* shrank since fstat: what is there */
+            len += (size_t)got;
         }
-        const int whole = len < cap;
+        if (st != DT_OK) break;
+        const int whole = len < cap || cap == size;
         st = dt__read_buf(path, buf, len, 1, out);
-        if (st == DT_OK || whole || st == DT_ERR_NOMEM || cap > SIZE_MAX / 2) break;
+        if (st == DT_OK || whole || st == DT_ERR_NOMEM || cap > SIZE_MAX / 4) break;
         cap *= 2;
     }
     free(buf);
-    fclose(f);
+    close(fd);
     return st;
 }
 

@@ -12,6 +12,7 @@
  * then each event is added to its step's window and busy time.
  *
  * Flow events: sorted by (id, phase, time), each id's group is judged. */
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -251,6 +252,13 @@ dt_status dt__trace_step_range(const dt_trace_event *ev, size_t n, int pid, int 
     if (counted < 1 || base == INT64_MIN || (skip > 0 && skip > max_iter))
         return DT_FAIL(DT_ERR_INVALID, "trace: rank %d has %lld steps; at least %d needed (the first %d are warm-up)",
                        pid, (long long)max_iter + 1, skip + 1, skip);
+    /* a later step that ends before an earlier one (iterations swapped, or a span running to the largest
+     * time in step skip-1) would make the step time negative: the trace is refused, not averaged */
+    if (last_end < base)
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "trace: rank %d: step %" PRId64 " ends at %" PRId64 " ns, before step %" PRId64
+                       " (the range's start) ends at %" PRId64 " ns; expected the steps in time order",
+                       pid, max_iter, last_end, (int64_t)skip - 1, base);
     *start = base;
     *end = last_end;
     *steps = counted;
