@@ -55,14 +55,16 @@
 
 #include <jansson.h>
 
+#include "dt_file.h"
 #include "dtbench.h"
 
 void dtbench_die(const char *what)
 {
-    const char *why = dt_last_error();
+    char why[4 * 512 + 1]; /* escaped: a message may quote an input file (dt_escape) */
+    dt_escape(dt_last_error(), why, sizeof why);
     if (why[0]) fprintf(stderr, "dtbench: %s: %s\n", what, why);
     else fprintf(stderr, "dtbench: %s\n", what); /* a failed malloc here: no library message */
-    exit(1);
+    dt_args_exit_failed(1);                      /* not exit(): see args.h */
 }
 
 /* Exit status when CUDA or a device is missing: 1, or 77 (skipped) with
@@ -253,7 +255,7 @@ static int dtbench_check_flags(const dtbench_flags *f, const char *cmd)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int dtbench_main(int argc, char **argv)
 {
     /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
     signal(SIGXFSZ, SIG_IGN);
@@ -388,4 +390,13 @@ int main(int argc, char **argv)
             "pipeline, tp, compose, bubbles or flows)\n",
             cmd);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    /* OpenBLAS's own threads spin for ever if their work buffers do not fit (dt_backend.h) */
+    if (dt_backend_cpu_blas_startup() != DT_OK) dtbench_die("OpenBLAS");
+    const int status = dtbench_main(argc, argv);
+    if (status != 0) dt_args_exit_failed(status); /* not exit(): see args.h */
+    return 0;
 }

@@ -61,6 +61,11 @@ DT_API dt_status dt_file_out_commit(dt_file_out *f);
 /* Give up: close and remove the temporary file (a staged one too); frees f
  * (NULL: nothing). */
 DT_API void dt_file_out_abort(dt_file_out *f);
+/* For a process about to end without returning (before MPI_Abort, in a
+ * SIGTERM or SIGINT handler): remove the temporary file of every output
+ * this process has open or staged, leaving each target as it was; the
+ * outputs can then only be aborted. Async-signal-safe. */
+DT_API void dt_file_out_remove_temporaries(void);
 
 /* PATH gets exactly n bytes of buf, whole or not at all. */
 DT_API dt_status dt_file_write_whole(const char *path, const char *what, const void *buf, size_t n);

@@ -698,6 +698,11 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     dt_comm *comm = NULL;
     if (dtrain_join_mpi(cfg, args, n_args, &comm) != 0) return 1;
     const int rank0 = !comm || comm->rank == 0;
+    const int agree = dtrain_ranks_agree(o, cfg, comm, args, n_args);
+    if (agree != 0) {
+        dtrain_comm_end(comm);
+        return agree;
+    }
     int lock_fd = -1; /* the save directory's, held until the end */
     if (dtrain_prepare_outputs(o, comm, &lock_fd) != 0) {
         dtrain_comm_end(comm);
@@ -734,11 +739,24 @@ static int dtrain_job(const dtrain_opts *o, dt_arg *args, int n_args, dt_train_c
     return status;
 }
 
-int main(int argc, char **argv)
+/* Ended by a signal (Ctrl-C; SIGTERM from mpirun ending a job that another
+ * rank aborted): no hidden temporary of an output stays behind, and the
+ * process still dies of the signal (exit status 128 + N). */
+static void dtrain_on_signal(int sig)
+{
+    dt_file_out_remove_temporaries();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int dtrain_main(int argc, char **argv)
 {
     static dtrain_cli cli;
     /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
     signal(SIGXFSZ, SIG_IGN);
+    signal(SIGTERM, dtrain_on_signal);
+    signal(SIGINT, dtrain_on_signal);
+    signal(SIGHUP, dtrain_on_signal);
     if (dtrain_cli_init(&cli) != 0) {
         fprintf(stderr, PROG ": internal error: flag table too large\n");
         return 1;
@@ -768,8 +786,22 @@ int main(int argc, char **argv)
     }
     dt_train_config cfg;
     rc = dtrain_make_config(&cli.o, cli.args, cli.n_args, &cfg);
+    if (rc == 0) rc = dtrain_check_not_inputs(o);
     if (rc != 0) return dtrain_bad_command_line(saved_stderr, rc);
     dtrain_restore_stderr(saved_stderr);
     if (o->print_schedule) return dtrain_print_schedule(&cfg);
     return dtrain_job(o, cli.args, cli.n_args, &cfg);
+}
+
+int main(int argc, char **argv)
+{
+    /* before anything else: OpenBLAS's own threads, started when it loaded,
+     * spin for ever if their work buffers do not fit (dt_backend.h) */
+    if (dt_backend_cpu_blas_startup() != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        dt_args_exit_failed(1);
+    }
+    const int status = dtrain_main(argc, argv);
+    if (status != 0) dt_args_exit_failed(status); /* not exit(): see args.h */
+    return 0;
 }

@@ -85,7 +85,15 @@ void dtrain_print_eval(dtrain_out *out, int64_t iter, const dt_eval_result *ev);
 /* dtrain_mpi.c: the launcher's environment and ending a multi-rank job. */
 /* dtrain_outputs.c: --summary and --save checked, the save lock taken (0), or 1 after the message */
 int dtrain_prepare_outputs(const dtrain_opts *o, dt_comm *comm, int *lock_fd);
+/* dtrain_outputs.c: no output (--trace and its rank files, --summary, what
+ * --save replaces) is an input (--data, --load's files): 0, or 2 after the
+ * message. Before MPI, on every rank. */
+int dtrain_check_not_inputs(const dtrain_opts *o);
 
+/* dtrain_mpi.c: every rank has the same configuration and --data bytes
+ * (collective, before any other): 0, or the exit status (2 a difference,
+ * 1 a failure) after rank 0's one line. */
+int dtrain_ranks_agree(const dtrain_opts *o, const dt_train_config *cfg, dt_comm *comm, dt_arg *args, int n_args);
 void dtrain_abort_job(dt_comm *comm);
 void dtrain_comm_end(dt_comm *comm);
 int dtrain_quiet_other_ranks(void);

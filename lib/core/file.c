@@ -16,13 +16,19 @@
  * the temporary file. Paths that exist and are not regular files, and
  * links to an open descriptor (/dev/stdout), are written in place
  * (tmp NULL). A staged file is complete, synced and closed (f NULL): only
- * its rename is left. */
+ * its rename is left.
+ *
+ * The temporary files of the open and staged outputs are also listed
+ * process-wide (dt__live), so that a process about to end without
+ * returning (MPI_Abort, a signal) can remove them:
+ * dt_file_out_remove_temporaries. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "dt_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,8 +232,44 @@ dt_status dt_file_mkdir_p(const char *dir)
     return DT_FAIL(DT_ERR_IO, "%s: cannot create the directory (%s)", dir, strerror(errno));
 }
 
+/* The temporary files that exist now: a slot holds a dt_file_out's tmp
+ * from its creation until it is renamed or removed; NULL: free. Lock-free
+ * atomics, so that a signal handler may read them. More outputs open at
+ * once than slots (never in these programs) go unlisted: only
+ * dt_file_out_remove_temporaries misses them. */
+#define DT__LIVE_MAX 256
+static _Atomic(char *) dt__live[DT__LIVE_MAX];
+
+static void dt__live_add(char *tmp)
+{
+    for (int i = 0; i < DT__LIVE_MAX; i++) {
+        char *none = NULL;
+        if (atomic_compare_exchange_strong(&dt__live[i], &none, tmp)) return;
+    }
+}
+
+static void dt__live_remove(const char *tmp)
+{
+    if (!tmp) return;
+    for (int i = 0; i < DT__LIVE_MAX; i++) {
+        char *expected = (char *)tmp;
+        if (atomic_compare_exchange_strong(&dt__live[i], &expected, NULL)) return;
+    }
+}
+
+void dt_file_out_remove_temporaries(void)
+{
+    /* async-signal-safe: atomic exchanges and unlink(2); the strings are
+     * not freed (their dt_file_out still owns them) */
+    for (int i = 0; i < DT__LIVE_MAX; i++) {
+        char *tmp = atomic_exchange(&dt__live[i], NULL);
+        if (tmp) unlink(tmp);
+    }
+}
+
 static void dt__file_free(dt_file_out *f)
 {
+    dt__live_remove(f->tmp); /* renamed or removed by now */
     free(f->path);
     free(f->target);
     free(f->tmp);
@@ -281,6 +323,7 @@ static dt_status dt__file_open(const char *path, const char *what, int staged, d
             fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666); /* less the umask */
             if (fd >= 0 || errno != EEXIST) break;
         }
+        if (fd >= 0) dt__live_add(f->tmp);
         if (fd < 0) fail = "cannot create";
         else if (exists && fchmod(fd, sb.st_mode & 07777) != 0) /* the replaced file's permissions */
             fail = "cannot set the permissions of";
@@ -333,6 +376,7 @@ void dt_file_out_abort(dt_file_out *f)
 {
     if (!f) return;
     if (f->f) fclose(f->f);
+    dt__live_remove(f->tmp);
     if (f->tmp) unlink(f->tmp);
     dt__file_free(f);
 }
