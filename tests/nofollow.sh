@@ -33,6 +33,7 @@ lib/core/file.c ~~ fd = open(f->target, O_WRONLY | O_APPEND ~~ a user-named outp
 lib/core/file.c ~~ fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW ~~ the temporary beside a user-named output: O_EXCL never opens an existing file or follows a link
 lib/core/file.c ~~ if (fd >= 0 && f->tmp) unlink(f->tmp); ~~ removes that temporary, which this process just created
 lib/core/file.c ~~ if (f->tmp) unlink(f->tmp); ~~ the same temporary, on abort or failure
+lib/core/file.c ~~ if (tmp) unlink(tmp); ~~ the same temporaries, removed by dt_file_out_remove_temporaries before MPI_Abort or on a signal
 lib/core/file.c ~~ rename(f->tmp, f->target) ~~ places a user-named output; a link the user named is followed and kept by design (dt_file.h); never used inside a save directory (rule 4)
 lib/train/checkpoint.c ~~ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW ~~ dt_checkpoint_shard_write_file, a caller-named shard file (tests, tools); O_NOFOLLOW refuses a link; a save writes its shards through dt_dir_create
 lib/train/checkpoint_lock.c ~~ openat(dfd, "dtrain.lock", O_RDWR | O_CREAT | O_NOFOLLOW ~~ the lock file persists, so it cannot be O_EXCL: O_NOFOLLOW refuses a link and fstat a non-regular file or one with other names, before it is written
