@@ -103,7 +103,14 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
             if (t->events[k].ph != DT_TRACE_METADATA && (pid < 0 || t->events[k].pid < pid)) pid = t->events[k].pid;
         if (pid < 0) pid = 0;
         dts_validate_row *row = &res->rows[i];
-        if (st == DT_OK) st = dt_trace_phase_times_events(t->events, t->n_events, pid, skip, &row->measured);
+        if (st == DT_OK) {
+            st = dt_trace_phase_times_events(t->events, t->n_events, pid, skip, &row->measured);
+            if (st != DT_OK) { /* the events are the run's file's: name it */
+                char why[768];
+                snprintf(why, sizeof why, "%s", dt_last_error());
+                st = DT_FAIL(st, "%s: %s", o->runs[i], why);
+            }
+        }
         dts_summary sum_pred;
         if (st == DT_OK) {
             const dts_run_opts ro = {.keep_events = 1};
