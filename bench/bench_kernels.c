@@ -53,6 +53,37 @@ double dtbench_sgemm_peak(int threads, int verbose)
     return best;
 }
 
+/* GFLOP/s of be->gemm at one shape (C = A B^T for transb, as a linear
+ * layer's forward; A B otherwise), best of 3 timed rounds of ~0.3 s each,
+ * with FP32 or bf16 inputs (be->set_gemm_inputs). Values are bf16, so both
+ * precisions multiply the same numbers. */
+static double cpu_gemm_rate(dt_backend *be, int M, int N, int K, int transb, dt_dtype inputs)
+{
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N), *c = malloc(sizeof(float) * M * N);
+    if (!a || !b || !c) {
+        fprintf(stderr, "dtbench: out of memory for a %d x %d x %d gemm\n", M, N, K);
+        dt_args_exit_failed(1);
+    }
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(int)(i % 17 - 8) * 0.125f;
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(int)(i % 13 - 6) * 0.25f;
+    if (be->set_gemm_inputs(be, inputs) != DT_OK) dtbench_die("set_gemm_inputs");
+    const int ldb = transb ? K : N;
+    if (be->gemm(be, 0, transb, M, N, K, 1.0f, a, K, b, ldb, 0.0f, c, N) != DT_OK) dtbench_die("gemm");
+    const double flops = 2.0 * M * N * K;
+    int reps = (int)(3e9 / flops) + 1;
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        const int64_t t0 = dt_time_ns();
+        for (int k = 0; k < reps; k++)
+            if (be->gemm(be, 0, transb, M, N, K, 1.0f, a, K, b, ldb, 0.0f, c, N) != DT_OK) dtbench_die("gemm");
+        const double g = flops * reps / ((double)(dt_time_ns() - t0) * 1e-9) / 1e9;
+        if (g > best) best = g;
+    }
+    if (be->set_gemm_inputs(be, DT_F32) != DT_OK) dtbench_die("set_gemm_inputs");
+    free(a), free(b), free(c);
+    return best;
+}
+
 int dtbench_cmd_gemm(int threads)
 {
     dt_backend *be;
@@ -60,6 +91,25 @@ int dtbench_cmd_gemm(int threads)
     printf("# dtbench gemm: cblas_sgemm (OpenBLAS), %d thread(s)\n", be->threads);
     double peak = dtbench_sgemm_peak(be->threads, 1);
     printf("peak_gflops %.1f\n", peak);
+    /* the backend's own GEMMs at the `small` preset's shapes (B*T = 4096 rows, C = 384): FP32 through
+     * OpenBLAS, bf16 through oneDNN where it has a real kernel (else the same FP32 GEMM) */
+    const char *engine = dt_backend_cpu_bf16_engine();
+    printf("# be->gemm at dtrain's shapes: fp32 = OpenBLAS; bf16 = %s\n",
+           engine ? engine : "none: this build or CPU has no oneDNN bf16 kernel, so FP32 OpenBLAS again");
+    printf("  %-26s %10s %10s %7s\n", "shape M x N x K", "fp32", "bf16", "ratio");
+    static const struct {
+        const char *what;
+        int M, N, K, transb;
+    } shapes[] = {{"qkv", 4096, 1152, 384, 1},       {"attn proj", 4096, 384, 384, 1}, {"fc", 4096, 1536, 384, 1},
+                  {"fc proj", 4096, 384, 1536, 1},   {"fc dinp", 4096, 384, 1536, 0},  {"square 1024", 1024, 1024, 1024, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const double f32 = cpu_gemm_rate(be, shapes[i].M, shapes[i].N, shapes[i].K, shapes[i].transb, DT_F32);
+        const double b16 = cpu_gemm_rate(be, shapes[i].M, shapes[i].N, shapes[i].K, shapes[i].transb, DT_BF16);
+        char name[64];
+        snprintf(name, sizeof name, "%s %dx%dx%d", shapes[i].what, shapes[i].M, shapes[i].N, shapes[i].K);
+        printf("  %-26s %10.1f %10.1f %6.2fx\n", name, f32, b16, b16 / f32);
+    }
+    printf("bf16_engine %s\n", engine ? engine : "none");
     dt_backend_destroy(be);
     return 0;
 }

@@ -343,6 +343,11 @@ DT_API dt_status dt_backend_cpu_create(int threads, dt_backend **out);
  * threads. Call it before openblas_set_num_threads starts OpenBLAS's own
  * threads. */
 DT_API dt_status dt_backend_cpu_blas_room(int threads, const char *whose);
+/* What runs the CPU backend's GEMMs under set_gemm_inputs(DT_BF16): the
+ * name of oneDNN's implementation ("brg:avx512_core_amx_bf16", ...) when
+ * this build has oneDNN and it has a real bf16 kernel on this CPU, or NULL
+ * (the GEMMs stay FP32 through OpenBLAS, on the same exact values). */
+DT_API const char *dt_backend_cpu_bf16_engine(void);
 /* The same for the threads OpenBLAS started when it loaded (its thread
  * count less one, which map their buffers as they begin): first thing in
  * the main of a program that links OpenBLAS. */

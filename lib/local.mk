@@ -17,7 +17,7 @@ noinst_LTLIBRARIES += libdtrain_core.la
 libdtrain_core_la_SOURCES =
 libdtrain_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(DT_LIB_CPPFLAGS) -DDT_BUILDING_LIBRARY
 libdtrain_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS)
-libdtrain_core_la_LIBADD = $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+libdtrain_core_la_LIBADD = $(OPENBLAS_LIBS) $(DNNL_LIBS) $(JANSSON_LIBS) -lm
 
 include include/local.mk
 include lib/core/local.mk
@@ -35,5 +35,5 @@ noinst_HEADERS += lib/shared/dt_rules.h
 
 lib_LTLIBRARIES += libdtrain.la
 libdtrain_la_SOURCES =
-libdtrain_la_LIBADD = libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) $(MPI_LIBS) -lm
+libdtrain_la_LIBADD = libdtrain_core.la $(OPENBLAS_LIBS) $(DNNL_LIBS) $(JANSSON_LIBS) $(MPI_LIBS) -lm
 libdtrain_la_LDFLAGS = -version-info 0:0:0 $(OPENMP_CFLAGS)

@@ -1,11 +1,12 @@
 # tests/local.mk: one Check suite per module (tests/check_<module>.c) and
 # shell tests of the programs. GPU tests exit 77 (skipped) without a device.
 if HAVE_CHECK
-DT_CHECK_LDADD = libdtrain_core.la $(CHECK_LIBS) $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
+DT_CHECK_LDADD = libdtrain_core.la $(CHECK_LIBS) $(OPENBLAS_LIBS) $(DNNL_LIBS) $(JANSSON_LIBS) -lm
 DT_CHECK_CFLAGS = $(DT_LIB_CPPFLAGS) $(AM_CFLAGS) $(CHECK_CFLAGS) $(JANSSON_CFLAGS) -DDT_SRCDIR='"$(abs_top_srcdir)"'
 DT_CHECK_SUITES = \
 	tests/check_tensor \
 	tests/check_ops \
+	tests/check_cpu_bf16 \
 	tests/check_gpt \
 	tests/check_sample \
 	tests/check_optim \
@@ -38,6 +39,9 @@ tests_check_tensor_LDADD = $(DT_CHECK_LDADD)
 tests_check_ops_SOURCES = tests/check_ops.c tests/testutil.h
 tests_check_ops_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_ops_LDADD = $(DT_CHECK_LDADD)
+tests_check_cpu_bf16_SOURCES = tests/check_cpu_bf16.c tests/testutil.h
+tests_check_cpu_bf16_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_cpu_bf16_LDADD = $(DT_CHECK_LDADD)
 tests_check_gpt_SOURCES = tests/check_gpt.c tests/testutil.h
 tests_check_gpt_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_gpt_LDADD = $(DT_CHECK_LDADD)

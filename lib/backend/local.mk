@@ -9,4 +9,10 @@ libdtrain_core_la_SOURCES += \
 	lib/backend/cpu/cpu_optim.c \
 	lib/backend/cpu/cpu_half.c \
 	lib/backend/cpu/cpu_batchnorm.c
+# bf16 GEMMs on the CPU's matrix units (oneDNN) where configure found it
+if HAVE_DNNL
+libdtrain_core_la_SOURCES += lib/backend/cpu/cpu_dnnl.c
+else
+libdtrain_core_la_SOURCES += lib/backend/cpu/cpu_dnnl_none.c
+endif
 noinst_HEADERS += lib/backend/cpu/cpu_backend.h

@@ -395,6 +395,10 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     if (z->stage == 2) DT_CHECK_GOTO(dt__zgpt_restored(z), st, fail); /* the whole weights, as the model computes */
     dt_buffer_free(&whole);
     z->traffic = (dt__zgpt_traffic){0}; /* the run's, not the creation's */
+    /* every GEMM input is a half value (weights from the 16-bit shards,
+     * activations rounded), as in dt_gpt_set_precision: the backend may
+     * multiply in that format, as it does for data parallelism's model */
+    if (z->precision != DT_F32 && be->set_gemm_inputs) DT_CHECK_GOTO(be->set_gemm_inputs(be, z->precision), st, fail);
     *out = z;
     return DT_OK;
 fail:
@@ -406,6 +410,8 @@ fail:
 void dt__zgpt_free(dt__zgpt *z)
 {
     if (!z) return;
+    if (z->precision != DT_F32 && z->be && z->be->set_gemm_inputs)
+        (void)z->be->set_gemm_inputs(z->be, DT_F32); /* the promise ends with the model */
     dt__zq_free(z->q); /* first: its thread may still use the buffers */
     z->q = NULL;
     dt__zero_free(z->zero);

@@ -16,7 +16,16 @@
 
 #include "cpu_backend.h"
 
-static void dt__cpu_destroy(dt_backend *be) { free(be); }
+static void dt__cpu_destroy(dt_backend *be)
+{
+    dt__cpu_impl *im = be->impl;
+    if (im) {
+        pthread_mutex_destroy(&im->mu);
+        free(im->scratch);
+        free(im);
+    }
+    free(be);
+}
 
 /* ---- room for OpenBLAS's work buffers ----
  * OpenBLAS 0.3 (driver/others/memory.c) gives each thread that runs a GEMM
@@ -78,6 +87,8 @@ static dt_status dt__cpu_room(int buffers, int threads, const char *whose)
     munmap(p, bytes);
     return DT_OK;
 }
+
+const char *dt_backend_cpu_bf16_engine(void) { return dt__cpu_dnnl_probe() ? dt__cpu_dnnl_impl() : NULL; }
 
 dt_status dt_backend_cpu_blas_room(int threads, const char *whose) { return dt__cpu_room(threads, threads, whose); }
 
@@ -207,7 +218,7 @@ static dt_status dt__cpu_synchronize(dt_backend *be)
 }
 
 static const dt_backend_ops dt__cpu_ops = {
-    .destroy = dt__cpu_destroy,                       /* free(be): no impl */
+    .destroy = dt__cpu_destroy,                       /* frees impl's scratch, impl and be */
     .set_threads = dt__cpu_set_threads,               /* OpenMP pool; OpenBLAS single-threaded */
     .set_workers = dt__cpu_set_workers,               /* OpenMP's count; the ops split by be->threads */
     .alloc = dt__cpu_alloc,                           /* aligned_alloc(64), zeroed */
@@ -215,8 +226,8 @@ static const dt_backend_ops dt__cpu_ops = {
     .memset_zero = dt__cpu_memset_zero,               /* memset */
     .copy = dt__cpu_copy,                             /* memmove: host and device memory are one */
     .synchronize = dt__cpu_synchronize,               /* nothing is queued: no-op */
-    .set_gemm_inputs = NULL,                          /* none: FP32 GEMMs only */
-    .set_gemm_shadow = NULL,                          /* none: nothing to cast */
+    .set_gemm_inputs = dt__cpu_set_gemm_inputs,       /* cpu_gemm.c: bf16 GEMMs on oneDNN where it has them */
+    .set_gemm_shadow = dt__cpu_set_gemm_shadow,       /* cpu_gemm.c: bf16 weights read in place */
     .gemm = dt__cpu_gemm,                             /* cpu_gemm.c: OpenBLAS per block of rows */
     .encoder_forward = dt__cpu_encoder_forward,       /* cpu_layers.c */
     .encoder_backward = dt__cpu_encoder_backward,     /* cpu_layers.c: channel slices */
@@ -248,11 +259,21 @@ static const dt_backend_ops dt__cpu_ops = {
 dt_status dt_backend_cpu_create(int threads, dt_backend **out)
 {
     *out = NULL;
+    dt__cpu_impl *im = calloc(1, sizeof *im);
+    if (!im) return DT_FAIL(DT_ERR_NOMEM, "cpu backend: out of memory");
+    im->gemm_inputs = DT_F32;
+    im->bf16_gemm = dt__cpu_dnnl_probe();
+    pthread_mutex_init(&im->mu, NULL);
     dt_backend *be;
-    DT_CHECK(dt__backend_new(&dt__cpu_ops, "cpu", DT_DEVICE_CPU, NULL, &be));
-    dt_status st = be->set_threads(be, threads);
+    dt_status st = dt__backend_new(&dt__cpu_ops, "cpu", DT_DEVICE_CPU, im, &be);
     if (st != DT_OK) {
-        free(be);
+        pthread_mutex_destroy(&im->mu);
+        free(im);
+        return st;
+    }
+    st = be->set_threads(be, threads);
+    if (st != DT_OK) {
+        dt__cpu_destroy(be);
         return st;
     }
     *out = be;

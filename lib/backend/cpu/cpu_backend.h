@@ -6,12 +6,45 @@
 #ifndef DT_CPU_BACKEND_H
 #define DT_CPU_BACKEND_H
 
+#include <pthread.h>
+#include <stdint.h>
+
 #include "dt_backend.h"
+
+/* be->impl: the mixed-precision state (set_gemm_inputs, set_gemm_shadow)
+ * and the scratch where cpu_gemm.c casts GEMM operands to bf16. */
+#define DT__CPU_SHADOWS 8
+typedef struct dt__cpu_shadow {
+    const float *f32; /* NULL: a free slot */
+    size_t n;
+    const void *half;
+    dt_dtype dtype;
+} dt__cpu_shadow;
+typedef struct dt__cpu_impl {
+    dt_dtype gemm_inputs; /* DT_F32, or DT_BF16 while the model promises bf16 values */
+    int bf16_gemm;        /* 1: bf16 GEMMs run on oneDNN (dt__cpu_dnnl_probe) */
+    dt__cpu_shadow shadow[DT__CPU_SHADOWS];
+    pthread_mutex_t mu; /* one GEMM at a time uses the scratch */
+    uint16_t *scratch;  /* (cap) bf16 operands */
+    size_t cap;
+} dt__cpu_impl;
 
 /* cpu_gemm.c */
 dt_backend_gemm_fn dt__cpu_gemm;
 dt_backend_matmul_forward_fn dt__cpu_matmul_forward;
 dt_backend_matmul_backward_fn dt__cpu_matmul_backward;
+
+dt_backend_set_gemm_inputs_fn dt__cpu_set_gemm_inputs;
+dt_backend_set_gemm_shadow_fn dt__cpu_set_gemm_shadow;
+
+/* cpu_dnnl.c (oneDNN) or cpu_dnnl_none.c: C(M,N) = alpha op(A) op(B) +
+ * beta C with bf16 A and B, FP32 accumulation and C, on the calling thread
+ * only; probe: 1 when oneDNN runs bf16 matmuls with a real kernel here;
+ * impl: the name of oneDNN's implementation ("brg:avx512_core_amx_bf16"). */
+dt_status dt__cpu_dnnl_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                                 const uint16_t *B, int ldb, float beta, float *C, int ldc);
+int dt__cpu_dnnl_probe(void);
+const char *dt__cpu_dnnl_impl(void);
 
 /* cpu_layers.c */
 dt_backend_encoder_forward_fn dt__cpu_encoder_forward;
