@@ -168,6 +168,10 @@ typedef dt_status dt_backend_axpy_fn(dt_backend *be, float *y, float a, const fl
  * and top payload bits, as x86's conversions do; overflow becomes inf).
  * dst and src must not overlap unless the types are equal; another
  * dtype gives DT_ERR_INVALID. */
+/* x(n) rounded to dtype (DT_F16 or DT_BF16) and widened back, in place:
+ * bit-identical to cast(scratch <- x) then cast(x <- scratch), in one pass
+ * and without the scratch (may be NULL: callers then make the two casts). */
+typedef dt_status dt_backend_round_fn(dt_backend *be, float *x, dt_dtype dtype, size_t n);
 typedef dt_status dt_backend_cast_fn(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
                                      size_t n);
 /* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left
@@ -251,6 +255,7 @@ typedef struct dt_backend_ops {
     dt_backend_lamb_direction_fn *lamb_direction;                               /* LAMB's first half */
     dt_backend_axpy_fn *axpy;                                                   /* y += a * x */
     dt_backend_cast_fn *cast;                                                   /* f32, f16, bf16 */
+    dt_backend_round_fn *round;                                                 /* NULL: two casts instead */
     dt_backend_unscale_check_fn *unscale_check;                                 /* raises *nonfinite */
     dt_backend_span_stats_fn *span_stats;                                       /* NULL: per span, by the front */
     dt_backend_batchnorm_forward_fn *batchnorm_forward;                         /* training or eval */
@@ -309,6 +314,7 @@ struct dt_backend {
     dt_backend_lamb_direction_fn *lamb_direction;
     dt_backend_axpy_fn *axpy;
     dt_backend_cast_fn *cast;
+    dt_backend_round_fn *round; /* NULL where the backend has none */
     dt_backend_unscale_check_fn *unscale_check;
     dt_backend_span_stats_fn *span_stats;
     dt_backend_batchnorm_forward_fn *batchnorm_forward;

@@ -52,6 +52,10 @@ DT_API void dt_f16_from_float_array(dt_f16 *dst, const float *src, size_t n);
 DT_API void dt_f16_to_float_array(float *dst, const dt_f16 *src, size_t n);
 DT_API void dt_bf16_from_float_array(dt_bf16 *dst, const float *src, size_t n);
 DT_API void dt_bf16_to_float_array(float *dst, const dt_bf16 *src, size_t n);
+/* x(n) rounded to the format and widened back, in place: the same bits as
+ * the two array conversions above, in one pass. */
+DT_API void dt_bf16_round_array(float *x, size_t n);
+DT_API void dt_f16_round_array(float *x, size_t n);
 
 /* The instruction set the array conversions were compiled for:
  * "avx512f", "f16c" or "portable" (for logs and benchmark tables). */

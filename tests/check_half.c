@@ -1,6 +1,8 @@
 /* check_half.c: f16/bf16 conversions (scalar reference against independent
  * references computed here, fast array path against the scalar reference),
- * the CPU backend's cast and unscale_check ops, and the loss scaler's state
+ * the CPU backend's cast, round and unscale_check ops (round: the same bits
+ * as the two casts it fuses, on every 97th float pattern, the specials and
+ * the rounding boundaries included), and the loss scaler's state
  * machine (step-by-step traces against expected sequences, validation).
  *
  * The independent references never use the library's bit tricks: values
@@ -451,6 +453,49 @@ START_TEST(test_cast_all_pairs)
 }
 END_TEST
 
+/* round = cast to the format and back, bit for bit: every 97th pattern of
+ * the 2^32 (44 million, all exponents, NaNs and infinities among them) and
+ * the library's fast inputs, through the array functions and the backend. */
+START_TEST(test_round_fused)
+{
+    dt_backend *be;
+    ck_dt(dt_backend_cpu_create(2, &be));
+    const size_t chunk = (size_t)1 << 20;
+    float *x = malloc(chunk * sizeof *x), *y = malloc(chunk * sizeof *y), *z = malloc(chunk * sizeof *z);
+    uint16_t *h = malloc(chunk * sizeof *h);
+    uint64_t bad = 0, first = 0;
+    for (int f = 0; f < 2; f++) {
+        const dt_dtype dt = f ? DT_F16 : DT_BF16;
+        for (uint64_t u0 = 0; u0 < ((uint64_t)1 << 32); u0 += (uint64_t)97 * chunk) {
+            size_t m = 0;
+            for (uint64_t u = u0; m < chunk && u < ((uint64_t)1 << 32); u += 97) x[m++] = float_of((uint32_t)u);
+            memcpy(y, x, m * sizeof *y);
+            memcpy(z, x, m * sizeof *z);
+            if (f) {
+                dt_f16_from_float_array(h, x, m);
+                dt_f16_to_float_array(x, h, m);
+                dt_f16_round_array(y, m);
+            } else {
+                dt_bf16_from_float_array(h, x, m);
+                dt_bf16_to_float_array(x, h, m);
+                dt_bf16_round_array(y, m);
+            }
+            ck_dt(be->round(be, z, dt, m));
+            for (size_t i = 0; i < m; i++)
+                if (bits_of(x[i]) != bits_of(y[i]) || bits_of(x[i]) != bits_of(z[i])) {
+                    if (!bad) first = u0 + (uint64_t)97 * i;
+                    bad++;
+                }
+        }
+    }
+    ck_assert_msg(bad == 0, "%llu patterns round differently from the two casts, first 0x%08llx",
+                  (unsigned long long)bad, (unsigned long long)first);
+    ck_assert_int_eq(be->round(be, x, DT_F32, 4), DT_ERR_INVALID);
+    free(x), free(y), free(z), free(h);
+    dt_backend_destroy(be);
+}
+END_TEST
+
 START_TEST(test_unscale_check)
 {
     dt_backend *be;
@@ -835,6 +880,7 @@ static Suite *half_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("backend");
     tcase_add_test(tc, test_cast_all_pairs);
+    tcase_add_test(tc, test_round_fused);
     tcase_add_test(tc, test_unscale_check);
     tcase_add_test(tc, test_span_stats);
     suite_add_tcase(s, tc);

@@ -235,6 +235,7 @@ dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device
     be->synchronize = ops->synchronize;
     be->set_gemm_inputs = ops->set_gemm_inputs;
     be->set_gemm_shadow = ops->set_gemm_shadow;
+    be->round = ops->round;
     be->scale = ops->scale;
     be->copy = ops->copy;
     be->encoder_forward = ops->encoder_forward;

@@ -88,6 +88,30 @@ void dt_bf16_to_float_array(float *restrict dst, const dt_bf16 *restrict src, si
     }
 }
 
+/* x = bf16(x) widened back, in place: the two loops above fused, so the
+ * bits are theirs (the same inline code) and memory is crossed once. */
+void dt_bf16_round_array(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        u = dt__bf16_widen(dt__bf16_round(u));
+        memcpy(x + i, &u, sizeof u);
+    }
+}
+
+/* x = f16(x) widened back, in place, through a small stack tile with the
+ * array conversions above (their fast paths, their bits). */
+void dt_f16_round_array(float *x, size_t n)
+{
+    dt_f16 tile[512];
+    for (size_t i = 0; i < n; i += 512) {
+        const size_t m = n - i < 512 ? n - i : 512;
+        dt_f16_from_float_array(tile, x + i, m);
+        dt_f16_to_float_array(x + i, tile, m);
+    }
+}
+
 const char *dt_half_simd(void)
 {
 #if defined(__AVX512F__)

@@ -159,6 +159,7 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n)
     if (!r || r->dtype == DT_F32 || n == 0) return DT_OK;
     if (n > r->capacity)
         return DT_FAIL(DT_ERR_INVALID, "mixed precision: %zu elements to round, scratch holds %zu", n, r->capacity);
+    if (be->round) return be->round(be, x, r->dtype, n); /* the same bits, one pass, no scratch */
     DT_CHECK(be->cast(be, r->scratch, r->dtype, x, DT_F32, n));
     return be->cast(be, x, DT_F32, r->scratch, r->dtype, n);
 }

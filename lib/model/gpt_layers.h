@@ -35,7 +35,9 @@ static inline void dt__arena_release(dt__arena *a, size_t mark) { a->used = mark
  * the half format, as in a framework that keeps activations and gradients
  * in half: dt__round sends x through a real IEEE half buffer (backend cast,
  * round to nearest even, overflow to inf, underflow to subnormals or 0)
- * and back. A NULL rounder or DT_F32 does nothing. */
+ * and back, or through the backend's fused round op (the same bits, one
+ * pass): the scratch does not keep the 16-bit values afterwards. A NULL
+ * rounder or DT_F32 does nothing. */
 typedef struct dt__rounder {
     dt_dtype dtype;  /* DT_F32, DT_F16 or DT_BF16 */
     void *scratch;   /* backend memory for the largest rounded tensor, in dtype */

@@ -481,11 +481,15 @@ dt_status dt__stage_use_weights(dt__stage *st, const float *w)
         if (st->wq_src != src || st->wq_epoch != st->epoch) {
             st->wq_src = NULL; /* invalid until rounded */
             /* rounded through whalf where there is one, so it holds wq's
-             * 16-bit values for the GEMMs (the same rounding either way) */
-            dt__rounder r = st->rnd;
-            if (st->whalf.data) r.scratch = st->whalf.data, r.capacity = n;
-            DT_CHECK(st->be->copy(st->be, st->wq.data, src, n * sizeof(float), DT_COPY_D2D));
-            DT_CHECK(dt__round(st->be, &r, st->wq.data, n));
+             * 16-bit values for the GEMMs (the same rounding either way);
+             * two casts, not dt__round, whose fused form leaves no 16-bit copy */
+            if (st->whalf.data) {
+                DT_CHECK(st->be->cast(st->be, st->whalf.data, st->precision, src, DT_F32, n));
+                DT_CHECK(st->be->cast(st->be, st->wq.data, DT_F32, st->whalf.data, st->precision, n));
+            } else {
+                DT_CHECK(st->be->copy(st->be, st->wq.data, src, n * sizeof(float), DT_COPY_D2D));
+                DT_CHECK(dt__round(st->be, &st->rnd, st->wq.data, n));
+            }
             st->wq_src = src;
             st->wq_epoch = st->epoch;
         }

@@ -249,6 +249,7 @@ static const dt_backend_ops dt__cpu_ops = {
     .lamb_direction = dt__cpu_lamb_direction,                               /* cpu_optim.c */
     .axpy = dt__cpu_axpy,                                                   /* cpu_optim.c */
     .cast = dt__cpu_cast,                                                   /* cpu_half.c: half.c array conversions */
+    .round = dt__cpu_round,                                                 /* cpu_half.c: one pass, in place */
     .unscale_check = dt__cpu_unscale_check,                                 /* cpu_half.c */
     .batchnorm_forward = dt__cpu_batchnorm_forward,                         /* cpu_batchnorm.c: double sums */
     .batchnorm_backward = dt__cpu_batchnorm_backward,                       /* cpu_batchnorm.c */

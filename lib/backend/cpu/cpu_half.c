@@ -72,6 +72,22 @@ dt_status dt__cpu_cast(dt_backend *be, void *dst, dt_dtype dst_type, const void 
     return DT_OK;
 }
 
+dt_status dt__cpu_round(dt_backend *be, float *x, dt_dtype dtype, size_t n)
+{
+    (void)be;
+    if (dtype != DT_F16 && dtype != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "round: dtype %s is not f16 or bf16", dt_dtype_name(dtype));
+    long nblocks = (long)((n + DT__CAST_BLOCK - 1) / DT__CAST_BLOCK);
+#pragma omp parallel for schedule(static) if (n >= DT__HALF_PAR_MIN)
+    for (long b = 0; b < nblocks; b++) {
+        size_t lo = (size_t)b * DT__CAST_BLOCK;
+        size_t m = n - lo < DT__CAST_BLOCK ? n - lo : DT__CAST_BLOCK;
+        if (dtype == DT_BF16) dt_bf16_round_array(x + lo, m);
+        else dt_f16_round_array(x + lo, m);
+    }
+    return DT_OK;
+}
+
 dt_status dt__cpu_unscale_check(dt_backend *be, float *x, float s, size_t n, int *nonfinite)
 {
     (void)be;
