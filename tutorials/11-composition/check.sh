@@ -96,7 +96,10 @@ tut_line flows ' method=ping-pong$'
 tut_cmd an ./dtsim analyze run.json
 tut_line an "^A: run\.json \(dtrain, $NP ranks\), steps 1\.\.3$"
 a_step=$(awk '$1 == "A" && $2 == "mean" { print $3 }' an.out)
-tut_range "measured step, mean over ranks (ms; 214-369 here on 8 ranks, 209-349 on 4)" "$a_step" 50 2000
+# The lower bound only says a step was measured at all: how fast 4 ranks'
+# bf16 step runs depends on the CPU's 16-bit units (46.6 ms on CI's AMX
+# machine with oneDNN, 209-349 ms under load with the rounding emulation).
+tut_range "measured step, mean over ranks (ms; 214-369 here on 8 ranks, 209-349 on 4)" "$a_step" 1 2000
 tut_range "compute share of the step, mean (%; 61.1 here)" "$(awk '$1 == "A" && $2 == "mean" { sub(/%/, "", $6); print $6 }' an.out)" 20 95
 tut_range "stage 0's bubble, rank 0 (0.43 here)" "$(awk '$1 == "A" && $2 == "0" { print $NF }' an.out)" 0.05 0.8
 
