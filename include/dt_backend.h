@@ -49,7 +49,7 @@ typedef dt_status dt_backend_copy_fn(dt_backend *be, void *dst, const void *src,
 typedef dt_status dt_backend_synchronize_fn(dt_backend *be);
 /* Mixed-precision hint (may be NULL: ignored): from now on the inputs
  * of every GEMM (gemm's A and B; matmul's inp, w and dout; attention's
- * qkv, dout and att) hold values exactly representable in dtype (DT_F16
+ * qkv and dout) hold values exactly representable in dtype (DT_F16
  * or DT_BF16; DT_F32 withdraws the promise). A backend may then multiply
  * in that type with FP32 accumulation (tensor cores): products of such
  * values are exact in FP32, so results differ from FP32 GEMMs only by
@@ -97,15 +97,19 @@ typedef dt_status dt_backend_matmul_forward_fn(dt_backend *be, float *out, const
  * dw NULL skips dw and dbias (the input gradient alone) */
 typedef dt_status dt_backend_matmul_backward_fn(dt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                                                 const float *inp, const float *w, int N, int C, int OC);
-/* causal multi-head attention: qkv(B,T,3C) laid out [q | k | v], each
- * split into NH heads of C/NH; att(B,NH,T,T) receives the softmax
- * probabilities (row t holds keys 0..t; entries above the diagonal are
- * unspecified); out(B,T,C). */
-typedef dt_status dt_backend_attention_forward_fn(dt_backend *be, float *out, float *att, const float *qkv, int B,
+/* Causal multi-head attention, fused: qkv(B,T,3C) laid out [q | k | v],
+ * each split into NH heads of C/NH; out(B,T,C) = softmax(Q K^T / sqrt(C/NH),
+ * keys 0..t for query t) V per head; lse(B,NH,T) receives each row's
+ * log-sum-exp of its scaled scores, all the backward needs besides qkv and
+ * out (no (T, T) probabilities are kept: a backend recomputes them from
+ * lse, in tiles or in a workspace of its own). */
+typedef dt_status dt_backend_attention_forward_fn(dt_backend *be, float *out, float *lse, const float *qkv, int B,
                                                   int T, int C, int NH);
-/* dqkv(B,T,3C) overwritten; scratch(B,NH,T,T) is workspace */
-typedef dt_status dt_backend_attention_backward_fn(dt_backend *be, float *dqkv, float *scratch, const float *dout,
-                                                   const float *qkv, const float *att, int B, int T, int C, int NH);
+/* dqkv(B,T,3C) overwritten, from dout(B,T,C) and the forward's qkv, out
+ * and lse (out may hold out's values rounded to a 16-bit type: it only
+ * enters D = rowsum(dout * out)). */
+typedef dt_status dt_backend_attention_backward_fn(dt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                                   const float *out, const float *lse, int B, int T, int C, int NH);
 /* GELU, tanh approximation: out(n) = gelu(inp) */
 typedef dt_status dt_backend_gelu_forward_fn(dt_backend *be, float *out, const float *inp, size_t n);
 /* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) */

@@ -45,7 +45,7 @@ int64_t dts_layer_act_bytes(const dt_gpt_config *cfg, int slot, int B, int T)
     int64_t floats;
     switch (cost__kind(cfg, slot)) {
     case 0: floats = BT * C; break;                                         /* the embedding's output */
-    case 1: floats = 16 * BT * C + 4 * BT + NH * (int64_t)B * T * T; break; /* see dts_cost.h */
+    case 1: floats = 16 * BT * C + 4 * BT + NH * (int64_t)B * T; break; /* see dts_cost.h */
     case 2: floats = BT * C + 2 * BT + BT * V; break;                       /* lnf, mean/rstd, logits */
     default: return -1;
     }
@@ -75,9 +75,9 @@ double dts_layer_fwd_bytes(const dt_gpt_config *cfg, int slot, int B, int T)
         /* weights once; activations in units of B*T*C read + written per op:
          * ln1 1+1, qkv 1+3, attention 3+1, proj 1+1, residual 2+1, ln2 1+1,
          * fc 1+4, gelu 4+4, fcproj 4+1, residual 2+1 = 38; the LayerNorm
-         * statistics 4*B*T; the attention probabilities written and read
-         * back, 2*NH*B*T*T. */
-        floats = (double)dts_layer_params(cfg, slot) + 38.0 * BT * C + 4.0 * BT + 2.0 * NH * B * (double)T * T;
+         * statistics 4*B*T; the attention's log-sum-exp written, NH*B*T
+         * (its tiles of probabilities stay in cache: none go to memory). */
+        floats = (double)dts_layer_params(cfg, slot) + 38.0 * BT * C + 4.0 * BT + NH * (double)BT;
         break;
     case 2: /* weights (the V x C matrix, tied or not); lnf 1+1 (+2 statistics); GEMM reads B*T*C, writes
              * the logits; the loss reads them */

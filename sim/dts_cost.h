@@ -47,17 +47,21 @@ typedef struct dts_cost {
 int64_t dts_layer_params(const dt_gpt_config *cfg, int slot);
 /* Activation bytes that slot saves for backward per micro-batch of B x T
  * in FP32 without recomputation: embedding B*T*C floats (its output);
- * block 16*B*T*C + 4*B*T + NH*B*T*T (ln1, qkv 3, atty, res2, ln2, fch 4,
- * fch_gelu 4, out, 4 LayerNorm statistics, the attention probabilities);
+ * block 16*B*T*C + 4*B*T + NH*B*T (ln1, qkv 3, atty, res2, ln2, fch 4,
+ * fch_gelu 4, out, 4 LayerNorm statistics, the fused attention's
+ * log-sum-exp per row: no (T, T) probabilities are kept);
  * head B*T*C + 2*B*T + B*T*V (lnf, its statistics, the logits). Written
  * out from the layer definitions (not from lib's *_act_floats, which add
  * 64-byte alignment padding), and checked against a real run. */
 int64_t dts_layer_act_bytes(const dt_gpt_config *cfg, int slot, int B, int T);
 /* Forward FLOPs of slot at B x T: 2 * (matrix parameters) * B*T for the
  * GEMMs (block 12C^2, head V*C, embedding 0: a gather) plus, per block,
- * the attention's Q K^T and att V: 4*B*T*T*C. Causal attention needs only
- * half of those, but lib/backend/cpu/cpu_attention.c (and most kernels) compute the
- * whole T x T blocks they touch, so it is counted whole. Backward = 2x. */
+ * the attention's Q K^T and att V: 4*B*T*T*C, the whole square, as MFU
+ * conventions (Megatron-LM's) count it. Causal attention needs only half:
+ * the CPU's fused tiles (lib/backend/cpu/cpu_attention.c) compute (n+1)/2n
+ * of it for n tiles of 64 rows, CUDA's unfused kernels all of it; the
+ * profile a prediction starts from measures what the backend really does.
+ * Backward = 2x. */
 double dts_layer_fwd_flops(const dt_gpt_config *cfg, int slot, int B, int T);
 /* Bytes the forward of slot moves through device memory at B x T (FP32):
  * weights read once plus each op's activation reads and writes. */

@@ -173,7 +173,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
              * full recomputation each group's output (B, T, C), whole on
              * every tensor rank, counted at its first block, and a group
              * is rebuilt (its blocks' whole sets) during the backward;
-             * under selective the attention probabilities are dropped, and
+             * under selective the attention's log-sum-exp is dropped, and
              * one block's are rebuilt during its backward */
             const int64_t all = block ? dts__block_act(sc, sc->t, 0) : sc->cost.act_bytes[slot];
             int j = 0, kg = 0, K = 1;

@@ -58,14 +58,14 @@ static int dts__zg_next(const dts__sim *s, const dts__unit *u)
  * (the arenas of lib/model/block.c and lib/parallel/tp.c): LayerNorm inputs
  * and outputs, the residual and the output, (B, T, C) each, and the
  * LayerNorm statistics stay whole; qkv, the attention output, the MLP's two
- * (B, T, 4C) and the attention probabilities (B, NH, T, T) are split over
- * the t ranks. recompute 2 (selective) drops the probabilities, 1 (full,
+ * (B, T, 4C) and the attention's log-sum-exp (B, NH, T) are split over
+ * the t ranks. recompute 2 (selective) drops the log-sum-exp, 1 (full,
  * one block per group) keeps only the block's input. With t = 1 this is
  * dts_layer_act_bytes' block (dt_gpt_predicted_activation_bytes). */
 int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
 {
     const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T * sc->T;
+    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T;
     if (recompute == 1) return BT * C * (int64_t)sizeof(float);
     const int64_t whole = 4 * BT * C + 4 * BT, split = 12 * BT * C + (recompute == 2 ? 0 : att);
     return (whole * n + split) / n * (int64_t)sizeof(float);
@@ -88,7 +88,7 @@ int dts__rc_group(const dts_scenario *sc, int nb, int i, int *j, int *kg)
 
 /* Under fp16/bf16 without full recomputation a block's saved tensors are
  * kept packed (lib/model/gpt.c, lib/parallel/stage.c): 2 bytes an element,
- * the LayerNorm statistics 4, and the output of a stage's last block 4
+ * the LayerNorm statistics and the attention's log-sum-exp 4, and the output of a stage's last block 4
  * (the head's input or the message sent on). The block runs in an FP32
  * working set (dts__block_act's, plus its unpacked input) while it runs. */
 int dts__packs(const dts_scenario *sc) { return strcmp(sc->precision, "fp32") != 0 && sc->recompute != 1; }
@@ -96,9 +96,9 @@ int dts__packs(const dts_scenario *sc) { return strcmp(sc->precision, "fp32") !=
 int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last)
 {
     const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T * sc->T;
-    const int64_t halves = 4 * BT * C + (12 * BT * C + (recompute == 2 ? 0 : att)) / n;
-    return 2 * halves + 4 * 4 * BT + (last ? 2 * BT * C : 0);
+    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T;
+    const int64_t halves = 4 * BT * C + 12 * BT * C / n;
+    return 2 * halves + 4 * (4 * BT + (recompute == 2 ? 0 : att / n)) + (last ? 2 * BT * C : 0);
 }
 
 /* Activation bytes a layer keeps from its forward to its backward under
@@ -122,7 +122,7 @@ static int64_t dts__saved_act(const dts_scenario *sc, int slot)
  * group of kg holds all kg sets, rebuilt once the group's own output is
  * spent (its input is the previous group's output); packed, the block's
  * stores come first, then its FP32 working set and unpacked input; under
- * selective recomputation the attention probabilities sit on top while
+ * selective recomputation the attention's log-sum-exp sits on top while
  * the block runs, forward and backward. */
 static int64_t dts__dp_work(const dts_scenario *sc, int layer, int backward)
 {

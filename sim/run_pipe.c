@@ -47,12 +47,12 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
  * go into the block's saved fch and qkv), under full recomputation after
  * the block's recomputed activations (whole set, into the slot, read by
  * W); the embedding output's gradient (B,T,C) on the first stage. While a
- * block's B runs, selective recomputation holds its attention
- * probabilities in the work arena. Half storage (16-bit without full
+ * block's B runs, selective recomputation holds its attention's
+ * log-sum-exp in the work arena. Half storage (16-bit without full
  * recomputation) unpacks each block into an FP32 working set (its
  * tensors, its input but for the stage's first block, its keep in FP32)
  * and packs the keep into the slot, 2 bytes an element, (4 C + 7 C / t)
- * B T elements; W unpacks the same again (without the probabilities
+ * B T elements; W unpacks the same again (without the log-sum-exp
  * under selective). Without half storage W allocates nothing. */
 dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last)
 {

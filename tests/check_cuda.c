@@ -247,9 +247,9 @@ END_TEST
  *   Y_id:  u sum_j P_ij |V_jd| + a sum_j |V_jd|
  *   dQ_id: u sum_j |dS_ij| |K_jd| + a sum_j |K_jd|
  *   dK_jd: u sum_i |dS_ij| |Q_id| + a sum_i |Q_id|
- *   dV:    none (P^T dY reads att as given: the CPU's, rounded, as the
- *          model rounds it)
- * with P and dS the exact values (computed here in double). The GPU's own
+ *   dV_jd: u sum_i P_ij |dY_id| + a sum_i |dY_id|
+ * with P and dS the exact values (computed here in double; the GPU makes P
+ * again from lse in its backward and rounds it for P^T dY). The GPU's own
  * P and dS differ from those by FP32 summation order (~1e-6 relative),
  * which can move a value across a rounding boundary: the bound is taken
  * 1.25 times, plus the SUM tolerance of the FP32 test for the rest. Sums
@@ -276,35 +276,43 @@ START_TEST(test_attention_half)
     const double u = half_u(t), a = half_a(t);
     const int B = 2, T = 37, C = 48, NH = 3, hs = C / NH, C3 = 3 * C;
     const double scale = 1.0 / sqrt((double)hs);
-    const size_t nqkv = (size_t)B * T * C3, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
-    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *att = hmalloc(natt), *dout = hmalloc(nout);
-    float *dqkv = hmalloc(nqkv), *scratch = hmalloc(natt);
+    const size_t nqkv = (size_t)B * T * C3, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *lse = hmalloc(nlse), *dout = hmalloc(nout);
+    float *dqkv = hmalloc(nqkv);
     double *by = calloc(nout, sizeof *by), *bd = calloc(nqkv, sizeof *bd), *dS = calloc((size_t)T * T, sizeof *dS);
-    ck_assert(by && bd && dS);
+    double *P = calloc((size_t)T * T, sizeof *P);
+    ck_assert(by && bd && dS && P);
     fill(qkv, nqkv, 60, 1), fill(dout, nout, 61, 1);
     round_to(qkv, nqkv, t), round_to(dout, nout, t);
-    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_att = up(att, natt * 4);
-    float *d_dout = up(dout, nout * 4), *d_dqkv = up(dqkv, nqkv * 4), *d_scr = up(scratch, natt * 4);
+    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_lse = up(lse, nlse * 4);
+    float *d_dout = up(dout, nout * 4), *d_dqkv = up(dqkv, nqkv * 4);
     ck_dt(gpu->set_gemm_inputs(gpu, t));
-    ck_dt(cpu->attention_forward(cpu, out, att, qkv, B, T, C, NH));
-    ck_dt(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, NH));
-    expect_close(d_att, att, natt, SUM_ATOL, SUM_RTOL, "16-bit attention probabilities"); /* FP32 softmax */
-    round_to(att, natt, t); /* as the model stores them, for the backward */
-    float *d_attr = up(att, natt * 4);
-    ck_dt(cpu->attention_backward(cpu, dqkv, scratch, dout, qkv, att, B, T, C, NH));
-    ck_dt(gpu->attention_backward(gpu, d_dqkv, d_scr, d_dout, d_qkv, d_attr, B, T, C, NH));
+    ck_dt(cpu->attention_forward(cpu, out, lse, qkv, B, T, C, NH));
+    ck_dt(gpu->attention_forward(gpu, d_out, d_lse, d_qkv, B, T, C, NH));
+    expect_close(d_lse, lse, nlse, SUM_ATOL, SUM_RTOL, "16-bit attention lse"); /* exact products, FP32 softmax */
+    ck_dt(cpu->attention_backward(cpu, dqkv, dout, qkv, out, lse, B, T, C, NH));
+    float *d_out_cpu = up(out, nout * 4), *d_lse_cpu = up(lse, nlse * 4);
+    ck_dt(gpu->attention_backward(gpu, d_dqkv, d_dout, d_qkv, d_out_cpu, d_lse_cpu, B, T, C, NH));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *Q = qkv + (size_t)b * T * C3 + h * hs, *K = Q + C, *V = Q + 2 * C;
-            const float *dY = dout + (size_t)b * T * C + h * hs, *P = att + ((size_t)b * NH + h) * T * T;
-            /* dS from the (rounded) P the backward reads, in double */
+            const float *dY = dout + (size_t)b * T * C + h * hs;
+            /* P and dS in double, from the 16-bit-exact inputs */
             for (int i = 0; i < T; i++) {
-                double dot = 0;
+                double mx = -1e300, z = 0, dot = 0;
+                for (int j = 0; j <= i; j++) {
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += (double)Q[(size_t)i * C3 + d] * K[(size_t)j * C3 + d];
+                    P[(size_t)i * T + j] = s * scale;
+                    if (s * scale > mx) mx = s * scale;
+                }
+                for (int j = 0; j <= i; j++) z += (P[(size_t)i * T + j] = exp(P[(size_t)i * T + j] - mx));
                 for (int j = 0; j <= i; j++) {
                     double dp = 0;
+                    P[(size_t)i * T + j] /= z;
                     for (int d = 0; d < hs; d++) dp += (double)dY[(size_t)i * C + d] * V[(size_t)j * C3 + d];
                     dS[(size_t)i * T + j] = dp;
-                    dot += (double)P[(size_t)i * T + j] * dp;
+                    dot += P[(size_t)i * T + j] * dp;
                 }
                 for (int j = 0; j <= i; j++)
                     dS[(size_t)i * T + j] = scale * P[(size_t)i * T + j] * (dS[(size_t)i * T + j] - dot);
@@ -313,8 +321,7 @@ START_TEST(test_attention_half)
                 for (int d = 0; d < hs; d++) {
                     double y = 0, q = 0;
                     for (int j = 0; j <= i; j++) {
-                        /* the forward's P is the unrounded one: P / (1 - u) bounds it from the rounded */
-                        y += (u * P[(size_t)i * T + j] / (1 - u) + a) * fabs(V[(size_t)j * C3 + d]);
+                        y += (u * P[(size_t)i * T + j] + a) * fabs(V[(size_t)j * C3 + d]);
                         q += (u * fabs(dS[(size_t)i * T + j]) + a) * fabs(K[(size_t)j * C3 + d]);
                     }
                     by[((size_t)b * T + i) * C + h * hs + d] = y;
@@ -322,17 +329,20 @@ START_TEST(test_attention_half)
                 }
             for (int j = 0; j < T; j++)
                 for (int d = 0; d < hs; d++) {
-                    double k = 0;
-                    for (int i = j; i < T; i++)
+                    double k = 0, v = 0;
+                    for (int i = j; i < T; i++) {
                         k += (u * fabs(dS[(size_t)i * T + j]) + a) * fabs(Q[(size_t)i * C3 + d]);
+                        v += (u * P[(size_t)i * T + j] + a) * fabs(dY[(size_t)i * C + d]);
+                    }
                     bd[((size_t)b * T + j) * C3 + C + h * hs + d] = k;
+                    bd[((size_t)b * T + j) * C3 + 2 * C + h * hs + d] = v;
                 }
         }
     expect_within(d_out, out, by, nout, "16-bit attention out");
-    expect_within(d_dqkv, dqkv, bd, nqkv, "16-bit attention dqkv"); /* the dV third: bound 0, the SUM tolerance */
+    expect_within(d_dqkv, dqkv, bd, nqkv, "16-bit attention dqkv");
     ck_dt(gpu->set_gemm_inputs(gpu, DT_F32));
-    gfree(d_qkv), gfree(d_out), gfree(d_att), gfree(d_dout), gfree(d_dqkv), gfree(d_scr), gfree(d_attr);
-    free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch), free(by), free(bd), free(dS);
+    gfree(d_qkv), gfree(d_out), gfree(d_lse), gfree(d_dout), gfree(d_dqkv), gfree(d_out_cpu), gfree(d_lse_cpu);
+    free(qkv), free(out), free(lse), free(dout), free(dqkv), free(by), free(bd), free(dS), free(P);
 }
 END_TEST
 
@@ -533,23 +543,24 @@ END_TEST
 START_TEST(test_attention)
 {
     const int B = 2, T = 37, C = 48, NH = 3; /* T > 32: rows span more than one warp stride */
-    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
-    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *att = hmalloc(natt), *dout = hmalloc(nout);
-    float *dqkv = hmalloc(nqkv), *scratch = hmalloc(natt);
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    float *qkv = hmalloc(nqkv), *out = hmalloc(nout), *lse = hmalloc(nlse), *dout = hmalloc(nout);
+    float *dqkv = hmalloc(nqkv);
     fill(qkv, nqkv, 24, 1), fill(dout, nout, 25, 1);
-    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_att = up(att, natt * 4);
-    float *d_dout = up(dout, nout * 4), *d_dqkv = up(dqkv, nqkv * 4), *d_scr = up(scratch, natt * 4);
-    ck_dt(cpu->attention_forward(cpu, out, att, qkv, B, T, C, NH));
-    ck_dt(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, NH));
+    float *d_qkv = up(qkv, nqkv * 4), *d_out = up(out, nout * 4), *d_lse = up(lse, nlse * 4);
+    float *d_dout = up(dout, nout * 4), *d_dqkv = up(dqkv, nqkv * 4);
+    ck_dt(cpu->attention_forward(cpu, out, lse, qkv, B, T, C, NH));
+    ck_dt(gpu->attention_forward(gpu, d_out, d_lse, d_qkv, B, T, C, NH));
     expect_close(d_out, out, nout, SUM_ATOL, SUM_RTOL, "attention out");
-    expect_close(d_att, att, natt, SUM_ATOL, SUM_RTOL, "attention probabilities"); /* both zero above the diagonal */
-    ck_dt(cpu->attention_backward(cpu, dqkv, scratch, dout, qkv, att, B, T, C, NH));
-    float *d_att_cpu = up(att, natt * 4); /* backward from the same probabilities */
-    ck_dt(gpu->attention_backward(gpu, d_dqkv, d_scr, d_dout, d_qkv, d_att_cpu, B, T, C, NH));
+    expect_close(d_lse, lse, nlse, SUM_ATOL, SUM_RTOL, "attention lse");
+    ck_dt(cpu->attention_backward(cpu, dqkv, dout, qkv, out, lse, B, T, C, NH));
+    /* backward from the same forward state: the CPU's out and lse */
+    float *d_out_cpu = up(out, nout * 4), *d_lse_cpu = up(lse, nlse * 4);
+    ck_dt(gpu->attention_backward(gpu, d_dqkv, d_dout, d_qkv, d_out_cpu, d_lse_cpu, B, T, C, NH));
     expect_close(d_dqkv, dqkv, nqkv, SUM_ATOL, SUM_RTOL, "attention dqkv");
-    ck_assert_int_ne(gpu->attention_forward(gpu, d_out, d_att, d_qkv, B, T, C, 5), DT_OK);
-    gfree(d_qkv), gfree(d_out), gfree(d_att), gfree(d_dout), gfree(d_dqkv), gfree(d_scr), gfree(d_att_cpu);
-    free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch);
+    ck_assert_int_ne(gpu->attention_forward(gpu, d_out, d_lse, d_qkv, B, T, C, 5), DT_OK);
+    gfree(d_qkv), gfree(d_out), gfree(d_lse), gfree(d_dout), gfree(d_dqkv), gfree(d_out_cpu), gfree(d_lse_cpu);
+    free(qkv), free(out), free(lse), free(dout), free(dqkv);
 }
 END_TEST
 

@@ -284,24 +284,130 @@ static double attn_ref_loss(const double *qkv, const double *R, int B, int T, in
     return L;
 }
 
+/* Double reference of the whole op, forward and backward, with running
+ * magnitudes: mag_out = sum_j p_j |v_j|, mag_dqkv the same sums of absolute
+ * terms for dQ, dK, dV (dS's magnitude taken as p (|dP| + |D|) with |dP|
+ * and |D| sums of absolute products). *delta receives the largest score
+ * rounding error of an hs-term FP32 dot product, gamma_hs * scale *
+ * sum_d |q_d k_d|. */
+static void attn_ref(const double *qkv, const double *dy, int B, int T, int C, int NH, double *out, double *mag_out,
+                     double *lse, double *dqkv, double *mag, double *delta)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const double sc = 1.0 / sqrt((double)hs), u = ldexp(1.0, -24), ghs = hs * u / (1 - hs * u);
+    double *P = malloc(sizeof(double) * T * T), *dS = malloc(sizeof(double) * T * T), *dSm = malloc(sizeof(double) * T * T);
+    *delta = 0;
+    memset(dqkv, 0, sizeof(double) * B * T * C3), memset(mag, 0, sizeof(double) * B * T * C3);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+#define Q(t, d) qkv[((size_t)b * T + (t)) * C3 + h * hs + (d)]
+#define K(t, d) qkv[((size_t)b * T + (t)) * C3 + C + h * hs + (d)]
+#define V(t, d) qkv[((size_t)b * T + (t)) * C3 + 2 * C + h * hs + (d)]
+#define DY(t, d) dy[((size_t)b * T + (t)) * C + h * hs + (d)]
+#define G(a, t, d) a[((size_t)b * T + (t)) * C3 + h * hs + (d)]
+            for (int t = 0; t < T; t++) {
+                double mx = -1e300, z = 0;
+                for (int j = 0; j <= t; j++) {
+                    double s = 0, m = 0;
+                    for (int d = 0; d < hs; d++) s += Q(t, d) * K(j, d), m += fabs(Q(t, d) * K(j, d));
+                    P[t * T + j] = s * sc;
+                    if (ghs * sc * m > *delta) *delta = ghs * sc * m;
+                    if (s * sc > mx) mx = s * sc;
+                }
+                for (int j = 0; j <= t; j++) z += (P[t * T + j] = exp(P[t * T + j] - mx));
+                for (int j = 0; j <= t; j++) P[t * T + j] /= z;
+                lse[((size_t)b * NH + h) * T + t] = mx + log(z);
+                for (int d = 0; d < hs; d++) {
+                    double y = 0, m = 0;
+                    for (int j = 0; j <= t; j++) y += P[t * T + j] * V(j, d), m += P[t * T + j] * fabs(V(j, d));
+                    out[((size_t)b * T + t) * C + h * hs + d] = y;
+                    mag_out[((size_t)b * T + t) * C + h * hs + d] = m;
+                }
+            }
+            for (int t = 0; t < T; t++) {
+                double D = 0, Dm = 0;
+                for (int d = 0; d < hs; d++)
+                    D += DY(t, d) * out[((size_t)b * T + t) * C + h * hs + d],
+                        Dm += fabs(DY(t, d)) * mag_out[((size_t)b * T + t) * C + h * hs + d];
+                for (int j = 0; j <= t; j++) {
+                    double dp = 0, dpm = 0;
+                    for (int d = 0; d < hs; d++) dp += DY(t, d) * V(j, d), dpm += fabs(DY(t, d) * V(j, d));
+                    dS[t * T + j] = sc * P[t * T + j] * (dp - D);
+                    dSm[t * T + j] = sc * P[t * T + j] * (dpm + Dm);
+                }
+            }
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j <= t; j++)
+                    for (int d = 0; d < hs; d++) {
+                        G(dqkv, t, d) += dS[t * T + j] * K(j, d), G(mag, t, d) += dSm[t * T + j] * fabs(K(j, d));
+                        G(dqkv, j, C + d) += dS[t * T + j] * Q(t, d), G(mag, j, C + d) += dSm[t * T + j] * fabs(Q(t, d));
+                        G(dqkv, j, 2 * C + d) += P[t * T + j] * DY(t, d);
+                        G(mag, j, 2 * C + d) += P[t * T + j] * fabs(DY(t, d));
+                    }
+#undef Q
+#undef K
+#undef V
+#undef DY
+#undef G
+        }
+    free(P), free(dS), free(dSm);
+}
+
+/* The fused op (tiles of 64, online softmax, only lse kept) against
+ * attn_ref, at lengths inside one tile, on a tile's edge and across three
+ * tiles. Tolerance, derived: a score carries at most delta (above) of
+ * rounding, which moves each probability by a relative 2 delta (numerator
+ * and normaliser); exp adds 5u (check_ops' vmath test: < 3e-7), each of at
+ * most T/64 online rescalings one exp and one product, the normalising sum
+ * and the (tile-summed) GEMMs gamma_T and gamma_hs. So every value is within
+ * (2 delta + (T + hs + 16 + 12 T/64) u) times its magnitude, and the
+ * backward, whose terms are products of those, within twice that. lse is
+ * within delta + (T + 8) u of the reference (|lse| ~ its scores). */
+START_TEST(test_attention_fused)
+{
+    static const int Ts[] = {9, 64, 65, 150};
+    const int B = 2, C = 16, NH = 2, hs = C / NH, T = Ts[_i];
+    const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * nl);
+    float *dy = malloc(sizeof(float) * no), *dqkv = malloc(sizeof(float) * nq);
+    fill(qkv, nq, 15 + T, 1.5f), fill(dy, no, 16 + T, 1);
+    ck_dt(be->attention_forward(be, out, lse, qkv, B, T, C, NH));
+    ck_dt(be->attention_backward(be, dqkv, dy, qkv, out, lse, B, T, C, NH));
+    double *qd = to_d(qkv, nq), *dyd = to_d(dy, no), *ro = malloc(sizeof(double) * no), *mo = malloc(sizeof(double) * no);
+    double *rl = malloc(sizeof(double) * nl), *rg = malloc(sizeof(double) * nq), *mg = malloc(sizeof(double) * nq), delta;
+    attn_ref(qd, dyd, B, T, C, NH, ro, mo, rl, rg, mg, &delta);
+    const double u = ldexp(1.0, -24), rel = 2 * delta + (T + hs + 16 + 12.0 * T / 64) * u;
+    for (size_t i = 0; i < no; i++)
+        ck_assert_msg(fabs(out[i] - ro[i]) <= rel * mo[i] + 1e-30, "T=%d out[%zu]: got %.9g expected %.9g (bound %.3g)",
+                      T, i, out[i], ro[i], rel * mo[i]);
+    for (size_t i = 0; i < nl; i++)
+        ck_assert_msg(fabs(lse[i] - rl[i]) <= delta + (T + 8) * u * (1 + fabs(rl[i])),
+                      "T=%d lse[%zu]: got %.9g expected %.9g", T, i, lse[i], rl[i]);
+    for (size_t i = 0; i < nq; i++)
+        ck_assert_msg(fabs(dqkv[i] - rg[i]) <= 2 * rel * mg[i] + 1e-30,
+                      "T=%d dqkv[%zu]: got %.9g expected %.9g (bound %.3g)", T, i, dqkv[i], rg[i], 2 * rel * mg[i]);
+    free(qkv), free(out), free(lse), free(dy), free(dqkv), free(qd), free(dyd), free(ro), free(mo), free(rl), free(rg),
+        free(mg);
+}
+END_TEST
+
+/* attn_ref's gradient itself, against central differences of the loss
+ * sum(out * R) (see the file's head for the step and tolerances). */
 START_TEST(test_attention)
 {
     const int B = 2, T = 9, C = 12, NH = 3;
-    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-    float *qkv = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * no), *att = malloc(sizeof(float) * na);
-    float *R = malloc(sizeof(float) * no), *dqkv = malloc(sizeof(float) * nq), *scr = malloc(sizeof(float) * na);
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * nl);
+    float *R = malloc(sizeof(float) * no), *dqkv = malloc(sizeof(float) * nq);
     fill(qkv, nq, 15, 1), fill(R, no, 16, 1);
-    ck_dt(be->attention_forward(be, out, att, qkv, B, T, C, NH));
+    ck_dt(be->attention_forward(be, out, lse, qkv, B, T, C, NH));
     double *qd = to_d(qkv, nq), *Rd = to_d(R, no), *ref = malloc(sizeof(double) * no);
     attn_ref_loss(qd, Rd, B, T, C, NH, ref);
     for (size_t i = 0; i < no; i++) ASSERT_CLOSE(out[i], ref[i], 1e-5, 1e-4, "attention out", i);
-    for (int bh = 0; bh < B * NH; bh++) /* probabilities: rows sum to 1, causal */
-        for (int t = 0; t < T; t++) {
-            double s = 0;
-            for (int j = 0; j <= t; j++) s += att[((size_t)bh * T + t) * T + j];
-            ASSERT_CLOSE(s, 1.0, 1e-5, 0, "attention row sum", t);
-        }
-    ck_dt(be->attention_backward(be, dqkv, scr, R, qkv, att, B, T, C, NH));
+    ck_dt(be->attention_backward(be, dqkv, R, qkv, out, lse, B, T, C, NH));
+    double *mo = malloc(sizeof(double) * no), *rl = malloc(sizeof(double) * nl), *rg = malloc(sizeof(double) * nq);
+    double *mg = malloc(sizeof(double) * nq), delta;
+    attn_ref(qd, Rd, B, T, C, NH, ref, mo, rl, rg, mg, &delta);
     const double h = 1e-6;
     for (size_t i = 0; i < nq; i++) {
         double s = qd[i];
@@ -310,10 +416,12 @@ START_TEST(test_attention)
         qd[i] = s - h;
         double lm = attn_ref_loss(qd, Rd, B, T, C, NH, NULL);
         qd[i] = s;
+        ASSERT_CLOSE(rg[i], (lp - lm) / (2 * h), 1e-7, 1e-6, "attn_ref dqkv", i); /* double against double */
         ASSERT_CLOSE(dqkv[i], (lp - lm) / (2 * h), 1e-4, 1e-3, "attention dqkv", i);
     }
-    ck_assert_int_ne(be->attention_forward(be, out, att, qkv, B, T, C, 5), DT_OK);
-    free(qkv), free(out), free(att), free(R), free(dqkv), free(scr), free(qd), free(Rd), free(ref);
+    ck_assert_int_ne(be->attention_forward(be, out, lse, qkv, B, T, C, 5), DT_OK);
+    free(qkv), free(out), free(lse), free(R), free(dqkv), free(qd), free(Rd), free(ref), free(mo), free(rl), free(rg),
+        free(mg);
 }
 END_TEST
 
@@ -470,6 +578,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_attention);
+    tcase_add_loop_test(tc, test_attention_fused, 0, 4);
     tcase_add_test(tc, test_encoder);
     tcase_add_test(tc, test_crossentropy);
     tcase_add_test(tc, test_residual);

@@ -86,18 +86,18 @@ static dt_status dt__front_gemm(dt_backend *be, int transa, int transb, int M, i
     return be->ops->gemm(be, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-static dt_status dt__front_attention_forward(dt_backend *be, float *out, float *att, const float *qkv, int B, int T,
+static dt_status dt__front_attention_forward(dt_backend *be, float *out, float *lse, const float *qkv, int B, int T,
                                              int C, int NH)
 {
     DT_CHECK(dt__check_heads(C, NH));
-    return be->ops->attention_forward(be, out, att, qkv, B, T, C, NH);
+    return be->ops->attention_forward(be, out, lse, qkv, B, T, C, NH);
 }
 
-static dt_status dt__front_attention_backward(dt_backend *be, float *dqkv, float *scratch, const float *dout,
-                                              const float *qkv, const float *att, int B, int T, int C, int NH)
+static dt_status dt__front_attention_backward(dt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                              const float *out, const float *lse, int B, int T, int C, int NH)
 {
     DT_CHECK(dt__check_heads(C, NH));
-    return be->ops->attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    return be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH);
 }
 
 static dt_status dt__front_adamw_update(dt_backend *be, float *p, const float *g, float *m, float *v, size_t n,

@@ -30,7 +30,7 @@ static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T)
 {
-    return dt__pad16((size_t)B * cfg->num_heads * T * T);
+    return dt__pad16((size_t)B * cfg->num_heads * T);
 }
 
 size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att)
@@ -42,20 +42,19 @@ size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att
            + (with_att ? dt__block_att_floats(cfg, B, T) : 0) + 2 * dt__pad16(BT * 4 * C); /* fch, fch_gelu */
 }
 
-/* dbtc, dqkv, datt, dfch, then the keep's four (B,T,C) (its dfch and dqkv
+/* dbtc, dqkv, dfch, then the keep's four (B,T,C) (its dfch and dqkv
  * are the scratch's) */
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
 {
-    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
-    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(B * NH * T * T) + dt__pad16(BT * 4 * C);
+    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
+    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(BT * 4 * C);
 }
 
 void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int B, int T, float *w)
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
     s->dbtc = w, w += dt__pad16(BT * C);
     s->dqkv = w, w += dt__pad16(BT * 3 * C);
-    s->datt = w, w += dt__pad16(B * NH * T * T);
     s->dfch = w, w += dt__pad16(BT * 4 * C);
     s->keep.dout = w, w += dt__pad16(BT * C);
     s->keep.dln2 = w, w += dt__pad16(BT * C);
@@ -141,8 +140,8 @@ dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, in
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 3 * C, &acts->qkv));
-    acts->att = NULL;
-    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NH * T * T, &acts->att));
+    acts->lse = NULL;
+    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NH * T, &acts->lse));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->atty));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->res2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln2));
@@ -169,14 +168,14 @@ void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int t, int B,
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    float **p[DT__BLOCK_NFIELDS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att,      &a->atty, &a->res2,
+    float **p[DT__BLOCK_NFIELDS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->lse,      &a->atty, &a->res2,
                                     &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->out};
-    const size_t sz[DT__BLOCK_NFIELDS] = {BT * C, BT, BT, BT * 3 * Cl, B * NHl * T * T, BT * Cl, BT * C,
+    const size_t sz[DT__BLOCK_NFIELDS] = {BT * C, BT, BT, BT * 3 * Cl, B * NHl * T, BT * Cl, BT * C,
                                           BT * C, BT, BT, BT * 4 * Cl, BT * 4 * Cl,     BT * C};
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         ptr[i] = p[i];
         n[i] = sz[i];
-        stat[i] = i == 1 || i == 2 || i == 8 || i == 9; /* LayerNorm means and rstds */
+        stat[i] = i == 1 || i == 2 || i == 4 || i == 8 || i == 9; /* LayerNorm means and rstds, lse */
     }
 }
 
@@ -246,8 +245,7 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     DT_CHECK(dt__round(be, r, a->ln1, NC));
     DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C));
     DT_CHECK(dt__round(be, r, a->qkv, 3 * NC));
-    DT_CHECK(be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH));
-    DT_CHECK(dt__round(be, r, a->att, (size_t)B * NH * T * T));
+    DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, C, NH));
     DT_CHECK(dt__round(be, r, a->atty, NC));
     DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
@@ -288,7 +286,7 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
     DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, s->dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, C, C));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
-    DT_CHECK(be->attention_backward(be, s->dqkv, s->datt, s->dbtc, a->qkv, a->att, B, T, C, NH));
+    DT_CHECK(be->attention_backward(be, s->dqkv, s->dbtc, a->qkv, a->atty, a->lse, B, T, C, NH));
     DT_CHECK(dt__round(be, r, s->dqkv, 3 * NC));
     if (k->dqkv != s->dqkv) DT_CHECK(be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));

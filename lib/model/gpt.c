@@ -308,7 +308,7 @@ static size_t dt__pad(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Peak saved-activation floats for (B, T) under a recomputation mode; the
  * arena is sized by it and measures what is really used (the tests check
  * that the two agree). With E, A, H the embedding, block and head
- * footprints, P = B*T*C, ATT the attention probabilities, G = ceil(L/K):
+ * footprints, P = B*T*C, ATT the attention log-sum-exp, G = ceil(L/K):
  *   none:      E + L*A + H
  *   selective: E + L*(A - ATT) + max(ATT, H)
  *   full, K:   E + max(G*P + H, max over groups g of (g+1)*P + K_g*A)
@@ -317,7 +317,7 @@ static size_t dt__pad(size_t n) { return (n + 15) & ~(size_t)15; }
  *              divisible by K that is E + G*P + max(K*A, H). */
 /* Half mode without full recomputation: each block keeps its saved tensors
  * packed (2 bytes an element; statistics FP32; the last block's output FP32
- * for the head; no probabilities under selective), and one block's FP32
+ * for the head; no attention lse under selective), and one block's FP32
  * working set plus its unpacked input (A + P) lives while it runs. */
 /* Block l's half storage (lib/model/block.c): the last block's output FP32 for the head. */
 static dt__block_pack dt__gpt_pack_of(const dt_gpt *m, int l, int with_att, int B, int T)
@@ -650,12 +650,12 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
             m->mark[l] = dt__arena_mark(&m->arena);
             DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, with_att, &m->acts[l]));
             size_t mark = dt__arena_mark(&m->arena);
-            if (!with_att) /* the probabilities live only while the block runs */
-                DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].att));
+            if (!with_att) /* the attention lse live only while the block runs */
+                DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].lse));
             DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &m->acts[l], x, B, T, dt__gpt_rnd(m)));
             if (!with_att) {
                 dt__arena_release(&m->arena, mark);
-                m->acts[l].att = NULL;
+                m->acts[l].lse = NULL;
             }
             x = m->acts[l].out;
             dt__hook(m, l, 'F', t0);
@@ -727,8 +727,7 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
             DT_CHECK(dt__gpt_block_input(m, l, &x));
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
                 t0 = dt_time_ns();
-                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, w.att, w.qkv, B, T, c->hidden_size, c->num_heads));
-                DT_CHECK(dt__round(be, dt__gpt_rnd(m), w.att, (size_t)B * c->num_heads * T * T));
+                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, w.lse, w.qkv, B, T, c->hidden_size, c->num_heads));
                 dt__hook(m, l, 'R', t0);
             }
             DT_CHECK(dt__gpt_block_backward(m, l, &w, x, dt_time_ns(), m->mark[l])); /* its stores too */
@@ -737,17 +736,16 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
         for (int l = L - 1; l >= 0; l--) {
             const float *x = l ? m->acts[l - 1].out : m->x0;
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {
-                /* Recompute the attention core's probabilities from the kept
+                /* Recompute the attention core (its lse) from the kept
                  * qkv; its output goes to scratch (the kept atty is identical). */
                 t0 = dt_time_ns();
-                DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].att));
-                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, m->acts[l].att, m->acts[l].qkv, B, T,
+                DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].lse));
+                DT_CHECK(be->attention_forward(be, m->scratch.dbtc, m->acts[l].lse, m->acts[l].qkv, B, T,
                                                c->hidden_size, c->num_heads));
-                DT_CHECK(dt__round(be, dt__gpt_rnd(m), m->acts[l].att, (size_t)B * c->num_heads * T * T));
                 dt__hook(m, l, 'R', t0);
             }
             DT_CHECK(dt__gpt_block_backward(m, l, &m->acts[l], x, dt_time_ns(), m->mark[l]));
-            if (m->recompute == DT_RECOMPUTE_SELECTIVE) m->acts[l].att = NULL;
+            if (m->recompute == DT_RECOMPUTE_SELECTIVE) m->acts[l].lse = NULL;
         }
     }
     /* the embedding's backward reads the tokens and dres only: every activation is spent */

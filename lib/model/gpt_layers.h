@@ -130,7 +130,7 @@ typedef struct dt__block_params {
 typedef struct dt__block_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
     float *qkv;                       /* (B,T,3C) */
-    float *att;                       /* (B,NH,T,T) softmax probabilities */
+    float *lse;                       /* (B,NH,T) attention's log-sum-exp per row */
     float *atty;                      /* (B,T,C) attention output before projection */
     float *res2;                      /* (B,T,C) x + attention */
     float *ln2, *ln2_mean, *ln2_rstd; /* (B,T,C), (B,T), (B,T) */
@@ -142,8 +142,9 @@ typedef struct dt__block_acts {
 /* The saved tensors of a block in a fixed order: where each pointer lives
  * in *acts, its size in floats (a tensor-parallel shard's for t > 1, see
  * lib/parallel/tp.h; t = 1: the whole block), and whether it is a statistic
- * (LayerNorm mean/rstd, kept FP32 under mixed precision). DT__BLOCK_ATT is
- * the index of the attention probabilities, DT__BLOCK_OUT of the output. */
+ * (LayerNorm mean/rstd and the attention's log-sum-exp, kept FP32 under
+ * mixed precision). DT__BLOCK_ATT is the index of the attention's saved
+ * state (its lse), DT__BLOCK_OUT of the output. */
 #define DT__BLOCK_NFIELDS 13
 #define DT__BLOCK_ATT 4
 #define DT__BLOCK_OUT 12
@@ -155,7 +156,7 @@ void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int t, int
  * is done and unpacked for its backward; the values are half values
  * already, so both ways are exact. A store holds 2 bytes an element, FP32
  * for the statistics and, with out_fp32, for the output; there is none for
- * the probabilities when !with_att. */
+ * the attention's lse when !with_att. */
 typedef struct dt__block_pack {
     const dt_gpt_config *cfg;
     int t, B, T; /* the shard (t > 1) or the whole block */
@@ -164,7 +165,7 @@ typedef struct dt__block_pack {
 } dt__block_pack;
 
 size_t dt__block_packed_floats(const dt__block_pack *k);
-/* The stores, from arena a (stores[DT__BLOCK_ATT] NULL without probabilities). */
+/* The stores, from arena a (stores[DT__BLOCK_ATT] NULL without the lse). */
 dt_status dt__block_pack_alloc(const dt__block_pack *k, dt__arena *a, void *stores[DT__BLOCK_NFIELDS]);
 /* acts' tensors into the stores (pack = 1), or back (pack = 0) but for
  * the output, which a backward does not read (the next block's input is
@@ -221,7 +222,6 @@ dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int
 typedef struct dt__block_scratch {
     float *dbtc; /* (B,T,C) */
     float *dqkv; /* (B,T,3C) */
-    float *datt; /* (B,NH,T,T) */
     float *dfch; /* (B,T,4C) */
     dt__block_keep keep;
 } dt__block_scratch;
@@ -229,12 +229,12 @@ typedef struct dt__block_scratch {
 /* Point s's fields into base, which holds dt__block_scratch_floats floats. */
 void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int B, int T, float *base);
 
-/* Saved floats of one block; with_att = 0 leaves out the attention
- * probabilities (B,NH,T,T), which selective recomputation does not keep. */
+/* Saved floats of one block; with_att = 0 leaves out the attention's
+ * log-sum-exp (B,NH,T), which selective recomputation does not keep. */
 size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att);
 size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T);
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T);
-/* Allocate a block's activations; with_att = 0 leaves acts->att NULL for
+/* Allocate a block's activations; with_att = 0 leaves acts->lse NULL for
  * the caller to point at a temporary. */
 dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
                                dt__block_acts *acts);

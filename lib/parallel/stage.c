@@ -175,7 +175,7 @@ static size_t dt__slot_split_floats(const dt__stage *st)
 }
 
 /* Floats of one slot's arena: fixed buffers, then the forward's saved
- * activations: every block's (none), without the attention probabilities
+ * activations: every block's (none), without the attention log-sum-exp
  * (selective), or one (B,T,C) output per group of recompute_k blocks (full). */
 static size_t dt__slot_floats(const dt__stage *st)
 {
@@ -202,7 +202,7 @@ static size_t dt__slot_floats(const dt__stage *st)
     return n + 64;
 }
 
-/* Floats of the shared work arena: the probabilities of one block
+/* Floats of the shared work arena: the attention lse of one block
  * (selective), the activations of one group (full); packed, one block's
  * FP32 working set and its unpacked input. */
 static size_t dt__work_floats(const dt__stage *st)
@@ -547,7 +547,7 @@ const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const float *
 
 /* The peak counts the slots' saved activations, the part of the growing
  * slot's not yet counted, and the work arena's transient ones (a group
- * being recomputed, the probabilities of one block). */
+ * being recomputed, the attention lse of one block). */
 void dt__stage_note_peak(dt__stage *st)
 {
     const size_t grow = st->growing ? st->growing->arena.used - st->grow_from : 0;
@@ -581,7 +581,7 @@ static dt_status dt__stage_nf_note(dt__stage *st, float *x, size_t rows, size_t 
 
 /* Block l's forward in slot sl from x: its activations in arena a (the
  * slot's, or the work arena while a group is recomputed); with_att = 0
- * keeps the attention probabilities only while the block runs. */
+ * keeps the attention log-sum-exp only while the block runs. */
 static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt__arena *a, int with_att, const float *x,
                                          const float **out)
 {
@@ -593,10 +593,10 @@ static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt_
     else DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, acts));
     const size_t mark = dt__arena_mark(&st->work);
     if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
-    if (att) acts->att = att;
+    if (att) acts->lse = att;
     if (st->t > 1) DT_CHECK(dt__tp_block_forward(st->tp, st->be, c, &st->w[l], acts, x, st->B, st->T, r));
     else DT_CHECK(dt__block_forward(st->be, c, &st->w[l], acts, x, st->B, st->T, r));
-    if (att) acts->att = NULL;
+    if (att) acts->lse = NULL;
     *out = acts->out;
     DT_CHECK(dt__stage_nf_note(st, acts->out, 1, (size_t)st->B * st->T * c->hidden_size,
                                (size_t)st->B * st->T * c->hidden_size, 1 + st->l0 + l));

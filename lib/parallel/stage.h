@@ -23,13 +23,13 @@
  * values): a stage does not halve its activation memory.
  *
  * Recomputation (dt__stage_set_recompute) works as in lib/model/gpt.c, on
- * the stage's own blocks: selective keeps no attention probabilities and
+ * the stage's own blocks: selective keeps no attention log-sum-exp and
  * recomputes each block's from its kept qkv before its backward; full with
  * K keeps only the output of each group of K of the stage's blocks (K at
  * most its block count) and runs a group's forward again before its
  * backward. The recomputed values are the forward's, bit for bit. A slot's
  * arena holds only what is kept; the transient activations (a group being
- * recomputed, one block's probabilities) live in one work arena of the
+ * recomputed, one block's attention lse) live in one work arena of the
  * stage, and the peak counts them.
  *
  * Zero-bubble schedules split a micro-batch's backward into B, the input
@@ -113,7 +113,7 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
  * blocks per group; reallocates the slots, so no micro-batch may be in flight. */
 dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_layers);
 /* Called after each recomputation inside a backward (a block's forward run
- * again under full recomputation, its attention probabilities under
+ * again under full recomputation, its attention log-sum-exp under
  * selective) with the block's whole-model index and its start and end
  * (dt_time_ns); fn NULL: none. */
 typedef void (*dt__stage_recompute_fn)(void *ctx, int layer, int64_t t0_ns, int64_t t1_ns);

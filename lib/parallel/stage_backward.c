@@ -23,14 +23,14 @@
  * too (dt__block_act_floats each: recomputed in B, read by W). The saved
  * activations of the forward stay until W, as the logits do (turned into
  * their gradient by B). Under selective recomputation W needs no attention
- * probabilities: they live in the work arena during B only. In half storage
+ * log-sum-exp: it lives in the work arena during B only. In half storage
  * W unpacks each block's saved tensors and keep again (exact). */
 #include "dt_internal.h"
 #include "dt_time.h"
 #include "stage_impl.h"
 
 /* Block l's backward in slot sl, x its input; selective recomputation
- * first recomputes the attention probabilities from the kept qkv into the
+ * first recomputes the attention log-sum-exp from the kept qkv into the
  * work arena (the attention output goes to scratch: the kept one is the
  * same). whole: B and W at once; else B, keeping what W needs in the slot. */
 static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, const float *x, int whole)
@@ -49,9 +49,8 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
     if (sel) {
         const int Cl = c->hidden_size / st->t, NHl = c->num_heads / st->t;
         const int64_t t0 = dt_time_ns();
-        DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->att));
-        DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->att, a->qkv, B, T, Cl, NHl));
-        DT_CHECK(dt__round(st->be, r, a->att, (size_t)B * NHl * T * T));
+        DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &a->lse));
+        DT_CHECK(st->be->attention_forward(st->be, st->scratch.dbtc, a->lse, a->qkv, B, T, Cl, NHl));
         dt__stage_recomputed(st, l, t0);
     }
     dt__stage_note_peak(st);
@@ -70,7 +69,7 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
         DT_CHECK(dt__block_keep_pack_copy(st->be, c, st->t, B, T, st->precision, k, sl->kpacked[l], 1));
         dt__stage_note_peak(st);
     }
-    if (sel) a->att = NULL;
+    if (sel) a->lse = NULL;
     dt__arena_release(&st->work, mark);
     return DT_OK;
 }

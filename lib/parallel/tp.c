@@ -102,7 +102,7 @@ static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T)
 {
-    return dt__pad16((size_t)B * ((size_t)cfg->num_heads / (size_t)t) * T * T);
+    return dt__pad16((size_t)B * ((size_t)cfg->num_heads / (size_t)t) * T);
 }
 
 size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att)
@@ -115,9 +115,8 @@ size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    /* dbtc, dqkv, datt, dfch, and the keep's four (B,T,C) of a backward that runs W at once */
-    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T) + dt__pad16(BT * 4 * Cl) + 64;
+    /* dbtc, dqkv, dfch, and the keep's four (B,T,C) of a backward that runs W at once */
+    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(BT * 4 * Cl) + 64;
 }
 
 dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att, dt__tp_acts *x)
@@ -128,8 +127,8 @@ dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &x->qkv));
-    x->att = NULL;
-    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T * T, &x->att));
+    x->lse = NULL;
+    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T, &x->lse));
     DT_CHECK(dt__arena_alloc(a, BT * Cl, &x->atty));
     DT_CHECK(dt__arena_alloc(a, BT * C, &x->res2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &x->ln2));
@@ -155,8 +154,7 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     DT_CHECK(dt__tp_f(tp, 'F', a->ln1, NC));
     DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * Cl));
     DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
-    DT_CHECK(be->attention_forward(be, a->atty, a->att, a->qkv, B, T, Cl, NHl));
-    DT_CHECK(dt__round(be, r, a->att, (size_t)B * NHl * T * T));
+    DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
     DT_CHECK(dt__round(be, r, a->atty, (size_t)N * Cl));
     DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C));
     DT_CHECK(dt__tp_g(tp, 'F', a->res2, NC));
@@ -185,8 +183,7 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     const size_t NC = (size_t)N * C, BT = (size_t)N;
     float *dbtc = scratch;                                   /* (N, C/t) the attention output's gradient */
     float *dqkv = dbtc + dt__pad16(BT * C);                  /* (N, 3C/t) */
-    float *datt = dqkv + dt__pad16(BT * 3 * Cl);             /* (B, NH/t, T, T) */
-    float *dfch = datt + dt__pad16((size_t)B * NHl * T * T); /* (N, 4C/t) */
+    float *dfch = dqkv + dt__pad16(BT * 3 * Cl);             /* (N, 4C/t) */
     /* activation gradients rounded where block.c rounds them; a partial
      * input gradient is rounded once f has summed it */
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
@@ -205,7 +202,7 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, Cl, C));
     DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
-    DT_CHECK(be->attention_backward(be, dqkv, datt, dbtc, a->qkv, a->att, B, T, Cl, NHl));
+    DT_CHECK(be->attention_backward(be, dqkv, dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
     DT_CHECK(dt__round(be, r, dqkv, BT * 3 * Cl));
     if (k->dqkv != dqkv) DT_CHECK(be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
@@ -221,9 +218,8 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
 static dt__block_keep dt__tp_scratch_keep(const dt_gpt_config *cfg, int t, int B, int T, float *scratch)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    float *dqkv = scratch + dt__pad16(BT * C);                                /* (N, 3C/t) */
-    float *dfch = dqkv + dt__pad16(BT * 3 * Cl) + dt__pad16(B * NHl * T * T); /* (N, 4C/t) */
+    float *dqkv = scratch + dt__pad16(BT * C);   /* (N, 3C/t) */
+    float *dfch = dqkv + dt__pad16(BT * 3 * Cl); /* (N, 4C/t) */
     float *w = dfch + dt__pad16(BT * 4 * Cl);
     dt__block_keep k = {.dfch = dfch, .dqkv = dqkv};
     k.dout = w, w += dt__pad16(BT * C);

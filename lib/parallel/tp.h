@@ -67,14 +67,14 @@ double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_param
                           const float *local, const size_t whole_off[12]);
 
 /* A sharded block's saved tensors: block.c's fields at the shard's sizes,
- * qkv (B,T,3C/t), att (B,NH/t,T,T), atty (B,T,C/t), fch and fch_gelu
+ * qkv (B,T,3C/t), lse (B,NH/t,T), atty (B,T,C/t), fch and fch_gelu
  * (B,T,4C/t); the LayerNorms, res2, out and the statistics whole
  * (dt__block_fields with t). */
 typedef dt__block_acts dt__tp_acts;
 
-/* Saved floats of one sharded block; with_att = 0 leaves out the attention
- * probabilities (dt__tp_att_floats), which selective recomputation does not
- * keep (acts->att is then NULL for the caller to point at a temporary). */
+/* Saved floats of one sharded block; with_att = 0 leaves out the attention's
+ * log-sum-exp (dt__tp_att_floats), which selective recomputation does not
+ * keep (acts->lse is then NULL for the caller to point at a temporary). */
 size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att);
 size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T);
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T);

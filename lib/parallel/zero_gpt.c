@@ -491,7 +491,7 @@ static dt_status dt__zg_block_input(dt__zgpt *z, int l, const float **x)
 
 /* Mixed precision, block l (weights bound): forward = 1 runs it in an FP32
  * working set and packs what it saves into its stores; forward = 0
- * unpacks them, recomputes the attention probabilities under selective
+ * unpacks them, recomputes the attention log-sum-exp under selective
  * recomputation, and runs its backward (gradients bound). As gpt.c's. */
 static dt_status dt__zg_block_packed(dt__zgpt *z, int l, int forward)
 {
@@ -512,8 +512,7 @@ static dt_status dt__zg_block_packed(dt__zgpt *z, int l, int forward)
         if (z->recompute == DT_RECOMPUTE_SELECTIVE) {
             const int64_t t0 = dt_time_ns();
             DT_CHECK(
-                z->be->attention_forward(z->be, z->scratch.dbtc, w.att, w.qkv, B, T, c->hidden_size, c->num_heads));
-            DT_CHECK(dt__round(z->be, dt__zg_rnd(z), w.att, (size_t)B * c->num_heads * T * T));
+                z->be->attention_forward(z->be, z->scratch.dbtc, w.lse, w.qkv, B, T, c->hidden_size, c->num_heads));
             dt__zg_hook(z, l, 'R', t0);
         }
         DT_CHECK(dt__block_backward(z->be, c, &z->bp, &z->bg, &w, &z->scratch, x, z->dres, B, T, dt__zg_rnd(z)));
@@ -567,12 +566,12 @@ dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *ta
         z->mark[l] = dt__arena_mark(&z->arena);
         DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, with_att, &z->acts[l]));
         const size_t mark = dt__arena_mark(&z->arena);
-        if (!with_att) /* the probabilities live only while the block runs */
-            DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].att));
+        if (!with_att) /* the attention lse live only while the block runs */
+            DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].lse));
         DT_CHECK(dt__block_forward(be, c, &z->bp, &z->acts[l], x, B, T, dt__zg_rnd(z)));
         if (!with_att) {
             dt__arena_release(&z->arena, mark);
-            z->acts[l].att = NULL;
+            z->acts[l].lse = NULL;
         }
         x = z->acts[l].out;
         dt__zg_hook(z, l, 'F', t0);
@@ -657,19 +656,18 @@ dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
     for (int l = L - 1; l >= 0 && !dt__zg_packs(z); l--) {
         const float *x = l ? z->acts[l - 1].out : z->x0;
         DT_CHECK(dt__zg_weights(z, l, l ? l - 1 : DT__ZG_NONE));
-        if (z->recompute == DT_RECOMPUTE_SELECTIVE) { /* the probabilities again, from the kept qkv */
+        if (z->recompute == DT_RECOMPUTE_SELECTIVE) { /* the attention lse again, from the kept qkv */
             t0 = dt_time_ns();
-            DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].att));
-            DT_CHECK(be->attention_forward(be, z->scratch.dbtc, z->acts[l].att, z->acts[l].qkv, B, T, c->hidden_size,
+            DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].lse));
+            DT_CHECK(be->attention_forward(be, z->scratch.dbtc, z->acts[l].lse, z->acts[l].qkv, B, T, c->hidden_size,
                                            c->num_heads));
-            DT_CHECK(dt__round(be, dt__zg_rnd(z), z->acts[l].att, (size_t)B * c->num_heads * T * T));
             dt__zg_hook(z, l, 'R', t0);
         }
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_grads_open(z, l));
         DT_CHECK(dt__block_backward(be, c, &z->bp, &z->bg, &z->acts[l], &z->scratch, x, z->dres, B, T, dt__zg_rnd(z)));
         dt__arena_release(&z->arena, z->mark[l]); /* the block's saved activations are spent */
-        if (z->recompute == DT_RECOMPUTE_SELECTIVE) z->acts[l].att = NULL;
+        if (z->recompute == DT_RECOMPUTE_SELECTIVE) z->acts[l].lse = NULL;
         dt__zg_hook(z, l, 'B', t0);
         DT_CHECK(dt__zg_grads_close(z, l));
     }
