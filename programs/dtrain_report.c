@@ -161,7 +161,7 @@ static void dtrain_print_precision_memory(const dt_train_config *c)
         printf("memory: full activation recomputation, checkpoint every %d block%s\n", c->recompute_num_layers,
                c->recompute_num_layers == 1 ? "" : "s");
     else if (c->recompute == DT_RECOMPUTE_SELECTIVE)
-        printf("memory: selective activation recomputation (attention probabilities)\n");
+        printf("memory: selective activation recomputation (attention core: its log-sum-exp)\n");
     fflush(stdout);
 }
 

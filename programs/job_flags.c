@@ -191,10 +191,10 @@ static const job_flag_def job_flags[JF_COUNT] = {
          .offset = AT(recompute_granularity),
          .choices = "full|selective",
          .default_text = "off",
-         .prog = {[JOB_DTRAIN] = {.help = "full: keep only every K-th block's input; selective: drop only the "
-                                          "attention probabilities"},
+         .prog = {[JOB_DTRAIN] = {.help = "full: keep only every K-th block's input; selective: recompute the "
+                                          "attention core (fused: only its log-sum-exp was kept)"},
                   [JOB_DTSIM] = {.help = "full: recompute whole blocks; selective: only the attention "
-                                         "probabilities"}}},
+                                         "core"}}},
     [JF_RECOMPUTE_NUM_LAYERS] = {.name = "--recompute-num-layers",
                                  .kind = DT_ARG_INT,
                                  .offset = AT(recompute_num_layers),

@@ -75,9 +75,10 @@ double dts_layer_fwd_bytes(const dt_gpt_config *cfg, int slot, int B, int T)
         /* weights once; activations in units of B*T*C read + written per op:
          * ln1 1+1, qkv 1+3, attention 3+1, proj 1+1, residual 2+1, ln2 1+1,
          * fc 1+4, gelu 4+4, fcproj 4+1, residual 2+1 = 38; the LayerNorm
-         * statistics 4*B*T; the attention's log-sum-exp written, NH*B*T
-         * (its tiles of probabilities stay in cache: none go to memory). */
-        floats = (double)dts_layer_params(cfg, slot) + 38.0 * BT * C + 4.0 * BT + NH * (double)BT;
+         * statistics 4*B*T; the attention probabilities written and read
+         * back, 2*NH*B*T*T: CUDA's unfused kernels do (in their workspace);
+         * the CPU's fused tiles stay in cache, which a profile measures. */
+        floats = (double)dts_layer_params(cfg, slot) + 38.0 * BT * C + 4.0 * BT + 2.0 * NH * B * (double)T * T;
         break;
     case 2: /* weights (the V x C matrix, tied or not); lnf 1+1 (+2 statistics); GEMM reads B*T*C, writes
              * the logits; the loss reads them */

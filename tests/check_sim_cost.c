@@ -558,9 +558,9 @@ START_TEST(test_roofline_hand_counts)
     ck_assert(dts_layer_fwd_flops(m, 0, B, T) == 0.0);
     ck_assert(dts_layer_fwd_flops(m, 2, B, T) == 13312.0);
     ck_assert(dts_layer_fwd_flops(m, L + 1, B, T) == 1280.0);
-    /* forward bytes: block (872 weights + 38*64 + 4*8 + 2*2*4 lse) floats = 3352 * 4;
+    /* forward bytes: block (872 weights + 38*64 + 4*8 + 2*2*2*16) floats = 3464 * 4;
      * head (96 + 3*64 + 2*8 + 2*80) * 4 = 464 * 4; embedding (64 + 32 + 64) * 4 */
-    ck_assert(dts_layer_fwd_bytes(m, 1, B, T) == 13408.0);
+    ck_assert(dts_layer_fwd_bytes(m, 1, B, T) == 13856.0);
     ck_assert(dts_layer_fwd_bytes(m, L + 1, B, T) == 1856.0);
     ck_assert(dts_layer_fwd_bytes(m, 0, B, T) == 640.0);
     /* activations: block 16*64 + 4*8 + 2*2*4 (lse) = 1072 floats; embedding 64; head 64 + 16 + 80 */
@@ -592,8 +592,8 @@ START_TEST(test_roofline_hand_counts)
     hw.mem_bytes_per_s = 1e9;
     hw.kernel_overhead_ns = 100;
     ck_dt(dts_cost_roofline(m, B, T, &hw, &c));
-    ck_assert_int_eq(c.fwd_ns[1], 13408 + 10 * 100);
-    ck_assert_int_eq(c.bwd_ns[1], 2 * 13408 + 8 * 100);
+    ck_assert_int_eq(c.fwd_ns[1], 13856 + 10 * 100);
+    ck_assert_int_eq(c.bwd_ns[1], 2 * 13856 + 8 * 100);
     ck_assert_int_eq(c.fwd_ns[0], 640 + 100);
     ck_assert_int_eq(c.fwd_ns[L + 1], 1856 + 3 * 100);
     ck_assert(dt_test_close(c.optim_ns_per_param, 36.0, 0, 1e-12)); /* 36 bytes per parameter at 1 GB/s */

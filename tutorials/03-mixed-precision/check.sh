@@ -26,10 +26,16 @@ viz() {
 # 2. Underflow: dtbench amp (quick: 100 FP32 steps before the second measurement).
 tut_cmd amp --quick "--steps 100" ./dtbench amp
 # The count of non-zero FP32 gradients is the model's structure (tokens
-# the batch never uses give exact zeros): exact everywhere. How many fall
-# below 2^-25, and each underflow count, are rounding results: the checks
-# are the claims' shapes, on this run's own numbers.
-tut_line amp '^# initial: 118336 parameter gradients non-zero in FP32, [0-9]+ \([0-9.]+%\) below 2\^-25 \(round to 0 in fp16\)$'
+# the batch never uses give exact zeros: 118336 can be non-zero) less the
+# key biases' gradients that round to exactly 0: those are 0 in exact
+# arithmetic (adding b to every key adds q.b to a whole row of scores,
+# which softmax ignores), so FP32 leaves each of the 2 x 64 a tiny value
+# or 0 depending on the order of its sums (118336 with the unfused
+# attention, 118335 fused, on the AMX machine). How many fall below
+# 2^-25, and each underflow count, are rounding results: the checks are
+# the claims' shapes, on this run's own numbers.
+tut_line amp '^# initial: [0-9]+ parameter gradients non-zero in FP32, [0-9]+ \([0-9.]+%\) below 2\^-25 \(round to 0 in fp16\)$'
+tut_range "initial: non-zero FP32 gradients" "$(tut_num amp '^# initial: \([0-9]*\) parameter gradients.*')" 118208 118336
 if [ "$TUTORIAL_QUICK" = 1 ]; then ws="initial step100"; else ws="initial step1000"; fi
 for w in $ws; do
     u1=$(tut_num amp "^$w  *fp16  *1  *\([0-9]*\) .*")
@@ -167,9 +173,9 @@ d=$(awk -v a="$(tut_json fp16-summary.json val_loss)" -v b="$(tut_json fp32-summ
 tut_range "val_loss, fp16 minus FP32" "$d" -0.1 0.1
 tut_range "fp16: skipped_steps (2 here)" "$(tut_json fp16-summary.json skipped_steps)" 0 10
 tut_range "bf16: skipped_steps" "$(tut_json bf16-summary.json skipped_steps)" 0 0
-tut_line cmp_fp32 'peak activation memory 20\.08 MiB$'
-tut_line cmp_bf16 'peak activation memory 18\.34 MiB$'
-tut_line cmp_fp16 'peak activation memory 18\.34 MiB$'
+tut_line cmp_fp32 'peak activation memory 19\.14 MiB$'
+tut_line cmp_bf16 'peak activation memory 17\.44 MiB$'
+tut_line cmp_fp16 'peak activation memory 17\.44 MiB$'
 if [ "$TUTORIAL_QUICK" != 1 ]; then
     # (the exact figures are the README's build's; the ranges above hold them)
     tut_line cmp_fp16 '^iter 500/500  loss [0-9.]+  lr [0-9.e-]+  grad_norm [0-9.]+  scale [0-9]+ skipped [0-9]+  '

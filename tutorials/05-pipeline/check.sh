@@ -156,7 +156,7 @@ for kr in "1f1b 0.16 0.28" "interleaved-1f1b 0.09 0.19" "zb-h1 0.11 0.22" "zb-v 
 done
 # peak saved activations per stage (the summaries): shapes only, exact
 fam_peak() { tr -d ' \n' <"m4-$1-sum.json" | sed -n 's/.*"stage_peak_activation_bytes":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/p'; }
-for kp in "1f1b 19169280 9848832" "interleaved-1f1b 24158208 14575616" "zb-h1 21397504 24154112" "zb-v 20875264 19955712"; do
+for kp in "1f1b 17104896 8816640" "interleaved-1f1b 21577728 13027328" "zb-h1 19333120 22089728" "zb-v 18810880 17891328"; do
     set -- $kp
     if [ "$(fam_peak $1)" = "$2 $3" ]; then echo "  ok: $1 peak activation bytes per stage $2 $3"
     else tut_fail "$1: peak activation bytes per stage '$(fam_peak $1)', the README says $2 $3"; fi
@@ -204,7 +204,7 @@ for kr in "1f1b 0.17 0.29 0.15 0.26" "interleaved-1f1b 0.09 0.21 0.06 0.18" "zb-
 done
 tut_line zbsim-zb-v '^bubble per stage \(idle share of its step\), formula I/\(6m\+I\), I = max\(p-1, 4p-2m-2\) = 0\.0400:$'
 tut_line zbsim-zb-v '^scenario: custom \(8 layers, width 128, 4 heads, vocab 256\), B=4 T=64 m=4 \(global batch 16\), 20 steps$'
-tut_line zbsim-zb-v '^2 model chunks per stage, backward split in B and W; peak memory per stage: 33\.14 31\.13 MiB$'
+tut_line zbsim-zb-v '^2 model chunks per stage, backward split in B and W; peak memory per stage: 31\.17 29\.16 MiB$'
 if [ -x ./dtviz ]; then
     tut_cmd zbviz ./dtviz m4-zb-v.json --zoom 0.5:0.56 --size 1400x420 --png zb-v.png
     tut_file zb-v.png

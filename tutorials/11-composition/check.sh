@@ -39,7 +39,7 @@ else
     tut_line run '^  ZeRO-1: nothing to shard \(d = 1\)$'
 fi
 tut_line run '^precision: bf16 storage, FP32 master weights and accumulation, no loss scaling$'
-tut_line run '^memory: selective activation recomputation \(attention probabilities\)$'
+tut_line run '^memory: selective activation recomputation \(attention core: its log-sum-exp\)$'
 tut_line run '^iter 1/4  loss [0-9.]*  lr 3\.000e-03  grad_norm [0-9.]*  '
 tut_file run.json
 for r in $(seq 0 $((NP - 1))); do [ -s run.rank$r.json ] || tut_fail "run.rank$r.json missing"; done
