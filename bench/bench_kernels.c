@@ -57,7 +57,7 @@ double dtbench_sgemm_peak(int threads, int verbose)
  * layer's forward; A B otherwise), best of 3 timed rounds of ~0.3 s each,
  * with FP32 or bf16 inputs (be->set_gemm_inputs). Values are bf16, so both
  * precisions multiply the same numbers. */
-static double cpu_gemm_rate(dt_backend *be, int M, int N, int K, int transb, dt_dtype inputs)
+double dtbench_cpu_gemm_rate(dt_backend *be, int M, int N, int K, int transb, dt_dtype inputs)
 {
     float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N), *c = malloc(sizeof(float) * M * N);
     if (!a || !b || !c) {
@@ -84,6 +84,22 @@ static double cpu_gemm_rate(dt_backend *be, int M, int N, int K, int transb, dt_
     return best;
 }
 
+/* Best GFLOP/s of the CPU backend's own be->gemm with bf16 inputs (oneDNN
+ * where it has a kernel) on square sizes: the bf16 peak a bf16 run's MFU is
+ * taken against. */
+double dtbench_cpu_bf16_peak(dt_backend *be, int verbose)
+{
+    static const int sizes[] = {1024, 2048};
+    double best = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int n = sizes[s];
+        const double g = dtbench_cpu_gemm_rate(be, n, n, n, 1, DT_BF16);
+        if (verbose) printf("  be->gemm bf16 %5d x %5d x %5d   %8.1f GFLOP/s\n", n, n, n, g);
+        if (g > best) best = g;
+    }
+    return best;
+}
+
 int dtbench_cmd_gemm(int threads)
 {
     dt_backend *be;
@@ -103,8 +119,8 @@ int dtbench_cmd_gemm(int threads)
     } shapes[] = {{"qkv", 4096, 1152, 384, 1},       {"attn proj", 4096, 384, 384, 1}, {"fc", 4096, 1536, 384, 1},
                   {"fc proj", 4096, 384, 1536, 1},   {"fc dinp", 4096, 384, 1536, 0},  {"square 1024", 1024, 1024, 1024, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        const double f32 = cpu_gemm_rate(be, shapes[i].M, shapes[i].N, shapes[i].K, shapes[i].transb, DT_F32);
-        const double b16 = cpu_gemm_rate(be, shapes[i].M, shapes[i].N, shapes[i].K, shapes[i].transb, DT_BF16);
+        const double f32 = dtbench_cpu_gemm_rate(be, shapes[i].M, shapes[i].N, shapes[i].K, shapes[i].transb, DT_F32);
+        const double b16 = dtbench_cpu_gemm_rate(be, shapes[i].M, shapes[i].N, shapes[i].K, shapes[i].transb, DT_BF16);
         char name[64];
         snprintf(name, sizeof name, "%s %dx%dx%d", shapes[i].what, shapes[i].M, shapes[i].N, shapes[i].K);
         printf("  %-26s %10.1f %10.1f %6.2fx\n", name, f32, b16, b16 / f32);

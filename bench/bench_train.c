@@ -60,16 +60,25 @@ static void bench_setup_free(bench_setup *b)
     dt_backend_destroy(b->be);
 }
 
-/* precision: DT_F32, or DT_F16 / DT_BF16 mixed precision (dt_gpt_set_precision).
- * On the GPU the MFU is against the peak of the GEMM path the run takes:
- * FP32 runs keep exact FP32 GEMMs (the FP32 peak); in mixed precision every
- * GEMM input is a 16-bit value and dt_gpt_set_precision tells the backend
- * so (be->set_gemm_inputs), which then multiplies in that type with FP32
- * accumulation: the bf16 / fp16 peak of be->gemm in the same mode. A backend
- * without set_gemm_inputs gets TF32 instead (exact on 16-bit values) and the
- * TF32 peak. */
-int dtbench_cmd_train(const char *device, int threads, const char *model, int B, int T, int steps, int warmup,
-                      dt_dtype precision)
+/* What one timed run measured. */
+typedef struct train_result {
+    double tps, gflops, peak, mfu;
+    size_t act_bytes;
+} train_result;
+
+/* One timed run at one precision: DT_F32, or DT_F16 / DT_BF16 mixed
+ * precision (dt_gpt_set_precision). Its result lines carry prefix ("" or
+ * "bf16_"). On the GPU the MFU is against the peak of the GEMM path the run
+ * takes: FP32 runs keep exact FP32 GEMMs (the FP32 peak); in mixed precision
+ * every GEMM input is a 16-bit value and dt_gpt_set_precision tells the
+ * backend so (be->set_gemm_inputs), which then multiplies in that type with
+ * FP32 accumulation: the bf16 / fp16 peak of be->gemm in the same mode. A
+ * backend without set_gemm_inputs gets TF32 instead (exact on 16-bit
+ * values) and the TF32 peak. On the CPU, FP32 runs are measured against
+ * OpenBLAS's sgemm peak, bf16 runs against be->gemm's bf16 peak (oneDNN's
+ * matrix units where it has a kernel), each measured in this run. */
+static void train_once(const char *device, int threads, const char *model, int B, int T, int steps, int warmup,
+                       dt_dtype precision, const char *prefix, train_result *res)
 {
     const int gpu = strcmp(device, "cuda") == 0;
     bench_setup bs;
@@ -113,6 +122,11 @@ int dtbench_cmd_train(const char *device, int threads, const char *model, int B,
         "bf16 inputs, FP32 accumulation (be->set_gemm_inputs, tensor cores)",
         "fp16 inputs, FP32 accumulation (be->set_gemm_inputs, tensor cores)"};
     if (gpu) printf("# GEMMs: %s\n", gemm_text[gk]);
+    else if (precision == DT_BF16) {
+        const char *engine = dt_backend_cpu_bf16_engine();
+        printf("# GEMMs: bf16 inputs, FP32 accumulation: %s\n",
+               engine ? engine : "no oneDNN bf16 kernel here: OpenBLAS FP32 on the bf16 values");
+    }
     int64_t t_total = 0, t_fwd = 0, t_bwd = 0, t_opt = 0;
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
@@ -143,22 +157,46 @@ int dtbench_cmd_train(const char *device, int threads, const char *model, int B,
                "use, measured now\n",
                dtbench_gemm_kind_name[gk]);
         peak = dtbench_gpu_gemm_peak(be, gk, 1);
+    } else if (precision == DT_BF16) {
+        printf("# reference: be->gemm bf16 peak at %d thread(s) (1024^3, 2048^3), measured now\n", be->threads);
+        peak = dtbench_cpu_bf16_peak(be, 1);
     } else {
         printf("# reference: cblas_sgemm peak at %d thread(s), measured now\n", be->threads);
         peak = dtbench_sgemm_peak(be->threads, 1);
     }
-    printf("tokens_per_second %.1f\n", tps);
-    printf("flops_per_token %.4g\n", fpt);
-    printf("achieved_gflops %.1f\n", gflops);
+    printf("%stokens_per_second %.1f\n", prefix, tps);
+    printf("%sflops_per_token %.4g\n", prefix, fpt);
+    printf("%sachieved_gflops %.1f\n", prefix, gflops);
     if (gpu) printf("peak_kind %s\n", dtbench_gemm_kind_name[gk]);
-    printf("peak_gflops %.1f\n", peak);
+    printf("%speak_gflops %.1f\n", prefix, peak);
     char note[64];
     snprintf(note, sizeof note, "(against the cuBLAS %s peak)", dtbench_gemm_kind_name[gk]);
     if (gpu && strcmp(model, "gpt2-124m") == 0) dtbench_goal_line("mfu", gflops / peak, 0.4, note);
-    else printf("mfu %.3f\n", gflops / peak);
-    printf("peak_activation_bytes %zu\n", dt_gpt_peak_activation_bytes(m));
+    else printf("%smfu %.3f\n", prefix, gflops / peak);
+    printf("%speak_activation_bytes %zu\n", prefix, dt_gpt_peak_activation_bytes(m));
+    *res = (train_result){.tps = tps, .gflops = gflops, .peak = peak, .mfu = gflops / peak,
+                          .act_bytes = dt_gpt_peak_activation_bytes(m)};
     dt_optim_free(&opt);
     bench_setup_free(&bs);
+}
+
+/* precision: DT_F32, DT_BF16 or DT_F16 for one run; compare (the CPU's
+ * default): an FP32 run, then a bf16 run of the same model, and the ratio
+ * of their tokens/s. */
+int dtbench_cmd_train(const char *device, int threads, const char *model, int B, int T, int steps, int warmup,
+                      dt_dtype precision, int compare)
+{
+    train_result a, b;
+    train_once(device, threads, model, B, T, steps, warmup, compare ? DT_F32 : precision, "", &a);
+    if (!compare) return 0;
+    printf("\n");
+    train_once(device, threads, model, B, T, steps, warmup, DT_BF16, "bf16_", &b);
+    const char *engine = dt_backend_cpu_bf16_engine();
+    printf("bf16_engine %s\n", engine ? engine : "none");
+    printf("bf16_over_fp32 %.2f\n", b.tps / a.tps);
+    printf("# bf16 / fp32: %.2fx the tokens/s, %.2fx the peak activation memory; MFU %.3f (fp32, of OpenBLAS's "
+           "sgemm peak) and %.3f (bf16, of be->gemm's bf16 peak)\n",
+           b.tps / a.tps, (double)b.act_bytes / (double)a.act_bytes, a.mfu, b.mfu);
     return 0;
 }
 

@@ -29,13 +29,16 @@
  *       smallest end - start against the clock alignment's error
  *   dtbench train [--threads N] [--model small] [--micro-batch-size 16]
  *                 [--seq-length T] [--steps S] [--warmup W]
- *                 [--device cpu|cuda] [--bf16|--fp16]
+ *                 [--device cpu|cuda] [--fp32|--bf16|--fp16]
  *       trains the model (forward, backward, AdamW step) on random tokens and
  *       prints tokens/s, model FLOPs per token (6N + 12LCT), achieved
- *       GFLOP/s, the GEMM peak measured in the same run (sgemm at the same
- *       thread count on the CPU; on the GPU cuBLAS through be->gemm in the
- *       mode the run's GEMMs use: FP32, or bf16 / fp16 inputs with
- *       --bf16 / --fp16), and their ratio (MFU against this machine's peak).
+ *       GFLOP/s, the GEMM peak measured in the same run (on the CPU sgemm
+ *       at the same thread count for FP32, be->gemm's bf16 peak for bf16;
+ *       on the GPU cuBLAS through be->gemm in the mode the run's GEMMs use:
+ *       FP32, or bf16 / fp16 inputs with --bf16 / --fp16), and their ratio
+ *       (MFU against this machine's peak). On the CPU without a precision
+ *       flag: an FP32 run, then a bf16 run (bf16_ lines), the ratio of
+ *       their tokens/s (bf16_over_fp32) and oneDNN's ISA (bf16_engine).
  *
  * The GPU commands go through the dt_backend table and cuda/dt_cuda.h only
  * (no #ifdef): without CUDA or without a device they print one line naming
@@ -101,7 +104,7 @@ void dtbench_goal_line(const char *key, double value, double goal, const char *n
 /* The flags of the commands that share dtbench's table. */
 typedef struct dtbench_flags {
     int threads, B, T, steps, warmup, help, ar_iters, repeats;
-    int fp16, bf16, skip_no_device;
+    int fp16, bf16, fp32, skip_no_device;
     int pp_size, pp_layers, pp_hidden;
     const char *pp_split, *pp_keep, *ar_json;
     int64_t ar_chunk, ar_min, ar_max, gelu_n;
@@ -131,10 +134,13 @@ static int dtbench_run_gelu(const dtbench_flags *f)
 
 static int dtbench_run_train(const dtbench_flags *f)
 {
+    /* on the CPU, no precision flag: both, one after the other */
+    const int compare = !f->on_gpu && !f->fp16 && !f->bf16 && !f->fp32;
     return dtbench_cmd_train(f->on_gpu ? "cuda" : "cpu", f->threads, f->model, f->B, f->T, f->steps, f->warmup,
                              f->fp16   ? DT_F16
                              : f->bf16 ? DT_BF16
-                                       : DT_F32);
+                                       : DT_F32,
+                             compare);
 }
 
 static int dtbench_run_recompute(const dtbench_flags *f)
@@ -237,8 +243,12 @@ static const struct {
  * 0, or 2 after the message. */
 static int dtbench_check_flags(const dtbench_flags *f, const char *cmd)
 {
-    if (f->fp16 && f->bf16) {
-        fprintf(stderr, "dtbench: --fp16 and --bf16: choose one\n");
+    if (f->fp16 + f->bf16 + f->fp32 > 1) {
+        fprintf(stderr, "dtbench: --fp32, --fp16 and --bf16: choose one\n");
+        return 2;
+    }
+    if (f->fp32 && strcmp(cmd, "train") != 0) {
+        fprintf(stderr, "dtbench: --fp32: only train takes it (the other commands run FP32 unless told)\n");
         return 2;
     }
     if (f->on_gpu && strcmp(cmd, "gemm") != 0 && strcmp(cmd, "gelu") != 0 && strcmp(cmd, "train") != 0) {
@@ -290,7 +300,10 @@ static int dtbench_main(int argc, char **argv)
          "train: fp16 mixed precision (static loss scale 1024; on cuda: MFU against the fp16-input GEMM peak)", "FP32",
          0},
         {"--bf16", DT_ARG_FLAG, &f.bf16, 0, 0, 0, NULL, NULL,
-         "train: bf16 mixed precision (on cuda: MFU against the bf16-input GEMM peak)", "FP32", 0},
+         "train: bf16 mixed precision only (MFU against the bf16-input GEMM peak)",
+         "cpu: an fp32 run, then a bf16 run; cuda: FP32", 0},
+        {"--fp32", DT_ARG_FLAG, &f.fp32, 0, 0, 0, NULL, NULL, "train: the FP32 run only",
+         "cpu: an fp32 run, then a bf16 run; cuda: FP32", 0},
         {"--n", DT_ARG_INT64, &f.gelu_n, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, (double)((int64_t)1 << 32), NULL, NULL,
          "gelu: elements", NULL, 0},
         {"--allreduce-chunk-bytes", DT_ARG_INT64, &f.ar_chunk, DT_ARG_HAS_MIN, 0, 0, NULL, NULL,

@@ -26,6 +26,10 @@ void dtbench_goal_line(const char *key, double value, double goal, const char *n
 typedef enum dtbench_gemm_kind { GEMM_FP32 = 0, GEMM_TF32, GEMM_BF16, GEMM_FP16 } dtbench_gemm_kind;
 extern const char *const dtbench_gemm_kind_name[];
 double dtbench_sgemm_peak(int threads, int verbose);
+/* GFLOP/s of the CPU backend's be->gemm at one shape (best of 3 rounds),
+ * FP32 or bf16 inputs (bench_kernels.c), and its bf16 peak on squares. */
+double dtbench_cpu_gemm_rate(dt_backend *be, int M, int N, int K, int transb, dt_dtype inputs);
+double dtbench_cpu_bf16_peak(dt_backend *be, int verbose);
 double dtbench_gpu_gemm_peak(dt_backend *be, dtbench_gemm_kind k, int verbose);
 int dtbench_cmd_gemm(int threads);
 int dtbench_cmd_gemm_gpu(void);
@@ -33,7 +37,7 @@ int dtbench_cmd_gelu(int64_t n64, int iters);
 
 /* bench_train.c */
 int dtbench_cmd_train(const char *device, int threads, const char *model, int B, int T, int steps, int warmup,
-                      dt_dtype precision);
+                      dt_dtype precision, int compare);
 int dtbench_cmd_recompute(int threads, const char *model, int B, int T, int steps, int warmup);
 int dtbench_cmd_largebatch(int threads, int base_iters, int base_batch);
 int dtbench_cmd_amp(int threads, int trained);
