@@ -16,7 +16,7 @@ DT_SHARED_CPPFLAGS = -I$(top_srcdir)/lib/shared
 noinst_LTLIBRARIES += libdtrain_core.la
 libdtrain_core_la_SOURCES =
 libdtrain_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(DT_LIB_CPPFLAGS) -DDT_BUILDING_LIBRARY
-libdtrain_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS)
+libdtrain_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(OPENBLAS_CFLAGS) $(DNNL_CFLAGS) $(JANSSON_CFLAGS)
 libdtrain_core_la_LIBADD = $(OPENBLAS_LIBS) $(DNNL_LIBS) $(JANSSON_LIBS) -lm
 
 include include/local.mk

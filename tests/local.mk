@@ -207,7 +207,7 @@ EXTRA_DIST += tests/bench-gpu.sh tests/gpu/device-check.sh tests/gpu/bundle.sh t
 # needs on a bare GPU image (the generated build files, Debian's packages of
 # OpenBLAS, jansson and Check); carry it to the GPU machine (docs/cuda.md).
 gpu-bundle:
-	$(SHELL) $(top_srcdir)/tests/gpu/bundle.sh $(top_srcdir)/gpu-bundle
+	$(SHELL) $(abs_top_srcdir)/tests/gpu/bundle.sh $(abs_top_srcdir)/gpu-bundle
 .PHONY: gpu-bundle
 # The simulator's cost model, hardware files and communication fit.
 if HAVE_CHECK

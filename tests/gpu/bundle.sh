@@ -11,8 +11,8 @@
 #   autotools.tar.gz  the generated build files (configure, Makefile.in,
 #                     aclocal.m4, config.h.in, build-aux/, m4/), so the
 #                     device builds the working tree without autotools;
-#   debs/             Debian's packages of OpenBLAS, jansson, Check (and
-#                     their libraries), and make, from `apt-get download`;
+#   debs/             Debian's packages of OpenBLAS, oneDNN, jansson, Check
+#                     (and their libraries), and make, from `apt-get download`;
 #                     the device unpacks them with dpkg-deb -x (or ar + tar)
 #                     into a private prefix;
 #   MANIFEST          what the bundle holds: the sha256 of every input of
@@ -40,6 +40,11 @@ if [ $# -gt 1 ]; then
     exit 2
 fi
 DIR=${1:-$SRC/gpu-bundle}
+# absolute: the steps below cd into the temporary folder made beside it
+case $DIR in
+/*) ;;
+*) DIR=$(pwd)/$DIR ;;
+esac
 die() {
     echo "bundle.sh: $*" >&2
     exit 1
@@ -47,8 +52,10 @@ die() {
 
 # The packages, by Debian name: the libraries and their headers, the
 # libraries those need beyond libc and libgcc, and make (a bare image may
-# lack it). dpkg -x ignores dependencies: the list is the closure.
+# lack it). dpkg -x ignores dependencies: the list is the closure, but for
+# libgomp1 and libstdc++6 (oneDNN's), which come with the image's compiler.
 PKGS="libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 \
+libdnnl2 libdnnl-dev ocl-icd-libopencl1 \
 libjansson4 libjansson-dev check libsubunit0 libsubunit-dev make"
 
 # The inputs of the generated files: a change to any of them after bundling

@@ -511,6 +511,7 @@ if [ "$HAVE_CONFIGURE" = 1 ]; then
     pkg_ok openblas || need="$need openblas"
     pkg_ok jansson || need="$need jansson"
     pkg_ok check || need="$need check"
+    [ -e /usr/include/dnnl.h ] || need="$need dnnl" # Debian's oneDNN has no .pc file
     command -v make >/dev/null 2>&1 || need="$need make"
     if [ -n "$need" ]; then
         if [ ! -d "$BUNDLE/debs" ]; then
@@ -529,6 +530,7 @@ if [ "$HAVE_CONFIGURE" = 1 ]; then
             done
             R=$PREFIX/root/usr ML=$PREFIX/root/usr/lib/x86_64-linux-gnu
             for f in "$ML/openblas-pthread/libopenblas.so" "$R/include/jansson.h" "$R/include/check.h" \
+                "$R/include/dnnl.h" "$ML/libdnnl.so" \
                 "$ML/libcheck_pic.a" "$R/bin/make"; do
                 [ -e "$f" ] || { echo "missing after unpacking: $f" >>"$RES/packages.txt"; DEPS_OK=0; }
             done
@@ -551,6 +553,12 @@ if [ "$HAVE_CONFIGURE" = 1 ]; then
                 LIBPATH=${LIBPATH:+$LIBPATH:}$ML
                 ;;
             esac
+            case $need in *dnnl*) # configure takes DNNL_CFLAGS/DNNL_LIBS (its bf16 GEMMs on the host CPU)
+                DNNL_CFLAGS="-I$R/include" DNNL_LIBS="-L$ML -ldnnl"
+                export DNNL_CFLAGS DNNL_LIBS
+                LIBPATH=${LIBPATH:+$LIBPATH:}$ML
+                ;;
+            esac
             case $need in *make*) # on PATH: config.status and the test scripts call make by name
                 mkdir -p "$PREFIX/bin" && ln -sf "$R/bin/make" "$PREFIX/bin/make"
                 PATH=$PREFIX/bin:$PATH
@@ -562,6 +570,7 @@ if [ "$HAVE_CONFIGURE" = 1 ]; then
                 echo "OPENBLAS_CFLAGS=${OPENBLAS_CFLAGS:-} OPENBLAS_LIBS=${OPENBLAS_LIBS:-}"
                 echo "JANSSON_CFLAGS=${JANSSON_CFLAGS:-} JANSSON_LIBS=${JANSSON_LIBS:-}"
                 echo "CHECK_CFLAGS=${CHECK_CFLAGS:-} CHECK_LIBS=${CHECK_LIBS:-}"
+                echo "DNNL_CFLAGS=${DNNL_CFLAGS:-} DNNL_LIBS=${DNNL_LIBS:-}"
                 echo "make: $(command -v make)"
             } >>"$RES/packages.txt"
             if [ "$DEPS_OK" = 1 ]; then

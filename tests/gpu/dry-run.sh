@@ -10,7 +10,7 @@
 # Python wheel nvidia-nccl-cu13 (pip download, unpacked into the image's
 # site-packages), as on the GPU machine. Then it copies the working tree
 # as the device tool does (tracked and untracked-not-ignored files, plus
-# gpu-bundle/, refreshed by tests/gpu/bundle.sh) and runs
+# gpu-bundle/, refreshed by `make gpu-bundle` as docs/cuda.md says) and runs
 # tests/gpu/device-check.sh inside the chroot. Without a GPU the check must
 # get through unpacking, configure and the build, and report every GPU
 # step as NO-DEVICE: this script passes when its exit status is 4 and OUT
@@ -82,7 +82,10 @@ if [ ! -f "$IMG/.dtrain-image-done" ]; then
 fi
 
 # ---- the working tree, as the device tool copies it -------------------------
-sh "$SRC/tests/gpu/bundle.sh" "$SRC/gpu-bundle" || die "tests/gpu/bundle.sh failed"
+# the bundle as docs/cuda.md tells a person to make it: make gpu-bundle in a
+# tree configured in place
+[ -f "$SRC/Makefile" ] || die "$SRC has no Makefile: run ./bootstrap && ./configure there first (docs/cuda.md)"
+make -C "$SRC" gpu-bundle || die "make gpu-bundle failed"
 rm -rf "$IMG/src" "$IMG/out" "$ROOT/out"
 mkdir -p "$IMG/src" "$IMG/out" || die "mkdir failed"
 (cd "$SRC" && git ls-files -co --exclude-standard | while read -r f; do [ -e "$f" ] && echo "$f"; done |
