@@ -26,7 +26,9 @@
  *    NaN keeping the top payload bits), so a cast gives the same bits on
  *    both devices whatever the FPU modes (FTZ/DAZ, rounding mode);
  *  - dt__expf maps NaN to NaN without converting NaN to an integer (that
- *    conversion is undefined behaviour in C and C++).
+ *    conversion is undefined behaviour in C and C++), and has no branch
+ *    and no float-to-int conversion, so loops over it vectorize (GELU,
+ *    softmax, attention).
  *
  * Accuracy (checked against libm in tests/check_ops.c): dt__expf relative
  * error < 2e-7 for x in [-87, 88] (degree-6 Taylor polynomial on
@@ -85,13 +87,16 @@ static inline DT_HD float dt__expf(float x)
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693359375f; /* exact in few bits, so n*ln2_hi is exact */
     const float ln2_lo = -2.12194440e-4f;
+    /* 1.5 * 2^23: x * log2e + shifter rounds to an integer held in the low
+     * mantissa bits, so n comes from the bits (integer code, no float to
+     * int conversion: branch-free, vectorizable, and a NaN x gives some n
+     * and a NaN p, so a NaN result, without undefined behaviour). */
+    const float shifter = 12582912.0f;
+    const float under = x <= -87.3f ? 0.0f : 1.0f;
     x = x < -87.3f ? -87.3f : x;
     x = x > 88.7f ? 88.7f : x;
-#ifdef __CUDA_ARCH__
-    float fn = floorf(x * log2e + 0.5f);
-#else
-    float fn = __builtin_floorf(x * log2e + 0.5f);
-#endif
+    const float t = x * log2e + shifter;
+    const float fn = t - shifter;
     float r = x - fn * ln2_hi;
     r = r - fn * ln2_lo;
     float p = 1.0f / 720.0f;
@@ -101,18 +106,15 @@ static inline DT_HD float dt__expf(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    /* 2^n for n in [-126, 128]: split as 2^(n/2) * 2^(n - n/2) so both halves are normal. */
-    /* A NaN x makes fn NaN, whose conversion to int is undefined (and gave
-     * INT_MIN, then a left shift of a negative value): take n = 0, p is NaN
-     * and so is the result. */
-    fn = fn == fn ? fn : 0.0f;
-    int32_t n = (int32_t)fn;
-    int32_t n1 = n / 2;
-    int32_t n2 = n - n1;
-    float s1 = dt__bits_float((uint32_t)(n1 + 127) << 23);
-    float s2 = dt__bits_float((uint32_t)(n2 + 127) << 23);
-    float y = p * s1 * s2;
-    return x <= -87.3f ? 0.0f : y;
+    /* 2^n for n in [-126, 128]: split as 2^n1 * 2^n2, n1 = floor(n/2) by an
+     * arithmetic shift of the unsigned difference's two's complement, so
+     * both halves are normal. */
+    const uint32_t nu = dt__float_bits(t) - dt__float_bits(shifter);
+    const uint32_t n1 = (nu >> 1) | (nu & 0x80000000u); /* floor(n / 2), two's complement */
+    const uint32_t n2 = nu - n1;
+    const float s1 = dt__bits_float((n1 + 127u) << 23);
+    const float s2 = dt__bits_float((n2 + 127u) << 23);
+    return p * s1 * s2 * under;
 }
 
 static inline DT_HD float dt__tanhf(float x)
