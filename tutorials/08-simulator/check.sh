@@ -42,14 +42,17 @@ tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b, exchange ring, 
 tut_line sim '^machine:  cpu-2core; cost: profile profile\.json$'
 tut_line sim '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.2000:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
-tut_range "predicted step time (ms)" "$sim_ms" 40 1000
+# lower bounds only say a time was measured: the step got faster with the
+# vectorized exp and the fused attention of 2026-12-06 (36.2 ms measured,
+# 36.7 predicted on the 2-core Xeon, under the 40 ms these bounds had)
+tut_range "predicted step time (ms)" "$sim_ms" 1 1000
 sb0=$(tut_num sim '^  stage 0: bubble [0-9.]*, fwd.bwd-only \([0-9.]*\)$')
 tut_range "predicted stage 0 bubble, forward/backward only" "$sb0" 0.15 0.40
 tut_file sim.json
 tut_line val '^t1 p2 d1 1f1b m=4 '
 meas_ms=$(tut_num val '^t1 p2 d1 1f1b m=4 *\([0-9.]*\) ms.*')
 pred_ms=$(tut_num val '^t1 p2 d1 1f1b m=4 *[0-9.]* ms *\([0-9.]*\) ms.*')
-tut_range "measured step time (ms)" "$meas_ms" 40 1500
+tut_range "measured step time (ms)" "$meas_ms" 1 1500
 tut_range "validate's prediction - dtsim run's (ms)" "$(awk -v a="$pred_ms" -v b="$sim_ms" 'BEGIN { printf "%.3f", a - b }')" -0.01 0.01
 tut_range "validate: error of the prediction (%)" "$err" -75 20
 tut_range "validate: measured / predicted compute" "$ratio" 0.7 3
