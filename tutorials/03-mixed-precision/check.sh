@@ -181,7 +181,27 @@ if [ "$TUTORIAL_QUICK" != 1 ]; then
     tut_line cmp_fp16 '^iter 500/500  loss [0-9.]+  lr [0-9.e-]+  grad_norm [0-9.]+  scale [0-9]+ skipped [0-9]+  '
 fi
 
-# 6. GPU: the half2 GELU and the overflow run on CUDA.
+# 6. What 16 bits buy on this CPU: shapes and exact bytes only; the speeds
+# are the machine's (an AVX2-only CPU has no bf16 kernel: bf16_engine none).
+tut_cmd gemm ./dtbench gemm
+tut_line gemm '^bf16_engine [a-z0-9_:]+$'
+tut_line gemm '^  qkv 4096x1152x384 +[0-9.]+ +[0-9.]+ +[0-9.]+x$'
+for th in 1 2; do
+    if [ $th = 1 ]; then n=train1; set -- ./dtbench train; else n=train2; set -- ./dtbench train --threads 2; fi
+    tut_cmd $n --quick "--micro-batch-size 4 --steps 2" "$@"
+    tut_line $n '^bf16_engine [a-z0-9_:]+$'
+    tut_line $n '^bf16_over_fp32 [0-9.]+$'
+    # MFU: achieved over a peak measured in the same run; 0.05-1.2 allows a
+    # loaded machine and a peak measured while it was quieter
+    tut_range "$n: fp32 MFU" "$(tut_num $n '^mfu \([0-9.]*\)$')" 0.05 1.2
+    tut_range "$n: bf16 MFU" "$(tut_num $n '^bf16_mfu \([0-9.]*\)$')" 0.05 1.2
+    # bytes: the shapes' (B = 16, T = 256, small; quick: B = 4)
+    if [ "$TUTORIAL_QUICK" = 1 ]; then f32b=155443200 b16b=104882176; else f32b=621772800 b16b=419528704; fi
+    tut_range "$n: fp32 peak activation bytes" "$(tut_num $n '^peak_activation_bytes \([0-9]*\)$')" $f32b $f32b
+    tut_range "$n: bf16 peak activation bytes" "$(tut_num $n '^bf16_peak_activation_bytes \([0-9]*\)$')" $b16b $b16b
+done
+
+# 7. GPU: the half2 GELU and the overflow run on CUDA.
 tut_gpu_cmd gelu ./dtbench gelu --device cuda
 tut_gpu_cmd dyngpu ./dtrain --device cuda --fp16 --initial-loss-scale 1048576 --loss-scale-window 20 --train-iters 150 --eval-interval 0 --micro-batch-size 16 --global-batch-size 16 --trace fp16-gpu.json
 if tut_gpu; then
