@@ -126,6 +126,8 @@ int dtbench_cmd_gemm(int threads)
         printf("  %-26s %10.1f %10.1f %6.2fx\n", name, f32, b16, b16 / f32);
     }
     printf("bf16_engine %s\n", engine ? engine : "none");
+    /* the rate a dtsim hardware file's peak_flops_bf16 takes (sim/dts_hw.h) */
+    printf("bf16_peak_gflops %.1f\n", dtbench_cpu_bf16_peak(be, 1));
     dt_backend_destroy(be);
     return 0;
 }

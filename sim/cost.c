@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dts_json.h"
 #include "dts_cost.h"
 #include "dts_engine.h"
 
@@ -255,6 +256,15 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     if (st == DT_OK) st = cost__cfg_int(name, cfg, "data_parallel_size", 1, &dp);
     if (st == DT_OK) st = cost__cfg_int(name, cfg, "pipeline_model_parallel_size", 1, &pp);
     if (st == DT_OK) st = cost__cfg_int(name, cfg, "tensor_model_parallel_size", 1, &tp);
+    char prec[8] = "fp32"; /* a config without the key is an FP32 run's */
+    const json_t *pj = json_object_get(cfg, "precision");
+    if (st == DT_OK && pj) {
+        const char *p = dts__precision_parse(json_is_string(pj) ? json_string_value(pj) : "");
+        if (p) snprintf(prec, sizeof prec, "%s", p);
+        else
+            st = DT_FAIL(DT_ERR_INVALID, "profile %s: config \"precision\": expected \"f32\", \"f16\" or \"bf16\"",
+                         name);
+    }
     json_decref(cfg);
     if (st != DT_OK) return st;
     /* the model must be the profile's, but for the number of blocks */
@@ -378,7 +388,38 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     const double ov = mean_of(&over);
     c->step_overhead_ns = dts_ns_sat(ov);
     snprintf(c->source, sizeof c->source, "profile %s", name);
+    snprintf(c->precision, sizeof c->precision, "%s", prec);
     *out = *c;
     free(c);
+    return DT_OK;
+}
+
+dt_status dts_cost_to_precision(dts_cost *c, const dt_gpt_config *m, int B, int T, const dts_hw *hw,
+                                const char *precision, int *changed)
+{
+    if (changed) *changed = 0;
+    if (!c || !m || !hw || !precision) return DT_FAIL(DT_ERR_INVALID, "dts_cost_to_precision: NULL argument");
+    if (strcmp(c->precision, "fp32") != 0 || strcmp(precision, "bf16") != 0 || !(hw->peak_flops_bf16 > 0))
+        return DT_OK;
+    DT_CHECK(cost__check_shape(m, B, T, "dts_cost_to_precision"));
+    const double BT = (double)B * T, C = m->hidden_size, V = m->vocab_size;
+    const double speed = hw->peak_flops / hw->peak_flops_bf16; /* < 1 where bf16 is faster */
+    for (int s = 1; s <= c->n_layer + 1; s++) {
+        const double gemm = s <= c->n_layer ? 2.0 * 12.0 * C * C * BT : 2.0 * V * C * BT; /* forward FLOPs */
+        int64_t *t[2] = {&c->fwd_ns[s], &c->bwd_ns[s]};
+        for (int k = 0; k < 2; k++) {
+            const double was = (double)*t[k];
+            double g = (k ? 2.0 : 1.0) * gemm / hw->peak_flops * 1e9; /* ns at the FP32 peak */
+            if (g > 0.95 * was) g = 0.95 * was;
+            const double now = was - g + g * speed;
+            if (k == 1 && was > 0) c->bwd_w_ns[s] = (int64_t)((double)c->bwd_w_ns[s] * now / was + 0.5);
+            *t[k] = (int64_t)(now + 0.5);
+        }
+    }
+    snprintf(c->precision, sizeof c->precision, "bf16");
+    const size_t n = strlen(c->source);
+    if (n + 40 < sizeof c->source)
+        snprintf(c->source + n, sizeof c->source - n, ", GEMMs at bf16 x%.2f", 1.0 / speed);
+    if (changed) *changed = 1;
     return DT_OK;
 }

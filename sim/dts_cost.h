@@ -38,6 +38,7 @@ typedef struct dts_cost {
     double optim_ns_per_param; /* optimizer update time per parameter (the whole update: unscale/norm/clip/step) */
     int64_t step_overhead_ns; /* fixed per-step host cost outside forward/backward/optimizer (loss counters, logging) */
     char source[256];         /* "profile FILE" or "roofline HW" */
+    char precision[8];        /* the profile run's "fp32", "bf16" or "fp16"; "" for a roofline */
 } dts_cost;
 
 /* Parameters (elements) of layer slot `slot` (0 embedding, 1..L blocks,
@@ -107,6 +108,23 @@ dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_
  * parallel profiles give DT_ERR_INVALID naming profile_name and the field. */
 dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_name, const dt_gpt_config *model, int B,
                                 int T, dts_cost *out);
+
+/* A cost table measured at c->precision (a profile's), adjusted to a run
+ * at `precision`: from an FP32 profile to bf16, on hardware whose file
+ * gives a bf16 GEMM rate (hw->peak_flops_bf16 > 0), each block's and the
+ * head's forward and backward keep their non-GEMM time and run their GEMM
+ * FLOPs (the linear layers' 2*12C^2*B*T per block and 2*V*C*B*T for the
+ * head forward, twice that backward; attention's tiles stay FP32 on the
+ * CPU) peak_flops / peak_flops_bf16 times faster. The GEMM time in the
+ * profile is taken as those FLOPs at peak_flops (at most 95% of the
+ * layer's time), so a GEMM that ran below peak leaves more time outside
+ * the GEMMs: the prediction errs high. bf16's own passes (rounding the
+ * activations, casting GEMM operands) are not added: they err low. W
+ * keeps its share of the backward. Anything else (same precision, no bf16
+ * rate, a bf16 profile) is left as it is; *changed says whether it
+ * changed (may be NULL). */
+dt_status dts_cost_to_precision(dts_cost *c, const dt_gpt_config *m, int B, int T, const dts_hw *hw,
+                                const char *precision, int *changed);
 
 /* Sums over the slots 0..n_layer+1. */
 int64_t dts_cost_total_params(const dts_cost *c);

@@ -10,7 +10,8 @@
  * JSON (a file sim/hw/NAME.json, or the "hardware" object of a scenario
  * config: the same object, read and written by the functions below only):
  *   {"format": "dtsim-hw", "version": 1, "name": ..., "source": ...,
- *    "peak_flops": ..., "mem_bytes_per_s": ..., "efficiency": ...,
+ *    "peak_flops": ..., "peak_flops_bf16": ... (optional), "mem_bytes_per_s": ...,
+ *    "efficiency": ...,
  *    "kernel_overhead_ns": ..., "sleep_overshoot_ns": ...,
  *    "mem_capacity_bytes": ..., "devices_per_node": ...,
  *    "intra": {"alpha_ns": ..., "bytes_per_ns": ...},
@@ -18,6 +19,7 @@
  *    "contention": [1, s2, s3, ...],
  *    "collectives": "messages" | "analytic" | "auto"}
  * Every key is required ("format" and "version" too) except
+ * "peak_flops_bf16" (absent: 0, one rate; written when > 0),
  * "sleep_overshoot_ns" (absent: DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS; it is
  * always written), "contention" (absent: [1], no slowdown; written when
  * it has more than one entry) and "collectives" (absent: "auto"; written
@@ -84,6 +86,12 @@ typedef struct dts_link {
 typedef struct dts_hw {
     char name[64];
     double peak_flops;          /* FLOP/s of one device for the dense GEMMs (the precision the file says) */
+    /* FLOP/s of the same GEMMs with bf16 inputs, FP32 accumulation (the
+     * CPU's AMX / AVX512-BF16 through oneDNN); 0 (key absent): the file has
+     * one rate, peak_flops, whatever the precision. A bf16 scenario costed
+     * from an FP32 profile runs its GEMMs faster by peak_flops_bf16 /
+     * peak_flops (dts_cost_to_precision). */
+    double peak_flops_bf16;
     double mem_bytes_per_s;     /* device memory bandwidth */
     double efficiency;          /* achieved fraction of peak_flops for the roofline (0,1] */
     int64_t kernel_overhead_ns; /* fixed cost per op (launch / loop overhead) */

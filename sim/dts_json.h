@@ -42,4 +42,9 @@ int dts__json_str_copy(const json_t *v, size_t min_len, char *out, size_t cap);
 /* o[key] = v (v's reference taken); *bad = 1 if v is NULL or the set fails. */
 void dts__json_set(json_t *o, const char *key, json_t *v, int *bad);
 
+/* A precision as dtrain's configs write it (f32, f16, bf16) or as dtsim's
+ * flags do (fp32, fp16, bf16), as dtsim names it ("fp32", "fp16",
+ * "bf16"); NULL for anything else (sim/scenario.c). */
+const char *dts__precision_parse(const char *s);
+
 #endif

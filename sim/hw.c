@@ -182,6 +182,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
                                         "name",
                                         "source",
                                         "peak_flops",
+                                        "peak_flops_bf16",
                                         "mem_bytes_per_s",
                                         "efficiency",
                                         "kernel_overhead_ns",
@@ -214,6 +215,8 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
     DT_CHECK(hw__str(what, root, "name", hw.name, sizeof hw.name));
     DT_CHECK(hw__str(what, root, "source", hw.source, sizeof hw.source));
     DT_CHECK(hw__num(what, root, "peak_flops", "peak_flops", HW_GT0, &hw.peak_flops));
+    if (json_object_get(root, "peak_flops_bf16")) /* optional: absent is 0, one rate */
+        DT_CHECK(hw__num(what, root, "peak_flops_bf16", "peak_flops_bf16", HW_GT0, &hw.peak_flops_bf16));
     DT_CHECK(hw__num(what, root, "mem_bytes_per_s", "mem_bytes_per_s", HW_GT0, &hw.mem_bytes_per_s));
     DT_CHECK(hw__num(what, root, "efficiency", "efficiency", HW_UNIT, &hw.efficiency));
     static const int64_t overshoot_absent = DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS;
@@ -274,6 +277,8 @@ json_t *dts_hw_to_json(const dts_hw *hw)
     dts__json_set(o, "name", json_string(hw->name), &bad);
     dts__json_set(o, "source", json_string(hw->source), &bad);
     dts__json_set(o, "peak_flops", json_real(hw->peak_flops), &bad);
+    if (hw->peak_flops_bf16 > 0) /* absent reads as 0: older files write back unchanged */
+        dts__json_set(o, "peak_flops_bf16", json_real(hw->peak_flops_bf16), &bad);
     dts__json_set(o, "mem_bytes_per_s", json_real(hw->mem_bytes_per_s), &bad);
     dts__json_set(o, "efficiency", json_real(hw->efficiency), &bad);
     dts__json_set(o, "kernel_overhead_ns", json_integer(hw->kernel_overhead_ns), &bad);
@@ -357,6 +362,7 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
         hw_range r;
     } nums[] = {{"peak_flops", hw->peak_flops, HW_GT0},
                 {"mem_bytes_per_s", hw->mem_bytes_per_s, HW_GT0},
+                {"peak_flops_bf16 (0: absent)", hw->peak_flops_bf16, HW_GE0},
                 {"efficiency", hw->efficiency, HW_UNIT},
                 {"intra.alpha_ns", hw->intra.alpha_ns, HW_NS},
                 {"intra.bytes_per_ns", hw->intra.bytes_per_ns, HW_GT0},
@@ -427,6 +433,7 @@ dt_status dts_hw_save(const char *path, const dts_hw *hw)
 int dts_hw_equal(const dts_hw *a, const dts_hw *b)
 {
     return !strcmp(a->name, b->name) && !strcmp(a->source, b->source) && a->peak_flops == b->peak_flops &&
+           a->peak_flops_bf16 == b->peak_flops_bf16 &&
            a->mem_bytes_per_s == b->mem_bytes_per_s && a->efficiency == b->efficiency &&
            a->kernel_overhead_ns == b->kernel_overhead_ns && a->sleep_overshoot_ns == b->sleep_overshoot_ns &&
            a->mem_capacity_bytes == b->mem_capacity_bytes && a->devices_per_node == b->devices_per_node &&

@@ -110,7 +110,7 @@ static int dts__exchange_parse(const char *s, dts_exchange *out)
 static int dts__is_ps(dts_exchange e) { return e == DTS_EX_PS_SYNC || e == DTS_EX_PS_ASYNC; }
 
 /* "f32"/"fp32" -> "fp32", ...; NULL if unknown */
-static const char *dts__precision_parse(const char *s)
+const char *dts__precision_parse(const char *s)
 {
     if (!strcmp(s, "f32") || !strcmp(s, "fp32")) return "fp32";
     if (!strcmp(s, "f16") || !strcmp(s, "fp16")) return "fp16";
@@ -800,6 +800,7 @@ dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path)
         dt_trace *tr = NULL;
         st = dt_trace_read(profile_path, &tr);
         if (st == DT_OK) st = dts_cost_from_profile(tr, profile_path, &sc->model, sc->B, sc->T, c);
+        if (st == DT_OK) st = dts_cost_to_precision(c, &sc->model, sc->B, sc->T, &sc->hw, sc->precision, NULL);
         dt_trace_free(tr);
     } else {
         st = dts_cost_roofline(&sc->model, sc->B, sc->T, &sc->hw, c);

@@ -96,6 +96,7 @@ dt_status dts_validate(const dts_validate_opts *o, FILE *out, dts_validate_resul
         if (st == DT_OK) {
             sc.hw = hw;
             st = dts_cost_from_profile(prof, o->profile, &sc.model, sc.B, sc.T, &sc.cost);
+            if (st == DT_OK) st = dts_cost_to_precision(&sc.cost, &sc.model, sc.B, sc.T, &hw, sc.precision, NULL);
             sc.have_cost = st == DT_OK;
         }
         int pid = -1; /* the lowest rank: a rank's file has one, a merged file (dtrain under mpirun) every one */
