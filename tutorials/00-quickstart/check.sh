@@ -3,6 +3,9 @@
 # outputs it quotes, within the ranges it states. Run by tests/tutorials.sh
 # (make check), or alone: DT_BUILDDIR=build DT_SRCDIR=. sh check.sh
 # TUTORIAL_QUICK=1 runs the first ./dtrain for 600 iterations, not 2500.
+# Timing lower bounds (1 ms, 0.1 ms, 0.1 s) only say a time was measured: the
+# fused attention and the vectorized exp (2026-12-06) made steps 2x faster, and
+# faster CPUs will go further; upper bounds still catch a hang or a slow path.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
@@ -36,7 +39,7 @@ else
     tut_range "final accuracy (%)" "$acc" 90 100
     tut_range "accuracy at iteration 500 (%)" "$(tut_num main '^eval  iter 500: .* accuracy \([0-9.]*\)%.*')" 30 60
     tut_range "accuracy at iteration 1000 (%)" "$(tut_num main '^eval  iter 1000: .* accuracy \([0-9.]*\)%.*')" 70 95
-    tut_range "run time (s)" "$(tut_num main '^done: 2500 iterations in \([0-9.]*\) s.*')" 10 300
+    tut_range "run time (s)" "$(tut_num main '^done: 2500 iterations in \([0-9.]*\) s.*')" 0.1 300
 fi
 tut_range "tokens/s" "$(tut_num main '^final: .* tokens\/s \([0-9]*\)$')" 10000 1000000
 

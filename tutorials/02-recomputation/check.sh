@@ -4,6 +4,9 @@
 # tests/tutorials.sh (make check), or alone:
 # DT_BUILDDIR=build DT_SRCDIR=. sh tutorials/02-recomputation/check.sh
 # TUTORIAL_QUICK=1 times 2 steps per row of `dtbench recompute` instead of 5.
+# Timing lower bounds (1 ms, 0.1 ms, 0.1 s) only say a time was measured: the
+# fused attention and the vectorized exp (2026-12-06) made steps 2x faster, and
+# faster CPUs will go further; upper bounds still catch a hang or a slow path.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
@@ -22,7 +25,7 @@ tut_range "dtbench: selective step time / none" "$(brow selective -)" 0.8 1.6
 tut_range "dtbench: full K=1 step time / none" "$(brow full 1)" 0.7 3.0
 tut_range "dtbench: full K=2 step time / none" "$(brow full 2)" 0.7 3.0
 tut_range "dtbench: full K=6 step time / none" "$(brow full 6)" 0.7 3.0
-tut_range "dtbench: none step time (ms)" "$(awk '$1 == "none" { print $5; exit }' bench.out)" 100 5000
+tut_range "dtbench: none step time (ms)" "$(awk '$1 == "none" { print $5; exit }' bench.out)" 1 5000
 
 # 3. Three real runs: none, selective, full.
 tut_cmd none ./dtrain --threads 1 --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --trace none.json --summary none-summary.json
@@ -144,7 +147,7 @@ tut_range "validate: none predicted / measured (its own profile)" "$(tut_ratio "
 tut_range "validate: selective predicted / none predicted (not modelled)" "$(tut_ratio "$(vrow 2 7)" "$(vrow 1 7)")" 1 1
 tut_range "validate: full predicted / none predicted" "$(tut_ratio "$(vrow 3 7)" "$(vrow 1 7)")" 1.2 1.5
 tut_range "validate: full predicted / measured" "$(tut_ratio "$(vrow 3 7)" "$(vrow 3 5)")" 0.5 1.6
-tut_range "validate: none measured step (ms)" "$(vrow 1 5)" 60 2000
+tut_range "validate: none measured step (ms)" "$(vrow 1 5)" 1 2000
 tut_cmd simn ./dtsim run --config none.json --profile none.json
 tut_cmd simf ./dtsim run --config full.json --profile none.json
 tut_line simf '^layout:   t=1 p=1 d=1 \(1 rank\), schedule 1f1b, exchange ring, fp32, full recomputation$'

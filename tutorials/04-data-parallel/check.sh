@@ -4,6 +4,9 @@
 # tests/tutorials.sh (make check), or alone:
 # DT_BUILDDIR=build DT_SRCDIR=. sh tutorials/04-data-parallel/check.sh
 # TUTORIAL_QUICK changes nothing here: every run is already short.
+# Timing lower bounds (1 ms, 0.1 ms, 0.1 s) only say a time was measured: the
+# fused attention and the vectorized exp (2026-12-06) made steps 2x faster, and
+# faster CPUs will go further; upper bounds still catch a hang or a slow path.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
@@ -139,8 +142,8 @@ meas=$(echo "$vrow" | awk '{ print $5 }'); pred=$(echo "$vrow" | awk '{ print $7
 cm=$(echo "$vrow" | awk '{ print $10 }'); cp=$(echo "$vrow" | awk '{ print $12 }')
 km=$(echo "$vrow" | awk '{ print $13 }'); kp=$(echo "$vrow" | awk '{ print $15 }')
 echo "  step measured $meas predicted $pred; compute $cm / $cp; comm $km / $kp"
-tut_range "measured ring step (ms)" "$meas" 3 150
-tut_range "predicted ring step (ms)" "$pred" 5 150
+tut_range "measured ring step (ms)" "$meas" 0.1 150
+tut_range "predicted ring step (ms)" "$pred" 0.1 150
 tut_range "predicted / measured step" "$(tut_ratio "$pred" "$meas")" 0.2 3
 tut_range "predicted / measured compute" "$(tut_ratio "$cp" "$cm")" 0.2 3
 tut_range "predicted ring allreduce (ms), 2 alpha + S/beta = 0.054" "$kp" 0.04 0.07

@@ -3,6 +3,9 @@
 # outputs it quotes, within the ranges it states. Run by tests/tutorials.sh
 # (make check), or alone: DT_BUILDDIR=build DT_SRCDIR=. sh check.sh
 # TUTORIAL_QUICK changes nothing here: every run is already short.
+# Timing lower bounds (1 ms, 0.1 ms, 0.1 s) only say a time was measured: the
+# fused attention and the vectorized exp (2026-12-06) made steps 2x faster, and
+# faster CPUs will go further; upper bounds still catch a hang or a slow path.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
@@ -53,7 +56,7 @@ tut_range "stage 0 bubble_fb - bubble" "$(awk -v a="$fb0" -v b="$b0" 'BEGIN { pr
 b1=$(tut_num bub '^pp\.rank1\.json .* bubble=\([0-9.]*\) .*')
 tut_range "stage 1 bubble_fb - bubble" "$(awk -v a="$fb1" -v b="$b1" 'BEGIN { printf "%.4f", a - b }')" 0 0.1
 meas_ms=$(tut_num bub '^pp\.rank0\.json .* window_ms=\([0-9.]*\) .*')
-tut_range "measured step time, stage 0 window (ms)" "$meas_ms" 100 2000
+tut_range "measured step time, stage 0 window (ms)" "$meas_ms" 1 2000
 
 if [ -x ./dtviz ]; then
     tut_cmd viz ./dtviz pp.json --png pp.png
@@ -72,7 +75,7 @@ tut_line sim '^scenario: custom \(8 layers, width 128, 4 heads, vocab 256\), B=4
 tut_line sim '^layout:   t=1 p=2 d=1 \(2 ranks\), schedule 1f1b'
 tut_line sim '^bubble per stage \(idle share of its step\), formula \(p-1\)/\(m\+p-1\) = 0\.1111:$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
-tut_range "predicted step time (ms)" "$sim_ms" 80 1500
+tut_range "predicted step time (ms)" "$sim_ms" 1 1500
 # The floor is 0.3: make check runs this beside another test on 2 cores,
 # which slows the two ranks' run (measured here up to 640 ms a step with
 # two busy processes beside it, against 285 quiet) more than the one-rank

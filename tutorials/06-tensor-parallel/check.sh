@@ -4,6 +4,9 @@
 # tests/tutorials.sh (make check), or alone:
 # DT_BUILDDIR=build DT_SRCDIR=. sh tutorials/06-tensor-parallel/check.sh
 # TUTORIAL_QUICK changes nothing here: every run is already short.
+# Timing lower bounds (1 ms, 0.1 ms, 0.1 s) only say a time was measured: the
+# fused attention and the vectorized exp (2026-12-06) made steps 2x faster, and
+# faster CPUs will go further; upper bounds still catch a hang or a slow path.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
@@ -97,7 +100,7 @@ tut_line bench '^ +4 +1 +32 +32 +6291456 +6291456 '
 s1=$(awk '$1 == 1 && $2 == 4 { print $8 }' bench.out); s2=$(awk '$1 == 2 && $2 == 2 { print $8 }' bench.out)
 s4=$(awk '$1 == 4 && $2 == 1 { print $8 }' bench.out)
 echo "  step ms: t=1 $s1, t=2 $s2, t=4 $s4"
-for v in "$s1" "$s2" "$s4"; do tut_range "dtbench tp step (ms)" "$v" 10 1000; done
+for v in "$s1" "$s2" "$s4"; do tut_range "dtbench tp step (ms)" "$v" 1 1000; done
 for t in 2 4; do
     tut_range "dtbench tp: t = $t allreduce share of the step (%)" "$(awk -v t=$t '$1 == t && $2 == 4 / t { sub(/%/, "", $7); print $7 }' bench.out)" 10 99
 done
@@ -115,8 +118,8 @@ meas=$(echo "$vrow" | awk '{ print $6 }'); pred=$(echo "$vrow" | awk '{ print $8
 cm=$(echo "$vrow" | awk '{ print $11 }'); cp=$(echo "$vrow" | awk '{ print $13 }')
 km=$(echo "$vrow" | awk '{ print $14 }'); kp=$(echo "$vrow" | awk '{ print $16 }')
 echo "  step measured $meas predicted $pred; compute $cm / $cp; comm $km / $kp"
-tut_range "measured t = 2 step (ms)" "$meas" 10 1000
-tut_range "predicted t = 2 step (ms)" "$pred" 8 300
+tut_range "measured t = 2 step (ms)" "$meas" 1 1000
+tut_range "predicted t = 2 step (ms)" "$pred" 1 300
 tut_range "predicted / measured step" "$(tut_ratio "$pred" "$meas")" 0.1 3
 tut_range "predicted tp comm (ms)" "$kp" 0.50 0.51
 

@@ -16,6 +16,9 @@
 # its AVX2 build (the figures it quotes) and, on an Intel Xeon (AMX), the
 # native and --disable-native builds and the native one with OpenBLAS's
 # Haswell kernel (OPENBLAS_CORETYPE).
+# Timing lower bounds (1 ms, 0.1 ms, 0.1 s) only say a time was measured: the
+# fused attention and the vectorized exp (2026-12-06) made steps 2x faster, and
+# faster CPUs will go further; upper bounds still catch a hang or a slow path.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 
@@ -36,7 +39,7 @@ fi
 lamb_s=$(tut_num lamb '^done: [0-9]* iterations in [0-9.]* s (\([0-9.]*\) s training).*')
 lamb_it=$(tut_num lamb '^done: \([0-9]*\) iterations .*')
 lamb_ms=$(awk -v s="$lamb_s" -v n="$lamb_it" 'BEGIN { if (n > 0) printf "%.1f", 1000 * s / n }')
-tut_range "LAMB run: ms per step of 512 (training time / steps)" "$lamb_ms" 50 2000
+tut_range "LAMB run: ms per step of 512 (training time / steps)" "$lamb_ms" 1 2000
 
 # 3. The table.
 tut_cmd bench --quick "--steps 200" ./dtbench largebatch

@@ -5,6 +5,9 @@
 # TUTORIAL_QUICK=1 shortens two things: `./dtbench simval` runs with
 # --quick (3 real runs instead of 14), and the 4-rank runs of sections 6
 # and 7 train 10 steps instead of 20.
+# Timing lower bounds (1 ms, 0.1 ms, 0.1 s) only say a time was measured: the
+# fused attention and the vectorized exp (2026-12-06) made steps 2x faster, and
+# faster CPUs will go further; upper bounds still catch a hang or a slow path.
 TUTORIAL_LIB=1
 . "${DT_SRCDIR:-$(dirname "$0")/../..}/tests/tutorials.sh"
 # Open MPI settings of the multi-rank tests, eager messages, $MPIRUN
@@ -116,7 +119,7 @@ if [ "$TUTORIAL_QUICK" = 1 ]; then nruns=5; else nruns="3[15]"; fi # 35 with the
 tut_line simval "over $nruns runs: ratio"
 mae=$(tut_num simval '^goal: mean |error| < 3% (\([0-9.]*\)% over.*')
 tut_range "simval: mean absolute error (%)" "$mae" 0 95
-tut_range "simval: 1f1b-m4 measured step (ms)" "$(tut_num simval '^1f1b-m4  *pipeline  *\([0-9.]*\) ms.*')" 20 1000
+tut_range "simval: 1f1b-m4 measured step (ms)" "$(tut_num simval '^1f1b-m4  *pipeline  *\([0-9.]*\) ms.*')" 1 1000
 tut_range "simval: ps-sync error (%)" "$(tut_num simval '^ps-sync  *parameter-server .* \([-+][0-9.]*\)% |.*')" -60 60
 # ... and a run that breaks an assumption: 4 ranks on 2 cores. Its ratio
 # to the prediction compares a contended run with a profile; when another
