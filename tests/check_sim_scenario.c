@@ -27,6 +27,8 @@
 
 #include "dt_backend.h"
 #include "dt_gpt.h"
+#include "dts_cost.h"
+#include "dts_hw.h"
 #include "dts_run.h"
 #include "dts_scenario.h"
 #include "testutil.h"
@@ -146,6 +148,52 @@ static void expect_check_error(const dts_scenario *sc, const char *want)
     ck_assert_msg(st == DT_ERR_INVALID, "check passed, expected an error with '%s'", want);
     ck_assert_msg(strstr(dt_last_error(), want) != NULL, "message '%s' lacks '%s'", dt_last_error(), want);
 }
+
+/* dts_cost_to_precision (the cost a bf16 scenario gets from an FP32
+ * profile) by hand: C = 8, V = 10, B = 2, T = 4, so
+ * a block's GEMMs are 2*12*64*8 = 12288 FLOPs forward and the head's
+ * 2*10*8*8 = 1280; at peak_flops 1e9 that is 12288 and 1280 ns, at a bf16
+ * rate 4x higher a quarter of it. */
+START_TEST(test_cost_to_precision)
+{
+    const dt_gpt_config cfg = {.vocab_size = 10, .seq_len = 16, .num_layers = 3, .num_heads = 2, .hidden_size = 8};
+    const dt_gpt_config *m = &cfg;
+    dts_hw hw;
+    dts_hw_default(&hw);
+    hw.peak_flops = 1e9;
+    hw.peak_flops_bf16 = 4e9;
+    dts_cost c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 3;
+    for (int s = 0; s <= 4; s++) c.fwd_ns[s] = 1000000, c.bwd_ns[s] = 2000000, c.bwd_w_ns[s] = 500000;
+    c.fwd_ns[4] = 1000; /* the head: its 1280 ns of GEMMs capped at 95% of 1000 */
+    snprintf(c.precision, sizeof c.precision, "fp32");
+    int changed = -1;
+    ck_dt(dts_cost_to_precision(&c, m, 2, 4, &hw, "bf16", &changed));
+    ck_assert_int_eq(changed, 1);
+    ck_assert_str_eq(c.precision, "bf16");
+    ck_assert_int_eq(c.fwd_ns[0], 1000000);                  /* the embedding: no GEMM */
+    ck_assert_int_eq(c.fwd_ns[1], 1000000 - 12288 + 3072);    /* 990784 */
+    ck_assert_int_eq(c.bwd_ns[2], 2000000 - 24576 + 6144);    /* 1981568 */
+    ck_assert_int_eq(c.bwd_w_ns[2], (int64_t)(500000.0 * 1981568 / 2000000 + 0.5)); /* W keeps its share */
+    ck_assert_int_eq(c.fwd_ns[4], 1000 - 950 + 238);          /* 950 ns of GEMMs at a quarter: 237.5 rounds up */
+    ck_assert_int_eq(c.bwd_ns[4], 2000000 - 2560 + 640);
+    /* again: the table is bf16 now, nothing changes */
+    dts_cost again = c;
+    ck_dt(dts_cost_to_precision(&c, m, 2, 4, &hw, "bf16", &changed));
+    ck_assert_int_eq(changed, 0);
+    ck_assert(memcmp(&again, &c, sizeof c) == 0);
+    /* no bf16 rate in the file, or an fp16 run: unchanged */
+    snprintf(c.precision, sizeof c.precision, "fp32");
+    hw.peak_flops_bf16 = 0;
+    ck_dt(dts_cost_to_precision(&c, m, 2, 4, &hw, "bf16", &changed));
+    ck_assert_int_eq(changed, 0);
+    hw.peak_flops_bf16 = 4e9;
+    ck_dt(dts_cost_to_precision(&c, m, 2, 4, &hw, "fp16", &changed));
+    ck_assert_int_eq(changed, 0);
+    ck_assert_int_eq(c.fwd_ns[1], 990784);
+}
+END_TEST
 
 START_TEST(test_defaults)
 {
@@ -794,6 +842,7 @@ static Suite *scenario_suite(void)
     Suite *s = suite_create("sim_scenario");
     TCase *tc = tcase_create("scenario");
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_cost_to_precision);
     tcase_add_test(tc, test_recompute_memory);
     tcase_add_test(tc, test_round_trip_default);
     tcase_add_test(tc, test_round_trip_every_field);
