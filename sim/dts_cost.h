@@ -118,9 +118,15 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
  * CPU) peak_flops / peak_flops_bf16 times faster. The GEMM time in the
  * profile is taken as those FLOPs at peak_flops (at most 95% of the
  * layer's time), so a GEMM that ran below peak leaves more time outside
- * the GEMMs: the prediction errs high. bf16's own passes (rounding the
- * activations, casting GEMM operands) are not added: they err low. W
- * keeps its share of the backward. Anything else (same precision, no bf16
+ * the GEMMs: the prediction errs high. bf16's own passes over the
+ * activations are added at hw->bf16_pass_ns an element (0: left out, the
+ * prediction errs low): per token of a block, forward 39C (16C rounded
+ * after the ops that make them, 7C cast for the four GEMMs that read them,
+ * 16C packed to 2 bytes), backward 57C (16C rounded, 25C cast: each
+ * matmul backward casts its output gradient for dX and again for dW, and
+ * its input for dW; 16C unpacked), as lib/model/block.c and
+ * lib/backend/cpu/cpu_gemm.c do them without recomputation. W keeps its
+ * share of the backward. Anything else (same precision, no bf16
  * rate, a bf16 profile) is left as it is; *changed says whether it
  * changed (may be NULL). */
 dt_status dts_cost_to_precision(dts_cost *c, const dt_gpt_config *m, int B, int T, const dts_hw *hw,

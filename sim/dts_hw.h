@@ -10,7 +10,8 @@
  * JSON (a file sim/hw/NAME.json, or the "hardware" object of a scenario
  * config: the same object, read and written by the functions below only):
  *   {"format": "dtsim-hw", "version": 1, "name": ..., "source": ...,
- *    "peak_flops": ..., "peak_flops_bf16": ... (optional), "mem_bytes_per_s": ...,
+ *    "peak_flops": ..., "peak_flops_bf16": ..., "bf16_pass_ns": ... (both optional),
+ *    "mem_bytes_per_s": ...,
  *    "efficiency": ...,
  *    "kernel_overhead_ns": ..., "sleep_overshoot_ns": ...,
  *    "mem_capacity_bytes": ..., "devices_per_node": ...,
@@ -19,7 +20,7 @@
  *    "contention": [1, s2, s3, ...],
  *    "collectives": "messages" | "analytic" | "auto"}
  * Every key is required ("format" and "version" too) except
- * "peak_flops_bf16" (absent: 0, one rate; written when > 0),
+ * "peak_flops_bf16" and "bf16_pass_ns" (absent: 0; written when > 0),
  * "sleep_overshoot_ns" (absent: DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS; it is
  * always written), "contention" (absent: [1], no slowdown; written when
  * it has more than one entry) and "collectives" (absent: "auto"; written
@@ -92,6 +93,11 @@ typedef struct dts_hw {
      * from an FP32 profile runs its GEMMs faster by peak_flops_bf16 /
      * peak_flops (dts_cost_to_precision). */
     double peak_flops_bf16;
+    /* ns per element of one bf16 pass over FP32 activations on one device
+     * (a rounding or a GEMM operand's cast: what a bf16 run does that an
+     * FP32 one does not, outside the GEMMs); 0 (key absent): not measured,
+     * no such cost. Read with peak_flops_bf16 (dts_cost_to_precision). */
+    double bf16_pass_ns;
     double mem_bytes_per_s;     /* device memory bandwidth */
     double efficiency;          /* achieved fraction of peak_flops for the roofline (0,1] */
     int64_t kernel_overhead_ns; /* fixed cost per op (launch / loop overhead) */

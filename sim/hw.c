@@ -183,6 +183,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
                                         "source",
                                         "peak_flops",
                                         "peak_flops_bf16",
+                                        "bf16_pass_ns",
                                         "mem_bytes_per_s",
                                         "efficiency",
                                         "kernel_overhead_ns",
@@ -217,6 +218,8 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
     DT_CHECK(hw__num(what, root, "peak_flops", "peak_flops", HW_GT0, &hw.peak_flops));
     if (json_object_get(root, "peak_flops_bf16")) /* optional: absent is 0, one rate */
         DT_CHECK(hw__num(what, root, "peak_flops_bf16", "peak_flops_bf16", HW_GT0, &hw.peak_flops_bf16));
+    if (json_object_get(root, "bf16_pass_ns")) /* optional: absent is 0, not measured */
+        DT_CHECK(hw__num(what, root, "bf16_pass_ns", "bf16_pass_ns", HW_GE0, &hw.bf16_pass_ns));
     DT_CHECK(hw__num(what, root, "mem_bytes_per_s", "mem_bytes_per_s", HW_GT0, &hw.mem_bytes_per_s));
     DT_CHECK(hw__num(what, root, "efficiency", "efficiency", HW_UNIT, &hw.efficiency));
     static const int64_t overshoot_absent = DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS;
@@ -279,6 +282,8 @@ json_t *dts_hw_to_json(const dts_hw *hw)
     dts__json_set(o, "peak_flops", json_real(hw->peak_flops), &bad);
     if (hw->peak_flops_bf16 > 0) /* absent reads as 0: older files write back unchanged */
         dts__json_set(o, "peak_flops_bf16", json_real(hw->peak_flops_bf16), &bad);
+    if (hw->bf16_pass_ns > 0)
+        dts__json_set(o, "bf16_pass_ns", json_real(hw->bf16_pass_ns), &bad);
     dts__json_set(o, "mem_bytes_per_s", json_real(hw->mem_bytes_per_s), &bad);
     dts__json_set(o, "efficiency", json_real(hw->efficiency), &bad);
     dts__json_set(o, "kernel_overhead_ns", json_integer(hw->kernel_overhead_ns), &bad);
@@ -363,6 +368,7 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
     } nums[] = {{"peak_flops", hw->peak_flops, HW_GT0},
                 {"mem_bytes_per_s", hw->mem_bytes_per_s, HW_GT0},
                 {"peak_flops_bf16 (0: absent)", hw->peak_flops_bf16, HW_GE0},
+                {"bf16_pass_ns", hw->bf16_pass_ns, HW_GE0},
                 {"efficiency", hw->efficiency, HW_UNIT},
                 {"intra.alpha_ns", hw->intra.alpha_ns, HW_NS},
                 {"intra.bytes_per_ns", hw->intra.bytes_per_ns, HW_GT0},
@@ -433,7 +439,7 @@ dt_status dts_hw_save(const char *path, const dts_hw *hw)
 int dts_hw_equal(const dts_hw *a, const dts_hw *b)
 {
     return !strcmp(a->name, b->name) && !strcmp(a->source, b->source) && a->peak_flops == b->peak_flops &&
-           a->peak_flops_bf16 == b->peak_flops_bf16 &&
+           a->peak_flops_bf16 == b->peak_flops_bf16 && a->bf16_pass_ns == b->bf16_pass_ns &&
            a->mem_bytes_per_s == b->mem_bytes_per_s && a->efficiency == b->efficiency &&
            a->kernel_overhead_ns == b->kernel_overhead_ns && a->sleep_overshoot_ns == b->sleep_overshoot_ns &&
            a->mem_capacity_bytes == b->mem_capacity_bytes && a->devices_per_node == b->devices_per_node &&

@@ -241,6 +241,13 @@ START_TEST(test_hw_json_object)
     ck_assert_ptr_nonnull(o16);
     ck_dt(dts_hw_from_json(o16, "c.json", &back));
     ck_assert(back.peak_flops_bf16 == hw.peak_flops_bf16 && dts_hw_equal(&hw, &back));
+    hw.bf16_pass_ns = 0.75; /* and the pass cost, 0 when absent like the rate */
+    json_decref(o16);
+    o16 = dts_hw_to_json(&hw);
+    ck_assert_ptr_nonnull(o16);
+    ck_dt(dts_hw_from_json(o16, "c.json", &back));
+    ck_assert(back.bf16_pass_ns == 0.75 && dts_hw_equal(&hw, &back));
+    hw.bf16_pass_ns = 0;
     json_object_set_new(o16, "peak_flops_bf16", json_real(-1));
     ck_assert_int_eq(dts_hw_from_json(o16, "c.json", &back), DT_ERR_FORMAT);
     json_decref(o16);

@@ -38,18 +38,23 @@ cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 busy=0
 NRUNS=5
 # bf16 predicted from an FP32 profile (issue 35): dtsim takes the GEMM rates
-# of both precisions from a hardware file (peak_flops, peak_flops_bf16), both
+# of both precisions and the cost of bf16's own passes over the activations
+# from a hardware file (peak_flops, peak_flops_bf16, bf16_pass_ns), all
 # measured now on this machine by `dtbench gemm --threads 1` (a same-run
 # reference: an AMX CPU gives ~4x, an AVX2-only one, without a bf16 kernel,
-# ~1x), profiles one FP32 run of a model whose GEMMs dominate (width 384, 2
+# ~1x; a --disable-native build's passes cost more than a native one's),
+# profiles one FP32 run of a model whose GEMMs dominate (width 384, 2
 # blocks, T = 256, B = 8, 1 thread) and predicts the same model's bf16 run,
-# which is then measured. TOL16 = 35%: the model leaves out bf16's own passes
-# (rounding every activation, casting GEMM operands: 21% of a bf16 step in a
-# perf profile on the AMX machine) and takes the profile's GEMMs at the peak
-# rate (which errs the other way), plus a single measurement's spread (10%,
-# above). On the AMX machine it read -14% (and +27% without the bf16 rate,
-# the FP32 speed). Also checked: the rate never makes the prediction worse
-# than leaving it out, within 5 points of noise.
+# which is then measured. TOL16 = 35%: the profile's GEMMs are taken at the
+# peak rate (the prediction errs high by what they ran below it, up to 15%:
+# dtbench gemm's rates at the model's shapes are 0.85-0.97 of the peak),
+# the passes are counted, not profiled (their cost in the model's loops
+# differs from a 16M-element pass's), plus a single measurement's spread
+# (10%, above). Also checked: the bf16 figures never make the prediction
+# worse than the FP32 speed would, within 5 points of noise. Without the
+# pass cost (before it was modelled), a --disable-native build read -33%,
+# -31.6% and -31.9% against +4.6-5.6% at FP32 speed: there bf16's passes
+# ate the GEMMs' gain.
 TOL16=35
 bf16_ok=0
 M16="--threads 1 --num-layers 2 --hidden-size 384 --num-attention-heads 6 --seq-length 256 --max-position-embeddings 256 --micro-batch-size 8 --global-batch-size 8 --train-iters 5 --eval-interval 0 --eval-iters 1 --log-interval 5"
@@ -57,8 +62,10 @@ for attempt in 1 2 3; do
     "$BUILDDIR/dtbench" gemm --threads 1 >"$TMP/gemm.out" 2>&1 || { cat "$TMP/gemm.out"; fail "dtbench gemm failed"; exit 1; }
     p32=$(sed -n 's/^peak_gflops \([0-9.]*\)$/\1/p' "$TMP/gemm.out")
     p16=$(sed -n 's/^bf16_peak_gflops \([0-9.]*\)$/\1/p' "$TMP/gemm.out")
-    [ -n "$p32" ] && [ -n "$p16" ] || { cat "$TMP/gemm.out"; fail "dtbench gemm printed no peak_gflops or bf16_peak_gflops"; exit 1; }
-    sed "s/\"peak_flops\": *[0-9.e]*,/\"peak_flops\": ${p32}e9, \"peak_flops_bf16\": ${p16}e9,/" \
+    pns=$(sed -n 's/^bf16_pass_ns \([0-9.]*\)$/\1/p' "$TMP/gemm.out")
+    [ -n "$p32" ] && [ -n "$p16" ] && [ -n "$pns" ] ||
+        { cat "$TMP/gemm.out"; fail "dtbench gemm printed no peak_gflops, bf16_peak_gflops or bf16_pass_ns"; exit 1; }
+    sed "s/\"peak_flops\": *[0-9.e]*,/\"peak_flops\": ${p32}e9, \"peak_flops_bf16\": ${p16}e9, \"bf16_pass_ns\": $pns,/" \
         "${DT_SRCDIR:-.}/sim/hw/cpu-2core.json" >"$TMP/hw16.json"
     # shellcheck disable=SC2086 # M16 is a list of flags
     "$BUILDDIR/dtrain" $M16 --trace "$TMP/f32.json" >"$TMP/f32.out" 2>&1 || { cat "$TMP/f32.out"; fail "FP32 profile run failed"; exit 1; }
@@ -69,15 +76,15 @@ for attempt in 1 2 3; do
     e_none=$("$BUILDDIR/dtsim" validate --profile "$TMP/f32.json" --hw "${DT_SRCDIR:-.}/sim/hw/cpu-2core.json" "$TMP/b16.json" 2>&1 |
         awk '/^dp d1 ring m=1 / { for (i = 1; i <= NF; i++) if ($i ~ /^[-+][0-9.]+%$/) { sub(/%/, "", $i); print $i + 0 } }')
     [ -n "$e_rate" ] && [ -n "$e_none" ] || fail "dtsim validate printed no error for the bf16 run"
-    echo "sim.sh: bf16 from an FP32 profile, GEMM rates $p32 / $p16 GFLOP/s: error $e_rate% (without the bf16 rate: $e_none%)"
+    echo "sim.sh: bf16 from an FP32 profile, GEMM rates $p32 / $p16 GFLOP/s, passes $pns ns: error $e_rate% (at FP32 speed: $e_none%)"
     if awk -v a="$e_rate" -v b="$e_none" -v t=$TOL16 'BEGIN { a = a < 0 ? -a : a; b = b < 0 ? -b : b; exit !(a <= t && a <= b + 5) }'; then
         bf16_ok=1
         break
     fi
-    echo "sim.sh: attempt $attempt: bf16 prediction off (more than $TOL16%, or worse than without the rate): again"
+    echo "sim.sh: attempt $attempt: bf16 prediction off (more than $TOL16%, or worse than at FP32 speed): again"
 done
 [ "$bf16_ok" = 1 ] || { load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
-    fail "bf16 from an FP32 profile: error $e_rate% (without the rate $e_none%) in every attempt (load $load)"; exit 1; }
+    fail "bf16 from an FP32 profile: error $e_rate% (at FP32 speed $e_none%) in every attempt (load $load)"; exit 1; }
 
 # the rows of the table: a run's name, then its set and figures
 ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\) '
