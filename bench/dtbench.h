@@ -30,7 +30,7 @@ double dtbench_sgemm_peak(int threads, int verbose);
  * FP32 or bf16 inputs (bench_kernels.c), and its bf16 peak on squares. */
 double dtbench_cpu_gemm_rate(dt_backend *be, int M, int N, int K, int transb, dt_dtype inputs);
 double dtbench_cpu_bf16_peak(dt_backend *be, int verbose);
-/* ns per element of one bf16 pass (a be->round, a be->cast), best of 3 */
+/* ns per element of one bf16 pass (a be->round, a be->cast of 1M floats), best of 3 */
 double dtbench_cpu_bf16_pass_ns(dt_backend *be);
 double dtbench_gpu_gemm_peak(dt_backend *be, dtbench_gemm_kind k, int verbose);
 int dtbench_cmd_gemm(int threads);
