@@ -59,6 +59,11 @@ NRUNS=5
 TOL16=35
 bf16_ok=0
 M16="--threads 1 --num-layers 2 --hidden-size 384 --num-attention-heads 6 --seq-length 256 --max-position-embeddings 256 --micro-batch-size 8 --global-batch-size 8 --train-iters 5 --eval-interval 0 --eval-iters 1 --log-interval 5"
+# the bf16 run's prediction error (%) from the FP32 profile with hardware file $1
+bf16_error() {
+    "$BUILDDIR/dtsim" validate --profile "$TMP/f32.json" --hw "$1" "$TMP/b16.json" 2>&1 |
+        awk '/^dp d1 ring m=1 / { for (i = 1; i <= NF; i++) if ($i ~ /^[-+][0-9.]+%$/) { sub(/%/, "", $i); print $i + 0 } }'
+}
 for attempt in 1 2 3; do
     "$BUILDDIR/dtbench" gemm --threads 1 >"$TMP/gemm.out" 2>&1 || { cat "$TMP/gemm.out"; fail "dtbench gemm failed"; exit 1; }
     p32=$(sed -n 's/^peak_gflops \([0-9.]*\)$/\1/p' "$TMP/gemm.out")
@@ -72,10 +77,8 @@ for attempt in 1 2 3; do
     "$BUILDDIR/dtrain" $M16 --trace "$TMP/f32.json" >"$TMP/f32.out" 2>&1 || { cat "$TMP/f32.out"; fail "FP32 profile run failed"; exit 1; }
     # shellcheck disable=SC2086
     "$BUILDDIR/dtrain" $M16 --bf16 --trace "$TMP/b16.json" >"$TMP/b16.out" 2>&1 || { cat "$TMP/b16.out"; fail "bf16 run failed"; exit 1; }
-    e_rate=$("$BUILDDIR/dtsim" validate --profile "$TMP/f32.json" --hw "$TMP/hw16.json" "$TMP/b16.json" 2>&1 |
-        awk '/^dp d1 ring m=1 / { for (i = 1; i <= NF; i++) if ($i ~ /^[-+][0-9.]+%$/) { sub(/%/, "", $i); print $i + 0 } }')
-    e_none=$("$BUILDDIR/dtsim" validate --profile "$TMP/f32.json" --hw "${DT_SRCDIR:-.}/sim/hw/cpu-2core.json" "$TMP/b16.json" 2>&1 |
-        awk '/^dp d1 ring m=1 / { for (i = 1; i <= NF; i++) if ($i ~ /^[-+][0-9.]+%$/) { sub(/%/, "", $i); print $i + 0 } }')
+    e_rate=$(bf16_error "$TMP/hw16.json")
+    e_none=$(bf16_error "${DT_SRCDIR:-.}/sim/hw/cpu-2core.json")
     [ -n "$e_rate" ] && [ -n "$e_none" ] || fail "dtsim validate printed no error for the bf16 run"
     echo "sim.sh: bf16 from an FP32 profile, GEMM rates $p32 / $p16 GFLOP/s, passes $pns ns: error $e_rate% (at FP32 speed: $e_none%)"
     if awk -v a="$e_rate" -v t=$TOL16 'BEGIN { a = a < 0 ? -a : a; exit !(a <= t) }'; then
