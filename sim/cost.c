@@ -45,9 +45,9 @@ int64_t dts_layer_act_bytes(const dt_gpt_config *cfg, int slot, int B, int T)
     const int64_t BT = (int64_t)B * T, C = cfg->hidden_size, NH = cfg->num_heads, V = cfg->vocab_size;
     int64_t floats;
     switch (cost__kind(cfg, slot)) {
-    case 0: floats = BT * C; break;                                         /* the embedding's output */
-    case 1: floats = 16 * BT * C + 4 * BT + NH * (int64_t)B * T; break; /* see dts_cost.h */
-    case 2: floats = BT * C + 2 * BT + BT * V; break;                       /* lnf, mean/rstd, logits */
+    case 0: floats = BT * C; break;                                     /* the embedding's output */
+    case 1: floats = 10 * BT * C + 4 * BT + NH * (int64_t)B * T; break; /* see dts_cost.h */
+    case 2: floats = BT * C + 2 * BT + BT * V; break;                   /* lnf, mean/rstd, logits */
     default: return -1;
     }
     return floats * (int64_t)sizeof(float);
@@ -399,8 +399,7 @@ dt_status dts_cost_to_precision(dts_cost *c, const dt_gpt_config *m, int B, int 
 {
     if (changed) *changed = 0;
     if (!c || !m || !hw || !precision) return DT_FAIL(DT_ERR_INVALID, "dts_cost_to_precision: NULL argument");
-    if (strcmp(c->precision, "fp32") != 0 || strcmp(precision, "bf16") != 0 || !(hw->peak_flops_bf16 > 0))
-        return DT_OK;
+    if (strcmp(c->precision, "fp32") != 0 || strcmp(precision, "bf16") != 0 || !(hw->peak_flops_bf16 > 0)) return DT_OK;
     DT_CHECK(cost__check_shape(m, B, T, "dts_cost_to_precision"));
     const double BT = (double)B * T, C = m->hidden_size, V = m->vocab_size;
     const double speed = hw->peak_flops / hw->peak_flops_bf16; /* < 1 where bf16 is faster */
@@ -411,8 +410,8 @@ dt_status dts_cost_to_precision(dts_cost *c, const dt_gpt_config *m, int B, int 
             const double was = (double)*t[k];
             double g = (k ? 2.0 : 1.0) * gemm / hw->peak_flops * 1e9; /* ns at the FP32 peak */
             if (g > 0.95 * was) g = 0.95 * was;
-            /* bf16's own passes: 39C forward, 57C backward per token of a block (dts_cost.h) */
-            const double passes = s <= c->n_layer ? (k ? 57.0 : 39.0) * C * BT * hw->bf16_pass_ns : 0.0;
+            /* bf16's own passes: 33C forward, 57C backward per token of a block (dts_cost.h) */
+            const double passes = s <= c->n_layer ? (k ? 57.0 : 33.0) * C * BT * hw->bf16_pass_ns : 0.0;
             const double now = was - g + g * speed + passes;
             if (k == 1 && was > 0) c->bwd_w_ns[s] = (int64_t)((double)c->bwd_w_ns[s] * now / was + 0.5);
             *t[k] = (int64_t)(now + 0.5);
@@ -420,8 +419,7 @@ dt_status dts_cost_to_precision(dts_cost *c, const dt_gpt_config *m, int B, int 
     }
     snprintf(c->precision, sizeof c->precision, "bf16");
     const size_t n = strlen(c->source);
-    if (n + 40 < sizeof c->source)
-        snprintf(c->source + n, sizeof c->source - n, ", GEMMs at bf16 x%.2f", 1.0 / speed);
+    if (n + 40 < sizeof c->source) snprintf(c->source + n, sizeof c->source - n, ", GEMMs at bf16 x%.2f", 1.0 / speed);
     if (changed) *changed = 1;
     return DT_OK;
 }

@@ -48,9 +48,10 @@ typedef struct dts_cost {
 int64_t dts_layer_params(const dt_gpt_config *cfg, int slot);
 /* Activation bytes that slot saves for backward per micro-batch of B x T
  * in FP32 without recomputation: embedding B*T*C floats (its output);
- * block 16*B*T*C + 4*B*T + NH*B*T (ln1, qkv 3, atty, res2, ln2, fch 4,
- * fch_gelu 4, out, 4 LayerNorm statistics, the fused attention's
- * log-sum-exp per row: no (T, T) probabilities are kept);
+ * block 10*B*T*C + 4*B*T + NH*B*T (qkv 3, atty, res2, fch 4, out, 4
+ * LayerNorm statistics, the fused attention's log-sum-exp per row: no
+ * (T, T) probabilities are kept; the LayerNorm and GELU outputs are
+ * recomputed by the backward, not saved);
  * head B*T*C + 2*B*T + B*T*V (lnf, its statistics, the logits). Written
  * out from the layer definitions (not from lib's *_act_floats, which add
  * 64-byte alignment padding), and checked against a real run. */
@@ -120,11 +121,12 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
  * layer's time), so a GEMM that ran below peak leaves more time outside
  * the GEMMs: the prediction errs high. bf16's own passes over the
  * activations are added at hw->bf16_pass_ns an element (0: left out, the
- * prediction errs low): per token of a block, forward 39C (16C rounded
+ * prediction errs low): per token of a block, forward 33C (16C rounded
  * after the ops that make them, 7C cast for the four GEMMs that read them,
- * 16C packed to 2 bytes), backward 57C (16C rounded, 25C cast: each
- * matmul backward casts its output gradient for dX and again for dW, and
- * its input for dW; 16C unpacked), as lib/model/block.c and
+ * the 10C saved packed to 2 bytes), backward 57C (16C rounded and 6C
+ * rounded again where W recomputes the LayerNorm and GELU outputs, 25C
+ * cast: each matmul backward casts its output gradient for dX and again
+ * for dW, and its input for dW; 10C unpacked), as lib/model/block.c and
  * lib/backend/cpu/cpu_gemm.c do them without recomputation. W keeps its
  * share of the backward. Anything else (same precision, no bf16
  * rate, a bf16 profile) is left as it is; *changed says whether it

@@ -43,8 +43,8 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
  * t tensor ranks; as dts__block_act, the arena's 16-float padding is not
  * counted). BACKWARD_B adds, in order: the final LayerNorm's output
  * gradient (B,T,C) on the last stage; for each block from the last its
- * keep, 4 (B,T,C) FP32 (their whole C on a tensor rank; its dfch and dqkv
- * go into the block's saved fch and qkv), under full recomputation after
+ * keep, 4 (B,T,C) FP32 (their whole C on a tensor rank) and its dfch
+ * (B,T,4C/t) (its dqkv goes into the block's saved qkv), under full recomputation after
  * the block's recomputed activations (whole set, into the slot, read by
  * W); the embedding output's gradient (B,T,C) on the first stage. While a
  * block's B runs, selective recomputation holds its attention's
@@ -57,7 +57,7 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
 dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last)
 {
     const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t btc = BT * C * 4, k4 = 4 * btc, all = dts__block_act(sc, n, 0);
+    const int64_t btc = BT * C * 4, k4 = 4 * btc + 4 * BT * (C / n) * 4, all = dts__block_act(sc, n, 0);
     const int64_t att = all - dts__block_act(sc, n, 2), ends = (last ? btc : 0) + (first ? btc : 0);
     dts__split_mem m = {0, 0, 0};
     if (sc->recompute == 1) { /* grows monotonically: its most is what it keeps */

@@ -399,7 +399,8 @@ static double walk_peak(const dt_schedule *S, int r, const double *fwd, const do
 
 /* Activation memory: a chunk-micro-batch is held from its FORWARD to its
  * BACKWARD (or BACKWARD_W). A split backward's B (FP32, no recomputation:
- * lib/parallel/stage_backward.c) leaves 4 (B,T,C) per block for its W,
+ * lib/parallel/stage_backward.c) leaves 4 (B,T,C) and its fc layer's
+ * output gradient (B,T,4C) per block for its W,
  * plus the final LayerNorm's output gradient on the last virtual stage
  * and the embedding output's gradient on the first: zb-h1 holds p
  * micro-batches on every stage and zb-v 2p half-stage chunks on every
@@ -429,7 +430,7 @@ START_TEST(test_memory_chunks)
         double fwd[8], keep[8];
         for (int q = 0; q < Q; q++) {
             fwd[q] = nb * block;
-            keep[q] = nb * 4 * btc + (q == 0) * btc + (q == Q - 1) * btc;
+            keep[q] = nb * 8 * btc + (q == 0) * btc + (q == Q - 1) * btc;
         }
         for (int r = 0; r < p; r++) {
             /* each chunk-micro-batch holds 2/v blocks: one[0] / p per block pair */

@@ -119,12 +119,12 @@ START_TEST(test_block)
     dt__arena ar = {.base = abuf.data, .capacity = serial_floats + dt__tp_act_floats(&c, t, B, T, 1) + 64};
     dt__block_acts sa;
     dt__block_scratch ss;
-    ck_dt(dt__block_acts_alloc(&ar, &c, B, T, 1, &sa));
     float *sscr;
     ck_dt(dt__arena_alloc(&ar, dt__block_scratch_floats(&c, B, T), &sscr));
     dt__block_scratch_bind(&ss, &c, B, T, sscr);
-    dt__tp_acts ta;
-    ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &ta));
+    ck_dt(dt__block_acts_alloc(&ar, &c, B, T, 1, &ss.tmp, &sa));
+    dt__tp_acts ta; /* the same transients: each W recomputes its own */
+    ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &ss.tmp, &ta));
     float *x = malloc((size_t)N * C * sizeof *x), *d0 = malloc((size_t)N * C * sizeof *d0);
     float *dser = malloc((size_t)N * C * sizeof *dser), *dtp = malloc((size_t)N * C * sizeof *dtp);
     ck_assert(x && d0 && dser && dtp);
@@ -178,7 +178,8 @@ START_TEST(test_block_split)
     bind(&local, 0, g1, &l1, NULL);
     bind(&local, 0, g2, &l2, NULL);
     const size_t act = dt__tp_act_floats(&c, t, B, T, 1), keep = dt__block_keep_floats(&c, t, B, T, 0);
-    const size_t total = 2 * act + 2 * keep + 2 * dt__tp_scratch_floats(&c, t, B, T) + 64;
+    const size_t total =
+        2 * act + 2 * keep + 2 * dt__tp_scratch_floats(&c, t, B, T) + dt__block_tmp_floats(&c, B, T) + 96;
     dt_buffer buf, rbuf;
     ck_dt(dt_buffer_alloc(&buf, be, total * sizeof(float)));
     ck_dt(dt_buffer_alloc(&rbuf, be, 4 * NC * 2));
@@ -194,11 +195,14 @@ START_TEST(test_block_split)
         dt__arena ar = {.base = buf.data, .capacity = total};
         dt__tp_acts ta[2];
         dt__block_keep kp[2];
-        float *scr;
+        float *scr, *tmpf;
+        dt__block_tmp tmp; /* shared by both micro-batches: W recomputes it */
         ck_dt(dt__arena_alloc(&ar, dt__tp_scratch_floats(&c, t, B, T), &scr));
+        ck_dt(dt__arena_alloc(&ar, dt__block_tmp_floats(&c, B, T), &tmpf));
+        dt__block_tmp_bind(&tmp, &c, B, T, tmpf);
         dt__tp tp = {.comm = g_world, .algo = DT_ALLREDUCE_RING};
         for (int k = 0; k < 2; k++) {
-            ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &ta[k]));
+            ck_dt(dt__tp_acts_alloc(&ar, &c, t, B, T, 1, &tmp, &ta[k]));
             ck_dt(dt__block_keep_alloc(&ar, &c, t, B, T, k ? &ta[k] : NULL, &kp[k])); /* both kinds of keep */
             ck_dt(dt__tp_block_forward(&tp, be, &c, &lw, &ta[k], x[k], B, T, rr));
         }
@@ -216,7 +220,7 @@ START_TEST(test_block_split)
         }
         ck_assert_int_eq((int)(tp.allreduces_bwd - before), 4);
         for (int k = 0; k < 2; k++) /* W0 W1 */
-            ck_dt(dt__block_backward_w(be, &c, t, &lw, &l2, &ta[k], x[k], &kp[k], B, T));
+            ck_dt(dt__block_backward_w(be, &c, t, &lw, &l2, &ta[k], x[k], &kp[k], B, T, rr));
         ck_assert_int_eq((int)(tp.allreduces_bwd - before), 4);
         for (int i = 0; i < local.count; i++)
             ck_assert_msg(memcmp(g1 + local.info[i].offset, g2 + local.info[i].offset, local.info[i].numel * 4) == 0,

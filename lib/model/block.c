@@ -8,8 +8,9 @@
  * residual), so no separate add is needed. It is B (the input gradient,
  * keeping each layer's output gradient) then W (the parameter gradients
  * from what B kept): gpt_layers.h's zero-bubble split. Saved activations per block,
- * in floats: 16*B*T*C + 4*B*T + NH*B*T*T (dt__block_act_floats is the single
- * source of truth for that size). */
+ * in floats: 10*B*T*C + 4*B*T + NH*B*T (dt__block_act_floats is the single
+ * source of truth for that size): the LayerNorm outputs and GELU's output
+ * are transients (dt__block_tmp) that W recomputes, 6*B*T*C fewer. */
 #include "gpt_layers.h"
 
 dt_status dt__arena_alloc(dt__arena *a, size_t n, float **out)
@@ -36,18 +37,34 @@ size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T)
 size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
-    return 5 * dt__pad16(BT * C)   /* ln1, atty, res2, ln2, out */
+    return 3 * dt__pad16(BT * C)   /* atty, res2, out */
            + 4 * dt__pad16(BT)     /* LayerNorm means and rstds */
            + dt__pad16(BT * 3 * C) /* qkv */
-           + (with_att ? dt__block_att_floats(cfg, B, T) : 0) + 2 * dt__pad16(BT * 4 * C); /* fch, fch_gelu */
+           + dt__pad16(BT * 4 * C) /* fch */
+           + (with_att ? dt__block_att_floats(cfg, B, T) : 0);
+}
+
+size_t dt__block_tmp_floats(const dt_gpt_config *cfg, int B, int T)
+{
+    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
+    return dt__pad16(BT * C) + dt__pad16(BT * 4 * C) + 2 * dt__pad16(BT);
+}
+
+void dt__block_tmp_bind(dt__block_tmp *tmp, const dt_gpt_config *cfg, int B, int T, float *w)
+{
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
+    tmp->ln = w, w += dt__pad16(BT * C);
+    tmp->gelu = w, w += dt__pad16(BT * 4 * C);
+    tmp->mean = w, w += dt__pad16(BT);
+    tmp->rstd = w;
 }
 
 /* dbtc, dqkv, dfch, then the keep's four (B,T,C) (its dfch and dqkv
- * are the scratch's) */
+ * are the scratch's), then the transients */
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
-    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(BT * 4 * C);
+    return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * C) + dt__pad16(BT * 4 * C) + dt__block_tmp_floats(cfg, B, T);
 }
 
 void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int B, int T, float *w)
@@ -59,7 +76,8 @@ void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int 
     s->keep.dout = w, w += dt__pad16(BT * C);
     s->keep.dln2 = w, w += dt__pad16(BT * C);
     s->keep.dres2 = w, w += dt__pad16(BT * C);
-    s->keep.dln1 = w;
+    s->keep.dln1 = w, w += dt__pad16(BT * C);
+    dt__block_tmp_bind(&s->tmp, cfg, B, T, w);
     s->keep.dfch = s->dfch;
     s->keep.dqkv = s->dqkv;
 }
@@ -67,7 +85,7 @@ void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int 
 size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    return 4 * dt__pad16(BT * C) + (in_acts ? 0 : dt__pad16(BT * 4 * Cl) + dt__pad16(BT * 3 * Cl));
+    return 4 * dt__pad16(BT * C) + dt__pad16(BT * 4 * Cl) + (in_acts ? 0 : dt__pad16(BT * 3 * Cl));
 }
 
 dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
@@ -78,12 +96,11 @@ dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, in
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dres2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln1));
-    if (acts) { /* dead after B: fch (read by GELU's backward) and qkv (by attention's) */
-        k->dfch = acts->fch;
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &k->dfch));
+    if (acts) { /* dead after B: qkv (read by attention's backward); W reads fch */
         k->dqkv = acts->qkv;
         return DT_OK;
     }
-    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &k->dfch));
     return dt__arena_alloc(a, BT * 3 * Cl, &k->dqkv);
 }
 
@@ -133,10 +150,11 @@ dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int
     return DT_OK;
 }
 
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att, dt__block_acts *acts)
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
+                               const dt__block_tmp *tmp, dt__block_acts *acts)
 {
     size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
-    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln1));
+    acts->tmp = *tmp;
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 3 * C, &acts->qkv));
@@ -144,11 +162,9 @@ dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, in
     if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NH * T, &acts->lse));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->atty));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->res2));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->ln2));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 4 * C, &acts->fch));
-    DT_CHECK(dt__arena_alloc(a, BT * 4 * C, &acts->fch_gelu));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->out));
     return DT_OK;
 }
@@ -168,14 +184,14 @@ void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int t, int B,
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    float **p[DT__BLOCK_NFIELDS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->lse,      &a->atty, &a->res2,
-                                    &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->out};
-    const size_t sz[DT__BLOCK_NFIELDS] = {BT * C, BT, BT, BT * 3 * Cl, B * NHl * T, BT * Cl, BT * C,
-                                          BT * C, BT, BT, BT * 4 * Cl, BT * 4 * Cl,     BT * C};
+    float **p[DT__BLOCK_NFIELDS] = {&a->ln1_mean, &a->ln1_rstd, &a->qkv,      &a->lse, &a->atty,
+                                    &a->res2,     &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->out};
+    const size_t sz[DT__BLOCK_NFIELDS] = {BT,     BT, BT * 3 * Cl, B * NHl * T, BT * Cl,
+                                          BT * C, BT, BT,          BT * 4 * Cl, BT * C};
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         ptr[i] = p[i];
         n[i] = sz[i];
-        stat[i] = i == 1 || i == 2 || i == 4 || i == 8 || i == 9; /* LayerNorm means and rstds, lse */
+        stat[i] = i == 0 || i == 1 || i == 3 || i == 6 || i == 7; /* LayerNorm means and rstds, lse */
     }
 }
 
@@ -241,22 +257,22 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     const size_t NC = (size_t)N * C;
     /* Each op's output is rounded to the storage format before the next op
      * reads it (statistics stay FP32); with r == NULL nothing changes. */
-    DT_CHECK(be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
-    DT_CHECK(dt__round(be, r, a->ln1, NC));
-    DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C));
+    DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
+    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
+    DT_CHECK(be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * C));
     DT_CHECK(dt__round(be, r, a->qkv, 3 * NC));
     DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, C, NH));
     DT_CHECK(dt__round(be, r, a->atty, NC));
     DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
     DT_CHECK(dt__round(be, r, a->res2, NC));
-    DT_CHECK(be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
-    DT_CHECK(dt__round(be, r, a->ln2, NC));
-    DT_CHECK(be->matmul_forward(be, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C));
+    DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
+    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
+    DT_CHECK(be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * C));
     DT_CHECK(dt__round(be, r, a->fch, 4 * NC));
-    DT_CHECK(be->gelu_forward(be, a->fch_gelu, a->fch, 4 * NC));
-    DT_CHECK(dt__round(be, r, a->fch_gelu, 4 * NC));
-    DT_CHECK(be->matmul_forward(be, a->out, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C));
+    DT_CHECK(be->gelu_forward(be, a->tmp.gelu, a->fch, 4 * NC));
+    DT_CHECK(dt__round(be, r, a->tmp.gelu, 4 * NC));
+    DT_CHECK(be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, p->fcprojb, N, 4 * C, C));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
     DT_CHECK(dt__round(be, r, a->out, NC));
     return DT_OK;
@@ -273,23 +289,23 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
      * reads the rounded values. */
     /* MLP: dres is d(out) = d(res2) through the residual, and d(fcproj out). */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, s->dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * C, C));
+    DT_CHECK(be->matmul_backward(be, s->dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * C, C));
     DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
     DT_CHECK(be->gelu_backward(be, s->dfch, a->fch, s->dfch, 4 * NC));
     DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
     if (k->dfch != s->dfch) DT_CHECK(be->copy(be, k->dfch, s->dfch, 4 * NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, a->ln2, p->fcw, N, C, 4 * C));
+    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, NULL, p->fcw, N, C, 4 * C));
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     /* Attention: dres now holds d(res2) = d(x) through the residual + d(proj out). */
     DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, s->dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, C, C));
+    DT_CHECK(be->matmul_backward(be, s->dbtc, NULL, NULL, dres, NULL, p->attprojw, N, C, C));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
     DT_CHECK(be->attention_backward(be, s->dqkv, s->dbtc, a->qkv, a->atty, a->lse, B, T, C, NH));
     DT_CHECK(dt__round(be, r, s->dqkv, 3 * NC));
     if (k->dqkv != s->dqkv) DT_CHECK(be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C));
+    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, NULL, p->qkvw, N, C, 3 * C));
     DT_CHECK(dt__round(be, r, k->dln1, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
@@ -298,16 +314,25 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
 
 dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, const dt__block_params *p,
                                const dt__block_params *g, const dt__block_acts *a, const float *x,
-                               const dt__block_keep *k, int B, int T)
+                               const dt__block_keep *k, int B, int T, const dt__rounder *r)
 {
     const int C = cfg->hidden_size, Cl = C / t, N = B * T;
-    /* in the backward's order: fcproj, fc, ln2, attproj, qkv, ln1 */
-    DT_CHECK(be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
-    DT_CHECK(be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, a->ln2, p->fcw, N, C, 4 * Cl));
+    const size_t NC = (size_t)N * C;
+    const dt__block_tmp *tmp = &a->tmp;
+    /* in the backward's order: fcproj, fc, ln2, attproj, qkv, ln1; each
+     * transient recomputed (and rounded) as the forward made it */
+    DT_CHECK(be->gelu_forward(be, tmp->gelu, a->fch, 4 * (size_t)N * Cl));
+    DT_CHECK(dt__round(be, r, tmp->gelu, 4 * (size_t)N * Cl));
+    DT_CHECK(be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, tmp->gelu, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, a->res2, p->ln2w, p->ln2b, N, C));
+    DT_CHECK(dt__round(be, r, tmp->ln, NC));
+    DT_CHECK(be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl));
     DT_CHECK(
         be->layernorm_backward(be, NULL, g->ln2w, g->ln2b, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(be->matmul_backward(be, NULL, g->attprojw, g->attprojb, k->dres2, a->atty, p->attprojw, N, Cl, C));
-    DT_CHECK(be->matmul_backward(be, NULL, g->qkvw, g->qkvb, k->dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, x, p->ln1w, p->ln1b, N, C));
+    DT_CHECK(dt__round(be, r, tmp->ln, NC));
+    DT_CHECK(be->matmul_backward(be, NULL, g->qkvw, g->qkvb, k->dqkv, tmp->ln, p->qkvw, N, C, 3 * Cl));
     DT_CHECK(be->layernorm_backward(be, NULL, g->ln1w, g->ln1b, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     return DT_OK;
 }
@@ -317,5 +342,5 @@ dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt_
                              const float *x, float *dres, int B, int T, const dt__rounder *r)
 {
     DT_CHECK(dt__block_backward_b(be, cfg, p, a, s, x, dres, &s->keep, B, T, r));
-    return dt__block_backward_w(be, cfg, 1, p, g, a, x, &s->keep, B, T);
+    return dt__block_backward_w(be, cfg, 1, p, g, a, x, &s->keep, B, T, r);
 }

@@ -446,7 +446,8 @@ static dt_status dt__gpt_block_backward(dt_gpt *m, int l, const dt__block_acts *
                                   dt__gpt_rnd(m)));
     dt__hook(m, l, 'b', t0);
     const int64_t t1 = dt_time_ns();
-    DT_CHECK(dt__block_backward_w(m->be, c, 1, &m->blocks[l], &m->gblocks[l], a, x, &m->scratch.keep, B, T));
+    DT_CHECK(
+        dt__block_backward_w(m->be, c, 1, &m->blocks[l], &m->gblocks[l], a, x, &m->scratch.keep, B, T, dt__gpt_rnd(m)));
     if (release != SIZE_MAX) dt__arena_release(&m->arena, release);
     dt__hook(m, l, 'W', t1);
     return DT_OK;
@@ -464,7 +465,7 @@ static dt_status dt__gpt_group_forward(dt_gpt *m, int g, const float *x, char pa
     size_t mark = dt__arena_mark(&m->arena);
     for (int l = l0; l < l1; l++) {
         int64_t t0 = dt_time_ns();
-        DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &m->acts[l]));
+        DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &m->scratch.tmp, &m->acts[l]));
         DT_CHECK(dt__block_forward(m->be, c, &m->blocks[l], &m->acts[l], x, B, T, dt__gpt_rnd(m)));
         x = m->acts[l].out;
         dt__hook(m, l, pass, t0);
@@ -635,7 +636,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
             size_t mark = dt__arena_mark(&m->arena);
             dt__block_acts w;
             const float *xin;
-            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &w));
+            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &m->scratch.tmp, &w));
             DT_CHECK(dt__gpt_block_input(m, l, &xin));
             DT_CHECK(dt__block_forward(be, c, &m->blocks[l], &w, xin, B, T, dt__gpt_rnd(m)));
             DT_CHECK(dt__block_pack_copy(&k, be, &w, m->packed[l], 1));
@@ -648,7 +649,7 @@ dt_status dt_gpt_forward(dt_gpt *m, const int32_t *tokens, const int32_t *target
         for (int l = 0; l < c->num_layers; l++) {
             t0 = dt_time_ns();
             m->mark[l] = dt__arena_mark(&m->arena);
-            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, with_att, &m->acts[l]));
+            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, with_att, &m->scratch.tmp, &m->acts[l]));
             size_t mark = dt__arena_mark(&m->arena);
             if (!with_att) /* the attention lse live only while the block runs */
                 DT_CHECK(dt__arena_alloc(&m->arena, dt__block_att_floats(c, B, T), &m->acts[l].lse));
@@ -722,7 +723,7 @@ dt_status dt_gpt_backward(dt_gpt *m, float loss_scale)
             dt__block_acts w;
             const float *x;
             const dt__block_pack k = dt__gpt_pack_of(m, l, m->recompute != DT_RECOMPUTE_SELECTIVE, B, T);
-            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &w));
+            DT_CHECK(dt__block_acts_alloc(&m->arena, c, B, T, 1, &m->scratch.tmp, &w));
             DT_CHECK(dt__block_pack_copy(&k, be, &w, m->packed[l], 0));
             DT_CHECK(dt__gpt_block_input(m, l, &x));
             if (m->recompute == DT_RECOMPUTE_SELECTIVE) {

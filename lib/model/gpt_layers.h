@@ -127,16 +127,34 @@ typedef struct dt__block_params {
     float *fcprojw, *fcprojb;   /* (C, 4C), (C) */
 } dt__block_params;
 
+/* A block's transients: tensors its forward writes and at once reads
+ * back, and its W recomputes from what is saved (LayerNorm outputs from
+ * the LayerNorm's input, GELU's output from fch: the same ops on the same
+ * values, so the same bits). They are not saved: one set serves every
+ * block of a model or stage, whose forwards and Ws never overlap, and
+ * lives with the backward scratch (dt__block_scratch). Saving them would
+ * cost 6*B*T*C floats a block, 38% of its activations. */
+typedef struct dt__block_tmp {
+    float *ln;          /* (B,T,C) ln1's output, later ln2's */
+    float *gelu;        /* (B,T,4C/t) GELU's output (t: a tensor-parallel shard's) */
+    float *mean, *rstd; /* (B,T) the statistics of W's recomputed LayerNorm */
+} dt__block_tmp;
+
+size_t dt__block_tmp_floats(const dt_gpt_config *cfg, int B, int T);
+/* Point tmp's fields into base, which holds dt__block_tmp_floats floats
+ * (sized for the whole block, so a tensor-parallel shard fits too). */
+void dt__block_tmp_bind(dt__block_tmp *tmp, const dt_gpt_config *cfg, int B, int T, float *base);
+
 typedef struct dt__block_acts {
-    float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
-    float *qkv;                       /* (B,T,3C) */
-    float *lse;                       /* (B,NH,T) attention's log-sum-exp per row */
-    float *atty;                      /* (B,T,C) attention output before projection */
-    float *res2;                      /* (B,T,C) x + attention */
-    float *ln2, *ln2_mean, *ln2_rstd; /* (B,T,C), (B,T), (B,T) */
-    float *fch;                       /* (B,T,4C) before GELU */
-    float *fch_gelu;                  /* (B,T,4C) */
-    float *out;                       /* (B,T,C) res2 + MLP = block output */
+    float *ln1_mean, *ln1_rstd; /* (B,T), (B,T) */
+    float *qkv;                 /* (B,T,3C) */
+    float *lse;                 /* (B,NH,T) attention's log-sum-exp per row */
+    float *atty;                /* (B,T,C) attention output before projection */
+    float *res2;                /* (B,T,C) x + attention */
+    float *ln2_mean, *ln2_rstd; /* (B,T), (B,T) */
+    float *fch;                 /* (B,T,4C) before GELU */
+    float *out;                 /* (B,T,C) res2 + MLP = block output */
+    dt__block_tmp tmp;          /* not saved: the shared transients above */
 } dt__block_acts;
 
 /* The saved tensors of a block in a fixed order: where each pointer lives
@@ -145,9 +163,9 @@ typedef struct dt__block_acts {
  * (LayerNorm mean/rstd and the attention's log-sum-exp, kept FP32 under
  * mixed precision). DT__BLOCK_ATT is the index of the attention's saved
  * state (its lse), DT__BLOCK_OUT of the output. */
-#define DT__BLOCK_NFIELDS 13
-#define DT__BLOCK_ATT 4
-#define DT__BLOCK_OUT 12
+#define DT__BLOCK_NFIELDS 10
+#define DT__BLOCK_ATT 3
+#define DT__BLOCK_OUT 9
 void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int t, int B, int T,
                       float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS]);
 
@@ -196,11 +214,11 @@ typedef struct dt__block_keep {
 } dt__block_keep;
 
 /* B computes dfch and dqkv in the backward scratch and copies them into
- * the keep when it has buffers of its own; they can be the block's saved
- * fch and qkv, which no op reads after B (W reads fch_gelu and ln1): a keep
- * in_acts then costs 4 (B,T,C) floats instead of 4 + 7/t. */
+ * the keep when it has buffers of its own; dqkv can be the block's saved
+ * qkv, which no op reads after B (W reads fch, to recompute GELU's output):
+ * a keep in_acts then costs 4 + 4/t (B,T,C) floats instead of 4 + 7/t. */
 size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts);
-/* The keep's buffers from arena a; acts non-NULL: dfch and dqkv in its fch and qkv. */
+/* The keep's buffers from arena a; acts non-NULL: dqkv in its qkv. */
 dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
                                dt__block_keep *k);
 
@@ -218,12 +236,13 @@ dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int
 
 /* Scratch for a block's backward, shared by all blocks (not saved); keep:
  * the B-to-W hand-over of a backward that runs W at once (its dfch and
- * dqkv are the scratch's own). */
+ * dqkv are the scratch's own); tmp: the blocks' transients. */
 typedef struct dt__block_scratch {
     float *dbtc; /* (B,T,C) */
     float *dqkv; /* (B,T,3C) */
     float *dfch; /* (B,T,4C) */
     dt__block_keep keep;
+    dt__block_tmp tmp;
 } dt__block_scratch;
 
 /* Point s's fields into base, which holds dt__block_scratch_floats floats. */
@@ -235,9 +254,10 @@ size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att
 size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T);
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T);
 /* Allocate a block's activations; with_att = 0 leaves acts->lse NULL for
- * the caller to point at a temporary. */
+ * the caller to point at a temporary; tmp: the transients acts->tmp uses
+ * (a dt__block_scratch's). */
 dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
-                               dt__block_acts *acts);
+                               const dt__block_tmp *tmp, dt__block_acts *acts);
 /* out = block(x); x (B,T,C) is kept by the caller (previous block's out). */
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p, dt__block_acts *acts,
                             const float *x, int B, int T, const dt__rounder *r);
@@ -252,10 +272,12 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
                                const dt__block_keep *k, int B, int T, const dt__rounder *r);
 /* W: the parameter gradients (+= into g) from the saved activations acts,
  * the block input x and what B kept in k; t > 1: a tensor-parallel
- * shard's (lib/parallel/tp.h), whose B is dt__tp_block_backward_b. The
- * 16-bit rounding of parameter gradients is the caller's (per micro-batch). */
+ * shard's (lib/parallel/tp.h), whose B is dt__tp_block_backward_b. It
+ * recomputes the transients (acts->tmp) as the forward computed them,
+ * rounded by r as there. The 16-bit rounding of parameter gradients is the
+ * caller's (per micro-batch). */
 dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, const dt__block_params *p,
                                const dt__block_params *g, const dt__block_acts *acts, const float *x,
-                               const dt__block_keep *k, int B, int T);
+                               const dt__block_keep *k, int B, int T, const dt__rounder *r);
 
 #endif

@@ -589,8 +589,8 @@ static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt_
     const dt__rounder *r = dt__stage_rnd(st);
     dt__block_acts *acts = &sl->acts[l];
     float *att = NULL;
-    if (st->t > 1) DT_CHECK(dt__tp_acts_alloc(a, c, st->t, st->B, st->T, with_att, acts));
-    else DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, acts));
+    if (st->t > 1) DT_CHECK(dt__tp_acts_alloc(a, c, st->t, st->B, st->T, with_att, &st->scratch.tmp, acts));
+    else DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, &st->scratch.tmp, acts));
     const size_t mark = dt__arena_mark(&st->work);
     if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
     if (att) acts->lse = att;

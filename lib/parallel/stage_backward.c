@@ -80,8 +80,9 @@ static dt_status dt__stage_unpack(dt__stage *st, dt__slot *sl, int l, const floa
 {
     const dt__block_pack k = dt__stage_pack_of(st, l);
     dt__block_acts *a = &sl->acts[l];
-    if (st->t > 1) DT_CHECK(dt__tp_acts_alloc(&st->work, &st->cfg, st->t, st->B, st->T, k.with_att, a));
-    else DT_CHECK(dt__block_acts_alloc(&st->work, &st->cfg, st->B, st->T, k.with_att, a));
+    if (st->t > 1)
+        DT_CHECK(dt__tp_acts_alloc(&st->work, &st->cfg, st->t, st->B, st->T, k.with_att, &st->scratch.tmp, a));
+    else DT_CHECK(dt__block_acts_alloc(&st->work, &st->cfg, st->B, st->T, k.with_att, &st->scratch.tmp, a));
     DT_CHECK(dt__block_pack_copy(&k, st->be, a, sl->packed[l], 0));
     DT_CHECK(dt__stage_packed_input(st, sl, l, xin, in));
     dt__stage_note_peak(st);
@@ -134,8 +135,8 @@ static dt_status dt__stage_blocks_w(dt__stage *st, dt__slot *sl, const float *xi
                                               sl->kpacked[l], 0));
             dt__stage_note_peak(st);
         }
-        DT_CHECK(
-            dt__block_backward_w(st->be, c, st->t, &st->w[l], &st->g[l], &sl->acts[l], x, &sl->keep[l], st->B, st->T));
+        DT_CHECK(dt__block_backward_w(st->be, c, st->t, &st->w[l], &st->g[l], &sl->acts[l], x, &sl->keep[l], st->B,
+                                      st->T, dt__stage_rnd(st)));
         dt__arena_reset(&st->work);
     }
     return DT_OK;

@@ -108,8 +108,8 @@ size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T)
 size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    return 4 * dt__pad16(BT * C) + 4 * dt__pad16(BT) + dt__pad16(BT * 3 * Cl) +
-           (with_att ? dt__tp_att_floats(cfg, t, B, T) : 0) + dt__pad16(BT * Cl) + 2 * dt__pad16(BT * 4 * Cl);
+    return 2 * dt__pad16(BT * C) + 4 * dt__pad16(BT) + dt__pad16(BT * 3 * Cl) + /* res2, out */
+           (with_att ? dt__tp_att_floats(cfg, t, B, T) : 0) + dt__pad16(BT * Cl) + dt__pad16(BT * 4 * Cl);
 }
 
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
@@ -119,11 +119,12 @@ size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
     return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(BT * 4 * Cl) + 64;
 }
 
-dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att, dt__tp_acts *x)
+dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
+                            const dt__block_tmp *tmp, dt__tp_acts *x)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    DT_CHECK(dt__arena_alloc(a, BT * C, &x->ln1));
+    x->tmp = *tmp;
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &x->qkv));
@@ -131,11 +132,9 @@ dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B
     if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T, &x->lse));
     DT_CHECK(dt__arena_alloc(a, BT * Cl, &x->atty));
     DT_CHECK(dt__arena_alloc(a, BT * C, &x->res2));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &x->ln2));
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln2_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &x->ln2_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &x->fch));
-    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &x->fch_gelu));
     DT_CHECK(dt__arena_alloc(a, BT * C, &x->out));
     return DT_OK;
 }
@@ -149,10 +148,10 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     /* Rounded where block.c rounds (a NULL r: FP32); a row-parallel
      * layer's partial output is summed by g first, rounded after the
      * residual as the whole block's is. */
-    DT_CHECK(be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
-    DT_CHECK(dt__round(be, r, a->ln1, NC));
-    DT_CHECK(dt__tp_f(tp, 'F', a->ln1, NC));
-    DT_CHECK(be->matmul_forward(be, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * Cl));
+    DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
+    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
+    DT_CHECK(dt__tp_f(tp, 'F', a->tmp.ln, NC));
+    DT_CHECK(be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * Cl));
     DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
     DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
     DT_CHECK(dt__round(be, r, a->atty, (size_t)N * Cl));
@@ -160,14 +159,14 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     DT_CHECK(dt__tp_g(tp, 'F', a->res2, NC));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
     DT_CHECK(dt__round(be, r, a->res2, NC));
-    DT_CHECK(be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
-    DT_CHECK(dt__round(be, r, a->ln2, NC));
-    DT_CHECK(dt__tp_f(tp, 'F', a->ln2, NC));
-    DT_CHECK(be->matmul_forward(be, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * Cl));
+    DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
+    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
+    DT_CHECK(dt__tp_f(tp, 'F', a->tmp.ln, NC));
+    DT_CHECK(be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * Cl));
     DT_CHECK(dt__round(be, r, a->fch, (size_t)N * 4 * Cl));
-    DT_CHECK(be->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
-    DT_CHECK(dt__round(be, r, a->fch_gelu, (size_t)N * 4 * Cl));
-    DT_CHECK(be->matmul_forward(be, a->out, a->fch_gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C));
+    DT_CHECK(be->gelu_forward(be, a->tmp.gelu, a->fch, (size_t)N * 4 * Cl));
+    DT_CHECK(dt__round(be, r, a->tmp.gelu, (size_t)N * 4 * Cl));
+    DT_CHECK(be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C));
     DT_CHECK(dt__tp_g(tp, 'F', a->out, NC));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
     DT_CHECK(dt__round(be, r, a->out, NC));
@@ -181,31 +180,31 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     const int t = tp->comm->size;
     const int C = cfg->hidden_size, Cl = C / t, NHl = cfg->num_heads / t, N = B * T;
     const size_t NC = (size_t)N * C, BT = (size_t)N;
-    float *dbtc = scratch;                                   /* (N, C/t) the attention output's gradient */
-    float *dqkv = dbtc + dt__pad16(BT * C);                  /* (N, 3C/t) */
-    float *dfch = dqkv + dt__pad16(BT * 3 * Cl);             /* (N, 4C/t) */
+    float *dbtc = scratch;                       /* (N, C/t) the attention output's gradient */
+    float *dqkv = dbtc + dt__pad16(BT * C);      /* (N, 3C/t) */
+    float *dfch = dqkv + dt__pad16(BT * 3 * Cl); /* (N, 4C/t) */
     /* activation gradients rounded where block.c rounds them; a partial
      * input gradient is rounded once f has summed it */
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, dfch, NULL, NULL, dres, a->fch_gelu, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(be->matmul_backward(be, dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * Cl, C));
     DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
     DT_CHECK(be->gelu_backward(be, dfch, a->fch, dfch, BT * 4 * Cl));
     DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
     if (k->dfch != dfch) DT_CHECK(be->copy(be, k->dfch, dfch, BT * 4 * Cl * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, dfch, a->ln2, p->fcw, N, C, 4 * Cl));
+    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, dfch, NULL, p->fcw, N, C, 4 * Cl));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln2, NC)); /* the whole d(ln2): every rank's part */
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
     /* attention */
     DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, dbtc, NULL, NULL, dres, a->atty, p->attprojw, N, Cl, C));
+    DT_CHECK(be->matmul_backward(be, dbtc, NULL, NULL, dres, NULL, p->attprojw, N, Cl, C));
     DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
     DT_CHECK(be->attention_backward(be, dqkv, dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
     DT_CHECK(dt__round(be, r, dqkv, BT * 3 * Cl));
     if (k->dqkv != dqkv) DT_CHECK(be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, a->ln1, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, NULL, p->qkvw, N, C, 3 * Cl));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln1, NC)); /* the whole d(ln1) */
     DT_CHECK(dt__round(be, r, k->dln1, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
@@ -236,7 +235,7 @@ dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config 
     const int t = tp->comm->size;
     const dt__block_keep k = dt__tp_scratch_keep(cfg, t, B, T, scratch);
     DT_CHECK(dt__tp_block_backward_b(tp, be, cfg, p, a, scratch, x, dres, &k, B, T, r));
-    return dt__block_backward_w(be, cfg, t, p, g, a, x, &k, B, T);
+    return dt__block_backward_w(be, cfg, t, p, g, a, x, &k, B, T, r);
 }
 
 double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,

@@ -67,9 +67,10 @@ double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_param
                           const float *local, const size_t whole_off[12]);
 
 /* A sharded block's saved tensors: block.c's fields at the shard's sizes,
- * qkv (B,T,3C/t), lse (B,NH/t,T), atty (B,T,C/t), fch and fch_gelu
- * (B,T,4C/t); the LayerNorms, res2, out and the statistics whole
- * (dt__block_fields with t). */
+ * qkv (B,T,3C/t), lse (B,NH/t,T), atty (B,T,C/t), fch (B,T,4C/t); res2,
+ * out and the statistics whole (dt__block_fields with t); the transients
+ * (acts->tmp: the LayerNorm outputs whole, GELU's output (B,T,4C/t)) not
+ * saved, as the whole block's. */
 typedef dt__block_acts dt__tp_acts;
 
 /* Saved floats of one sharded block; with_att = 0 leaves out the attention's
@@ -79,7 +80,7 @@ size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with
 size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T);
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T);
 dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
-                            dt__tp_acts *acts);
+                            const dt__block_tmp *tmp, dt__tp_acts *acts);
 /* scratch: dt__tp_scratch_floats floats of backend memory. r: mixed
  * precision's storage rounding (gpt_layers.h), or NULL for FP32. */
 dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,

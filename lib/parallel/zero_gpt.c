@@ -502,7 +502,7 @@ static dt_status dt__zg_block_packed(dt__zgpt *z, int l, int forward)
     const size_t mark = dt__arena_mark(&z->arena);
     dt__block_acts w;
     const float *x;
-    DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, 1, &w));
+    DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, 1, &z->scratch.tmp, &w));
     if (!forward) DT_CHECK(dt__block_pack_copy(&k, z->be, &w, z->packed[l], 0));
     DT_CHECK(dt__zg_block_input(z, l, &x));
     if (forward) {
@@ -564,7 +564,7 @@ dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *ta
         t0 = dt_time_ns();
         DT_CHECK(dt__zg_weights(z, l, l + 1));
         z->mark[l] = dt__arena_mark(&z->arena);
-        DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, with_att, &z->acts[l]));
+        DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, with_att, &z->scratch.tmp, &z->acts[l]));
         const size_t mark = dt__arena_mark(&z->arena);
         if (!with_att) /* the attention lse live only while the block runs */
             DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].lse));

@@ -122,7 +122,8 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
     const dt__head_params hp = {(float *)w + in[k].offset, (float *)w + in[k + 1].offset,
                                 (float *)(tied ? wte : w + in[k + 2].offset)};
     const size_t floats = dt__embed_act_floats(c, B, T) + (size_t)NL * dt__block_act_floats(c, B, T, 1) +
-                          dt__head_act_floats(be, c, B, T) + 256 * (size_t)(NL + 3); /* + the arena's rounding */
+                          dt__head_act_floats(be, c, B, T) + dt__block_tmp_floats(c, B, T) +
+                          256 * (size_t)(NL + 4); /* + the arena's rounding */
     DT_CHECK_GOTO(dt_buffer_alloc(&arena_buf, be, floats * sizeof(float)), st, done);
     /* tokens, targets (int32), losses (float), correct (bytes) */
     DT_CHECK_GOTO(dt_buffer_alloc(&io, be, (size_t)N * 13 + 64), st, done);
@@ -138,7 +139,10 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
         DT_CHECK_GOTO(be->copy(be, d_tokens, tr->gpt.tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
         DT_CHECK_GOTO(be->copy(be, d_targets, tr->gpt.targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
         dt__arena_reset(&a);
-        float *x = NULL;
+        float *x = NULL, *tmp_base = NULL;
+        dt__block_tmp tmp; /* the blocks' transients (gpt_layers.h) */
+        DT_CHECK_GOTO(dt__arena_alloc(&a, dt__block_tmp_floats(c, B, T), &tmp_base), st, done);
+        dt__block_tmp_bind(&tmp, c, B, T, tmp_base);
         int bad = 0;
         DT_CHECK_GOTO(dt__embed_forward(be, c, wte, wpe, d_tokens, &a, &x, B, T, rnd), st, done);
         DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
@@ -147,7 +151,7 @@ dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
             break;
         }
         for (int l = 0; l < NL && !bad; l++) {
-            DT_CHECK_GOTO(dt__block_acts_alloc(&a, c, B, T, 1, &acts[l]), st, done);
+            DT_CHECK_GOTO(dt__block_acts_alloc(&a, c, B, T, 1, &tmp, &acts[l]), st, done);
             DT_CHECK_GOTO(dt__block_forward(be, c, &bp[l], &acts[l], x, B, T, rnd), st, done);
             x = acts[l].out;
             DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
