@@ -58,7 +58,7 @@ tut_line gen '^53\+74=[0-9]+$'
 # 2. A first trace.
 tut_cmd trace ./dtrain --train-iters 200 --trace run.json
 tut_line trace '^trace: run\.json$'
-tut_line trace '^done: 200 iterations in .* peak activation memory 19.14 MiB$'
+tut_line trace '^done: 200 iterations in .* peak activation memory 13.14 MiB$'
 tut_file run.json
 tut_line trace '^final: val_loss [0-9.]+ accuracy [0-9.]+% '
 acc200=$(tut_num trace '^final: .* accuracy \([0-9.]*\)%.*')
@@ -101,7 +101,7 @@ tut_cmd sim ./dtsim run --config run.json --profile run.json
 tut_line sim '^scenario: tiny \(2 layers, width 64, 4 heads, vocab 256\), B=128 T=16 m=1 \(global batch 128\), 200 steps$'
 tut_line sim '^layout:   t=1 p=1 d=1 \(1 rank\)'
 tut_line sim '^step time [0-9.]+ ms \(rank 0: compute [0-9.]+, optimizer [0-9.]+, comm 0\.000 ms per step\)$'
-tut_line sim '^peak memory 21.23 MiB \(rank 0\)$'
+tut_line sim '^peak memory 15.23 MiB \(rank 0\)$'
 sim_ms=$(tut_num sim '^step time \([0-9.]*\) ms.*')
 ratio=$(tut_ratio "$sim_ms" "$step_ms")
 tut_range "predicted / measured step time" "$ratio" 0.8 1.2
@@ -118,12 +118,12 @@ fi
 
 tut_cmd ex_sim ./dtsim run --config run.json --profile run.json --micro-batch-size 32 --global-batch-size 128
 tut_line ex_sim 'B=32 T=16 m=4 \(global batch 128\)'
-tut_line ex_sim '^peak memory 6.88 MiB \(rank 0\)$'
+tut_line ex_sim '^peak memory 5.38 MiB \(rank 0\)$'
 ex_ms=$(tut_num ex_sim '^step time \([0-9.]*\) ms.*')
 tut_range "predicted step time, m=4 / m=1" "$(tut_ratio "$ex_ms" "$sim_ms")" 0.95 1.05
 tut_cmd ex ./dtrain --train-iters 200 --micro-batch-size 32 --global-batch-size 128
 tut_line ex '^batch: 128 sequences \(4 x 32 micro-batches\)'
-tut_line ex 'peak activation memory 4.79 MiB$'
+tut_line ex 'peak activation memory 3.29 MiB$'
 tut_range "tokens/s, 4 x 32 / 1 x 128" "$(tut_ratio "$(tut_num ex '^final: .* tokens\/s \([0-9]*\)$')" "$toks")" 0.7 1.4
 # The accumulated gradient is the same gradient: the two runs differ only
 # in the order of their FP32 sums (4 partial sums of 32 rows scaled by 1/4

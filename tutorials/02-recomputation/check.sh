@@ -14,11 +14,11 @@ TUTORIAL_LIB=1
 tut_cmd bench --quick "--steps 2" ./dtbench recompute --micro-batch-size 2 --seq-length 256
 tut_line bench '^# dtbench recompute: --model small \(L=6, C=384\), B=2, T=256, 1 thread\(s\); forward \+ backward, 1 warm-up \+ '
 tut_line bench '^# K = blocks per checkpointed group \(full\); sqrt\(L\) rounds down to 2$'
-tut_line bench '^none +- +77721600 +1\.000 '
-tut_line bench '^selective +- +77647872 +0\.999 '
-tut_line bench '^full +1 +18108416 +0\.233 '
-tut_line bench '^full +2 +28352512 +0\.365 '
-tut_line bench '^full +6 +77193216 +0\.993 '
+tut_line bench '^none +- +49410048 +1\.000 '
+tut_line bench '^selective +- +49336320 +0\.999 '
+tut_line bench '^full +1 +13389824 +0\.271 '
+tut_line bench '^full +2 +18915328 +0\.383 '
+tut_line bench '^full +6 +48881664 +0\.989 '
 # the step-time ratio column (the last) of each row
 brow() { awk -v g="$1" -v k="$2" '$1 == g && $2 == k { print $NF; exit }' bench.out; }
 tut_range "dtbench: selective step time / none" "$(brow selective -)" 0.8 1.6
@@ -33,12 +33,12 @@ tut_cmd sel ./dtrain --threads 1 --num-layers 8 --hidden-size 128 --seq-length 6
 tut_cmd full ./dtrain --threads 1 --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --trace full.json --summary full-summary.json --recompute-granularity full --recompute-num-layers 1
 tut_line sel '^memory: selective activation recomputation \(attention core: its log-sum-exp\)$'
 tut_line full '^memory: full activation recomputation, checkpoint every 1 block$'
-tut_line none '^done: 30 iterations in .* peak activation memory 66\.26 MiB$'
-tut_line sel '^done: 30 iterations in .* peak activation memory 66\.13 MiB$'
-tut_line full '^done: 30 iterations in .* peak activation memory 12\.53 MiB$'
-tut_range "none-summary.json peak_activation_bytes" "$(tut_json none-summary.json peak_activation_bytes)" 69476352 69476352
-tut_range "sel-summary.json peak_activation_bytes" "$(tut_json sel-summary.json peak_activation_bytes)" 69345280 69345280
-tut_range "full-summary.json peak_activation_bytes" "$(tut_json full-summary.json peak_activation_bytes)" 13139968 13139968
+tut_line none '^done: 30 iterations in .* peak activation memory 42\.26 MiB$'
+tut_line sel '^done: 30 iterations in .* peak activation memory 42\.13 MiB$'
+tut_line full '^done: 30 iterations in .* peak activation memory 9\.53 MiB$'
+tut_range "none-summary.json peak_activation_bytes" "$(tut_json none-summary.json peak_activation_bytes)" 44310528 44310528
+tut_range "sel-summary.json peak_activation_bytes" "$(tut_json sel-summary.json peak_activation_bytes)" 44179456 44179456
+tut_range "full-summary.json peak_activation_bytes" "$(tut_json full-summary.json peak_activation_bytes)" 9994240 9994240
 # The losses the README quotes (5.6482 ... 1.9681, val_loss 1.9926,
 # train_loss 1.96813070774078, param_probe -22.7965304784747) are the
 # AVX-512 build's: every one depends on FP32 rounding (another build ends
@@ -114,7 +114,7 @@ tut_range "recompute spans in sel.json" "$(nre sel.json)" 240 240
 tut_range "recompute spans in full.json" "$(nre full.json)" 240 240
 # what the memory view draws: activations after each forward
 actb() { sed -n 's/.*"name":"activation_bytes".*"value":\([0-9]*\)\..*/\1/p' "$1" | sort -u | tr '\n' ' ' | sed 's/ $//'; }
-tut_range "none.json activation_bytes (every step)" "$(actb none.json)" 69476352 69476352
+tut_range "none.json activation_bytes (every step)" "$(actb none.json)" 44310528 44310528
 tut_range "full.json activation_bytes (every step)" "$(actb full.json)" 6299648 6299648
 
 # 4. Look at it.
@@ -151,17 +151,17 @@ tut_range "validate: none measured step (ms)" "$(vrow 1 5)" 1 2000
 tut_cmd simn ./dtsim run --config none.json --profile none.json
 tut_cmd simf ./dtsim run --config full.json --profile none.json
 tut_line simf '^layout:   t=1 p=1 d=1 \(1 rank\), schedule 1f1b, exchange ring, fp32, full recomputation$'
-tut_line simn '^peak memory 91\.59 MiB \(rank 0\)$'
-tut_line simf '^peak memory 37\.86 MiB \(rank 0\)$'
+tut_line simn '^peak memory 67\.59 MiB \(rank 0\)$'
+tut_line simf '^peak memory 34\.86 MiB \(rank 0\)$'
 
 # GPU: the same three runs on a CUDA device.
 tut_gpu_cmd gnone ./dtrain --device cuda --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --summary gpu-none.json
 tut_gpu_cmd gsel ./dtrain --device cuda --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --summary gpu-sel.json --recompute-activations
 tut_gpu_cmd gfull ./dtrain --device cuda --num-layers 8 --hidden-size 128 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16 --train-iters 30 --eval-interval 0 --eval-iters 1 --log-interval 10 --summary gpu-full.json --recompute-granularity full --recompute-num-layers 1
 if tut_gpu; then
-    tut_line gnone 'peak activation memory 66\.26 MiB$'
-    tut_line gsel 'peak activation memory 66\.13 MiB$'
-    tut_line gfull 'peak activation memory 12\.53 MiB$'
+    tut_line gnone 'peak activation memory 42\.26 MiB$'
+    tut_line gsel 'peak activation memory 42\.13 MiB$'
+    tut_line gfull 'peak activation memory 9\.53 MiB$'
     for n in sel full; do
         tut_range "GPU $n train_loss = none's" "$(tut_json gpu-$n.json train_loss)" "$(tut_json gpu-none.json train_loss)" "$(tut_json gpu-none.json train_loss)"
         tut_range "GPU $n param_probe = none's" "$(tut_json gpu-$n.json param_probe)" "$(tut_json gpu-none.json param_probe)" "$(tut_json gpu-none.json param_probe)"
@@ -173,11 +173,11 @@ for k in 1 2 3 4 8; do
     tut_cmd ex$k ./dtrain --threads 1 --num-layers 64 --micro-batch-size 16 --train-iters 1 --eval-iters 1 --recompute-granularity full --recompute-num-layers $k
 done
 tut_cmd ex0 ./dtrain --threads 1 --num-layers 64 --micro-batch-size 16 --train-iters 1 --eval-iters 1
-tut_line ex1 'peak activation memory 5\.07 MiB$'
-tut_line ex2 'peak activation memory 4\.08 MiB$'
-tut_line ex3 'peak activation memory 4\.40 MiB$'
-tut_line ex4 'peak activation memory 5\.09 MiB$'
-tut_line ex8 'peak activation memory 8\.62 MiB$'
-tut_line ex0 'peak activation memory 64\.88 MiB$'
+tut_line ex1 'peak activation memory 4\.70 MiB$'
+tut_line ex2 'peak activation memory 3\.33 MiB$'
+tut_line ex3 'peak activation memory 3\.27 MiB$'
+tut_line ex4 'peak activation memory 3\.59 MiB$'
+tut_line ex8 'peak activation memory 5\.62 MiB$'
+tut_line ex0 'peak activation memory 40\.88 MiB$'
 
 tut_finish

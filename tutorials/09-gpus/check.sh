@@ -43,7 +43,7 @@ tut_cmd p100 ./dtsim run $G --hw sim/hw/h100-ib.json
 tut_line p100 '^scenario: gpt2-124m \(12 layers, width 768, 12 heads, vocab 50257\), B=16 T=1024 m=1 \(global batch 16\), 3 steps$'
 tut_line p100 '^layout:   t=1 p=1 d=1 \(1 rank\), schedule 1f1b, exchange ring, bf16$'
 tut_line p100 '^step time 47\.337 ms \(rank 0: compute 45\.106, optimizer 1\.337, comm 0\.000 ms per step\)$'
-tut_line p100 '^peak memory 9779\.99 MiB \(rank 0\)$'
+tut_line p100 '^peak memory 8051\.99 MiB \(rank 0\)$'
 tut_cmd p200 ./dtsim run $G --hw sim/hw/h200-nvlink.json
 tut_line p200 '^step time 35\.375 ms \(rank 0: compute 33\.548, optimizer 0\.933, comm 0\.000 ms per step\)$'
 tut_cmd p100f ./dtsim run --model gpt2-124m --micro-batch-size 16 --seq-length 1024 --train-iters 3 --hw sim/hw/h100-ib.json
