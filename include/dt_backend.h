@@ -176,6 +176,18 @@ typedef dt_status dt_backend_axpy_fn(dt_backend *be, float *y, float a, const fl
  * bit-identical to cast(scratch <- x) then cast(x <- scratch), in one pass
  * and without the scratch (may be NULL: callers then make the two casts). */
 typedef dt_status dt_backend_round_fn(dt_backend *be, float *x, dt_dtype dtype, size_t n);
+/* Mixed precision's GELU passes fused, bf16 only (may be NULL: callers
+ * then run round, gelu_forward or gelu_backward, round and cast apart).
+ * With r(v) = v rounded to bf16 and widened back, in one pass:
+ *  forward: when round_inp, inp = r(inp) in place; out(n) = r(gelu(inp))
+ *  and, where out16 is not NULL, its bf16 bits in out16(n);
+ *  backward: d(n) = r(gelu'(inp) * r(d)) in place and, where d16 is not
+ *  NULL, its bf16 bits in d16(n).
+ * Bit-identical to the unfused ops (the same inline arithmetic). */
+typedef dt_status dt_backend_gelu_forward_bf16_fn(dt_backend *be, float *out, uint16_t *out16, float *inp,
+                                                  int round_inp, size_t n);
+typedef dt_status dt_backend_gelu_backward_bf16_fn(dt_backend *be, float *d, uint16_t *d16, const float *inp,
+                                                   size_t n);
 typedef dt_status dt_backend_cast_fn(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
                                      size_t n);
 /* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left
@@ -223,7 +235,8 @@ typedef dt_status dt_backend_relu_backward_fn(dt_backend *be, float *dinp, const
 /* A backend's table of ops: one `static const` table per backend
  * (cpu_backend.c, cuda/backend.cu), filled with designated initializers,
  * shared by all its instances. Every slot is required except
- * set_workers, set_gemm_inputs, set_gemm_shadow and span_stats. The ops are called
+ * set_workers, set_gemm_inputs, set_gemm_shadow, span_stats and those
+ * marked "NULL:" below. The ops are called
  * only by the front below, after it has checked the arguments that every
  * backend rejects alike, so an op checks only what is its own (device
  * data, its own limits). */
@@ -260,6 +273,8 @@ typedef struct dt_backend_ops {
     dt_backend_axpy_fn *axpy;                                                   /* y += a * x */
     dt_backend_cast_fn *cast;                                                   /* f32, f16, bf16 */
     dt_backend_round_fn *round;                                                 /* NULL: two casts instead */
+    dt_backend_gelu_forward_bf16_fn *gelu_forward_bf16;                         /* NULL: round, gelu, cast apart */
+    dt_backend_gelu_backward_bf16_fn *gelu_backward_bf16;                       /* NULL: the same */
     dt_backend_unscale_check_fn *unscale_check;                                 /* raises *nonfinite */
     dt_backend_span_stats_fn *span_stats;                                       /* NULL: per span, by the front */
     dt_backend_batchnorm_forward_fn *batchnorm_forward;                         /* training or eval */
@@ -319,6 +334,8 @@ struct dt_backend {
     dt_backend_axpy_fn *axpy;
     dt_backend_cast_fn *cast;
     dt_backend_round_fn *round; /* NULL where the backend has none */
+    dt_backend_gelu_forward_bf16_fn *gelu_forward_bf16;   /* NULL where the backend has none */
+    dt_backend_gelu_backward_bf16_fn *gelu_backward_bf16; /* NULL where the backend has none */
     dt_backend_unscale_check_fn *unscale_check;
     dt_backend_span_stats_fn *span_stats;
     dt_backend_batchnorm_forward_fn *batchnorm_forward;

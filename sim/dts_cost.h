@@ -121,13 +121,17 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
  * layer's time), so a GEMM that ran below peak leaves more time outside
  * the GEMMs: the prediction errs high. bf16's own passes over the
  * activations are added at hw->bf16_pass_ns an element (0: left out, the
- * prediction errs low): per token of a block, forward 33C (16C rounded
- * after the ops that make them, 7C cast for the four GEMMs that read them,
- * the 10C saved packed to 2 bytes), backward 57C (16C rounded and 6C
- * rounded again where W recomputes the LayerNorm and GELU outputs, 25C
- * cast: each matmul backward casts its output gradient for dX and again
- * for dW, and its input for dW; 10C unpacked), as lib/model/block.c and
- * lib/backend/cpu/cpu_gemm.c do them without recomputation. W keeps its
+ * prediction errs low): per token of a block, forward 21C (8C rounded
+ * after the ops that make them, 3C cast for the GEMMs that read them, the
+ * 10C saved packed to 2 bytes), backward 37C (8C rounded, 2C rounded
+ * again where W recomputes the LayerNorm outputs, 17C cast: each matmul
+ * backward casts its output gradient for dX and again for dW, and its
+ * input for dW; 10C unpacked), as lib/model/block.c and
+ * lib/backend/cpu/cpu_gemm.c do them without recomputation. The MLP's
+ * GELU passes, forward, backward and W's recomputation, round their
+ * input and output and write the bf16 copy that the next GEMM reads in
+ * the same pass as the GELU (gelu_forward_bf16, gelu_backward_bf16), and
+ * so count nothing beyond the FP32 profile's GELU. W keeps its
  * share of the backward. Anything else (same precision, no bf16
  * rate, a bf16 profile) is left as it is; *changed says whether it
  * changed (may be NULL). */

@@ -15,7 +15,10 @@
  * dimensions above the width, alpha != 1, beta 0 and 1, a split into
  * blocks (2 threads) and one block. Invariants: the result is bit-identical
  * for 1 and 2 workers (the split follows --threads only), and reading B
- * from a registered bf16 shadow gives the same bits as casting it. */
+ * from a registered bf16 shadow gives the same bits as casting it.
+ * The fused GELU passes (gelu_forward_bf16, gelu_backward_bf16) equal the
+ * unfused ops they replace (round, gelu, round, cast) bit for bit, which
+ * they must: the models use either, and their runs must agree exactly. */
 #include <math.h>
 #include <string.h>
 
@@ -122,6 +125,62 @@ START_TEST(test_shadow_same_bits)
 }
 END_TEST
 
+/* n values spanning GELU's regions (|x| up to ~12: tanh's clamp at 10 is
+ * crossed), not bf16 yet, so the fused input rounding is exercised; a few
+ * special values at the front. */
+static void fill_gelu_inputs(float *x, size_t n, uint64_t seed)
+{
+    dt_rng r;
+    dt_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(4.0 * dt_rng_normal(&r));
+    const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 12.0f, -12.0f, 3.0e38f, -3.0e38f, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof special / sizeof special[0] && i < n; i++) x[i] = special[i];
+}
+
+START_TEST(test_gelu_fused_same_bits)
+{
+    const size_t sizes[] = {1, 15, 17, 1000, 40000, 100003}; /* tails, one thread, two threads */
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const size_t n = sizes[si];
+        float *x1 = malloc(n * sizeof(float)), *x2 = malloc(n * sizeof(float));
+        float *y1 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float));
+        float *d1 = malloc(n * sizeof(float)), *d2 = malloc(n * sizeof(float));
+        uint16_t *h1 = malloc(n * sizeof(uint16_t)), *h2 = malloc(n * sizeof(uint16_t));
+        fill_gelu_inputs(x1, n, 7 + n);
+        fill_gelu_inputs(d1, n, 9 + n);
+        memcpy(x2, x1, n * sizeof(float));
+        memcpy(d2, d1, n * sizeof(float));
+        for (int round_in = 0; round_in <= 1; round_in++) {
+            /* unfused: round(x) when round_in, y = gelu(x), round(y), cast(y) */
+            if (round_in) ck_dt(be->round(be, x1, DT_BF16, n));
+            ck_dt(be->gelu_forward(be, y1, x1, n));
+            ck_dt(be->round(be, y1, DT_BF16, n));
+            ck_dt(be->cast(be, h1, DT_BF16, y1, DT_F32, n));
+            ck_dt(be->gelu_forward_bf16(be, y2, h2, x2, round_in, n));
+            ck_assert_msg(memcmp(x1, x2, n * sizeof(float)) == 0, "n %zu: the rounded inputs differ", n);
+            ck_assert_msg(memcmp(y1, y2, n * sizeof(float)) == 0, "n %zu round_in %d: outputs differ", n, round_in);
+            ck_assert_msg(memcmp(h1, h2, n * sizeof(uint16_t)) == 0, "n %zu: bf16 copies differ", n);
+            memset(y2, 0, n * sizeof(float));
+            ck_dt(be->gelu_forward_bf16(be, y2, NULL, x2, round_in, n)); /* without the copy */
+            ck_assert(memcmp(y1, y2, n * sizeof(float)) == 0);
+        }
+        /* unfused backward: round(d), d = gelu'(x) * d, round(d), cast(d) */
+        ck_dt(be->round(be, d1, DT_BF16, n));
+        ck_dt(be->gelu_backward(be, d1, x1, d1, n));
+        ck_dt(be->round(be, d1, DT_BF16, n));
+        ck_dt(be->cast(be, h1, DT_BF16, d1, DT_F32, n));
+        float *d3 = malloc(n * sizeof(float));
+        memcpy(d3, d2, n * sizeof(float));
+        ck_dt(be->gelu_backward_bf16(be, d2, h2, x2, n));
+        ck_dt(be->gelu_backward_bf16(be, d3, NULL, x2, n));
+        ck_assert_msg(memcmp(d1, d2, n * sizeof(float)) == 0, "n %zu: backward outputs differ", n);
+        ck_assert_msg(memcmp(h1, h2, n * sizeof(uint16_t)) == 0, "n %zu: backward bf16 copies differ", n);
+        ck_assert(memcmp(d1, d3, n * sizeof(float)) == 0);
+        free(x1), free(x2), free(y1), free(y2), free(d1), free(d2), free(d3), free(h1), free(h2);
+    }
+}
+END_TEST
+
 static Suite *bf16_suite(void)
 {
     Suite *s = suite_create("cpu_bf16");
@@ -130,6 +189,7 @@ static Suite *bf16_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_bf16_gemm);
     tcase_add_test(tc, test_shadow_same_bits);
+    tcase_add_test(tc, test_gelu_fused_same_bits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -179,6 +179,50 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n)
     return be->cast(be, x, DT_F32, r->scratch, r->dtype, n);
 }
 
+/* The fused passes need r's scratch for the bf16 copy and a shadow to
+ * register it as. */
+static int dt__gelu_fuses(const dt_backend *be, const dt__rounder *r, size_t n)
+{
+    return r && r->dtype == DT_BF16 && r->scratch && n <= r->capacity && be->set_gemm_shadow;
+}
+
+dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float *inp, int round_in, size_t n,
+                         int *shadow)
+{
+    *shadow = 0;
+    if (dt__gelu_fuses(be, r, n) && be->gelu_forward_bf16) {
+        DT_CHECK(be->gelu_forward_bf16(be, out, r->scratch, inp, round_in, n));
+        DT_CHECK(be->set_gemm_shadow(be, out, n, r->scratch, DT_BF16));
+        *shadow = 1;
+        return DT_OK;
+    }
+    if (round_in) DT_CHECK(dt__round(be, r, inp, n));
+    DT_CHECK(be->gelu_forward(be, out, inp, n));
+    return dt__round(be, r, out, n);
+}
+
+dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n,
+                              int *shadow)
+{
+    *shadow = 0;
+    if (dt__gelu_fuses(be, r, n) && be->gelu_backward_bf16) {
+        DT_CHECK(be->gelu_backward_bf16(be, d, r->scratch, inp, n));
+        DT_CHECK(be->set_gemm_shadow(be, d, n, r->scratch, DT_BF16));
+        *shadow = 1;
+        return DT_OK;
+    }
+    DT_CHECK(dt__round(be, r, d, n));
+    DT_CHECK(be->gelu_backward(be, d, inp, d, n));
+    return dt__round(be, r, d, n);
+}
+
+dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status st)
+{
+    if (!shadow) return st;
+    const dt_status forgot = be->set_gemm_shadow(be, p, 0, NULL, DT_BF16);
+    return st != DT_OK ? st : forgot;
+}
+
 void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int t, int B, int T, float **ptr[DT__BLOCK_NFIELDS],
                       size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS])
 {
@@ -269,10 +313,10 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
     DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
     DT_CHECK(be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * C));
-    DT_CHECK(dt__round(be, r, a->fch, 4 * NC));
-    DT_CHECK(be->gelu_forward(be, a->tmp.gelu, a->fch, 4 * NC));
-    DT_CHECK(dt__round(be, r, a->tmp.gelu, 4 * NC));
-    DT_CHECK(be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, p->fcprojb, N, 4 * C, C));
+    int sh;
+    DT_CHECK(dt__gelu_round(be, r, a->tmp.gelu, a->fch, 1, 4 * NC, &sh)); /* fch rounded too */
+    DT_CHECK(dt__shadow_end(be, a->tmp.gelu, sh,
+                            be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, p->fcprojb, N, 4 * C, C)));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
     DT_CHECK(dt__round(be, r, a->out, NC));
     return DT_OK;
@@ -290,11 +334,11 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
     /* MLP: dres is d(out) = d(res2) through the residual, and d(fcproj out). */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, s->dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * C, C));
-    DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
-    DT_CHECK(be->gelu_backward(be, s->dfch, a->fch, s->dfch, 4 * NC));
-    DT_CHECK(dt__round(be, r, s->dfch, 4 * NC));
-    if (k->dfch != s->dfch) DT_CHECK(be->copy(be, k->dfch, s->dfch, 4 * NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, NULL, p->fcw, N, C, 4 * C));
+    int sh;
+    DT_CHECK(dt__gelu_back_round(be, r, s->dfch, a->fch, 4 * NC, &sh));
+    dt_status st = k->dfch != s->dfch ? be->copy(be, k->dfch, s->dfch, 4 * NC * sizeof(float), DT_COPY_D2D) : DT_OK;
+    if (st == DT_OK) st = be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, NULL, p->fcw, N, C, 4 * C);
+    DT_CHECK(dt__shadow_end(be, s->dfch, sh, st));
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
@@ -321,9 +365,11 @@ dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, 
     const dt__block_tmp *tmp = &a->tmp;
     /* in the backward's order: fcproj, fc, ln2, attproj, qkv, ln1; each
      * transient recomputed (and rounded) as the forward made it */
-    DT_CHECK(be->gelu_forward(be, tmp->gelu, a->fch, 4 * (size_t)N * Cl));
-    DT_CHECK(dt__round(be, r, tmp->gelu, 4 * (size_t)N * Cl));
-    DT_CHECK(be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, tmp->gelu, p->fcprojw, N, 4 * Cl, C));
+    int sh;
+    DT_CHECK(dt__gelu_round(be, r, tmp->gelu, a->fch, 0, 4 * (size_t)N * Cl, &sh)); /* fch is only read */
+    DT_CHECK(dt__shadow_end(
+        be, tmp->gelu, sh,
+        be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, tmp->gelu, p->fcprojw, N, 4 * Cl, C)));
     DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, a->res2, p->ln2w, p->ln2b, N, C));
     DT_CHECK(dt__round(be, r, tmp->ln, NC));
     DT_CHECK(be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl));

@@ -45,6 +45,21 @@ typedef struct dt__rounder {
 } dt__rounder;
 
 dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
+/* GELU under rounder r: out = round(gelu(inp)), inp rounded in place
+ * first when round_in; the backward d = round(gelu'(inp) * round(d)) in
+ * place. Under bf16 on a backend with the fused passes
+ * (gelu_forward_bf16, gelu_backward_bf16) each is one pass that also
+ * writes the result's bf16 copy into r's scratch and registers it as the
+ * GEMM shadow of out (d): *shadow is then 1, the GEMM that follows reads
+ * the copy instead of casting, and dt__shadow_end must follow that GEMM.
+ * The same bits either way. */
+dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float *inp, int round_in, size_t n,
+                         int *shadow);
+dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n,
+                              int *shadow);
+/* After the GEMM that read it (whose status is st): forget the shadow of
+ * p when shadow is 1. Returns st, or the forgetting's failure. */
+dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status st);
 /* A whole model's forward weights (half mode: their rounded copy, as of
  * the last forward) and rounding (NULL in FP32): a re-run of its forward
  * computes what its own did (lib/train/nonfinite.c). */

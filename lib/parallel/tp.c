@@ -163,10 +163,11 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
     DT_CHECK(dt__tp_f(tp, 'F', a->tmp.ln, NC));
     DT_CHECK(be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * Cl));
-    DT_CHECK(dt__round(be, r, a->fch, (size_t)N * 4 * Cl));
-    DT_CHECK(be->gelu_forward(be, a->tmp.gelu, a->fch, (size_t)N * 4 * Cl));
-    DT_CHECK(dt__round(be, r, a->tmp.gelu, (size_t)N * 4 * Cl));
-    DT_CHECK(be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C));
+    int sh;
+    DT_CHECK(dt__gelu_round(be, r, a->tmp.gelu, a->fch, 1, (size_t)N * 4 * Cl, &sh)); /* fch rounded too */
+    DT_CHECK(dt__shadow_end(
+        be, a->tmp.gelu, sh,
+        be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C)));
     DT_CHECK(dt__tp_g(tp, 'F', a->out, NC));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
     DT_CHECK(dt__round(be, r, a->out, NC));
@@ -188,11 +189,11 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * Cl, C));
-    DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
-    DT_CHECK(be->gelu_backward(be, dfch, a->fch, dfch, BT * 4 * Cl));
-    DT_CHECK(dt__round(be, r, dfch, BT * 4 * Cl));
-    if (k->dfch != dfch) DT_CHECK(be->copy(be, k->dfch, dfch, BT * 4 * Cl * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln2, NULL, NULL, dfch, NULL, p->fcw, N, C, 4 * Cl));
+    int sh;
+    DT_CHECK(dt__gelu_back_round(be, r, dfch, a->fch, BT * 4 * Cl, &sh));
+    dt_status st = k->dfch != dfch ? be->copy(be, k->dfch, dfch, BT * 4 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
+    if (st == DT_OK) st = be->matmul_backward(be, k->dln2, NULL, NULL, dfch, NULL, p->fcw, N, C, 4 * Cl);
+    DT_CHECK(dt__shadow_end(be, dfch, sh, st));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln2, NC)); /* the whole d(ln2): every rank's part */
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));

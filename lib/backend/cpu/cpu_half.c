@@ -1,5 +1,5 @@
-/* cpu_half.c: the CPU backend's mixed-precision ops, cast and unscale_check
- * (semantics in dt_backend.h).
+/* cpu_half.c: the CPU backend's mixed-precision ops, cast, round,
+ * unscale_check and the fused bf16 GELU passes (semantics in dt_backend.h).
  *
  * Invariants: both ops are elementwise, so results never depend on the
  * thread count: cast converts fixed blocks with the array conversions of
@@ -84,6 +84,54 @@ dt_status dt__cpu_round(dt_backend *be, float *x, dt_dtype dtype, size_t n)
         size_t m = n - lo < DT__CAST_BLOCK ? n - lo : DT__CAST_BLOCK;
         if (dtype == DT_BF16) dt_bf16_round_array(x + lo, m);
         else dt_f16_round_array(x + lo, m);
+    }
+    return DT_OK;
+}
+
+/* bf16 rounding (dt_bf16_round_array's code): b16(v) the bits, w16(h) widened back. */
+static inline uint16_t dt__b16(float v) { return dt__bf16_round(dt__float_bits(v)); }
+static inline float dt__w16(uint16_t h) { return dt__bits_float(dt__bf16_widen(h)); }
+
+/* One loop of the fused GELU forward; X is the input element's expression,
+ * SAVE stores what the input became (or nothing), STORE16 the bits. */
+#define DT__GELU16_LOOP(X, SAVE, STORE16)                                                                          \
+    _Pragma("omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)") for (size_t i = 0; i < n; i++) \
+    {                                                                                                            \
+        const float x = X;                                                                                       \
+        SAVE;                                                                                                    \
+        const uint16_t h = dt__b16(dt__gelu(x));                                                                 \
+        out[i] = dt__w16(h);                                                                                     \
+        STORE16;                                                                                                 \
+    }
+
+/* The GELU passes fused (dt_backend.h): the same inline dt__gelu,
+ * dt__gelu_grad and rounding as the unfused ops, per element, so the
+ * same bits (a bf16 value's bits are the top half of its widened float,
+ * so out16 is what cast would make of out); elementwise, so results do
+ * not depend on the thread count. */
+dt_status dt__cpu_gelu_forward_bf16(dt_backend *be, float *out, uint16_t *out16, float *inp, int round_inp, size_t n)
+{
+    (void)be;
+    if (round_inp && out16) DT__GELU16_LOOP(dt__w16(dt__b16(inp[i])), inp[i] = x, out16[i] = h)
+    else if (round_inp) DT__GELU16_LOOP(dt__w16(dt__b16(inp[i])), inp[i] = x, (void)0)
+    else if (out16) DT__GELU16_LOOP(inp[i], (void)0, out16[i] = h)
+    else DT__GELU16_LOOP(inp[i], (void)0, (void)0)
+    return DT_OK;
+}
+
+dt_status dt__cpu_gelu_backward_bf16(dt_backend *be, float *d, uint16_t *d16, const float *inp, size_t n)
+{
+    (void)be;
+    if (d16) {
+#pragma omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            const uint16_t h = dt__b16(dt__gelu_grad(inp[i]) * dt__w16(dt__b16(d[i])));
+            d[i] = dt__w16(h);
+            d16[i] = h;
+        }
+    } else {
+#pragma omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)
+        for (size_t i = 0; i < n; i++) d[i] = dt__w16(dt__b16(dt__gelu_grad(inp[i]) * dt__w16(dt__b16(d[i]))));
     }
     return DT_OK;
 }
