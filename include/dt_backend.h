@@ -186,8 +186,7 @@ typedef dt_status dt_backend_round_fn(dt_backend *be, float *x, dt_dtype dtype, 
  * Bit-identical to the unfused ops (the same inline arithmetic). */
 typedef dt_status dt_backend_gelu_forward_bf16_fn(dt_backend *be, float *out, uint16_t *out16, float *inp,
                                                   int round_inp, size_t n);
-typedef dt_status dt_backend_gelu_backward_bf16_fn(dt_backend *be, float *d, uint16_t *d16, const float *inp,
-                                                   size_t n);
+typedef dt_status dt_backend_gelu_backward_bf16_fn(dt_backend *be, float *d, uint16_t *d16, const float *inp, size_t n);
 typedef dt_status dt_backend_cast_fn(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
                                      size_t n);
 /* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left
@@ -333,7 +332,7 @@ struct dt_backend {
     dt_backend_lamb_direction_fn *lamb_direction;
     dt_backend_axpy_fn *axpy;
     dt_backend_cast_fn *cast;
-    dt_backend_round_fn *round; /* NULL where the backend has none */
+    dt_backend_round_fn *round;                           /* NULL where the backend has none */
     dt_backend_gelu_forward_bf16_fn *gelu_forward_bf16;   /* NULL where the backend has none */
     dt_backend_gelu_backward_bf16_fn *gelu_backward_bf16; /* NULL where the backend has none */
     dt_backend_unscale_check_fn *unscale_check;

@@ -201,8 +201,7 @@ dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float
     return dt__round(be, r, out, n);
 }
 
-dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n,
-                              int *shadow)
+dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n, int *shadow)
 {
     *shadow = 0;
     if (dt__gelu_fuses(be, r, n) && be->gelu_backward_bf16) {

@@ -55,8 +55,7 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
  * The same bits either way. */
 dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float *inp, int round_in, size_t n,
                          int *shadow);
-dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n,
-                              int *shadow);
+dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n, int *shadow);
 /* After the GEMM that read it (whose status is st): forget the shadow of
  * p when shadow is 1. Returns st, or the forgetting's failure. */
 dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status st);

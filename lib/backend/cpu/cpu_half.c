@@ -94,14 +94,14 @@ static inline float dt__w16(uint16_t h) { return dt__bits_float(dt__bf16_widen(h
 
 /* One loop of the fused GELU forward; X is the input element's expression,
  * SAVE stores what the input became (or nothing), STORE16 the bits. */
-#define DT__GELU16_LOOP(X, SAVE, STORE16)                                                                          \
+#define DT__GELU16_LOOP(X, SAVE, STORE16)                                                                       \
     _Pragma("omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)") for (size_t i = 0; i < n; i++) \
-    {                                                                                                            \
-        const float x = X;                                                                                       \
-        SAVE;                                                                                                    \
-        const uint16_t h = dt__b16(dt__gelu(x));                                                                 \
-        out[i] = dt__w16(h);                                                                                     \
-        STORE16;                                                                                                 \
+    {                                                                                                           \
+        const float x = X;                                                                                      \
+        SAVE;                                                                                                   \
+        const uint16_t h = dt__b16(dt__gelu(x));                                                                \
+        out[i] = dt__w16(h);                                                                                    \
+        STORE16;                                                                                                \
     }
 
 /* The GELU passes fused (dt_backend.h): the same inline dt__gelu,
