@@ -23,9 +23,14 @@ __global__ void dt__k_gelu_forward(float *out, const float *inp, size_t n)
     DT__CUDA_FOR(i, n) out[i] = dt__gelu(inp[i]);
 }
 
-__global__ void dt__k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+__global__ void dt__k_gelu_backward(float *dinp, float *out, const float *inp, const float *dout, size_t n)
 {
-    DT__CUDA_FOR(i, n) dinp[i] = dt__gelu_grad(inp[i]) * dout[i];
+    DT__CUDA_FOR(i, n)
+    {
+        const float x = inp[i];
+        dinp[i] = dt__gelu_grad(x) * dout[i];
+        if (out) out[i] = dt__gelu(x);
+    }
 }
 
 __global__ void dt__k_residual(float *out, const float *a, const float *b, size_t n)
@@ -53,10 +58,11 @@ dt_status dt__cuda_gelu_forward(dt_backend *be, float *out, const float *inp, si
     return DT_OK;
 }
 
-dt_status dt__cuda_gelu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n)
+dt_status dt__cuda_gelu_backward(dt_backend *be, float *dinp, float *out, const float *inp, const float *dout,
+                                 size_t n)
 {
     if (n == 0) return DT_OK;
-    dt__k_gelu_backward<<<DT__GRID(n)>>>(dinp, inp, dout, n);
+    dt__k_gelu_backward<<<DT__GRID(n)>>>(dinp, out, inp, dout, n);
     DT_CUDA_LAUNCHED("gelu backward");
     return DT_OK;
 }

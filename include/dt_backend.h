@@ -112,9 +112,12 @@ typedef dt_status dt_backend_attention_backward_fn(dt_backend *be, float *dqkv, 
                                                    const float *out, const float *lse, int B, int T, int C, int NH);
 /* GELU, tanh approximation: out(n) = gelu(inp) */
 typedef dt_status dt_backend_gelu_forward_fn(dt_backend *be, float *out, const float *inp, size_t n);
-/* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) */
-typedef dt_status dt_backend_gelu_backward_fn(dt_backend *be, float *dinp, const float *inp, const float *dout,
-                                              size_t n);
+/* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) and,
+ * where out is not NULL, out(n) = gelu(inp), the forward's value, from the
+ * same pass (bit-identical to gelu_forward; out aliases nothing): a
+ * backward that needs GELU's output again need not run the forward. */
+typedef dt_status dt_backend_gelu_backward_fn(dt_backend *be, float *dinp, float *out, const float *inp,
+                                              const float *dout, size_t n);
 /* out(n) = a + b (out may alias a or b) */
 typedef dt_status dt_backend_residual_forward_fn(dt_backend *be, float *out, const float *a, const float *b, size_t n);
 /* Fused softmax cross-entropy over logits(N,V) with targets(N); a target
@@ -182,11 +185,13 @@ typedef dt_status dt_backend_round_fn(dt_backend *be, float *x, dt_dtype dtype, 
  *  forward: when round_inp, inp = r(inp) in place; out(n) = r(gelu(inp))
  *  and, where out16 is not NULL, its bf16 bits in out16(n);
  *  backward: d(n) = r(gelu'(inp) * r(d)) in place and, where d16 is not
- *  NULL, its bf16 bits in d16(n).
+ *  NULL, its bf16 bits in d16(n); where out is not NULL, out(n) =
+ *  r(gelu(inp)), the forward's output, as gelu_backward's out.
  * Bit-identical to the unfused ops (the same inline arithmetic). */
 typedef dt_status dt_backend_gelu_forward_bf16_fn(dt_backend *be, float *out, uint16_t *out16, float *inp,
                                                   int round_inp, size_t n);
-typedef dt_status dt_backend_gelu_backward_bf16_fn(dt_backend *be, float *d, uint16_t *d16, const float *inp, size_t n);
+typedef dt_status dt_backend_gelu_backward_bf16_fn(dt_backend *be, float *d, uint16_t *d16, float *out,
+                                                   const float *inp, size_t n);
 typedef dt_status dt_backend_cast_fn(dt_backend *be, void *dst, dt_dtype dst_type, const void *src, dt_dtype src_type,
                                      size_t n);
 /* x(n) *= s; *nonfinite is set to 1 if any result is inf or NaN (left

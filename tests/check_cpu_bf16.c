@@ -166,17 +166,22 @@ START_TEST(test_gelu_fused_same_bits)
         }
         /* unfused backward: round(d), d = gelu'(x) * d, round(d), cast(d) */
         ck_dt(be->round(be, d1, DT_BF16, n));
-        ck_dt(be->gelu_backward(be, d1, x1, d1, n));
+        ck_dt(be->gelu_backward(be, d1, NULL, x1, d1, n));
         ck_dt(be->round(be, d1, DT_BF16, n));
         ck_dt(be->cast(be, h1, DT_BF16, d1, DT_F32, n));
-        float *d3 = malloc(n * sizeof(float));
+        float *d3 = malloc(n * sizeof(float)), *d4 = malloc(n * sizeof(float)), *y3 = malloc(n * sizeof(float));
         memcpy(d3, d2, n * sizeof(float));
-        ck_dt(be->gelu_backward_bf16(be, d2, h2, x2, n));
-        ck_dt(be->gelu_backward_bf16(be, d3, NULL, x2, n));
+        memcpy(d4, d2, n * sizeof(float));
+        ck_dt(be->gelu_backward_bf16(be, d2, h2, NULL, x2, n));
+        ck_dt(be->gelu_backward_bf16(be, d3, NULL, NULL, x2, n));
         ck_assert_msg(memcmp(d1, d2, n * sizeof(float)) == 0, "n %zu: backward outputs differ", n);
         ck_assert_msg(memcmp(h1, h2, n * sizeof(uint16_t)) == 0, "n %zu: backward bf16 copies differ", n);
         ck_assert(memcmp(d1, d3, n * sizeof(float)) == 0);
-        free(x1), free(x2), free(y1), free(y2), free(d1), free(d2), free(d3), free(h1), free(h2);
+        /* with the forward's rounded output from the same pass (y1: round(gelu(x)) above) */
+        ck_dt(be->gelu_backward_bf16(be, d4, h2, y3, x2, n));
+        ck_assert(memcmp(d1, d4, n * sizeof(float)) == 0 && memcmp(h1, h2, n * sizeof(uint16_t)) == 0);
+        ck_assert_msg(memcmp(y1, y3, n * sizeof(float)) == 0, "n %zu: the backward's forward value differs", n);
+        free(x1), free(x2), free(y1), free(y2), free(y3), free(d1), free(d2), free(d3), free(d4), free(h1), free(h2);
     }
 }
 END_TEST

@@ -573,9 +573,18 @@ START_TEST(test_elementwise)
     ck_dt(cpu->gelu_forward(cpu, o, x, n));
     ck_dt(gpu->gelu_forward(gpu, dout, dx, n));
     expect_close(dout, o, n, ELEM_ATOL, ELEM_RTOL, "gelu");
-    ck_dt(cpu->gelu_backward(cpu, o, x, y, n));
-    ck_dt(gpu->gelu_backward(gpu, dout, dx, dy, n));
+    ck_dt(cpu->gelu_backward(cpu, o, NULL, x, y, n));
+    ck_dt(gpu->gelu_backward(gpu, dout, NULL, dx, dy, n));
     expect_close(dout, o, n, ELEM_ATOL, ELEM_RTOL, "gelu backward");
+    { /* the forward's value from the backward's pass: the same bits as the GPU's gelu_forward */
+        float *dfw = up(o, n * 4), *dgelu = up(o, n * 4);
+        ck_dt(gpu->gelu_forward(gpu, dgelu, dx, n));
+        ck_dt(gpu->copy(gpu, dfw, dy, n * 4, DT_COPY_D2D));
+        ck_dt(gpu->gelu_backward(gpu, dfw, dout, dx, dfw, n)); /* in place, and out */
+        ck_dt(gpu->copy(gpu, o2, dgelu, n * 4, DT_COPY_D2H));
+        expect_bits(dout, o2, n * 4, "gelu backward's forward value");
+        gfree(dfw), gfree(dgelu);
+    }
     ck_dt(cpu->residual_forward(cpu, o, x, y, n));
     ck_dt(gpu->residual_forward(gpu, dout, dx, dy, n));
     expect_bits(dout, o, n * 4, "residual");

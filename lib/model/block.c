@@ -79,6 +79,7 @@ void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int 
     s->keep.dln1 = w, w += dt__pad16(BT * C);
     dt__block_tmp_bind(&s->tmp, cfg, B, T, w);
     s->keep.dfch = s->dfch;
+    s->keep.gelu = s->tmp.gelu; /* W follows B at once */
     s->keep.dqkv = s->dqkv;
 }
 
@@ -97,7 +98,8 @@ dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, in
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dres2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln1));
     DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &k->dfch));
-    if (acts) { /* dead after B: qkv (read by attention's backward); W reads fch */
+    k->gelu = NULL; /* W runs later: it recomputes GELU's output */
+    if (acts) {     /* dead after B: qkv (read by attention's backward); W reads fch */
         k->dqkv = acts->qkv;
         return DT_OK;
     }
@@ -201,17 +203,19 @@ dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float
     return dt__round(be, r, out, n);
 }
 
-dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n, int *shadow)
+dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, float *out, const float *inp, size_t n,
+                              int *shadow)
 {
     *shadow = 0;
     if (dt__gelu_fuses(be, r, n) && be->gelu_backward_bf16) {
-        DT_CHECK(be->gelu_backward_bf16(be, d, r->scratch, inp, n));
+        DT_CHECK(be->gelu_backward_bf16(be, d, r->scratch, out, inp, n));
         DT_CHECK(be->set_gemm_shadow(be, d, n, r->scratch, DT_BF16));
         *shadow = 1;
         return DT_OK;
     }
     DT_CHECK(dt__round(be, r, d, n));
-    DT_CHECK(be->gelu_backward(be, d, inp, d, n));
+    DT_CHECK(be->gelu_backward(be, d, out, inp, d, n));
+    if (out) DT_CHECK(dt__round(be, r, out, n));
     return dt__round(be, r, d, n);
 }
 
@@ -334,7 +338,7 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, s->dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * C, C));
     int sh;
-    DT_CHECK(dt__gelu_back_round(be, r, s->dfch, a->fch, 4 * NC, &sh));
+    DT_CHECK(dt__gelu_back_round(be, r, s->dfch, k->gelu, a->fch, 4 * NC, &sh));
     dt_status st = k->dfch != s->dfch ? be->copy(be, k->dfch, s->dfch, 4 * NC * sizeof(float), DT_COPY_D2D) : DT_OK;
     if (st == DT_OK) st = be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, NULL, p->fcw, N, C, 4 * C);
     DT_CHECK(dt__shadow_end(be, s->dfch, sh, st));
@@ -364,11 +368,12 @@ dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, 
     const dt__block_tmp *tmp = &a->tmp;
     /* in the backward's order: fcproj, fc, ln2, attproj, qkv, ln1; each
      * transient recomputed (and rounded) as the forward made it */
-    int sh;
-    DT_CHECK(dt__gelu_round(be, r, tmp->gelu, a->fch, 0, 4 * (size_t)N * Cl, &sh)); /* fch is only read */
+    int sh = 0;
+    const float *gelu = k->gelu; /* B's, or recomputed (fch is only read) */
+    if (!gelu) DT_CHECK(dt__gelu_round(be, r, tmp->gelu, a->fch, 0, 4 * (size_t)N * Cl, &sh));
+    if (!gelu) gelu = tmp->gelu;
     DT_CHECK(dt__shadow_end(
-        be, tmp->gelu, sh,
-        be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, tmp->gelu, p->fcprojw, N, 4 * Cl, C)));
+        be, gelu, sh, be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, gelu, p->fcprojw, N, 4 * Cl, C)));
     DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, a->res2, p->ln2w, p->ln2b, N, C));
     DT_CHECK(dt__round(be, r, tmp->ln, NC));
     DT_CHECK(be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl));

@@ -47,7 +47,8 @@ typedef struct dt__rounder {
 dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
 /* GELU under rounder r: out = round(gelu(inp)), inp rounded in place
  * first when round_in; the backward d = round(gelu'(inp) * round(d)) in
- * place. Under bf16 on a backend with the fused passes
+ * place and, where out is not NULL, out = round(gelu(inp)) from the same
+ * pass. Under bf16 on a backend with the fused passes
  * (gelu_forward_bf16, gelu_backward_bf16) each is one pass that also
  * writes the result's bf16 copy into r's scratch and registers it as the
  * GEMM shadow of out (d): *shadow is then 1, the GEMM that follows reads
@@ -55,7 +56,8 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
  * The same bits either way. */
 dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float *inp, int round_in, size_t n,
                          int *shadow);
-dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, const float *inp, size_t n, int *shadow);
+dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, float *out, const float *inp, size_t n,
+                              int *shadow);
 /* After the GEMM that read it (whose status is st): forget the shadow of
  * p when shadow is 1. Returns st, or the forgetting's failure. */
 dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status st);
@@ -225,6 +227,11 @@ typedef struct dt__block_keep {
     float *dres2; /* (B,T,C) gradient of res2 after ln2: attproj's output gradient */
     float *dqkv;  /* (B,T,3C/t) qkv's output gradient */
     float *dln1;  /* (B,T,C) ln1's output gradient */
+    /* (B,T,4C/t) where B leaves GELU's output, rounded as the forward's,
+     * from its GELU backward's pass, for a W that runs before the next
+     * forward or B (a backward that runs W at once: the transients'
+     * gelu); NULL: W recomputes it from fch */
+    float *gelu;
 } dt__block_keep;
 
 /* B computes dfch and dqkv in the backward scratch and copies them into

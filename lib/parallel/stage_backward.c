@@ -13,8 +13,9 @@
  * in micro-batch order).
  *
  * Memory kept from B to W (counted in the activation accounting): per
- * block its keep (dt__block_keep_floats: 4 (B,T,C) floats, its dfch and
- * dqkv going into the block's saved fch and qkv, which W does not read;
+ * block its keep (dt__block_keep_floats: 4 (B,T,C) floats and its dfch,
+ * (B,T,4C/t), its dqkv going into the block's saved qkv, which W does not
+ * read;
  * in half storage, whose saved tensors W unpacks again, all six packed, 2
  * bytes an element, exact: dt__block_keep_packed_floats), the final
  * LayerNorm's output gradient
@@ -41,7 +42,7 @@ static dt_status dt__stage_block_backward(dt__stage *st, dt__slot *sl, int l, co
     const size_t mark = dt__arena_mark(&st->work);
     dt__block_acts *a = &sl->acts[l];
     dt__block_keep *k = &sl->keep[l];
-    /* the keep's dfch and dqkv in the block's own fch and qkv, dead after B;
+    /* the keep's dqkv in the block's own qkv, dead after B (its dfch apart: W reads fch);
      * half storage: FP32 in the work arena (the block's tensors are an
      * unpacking there), packed into the slot after B */
     const int packs = dt__stage_packs(st);

@@ -190,7 +190,7 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(be->matmul_backward(be, dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * Cl, C));
     int sh;
-    DT_CHECK(dt__gelu_back_round(be, r, dfch, a->fch, BT * 4 * Cl, &sh));
+    DT_CHECK(dt__gelu_back_round(be, r, dfch, k->gelu, a->fch, BT * 4 * Cl, &sh));
     dt_status st = k->dfch != dfch ? be->copy(be, k->dfch, dfch, BT * 4 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
     if (st == DT_OK) st = be->matmul_backward(be, k->dln2, NULL, NULL, dfch, NULL, p->fcw, N, C, 4 * Cl);
     DT_CHECK(dt__shadow_end(be, dfch, sh, st));
@@ -234,7 +234,8 @@ dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config 
                                 float *dres, int B, int T, const dt__rounder *r)
 {
     const int t = tp->comm->size;
-    const dt__block_keep k = dt__tp_scratch_keep(cfg, t, B, T, scratch);
+    dt__block_keep k = dt__tp_scratch_keep(cfg, t, B, T, scratch);
+    k.gelu = a->tmp.gelu; /* W follows B at once */
     DT_CHECK(dt__tp_block_backward_b(tp, be, cfg, p, a, scratch, x, dres, &k, B, T, r));
     return dt__block_backward_w(be, cfg, t, p, g, a, x, &k, B, T, r);
 }

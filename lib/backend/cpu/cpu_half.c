@@ -119,20 +119,25 @@ dt_status dt__cpu_gelu_forward_bf16(dt_backend *be, float *out, uint16_t *out16,
     return DT_OK;
 }
 
-dt_status dt__cpu_gelu_backward_bf16(dt_backend *be, float *d, uint16_t *d16, const float *inp, size_t n)
+/* One loop of the fused GELU backward; OUT stores the forward's value
+ * (or nothing), STORE16 the gradient's bits. */
+#define DT__GELU16_BACK_LOOP(OUT, STORE16)                                                                      \
+    _Pragma("omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)") for (size_t i = 0; i < n; i++) \
+    {                                                                                                           \
+        const float x = inp[i];                                                                                 \
+        const uint16_t h = dt__b16(dt__gelu_grad(x) * dt__w16(dt__b16(d[i])));                                  \
+        d[i] = dt__w16(h);                                                                                      \
+        STORE16;                                                                                                \
+        OUT;                                                                                                    \
+    }
+
+dt_status dt__cpu_gelu_backward_bf16(dt_backend *be, float *d, uint16_t *d16, float *out, const float *inp, size_t n)
 {
     (void)be;
-    if (d16) {
-#pragma omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            const uint16_t h = dt__b16(dt__gelu_grad(inp[i]) * dt__w16(dt__b16(d[i])));
-            d[i] = dt__w16(h);
-            d16[i] = h;
-        }
-    } else {
-#pragma omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)
-        for (size_t i = 0; i < n; i++) d[i] = dt__w16(dt__b16(dt__gelu_grad(inp[i]) * dt__w16(dt__b16(d[i]))));
-    }
+    if (d16 && out) DT__GELU16_BACK_LOOP(out[i] = dt__w16(dt__b16(dt__gelu(x))), d16[i] = h)
+    else if (d16) DT__GELU16_BACK_LOOP((void)0, d16[i] = h)
+    else if (out) DT__GELU16_BACK_LOOP(out[i] = dt__w16(dt__b16(dt__gelu(x))), (void)0)
+    else DT__GELU16_BACK_LOOP((void)0, (void)0)
     return DT_OK;
 }
 

@@ -159,9 +159,18 @@ dt_status dt__cpu_gelu_forward(dt_backend *be, float *out, const float *inp, siz
     return DT_OK;
 }
 
-dt_status dt__cpu_gelu_backward(dt_backend *be, float *dinp, const float *inp, const float *dout, size_t n)
+dt_status dt__cpu_gelu_backward(dt_backend *be, float *dinp, float *out, const float *inp, const float *dout, size_t n)
 {
     (void)be;
+    if (out) { /* the forward's value too: the same inline dt__gelu, its tanh shared */
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            const float x = inp[i];
+            dinp[i] = dt__gelu_grad(x) * dout[i];
+            out[i] = dt__gelu(x);
+        }
+        return DT_OK;
+    }
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) dinp[i] = dt__gelu_grad(inp[i]) * dout[i];
     return DT_OK;
