@@ -188,6 +188,9 @@ typedef dt_status dt_backend_round_fn(dt_backend *be, float *x, dt_dtype dtype, 
  *  NULL, its bf16 bits in d16(n); where out is not NULL, out(n) =
  *  r(gelu(inp)), the forward's output, as gelu_backward's out.
  * Bit-identical to the unfused ops (the same inline arithmetic). */
+/* round_bf16 (may be NULL): x(n) rounded to bf16 in place, as round
+ * does, and the bf16 bits into x16(n), in one pass. */
+typedef dt_status dt_backend_round_bf16_fn(dt_backend *be, float *x, uint16_t *x16, size_t n);
 typedef dt_status dt_backend_gelu_forward_bf16_fn(dt_backend *be, float *out, uint16_t *out16, float *inp,
                                                   int round_inp, size_t n);
 typedef dt_status dt_backend_gelu_backward_bf16_fn(dt_backend *be, float *d, uint16_t *d16, float *out,
@@ -277,6 +280,7 @@ typedef struct dt_backend_ops {
     dt_backend_axpy_fn *axpy;                                                   /* y += a * x */
     dt_backend_cast_fn *cast;                                                   /* f32, f16, bf16 */
     dt_backend_round_fn *round;                                                 /* NULL: two casts instead */
+    dt_backend_round_bf16_fn *round_bf16;                                       /* NULL: round, then cast */
     dt_backend_gelu_forward_bf16_fn *gelu_forward_bf16;                         /* NULL: round, gelu, cast apart */
     dt_backend_gelu_backward_bf16_fn *gelu_backward_bf16;                       /* NULL: the same */
     dt_backend_unscale_check_fn *unscale_check;                                 /* raises *nonfinite */
@@ -338,6 +342,7 @@ struct dt_backend {
     dt_backend_axpy_fn *axpy;
     dt_backend_cast_fn *cast;
     dt_backend_round_fn *round;                           /* NULL where the backend has none */
+    dt_backend_round_bf16_fn *round_bf16;                 /* NULL where the backend has none */
     dt_backend_gelu_forward_bf16_fn *gelu_forward_bf16;   /* NULL where the backend has none */
     dt_backend_gelu_backward_bf16_fn *gelu_backward_bf16; /* NULL where the backend has none */
     dt_backend_unscale_check_fn *unscale_check;

@@ -16,8 +16,8 @@
  * blocks (2 threads) and one block. Invariants: the result is bit-identical
  * for 1 and 2 workers (the split follows --threads only), and reading B
  * from a registered bf16 shadow gives the same bits as casting it.
- * The fused GELU passes (gelu_forward_bf16, gelu_backward_bf16) equal the
- * unfused ops they replace (round, gelu, round, cast) bit for bit, which
+ * The fused passes (round_bf16, gelu_forward_bf16, gelu_backward_bf16)
+ * equal the unfused ops they replace (round, gelu, round, cast) bit for bit, which
  * they must: the models use either, and their runs must agree exactly. */
 #include <math.h>
 #include <string.h>
@@ -150,6 +150,14 @@ START_TEST(test_gelu_fused_same_bits)
         fill_gelu_inputs(d1, n, 9 + n);
         memcpy(x2, x1, n * sizeof(float));
         memcpy(d2, d1, n * sizeof(float));
+        /* round_bf16 against round then cast */
+        memcpy(y1, x1, n * sizeof(float));
+        memcpy(y2, x1, n * sizeof(float));
+        ck_dt(be->round(be, y1, DT_BF16, n));
+        ck_dt(be->cast(be, h1, DT_BF16, y1, DT_F32, n));
+        ck_dt(be->round_bf16(be, y2, h2, n));
+        ck_assert_msg(memcmp(y1, y2, n * sizeof(float)) == 0 && memcmp(h1, h2, n * sizeof(uint16_t)) == 0,
+                      "n %zu: round_bf16 differs from round and cast", n);
         for (int round_in = 0; round_in <= 1; round_in++) {
             /* unfused: round(x) when round_in, y = gelu(x), round(y), cast(y) */
             if (round_in) ck_dt(be->round(be, x1, DT_BF16, n));

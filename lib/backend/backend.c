@@ -236,6 +236,7 @@ dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device
     be->set_gemm_inputs = ops->set_gemm_inputs;
     be->set_gemm_shadow = ops->set_gemm_shadow;
     be->round = ops->round;
+    be->round_bf16 = ops->round_bf16;
     be->gelu_forward_bf16 = ops->gelu_forward_bf16;
     be->gelu_backward_bf16 = ops->gelu_backward_bf16;
     be->scale = ops->scale;

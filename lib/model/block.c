@@ -219,6 +219,18 @@ dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, fl
     return dt__round(be, r, d, n);
 }
 
+dt_status dt__round_shadow(dt_backend *be, const dt__rounder *r, float *x, size_t n, int *shadow)
+{
+    *shadow = 0;
+    if (dt__gelu_fuses(be, r, n) && be->round_bf16) {
+        DT_CHECK(be->round_bf16(be, x, r->scratch, n));
+        DT_CHECK(be->set_gemm_shadow(be, x, n, r->scratch, DT_BF16));
+        *shadow = 1;
+        return DT_OK;
+    }
+    return dt__round(be, r, x, n);
+}
+
 dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status st)
 {
     if (!shadow) return st;
@@ -304,19 +316,23 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     const size_t NC = (size_t)N * C;
     /* Each op's output is rounded to the storage format before the next op
      * reads it (statistics stay FP32); with r == NULL nothing changes. */
+    /* A GEMM input rounded just before its GEMM may leave a 16-bit copy
+     * for that GEMM (dt__round_shadow, dt__gelu_round): the same values. */
+    int sh;
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
-    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
-    DT_CHECK(be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * C));
+    DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
+    DT_CHECK(
+        dt__shadow_end(be, a->tmp.ln, sh, be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * C)));
     DT_CHECK(dt__round(be, r, a->qkv, 3 * NC));
     DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, C, NH));
-    DT_CHECK(dt__round(be, r, a->atty, NC));
-    DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C));
+    DT_CHECK(dt__round_shadow(be, r, a->atty, NC, &sh));
+    DT_CHECK(
+        dt__shadow_end(be, a->atty, sh, be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C)));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
     DT_CHECK(dt__round(be, r, a->res2, NC));
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
-    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
-    DT_CHECK(be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * C));
-    int sh;
+    DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
+    DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * C)));
     DT_CHECK(dt__gelu_round(be, r, a->tmp.gelu, a->fch, 1, 4 * NC, &sh)); /* fch rounded too */
     DT_CHECK(dt__shadow_end(be, a->tmp.gelu, sh,
                             be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, p->fcprojb, N, 4 * C, C)));
@@ -344,15 +360,17 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
     DT_CHECK(dt__shadow_end(be, s->dfch, sh, st));
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
-    DT_CHECK(dt__round(be, r, dres, NC));
     /* Attention: dres now holds d(res2) = d(x) through the residual + d(proj out). */
-    DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, s->dbtc, NULL, NULL, dres, NULL, p->attprojw, N, C, C));
+    DT_CHECK(dt__round_shadow(be, r, dres, NC, &sh));
+    st = be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D);
+    if (st == DT_OK) st = be->matmul_backward(be, s->dbtc, NULL, NULL, dres, NULL, p->attprojw, N, C, C);
+    DT_CHECK(dt__shadow_end(be, dres, sh, st));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
     DT_CHECK(be->attention_backward(be, s->dqkv, s->dbtc, a->qkv, a->atty, a->lse, B, T, C, NH));
-    DT_CHECK(dt__round(be, r, s->dqkv, 3 * NC));
-    if (k->dqkv != s->dqkv) DT_CHECK(be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, NULL, p->qkvw, N, C, 3 * C));
+    DT_CHECK(dt__round_shadow(be, r, s->dqkv, 3 * NC, &sh));
+    st = k->dqkv != s->dqkv ? be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D) : DT_OK;
+    if (st == DT_OK) st = be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, NULL, p->qkvw, N, C, 3 * C);
+    DT_CHECK(dt__shadow_end(be, s->dqkv, sh, st));
     DT_CHECK(dt__round(be, r, k->dln1, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     DT_CHECK(dt__round(be, r, dres, NC));
@@ -375,14 +393,16 @@ dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, 
     DT_CHECK(dt__shadow_end(
         be, gelu, sh, be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, gelu, p->fcprojw, N, 4 * Cl, C)));
     DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, a->res2, p->ln2w, p->ln2b, N, C));
-    DT_CHECK(dt__round(be, r, tmp->ln, NC));
-    DT_CHECK(be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl));
+    DT_CHECK(dt__round_shadow(be, r, tmp->ln, NC, &sh));
+    DT_CHECK(dt__shadow_end(be, tmp->ln, sh,
+                            be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl)));
     DT_CHECK(
         be->layernorm_backward(be, NULL, g->ln2w, g->ln2b, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     DT_CHECK(be->matmul_backward(be, NULL, g->attprojw, g->attprojb, k->dres2, a->atty, p->attprojw, N, Cl, C));
     DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, x, p->ln1w, p->ln1b, N, C));
-    DT_CHECK(dt__round(be, r, tmp->ln, NC));
-    DT_CHECK(be->matmul_backward(be, NULL, g->qkvw, g->qkvb, k->dqkv, tmp->ln, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(dt__round_shadow(be, r, tmp->ln, NC, &sh));
+    DT_CHECK(dt__shadow_end(be, tmp->ln, sh,
+                            be->matmul_backward(be, NULL, g->qkvw, g->qkvb, k->dqkv, tmp->ln, p->qkvw, N, C, 3 * Cl)));
     DT_CHECK(be->layernorm_backward(be, NULL, g->ln1w, g->ln1b, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     return DT_OK;
 }

@@ -58,6 +58,11 @@ dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float
                          int *shadow);
 dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, float *out, const float *inp, size_t n,
                               int *shadow);
+/* x = round(x) under rounder r for the one GEMM that reads it next: under
+ * bf16 on a backend with round_bf16, the bf16 copy goes into r's scratch
+ * and is registered as x's GEMM shadow (*shadow 1; dt__shadow_end after
+ * that GEMM), so the GEMM does not cast x again. */
+dt_status dt__round_shadow(dt_backend *be, const dt__rounder *r, float *x, size_t n, int *shadow);
 /* After the GEMM that read it (whose status is st): forget the shadow of
  * p when shadow is 1. Returns st, or the forgetting's failure. */
 dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status st);

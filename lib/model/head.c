@@ -46,9 +46,11 @@ dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__h
     DT_CHECK(dt__arena_alloc(a, (size_t)N, &acts->lnf_rstd));
     DT_CHECK(dt__arena_alloc(a, (size_t)N * ld, &acts->logits));
     DT_CHECK(be->layernorm_forward(be, acts->lnf, acts->lnf_mean, acts->lnf_rstd, x, p->lnfw, p->lnfb, N, C));
-    DT_CHECK(dt__round(be, r, acts->lnf, (size_t)N * C));
+    int sh; /* a 16-bit copy for the one GEMM that reads a rounded input (gpt_layers.h) */
+    DT_CHECK(dt__round_shadow(be, r, acts->lnf, (size_t)N * C, &sh));
     /* logits(N,V) = lnf @ lmw^T: matmul_forward without bias, with the row stride */
-    DT_CHECK(be->gemm(be, 0, 1, N, V, C, 1.0f, acts->lnf, C, p->lmw, C, 0.0f, acts->logits, ld));
+    DT_CHECK(dt__shadow_end(be, acts->lnf, sh,
+                            be->gemm(be, 0, 1, N, V, C, 1.0f, acts->lnf, C, p->lmw, C, 0.0f, acts->logits, ld)));
     DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * ld)); /* the loss then reduces in FP32 */
     if (targets)
         DT_CHECK(be->crossentropy_forward_backward(be, losses, correct, NULL, acts->logits, targets, N, V, ld, 0.0f));
@@ -61,9 +63,11 @@ dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt
 {
     const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T, ld = acts->ld;
     DT_CHECK(be->crossentropy_forward_backward(be, losses, NULL, acts->logits, acts->logits, targets, N, V, ld, dloss));
-    DT_CHECK(dt__round(be, r, acts->logits, (size_t)N * ld));
+    int sh;
+    DT_CHECK(dt__round_shadow(be, r, acts->logits, (size_t)N * ld, &sh));
     /* matmul_backward's input gradient, with the row stride: dlnf = dlogits @ lmw */
-    DT_CHECK(be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dlnf, C));
+    DT_CHECK(dt__shadow_end(be, acts->logits, sh,
+                            be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dlnf, C)));
     DT_CHECK(dt__round(be, r, dlnf, (size_t)N * C));
     DT_CHECK(be->memset_zero(be, dx, (size_t)N * C * sizeof(float)));
     DT_CHECK(be->layernorm_backward(be, dx, NULL, NULL, dlnf, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N, C));

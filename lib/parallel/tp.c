@@ -149,21 +149,24 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
      * layer's partial output is summed by g first, rounded after the
      * residual as the whole block's is. */
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
-    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
-    DT_CHECK(dt__tp_f(tp, 'F', a->tmp.ln, NC));
-    DT_CHECK(be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * Cl));
+    int sh; /* a 16-bit copy for the one GEMM that reads a rounded input, as in block.c */
+    DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
+    dt_status st = dt__tp_f(tp, 'F', a->tmp.ln, NC); /* the identity: the copy stays valid */
+    if (st == DT_OK) st = be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * Cl);
+    DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, st));
     DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
     DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
-    DT_CHECK(dt__round(be, r, a->atty, (size_t)N * Cl));
-    DT_CHECK(be->matmul_forward(be, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C));
+    DT_CHECK(dt__round_shadow(be, r, a->atty, (size_t)N * Cl, &sh));
+    DT_CHECK(dt__shadow_end(
+        be, a->atty, sh, be->matmul_forward(be, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C)));
     DT_CHECK(dt__tp_g(tp, 'F', a->res2, NC));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
     DT_CHECK(dt__round(be, r, a->res2, NC));
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
-    DT_CHECK(dt__round(be, r, a->tmp.ln, NC));
-    DT_CHECK(dt__tp_f(tp, 'F', a->tmp.ln, NC));
-    DT_CHECK(be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * Cl));
-    int sh;
+    DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
+    st = dt__tp_f(tp, 'F', a->tmp.ln, NC);
+    if (st == DT_OK) st = be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * Cl);
+    DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, st));
     DT_CHECK(dt__gelu_round(be, r, a->tmp.gelu, a->fch, 1, (size_t)N * 4 * Cl, &sh)); /* fch rounded too */
     DT_CHECK(dt__shadow_end(
         be, a->tmp.gelu, sh,
@@ -197,15 +200,17 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     DT_CHECK(dt__tp_f(tp, 'B', k->dln2, NC)); /* the whole d(ln2): every rank's part */
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
-    DT_CHECK(dt__round(be, r, dres, NC));
     /* attention */
-    DT_CHECK(be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, dbtc, NULL, NULL, dres, NULL, p->attprojw, N, Cl, C));
+    DT_CHECK(dt__round_shadow(be, r, dres, NC, &sh));
+    st = be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D);
+    if (st == DT_OK) st = be->matmul_backward(be, dbtc, NULL, NULL, dres, NULL, p->attprojw, N, Cl, C);
+    DT_CHECK(dt__shadow_end(be, dres, sh, st));
     DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
     DT_CHECK(be->attention_backward(be, dqkv, dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
-    DT_CHECK(dt__round(be, r, dqkv, BT * 3 * Cl));
-    if (k->dqkv != dqkv) DT_CHECK(be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, NULL, p->qkvw, N, C, 3 * Cl));
+    DT_CHECK(dt__round_shadow(be, r, dqkv, BT * 3 * Cl, &sh));
+    st = k->dqkv != dqkv ? be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
+    if (st == DT_OK) st = be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, NULL, p->qkvw, N, C, 3 * Cl);
+    DT_CHECK(dt__shadow_end(be, dqkv, sh, st));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln1, NC)); /* the whole d(ln1) */
     DT_CHECK(dt__round(be, r, k->dln1, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));

@@ -250,6 +250,7 @@ static const dt_backend_ops dt__cpu_ops = {
     .axpy = dt__cpu_axpy,                                                   /* cpu_optim.c */
     .cast = dt__cpu_cast,                                                   /* cpu_half.c: half.c array conversions */
     .round = dt__cpu_round,                                                 /* cpu_half.c: one pass, in place */
+    .round_bf16 = dt__cpu_round_bf16,                                       /* cpu_half.c: round + copy */
     .gelu_forward_bf16 = dt__cpu_gelu_forward_bf16,                         /* cpu_half.c: fused */
     .gelu_backward_bf16 = dt__cpu_gelu_backward_bf16,                       /* cpu_half.c: fused */
     .unscale_check = dt__cpu_unscale_check,                                 /* cpu_half.c */

@@ -72,6 +72,7 @@ dt_backend_axpy_fn dt__cpu_axpy;
 /* cpu_half.c */
 dt_backend_cast_fn dt__cpu_cast;
 dt_backend_round_fn dt__cpu_round;
+dt_backend_round_bf16_fn dt__cpu_round_bf16;
 dt_backend_gelu_forward_bf16_fn dt__cpu_gelu_forward_bf16;
 dt_backend_gelu_backward_bf16_fn dt__cpu_gelu_backward_bf16;
 dt_backend_unscale_check_fn dt__cpu_unscale_check;

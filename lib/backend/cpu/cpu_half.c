@@ -1,5 +1,6 @@
 /* cpu_half.c: the CPU backend's mixed-precision ops, cast, round,
- * unscale_check and the fused bf16 GELU passes (semantics in dt_backend.h).
+ * unscale_check, round_bf16 and the fused bf16 GELU passes (semantics in
+ * dt_backend.h).
  *
  * Invariants: both ops are elementwise, so results never depend on the
  * thread count: cast converts fixed blocks with the array conversions of
@@ -91,6 +92,18 @@ dt_status dt__cpu_round(dt_backend *be, float *x, dt_dtype dtype, size_t n)
 /* bf16 rounding (dt_bf16_round_array's code): b16(v) the bits, w16(h) widened back. */
 static inline uint16_t dt__b16(float v) { return dt__bf16_round(dt__float_bits(v)); }
 static inline float dt__w16(uint16_t h) { return dt__bits_float(dt__bf16_widen(h)); }
+
+dt_status dt__cpu_round_bf16(dt_backend *be, float *x, uint16_t *x16, size_t n)
+{
+    (void)be;
+#pragma omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t h = dt__b16(x[i]);
+        x[i] = dt__w16(h);
+        x16[i] = h;
+    }
+    return DT_OK;
+}
 
 /* One loop of the fused GELU forward; X is the input element's expression,
  * SAVE stores what the input became (or nothing), STORE16 the bits. */
