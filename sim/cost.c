@@ -410,8 +410,8 @@ dt_status dts_cost_to_precision(dts_cost *c, const dt_gpt_config *m, int B, int 
             const double was = (double)*t[k];
             double g = (k ? 2.0 : 1.0) * gemm / hw->peak_flops * 1e9; /* ns at the FP32 peak */
             if (g > 0.95 * was) g = 0.95 * was;
-            /* bf16's own passes: 21C forward, 37C backward per token of a block (dts_cost.h) */
-            const double passes = s <= c->n_layer ? (k ? 37.0 : 21.0) * C * BT * hw->bf16_pass_ns : 0.0;
+            /* bf16's own passes: 18C forward, 35C backward per token of a block (dts_cost.h) */
+            const double passes = s <= c->n_layer ? (k ? 35.0 : 18.0) * C * BT * hw->bf16_pass_ns : 0.0;
             const double now = was - g + g * speed + passes;
             if (k == 1 && was > 0) c->bwd_w_ns[s] = (int64_t)((double)c->bwd_w_ns[s] * now / was + 0.5);
             *t[k] = (int64_t)(now + 0.5);

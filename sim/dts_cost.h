@@ -121,17 +121,18 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
  * layer's time), so a GEMM that ran below peak leaves more time outside
  * the GEMMs: the prediction errs high. bf16's own passes over the
  * activations are added at hw->bf16_pass_ns an element (0: left out, the
- * prediction errs low): per token of a block, forward 21C (8C rounded
- * after the ops that make them, 3C cast for the GEMMs that read them, the
- * 10C saved packed to 2 bytes), backward 37C (8C rounded, 2C rounded
- * again where W recomputes the LayerNorm outputs, 17C cast: each matmul
- * backward casts its output gradient for dX and again for dW, and its
- * input for dW; 10C unpacked), as lib/model/block.c and
- * lib/backend/cpu/cpu_gemm.c do them without recomputation. The MLP's
- * GELU passes, forward, backward and W's recomputation, round their
- * input and output and write the bf16 copy that the next GEMM reads in
- * the same pass as the GELU (gelu_forward_bf16, gelu_backward_bf16), and
- * so count nothing beyond the FP32 profile's GELU. W keeps its
+ * prediction errs low): per token of a block, forward 18C (8C rounded
+ * after the ops that make them, the 10C saved packed to 2 bytes), backward
+ * 35C (8C rounded, 2C rounded again where W recomputes the LayerNorm
+ * outputs, 15C cast, 10C unpacked), as lib/model/block.c and
+ * lib/backend/cpu/cpu_gemm.c do them without recomputation. A GEMM input
+ * rounded just before its GEMM is rounded and copied to bf16 in one pass
+ * (round_bf16), which the GEMM reads instead of casting, and the MLP's
+ * GELU passes round their input and output and write that copy in the
+ * GELU's own pass (gelu_forward_bf16, gelu_backward_bf16), so neither
+ * counts a cast; what is still cast: the output gradients that W's
+ * weight gradients read (9C), the one fcproj's input gradient reads (C),
+ * and GELU's output and the attention output as W's inputs (5C). W keeps its
  * share of the backward. Anything else (same precision, no bf16
  * rate, a bf16 profile) is left as it is; *changed says whether it
  * changed (may be NULL). */

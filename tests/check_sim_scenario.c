@@ -192,16 +192,16 @@ START_TEST(test_cost_to_precision)
     ck_dt(dts_cost_to_precision(&c, m, 2, 4, &hw, "fp16", &changed));
     ck_assert_int_eq(changed, 0);
     ck_assert_int_eq(c.fwd_ns[1], 990784);
-    /* bf16's own passes at 2 ns an element: a block's forward adds 21 C B T
-     * = 21*8*8 = 1344 elements, 2688 ns; its backward 37*64 = 2368, 4736 ns;
+    /* bf16's own passes at 2 ns an element: a block's forward adds 18 C B T
+     * = 18*8*8 = 1152 elements, 2304 ns; its backward 35*64 = 2240, 4480 ns;
      * the head none */
     hw.bf16_pass_ns = 2.0;
     for (int s = 0; s <= 4; s++) c.fwd_ns[s] = 1000000, c.bwd_ns[s] = 2000000, c.bwd_w_ns[s] = 0;
     snprintf(c.precision, sizeof c.precision, "fp32");
     ck_dt(dts_cost_to_precision(&c, m, 2, 4, &hw, "bf16", &changed));
     ck_assert_int_eq(changed, 1);
-    ck_assert_int_eq(c.fwd_ns[3], 1000000 - 12288 + 3072 + 2688);
-    ck_assert_int_eq(c.bwd_ns[3], 2000000 - 24576 + 6144 + 4736);
+    ck_assert_int_eq(c.fwd_ns[3], 1000000 - 12288 + 3072 + 2304);
+    ck_assert_int_eq(c.bwd_ns[3], 2000000 - 24576 + 6144 + 4480);
     ck_assert_int_eq(c.fwd_ns[4], 1000000 - 1280 + 320);
 }
 END_TEST
