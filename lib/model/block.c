@@ -181,9 +181,10 @@ dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n)
     return be->cast(be, x, DT_F32, r->scratch, r->dtype, n);
 }
 
-/* The fused passes need r's scratch for the bf16 copy and a shadow to
- * register it as. */
-static int dt__gelu_fuses(const dt_backend *be, const dt__rounder *r, size_t n)
+/* Whether the fused bf16 passes can run: a bf16 rounder whose scratch
+ * holds the copy, and shadows to register it as (each pass checks that
+ * the backend has its own op too). */
+static int dt__bf16_fused(const dt_backend *be, const dt__rounder *r, size_t n)
 {
     return r && r->dtype == DT_BF16 && r->scratch && n <= r->capacity && be->set_gemm_shadow;
 }
@@ -192,7 +193,7 @@ dt_status dt__gelu_round(dt_backend *be, const dt__rounder *r, float *out, float
                          int *shadow)
 {
     *shadow = 0;
-    if (dt__gelu_fuses(be, r, n) && be->gelu_forward_bf16) {
+    if (dt__bf16_fused(be, r, n) && be->gelu_forward_bf16) {
         DT_CHECK(be->gelu_forward_bf16(be, out, r->scratch, inp, round_in, n));
         DT_CHECK(be->set_gemm_shadow(be, out, n, r->scratch, DT_BF16));
         *shadow = 1;
@@ -207,7 +208,7 @@ dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, fl
                               int *shadow)
 {
     *shadow = 0;
-    if (dt__gelu_fuses(be, r, n) && be->gelu_backward_bf16) {
+    if (dt__bf16_fused(be, r, n) && be->gelu_backward_bf16) {
         DT_CHECK(be->gelu_backward_bf16(be, d, r->scratch, out, inp, n));
         DT_CHECK(be->set_gemm_shadow(be, d, n, r->scratch, DT_BF16));
         *shadow = 1;
@@ -222,7 +223,7 @@ dt_status dt__gelu_back_round(dt_backend *be, const dt__rounder *r, float *d, fl
 dt_status dt__round_shadow(dt_backend *be, const dt__rounder *r, float *x, size_t n, int *shadow)
 {
     *shadow = 0;
-    if (dt__gelu_fuses(be, r, n) && be->round_bf16) {
+    if (dt__bf16_fused(be, r, n) && be->round_bf16) {
         DT_CHECK(be->round_bf16(be, x, r->scratch, n));
         DT_CHECK(be->set_gemm_shadow(be, x, n, r->scratch, DT_BF16));
         *shadow = 1;
