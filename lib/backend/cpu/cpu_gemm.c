@@ -188,10 +188,11 @@ dt_status dt__cpu_set_gemm_inputs(dt_backend *be, dt_dtype dtype)
     return DT_OK;
 }
 
-dt_status dt__cpu_set_gemm_shadow(dt_backend *be, const float *f32, size_t n, const void *half, dt_dtype dtype)
+/* The table under im->mu, as the GEMMs read it: the model registers and
+ * forgets ranges around single GEMMs (lib/model/block.c), so a GEMM on
+ * another thread must never see a half-written entry. */
+static dt_status dt__gemm_shadow_set(dt__cpu_impl *im, const float *f32, size_t n, const void *half, dt_dtype dtype)
 {
-    dt__cpu_impl *im = be->impl;
-    if (!f32) return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: no FP32 range");
     int at = -1;
     for (int i = 0; i < DT__CPU_SHADOWS; i++) {
         if (im->shadow[i].f32 == f32) {
@@ -204,12 +205,22 @@ dt_status dt__cpu_set_gemm_shadow(dt_backend *be, const float *f32, size_t n, co
         if (at >= 0 && im->shadow[at].f32 == f32) im->shadow[at] = (dt__cpu_shadow){0};
         return DT_OK;
     }
-    if (dtype != DT_F16 && dtype != DT_BF16)
-        return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: dtype %s is not f16 or bf16", dt_dtype_name(dtype));
     if (at < 0)
         return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: %d ranges registered already (the most)", DT__CPU_SHADOWS);
     im->shadow[at] = (dt__cpu_shadow){.f32 = f32, .n = n, .half = half, .dtype = dtype};
     return DT_OK;
+}
+
+dt_status dt__cpu_set_gemm_shadow(dt_backend *be, const float *f32, size_t n, const void *half, dt_dtype dtype)
+{
+    dt__cpu_impl *im = be->impl;
+    if (!f32) return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: no FP32 range");
+    if (half && dtype != DT_F16 && dtype != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "set_gemm_shadow: dtype %s is not f16 or bf16", dt_dtype_name(dtype));
+    pthread_mutex_lock(&im->mu);
+    const dt_status st = dt__gemm_shadow_set(im, f32, n, half, dtype);
+    pthread_mutex_unlock(&im->mu);
+    return st;
 }
 
 dt_status dt__cpu_matmul_forward(dt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N,
