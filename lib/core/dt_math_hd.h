@@ -125,6 +125,22 @@ static inline DT_HD float dt__tanhf(float x)
     return (e - 1.0f) / (e + 1.0f);
 }
 
+/* ---- vector width (host) ------------------------------------------------------- */
+
+/* DT__VEC512_BEGIN ... DT__VEC512_END around functions whose loops are
+ * elementwise (no reduction): where the build targets AVX-512, GCC prefers
+ * 256-bit vectors (-march=native on recent Intel CPUs), which halves the
+ * throughput of compute-bound loops (GELU's exp and division); these ask
+ * for 512-bit ones. The width changes no element's arithmetic, so the same
+ * bits; a reduction's summation order would change, so none goes inside. */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define DT__VEC512_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"prefer-vector-width=512\")")
+#define DT__VEC512_END _Pragma("GCC pop_options")
+#else
+#define DT__VEC512_BEGIN
+#define DT__VEC512_END
+#endif
+
 /* ---- activations ------------------------------------------------------------------ */
 
 /* GELU, tanh approximation: 0.5 x (1 + tanh(k (x + a x^3))). */

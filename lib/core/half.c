@@ -71,12 +71,8 @@ void dt_f16_to_float_array(float *dst, const dt_f16 *src, size_t n)
 
 /* Element access through memcpy (not a uint32_t * cast, which would break
  * strict aliasing); GCC still vectorizes both loops, with full-width
- * vectors where the build targets AVX-512 (GCC prefers 256-bit ones there
- * under -march=native; integer operations per element, so the same bits). */
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC target("prefer-vector-width=512")
-#endif
+ * vectors where the build targets AVX-512 (DT__VEC512_BEGIN). */
+DT__VEC512_BEGIN
 void dt_bf16_from_float_array(dt_bf16 *restrict dst, const float *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -106,9 +102,7 @@ void dt_bf16_round_array(float *x, size_t n)
     }
 }
 
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
+DT__VEC512_END
 
 /* x = f16(x) widened back, in place, through a small stack tile with the
  * array conversions above (their fast paths, their bits). */

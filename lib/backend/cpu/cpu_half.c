@@ -19,14 +19,9 @@
 #include "dt_half.h"
 #include "dt_math_hd.h"
 
-/* Full-width vectors where the build targets AVX-512: GCC prefers 256-bit
- * ones there (-march=native on recent Intel CPUs), which halves the
- * throughput of the compute-bound elementwise loops (GELU's exp and
- * division). Vector width changes no element's arithmetic, and this
- * file's only reduction (unscale_check's OR) is exact: the same bits. */
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC target("prefer-vector-width=512")
-#endif
+/* Full-width vectors for this file's loops (dt_math_hd.h): its one
+ * reduction, unscale_check's OR, is exact in any order. */
+DT__VEC512_BEGIN
 
 #define DT__HALF_PAR_MIN ((size_t)1 << 15)
 /* Elements per parallel work item of cast. */
@@ -98,17 +93,13 @@ dt_status dt__cpu_round(dt_backend *be, float *x, dt_dtype dtype, size_t n)
     return DT_OK;
 }
 
-/* bf16 rounding (dt_bf16_round_array's code): b16(v) the bits, w16(h) widened back. */
-static inline uint16_t dt__b16(float v) { return dt__bf16_round(dt__float_bits(v)); }
-static inline float dt__w16(uint16_t h) { return dt__bits_float(dt__bf16_widen(h)); }
-
 dt_status dt__cpu_round_bf16(dt_backend *be, float *x, uint16_t *x16, size_t n)
 {
     (void)be;
 #pragma omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        const uint16_t h = dt__b16(x[i]);
-        x[i] = dt__w16(h);
+        const uint16_t h = dt__bf16_from_float(x[i]);
+        x[i] = dt__bf16_to_float(h);
         x16[i] = h;
     }
     return DT_OK;
@@ -121,8 +112,8 @@ dt_status dt__cpu_round_bf16(dt_backend *be, float *x, uint16_t *x16, size_t n)
     {                                                                                                           \
         const float x = X;                                                                                      \
         SAVE;                                                                                                   \
-        const uint16_t h = dt__b16(dt__gelu(x));                                                                \
-        out[i] = dt__w16(h);                                                                                    \
+        const uint16_t h = dt__bf16_from_float(dt__gelu(x));                                                    \
+        out[i] = dt__bf16_to_float(h);                                                                          \
         STORE16;                                                                                                \
     }
 
@@ -134,8 +125,8 @@ dt_status dt__cpu_round_bf16(dt_backend *be, float *x, uint16_t *x16, size_t n)
 dt_status dt__cpu_gelu_forward_bf16(dt_backend *be, float *out, uint16_t *out16, float *inp, int round_inp, size_t n)
 {
     (void)be;
-    if (round_inp && out16) DT__GELU16_LOOP(dt__w16(dt__b16(inp[i])), inp[i] = x, out16[i] = h)
-    else if (round_inp) DT__GELU16_LOOP(dt__w16(dt__b16(inp[i])), inp[i] = x, (void)0)
+    if (round_inp && out16) DT__GELU16_LOOP(dt__bf16_to_float(dt__bf16_from_float(inp[i])), inp[i] = x, out16[i] = h)
+    else if (round_inp) DT__GELU16_LOOP(dt__bf16_to_float(dt__bf16_from_float(inp[i])), inp[i] = x, (void)0)
     else if (out16) DT__GELU16_LOOP(inp[i], (void)0, out16[i] = h)
     else DT__GELU16_LOOP(inp[i], (void)0, (void)0)
     return DT_OK;
@@ -143,22 +134,22 @@ dt_status dt__cpu_gelu_forward_bf16(dt_backend *be, float *out, uint16_t *out16,
 
 /* One loop of the fused GELU backward; OUT stores the forward's value
  * (or nothing), STORE16 the gradient's bits. */
-#define DT__GELU16_BACK_LOOP(OUT, STORE16)                                                                      \
-    _Pragma("omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)") for (size_t i = 0; i < n; i++) \
-    {                                                                                                           \
-        const float x = inp[i];                                                                                 \
-        const uint16_t h = dt__b16(dt__gelu_grad(x) * dt__w16(dt__b16(d[i])));                                  \
-        d[i] = dt__w16(h);                                                                                      \
-        STORE16;                                                                                                \
-        OUT;                                                                                                    \
+#define DT__GELU16_BACK_LOOP(OUT, STORE16)                                                                       \
+    _Pragma("omp parallel for simd schedule(static) if (n >= DT__HALF_PAR_MIN)") for (size_t i = 0; i < n; i++)  \
+    {                                                                                                            \
+        const float x = inp[i];                                                                                  \
+        const uint16_t h = dt__bf16_from_float(dt__gelu_grad(x) * dt__bf16_to_float(dt__bf16_from_float(d[i]))); \
+        d[i] = dt__bf16_to_float(h);                                                                             \
+        STORE16;                                                                                                 \
+        OUT;                                                                                                     \
     }
 
 dt_status dt__cpu_gelu_backward_bf16(dt_backend *be, float *d, uint16_t *d16, float *out, const float *inp, size_t n)
 {
     (void)be;
-    if (d16 && out) DT__GELU16_BACK_LOOP(out[i] = dt__w16(dt__b16(dt__gelu(x))), d16[i] = h)
+    if (d16 && out) DT__GELU16_BACK_LOOP(out[i] = dt__bf16_to_float(dt__bf16_from_float(dt__gelu(x))), d16[i] = h)
     else if (d16) DT__GELU16_BACK_LOOP((void)0, d16[i] = h)
-    else if (out) DT__GELU16_BACK_LOOP(out[i] = dt__w16(dt__b16(dt__gelu(x))), (void)0)
+    else if (out) DT__GELU16_BACK_LOOP(out[i] = dt__bf16_to_float(dt__bf16_from_float(dt__gelu(x))), (void)0)
     else DT__GELU16_BACK_LOOP((void)0, (void)0)
     return DT_OK;
 }
@@ -176,3 +167,5 @@ dt_status dt__cpu_unscale_check(dt_backend *be, float *x, float s, size_t n, int
     if (bad) *nonfinite = 1;
     return DT_OK;
 }
+
+DT__VEC512_END

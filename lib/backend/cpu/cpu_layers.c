@@ -151,15 +151,9 @@ dt_status dt__cpu_layernorm_backward(dt_backend *be, float *dinp, float *dw, flo
     return DT_OK;
 }
 
-/* GELU's loops with full-width vectors where the build targets AVX-512
- * (GCC prefers 256-bit ones there under -march=native, which halves the
- * throughput of these compute-bound loops: exp and a division an
- * element). Elementwise, so the width changes no bit; the reductions of
- * the other ops keep the default width, and so their summation order. */
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC target("prefer-vector-width=512")
-#endif
+/* GELU's loops with full-width vectors (dt_math_hd.h); the other ops'
+ * reductions keep the default width, and so their summation order. */
+DT__VEC512_BEGIN
 dt_status dt__cpu_gelu_forward(dt_backend *be, float *out, const float *inp, size_t n)
 {
     (void)be;
@@ -185,9 +179,7 @@ dt_status dt__cpu_gelu_backward(dt_backend *be, float *dinp, float *out, const f
     return DT_OK;
 }
 
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
+DT__VEC512_END
 
 dt_status dt__cpu_residual_forward(dt_backend *be, float *out, const float *a, const float *b, size_t n)
 {
