@@ -62,7 +62,7 @@ static void bench_setup_free(bench_setup *b)
 
 /* What one timed run measured. */
 typedef struct train_result {
-    double tps, gflops, peak, mfu;
+    double tps, mfu;
     size_t act_bytes;
 } train_result;
 
@@ -174,8 +174,7 @@ static void train_once(const char *device, int threads, const char *model, int B
     if (gpu && strcmp(model, "gpt2-124m") == 0) dtbench_goal_line("mfu", gflops / peak, 0.4, note);
     else printf("%smfu %.3f\n", prefix, gflops / peak);
     printf("%speak_activation_bytes %zu\n", prefix, dt_gpt_peak_activation_bytes(m));
-    *res = (train_result){.tps = tps, .gflops = gflops, .peak = peak, .mfu = gflops / peak,
-                          .act_bytes = dt_gpt_peak_activation_bytes(m)};
+    *res = (train_result){.tps = tps, .mfu = gflops / peak, .act_bytes = dt_gpt_peak_activation_bytes(m)};
     dt_optim_free(&opt);
     bench_setup_free(&bs);
 }

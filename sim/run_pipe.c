@@ -57,24 +57,25 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
 dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last)
 {
     const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t btc = BT * C * 4, k4 = 4 * btc + 4 * BT * (C / n) * 4, all = dts__block_act(sc, n, 0);
+    const int64_t btc = BT * C * 4, kf = 4 * btc + 4 * BT * (C / n) * 4 /* a block's keep, FP32 */,
+                  all = dts__block_act(sc, n, 0);
     const int64_t att = all - dts__block_act(sc, n, 2), ends = (last ? btc : 0) + (first ? btc : 0);
     dts__split_mem m = {0, 0, 0};
     if (sc->recompute == 1) { /* grows monotonically: its most is what it keeps */
-        m.keep = m.b = ends + nb * (all + k4);
+        m.keep = m.b = ends + nb * (all + kf);
     } else if (dts__packs(sc)) {
         const int64_t pk = 2 * (4 * BT * C + 7 * BT * (C / n));
         m.keep = ends + nb * pk;
         m.b = m.keep;
         for (int l = nb - 1; l >= 0; l--) { /* block l's B: the later blocks' packed keeps, and its working set */
-            const int64_t at = (last ? btc : 0) + (nb - l) * pk + all + (l ? btc : 0) + k4;
+            const int64_t at = (last ? btc : 0) + (nb - l) * pk + all + (l ? btc : 0) + kf;
             if (at > m.b) m.b = at;
         }
-        m.w = all - (sc->recompute == 2 ? att : 0) + (nb > 1 ? btc : 0) + k4;
+        m.w = all - (sc->recompute == 2 ? att : 0) + (nb > 1 ? btc : 0) + kf;
     } else {
-        m.keep = ends + nb * k4;
+        m.keep = ends + nb * kf;
         m.b = m.keep;
-        if (sc->recompute == 2 && nb && (last ? btc : 0) + nb * k4 + att > m.b) m.b = (last ? btc : 0) + nb * k4 + att;
+        if (sc->recompute == 2 && nb && (last ? btc : 0) + nb * kf + att > m.b) m.b = (last ? btc : 0) + nb * kf + att;
     }
     return m;
 }

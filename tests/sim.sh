@@ -49,10 +49,11 @@ NRUNS=5
 # peak rate (the prediction errs high by what they ran below it, up to 15%:
 # dtbench gemm's rates at the model's shapes are 0.85-0.97 of the peak),
 # the passes are counted, not profiled (their cost in the model's loops
-# differs from a 16M-element pass's), plus a single measurement's spread
-# (10%, above). Measured on the 2-core Xeon with AMX (2026-12-07): native
-# build -10.2% (+59.9% at FP32 speed: the rates are what make it right);
-# --disable-native build -13.7% and -20.9% (+6.2% and +0.5% at FP32 speed:
+# differs from a 1M-float pass's, and the fused GELU passes count as free),
+# plus a single measurement's spread (10%, above). Measured on the 2-core
+# Xeon with AMX (2026-12-07, after the fused bf16 passes): native build
+# -12.1% and +0.2% (+80.6% at FP32 speed in the second: the rates are what
+# make it right); --disable-native build -23.9% (+4.9% at FP32 speed:
 # there the generically compiled passes eat most of the GEMMs' gain, and
 # a 1M-float pass underestimates them in the model's loops). Before the
 # pass cost was modelled the generic build read -31% to -33%.
