@@ -389,8 +389,10 @@ dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, 
      * transient recomputed (and rounded) as the forward made it */
     int sh = 0;
     const float *gelu = k->gelu; /* B's, or recomputed (fch is only read) */
-    if (!gelu) DT_CHECK(dt__gelu_round(be, r, tmp->gelu, a->fch, 0, 4 * (size_t)N * Cl, &sh));
-    if (!gelu) gelu = tmp->gelu;
+    if (!gelu) {
+        DT_CHECK(dt__gelu_round(be, r, tmp->gelu, a->fch, 0, 4 * (size_t)N * Cl, &sh));
+        gelu = tmp->gelu;
+    }
     DT_CHECK(dt__shadow_end(
         be, gelu, sh, be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, gelu, p->fcprojw, N, 4 * Cl, C)));
     DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, a->res2, p->ln2w, p->ln2b, N, C));
