@@ -427,7 +427,8 @@ static const dt__rounder *dt__gpt_rnd(const dt_gpt *m) { return m->precision == 
 /* Block l's backward from its saved activations a and input x, begun at
  * t0: B then W at once, one span ('B'), or under dt_gpt_set_split_backward
  * two ('b', then 'W'). dt__block_backward is exactly these two calls, so
- * the arithmetic is the same either way. When it is done the arena is
+ * the arithmetic is the same either way (W takes GELU's output from B or
+ * recomputes it: the same bits). When it is done the arena is
  * released to `release` (SIZE_MAX: kept) before the last hook, which so
  * sees only the activations still held. */
 static dt_status dt__gpt_block_backward(dt_gpt *m, int l, const dt__block_acts *a, const float *x, int64_t t0,
@@ -442,12 +443,15 @@ static dt_status dt__gpt_block_backward(dt_gpt *m, int l, const dt__block_acts *
         dt__hook(m, l, 'B', t0);
         return DT_OK;
     }
-    DT_CHECK(dt__block_backward_b(m->be, c, &m->blocks[l], a, &m->scratch, x, m->dres, &m->scratch.keep, B, T,
-                                  dt__gpt_rnd(m)));
+    /* traced apart to profile a zero-bubble schedule, whose deferred W
+     * recomputes GELU's output (gpt_layers.h): so does this W, so that its
+     * span costs what a pipeline's W does */
+    dt__block_keep k = m->scratch.keep;
+    k.gelu = NULL;
+    DT_CHECK(dt__block_backward_b(m->be, c, &m->blocks[l], a, &m->scratch, x, m->dres, &k, B, T, dt__gpt_rnd(m)));
     dt__hook(m, l, 'b', t0);
     const int64_t t1 = dt_time_ns();
-    DT_CHECK(
-        dt__block_backward_w(m->be, c, 1, &m->blocks[l], &m->gblocks[l], a, x, &m->scratch.keep, B, T, dt__gpt_rnd(m)));
+    DT_CHECK(dt__block_backward_w(m->be, c, 1, &m->blocks[l], &m->gblocks[l], a, x, &k, B, T, dt__gpt_rnd(m)));
     if (release != SIZE_MAX) dt__arena_release(&m->arena, release);
     dt__hook(m, l, 'W', t1);
     return DT_OK;
