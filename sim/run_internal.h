@@ -57,7 +57,7 @@ typedef struct dts__mbox {
 /* What a split backward holds beyond the forward's saved bytes, per
  * micro-batch of a virtual stage: keep from its BACKWARD_B to the end of its
  * BACKWARD_W, the most during BACKWARD_B (keep included), the most during
- * BACKWARD_W on top of keep (run_pipe.c, lib/parallel/stage_backward.c). */
+ * BACKWARD_W on top of keep (run_pipe.c, lib/model/runner_backward.c). */
 typedef struct dts__split_mem {
     int64_t keep, b, w;
 } dts__split_mem;

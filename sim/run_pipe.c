@@ -39,7 +39,7 @@
 static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b);
 static void dts__opt_continue(dts__sim *s, dts__unit *u);
 
-/* lib/parallel/stage_backward.c's split, per micro-batch, in bytes (one of
+/* lib/model/runner_backward.c's split, per micro-batch, in bytes (one of
  * t tensor ranks; as dts__block_act, the arena's 16-float padding is not
  * counted). BACKWARD_B adds, in order: the final LayerNorm's output
  * gradient (B,T,C) on the last stage; for each block from the last its

@@ -17,7 +17,7 @@
  * leaves the parameter gradients untouched. The activation accounting
  * returns to 0, and without recomputation in FP32 the split's peak is the
  * whole backward's plus exactly what B keeps for W for three micro-batches
- * (stage_backward.c). A W before its B, a B of a stage not set up for the
+ * (lib/model/runner_backward.c). A W before its B, a B of a stage not set up for the
  * split, and a second B are refused. */
 #include <string.h>
 

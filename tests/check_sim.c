@@ -399,7 +399,7 @@ static double walk_peak(const dt_schedule *S, int r, const double *fwd, const do
 
 /* Activation memory: a chunk-micro-batch is held from its FORWARD to its
  * BACKWARD (or BACKWARD_W). A split backward's B (FP32, no recomputation:
- * lib/parallel/stage_backward.c) leaves 4 (B,T,C) and its fc layer's
+ * lib/model/runner_backward.c) leaves 4 (B,T,C) and its fc layer's
  * output gradient (B,T,4C) per block for its W,
  * plus the final LayerNorm's output gradient on the last virtual stage
  * and the embedding output's gradient on the first: zb-h1 holds p

@@ -11,7 +11,14 @@
  * in floats: 10*B*T*C + 4*B*T + NH*B*T (dt__block_act_floats is the single
  * source of truth for that size): the LayerNorm outputs and GELU's output
  * are transients (dt__block_tmp) that W recomputes, 6*B*T*C fewer. */
-#include "gpt_layers.h"
+#include "runner.h"
+
+void dt__block_params_bind(dt__block_params *b, const dt_param_info *info, float *base, size_t origin)
+{
+    float **f[DT__BLOCK_NTENSORS] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->attprojw, &b->attprojb,
+                                     &b->ln2w, &b->ln2b, &b->fcw,  &b->fcb,  &b->fcprojw,  &b->fcprojb};
+    for (int i = 0; i < DT__BLOCK_NTENSORS; i++) *f[i] = base + (info[i].offset - origin);
+}
 
 dt_status dt__arena_alloc(dt__arena *a, size_t n, float **out)
 {
@@ -29,19 +36,20 @@ void dt__arena_reset(dt__arena *a) { a->used = 0; }
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T)
+size_t dt__block_att_floats(const dt_gpt_config *cfg, int t, int B, int T)
 {
-    return dt__pad16((size_t)B * cfg->num_heads * T);
+    return dt__pad16((size_t)B * ((size_t)cfg->num_heads / (size_t)t) * T);
 }
 
-size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att)
+size_t dt__block_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att)
 {
-    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
-    return 3 * dt__pad16(BT * C)   /* atty, res2, out */
-           + 4 * dt__pad16(BT)     /* LayerNorm means and rstds */
-           + dt__pad16(BT * 3 * C) /* qkv */
-           + dt__pad16(BT * 4 * C) /* fch */
-           + (with_att ? dt__block_att_floats(cfg, B, T) : 0);
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    return 2 * dt__pad16(BT * C)     /* res2, out */
+           + 4 * dt__pad16(BT)       /* LayerNorm means and rstds */
+           + dt__pad16(BT * 3 * Cl)  /* qkv */
+           + dt__pad16(BT * Cl)      /* atty */
+           + dt__pad16(BT * 4 * Cl)  /* fch */
+           + (with_att ? dt__block_att_floats(cfg, t, B, T) : 0);
 }
 
 size_t dt__block_tmp_floats(const dt_gpt_config *cfg, int B, int T)
@@ -152,21 +160,22 @@ dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int
     return DT_OK;
 }
 
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
                                const dt__block_tmp *tmp, dt__block_acts *acts)
 {
-    size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, NH = (size_t)cfg->num_heads;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
     acts->tmp = *tmp;
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_rstd));
-    DT_CHECK(dt__arena_alloc(a, BT * 3 * C, &acts->qkv));
+    DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &acts->qkv));
     acts->lse = NULL;
-    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NH * T, &acts->lse));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->atty));
+    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T, &acts->lse));
+    DT_CHECK(dt__arena_alloc(a, BT * Cl, &acts->atty));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->res2));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_mean));
     DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_rstd));
-    DT_CHECK(dt__arena_alloc(a, BT * 4 * C, &acts->fch));
+    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &acts->fch));
     DT_CHECK(dt__arena_alloc(a, BT * C, &acts->out));
     return DT_OK;
 }
@@ -417,3 +426,37 @@ dt_status dt__block_backward(dt_backend *be, const dt_gpt_config *cfg, const dt_
     DT_CHECK(dt__block_backward_b(be, cfg, p, a, s, x, dres, &s->keep, B, T, r));
     return dt__block_backward_w(be, cfg, 1, p, g, a, x, &s->keep, B, T, r);
 }
+
+/* ---- the plain block as the runner's ops (runner.h) ---------------------- */
+
+static dt_status dt__plain_forward(void *ctx, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                   dt__block_acts *a, const float *x, int B, int T, const dt__rounder *r)
+{
+    (void)ctx;
+    return dt__block_forward(be, cfg, p, a, x, B, T, r);
+}
+
+static dt_status dt__plain_backward_b(void *ctx, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                      const dt__block_acts *a, const dt__block_scratch *s, float *xs, const float *x,
+                                      float *dres, const dt__block_keep *k, int B, int T, const dt__rounder *r)
+{
+    (void)ctx, (void)xs;
+    return dt__block_backward_b(be, cfg, p, a, s, x, dres, k, B, T, r);
+}
+
+/* dt__block_backward's hand-over: the scratch's own keep */
+static dt__block_keep dt__plain_whole_keep(const dt_gpt_config *cfg, int t, int B, int T, const dt__block_scratch *s,
+                                           float *xs)
+{
+    (void)cfg, (void)t, (void)B, (void)T, (void)xs;
+    dt__block_keep k = s->keep;
+    k.gelu = NULL;
+    return k;
+}
+
+const dt__block_ops dt__block_ops_plain = {
+    .scratch_floats = NULL, /* the block scratch is enough */
+    .forward = dt__plain_forward,
+    .backward_b = dt__plain_backward_b,
+    .whole_keep = dt__plain_whole_keep,
+};

@@ -66,11 +66,12 @@ dt_status dt__round_shadow(dt_backend *be, const dt__rounder *r, float *x, size_
 /* After the GEMM that read it (whose status is st): forget the shadow of
  * p when shadow is 1. Returns st, or the forgetting's failure. */
 dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status st);
-/* A whole model's forward weights (half mode: their rounded copy, as of
- * the last forward) and rounding (NULL in FP32): a re-run of its forward
- * computes what its own did (lib/train/nonfinite.c). */
-const float *dt__gpt_forward_weights(dt_gpt *m);
-const dt__rounder *dt__gpt_rounder(const dt_gpt *m);
+/* The whole model's forward again on (tokens, targets) (host, B*T), as
+ * dt_gpt_forward computes it (its precision, its rounded weights), looking
+ * at each layer's output: *pos the first holding a NaN or inf (0 the
+ * embedding, 1 + l block l, L + 1 the head's logits or losses), or -1.
+ * Nothing is kept of it (lib/train/nonfinite.c). */
+dt_status dt__gpt_forward_check(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T, int *pos);
 
 /* ---- the whole model's layout -------------------------------------------- */
 /* wte, wpe, each block's 12 tensors (h.L.ln1.w .. h.L.fcproj.b), lnf.w,
@@ -147,6 +148,13 @@ typedef struct dt__block_params {
     float *fcw, *fcb;           /* (4C, C), (4C) */
     float *fcprojw, *fcprojb;   /* (C, 4C), (C) */
 } dt__block_params;
+
+/* The 12 tensors of a block in the layout's order (ln1.w .. fcproj.b). */
+#define DT__BLOCK_NTENSORS 12
+/* Point b's fields at a block's tensors in a buffer whose element 0 is
+ * the layout's element origin; info: the block's 12 tensors (whole or a
+ * tensor-parallel shard's). */
+void dt__block_params_bind(dt__block_params *b, const dt_param_info *info, float *base, size_t origin);
 
 /* A block's transients: tensors its forward writes and at once reads
  * back, and its W recomputes from what is saved (LayerNorm outputs from
@@ -274,15 +282,18 @@ typedef struct dt__block_scratch {
 /* Point s's fields into base, which holds dt__block_scratch_floats floats. */
 void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int B, int T, float *base);
 
-/* Saved floats of one block; with_att = 0 leaves out the attention's
- * log-sum-exp (B,NH,T), which selective recomputation does not keep. */
-size_t dt__block_act_floats(const dt_gpt_config *cfg, int B, int T, int with_att);
-size_t dt__block_att_floats(const dt_gpt_config *cfg, int B, int T);
+/* Saved floats of one block, or with t > 1 of a tensor-parallel rank's
+ * shard (qkv (B,T,3C/t), lse (B,NH/t,T), atty (B,T,C/t), fch (B,T,4C/t);
+ * res2, out and the statistics whole; lib/parallel/tp.h); with_att = 0
+ * leaves out the attention's log-sum-exp, which selective recomputation
+ * does not keep. */
+size_t dt__block_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att);
+size_t dt__block_att_floats(const dt_gpt_config *cfg, int t, int B, int T);
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T);
-/* Allocate a block's activations; with_att = 0 leaves acts->lse NULL for
- * the caller to point at a temporary; tmp: the transients acts->tmp uses
- * (a dt__block_scratch's). */
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int B, int T, int with_att,
+/* Allocate a block's (t's shard's) activations; with_att = 0 leaves
+ * acts->lse NULL for the caller to point at a temporary; tmp: the
+ * transients acts->tmp uses (a dt__block_scratch's). */
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
                                const dt__block_tmp *tmp, dt__block_acts *acts);
 /* out = block(x); x (B,T,C) is kept by the caller (previous block's out). */
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p, dt__block_acts *acts,

@@ -6,7 +6,6 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/schedule.c \
 	lib/parallel/schedule_order.c \
 	lib/parallel/stage.c \
-	lib/parallel/stage_backward.c \
 	lib/parallel/pipeline.c \
 	lib/parallel/pipeline_optim.c \
 	lib/parallel/pipeline_eval.c \
@@ -18,7 +17,6 @@ libdtrain_core_la_SOURCES += \
 noinst_HEADERS += \
 	lib/parallel/schedule_internal.h \
 	lib/parallel/stage.h \
-	lib/parallel/stage_impl.h \
 	lib/parallel/pipeline.h \
 	lib/parallel/pipeline_impl.h \
 	lib/parallel/tp.h \

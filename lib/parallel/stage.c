@@ -1,26 +1,59 @@
-/* stage.c: one pipeline stage of the GPT (see stage.h), built from the
- * model's layer modules (embedding.c, block.c, head.c).
+/* stage.c: one pipeline stage of the GPT (see stage.h): its share of the
+ * whole model's layout (a range of it, or with tensor parallelism its
+ * blocks' shards), its parameters and gradients, the weights of each call
+ * rounded under mixed precision, and the fingerprint and gradient norm
+ * terms. Its layers run on the layer runner (lib/model/runner.h) in the
+ * stage memory discipline: a slot per micro-batch in flight, the work
+ * arena for an op's transients, the B/W split; tensor-parallel blocks are
+ * lib/parallel/tp.c's ops.
  *
- * Memory: the parameters and gradients; per slot an arena holding the
- * slot's input (stages after the first), tokens and targets, and the saved
- * activations of its forward (embedding output, each block's, the head's);
- * shared by all slots the backward scratch, the gradient flowing through the
- * stage (dres) and the receive buffer for the output gradient (dout).
  * Under --fp16/--bf16 without full recomputation a block's saved tensors
- * are kept packed, 2 bytes an element (LayerNorm statistics and the last
- * block's output FP32), as lib/model/gpt.c keeps them: the block runs in an
- * FP32 working set in the work arena, packed when it is done and unpacked
- * for its backward. The values are half values already, so this is exact.
- *
- * The backward, whole or split into B and W, is stage_backward.c's; the
- * struct and the helpers both use are stage_impl.h's (its invariants). */
+ * are kept packed, 2 bytes an element (the runner's), and each
+ * micro-batch's parameter gradients go to gmb, rounded before they
+ * accumulate in FP32, as lib/model/gpt.c does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dt_internal.h"
 #include "dt_time.h"
-#include "stage_impl.h"
+#include "runner.h"
+#include "stage.h"
+#include "tp.h"
+
+#define DT__NBLOCK DT__BLOCK_NTENSORS
+
+struct dt__stage {
+    dt_gpt_config cfg;
+    dt_backend *be;
+    int l0, l1, nb, first, last, nslots, B, T;
+    dt_paramset layout;
+    int *whole_index;  /* (layout.count) each tensor's index in the whole model's layout */
+    size_t offset;     /* whole-model element offset of element 0 (t = 1) */
+    dt_paramset whole; /* the whole model's layout */
+    dt__tp *tp;        /* tensor parallelism (not owned), or NULL */
+    int t, tr;         /* tensor-parallel size and rank */
+    uint8_t *sharded;  /* (layout.count) t > 1: 1 this rank holds a shard of the tensor; 2 the first
+                               (replicated) tensor of a sharded block; 0 replicated; 3 the last
+                               stage's copy of the tied wte (counted on the first stage) */
+    dt_buffer params, grads;
+    dt__runner *run; /* the layers, the slots and their activations */
+    int split;       /* dt__stage_set_split */
+    /* mixed precision (dt__stage_set_precision), as lib/model/gpt.c's */
+    dt_dtype precision; /* DT_F32, DT_F16 or DT_BF16 */
+    dt_buffer wq;       /* (numel) the weights of this call rounded to precision, as FP32: what the GEMMs read */
+    /* (numel) wq in precision, kept where the backend can read GEMM
+     * operands from it (set_gemm_shadow): the rounding's own scratch */
+    dt_buffer whalf;
+    /* wq holds wq_src's values rounded as of weights epoch wq_epoch (valid when
+     * wq_src is set): a later call with the same weights and no change since
+     * (dt__stage_weights_changed) reuses it instead of rounding again */
+    const float *wq_src;
+    uint64_t epoch, wq_epoch;
+    dt_buffer gmb; /* (numel) one micro-batch's parameter gradients, rounded before they accumulate */
+    dt__stage_recompute_fn recompute_hook; /* may be NULL */
+    void *recompute_ctx;
+};
 
 dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s)
 {
@@ -53,25 +86,21 @@ dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int 
     return DT_OK;
 }
 
-static void dt__stage_bind(dt__stage *st, float *base, float **wte, float **wpe, dt__block_params *b,
-                           dt__head_params *h)
+/* Point the views (weights or gradients) into a flat buffer of the stage's layout. */
+static void dt__stage_bind(const dt__stage *st, float *base, dt__runner_views *v)
 {
     const dt_param_info *in = st->layout.info;
     int k = 0;
     if (st->first) {
-        *wte = base + in[k++].offset;
-        *wpe = base + in[k++].offset;
+        v->wte = base + in[k++].offset;
+        v->wpe = base + in[k++].offset;
     }
-    for (int l = 0; l < st->nb; l++) {
-        float **f[DT__NBLOCK] = {&b[l].ln1w, &b[l].ln1b, &b[l].qkvw, &b[l].qkvb, &b[l].attprojw, &b[l].attprojb,
-                                 &b[l].ln2w, &b[l].ln2b, &b[l].fcw,  &b[l].fcb,  &b[l].fcprojw,  &b[l].fcprojb};
-        for (int i = 0; i < DT__NBLOCK; i++) *f[i] = base + in[k++].offset;
-    }
+    for (int l = 0; l < st->nb; l++, k += DT__NBLOCK) dt__block_params_bind(&v->blocks[l], in + k, base, 0);
     if (st->last) {
-        h->lnfw = base + in[k++].offset;
-        h->lnfb = base + in[k++].offset;
+        v->head.lnfw = base + in[k++].offset;
+        v->head.lnfb = base + in[k++].offset;
         /* tied: wte itself on a one-stage pipeline, else this stage's copy */
-        h->lmw = st->cfg.tie_embeddings && st->first ? *wte : base + in[k++].offset;
+        v->head.lmw = st->cfg.tie_embeddings && st->first ? v->wte : base + in[k++].offset;
     }
 }
 
@@ -129,142 +158,12 @@ done:
     return s;
 }
 
-static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
-
-/* A block's saved floats on this stage (its shard with t > 1). */
-static size_t dt__stage_block_floats(const dt__stage *st, int with_att)
+/* The runner's span hook: only its recomputations are reported (a
+ * pipeline traces its ops, not its layers). */
+static void dt__stage_span(void *ctx, int layer, char pass, int64_t t0)
 {
-    return st->t > 1 ? dt__tp_act_floats(&st->cfg, st->t, st->B, st->T, with_att)
-                     : dt__block_act_floats(&st->cfg, st->B, st->T, with_att);
-}
-
-size_t dt__stage_att_floats(const dt__stage *st)
-{
-    return st->t > 1 ? dt__tp_att_floats(&st->cfg, st->t, st->B, st->T) : dt__block_att_floats(&st->cfg, st->B, st->T);
-}
-
-/* Half storage (see the top): without full recomputation, a 16-bit stage packs. */
-int dt__stage_packs(const dt__stage *st) { return st->precision != DT_F32 && st->recompute != DT_RECOMPUTE_FULL; }
-
-/* Block l's half storage (lib/model/block.c): the stage's last output
- * stays FP32, the head's input or the message sent on. */
-dt__block_pack dt__stage_pack_of(const dt__stage *st, int l)
-{
-    return (dt__block_pack){.cfg = &st->cfg,
-                            .t = st->t,
-                            .B = st->B,
-                            .T = st->T,
-                            .with_att = st->recompute != DT_RECOMPUTE_SELECTIVE,
-                            .out_fp32 = l == st->nb - 1,
-                            .dtype = st->precision};
-}
-
-/* What B keeps for W in a slot's arena (stage_backward.c): each block's
- * keep, the head's dlnf (last stage), the embedding output's gradient
- * (first stage), and under full recomputation every block's recomputed
- * activations. */
-static size_t dt__slot_split_floats(const dt__stage *st)
-{
-    const size_t NC = dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size);
-    const int packs = dt__stage_packs(st);
-    size_t n = (size_t)st->nb * (packs ? dt__block_keep_packed_floats(&st->cfg, st->t, st->B, st->T)
-                                       : dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, 1));
-    n += (st->last ? NC : 0) + (st->first ? NC : 0);
-    if (st->recompute == DT_RECOMPUTE_FULL) n += (size_t)st->nb * dt__stage_block_floats(st, 1);
-    return n;
-}
-
-/* Floats of one slot's arena: fixed buffers, then the forward's saved
- * activations: every block's (none), without the attention log-sum-exp
- * (selective), or one (B,T,C) output per group of recompute_k blocks (full). */
-static size_t dt__slot_floats(const dt__stage *st)
-{
-    const int B = st->B, T = st->T;
-    const size_t N = (size_t)B * T, C = (size_t)st->cfg.hidden_size;
-    size_t n = 0;
-    if (!st->first) n += dt__pad16(N * C);               /* input */
-    n += 2 * dt__pad16(N) + dt__pad16(N) + dt__pad16(N); /* tokens, targets (int32 as floats), losses, correct */
-    if (st->first) n += dt__embed_act_floats(&st->cfg, B, T);
-    if (dt__stage_packs(st)) {
-        for (int l = 0; l < st->nb; l++) {
-            const dt__block_pack k = dt__stage_pack_of(st, l);
-            n += dt__block_packed_floats(&k);
-        }
-    } else {
-        switch (st->recompute) {
-        case DT_RECOMPUTE_FULL: n += (size_t)st->groups * dt__pad16(N * C); break;
-        case DT_RECOMPUTE_SELECTIVE: n += (size_t)st->nb * dt__stage_block_floats(st, 0); break;
-        case DT_RECOMPUTE_NONE: n += (size_t)st->nb * dt__stage_block_floats(st, 1); break;
-        }
-    }
-    if (st->last) n += dt__head_act_floats(st->be, &st->cfg, B, T);
-    if (st->split) n += dt__slot_split_floats(st);
-    return n + 64;
-}
-
-/* Floats of the shared work arena: the attention lse of one block
- * (selective), the activations of one group (full); packed, one block's
- * FP32 working set and its unpacked input. */
-static size_t dt__work_floats(const dt__stage *st)
-{
-    if (dt__stage_packs(st)) /* with the split, a keep's FP32 buffers beside (the rest in the block's fch, qkv) */
-        return dt__stage_block_floats(st, 1) + dt__pad16((size_t)st->B * st->T * st->cfg.hidden_size) +
-               (st->split ? dt__block_keep_floats(&st->cfg, st->t, st->B, st->T, 1) : 0) + 64;
-    switch (st->recompute) {
-    case DT_RECOMPUTE_FULL: return (size_t)st->recompute_k * dt__stage_block_floats(st, 1) + 64;
-    case DT_RECOMPUTE_SELECTIVE: return dt__stage_att_floats(st) + 64;
-    case DT_RECOMPUTE_NONE: break;
-    }
-    return 0;
-}
-
-static void dt__slots_free(dt__stage *st)
-{
-    for (int k = 0; st->slots && k < st->nslots; k++) {
-        dt_buffer_free(&st->slots[k].buf);
-        free(st->slots[k].acts);
-        free(st->slots[k].ckpt);
-        free(st->slots[k].packed);
-        free(st->slots[k].keep);
-        free(st->slots[k].kpacked);
-        st->slots[k] = (dt__slot){0};
-    }
-    dt_buffer_free(&st->work_buf);
-    st->work = (dt__arena){0};
-}
-
-/* Each slot's arena and fixed buffers, and the work arena, for the recomputation mode. */
-static dt_status dt__slots_alloc(dt__stage *st)
-{
-    const size_t N = (size_t)st->B * st->T, C = (size_t)st->cfg.hidden_size;
-    const size_t per = dt__slot_floats(st), work = dt__work_floats(st);
-    if (work) {
-        DT_CHECK(dt_buffer_alloc(&st->work_buf, st->be, work * sizeof(float)));
-        st->work = (dt__arena){.base = st->work_buf.data, .capacity = work};
-    }
-    for (int k = 0; k < st->nslots; k++) {
-        dt__slot *sl = &st->slots[k];
-        sl->acts = calloc((size_t)st->nb, sizeof *sl->acts);
-        sl->ckpt = calloc((size_t)(st->groups ? st->groups : 1), sizeof *sl->ckpt);
-        sl->packed = calloc((size_t)st->nb, sizeof *sl->packed);
-        sl->keep = calloc((size_t)st->nb, sizeof *sl->keep);
-        sl->kpacked = calloc((size_t)st->nb, sizeof *sl->kpacked);
-        if (!sl->acts || !sl->ckpt || !sl->packed || !sl->keep || !sl->kpacked)
-            return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
-        DT_CHECK(dt_buffer_alloc(&sl->buf, st->be, per * sizeof(float)));
-        sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};
-        float *f;
-        if (!st->first) DT_CHECK(dt__arena_alloc(&sl->arena, N * C, &sl->input));
-        DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
-        sl->tokens = (int32_t *)f;
-        DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
-        sl->targets = (int32_t *)f;
-        DT_CHECK(dt__arena_alloc(&sl->arena, N, &sl->losses));
-        DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
-        sl->correct = (uint8_t *)f;
-        sl->mark = dt__arena_mark(&sl->arena);
-    }
-    return DT_OK;
+    const dt__stage *st = ctx;
+    if (pass == 'R' && st->recompute_hook) st->recompute_hook(st->recompute_ctx, layer, t0, dt_time_ns());
 }
 
 dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
@@ -288,32 +187,26 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     dt_paramset_init(&st->layout);
     dt_paramset_init(&st->whole);
     if (st->t > 1) DT_CHECK_GOTO(dt__tp_check(cfg, st->t), s, fail);
-    st->w = calloc((size_t)st->nb, sizeof *st->w);
-    st->g = calloc((size_t)st->nb, sizeof *st->g);
-    st->slots = calloc((size_t)slots, sizeof *st->slots);
-    if (!st->w || !st->g || !st->slots) {
-        s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
-        goto fail;
-    }
     DT_CHECK_GOTO(dt__stage_layout_make(st), s, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&st->params, be, st->layout.numel * sizeof(float)), s, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&st->grads, be, st->layout.numel * sizeof(float)), s, fail);
-    dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
-    const size_t N = (size_t)B * T, C = (size_t)cfg->hidden_size;
-    const size_t nscr = dt__block_scratch_floats(cfg, B, T),
-                 ntscr = st->t > 1 ? dt__tp_scratch_floats(cfg, st->t, B, T) : 0;
-    DT_CHECK_GOTO(dt_buffer_alloc(&st->shared, be, (nscr + ntscr + 2 * dt__pad16(N * C) + 64) * sizeof(float)), s,
-                  fail);
-    {
-        dt__arena sh = {.base = st->shared.data, .capacity = nscr + ntscr + 2 * dt__pad16(N * C) + 64};
-        if (ntscr) DT_CHECK_GOTO(dt__arena_alloc(&sh, ntscr, &st->tscratch), s, fail);
-        float *scr;
-        DT_CHECK_GOTO(dt__arena_alloc(&sh, nscr, &scr), s, fail);
-        dt__block_scratch_bind(&st->scratch, cfg, B, T, scr);
-        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dres), s, fail);
-        DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &st->dout), s, fail);
-    }
-    DT_CHECK_GOTO(dt__slots_alloc(st), s, fail);
+    const dt__runner_config rc = {.cfg = cfg,
+                                  .be = be,
+                                  .l0 = l0,
+                                  .l1 = l1,
+                                  .first = first,
+                                  .last = last,
+                                  .slots = slots,
+                                  .B = B,
+                                  .T = T,
+                                  .shared = 0,
+                                  .t = st->t,
+                                  .ops = st->t > 1 ? &dt__tp_block_ops : NULL,
+                                  .ops_ctx = tp};
+    DT_CHECK_GOTO(dt__runner_create(&rc, &st->run), s, fail);
+    static const dt__runner_hooks hooks = {.span = dt__stage_span};
+    dt__runner_set_hooks(st->run, &hooks, st);
+    dt__stage_bind(st, st->grads.data, dt__runner_g(st->run));
     *out = st;
     return DT_OK;
 fail:
@@ -331,10 +224,7 @@ static void dt__stage_forget_shadow(dt__stage *st)
 void dt__stage_free(dt__stage *st)
 {
     if (!st) return;
-    dt__slots_free(st);
-    free(st->slots);
-    dt_buffer_free(&st->shared);
-    dt_buffer_free(&st->round_buf);
+    dt__runner_free(st->run);
     dt__stage_forget_shadow(st);
     dt_buffer_free(&st->wq);
     dt_buffer_free(&st->whalf);
@@ -345,8 +235,6 @@ void dt__stage_free(dt__stage *st)
     free(st->whole_index);
     free(st->sharded);
     dt_paramset_free(&st->whole);
-    free(st->w);
-    free(st->g);
     free(st);
 }
 
@@ -401,10 +289,20 @@ void dt__stage_tied_range(const dt__stage *st, size_t *offset, size_t *n)
     *offset = p->offset;
     *n = p->numel;
 }
-float *dt__stage_input(dt__stage *st, int slot) { return st->slots[slot].input; }
-float *dt__stage_dout(dt__stage *st) { return st->dout; }
-size_t dt__stage_activation_bytes(const dt__stage *st) { return st->act_now * sizeof(float); }
-size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return st->act_peak * sizeof(float); }
+float *dt__stage_input(dt__stage *st, int slot) { return dt__runner_input(st->run, slot); }
+float *dt__stage_dout(dt__stage *st) { return dt__runner_dout(st->run); }
+const float *dt__stage_dres(const dt__stage *st) { return dt__runner_dres(st->run); }
+size_t dt__stage_activation_bytes(const dt__stage *st) { return dt__runner_activation_bytes(st->run); }
+size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return dt__runner_peak_activation_bytes(st->run); }
+void dt__stage_reset_peak(dt__stage *st) { dt__runner_reset_peak(st->run); }
+
+/* The gradients each micro-batch writes: gmb under mixed precision (rounded
+ * before they accumulate), else the gradient buffer itself. */
+static void dt__stage_bind_grads(dt__stage *st)
+{
+    dt__stage_bind(st, st->precision != DT_F32 ? (float *)st->gmb.data : (float *)st->grads.data,
+                   dt__runner_g(st->run));
+}
 
 dt_status dt__stage_bind_buffers(dt__stage *st, float *params, float *grads)
 {
@@ -416,13 +314,11 @@ dt_status dt__stage_bind_buffers(dt__stage *st, float *params, float *grads)
     /* no backend: dt_buffer_free leaves the caller's memory alone */
     st->params = (dt_buffer){.data = params, .bytes = bytes};
     st->grads = (dt_buffer){.data = grads, .bytes = bytes};
-    if (st->precision == DT_F32) dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
+    dt__stage_bind_grads(st);
     st->wq_src = NULL;
     st->epoch++;
     return DT_OK;
 }
-
-void dt__stage_reset_peak(dt__stage *st) { st->act_peak = st->act_now; }
 
 dt_status dt__stage_zero_grad(dt__stage *st)
 {
@@ -433,38 +329,24 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
 {
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return DT_FAIL(DT_ERR_INVALID, "pipeline stage precision %s: expected f32, f16 or bf16", dt_dtype_name(dtype));
-    for (int k = 0; k < st->nslots; k++)
-        if (st->slots[k].busy) return DT_FAIL(DT_ERR_INVALID, "pipeline stage precision: slot %d is in flight", k);
-    dt_buffer_free(&st->round_buf);
+    const size_t n = st->layout.numel;
+    DT_CHECK(dt__runner_set_precision(st->run, dtype, n)); /* refused while a slot is in flight */
     dt__stage_forget_shadow(st);
     dt_buffer_free(&st->wq);
     dt_buffer_free(&st->whalf);
     dt_buffer_free(&st->gmb);
     st->wq_src = NULL;
-    st->rnd = (dt__rounder){.dtype = dtype};
     st->precision = dtype;
-    dt__slots_free(st); /* the slots' sizes follow the storage (dt__slot_floats) */
-    st->act_now = st->act_peak = 0;
-    DT_CHECK(dt__slots_alloc(st));
     if (st->be->set_gemm_inputs) DT_CHECK(st->be->set_gemm_inputs(st->be, dtype));
-    dt__stage_bind(st, st->grads.data, &st->gwte, &st->gwpe, st->g, &st->hg);
-    if (dtype == DT_F32) return DT_OK;
-    const dt_gpt_config *c = &st->cfg;
-    const size_t BT = (size_t)st->B * st->T, n = st->layout.numel;
-    const size_t cap = DT_MAX(DT_MAX((size_t)st->B * c->num_heads * st->T * st->T, 4 * BT * c->hidden_size),
-                              DT_MAX(BT * dt__head_ld(st->be, c->vocab_size), n));
-    DT_CHECK(dt_buffer_alloc(&st->round_buf, st->be, cap * dt_dtype_size(dtype)));
-    st->rnd.scratch = st->round_buf.data;
-    st->rnd.capacity = cap;
-    DT_CHECK(dt_buffer_alloc(&st->wq, st->be, n * sizeof(float)));
-    DT_CHECK(dt_buffer_alloc(&st->gmb, st->be, n * sizeof(float)));
-    dt__stage_bind(st, st->gmb.data, &st->gwte, &st->gwpe, st->g, &st->hg);
-    if (!st->be->set_gemm_shadow) return DT_OK;
+    if (dtype != DT_F32) {
+        DT_CHECK(dt_buffer_alloc(&st->wq, st->be, n * sizeof(float)));
+        DT_CHECK(dt_buffer_alloc(&st->gmb, st->be, n * sizeof(float)));
+    }
+    dt__stage_bind_grads(st);
+    if (dtype == DT_F32 || !st->be->set_gemm_shadow) return DT_OK;
     DT_CHECK(dt_buffer_alloc(&st->whalf, st->be, n * dt_dtype_size(dtype)));
     return st->be->set_gemm_shadow(st->be, st->wq.data, n, st->whalf.data, dtype);
 }
-
-const dt__rounder *dt__stage_rnd(const dt__stage *st) { return st->precision == DT_F32 ? NULL : &st->rnd; }
 
 void dt__stage_weights_changed(dt__stage *st) { st->epoch++; }
 
@@ -473,7 +355,7 @@ void dt__stage_weights_changed(dt__stage *st) { st->epoch++; }
  * the FP32 masters), made again only when w differs from the last call's
  * or the weights changed since (gpipe/1f1b: once per step instead of once
  * per forward and per backward). */
-dt_status dt__stage_use_weights(dt__stage *st, const float *w)
+static dt_status dt__stage_use_weights(dt__stage *st, const float *w)
 {
     const float *src = w ? w : st->params.data;
     if (st->precision != DT_F32) {
@@ -488,41 +370,27 @@ dt_status dt__stage_use_weights(dt__stage *st, const float *w)
                 DT_CHECK(st->be->cast(st->be, st->wq.data, DT_F32, st->whalf.data, st->precision, n));
             } else {
                 DT_CHECK(st->be->copy(st->be, st->wq.data, src, n * sizeof(float), DT_COPY_D2D));
-                DT_CHECK(dt__round(st->be, &st->rnd, st->wq.data, n));
+                DT_CHECK(dt__round(st->be, dt__runner_rnd(st->run), st->wq.data, n));
             }
             st->wq_src = src;
             st->wq_epoch = st->epoch;
         }
         src = st->wq.data;
     }
-    dt__stage_bind(st, (float *)src, &st->wte, &st->wpe, st->w, &st->hw);
+    dt__stage_bind(st, (float *)src, dt__runner_w(st->run));
     return DT_OK;
 }
 
 dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_layers)
 {
-    if (mode != DT_RECOMPUTE_NONE && mode != DT_RECOMPUTE_FULL && mode != DT_RECOMPUTE_SELECTIVE)
-        return DT_FAIL(DT_ERR_INVALID, "recompute mode %d: expected none, full or selective", (int)mode);
-    if (mode == DT_RECOMPUTE_FULL && num_layers < 1)
-        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected >= 1", num_layers);
-    for (int k = 0; k < st->nslots; k++)
-        if (st->slots[k].busy) return DT_FAIL(DT_ERR_INVALID, "pipeline stage recomputation: slot %d is in flight", k);
-    dt__slots_free(st);
-    st->recompute = mode;
-    st->recompute_k = mode == DT_RECOMPUTE_FULL ? DT_MIN(num_layers, st->nb) : 0;
-    st->groups = mode == DT_RECOMPUTE_FULL ? (st->nb + st->recompute_k - 1) / st->recompute_k : 0;
-    st->act_now = st->act_peak = 0;
-    return dt__slots_alloc(st);
+    return dt__runner_set_recompute(st->run, mode, num_layers);
 }
 
 dt_status dt__stage_set_split(dt__stage *st, int on)
 {
-    for (int k = 0; k < st->nslots; k++)
-        if (st->slots[k].busy) return DT_FAIL(DT_ERR_INVALID, "pipeline stage B/W split: slot %d is in flight", k);
-    dt__slots_free(st);
+    DT_CHECK(dt__runner_set_split(st->run, on));
     st->split = on != 0;
-    st->act_now = st->act_peak = 0;
-    return dt__slots_alloc(st);
+    return DT_OK;
 }
 
 void dt__stage_set_recompute_hook(dt__stage *st, dt__stage_recompute_fn fn, void *ctx)
@@ -531,254 +399,65 @@ void dt__stage_set_recompute_hook(dt__stage *st, dt__stage_recompute_fn fn, void
     st->recompute_ctx = ctx;
 }
 
-void dt__stage_recomputed(const dt__stage *st, int l, int64_t t0)
-{
-    if (st->recompute_hook) st->recompute_hook(st->recompute_ctx, st->l0 + l, t0, dt_time_ns());
-}
-
-/* The output of a slot's last block (xin when the stage has none). */
-const float *dt__slot_out(const dt__stage *st, const dt__slot *sl, const float *xin)
-{
-    if (!st->nb) return xin;
-    if (st->recompute == DT_RECOMPUTE_FULL) return sl->ckpt[st->groups - 1];
-    if (dt__stage_packs(st)) return sl->packed[st->nb - 1][DT__BLOCK_OUT]; /* kept FP32 */
-    return sl->acts[st->nb - 1].out;
-}
-
-/* The peak counts the slots' saved activations, the part of the growing
- * slot's not yet counted, and the work arena's transient ones (a group
- * being recomputed, the attention lse of one block). */
-void dt__stage_note_peak(dt__stage *st)
-{
-    const size_t grow = st->growing ? st->growing->arena.used - st->grow_from : 0;
-    const size_t now = st->act_now + grow + st->work.used;
-    if (now > st->act_peak) st->act_peak = now;
-}
-
-/* dt__stage_forward_check: if no layer's output was non-finite yet, look
- * at x (rows, ld apart, of which the first cols count) and note layer pos
- * if it holds a NaN or inf (one span_stats call; multiplying by 1 changes nothing). */
-static dt_status dt__stage_nf_note(dt__stage *st, float *x, size_t rows, size_t cols, size_t ld, int pos)
-{
-    if (!st->nf_check || st->nf_pos >= 0 || !rows || !cols) return DT_OK;
-    int bad = 0;
-    if (ld == cols) {
-        DT_CHECK(st->be->unscale_check(st->be, x, 1.0f, rows * cols, &bad));
-        if (bad) st->nf_pos = pos;
-        return DT_OK;
-    }
-    dt_span *sp = malloc(rows * sizeof *sp);
-    int *nf = malloc(rows * sizeof *nf);
-    dt_status rc = sp && nf ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "stage: out of memory for %zu rows", rows);
-    for (size_t i = 0; rc == DT_OK && i < rows; i++) sp[i] = (dt_span){i * ld, cols};
-    if (rc == DT_OK) rc = st->be->span_stats(st->be, x, sp, (int)rows, 1.0f, nf, NULL);
-    for (size_t i = 0; rc == DT_OK && i < rows; i++) bad |= nf[i];
-    if (bad) st->nf_pos = pos;
-    free(sp);
-    free(nf);
-    return rc;
-}
-
-/* Block l's forward in slot sl from x: its activations in arena a (the
- * slot's, or the work arena while a group is recomputed); with_att = 0
- * keeps the attention log-sum-exp only while the block runs. */
-static dt_status dt__stage_block_forward(dt__stage *st, dt__slot *sl, int l, dt__arena *a, int with_att, const float *x,
-                                         const float **out)
-{
-    const dt_gpt_config *c = &st->cfg;
-    const dt__rounder *r = dt__stage_rnd(st);
-    dt__block_acts *acts = &sl->acts[l];
-    float *att = NULL;
-    if (st->t > 1) DT_CHECK(dt__tp_acts_alloc(a, c, st->t, st->B, st->T, with_att, &st->scratch.tmp, acts));
-    else DT_CHECK(dt__block_acts_alloc(a, c, st->B, st->T, with_att, &st->scratch.tmp, acts));
-    const size_t mark = dt__arena_mark(&st->work);
-    if (!with_att) DT_CHECK(dt__arena_alloc(&st->work, dt__stage_att_floats(st), &att));
-    if (att) acts->lse = att;
-    if (st->t > 1) DT_CHECK(dt__tp_block_forward(st->tp, st->be, c, &st->w[l], acts, x, st->B, st->T, r));
-    else DT_CHECK(dt__block_forward(st->be, c, &st->w[l], acts, x, st->B, st->T, r));
-    if (att) acts->lse = NULL;
-    *out = acts->out;
-    DT_CHECK(dt__stage_nf_note(st, acts->out, 1, (size_t)st->B * st->T * c->hidden_size,
-                               (size_t)st->B * st->T * c->hidden_size, 1 + st->l0 + l));
-    if (!with_att) {
-        dt__stage_note_peak(st);
-        dt__arena_release(&st->work, mark);
-    }
-    return DT_OK;
-}
-
-/* Half storage: block l's FP32 input, x for the stage's first block, else
- * the previous block's packed output unpacked into the work arena. */
-dt_status dt__stage_packed_input(dt__stage *st, dt__slot *sl, int l, const float *x, const float **in)
-{
-    if (l == 0) {
-        *in = x;
-        return DT_OK;
-    }
-    const size_t n = (size_t)st->B * st->T * st->cfg.hidden_size;
-    float *x32;
-    DT_CHECK(dt__arena_alloc(&st->work, n, &x32));
-    DT_CHECK(st->be->cast(st->be, x32, DT_F32, sl->packed[l - 1][DT__BLOCK_OUT], st->precision, n));
-    *in = x32;
-    return DT_OK;
-}
-
-/* Half storage: the stage's blocks forward from x, each in the work arena
- * and then packed into its stores. */
-static dt_status dt__stage_forward_packed(dt__stage *st, dt__slot *sl, const float *x)
-{
-    for (int l = 0; l < st->nb; l++) {
-        const dt__block_pack k = dt__stage_pack_of(st, l);
-        const float *in, *y;
-        DT_CHECK(dt__block_pack_alloc(&k, &sl->arena, sl->packed[l]));
-        DT_CHECK(dt__stage_packed_input(st, sl, l, x, &in));
-        DT_CHECK(dt__stage_block_forward(st, sl, l, &st->work, k.with_att, in, &y));
-        dt__stage_note_peak(st);
-        DT_CHECK(dt__block_pack_copy(&k, st->be, &sl->acts[l], sl->packed[l], 1));
-        dt__arena_reset(&st->work);
-    }
-    return DT_OK;
-}
-
-dt_status dt__stage_group_forward(dt__stage *st, dt__slot *sl, int g, dt__arena *a, const float *x, const float **out,
-                                  int again)
-{
-    const int l0 = g * st->recompute_k, l1 = DT_MIN(l0 + st->recompute_k, st->nb);
-    if (a == &st->work) dt__arena_reset(&st->work);
-    for (int l = l0; l < l1; l++) {
-        const int64_t t0 = again ? dt_time_ns() : 0;
-        DT_CHECK(dt__stage_block_forward(st, sl, l, a, 1, x, &x));
-        if (again) dt__stage_recomputed(st, l, t0);
-    }
-    *out = x;
-    return DT_OK;
-}
-
-dt_status dt__slot_check(const dt__stage *st, int slot, int want, const char *what)
-{
-    if (slot < 0 || slot >= st->nslots)
-        return DT_FAIL(DT_ERR_INVALID, "pipeline stage %s: slot %d outside 0..%d", what, slot, st->nslots - 1);
-    const int busy = st->slots[slot].busy;
-    if (want == DT__SLOT_BUSY ? busy != DT__SLOT_FREE : busy == want) return DT_OK;
-    return DT_FAIL(DT_ERR_INVALID, "pipeline stage %s: slot %d is %s", what, slot,
-                   busy == DT__SLOT_FREE   ? "free (no forward to differentiate)"
-                   : want == DT__SLOT_FREE ? "still holding a micro-batch"
-                   : busy == DT__SLOT_B    ? "past its B (waiting for its W)"
-                                           : "not past its B (no W to run)");
-}
+/* ---- forward and backward -------------------------------------------------- */
 
 dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32_t *tokens, const int32_t *targets,
                             const float **out, float *loss, int *n_counted)
 {
-    DT_CHECK(dt__slot_check(st, slot, DT__SLOT_FREE, "forward"));
-    dt__slot *sl = &st->slots[slot];
-    dt_backend *be = st->be;
-    const dt_gpt_config *c = &st->cfg;
-    const int B = st->B, T = st->T, N = B * T;
-    const dt__rounder *r = dt__stage_rnd(st);
     DT_CHECK(dt__stage_use_weights(st, w));
-    dt__arena_release(&sl->arena, sl->mark);
-    st->growing = sl, st->grow_from = sl->mark;
-    const float *x = sl->input;
-    if (st->first) {
-        for (int i = 0; i < N; i++)
-            if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
-                return DT_FAIL(DT_ERR_INVALID, "forward: token %d at position %d outside the vocabulary of %d",
-                               tokens[i], i, c->vocab_size);
-        DT_CHECK(be->copy(be, sl->tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
-        DT_CHECK(dt__embed_forward(be, c, st->wte, st->wpe, sl->tokens, &sl->arena, &sl->x0, B, T, r));
-        x = sl->x0;
-        DT_CHECK(dt__stage_nf_note(st, sl->x0, 1, (size_t)N * c->hidden_size, (size_t)N * c->hidden_size, 0));
-    }
-    if (st->recompute == DT_RECOMPUTE_FULL) { /* keep each group's output; its blocks' activations go */
-        const size_t NC = (size_t)N * c->hidden_size;
-        for (int g = 0; g < st->groups; g++) {
-            DT_CHECK(dt__arena_alloc(&sl->arena, NC, &sl->ckpt[g]));
-            const float *y;
-            DT_CHECK(dt__stage_group_forward(st, sl, g, &st->work, x, &y, 0));
-            DT_CHECK(be->copy(be, sl->ckpt[g], y, NC * sizeof(float), DT_COPY_D2D));
-            dt__stage_note_peak(st);
-            dt__arena_reset(&st->work);
-            x = sl->ckpt[g];
-        }
-    } else if (dt__stage_packs(st)) {
-        DT_CHECK(dt__stage_forward_packed(st, sl, x));
-        x = dt__slot_out(st, sl, x);
-    } else {
-        const int with_att = st->recompute != DT_RECOMPUTE_SELECTIVE;
-        for (int l = 0; l < st->nb; l++) DT_CHECK(dt__stage_block_forward(st, sl, l, &sl->arena, with_att, x, &x));
-    }
-    sl->has_targets = 0;
-    if (st->last) {
-        sl->n_counted = 0;
-        if (targets) {
-            for (int i = 0; i < N; i++) {
-                if (targets[i] >= c->vocab_size)
-                    return DT_FAIL(DT_ERR_INVALID, "forward: target %d at position %d outside the vocabulary of %d",
-                                   targets[i], i, c->vocab_size);
-                sl->n_counted += targets[i] >= 0;
-            }
-            DT_CHECK(be->copy(be, sl->targets, targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
-            sl->has_targets = 1;
-        }
-        DT_CHECK(dt__head_forward(be, c, &st->hw, &sl->arena, &sl->head, x, targets ? sl->targets : NULL, sl->losses,
-                                  sl->correct, B, T, r));
-        const int head = c->num_layers + 1;
-        DT_CHECK(dt__stage_nf_note(st, sl->head.logits, (size_t)N, (size_t)c->vocab_size, (size_t)sl->head.ld, head));
-        if (targets) DT_CHECK(dt__stage_nf_note(st, sl->losses, 1, (size_t)N, (size_t)N, head));
-        float mean = 0.0f;
-        if (targets) DT_CHECK(dt__head_mean_loss(be, sl->losses, N, sl->n_counted, &mean));
-        if (loss) *loss = mean;
-        if (n_counted) *n_counted = sl->n_counted;
-        if (out) *out = NULL;
-    } else if (out) {
-        *out = x;
-    }
-    sl->busy = DT__SLOT_FORWARD;
-    st->growing = NULL;
-    st->act_now += sl->arena.used - sl->mark;
-    if (st->act_now > st->act_peak) st->act_peak = st->act_now;
-    return DT_OK;
+    return dt__runner_forward(st->run, slot, tokens, targets, st->B, st->T, out, loss, n_counted);
 }
 
 dt_status dt__stage_forward_check(dt__stage *st, int slot, const int32_t *tokens, const int32_t *targets,
                                   const float **out, int *pos)
 {
-    st->nf_check = 1;
-    st->nf_pos = -1;
-    const dt_status rc = dt__stage_forward(st, slot, NULL, tokens, targets, out, NULL, NULL);
-    st->nf_check = 0;
-    *pos = st->nf_pos;
-    return rc;
+    DT_CHECK(dt__stage_use_weights(st, NULL));
+    return dt__runner_forward_check(st->run, slot, tokens, targets, st->B, st->T, out, pos);
 }
+
+/* Under mixed precision a micro-batch's parameter gradients go to gmb,
+ * rounded before they accumulate in FP32 (begin: zero it; end: round, add). */
+static dt_status dt__stage_grads_begin(dt__stage *st)
+{
+    if (st->precision == DT_F32) return DT_OK;
+    return st->be->memset_zero(st->be, st->gmb.data, st->layout.numel * sizeof(float));
+}
+
+static dt_status dt__stage_grads_end(dt__stage *st)
+{
+    if (st->precision == DT_F32) return DT_OK;
+    DT_CHECK(dt__round(st->be, dt__runner_rnd(st->run), st->gmb.data, st->layout.numel));
+    return st->be->axpy(st->be, st->grads.data, 1.0f, st->gmb.data, st->layout.numel);
+}
+
+dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx)
+{
+    DT_CHECK(dt__stage_use_weights(st, w));
+    DT_CHECK(dt__stage_grads_begin(st));
+    DT_CHECK(dt__runner_backward(st->run, slot, dloss, dx));
+    return dt__stage_grads_end(st);
+}
+
+dt_status dt__stage_backward_b(dt__stage *st, int slot, const float *w, float dloss, const float **dx)
+{
+    DT_CHECK(dt__stage_use_weights(st, w));
+    return dt__runner_backward_b(st->run, slot, dloss, dx);
+}
+
+dt_status dt__stage_backward_w(dt__stage *st, int slot, const float *w)
+{
+    DT_CHECK(dt__stage_use_weights(st, w));
+    DT_CHECK(dt__stage_grads_begin(st));
+    DT_CHECK(dt__runner_backward_w(st->run, slot));
+    return dt__stage_grads_end(st);
+}
+
+dt_status dt__stage_release(dt__stage *st, int slot) { return dt__runner_release(st->run, slot); }
+dt_status dt__stage_output(dt__stage *st, int slot, const float **out) { return dt__runner_output(st->run, slot, out); }
 
 dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8_t *correct)
 {
-    if (slot < 0 || slot >= st->nslots || !st->last)
-        return DT_FAIL(DT_ERR_INVALID, "position stats: slot %d of a %s stage", slot, st->last ? "last" : "non-last");
-    dt__slot *sl = &st->slots[slot];
-    const size_t N = (size_t)st->B * st->T;
-    if (losses) DT_CHECK(st->be->copy(st->be, losses, sl->losses, N * sizeof(float), DT_COPY_D2H));
-    if (correct) DT_CHECK(st->be->copy(st->be, correct, sl->correct, N, DT_COPY_D2H));
-    return DT_OK;
-}
-
-dt_status dt__stage_release(dt__stage *st, int slot)
-{
-    DT_CHECK(dt__slot_check(st, slot, DT__SLOT_BUSY, "release"));
-    dt__slot *sl = &st->slots[slot];
-    st->act_now -= sl->arena.used - sl->mark;
-    dt__arena_release(&sl->arena, sl->mark);
-    sl->busy = DT__SLOT_FREE;
-    return DT_OK;
-}
-
-dt_status dt__stage_output(dt__stage *st, int slot, const float **out)
-{
-    DT_CHECK(dt__slot_check(st, slot, DT__SLOT_BUSY, "output"));
-    if (st->last) return DT_FAIL(DT_ERR_INVALID, "pipeline stage output: the last stage sends no activation");
-    *out = dt__slot_out(st, &st->slots[slot], NULL);
-    return DT_OK;
+    return dt__runner_position_stats(st->run, slot, losses, correct);
 }
 
 dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated)

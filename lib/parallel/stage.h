@@ -34,7 +34,7 @@
  *
  * Zero-bubble schedules split a micro-batch's backward into B, the input
  * gradient, and W, the parameter gradients (dt__stage_set_split,
- * dt__stage_backward_b and _w; stage_backward.c): between the two the slot
+ * dt__stage_backward_b and _w; lib/model/runner_backward.c): between the two the slot
  * keeps the gradient at each layer's output, and under full recomputation
  * the recomputed activations, for W. B then W gives the whole backward's
  * gradients bit for bit (tests/check_bw.c). */
@@ -144,11 +144,11 @@ dt_status dt__stage_forward_check(dt__stage *st, int slot, const int32_t *tokens
  * from its loss with per-target gradient dloss; the others from
  * dt__stage_dout. *dx (stages after the first) is the gradient of the
  * slot's input, valid until the next backward (or B). Frees the slot. It
- * is B then W at once (stage_backward.c). */
+ * is B then W at once (lib/model/runner_backward.c). */
 dt_status dt__stage_backward(dt__stage *st, int slot, const float *w, float dloss, const float **dx);
 /* The zero-bubble split of the backward (gpt_layers.h, arXiv 2401.10241):
  * on = 1 sizes the slots to keep what W needs from B until W (counted in
- * the activation accounting; stage_backward.c says how much); no
+ * the activation accounting; lib/model/runner_backward.c says how much); no
  * micro-batch may be in flight. */
 dt_status dt__stage_set_split(dt__stage *st, int on);
 /* B of the micro-batch in slot: as dt__stage_backward (dloss, *dx) but no

@@ -100,43 +100,11 @@ void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *con
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T)
-{
-    return dt__pad16((size_t)B * ((size_t)cfg->num_heads / (size_t)t) * T);
-}
-
-size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att)
-{
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    return 2 * dt__pad16(BT * C) + 4 * dt__pad16(BT) + dt__pad16(BT * 3 * Cl) + /* res2, out */
-           (with_att ? dt__tp_att_floats(cfg, t, B, T) : 0) + dt__pad16(BT * Cl) + dt__pad16(BT * 4 * Cl);
-}
-
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
     /* dbtc, dqkv, dfch, and the keep's four (B,T,C) of a backward that runs W at once */
     return 5 * dt__pad16(BT * C) + dt__pad16(BT * 3 * Cl) + dt__pad16(BT * 4 * Cl) + 64;
-}
-
-dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
-                            const dt__block_tmp *tmp, dt__tp_acts *x)
-{
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
-    x->tmp = *tmp;
-    DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_mean));
-    DT_CHECK(dt__arena_alloc(a, BT, &x->ln1_rstd));
-    DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &x->qkv));
-    x->lse = NULL;
-    if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T, &x->lse));
-    DT_CHECK(dt__arena_alloc(a, BT * Cl, &x->atty));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &x->res2));
-    DT_CHECK(dt__arena_alloc(a, BT, &x->ln2_mean));
-    DT_CHECK(dt__arena_alloc(a, BT, &x->ln2_rstd));
-    DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &x->fch));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &x->out));
-    return DT_OK;
 }
 
 dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
@@ -268,3 +236,33 @@ double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_param
             sum += (double)o[10][i * Fl + j] * dt__probe_u(whole_off[10] + i * F + r * Fl + j);
     return sum;
 }
+
+/* ---- the tensor-parallel block as the runner's ops (lib/model/runner.h) --- */
+
+static dt_status dt__tp_ops_forward(void *ctx, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                    dt__block_acts *a, const float *x, int B, int T, const dt__rounder *r)
+{
+    return dt__tp_block_forward(ctx, be, cfg, p, a, x, B, T, r);
+}
+
+static dt_status dt__tp_ops_backward_b(void *ctx, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                                       const dt__block_acts *a, const dt__block_scratch *s, float *xs, const float *x,
+                                       float *dres, const dt__block_keep *k, int B, int T, const dt__rounder *r)
+{
+    (void)s; /* the shard's sizes: its own scratch */
+    return dt__tp_block_backward_b(ctx, be, cfg, p, a, xs, x, dres, k, B, T, r);
+}
+
+static dt__block_keep dt__tp_ops_whole_keep(const dt_gpt_config *cfg, int t, int B, int T, const dt__block_scratch *s,
+                                            float *xs)
+{
+    (void)s;
+    return dt__tp_scratch_keep(cfg, t, B, T, xs);
+}
+
+const dt__block_ops dt__tp_block_ops = {
+    .scratch_floats = dt__tp_scratch_floats,
+    .forward = dt__tp_ops_forward,
+    .backward_b = dt__tp_ops_backward_b,
+    .whole_keep = dt__tp_ops_whole_keep,
+};

@@ -30,7 +30,7 @@
 #include "dt_backend.h"
 #include "dt_comm.h"
 #include "dt_gpt.h"
-#include "gpt_layers.h"
+#include "runner.h"
 
 typedef struct dt__tp {
     dt_comm *comm; /* the tensor-parallel group: t ranks, rank r */
@@ -66,21 +66,14 @@ void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *con
 double dt__tp_block_probe(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,
                           const float *local, const size_t whole_off[12]);
 
-/* A sharded block's saved tensors: block.c's fields at the shard's sizes,
- * qkv (B,T,3C/t), lse (B,NH/t,T), atty (B,T,C/t), fch (B,T,4C/t); res2,
- * out and the statistics whole (dt__block_fields with t); the transients
- * (acts->tmp: the LayerNorm outputs whole, GELU's output (B,T,4C/t)) not
- * saved, as the whole block's. */
+/* A sharded block's saved tensors: block.c's fields at the shard's sizes
+ * (dt__block_act_floats and dt__block_acts_alloc with t), qkv (B,T,3C/t),
+ * lse (B,NH/t,T), atty (B,T,C/t), fch (B,T,4C/t); res2, out and the
+ * statistics whole; the transients (acts->tmp: the LayerNorm outputs
+ * whole, GELU's output (B,T,4C/t)) not saved, as the whole block's. */
 typedef dt__block_acts dt__tp_acts;
 
-/* Saved floats of one sharded block; with_att = 0 leaves out the attention's
- * log-sum-exp (dt__tp_att_floats), which selective recomputation does not
- * keep (acts->lse is then NULL for the caller to point at a temporary). */
-size_t dt__tp_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att);
-size_t dt__tp_att_floats(const dt_gpt_config *cfg, int t, int B, int T);
 size_t dt__tp_scratch_floats(const dt_gpt_config *cfg, int t, int B, int T);
-dt_status dt__tp_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
-                            const dt__block_tmp *tmp, dt__tp_acts *acts);
 /* scratch: dt__tp_scratch_floats floats of backend memory. r: mixed
  * precision's storage rounding (gpt_layers.h), or NULL for FP32. */
 dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
@@ -97,5 +90,8 @@ dt_status dt__tp_block_backward(dt__tp *tp, dt_backend *be, const dt_gpt_config 
 dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                                   const dt__tp_acts *a, float *scratch, const float *x, float *dres,
                                   const dt__block_keep *k, int B, int T, const dt__rounder *r);
+
+/* The shard as the layer runner's block ops (ctx: the dt__tp). */
+extern const dt__block_ops dt__tp_block_ops;
 
 #endif

@@ -6,8 +6,9 @@
  * units, holding the shard's FP32 masters and moments), the shard's summed
  * gradients, and the working buffers: one unit's gradient (gbuf), one
  * layer's FP32 weights (wb; two with stage 3's prefetch), the collectives'
- * queue (zero_queue.c), the activation arena and the scratch of one
- * micro-batch. Stage 2 also keeps the whole weights (w32 in FP32, w16 in
+ * queue (zero_queue.c), and the layer runner (lib/model/runner.h) with
+ * the activations and scratch of one micro-batch, whose hooks are the
+ * gathers and reduce-scatters below. Stage 2 also keeps the whole weights (w32 in FP32, w16 in
  * the 16-bit format under mixed precision).
  *
  * Layers: -1 the embedding (wte, wpe), 0..L-1 the blocks, L the head
@@ -36,7 +37,7 @@
 
 #include "dt_internal.h"
 #include "dt_time.h"
-#include "gpt_layers.h"
+#include "runner.h"
 #include "zero_queue.h"
 
 #define DT__ZG_NONE (-2)
@@ -73,29 +74,11 @@ struct dt__zgpt {
     dt__zq *q;           /* every collective, in issue order */
     int64_t accumulated; /* micro-batches added into grad since zero_grad */
 
-    /* the bound views of the layer being computed */
-    float *wte, *wpe, *gwte, *gwpe;
-    dt__block_params bp, bg;
-    dt__head_params hp, hg;
-
-    /* activations and scratch, as lib/model/gpt.c's */
-    int B, T, cur_B, cur_T, have_forward, has_targets, n_counted;
-    dt_buffer act_buf;
-    dt__arena arena;
-    dt__block_acts *acts;               /* (L) */
-    void *(*packed)[DT__BLOCK_NFIELDS]; /* (L) mixed precision: each block's saved tensors in 2-byte storage */
-    size_t *mark;                       /* (L) arena mark before block l's saved tensors, released after its backward */
-    float *x0;
-    dt__head_acts head_acts;
-    size_t head_mark;
-    dt_buffer work;
-    int32_t *d_tokens, *d_targets;
-    float *losses;
-    uint8_t *correct;
-    dt__block_scratch scratch;
-    float *dres;
-    dt__rounder rnd;
-    dt_buffer round_buf;
+    /* the layers' runner (lib/model/runner.h) for micro-batches up to (B,
+     * T), the shared memory discipline of lib/model/gpt.c: its views are
+     * pointed at each layer's weights and gradients by its bind hook */
+    dt__runner *run;
+    int B, T;
 
     dt_gpt_layer_hook hook;
     void *hook_ctx;
@@ -172,23 +155,20 @@ done:
 
 /* ---- views ---------------------------------------------------------------- */
 
-/* Layer l's tensors inside a buffer whose element 0 is flat element origin. */
+/* Layer l's tensors inside a buffer whose element 0 is flat element origin,
+ * into the runner's weight (grads 0) or gradient views. */
 static void dt__zg_bind(dt__zgpt *z, int l, float *base, size_t origin, int grads)
 {
     const dt_param_info *in = z->layout.info;
     const int k = dt__zg_first_tensor(z->cfg.num_layers, l);
+    dt__runner_views *v = grads ? dt__runner_g(z->run) : dt__runner_w(z->run);
 #define AT(i) (base + (in[k + (i)].offset - origin))
     if (l == -1) {
-        if (grads) z->gwte = AT(0), z->gwpe = AT(1);
-        else z->wte = AT(0), z->wpe = AT(1);
+        v->wte = AT(0), v->wpe = AT(1);
     } else if (l == z->cfg.num_layers) {
-        dt__head_params *h = grads ? &z->hg : &z->hp;
-        h->lnfw = AT(0), h->lnfb = AT(1), h->lmw = AT(2);
+        v->head.lnfw = AT(0), v->head.lnfb = AT(1), v->head.lmw = AT(2);
     } else {
-        dt__block_params *b = grads ? &z->bg : &z->bp;
-        float **f[DT__ZG_NBLOCK] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->attprojw, &b->attprojb,
-                                    &b->ln2w, &b->ln2b, &b->fcw,  &b->fcb,  &b->fcprojw,  &b->fcprojb};
-        for (int i = 0; i < DT__ZG_NBLOCK; i++) *f[i] = AT(i);
+        dt__block_params_bind(&v->blocks[l], in + k, base, origin);
     }
 #undef AT
 }
@@ -251,85 +231,6 @@ static void dt__zg_forget(dt__zgpt *z) { z->wl[0] = z->wl[1] = DT__ZG_NONE; }
 
 /* ---- creation --------------------------------------------------------------- */
 
-static size_t dt__zg_pad(size_t n) { return (n + 15) & ~(size_t)15; }
-
-/* Mixed precision: a block's saved tensors packed into 2-byte stores, as
- * lib/model/gpt.c keeps them (the last block's output FP32, for the head). */
-static int dt__zg_packs(const dt__zgpt *z) { return z->precision != DT_F32; }
-
-static dt__block_pack dt__zg_pack_of(const dt__zgpt *z, int l, int B, int T)
-{
-    return (dt__block_pack){.cfg = &z->cfg,
-                            .t = 1,
-                            .B = B,
-                            .T = T,
-                            .with_att = z->recompute != DT_RECOMPUTE_SELECTIVE,
-                            .out_fp32 = l == z->cfg.num_layers - 1,
-                            .dtype = z->precision};
-}
-
-/* Saved-activation floats, as lib/model/gpt.c's: none E + L*A + H;
- * selective E + L*(A - ATT) + max(ATT, H); packed (mixed precision) E +
- * the blocks' stores + max(A + P, H) (one block's FP32 working set and its
- * unpacked input while it runs). */
-static size_t dt__zg_act_floats(const dt__zgpt *z, int B, int T)
-{
-    const dt_gpt_config *c = &z->cfg;
-    const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(z->be, c, B, T);
-    const size_t A = dt__block_act_floats(c, B, T, 1);
-    if (dt__zg_packs(z)) {
-        size_t stores = 0, P = dt__zg_pad((size_t)B * T * c->hidden_size);
-        for (size_t l = 0; l < L; l++) {
-            const dt__block_pack k = dt__zg_pack_of(z, (int)l, B, T);
-            stores += dt__block_packed_floats(&k);
-        }
-        return E + stores + DT_MAX(A + P, H);
-    }
-    if (z->recompute == DT_RECOMPUTE_SELECTIVE) {
-        const size_t att = dt__block_att_floats(c, B, T);
-        return E + L * (A - att) + DT_MAX(att, H);
-    }
-    return E + L * A + H;
-}
-
-static dt_status dt__zg_ensure(dt__zgpt *z, int B, int T)
-{
-    if (B <= z->B && T == z->T && z->act_buf.data) return DT_OK;
-    const dt_gpt_config *c = &z->cfg;
-    dt_buffer_free(&z->act_buf);
-    dt_buffer_free(&z->work);
-    dt_buffer_free(&z->round_buf);
-    z->B = z->T = 0;
-    const size_t acts = dt__zg_act_floats(z, B, T);
-    DT_CHECK(dt_buffer_alloc(&z->act_buf, z->be, acts * sizeof(float)));
-    z->arena = (dt__arena){.base = z->act_buf.data, .capacity = acts};
-    const size_t BT = (size_t)B * T;
-    const size_t work = 2 * dt__zg_pad(BT) + dt__zg_pad(BT) + dt__zg_pad(BT / 4 + 1) +
-                        dt__block_scratch_floats(c, B, T) + dt__zg_pad(BT * c->hidden_size);
-    DT_CHECK(dt_buffer_alloc(&z->work, z->be, work * sizeof(float)));
-    z->rnd = (dt__rounder){.dtype = z->precision};
-    if (z->precision != DT_F32) {
-        size_t big = 0;
-        for (int u = 0; u < z->n_units; u++) big = DT_MAX(big, z->unit_len[u]);
-        const size_t cap = DT_MAX(DT_MAX((size_t)B * c->num_heads * T * T, 4 * BT * c->hidden_size),
-                                  DT_MAX(BT * dt__head_ld(z->be, c->vocab_size), big));
-        DT_CHECK(dt_buffer_alloc(&z->round_buf, z->be, cap * dt_dtype_size(z->precision)));
-        z->rnd.scratch = z->round_buf.data;
-        z->rnd.capacity = cap;
-    }
-    float *w = z->work.data;
-    z->d_tokens = (int32_t *)w, w += dt__zg_pad(BT);
-    z->d_targets = (int32_t *)w, w += dt__zg_pad(BT);
-    z->losses = w, w += dt__zg_pad(BT);
-    z->correct = (uint8_t *)w, w += dt__zg_pad(BT / 4 + 1);
-    dt__block_scratch_bind(&z->scratch, c, B, T, w); /* and its B-to-W hand-over (keep) */
-    w += dt__block_scratch_floats(c, B, T);
-    z->dres = w;
-    z->B = B;
-    z->T = T;
-    return DT_OK;
-}
-
 /* The whole model's initial weights (as dt_gpt_init_weights), into backend memory. */
 static dt_status dt__zg_init_whole(dt__zgpt *z, uint64_t seed, dt_buffer *whole)
 {
@@ -368,13 +269,6 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     dt_paramset_init(&z->layout);
     dt_buffer whole = {0};
     dt_status st;
-    z->acts = calloc((size_t)z->cfg.num_layers, sizeof *z->acts);
-    z->packed = calloc((size_t)z->cfg.num_layers, sizeof *z->packed);
-    z->mark = calloc((size_t)z->cfg.num_layers, sizeof *z->mark);
-    if (!z->acts || !z->packed || !z->mark) {
-        st = DT_FAIL(DT_ERR_NOMEM, "--zero-stage: out of memory");
-        goto fail;
-    }
     DT_CHECK_GOTO(dt__gpt_whole_layout(&z->cfg, &z->layout), st, fail);
     DT_CHECK_GOTO(dt__zg_units(z, c->bucket_bytes), st, fail);
     DT_CHECK_GOTO(dt__zero_create_units(dp, be, &z->layout, c->optim, z->n_units, z->unit_off, z->unit_len, &z->zero),
@@ -421,9 +315,7 @@ void dt__zgpt_free(dt__zgpt *z)
     dt_buffer_free(&z->wb[1]);
     dt_buffer_free(&z->w32);
     dt_buffer_free(&z->w16);
-    dt_buffer_free(&z->act_buf);
-    dt_buffer_free(&z->work);
-    dt_buffer_free(&z->round_buf);
+    dt__runner_free(z->run);
     dt_paramset_free(&z->layout);
     free(z->lay_off);
     free(z->lay_len);
@@ -432,9 +324,6 @@ void dt__zgpt_free(dt__zgpt *z)
     free(z->unit_len);
     free(z->unit_low);
     free(z->unit_high);
-    free(z->acts);
-    free(z->packed);
-    free(z->mark);
     free(z);
 }
 
@@ -459,137 +348,18 @@ static void dt__zg_hook_call(void *ctx)
     s->z->hook(s->z->hook_ctx, s->layer, s->pass, s->t0, s->t1);
 }
 
-/* The layer's span, under the queue's lock: with prefetch its thread
- * writes the collectives' spans meanwhile. */
-static void dt__zg_hook(dt__zgpt *z, int layer, char pass, int64_t t0)
+/* The runner's span hook: the layer's span, under the queue's lock (with
+ * prefetch its thread writes the collectives' spans meanwhile). */
+static void dt__zg_span_hook(void *ctx, int layer, char pass, int64_t t0)
 {
+    dt__zgpt *z = ctx;
     if (!z->hook) return;
     if (z->be->synchronize) (void)z->be->synchronize(z->be);
     dt__zg_span s = {.z = z, .layer = layer, .pass = pass, .t0 = t0, .t1 = dt_time_ns()};
     dt__zq_locked(z->q, dt__zg_hook_call, &s);
 }
 
-static const dt__rounder *dt__zg_rnd(const dt__zgpt *z) { return z->precision == DT_F32 ? NULL : &z->rnd; }
-
-/* ---- forward ---------------------------------------------------------------- */
-
-/* The input of block l as FP32: the embedding output, or block l-1's packed
- * output unpacked into a temporary on top of the arena. */
-static dt_status dt__zg_block_input(dt__zgpt *z, int l, const float **x)
-{
-    if (l == 0) {
-        *x = z->x0;
-        return DT_OK;
-    }
-    const size_t n = (size_t)z->cur_B * z->cur_T * z->cfg.hidden_size;
-    float *x32;
-    DT_CHECK(dt__arena_alloc(&z->arena, n, &x32));
-    DT_CHECK(z->be->cast(z->be, x32, DT_F32, z->packed[l - 1][DT__BLOCK_OUT], z->precision, n));
-    *x = x32;
-    return DT_OK;
-}
-
-/* Mixed precision, block l (weights bound): forward = 1 runs it in an FP32
- * working set and packs what it saves into its stores; forward = 0
- * unpacks them, recomputes the attention log-sum-exp under selective
- * recomputation, and runs its backward (gradients bound). As gpt.c's. */
-static dt_status dt__zg_block_packed(dt__zgpt *z, int l, int forward)
-{
-    const dt_gpt_config *c = &z->cfg;
-    const int B = z->cur_B, T = z->cur_T;
-    const dt__block_pack k = dt__zg_pack_of(z, l, B, T);
-    if (forward) DT_CHECK(dt__block_pack_alloc(&k, &z->arena, z->packed[l]));
-    const size_t mark = dt__arena_mark(&z->arena);
-    dt__block_acts w;
-    const float *x;
-    DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, 1, &z->scratch.tmp, &w));
-    if (!forward) DT_CHECK(dt__block_pack_copy(&k, z->be, &w, z->packed[l], 0));
-    DT_CHECK(dt__zg_block_input(z, l, &x));
-    if (forward) {
-        DT_CHECK(dt__block_forward(z->be, c, &z->bp, &w, x, B, T, dt__zg_rnd(z)));
-        DT_CHECK(dt__block_pack_copy(&k, z->be, &w, z->packed[l], 1));
-    } else {
-        if (z->recompute == DT_RECOMPUTE_SELECTIVE) {
-            const int64_t t0 = dt_time_ns();
-            DT_CHECK(
-                z->be->attention_forward(z->be, z->scratch.dbtc, w.lse, w.qkv, B, T, c->hidden_size, c->num_heads));
-            dt__zg_hook(z, l, 'R', t0);
-        }
-        DT_CHECK(dt__block_backward(z->be, c, &z->bp, &z->bg, &w, &z->scratch, x, z->dres, B, T, dt__zg_rnd(z)));
-    }
-    dt__arena_release(&z->arena, mark);
-    return DT_OK;
-}
-
-dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *targets, int B, int T, float *loss)
-{
-    const dt_gpt_config *c = &z->cfg;
-    dt_backend *be = z->be;
-    if (B < 1) return DT_FAIL(DT_ERR_INVALID, "forward: batch size %d (expected >= 1)", B);
-    if (T < 1 || T > c->seq_len)
-        return DT_FAIL(DT_ERR_INVALID, "forward: sequence length %d outside 1..%d (the model's context)", T,
-                       c->seq_len);
-    for (int i = 0; i < B * T; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab_size || (targets && targets[i] >= c->vocab_size))
-            return DT_FAIL(DT_ERR_INVALID, "forward: token or target at position %d outside the vocabulary of %d", i,
-                           c->vocab_size);
-    DT_CHECK(dt__zg_ensure(z, B, T));
-    z->have_forward = 0;
-    z->cur_B = B;
-    z->cur_T = T;
-    const int N = B * T;
-    dt__arena_reset(&z->arena);
-    DT_CHECK(be->copy(be, z->d_tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
-    z->has_targets = targets != NULL;
-    z->n_counted = 0;
-    if (targets) {
-        DT_CHECK(be->copy(be, z->d_targets, targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
-        for (int i = 0; i < N; i++) z->n_counted += targets[i] >= 0;
-    }
-    int64_t t0 = dt_time_ns();
-    DT_CHECK(dt__zg_weights(z, -1, 0)); /* next: block 0, or the head */
-    DT_CHECK(dt__embed_forward(be, c, z->wte, z->wpe, z->d_tokens, &z->arena, &z->x0, B, T, dt__zg_rnd(z)));
-    dt__zg_hook(z, -1, 'F', t0);
-    const float *x = z->x0;
-    const int with_att = z->recompute != DT_RECOMPUTE_SELECTIVE;
-    for (int l = 0; l < c->num_layers && dt__zg_packs(z); l++) {
-        t0 = dt_time_ns();
-        DT_CHECK(dt__zg_weights(z, l, l + 1));
-        z->mark[l] = dt__arena_mark(&z->arena);
-        DT_CHECK(dt__zg_block_packed(z, l, 1));
-        dt__zg_hook(z, l, 'F', t0);
-    }
-    if (dt__zg_packs(z) && c->num_layers) x = z->packed[c->num_layers - 1][DT__BLOCK_OUT]; /* kept FP32 */
-    for (int l = 0; l < c->num_layers && !dt__zg_packs(z); l++) {
-        t0 = dt_time_ns();
-        DT_CHECK(dt__zg_weights(z, l, l + 1));
-        z->mark[l] = dt__arena_mark(&z->arena);
-        DT_CHECK(dt__block_acts_alloc(&z->arena, c, B, T, with_att, &z->scratch.tmp, &z->acts[l]));
-        const size_t mark = dt__arena_mark(&z->arena);
-        if (!with_att) /* the attention lse live only while the block runs */
-            DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].lse));
-        DT_CHECK(dt__block_forward(be, c, &z->bp, &z->acts[l], x, B, T, dt__zg_rnd(z)));
-        if (!with_att) {
-            dt__arena_release(&z->arena, mark);
-            z->acts[l].lse = NULL;
-        }
-        x = z->acts[l].out;
-        dt__zg_hook(z, l, 'F', t0);
-    }
-    t0 = dt_time_ns();
-    DT_CHECK(dt__zg_weights(z, c->num_layers, DT__ZG_NONE)); /* nothing in flight after the forward */
-    z->head_mark = dt__arena_mark(&z->arena);
-    DT_CHECK(dt__head_forward(be, c, &z->hp, &z->arena, &z->head_acts, x, targets ? z->d_targets : NULL, z->losses,
-                              z->correct, B, T, dt__zg_rnd(z)));
-    float mean = 0.0f;
-    if (targets) DT_CHECK(dt__head_mean_loss(be, z->losses, N, z->n_counted, &mean));
-    dt__zg_hook(z, c->num_layers, 'F', t0);
-    if (loss) *loss = mean;
-    z->have_forward = 1;
-    return DT_OK;
-}
-
-/* ---- backward --------------------------------------------------------------- */
+/* ---- the runner's hooks: weights before a layer, gradients around its backward */
 
 /* Before layer l's backward: a fresh gradient buffer when l opens its unit
  * (its highest layer), and the layer's gradient views bound into it. */
@@ -601,17 +371,32 @@ static dt_status dt__zg_grads_open(dt__zgpt *z, int l)
     return DT_OK;
 }
 
-/* After layer l's backward: when l closes its unit (its lowest layer), the
- * unit's gradients, rounded to the 16-bit format under mixed precision (as
- * gpt.c rounds each micro-batch's), are reduce-scattered, and this rank's
- * segment is added into the shard (copied on the first micro-batch). */
-static dt_status dt__zg_grads_close(dt__zgpt *z, int l)
+/* The runner's bind hook: layer l's weights before its forward ('F', the
+ * next layer prefetched) or backward ('B', the layer below prefetched; the
+ * embedding's backward reads no weights), and at 'B' its gradient views. */
+static dt_status dt__zg_bind_hook(void *ctx, int l, char pass)
 {
+    dt__zgpt *z = ctx;
+    const int L = z->cfg.num_layers;
+    if (pass == 'F') return dt__zg_weights(z, l, l < L ? l + 1 : DT__ZG_NONE);
+    if (pass != 'B') return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d: pass '%c' of layer %d", z->stage, pass, l);
+    if (l >= 0) DT_CHECK(dt__zg_weights(z, l, l > 0 ? l - 1 : DT__ZG_NONE));
+    return dt__zg_grads_open(z, l);
+}
+
+/* The runner's done hook, after layer l's backward: when l closes its unit
+ * (its lowest layer), the unit's gradients, rounded to the 16-bit format
+ * under mixed precision (as gpt.c rounds each micro-batch's), are
+ * reduce-scattered, and this rank's segment is added into the shard
+ * (copied on the first micro-batch). */
+static dt_status dt__zg_done_hook(void *ctx, int l)
+{
+    dt__zgpt *z = ctx;
     const int u = z->lay_unit[l + 1];
     if (l != z->unit_low[u]) return DT_OK;
     const size_t n = z->unit_len[u];
     float *g = z->gbuf.data;
-    if (z->precision != DT_F32) DT_CHECK(dt__round(z->be, &z->rnd, g, n));
+    if (z->precision != DT_F32) DT_CHECK(dt__round(z->be, dt__runner_rnd(z->run), g, n));
     int64_t seq;
     DT_CHECK(dt__zq_issue(z->q, DT__ZQ_REDUCE_SCATTER, g, n, &seq)); /* after any gather issued before it */
     DT_CHECK(dt__zq_wait(z->q, seq));
@@ -625,59 +410,55 @@ static dt_status dt__zg_grads_close(dt__zgpt *z, int l)
     return z->be->axpy(z->be, dst, 1.0f, g + seg_lo, seg_len);
 }
 
+/* The runner for (B, T): made again for a larger B or another T. */
+static dt_status dt__zg_ensure(dt__zgpt *z, int B, int T)
+{
+    if (z->run && B <= z->B && T == z->T) return DT_OK;
+    dt__runner_free(z->run);
+    z->run = NULL;
+    z->B = z->T = 0;
+    const dt__runner_config rc = {
+        .cfg = &z->cfg, .be = z->be, .l0 = 0, .l1 = z->cfg.num_layers, .first = 1, .last = 1, .slots = 1, .B = B,
+        .T = T, .shared = 1, .t = 1};
+    DT_CHECK(dt__runner_create(&rc, &z->run));
+    size_t big = 0; /* the rounding of a unit's gradients */
+    for (int u = 0; u < z->n_units; u++) big = DT_MAX(big, z->unit_len[u]);
+    DT_CHECK(dt__runner_set_precision(z->run, z->precision, big));
+    if (z->recompute != DT_RECOMPUTE_NONE) DT_CHECK(dt__runner_set_recompute(z->run, z->recompute, 0));
+    static const dt__runner_hooks hooks = {
+        .bind = dt__zg_bind_hook, .done = dt__zg_done_hook, .span = dt__zg_span_hook};
+    dt__runner_set_hooks(z->run, &hooks, z);
+    z->B = B;
+    z->T = T;
+    return DT_OK;
+}
+
+/* ---- forward and backward ---------------------------------------------------- */
+
+dt_status dt__zgpt_forward(dt__zgpt *z, const int32_t *tokens, const int32_t *targets, int B, int T, float *loss)
+{
+    if (B < 1) return DT_FAIL(DT_ERR_INVALID, "forward: batch size %d (expected >= 1)", B);
+    if (T < 1 || T > z->cfg.seq_len)
+        return DT_FAIL(DT_ERR_INVALID, "forward: sequence length %d outside 1..%d (the model's context)", T,
+                       z->cfg.seq_len);
+    if (z->run && dt__runner_has_forward(z->run, 0)) DT_CHECK(dt__runner_release(z->run, 0));
+    DT_CHECK(dt__zg_ensure(z, B, T));
+    float mean = 0.0f; /* nothing in flight after the forward: the head prefetches nothing */
+    DT_CHECK(dt__runner_forward(z->run, 0, tokens, targets, B, T, NULL, &mean, NULL));
+    if (loss) *loss = mean;
+    return DT_OK;
+}
+
 dt_status dt__zgpt_backward(dt__zgpt *z, float loss_scale)
 {
-    const dt_gpt_config *c = &z->cfg;
-    dt_backend *be = z->be;
-    if (!z->have_forward || !z->has_targets)
+    int has_targets = 0;
+    if (z->run) dt__runner_batch(z->run, 0, NULL, NULL, &has_targets);
+    if (!z->run || !dt__runner_has_forward(z->run, 0) || !has_targets)
         return DT_FAIL(DT_ERR_INVALID, "backward: no forward pass with targets to differentiate");
-    const int B = z->cur_B, T = z->cur_T, L = c->num_layers;
-    const float dloss = z->n_counted ? loss_scale / (float)z->n_counted : 0.0f;
-    int64_t t0 = dt_time_ns();
-    const float *xL = !L                ? z->x0
-                      : dt__zg_packs(z) ? (const float *)z->packed[L - 1][DT__BLOCK_OUT]
-                                        : z->acts[L - 1].out;
-    DT_CHECK(dt__zg_weights(z, L, L ? L - 1 : DT__ZG_NONE)); /* still there from the forward: no second gather */
-    DT_CHECK(dt__zg_grads_open(z, L));
-    DT_CHECK(dt__head_backward(be, c, &z->hp, &z->hg, &z->head_acts, xL, z->d_targets, z->losses, dloss, z->dres,
-                               z->scratch.dbtc, B, T, dt__zg_rnd(z)));
-    dt__arena_release(&z->arena, z->head_mark);
-    dt__zg_hook(z, L, 'B', t0);
-    DT_CHECK(dt__zg_grads_close(z, L));
-    for (int l = L - 1; l >= 0 && dt__zg_packs(z); l--) {
-        DT_CHECK(dt__zg_weights(z, l, l ? l - 1 : DT__ZG_NONE)); /* the embedding's backward reads no weights */
-        t0 = dt_time_ns();
-        DT_CHECK(dt__zg_grads_open(z, l));
-        DT_CHECK(dt__zg_block_packed(z, l, 0));
-        dt__arena_release(&z->arena, z->mark[l]); /* its stores are spent */
-        dt__zg_hook(z, l, 'B', t0);
-        DT_CHECK(dt__zg_grads_close(z, l));
-    }
-    for (int l = L - 1; l >= 0 && !dt__zg_packs(z); l--) {
-        const float *x = l ? z->acts[l - 1].out : z->x0;
-        DT_CHECK(dt__zg_weights(z, l, l ? l - 1 : DT__ZG_NONE));
-        if (z->recompute == DT_RECOMPUTE_SELECTIVE) { /* the attention lse again, from the kept qkv */
-            t0 = dt_time_ns();
-            DT_CHECK(dt__arena_alloc(&z->arena, dt__block_att_floats(c, B, T), &z->acts[l].lse));
-            DT_CHECK(be->attention_forward(be, z->scratch.dbtc, z->acts[l].lse, z->acts[l].qkv, B, T, c->hidden_size,
-                                           c->num_heads));
-            dt__zg_hook(z, l, 'R', t0);
-        }
-        t0 = dt_time_ns();
-        DT_CHECK(dt__zg_grads_open(z, l));
-        DT_CHECK(dt__block_backward(be, c, &z->bp, &z->bg, &z->acts[l], &z->scratch, x, z->dres, B, T, dt__zg_rnd(z)));
-        dt__arena_release(&z->arena, z->mark[l]); /* the block's saved activations are spent */
-        if (z->recompute == DT_RECOMPUTE_SELECTIVE) z->acts[l].lse = NULL;
-        dt__zg_hook(z, l, 'B', t0);
-        DT_CHECK(dt__zg_grads_close(z, l));
-    }
-    z->have_forward = 0; /* the embedding's backward reads the tokens and dres only: every activation is spent */
-    dt__arena_reset(&z->arena);
-    t0 = dt_time_ns(); /* the embedding's backward reads no weights: nothing to gather */
-    DT_CHECK(dt__zg_grads_open(z, -1));
-    DT_CHECK(dt__embed_backward(be, c, z->gwte, z->gwpe, z->d_tokens, z->dres, B, T));
-    dt__zg_hook(z, -1, 'B', t0);
-    DT_CHECK(dt__zg_grads_close(z, -1));
+    const int n_counted = dt__runner_n_counted(z->run, 0);
+    const float dloss = n_counted ? loss_scale / (float)n_counted : 0.0f;
+    /* the head's weights are still there from the forward: no second gather */
+    DT_CHECK(dt__runner_backward(z->run, 0, dloss, NULL));
     z->accumulated++;
     return DT_OK;
 }
@@ -750,18 +531,19 @@ dt_status dt__zgpt_weights(dt__zgpt *z, float *host)
 
 dt_status dt__zgpt_position_stats(dt__zgpt *z, float *losses, uint8_t *correct)
 {
-    if (!z->has_targets || z->cur_B == 0)
-        return DT_FAIL(DT_ERR_INVALID, "position stats: no forward pass with targets");
-    const size_t N = (size_t)z->cur_B * z->cur_T;
-    if (losses) DT_CHECK(z->be->copy(z->be, losses, z->losses, N * sizeof(float), DT_COPY_D2H));
-    if (correct) DT_CHECK(z->be->copy(z->be, correct, z->correct, N, DT_COPY_D2H));
-    return DT_OK;
+    int has_targets = 0;
+    if (z->run) dt__runner_batch(z->run, 0, NULL, NULL, &has_targets);
+    if (!has_targets) return DT_FAIL(DT_ERR_INVALID, "position stats: no forward pass with targets");
+    return dt__runner_position_stats(z->run, 0, losses, correct);
 }
 
 const dt_paramset *dt__zgpt_layout(const dt__zgpt *z) { return &z->layout; }
 dt__zero *dt__zgpt_zero(dt__zgpt *z) { return z->zero; }
-size_t dt__zgpt_activation_bytes(const dt__zgpt *z) { return z->arena.used * sizeof(float); }
-size_t dt__zgpt_peak_activation_bytes(const dt__zgpt *z) { return z->arena.peak * sizeof(float); }
+size_t dt__zgpt_activation_bytes(const dt__zgpt *z) { return z->run ? dt__runner_activation_bytes(z->run) : 0; }
+size_t dt__zgpt_peak_activation_bytes(const dt__zgpt *z)
+{
+    return z->run ? dt__runner_peak_activation_bytes(z->run) : 0;
+}
 void dt__zgpt_traffic_of(const dt__zgpt *z, dt__zgpt_traffic *t) { *t = z->traffic; }
 
 void dt__zgpt_bytes_of(const dt__zgpt *z, dt__zgpt_bytes *b)
@@ -769,5 +551,5 @@ void dt__zgpt_bytes_of(const dt__zgpt *z, dt__zgpt_bytes *b)
     b->weights = z->w32.bytes + z->w16.bytes;
     b->gradients = z->grad.bytes;
     b->optimizer = dt__zero_master_bytes(z->zero) + dt__zero_state_bytes(z->zero);
-    b->working = z->gbuf.bytes + z->wb[0].bytes + z->wb[1].bytes + z->round_buf.bytes;
+    b->working = z->gbuf.bytes + z->wb[0].bytes + z->wb[1].bytes + (z->run ? dt__runner_round_bytes(z->run) : 0);
 }

@@ -19,11 +19,12 @@
  * gradient at a time, and the sums over ranks are data parallelism's
  * bucketed allreduce's, element by element (its reduce-scatter half).
  *
- * The layers run on the modules of lib/model/gpt_layers.h with the
- * weights bound to the unit's buffer; what gpt.c computes, they compute,
+ * The layers run on the layer runner (lib/model/runner.h), as gpt.c's do,
  * in the same activation arena (packed 2-byte stores under --fp16/--bf16,
- * selective recomputation); full recomputation and tied embeddings are
- * refused by the configuration.
+ * selective recomputation): its bind hook points the views at a layer's
+ * weights (the gather) and gradient buffer, its done hook reduce-scatters
+ * a finished unit; full recomputation and tied embeddings are refused by
+ * the configuration.
  *
  * Prefetch (stage 3, FSDP's forward and backward prefetch): a
  * communication thread runs the collectives in issue order

@@ -52,24 +52,6 @@ static dt_status dt__nf_any(dt_backend *be, float *x, size_t n, int *bad)
     return n ? be->unscale_check(be, x, 1.0f, n, bad) : DT_OK;
 }
 
-/* *bad = 1 if a row's first `cols` of x(rows, ld) hold a NaN or inf; the
- * padding beyond cols (the logits' row stride) is not looked at. One
- * span_stats call, a span a row (multiplying by 1: no change). */
-static dt_status dt__nf_rows(dt_backend *be, float *x, size_t rows, size_t cols, size_t ld, int *bad)
-{
-    *bad = 0;
-    if (ld == cols) return dt__nf_any(be, x, rows * cols, bad);
-    dt_span *sp = malloc(rows * sizeof *sp);
-    int *nf = malloc(rows * sizeof *nf);
-    dt_status st = sp && nf ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "nonfinite: out of memory for %zu rows", rows);
-    for (size_t i = 0; st == DT_OK && i < rows; i++) sp[i] = (dt_span){i * ld, cols};
-    if (st == DT_OK) st = be->span_stats(be, x, sp, (int)rows, 1.0f, nf, NULL);
-    for (size_t i = 0; st == DT_OK && i < rows; i++) *bad |= nf[i];
-    free(sp);
-    free(nf);
-    return st;
-}
-
 /* The message of a forward whose layer pos (0 the embedding, 1 + l block
  * l, num_layers + 1 the head) is the first with a non-finite output. */
 static void dt__nf_forward_where(char *where, size_t cap, int pos, int num_layers, int mb)
@@ -85,91 +67,26 @@ static void dt__nf_forward_where(char *where, size_t cap, int pos, int num_layer
                  "forward: the output of layer head (logits or losses) is the first non-finite (micro-batch %d)", mb);
 }
 
-/* The GPT's forward again, layer by layer, on this step's micro-batches,
- * on scratch memory of its own (the model is not touched): the first
- * layer whose output holds a NaN or inf, in where (empty when none).
- * Whole models only (the caller checks), in the model's precision: under
- * fp16/bf16 with its rounded weights and storage rounding, so the re-run
- * computes what the step did. */
+/* The GPT's forward again (dt__gpt_forward_check), on this step's
+ * micro-batches, after its backward spent the activations (the weights
+ * and gradients are not touched): the first layer whose output holds a
+ * NaN or inf, in where (empty when none). Whole models only (the caller
+ * checks), in the model's precision: under fp16/bf16 with its rounded
+ * weights and storage rounding, so the re-run computes what the step did. */
 dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap)
 {
     where[0] = 0;
     if (!tr->gpt.model) return DT_OK; /* split across stages: no whole model here */
-    const dt_gpt_config *c = dt_gpt_config_of(tr->gpt.model);
-    const dt_paramset *L = dt_gpt_layout(tr->gpt.model);
-    dt_backend *be = tr->be;
-    const int B = tr->B, T = tr->T, NL = c->num_layers, N = B * T;
-    const int tied = c->tie_embeddings;
-    if (L->count != 2 + 12 * NL + 3 - tied) return DT_OK; /* not the layout below */
-    const float *w = dt__gpt_forward_weights(tr->gpt.model);
-    const dt__rounder *rnd = dt__gpt_rounder(tr->gpt.model);
-    const dt_param_info *in = L->info;
-    const float *wte = w + in[0].offset, *wpe = w + in[1].offset;
-    dt__block_params *bp = calloc((size_t)(NL ? NL : 1), sizeof *bp);
-    dt__block_acts *acts = calloc((size_t)(NL ? NL : 1), sizeof *acts);
-    dt_buffer arena_buf = {0}, io = {0};
-    dt_status st = DT_OK;
-    if (!bp || !acts) {
-        st = DT_FAIL(DT_ERR_NOMEM, "non-finite check: out of memory");
-        goto done;
-    }
-    int k = 2;
-    for (int l = 0; l < NL; l++) {
-        float **f[12] = {&bp[l].ln1w, &bp[l].ln1b, &bp[l].qkvw, &bp[l].qkvb, &bp[l].attprojw, &bp[l].attprojb,
-                         &bp[l].ln2w, &bp[l].ln2b, &bp[l].fcw,  &bp[l].fcb,  &bp[l].fcprojw,  &bp[l].fcprojb};
-        for (int i = 0; i < 12; i++) *f[i] = (float *)w + in[k++].offset;
-    }
-    const dt__head_params hp = {(float *)w + in[k].offset, (float *)w + in[k + 1].offset,
-                                (float *)(tied ? wte : w + in[k + 2].offset)};
-    const size_t floats = dt__embed_act_floats(c, B, T) + (size_t)NL * dt__block_act_floats(c, B, T, 1) +
-                          dt__head_act_floats(be, c, B, T) + dt__block_tmp_floats(c, B, T) +
-                          256 * (size_t)(NL + 4); /* + the arena's rounding */
-    DT_CHECK_GOTO(dt_buffer_alloc(&arena_buf, be, floats * sizeof(float)), st, done);
-    /* tokens, targets (int32), losses (float), correct (bytes) */
-    DT_CHECK_GOTO(dt_buffer_alloc(&io, be, (size_t)N * 13 + 64), st, done);
-    int32_t *d_tokens = io.data, *d_targets = d_tokens + N;
-    float *losses = (float *)(d_targets + N);
-    uint8_t *correct = (uint8_t *)(losses + N);
-    dt__arena a = {.base = arena_buf.data, .capacity = floats};
+    const int NL = dt_gpt_config_of(tr->gpt.model)->num_layers;
     for (int m = 0; m < tr->n_micro && !where[0]; m++) {
         uint64_t index = dt__micro_index(tr, tr->dp_rank * tr->n_micro + m);
-        DT_CHECK_GOTO(
-            dt_data_batch(tr->gpt.data, DT_SPLIT_TRAIN, index, B, T, tr->gpt.tokens, tr->gpt.targets, NULL, NULL), st,
-            done);
-        DT_CHECK_GOTO(be->copy(be, d_tokens, tr->gpt.tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
-        DT_CHECK_GOTO(be->copy(be, d_targets, tr->gpt.targets, (size_t)N * sizeof(int32_t), DT_COPY_H2D), st, done);
-        dt__arena_reset(&a);
-        float *x = NULL, *tmp_base = NULL;
-        dt__block_tmp tmp; /* the blocks' transients (gpt_layers.h) */
-        DT_CHECK_GOTO(dt__arena_alloc(&a, dt__block_tmp_floats(c, B, T), &tmp_base), st, done);
-        dt__block_tmp_bind(&tmp, c, B, T, tmp_base);
-        int bad = 0;
-        DT_CHECK_GOTO(dt__embed_forward(be, c, wte, wpe, d_tokens, &a, &x, B, T, rnd), st, done);
-        DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
-        if (bad) {
-            dt__nf_forward_where(where, cap, 0, NL, m);
-            break;
-        }
-        for (int l = 0; l < NL && !bad; l++) {
-            DT_CHECK_GOTO(dt__block_acts_alloc(&a, c, B, T, 1, &tmp, &acts[l]), st, done);
-            DT_CHECK_GOTO(dt__block_forward(be, c, &bp[l], &acts[l], x, B, T, rnd), st, done);
-            x = acts[l].out;
-            DT_CHECK_GOTO(dt__nf_any(be, x, (size_t)N * c->hidden_size, &bad), st, done);
-            if (bad) dt__nf_forward_where(where, cap, 1 + l, NL, m);
-        }
-        if (bad) break;
-        dt__head_acts ha;
-        DT_CHECK_GOTO(dt__head_forward(be, c, &hp, &a, &ha, x, d_targets, losses, correct, B, T, rnd), st, done);
-        DT_CHECK_GOTO(dt__nf_rows(be, ha.logits, (size_t)N, (size_t)c->vocab_size, (size_t)ha.ld, &bad), st, done);
-        if (!bad) DT_CHECK_GOTO(dt__nf_any(be, losses, (size_t)N, &bad), st, done);
-        if (bad) dt__nf_forward_where(where, cap, NL + 1, NL, m);
+        DT_CHECK(dt_data_batch(tr->gpt.data, DT_SPLIT_TRAIN, index, tr->B, tr->T, tr->gpt.tokens, tr->gpt.targets,
+                               NULL, NULL));
+        int pos = -1;
+        DT_CHECK(dt__gpt_forward_check(tr->gpt.model, tr->gpt.tokens, tr->gpt.targets, tr->B, tr->T, &pos));
+        if (pos >= 0) dt__nf_forward_where(where, cap, pos, NL, m);
     }
-done:
-    dt_buffer_free(&io);
-    dt_buffer_free(&arena_buf);
-    free(bp);
-    free(acts);
-    return st;
+    return DT_OK;
 }
 
 static void dt__nf_grad_where(char *where, size_t cap, const char *tensor)
