@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "gpt_layers.h"
 #include "trainer_internal.h"
 #include "zero_gpt.h"
 
@@ -120,7 +121,7 @@ START_TEST(test_bytes_formula)
     /* the units from the buckets of data parallelism, this rank's segment of each */
     size_t off[8], len[8];
     int low[8];
-    const int nu = dt__zgpt_buckets(L, small_model.num_layers, stage == 3 ? 0 : bucket, off, len, low);
+    const int nu = dt__gpt_buckets(&small_model, L, stage == 3 ? 0 : bucket, off, len, low);
     size_t S = 0;
     for (int u = 0; u < nu; u++) {
         size_t so, sl;

@@ -135,6 +135,54 @@ dt_status dt__gpt_whole_layout(const dt_gpt_config *cfg, dt_paramset *ps)
     return DT_OK;
 }
 
+void dt__gpt_layer_tensors(const dt_gpt_config *cfg, int layer, int *first, int *n)
+{
+    const int L = cfg->num_layers;
+    if (layer < 0) *first = 0, *n = 2;                                     /* wte, wpe */
+    else if (layer < L) *first = 2 + DT__NBLOCK_TENSORS * layer, *n = DT__NBLOCK_TENSORS;
+    else *first = 2 + DT__NBLOCK_TENSORS * L, *n = cfg->tie_embeddings ? 2 : 3; /* lnf.w, lnf.b, lm_head.w */
+}
+
+int dt__gpt_tensor_layer(const dt_gpt_config *cfg, int tensor)
+{
+    if (tensor < 2) return -1;
+    const int l = (tensor - 2) / DT__NBLOCK_TENSORS;
+    return l < cfg->num_layers ? l : cfg->num_layers;
+}
+
+void dt__gpt_layer_range(const dt_gpt_config *cfg, const dt_paramset *ps, int layer, size_t *off, size_t *len)
+{
+    int first, n, next;
+    dt__gpt_layer_tensors(cfg, layer, &first, &n);
+    *off = ps->info[first].offset;
+    if (layer >= cfg->num_layers) { /* the last layer: to the end */
+        *len = ps->numel - *off;
+        return;
+    }
+    dt__gpt_layer_tensors(cfg, layer + 1, &next, &n);
+    *len = ps->info[next].offset - *off; /* the layout's alignment padding goes with the layer */
+}
+
+int dt__gpt_buckets(const dt_gpt_config *cfg, const dt_paramset *ps, size_t bucket_bytes, size_t *off, size_t *len,
+                    int *low)
+{
+    const int L = cfg->num_layers;
+    size_t acc = 0;
+    int n = 0;
+    for (int layer = L; layer >= -1; layer--) {
+        size_t lo, ll;
+        dt__gpt_layer_range(cfg, ps, layer, &lo, &ll);
+        acc += ll;
+        if (acc * sizeof(float) >= bucket_bytes || layer == -1) {
+            off[n] = lo;
+            len[n] = acc;
+            low[n++] = layer;
+            acc = 0;
+        }
+    }
+    return n;
+}
+
 size_t dt_gpt_config_layout_numel(const dt_gpt_config *cfg)
 {
     dt_gpt tmp;
@@ -149,15 +197,11 @@ size_t dt_gpt_config_layout_numel(const dt_gpt_config *cfg)
 /* Point the views (weights or gradients) into a flat buffer of the layout. */
 static void dt__gpt_bind(const dt_gpt *m, float *base, dt__runner_views *v)
 {
-    const dt_param_info *in = m->layout.info;
-    int k = 0;
-    v->wte = base + in[k++].offset;
-    v->wpe = base + in[k++].offset;
-    for (int l = 0; l < m->cfg.num_layers; l++, k += DT__NBLOCK_TENSORS)
-        dt__block_params_bind(&v->blocks[l], in + k, base, 0);
-    v->head.lnfw = base + in[k++].offset;
-    v->head.lnfb = base + in[k++].offset;
-    v->head.lmw = m->cfg.tie_embeddings ? v->wte : base + in[k++].offset;
+    for (int l = -1; l <= m->cfg.num_layers; l++) {
+        int first, n;
+        dt__gpt_layer_tensors(&m->cfg, l, &first, &n);
+        dt__runner_views_bind(v, &m->cfg, 0, l, m->layout.info + first, n, base, 0);
+    }
 }
 
 /* The runner's views: the weights the GEMMs read (the rounded copy wq in

@@ -79,6 +79,26 @@ dt_status dt__gpt_forward_check(dt_gpt *m, const int32_t *tokens, const int32_t 
  * buffer of one process, and what a pipeline stage cuts its range from. */
 dt_status dt__gpt_whole_layout(const dt_gpt_config *cfg, dt_paramset *ps);
 
+/* ---- the layer table ------------------------------------------------- */
+/* Which tensors of the whole model's layout each layer owns (the one
+ * place that counts them): layer -1 the embedding (wte, wpe), 0..L-1 the
+ * blocks (their DT__BLOCK_NTENSORS), L the head (lnf.w, lnf.b and,
+ * untied, lm_head.w). Stages, ZeRO's units, data parallelism's buckets
+ * and the non-finite locator read it. */
+void dt__gpt_layer_tensors(const dt_gpt_config *cfg, int layer, int *first, int *n);
+/* The layer owning tensor `tensor` of the whole layout. */
+int dt__gpt_tensor_layer(const dt_gpt_config *cfg, int tensor);
+/* Layer layer's elements in ps (the whole layout): [*off, *off + *len),
+ * up to the next layer's first (the layout's padding included), so the
+ * layers tile the buffer. */
+void dt__gpt_layer_range(const dt_gpt_config *cfg, const dt_paramset *ps, int layer, size_t *off, size_t *len);
+/* Data parallelism's gradient buckets (and ZeRO-2's units): the layers in
+ * backward order (head L, blocks L-1..0, embedding -1) gathered until a
+ * bucket holds bucket_bytes; off, len (floats) and low (each one's lowest
+ * layer) have room for L + 2. Returns the count. */
+int dt__gpt_buckets(const dt_gpt_config *cfg, const dt_paramset *ps, size_t bucket_bytes, size_t *off, size_t *len,
+                    int *low);
+
 /* ---- initialisation --------------------------------------------------- */
 /* The initial values of one tensor of the whole model's layout (index: its
  * place in that layout, which seeds its own RNG stream): gains 1, biases 0,

@@ -355,6 +355,21 @@ void dt__runner_batch(const dt__runner *r, int slot, int *B, int *T, int *has_ta
 
 int dt__runner_n_counted(const dt__runner *r, int slot) { return r->slots[slot].n_counted; }
 
+void dt__runner_views_bind(dt__runner_views *v, const dt_gpt_config *cfg, int l0, int layer, const dt_param_info *info,
+                           int n, float *base, size_t origin)
+{
+#define DT__AT(i) (base + (info[i].offset - origin))
+    if (layer < 0) {
+        v->wte = DT__AT(0), v->wpe = DT__AT(1);
+    } else if (layer < cfg->num_layers) {
+        dt__block_params_bind(&v->blocks[layer - l0], info, base, origin);
+    } else {
+        v->head.lnfw = DT__AT(0), v->head.lnfb = DT__AT(1);
+        v->head.lmw = n > 2 ? DT__AT(2) : v->wte; /* tied: wte itself */
+    }
+#undef DT__AT
+}
+
 /* ---- memory accounting ------------------------------------------------------ */
 
 size_t dt__runner_activation_bytes(const dt__runner *r)

@@ -66,6 +66,14 @@ typedef struct dt__runner_views {
     dt__head_params head;     /* last */
 } dt__runner_views;
 
+/* Point v's fields for one layer (-1 the embedding, 0..L-1 block, L the
+ * head; v->blocks[0] is block l0's) at its n tensors info[0..n), in the
+ * layer table's order (gpt_layers.h), in a buffer whose element 0 is
+ * element origin of their layout. A head of two tensors (tied
+ * embeddings) multiplies by v->wte. */
+void dt__runner_views_bind(dt__runner_views *v, const dt_gpt_config *cfg, int l0, int layer, const dt_param_info *info,
+                           int n, float *base, size_t origin);
+
 /* ---- hooks ------------------------------------------------------------- */
 typedef struct dt__runner_hooks {
     /* Before layer's forward ('F'), backward or B ('B', before any

@@ -86,21 +86,19 @@ dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int 
     return DT_OK;
 }
 
-/* Point the views (weights or gradients) into a flat buffer of the stage's layout. */
+/* Point the views (weights or gradients) into a flat buffer of the stage's
+ * layout: its layers' tensors in the layer table's order (a block's shard
+ * has as many as the block), the last stage's head with its copy of the
+ * tied wte as its third. */
 static void dt__stage_bind(const dt__stage *st, float *base, dt__runner_views *v)
 {
-    const dt_param_info *in = st->layout.info;
-    int k = 0;
-    if (st->first) {
-        v->wte = base + in[k++].offset;
-        v->wpe = base + in[k++].offset;
-    }
-    for (int l = 0; l < st->nb; l++, k += DT__NBLOCK) dt__block_params_bind(&v->blocks[l], in + k, base, 0);
-    if (st->last) {
-        v->head.lnfw = base + in[k++].offset;
-        v->head.lnfb = base + in[k++].offset;
-        /* tied: wte itself on a one-stage pipeline, else this stage's copy */
-        v->head.lmw = st->cfg.tie_embeddings && st->first ? v->wte : base + in[k++].offset;
+    int k = 0, first, n;
+    for (int l = st->first ? -1 : st->l0; l <= (st->last ? st->cfg.num_layers : st->l1 - 1); l++) {
+        if (l == st->l1) l = st->cfg.num_layers; /* past the blocks: the head */
+        dt__gpt_layer_tensors(&st->cfg, l, &first, &n);
+        if (l == st->cfg.num_layers) n = st->layout.count - k; /* with the tied copy */
+        dt__runner_views_bind(v, &st->cfg, st->l0, l, st->layout.info + k, n, base, 0);
+        k += n;
     }
 }
 
@@ -116,8 +114,9 @@ static dt_status dt__stage_layout_make(dt__stage *st)
     dt_status s = DT_OK;
     /* the whole layout (names and shapes only matter), to find the range */
     DT_CHECK_GOTO(dt__gpt_whole_layout(&st->cfg, w), s, done);
-    const int lo = st->first ? 0 : 2 + DT__NBLOCK * st->l0;
-    const int hi = st->last ? w->count : 2 + DT__NBLOCK * st->l1;
+    int lo = 0, hi = w->count, n;
+    if (!st->first) dt__gpt_layer_tensors(&st->cfg, st->l0, &lo, &n);
+    if (!st->last) dt__gpt_layer_tensors(&st->cfg, st->l1, &hi, &n);
     const int copy = dt__stage_has_tied_copy(st);
     st->whole_index = calloc((size_t)(hi - lo + copy), sizeof *st->whole_index);
     st->sharded = calloc((size_t)(hi - lo + copy), 1);
@@ -127,15 +126,13 @@ static dt_status dt__stage_layout_make(dt__stage *st)
     }
     st->offset = w->info[lo].offset;
     for (int i = lo; i < hi;) {
-        const int in_block = i >= 2 && i < 2 + DT__NBLOCK * st->cfg.num_layers;
-        if (st->t > 1 && in_block) { /* a block's shard on this tensor-parallel rank */
-            const int l = (i - 2) / DT__NBLOCK;
+        const int l = dt__gpt_tensor_layer(&st->cfg, i);
+        if (st->t > 1 && l >= 0 && l < st->cfg.num_layers) { /* a block's shard on this tensor-parallel rank */
             DT_CHECK_GOTO(dt__tp_block_layout(&st->cfg, st->t, l, &st->layout), s, done);
             /* 1: column/row-parallel shard; 2: replicated, and the block's first tensor */
-            static const int part[DT__NBLOCK] = {2, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0};
             for (int k = 0; k < DT__NBLOCK; k++) {
                 st->whole_index[i - lo + k] = i + k;
-                st->sharded[i - lo + k] = (uint8_t)part[k];
+                st->sharded[i - lo + k] = k == 0 ? 2 : (uint8_t)dt__tp_sharded[k];
             }
             i += DT__NBLOCK;
             continue;

@@ -63,6 +63,8 @@ dt_status dt__tp_check(const dt_gpt_config *cfg, int t)
     return DT_OK;
 }
 
+const uint8_t dt__tp_sharded[DT__BLOCK_NTENSORS] = {0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0};
+
 dt_status dt__tp_block_layout(const dt_gpt_config *cfg, int t, int l, dt_paramset *ps)
 {
     DT_CHECK(dt__tp_check(cfg, t));

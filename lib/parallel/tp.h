@@ -91,6 +91,11 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
                                   const dt__tp_acts *a, float *scratch, const float *x, float *dres,
                                   const dt__block_keep *k, int B, int T, const dt__rounder *r);
 
+/* Of a block's tensors in the layout's order (ln1.w .. fcproj.b): 1 the
+ * tensors a rank holds a shard of (qkv, attproj.w, fc, fcproj.w), 0 the
+ * replicated ones. */
+extern const uint8_t dt__tp_sharded[DT__BLOCK_NTENSORS];
+
 /* The shard as the layer runner's block ops (ctx: the dt__tp). */
 extern const dt__block_ops dt__tp_block_ops;
 

@@ -41,7 +41,6 @@
 #include "zero_queue.h"
 
 #define DT__ZG_NONE (-2)
-#define DT__ZG_NBLOCK 12
 
 struct dt__zgpt {
     dt_gpt_config cfg;
@@ -87,29 +86,6 @@ struct dt__zgpt {
 
 /* ---- units ---------------------------------------------------------------- */
 
-/* The first tensor of layer l in the whole layout (untied: head = lnf.w, lnf.b, lm_head.w). */
-static int dt__zg_first_tensor(int L, int layer) { return layer == -1 ? 0 : 2 + DT__ZG_NBLOCK * layer; }
-
-int dt__zgpt_buckets(const dt_paramset *ps, int L, size_t bucket_bytes, size_t *off, size_t *len, int *low)
-{
-    size_t end = ps->numel, acc = 0;
-    int n = 0;
-    for (int layer = L; layer >= -1; layer--) {
-        /* tensors of the layer: embedding 0..1, block l 2+12l..13+12l, head the last 3 */
-        int first = layer == -1 ? 0 : layer == L ? ps->count - 3 : 2 + DT__ZG_NBLOCK * layer;
-        size_t lo = ps->info[first].offset;
-        acc += end - lo;
-        end = lo;
-        if (acc * sizeof(float) >= bucket_bytes || layer == -1) {
-            off[n] = lo;
-            len[n] = acc;
-            low[n++] = layer;
-            acc = 0;
-        }
-    }
-    return n;
-}
-
 static dt_status dt__zg_units(dt__zgpt *z, size_t bucket_bytes)
 {
     const int L = z->cfg.num_layers, NL = L + 2;
@@ -130,13 +106,9 @@ static dt_status dt__zg_units(dt__zgpt *z, size_t bucket_bytes)
         st = DT_FAIL(DT_ERR_NOMEM, "--zero-stage: out of memory for the units");
         goto done;
     }
-    for (int l = -1; l <= L; l++) {
-        z->lay_off[l + 1] = ps->info[dt__zg_first_tensor(L, l)].offset;
-        const size_t end = l == L ? ps->numel : ps->info[dt__zg_first_tensor(L, l + 1)].offset;
-        z->lay_len[l + 1] = end - z->lay_off[l + 1];
-    }
+    for (int l = -1; l <= L; l++) dt__gpt_layer_range(&z->cfg, ps, l, &z->lay_off[l + 1], &z->lay_len[l + 1]);
     /* stage 3: every layer a unit (the buckets of bucket_bytes 0); stage 2: the buckets */
-    const int nb = dt__zgpt_buckets(ps, L, z->stage == 3 ? 0 : bucket_bytes, boff, blen, blow);
+    const int nb = dt__gpt_buckets(&z->cfg, ps, z->stage == 3 ? 0 : bucket_bytes, boff, blen, blow);
     z->n_units = nb;
     for (int b = 0; b < nb; b++) { /* ascending: the last bucket (the embedding's) first */
         const int u = nb - 1 - b;
@@ -159,18 +131,10 @@ done:
  * into the runner's weight (grads 0) or gradient views. */
 static void dt__zg_bind(dt__zgpt *z, int l, float *base, size_t origin, int grads)
 {
-    const dt_param_info *in = z->layout.info;
-    const int k = dt__zg_first_tensor(z->cfg.num_layers, l);
-    dt__runner_views *v = grads ? dt__runner_g(z->run) : dt__runner_w(z->run);
-#define AT(i) (base + (in[k + (i)].offset - origin))
-    if (l == -1) {
-        v->wte = AT(0), v->wpe = AT(1);
-    } else if (l == z->cfg.num_layers) {
-        v->head.lnfw = AT(0), v->head.lnfb = AT(1), v->head.lmw = AT(2);
-    } else {
-        dt__block_params_bind(&v->blocks[l], in + k, base, origin);
-    }
-#undef AT
+    int first, n;
+    dt__gpt_layer_tensors(&z->cfg, l, &first, &n);
+    dt__runner_views_bind(grads ? dt__runner_g(z->run) : dt__runner_w(z->run), &z->cfg, 0, l, z->layout.info + first,
+                          n, base, origin);
 }
 
 /* Start gathering layer l's weights into buffer b (stage 3): this rank's

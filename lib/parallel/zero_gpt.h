@@ -7,7 +7,7 @@
  * each sharded over the n data-parallel ranks on its own (dt__zero_create_units):
  *   stage 2: the units are data parallelism's gradient buckets (layers in
  *     backward order, cut at bucket_bytes: lib/train/step_dp.c's buckets,
- *     from dt__zgpt_buckets); every rank keeps the whole weights;
+ *     from dt__gpt_buckets); every rank keeps the whole weights;
  *   stage 3: every layer (embedding, each block, head) is a unit; a rank
  *     keeps only its segment of each, and all-gathers a layer's weights
  *     into one working buffer before the layer's forward and again before
@@ -79,12 +79,6 @@ typedef struct dt__zgpt_traffic {
     int64_t scatters, scatter_floats;  /* reduce-scatters of a unit's gradients */
     int64_t refreshes, refresh_floats; /* stage 2: all-gathers of the updated weights after a step */
 } dt__zgpt_traffic;
-
-/* The gradient buckets of data parallelism (lib/train/step_dp.c), in
- * backward order: layers (head L, blocks L-1..0, embedding -1) gathered
- * until a bucket holds bucket_bytes; off, len (in floats), low (the
- * lowest layer of each) have room for L + 2. Returns the count. */
-int dt__zgpt_buckets(const dt_paramset *layout, int L, size_t bucket_bytes, size_t *off, size_t *len, int *low);
 
 /* Collective over dp: the layout, the units, the shard of the initial
  * weights (the whole model is initialised once, then dropped at stage 3),

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dt_time.h"
+#include "gpt_layers.h"
 #include "trainer_internal.h"
 
 void dt__tr_dp_launch_bucket(dt_trainer *tr, int b)
@@ -78,7 +79,7 @@ static dt_status dt__buckets_init(dt_trainer *tr)
         return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory for gradient buckets");
     /* layers in backward order cut at bucket_bytes (ZeRO-2's units are the same buckets) */
     tr->dp.n_buckets =
-        dt__zgpt_buckets(ps, L, tr->cfg.bucket_bytes, tr->dp.bucket_off, tr->dp.bucket_len, tr->dp.bucket_low);
+        dt__gpt_buckets(&tr->cfg.model, ps, tr->cfg.bucket_bytes, tr->dp.bucket_off, tr->dp.bucket_len, tr->dp.bucket_low);
     pthread_mutex_init(&tr->dp.mu, NULL);
     pthread_cond_init(&tr->dp.cv, NULL);
     if (pthread_create(&tr->dp.comm_thread, NULL, dt__comm_main, tr) != 0)
