@@ -93,8 +93,6 @@ EOF
 # ---- dtrain: values the parser takes but the configuration refuses --------------------
 table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 <<'EOF'
 2 | --use-distributed-optimizer is ZeRO stage 1 | --zero-stage 2 --use-distributed-optimizer
-2 | --zero-stage 3 with tied embeddings | --zero-stage 3 --model gpt2-124m
-2 | --zero-stage 2 with --recompute-granularity full | --zero-stage 2 --recompute-granularity full
 2 | --zero-stage 3: the GPT only | --zero-stage 3 --model mlp-bn --task blobs
 2 | --zero-stage 2: --optimizer lars | --zero-stage 2 --optimizer lars
 2 | --zero-prefetch gathers stage 3's layers ahead | --zero-stage 2 --zero-prefetch

@@ -3,7 +3,8 @@
 # check` after tp.sh; skipped without MPI.
 #
 # A cell is precision {fp32, bf16, fp16} x layout {single, dp (ring, 2
-# ranks), zero (ZeRO-1, 2), ps (ps-sync, 2 workers + 1 server), gpipe and
+# ranks), zero (ZeRO-1, 2), zero2 and zero3 (ZeRO-2, ZeRO-3 with prefetch,
+# 2), ps (ps-sync, 2 workers + 1 server), gpipe and
 # 1f1b (p = 2), tp (t = 2), tppp (t = 2 x p = 2), tpppdp (2 x 2 x 2, 8
 # ranks: TEST_FULL=1 only), ppzero (1f1b p = 2 x d = 2 with ZeRO-1), tpzero
 # (t = 2 x d = 2 with ZeRO-1), tpppdpzero (2 x 2 x 2 with ZeRO-1: TEST_FULL=1
@@ -24,6 +25,15 @@
 #     ranks in about 48 bits (dt_comm_sum_doubles); measured 5.4e-14
 #   dp, zero, ps, ppzero: the ranks' gradients are summed in another order
 #     (FP32 ulps): TOL_DP = 1e-5 for both; measured 1.0e-7 and 9.7e-7
+#   zero2, zero3 (ZeRO-2/3 on the layer runner): each micro-batch's
+#     gradients are reduce-scattered over the ranks and then summed over the
+#     micro-batches (lib/parallel/zero_gpt.c), the other order from dp's,
+#     so an element differs from the serial one by ulps of each
+#     micro-batch's terms; AdamW's m/sqrt(v) turns such ulps on an element
+#     whose gradient is near 0 into a whole step's difference, which the
+#     fingerprint weighs. Losses TOL_DP; param_probe TOL_ZERO_PROBE = 5e-5
+#     (measured 8.1e-6 fp32 a = 4 on 2026-12-07, against 4.7e-6 for dp
+#     ring in the same configuration)
 #   tp, tppp, tpppdp, tpzero, tpppdpzero: a row-parallel layer sums partial products (FP32 ulps)
 #     and, under bf16/fp16, rounds the sum once where one process rounds the
 #     whole product: fp32 TOL_TP32 = 5e-4 (measured 6.3e-7; 6.3e-5); bf16
@@ -43,12 +53,13 @@
 # gradient, one process their sum: measured up to 6.0e-5 in the losses and
 # 3.4e-3 in param_probe, bf16 ppzero).
 #
-# The make-check subset (53 runs, 18.5-23.3 s in 3 runs on 2 cores): every
+# The make-check subset (58 runs): every
 # precision x every layout but tpppdp with a = 4 and no recomputation;
 # selective and full recomputation in single, 1f1b, tp and tppp (bf16), and
 # fp16 with full recomputation in 1f1b and tp; ppzero in bf16 and fp16,
 # tpzero in fp16 with full recomputation; a = 1 in fp32 for single, dp,
-# gpipe and tppp. TEST_FULL=1 runs all 216 cells.
+# gpipe and tppp; ZeRO-2/3 with full and selective recomputation and tied
+# embeddings (5 cells). TEST_FULL=1 runs all 252 cells, each untied and tied.
 #
 # Refused cells (a one-line message at start, exit 2, checked here too):
 #   fp16 with pipedream/pipedream-vsync (each stage updates on its own: no
@@ -63,6 +74,7 @@ TEST=compose.sh
 
 FULL=${TEST_FULL:-0}
 TOL_DP=1e-5
+TOL_ZERO_PROBE=5e-5
 TOL_TP32=5e-4
 TOL_TPH_LOSS=5e-4
 TOL_TPH_PROBE=2e-2
@@ -85,6 +97,8 @@ layout() {
     single) NP=1 D=1 FL= CLASS=exact ;;
     dp) NP=2 D=2 FL="--allreduce ring" CLASS=dp ;;
     zero) NP=2 D=2 FL="--use-distributed-optimizer" CLASS=dp ;;
+    zero2) NP=2 D=2 FL="--zero-stage 2" CLASS=zero ;;
+    zero3) NP=2 D=2 FL="--zero-stage 3 --zero-prefetch" CLASS=zero ;;
     ps) NP=3 D=2 FL="--allreduce ps-sync --num-ps-servers 1" CLASS=dp ;;
     gpipe) NP=2 D=1 FL="--pipeline-model-parallel-size 2 --pipeline-schedule gpipe" CLASS=exact ;;
     1f1b) NP=2 D=1 FL="--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b" CLASS=exact ;;
@@ -104,6 +118,7 @@ tolerance() {
     case $1 in
     exact) echo "0 $PROBE_EPS" ;;
     dp) echo "$TOL_DP $TOL_DP" ;;
+    zero) echo "$TOL_DP $TOL_ZERO_PROBE" ;;
     tied) if [ "$2" = fp32 ]; then echo "$TOL_DP $TOL_DP"; else echo "$TOL_TPH_LOSS $TOL_TPH_PROBE"; fi ;;
     tp) if [ "$2" = fp32 ]; then echo "$TOL_TP32 $TOL_TP32"; else echo "$TOL_TPH_LOSS $TOL_TPH_PROBE"; fi ;;
     esac
@@ -152,7 +167,7 @@ cell() {
     cells=$((cells + 1))
     case $CLASS:$1 in
     exact:*) worst_exact=$(awk -v x="$worst_exact" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
-    dp:*) worst_dp=$(awk -v x="$worst_dp" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
+    dp:* | zero:*) worst_dp=$(awk -v x="$worst_dp" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
     tp:fp32) worst_tp32=$(awk -v x="$worst_tp32" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
     tp:*) worst_tph=$(awk -v x="$worst_tph" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
     tied:*) worst_tied=$(awk -v x="$worst_tied" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
@@ -166,7 +181,7 @@ cell() {
 
 if [ "$FULL" = 1 ]; then
     for p in fp32 bf16 fp16; do
-        for l in single dp zero ps gpipe 1f1b tp tppp tpppdp ppzero tpzero tpppdpzero; do
+        for l in single dp zero zero2 zero3 ps gpipe 1f1b tp tppp tpppdp ppzero tpzero tpppdpzero; do
             for r in none selective full; do
                 for a in 1 4; do cell $p $l $r $a; cell $p $l $r $a tied; done
             done
@@ -189,6 +204,12 @@ else
     for l in single 1f1b tppp ppzero; do cell bf16 $l none 4 tied; done
     cell fp16 1f1b full 4 tied
     cell fp16 ppzero none 4 tied
+    # ZeRO-2/3 on the layer runner: full recomputation and tied embeddings (issue 36)
+    cell fp32 zero2 full 4
+    cell bf16 zero3 full 4
+    cell fp16 zero3 selective 4
+    cell bf16 zero2 none 4 tied
+    cell fp32 zero3 full 4 tied
 fi
 
 # dtsim predicts each stage's peak activation memory of combined runs: the

@@ -49,6 +49,7 @@ struct dt__zgpt {
     int stage;
     dt_dtype precision;
     dt_recompute recompute;
+    int recompute_k;    /* full: blocks per group */
     dt_paramset layout; /* the whole model's: names and offsets */
     dt__zero *zero;     /* the units' shards: masters and optimizer */
 
@@ -66,6 +67,11 @@ struct dt__zgpt {
         wb[2]; /* (largest layer) FP32: a layer's weights (stage 3; stage 2 under mixed precision); two with prefetch */
     dt_buffer w32;       /* stage 2, FP32: the whole weights (numel) */
     dt_buffer w16;       /* stage 2, mixed precision: the whole weights in the 16-bit format (numel) */
+    /* tied embeddings: the embedding's weights from its forward through the
+     * head's backward (stage 3, or stage 2 in 16 bits: dt__zg_weights_tied),
+     * and the head's wte gradient until the embedding's backward adds to it */
+    dt_buffer wemb; /* (V*C + maxT*C) FP32 */
+    dt_buffer gtied; /* (V*C) FP32 */
     int wl[2];           /* the layer each holds, DT__ZG_NONE: none */
     int64_t wseq[2];     /* its gather's place in the queue, -1: none pending */
     int cur;             /* the buffer the bound layer reads */
@@ -154,6 +160,30 @@ static dt_status dt__zg_gather(dt__zgpt *z, int b, int l)
     return DT_OK;
 }
 
+/* Tied embeddings (stage 3, or stage 2 under mixed precision): the
+ * embedding's weights go to a buffer of their own, wemb, which holds them
+ * from the embedding's forward through the head's backward (the head
+ * multiplies by wte: its views' lmw is wemb's). With prefetch the gather
+ * of `next` then starts into a layer buffer. */
+static dt_status dt__zg_weights_tied(dt__zgpt *z, int next)
+{
+    const size_t n = z->lay_len[0];
+    if (z->stage == 2) {
+        DT_CHECK(z->be->cast(z->be, z->wemb.data, DT_F32, z->w16.data, z->precision, n));
+    } else {
+        int64_t seq;
+        DT_CHECK(dt__zero_unit_weights(z->zero, z->lay_unit[0], z->wemb.data));
+        DT_CHECK(dt__zq_issue(z->q, DT__ZQ_ALL_GATHER, z->wemb.data, n, &seq));
+        DT_CHECK(dt__zq_wait(z->q, seq));
+        z->traffic.gathers++;
+        z->traffic.gather_floats += (int64_t)n;
+    }
+    dt__zg_bind(z, -1, z->wemb.data, 0, 0);
+    const int b = z->cur ^ 1;
+    if (z->prefetch && next != DT__ZG_NONE && z->wl[0] != next && z->wl[1] != next) DT_CHECK(dt__zg_gather(z, b, next));
+    return DT_OK;
+}
+
 /* Layer l's weights as the model computes with them, bound: stage 2 in
  * FP32 reads the whole weights in place; stage 2 under mixed precision
  * widens the layer's 16-bit values into a layer buffer; stage 3 uses the
@@ -164,6 +194,7 @@ static dt_status dt__zg_gather(dt__zgpt *z, int b, int l)
 static dt_status dt__zg_weights(dt__zgpt *z, int l, int next)
 {
     const size_t off = z->lay_off[l + 1], n = z->lay_len[l + 1];
+    if (l == -1 && z->wemb.data) return dt__zg_weights_tied(z, next);
     if (z->stage == 2 && z->precision == DT_F32) {
         dt__zg_bind(z, l, z->w32.data, 0, 0);
         return DT_OK;
@@ -213,11 +244,9 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
 {
     *out = NULL;
     if (c->stage != 2 && c->stage != 3) return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d: expected 2 or 3", c->stage);
-    if (c->model->tie_embeddings)
-        return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d with tied embeddings: not supported yet", c->stage);
-    if (c->recompute == DT_RECOMPUTE_FULL)
-        return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d with --recompute-granularity full: not supported yet",
-                       c->stage);
+    if (c->recompute == DT_RECOMPUTE_FULL && (c->recompute_k < 1 || c->recompute_k > c->model->num_layers))
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected 1..%d (the number of layers)",
+                       c->recompute_k, c->model->num_layers);
     DT_CHECK(dt_gpt_config_validate(c->model));
     dt__zgpt *z = calloc(1, sizeof *z);
     if (!z) return DT_FAIL(DT_ERR_NOMEM, "--zero-stage: out of memory");
@@ -227,6 +256,7 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     z->stage = c->stage;
     z->precision = c->precision;
     z->recompute = c->recompute;
+    z->recompute_k = c->recompute == DT_RECOMPUTE_FULL ? c->recompute_k : 0;
     z->wl[0] = z->wl[1] = DT__ZG_NONE;
     z->wseq[0] = z->wseq[1] = -1;
     z->prefetch = c->prefetch && c->stage == 3;
@@ -246,6 +276,12 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
     if (z->stage == 3 || z->precision != DT_F32)
         for (int b = 0; b < 1 + z->prefetch; b++)
             DT_CHECK_GOTO(dt_buffer_alloc(&z->wb[b], be, big_layer * sizeof(float)), st, fail);
+    if (z->cfg.tie_embeddings) {
+        if (z->stage == 3 || z->precision != DT_F32)
+            DT_CHECK_GOTO(dt_buffer_alloc(&z->wemb, be, z->lay_len[0] * sizeof(float)), st, fail);
+        DT_CHECK_GOTO(dt_buffer_alloc(&z->gtied, be, (size_t)z->cfg.vocab_size * z->cfg.hidden_size * sizeof(float)),
+                      st, fail);
+    }
     DT_CHECK_GOTO(dt__zq_create(dp, NULL, z->prefetch, &z->q), st, fail);
     /* the initial weights: every rank makes the whole model once and keeps its shard */
     DT_CHECK_GOTO(dt__zg_init_whole(z, c->seed, &whole), st, fail);
@@ -279,6 +315,8 @@ void dt__zgpt_free(dt__zgpt *z)
     dt_buffer_free(&z->wb[1]);
     dt_buffer_free(&z->w32);
     dt_buffer_free(&z->w16);
+    dt_buffer_free(&z->wemb);
+    dt_buffer_free(&z->gtied);
     dt__runner_free(z->run);
     dt_paramset_free(&z->layout);
     free(z->lay_off);
@@ -330,19 +368,32 @@ static void dt__zg_span_hook(void *ctx, int layer, char pass, int64_t t0)
 static dt_status dt__zg_grads_open(dt__zgpt *z, int l)
 {
     const int u = z->lay_unit[l + 1];
+    const size_t vc = (size_t)z->cfg.vocab_size * z->cfg.hidden_size;
     if (l == z->unit_high[u]) DT_CHECK(z->be->memset_zero(z->be, z->gbuf.data, z->unit_len[u] * sizeof(float)));
+    if (z->gtied.data && l == z->cfg.num_layers) { /* tied: the head's wte gradient waits in gtied */
+        DT_CHECK(z->be->memset_zero(z->be, z->gtied.data, vc * sizeof(float)));
+        dt__runner_g(z->run)->wte = z->gtied.data;
+    }
     dt__zg_bind(z, l, z->gbuf.data, z->unit_off[u], 1);
+    if (z->gtied.data && l == -1) /* the embedding's wte gradient starts from the head's, as gpt.c adds both in turn */
+        DT_CHECK(z->be->copy(z->be, dt__runner_g(z->run)->wte, z->gtied.data, vc * sizeof(float), DT_COPY_D2D));
     return DT_OK;
 }
 
 /* The runner's bind hook: layer l's weights before its forward ('F', the
- * next layer prefetched) or backward ('B', the layer below prefetched; the
- * embedding's backward reads no weights), and at 'B' its gradient views. */
+ * next layer prefetched), its recomputation under full recomputation ('R',
+ * the next block of the group prefetched, or the group's last, whose
+ * backward comes next) or its backward ('B', the layer below prefetched;
+ * the embedding's backward reads no weights), and at 'B' its gradient views. */
 static dt_status dt__zg_bind_hook(void *ctx, int l, char pass)
 {
     dt__zgpt *z = ctx;
     const int L = z->cfg.num_layers;
     if (pass == 'F') return dt__zg_weights(z, l, l < L ? l + 1 : DT__ZG_NONE);
+    if (pass == 'R') {
+        const int last = DT_MIN((l / z->recompute_k + 1) * z->recompute_k, L) - 1;
+        return dt__zg_weights(z, l, l < last ? l + 1 : DT__ZG_NONE);
+    }
     if (pass != 'B') return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d: pass '%c' of layer %d", z->stage, pass, l);
     if (l >= 0) DT_CHECK(dt__zg_weights(z, l, l > 0 ? l - 1 : DT__ZG_NONE));
     return dt__zg_grads_open(z, l);
@@ -388,7 +439,7 @@ static dt_status dt__zg_ensure(dt__zgpt *z, int B, int T)
     size_t big = 0; /* the rounding of a unit's gradients */
     for (int u = 0; u < z->n_units; u++) big = DT_MAX(big, z->unit_len[u]);
     DT_CHECK(dt__runner_set_precision(z->run, z->precision, big));
-    if (z->recompute != DT_RECOMPUTE_NONE) DT_CHECK(dt__runner_set_recompute(z->run, z->recompute, 0));
+    if (z->recompute != DT_RECOMPUTE_NONE) DT_CHECK(dt__runner_set_recompute(z->run, z->recompute, z->recompute_k));
     static const dt__runner_hooks hooks = {
         .bind = dt__zg_bind_hook, .done = dt__zg_done_hook, .span = dt__zg_span_hook};
     dt__runner_set_hooks(z->run, &hooks, z);
@@ -515,5 +566,6 @@ void dt__zgpt_bytes_of(const dt__zgpt *z, dt__zgpt_bytes *b)
     b->weights = z->w32.bytes + z->w16.bytes;
     b->gradients = z->grad.bytes;
     b->optimizer = dt__zero_master_bytes(z->zero) + dt__zero_state_bytes(z->zero);
-    b->working = z->gbuf.bytes + z->wb[0].bytes + z->wb[1].bytes + (z->run ? dt__runner_round_bytes(z->run) : 0);
+    b->working = z->gbuf.bytes + z->wb[0].bytes + z->wb[1].bytes + z->wemb.bytes + z->gtied.bytes +
+                 (z->run ? dt__runner_round_bytes(z->run) : 0);
 }

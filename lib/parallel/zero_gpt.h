@@ -21,10 +21,13 @@
  *
  * The layers run on the layer runner (lib/model/runner.h), as gpt.c's do,
  * in the same activation arena (packed 2-byte stores under --fp16/--bf16,
- * selective recomputation): its bind hook points the views at a layer's
- * weights (the gather) and gradient buffer, its done hook reduce-scatters
- * a finished unit; full recomputation and tied embeddings are refused by
- * the configuration.
+ * selective or full recomputation): its bind hook points the views at a
+ * layer's weights (the gather, again for a block recomputed) and gradient
+ * buffer, its done hook reduce-scatters a finished unit. Tied embeddings:
+ * the embedding's weights stay gathered (or widened) from its forward
+ * through the head's backward, and the head's wte gradient is kept apart
+ * until the embedding's backward adds to it, before the embedding's unit
+ * is reduce-scattered (dt__zg_weights_tied, dt__zg_grads_open).
  *
  * Prefetch (stage 3, FSDP's forward and backward prefetch): a
  * communication thread runs the collectives in issue order
@@ -53,10 +56,11 @@
 typedef struct dt__zgpt dt__zgpt;
 
 typedef struct dt__zgpt_config {
-    const dt_gpt_config *model; /* vocab_size set; untied */
+    const dt_gpt_config *model; /* vocab_size set */
     int stage;                  /* 2 or 3 */
     dt_dtype precision;         /* DT_F32, DT_F16 or DT_BF16 */
-    dt_recompute recompute;     /* none or selective */
+    dt_recompute recompute;     /* none, selective or full */
+    int recompute_k;            /* full: blocks per group (1..num_layers) */
     size_t bucket_bytes;        /* stage 2: the gradient buckets (as data parallelism's) */
     int prefetch;               /* stage 3: gather the next layer while one computes (a communication thread) */
     uint64_t seed;              /* the weights' initialisation (as dt_gpt_init_weights) */

@@ -270,16 +270,6 @@ static dt_status dt__validate_zero_stage(const dt_train_config *cfg)
                        "--zero-stage %d: --optimizer %s needs whole-tensor norms, which the sharded optimizer splits "
                        "across ranks (use --optimizer sgd or adamw)",
                        s, dt_optim_kind_name(cfg->optim.kind));
-    if (cfg->model.tie_embeddings)
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--zero-stage %d with tied embeddings: not supported yet (wte's gradient would "
-                       "live through the whole backward; add --untie-embeddings-and-output-weights)",
-                       s);
-    if (cfg->recompute == DT_RECOMPUTE_FULL)
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--zero-stage %d with --recompute-granularity full: not supported yet (use "
-                       "selective)",
-                       s);
     return DT_OK;
 }
 

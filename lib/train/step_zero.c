@@ -36,6 +36,7 @@ static dt_status dt__tr_zgpt_create(dt_trainer *tr)
                                 .stage = cfg->zero_stage,
                                 .precision = cfg->precision,
                                 .recompute = cfg->recompute,
+                                .recompute_k = cfg->recompute_num_layers,
                                 .bucket_bytes = cfg->bucket_bytes,
                                 .prefetch = cfg->zero_prefetch,
                                 .seed = cfg->seed,
