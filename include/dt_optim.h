@@ -77,6 +77,11 @@ typedef struct dt_optim {
     dt_buffer scratch; /* LAMB: (largest decay tensor) update direction u, rewritten per tensor; not state */
     float *trust;      /* (layout->count) host: LARS/LAMB trust ratios of the last step; NULL otherwise */
     int64_t step;      /* optimizer steps taken */
+    /* dt_optim_set_group_norms (NULL group_sum: each entry is a whole tensor) */
+    const int *group_tensor; /* (layout->count) the whole tensor each entry is a piece of */
+    int group_tensors;
+    dt_status (*group_sum)(void *ctx, double *v, size_t n);
+    void *group_ctx;
 } dt_optim;
 
 DT_API dt_status dt_optim_init(dt_optim *opt, const dt_optim_config *cfg, dt_backend *be, const dt_paramset *layout);
@@ -97,6 +102,17 @@ DT_API int dt_optim_has_trust_ratios(const dt_optim *opt);
  * phi(||w||)/||u||; 1 for tensors it does not apply to (decay == 0), for the
  * corner cases above, and before the first step. NULL for SGD and AdamW. */
 DT_API const float *dt_optim_trust_ratios(const dt_optim *opt);
+/* LARS and LAMB over a layout whose entries are pieces of tensors held
+ * across a group (ZeRO's shards): entry i is a piece of whole tensor
+ * tensor[i] (0..n_tensors-1; not copied: it must outlive opt), and sum
+ * adds an array of doubles over the group, in place, the same on every
+ * rank. Each step then takes every piece's sums of squares, adds them per
+ * tensor over the group (one call of sum, 2 x n_tensors doubles) and gives
+ * each piece its whole tensor's trust ratio. LAMB's u then holds every
+ * decay piece at once (its scratch grows to the layout). SGD and AdamW
+ * ignore it. */
+DT_API dt_status dt_optim_set_group_norms(dt_optim *opt, const int *tensor, int n_tensors,
+                                          dt_status (*sum)(void *ctx, double *v, size_t n), void *ctx);
 
 /* Global L2 norm of the gradients (sum over the layout's tensors). */
 DT_API dt_status dt_grad_norm(dt_backend *be, const dt_paramset *layout, const float *grads, double *norm);

@@ -94,7 +94,6 @@ EOF
 table dtrain "$DTRAIN" --train-iters 1 --eval-iters 1 <<'EOF'
 2 | --use-distributed-optimizer is ZeRO stage 1 | --zero-stage 2 --use-distributed-optimizer
 2 | --zero-stage 3: the GPT only | --zero-stage 3 --model mlp-bn --task blobs
-2 | --zero-stage 2: --optimizer lars | --zero-stage 2 --optimizer lars
 2 | --zero-prefetch gathers stage 3's layers ahead | --zero-stage 2 --zero-prefetch
 2 | too many tokens | --micro-batch-size 2147483647
 2 | --seq-length 65536 | --seq-length 65536

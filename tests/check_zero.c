@@ -36,7 +36,11 @@
  * bytes: each rank's = its segment's share, their sum = the whole
  * optimizer's, each at most ceil(numel / n) elements' worth; measured on
  * the tiny GPT's layout and printed (docs/zero.md quotes it). LARS and
- * LAMB are refused with a one-line message naming the flags.
+ * LAMB take each piece's trust ratio from its whole tensor's norms, summed
+ * over the ranks (dt_optim_set_group_norms): the weights agree with the
+ * whole optimizer's within 1e-6 + 1e-6 |w| (the pieces' sums of squares
+ * add in double in another order, ~1e-16, which can move a float32 ratio
+ * by an ulp; a piece's own norm instead would move them by percents).
  *
  * Against plain data parallelism (the whole gradient ring-allreduced, one
  * optimizer on every rank) with non-integer gradients: each shard's summed
@@ -586,24 +590,66 @@ END_TEST
 
 /* ---- refusals and argument errors -------------------------------------------- */
 
-START_TEST(test_layerwise_refused)
+START_TEST(test_layerwise_matches_whole)
 {
+    const int n = g_world->size, rank = g_world->rank;
     dt_paramset L;
     make_layout(L_PACKED, &L);
+    const size_t N = L.numel;
+    unsigned char *mask = tensor_mask(&L);
+    const dt_lr_schedule lr = {.max_lr = 0.05f, .min_lr = 0.05f, .warmup_iters = 0, .decay_iters = 4};
     const dt_optim_kind kinds[] = {DT_OPTIM_LARS, DT_OPTIM_LAMB};
+    char err[512] = "";
     for (int k = 0; k < 2; k++) {
         dt_optim_config oc;
         dt_optim_config_default(&oc, kinds[k]);
-        dt__zero *z = (dt__zero *)&L; /* must come back NULL */
-        dt_status st = dt__zero_create(g_world, g_be, &L, &oc, &z);
-        ck_assert_int_eq(st, DT_ERR_INVALID);
-        ck_assert_ptr_null(z);
-        const char *msg = dt_last_error();
-        char want[64];
-        snprintf(want, sizeof want, "--optimizer %s", dt_optim_kind_name(kinds[k]));
-        ck_assert_msg(strstr(msg, "--use-distributed-optimizer") && strstr(msg, want) && !strchr(msg, '\n'),
-                      "message: %s", msg);
+        oc.weight_decay = 0.01f;
+        if (kinds[k] == DT_OPTIM_LARS) oc.lars_eta = 0.02f;
+        float *P = falloc(N), *R = falloc(N), *G = falloc(N), *GS = falloc(N);
+        for (size_t i = 0; i < N; i++) P[i] = R[i] = mask[i] ? (float)((int)((i * 37u) % 17u) - 8) / 16.0f : 0.0f;
+        dt__zero *z = NULL;
+        ck_dt(dt__zero_create(g_world, g_be, &L, &oc, &z));
+        dt_optim ref;
+        ck_dt(dt_optim_init(&ref, &oc, g_be, &L));
+        for (int s = 0; s < 3; s++) {
+            for (size_t i = 0; i < N; i++) {
+                G[i] = mask[i] ? gval(rank, s, i) : 0.0f;
+                float sum = 0.0f;
+                for (int r = 0; r < n; r++) sum += mask[i] ? gval(r, s, i) : 0.0f;
+                GS[i] = sum;
+            }
+            dt__zero_step_args za = {.loss_scale = 1.0f, .lr = &lr, .position = s};
+            dt__update_result zr, rr;
+            ck_dt(dt__zero_step(z, P, G, &za, &zr));
+            dt__update_args ra = {.be = g_be,
+                                  .layout = &L,
+                                  .params = R,
+                                  .grads = GS,
+                                  .opt = &ref,
+                                  .loss_scale = 1.0f,
+                                  .lr = &lr,
+                                  .position = s,
+                                  .given_norm = -1.0};
+            ck_dt(dt__update_apply(&ra, &rr));
+        }
+        for (size_t i = 0; i < N && !err[0]; i++)
+            if (fabsf(P[i] - R[i]) > 1e-6f + 1e-6f * fabsf(R[i]))
+                note(err, sizeof err, "%s: weight %zu is %.9g, the whole optimizer's %.9g",
+                     dt_optim_kind_name(kinds[k]), i, (double)P[i], (double)R[i]);
+        dt__zero_free(z);
+        dt_optim_free(&ref);
+        free(P), free(R), free(G), free(GS);
     }
+    free(mask);
+    dt_paramset_free(&L);
+    ck_assert_msg(err[0] == 0, "rank %d of %d: %s", rank, n, err);
+}
+END_TEST
+
+START_TEST(test_arg_errors)
+{
+    dt_paramset L;
+    make_layout(L_PACKED, &L);
     dt_optim_config oc;
     dt_optim_config_default(&oc, DT_OPTIM_ADAMW);
     dt__zero *z = NULL;
@@ -632,7 +678,8 @@ static Suite *zero_suite(void)
     tcase_add_test(tc, test_state_gpt_tiny);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
-    tcase_add_test(tc, test_layerwise_refused);
+    tcase_add_test(tc, test_layerwise_matches_whole);
+    tcase_add_test(tc, test_arg_errors);
     suite_add_tcase(s, tc);
     return s;
 }

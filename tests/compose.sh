@@ -53,13 +53,13 @@
 # gradient, one process their sum: measured up to 6.0e-5 in the losses and
 # 3.4e-3 in param_probe, bf16 ppzero).
 #
-# The make-check subset (58 runs): every
+# The make-check subset (61 runs): every
 # precision x every layout but tpppdp with a = 4 and no recomputation;
 # selective and full recomputation in single, 1f1b, tp and tppp (bf16), and
 # fp16 with full recomputation in 1f1b and tp; ppzero in bf16 and fp16,
 # tpzero in fp16 with full recomputation; a = 1 in fp32 for single, dp,
 # gpipe and tppp; ZeRO-2/3 with full and selective recomputation and tied
-# embeddings (5 cells). TEST_FULL=1 runs all 252 cells, each untied and tied.
+# embeddings (5 cells); LAMB and LARS with ZeRO-1/2/3 (3 cells). TEST_FULL=1 runs all 252 cells, each untied and tied.
 #
 # Refused cells (a one-line message at start, exit 2, checked here too):
 #   fp16 with pipedream/pipedream-vsync (each stage updates on its own: no
@@ -126,18 +126,20 @@ tolerance() {
 reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b;
     if (n > m) m = n; printf "%.3g", (m > 0 ? d / m : 0) }'; }
 
-# reference PREC MICRO EMB: the serial run (one process, global batch 8 in
-# micro-batches of MICRO; EMB "$TIE", or empty: the untied default of the model)
+# reference PREC MICRO EMB [OPT]: the serial run (one process, global batch 8 in
+# micro-batches of MICRO; EMB "$TIE", or empty: the untied default of the model;
+# OPT an --optimizer, or empty: AdamW)
 reference() {
-    ref=$TMP/ref-$1-$2${3:+-tied}.json
+    ref=$TMP/ref-$1-$2${3:+-tied}${4:+-$4}.json
     [ -f "$ref" ] && return 0
-    timeout 120 "$DTRAIN" $COMMON $3 $(prec_flags $1) --micro-batch-size $2 --summary "$ref" >"$TMP/ref.out" 2>&1 ||
+    timeout 120 "$DTRAIN" $COMMON $3 ${4:+--optimizer $4} $(prec_flags $1) --micro-batch-size $2 --summary "$ref" \
+        >"$TMP/ref.out" 2>&1 ||
         { fail "serial $1 micro-batch $2: exited non-zero:"; tail -n 5 "$TMP/ref.out" >&2; rm -f "$ref"; return 1; }
 }
 
 worst_exact=0 worst_dp=0 worst_tp32=0 worst_tph=0 worst_tied=0 cells=0
-# cell PREC LAYOUT RECOMPUTE A [tied] (sh has no locals: its variables must
-# not be the callers' loop variables p, l, r, a)
+# cell PREC LAYOUT RECOMPUTE A [tied|-] [OPTIMIZER] (sh has no locals: its
+# variables must not be the callers' loop variables p, l, r, a)
 cell() {
     layout $2
     [ "$NP" -gt 4 ] && [ "$FULL" != 1 ] && return 0
@@ -147,8 +149,11 @@ cell() {
         emb=$TIE name=$name-tied
         case $FL in *--pipeline-model-parallel-size*) [ $CLASS = tp ] || CLASS=tied ;; esac
     fi
-    reference $1 $micro "$emb" || return 0
-    if ! timeout 300 $MPIRUN -np $NP "$DTRAIN" $COMMON $emb $(prec_flags $1) $(rc_flags $3) $FL --micro-batch-size $micro \
+    opt=${6:-}
+    [ -n "$opt" ] && name=$name-$opt
+    reference $1 $micro "$emb" "$opt" || return 0
+    if ! timeout 300 $MPIRUN -np $NP "$DTRAIN" $COMMON $emb ${opt:+--optimizer $opt} $(prec_flags $1) $(rc_flags $3) $FL \
+            --micro-batch-size $micro \
             --summary "$TMP/$name.json" >"$TMP/$name.out" 2>&1; then
         fail "$name: exited non-zero (a cell must run or be refused at start):"; tail -n 5 "$TMP/$name.out" >&2
         return 0
@@ -210,6 +215,10 @@ else
     cell fp16 zero3 selective 4
     cell bf16 zero2 none 4 tied
     cell fp32 zero3 full 4 tied
+    # the layer-wise optimizers: trust ratios from whole-tensor norms summed over the shards
+    cell fp32 zero3 none 4 - lamb
+    cell bf16 zero2 none 4 - lars
+    cell fp32 zero none 4 - lamb
 fi
 
 # dtsim predicts each stage's peak activation memory of combined runs: the

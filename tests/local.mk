@@ -10,6 +10,7 @@ DT_CHECK_SUITES = \
 	tests/check_gpt \
 	tests/check_sample \
 	tests/check_optim \
+	tests/check_optim_group \
 	tests/check_data \
 	tests/check_file \
 	tests/check_trace \
@@ -51,6 +52,9 @@ tests_check_sample_LDADD = $(DT_CHECK_LDADD)
 tests_check_optim_SOURCES = tests/check_optim.c tests/testutil.h
 tests_check_optim_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_optim_LDADD = $(DT_CHECK_LDADD)
+tests_check_optim_group_SOURCES = tests/check_optim_group.c tests/testutil.h
+tests_check_optim_group_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_optim_group_LDADD = $(DT_CHECK_LDADD)
 tests_check_file_SOURCES = tests/check_file.c tests/testutil.h
 tests_check_file_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_file_LDADD = $(DT_CHECK_LDADD)

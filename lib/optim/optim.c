@@ -211,6 +211,88 @@ static dt_status dt__lamb_step(dt_optim *opt, float *params, const float *grads,
     return DT_OK;
 }
 
+dt_status dt_optim_set_group_norms(dt_optim *opt, const int *tensor, int n_tensors,
+                                   dt_status (*sum)(void *ctx, double *v, size_t n), void *ctx)
+{
+    if (!tensor || n_tensors < 1 || !sum)
+        return DT_FAIL(DT_ERR_INVALID, "optimizer group norms: a tensor map, a count >= 1 and a sum are required");
+    for (int i = 0; i < opt->layout->count; i++)
+        if (tensor[i] < 0 || tensor[i] >= n_tensors)
+            return DT_FAIL(DT_ERR_INVALID, "optimizer group norms: entry %d names tensor %d of %d", i, tensor[i],
+                           n_tensors);
+    if (opt->cfg.kind == DT_OPTIM_LAMB) { /* u for every decay piece at once */
+        dt_buffer_free(&opt->scratch);
+        opt->scratch.backend = opt->be;
+        DT_CHECK(dt_buffer_alloc(&opt->scratch, opt->be, (opt->layout->numel ? opt->layout->numel : 1) * sizeof(float)));
+    }
+    opt->group_tensor = tensor;
+    opt->group_tensors = n_tensors;
+    opt->group_sum = sum;
+    opt->group_ctx = ctx;
+    return DT_OK;
+}
+
+/* The group's LARS or LAMB step (dt_optim_set_group_norms): every decay
+ * piece's sums of squares (||w||^2 and LARS's ||g||^2 or LAMB's ||u||^2,
+ * u written first), added per whole tensor over the group, then each
+ * piece updated with its tensor's trust ratio, by the formulas of
+ * dt__lars_step and dt__lamb_step. */
+static dt_status dt__layerwise_group_step(dt_optim *opt, float *params, const float *grads, float lr,
+                                          float grad_scale, float bc1, float bc2)
+{
+    const dt_optim_config *c = &opt->cfg;
+    const dt_paramset *ps = opt->layout;
+    dt_backend *be = opt->be;
+    const int lamb = c->kind == DT_OPTIM_LAMB, nt = opt->group_tensors;
+    float *s1 = opt->state1.data, *s2 = opt->state2.data, *u = opt->scratch.data;
+    double *sq = calloc(2 * (size_t)nt, sizeof *sq);
+    if (!sq) return DT_FAIL(DT_ERR_NOMEM, "optimizer: out of memory for %d tensors' norms", nt);
+    dt_status st = DT_OK;
+    for (int i = 0; st == DT_OK && i < ps->count; i++) {
+        const dt_param_info *pi = &ps->info[i];
+        const size_t off = pi->offset, n = pi->numel;
+        if (!pi->decay) continue;
+        double a = 0.0, b = 0.0;
+        if (lamb)
+            st = be->lamb_direction(be, u + off, params + off, grads + off, s1 + off, s2 + off, n, c->beta1, c->beta2,
+                                    c->eps, c->weight_decay, bc1, bc2, grad_scale);
+        if (st == DT_OK) st = be->sumsq(be, params + off, n, &a);
+        if (st == DT_OK) st = be->sumsq(be, lamb ? u + off : grads + off, n, &b);
+        sq[2 * opt->group_tensor[i]] += a;
+        sq[2 * opt->group_tensor[i] + 1] += b;
+    }
+    if (st == DT_OK) st = opt->group_sum(opt->group_ctx, sq, 2 * (size_t)nt);
+    for (int i = 0; st == DT_OK && i < ps->count; i++) {
+        const dt_param_info *pi = &ps->info[i];
+        const size_t off = pi->offset, n = pi->numel;
+        const double wn = sqrt(sq[2 * opt->group_tensor[i]]), vn = sqrt(sq[2 * opt->group_tensor[i] + 1]);
+        double trust = 1.0;
+        if (lamb) {
+            if (!pi->decay) {
+                st = be->adamw_update(be, params + off, grads + off, s1 + off, s2 + off, n, lr, c->beta1, c->beta2,
+                                      c->eps, 0.0f, bc1, bc2, grad_scale);
+            } else {
+                double phi = wn < (double)c->lamb_gamma_l ? (double)c->lamb_gamma_l : wn;
+                phi = phi > (double)c->lamb_gamma_u ? (double)c->lamb_gamma_u : phi;
+                trust = wn != 0.0 && vn != 0.0 ? phi / vn : 1.0;
+                st = be->axpy(be, params + off, (float)(-(double)lr * trust), u + off, n);
+            }
+        } else {
+            float wd = 0.0f;
+            if (pi->decay) {
+                wd = c->weight_decay;
+                const double den = vn * fabs((double)grad_scale) + (double)wd * wn;
+                if (wn != 0.0 && den != 0.0) trust = (double)c->lars_eta * wn / den;
+            }
+            st = be->lars_update(be, params + off, grads + off, s1 + off, n, lr, (float)trust, c->momentum, wd,
+                                 grad_scale);
+        }
+        opt->trust[i] = (float)trust;
+    }
+    free(sq);
+    return st;
+}
+
 /* Multi-tensor: the run of tensors i..j-1 (returned j) that share the
  * decay flag, as one range [*off, *off + *n) of the flat buffers, the
  * alignment padding between them included: the updates are elementwise,
@@ -241,7 +323,9 @@ dt_status dt_optim_step(dt_optim *opt, float *params, const float *grads, float 
          * 1 - beta2^t keeps its digits for small t (beta2 = 0.95, 0.999). */
         float bc1 = (float)(1.0 - pow((double)c->beta1, (double)t));
         float bc2 = (float)(1.0 - pow((double)c->beta2, (double)t));
-        if (c->kind == DT_OPTIM_LAMB) {
+        if (c->kind == DT_OPTIM_LAMB && opt->group_sum) {
+            DT_CHECK(dt__layerwise_group_step(opt, params, grads, lr, grad_scale, bc1, bc2));
+        } else if (c->kind == DT_OPTIM_LAMB) {
             DT_CHECK(dt__lamb_step(opt, params, grads, lr, grad_scale, bc1, bc2));
         } else {
             for (int i = 0, j; i < ps->count; i = j) { /* one call per run of tensors alike in decay */
@@ -252,6 +336,8 @@ dt_status dt_optim_step(dt_optim *opt, float *params, const float *grads, float 
                                           c->eps, wd, bc1, bc2, grad_scale));
             }
         }
+    } else if (c->kind == DT_OPTIM_LARS && opt->group_sum) {
+        DT_CHECK(dt__layerwise_group_step(opt, params, grads, lr, grad_scale, 1.0f, 1.0f));
     } else if (c->kind == DT_OPTIM_LARS) {
         DT_CHECK(dt__lars_step(opt, params, grads, lr, grad_scale));
     } else {

@@ -152,6 +152,9 @@ dt_status dt__zero_create(dt_comm *dp, dt_backend *be, const dt_paramset *layout
     return dt__zero_create_units(dp, be, layout, optim, 1, &off, &len, out);
 }
 
+/* The group's sum of the pieces' sums of squares (dt_optim_set_group_norms). */
+static dt_status dt__zero_sum_doubles(void *ctx, double *v, size_t n) { return dt_comm_sum_doubles(ctx, v, n); }
+
 dt_status dt__zero_create_units(dt_comm *dp, dt_backend *be, const dt_paramset *layout, const dt_optim_config *optim,
                                 int n_units, const size_t *unit_off, const size_t *unit_len, dt__zero **out)
 {
@@ -159,11 +162,6 @@ dt_status dt__zero_create_units(dt_comm *dp, dt_backend *be, const dt_paramset *
     if (!dp || !be || !layout || !optim)
         return DT_FAIL(DT_ERR_INVALID, "distributed optimizer: communicator, backend, layout and optimizer are "
                                        "required");
-    if (optim->kind == DT_OPTIM_LARS || optim->kind == DT_OPTIM_LAMB)
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, which "
-                       "the sharded optimizer splits across ranks (use --optimizer sgd or adamw)",
-                       dt_optim_kind_name(optim->kind));
     dt__zero *z = calloc(1, sizeof *z);
     if (!z) return DT_FAIL(DT_ERR_NOMEM, "distributed optimizer: out of memory");
     z->dp = dp;
@@ -205,6 +203,11 @@ dt_status dt__zero_create_units(dt_comm *dp, dt_backend *be, const dt_paramset *
     DT_CHECK_GOTO(dt__zero_pieces(z), st, fail);
     DT_CHECK_GOTO(dt_optim_init(&z->opt, optim, be, &z->shard), st, fail);
     z->opt_ready = 1;
+    /* LARS/LAMB: a trust ratio from the whole tensor's norms, its pieces' summed over the group */
+    if (optim->kind == DT_OPTIM_LARS || optim->kind == DT_OPTIM_LAMB)
+        DT_CHECK_GOTO(dt_optim_set_group_norms(&z->opt, z->tensor, layout->count ? layout->count : 1,
+                                               dt__zero_sum_doubles, dp),
+                      st, fail);
     *out = z;
     return DT_OK;
 fail:

@@ -265,11 +265,6 @@ static dt_status dt__validate_zero_stage(const dt_train_config *cfg)
                        s);
     if (cfg->model_kind != DT_MODEL_GPT)
         return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d: the GPT only (--model mlp-bn: use --zero-stage 1)", s);
-    if (cfg->optim.kind == DT_OPTIM_LARS || cfg->optim.kind == DT_OPTIM_LAMB)
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--zero-stage %d: --optimizer %s needs whole-tensor norms, which the sharded optimizer splits "
-                       "across ranks (use --optimizer sgd or adamw)",
-                       s, dt_optim_kind_name(cfg->optim.kind));
     return DT_OK;
 }
 
@@ -355,12 +350,6 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
         if (cfg->ps_mode != DT_PS_NONE)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
                                            "parameter server");
-        if (cfg->optim.kind == DT_OPTIM_LARS || cfg->optim.kind == DT_OPTIM_LAMB)
-            return DT_FAIL(DT_ERR_INVALID,
-                           "--use-distributed-optimizer: --optimizer %s needs whole-tensor norms, "
-                           "which the sharded optimizer splits across ranks (use --optimizer sgd or "
-                           "adamw)",
-                           dt_optim_kind_name(cfg->optim.kind));
     }
     const int cuda = cfg->device && strcmp(cfg->device, "cuda") == 0;
     if (cuda && cfg->ps_mode != DT_PS_NONE)
