@@ -23,6 +23,7 @@
 #include "dt_mlp.h"
 #include "dt_blobs.h"
 #include "dt_comm.h"
+#include "dt_grid.h"
 #include "dt_schedule.h"
 #include "dt_checkpoint.h"
 #include "dt_file.h"

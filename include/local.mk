@@ -20,6 +20,7 @@ include_HEADERS += \
 	include/dt_trace_stats.h \
 	include/dt_trace_breakdown.h \
 	include/dt_trace_merge.h \
+	include/dt_grid.h \
 	include/dt_schedule.h \
 	include/dt_train.h \
 	include/dt_checkpoint.h \

@@ -22,6 +22,7 @@ DT_CHECK_SUITES = \
 	tests/check_stage \
 	tests/check_bw \
 	tests/check_cuda_math \
+	tests/check_grid \
 	tests/check_schedule \
 	tests/check_schedule_zb \
 	tests/check_trace_stats \
@@ -79,6 +80,11 @@ tests_check_half_LDADD = $(DT_CHECK_LDADD)
 tests_check_mlp_SOURCES = tests/check_mlp.c tests/testutil.h
 tests_check_mlp_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_mlp_LDADD = $(DT_CHECK_LDADD)
+# check_grid runs alone (the arithmetic) and under mpirun with 1..4 ranks
+# through tests/grid.sh (the world's groups)
+tests_check_grid_SOURCES = tests/check_grid.c tests/testutil.h
+tests_check_grid_CFLAGS = $(DT_CHECK_CFLAGS) $(MPI_CFLAGS)
+tests_check_grid_LDADD = $(DT_CHECK_LDADD) $(MPI_LIBS)
 tests_check_schedule_SOURCES = tests/check_schedule.c tests/testutil.h
 tests_check_schedule_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_schedule_LDADD = $(DT_CHECK_LDADD)
@@ -178,6 +184,9 @@ EXTRA_DIST += tests/replay.sh
 # ZeRO-1, the sharded optimizer, under mpirun.
 TESTS += tests/zero.sh
 EXTRA_DIST += tests/zero.sh
+# The process grid's communicators under mpirun.
+TESTS += tests/grid.sh
+EXTRA_DIST += tests/grid.sh
 # fp16: a non-finite loss is an overflow in every layout; the minimum-scale stop.
 TESTS += tests/fp16-overflow.sh
 EXTRA_DIST += tests/fp16-overflow.sh
@@ -194,7 +203,8 @@ TESTS_ENVIRONMENT = DT_BUILDDIR='$(abs_top_builddir)' DT_SRCDIR='$(abs_top_srcdi
 # suffix rule, so these lines add prerequisites instead of overriding rules.
 TEST_EXTENSIONS = .sh
 tests/comm.log: $(DT_CHECK_SUITES:=.log) tests/cli.log
-tests/dp.log: tests/comm.log
+tests/grid.log: tests/comm.log
+tests/dp.log: tests/grid.log
 tests/zero.log: tests/dp.log
 tests/ps.log: tests/zero.log
 tests/fp16-overflow.log: tests/ps.log

@@ -1,8 +1,9 @@
-# lib/parallel/local.mk: the parallelisms as mechanisms: schedules (the one
-# generator), pipeline stages and their runtime, tensor parallelism, ZeRO (the sharded optimizer;
+# lib/parallel/local.mk: the parallelisms as mechanisms: the process grid,
+# schedules (the one generator), pipeline stages and their runtime, tensor parallelism, ZeRO (the sharded optimizer;
 # the sharded GPT of stages 2 and 3),
 # the parameter server.
 libdtrain_core_la_SOURCES += \
+	lib/parallel/grid.c \
 	lib/parallel/schedule.c \
 	lib/parallel/schedule_order.c \
 	lib/parallel/stage.c \
