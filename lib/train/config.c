@@ -160,17 +160,8 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
         if (m.vocab_size <= 0) m.vocab_size = 256;
         DT_CHECK(dt__tp_check(&m, t));
     }
-    if (world % (p * t)) {
-        if (t == 1)
-            return DT_FAIL(DT_ERR_INVALID,
-                           "--pipeline-model-parallel-size %d: %d ranks are not a multiple of it (run "
-                           "mpirun -np p x d)",
-                           p, world);
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d: %d ranks "
-                       "are not a multiple of %d (run mpirun -np t x p x d)",
-                       t, p, world, t * p);
-    }
+    dt_grid grid; /* over the whole world: a parameter server is refused below */
+    DT_CHECK(dt_grid_init(&grid, world, 0, t, 1, p));
     const char *flag = p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
     const int size = p > 1 ? p : t;
     if (cfg->model_kind != DT_MODEL_GPT) return DT_FAIL(DT_ERR_INVALID, "%s: only the GPT is split across ranks", flag);
@@ -310,8 +301,10 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     DT_CHECK(dt__validate_ps(cfg, world));
     DT_CHECK(dt__validate_pipeline(cfg, world));
     DT_CHECK(dt__validate_checkpoint(cfg));
-    const int dp =
-        (world - (cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0)) / (cfg->pipeline_size * cfg->tensor_size);
+    dt_grid grid;
+    DT_CHECK(dt_grid_init(&grid, world, cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0, cfg->tensor_size, 1,
+                          cfg->pipeline_size));
+    const int dp = grid.size[DT_GRID_DATA];
     if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
         if (world == 1)
             return DT_FAIL(DT_ERR_INVALID, "--global-batch-size %d is not a multiple of --micro-batch-size %d",

@@ -50,29 +50,27 @@ static dt_status dt__strdup(const char *s, char **out)
     return DT_OK;
 }
 
-/* The ranks' layout: data-parallel rank and size, micro-batches per step,
- * and the strategy. */
-static void dt__tr_layout_ranks(dt_trainer *tr)
+/* The ranks' layout: the grid (lib/parallel/grid.c; workers 0..W-1, then
+ * any parameter servers), this rank's data-parallel rank and size,
+ * micro-batches per step, and the strategy. */
+static dt_status dt__tr_layout_ranks(dt_trainer *tr)
 {
     const dt_train_config *cfg = &tr->cfg;
+    const int world = cfg->comm ? cfg->comm->size : 1;
+    const int servers = cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0;
+    DT_CHECK(dt_grid_init(&tr->grid, world, servers, cfg->tensor_size, 1, cfg->pipeline_size));
     tr->rank = cfg->comm ? cfg->comm->rank : 0;
-    tr->dp_rank = tr->rank;
-    tr->dp_size = cfg->comm ? cfg->comm->size : 1;
+    tr->dp_size = tr->grid.size[DT_GRID_DATA];
+    tr->dp_rank = dt_grid_coord(&tr->grid, tr->rank, DT_GRID_DATA);
+    if (tr->dp_rank < 0) tr->dp_rank = 0; /* a server: its batch buffers are never used */
     tr->dp_comm = cfg->comm;
-    if (cfg->ps_mode != DT_PS_NONE) { /* workers 0..W-1, then the servers */
-        tr->dp_size -= cfg->num_ps_servers;
-        if (tr->dp_rank >= tr->dp_size) tr->dp_rank = 0; /* a server: its batch buffers are never used */
-    }
     const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1; /* the stage runtime (lib/parallel/pipeline.c) */
-    if (split) { /* t x d x p: rank = tensor + t * (data + d * stage) */
-        tr->dp_size /= cfg->pipeline_size * cfg->tensor_size;
-        tr->dp_rank = (tr->rank / cfg->tensor_size) % tr->dp_size;
-    }
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
     tr->strategy = split                                                                         ? DT__STRATEGY_PIPE
                    : cfg->ps_mode != DT_PS_NONE                                                  ? DT__STRATEGY_PS
                    : (cfg->use_distributed_optimizer && tr->dp_size > 1) || cfg->zero_stage >= 2 ? DT__STRATEGY_ZERO
                                                                                                  : DT__STRATEGY_REPLICA;
+    return DT_OK;
 }
 
 static dt_status dt__tr_strategy_create(dt_trainer *tr)
@@ -119,7 +117,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     tr->T = cfg->seq_length;
     /* before any split: the communicators made from comm inherit it */
     if (cfg->comm) DT_CHECK_GOTO(dt_comm_set_timeout(cfg->comm, cfg->comm_timeout), st, fail);
-    dt__tr_layout_ranks(tr);
+    DT_CHECK_GOTO(dt__tr_layout_ranks(tr), st, fail);
 
     {
         /* the GPU of this process's rank on its node, where the communicator knows it */

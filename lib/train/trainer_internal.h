@@ -34,6 +34,7 @@
 #include "dt_backend.h"
 #include "dt_blobs.h"
 #include "dt_checkpoint.h"
+#include "dt_grid.h"
 #include "dt_internal.h"
 #include "dt_mlp.h"
 #include "dt_train.h"
@@ -133,6 +134,7 @@ struct dt_trainer {
     size_t num_params;
 
     int B, T, n_micro;    /* micro-batch size, sequence length, micro-batches per step on this rank */
+    dt_grid grid;         /* the ranks' layout (t x 1 x d x p, then the servers; lib/parallel/grid.c) */
     int dp_rank, dp_size; /* data parallelism (1 rank without a communicator): the workers */
     int rank;             /* in cfg.comm (0 without one): trace pid and file */
     dt_comm *dp_comm;     /* the data-parallel ranks: cfg.comm, or the workers' with a parameter server */
