@@ -37,7 +37,9 @@ int dt__pipe_dp_index(const dt__pipe *pp) { return pp->dpi; }
 int dt__pipe_tp_index(const dt__pipe *pp) { return pp->tpi; }
 int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in)
 {
-    return dt_sched_message_id(pp->sched, pp->stage, in, pp->tpi + pp->t * pp->dpi, pp->t * pp->d);
+    return dt_sched_message_id(pp->sched, pp->stage, in,
+                               dt_grid_group_index(&pp->grid, DT_GRID_PIPELINE, pp->cfg.world->rank),
+                               dt_grid_group_count(&pp->grid, DT_GRID_PIPELINE));
 }
 long long dt__pipe_tp_allreduces(const dt__pipe *pp) { return pp->tp.allreduces_fwd + pp->tp.allreduces_bwd; }
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp) { return pp->peak; }
@@ -101,26 +103,24 @@ static void dt__pipe_recomputed(void *ctx, int layer, int64_t t0_ns, int64_t t1_
  * rank holds both: the sum is local, pipeline_optim.c). */
 static dt_status dt__pipe_comms(dt__pipe *pp, const dt__pipe_setup *s)
 {
-    const int t = pp->t;
-    const int cpipe = pp->tpi + t * pp->dpi, cdata = pp->tpi + t * pp->stage, ctp = pp->dpi + pp->d * pp->stage;
-    DT_CHECK(s->world->ops->split(s->world, cpipe, pp->stage, &pp->pipe));
-    DT_CHECK(s->world->ops->split(s->world, cdata, pp->dpi, &pp->data));
-    DT_CHECK(s->world->ops->split(s->world, ctp, pp->tpi, &pp->tpc));
-    if (s->device_world) {
-        DT_CHECK(s->device_world->ops->split(s->device_world, cpipe, pp->stage, &pp->dpipe));
-        DT_CHECK(s->device_world->ops->split(s->device_world, cdata, pp->dpi, &pp->ddata));
-        DT_CHECK(s->device_world->ops->split(s->device_world, ctp, pp->tpi, &pp->dtp));
+    dt_comm *dev = s->device_world;
+    DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_PIPELINE, &pp->pipe));
+    DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_DATA, &pp->data));
+    DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_TENSOR, &pp->tpc));
+    if (dev) {
+        DT_CHECK(dt_grid_split(&pp->grid, dev, DT_GRID_PIPELINE, &pp->dpipe));
+        DT_CHECK(dt_grid_split(&pp->grid, dev, DT_GRID_DATA, &pp->ddata));
+        DT_CHECK(dt_grid_split(&pp->grid, dev, DT_GRID_TENSOR, &pp->dtp));
     }
     const int d0 = dt__pipe_device_of(pp, 0), d1 = dt__pipe_device_of(pp, pp->q_last);
     pp->tied = s->model->tie_embeddings && pp->q_last > 0;
     if (!pp->tied || d0 == d1) return DT_OK;
-    /* the two ends of each (tensor, data) position; the other devices land
-     * in groups of their own, never used (split is collective over the world) */
-    const int end = pp->stage == d0 || pp->stage == d1;
-    const int cemb = end ? cpipe : t * pp->d * (1 + pp->stage) + cpipe;
-    DT_CHECK(s->world->ops->split(s->world, cemb, pp->stage, &pp->emb));
-    if (s->device_world) DT_CHECK(s->device_world->ops->split(s->device_world, cemb, pp->stage, &pp->demb));
-    if (!end) dt_comm_free(pp->emb), dt_comm_free(pp->demb), pp->emb = pp->demb = NULL;
+    /* the two ends of each (tensor, data) position; the other devices join
+     * none (the split is still collective over the world) */
+    pp->grid.embedding[0] = d0;
+    pp->grid.embedding[1] = d1;
+    DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_EMBEDDING, &pp->emb));
+    if (dev) DT_CHECK(dt_grid_split(&pp->grid, dev, DT_GRID_EMBEDDING, &pp->demb));
     return DT_OK;
 }
 
@@ -219,24 +219,20 @@ static dt_status dt__pipe_chunk_create(dt__pipe *pp, int c)
 dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
 {
     *out = NULL;
-    const int N = s->world->size, t = s->t > 0 ? s->t : 1;
-    if (s->p < 1 || N % (s->p * t))
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--pipeline-model-parallel-size %d x --tensor-model-parallel-size %d: %d ranks are not a "
-                       "multiple of it",
-                       s->p, t, N);
+    dt_grid grid; /* tensor fastest: rank = tpi + t * (dpi + d * stage) */
+    DT_CHECK(dt_grid_init(&grid, s->world->size, 0, s->t > 0 ? s->t : 1, 1, s->p));
     dt__pipe *pp = calloc(1, sizeof *pp);
     if (!pp) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
     dt_status st = DT_OK;
     pp->cfg = *s;
     dt_paramset_init(&pp->layout);
-    /* the grid, tensor fastest: rank = tpi + t * (dpi + d * stage) */
-    pp->p = s->p;
-    pp->t = t;
-    pp->d = N / (s->p * t);
-    pp->tpi = s->world->rank % t;
-    pp->dpi = (s->world->rank / t) % pp->d;
-    pp->stage = s->world->rank / (t * pp->d);
+    pp->grid = grid;
+    pp->p = grid.size[DT_GRID_PIPELINE];
+    pp->t = grid.size[DT_GRID_TENSOR];
+    pp->d = grid.size[DT_GRID_DATA];
+    pp->tpi = dt_grid_coord(&grid, s->world->rank, DT_GRID_TENSOR);
+    pp->dpi = dt_grid_coord(&grid, s->world->rank, DT_GRID_DATA);
+    pp->stage = dt_grid_coord(&grid, s->world->rank, DT_GRID_PIPELINE);
     pp->step_of_total = -1;
     for (int i = 0; i < DT__PIPE_MAX_STASH; i++) pp->stash[i].version = -1;
     if (s->steps > INT32_MAX / (s->m > 0 ? s->m : 1)) {

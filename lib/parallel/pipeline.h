@@ -1,10 +1,11 @@
 /* pipeline.h: the pipeline-parallel runtime (lib/parallel/pipeline.c), never
  * installed; the trainer drives it under --pipeline-model-parallel-size p.
  *
- * Ranks: the world's N = t x d x p ranks form a grid, tensor fastest, then
- * data, then pipeline: rank = tpi + t * (dpi + d * stage), so a
- * tensor-parallel group (the most communication) is neighbouring ranks, as
- * Megatron-LM orders them. Sub-communicators: the pipeline's (rank = stage),
+ * Ranks: the world's N = t x d x p ranks form the process grid
+ * (include/dt_grid.h, lib/parallel/grid.c), tensor fastest, then data, then
+ * pipeline: rank = tpi + t * (dpi + d * stage), so a tensor-parallel group
+ * (the most communication) is neighbouring ranks, as Megatron-LM orders
+ * them. Sub-communicators, the grid's groups: the pipeline's (rank = stage),
  * for activations and their gradients; the stage's data-parallel group, for
  * the gradient allreduce; the tensor-parallel group, for f and g (lib/parallel/tp.h).
  * t = 1 and p = 1 are allowed (one stage: tensor parallelism alone).

@@ -19,6 +19,7 @@
 #ifndef DT_PIPELINE_IMPL_H
 #define DT_PIPELINE_IMPL_H
 
+#include "dt_grid.h"
 #include "pipeline.h"
 #include "stage.h"
 #include "tp.h"
@@ -66,7 +67,8 @@ typedef struct dt__chunk {
 
 struct dt__pipe {
     dt__pipe_setup cfg;
-    int stage, dpi, d, p, t, tpi; /* stage: this rank's device in the schedule (its pipeline rank) */
+    dt_grid grid;                 /* the world's ranks (lib/parallel/grid.c); embedding: the tied ends */
+    int stage, dpi, d, p, t, tpi; /* the grid's: stage is this rank's device in the schedule (its pipeline rank) */
     int v, q_last;                /* chunks per device; the last virtual stage, p*v - 1 */
     const dt_sched_instr *cur;    /* the BACKWARD being executed, for the stage's recompute hook */
     dt_comm *pipe, *data, *tpc;   /* host sub-communicators: pipeline, data-parallel group, tensor-parallel group */
