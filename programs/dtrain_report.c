@@ -66,8 +66,8 @@ static void dtrain_print_model(const dt_train_config *c, const dt_trainer *tr, c
 /* Micro-batches per step on each rank. */
 static int dtrain_micro_per_rank(const dt_train_config *c)
 {
-    const int dp = ((c->comm ? c->comm->size : 1) - (c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0)) /
-                   (c->pipeline_size * c->tensor_size);
+    const int dp = dt_grid_data_size(c->comm ? c->comm->size : 1, c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0,
+                                     c->tensor_size, 1, c->pipeline_size);
     return c->global_batch_size / (c->micro_batch_size * dp);
 }
 
@@ -109,7 +109,9 @@ static void dtrain_print_optim(const dt_train_config *c, const dt_trainer *tr)
 static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
 {
     if (c->comm && (c->pipeline_size > 1 || c->tensor_size > 1)) {
-        const int t = c->tensor_size, p = c->pipeline_size, d = c->comm->size / (t * p);
+        dt_grid g; /* the trainer made the same one: it cannot be refused here */
+        if (dt_grid_init(&g, c->comm->size, 0, c->tensor_size, 1, c->pipeline_size) != DT_OK) return;
+        const int t = g.size[DT_GRID_TENSOR], p = g.size[DT_GRID_PIPELINE], d = g.size[DT_GRID_DATA];
         printf("parallel: grid t=%d x d=%d x p=%d (tensor, data, pipeline; rank = t_i + %d*(d_i + %d*p_i)), "
                "schedule %s, %d micro-batch%s per step per pipeline\n",
                t, d, p, t, d, dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
@@ -119,7 +121,8 @@ static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
                            "data-parallel group"
                          : "nothing to shard (d = 1)");
         for (int r = 0; r < c->comm->size && c->comm->size <= 64; r++)
-            printf("  rank %d: tensor %d, data %d, stage %d\n", r, r % t, (r / t) % d, r / (t * d));
+            printf("  rank %d: tensor %d, data %d, stage %d\n", r, dt_grid_coord(&g, r, DT_GRID_TENSOR),
+                   dt_grid_coord(&g, r, DT_GRID_DATA), dt_grid_coord(&g, r, DT_GRID_PIPELINE));
     } else if (c->comm && c->ps_mode != DT_PS_NONE)
         printf("parallel: %d worker%s and %d parameter server%s (%s%s), weights and optimizer state sharded over "
                "the servers\n",
