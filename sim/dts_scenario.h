@@ -8,9 +8,10 @@
  * all three shapes of keys, so "predict this run" needs nothing but its
  * trace and the calibration inputs.
  *
- * Ranks: world = t * p * d (+ num_ps_servers with a parameter server),
- * rank = t_i + t * (d_i + d * p_i) as in lib/parallel/pipeline.c; parameter servers
- * are the last num_ps_servers ranks (lib/parallel/ps.c).
+ * Ranks: the library's process grid (dts_scenario_grid), world = t * p * d
+ * (+ num_ps_servers with a parameter server), rank = t_i + t * (d_i + d * p_i)
+ * as lib/parallel/grid.c orders them; parameter servers are the last
+ * num_ps_servers ranks (lib/parallel/ps.c).
  *
  * Invariants after dts_scenario_check: every size >= 1; m * B * d ==
  * global batch; under full recomputation 1 <= recompute_num_layers <= L; the split (if any) has p entries summing to L; the cost
@@ -21,6 +22,7 @@
 #include <stdint.h>
 
 #include "dt_gpt.h"
+#include "dt_grid.h"
 #include "dt_loss_scaler.h"
 #include "dt_schedule.h"
 #include "dt_status.h"
@@ -129,7 +131,11 @@ dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path);
 /* The model chunks per stage of the scenario's schedule (vpp, vpp_layers
  * and the kind's default: dt_sched_chunks_from_flags). */
 dt_status dts_scenario_chunks(const dts_scenario *sc, int *v);
-/* world size, and the first and last layer (-1 .. L, trace convention) of stage s */
+/* The scenario's process grid (include/dt_grid.h): t x 1 x d x p workers,
+ * then the parameter servers. */
+dt_status dts_scenario_grid(const dts_scenario *sc, dt_grid *g);
+/* world size (the grid's; -1 where the sizes form none), and the first and
+ * last layer (-1 .. L, trace convention) of stage s */
 int dts_scenario_world(const dts_scenario *sc);
 dt_status dts_scenario_stage_layers(const dts_scenario *sc, int s, int *first, int *last);
 /* The scenario as a JSON object text (caller frees), for otherData.config of

@@ -102,6 +102,15 @@ static dt_status dts__schedule(dts__sim *s, const dts_scenario *sc, const dts_ru
     return dt_schedule_make_chunks(sc->schedule, sc->p, v, sc->m, (int)sc->steps, &s->sched);
 }
 
+/* An unloaded ring allreduce of `bytes` over the group along dimension dim
+ * that holds `rank`: evenly spaced ranks (include/dt_grid.h). */
+static int64_t dts__grid_ring_ns(const dts__sim *s, dt_grid_group dim, int rank, int64_t bytes)
+{
+    const int stride = dt_grid_stride(&s->grid, dim);
+    return dts_net_ring_allreduce_ns(&s->net, rank - dt_grid_coord(&s->grid, rank, dim) * stride, stride,
+                                     s->grid.size[dim], bytes);
+}
+
 static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o, double bw_scale)
 {
     const int L = sc->model.num_layers, P = dts__is_pipe(sc) ? sc->p : 1;
@@ -109,7 +118,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->keep_all = o && (o->trace_path || o->keep_events);
     s->K = dts__is_ps(sc) ? sc->num_ps_servers : 0;
     s->W = sc->d;
-    s->world = dts_scenario_world(sc);
+    DT_CHECK(dts_scenario_grid(sc, &s->grid));
+    s->world = s->grid.world;
     s->begin_step = dts__is_pipe(sc) ? dts__pipe_begin_step : dts__dp_begin_step;
     DT_CHECK(dts_engine_create(&s->e));
     DT_CHECK(dts_net_init(&s->net, s->world, &sc->hw, bw_scale));
@@ -152,7 +162,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
      * format under --fp16/--bf16 (lib/parallel/pipeline.c); the tensor-parallel
      * allreduces stay FP32 */
     s->msg_bytes = strcmp(sc->precision, "fp32") ? act_msg / 2 : act_msg;
-    s->tp_ar_ns = sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, act_msg) : 0;
+    s->tp_ar_ns = sc->t > 1 ? dts__grid_ring_ns(s, DT_GRID_TENSOR, 0, act_msg) : 0;
     for (int q = 0; q < Q; q++) {
         int first = -1, last = L;
         if (Q > 1) DT_CHECK(dts__vstage_layers(sc, Q, q, &first, &last));
@@ -219,14 +229,15 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     const int d0 = s->q_dev[0], dL = s->q_dev[Q - 1], tied = sc->model.tie_embeddings && d0 != dL;
     const int64_t VC = (int64_t)sc->model.vocab_size * sc->model.hidden_size;
     if (tied) s->params[dL] += VC;
+    const int ends_apart = dt_grid_stride(&s->grid, DT_GRID_PIPELINE) * (dL - d0); /* ranks between the two ends */
     for (int r = 0; r < P; r++) {
         const int64_t prm = s->params[r];
         const int tied_end = tied && (r == d0 || r == dL);
         /* ZeRO-1: each rank updates its 1/d of the stage */
         const int shards = sc->zero && sc->d > 1 ? sc->d : 1;
         s->opt_ns[r] = dts__ns((double)prm / shards * sc->cost.optim_ns_per_param) +
-                       (sc->t > 1 ? dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->t, 4) : 0) +
-                       (tied_end ? dts_net_ring_allreduce_ns(&s->net, 0, sc->t * sc->d * (dL - d0), 2, VC * 4) : 0);
+                       (sc->t > 1 ? dts__grid_ring_ns(s, DT_GRID_TENSOR, 0, 4) : 0) +
+                       (tied_end ? dts_net_ring_allreduce_ns(&s->net, 0, ends_apart, 2, VC * 4) : 0);
         s->stash_ns[r] = dts__mem_ns(sc, 2.0 * (double)prm * 4);
     }
     s->u = calloc((size_t)s->n_units, sizeof *s->u);
@@ -254,7 +265,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         u->idx = i;
         u->dpi = i % sc->d;
         u->stage = dts__is_pipe(sc) ? i / sc->d : 0;
-        u->rank = dts__is_pipe(sc) ? sc->t * i : i;
+        u->rank = dt_grid_rank(&s->grid, (const int[DT_GRID_DIMS]){0, 0, u->dpi, u->stage}); /* its tensor rank 0 */
         if (s->node_ranks)
             s->node_ranks[u->rank / (sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1)] += sc->t;
         u->record = s->keep_all || u->dpi == 0;
@@ -292,7 +303,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     if (s->async_report) {
         s->loss_at = malloc((size_t)sc->d * (size_t)sc->steps * sizeof *s->loss_at);
         s->loss0_sync = (dts__sync){.n = sc->d,
-                                    .cost = dts_net_ring_allreduce_ns(&s->net, 0, sc->t, sc->d, 4),
+                                    .cost = dts__grid_ring_ns(s, DT_GRID_DATA, 0, 4),
                                     .done = dts__step_synced,
                                     .members = malloc((size_t)sc->d * sizeof(dts__unit *))};
         if (!s->loss_at || !s->loss0_sync.members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
@@ -305,7 +316,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         for (int d = 0; d < sc->d; d++) {
             s->norm[d] = (dts__sync){.n = sc->p,
                                      .done = dts__pipe_norm_done,
-                                     .cost = dts_net_ring_allreduce_ns(&s->net, sc->t * d, sc->t * sc->d, sc->p, 4)};
+                                     .cost = dts__grid_ring_ns(s, DT_GRID_PIPELINE, dts__unit_at(s, d, 0)->rank, 4)};
             s->norm[d].members = malloc((size_t)sc->p * sizeof *s->norm[d].members);
             if (!s->norm[d].members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
             for (int st = 0; st < sc->p; st++) s->norm[d].members[st] = dts__unit_at(s, d, st);
@@ -474,8 +485,9 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
         if (dts__is_ps(sc) && r >= s->W)
             snprintf(label, sizeof label, "dtsim rank %d (parameter server %d)", r, r - s->W);
         else if (dts__is_pipe(sc))
-            snprintf(label, sizeof label, "dtsim rank %d (t %d, d %d, p %d)", r, r % sc->t, (r / sc->t) % sc->d,
-                     r / (sc->t * sc->d));
+            snprintf(label, sizeof label, "dtsim rank %d (t %d, d %d, p %d)", r,
+                     dt_grid_coord(&s->grid, r, DT_GRID_TENSOR), dt_grid_coord(&s->grid, r, DT_GRID_DATA),
+                     dt_grid_coord(&s->grid, r, DT_GRID_PIPELINE));
         else snprintf(label, sizeof label, "dtsim rank %d", r);
         dt_trace_event_init(&e, DT_TRACE_METADATA, "process_name", "meta", r, 0, 0, 0);
         snprintf(e.label, sizeof e.label, "%.*s", (int)sizeof e.label - 1, label);

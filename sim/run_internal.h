@@ -169,6 +169,7 @@ struct dts__sim {
     dt_schedule *sched;
     int sched_borrowed;
     int n_units, world;
+    dt_grid grid; /* the ranks (dts_scenario_grid): a unit is the tensor group of (data, stage) */
     dts__unit *u;
     /* per virtual stage (Q = p*v of them; v = 1: the stages), one rank's share (blocks / t) */
     int V, Q;                     /* chunks per device, virtual stages */

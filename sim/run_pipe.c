@@ -97,7 +97,9 @@ static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in,
     if (s->V > 1) dt_trace_event_add_arg(&ev, "chunk", in->chunk);
     /* a message: the runtime's id (pipeline = tensor rank + t * data rank; this unit is tensor rank 0, and
      * run.c's trace adds k for its copy on tensor rank k) */
-    const int64_t id = dt_sched_message_id(s->sched, u->stage, in, s->sc->t * u->dpi, s->sc->t * s->sc->d);
+    const int64_t id =
+        dt_sched_message_id(s->sched, u->stage, in, dt_grid_group_index(&s->grid, DT_GRID_PIPELINE, u->rank),
+                            dt_grid_group_count(&s->grid, DT_GRID_PIPELINE));
     if (id >= 0) dt_trace_event_add_arg(&ev, "flow", (double)id);
     dts__rec(s, 1, &ev);
 }

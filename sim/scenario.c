@@ -641,9 +641,15 @@ out:
 
 /* ---- checking ----------------------------------------------------------------------- */
 
+dt_status dts_scenario_grid(const dts_scenario *sc, dt_grid *g)
+{
+    return dt_grid_init_sizes(g, sc->t, 1, sc->d, sc->p, dts__is_ps(sc->exchange) ? sc->num_ps_servers : 0);
+}
+
 int dts_scenario_world(const dts_scenario *sc)
 {
-    return sc->t * sc->p * sc->d + (dts__is_ps(sc->exchange) ? sc->num_ps_servers : 0);
+    dt_grid g;
+    return dts_scenario_grid(sc, &g) == DT_OK ? g.world : -1;
 }
 
 dt_status dts_scenario_check(const dts_scenario *sc)
