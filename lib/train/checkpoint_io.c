@@ -48,17 +48,10 @@
 
 #include "trainer_internal.h"
 
-enum { DT__CK_REPLICA = 0, DT__CK_ZERO, DT__CK_STAGE, DT__CK_PS_WORKER, DT__CK_PS_SERVER };
 static const char *const dt__ck_roles[] = {"replica", "zero segment", "pipeline/tensor stage",
                                            "parameter-server worker", "parameter server"};
 
-static int dt__ck_role(const dt_trainer *tr)
-{
-    if (tr->ps.rt) return dt__ps_is_server(tr->ps.rt) ? DT__CK_PS_SERVER : DT__CK_PS_WORKER;
-    if (tr->pipe.rt) return DT__CK_STAGE;
-    if (tr->zero || tr->zgpt) return DT__CK_ZERO;
-    return DT__CK_REPLICA;
-}
+static int dt__ck_role(const dt_trainer *tr) { return tr->strategy->ck_role(tr); }
 
 dt_status dt__validate_checkpoint(const dt_train_config *cfg)
 {
@@ -598,10 +591,7 @@ dt_status dt_trainer_load(dt_trainer *tr, const char *dir)
         return st;
     }
     /* every rank has its part: the ZeRO segments to everyone (of the stage's data group) */
-    if (tr->zero) DT_CHECK(dt__zero_restored(tr->zero, tr->kind->params(tr)));
-    if (tr->zgpt) DT_CHECK(dt__zgpt_restored(tr->zgpt));
-    if (tr->pipe.rt && dt__pipe_zero(tr->pipe.rt))
-        DT_CHECK(dt__zero_restored(dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
+    if (tr->strategy->restored) DT_CHECK(tr->strategy->restored(tr));
     dt__ck_set(&tr->ck.loaded, path);
     dt__ck_set(&tr->ck.note, note);
     return DT_OK;

@@ -15,13 +15,7 @@
 
 static dt_status dt__evaluate_share(dt_trainer *tr, dt__eval_sums *sum)
 {
-    if (tr->strategy == DT__STRATEGY_PIPE) { /* through the stages; the sums come back added over every rank */
-        double v[4];
-        DT_CHECK(dt__pipe_evaluate(tr->pipe.rt, tr->cfg.eval_iters * tr->n_micro * tr->dp_size,
-                                   tr->kind->has_accuracy(tr), v));
-        sum->loss = v[0], sum->counted = v[1], sum->examples = v[2], sum->correct = v[3];
-        return DT_OK;
-    }
+    if (tr->strategy->evaluate) return tr->strategy->evaluate(tr, sum); /* its own way (the stages) */
     const int n_val = tr->cfg.eval_iters * tr->n_micro * tr->dp_size;
     const int lo = (int)((int64_t)n_val * tr->dp_rank / tr->dp_size);
     const int hi = (int)((int64_t)n_val * (tr->dp_rank + 1) / tr->dp_size);

@@ -214,11 +214,11 @@ dt_status dt__nf_pipe_locate(void *ctx, int64_t t)
  * check) the message is the plain one. */
 dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v)
 {
-    if (tr->cfg.precision != DT_F32 || tr->strategy == DT__STRATEGY_PS ||
-        (tr->strategy == DT__STRATEGY_PIPE && !tr->nf.located))
+    const int in_step = tr->strategy->nonfinite == DT__NF_IN_STEP;
+    if (tr->cfg.precision != DT_F32 || tr->strategy->nonfinite == DT__NF_NONE || (in_step && !tr->nf.located))
         return DT_FAIL(DT_ERR_NUMERIC, "iteration %lld: %s is %g (diverged; try a lower --lr or --clip-grad)",
                        (long long)tr->iter + 1, what, v);
-    if (tr->strategy != DT__STRATEGY_PIPE) DT_CHECK(dt__nf_locate(tr));
+    if (!in_step) DT_CHECK(dt__nf_locate(tr));
     if (tr->cfg.skip_nonfinite) {
         tr->nf.skip = 1;
         tr->nf.skipped++;
@@ -226,7 +226,7 @@ dt_status dt__nonfinite(dt_trainer *tr, const char *what, double v)
     }
     /* pipeline and tensor parallelism agreed on where (and the norm is the
      * whole model's): every rank fails with this very line */
-    tr->nf.shared = tr->strategy == DT__STRATEGY_PIPE && tr->cfg.comm;
+    tr->nf.shared = in_step && tr->cfg.comm;
     return DT_FAIL(DT_ERR_NUMERIC,
                    "iteration %lld: %s is %g; %s (diverged; try a lower --lr or --clip-grad, or --skip-nonfinite)",
                    (long long)tr->iter + 1, what, v, tr->nf.where);
@@ -259,7 +259,7 @@ dt_status dt__loss_overflow_locate(dt_trainer *tr)
     const size_t cap = sizeof tr->nf.where;
     tr->nf.loss_overflow = 1;
     where[0] = 0;
-    if (tr->strategy == DT__STRATEGY_PIPE) {
+    if (tr->strategy->nonfinite == DT__NF_IN_STEP) {
         DT_CHECK(dt__nf_pipe_locate(tr, tr->iter));
         tr->nf.located = 0; /* not a failure's: dt__nonfinite must not take it */
     } else if (tr->kind->locate_forward && tr->cfg.tensor_size <= 1) {

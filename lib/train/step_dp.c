@@ -207,3 +207,28 @@ dt_status dt__tr_dp_update(dt_trainer *tr, dt__step_ctx *c)
     free(amax);
     return ust;
 }
+
+/* ---- the replica strategy's table ------------------------------------------- */
+
+static void dt__dp_state(const dt_trainer *tr, dt__strategy_state *s)
+{
+    *s = (dt__strategy_state){.optim = tr->opt_ready ? &tr->opt : NULL, .layout = tr->kind->layout(tr)};
+}
+
+static int dt__dp_ck_role(const dt_trainer *tr)
+{
+    (void)tr;
+    return DT__CK_REPLICA;
+}
+
+const dt__strategy dt__strategy_replica = {
+    .name = "replica",
+    .create = dt__tr_dp_create,
+    .start = dt__tr_dp_start,
+    .update = dt__tr_dp_update,
+    .state = dt__dp_state,
+    .gpt_state_bytes = 1,
+    .ck_role = dt__dp_ck_role,
+    .nonfinite = DT__NF_AFTER,
+    .free = dt__tr_dp_free,
+};

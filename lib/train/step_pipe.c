@@ -303,3 +303,65 @@ json_t *dt__tr_pipe_summary(const dt_trainer *tr)
     }
     return o;
 }
+
+/* ---- the pipeline strategy's table ----------------------------------------- */
+
+/* Evaluation through the stages; the sums come back added over every rank. */
+static dt_status dt__pipe_strategy_evaluate(dt_trainer *tr, dt__eval_sums *sum)
+{
+    double v[4];
+    DT_CHECK(dt__pipe_evaluate(tr->pipe.rt, tr->cfg.eval_iters * tr->n_micro * tr->dp_size, tr->kind->has_accuracy(tr),
+                               v));
+    sum->loss = v[0], sum->counted = v[1], sum->examples = v[2], sum->correct = v[3];
+    return DT_OK;
+}
+
+static size_t dt__pipe_strategy_peak(const dt_trainer *tr) { return dt__pipe_peak_activation_bytes(tr->pipe.rt); }
+
+/* added over the stages after the last step (NAN before) */
+static double dt__pipe_strategy_probe(const dt_trainer *tr) { return tr->pipe.probe; }
+
+static void dt__pipe_state(const dt_trainer *tr, dt__strategy_state *s)
+{
+    *s = (dt__strategy_state){.zero = dt__pipe_zero(tr->pipe.rt),
+                              .optim = dt__pipe_optimizer(tr->pipe.rt),
+                              .layout = dt__pipe_layout(tr->pipe.rt)};
+}
+
+static int dt__pipe_ck_role(const dt_trainer *tr)
+{
+    (void)tr;
+    return DT__CK_STAGE;
+}
+
+/* Every rank has its part: the stage's ZeRO-1 segments to its data group. */
+static dt_status dt__pipe_restored(dt_trainer *tr)
+{
+    dt__zero *z = dt__pipe_zero(tr->pipe.rt);
+    return z ? dt__zero_restored(z, dt__pipe_params(tr->pipe.rt)) : DT_OK;
+}
+
+static void dt__pipe_strategy_free(dt_trainer *tr)
+{
+    dt__pipe_free(tr->pipe.rt);
+    tr->pipe.rt = NULL;
+    free(tr->pipe.figures);
+    tr->pipe.figures = NULL;
+}
+
+const dt__strategy dt__strategy_pipe = {
+    .name = "pipe",
+    .split = 1,
+    .create = dt__tr_pipe_create,
+    .step = dt__tr_pipe_step,
+    .evaluate = dt__pipe_strategy_evaluate,
+    .peak_activation_bytes = dt__pipe_strategy_peak,
+    .probe = dt__pipe_strategy_probe,
+    .state = dt__pipe_state,
+    .summary_key = "pipeline",
+    .summary = dt__tr_pipe_summary,
+    .ck_role = dt__pipe_ck_role,
+    .restored = dt__pipe_restored,
+    .nonfinite = DT__NF_IN_STEP,
+    .free = dt__pipe_strategy_free,
+};

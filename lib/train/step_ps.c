@@ -205,3 +205,28 @@ dt_status dt__tr_ps_update(dt_trainer *tr, dt__step_ctx *c)
     if (dt__loss_overflow(tr, c->loss_sum) && c->ur.skipped) return dt__loss_overflow_locate(tr);
     return dt__loss_check(tr, c->loss_sum);
 }
+
+/* ---- the parameter-server strategy's table --------------------------------- */
+
+static void dt__ps_state(const dt_trainer *tr, dt__strategy_state *s)
+{
+    *s = (dt__strategy_state){.optim = tr->opt_ready ? &tr->opt : NULL, .layout = tr->kind->layout(tr)};
+}
+
+static int dt__ps_ck_role(const dt_trainer *tr)
+{
+    return tr->ps.rt && dt__ps_is_server(tr->ps.rt) ? DT__CK_PS_SERVER : DT__CK_PS_WORKER;
+}
+
+const dt__strategy dt__strategy_ps = {
+    .name = "ps",
+    .create = dt__tr_ps_create,
+    .begin_step = dt__tr_ps_begin_step,
+    .update = dt__tr_ps_update,
+    .state = dt__ps_state,
+    .summary_key = "parameter_server",
+    .summary = dt__tr_ps_summary,
+    .ck_role = dt__ps_ck_role,
+    .nonfinite = DT__NF_NONE, /* the servers updated before the check */
+    .free = dt__tr_ps_shutdown,
+};

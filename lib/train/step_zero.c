@@ -117,3 +117,65 @@ dt_status dt__tr_zero_update(dt_trainer *tr, dt__step_ctx *c)
         DT_CHECK(dt__zero_probe(tr, tr->zero, tr->cfg.comm)); /* after the last step */
     return DT_OK;
 }
+
+/* ---- the ZeRO strategy's table --------------------------------------------- */
+
+static void dt__zero_state(const dt_trainer *tr, dt__strategy_state *s)
+{
+    *s = (dt__strategy_state){.zero = tr->zero ? tr->zero : tr->zgpt ? dt__zgpt_zero(tr->zgpt) : NULL,
+                              .layout = tr->kind->layout(tr)};
+}
+
+/* The summary's zero object: ZeRO-2/3's units and traffic (null at stage 1). */
+static json_t *dt__zero_summary(const dt_trainer *tr)
+{
+    if (!tr->zgpt) return json_null();
+    dt__zgpt_traffic t;
+    dt__zgpt_traffic_of(tr->zgpt, &t);
+    size_t lo, len;
+    dt__zero_shard(dt__zgpt_zero(tr->zgpt), &lo, &len);
+    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "stage", tr->cfg.zero_stage, "units",
+                     dt__zero_units(dt__zgpt_zero(tr->zgpt)), "numel", (json_int_t)dt__zgpt_layout(tr->zgpt)->numel,
+                     "shard_numel", (json_int_t)len, "gathers", (json_int_t)t.gathers, "gather_floats",
+                     (json_int_t)t.gather_floats, "reduce_scatters", (json_int_t)t.scatters, "reduce_scatter_floats",
+                     (json_int_t)t.scatter_floats, "refreshes", (json_int_t)t.refreshes, "refresh_floats",
+                     (json_int_t)t.refresh_floats);
+}
+
+static int dt__zero_ck_role(const dt_trainer *tr)
+{
+    (void)tr;
+    return DT__CK_ZERO;
+}
+
+/* Every rank has its segment: the whole weights again (collective). */
+static dt_status dt__zero_restored_all(dt_trainer *tr)
+{
+    if (tr->zero) DT_CHECK(dt__zero_restored(tr->zero, tr->kind->params(tr)));
+    if (tr->zgpt) DT_CHECK(dt__zgpt_restored(tr->zgpt));
+    return DT_OK;
+}
+
+static void dt__zero_strategy_free(dt_trainer *tr)
+{
+    dt__zero_free(tr->zero);
+    tr->zero = NULL;
+    dt__zgpt_free(tr->zgpt);
+    tr->zgpt = NULL;
+    dt_comm_free(tr->zself);
+    tr->zself = NULL;
+}
+
+const dt__strategy dt__strategy_zero = {
+    .name = "zero",
+    .create = dt__tr_zero_create,
+    .update = dt__tr_zero_update,
+    .state = dt__zero_state,
+    .gpt_state_bytes = 1,
+    .summary_key = "zero",
+    .summary = dt__zero_summary,
+    .ck_role = dt__zero_ck_role,
+    .restored = dt__zero_restored_all,
+    .nonfinite = DT__NF_AFTER,
+    .free = dt__zero_strategy_free,
+};

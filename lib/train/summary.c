@@ -20,7 +20,7 @@
  * it to first order; a split model adds its parts (dt__pipe_probe). */
 static double dt__param_probe(dt_trainer *tr)
 {
-    if (tr->pipe.rt) return tr->pipe.probe;     /* added over the stages after the last step */
+    if (tr->strategy->probe) return tr->strategy->probe(tr); /* a split model's: added over its parts */
     if (tr->zero_probed) return tr->zero_probe; /* ZeRO's sharded FP32 masters, after the last step */
     if (!tr->kind->params(tr)) return NAN;      /* no whole buffer (ZeRO-2/3 before their last step) */
     size_t n = tr->kind->layout(tr)->numel;
@@ -49,8 +49,7 @@ static json_t *dt__model_state_bytes(const dt_trainer *tr)
     dt__zgpt_bytes b = {0};
     if (tr->zgpt) {
         dt__zgpt_bytes_of(tr->zgpt, &b);
-    } else if (tr->kind == &dt__model_gpt &&
-               (tr->strategy == DT__STRATEGY_REPLICA || tr->strategy == DT__STRATEGY_ZERO)) {
+    } else if (tr->kind == &dt__model_gpt && tr->strategy->gpt_state_bytes) {
         const size_t N = tr->kind->layout(tr)->numel, f = sizeof(float);
         const int mixed = tr->cfg.precision != DT_F32;
         b.weights = !mixed ? N * f : tr->zero ? N * f : N * (dt_dtype_size(tr->cfg.precision) + f);
@@ -64,21 +63,6 @@ static json_t *dt__model_state_bytes(const dt_trainer *tr)
                      "optimizer", (json_int_t)b.optimizer, "working", (json_int_t)b.working);
 }
 
-/* ZeRO-2/3: the units and the communication of the run so far (per rank). */
-static json_t *dt__zero_summary(dt_trainer *tr)
-{
-    if (!tr->zgpt) return json_null();
-    dt__zgpt_traffic t;
-    dt__zgpt_traffic_of(tr->zgpt, &t);
-    size_t lo, len;
-    dt__zero_shard(dt__zgpt_zero(tr->zgpt), &lo, &len);
-    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "stage", tr->cfg.zero_stage, "units",
-                     dt__zero_units(dt__zgpt_zero(tr->zgpt)), "numel", (json_int_t)dt__zgpt_layout(tr->zgpt)->numel,
-                     "shard_numel", (json_int_t)len, "gathers", (json_int_t)t.gathers, "gather_floats",
-                     (json_int_t)t.gather_floats, "reduce_scatters", (json_int_t)t.scatters, "reduce_scatter_floats",
-                     (json_int_t)t.scatter_floats, "refreshes", (json_int_t)t.refreshes, "refresh_floats",
-                     (json_int_t)t.refresh_floats);
-}
 
 dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_train_stats *last,
                                    const dt_eval_result *eval)
@@ -106,25 +90,24 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
         dt__jset(o, "num_params", json_integer((json_int_t)tr->num_params), &bad);
         /* this rank's FP32 master weights and optimizer state: the model's, its stage's or tensor shard's
          * (pipeline, tensor parallelism), or its ZeRO-1 shard's (--use-distributed-optimizer) */
-        const dt__zero *z = tr->zero      ? tr->zero
-                            : tr->zgpt    ? dt__zgpt_zero(tr->zgpt)
-                            : tr->pipe.rt ? dt__pipe_zero(tr->pipe.rt)
-                                          : NULL;
-        const size_t whole = (tr->pipe.rt ? dt__pipe_layout(tr->pipe.rt) : tr->kind->layout(tr))->numel;
+        dt__strategy_state ss;
+        tr->strategy->state(tr, &ss);
+        const dt__zero *z = ss.zero;
+        const size_t whole = ss.layout->numel;
         dt__jset(o, "master_weight_bytes",
                  json_integer(
                      (json_int_t)(z && dt__zero_master_bytes(z) ? dt__zero_master_bytes(z) : whole * sizeof(float))),
                  &bad);
         dt__jset(o, "optimizer_state_bytes",
-                 json_integer((json_int_t)(z               ? dt__zero_state_bytes(z)
-                                           : tr->pipe.rt   ? dt_optim_state_bytes(dt__pipe_optimizer(tr->pipe.rt))
-                                           : tr->opt_ready ? dt_optim_state_bytes(&tr->opt)
-                                                           : 0)),
+                 json_integer((json_int_t)(z ? dt__zero_state_bytes(z) : ss.optim ? dt_optim_state_bytes(ss.optim) : 0)),
                  &bad);
         dt__jset(o, "model_state_bytes", dt__model_state_bytes(tr), &bad);
-        dt__jset(o, "zero", dt__zero_summary(tr), &bad);
-        dt__jset(o, "parameter_server", dt__tr_ps_summary(tr), &bad);
-        dt__jset(o, "pipeline", dt__tr_pipe_summary(tr), &bad);
+        /* each strategy's own object under its key, null under the others' */
+        static const char *const keys[] = {"zero", "parameter_server", "pipeline"};
+        for (int k = 0; k < 3; k++) {
+            const char *own = tr->strategy->summary_key;
+            dt__jset(o, keys[k], own && !strcmp(own, keys[k]) ? tr->strategy->summary(tr) : json_null(), &bad);
+        }
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);
         dt__jset(o, "config", cfg, &bad);
         cfg = NULL; /* owned by o now, even on failure */

@@ -37,7 +37,7 @@ void dt__tr_set_hook(dt_trainer *tr, int on)
 
 size_t dt__tr_peak_act(const dt_trainer *tr)
 {
-    if (tr->strategy == DT__STRATEGY_PIPE) return dt__pipe_peak_activation_bytes(tr->pipe.rt);
+    if (tr->strategy->peak_activation_bytes) return tr->strategy->peak_activation_bytes(tr);
     return tr->kind->peak_activation_bytes(tr);
 }
 
@@ -66,22 +66,11 @@ static dt_status dt__tr_layout_ranks(dt_trainer *tr)
     tr->dp_comm = cfg->comm;
     const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1; /* the stage runtime (lib/parallel/pipeline.c) */
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
-    tr->strategy = split                                                                         ? DT__STRATEGY_PIPE
-                   : cfg->ps_mode != DT_PS_NONE                                                  ? DT__STRATEGY_PS
-                   : (cfg->use_distributed_optimizer && tr->dp_size > 1) || cfg->zero_stage >= 2 ? DT__STRATEGY_ZERO
-                                                                                                 : DT__STRATEGY_REPLICA;
+    tr->strategy = split                                                                         ? &dt__strategy_pipe
+                   : cfg->ps_mode != DT_PS_NONE                                                  ? &dt__strategy_ps
+                   : (cfg->use_distributed_optimizer && tr->dp_size > 1) || cfg->zero_stage >= 2 ? &dt__strategy_zero
+                                                                                                 : &dt__strategy_replica;
     return DT_OK;
-}
-
-static dt_status dt__tr_strategy_create(dt_trainer *tr)
-{
-    switch (tr->strategy) {
-    case DT__STRATEGY_PIPE: return dt__tr_pipe_create(tr);
-    case DT__STRATEGY_PS: return dt__tr_ps_create(tr);
-    case DT__STRATEGY_ZERO: return dt__tr_zero_create(tr);
-    case DT__STRATEGY_REPLICA: return dt__tr_dp_create(tr);
-    }
-    return DT_FAIL(DT_ERR_INVALID, "trainer: unknown strategy %d", (int)tr->strategy);
 }
 
 dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
@@ -130,7 +119,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
      * rank under mpirun has its share of the cores already, and its step
      * times are its peers' too) */
     dt__tune_init(&tr->tune, tr->be->threads, cfg->threads <= 0 && !cfg->comm && tr->be->ops->set_workers);
-    DT_CHECK_GOTO(tr->kind->create(tr, tr->strategy == DT__STRATEGY_PIPE), st, fail);
+    DT_CHECK_GOTO(tr->kind->create(tr, tr->strategy->split), st, fail);
     {
         double f = dt_lr_scaling_factor(cfg->lr_scaling, cfg->global_batch_size, cfg->base_batch_size);
         tr->lr = cfg->lr;
@@ -138,14 +127,14 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
         tr->lr.min_lr = (float)(cfg->lr.min_lr * f);
     }
     if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
-    DT_CHECK_GOTO(dt__tr_strategy_create(tr), st, fail);
-    if (tr->strategy != DT__STRATEGY_PIPE) DT_CHECK_GOTO(tr->kind->zero_grad(tr), st, fail);
+    DT_CHECK_GOTO(tr->strategy->create(tr), st, fail);
+    if (!tr->strategy->split) DT_CHECK_GOTO(tr->kind->zero_grad(tr), st, fail);
     /* several ranks with a trace: their clocks against rank 0's (collective),
      * then time 0, which each rank file's header places on rank 0's clock */
     DT_CHECK_GOTO(dt__trace_sync(tr), st, fail);
     tr->t_start_ns = dt_time_ns();
     if (tr->cfg.trace_path) DT_CHECK_GOTO(dt__trace_open(tr), st, fail);
-    if (tr->strategy == DT__STRATEGY_REPLICA) DT_CHECK_GOTO(dt__tr_dp_start(tr), st, fail);
+    if (tr->strategy->start) DT_CHECK_GOTO(tr->strategy->start(tr), st, fail);
     /* a parameter-server worker pulls the servers' weights with its first
      * step, evaluation or save (dt__tr_ps_ensure_pulled), so that
      * dt_trainer_load can still run on every rank first */
@@ -178,19 +167,13 @@ void dt_trainer_free(dt_trainer *tr)
         dt__tr_set_hook(tr, 0);
         dt_trace_writer_abort(tr->trace.writer);
     }
-    dt__tr_dp_free(tr);
-    dt__tr_ps_shutdown(tr);
+    if (tr->strategy) tr->strategy->free(tr);
     free(tr->save_dir);
     free(tr->load_dir);
     free(tr->ck.loaded);
     free(tr->ck.note);
     free(tr->ck.saved);
-    dt__pipe_free(tr->pipe.rt);
-    dt__zero_free(tr->zero);
-    dt__zgpt_free(tr->zgpt);
-    free(tr->pipe.figures);
     dt_comm_free(tr->gcomm);
-    dt_comm_free(tr->zself);
     if (tr->opt_ready) dt_optim_free(&tr->opt);
     tr->kind->destroy(tr);
     dt_backend_destroy(tr->be);
@@ -250,8 +233,8 @@ static dt_status dt__tr_step(dt_trainer *tr, dt_train_stats *out)
     tr->nf.shared = 0;
     tr->nf.loss_overflow = 0;
     DT_CHECK(dt__min_scale_check(tr)); /* fp16 stuck at its minimum scale: stop */
-    if (tr->strategy == DT__STRATEGY_PIPE) return dt__tr_pipe_step(tr, out); /* the schedule is the whole step */
-    if (tr->strategy == DT__STRATEGY_PS) DT_CHECK(dt__tr_ps_begin_step(tr));
+    if (tr->strategy->step) return tr->strategy->step(tr, out); /* a schedule is the whole step */
+    if (tr->strategy->begin_step) DT_CHECK(tr->strategy->begin_step(tr));
     const int64_t t0 = dt_time_ns();
 
     /* forward and backward of this rank's micro-batches; loss scaling: the
@@ -266,11 +249,7 @@ static dt_status dt__tr_step(dt_trainer *tr, dt_train_stats *out)
     dt__straggle(tr);
 
     /* the gradients' exchange and the update */
-    switch (tr->strategy) {
-    case DT__STRATEGY_PS: DT_CHECK(dt__tr_ps_update(tr, &c)); break;
-    case DT__STRATEGY_ZERO: DT_CHECK(dt__tr_zero_update(tr, &c)); break;
-    default: DT_CHECK(dt__tr_dp_update(tr, &c)); break;
-    }
+    DT_CHECK(tr->strategy->update(tr, &c));
     DT_CHECK(tr->kind->zero_grad(tr));
     DT_CHECK(tr->be->synchronize(tr->be));
     const int64_t t1 = dt_time_ns();

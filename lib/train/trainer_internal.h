@@ -46,14 +46,6 @@
 #include "zero.h"
 #include "zero_gpt.h"
 
-/* How this trainer's steps run (fixed at create). */
-typedef enum dt__strategy {
-    DT__STRATEGY_REPLICA = 0, /* one process, or allreduce data parallelism (step_dp.c) */
-    DT__STRATEGY_ZERO,        /* ZeRO-1 over the data-parallel ranks (step_zero.c) */
-    DT__STRATEGY_PS,          /* a parameter server's worker or server (step_ps.c) */
-    DT__STRATEGY_PIPE,        /* pipeline and/or tensor parallelism (step_pipe.c) */
-} dt__strategy;
-
 /* The sums of one evaluation (eval.c): over every rank of the data-parallel group. */
 typedef struct dt__eval_sums {
     double loss;     /* sum of per-target (GPT) or per-example (mlp-bn) losses */
@@ -118,6 +110,54 @@ dt_status dt__gpt_create(dt_trainer *tr, int split);
 void dt__gpt_destroy(dt_trainer *tr);
 int dt__gpt_has_accuracy(const dt_trainer *tr);
 
+/* A checkpoint shard's role (its "trainer" record; the numbers are the file format's). */
+enum { DT__CK_REPLICA = 0, DT__CK_ZERO, DT__CK_STAGE, DT__CK_PS_WORKER, DT__CK_PS_SERVER };
+
+typedef struct dt__step_ctx dt__step_ctx; /* below */
+
+/* What a strategy's state is made of, for the summary's byte counts. */
+typedef struct dt__strategy_state {
+    const dt__zero *zero;     /* the sharded optimizer (ZeRO), or NULL */
+    const dt_optim *optim;    /* an optimizer over the whole layout below, or NULL */
+    const dt_paramset *layout; /* the weights this rank keeps whole (a stage's, or the model's) */
+} dt__strategy_state;
+
+/* One parallel strategy: how this trainer's steps run (fixed at create).
+ * A static const table per strategy, filled in its file (step_dp.c
+ * replica, step_zero.c ZeRO, step_ps.c parameter server, step_pipe.c
+ * pipeline and tensor parallelism); the trainer, the evaluation, the
+ * summary, checkpoints and the non-finite search call it instead of
+ * testing which strategy runs. Optional slots are NULL. */
+typedef struct dt__strategy {
+    const char *name;
+    int split; /* the stage runtime owns the model: the kind makes no whole one */
+    dt_status (*create)(dt_trainer *tr);
+    dt_status (*start)(dt_trainer *tr);                     /* optional: after the trace opened */
+    dt_status (*step)(dt_trainer *tr, dt_train_stats *out); /* optional: the whole step (a schedule) */
+    dt_status (*begin_step)(dt_trainer *tr);                /* optional: before the micro-batches */
+    dt_status (*update)(dt_trainer *tr, dt__step_ctx *c);   /* the exchange and update (without step) */
+    /* optional: this evaluation's sums over every rank (else the kind's
+     * batches, this rank's share, summed over the data-parallel ranks) */
+    dt_status (*evaluate)(dt_trainer *tr, dt__eval_sums *sum);
+    size_t (*peak_activation_bytes)(const dt_trainer *tr); /* optional: else the kind's */
+    double (*probe)(const dt_trainer *tr);                 /* optional: param_probe (else the kind's weights) */
+    void (*state)(const dt_trainer *tr, dt__strategy_state *s);
+    int gpt_state_bytes; /* the summary's model_state_bytes from the GPT's buffers (one whole model) */
+    const char *summary_key;                   /* its object in the summary, or NULL */
+    json_t *(*summary)(const dt_trainer *tr);  /* with summary_key */
+    int (*ck_role)(const dt_trainer *tr);      /* DT__CK_* */
+    dt_status (*restored)(dt_trainer *tr);     /* optional: after every rank loaded its checkpoint part */
+    /* the non-finite search (nonfinite.c): DT__NF_AFTER the step fails
+     * (the whole model's forward, the gradients, the weights), DT__NF_IN_STEP
+     * (the stages found it already), DT__NF_NONE (updated before the check) */
+    int nonfinite;
+    void (*free)(dt_trainer *tr); /* what it holds; safe after a failed create */
+} dt__strategy;
+
+enum { DT__NF_AFTER = 0, DT__NF_IN_STEP, DT__NF_NONE };
+
+extern const dt__strategy dt__strategy_replica, dt__strategy_zero, dt__strategy_ps, dt__strategy_pipe;
+
 struct dt_trainer {
     dt_train_config cfg; /* copy; strings point to the owned copies below */
     char *task, *path, *device, *trace_path, *save_dir, *load_dir, *cluster;
@@ -126,7 +166,7 @@ struct dt_trainer {
     dt_backend *be;
     dt__tune tune;              /* the workers of be for each step (thread_tune.c) */
     const dt__model_kind *kind; /* cfg.model_kind's table */
-    dt__strategy strategy;
+    const dt__strategy *strategy; /* fixed at create */
     dt_optim opt; /* the replica strategy's optimizer (opt_ready) */
     int opt_ready;
     dt_loss_scaler scaler; /* when cfg.use_loss_scaling */
@@ -229,13 +269,13 @@ struct dt_trainer {
 };
 
 /* What a step strategy hands back to the step's common end (trainer.c). */
-typedef struct dt__step_ctx {
+struct dt__step_ctx {
     float S;              /* the loss scale the backward started from */
     double loss_sum;      /* the step's loss (all ranks' after the update) */
     dt__update_result ur; /* the update's figures */
     dt__ps_reply rep;     /* a parameter-server worker: the servers' answer */
     int64_t t_opt;        /* when the update began */
-} dt__step_ctx;
+};
 
 /* ---- trainer.c ---- */
 /* The batch index of micro-batch j (0 .. n_micro * dp_size - 1) of the current step. */
