@@ -34,6 +34,10 @@
  *   ps worker        nothing more (its weights are the servers')
  *   optimizer        optim.step i64[1]; exp_avg/<t> and exp_avg_sq/<t>
  *                    (adamw, lamb) or momentum/<t> (sgd, lars)
+ * The common records (trainer, data, loss_scaler) are written here; each
+ * strategy writes and reads its own through its table (ck_save, ck_load
+ * in step_dp.c, step_zero.c, step_pipe.c, step_ps.c) with the record
+ * helpers below.
  * Nothing else is state: the data rows and the weight init are pure
  * functions of (seed, stream, index) (there is no dropout and no other RNG),
  * the LR is a function of the iteration and the skipped steps, evaluation
@@ -74,7 +78,7 @@ dt_status dt__validate_checkpoint(const dt_train_config *cfg)
 }
 
 /* Records prefix<tensor> of a flat buffer in backend memory, one per tensor of L. */
-static dt_status dt__ck_put_tensors(dt_checkpoint_shard *s, dt_backend *be, const char *prefix, const dt_paramset *L,
+dt_status dt__ck_put_tensors(dt_checkpoint_shard *s, dt_backend *be, const char *prefix, const dt_paramset *L,
                                     const float *buf)
 {
     char name[DT_CHECKPOINT_NAME_MAX + 1];
@@ -88,7 +92,7 @@ static dt_status dt__ck_put_tensors(dt_checkpoint_shard *s, dt_backend *be, cons
     return DT_OK;
 }
 
-static dt_status dt__ck_get_tensors(const dt_checkpoint_shard *s, dt_backend *be, const char *prefix,
+dt_status dt__ck_get_tensors(const dt_checkpoint_shard *s, dt_backend *be, const char *prefix,
                                     const dt_paramset *L, float *buf)
 {
     char name[DT_CHECKPOINT_NAME_MAX + 1];
@@ -104,7 +108,7 @@ static dt_status dt__ck_get_tensors(const dt_checkpoint_shard *s, dt_backend *be
 
 static int dt__ck_adam(const dt_optim *o) { return o->cfg.kind == DT_OPTIM_ADAMW || o->cfg.kind == DT_OPTIM_LAMB; }
 
-static dt_status dt__ck_put_optim(dt_checkpoint_shard *s, const dt_optim *o)
+dt_status dt__ck_put_optim(dt_checkpoint_shard *s, const dt_optim *o)
 {
     const int64_t step = o->step;
     DT_CHECK(dt_checkpoint_shard_add(s, "optim.step", DT_CKPT_I64, &step, 1, NULL));
@@ -114,7 +118,7 @@ static dt_status dt__ck_put_optim(dt_checkpoint_shard *s, const dt_optim *o)
 }
 
 /* With apply 0 only check that the records are there with the right sizes. */
-static dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int apply)
+dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int apply)
 {
     const void *step = NULL;
     DT_CHECK(dt_checkpoint_shard_find(s, "optim.step", DT_CKPT_I64, 1, &step));
@@ -127,7 +131,7 @@ static dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int
 
 /* A ZeRO-1 segment of params (the whole flat buffer, backend memory): its
  * weights (the FP32 masters under mixed precision) and its optimizer. */
-static dt_status dt__ck_put_zero(dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params)
+dt_status dt__ck_put_zero(dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params)
 {
     size_t lo, len;
     dt__zero_shard(z, &lo, &len);
@@ -139,7 +143,7 @@ static dt_status dt__ck_put_zero(dt_checkpoint_shard *s, dt_backend *be, dt__zer
 /* ZeRO-2/3: the units the shard was cut from (their count and the shard's
  * numel), so that a run with other units (stage 2's buckets follow
  * --bucket-size-mb) is refused in words, not by a piece's size. */
-static dt_status dt__ck_put_units(dt_checkpoint_shard *s, const dt__zero *z)
+dt_status dt__ck_put_units(dt_checkpoint_shard *s, const dt__zero *z)
 {
     size_t lo, len;
     dt__zero_shard(z, &lo, &len);
@@ -147,7 +151,7 @@ static dt_status dt__ck_put_units(dt_checkpoint_shard *s, const dt__zero *z)
     return dt_checkpoint_shard_add(s, "zero.units", DT_CKPT_I64, v, 2, NULL);
 }
 
-static dt_status dt__ck_get_units(const dt_checkpoint_shard *s, const dt__zero *z, int stage)
+dt_status dt__ck_get_units(const dt_checkpoint_shard *s, const dt__zero *z, int stage)
 {
     const void *p;
     int64_t v[2];
@@ -166,7 +170,7 @@ static dt_status dt__ck_get_units(const dt_checkpoint_shard *s, const dt__zero *
 }
 
 /* The same read back; dt__zero_restored then gives every rank the whole buffer. */
-static dt_status dt__ck_get_zero(const dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params)
+dt_status dt__ck_get_zero(const dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params)
 {
     size_t lo, len;
     dt__zero_shard(z, &lo, &len);
@@ -175,7 +179,7 @@ static dt_status dt__ck_get_zero(const dt_checkpoint_shard *s, dt_backend *be, d
     return dt__ck_get_optim(s, dt__zero_optimizer(z), 1);
 }
 
-static dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler *sc)
+dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler *sc)
 {
     uint32_t bits;
     memcpy(&bits, &sc->scale, sizeof bits);
@@ -184,7 +188,7 @@ static dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler 
     return dt_checkpoint_shard_add(s, "loss_scaler", DT_CKPT_I64, v, 9, NULL);
 }
 
-static dt_status dt__ck_get_scaler(const dt_checkpoint_shard *s, dt_loss_scaler *sc)
+dt_status dt__ck_get_scaler(const dt_checkpoint_shard *s, dt_loss_scaler *sc)
 {
     const void *p = NULL;
     DT_CHECK(dt_checkpoint_shard_find(s, "loss_scaler", DT_CKPT_I64, 9, &p));
@@ -202,9 +206,9 @@ static dt_status dt__ck_get_scaler(const dt_checkpoint_shard *s, dt_loss_scaler 
 static int64_t dt__ck_micro_per_step(const dt_trainer *tr) { return (int64_t)tr->n_micro * tr->dp_size; }
 
 /* This rank's shard at iteration `iteration` (a server: its version too). */
-static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, int64_t iteration, int64_t version)
+static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int64_t iteration, int64_t version)
 {
-    const int64_t t[5] = {iteration, role, iteration * dt__ck_micro_per_step(tr), dt__ck_micro_per_step(tr),
+    const int64_t t[5] = {iteration, dt__ck_role(tr), iteration * dt__ck_micro_per_step(tr), dt__ck_micro_per_step(tr),
                           tr->nf.skipped};
     DT_CHECK(dt_checkpoint_shard_add(s, "trainer", DT_CKPT_I64, t, 5, NULL));
     uint64_t data_bytes;
@@ -213,36 +217,9 @@ static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int role, i
         const int64_t d[2] = {(int64_t)data_bytes, (int64_t)data_crc};
         DT_CHECK(dt_checkpoint_shard_add(s, "data", DT_CKPT_I64, d, 2, NULL));
     }
-    const dt_loss_scaler *sc = role == DT__CK_PS_SERVER ? dt__ps_server_scaler(tr->ps.rt) : &tr->scaler;
+    const dt_loss_scaler *sc = tr->strategy->ck_scaler ? tr->strategy->ck_scaler(tr) : &tr->scaler;
     if (tr->cfg.use_loss_scaling) DT_CHECK(dt__ck_put_scaler(s, sc));
-    switch (role) {
-    case DT__CK_REPLICA:
-        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", tr->kind->layout(tr), tr->kind->params(tr)));
-        if (tr->kind->state_layout)
-            DT_CHECK(dt__ck_put_tensors(s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)));
-        return dt__ck_put_optim(s, &tr->opt);
-    case DT__CK_ZERO:
-        if (tr->zgpt) { /* the units, then the masters */
-            DT_CHECK(dt__ck_put_units(s, dt__zgpt_zero(tr->zgpt)));
-            return dt__ck_put_zero(s, tr->be, dt__zgpt_zero(tr->zgpt), NULL);
-        }
-        return dt__ck_put_zero(s, tr->be, tr->zero, tr->kind->params(tr));
-    case DT__CK_STAGE:
-        DT_CHECK(dt__pipe_boundary(tr->pipe.rt, tr->iter));
-        if (dt__pipe_zero(tr->pipe.rt)) /* the stage's ZeRO-1 segment */
-            return dt__ck_put_zero(s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt));
-        DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
-        return dt__ck_put_optim(s, dt__pipe_optimizer(tr->pipe.rt));
-    case DT__CK_PS_SERVER: {
-        DT_CHECK(dt_checkpoint_shard_add(s, "ps.version", DT_CKPT_I64, &version, 1, NULL));
-        const dt_optim *o = dt__ps_server_optim(tr->ps.rt);
-        if (!o) return DT_FAIL(DT_ERR_INVALID, "parameter server: a checkpoint before serving began");
-        DT_CHECK(
-            dt__ck_put_tensors(s, tr->be, "param/", dt__ps_server_layout(tr->ps.rt), dt__ps_server_params(tr->ps.rt)));
-        return dt__ck_put_optim(s, o);
-    }
-    default: return DT_OK; /* a worker: trainer and scaler only */
-    }
+    return tr->strategy->ck_save(tr, s, version); /* its own records */
 }
 
 /* The manifest's layout object. */
@@ -251,27 +228,14 @@ static char *dt__ck_layout_json(const dt_trainer *tr)
     const dt_train_config *c = &tr->cfg;
     const int world = c->comm ? c->comm->size : 1;
     const int role = dt__ck_role(tr);
-    const char *kind = tr->ps.rt
-                           ? (c->ps_mode == DT_PS_SYNC ? "parameter server (ps-sync)" : "parameter server (ps-async)")
-                       : tr->pipe.rt ? "pipeline/tensor parallel"
-                       : tr->zero    ? "zero-1"
-                       : tr->zgpt    ? (c->zero_stage == 2 ? "zero-2" : "zero-3")
-                       : world > 1   ? "data parallel"
-                                     : "single process";
-    const int zero = tr->zero || tr->zgpt || (tr->pipe.rt && dt__pipe_zero(tr->pipe.rt));
-    json_t *o =
-        json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", kind, "world_size", world,
-                  "data_parallel_size", tr->dp_size, "tensor_model_parallel_size", c->tensor_size,
-                  "pipeline_model_parallel_size", c->pipeline_size, "num_ps_servers", tr->ps.rt ? c->num_ps_servers : 0,
-                  "use_distributed_optimizer", zero, "rank_0_role", dt__ck_roles[role], "shards",
-                  tr->ps.rt             ? "servers: their shard's weights and optimizer; workers: iteration and "
-                                          "scaler"
-                  : tr->pipe.rt && zero ? "each rank: its stage's (tensor shard's) zero-1 segment of weights "
-                                          "(masters) and optimizer"
-                  : tr->pipe.rt         ? "each rank: its stage's (tensor shard's) weights and optimizer"
-                  : tr->zero            ? "each rank: its segment's weights (masters) and optimizer"
-                  : tr->zgpt            ? "each rank: its segment of every unit's weights (masters) and optimizer"
-                                        : "each rank: the whole model and optimizer (replicas are equal)");
+    dt__strategy_state ss;
+    tr->strategy->state(tr, &ss);
+    const int zero = ss.zero != NULL;
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "kind", tr->strategy->ck_kind(tr),
+                          "world_size", world, "data_parallel_size", tr->dp_size, "tensor_model_parallel_size",
+                          c->tensor_size, "pipeline_model_parallel_size", c->pipeline_size, "num_ps_servers",
+                          c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0, "use_distributed_optimizer", zero,
+                          "rank_0_role", dt__ck_roles[role], "shards", tr->strategy->ck_shards(tr));
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return s;
@@ -289,29 +253,10 @@ dt_status dt_trainer_save(dt_trainer *tr, const char *dir)
     const int role = dt__ck_role(tr);
     const int world = tr->cfg.comm ? tr->cfg.comm->size : 1;
     int64_t iteration = tr->iter, version = 0;
-    if (tr->ps.rt) { /* the servers save when asked: the same directory everywhere */
-        if (!tr->save_dir || strcmp(dir, tr->save_dir) != 0)
-            return DT_FAIL(DT_ERR_INVALID,
-                           "--save %s: with a parameter server the checkpoint directory is the "
-                           "configuration's (--save %s), which the servers use",
-                           dir, tr->save_dir ? tr->save_dir : "not given");
-        if (role == DT__CK_PS_WORKER) {
-            DT_CHECK(dt__tr_ps_ensure_pulled(tr));
-            if (!dt__ps_finished(tr->ps.rt)) {
-                dt_status st = dt__ps_save_round(tr->ps.rt, tr->kind->params(tr));
-                if (st != DT_OK) {
-                    tr->ps.broken = 1;
-                    return st;
-                }
-            }
-        } else {
-            version = dt__ps_server_version(tr->ps.rt);
-            iteration = tr->cfg.ps_mode == DT_PS_ASYNC ? version / dt__ps_num_workers(tr->ps.rt) : version;
-        }
-    }
+    if (tr->strategy->ck_prepare) DT_CHECK(tr->strategy->ck_prepare(tr, dir, &iteration, &version));
     dt_checkpoint_shard s;
     dt_checkpoint_shard_init(&s, tr->cfg.comm ? tr->cfg.comm->rank : 0, world, iteration);
-    dt_status local = dt__ck_fill(tr, &s, role, iteration, version);
+    dt_status local = dt__ck_fill(tr, &s, iteration, version);
     char *cj = local == DT_OK ? dt_train_config_json(&tr->cfg) : NULL;
     char *lj = local == DT_OK ? dt__ck_layout_json(tr) : NULL;
     if (local == DT_OK && (!cj || !lj)) local = DT_FAIL(DT_ERR_NOMEM, "--save %s: out of memory", dir);
@@ -507,67 +452,7 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
     }
     if (tr->cfg.use_loss_scaling && role != DT__CK_PS_SERVER)
         DT_CHECK_GOTO(dt__ck_get_scaler(&s, &tr->scaler), st, done);
-    switch (role) {
-    case DT__CK_REPLICA:
-        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", tr->kind->layout(tr), tr->kind->params(tr)), st, done);
-        if (tr->kind->state_layout)
-            DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)), st,
-                          done);
-        DT_CHECK_GOTO(dt__ck_get_optim(&s, &tr->opt, 1), st, done);
-        break;
-    case DT__CK_ZERO:
-        if (tr->zgpt) DT_CHECK_GOTO(dt__ck_get_units(&s, dt__zgpt_zero(tr->zgpt), tr->cfg.zero_stage), st, done);
-        DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, tr->zgpt ? dt__zgpt_zero(tr->zgpt) : tr->zero,
-                                      tr->zgpt ? NULL : tr->kind->params(tr)),
-                      st, done);
-        break;
-    case DT__CK_STAGE:
-        if (dt__pipe_zero(tr->pipe.rt))
-            DT_CHECK_GOTO(dt__ck_get_zero(&s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)), st,
-                          done);
-        else {
-            DT_CHECK_GOTO(
-                dt__ck_get_tensors(&s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)),
-                st, done);
-            DT_CHECK_GOTO(dt__ck_get_optim(&s, dt__pipe_optimizer(tr->pipe.rt), 1), st, done);
-        }
-        DT_CHECK_GOTO(dt__pipe_seek(tr->pipe.rt, it), st, done);
-        break;
-    case DT__CK_PS_SERVER: { /* checked now, applied when serving starts (dt__ck_ps_restore) */
-        const void *vp = NULL;
-        DT_CHECK_GOTO(dt_checkpoint_shard_find(&s, "ps.version", DT_CKPT_I64, 1, &vp), st, done);
-        int64_t v;
-        memcpy(&v, vp, sizeof v);
-        const int64_t want = tr->cfg.ps_mode == DT_PS_ASYNC ? it * dt__ps_num_workers(tr->ps.rt) : it;
-        if (v != want) {
-            st = DT_FAIL(DT_ERR_FORMAT, "%s: server version %lld, expected %lld at iteration %lld", s.path,
-                         (long long)v, (long long)want, (long long)it);
-            goto done;
-        }
-        if (tr->cfg.use_loss_scaling) {
-            dt_loss_scaler probe;
-            DT_CHECK_GOTO(dt__ck_get_scaler(&s, &probe), st, done);
-        }
-        int t_lo, t_hi;
-        dt__ps_server_tensors(tr->ps.rt, &t_lo, &t_hi);
-        const dt_paramset *L = tr->kind->layout(tr);
-        dt_paramset sub = {.info = L->info + t_lo, .count = t_hi - t_lo};
-        DT_CHECK_GOTO(dt__ck_get_tensors(&s, tr->be, "param/", &sub, NULL), st, done);
-        dt_optim probe = {.cfg = tr->cfg.optim, .be = tr->be, .layout = &sub};
-        DT_CHECK_GOTO(dt__ck_get_optim(&s, &probe, 0), st, done);
-        tr->ps.resume = malloc(sizeof *tr->ps.resume);
-        if (!tr->ps.resume) {
-            st = DT_FAIL(DT_ERR_NOMEM, "--load: out of memory");
-            goto done;
-        }
-        *tr->ps.resume = s; /* moved */
-        memset(&s, 0, sizeof s);
-        tr->ps.start_version = v;
-        tr->ck.last_save = v;
-        break;
-    }
-    default: break;
-    }
+    DT_CHECK_GOTO(tr->strategy->ck_load(tr, &s, it), st, done); /* its own records (a server keeps s) */
     tr->iter = role == DT__CK_PS_SERVER ? 0 : it;
     if (role != DT__CK_PS_SERVER) tr->ck.last_save = it;
     tr->nf.skipped = t[4];
@@ -600,25 +485,3 @@ dt_status dt_trainer_load(dt_trainer *tr, const char *dir)
 const char *dt_trainer_loaded_path(const dt_trainer *tr) { return tr->ck.loaded; }
 const char *dt_trainer_load_note(const dt_trainer *tr) { return tr->ck.note ? tr->ck.note : ""; }
 const char *dt_trainer_saved_path(const dt_trainer *tr) { return tr->ck.saved; }
-
-/* A parameter server starts serving: its loaded shard into the buffers. */
-dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps)
-{
-    dt_trainer *tr = ctx;
-    dt_checkpoint_shard *s = tr->ps.resume;
-    dt_status st = dt__ck_get_tensors(s, tr->be, "param/", dt__ps_server_layout(ps), dt__ps_server_params(ps));
-    if (st == DT_OK) st = dt__ck_get_optim(s, dt__ps_server_optim(ps), 1);
-    if (st == DT_OK && tr->cfg.use_loss_scaling) st = dt__ck_get_scaler(s, dt__ps_server_scaler(ps));
-    dt_checkpoint_shard_free(s);
-    free(s);
-    tr->ps.resume = NULL;
-    return st;
-}
-
-/* Every worker asked for a checkpoint (lib/parallel/ps.c calls this between updates). */
-dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version)
-{
-    (void)ps, (void)version;
-    dt_trainer *tr = ctx;
-    return dt_trainer_save(tr, tr->save_dir);
-}

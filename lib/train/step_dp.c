@@ -221,6 +221,38 @@ static int dt__dp_ck_role(const dt_trainer *tr)
     return DT__CK_REPLICA;
 }
 
+static const char *dt__dp_ck_kind(const dt_trainer *tr)
+{
+    return tr->cfg.comm && tr->cfg.comm->size > 1 ? "data parallel" : "single process";
+}
+
+static const char *dt__dp_ck_shards(const dt_trainer *tr)
+{
+    (void)tr;
+    return "each rank: the whole model and optimizer (replicas are equal)";
+}
+
+/* A replica's shard: every tensor (the FP32 masters under mixed
+ * precision), mlp-bn's BatchNorm statistics, the optimizer. Replicas are
+ * equal and each writes its own, so every shard is self-contained. */
+static dt_status dt__dp_ck_save(dt_trainer *tr, dt_checkpoint_shard *s, int64_t version)
+{
+    (void)version;
+    DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", tr->kind->layout(tr), tr->kind->params(tr)));
+    if (tr->kind->state_layout)
+        DT_CHECK(dt__ck_put_tensors(s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)));
+    return dt__ck_put_optim(s, &tr->opt);
+}
+
+static dt_status dt__dp_ck_load(dt_trainer *tr, dt_checkpoint_shard *s, int64_t it)
+{
+    (void)it;
+    DT_CHECK(dt__ck_get_tensors(s, tr->be, "param/", tr->kind->layout(tr), tr->kind->params(tr)));
+    if (tr->kind->state_layout)
+        DT_CHECK(dt__ck_get_tensors(s, tr->be, "state/", tr->kind->state_layout(tr), tr->kind->state(tr)));
+    return dt__ck_get_optim(s, &tr->opt, 1);
+}
+
 const dt__strategy dt__strategy_replica = {
     .name = "replica",
     .create = dt__tr_dp_create,
@@ -229,6 +261,10 @@ const dt__strategy dt__strategy_replica = {
     .state = dt__dp_state,
     .gpt_state_bytes = 1,
     .ck_role = dt__dp_ck_role,
+    .ck_kind = dt__dp_ck_kind,
+    .ck_shards = dt__dp_ck_shards,
+    .ck_save = dt__dp_ck_save,
+    .ck_load = dt__dp_ck_load,
     .nonfinite = DT__NF_AFTER,
     .free = dt__tr_dp_free,
 };

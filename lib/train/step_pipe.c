@@ -334,6 +334,42 @@ static int dt__pipe_ck_role(const dt_trainer *tr)
     return DT__CK_STAGE;
 }
 
+static const char *dt__pipe_ck_kind(const dt_trainer *tr)
+{
+    (void)tr;
+    return "pipeline/tensor parallel";
+}
+
+static const char *dt__pipe_ck_shards(const dt_trainer *tr)
+{
+    return dt__pipe_zero(tr->pipe.rt)
+               ? "each rank: its stage's (tensor shard's) zero-1 segment of weights (masters) and optimizer"
+               : "each rank: its stage's (tensor shard's) weights and optimizer";
+}
+
+/* A stage's tensors (tensor-parallel shards under t > 1) and its optimizer,
+ * or its ZeRO-1 segment, at a step boundary. */
+static dt_status dt__pipe_ck_save(dt_trainer *tr, dt_checkpoint_shard *s, int64_t version)
+{
+    (void)version;
+    DT_CHECK(dt__pipe_boundary(tr->pipe.rt, tr->iter));
+    if (dt__pipe_zero(tr->pipe.rt)) /* the stage's ZeRO-1 segment */
+        return dt__ck_put_zero(s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt));
+    DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
+    return dt__ck_put_optim(s, dt__pipe_optimizer(tr->pipe.rt));
+}
+
+static dt_status dt__pipe_ck_load(dt_trainer *tr, dt_checkpoint_shard *s, int64_t it)
+{
+    if (dt__pipe_zero(tr->pipe.rt)) {
+        DT_CHECK(dt__ck_get_zero(s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
+    } else {
+        DT_CHECK(dt__ck_get_tensors(s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
+        DT_CHECK(dt__ck_get_optim(s, dt__pipe_optimizer(tr->pipe.rt), 1));
+    }
+    return dt__pipe_seek(tr->pipe.rt, it);
+}
+
 /* Every rank has its part: the stage's ZeRO-1 segments to its data group. */
 static dt_status dt__pipe_restored(dt_trainer *tr)
 {
@@ -361,6 +397,10 @@ const dt__strategy dt__strategy_pipe = {
     .summary_key = "pipeline",
     .summary = dt__tr_pipe_summary,
     .ck_role = dt__pipe_ck_role,
+    .ck_kind = dt__pipe_ck_kind,
+    .ck_shards = dt__pipe_ck_shards,
+    .ck_save = dt__pipe_ck_save,
+    .ck_load = dt__pipe_ck_load,
     .restored = dt__pipe_restored,
     .nonfinite = DT__NF_IN_STEP,
     .free = dt__pipe_strategy_free,

@@ -18,6 +18,9 @@
 #include "dt_time.h"
 #include "trainer_internal.h"
 
+static dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps);
+static dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version);
+
 /* The optimizer state lives on the servers, in shards. */
 dt_status dt__tr_ps_create(dt_trainer *tr)
 {
@@ -206,6 +209,115 @@ dt_status dt__tr_ps_update(dt_trainer *tr, dt__step_ctx *c)
     return dt__loss_check(tr, c->loss_sum);
 }
 
+/* ---- checkpoints -------------------------------------------------------------- */
+
+/* A parameter server starts serving: its loaded shard into the buffers. */
+static dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps)
+{
+    dt_trainer *tr = ctx;
+    dt_checkpoint_shard *s = tr->ps.resume;
+    dt_status st = dt__ck_get_tensors(s, tr->be, "param/", dt__ps_server_layout(ps), dt__ps_server_params(ps));
+    if (st == DT_OK) st = dt__ck_get_optim(s, dt__ps_server_optim(ps), 1);
+    if (st == DT_OK && tr->cfg.use_loss_scaling) st = dt__ck_get_scaler(s, dt__ps_server_scaler(ps));
+    dt_checkpoint_shard_free(s);
+    free(s);
+    tr->ps.resume = NULL;
+    return st;
+}
+
+/* Every worker asked for a checkpoint (lib/parallel/ps.c calls this between updates). */
+static dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version)
+{
+    (void)ps, (void)version;
+    dt_trainer *tr = ctx;
+    return dt_trainer_save(tr, tr->save_dir);
+}
+
+static const char *dt__ps_ck_kind(const dt_trainer *tr)
+{
+    return tr->cfg.ps_mode == DT_PS_SYNC ? "parameter server (ps-sync)" : "parameter server (ps-async)";
+}
+
+static const char *dt__ps_ck_shards(const dt_trainer *tr)
+{
+    (void)tr;
+    return "servers: their shard's weights and optimizer; workers: iteration and scaler";
+}
+
+/* The servers save when asked, into the configuration's directory: a
+ * worker asks them (a save round), a server's shard is of its version. */
+static dt_status dt__ps_ck_prepare(dt_trainer *tr, const char *dir, int64_t *iteration, int64_t *version)
+{
+    if (!tr->save_dir || strcmp(dir, tr->save_dir) != 0)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--save %s: with a parameter server the checkpoint directory is the "
+                       "configuration's (--save %s), which the servers use",
+                       dir, tr->save_dir ? tr->save_dir : "not given");
+    if (!dt__ps_is_server(tr->ps.rt)) {
+        DT_CHECK(dt__tr_ps_ensure_pulled(tr));
+        if (!dt__ps_finished(tr->ps.rt)) {
+            dt_status st = dt__ps_save_round(tr->ps.rt, tr->kind->params(tr));
+            if (st != DT_OK) {
+                tr->ps.broken = 1;
+                return st;
+            }
+        }
+        return DT_OK;
+    }
+    *version = dt__ps_server_version(tr->ps.rt);
+    *iteration = tr->cfg.ps_mode == DT_PS_ASYNC ? *version / dt__ps_num_workers(tr->ps.rt) : *version;
+    return DT_OK;
+}
+
+static const dt_loss_scaler *dt__ps_ck_scaler(const dt_trainer *tr)
+{
+    return dt__ps_is_server(tr->ps.rt) ? dt__ps_server_scaler(tr->ps.rt) : &tr->scaler;
+}
+
+/* A server: its version, its shard's weights and optimizer; a worker: nothing more. */
+static dt_status dt__ps_ck_save(dt_trainer *tr, dt_checkpoint_shard *s, int64_t version)
+{
+    if (!dt__ps_is_server(tr->ps.rt)) return DT_OK;
+    DT_CHECK(dt_checkpoint_shard_add(s, "ps.version", DT_CKPT_I64, &version, 1, NULL));
+    const dt_optim *o = dt__ps_server_optim(tr->ps.rt);
+    if (!o) return DT_FAIL(DT_ERR_INVALID, "parameter server: a checkpoint before serving began");
+    DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__ps_server_layout(tr->ps.rt), dt__ps_server_params(tr->ps.rt)));
+    return dt__ck_put_optim(s, o);
+}
+
+/* A server's shard is checked now and applied when serving starts
+ * (dt__ck_ps_restore): it keeps s. */
+static dt_status dt__ps_ck_load(dt_trainer *tr, dt_checkpoint_shard *s, int64_t it)
+{
+    if (!dt__ps_is_server(tr->ps.rt)) return DT_OK;
+    const void *vp = NULL;
+    DT_CHECK(dt_checkpoint_shard_find(s, "ps.version", DT_CKPT_I64, 1, &vp));
+    int64_t v;
+    memcpy(&v, vp, sizeof v);
+    const int64_t want = tr->cfg.ps_mode == DT_PS_ASYNC ? it * dt__ps_num_workers(tr->ps.rt) : it;
+    if (v != want)
+        return DT_FAIL(DT_ERR_FORMAT, "%s: server version %lld, expected %lld at iteration %lld", s->path,
+                       (long long)v, (long long)want, (long long)it);
+    if (tr->cfg.use_loss_scaling) {
+        dt_loss_scaler probe;
+        DT_CHECK(dt__ck_get_scaler(s, &probe));
+    }
+    int t_lo, t_hi;
+    dt__ps_server_tensors(tr->ps.rt, &t_lo, &t_hi);
+    const dt_paramset *L = tr->kind->layout(tr);
+    dt_paramset sub = {.info = L->info + t_lo, .count = t_hi - t_lo};
+    DT_CHECK(dt__ck_get_tensors(s, tr->be, "param/", &sub, NULL));
+    dt_optim probe = {.cfg = tr->cfg.optim, .be = tr->be, .layout = &sub};
+    DT_CHECK(dt__ck_get_optim(s, &probe, 0));
+    tr->ps.resume = malloc(sizeof *tr->ps.resume);
+    if (!tr->ps.resume) return DT_FAIL(DT_ERR_NOMEM, "--load: out of memory");
+    *tr->ps.resume = *s; /* moved */
+    memset(s, 0, sizeof *s);
+    tr->ps.start_version = v;
+    tr->ck.last_save = v;
+    return DT_OK;
+}
+
 /* ---- the parameter-server strategy's table --------------------------------- */
 
 static void dt__ps_state(const dt_trainer *tr, dt__strategy_state *s)
@@ -227,6 +339,12 @@ const dt__strategy dt__strategy_ps = {
     .summary_key = "parameter_server",
     .summary = dt__tr_ps_summary,
     .ck_role = dt__ps_ck_role,
+    .ck_kind = dt__ps_ck_kind,
+    .ck_shards = dt__ps_ck_shards,
+    .ck_prepare = dt__ps_ck_prepare,
+    .ck_scaler = dt__ps_ck_scaler,
+    .ck_save = dt__ps_ck_save,
+    .ck_load = dt__ps_ck_load,
     .nonfinite = DT__NF_NONE, /* the servers updated before the check */
     .free = dt__tr_ps_shutdown,
 };

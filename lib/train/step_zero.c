@@ -148,6 +148,40 @@ static int dt__zero_ck_role(const dt_trainer *tr)
     return DT__CK_ZERO;
 }
 
+static const char *dt__zero_ck_kind(const dt_trainer *tr)
+{
+    return tr->zero ? "zero-1" : tr->cfg.zero_stage == 2 ? "zero-2" : "zero-3";
+}
+
+static const char *dt__zero_ck_shards(const dt_trainer *tr)
+{
+    return tr->zero ? "each rank: its segment's weights (masters) and optimizer"
+                    : "each rank: its segment of every unit's weights (masters) and optimizer";
+}
+
+/* ZeRO-1: the rank's segment (FP32, or the masters), its optimizer;
+ * ZeRO-2/3: the units, then every unit's segment of masters (the whole
+ * weights of stage 2 are rebuilt). */
+static dt_status dt__zero_ck_save(dt_trainer *tr, dt_checkpoint_shard *s, int64_t version)
+{
+    (void)version;
+    if (tr->zgpt) {
+        DT_CHECK(dt__ck_put_units(s, dt__zgpt_zero(tr->zgpt)));
+        return dt__ck_put_zero(s, tr->be, dt__zgpt_zero(tr->zgpt), NULL);
+    }
+    return dt__ck_put_zero(s, tr->be, tr->zero, tr->kind->params(tr));
+}
+
+static dt_status dt__zero_ck_load(dt_trainer *tr, dt_checkpoint_shard *s, int64_t it)
+{
+    (void)it;
+    if (tr->zgpt) {
+        DT_CHECK(dt__ck_get_units(s, dt__zgpt_zero(tr->zgpt), tr->cfg.zero_stage));
+        return dt__ck_get_zero(s, tr->be, dt__zgpt_zero(tr->zgpt), NULL);
+    }
+    return dt__ck_get_zero(s, tr->be, tr->zero, tr->kind->params(tr));
+}
+
 /* Every rank has its segment: the whole weights again (collective). */
 static dt_status dt__zero_restored_all(dt_trainer *tr)
 {
@@ -175,6 +209,10 @@ const dt__strategy dt__strategy_zero = {
     .summary_key = "zero",
     .summary = dt__zero_summary,
     .ck_role = dt__zero_ck_role,
+    .ck_kind = dt__zero_ck_kind,
+    .ck_shards = dt__zero_ck_shards,
+    .ck_save = dt__zero_ck_save,
+    .ck_load = dt__zero_ck_load,
     .restored = dt__zero_restored_all,
     .nonfinite = DT__NF_AFTER,
     .free = dt__zero_strategy_free,

@@ -145,8 +145,18 @@ typedef struct dt__strategy {
     int gpt_state_bytes; /* the summary's model_state_bytes from the GPT's buffers (one whole model) */
     const char *summary_key;                   /* its object in the summary, or NULL */
     json_t *(*summary)(const dt_trainer *tr);  /* with summary_key */
-    int (*ck_role)(const dt_trainer *tr);      /* DT__CK_* */
-    dt_status (*restored)(dt_trainer *tr);     /* optional: after every rank loaded its checkpoint part */
+    /* checkpoints (checkpoint_io.c; docs/checkpoints.md): */
+    int (*ck_role)(const dt_trainer *tr);           /* DT__CK_* */
+    const char *(*ck_kind)(const dt_trainer *tr);   /* the manifest's layout kind */
+    const char *(*ck_shards)(const dt_trainer *tr); /* what a shard holds, in words */
+    /* optional: before a save, the iteration and version the shard is of (and any exchange it needs) */
+    dt_status (*ck_prepare)(dt_trainer *tr, const char *dir, int64_t *iteration, int64_t *version);
+    const dt_loss_scaler *(*ck_scaler)(const dt_trainer *tr); /* optional: the scaler a shard keeps */
+    /* its records after the trainer's, the data's and the scaler's; read back
+     * and applied (it: the shard's iteration; a server keeps s, emptying it) */
+    dt_status (*ck_save)(dt_trainer *tr, dt_checkpoint_shard *s, int64_t version);
+    dt_status (*ck_load)(dt_trainer *tr, dt_checkpoint_shard *s, int64_t it);
+    dt_status (*restored)(dt_trainer *tr); /* optional: after every rank loaded its checkpoint part */
     /* the non-finite search (nonfinite.c): DT__NF_AFTER the step fails
      * (the whole model's forward, the gradients, the weights), DT__NF_IN_STEP
      * (the stages found it already), DT__NF_NONE (updated before the check) */
@@ -360,9 +370,25 @@ dt_status dt__min_scale_check(dt_trainer *tr);
 dt_status dt__gpt_locate_forward(dt_trainer *tr, char *where, size_t cap);
 dt_status dt__nf_pipe_locate(void *ctx, int64_t t);
 
-/* ---- checkpoint_io.c ---- */
-dt_status dt__ck_ps_restore(void *ctx, dt__ps *ps);
-dt_status dt__ck_ps_save(void *ctx, dt__ps *ps, int64_t version);
+/* ---- checkpoint_io.c: a shard's records, for the strategies' ck_save and ck_load ---- */
+/* prefix<tensor> of a flat buffer in backend memory, one record per tensor
+ * of L (get with buf NULL: only check they are there, with their sizes) */
+dt_status dt__ck_put_tensors(dt_checkpoint_shard *s, dt_backend *be, const char *prefix, const dt_paramset *L,
+                             const float *buf);
+dt_status dt__ck_get_tensors(const dt_checkpoint_shard *s, dt_backend *be, const char *prefix, const dt_paramset *L,
+                             float *buf);
+/* an optimizer's step and state (get with apply 0: only check) */
+dt_status dt__ck_put_optim(dt_checkpoint_shard *s, const dt_optim *o);
+dt_status dt__ck_get_optim(const dt_checkpoint_shard *s, dt_optim *o, int apply);
+/* a ZeRO segment of params (the whole flat buffer; NULL at stages 2/3): its
+ * weights (masters under mixed precision) and its optimizer */
+dt_status dt__ck_put_zero(dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params);
+dt_status dt__ck_get_zero(const dt_checkpoint_shard *s, dt_backend *be, dt__zero *z, float *params);
+/* ZeRO-2/3: the units the shard was cut from (another cut is refused in words) */
+dt_status dt__ck_put_units(dt_checkpoint_shard *s, const dt__zero *z);
+dt_status dt__ck_get_units(const dt_checkpoint_shard *s, const dt__zero *z, int stage);
+dt_status dt__ck_put_scaler(dt_checkpoint_shard *s, const dt_loss_scaler *sc);
+dt_status dt__ck_get_scaler(const dt_checkpoint_shard *s, dt_loss_scaler *sc);
 
 /* ---- trainer.c: throughput ---- */
 void dt__tr_account(dt_trainer *tr, double secs);
