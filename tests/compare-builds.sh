@@ -11,12 +11,17 @@
 # What is normalised away, and why: the log's throughput and ETA, the
 # final line's seconds and tokens/s, the summary's tokens_per_second and
 # elapsed_seconds, dtsim's own run time (wall_seconds, "events in X s"),
-# and the trace events' ts and dur (wall-clock times);
+# the trace events' ts and dur (wall-clock times), the trace header's clock
+# (sync id, offsets, start times: new every run) and dtrain.lock (host:pid);
 # trace events are compared as a sorted multiset, since the comm thread's
 # events interleave with the main thread's in a timing-dependent order.
 # Measured traces that dtsim reads are made once, by OLD, so that both
 # simulators read the same input. ps-async runs with one worker (with
 # several, the order of pushes depends on timing).
+#
+# Issue 36 added the layer runner's cells (ZeRO-2/3 with 16 bits and
+# recomputation, the zero-bubble profile and pipelines with recomputation,
+# interleaving, tensor parallelism in bf16, a ZeRO-3 checkpoint).
 #
 # Exit 0 when every command's results agree, 1 with the differing
 # command and a diff otherwise, 2 on bad usage.
@@ -60,6 +65,15 @@ pipedream|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 32 --pipeline-mod
 vsync|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 32 --pipeline-model-parallel-size 2 --pipeline-schedule pipedream-vsync --log-interval 5 --summary s.json
 tp|$MPI 2 $B/dtrain --train-iters 10 --tensor-model-parallel-size 2 --log-interval 5 --summary s.json
 tp-pp|$MPI 4 $B/dtrain --train-iters 6 --micro-batch-size 32 --num-layers 2 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --log-interval 2 --summary s.json
+zero2|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 64 --zero-stage 2 --log-interval 5 --summary s.json --trace t.json
+zero3-bf16|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 64 --zero-stage 3 --zero-prefetch --bf16 --recompute-activations --log-interval 5 --summary s.json
+fp16-full|$B/dtrain --train-iters 10 --fp16 --recompute-granularity full --recompute-num-layers 1 --log-interval 5 --summary s.json
+zb-profile|$B/dtrain --train-iters 5 --pipeline-schedule zb-h1 --bf16 --log-interval 1 --summary s.json --trace t.json
+zb-h1-full|$MPI 2 $B/dtrain --train-iters 6 --micro-batch-size 32 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --recompute-granularity full --recompute-num-layers 1 --bf16 --log-interval 2 --summary s.json
+zb-v-selective|$MPI 2 $B/dtrain --train-iters 6 --micro-batch-size 32 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --recompute-activations --fp16 --log-interval 2 --summary s.json
+interleaved|$MPI 2 $B/dtrain --train-iters 6 --micro-batch-size 16 --global-batch-size 64 --num-layers 4 --pipeline-model-parallel-size 2 --pipeline-schedule interleaved-1f1b --virtual-pipeline-model-parallel-size 2 --log-interval 2 --summary s.json
+tp-bf16-selective|$MPI 2 $B/dtrain --train-iters 6 --tensor-model-parallel-size 2 --bf16 --recompute-activations --log-interval 2 --summary s.json
+save-zero3|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 64 --zero-stage 3 --save ck --save-interval 5 --log-interval 5
 save|$B/dtrain --train-iters 20 --save ck --save-interval 10 --log-interval 5 --summary s.json
 resume|$B/dtrain --train-iters 20 --save ck --save-interval 10 --log-interval 5 && rm -rf ck/iter_00000020 && printf iter_00000010 > ck/latest && $B/dtrain --train-iters 30 --load ck --log-interval 5 --summary s.json
 save-dp-zero|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 64 --use-distributed-optimizer --save ck --save-interval 5 --log-interval 5
@@ -68,18 +82,18 @@ save-ps|$MPI 3 $B/dtrain --train-iters 10 --micro-batch-size 64 --allreduce ps-s
 bad-input|$B/dtrain --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --fp16; $B/dtrain --micro-batch-size 0; $B/dtsim run --hw /nonexistent.json
 print-schedule|$B/dtrain --print-schedule --pipeline-model-parallel-size 4 --micro-batch-size 32 --pipeline-schedule pipedream-vsync
 dtsim-run|$B/dtsim run --config $IN/profile.json --profile $IN/profile.json --micro-batch-size 32 --global-batch-size 128 --summary sim.json --trace simt.json
-dtsim-run-pp|$B/dtsim run --config $IN/pp.rank0.json --profile $IN/profile.json --hw $B/sim/hw/cpu-2core.json --trace simt.json
-dtsim-big|$B/dtsim run --model gpt2-124m --micro-batch-size 16 --seq-length 1024 --bf16 --train-iters 3 --data-parallel-size 16 --allreduce nccl --hw $B/sim/hw/h100-ib.json
-dtsim-ps|$B/dtsim run --allreduce ps-async --num-ps-servers 1 --data-parallel-size 2 --micro-batch-size 16 --micro-batches 1 --train-iters 40 --slow-rank 1:30 --profile $IN/profile.json --hw $B/sim/hw/cpu-2core.json --summary sim.json
+dtsim-run-pp|$B/dtsim run --config $IN/pp.rank0.json --profile $IN/profile.json --hw $HW/cpu-2core.json --trace simt.json
+dtsim-big|$B/dtsim run --model gpt2-124m --micro-batch-size 16 --seq-length 1024 --bf16 --train-iters 3 --data-parallel-size 16 --allreduce nccl --hw $HW/h100-ib.json
+dtsim-ps|$B/dtsim run --allreduce ps-async --num-ps-servers 1 --data-parallel-size 2 --micro-batch-size 16 --micro-batches 1 --train-iters 40 --slow-rank 1:30 --profile $IN/profile.json --hw $HW/cpu-2core.json --summary sim.json
 dtsim-amp|$B/dtsim run --config $IN/fp16.json --grad-trace $IN/fp16.json --profile $IN/profile.json --seed 3
-dtsim-sweep|$B/dtsim sweep --model gpt2-124m --micro-batch-size 4 --seq-length 1024 --pipeline-model-parallel-size 8 --data-parallel-size 128 --train-iters 2 --hw $B/sim/hw/h100-ib.json --sweep micro-batches=16,32,64 --sweep link-bandwidth-scale=0.5,1,4
-dtsim-validate|$B/dtsim validate --profile $IN/profile.json --hw $B/sim/hw/cpu-2core.json $IN/pp.rank0.json
-dtsim-validate-nodes|$B/dtsim validate --profile $IN/profile.json --hw $B/sim/hw/cpu-2core.json --devices-per-node 2 --cores-per-node 2 $IN/pp.rank0.json
+dtsim-sweep|$B/dtsim sweep --model gpt2-124m --micro-batch-size 4 --seq-length 1024 --pipeline-model-parallel-size 8 --data-parallel-size 128 --train-iters 2 --hw $HW/h100-ib.json --sweep micro-batches=16,32,64 --sweep link-bandwidth-scale=0.5,1,4
+dtsim-validate|$B/dtsim validate --profile $IN/profile.json --hw $HW/cpu-2core.json $IN/pp.rank0.json
+dtsim-validate-nodes|$B/dtsim validate --profile $IN/profile.json --hw $HW/cpu-2core.json --devices-per-node 2 --cores-per-node 2 $IN/pp.rank0.json
 '
 
 # Normalise a run's folder into one text: log, summaries, traces, checkpoint checksums.
-normalise() { # DIR BUILD
-    (cd "$1" && BDIR="$2" python3 - <<'EOF'
+normalise() { # DIR BUILD HW
+    (cd "$1" && BDIR="$2" HWDIR="$3" python3 - <<'EOF'
 import glob, hashlib, json, os, re
 def log(t):
     t = re.sub(r'[0-9.]+[kM]? tok/s', 'X tok/s', t)
@@ -87,7 +101,7 @@ def log(t):
     t = re.sub(r'events in [0-9.]+ s', 'events in X s', t)
     t = re.sub(r'in [0-9.]+ s \([0-9.]+ s training\)', 'in X s', t)
     t = re.sub(r'tokens/s [0-9.]+', 'tokens/s X', t)
-    t = t.replace(os.environ['BDIR'], 'BUILD').replace(os.getcwd(), 'DIR')
+    t = t.replace(os.environ['HWDIR'], 'HW').replace(os.environ['BDIR'], 'BUILD').replace(os.getcwd(), 'DIR')
     return t
 print(log(open('out.txt', errors='replace').read()))
 for f in sorted(glob.glob('*.json')):
@@ -101,13 +115,21 @@ for f in sorted(glob.glob('*.json')):
             e = dict(e); e.pop('ts', None); e.pop('dur', None)
             ev.append(json.dumps(e, sort_keys=True))
         other = {k: v for k, v in d.items() if k != 'traceEvents'}
+        # a run's clock: the ranks' sync id, offsets and start times differ every run
+        od = other.get('otherData', {})
+        for sect in (od.get('clock'), od.get('merge')):
+            if isinstance(sect, dict):
+                for k in ('sync_id', 'start_ns', 'error_ns', 'offset_ns'): sect.pop(k, None)
+                for r in sect.get('ranks', []) if isinstance(sect.get('ranks'), list) else []:
+                    if isinstance(r, dict):
+                        for k in ('error_ns', 'offset_ns'): r.pop(k, None)
         print(f, 'trace', log(json.dumps(other, sort_keys=True)), len(ev), hashlib.sha256(log('\n'.join(sorted(ev))).encode()).hexdigest())
     else:
         if isinstance(d, dict):
             for k in ('tokens_per_second', 'elapsed_seconds', 'wall_seconds'): d.pop(k, None)
         print(f, log(json.dumps(d, sort_keys=True)))
 for f in sorted(glob.glob('ck/**/*', recursive=True)):
-    if os.path.isfile(f):
+    if os.path.isfile(f) and os.path.basename(f) != 'dtrain.lock': # the lock holds host:pid
         print(f, hashlib.sha256(open(f, 'rb').read()).hexdigest())
 EOF
     )
@@ -129,10 +151,12 @@ printf '%s\n' "$CASES" | while IFS='|' read -r name cmd; do
     for side in old new; do
         B=$OLD
         [ "$side" = new ] && B=$NEW
+        HW=$B/sim/hw # an out-of-tree build: the hardware files of the source tree
+        [ -d "$HW" ] || HW=$(cd "$HERE/../sim/hw" && pwd)
         d="$WORK/$name/$side"
         mkdir -p "$d"
         (cd "$d" && eval "$cmd" </dev/null >out.txt 2>&1; echo "exit $?" >>out.txt)
-        normalise "$d" "$B" >"$WORK/$name/$side.txt"
+        normalise "$d" "$B" "$(cd "$HW" && pwd)" >"$WORK/$name/$side.txt"
     done
     if cmp -s "$WORK/$name/old.txt" "$WORK/$name/new.txt"; then
         echo "same: $name"
