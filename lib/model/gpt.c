@@ -335,17 +335,21 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
 {
     if (m->run && B <= m->B && T == m->T) return DT_OK;
     dt__gpt_drop_runner(m);
-    const dt__runner_config rc = {
-        .cfg = &m->cfg, .be = m->be, .l0 = 0, .l1 = m->cfg.num_layers, .first = 1, .last = 1, .slots = 1, .B = B,
-        .T = T, .shared = 1, .t = 1};
+    const dt__runner_config rc = {.cfg = &m->cfg,
+                                  .be = m->be,
+                                  .l1 = m->cfg.num_layers,
+                                  .first = 1,
+                                  .last = 1,
+                                  .slots = 1,
+                                  .B = B,
+                                  .T = T,
+                                  .shared = 1,
+                                  .t = 1,
+                                  .precision = m->precision,
+                                  .round_min = m->layout.numel, /* the rounding of gmb too */
+                                  .recompute = m->recompute,
+                                  .recompute_k = m->recompute_k};
     DT_CHECK(dt__runner_create(&rc, &m->run));
-    dt_status st = dt__runner_set_precision(m->run, m->precision, m->layout.numel); /* the rounding of gmb too */
-    if (st == DT_OK && m->recompute != DT_RECOMPUTE_NONE)
-        st = dt__runner_set_recompute(m->run, m->recompute, m->recompute_k);
-    if (st != DT_OK) {
-        dt__gpt_drop_runner(m);
-        return st;
-    }
     static const dt__runner_hooks hooks = {.span = dt__gpt_span};
     dt__runner_set_hooks(m->run, &hooks, m);
     m->B = B;

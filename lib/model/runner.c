@@ -209,6 +209,37 @@ static dt_status dt__runner_slots_alloc(dt__runner *r)
     return DT_OK;
 }
 
+/* The storage format, and under 16 bits the rounding scratch: the
+ * largest tensor rounded (attention's (T x T) scores, fch, the logits,
+ * the owner's round_min). No slot may be allocated for another format. */
+static dt_status dt__runner_use_precision(dt__runner *r, dt_dtype dtype, size_t round_min)
+{
+    dt_buffer_free(&r->round_buf);
+    r->rnd = (dt__rounder){.dtype = dtype};
+    r->precision = dtype;
+    if (dtype == DT_F32) return DT_OK;
+    const dt_gpt_config *c = &r->cfg;
+    const size_t BT = (size_t)r->B * r->T;
+    const size_t cap = DT_MAX(DT_MAX((size_t)r->B * c->num_heads * r->T * r->T, 4 * BT * c->hidden_size),
+                              DT_MAX(BT * dt__head_ld(r->be, c->vocab_size), round_min));
+    DT_CHECK(dt_buffer_alloc(&r->round_buf, r->be, cap * dt_dtype_size(dtype)));
+    r->rnd.scratch = r->round_buf.data;
+    r->rnd.capacity = cap;
+    return DT_OK;
+}
+
+static dt_status dt__runner_use_recompute(dt__runner *r, dt_recompute mode, int num_layers)
+{
+    if (mode != DT_RECOMPUTE_NONE && mode != DT_RECOMPUTE_FULL && mode != DT_RECOMPUTE_SELECTIVE)
+        return DT_FAIL(DT_ERR_INVALID, "recompute mode %d: expected none, full or selective", (int)mode);
+    if (mode == DT_RECOMPUTE_FULL && num_layers < 1)
+        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected >= 1", num_layers);
+    r->recompute = mode;
+    r->recompute_k = mode == DT_RECOMPUTE_FULL ? DT_MIN(num_layers, DT_MAX(r->nb, 1)) : 0;
+    r->groups = mode == DT_RECOMPUTE_FULL ? (r->nb + r->recompute_k - 1) / r->recompute_k : 0;
+    return DT_OK;
+}
+
 static dt_status dt__runner_idle(const dt__runner *r, const char *what)
 {
     for (int k = 0; k < r->nslots; k++)
@@ -238,8 +269,6 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
     r->t = c->t;
     r->ops = c->ops ? c->ops : &dt__block_ops_plain;
     r->ops_ctx = c->ops_ctx;
-    r->precision = DT_F32;
-    r->rnd = (dt__rounder){.dtype = DT_F32};
     r->work = &r->work_own;
     const int nbv = nb ? nb : 1;
     r->w.blocks = calloc((size_t)nbv, sizeof *r->w.blocks);
@@ -264,6 +293,8 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &r->dres), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &r->dout), s, fail);
     }
+    DT_CHECK_GOTO(dt__runner_use_precision(r, c->precision, c->round_min), s, fail);
+    DT_CHECK_GOTO(dt__runner_use_recompute(r, c->recompute, c->recompute_k), s, fail);
     DT_CHECK_GOTO(dt__runner_slots_alloc(r), s, fail);
     *out = r;
     return DT_OK;
@@ -295,34 +326,16 @@ dt_status dt__runner_set_precision(dt__runner *r, dt_dtype dtype, size_t round_m
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return DT_FAIL(DT_ERR_INVALID, "precision %s: expected f32, f16 or bf16", dt_dtype_name(dtype));
     DT_CHECK(dt__runner_idle(r, "precision"));
-    dt_buffer_free(&r->round_buf);
-    r->rnd = (dt__rounder){.dtype = dtype};
-    r->precision = dtype;
+    DT_CHECK(dt__runner_use_precision(r, dtype, round_min));
     dt__runner_slots_free(r); /* the slots' sizes follow the storage */
-    DT_CHECK(dt__runner_slots_alloc(r));
-    if (dtype == DT_F32) return DT_OK;
-    /* the largest tensor rounded: attention's (T x T) scores, fch, the logits, the owner's */
-    const dt_gpt_config *c = &r->cfg;
-    const size_t BT = (size_t)r->B * r->T;
-    const size_t cap = DT_MAX(DT_MAX((size_t)r->B * c->num_heads * r->T * r->T, 4 * BT * c->hidden_size),
-                              DT_MAX(BT * dt__head_ld(r->be, c->vocab_size), round_min));
-    DT_CHECK(dt_buffer_alloc(&r->round_buf, r->be, cap * dt_dtype_size(dtype)));
-    r->rnd.scratch = r->round_buf.data;
-    r->rnd.capacity = cap;
-    return DT_OK;
+    return dt__runner_slots_alloc(r);
 }
 
 dt_status dt__runner_set_recompute(dt__runner *r, dt_recompute mode, int num_layers)
 {
-    if (mode != DT_RECOMPUTE_NONE && mode != DT_RECOMPUTE_FULL && mode != DT_RECOMPUTE_SELECTIVE)
-        return DT_FAIL(DT_ERR_INVALID, "recompute mode %d: expected none, full or selective", (int)mode);
-    if (mode == DT_RECOMPUTE_FULL && num_layers < 1)
-        return DT_FAIL(DT_ERR_INVALID, "--recompute-num-layers %d: expected >= 1", num_layers);
     DT_CHECK(dt__runner_idle(r, "recomputation"));
+    DT_CHECK(dt__runner_use_recompute(r, mode, num_layers));
     dt__runner_slots_free(r);
-    r->recompute = mode;
-    r->recompute_k = mode == DT_RECOMPUTE_FULL ? DT_MIN(num_layers, DT_MAX(r->nb, 1)) : 0;
-    r->groups = mode == DT_RECOMPUTE_FULL ? (r->nb + r->recompute_k - 1) / r->recompute_k : 0;
     return dt__runner_slots_alloc(r);
 }
 

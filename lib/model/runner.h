@@ -102,6 +102,12 @@ typedef struct dt__runner_config {
     int t;            /* the block shard: 1 whole, else a tensor-parallel rank's */
     const dt__block_ops *ops; /* NULL: dt__block_ops_plain */
     void *ops_ctx;
+    /* the settings to start with (dt__runner_set_precision and
+     * _set_recompute change them later; zeros: FP32, none) */
+    dt_dtype precision;
+    size_t round_min;
+    dt_recompute recompute;
+    int recompute_k;
 } dt__runner_config;
 
 typedef struct dt__runner dt__runner;

@@ -432,14 +432,23 @@ static dt_status dt__zg_ensure(dt__zgpt *z, int B, int T)
     dt__runner_free(z->run);
     z->run = NULL;
     z->B = z->T = 0;
-    const dt__runner_config rc = {
-        .cfg = &z->cfg, .be = z->be, .l0 = 0, .l1 = z->cfg.num_layers, .first = 1, .last = 1, .slots = 1, .B = B,
-        .T = T, .shared = 1, .t = 1};
-    DT_CHECK(dt__runner_create(&rc, &z->run));
     size_t big = 0; /* the rounding of a unit's gradients */
     for (int u = 0; u < z->n_units; u++) big = DT_MAX(big, z->unit_len[u]);
-    DT_CHECK(dt__runner_set_precision(z->run, z->precision, big));
-    if (z->recompute != DT_RECOMPUTE_NONE) DT_CHECK(dt__runner_set_recompute(z->run, z->recompute, z->recompute_k));
+    const dt__runner_config rc = {.cfg = &z->cfg,
+                                  .be = z->be,
+                                  .l1 = z->cfg.num_layers,
+                                  .first = 1,
+                                  .last = 1,
+                                  .slots = 1,
+                                  .B = B,
+                                  .T = T,
+                                  .shared = 1,
+                                  .t = 1,
+                                  .precision = z->precision,
+                                  .round_min = big,
+                                  .recompute = z->recompute,
+                                  .recompute_k = z->recompute_k};
+    DT_CHECK(dt__runner_create(&rc, &z->run));
     static const dt__runner_hooks hooks = {
         .bind = dt__zg_bind_hook, .done = dt__zg_done_hook, .span = dt__zg_span_hook};
     dt__runner_set_hooks(z->run, &hooks, z);
