@@ -28,8 +28,6 @@
 #include "dt_internal.h"
 #include "runner.h"
 
-#define DT__NBLOCK_TENSORS DT__BLOCK_NTENSORS
-
 struct dt_gpt {
     dt_gpt_config cfg;
     dt_backend *be;
@@ -119,12 +117,12 @@ dt_status dt__gpt_whole_layout(const dt_gpt_config *cfg, dt_paramset *ps)
     char name[DT_NAME_MAX];
     DT_CHECK(dt_paramset_add(ps, "wte", 2, (int64_t[]){V, C}, 1));
     DT_CHECK(dt_paramset_add(ps, "wpe", 2, (int64_t[]){P, C}, 1));
-    static const char *const names[DT__NBLOCK_TENSORS] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
+    static const char *const names[DT__BLOCK_NTENSORS] = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
                                                           "ln2.w", "ln2.b", "fc.w",  "fc.b",  "fcproj.w",  "fcproj.b"};
-    const int64_t shapes[DT__NBLOCK_TENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},
+    const int64_t shapes[DT__BLOCK_NTENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},
                                                    {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
     for (int l = 0; l < cfg->num_layers; l++)
-        for (int i = 0; i < DT__NBLOCK_TENSORS; i++) {
+        for (int i = 0; i < DT__BLOCK_NTENSORS; i++) {
             snprintf(name, sizeof name, "h.%d.%s", l, names[i]);
             int nd = shapes[i][1] ? 2 : 1;
             DT_CHECK(dt_paramset_add(ps, name, nd, shapes[i], nd == 2));
@@ -139,14 +137,14 @@ void dt__gpt_layer_tensors(const dt_gpt_config *cfg, int layer, int *first, int 
 {
     const int L = cfg->num_layers;
     if (layer < 0) *first = 0, *n = 2;                                     /* wte, wpe */
-    else if (layer < L) *first = 2 + DT__NBLOCK_TENSORS * layer, *n = DT__NBLOCK_TENSORS;
-    else *first = 2 + DT__NBLOCK_TENSORS * L, *n = cfg->tie_embeddings ? 2 : 3; /* lnf.w, lnf.b, lm_head.w */
+    else if (layer < L) *first = 2 + DT__BLOCK_NTENSORS * layer, *n = DT__BLOCK_NTENSORS;
+    else *first = 2 + DT__BLOCK_NTENSORS * L, *n = cfg->tie_embeddings ? 2 : 3; /* lnf.w, lnf.b, lm_head.w */
 }
 
 int dt__gpt_tensor_layer(const dt_gpt_config *cfg, int tensor)
 {
     if (tensor < 2) return -1;
-    const int l = (tensor - 2) / DT__NBLOCK_TENSORS;
+    const int l = (tensor - 2) / DT__BLOCK_NTENSORS;
     return l < cfg->num_layers ? l : cfg->num_layers;
 }
 

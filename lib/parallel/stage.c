@@ -21,8 +21,6 @@
 #include "stage.h"
 #include "tp.h"
 
-#define DT__NBLOCK DT__BLOCK_NTENSORS
-
 struct dt__stage {
     dt_gpt_config cfg;
     dt_backend *be;
@@ -130,11 +128,11 @@ static dt_status dt__stage_layout_make(dt__stage *st)
         if (st->t > 1 && l >= 0 && l < st->cfg.num_layers) { /* a block's shard on this tensor-parallel rank */
             DT_CHECK_GOTO(dt__tp_block_layout(&st->cfg, st->t, l, &st->layout), s, done);
             /* 1: column/row-parallel shard; 2: replicated, and the block's first tensor */
-            for (int k = 0; k < DT__NBLOCK; k++) {
+            for (int k = 0; k < DT__BLOCK_NTENSORS; k++) {
                 st->whole_index[i - lo + k] = i + k;
                 st->sharded[i - lo + k] = k == 0 ? 2 : (uint8_t)dt__tp_sharded[k];
             }
-            i += DT__NBLOCK;
+            i += DT__BLOCK_NTENSORS;
             continue;
         }
         const dt_param_info *p = &w->info[i];
@@ -247,7 +245,7 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
             dt__gpt_init_tensor(&st->cfg, &st->layout.info[i], st->whole_index[i], seed,
                                 host + st->layout.info[i].offset);
     } else { /* the whole tensors, then this rank's shards of the blocks' */
-        float *full[DT__NBLOCK] = {0};
+        float *full[DT__BLOCK_NTENSORS] = {0};
         for (int i = 0; i < st->layout.count && s == DT_OK;) {
             const dt_param_info *wi = &st->whole.info[st->whole_index[i]];
             if (st->sharded[i] != 2) { /* replicated: embedding, head */
@@ -255,7 +253,7 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
                 i++;
                 continue;
             }
-            for (int k = 0; k < DT__NBLOCK; k++) { /* a block: ln1.w .. fcproj.b */
+            for (int k = 0; k < DT__BLOCK_NTENSORS; k++) { /* a block: ln1.w .. fcproj.b */
                 const dt_param_info *pk = &st->whole.info[st->whole_index[i + k]];
                 full[k] = malloc(pk->numel * sizeof(float));
                 if (!full[k]) s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for initial weights");
@@ -263,8 +261,8 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
             }
             if (s == DT_OK)
                 dt__tp_block_shard(&st->cfg, st->t, st->tr, (const float *const *)full, &st->layout, i, host);
-            for (int k = 0; k < DT__NBLOCK; k++) free(full[k]), full[k] = NULL;
-            i += DT__NBLOCK;
+            for (int k = 0; k < DT__BLOCK_NTENSORS; k++) free(full[k]), full[k] = NULL;
+            i += DT__BLOCK_NTENSORS;
         }
     }
     if (s == DT_OK) s = st->be->copy(st->be, st->params.data, host, n * sizeof(float), DT_COPY_H2D);
@@ -498,15 +496,15 @@ dt_status dt__stage_probe_of(dt__stage *st, const float *weights, double *out)
     for (int i = 0; s == DT_OK && i < st->layout.count;) {
         if (st->sharded[i] ==
             2) { /* a tensor-parallel block: its replicated tensors once (tensor rank 0), its shards */
-            size_t off[DT__NBLOCK];
-            for (int k = 0; k < DT__NBLOCK; k++) off[k] = st->whole.info[st->whole_index[i + k]].offset;
-            for (int k = 0; k < DT__NBLOCK && st->tr == 0; k++) {
+            size_t off[DT__BLOCK_NTENSORS];
+            for (int k = 0; k < DT__BLOCK_NTENSORS; k++) off[k] = st->whole.info[st->whole_index[i + k]].offset;
+            for (int k = 0; k < DT__BLOCK_NTENSORS && st->tr == 0; k++) {
                 if (st->sharded[i + k] == 1) continue;
                 const dt_param_info *p = &st->layout.info[i + k];
                 for (size_t j = 0; j < p->numel; j++) sum += (double)w[p->offset + j] * dt__probe_u(off[k] + j);
             }
             sum += dt__tp_block_probe(&st->cfg, st->t, st->tr, &st->layout, i, w, off);
-            i += DT__NBLOCK;
+            i += DT__BLOCK_NTENSORS;
             continue;
         }
         const dt_param_info *p = &st->layout.info[i];
