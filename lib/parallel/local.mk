@@ -12,6 +12,7 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/pipeline_eval.c \
 	lib/parallel/tp.c \
 	lib/parallel/zero.c \
+	lib/parallel/zero_shard.c \
 	lib/parallel/zero_gpt.c \
 	lib/parallel/zero_queue.c \
 	lib/parallel/ps.c
@@ -22,6 +23,7 @@ noinst_HEADERS += \
 	lib/parallel/pipeline_impl.h \
 	lib/parallel/tp.h \
 	lib/parallel/zero.h \
+	lib/parallel/zero_shard.h \
 	lib/parallel/zero_gpt.h \
 	lib/parallel/zero_queue.h \
 	lib/parallel/ps.h

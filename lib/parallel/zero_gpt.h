@@ -52,6 +52,7 @@
 #include "dt_gpt.h"
 #include "dt_optim.h"
 #include "zero.h"
+#include "zero_shard.h"
 
 typedef struct dt__zgpt dt__zgpt;
 
@@ -76,13 +77,8 @@ typedef struct dt__zgpt_bytes {
     size_t working;   /* one unit's gradient buffer, one layer's FP32 weights, rounding scratch */
 } dt__zgpt_bytes;
 
-/* Communication counted since create, per rank: calls and floats of each
- * kind (a ring collective over n ranks of S floats moves (n-1)/n S per rank). */
-typedef struct dt__zgpt_traffic {
-    int64_t gathers, gather_floats;    /* stage 3: a layer's weights before its forward or backward */
-    int64_t scatters, scatter_floats;  /* reduce-scatters of a unit's gradients */
-    int64_t refreshes, refresh_floats; /* stage 2: all-gathers of the updated weights after a step */
-} dt__zgpt_traffic;
+/* Communication counted since create, per rank (zero_shard.h). */
+typedef dt__zs_traffic dt__zgpt_traffic;
 
 /* Collective over dp: the layout, the units, the shard of the initial
  * weights (the whole model is initialised once, then dropped at stage 3),
