@@ -77,9 +77,10 @@ void dt__runner_views_bind(dt__runner_views *v, const dt_gpt_config *cfg, int l0
 /* ---- hooks ------------------------------------------------------------- */
 typedef struct dt__runner_hooks {
     /* Before layer's forward ('F'), its forward again under full
-     * recomputation ('R'), its backward or B ('B', before any
-     * recomputation of its attention) or its W ('W'): may point the views
-     * at the layer's weights (and, 'B'/'W', gradients). NULL: the views stay. */
+     * recomputation ('R'), its whole backward ('B') or its split B ('b'),
+     * each before any recomputation of its attention, or its W ('W'): may
+     * point the views at the layer's weights (and, 'B'/'W', the gradients
+     * it writes; a split B writes none). NULL: the views stay. */
     dt_status (*bind)(void *ctx, int layer, char pass);
     /* After layer's parameter gradients are complete (its whole backward,
      * or its W). NULL: nothing. */

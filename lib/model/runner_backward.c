@@ -45,7 +45,7 @@ static dt_status dt__runner_block_backward(dt__runner *r, dt__rslot *sl, int l, 
     dt__block_acts *a = &sl->acts[l];
     dt__block_keep *k = &sl->keep[l];
     const int packs = dt__runner_packs(r);
-    DT_CHECK(dt__runner_bind(r, L, 'B'));
+    DT_CHECK(dt__runner_bind(r, L, whole ? 'B' : 'b'));
     /* the keep's dqkv in the block's own qkv, dead after B (its dfch apart:
      * W reads fch); half storage: FP32 in the work arena (the block's
      * tensors are an unpacking there), packed into the slot after B */
@@ -184,7 +184,7 @@ static dt_status dt__runner_run_backward(dt__runner *r, int slot, float dloss, c
     const float *xL = dt__runner_slot_out(r, sl, xin);
     if (r->last) {
         int64_t t0 = dt_time_ns();
-        DT_CHECK(dt__runner_bind(r, L, 'B'));
+        DT_CHECK(dt__runner_bind(r, L, whole ? 'B' : 'b'));
         float *dlnf = r->scratch.dbtc;
         if (!whole) {
             DT_CHECK(dt__arena_alloc(&sl->arena, NC, &sl->dlnf));
