@@ -120,6 +120,10 @@ static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
                    d > 1 ? "each stage's (tensor shard's) optimizer state and FP32 masters sharded over its "
                            "data-parallel group"
                          : "nothing to shard (d = 1)");
+        if (c->zero_stage >= 2)
+            printf("  ZeRO-%d: each stage's (tensor shard's) gradients reduce-scattered layer by layer during every "
+                   "backward%s, optimizer state and FP32 weights sharded over its data-parallel group\n",
+                   c->zero_stage, c->zero_stage == 3 ? ", its weights gathered before each layer computes" : "");
         for (int r = 0; r < c->comm->size && c->comm->size <= 64; r++)
             printf("  rank %d: tensor %d, data %d, stage %d\n", r, dt_grid_coord(&g, r, DT_GRID_TENSOR),
                    dt_grid_coord(&g, r, DT_GRID_DATA), dt_grid_coord(&g, r, DT_GRID_PIPELINE));

@@ -214,6 +214,11 @@ if [ "$HAVE_MPI" = 1 ]; then
     resume tp2dp2 4 $GPT --micro-batch-size 2 --global-batch-size 8 --tensor-model-parallel-size 2
     resume pp2dp2-zero-bf16 4 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 \
         --use-distributed-optimizer --bf16
+    # ZeRO-2/3 of each stage (tensor shard) over its data group (issue 36)
+    resume pp2dp2-zero3-tied 4 $GPT --micro-batch-size 2 --global-batch-size 8 --pipeline-model-parallel-size 2 \
+        --zero-stage 3 --tie-embeddings-and-output-weights
+    resume tp2dp2-zero2-bf16 4 $GPT --micro-batch-size 2 --global-batch-size 8 --tensor-model-parallel-size 2 \
+        --zero-stage 2 --bf16
     # ps-async: resumes at the saved iteration and trains to the end
     d=$TMP/async
     if launch 3 $COMMON $GPT --micro-batch-size 4 --global-batch-size 8 --allreduce ps-async --save "$d" --save-interval $N \

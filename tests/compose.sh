@@ -8,7 +8,9 @@
 # 1f1b (p = 2), tp (t = 2), tppp (t = 2 x p = 2), tpppdp (2 x 2 x 2, 8
 # ranks: TEST_FULL=1 only), ppzero (1f1b p = 2 x d = 2 with ZeRO-1), tpzero
 # (t = 2 x d = 2 with ZeRO-1), tpppdpzero (2 x 2 x 2 with ZeRO-1: TEST_FULL=1
-# only)} x recompute {none, selective, full with K = 2} x accumulation a {1, 4}. Every cell trains the same 4-block GPT for 4 steps
+# only), ppzero2 and ppzero3 (1f1b p = 2 x d = 2 with ZeRO-2/3), zbzero3
+# (zb-h1 p = 2 x d = 2, ZeRO-3), tpzero2 and tpzero3 (t = 2 x d = 2),
+# tpppdpzero3 (2 x 2 x 2 with ZeRO-3: TEST_FULL=1 only)} x recompute {none, selective, full with K = 2} x accumulation a {1, 4}. Every cell trains the same 4-block GPT for 4 steps
 # on the same global batch of 8 rows (micro-batch 8 / (a d), d the
 # data-parallel ways) and is compared with one process of the same
 # precision accumulating the same micro-batches: train_loss, val_loss and
@@ -25,6 +27,11 @@
 #     ranks in about 48 bits (dt_comm_sum_doubles); measured 5.4e-14
 #   dp, zero, ps, ppzero: the ranks' gradients are summed in another order
 #     (FP32 ulps): TOL_DP = 1e-5 for both; measured 1.0e-7 and 9.7e-7
+#   ppzero2, ppzero3, zbzero3 (ZeRO-2/3 of each pipeline stage, 1f1b or
+#     zb-h1, p = 2 x d = 2): class zero below, each stage summing as zero2
+#     does (measured 4.29e-6 in param_probe fp32 a = 4 on 2026-12-07, the
+#     same figure as zero2's; 6.7e-7 for ppzero). tpzero2, tpzero3,
+#     tpppdpzero3: class tp.
 #   zero2, zero3 (ZeRO-2/3 on the layer runner): each micro-batch's
 #     gradients are reduce-scattered over the ranks and then summed over the
 #     micro-batches (lib/parallel/zero_gpt.c), the other order from dp's,
@@ -53,13 +60,16 @@
 # gradient, one process their sum: measured up to 6.0e-5 in the losses and
 # 3.4e-3 in param_probe, bf16 ppzero).
 #
-# The make-check subset (61 runs): every
+# The make-check subset (67 runs): every
 # precision x every layout but tpppdp with a = 4 and no recomputation;
 # selective and full recomputation in single, 1f1b, tp and tppp (bf16), and
 # fp16 with full recomputation in 1f1b and tp; ppzero in bf16 and fp16,
 # tpzero in fp16 with full recomputation; a = 1 in fp32 for single, dp,
 # gpipe and tppp; ZeRO-2/3 with full and selective recomputation and tied
-# embeddings (5 cells); LAMB and LARS with ZeRO-1/2/3 (3 cells). TEST_FULL=1 runs all 252 cells, each untied and tied.
+# embeddings (5 cells); LAMB and LARS with ZeRO-1/2/3 (3 cells); ZeRO-2/3
+# with pipeline and tensor parallelism (6 cells: full and selective
+# recomputation, tied, zb-h1, LAMB). TEST_FULL=1 runs all 360 cells, each
+# untied and tied.
 #
 # Refused cells (a one-line message at start, exit 2, checked here too):
 #   fp16 with pipedream/pipedream-vsync (each stage updates on its own: no
@@ -108,6 +118,12 @@ layout() {
     ppzero) NP=4 D=2 FL="--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --use-distributed-optimizer" \
         CLASS=dp ;;
     tpzero) NP=4 D=2 FL="--tensor-model-parallel-size 2 --use-distributed-optimizer" CLASS=tp ;;
+    ppzero2 | ppzero3) NP=4 D=2 FL="--pipeline-model-parallel-size 2 --pipeline-schedule 1f1b --zero-stage ${1#ppzero}" \
+        CLASS=zero ;;
+    zbzero3) NP=4 D=2 FL="--pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --zero-stage 3" CLASS=zero ;;
+    tpzero2 | tpzero3) NP=4 D=2 FL="--tensor-model-parallel-size 2 --zero-stage ${1#tpzero}" CLASS=tp ;;
+    tpppdpzero3) NP=8 D=2 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --zero-stage 3" \
+        CLASS=tp ;;
     tpppdpzero) NP=8 D=2 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
 --use-distributed-optimizer" CLASS=tp ;;
     esac
@@ -186,7 +202,8 @@ cell() {
 
 if [ "$FULL" = 1 ]; then
     for p in fp32 bf16 fp16; do
-        for l in single dp zero zero2 zero3 ps gpipe 1f1b tp tppp tpppdp ppzero tpzero tpppdpzero; do
+        for l in single dp zero zero2 zero3 ps gpipe 1f1b tp tppp tpppdp ppzero tpzero tpppdpzero ppzero2 ppzero3 \
+            zbzero3 tpzero2 tpzero3 tpppdpzero3; do
             for r in none selective full; do
                 for a in 1 4; do cell $p $l $r $a; cell $p $l $r $a tied; done
             done
@@ -219,6 +236,13 @@ else
     cell fp32 zero3 none 4 - lamb
     cell bf16 zero2 none 4 - lars
     cell fp32 zero none 4 - lamb
+    # ZeRO-2/3 of each stage (tensor shard) over its data group (issue 36)
+    cell fp32 ppzero3 full 4
+    cell bf16 ppzero2 none 4 tied
+    cell fp32 zbzero3 none 4
+    cell fp16 tpzero3 selective 4
+    cell fp32 tpzero2 none 4 tied
+    cell fp32 ppzero3 none 4 - lamb
 fi
 
 # dtsim predicts each stage's peak activation memory of combined runs: the

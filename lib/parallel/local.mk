@@ -10,6 +10,7 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/pipeline.c \
 	lib/parallel/pipeline_optim.c \
 	lib/parallel/pipeline_eval.c \
+	lib/parallel/pipeline_shard.c \
 	lib/parallel/tp.c \
 	lib/parallel/zero.c \
 	lib/parallel/zero_shard.c \

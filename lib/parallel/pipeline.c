@@ -30,6 +30,7 @@
 #include "dt_internal.h"
 #include "dt_time.h"
 #include "pipeline_impl.h"
+#include "zero_shard.h"
 
 int dt__pipe_stage(const dt__pipe *pp) { return pp->stage; }
 int dt__pipe_chunks(const dt__pipe *pp) { return pp->v; }
@@ -260,7 +261,9 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
     for (int c = 0; c < pp->v; c++) DT_CHECK_GOTO(dt__pipe_chunk_create(pp, c), st, fail);
     DT_CHECK_GOTO(dt__pipe_layout_make(pp), st, fail);
     DT_CHECK_GOTO(dt__pipe_check(s->model, s->p, s->kind, s->scaler != NULL), st, fail);
-    if (s->zero && pp->d > 1) {
+    if (s->zero_stage >= 2) {
+        DT_CHECK_GOTO(dt__pipe_shard_create(pp), st, fail);
+    } else if (s->zero && pp->d > 1) {
         DT_CHECK_GOTO(dt__zero_create(dt__pipe_dev_data(pp), s->be, &pp->layout, &s->optim, &pp->zero), st, fail);
         /* the masters sharded; the stages' params hold their 16-bit values
          * (which they round again, exactly, before computing) */
@@ -307,6 +310,7 @@ void dt__pipe_free(dt__pipe *pp)
     for (int i = 0; i < DT__PIPE_MAX_STASH; i++) dt_buffer_free(&pp->stash[i].buf);
     if (pp->opt_ready) dt_optim_free(&pp->opt);
     dt__zero_free(pp->zero); /* before the layout: it points at it */
+    dt__pipe_shard_free(pp);
     for (int c = 0; pp->ch && c < pp->v; c++) {
         dt__chunk *k = &pp->ch[c];
         for (int j = 0; k->act_wire && j <= k->slots; j++) dt_buffer_free(&k->act_wire[j]);
@@ -770,5 +774,16 @@ const dt_paramset *dt__pipe_layout(const dt__pipe *pp) { return &pp->layout; }
 float *dt__pipe_params(dt__pipe *pp) { return pp->params.data; }
 float *dt__pipe_grads(dt__pipe *pp) { return pp->grads.data; }
 const int *dt__pipe_whole_index(const dt__pipe *pp) { return pp->whole_index; }
-dt_optim *dt__pipe_optimizer(dt__pipe *pp) { return pp->zero ? dt__zero_optimizer(pp->zero) : &pp->opt; }
-dt__zero *dt__pipe_zero(dt__pipe *pp) { return pp->zero; }
+dt__zero *dt__pipe_zero(dt__pipe *pp) { return pp->zs ? dt__zs_zero(pp->zs) : pp->zero; }
+dt_optim *dt__pipe_optimizer(dt__pipe *pp)
+{
+    dt__zero *z = dt__pipe_zero(pp);
+    return z ? dt__zero_optimizer(z) : &pp->opt;
+}
+struct dt__zs *dt__pipe_sharder(dt__pipe *pp) { return pp->zs; }
+
+dt_status dt__pipe_restored(dt__pipe *pp)
+{
+    if (pp->zs) return dt__pipe_shard_refresh(pp);
+    return pp->zero ? dt__zero_restored(pp->zero, pp->params.data) : DT_OK;
+}

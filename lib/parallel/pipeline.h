@@ -78,6 +78,12 @@ typedef struct dt__pipe_setup {
      * stage's data-parallel group (lib/parallel/zero.h; with d = 1 there is
      * nothing to shard) */
     int zero;
+    /* --zero-stage 2 or 3 (0: none): each rank's chunks cut into their
+     * layers and sharded over the stage's data-parallel group by
+     * lib/parallel/zero_shard.c (pipeline_shard.c): the gradients, at 3
+     * the weights too; bucket_bytes cuts stage 2's units */
+    int zero_stage;
+    size_t bucket_bytes;
     dt__pipe_batch_fn batch;
     dt__pipe_event_fn event; /* may be NULL */
     void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns,
@@ -190,10 +196,16 @@ float *dt__pipe_grads(dt__pipe *pp);
 /* (layout count) each of the stage's tensors' index in the whole model's layout */
 const int *dt__pipe_whole_index(const dt__pipe *pp);
 dt_optim *dt__pipe_optimizer(dt__pipe *pp);
-/* The stage's ZeRO-1 optimizer (setup.zero with d > 1), or NULL: it then
- * owns the optimizer and, under mixed precision, the masters of its
- * segment (dt__pipe_optimizer returns its optimizer). */
+/* The stage's ZeRO optimizer (setup.zero with d > 1, or zero_stage 2/3),
+ * or NULL: it then owns the optimizer and the masters of its segment
+ * (under ZeRO-1 with mixed precision; always at 2 and 3) and
+ * dt__pipe_optimizer returns its optimizer. */
 struct dt__zero *dt__pipe_zero(dt__pipe *pp);
+/* ZeRO-2/3's sharder (zero_stage), or NULL. */
+struct dt__zs *dt__pipe_sharder(dt__pipe *pp);
+/* After a checkpoint restored the ZeRO segments: the whole weights again
+ * where the rank keeps them (collective over the data group). */
+dt_status dt__pipe_restored(dt__pipe *pp);
 /* DT_OK when nothing crosses the boundary before step t on this stage: the
  * schedule runs every instruction of steps < t before any of steps >= t,
  * and (after step t-1) no micro-batch is in flight and no version stashed.

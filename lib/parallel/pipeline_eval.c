@@ -18,6 +18,7 @@
 #include "dt_data.h"
 #include "dt_internal.h"
 #include "pipeline_impl.h"
+#include "zero_shard.h"
 
 /* One micro-batch forward through this rank's chunks (tokens and targets
  * already read where the ends need them), spare slots; check: the
@@ -147,20 +148,25 @@ static dt_status dt__pipe_probe_of(dt__pipe *pp, const float *weights, double *o
     return DT_OK;
 }
 
-/* Under ZeRO-1 with mixed precision the weights are the FP32 masters, in
- * segments over the data group: gathered into one flat buffer, then
- * fingerprinted. Collective over the data group. */
+/* Under ZeRO-1 with mixed precision, and ZeRO-2/3, the weights are the
+ * FP32 masters, in segments over the data group: gathered into one flat
+ * buffer, then fingerprinted. Collective over the data group. */
 static dt_status dt__pipe_probe_masters(dt__pipe *pp, double *mine)
 {
-    const float *m = dt__zero_master(pp->zero);
+    const dt__zero *z = dt__pipe_zero(pp);
+    const float *m = dt__zero_master(z);
     size_t lo = 0, len = 0;
-    dt__zero_shard(pp->zero, &lo, &len);
+    dt__zero_shard(z, &lo, &len);
     const size_t n = pp->layout.numel;
     dt_buffer all = {0};
     dt_status st = dt_buffer_alloc(&all, pp->cfg.be, (n ? n : 1) * sizeof(float));
-    if (st == DT_OK && len)
-        st = pp->cfg.be->copy(pp->cfg.be, (float *)all.data + lo, m, len * sizeof(float), DT_COPY_D2D);
-    if (st == DT_OK) st = dt_comm_all_gather(dt__pipe_dev_data(pp), all.data, n, NULL);
+    if (pp->zs) { /* ZeRO-2/3: unit by unit */
+        if (st == DT_OK) st = dt__zs_gather_masters(pp->zs, all.data);
+    } else {
+        if (st == DT_OK && len)
+            st = pp->cfg.be->copy(pp->cfg.be, (float *)all.data + lo, m, len * sizeof(float), DT_COPY_D2D);
+        if (st == DT_OK) st = dt_comm_all_gather(dt__pipe_dev_data(pp), all.data, n, NULL);
+    }
     if (st == DT_OK && pp->dpi == 0) st = dt__pipe_probe_of(pp, all.data, mine);
     dt_buffer_free(&all);
     return st;
@@ -197,8 +203,8 @@ dt_status dt__pipe_probe(dt__pipe *pp, double *out)
 {
     double mine = 0.0;
     const int ends = dt__pipe_chunk_of(pp, 0) >= 0 || dt__pipe_chunk_of(pp, pp->q_last) >= 0;
-    if (pp->tied && ends) DT_CHECK(dt__pipe_tied_check(pp));
-    if (pp->zero && dt__zero_master(pp->zero)) DT_CHECK(dt__pipe_probe_masters(pp, &mine));
+    if (pp->tied && ends && pp->params.data) DT_CHECK(dt__pipe_tied_check(pp)); /* ZeRO-3: no whole weights */
+    if ((pp->zero && dt__zero_master(pp->zero)) || pp->zs) DT_CHECK(dt__pipe_probe_masters(pp, &mine));
     else if (pp->dpi == 0) DT_CHECK(dt__pipe_probe_of(pp, pp->params.data, &mine)); /* the first pipeline speaks */
     DT_CHECK(dt_comm_sum_doubles(pp->cfg.world, &mine, 1));
     *out = mine;

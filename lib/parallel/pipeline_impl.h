@@ -87,6 +87,15 @@ struct dt__pipe {
     dt_optim opt;
     int opt_ready;
     dt__zero *zero; /* ZeRO-1 over the data group (setup.zero, d > 1): owns the optimizer instead of opt */
+    /* ZeRO-2/3 (setup.zero_stage; pipeline_shard.c): the sharder over the
+     * chunks' layers, which owns the optimizer instead of opt; params is
+     * NULL at stage 3 and grads always. Tied embeddings: the end chunk's
+     * wte gradient, whole, summed over the step's micro-batches (gtied) */
+    struct dt__zs *zs;
+    size_t *zs_off, *zs_len;
+    int *zs_group;
+    dt_buffer gtied;
+    int gtied_chunk; /* the chunk that holds the tied matrix, -1 none */
     int pc;         /* next instruction */
     int version;    /* current weight version of this stage */
     dt__stash stash[DT__PIPE_MAX_STASH];
@@ -113,6 +122,21 @@ struct dt__pipe {
     float loss_out[2], loss_in[2];
     dt_comm_request *loss_send[2], *loss_recv[2];
 };
+
+/* pipeline_shard.c: ZeRO-2/3 of the rank's chunks */
+/* After the chunks and the layout: the sharder, the shard of the initial
+ * weights; the whole gradients dropped (and at stage 3 the weights). */
+dt_status dt__pipe_shard_create(dt__pipe *pp);
+void dt__pipe_shard_free(dt__pipe *pp);
+/* OPTIM_STEP's update: the tied sum, the shard's update under the whole
+ * model's norm, the whole weights again (stage 2). */
+dt_status dt__pipe_shard_update(dt__pipe *pp, const dt__zero_step_args *za, dt__update_result *r);
+/* The gradients zeroed for the next step. */
+dt_status dt__pipe_shard_zero_grad(dt__pipe *pp);
+/* The whole weights again from the masters (stage 2), the layer buffers forgotten. */
+dt_status dt__pipe_shard_refresh(dt__pipe *pp);
+/* The norm's terms of the shard's gradients (as dt__pipe_norm's). */
+dt_status dt__pipe_shard_sumsq(dt__pipe *pp, double *sharded, double *replicated);
 
 /* pipeline.c */
 int dt__pipe_async(const dt__pipe *pp);

@@ -43,7 +43,8 @@ static dt_status dt__pipe_norm(void *ctx, double *norm)
     double sh = 0.0, rep = 0.0;
     size_t lo = 0, len = pp->layout.numel;
     if (pp->zero) dt__zero_shard(pp->zero, &lo, &len);
-    for (int c = 0; c < pp->v; c++) {
+    if (pp->zs) DT_CHECK(dt__pipe_shard_sumsq(pp, &sh, &rep));
+    for (int c = 0; c < pp->v && !pp->zs; c++) {
         const size_t o = pp->ch[c].offset, n = dt__stage_layout(pp->ch[c].st)->numel;
         const size_t a = DT_MAX(lo, o), b = DT_MIN(lo + len, o + n);
         double s1 = 0.0, r1 = 0.0;
@@ -53,7 +54,7 @@ static dt_status dt__pipe_norm(void *ctx, double *norm)
     float v = (float)sh;
     if (pp->t > 1) DT_CHECK(dt_comm_allreduce(pp->tpc, &v, 1, DT_ALLREDUCE_RING, NULL));
     v += (float)rep;
-    if (pp->zero) DT_CHECK(dt_comm_allreduce(pp->data, &v, 1, DT_ALLREDUCE_RING, NULL));
+    if (pp->zero || pp->zs) DT_CHECK(dt_comm_allreduce(pp->data, &v, 1, DT_ALLREDUCE_RING, NULL));
     if (!dt__pipe_async(pp) && pp->p > 1) {
         const int64_t t0 = dt_time_ns();
         DT_CHECK(dt_comm_allreduce(pp->pipe, &v, 1, DT_ALLREDUCE_RING, NULL));
@@ -98,7 +99,8 @@ float dt__pipe_scale(const dt__pipe *pp) { return pp->cfg.scaler ? dt_loss_scale
 /* After an update (or a skipped one) with loss scale S: zero the gradients, record it. */
 static dt_status dt__pipe_updated(dt__pipe *pp, const dt_sched_instr *in, const dt__update_result *r, float S)
 {
-    DT_CHECK(pp->cfg.be->memset_zero(pp->cfg.be, pp->grads.data, pp->layout.numel * sizeof(float)));
+    if (pp->zs) DT_CHECK(dt__pipe_shard_zero_grad(pp));
+    else DT_CHECK(pp->cfg.be->memset_zero(pp->cfg.be, pp->grads.data, pp->layout.numel * sizeof(float)));
     pp->version = in->version;
     pp->updates += !r->skipped && !r->nonfinite;
     pp->last_norm = r->norm;
@@ -138,8 +140,8 @@ dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
     const dt_collective_opts o = {
         .chunk_bytes = pp->cfg.chunk_bytes, .hook = pp->cfg.coll_event, .hook_ctx = pp->cfg.ctx};
     const int ends = dt__pipe_chunk_of(pp, 0) >= 0 || dt__pipe_chunk_of(pp, pp->q_last) >= 0;
-    if (pp->tied && ends) DT_CHECK(dt__pipe_tied_sum(pp, &o));
-    if (pp->d > 1 && !pp->zero) {
+    if (pp->tied && ends && !pp->zs) DT_CHECK(dt__pipe_tied_sum(pp, &o)); /* ZeRO-2/3: in dt__pipe_shard_update */
+    if (pp->d > 1 && !pp->zero && !pp->zs) {
         DT_CHECK(dt_comm_allreduce(dt__pipe_dev_data(pp), grads, L->numel, pp->cfg.allreduce, &o));
         dt__pipe_synced(pp, NULL, 0);
     }
@@ -148,7 +150,8 @@ dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
     const int64_t position = async ? (int64_t)(in->version - 1) / pp->cfg.m : t;
     const float S = dt__pipe_scale(pp);
     dt__update_result r;
-    if (pp->zero) { /* reduce-scatter, the segment's update under the whole model's norm, all-gather */
+    if (pp->zero || pp->zs) { /* ZeRO-1: reduce-scatter, the segment's update under the whole model's norm,
+                                * all-gather; ZeRO-2/3: the shard's update (reduce-scattered already) */
         const dt__zero_step_args za = {.scaler = pp->cfg.scaler,
                                        .loss_scale = S,
                                        .lr = &pp->cfg.lr,
@@ -162,7 +165,8 @@ dt_status dt__pipe_optim(dt__pipe *pp, const dt_sched_instr *in, int64_t t)
                                        /* each tensor's model index: the chunks are not one run of the
                                         * model's tensors, and the tied copy is named past them */
                                        .tensor_map = pp->tensor_map};
-        DT_CHECK(dt__zero_step(pp->zero, pp->params.data, grads, &za, &r));
+        if (pp->zs) DT_CHECK(dt__pipe_shard_update(pp, &za, &r));
+        else DT_CHECK(dt__zero_step(pp->zero, pp->params.data, grads, &za, &r));
         return dt__pipe_updated(pp, in, &r, S);
     }
     dt__update_args ua = {.be = pp->cfg.be,

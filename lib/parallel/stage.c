@@ -20,6 +20,7 @@
 #include "runner.h"
 #include "stage.h"
 #include "tp.h"
+#include "zero_shard.h"
 
 struct dt__stage {
     dt_gpt_config cfg;
@@ -51,6 +52,23 @@ struct dt__stage {
     dt_buffer gmb; /* (numel) one micro-batch's parameter gradients, rounded before they accumulate */
     dt__stage_recompute_fn recompute_hook; /* may be NULL */
     void *recompute_ctx;
+    /* the layers (the embedding on the first stage, the blocks, the head
+     * on the last): each one's first tensor and range in the layout */
+    int nlay;
+    int *lay_first;            /* (nlay + 1) the last entry: layout.count */
+    size_t *lay_off, *lay_len; /* (nlay) */
+    /* ZeRO-2/3 (dt__stage_set_sharder): the sharder, the range of the
+     * stage's first layer in it, and the flat element of its element 0 */
+    dt__zs *zs;
+    int zs_first;
+    size_t zs_origin;
+    /* a sharded stage with both ends and tied embeddings (as
+     * lib/parallel/zero_gpt.c's): at stage 3 the embedding's weights from
+     * its forward through the head's backward (the head multiplies by
+     * wte); the head's wte gradient until the embedding's backward starts
+     * from it */
+    dt_buffer wemb;  /* (V*C + maxT*C) FP32, stage 3 */
+    dt_buffer gtied; /* (V*C) FP32 */
 };
 
 dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int *l1, int s)
@@ -84,20 +102,62 @@ dt_status dt__stage_split(int num_layers, int p, const int *split, int *l0, int 
     return DT_OK;
 }
 
-/* Point the views (weights or gradients) into a flat buffer of the stage's
- * layout: its layers' tensors in the layer table's order (a block's shard
- * has as many as the block), the last stage's head with its copy of the
- * tied wte as its third. */
+/* Layer l's position in the stage's layers (see struct dt__stage). */
+static int dt__stage_layer_index(const dt__stage *st, int l)
+{
+    if (l < 0) return 0;
+    if (l >= st->cfg.num_layers) return st->nlay - 1;
+    return st->first + (l - st->l0);
+}
+
+/* Point layer l's views (weights or gradients) into a buffer whose element
+ * 0 is element origin of the stage's layout: its tensors in the layer
+ * table's order (a block's shard has as many as the block), the last
+ * stage's head with its copy of the tied wte as its third. */
+static void dt__stage_bind_layer(const dt__stage *st, int l, float *base, size_t origin, dt__runner_views *v)
+{
+    const int k = dt__stage_layer_index(st, l), t0 = st->lay_first[k];
+    dt__runner_views_bind(v, &st->cfg, st->l0, l, st->layout.info + t0, st->lay_first[k + 1] - t0, base, origin);
+}
+
+/* Every layer's views into a flat buffer of the stage's layout. */
 static void dt__stage_bind(const dt__stage *st, float *base, dt__runner_views *v)
 {
-    int k = 0, first, n;
     for (int l = st->first ? -1 : st->l0; l <= (st->last ? st->cfg.num_layers : st->l1 - 1); l++) {
         if (l == st->l1) l = st->cfg.num_layers; /* past the blocks: the head */
-        dt__gpt_layer_tensors(&st->cfg, l, &first, &n);
-        if (l == st->cfg.num_layers) n = st->layout.count - k; /* with the tied copy */
-        dt__runner_views_bind(v, &st->cfg, st->l0, l, st->layout.info + k, n, base, 0);
-        k += n;
+        dt__stage_bind_layer(st, l, base, 0, v);
     }
+}
+
+/* The layers' first tensors and ranges, from the layer table. */
+static dt_status dt__stage_layers_make(dt__stage *st)
+{
+    st->nlay = st->first + st->nb + st->last;
+    st->lay_first = calloc((size_t)st->nlay + 1, sizeof *st->lay_first);
+    st->lay_off = calloc((size_t)st->nlay, sizeof *st->lay_off);
+    st->lay_len = calloc((size_t)st->nlay, sizeof *st->lay_len);
+    if (!st->lay_first || !st->lay_off || !st->lay_len) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory");
+    int k = 0, t = 0, first, n;
+    for (int l = st->first ? -1 : st->l0; l <= (st->last ? st->cfg.num_layers : st->l1 - 1); l++, k++) {
+        if (l == st->l1) l = st->cfg.num_layers;
+        dt__gpt_layer_tensors(&st->cfg, l, &first, &n);
+        st->lay_first[k] = t;
+        t += n;
+    }
+    st->lay_first[st->nlay] = st->layout.count; /* the head's count includes the tied copy */
+    for (k = 0; k < st->nlay; k++) {
+        st->lay_off[k] = st->layout.info[st->lay_first[k]].offset;
+        st->lay_len[k] = (k + 1 < st->nlay ? st->layout.info[st->lay_first[k + 1]].offset : st->layout.numel) -
+                         st->lay_off[k];
+    }
+    return DT_OK;
+}
+
+int dt__stage_layer_count(const dt__stage *st) { return st->nlay; }
+void dt__stage_layer_range(const dt__stage *st, int k, size_t *off, size_t *len)
+{
+    *off = st->lay_off[k];
+    *len = st->lay_len[k];
 }
 
 int dt__stage_has_tied_copy(const dt__stage *st) { return st->cfg.tie_embeddings && st->last && !st->first; }
@@ -183,6 +243,7 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     dt_paramset_init(&st->whole);
     if (st->t > 1) DT_CHECK_GOTO(dt__tp_check(cfg, st->t), s, fail);
     DT_CHECK_GOTO(dt__stage_layout_make(st), s, fail);
+    DT_CHECK_GOTO(dt__stage_layers_make(st), s, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&st->params, be, st->layout.numel * sizeof(float)), s, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&st->grads, be, st->layout.numel * sizeof(float)), s, fail);
     const dt__runner_config rc = {.cfg = cfg,
@@ -229,6 +290,11 @@ void dt__stage_free(dt__stage *st)
     dt_paramset_free(&st->layout);
     free(st->whole_index);
     free(st->sharded);
+    dt_buffer_free(&st->wemb);
+    dt_buffer_free(&st->gtied);
+    free(st->lay_first);
+    free(st->lay_off);
+    free(st->lay_len);
     dt_paramset_free(&st->whole);
     free(st);
 }
@@ -324,6 +390,7 @@ dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
 {
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return DT_FAIL(DT_ERR_INVALID, "pipeline stage precision %s: expected f32, f16 or bf16", dt_dtype_name(dtype));
+    if (st->zs) return DT_FAIL(DT_ERR_INVALID, "pipeline stage: precision is set before ZeRO shards the stage");
     const size_t n = st->layout.numel;
     DT_CHECK(dt__runner_set_precision(st->run, dtype, n)); /* refused while a slot is in flight */
     dt__stage_forget_shadow(st);
@@ -352,6 +419,7 @@ void dt__stage_weights_changed(dt__stage *st) { st->epoch++; }
  * per forward and per backward). */
 static dt_status dt__stage_use_weights(dt__stage *st, const float *w)
 {
+    if (st->zs && dt__zs_stage(st->zs) == 3) return DT_OK; /* the bind hook gathers each layer's */
     const float *src = w ? w : st->params.data;
     if (st->precision != DT_F32) {
         const size_t n = st->layout.numel;
@@ -394,6 +462,81 @@ void dt__stage_set_recompute_hook(dt__stage *st, dt__stage_recompute_fn fn, void
     st->recompute_ctx = ctx;
 }
 
+/* ---- ZeRO-2/3 ---------------------------------------------------------------- */
+
+/* The runner's bind hook under a sharder: stage 3 gathers layer l's
+ * weights before it computes (the embedding's backward reads none), the
+ * next layer's behind it with prefetch (the one above in a forward, below
+ * in a backward; none in a recomputation); a whole backward ('B') and a W
+ * ('W') bind the layer's gradient views into its unit's buffer (a split
+ * B, 'b', writes no parameter gradient). */
+static dt_status dt__stage_zs_bind(void *ctx, int l, char pass)
+{
+    dt__stage *st = ctx;
+    const int k = dt__stage_layer_index(st, l), i = st->zs_first + k;
+    const int back = pass == 'B' || pass == 'b' || pass == 'W';
+    if (st->wemb.data && l < 0 && pass == 'F') { /* tied: kept apart for the head */
+        DT_CHECK(dt__zs_gather_range(st->zs, i, st->wemb.data));
+        dt__stage_bind_layer(st, l, st->wemb.data, st->lay_off[k], dt__runner_w(st->run));
+    } else if (dt__zs_stage(st->zs) == 3 && !(back && l < 0)) {
+        int next = -1;
+        if (pass == 'F' && k + 1 < st->nlay) next = i + 1;
+        if (back && k > st->first) next = i - 1; /* a block below (not the embedding) */
+        float *base;
+        DT_CHECK(dt__zs_weights(st->zs, i, next, &base));
+        dt__stage_bind_layer(st, l, base, st->lay_off[k], dt__runner_w(st->run));
+    }
+    if (pass != 'B' && pass != 'W') return DT_OK;
+    float *base;
+    size_t origin;
+    DT_CHECK(dt__zs_grads_open(st->zs, i, &base, &origin));
+    dt__runner_views *g = dt__runner_g(st->run);
+    const size_t vc = (size_t)st->cfg.vocab_size * st->cfg.hidden_size;
+    if (st->gtied.data && l == st->cfg.num_layers) { /* the head's wte gradient waits in gtied */
+        DT_CHECK(st->be->memset_zero(st->be, st->gtied.data, vc * sizeof(float)));
+        g->wte = st->gtied.data;
+    }
+    dt__stage_bind_layer(st, l, base, origin - st->zs_origin, g);
+    if (st->gtied.data && l < 0) /* the embedding's starts from the head's, as one process adds both in turn */
+        DT_CHECK(st->be->copy(st->be, g->wte, st->gtied.data, vc * sizeof(float), DT_COPY_D2D));
+    return DT_OK;
+}
+
+/* The runner's done hook: the sharder reduce-scatters the layer's unit
+ * when the layer closes it. */
+static dt_status dt__stage_zs_done(void *ctx, int l)
+{
+    dt__stage *st = ctx;
+    return dt__zs_grads_done(st->zs, st->zs_first + dt__stage_layer_index(st, l), dt__runner_rnd(st->run));
+}
+
+dt_status dt__stage_set_sharder(dt__stage *st, dt__zs *zs, int first, size_t origin)
+{
+    if (st->zs) return DT_FAIL(DT_ERR_INVALID, "pipeline stage: already sharded");
+    st->zs = zs;
+    st->zs_first = first;
+    st->zs_origin = origin;
+    static const dt__runner_hooks hooks = {.bind = dt__stage_zs_bind, .done = dt__stage_zs_done, .span = dt__stage_span};
+    dt__runner_set_hooks(st->run, &hooks, st);
+    if (st->first && st->last && st->cfg.tie_embeddings) {
+        const size_t vc = (size_t)st->cfg.vocab_size * st->cfg.hidden_size;
+        DT_CHECK(dt_buffer_alloc(&st->gtied, st->be, vc * sizeof(float)));
+        if (dt__zs_stage(zs) == 3) DT_CHECK(dt_buffer_alloc(&st->wemb, st->be, st->lay_len[0] * sizeof(float)));
+    }
+    dt_buffer_free(&st->gmb); /* no whole gradient: a unit's at a time */
+    dt_buffer_free(&st->grads);
+    st->grads = (dt_buffer){0};
+    if (dt__zs_stage(zs) == 3) { /* no whole weights either */
+        dt__stage_forget_shadow(st);
+        dt_buffer_free(&st->wq);
+        dt_buffer_free(&st->whalf);
+        dt_buffer_free(&st->params);
+        st->params = (dt_buffer){0};
+        st->wq_src = NULL;
+    }
+    return DT_OK;
+}
+
 /* ---- forward and backward -------------------------------------------------- */
 
 dt_status dt__stage_forward(dt__stage *st, int slot, const float *w, const int32_t *tokens, const int32_t *targets,
@@ -414,13 +557,13 @@ dt_status dt__stage_forward_check(dt__stage *st, int slot, const int32_t *tokens
  * rounded before they accumulate in FP32 (begin: zero it; end: round, add). */
 static dt_status dt__stage_grads_begin(dt__stage *st)
 {
-    if (st->precision == DT_F32) return DT_OK;
+    if (st->precision == DT_F32 || st->zs) return DT_OK; /* the sharder rounds each unit's */
     return st->be->memset_zero(st->be, st->gmb.data, st->layout.numel * sizeof(float));
 }
 
 static dt_status dt__stage_grads_end(dt__stage *st)
 {
-    if (st->precision == DT_F32) return DT_OK;
+    if (st->precision == DT_F32 || st->zs) return DT_OK;
     DT_CHECK(dt__round(st->be, dt__runner_rnd(st->run), st->gmb.data, st->layout.numel));
     return st->be->axpy(st->be, st->grads.data, 1.0f, st->gmb.data, st->layout.numel);
 }
@@ -457,6 +600,12 @@ dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8
 
 dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated)
 {
+    return dt__stage_grad_sumsq_of(st, (const float *)st->grads.data + lo, lo, hi, sharded, replicated);
+}
+
+dt_status dt__stage_grad_sumsq_of(dt__stage *st, const float *g, size_t lo, size_t hi, double *sharded,
+                                  double *replicated)
+{
     *sharded = *replicated = 0.0;
     const int n = st->layout.count;
     dt_span *spans = malloc((size_t)(n ? n : 1) * sizeof *spans);
@@ -470,10 +619,10 @@ dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *shar
     for (int i = 0; i < n; i++) {
         const dt_param_info *p = &st->layout.info[i];
         const size_t a = DT_MAX(p->offset, lo), b = DT_MIN(p->offset + p->numel, hi);
-        spans[i] = (dt_span){a, a < b && st->sharded[i] != 3 ? b - a : 0};
+        spans[i] = (dt_span){a < b ? a - lo : 0, a < b && st->sharded[i] != 3 ? b - a : 0};
     }
     /* one span_stats call: one wait for a GPU; grads are only read */
-    dt_status rc = st->be->span_stats(st->be, (float *)st->grads.data, spans, n, 1.0f, NULL, sq);
+    dt_status rc = st->be->span_stats(st->be, (float *)g, spans, n, 1.0f, NULL, sq);
     for (int i = 0; rc == DT_OK && i < n; i++) {
         if (!spans[i].n) continue;
         if (st->sharded[i] == 1) *sharded += sq[i];

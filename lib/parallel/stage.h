@@ -74,6 +74,23 @@ dt_status dt__stage_probe_of(dt__stage *st, const float *weights, double *out);
  * holds a shard of (sum them over the tensor-parallel group) and the
  * replicated ones (the same on every rank of the group). */
 dt_status dt__stage_grad_sumsq(dt__stage *st, size_t lo, size_t hi, double *sharded, double *replicated);
+/* The same of gradients g holding the stage's elements [lo, hi) (a ZeRO
+ * shard's segment). */
+dt_status dt__stage_grad_sumsq_of(dt__stage *st, const float *g, size_t lo, size_t hi, double *sharded,
+                                  double *replicated);
+/* The stage's layers (the embedding on the first, its blocks, the head on
+ * the last), each one range of its layout: count, and layer k's range. */
+int dt__stage_layer_count(const dt__stage *st);
+void dt__stage_layer_range(const dt__stage *st, int k, size_t *off, size_t *len);
+/* ZeRO-2/3 (lib/parallel/zero_shard.h): the stage's layers are the
+ * sharder's ranges first.. on, its element 0 the sharder's flat element
+ * origin. From then on the stage has no gradient buffer (each layer's
+ * gradients go to its unit's buffer, reduce-scattered into the shard) and
+ * at stage 3 no weights (each layer's are gathered before it computes; a
+ * forward or backward's w is then not read). After dt__stage_set_precision;
+ * not undone. */
+struct dt__zs;
+dt_status dt__stage_set_sharder(dt__stage *st, struct dt__zs *zs, int first, size_t origin);
 void dt__stage_free(dt__stage *st);
 /* Any weights a forward or backward may be given (the stage's params, a
  * stash) were written: under mixed precision their rounded copy is made

@@ -25,7 +25,7 @@
  *
  * Stages 2 and 3 cut the buffer into units (dt__zero_create_units), each
  * sharded on its own, and always keep the shard's FP32 weights here (the
- * masters, also in FP32 training); lib/parallel/zero_gpt.c moves the
+ * masters, also in FP32 training); lib/parallel/zero_shard.c moves the
  * gradients and weights unit by unit and calls dt__zero_update.
  *
  * Invariants: every rank of dp calls create, step and free in the same
@@ -33,8 +33,9 @@
  * the shard's pieces keep the model tensors' order, decay flags and
  * relative offsets, so each element takes exactly the arithmetic a
  * dt_optim over the whole layout would give it; after a step every rank
- * holds the same parameters. SGD and AdamW only (elementwise): LARS and
- * LAMB need whole-tensor norms and are refused at create.
+ * holds the same parameters. LARS and LAMB take their trust ratios from
+ * whole-tensor norms, each piece's squares summed over dp
+ * (dt_optim_set_group_norms).
  *
  * Pipeline and tensor parallelism: each stage (tensor shard) has its own
  * flat buffer and its own dt__zero over the stage's data-parallel group,
@@ -83,10 +84,9 @@ typedef struct dt__zero_step_args {
     int force_overflow; /* update.h's: the step's loss was inf/NaN (with scaler) */
 } dt__zero_step_args;
 
-/* Collective over dp. layout is the whole model's (kept by pointer: it
- * must outlive z); optim its optimizer, sgd or adamw (lars and lamb fail
- * with DT_ERR_INVALID naming --use-distributed-optimizer). be holds the
- * state and runs the update. */
+/* Collective over dp. layout is the whole model's, or a stage's (kept by
+ * pointer: it must outlive z); optim its optimizer (any kind: LARS and
+ * LAMB sum their norms over dp). be holds the state and runs the update. */
 dt_status dt__zero_create(dt_comm *dp, dt_backend *be, const dt_paramset *layout, const dt_optim_config *optim,
                           dt__zero **out);
 void dt__zero_free(dt__zero *z);

@@ -40,6 +40,7 @@ struct dt__zs {
     int n;                 /* ranges */
     size_t *off, *len;     /* (n) */
     int *unit;             /* (n) the unit holding range i */
+    const int *group;      /* while the units are cut: the caller's range groups, or NULL */
     int n_units;           /* ascending in the buffer */
     size_t *unit_off, *unit_len;
     int *unit_low, *unit_high; /* (n_units) lowest and highest range */
@@ -60,9 +61,11 @@ struct dt__zs {
 };
 
 /* Units from the top: stage 3 every range, stage 2 closed at bucket_bytes
- * (lib/model/gpt.c's dt__gpt_buckets over the same ranges). */
-static dt_status dt__zs_units_make(dt__zs *s, size_t bucket_bytes)
+ * (lib/model/gpt.c's dt__gpt_buckets over the same ranges) and where the
+ * ranges' group changes. */
+static dt_status dt__zs_units_make(dt__zs *s, size_t bucket_bytes, const int *group)
 {
+    s->group = group;
     const int n = s->n;
     s->unit = calloc((size_t)n, sizeof *s->unit);
     s->unit_off = calloc((size_t)n, sizeof *s->unit_off);
@@ -76,12 +79,13 @@ static dt_status dt__zs_units_make(dt__zs *s, size_t bucket_bytes)
     size_t acc = 0;
     for (int i = n - 1; i >= 0; i--) { /* found from the top, numbered from the bottom below */
         acc += s->len[i];
-        if (acc * sizeof(float) >= bytes || i == 0) {
+        if (acc * sizeof(float) >= bytes || i == 0 || (s->group && s->group[i - 1] != s->group[i])) {
             s->unit_low[nb] = i, s->unit_high[nb] = high, s->unit_off[nb] = s->off[i], s->unit_len[nb] = acc;
             nb++, high = i - 1, acc = 0;
         }
     }
     s->n_units = nb;
+    s->group = NULL; /* the caller's: not kept */
     for (int a = 0, b = nb - 1; a < b; a++, b--) { /* ascending in the buffer */
         const int lo = s->unit_low[a], hi = s->unit_high[a];
         const size_t off = s->unit_off[a], len = s->unit_len[a];
@@ -128,7 +132,7 @@ dt_status dt__zs_create(const dt__zs_config *c, dt_comm *dp, dt_backend *be, dt_
     }
     memcpy(s->off, c->range_off, (size_t)s->n * sizeof *s->off);
     memcpy(s->len, c->range_len, (size_t)s->n * sizeof *s->len);
-    DT_CHECK_GOTO(dt__zs_units_make(s, c->bucket_bytes), st, fail);
+    DT_CHECK_GOTO(dt__zs_units_make(s, c->bucket_bytes, c->range_group), st, fail);
     DT_CHECK_GOTO(dt__zero_create_units(dp, be, c->layout, c->optim, s->n_units, s->unit_off, s->unit_len, &s->zero),
                   st, fail);
     size_t lo = 0, shard = 0, big_layer = 0;

@@ -54,6 +54,7 @@ typedef struct dt__zs_config {
     const dt_paramset *layout; /* the owner's flat buffer (kept by pointer) */
     int n_ranges;              /* the layers: ascending, covering [0, layout->numel) */
     const size_t *range_off, *range_len;
+    const int *range_group; /* (n_ranges) a unit holds ranges of one group (a pipeline rank's chunk); NULL: one */
 } dt__zs_config;
 
 /* Communication counted since create, per rank: calls and floats of each

@@ -231,8 +231,9 @@ static dt_status dt__validate_mlp(const dt_train_config *cfg)
 }
 
 /* --zero-stage: 1 is --use-distributed-optimizer; 2 and 3 run the GPT's
- * layers on sharded state (lib/parallel/zero_gpt.c) with data parallelism
- * only, and say at start what they do not cover yet. */
+ * layers on sharded state (lib/parallel/zero_gpt.c; with pipeline or
+ * tensor parallelism each stage's, lib/parallel/pipeline_shard.c), and
+ * say at start what they do not cover yet. */
 static dt_status dt__validate_zero_stage(const dt_train_config *cfg)
 {
     const int s = cfg->zero_stage;
@@ -245,12 +246,24 @@ static dt_status dt__validate_zero_stage(const dt_train_config *cfg)
                        "of the two",
                        s);
     if (s < 2) return DT_OK;
-    if (cfg->pipeline_size > 1 || cfg->tensor_size > 1)
-        return DT_FAIL(DT_ERR_INVALID,
-                       "--zero-stage %d with --%s-model-parallel-size %d: not supported yet (a stage keeps its whole "
-                       "gradients and weights; --zero-stage 1 shards each stage's optimizer over its data group)",
-                       s, cfg->pipeline_size > 1 ? "pipeline" : "tensor",
-                       cfg->pipeline_size > 1 ? cfg->pipeline_size : cfg->tensor_size);
+    if (cfg->pipeline_size > 1 || cfg->tensor_size > 1) { /* each stage (tensor shard) over its data group */
+        if (cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC)
+            return DT_FAIL(DT_ERR_INVALID,
+                           "--zero-stage %d with --pipeline-schedule %s: not supported (PipeDream stashes whole "
+                           "weight versions and updates every micro-batch; use gpipe, 1f1b, interleaved-1f1b, "
+                           "zb-h1 or zb-v)",
+                           s, dt_sched_kind_name(cfg->pipeline_schedule));
+        if (cfg->pipeline_schedule == DT_SCHED_ZB_V && cfg->model.tie_embeddings)
+            return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d with --pipeline-schedule zb-v and tied embeddings: not "
+                                           "supported yet (zb-v puts both ends on device 0, whose two copies of wte "
+                                           "are not sharded together); untie them or use another schedule",
+                           s);
+        if (cfg->zero_prefetch)
+            return DT_FAIL(DT_ERR_INVALID, "--zero-prefetch with --%s-model-parallel-size %d: not supported (the "
+                                           "pipeline's own sends share the communicator's thread)",
+                           cfg->pipeline_size > 1 ? "pipeline" : "tensor",
+                           cfg->pipeline_size > 1 ? cfg->pipeline_size : cfg->tensor_size);
+    }
     if (cfg->ps_mode != DT_PS_NONE)
         return DT_FAIL(DT_ERR_INVALID, "--zero-stage %d shards over an allreduce group, not with a parameter server",
                        s);

@@ -156,6 +156,8 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .allreduce = cfg->allreduce,
                                .chunk_bytes = cfg->allreduce_chunk_bytes,
                                .zero = cfg->use_distributed_optimizer,
+                               .zero_stage = cfg->zero_stage >= 2 ? cfg->zero_stage : 0,
+                               .bucket_bytes = cfg->bucket_bytes,
                                .batch = dt__pipe_batch,
                                .event = dt__pipe_event,
                                .tp_event = dt__tp_event,
@@ -342,6 +344,8 @@ static const char *dt__pipe_ck_kind(const dt_trainer *tr)
 
 static const char *dt__pipe_ck_shards(const dt_trainer *tr)
 {
+    if (dt__pipe_sharder(tr->pipe.rt))
+        return "each rank: its stage's (tensor shard's) zero-2/3 segments of weights (masters) and optimizer";
     return dt__pipe_zero(tr->pipe.rt)
                ? "each rank: its stage's (tensor shard's) zero-1 segment of weights (masters) and optimizer"
                : "each rank: its stage's (tensor shard's) weights and optimizer";
@@ -353,7 +357,9 @@ static dt_status dt__pipe_ck_save(dt_trainer *tr, dt_checkpoint_shard *s, int64_
 {
     (void)version;
     DT_CHECK(dt__pipe_boundary(tr->pipe.rt, tr->iter));
-    if (dt__pipe_zero(tr->pipe.rt)) /* the stage's ZeRO-1 segment */
+    if (dt__pipe_sharder(tr->pipe.rt)) /* the stage's ZeRO-2/3 segments, and the units they came from */
+        DT_CHECK(dt__ck_put_units(s, dt__pipe_zero(tr->pipe.rt)));
+    if (dt__pipe_zero(tr->pipe.rt)) /* the stage's ZeRO-1 segment, or those */
         return dt__ck_put_zero(s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt));
     DT_CHECK(dt__ck_put_tensors(s, tr->be, "param/", dt__pipe_layout(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
     return dt__ck_put_optim(s, dt__pipe_optimizer(tr->pipe.rt));
@@ -361,6 +367,8 @@ static dt_status dt__pipe_ck_save(dt_trainer *tr, dt_checkpoint_shard *s, int64_
 
 static dt_status dt__pipe_ck_load(dt_trainer *tr, dt_checkpoint_shard *s, int64_t it)
 {
+    if (dt__pipe_sharder(tr->pipe.rt))
+        DT_CHECK(dt__ck_get_units(s, dt__pipe_zero(tr->pipe.rt), tr->cfg.zero_stage));
     if (dt__pipe_zero(tr->pipe.rt)) {
         DT_CHECK(dt__ck_get_zero(s, tr->be, dt__pipe_zero(tr->pipe.rt), dt__pipe_params(tr->pipe.rt)));
     } else {
@@ -370,12 +378,8 @@ static dt_status dt__pipe_ck_load(dt_trainer *tr, dt_checkpoint_shard *s, int64_
     return dt__pipe_seek(tr->pipe.rt, it);
 }
 
-/* Every rank has its part: the stage's ZeRO-1 segments to its data group. */
-static dt_status dt__pipe_restored(dt_trainer *tr)
-{
-    dt__zero *z = dt__pipe_zero(tr->pipe.rt);
-    return z ? dt__zero_restored(z, dt__pipe_params(tr->pipe.rt)) : DT_OK;
-}
+/* Every rank has its part: the stage's ZeRO segments to its data group. */
+static dt_status dt__pipe_ck_restored(dt_trainer *tr) { return dt__pipe_restored(tr->pipe.rt); }
 
 static void dt__pipe_strategy_free(dt_trainer *tr)
 {
@@ -401,7 +405,7 @@ const dt__strategy dt__strategy_pipe = {
     .ck_shards = dt__pipe_ck_shards,
     .ck_save = dt__pipe_ck_save,
     .ck_load = dt__pipe_ck_load,
-    .restored = dt__pipe_restored,
+    .restored = dt__pipe_ck_restored,
     .nonfinite = DT__NF_IN_STEP,
     .free = dt__pipe_strategy_free,
 };

@@ -83,7 +83,8 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 
     tr->cfg = *cfg;
     tr->kind = cfg->model_kind == DT_MODEL_MLP_BN ? &dt__model_mlp
-               : cfg->zero_stage >= 2             ? &dt__model_gpt_zero
+               : cfg->zero_stage >= 2 && cfg->pipeline_size == 1 && cfg->tensor_size == 1
+                   ? &dt__model_gpt_zero /* else the pipeline's stages shard (lib/parallel/pipeline_shard.c) */
                                                   : &dt__model_gpt;
     tr->pipe.probe = NAN;
     DT_CHECK_GOTO(dt__strdup(cfg->data.task, &tr->task), st, fail);

@@ -22,9 +22,9 @@ else
     NP=8 D=2
 fi
 
-# 1. A refused combination: ZeRO-2 with a pipeline (4 ranks: p = 2 x d = 2).
-tut_fails zero2 2 $MPIRUN -np 4 ./dtrain --pipeline-model-parallel-size 2 --zero-stage 2 --bf16 --num-layers 4
-tut_line zero2 "^dtrain: --zero-stage 2 with --pipeline-model-parallel-size 2: not supported yet \(a stage keeps its whole gradients and weights; --zero-stage 1 shards each stage's optimizer over its data group\)$"
+# 1. A refused combination: ZeRO-2 with PipeDream (4 ranks: p = 2 x d = 2).
+tut_fails zero2 2 $MPIRUN -np 4 ./dtrain --pipeline-model-parallel-size 2 --pipeline-schedule pipedream --zero-stage 2 --num-layers 4
+tut_line zero2 "^dtrain: --zero-stage 2 with --pipeline-schedule pipedream: not supported \(PipeDream stashes whole weight versions and updates every micro-batch; use gpipe, 1f1b, interleaved-1f1b, zb-h1 or zb-v\)$"
 # one line: rank 0's (every rank refuses, rank 0 says why)
 tut_range "zero2: lines starting dtrain:" "$(grep -c '^dtrain: ' zero2.out)" 1 1
 
