@@ -348,7 +348,7 @@ if [ "$HAVE_MPI" = 1 ]; then
 2 | --use-distributed-optimizer | 3 | --allreduce ps-sync --use-distributed-optimizer
 2 | --zero-stage 2 with --pipeline-schedule pipedream: not supported | 2 | --zero-stage 2 --pipeline-model-parallel-size 2 --pipeline-schedule pipedream
 2 | --zero-prefetch with --tensor-model-parallel-size 2 | 2 | --zero-stage 3 --zero-prefetch --tensor-model-parallel-size 2
-2 | --pipeline-schedule zb-v and tied embeddings | 2 | --zero-stage 3 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --tie-embeddings-and-output-weights
+2 | --pipeline-schedule zb-v and tied embeddings | 2 | --zero-stage 3 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v --tie-embeddings-and-output-weights --num-layers 4
 2 | --zero-stage 3 shards over an allreduce group | 3 | --allreduce ps-sync --zero-stage 3
 2 | at least 2 ranks | 1 | --allreduce ps-sync
 2 | --num-ps-servers 2 | 2 | --allreduce ps-sync --num-ps-servers 2
