@@ -129,8 +129,13 @@ if run pp --global-batch-size 16 --pipeline-model-parallel-size 2 --pipeline-sch
     if "$DTBENCH" bubbles --skip 1 "$TMP/pp.rank0.json" "$TMP/pp.rank1.json" >"$TMP/pp.bub" 2>"$TMP/err"; then
         for r in 0 1; do
             want=$(sed -n "s/.* stage=$r .* bubble=\([0-9.]*\) .*/\1/p" "$TMP/pp.bub")
-            got=$(awk -v v="$(col pp real $r 15)" 'BEGIN { printf "%.4f", v }')
-            [ -n "$want" ] && [ "$want" = "$got" ] || fail "pp: stage $r: bubble $got, dtbench bubbles says '$want'"
+            got=$(col pp real $r 15)
+            # the same figure printed twice: dtbench rounds the double to 4
+            # decimals, the CSV to its own digits, so a value at a rounding
+            # edge (0.32705) reads 0.3270 there and 0.3271 here: equal within
+            # one unit of the 4th decimal
+            [ -n "$want" ] && awk -v a="$want" -v b="$got" 'BEGIN { d = a - b; exit !(d <= 1e-4 && -d <= 1e-4) }' ||
+                fail "pp: stage $r: bubble $got, dtbench bubbles says '$want'"
         done
         echo "ok: pp: bubbles as dtbench bubbles: $(col pp real 0 15) $(col pp real 1 15)"
     else
