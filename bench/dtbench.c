@@ -106,6 +106,7 @@ typedef struct dtbench_flags {
     int threads, B, T, steps, warmup, help, ar_iters, repeats;
     int fp16, bf16, fp32, skip_no_device;
     int pp_size, pp_layers, pp_hidden;
+    int tp_size; /* zero: t of the grid */
     const char *pp_split, *pp_keep, *ar_json;
     int64_t ar_chunk, ar_min, ar_max, gelu_n;
     const char *model, *device;
@@ -194,7 +195,8 @@ static int dtbench_run_zero(const dtbench_flags *f)
                             dtbench_given(f, "--steps") ? f->steps : 8, dtbench_given(f, "--repeats") ? f->repeats : 3,
                             f->bf16   ? DT_BF16
                             : f->fp16 ? DT_F16
-                                      : DT_F32);
+                                      : DT_F32,
+                            f->tp_size, f->pp_size);
 }
 
 static int dtbench_run_compose(const dtbench_flags *f)
@@ -320,7 +322,9 @@ static int dtbench_main(int argc, char **argv)
          "(0: about 0.1 s)",
          NULL, 0},
         {"--pipeline-model-parallel-size", DT_ARG_INT, &f.pp_size, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 64, NULL, NULL,
-         "pipeline: stages p (0: every rank is a stage)", NULL, 0},
+         "pipeline: stages p (0: every rank is a stage); zero: p of the grid (0: 1)", NULL, 0},
+        {"--tensor-model-parallel-size", DT_ARG_INT, &f.tp_size, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 64, NULL, NULL,
+         "zero: t of the grid (0: 1)", NULL, 0},
         {"--num-layers", DT_ARG_INT, &f.pp_layers, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 1024, NULL, NULL,
          "pipeline: transformer blocks", NULL, 0},
         {"--hidden-size", DT_ARG_INT, &f.pp_hidden, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 4, 65536, NULL, NULL,
@@ -360,7 +364,8 @@ static int dtbench_main(int argc, char **argv)
         "their bytes per step against the formula, their time, the step time\n"
         "  zero       ZeRO stages 0-3 (run under mpirun -np 2 or 4): bytes of weights, gradients and optimizer "
         "state per rank against the paper's formulas, buffers moved per step, step time against stage 0's in the "
-        "same round (--repeats rounds, default 3; --steps default 8; --bf16)\n"
+        "same round (--repeats rounds, default 3; --steps default 8; --bf16; on a t x d x p grid with "
+        "--tensor-model-parallel-size and --pipeline-model-parallel-size: rank 0's stage over its d ranks)\n"
         "  compose    the composition matrix (run under mpirun -np 2): layout {single, dp, 1f1b, tp} x "
         "{fp32, bf16, fp16} x recompute {none, selective, full}: tokens/s (median and range of --repeats runs, "
         "default 3; --steps default 12) and peak saved activations, each against the layout's fp32/none cell\n"

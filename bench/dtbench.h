@@ -53,7 +53,7 @@ int dtbench_cmd_tp(int threads, int B, int T, int L, int C, int steps);
 int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const int *split, int steps, const char *keep);
 
 /* bench_zero.c */
-int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int repeats, dt_dtype precision);
+int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int repeats, dt_dtype precision, int t, int p);
 
 /* bench_compose.c */
 int dtbench_cmd_compose(int repeats, int steps, int threads);

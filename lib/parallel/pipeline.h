@@ -201,6 +201,12 @@ dt_optim *dt__pipe_optimizer(dt__pipe *pp);
  * (under ZeRO-1 with mixed precision; always at 2 and 3) and
  * dt__pipe_optimizer returns its optimizer. */
 struct dt__zero *dt__pipe_zero(dt__pipe *pp);
+/* This rank's bytes kept between steps, as docs/zero.md defines them:
+ * weights (what the stages compute with: the flat buffer when it is not
+ * the FP32 masters, and under mixed precision the rounded copies),
+ * gradients (FP32: whole, or a ZeRO-2/3 shard; and one micro-batch's),
+ * optimizer (FP32 masters and moments) and ZeRO-2/3's working buffers. */
+void dt__pipe_state_bytes(const dt__pipe *pp, size_t *weights, size_t *gradients, size_t *optimizer, size_t *working);
 /* ZeRO-2/3's sharder (zero_stage), or NULL. */
 struct dt__zs *dt__pipe_sharder(dt__pipe *pp);
 /* After a checkpoint restored the ZeRO segments: the whole weights again

@@ -169,3 +169,21 @@ dt_status dt__pipe_shard_update(dt__pipe *pp, const dt__zero_step_args *za, dt__
     if (r->skipped) return DT_OK;
     return dt__pipe_shard_refresh(pp);
 }
+
+void dt__pipe_state_bytes(const dt__pipe *pp, size_t *weights, size_t *gradients, size_t *optimizer, size_t *working)
+{
+    const dt__zero *z = pp->zs ? dt__zs_zero(pp->zs) : pp->zero;
+    const int mixed = pp->cfg.precision != DT_F32;
+    /* the flat buffer holds the FP32 masters unless a ZeRO optimizer keeps them */
+    const int params_are_masters = mixed && !z;
+    *weights = params_are_masters ? 0 : pp->params.bytes;
+    *gradients = pp->grads.bytes + (pp->zs ? dt__zs_grad_bytes(pp->zs) : 0);
+    *optimizer = z ? dt__zero_master_bytes(z) + dt__zero_state_bytes(z)
+                   : (params_are_masters ? pp->params.bytes : 0) + (pp->opt_ready ? dt_optim_state_bytes(&pp->opt) : 0);
+    *working = (pp->zs ? dt__zs_working_bytes(pp->zs) : 0) + pp->gtied.bytes;
+    for (int c = 0; c < pp->v; c++) {
+        size_t w, g, k;
+        dt__stage_bytes(pp->ch[c].st, &w, &g, &k);
+        *weights += w, *gradients += g, *working += k;
+    }
+}

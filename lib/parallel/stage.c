@@ -354,6 +354,12 @@ float *dt__stage_input(dt__stage *st, int slot) { return dt__runner_input(st->ru
 float *dt__stage_dout(dt__stage *st) { return dt__runner_dout(st->run); }
 const float *dt__stage_dres(const dt__stage *st) { return dt__runner_dres(st->run); }
 size_t dt__stage_activation_bytes(const dt__stage *st) { return dt__runner_activation_bytes(st->run); }
+void dt__stage_bytes(const dt__stage *st, size_t *compute, size_t *mb_grads, size_t *working)
+{
+    *compute = st->wq.bytes + st->whalf.bytes;
+    *mb_grads = st->gmb.bytes;
+    *working = st->wemb.bytes + st->gtied.bytes + dt__runner_round_bytes(st->run);
+}
 size_t dt__stage_peak_activation_bytes(const dt__stage *st) { return dt__runner_peak_activation_bytes(st->run); }
 void dt__stage_reset_peak(dt__stage *st) { dt__runner_reset_peak(st->run); }
 

@@ -188,6 +188,11 @@ dt_status dt__stage_position_stats(dt__stage *st, int slot, float *losses, uint8
 
 /* Saved activation bytes now in use over all slots, and the most so far. */
 size_t dt__stage_activation_bytes(const dt__stage *st);
+/* Bytes the stage holds beside the flat buffers it is given: the weights
+ * it computes with under mixed precision (rounded, FP32 and 16-bit), one
+ * micro-batch's gradients (mixed precision, unsharded), and working
+ * buffers (a sharded stage's tied pair, the rounding scratch). */
+void dt__stage_bytes(const dt__stage *st, size_t *compute, size_t *mb_grads, size_t *working);
 size_t dt__stage_peak_activation_bytes(const dt__stage *st);
 /* The peak starts again from what is in use now (a caller that adds
  * several stages' figures measures each op's own peak). */

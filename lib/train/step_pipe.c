@@ -381,6 +381,13 @@ static dt_status dt__pipe_ck_load(dt_trainer *tr, dt_checkpoint_shard *s, int64_
 /* Every rank has its part: the stage's ZeRO segments to its data group. */
 static dt_status dt__pipe_ck_restored(dt_trainer *tr) { return dt__pipe_restored(tr->pipe.rt); }
 
+static void dt__pipe_strategy_bytes(const dt_trainer *tr, size_t *weights, size_t *gradients, size_t *optimizer,
+                                    size_t *working, size_t *numel)
+{
+    dt__pipe_state_bytes(tr->pipe.rt, weights, gradients, optimizer, working);
+    *numel = dt__pipe_layout(tr->pipe.rt)->numel;
+}
+
 static void dt__pipe_strategy_free(dt_trainer *tr)
 {
     dt__pipe_free(tr->pipe.rt);
@@ -400,6 +407,7 @@ const dt__strategy dt__strategy_pipe = {
     .state = dt__pipe_state,
     .summary_key = "pipeline",
     .summary = dt__tr_pipe_summary,
+    .state_bytes = dt__pipe_strategy_bytes,
     .ck_role = dt__pipe_ck_role,
     .ck_kind = dt__pipe_ck_kind,
     .ck_shards = dt__pipe_ck_shards,

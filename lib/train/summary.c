@@ -43,7 +43,9 @@ static double dt__param_probe(dt_trainer *tr)
  * weights and gradients, numel floats each; --fp16/--bf16: the 16-bit
  * compute copy and its FP32 widening for the GEMMs, or at ZeRO-1 the
  * buffer of 16-bit values in FP32, and the FP32 gradients plus one
- * micro-batch's). null for the other strategies and models. */
+ * micro-batch's); for a pipeline (tensor) rank, its stage's buffers
+ * (lib/parallel/pipeline.h's dt__pipe_state_bytes). null for the other
+ * strategies and models. */
 static json_t *dt__model_state_bytes(const dt_trainer *tr)
 {
     dt__zgpt_bytes b = {0};
@@ -56,6 +58,12 @@ static json_t *dt__model_state_bytes(const dt_trainer *tr)
         b.gradients = N * f * (mixed ? 2 : 1);
         b.optimizer = tr->zero ? dt__zero_master_bytes(tr->zero) + dt__zero_state_bytes(tr->zero)
                                : (mixed ? N * f : 0) + (tr->opt_ready ? dt_optim_state_bytes(&tr->opt) : 0);
+    } else if (tr->strategy->state_bytes && tr->pipe.rt) { /* a stage's: with its flat buffer's elements */
+        size_t numel = 0;
+        tr->strategy->state_bytes(tr, &b.weights, &b.gradients, &b.optimizer, &b.working, &numel);
+        return json_pack("{s:I, s:I, s:I, s:I, s:I}", "weights", (json_int_t)b.weights, "gradients",
+                         (json_int_t)b.gradients, "optimizer", (json_int_t)b.optimizer, "working",
+                         (json_int_t)b.working, "numel", (json_int_t)numel);
     } else {
         return json_null();
     }

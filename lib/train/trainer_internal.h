@@ -143,6 +143,10 @@ typedef struct dt__strategy {
     double (*probe)(const dt_trainer *tr);                 /* optional: param_probe (else the kind's weights) */
     void (*state)(const dt_trainer *tr, dt__strategy_state *s);
     int gpt_state_bytes; /* the summary's model_state_bytes from the GPT's buffers (one whole model) */
+    /* optional: the summary's model_state_bytes otherwise (docs/zero.md),
+     * and the elements of this rank's flat buffer they are of */
+    void (*state_bytes)(const dt_trainer *tr, size_t *weights, size_t *gradients, size_t *optimizer,
+                        size_t *working, size_t *numel);
     const char *summary_key;                   /* its object in the summary, or NULL */
     json_t *(*summary)(const dt_trainer *tr);  /* with summary_key */
     /* checkpoints (checkpoint_io.c; docs/checkpoints.md): */
