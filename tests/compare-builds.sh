@@ -21,7 +21,9 @@
 #
 # Issue 36 added the layer runner's cells (ZeRO-2/3 with 16 bits and
 # recomputation, the zero-bubble profile and pipelines with recomputation,
-# interleaving, tensor parallelism in bf16, a ZeRO-3 checkpoint).
+# interleaving, tensor parallelism in bf16, a ZeRO-3 checkpoint) and
+# ZeRO-2/3 on a pipeline and on tensor parallelism (which builds before
+# 23f6d0d refuse).
 #
 # Exit 0 when every command's results agree, 1 with the differing
 # command and a diff otherwise, 2 on bad usage.
@@ -67,6 +69,8 @@ tp|$MPI 2 $B/dtrain --train-iters 10 --tensor-model-parallel-size 2 --log-interv
 tp-pp|$MPI 4 $B/dtrain --train-iters 6 --micro-batch-size 32 --num-layers 2 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --log-interval 2 --summary s.json
 zero2|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 64 --zero-stage 2 --log-interval 5 --summary s.json --trace t.json
 zero3-bf16|$MPI 2 $B/dtrain --train-iters 10 --micro-batch-size 64 --zero-stage 3 --zero-prefetch --bf16 --recompute-activations --log-interval 5 --summary s.json
+pp-zero3-tied|$MPI 4 $B/dtrain --train-iters 6 --micro-batch-size 16 --num-layers 2 --pipeline-model-parallel-size 2 --zero-stage 3 --tie-embeddings-and-output-weights --log-interval 2 --summary s.json
+tp-zero2-bf16|$MPI 4 $B/dtrain --train-iters 6 --micro-batch-size 16 --tensor-model-parallel-size 2 --zero-stage 2 --bf16 --log-interval 2 --summary s.json
 fp16-full|$B/dtrain --train-iters 10 --fp16 --recompute-granularity full --recompute-num-layers 1 --log-interval 5 --summary s.json
 zb-profile|$B/dtrain --train-iters 5 --pipeline-schedule zb-h1 --bf16 --log-interval 1 --summary s.json --trace t.json
 zb-h1-full|$MPI 2 $B/dtrain --train-iters 6 --micro-batch-size 32 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --recompute-granularity full --recompute-num-layers 1 --bf16 --log-interval 2 --summary s.json
