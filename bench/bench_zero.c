@@ -143,12 +143,15 @@ int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int rep
     if (r == 0) {
         unlink(path);
         if (grid && fig[0].numel > 0) psi = fig[0].numel; /* rank 0's stage (tensor shard) */
-        printf("# dtbench zero: %d rank(s) (t = %d x d = %d x p = %d), GPT %d blocks, width %d, 4 heads, T = %d, "
-               "micro-batch %d, AdamW, %s, psi = %.0f parameters%s, %d steps x %d round(s) (step times over steps "
-               "3..%d)\n",
-               c->size, t, n, p, L, C, T, B, mixed ? "bf16" : "fp32", psi,
-               grid ? " (rank 0's share: its stage's flat buffer; the paper's figures over its d ranks)" : "", steps,
-               repeats, steps);
+        if (grid)
+            printf("# dtbench zero: %d rank(s) (t = %d x d = %d x p = %d), GPT %d blocks, width %d, 4 heads, T = %d, "
+                   "micro-batch %d, AdamW, %s, psi = %.0f parameters (rank 0's share: its stage's flat buffer; the "
+                   "paper's figures over its d ranks), %d steps x %d round(s) (step times over steps 3..%d)\n",
+                   c->size, t, n, p, L, C, T, B, mixed ? "bf16" : "fp32", psi, steps, repeats, steps);
+        else
+            printf("# dtbench zero: %d rank(s), GPT %d blocks, width %d, 4 heads, T = %d, micro-batch %d per rank, "
+                   "AdamW, %s, psi = %.0f parameters, %d steps x %d round(s) (step times over steps 3..%d)\n",
+                   n, L, C, T, B, mixed ? "bf16" : "fp32", psi, steps, repeats, steps);
         printf("# bytes per rank kept between steps (docs/zero.md); paper: the ZeRO paper's figure for psi and n; "
                "volumes: buffers moved per rank and step; time: the median over rounds of step / stage 0's step\n");
         printf("# %5s %12s %12s %12s %12s %12s %7s %10s %8s %8s\n", "stage", "weights", "gradients", "optimizer",
