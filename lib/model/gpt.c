@@ -333,20 +333,9 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
 {
     if (m->run && B <= m->B && T == m->T) return DT_OK;
     dt__gpt_drop_runner(m);
-    const dt__runner_config rc = {.cfg = &m->cfg,
-                                  .be = m->be,
-                                  .l1 = m->cfg.num_layers,
-                                  .first = 1,
-                                  .last = 1,
-                                  .slots = 1,
-                                  .B = B,
-                                  .T = T,
-                                  .shared = 1,
-                                  .t = 1,
-                                  .precision = m->precision,
-                                  .round_min = m->layout.numel, /* the rounding of gmb too */
-                                  .recompute = m->recompute,
-                                  .recompute_k = m->recompute_k};
+    /* round_min: the rounding of gmb too */
+    const dt__runner_config rc =
+        dt__runner_whole(&m->cfg, m->be, B, T, m->precision, m->layout.numel, m->recompute, m->recompute_k);
     DT_CHECK(dt__runner_create(&rc, &m->run));
     static const dt__runner_hooks hooks = {.span = dt__gpt_span};
     dt__runner_set_hooks(m->run, &hooks, m);

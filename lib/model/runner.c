@@ -249,6 +249,25 @@ static dt_status dt__runner_idle(const dt__runner *r, const char *what)
 
 /* ---- creation and settings --------------------------------------------- */
 
+dt__runner_config dt__runner_whole(const dt_gpt_config *cfg, dt_backend *be, int B, int T, dt_dtype precision,
+                                   size_t round_min, dt_recompute recompute, int recompute_k)
+{
+    return (dt__runner_config){.cfg = cfg,
+                               .be = be,
+                               .l1 = cfg->num_layers,
+                               .first = 1,
+                               .last = 1,
+                               .slots = 1,
+                               .B = B,
+                               .T = T,
+                               .shared = 1,
+                               .t = 1,
+                               .precision = precision,
+                               .round_min = round_min,
+                               .recompute = recompute,
+                               .recompute_k = recompute_k};
+}
+
 dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
 {
     *out = NULL;

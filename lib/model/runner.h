@@ -111,6 +111,12 @@ typedef struct dt__runner_config {
     int recompute_k;
 } dt__runner_config;
 
+/* The whole model on one runner in the shared discipline (gpt.c, the
+ * ZeRO-2/3 model): every layer, one slot, whole blocks, micro-batches up
+ * to (B, T), starting in precision with round_min and recompute (K). */
+dt__runner_config dt__runner_whole(const dt_gpt_config *cfg, dt_backend *be, int B, int T, dt_dtype precision,
+                                   size_t round_min, dt_recompute recompute, int recompute_k);
+
 typedef struct dt__runner dt__runner;
 
 dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out);

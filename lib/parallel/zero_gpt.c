@@ -314,20 +314,8 @@ static dt_status dt__zg_ensure(dt__zgpt *z, int B, int T)
     z->run = NULL;
     z->B = z->T = 0;
     const size_t big = dt__zs_largest_unit(z->zs); /* the rounding of a unit's gradients */
-    const dt__runner_config rc = {.cfg = &z->cfg,
-                                  .be = z->be,
-                                  .l1 = z->cfg.num_layers,
-                                  .first = 1,
-                                  .last = 1,
-                                  .slots = 1,
-                                  .B = B,
-                                  .T = T,
-                                  .shared = 1,
-                                  .t = 1,
-                                  .precision = z->precision,
-                                  .round_min = big,
-                                  .recompute = z->recompute,
-                                  .recompute_k = z->recompute_k};
+    const dt__runner_config rc =
+        dt__runner_whole(&z->cfg, z->be, B, T, z->precision, big, z->recompute, z->recompute_k);
     DT_CHECK(dt__runner_create(&rc, &z->run));
     static const dt__runner_hooks hooks = {
         .bind = dt__zg_bind_hook, .done = dt__zg_done_hook, .span = dt__zg_span_hook};
