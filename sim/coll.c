@@ -104,6 +104,8 @@ typedef struct dts__cmsg {
     dts__cstep *plan;   /* (n, S) */
     int64_t *arr;       /* (n, S, C) arrival times, -1 unknown */
     int *prefix, *next; /* (n, C) */
+    int *lo;            /* (n, C) min(prefix, next) as last counted into okc */
+    int *okc;           /* (n, S) chunks whose step k is received and sent: the step closes at C */
     int64_t *t_arrive;  /* (n) -1 until arrived */
     int64_t *step_t0;   /* (n) start of the member's current step (trace) */
     int *step_cur;      /* (n) first step not yet finished (trace) */
@@ -225,12 +227,14 @@ dt_status dts__coll_msg_create(const dts__coll_args *a, dts_coll **out)
     c->arr = malloc(nS * c->C * sizeof *c->arr);
     c->prefix = calloc((size_t)n * c->C, sizeof *c->prefix);
     c->next = calloc((size_t)n * c->C, sizeof *c->next);
+    c->lo = calloc((size_t)n * c->C, sizeof *c->lo);
+    c->okc = calloc(nS, sizeof *c->okc);
     c->t_arrive = malloc((size_t)n * sizeof *c->t_arrive);
     c->step_t0 = calloc((size_t)n, sizeof *c->step_t0);
     c->step_cur = calloc((size_t)n, sizeof *c->step_cur);
     c->send_done = calloc((size_t)n, sizeof *c->send_done);
     c->done = calloc((size_t)n, 1);
-    if (!c->ranks || !c->plan || !c->arr || !c->prefix || !c->next || !c->t_arrive || !c->step_t0 || !c->step_cur ||
+    if (!c->ranks || !c->plan || !c->arr || !c->prefix || !c->next || !c->lo || !c->okc || !c->t_arrive || !c->step_t0 || !c->step_cur ||
         !c->send_done || !c->done) {
         dts__msg_free(&c->base);
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for a collective of %d members", n);
@@ -272,6 +276,8 @@ static void dts__msg_free(dts_coll *base)
     free(c->arr);
     free(c->prefix);
     free(c->next);
+    free(c->lo);
+    free(c->okc);
     free(c->t_arrive);
     free(c->step_t0);
     free(c->step_cur);
@@ -285,7 +291,7 @@ static size_t dts__msg_bytes(const dts_coll *base)
     const dts__cmsg *c = (const dts__cmsg *)base;
     const size_t n = (size_t)c->n, nS = n * (c->S ? c->S : 1), C = (size_t)c->C;
     return sizeof *c + n * sizeof *c->ranks + nS * sizeof *c->plan + nS * C * sizeof *c->arr +
-           2 * n * C * sizeof *c->prefix +
+           3 * n * C * sizeof *c->prefix + nS * sizeof *c->okc +
            n * (sizeof *c->t_arrive + sizeof *c->step_t0 + sizeof *c->step_cur + sizeof *c->send_done + 1);
 }
 
@@ -298,15 +304,21 @@ static int64_t dts__chunk_bytes(const dts__cmsg *c, int64_t bytes, int ch)
     return q + (ch < r);
 }
 
+/* Chunk ch of member i moved (its prefix or next grew): count it into the
+ * steps it now has received and sent (okc), each step once per chunk. */
+static void dts__count_chunk(dts__cmsg *c, int i, int ch)
+{
+    const size_t x = (size_t)i * c->C + ch;
+    const int m = c->prefix[x] < c->next[x] ? c->prefix[x] : c->next[x];
+    for (int k = c->lo[x]; k < m; k++) c->okc[(size_t)i * c->S + k]++;
+    if (m > c->lo[x]) c->lo[x] = m;
+}
+
 /* Trace: close the member's steps that are complete (all chunks received, sends posted). */
 static void dts__close_steps(dts__cmsg *c, int i, int64_t now)
 {
-    while (c->step_cur[i] < c->S) {
+    while (c->step_cur[i] < c->S && c->okc[(size_t)i * c->S + c->step_cur[i]] == c->C) {
         const int k = c->step_cur[i];
-        for (int ch = 0; ch < c->C; ch++) {
-            if (c->prefix[(size_t)i * c->C + ch] <= k) return;
-            if (c->next[(size_t)i * c->C + ch] <= k) return;
-        }
         const dts__cstep *st = &DTS__P(c, i, k);
         if (c->step_fn && (st->send_to >= 0 || st->recv_from >= 0)) /* a tree's no-op steps are not reported */
             c->step_fn(c->ctx, i, dts__coll_phase_names[st->phase], st->pstep,
@@ -317,13 +329,16 @@ static void dts__close_steps(dts__cmsg *c, int i, int64_t now)
     }
 }
 
-static void dts__progress(dts__cmsg *c, int i)
+/* Send what chunks ch0..ch1-1 of member i can send now (the others have
+ * not changed since they were last looked at: each call sends all that is
+ * ready, so an arrival of chunk ch needs only ch), then close its finished
+ * steps, and the member once every step is. */
+static void dts__progress(dts__cmsg *c, int i, int ch0, int ch1)
 {
     dts_engine *e = c->e;
     const int64_t now = dts_engine_now(e);
     if (c->t_arrive[i] < 0 || c->done[i]) return;
-    int complete = 1;
-    for (int ch = 0; ch < c->C; ch++) {
+    for (int ch = ch0; ch < ch1; ch++) {
         int *nx = &c->next[(size_t)i * c->C + ch];
         const int pre = c->prefix[(size_t)i * c->C + ch];
         while (*nx < c->S && pre >= *nx) {
@@ -341,10 +356,10 @@ static void dts__progress(dts__cmsg *c, int i)
             }
             (*nx)++;
         }
-        if (*nx < c->S || pre < c->S) complete = 0;
+        dts__count_chunk(c, i, ch);
     }
     dts__close_steps(c, i, now);
-    if (complete) {
+    if (c->step_cur[i] == c->S) {
         c->done[i] = 1;
         const int64_t t = c->send_done[i] > now ? c->send_done[i] : now;
         dt_status s = dts_engine_at(e, t, dts__on_done, c, i, 0);
@@ -359,7 +374,7 @@ static void dts__on_arrive(dts_engine *e, void *ctx, int64_t a, int64_t b)
     DTS__A(c, i, k, ch) = dts_engine_now(e);
     int *pre = &c->prefix[(size_t)i * c->C + ch];
     while (*pre < c->S && (DTS__P(c, i, *pre).recv_from < 0 || DTS__A(c, i, *pre, ch) >= 0)) (*pre)++;
-    dts__progress(c, i);
+    dts__progress(c, i, ch, ch + 1);
 }
 
 static void dts__on_done(dts_engine *e, void *ctx, int64_t a, int64_t b)
@@ -376,5 +391,5 @@ static void dts__msg_arrive(dts_coll *base, int member)
     const int64_t now = dts_engine_now(c->e);
     c->t_arrive[member] = now;
     c->step_t0[member] = now;
-    dts__progress(c, member);
+    dts__progress(c, member, 0, c->C);
 }
