@@ -220,6 +220,7 @@ static const dt_backend_ops dt__cuda_ops = {
     .gelu_backward = dt__cuda_gelu_backward,                                 /* elementwise.cu */
     .residual_forward = dt__cuda_residual_forward,                           /* elementwise.cu */
     .crossentropy_forward_backward = dt__cuda_crossentropy_forward_backward, /* crossentropy.cu */
+    .crossentropy_part = dt__cuda_crossentropy_part,                         /* crossentropy.cu */
     .sumsq = dt__cuda_sumsq,                                                 /* stats.cu: one span of span_stats */
     .scale = dt__cuda_scale,                                                 /* optim.cu */
     .adamw_update = dt__cuda_adamw_update,                                   /* optim.cu */

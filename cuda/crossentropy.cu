@@ -146,3 +146,93 @@ dt_status dt__cuda_crossentropy_forward_backward(dt_backend *be, float *losses, 
     DT_CUDA_LAUNCHED("cross-entropy");
     return DT_OK;
 }
+
+/* ---- a vocabulary-parallel part (dt_backend.h, cpu_layers.c's
+ * dt__cpu_crossentropy_part): one block per row, the same reductions as
+ * above over the part's V columns. Targets are whole-vocabulary indexes,
+ * not checked here (the runner checks them against the whole vocabulary). */
+__global__ void dt__k_crossentropy_part(float *stats, float *dlogits, const float *ms, const float *logits,
+                                        const int32_t *targets, int V, int ld, int v0, float dloss)
+{
+    __shared__ float s_val[DT__CE_WARPS];
+    __shared__ int s_idx[DT__CE_WARPS];
+    __shared__ float s_max;
+    __shared__ int s_arg;
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const float *z = logits + (size_t)row * ld;
+    const int tgt = targets[row], here = tgt >= v0 && tgt - v0 < V ? tgt - v0 : -1;
+    if (dlogits) {
+        float *d = dlogits + (size_t)row * ld;
+        if (tgt < 0) {
+            for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = 0.0f;
+            return;
+        }
+        const float mx = ms[2 * (size_t)row], inv = 1.0f / ms[2 * (size_t)row + 1];
+        for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = dloss * dt__expf(z[v] - mx) * inv;
+        __syncthreads();
+        if (tid == 0 && here >= 0) d[here] -= dloss;
+        return;
+    }
+    float *o = stats + (size_t)row * 4;
+    if (tgt < 0) {
+        if (tid == 0) o[0] = 0.0f, o[1] = 1.0f, o[2] = 0.0f, o[3] = -1.0f;
+        return;
+    }
+    float mx = -INFINITY;
+    int arg = -1;
+    for (int v = tid; v < V; v += DT__CE_THREADS) {
+        const float x = z[v];
+        if (dt__argmax_offered(x, v) && dt__argmax_better(x, v, mx, arg)) {
+            mx = x;
+            arg = v;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        float om = __shfl_xor_sync(0xffffffffu, mx, off);
+        int oa = __shfl_xor_sync(0xffffffffu, arg, off);
+        if (dt__argmax_better(om, oa, mx, arg)) {
+            mx = om;
+            arg = oa;
+        }
+    }
+    if (lane == 0) {
+        s_val[warp] = mx;
+        s_idx[warp] = arg;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float m = s_val[0];
+        int a = s_idx[0];
+        for (int w = 1; w < DT__CE_WARPS; w++)
+            if (dt__argmax_better(s_val[w], s_idx[w], m, a)) {
+                m = s_val[w];
+                a = s_idx[w];
+            }
+        s_max = m;
+        s_arg = a;
+    }
+    __syncthreads();
+    mx = s_max;
+    float s = 0.0f;
+    for (int v = tid; v < V; v += DT__CE_THREADS) s += dt__expf(z[v] - mx);
+    s = dt__warp_sum(s);
+    __syncthreads(); /* every warp has read s_val's maxima */
+    if (lane == 0) s_val[warp] = s;
+    __syncthreads();
+    if (tid == 0) {
+        float t = 0.0f;
+        for (int w = 0; w < DT__CE_WARPS; w++) t += s_val[w];
+        o[0] = mx, o[1] = t, o[2] = here >= 0 ? z[here] : 0.0f, o[3] = (float)(v0 + s_arg);
+    }
+}
+
+dt_status dt__cuda_crossentropy_part(dt_backend *be, float *stats, float *dlogits, const float *ms,
+                                     const float *logits, const int32_t *targets, int N, int V, int ld, int v0,
+                                     float dloss)
+{
+    if (N <= 0) return DT_OK;
+    dt__k_crossentropy_part<<<N, DT__CE_THREADS, 0, DT__CUDA_STREAM(be)>>>(stats, dlogits, ms, logits, targets, V, ld,
+                                                                           v0, dloss);
+    DT_CUDA_LAUNCHED("cross-entropy part");
+    return DT_OK;
+}

@@ -211,6 +211,7 @@ dt_backend_relu_backward_fn dt__cuda_relu_backward;
 
 /* crossentropy.cu */
 dt_backend_crossentropy_forward_backward_fn dt__cuda_crossentropy_forward_backward;
+dt_backend_crossentropy_part_fn dt__cuda_crossentropy_part;
 
 /* optim.cu */
 dt_backend_scale_fn dt__cuda_scale;

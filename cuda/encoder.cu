@@ -10,9 +10,12 @@
  *    which is stable, so each token's positions stay ascending; then one
  *    block per sorted index that starts a run of equal tokens adds that
  *    token's rows in position order (the other blocks return at once). A
- *    negative token would be a negative index: its run is skipped and the
- *    lowest such position is reported as DT_ERR_INVALID at the backend's
- *    next host synchronisation (dt__cuda_pending_error). Sort buffers and
+ *    negative token would be a negative index: its run is skipped and,
+ *    unless it is DT_TOKEN_MASKED (-1: a row another vocabulary-parallel
+ *    rank holds, dt_backend.h), the lowest such position is reported as
+ *    DT_ERR_INVALID at the backend's next host synchronisation
+ *    (dt__cuda_pending_error). wpe NULL: no position; dwpe NULL: skipped.
+ *    Sort buffers and
  *    CUB's temporary storage come from the backend's workspace. */
 #include <cub/device/device_radix_sort.cuh>
 
@@ -25,7 +28,10 @@ __global__ void dt__k_encoder_forward(float *out, const int32_t *tokens, const f
     {
         size_t bt = idx / C;
         int c = (int)(idx % C);
-        out[idx] = wte[(size_t)tokens[bt] * C + c] + wpe[(size_t)(bt % T) * C + c];
+        const int32_t tok = tokens[bt];
+        if (!wpe) out[idx] = tok == DT_TOKEN_MASKED ? 0.0f : wte[(size_t)tok * C + c];
+        else if (tok == DT_TOKEN_MASKED) out[idx] = wpe[(size_t)(bt % T) * C + c];
+        else out[idx] = wte[(size_t)tok * C + c] + wpe[(size_t)(bt % T) * C + c];
     }
 }
 
@@ -59,7 +65,7 @@ __global__ void dt__k_encoder_positions(int32_t *pos, unsigned *bad, const int32
     DT__CUDA_FOR(i, (size_t)BT)
     {
         pos[i] = (int32_t)i;
-        if (tokens[i] < 0) atomicMin(bad, (unsigned)i);
+        if (tokens[i] < 0 && tokens[i] != DT_TOKEN_MASKED) atomicMin(bad, (unsigned)i);
     }
 }
 
@@ -106,9 +112,11 @@ dt_status dt__cuda_encoder_backward(dt_backend *be, float *dwte, float *dwpe, co
     if (BT <= 0 || C <= 0) return DT_OK;
     cudaStream_t s = DT__CUDA_STREAM(be);
     dt__cuda_impl *im = DT__CUDA_IMPL(be);
-    dt__k_encoder_backward_wpe<<<dt__cuda_blocks((size_t)T * C, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(dwpe, dout,
-                                                                                                             B, T, C);
-    DT_CUDA_LAUNCHED("encoder backward (positions)");
+    if (dwpe) {
+        dt__k_encoder_backward_wpe<<<dt__cuda_blocks((size_t)T * C, DT__CUDA_THREADS), DT__CUDA_THREADS, 0, s>>>(
+            dwpe, dout, B, T, C);
+        DT_CUDA_LAUNCHED("encoder backward (positions)");
+    }
 
     /* Workspace: sorted tokens | positions | sorted positions | CUB's
      * temporary storage, each 256-byte aligned. */

@@ -75,10 +75,14 @@ typedef dt_status dt_backend_gemm_fn(dt_backend *be, int transa, int transb, int
                                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* ---- layers ---------------------------------------------------------- */
-/* out(B,T,C) = wte[tokens] + wpe[t] */
+/* out(B,T,C) = wte[tokens] + wpe[t]. A token of -1 (DT_TOKEN_MASKED)
+ * adds no row of wte, and wpe NULL no position: a vocabulary-parallel rank
+ * looks up only the rows it holds (lib/model/embedding.c). */
+#define DT_TOKEN_MASKED (-1)
 typedef dt_status dt_backend_encoder_forward_fn(dt_backend *be, float *out, const int32_t *tokens, const float *wte,
                                                 const float *wpe, int B, int T, int C);
-/* dwte(V,C) +=, dwpe(T,C) += from dout(B,T,C) */
+/* dwte(V,C) +=, dwpe(T,C) += from dout(B,T,C); a token of -1
+ * (DT_TOKEN_MASKED) adds to no row of dwte; dwpe NULL: skipped */
 typedef dt_status dt_backend_encoder_backward_fn(dt_backend *be, float *dwte, float *dwpe, const float *dout,
                                                  const int32_t *tokens, int B, int T, int C);
 /* out(N,C), mean(N), rstd(N) from inp(N,C), w(C), b(C); eps = 1e-5 */
@@ -135,6 +139,23 @@ typedef dt_status dt_backend_crossentropy_forward_backward_fn(dt_backend *be, fl
                                                               float *dlogits, const float *logits,
                                                               const int32_t *targets, int N, int V, int ld,
                                                               float dloss);
+/* One vocabulary-parallel rank's part of that cross-entropy (Megatron's
+ * vocab-parallel cross-entropy): logits(N,V) hold columns v0..v0+V-1 of
+ * the whole vocabulary, rows ld >= V apart; targets(N) are whole-vocabulary
+ * indexes (< 0 ignored; those outside the part are held elsewhere).
+ *  - stats (N,4) not NULL: per counted row, m the largest logit here
+ *    (the argmax rule above: ties to the lowest index, a NaN wins only at
+ *    column 0), s = sum exp(z - m) over the part, zt the target's logit if
+ *    the part holds it (else 0), and v0 + the argmax column (as a float,
+ *    exact below 2^24); ignored rows get 0, 1, 0, -1.
+ *  - dlogits not NULL (may alias logits): from ms(N,2), each row's whole
+ *    maximum and sum of exp(z - maximum) (the ranks' stats merged),
+ *    dlogits = dloss * exp(z - max) / sum, minus dloss at the target if
+ *    the part holds it, as the fused op computes them; 0 on ignored rows.
+ * Exactly one of stats and dlogits is given. */
+typedef dt_status dt_backend_crossentropy_part_fn(dt_backend *be, float *stats, float *dlogits, const float *ms,
+                                                  const float *logits, const int32_t *targets, int N, int V, int ld,
+                                                  int v0, float dloss);
 
 /* ---- reductions and optimizers on flat buffers ------------------------ */
 /* *out = sum x[i]^2, accumulated in double, in a fixed order */
@@ -271,6 +292,7 @@ typedef struct dt_backend_ops {
     dt_backend_gelu_backward_fn *gelu_backward;                                 /* dinp may alias dout */
     dt_backend_residual_forward_fn *residual_forward;                           /* out may alias a or b */
     dt_backend_crossentropy_forward_backward_fn *crossentropy_forward_backward; /* fused softmax cross-entropy */
+    dt_backend_crossentropy_part_fn *crossentropy_part;                         /* a vocabulary-parallel part */
     dt_backend_sumsq_fn *sumsq;                                                 /* double, fixed order */
     dt_backend_scale_fn *scale;                                                 /* x *= s */
     dt_backend_adamw_update_fn *adamw_update;                                   /* one tensor */
@@ -333,6 +355,7 @@ struct dt_backend {
     dt_backend_gelu_backward_fn *gelu_backward;
     dt_backend_residual_forward_fn *residual_forward;
     dt_backend_crossentropy_forward_backward_fn *crossentropy_forward_backward;
+    dt_backend_crossentropy_part_fn *crossentropy_part;
     dt_backend_sumsq_fn *sumsq;
     dt_backend_scale_fn *scale;
     dt_backend_adamw_update_fn *adamw_update;

@@ -102,6 +102,14 @@ typedef struct dt_train_config {
      * of p stages (docs/pipeline.md); 1 turns it off. */
     int pipeline_size;               /* --pipeline-model-parallel-size p */
     int tensor_size;                 /* --tensor-model-parallel-size t: each block's heads and MLP split over t ranks */
+    /* --no-vocab-parallel: with t > 1 the embedding and LM head stay whole
+     * on every tensor rank (default: split by vocabulary rows, Megatron's
+     * vocabulary-parallel embedding and cross-entropy; docs/tensor-parallel.md) */
+    int no_vocab_parallel;
+    /* --no-scatter-gather-tensors-in-pipeline (Megatron's): with t > 1 and
+     * p > 1 each tensor rank sends its stage's whole activation (default:
+     * 1/t each, all-gathered over the tensor group on arrival) */
+    int no_scatter_gather;
     dt_sched_kind pipeline_schedule; /* --pipeline-schedule (default 1f1b) */
     int pipeline_split[64];          /* --pipeline-split: blocks per stage (all 0: even) */
     /* Model chunks per stage (interleaved-1f1b, zb-v): Megatron-LM's

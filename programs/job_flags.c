@@ -214,6 +214,23 @@ static const job_flag_def job_flags[JF_COUNT] = {
                                   .range = &(job_range)IN(1, 64)},
                   [JOB_DTSIM] = {.help = "split each block's heads and MLP over T ranks",
                                  .range = &(job_range)IN(1, 1024)}}},
+    [JF_NO_VOCAB_PARALLEL] =
+        {.name = "--no-vocab-parallel",
+         .kind = DT_ARG_FLAG,
+         .offset = AT(no_vocab_parallel),
+         .default_text = "split",
+         .prog = {[JOB_DTRAIN] = {.help = "with T > 1, keep the embedding and LM head whole on every tensor rank "
+                                          "(default: each holds V/T vocabulary rows, Megatron's vocab-parallel "
+                                          "embedding and cross-entropy)"},
+                  [JOB_DTSIM] = {.help = "with T > 1, the embedding and LM head whole on every tensor rank"}}},
+    [JF_NO_SCATTER_GATHER] =
+        {.name = "--no-scatter-gather-tensors-in-pipeline",
+         .kind = DT_ARG_FLAG,
+         .offset = AT(no_scatter_gather),
+         .default_text = "scatter",
+         .prog = {[JOB_DTRAIN] = {.help = "with T > 1 and P > 1, every tensor rank sends the whole activation to "
+                                          "the next stage (default: 1/T each, all-gathered over the tensor group)"},
+                  [JOB_DTSIM] = {.help = "with T > 1 and P > 1, every tensor rank sends the whole activation"}}},
     [JF_PIPELINE_MODEL_PARALLEL_SIZE] =
         {.name = "--pipeline-model-parallel-size",
          .kind = DT_ARG_INT,

@@ -198,6 +198,19 @@ static dt_status dt__front_crossentropy(dt_backend *be, float *losses, uint8_t *
     return be->ops->crossentropy_forward_backward(be, losses, correct, dlogits, logits, targets, N, V, ld, dloss);
 }
 
+static dt_status dt__front_crossentropy_part(dt_backend *be, float *stats, float *dlogits, const float *ms,
+                                             const float *logits, const int32_t *targets, int N, int V, int ld,
+                                             int v0, float dloss)
+{
+    if (V < 1 || ld < V)
+        return DT_FAIL(DT_ERR_INVALID, "cross-entropy part: %d columns, row stride %d (expected 1 <= columns <= stride)",
+                       V, ld);
+    if (v0 < 0) return DT_FAIL(DT_ERR_INVALID, "cross-entropy part: first column %d (expected >= 0)", v0);
+    if (!stats == !dlogits || (dlogits && !ms))
+        return DT_FAIL(DT_ERR_INVALID, "cross-entropy part: expected either stats or dlogits with the merged ms");
+    return be->ops->crossentropy_part(be, stats, dlogits, ms, logits, targets, N, V, ld, v0, dloss);
+}
+
 /* Every instance starts as this copy (the checked ops); dt__backend_new
  * fills the others with the backend's functions. See dt_backend in dt_backend.h. */
 static const dt_backend dt__front = {
@@ -209,6 +222,7 @@ static const dt_backend dt__front = {
     .adamw_update = dt__front_adamw_update,
     .lamb_direction = dt__front_lamb_direction,
     .crossentropy_forward_backward = dt__front_crossentropy,
+    .crossentropy_part = dt__front_crossentropy_part,
     .cast = dt__front_cast,
     .unscale_check = dt__front_unscale_check,
     .span_stats = dt__front_span_stats,

@@ -107,11 +107,46 @@ int dt__gpt_buckets(const dt_gpt_config *cfg, const dt_paramset *ps, size_t buck
  * so holds exactly the whole model's values. */
 void dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int index, uint64_t seed, float *w);
 
+/* ---- the vocabulary split over tensor-parallel ranks ------------------- */
+/* Megatron's vocabulary-parallel embedding and cross-entropy (Shoeybi et
+ * al. 2019; Narayanan et al. 2021): rank r of the t tensor-parallel ranks
+ * holds rows [v0, v0 + nv) of wte and of an untied LM head, nv about V/t
+ * (dt__vocab_rows; uneven where t does not divide V, so the model is the
+ * serial one, unpadded). The embedding looks up the rows it holds (the
+ * others' tokens masked) and sums the outputs over the group, rank 0
+ * adding the positions; the head computes its logits' columns, each rank's
+ * per-row statistics are all-gathered and merged in rank order on every
+ * rank (the loss, the argmax, the softmax's maximum and sum), so the whole
+ * logits never exist on one rank, and the head input's gradient is summed
+ * over the group. The communication is the owner's (lib/parallel/tp.c). */
+enum { DT__VOCAB_EMBED = 0, DT__VOCAB_HEAD = 1 };
+typedef struct dt__vocab {
+    int V;          /* the whole vocabulary */
+    int t, rank;    /* the tensor-parallel group and this rank in it */
+    int v0, nv;     /* this rank's rows */
+    /* x(n) summed over the group in place: what DT__VOCAB_EMBED the
+     * embedding's output (forward), DT__VOCAB_HEAD the head input's
+     * gradient (backward) */
+    dt_status (*sum)(void *ctx, int what, float *x, size_t n);
+    /* buf(t * n): segment r (n floats) of rank r copied to every rank */
+    dt_status (*gather)(void *ctx, float *buf, size_t n);
+    void *ctx;
+} dt__vocab;
+
+/* Rank r's rows of V over t ranks: [V*r/t, V*(r+1)/t). */
+void dt__vocab_rows(int V, int t, int r, int *v0, int *nv);
+/* local(n) (host) = tokens(n) (host) shifted to the rank's rows, or
+ * DT_TOKEN_MASKED where another rank holds the row. */
+void dt__vocab_mask(const dt__vocab *vp, const int32_t *tokens, int32_t *local, size_t n);
+
 /* ---- embedding: out = wte[tokens] + wpe[t] ------------------------------ */
 /* Saved: its output (B,T,C), the first block's input. */
 size_t dt__embed_act_floats(const dt_gpt_config *cfg, int B, int T);
+/* vp NULL: the whole table; else wte holds the rank's rows and tokens
+ * (device) were masked by dt__vocab_mask. */
 dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const float *wte, const float *wpe,
-                            const int32_t *tokens, dt__arena *a, float **out, int B, int T, const dt__rounder *r);
+                            const int32_t *tokens, dt__arena *a, float **out, int B, int T, const dt__rounder *r,
+                            const dt__vocab *vp);
 /* dwte, dwpe +=; dout (B,T,C) is the gradient of the embedding output. */
 dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe, const int32_t *tokens,
                              const float *dout, int B, int T);
@@ -126,31 +161,39 @@ typedef struct dt__head_acts {
     float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
     float *logits;                    /* (B,T,V), rows ld apart; turned into dlogits by backward */
     int ld;                           /* dt__head_ld: V rounded up to the backend's row_align */
+    /* vocabulary-parallel: V is the rank's nv columns; */
+    float *stats; /* (t,B,T,4) every rank's per-row statistics (dt_backend.h's crossentropy_part) */
+    float *ms;    /* (B,T,2) the whole rows' maximum and sum of exponentials, for the backward */
 } dt__head_acts;
 
 /* The logits' row stride: V rounded up to a multiple of be->row_align
  * (gpt2-124m on CUDA: 50304 for V = 50257). Columns V..ld-1 hold
  * whatever the arena held: no op reads them as logits. */
 int dt__head_ld(const dt_backend *be, int V);
-size_t dt__head_act_floats(const dt_backend *be, const dt_gpt_config *cfg, int B, int T);
+/* vt: the vocabulary-parallel group's size (1: the whole head); with
+ * vt > 1, cfg->vocab_size is the rank's nv. */
+size_t dt__head_act_floats(const dt_backend *be, const dt_gpt_config *cfg, int B, int T, int vt);
 /* logits from x (B,T,C); with targets (device, (B,T)), also per-position
- * losses (B,T) and argmax==target flags (B,T). */
+ * losses (B,T) and argmax==target flags (B,T). vp NULL: the whole head;
+ * else cfg->vocab_size is vp->nv, lmw holds the rank's rows, and the
+ * losses and flags are the whole vocabulary's (the same on every rank). */
 dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__arena *a,
                            dt__head_acts *acts, const float *x, const int32_t *targets, float *losses, uint8_t *correct,
-                           int B, int T, const dt__rounder *r);
+                           int B, int T, const dt__rounder *r, const dt__vocab *vp);
 /* dx (B,T,C) is overwritten with the gradient of x for a loss whose
  * per-target gradient weight is dloss; dtmp (B,T,C) is scratch. B then W,
  * at once (see the zero-bubble split below). */
 dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
                             const dt__head_params *g, dt__head_acts *acts, const float *x, const int32_t *targets,
-                            float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r);
+                            float *losses, float dloss, float *dx, float *dtmp, int B, int T, const dt__rounder *r,
+                            const dt__vocab *vp);
 
 /* B: dx as above; the logits become their gradient (kept in acts for W)
  * and dlnf (B,T,C) receives the final LayerNorm's output gradient, which W
  * needs. W: the LM head's and the final LayerNorm's parameter gradients. */
 dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p, dt__head_acts *acts,
                               const float *x, const int32_t *targets, float *losses, float dloss, float *dx,
-                              float *dlnf, int B, int T, const dt__rounder *r);
+                              float *dlnf, int B, int T, const dt__rounder *r, const dt__vocab *vp);
 dt_status dt__head_backward_w(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
                               const dt__head_params *g, const dt__head_acts *acts, const float *x, const float *dlnf,
                               int B, int T);

@@ -19,6 +19,7 @@
 #include "runner_impl.h"
 
 size_t dt__runner_pad(size_t n) { return (n + 15) & ~(size_t)15; }
+const dt__vocab *dt__runner_vp(const dt__runner *r) { return r->vocab.t > 1 ? &r->vocab : NULL; }
 
 /* ---- sizes ------------------------------------------------------------- */
 
@@ -47,7 +48,7 @@ size_t dt__runner_shared_floats(const dt_backend *be, const dt_gpt_config *c, dt
      *              time; K_g = K but for a shorter last group)
      *   packed (16-bit, not full): E + the blocks' stores + max(A + P, H)
      *              (one block's FP32 working set and its unpacked input) */
-    const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(be, c, B, T);
+    const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(be, c, B, T, 1);
     const size_t A = dt__block_act_floats(c, 1, B, T, 1), P = dt__runner_pad((size_t)B * T * c->hidden_size);
     if (dtype != DT_F32 && mode != DT_RECOMPUTE_FULL) {
         size_t stores = 0;
@@ -123,7 +124,7 @@ static size_t dt__runner_slot_floats(const dt__runner *r)
         case DT_RECOMPUTE_NONE: n += (size_t)r->nb * dt__block_act_floats(&r->cfg, r->t, B, T, 1); break;
         }
     }
-    if (r->last) n += dt__head_act_floats(r->be, &r->cfg, B, T);
+    if (r->last) n += dt__head_act_floats(r->be, &r->hcfg, B, T, r->vocab.t);
     if (r->split) n += dt__runner_split_floats(r);
     return n + 64;
 }
@@ -221,7 +222,7 @@ static dt_status dt__runner_use_precision(dt__runner *r, dt_dtype dtype, size_t 
     const dt_gpt_config *c = &r->cfg;
     const size_t BT = (size_t)r->B * r->T;
     const size_t cap = DT_MAX(DT_MAX((size_t)r->B * c->num_heads * r->T * r->T, 4 * BT * c->hidden_size),
-                              DT_MAX(BT * dt__head_ld(r->be, c->vocab_size), round_min));
+                              DT_MAX(BT * dt__head_ld(r->be, r->hcfg.vocab_size), round_min));
     DT_CHECK(dt_buffer_alloc(&r->round_buf, r->be, cap * dt_dtype_size(dtype)));
     r->rnd.scratch = r->round_buf.data;
     r->rnd.capacity = cap;
@@ -288,6 +289,16 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
     r->t = c->t;
     r->ops = c->ops ? c->ops : &dt__block_ops_plain;
     r->ops_ctx = c->ops_ctx;
+    r->hcfg = r->cfg;
+    r->vocab = (dt__vocab){.V = r->cfg.vocab_size, .t = 1, .nv = r->cfg.vocab_size};
+    if (c->vocab && c->vocab->t > 1) {
+        r->vocab = *c->vocab;
+        r->hcfg.vocab_size = r->vocab.nv;
+        if (r->first && !(r->tok_host = malloc((size_t)c->B * c->T * sizeof *r->tok_host))) {
+            s = DT_FAIL(DT_ERR_NOMEM, "layer runner: out of memory");
+            goto fail;
+        }
+    }
     r->work = &r->work_own;
     const int nbv = nb ? nb : 1;
     r->w.blocks = calloc((size_t)nbv, sizeof *r->w.blocks);
@@ -327,6 +338,7 @@ void dt__runner_free(dt__runner *r)
     if (!r) return;
     dt__runner_slots_free(r);
     free(r->slots);
+    free(r->tok_host);
     dt_buffer_free(&r->sbuf);
     dt_buffer_free(&r->round_buf);
     free(r->w.blocks);
@@ -627,8 +639,10 @@ dt_status dt__runner_forward(dt__runner *r, int slot, const int32_t *tokens, con
     if (r->first) {
         const int64_t t0 = dt_time_ns();
         DT_CHECK(dt__runner_bind(r, -1, 'F'));
-        DT_CHECK(be->copy(be, sl->tokens, tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
-        DT_CHECK(dt__embed_forward(be, c, r->w.wte, r->w.wpe, sl->tokens, &sl->arena, &sl->x0, B, T, rnd));
+        const dt__vocab *vp = dt__runner_vp(r);
+        if (vp) dt__vocab_mask(vp, tokens, r->tok_host, (size_t)N); /* the rows another rank holds masked */
+        DT_CHECK(be->copy(be, sl->tokens, vp ? r->tok_host : tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
+        DT_CHECK(dt__embed_forward(be, c, r->w.wte, r->w.wpe, sl->tokens, &sl->arena, &sl->x0, B, T, rnd, vp));
         x = sl->x0;
         DT_CHECK(dt__runner_nf_note(r, sl->x0, 1, (size_t)N * c->hidden_size, (size_t)N * c->hidden_size, 0));
         dt__runner_span(r, -1, 'F', t0);
@@ -644,10 +658,11 @@ dt_status dt__runner_forward(dt__runner *r, int slot, const int32_t *tokens, con
             sl->has_targets = 1;
         }
         sl->head_mark = dt__arena_mark(&sl->arena);
-        DT_CHECK(dt__head_forward(be, c, &r->w.head, &sl->arena, &sl->head, x, targets ? sl->targets : NULL,
-                                  sl->losses, sl->correct, B, T, rnd));
+        DT_CHECK(dt__head_forward(be, &r->hcfg, &r->w.head, &sl->arena, &sl->head, x, targets ? sl->targets : NULL,
+                                  sl->losses, sl->correct, B, T, rnd, dt__runner_vp(r)));
         const int head = c->num_layers + 1;
-        DT_CHECK(dt__runner_nf_note(r, sl->head.logits, (size_t)N, (size_t)c->vocab_size, (size_t)sl->head.ld, head));
+        DT_CHECK(
+            dt__runner_nf_note(r, sl->head.logits, (size_t)N, (size_t)r->hcfg.vocab_size, (size_t)sl->head.ld, head));
         if (targets) DT_CHECK(dt__runner_nf_note(r, sl->losses, 1, (size_t)N, (size_t)N, head));
         float mean = 0.0f;
         if (targets) DT_CHECK(dt__head_mean_loss(be, sl->losses, N, sl->n_counted, &mean));

@@ -103,6 +103,9 @@ typedef struct dt__runner_config {
     int t;            /* the block shard: 1 whole, else a tensor-parallel rank's */
     const dt__block_ops *ops; /* NULL: dt__block_ops_plain */
     void *ops_ctx;
+    /* the embedding's and the head's rows of the vocabulary on this
+     * tensor-parallel rank (gpt_layers.h; copied), or NULL: whole */
+    const dt__vocab *vocab;
     /* the settings to start with (dt__runner_set_precision and
      * _set_recompute change them later; zeros: FP32, none) */
     dt_dtype precision;

@@ -190,14 +190,14 @@ static dt_status dt__runner_run_backward(dt__runner *r, int slot, float dloss, c
             DT_CHECK(dt__arena_alloc(&sl->arena, NC, &sl->dlnf));
             dlnf = sl->dlnf;
         }
-        DT_CHECK(dt__head_backward_b(be, c, &r->w.head, &sl->head, xL, sl->targets, sl->losses, dloss, r->dres, dlnf,
-                                     B, T, rnd));
+        DT_CHECK(dt__head_backward_b(be, &r->hcfg, &r->w.head, &sl->head, xL, sl->targets, sl->losses, dloss,
+                                     r->dres, dlnf, B, T, rnd, dt__runner_vp(r)));
         if (whole) {
             if (r->trace_split) {
                 dt__runner_span(r, L, 'b', t0);
                 t0 = dt_time_ns();
             }
-            DT_CHECK(dt__head_backward_w(be, c, &r->w.head, &r->g.head, &sl->head, xL, dlnf, B, T));
+            DT_CHECK(dt__head_backward_w(be, &r->hcfg, &r->w.head, &r->g.head, &sl->head, xL, dlnf, B, T));
             if (r->shared) dt__runner_drop(&sl->arena, sl->head_mark);
             dt__runner_span(r, L, r->trace_split ? 'W' : 'B', t0);
             if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, L));
@@ -249,8 +249,8 @@ dt_status dt__runner_backward_w(dt__runner *r, int slot)
     const float *xin = r->first ? sl->x0 : sl->input;
     if (r->last) {
         DT_CHECK(dt__runner_bind(r, c->num_layers, 'W'));
-        DT_CHECK(dt__head_backward_w(r->be, c, &r->w.head, &r->g.head, &sl->head, dt__runner_slot_out(r, sl, xin),
-                                     sl->dlnf, sl->B, sl->T));
+        DT_CHECK(dt__head_backward_w(r->be, &r->hcfg, &r->w.head, &r->g.head, &sl->head,
+                                     dt__runner_slot_out(r, sl, xin), sl->dlnf, sl->B, sl->T));
         if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, c->num_layers));
     }
     DT_CHECK(dt__runner_blocks_w(r, sl, xin));

@@ -50,6 +50,9 @@ struct dt__runner {
     int l0, nb, first, last, nslots, B, T, shared, t;
     const dt__block_ops *ops;
     void *ops_ctx;
+    dt__vocab vocab;      /* vocab.t > 1: vocabulary-parallel (dt__runner_vp) */
+    dt_gpt_config hcfg;   /* the head's: cfg with vocab_size the rank's rows */
+    int32_t *tok_host;    /* (B*T) vocabulary-parallel: the masked tokens (host) */
     dt__runner_views w, g; /* the owner's views of the weights and gradients */
     dt__rslot *slots;
     dt_buffer sbuf; /* scratch, the ops' scratch, dres, dout */
@@ -79,6 +82,7 @@ struct dt__runner {
 };
 
 size_t dt__runner_pad(size_t n);
+const dt__vocab *dt__runner_vp(const dt__runner *r); /* NULL: the whole vocabulary */
 int dt__runner_packs(const dt__runner *r);
 dt__block_pack dt__runner_pack_of(const dt__runner *r, int l, int B, int T);
 void dt__runner_note_peak(dt__runner *r);

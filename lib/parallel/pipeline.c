@@ -250,6 +250,7 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
     pp->tp = (dt__tp){.comm = pp->dtp ? pp->dtp : pp->tpc,
                       .algo = s->allreduce == DT_ALLREDUCE_MPI && pp->dtp ? DT_ALLREDUCE_NCCL : s->allreduce,
                       .chunk_bytes = s->chunk_bytes,
+                      .vocab_parallel = s->vocab_parallel,
                       .event = s->tp_event,
                       .event_ctx = s->ctx};
     pp->wire_elem = s->precision == DT_F32 ? sizeof(float) : 2;

@@ -56,6 +56,11 @@ typedef struct dt__pipe_setup {
     dt_comm *device_world; /* NCCL over the same ranks for device buffers (--device cuda), or NULL */
     int p;
     int t; /* tensor-parallel size (>= 1; lib/parallel/tp.h): the blocks are sharded over t ranks */
+    int vocab_parallel; /* t > 1: the embedding and LM head split by vocabulary rows (tp.h's dt__tp_vocab) */
+    /* t > 1, p > 1: each tensor rank sends 1/t of a stage's activation (and
+     * gradient), all-gathered over the tensor group on arrival (Megatron's
+     * scatter/gather); 0: every tensor rank sends it whole */
+    int scatter_gather;
     dt_sched_kind kind;
     int v;                      /* model chunks per stage (interleaved-1f1b, zb-v), 0: the kind's default */
     const int *split;           /* (p) blocks per stage, or NULL: even (one chunk per stage only) */
@@ -86,8 +91,8 @@ typedef struct dt__pipe_setup {
     size_t bucket_bytes;
     dt__pipe_batch_fn batch;
     dt__pipe_event_fn event; /* may be NULL */
-    void (*tp_event)(void *ctx, int is_g, char pass, int64_t t0_ns,
-                     int64_t t1_ns); /* each f/g allreduce, may be NULL */
+    /* each f/g allreduce and vocabulary collective (tp.h's kinds), may be NULL */
+    void (*tp_event)(void *ctx, int kind, char pass, int64_t t0_ns, int64_t t1_ns);
     /* each sum of the tied wte's gradient over the first and last stage
      * (inside OPTIM_STEP), may be NULL */
     void (*emb_event)(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes);

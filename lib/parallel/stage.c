@@ -34,7 +34,9 @@ struct dt__stage {
     int t, tr;         /* tensor-parallel size and rank */
     uint8_t *sharded;  /* (layout.count) t > 1: 1 this rank holds a shard of the tensor; 2 the first
                                (replicated) tensor of a sharded block; 0 replicated; 3 the last
-                               stage's copy of the tied wte (counted on the first stage) */
+                               stage's copy of the tied wte (counted on the first stage); 4 the
+                               rank's rows of wte or the LM head (vocabulary-parallel) */
+    dt__vocab vocab;   /* the embedding's and head's rows: vocab.t > 1 split, else all V */
     dt_buffer params, grads;
     dt__runner *run; /* the layers, the slots and their activations */
     int split;       /* dt__stage_set_split */
@@ -162,12 +164,19 @@ void dt__stage_layer_range(const dt__stage *st, int k, size_t *off, size_t *len)
 
 int dt__stage_has_tied_copy(const dt__stage *st) { return st->cfg.tie_embeddings && st->last && !st->first; }
 
+/* Whole tensor i is one with a row per vocabulary entry: wte, or the
+ * untied LM head (the last tensor). */
+static int dt__stage_vocab_tensor(const dt__stage *st, int i)
+{
+    return i == 0 || (!st->cfg.tie_embeddings && i == st->whole.count - 1);
+}
+
 /* The stage's tensors in the whole model's order, with their whole indexes,
  * and the whole-model offset of the first (from the whole layout's rule:
  * 16-aligned offsets in order, so a range rebased keeps its alignment). */
 static dt_status dt__stage_layout_make(dt__stage *st)
 {
-    const int64_t C = st->cfg.hidden_size, V = st->cfg.vocab_size;
+    const int64_t C = st->cfg.hidden_size, V = st->vocab.nv;
     dt_paramset *w = &st->whole;
     dt_status s = DT_OK;
     /* the whole layout (names and shapes only matter), to find the range */
@@ -196,8 +205,11 @@ static dt_status dt__stage_layout_make(dt__stage *st)
             continue;
         }
         const dt_param_info *p = &w->info[i];
-        DT_CHECK_GOTO(dt_paramset_add(&st->layout, p->name, p->ndim, p->shape, p->decay), s, done);
+        const int rows = st->vocab.t > 1 && dt__stage_vocab_tensor(st, i);
+        int64_t shape[2] = {rows ? V : p->shape[0], p->ndim > 1 ? p->shape[1] : 0};
+        DT_CHECK_GOTO(dt_paramset_add(&st->layout, p->name, p->ndim, shape, p->decay), s, done);
         st->whole_index[i - lo] = i;
+        if (rows) st->sharded[i - lo] = 4;
         if (st->t == 1 && st->layout.info[i - lo].offset != p->offset - st->offset) {
             s = DT_FAIL(DT_ERR_BACKEND, "pipeline stage: tensor %s moved in the stage's layout", p->name);
             goto done;
@@ -239,9 +251,16 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
     st->tp = tp;
     st->t = tp ? tp->comm->size : 1;
     st->tr = tp ? tp->comm->rank : 0;
+    st->vocab = tp && tp->vocab_parallel && st->t > 1 ? dt__tp_vocab(tp, cfg->vocab_size)
+                                                      : (dt__vocab){.V = cfg->vocab_size, .t = 1, .nv = cfg->vocab_size};
     dt_paramset_init(&st->layout);
     dt_paramset_init(&st->whole);
     if (st->t > 1) DT_CHECK_GOTO(dt__tp_check(cfg, st->t), s, fail);
+    if (st->vocab.nv < 1) {
+        s = DT_FAIL(DT_ERR_INVALID, "--tensor-model-parallel-size %d: a vocabulary of %d has fewer rows than ranks "
+                                    "(add --no-vocab-parallel)", st->t, cfg->vocab_size);
+        goto fail;
+    }
     DT_CHECK_GOTO(dt__stage_layout_make(st), s, fail);
     DT_CHECK_GOTO(dt__stage_layers_make(st), s, fail);
     DT_CHECK_GOTO(dt_buffer_alloc(&st->params, be, st->layout.numel * sizeof(float)), s, fail);
@@ -258,7 +277,8 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
                                   .shared = 0,
                                   .t = st->t,
                                   .ops = st->t > 1 ? &dt__tp_block_ops : NULL,
-                                  .ops_ctx = tp};
+                                  .ops_ctx = tp,
+                                  .vocab = &st->vocab};
     DT_CHECK_GOTO(dt__runner_create(&rc, &st->run), s, fail);
     static const dt__runner_hooks hooks = {.span = dt__stage_span};
     dt__runner_set_hooks(st->run, &hooks, st);
@@ -314,6 +334,20 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
         float *full[DT__BLOCK_NTENSORS] = {0};
         for (int i = 0; i < st->layout.count && s == DT_OK;) {
             const dt_param_info *wi = &st->whole.info[st->whole_index[i]];
+            if (st->sharded[i] != 2 && st->vocab.t > 1 && (st->sharded[i] == 4 || st->sharded[i] == 3)) {
+                /* the rank's rows of wte (or its tied copy) or the LM head */
+                float *whole = malloc(wi->numel * sizeof *whole);
+                if (!whole) {
+                    s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for initial weights");
+                    break;
+                }
+                dt__gpt_init_tensor(&st->cfg, wi, st->whole_index[i], seed, whole);
+                memcpy(host + st->layout.info[i].offset, whole + (size_t)st->vocab.v0 * st->cfg.hidden_size,
+                       st->layout.info[i].numel * sizeof *whole);
+                free(whole);
+                i++;
+                continue;
+            }
             if (st->sharded[i] != 2) { /* replicated: embedding, head */
                 dt__gpt_init_tensor(&st->cfg, wi, st->whole_index[i], seed, host + st->layout.info[i].offset);
                 i++;
@@ -497,7 +531,7 @@ static dt_status dt__stage_zs_bind(void *ctx, int l, char pass)
     size_t origin;
     DT_CHECK(dt__zs_grads_open(st->zs, i, &base, &origin));
     dt__runner_views *g = dt__runner_g(st->run);
-    const size_t vc = (size_t)st->cfg.vocab_size * st->cfg.hidden_size;
+    const size_t vc = (size_t)st->vocab.nv * st->cfg.hidden_size;
     if (st->gtied.data && l == st->cfg.num_layers) { /* the head's wte gradient waits in gtied */
         DT_CHECK(st->be->memset_zero(st->be, st->gtied.data, vc * sizeof(float)));
         g->wte = st->gtied.data;
@@ -525,7 +559,7 @@ dt_status dt__stage_set_sharder(dt__stage *st, dt__zs *zs, int first, size_t ori
     static const dt__runner_hooks hooks = {.bind = dt__stage_zs_bind, .done = dt__stage_zs_done, .span = dt__stage_span};
     dt__runner_set_hooks(st->run, &hooks, st);
     if (st->first && st->last && st->cfg.tie_embeddings) {
-        const size_t vc = (size_t)st->cfg.vocab_size * st->cfg.hidden_size;
+        const size_t vc = (size_t)st->vocab.nv * st->cfg.hidden_size;
         DT_CHECK(dt_buffer_alloc(&st->gtied, st->be, vc * sizeof(float)));
         if (dt__zs_stage(zs) == 3) DT_CHECK(dt_buffer_alloc(&st->wemb, st->be, st->lay_len[0] * sizeof(float)));
     }
@@ -631,7 +665,7 @@ dt_status dt__stage_grad_sumsq_of(dt__stage *st, const float *g, size_t lo, size
     dt_status rc = st->be->span_stats(st->be, (float *)g, spans, n, 1.0f, NULL, sq);
     for (int i = 0; rc == DT_OK && i < n; i++) {
         if (!spans[i].n) continue;
-        if (st->sharded[i] == 1) *sharded += sq[i];
+        if (st->sharded[i] == 1 || st->sharded[i] == 4) *sharded += sq[i];
         else *replicated += sq[i];
     }
     free(spans);
@@ -663,8 +697,11 @@ dt_status dt__stage_probe_of(dt__stage *st, const float *weights, double *out)
             continue;
         }
         const dt_param_info *p = &st->layout.info[i];
-        const size_t off = st->whole.info[st->whole_index[i]].offset;
-        if (st->tr == 0 && st->sharded[i] != 3) /* the tied copy: the first stage counts wte */
+        size_t off = st->whole.info[st->whole_index[i]].offset;
+        if (st->sharded[i] == 4) /* the rank's rows, counted by every rank */
+            for (size_t j = 0, o = off + (size_t)st->vocab.v0 * st->cfg.hidden_size; j < p->numel; j++)
+                sum += (double)w[p->offset + j] * dt__probe_u(o + j);
+        else if (st->tr == 0 && st->sharded[i] != 3) /* the tied copy: the first stage counts wte */
             for (size_t j = 0; j < p->numel; j++) sum += (double)w[p->offset + j] * dt__probe_u(off + j);
         i++;
     }

@@ -29,26 +29,52 @@ static dt_status dt__tp_sum(dt__tp *tp, float *x, size_t n)
     return dt_comm_allreduce(tp->comm, x, n, tp->algo, &o);
 }
 
-static dt_status dt__tp_sum_traced(dt__tp *tp, int is_g, char pass, float *x, size_t n)
+static dt_status dt__tp_sum_traced(dt__tp *tp, int kind, char pass, float *x, size_t n)
 {
     const int64_t t0 = tp->event ? dt_time_ns() : 0;
     DT_CHECK(dt__tp_sum(tp, x, n));
-    if (tp->event) tp->event(tp->event_ctx, is_g, pass, t0, dt_time_ns());
+    if (tp->event) tp->event(tp->event_ctx, kind, pass, t0, dt_time_ns());
     return DT_OK;
+}
+
+static dt_status dt__tp_vocab_sum(void *ctx, int what, float *x, size_t n)
+{
+    dt__tp *tp = ctx;
+    tp->vocab_collectives++;
+    return dt__tp_sum_traced(tp, DT__TP_VOCAB_SUM, what == DT__VOCAB_EMBED ? 'F' : 'B', x, n);
+}
+
+static dt_status dt__tp_vocab_gather(void *ctx, float *buf, size_t n)
+{
+    dt__tp *tp = ctx;
+    const int64_t t0 = tp->event ? dt_time_ns() : 0;
+    const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes};
+    tp->vocab_collectives++;
+    DT_CHECK(dt_comm_all_gather(tp->comm, buf, n * (size_t)tp->comm->size, &o));
+    if (tp->event) tp->event(tp->event_ctx, DT__TP_VOCAB_GATHER, 'F', t0, dt_time_ns());
+    return DT_OK;
+}
+
+dt__vocab dt__tp_vocab(dt__tp *tp, int V)
+{
+    dt__vocab v = {.V = V, .t = tp->comm->size, .rank = tp->comm->rank, .sum = dt__tp_vocab_sum,
+                   .gather = dt__tp_vocab_gather, .ctx = tp};
+    dt__vocab_rows(V, v.t, v.rank, &v.v0, &v.nv);
+    return v;
 }
 
 dt_status dt__tp_f(dt__tp *tp, char pass, float *x, size_t n)
 {
     if (pass != 'B') return DT_OK; /* identity forward */
     tp->allreduces_bwd++;
-    return dt__tp_sum_traced(tp, 0, pass, x, n);
+    return dt__tp_sum_traced(tp, DT__TP_F, pass, x, n);
 }
 
 dt_status dt__tp_g(dt__tp *tp, char pass, float *x, size_t n)
 {
     if (pass != 'F') return DT_OK; /* identity backward */
     tp->allreduces_fwd++;
-    return dt__tp_sum_traced(tp, 1, pass, x, n);
+    return dt__tp_sum_traced(tp, DT__TP_G, pass, x, n);
 }
 
 dt_status dt__tp_check(const dt_gpt_config *cfg, int t)

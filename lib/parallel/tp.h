@@ -36,12 +36,25 @@ typedef struct dt__tp {
     dt_comm *comm; /* the tensor-parallel group: t ranks, rank r */
     dt_allreduce_algo algo;
     size_t chunk_bytes;
+    /* the embedding and LM head split by vocabulary rows over the group
+     * (dt__tp_vocab; Megatron's default), else replicated */
+    int vocab_parallel;
     long long allreduces_fwd, allreduces_bwd; /* made by f and g so far */
-    /* optional (traces): each allreduce f or g makes (is_g 0: f, 1: g; pass
-     * 'F' or 'B'), with its start and end from dt_time_ns() */
-    void (*event)(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns);
+    long long vocab_collectives;              /* made by the vocabulary split (dt__tp_vocab) */
+    /* optional (traces): each collective, kind DT__TP_F, _G (pass 'F' or
+     * 'B'), _VOCAB_SUM or _VOCAB_GATHER, with its start and end from
+     * dt_time_ns() */
+    void (*event)(void *ctx, int kind, char pass, int64_t t0_ns, int64_t t1_ns);
     void *event_ctx;
 } dt__tp;
+
+enum { DT__TP_F = 0, DT__TP_G = 1, DT__TP_VOCAB_SUM = 2, DT__TP_VOCAB_GATHER = 3 };
+
+/* The vocabulary split over the group (gpt_layers.h's dt__vocab): this
+ * rank's rows of a vocabulary of V, and its collectives on tp (the
+ * embedding output's allreduce forward, the head input gradient's
+ * backward, the loss statistics' all-gather), traced as the f and g. */
+dt__vocab dt__tp_vocab(dt__tp *tp, int V);
 
 /* f: identity forward; backward, x(n) becomes the sum over the group. */
 dt_status dt__tp_f(dt__tp *tp, char pass, float *x, size_t n);

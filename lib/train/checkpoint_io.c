@@ -287,7 +287,8 @@ static const char *const dt__ck_may_change[] = {"train_iters",    "log_interval"
                                                 "skip_nonfinite", "allreduce_chunk_bytes",
                                                 "bucket_bytes",   "slow_rank",
                                                 "slow_ms",        "hang_rank",
-                                                "hang_iter",      NULL};
+                                                "hang_iter",      "scatter_gather_tensors_in_pipeline",
+                                                NULL};
 
 static char *dt__ck_value_text(json_t *v)
 {

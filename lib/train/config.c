@@ -154,6 +154,11 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
     int given = 0;
     for (int i = 0; i < 64; i++) given += cfg->pipeline_split[i] != 0;
     if (p == 1 && given) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
+    if (cfg->no_vocab_parallel && t == 1)
+        return DT_FAIL(DT_ERR_INVALID, "--no-vocab-parallel needs --tensor-model-parallel-size > 1");
+    if (cfg->no_scatter_gather && (t == 1 || p == 1))
+        return DT_FAIL(DT_ERR_INVALID, "--no-scatter-gather-tensors-in-pipeline needs --tensor-model-parallel-size > 1 "
+                                       "and --pipeline-model-parallel-size > 1");
     if (p == 1 && t == 1) return DT_OK;
     if (t > 1) {
         dt_gpt_config m = cfg->model;

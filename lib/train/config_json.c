@@ -120,6 +120,11 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "num_ps_servers", json_integer(ps ? cfg->num_ps_servers : 0), &bad);
     dt__jset(o, "pipeline_model_parallel_size", json_integer(cfg->pipeline_size), &bad);
     dt__jset(o, "tensor_model_parallel_size", json_integer(cfg->tensor_size), &bad);
+    /* written only with t > 1 and the vocabulary split (a layout of their
+     * own), so older manifests and --no-vocab-parallel still compare */
+    if (cfg->tensor_size > 1 && !cfg->no_vocab_parallel) dt__jset(o, "vocab_parallel", json_true(), &bad);
+    /* communication only (the same bits), written when turned off */
+    if (cfg->no_scatter_gather) dt__jset(o, "scatter_gather_tensors_in_pipeline", json_false(), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);
     /* written only when given (absent: the even split), so older manifests still compare */
     if (cfg->pipeline_split[0]) {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dt_time.h"
+#include "gpt_layers.h"
 #include "trainer_internal.h"
 
 /* The pipeline's data: micro-batch `index` of the training or validation rows. */
@@ -75,14 +76,16 @@ static void dt__recompute_event(void *ctx, int stage, const dt_sched_instr *in, 
     dt__trace_write(tr, &e);
 }
 
-/* Trace: each allreduce of the tensor-parallel operators f and g. */
-static void dt__tp_event(void *ctx, int is_g, char pass, int64_t t0_ns, int64_t t1_ns)
+/* Trace: each allreduce of the tensor-parallel operators f and g, and
+ * each collective of the vocabulary split (lib/parallel/tp.h's kinds). */
+static void dt__tp_event(void *ctx, int kind, char pass, int64_t t0_ns, int64_t t1_ns)
 {
     dt_trainer *tr = ctx;
     if (!tr->trace.writer || tr->trace.status != DT_OK) return;
+    static const char *const names[] = {"tp allreduce f", "tp allreduce g", "tp vocab allreduce", "tp vocab gather"};
     dt_trace_event e;
-    dt_trace_event_init(&e, DT_TRACE_COMPLETE, is_g ? "tp allreduce g" : "tp allreduce f", "tp", tr->rank, DT_LANE_COMM,
-                        t0_ns - tr->t_start_ns, t1_ns - t0_ns);
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, names[kind & 3], "tp", tr->rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
     e.iter = tr->iter;
     if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK) return;
     dt__trace_write(tr, &e);
@@ -136,6 +139,8 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .device_world = tr->gcomm,
                                .p = cfg->pipeline_size,
                                .t = cfg->tensor_size,
+                               .vocab_parallel = !cfg->no_vocab_parallel,
+                               .scatter_gather = !cfg->no_scatter_gather,
                                .kind = cfg->pipeline_schedule,
                                .v = v,
                                .split = any ? cfg->pipeline_split : NULL,
@@ -274,6 +279,34 @@ dt_status dt__tr_pipe_step(dt_trainer *tr, dt_train_stats *out)
  * per stage the peak saved activation bytes, the most weight versions
  * alive at once (current + stashed) and the most distinct versions used by
  * micro-batches in flight. */
+/* Tensor parallelism's part of the summary: the vocabulary split and what
+ * this rank holds of the embedding and the LM head (bytes of its rows,
+ * the head's GEMM FLOPs per token: 2 forward + 4 backward per row and
+ * channel), which fall by t under the split. */
+static json_t *dt__tr_tp_summary(const dt_trainer *tr)
+{
+    const dt_train_config *cfg = &tr->cfg;
+    const int t = cfg->tensor_size, V = cfg->model.vocab_size, C = cfg->model.hidden_size;
+    const int vp = t > 1 && !cfg->no_vocab_parallel;
+    int v0 = 0, nv = V;
+    if (vp) dt__vocab_rows(V, t, dt__pipe_tp_index(tr->pipe.rt), &v0, &nv);
+    const dt_paramset *L = dt__pipe_layout(tr->pipe.rt);
+    const int *wi = dt__pipe_whole_index(tr->pipe.rt);
+    /* whole indexes (gpt.c's layout): lnf.b on the last stage, then the untied head */
+    const int lnfb = 2 + DT__BLOCK_NTENSORS * cfg->model.num_layers + 1, last = lnfb + 1;
+    size_t wte = 0, head = 0;
+    int has_head = 0;
+    for (int i = 0; i < L->count; i++) {
+        if (wi[i] == 0) wte += L->info[i].numel * sizeof(float);
+        if (!cfg->model.tie_embeddings && wi[i] == last) head += L->info[i].numel * sizeof(float);
+        has_head |= wi[i] == lnfb;
+    }
+    return json_pack("{s:i, s:b, s:b, s:[i,i], s:I, s:I, s:I}", "size", t, "vocab_parallel", vp,
+                     "scatter_gather_tensors_in_pipeline", t > 1 && cfg->pipeline_size > 1 && !cfg->no_scatter_gather,
+                     "vocab_rows", v0, v0 + nv, "wte_bytes", (json_int_t)wte, "lm_head_bytes", (json_int_t)head,
+                     "lm_head_flops_per_token", (json_int_t)(has_head ? 6 * (json_int_t)nv * C : 0));
+}
+
 json_t *dt__tr_pipe_summary(const dt_trainer *tr)
 {
     if (!tr->pipe.rt) return json_null();
@@ -296,6 +329,7 @@ json_t *dt__tr_pipe_summary(const dt_trainer *tr)
         /* stashing: backward on the forward's weights; vertical sync: one version per micro-batch */
         dt__jset(o, "version_mismatches", json_integer(tr->pipe.mismatch), &bad);
         dt__jset(o, "version_disagreements_across_stages", json_integer(tr->pipe.disagree), &bad);
+        dt__jset(o, "tensor_parallel", dt__tr_tp_summary(tr), &bad);
         a = v = f = NULL;
     }
     json_decref(a), json_decref(v), json_decref(f);

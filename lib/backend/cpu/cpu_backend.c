@@ -241,6 +241,7 @@ static const dt_backend_ops dt__cpu_ops = {
     .gelu_backward = dt__cpu_gelu_backward,           /* cpu_layers.c */
     .residual_forward = dt__cpu_residual_forward,     /* cpu_layers.c */
     .crossentropy_forward_backward = dt__cpu_crossentropy_forward_backward, /* cpu_layers.c: checks the targets */
+    .crossentropy_part = dt__cpu_crossentropy_part,                         /* cpu_layers.c: vocabulary-parallel */
     .sumsq = dt__cpu_sumsq,                                                 /* cpu_optim.c: fixed chunks in double */
     .scale = dt__cpu_scale,                                                 /* cpu_optim.c */
     .adamw_update = dt__cpu_adamw_update,                                   /* cpu_optim.c */

@@ -55,6 +55,7 @@ dt_backend_gelu_forward_fn dt__cpu_gelu_forward;
 dt_backend_gelu_backward_fn dt__cpu_gelu_backward;
 dt_backend_residual_forward_fn dt__cpu_residual_forward;
 dt_backend_crossentropy_forward_backward_fn dt__cpu_crossentropy_forward_backward;
+dt_backend_crossentropy_part_fn dt__cpu_crossentropy_part;
 
 /* cpu_attention.c */
 dt_backend_attention_forward_fn dt__cpu_attention_forward;

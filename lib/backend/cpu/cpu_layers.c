@@ -23,9 +23,18 @@ dt_status dt__cpu_encoder_forward(dt_backend *be, float *out, const int32_t *tok
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        const float *te = wte + (size_t)tokens[bt] * C;
-        const float *pe = wpe + (size_t)(bt % T) * C;
         float *o = out + (size_t)bt * C;
+        const float *pe = wpe ? wpe + (size_t)(bt % T) * C : NULL;
+        if (tokens[bt] == DT_TOKEN_MASKED) { /* a row another vocabulary-parallel rank holds */
+            if (pe) memcpy(o, pe, (size_t)C * sizeof *o);
+            else memset(o, 0, (size_t)C * sizeof *o);
+            continue;
+        }
+        const float *te = wte + (size_t)tokens[bt] * C;
+        if (!pe) {
+            memcpy(o, te, (size_t)C * sizeof *o);
+            continue;
+        }
 #pragma omp simd
         for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
     }
@@ -44,11 +53,13 @@ dt_status dt__cpu_encoder_backward(dt_backend *be, float *dwte, float *dwpe, con
         int c1 = c0 + slice < C ? c0 + slice : C;
         for (int bt = 0; bt < B * T; bt++) {
             const float *d = dout + (size_t)bt * C;
-            float *gte = dwte + (size_t)tokens[bt] * C;
-            float *gpe = dwpe + (size_t)(bt % T) * C;
-            for (int c = c0; c < c1; c++) {
-                gte[c] += d[c];
-                gpe[c] += d[c];
+            if (tokens[bt] != DT_TOKEN_MASKED) {
+                float *gte = dwte + (size_t)tokens[bt] * C;
+                for (int c = c0; c < c1; c++) gte[c] += d[c];
+            }
+            if (dwpe) {
+                float *gpe = dwpe + (size_t)(bt % T) * C;
+                for (int c = c0; c < c1; c++) gpe[c] += d[c];
             }
         }
     }
@@ -229,6 +240,47 @@ dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, u
             for (int v = 0; v < V; v++) d[v] = dloss * dt__expf(z[v] - mx) * inv;
             d[tgt] -= dloss;
         }
+    }
+    return DT_OK;
+}
+
+dt_status dt__cpu_crossentropy_part(dt_backend *be, float *stats, float *dlogits, const float *ms, const float *logits,
+                                    const int32_t *targets, int N, int V, int ld, int v0, float dloss)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *z = logits + (size_t)i * ld;
+        const int tgt = targets[i], here = tgt >= v0 && tgt - v0 < V ? tgt - v0 : -1;
+        if (stats) {
+            float *o = stats + (size_t)i * 4;
+            if (tgt < 0) {
+                o[0] = 0.0f, o[1] = 1.0f, o[2] = 0.0f, o[3] = -1.0f;
+                continue;
+            }
+            /* the fused op's scan and sum, over the part's columns */
+            float mx = z[0];
+            int arg = 0;
+            for (int v = 1; v < V; v++)
+                if (z[v] > mx) {
+                    mx = z[v];
+                    arg = v;
+                }
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int v = 0; v < V; v++) s += dt__expf(z[v] - mx);
+            o[0] = mx, o[1] = s, o[2] = here >= 0 ? z[here] : 0.0f, o[3] = (float)(v0 + arg);
+            continue;
+        }
+        float *d = dlogits + (size_t)i * ld; /* may alias z: read-before-write per element */
+        if (tgt < 0) {
+            memset(d, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        const float mx = ms[2 * (size_t)i], inv = 1.0f / ms[2 * (size_t)i + 1];
+#pragma omp simd
+        for (int v = 0; v < V; v++) d[v] = dloss * dt__expf(z[v] - mx) * inv;
+        if (here >= 0) d[here] -= dloss;
     }
     return DT_OK;
 }
