@@ -610,11 +610,33 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     out->bubble_formula = dt_schedule_bubble_ideal_chunks(sc->schedule, out->p, s.V, sc->m, (int)sc->steps);
     out->v = s.V;
     out->schedule = sc->schedule;
+    /* each stage's bubble from its own events, gathered by rank first (one
+     * pass per stage comparing ranks, rather than the whole run's events
+     * searched per stage by name) */
+    dt_trace_event *mine = NULL;
+    size_t mine_cap = 0;
     for (int p = 0; p < out->p; p++) {
         out->bubble[p] = out->bubble_fb[p] = NAN;
         if (!s.sched) continue;
+        const int rank = dts__unit_at(&s, 0, p)->rank;
+        size_t n_mine = 0;
+        for (size_t i = 0; i < s.ev.n; i++) {
+            if (s.ev.v[i].pid != rank) continue;
+            if (n_mine == mine_cap) {
+                const size_t cap = mine_cap ? 2 * mine_cap : 1024;
+                dt_trace_event *v = realloc(mine, cap * sizeof *v);
+                if (!v) {
+                    free(mine);
+                    st = DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for the bubbles");
+                    goto done;
+                }
+                mine = v;
+                mine_cap = cap;
+            }
+            mine[n_mine++] = s.ev.v[i];
+        }
         dt_bubble_stats bs;
-        if (dt_bubble_stats_events(s.ev.v, s.ev.n, dts__unit_at(&s, 0, p)->rank, skip, &bs) == DT_OK) {
+        if (dt_bubble_stats_events(mine, n_mine, rank, skip, &bs) == DT_OK) {
             /* pipedream: steps interleave, so the per-step window overstates
              * the idle share; the whole run's is the stage's (dt_trace_stats.h) */
             const int async = sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC;
@@ -626,6 +648,7 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
             if (dts__unit_at(&s, d, p)->stash_max > out->max_stash[p])
                 out->max_stash[p] = dts__unit_at(&s, d, p)->stash_max;
     }
+    free(mine);
     for (int i = 0; i < s.n_units; i++) {
         for (int k = 0; k < (dts__is_pipe(sc) ? sc->t : 1); k++) out->peak_mem[s.u[i].rank + k] = s.u[i].mem_peak;
         if (s.u[i].mem_peak > out->peak_mem_stage[s.u[i].stage]) out->peak_mem_stage[s.u[i].stage] = s.u[i].mem_peak;
