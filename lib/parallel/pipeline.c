@@ -43,6 +43,12 @@ int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in)
                                dt_grid_group_count(&pp->grid, DT_GRID_PIPELINE));
 }
 long long dt__pipe_tp_allreduces(const dt__pipe *pp) { return pp->tp.allreduces_fwd + pp->tp.allreduces_bwd; }
+size_t dt__pipe_message_bytes(const dt__pipe *pp, const dt_sched_instr *in)
+{
+    const int msg = in->op == DT_SCHED_SEND_ACT || in->op == DT_SCHED_SEND_GRAD || in->op == DT_SCHED_RECV_ACT ||
+                    in->op == DT_SCHED_RECV_GRAD;
+    return msg && in->peer != pp->stage ? pp->sg_len : 0;
+}
 size_t dt__pipe_peak_activation_bytes(const dt__pipe *pp) { return pp->peak; }
 size_t dt__pipe_activation_bytes(const dt__pipe *pp)
 {
@@ -286,6 +292,20 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
     }
     if (s->precision != DT_F32)
         DT_CHECK_GOTO(dt_buffer_alloc(&pp->recv_wire, s->be, n * s->model->hidden_size * pp->wire_elem), st, fail);
+    const size_t msg = n * s->model->hidden_size * pp->wire_elem;
+    pp->sg = s->scatter_gather && pp->t > 1 && pp->p > 1;
+    pp->sg_len = msg;
+    if (pp->sg) {
+        if (msg % 4) {
+            st = DT_FAIL(DT_ERR_INVALID,
+                         "pipeline: a message of %zu bytes does not split into 32-bit words over the tensor ranks "
+                         "(add --no-scatter-gather-tensors-in-pipeline)",
+                         msg);
+            goto fail;
+        }
+        dt_comm_segment(msg / 4, pp->t, pp->tpi, &pp->sg_off, &pp->sg_len);
+        pp->sg_off *= 4, pp->sg_len *= 4;
+    }
     for (int i = 0; i < 2 * pp->total_mb + 2; i++) pp->used[i] = -1;
     pp->max_versions = 1;
     *out = pp;
@@ -464,8 +484,12 @@ dt_status dt__pipe_recv(dt__pipe *pp, float *buf, int peer, int tag)
     const size_t n = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size;
     void *land = pp->wire_elem == sizeof(float) ? (void *)buf : pp->recv_wire.data;
     dt_comm_request *q = NULL;
-    DT_CHECK(c->ops->irecv(c, land, n * pp->wire_elem, peer, tag, &q));
+    DT_CHECK(c->ops->irecv(c, (char *)land + pp->sg_off, pp->sg_len, peer, tag, &q));
     DT_CHECK(c->ops->wait(c, q));
+    if (pp->sg) { /* the other tensor ranks' parts, over the fast link: a copy of bytes, whatever they hold */
+        const dt_collective_opts o = {.chunk_bytes = pp->cfg.chunk_bytes};
+        DT_CHECK(dt_comm_all_gather(pp->tp.comm, (float *)land, n * pp->wire_elem / 4, &o));
+    }
     if (land != buf) DT_CHECK(pp->cfg.be->cast(pp->cfg.be, buf, DT_F32, land, pp->cfg.precision, n));
     return DT_OK;
 }
@@ -479,7 +503,7 @@ dt_status dt__pipe_send(dt__pipe *pp, const float *x, dt_buffer *wire, int peer,
         DT_CHECK(pp->cfg.be->cast(pp->cfg.be, wire->data, pp->cfg.precision, x, DT_F32, n));
         src = wire->data;
     }
-    return c->ops->isend(c, src, n * pp->wire_elem, peer, tag, q);
+    return c->ops->isend(c, (const char *)src + pp->sg_off, pp->sg_len, peer, tag, q);
 }
 
 dt_status dt__pipe_box_put(dt__pipe *pp, int c, int kind, const float *x)

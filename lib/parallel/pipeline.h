@@ -135,6 +135,10 @@ int dt__pipe_tp_index(const dt__pipe *pp);
 int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in);
 /* Allreduces made by the tensor-parallel f and g operators so far. */
 long long dt__pipe_tp_allreduces(const dt__pipe *pp);
+/* Bytes of a message instruction's own link transfer (this rank's part
+ * under scatter/gather), 0 for the other instructions and hand-overs
+ * between the rank's chunks. */
+size_t dt__pipe_message_bytes(const dt__pipe *pp, const dt_sched_instr *in);
 
 typedef struct dt__pipe_stats {
     /* the mean loss of iteration loss_iter (1-based; 0: none known on this

@@ -104,6 +104,12 @@ struct dt__pipe {
      * in the 16-bit format (exact: the stages store only 16-bit values) */
     size_t wire_elem;    /* bytes per element on the wire: 4, or 2 under --fp16/--bf16 */
     dt_buffer recv_wire; /* a receive's 16-bit landing place */
+    /* scatter/gather (t > 1, dt__pipe_setup's): each tensor rank sends its
+     * part [sg_off, sg_off + sg_len) of a message's bytes, whole 32-bit
+     * words of it (dt_comm_segment over the words), and the receivers
+     * all-gather the words over the tensor group; else 0, n * wire_elem */
+    int sg;
+    size_t sg_off, sg_len;
     int *used;           /* (2 * total mbs) version used by FORWARD / BACKWARD of mb, -1 unknown */
     int total_mb;
     /* the current step (last virtual stage): loss sum and targets of the global batch */

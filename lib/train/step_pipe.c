@@ -56,6 +56,9 @@ static void dt__pipe_event(void *ctx, int stage, const dt_sched_instr *in, int64
     /* a message: its id, the same in the trace of the rank at its other end (the merged trace's flows) */
     const int64_t id = dt__pipe_message_id(tr->pipe.rt, in);
     if (id >= 0 && dt_trace_event_add_arg(&e, "flow", (double)id) != DT_OK) return;
+    /* and its bytes on the link (this rank's part under scatter/gather) */
+    const size_t bytes = dt__pipe_message_bytes(tr->pipe.rt, in);
+    if (bytes) e.bytes = (int64_t)bytes;
     if (dt__trace_write(tr, &e) == DT_OK && compute)
         dt__trace_live_act(tr, t1_ns, dt__pipe_activation_bytes(tr->pipe.rt));
 }
