@@ -71,6 +71,14 @@ typedef struct dts_summary {
     size_t n_ev;
 } dts_summary;
 
+/* The most engine events dts_run runs (more is refused up front, naming
+ * --collectives analytic where analytic collectives would bring it under). */
+#define DTS_RUN_MAX_EVENTS 1e10
+/* How many engine events a run of sc will create (sim/estimate.c): what
+ * the executor creates per simulated rank (one per tensor-parallel group),
+ * collective and sync; within a factor of 3 of the run's own count
+ * (tests/check_sim.c). sc must hold its cost table. */
+double dts_run_events_estimate(const dts_scenario *sc);
 dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary *out);
 void dts_summary_free(dts_summary *s);
 /* The summary as JSON (with the scenario) into path. */

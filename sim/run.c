@@ -518,23 +518,16 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
     return dt_trace_writer_close(w);
 }
 
-/* The events a run would take, roughly (every rank's forward and backward
- * per layer and micro-batch, a few per step, and, when the data-parallel
- * collectives run as messages, the ring's 2(d-1) steps of chunk messages;
- * analytic ones take a few events per rank), to refuse up front what would
- * run for hours rather than seem to hang. */
-#define DTS__MAX_EVENTS 1e10
-static double dts__events_estimate(const dts_scenario *sc)
+/* The scenario with every collective analytic: what --collectives analytic would run. */
+static double dts__events_if_analytic(const dts_scenario *sc)
 {
-    const double world = dts_scenario_world(sc);
-    double per_step = world * ((double)sc->m * (2.0 * sc->model.num_layers + 8) + 16);
-    if (sc->d > 1 && !dts_hw_coll_analytic(&sc->hw, sc->d)) {
-        const double chunks =
-            sc->chunk_bytes > 0 ? ceil(4.0 * (double)dts_cost_total_params(&sc->cost) / sc->d / (double)sc->chunk_bytes)
-                                : 1.0;
-        per_step += world * 2.0 * (sc->d - 1) * (chunks > 1 ? chunks : 1.0);
-    }
-    return per_step * (double)sc->steps;
+    dts_scenario *a = malloc(sizeof *a);
+    if (!a) return INFINITY;
+    *a = *sc;
+    a->hw.collectives = DTS_HW_COLL_ANALYTIC;
+    const double n = dts_run_events_estimate(a);
+    free(a);
+    return n;
 }
 
 dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary *out)
@@ -543,14 +536,16 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     DT_CHECK(dts_scenario_check(sc));
     if (!sc->have_cost)
         return DT_FAIL(DT_ERR_INVALID, "dtsim: the scenario has no cost model (a profile or the roofline)");
-    const double n_events = dts__events_estimate(sc);
-    if (!(n_events <= DTS__MAX_EVENTS))
+    const double n_events = dts_run_events_estimate(sc);
+    if (!(n_events <= DTS_RUN_MAX_EVENTS)) {
+        const int helps = sc->hw.collectives != DTS_HW_COLL_ANALYTIC && dts__events_if_analytic(sc) <= DTS_RUN_MAX_EVENTS;
         return DT_FAIL(DT_ERR_INVALID,
                        "dtsim: the scenario needs about %.3g events (%d ranks, %lld steps of %d micro-batches, %d "
-                       "layers), more than the %.0e the simulator runs: fewer --train-iters or --micro-batches, "
+                       "layers), more than the %.0e the simulator runs: %sfewer --train-iters or --micro-batches, "
                        "fewer ranks, or a larger --allreduce-chunk-bytes",
                        n_events, dts_scenario_world(sc), (long long)sc->steps, sc->m, sc->model.num_layers,
-                       DTS__MAX_EVENTS);
+                       DTS_RUN_MAX_EVENTS, helps ? "--collectives analytic (the collectives priced per phase), " : "");
+    }
     struct timespec w0, w1;
     clock_gettime(CLOCK_MONOTONIC, &w0);
     dts__sim s;

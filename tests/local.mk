@@ -256,6 +256,14 @@ tests_check_sim_scenario_SOURCES = tests/check_sim_scenario.c tests/testutil.h
 tests_check_sim_scenario_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
 tests_check_sim_scenario_LDADD = libdtsim.la $(DT_CHECK_LDADD)
 endif
+# The simulator at scale: the event estimate, the vocabulary split, scattered
+# pipeline sends, the memory capacity, the stages' balance.
+if HAVE_CHECK
+DT_CHECK_SUITES += tests/check_sim_scale
+tests_check_sim_scale_SOURCES = tests/check_sim_scale.c tests/testutil.h
+tests_check_sim_scale_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
+tests_check_sim_scale_LDADD = libdtsim.la $(DT_CHECK_LDADD)
+endif
 # dtsim's command line: bad flags and configs (exit 2, one line), run, sweep.
 TESTS += tests/sim-cli.sh
 EXTRA_DIST += tests/sim-cli.sh
