@@ -44,5 +44,8 @@ int64_t dts_net_cost(const dts_net *net, int src, int dst, int64_t bytes);
  * apart) of `bytes`, unloaded: 2(n-1)·α + 2(n-1)/n·S/β with the ring's
  * slowest link. */
 int64_t dts_net_ring_allreduce_ns(const dts_net *net, int first, int stride, int n, int64_t bytes);
+/* Ring all-gather over the same ranks of `bytes` in all (each member
+ * contributes bytes/n), unloaded: (n-1)·α + (n-1)/n·S/β. */
+int64_t dts_net_ring_allgather_ns(const dts_net *net, int first, int stride, int n, int64_t bytes);
 
 #endif

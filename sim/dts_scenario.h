@@ -68,6 +68,11 @@ typedef struct dts_scenario {
     int m;                     /* micro-batches per step per pipeline (global / (B * d)) */
     int64_t steps;             /* --train-iters */
     int t, p, d;               /* tensor, pipeline, data-parallel sizes */
+    /* t > 1: the embedding and LM head split by vocabulary rows over the t
+     * ranks (Megatron's vocabulary-parallel embedding and cross-entropy;
+     * rank r holds rows [V*r/t, V*(r+1)/t)); 0: --no-vocab-parallel, whole
+     * on every tensor rank. Default 1. */
+    int vocab_parallel;
     dt_sched_kind schedule;    /* --pipeline-schedule */
     int vpp;                   /* --virtual-pipeline-model-parallel-size (0: not given; dts_scenario_chunks) */
     int vpp_layers;            /* --num-layers-per-virtual-pipeline-stage (0: not given) */
@@ -99,7 +104,8 @@ typedef struct dts_scenario {
     dts_recorded recorded; /* what the run read from dtrain's configuration recorded (never written back) */
 } dts_scenario;
 
-/* Defaults: tiny model, dtrain's default batch, t = p = d = 1, gpipe,
+/* Defaults: tiny model, dtrain's default batch, t = p = d = 1 (with the
+ * vocabulary split, when t > 1), gpipe,
  * ring, fp32, the default hardware (dts_hw_default), no cost yet. */
 void dts_scenario_default(dts_scenario *sc);
 /* Read a JSON object text: dtrain's trace/summary config keys

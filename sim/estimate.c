@@ -45,7 +45,7 @@ static double dts__coll_events(const dts_scenario *sc, int n, double bytes, int 
 }
 
 /* Parameters (elements) of one tensor rank of pipeline stage s: blocks
- * divided by t. */
+ * divided by t, the embedding and head by t under vocabulary parallelism. */
 static double dts__stage_params(const dts_scenario *sc, int s)
 {
     const int L = sc->model.num_layers;
@@ -53,7 +53,7 @@ static double dts__stage_params(const dts_scenario *sc, int s)
     if (sc->p > 1 && dts_scenario_stage_layers(sc, s, &first, &last) != DT_OK) return 0;
     double prm = 0;
     for (int l = first; l <= last; l++) {
-        const int block = l >= 0 && l < L, div = block ? sc->t : 1;
+        const int block = l >= 0 && l < L, div = block || sc->vocab_parallel ? sc->t : 1;
         prm += (double)sc->cost.params[l + 1] / div;
     }
     return prm;

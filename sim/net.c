@@ -53,15 +53,31 @@ int64_t dts_net_send(dts_net *net, int src, int dst, int64_t bytes, int64_t now,
     return start + dts_ns_add_sat(wire, dts_ns_sat(l.alpha_ns));
 }
 
+/* The ring's slowest latency and bandwidth. */
+static void dts__ring_link(const dts_net *net, int first, int stride, int n, double *alpha, double *beta)
+{
+    *alpha = 0, *beta = INFINITY;
+    for (int i = 0; i < n; i++) {
+        dts_link l = dts_hw_link(net->hw, first + i * stride, first + ((i + 1) % n) * stride);
+        if (l.alpha_ns > *alpha) *alpha = l.alpha_ns;
+        if (l.bytes_per_ns * net->bw_scale < *beta) *beta = l.bytes_per_ns * net->bw_scale;
+    }
+}
+
 int64_t dts_net_ring_allreduce_ns(const dts_net *net, int first, int stride, int n, int64_t bytes)
 {
     if (n <= 1) return 0;
-    double alpha = 0, beta = INFINITY;
-    for (int i = 0; i < n; i++) {
-        dts_link l = dts_hw_link(net->hw, first + i * stride, first + ((i + 1) % n) * stride);
-        if (l.alpha_ns > alpha) alpha = l.alpha_ns;
-        if (l.bytes_per_ns * net->bw_scale < beta) beta = l.bytes_per_ns * net->bw_scale;
-    }
+    double alpha, beta;
+    dts__ring_link(net, first, stride, n, &alpha, &beta);
     const double steps = 2.0 * (n - 1);
+    return dts_ns_sat(steps * alpha + steps / n * (double)bytes / beta);
+}
+
+int64_t dts_net_ring_allgather_ns(const dts_net *net, int first, int stride, int n, int64_t bytes)
+{
+    if (n <= 1) return 0;
+    double alpha, beta;
+    dts__ring_link(net, first, stride, n, &alpha, &beta);
+    const double steps = n - 1.0;
     return dts_ns_sat(steps * alpha + steps / n * (double)bytes / beta);
 }

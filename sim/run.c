@@ -144,12 +144,14 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->act_fwd = calloc((size_t)Q, sizeof *s->act_fwd);
     s->split = calloc((size_t)Q, sizeof *s->split);
     s->tp_blocks = calloc((size_t)Q, sizeof *s->tp_blocks);
+    s->tpv_fwd_ns = calloc((size_t)Q, sizeof *s->tpv_fwd_ns);
+    s->tpv_bwd_ns = calloc((size_t)Q, sizeof *s->tpv_bwd_ns);
     s->opt_ns = calloc((size_t)P, sizeof *s->opt_ns);
     s->stash_ns = calloc((size_t)P, sizeof *s->stash_ns);
     s->params = calloc((size_t)P, sizeof *s->params);
     s->dp_open = calloc((size_t)P, sizeof *s->dp_open);
     if (!s->q_dev || !s->q_chunk || !s->fwd_ns || !s->bwd_ns || !s->bwd_b_ns || !s->bwd_w_ns || !s->act || !s->act_re ||
-        !s->act_fwd || !s->split || !s->tp_blocks || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
+        !s->act_fwd || !s->split || !s->tp_blocks || !s->tpv_fwd_ns || !s->tpv_bwd_ns || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages of %d chunks", P, V);
     for (int r = 0; r < P; r++)
         for (int c = 0; c < V; c++) {
@@ -160,9 +162,16 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     const int64_t act_msg = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
     /* between stages, activations and their gradients travel in the 16-bit
      * format under --fp16/--bf16 (lib/parallel/pipeline.c); the tensor-parallel
-     * allreduces stay FP32 */
-    s->msg_bytes = strcmp(sc->precision, "fp32") ? act_msg / 2 : act_msg;
+     * allreduces stay FP32 (lib/parallel/tp.c sums float buffers) */
+    const int64_t whole_msg = strcmp(sc->precision, "fp32") ? act_msg / 2 : act_msg;
+    s->msg_bytes = whole_msg;
     s->tp_ar_ns = sc->t > 1 ? dts__grid_ring_ns(s, DT_GRID_TENSOR, 0, act_msg) : 0;
+    /* the vocabulary split (t > 1): each rank holds at most ceil(V/t) rows
+     * of wte and of the head (rank r: [V*r/t, V*(r+1)/t)); the slowest rank
+     * sets the pace and the unit's memory is the largest rank's */
+    const int vp = sc->t > 1 && sc->vocab_parallel;
+    const int64_t Vw = sc->model.vocab_size, Vr = vp ? (Vw + sc->t - 1) / sc->t : Vw, C = sc->model.hidden_size;
+    const int64_t BT = (int64_t)sc->B * sc->T;
     for (int q = 0; q < Q; q++) {
         int first = -1, last = L;
         if (Q > 1) DT_CHECK(dts__vstage_layers(sc, Q, q, &first, &last));
@@ -173,19 +182,26 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         const int nblocks = last_block - first_block + 1;
         for (int l = first; l <= last; l++) {
             const int slot = l + 1, block = l >= 0 && l < L;
-            const int div = block ? sc->t : 1;
-            f += (double)sc->cost.fwd_ns[slot] / div;
-            b += (double)sc->cost.bwd_ns[slot] / div;
-            w += (double)sc->cost.bwd_w_ns[slot] / div; /* the weight-gradient part of the backward */
-            if (block && sc->recompute == 1) b += (double)sc->cost.fwd_ns[slot] / div;
-            prm += sc->cost.params[slot] / div;
+            /* a block's share of its t ranks; the embedding's and head's under the vocabulary split */
+            const double share = block ? 1.0 / sc->t : (double)Vr / (double)Vw;
+            f += (double)sc->cost.fwd_ns[slot] * share;
+            b += (double)sc->cost.bwd_ns[slot] * share;
+            w += (double)sc->cost.bwd_w_ns[slot] * share; /* the weight-gradient part of the backward */
+            if (block && sc->recompute == 1) b += (double)sc->cost.fwd_ns[slot] * share;
+            if (block) prm += sc->cost.params[slot] / sc->t;
+            else if (slot == 0 || !sc->model.tie_embeddings) prm += sc->cost.params[slot] - (Vw - Vr) * C; /* wte, head rows */
+            else prm += sc->cost.params[slot];
             /* what the slot keeps per micro-batch (lib/parallel/stage.c): under
              * full recomputation each group's output (B, T, C), whole on
              * every tensor rank, counted at its first block, and a group
              * is rebuilt (its blocks' whole sets) during the backward;
              * under selective the attention's log-sum-exp is dropped, and
              * one block's are rebuilt during its backward */
-            const int64_t all = block ? dts__block_act(sc, sc->t, 0) : sc->cost.act_bytes[slot];
+            /* the head's logits are the rank's columns, with every rank's per-row statistics (4 floats) and
+             * the merged maximum and sum (2) beside them (lib/model/head.c) */
+            const int64_t all = block    ? dts__block_act(sc, sc->t, 0)
+                                : vp && l == L ? sc->cost.act_bytes[slot] - BT * (Vw - Vr) * 4 + BT * (4 * sc->t + 2) * 4
+                                               : sc->cost.act_bytes[slot];
             int j = 0, kg = 0, K = 1;
             if (block && sc->recompute == 1) K = dts__rc_group(sc, nblocks, l - first_block, &j, &kg);
             const int64_t keep = !block           ? all
@@ -212,6 +228,17 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             f += 2.0 * blocks * s->tp_ar_ns;
             b += 2.0 * blocks * s->tp_ar_ns;
         }
+        if (vp) { /* the embedding's output summed over the group; the head's statistics gathered, and its
+                   * input gradient summed (FP32, lib/parallel/tp.c) */
+            if (first < 0) s->tpv_fwd_ns[q] += s->tp_ar_ns;
+            if (last == L) {
+                s->tpv_fwd_ns[q] += dts_net_ring_allgather_ns(&s->net, 0, dt_grid_stride(&s->grid, DT_GRID_TENSOR),
+                                                              sc->t, (int64_t)sc->t * BT * 4 * 4);
+                s->tpv_bwd_ns[q] += s->tp_ar_ns;
+            }
+            f += (double)s->tpv_fwd_ns[q];
+            b += (double)s->tpv_bwd_ns[q];
+        }
         s->fwd_ns[q] = dts__ns(f);
         s->bwd_ns[q] = dts__ns(b);
         s->bwd_w_ns[q] = dts__ns(w);
@@ -227,7 +254,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
      * two sum their gradients (lib/parallel/pipeline.c), costed here
      * unloaded as part of the update (zb-v has both ends on device 0) */
     const int d0 = s->q_dev[0], dL = s->q_dev[Q - 1], tied = sc->model.tie_embeddings && d0 != dL;
-    const int64_t VC = (int64_t)sc->model.vocab_size * sc->model.hidden_size;
+    const int64_t VC = Vr * C; /* the rank's rows of the tied copy */
     if (tied) s->params[dL] += VC;
     const int ends_apart = dt_grid_stride(&s->grid, DT_GRID_PIPELINE) * (dL - d0); /* ranks between the two ends */
     for (int r = 0; r < P; r++) {
@@ -418,6 +445,8 @@ static void dts__teardown(dts__sim *s)
     free(s->params);
     free(s->act);
     free(s->tp_blocks);
+    free(s->tpv_fwd_ns);
+    free(s->tpv_bwd_ns);
     free(s->dp_open);
     free(s->bucket_bytes);
     free(s->bucket_low);
@@ -655,8 +684,13 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     out->comm_ns_dp = s.u[0].ns_dp / n_steps;
     out->comm_ns_pp = s.u[0].ns_pp / n_steps;
     int blocks0 = 0; /* device 0's, over its chunks */
-    for (int c = 0; s.sched && c < s.V; c++) blocks0 += s.tp_blocks[s.sched->vstage[c]];
-    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? 4.0 * blocks0 * sc->m * s.tp_ar_ns : 0.0;
+    double vocab0 = 0;
+    for (int c = 0; s.sched && c < s.V; c++) {
+        const int q = s.sched->vstage[c];
+        blocks0 += s.tp_blocks[q];
+        vocab0 += (double)(s.tpv_fwd_ns[q] + s.tpv_bwd_ns[q]);
+    }
+    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? (4.0 * blocks0 * s.tp_ar_ns + vocab0) * sc->m : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
     out->world_sync_ns = dts__is_pipe(sc) && !s.async_report ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;

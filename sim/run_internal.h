@@ -185,6 +185,10 @@ struct dts__sim {
     int64_t *opt_ns, *stash_ns, *params; /* the update, a stash, the parameters of all its chunks */
     int64_t msg_bytes;
     int64_t tp_ar_ns;    /* one tensor-parallel allreduce of a block's activation */
+    /* (Q) the vocabulary split's collectives (t > 1): in the forward the
+     * embedding's output allreduce and the head's per-row statistics'
+     * all-gather, in the backward's B the head input gradient's allreduce */
+    int64_t *tpv_fwd_ns, *tpv_bwd_ns;
     int n_tp_blocks_max;
     dts__cinst **dp_open; /* (p) the open data-parallel collective of each stage (pipeline) */
     int *dp_open_seq;

@@ -71,6 +71,7 @@ void dts_scenario_default(dts_scenario *sc)
     sc->m = 1;
     sc->steps = 2500;
     sc->t = sc->p = sc->d = 1;
+    sc->vocab_parallel = 1;
     sc->schedule = DT_SCHED_1F1B; /* dtrain's default --pipeline-schedule */
     sc->n_split = 0;
     sc->exchange = DTS_EX_RING;
@@ -232,6 +233,7 @@ static const char *const dts__keys[] = {"model",
                                         "micro_batches",
                                         "train_iters",
                                         "tensor_model_parallel_size",
+                                        "vocab_parallel",
                                         "pipeline_model_parallel_size",
                                         "data_parallel_size",
                                         "pipeline_schedule",
@@ -503,6 +505,12 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
         if (r == 1 && stage > n->zero) n->zero = stage;
     }
     DTS__TRY(dts__bool(what, o, "zero_prefetch", &n->zero_prefetch));
+    /* the vocabulary split: dtrain writes "vocab_parallel" only when it
+     * split (t > 1), so in its configuration the key's absence means a
+     * whole embedding and head (--no-vocab-parallel, or a runtime before
+     * the split); a dtsim config without it keeps the default (split) */
+    DTS__TRY(r = dts__bool(what, o, "vocab_parallel", &n->vocab_parallel));
+    if (r == 0 && dtrain_cfg) n->vocab_parallel = 0;
     DTS__TRY(dts__int(what, o, "bucket_bytes", 0, INT64_MAX, &n->bucket_bytes));
     DTS__TRY(dts__int(what, o, "allreduce_chunk_bytes", 0, INT64_MAX, &n->chunk_bytes));
 
@@ -685,6 +693,11 @@ dt_status dts_scenario_check(const dts_scenario *sc)
                        "--data-parallel-size %d: more than %d ranks",
                        sc->t, sc->p, sc->d, 1 << 20);
     if (sc->t > 1) DT_CHECK(dt__tp_check(&sc->model, sc->t));
+    if (sc->t > 1 && sc->vocab_parallel && sc->model.vocab_size < sc->t)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--tensor-model-parallel-size %d: a vocabulary of %d has fewer rows than ranks (add "
+                       "--no-vocab-parallel)",
+                       sc->t, sc->model.vocab_size);
     const int L = sc->model.num_layers;
     if (sc->n_split) {
         if (sc->p == 1) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
@@ -862,6 +875,7 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "tensor_model_parallel_size", json_integer(sc->t), &bad);
     dts__json_set(o, "pipeline_model_parallel_size", json_integer(sc->p), &bad);
     dts__json_set(o, "data_parallel_size", json_integer(sc->d), &bad);
+    dts__json_set(o, "vocab_parallel", json_boolean(sc->vocab_parallel), &bad);
     dts__json_set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
     if (sc->vpp > 0) dts__json_set(o, "virtual_pipeline_model_parallel_size", json_integer(sc->vpp), &bad);
     if (sc->vpp_layers > 0)

@@ -9,8 +9,6 @@
  *     and the head's logits fall by t on each tensor rank (with the split
  *     uneven where t does not divide V), priced by hand against the same
  *     run with --no-vocab-parallel;
- *   - scattered pipeline sends: 1/t of the message on the link plus the
- *     receiving group's all-gather, against whole sends, by hand;
  *   - the memory capacity: ranks whose predicted peak exceeds it;
  *   - the stages' compute (the imbalance the summary reports). */
 #include <math.h>
@@ -21,6 +19,7 @@
 #include "dts_hw.h"
 #include "dts_run.h"
 #include "dts_scenario.h"
+#include "simtest.h"
 #include "testutil.h"
 
 static dts_scenario *scenario(const char *hw)
@@ -111,6 +110,126 @@ START_TEST(test_estimate_refusal)
 }
 END_TEST
 
+/* Blocks of forward 1000 ns and backward 2000, an embedding of 300/600 and a
+ * head of 5000/10000 (real parameter counts and activations), on t = 2
+ * ranks and p stages, m = 1, one step, all links alpha 1000 ns and 1 byte
+ * per ns, V = 257 (uneven: tensor rank 0 holds 128 rows, rank 1 129). */
+static dts_scenario *vocab_scenario(int p, int vp)
+{
+    dts_scenario *sc = malloc(sizeof *sc);
+    ck_assert_ptr_nonnull(sc);
+    dt_test_fixed_scenario(sc, 2 * p, p, 1, 1, DT_SCHED_1F1B, 1000, 2000);
+    sc->model.vocab_size = 257;
+    sc->model.tie_embeddings = 0;
+    sc->t = 2, sc->B = 2, sc->T = 16;
+    sc->vocab_parallel = vp;
+    sc->hw = dt_test_flat_hw(1000, 1.0);
+    const int L = sc->model.num_layers;
+    for (int slot = 0; slot <= L + 1; slot++) {
+        sc->cost.params[slot] = dts_layer_params(&sc->model, slot);
+        sc->cost.act_bytes[slot] = dts_layer_act_bytes(&sc->model, slot, sc->B, sc->T);
+    }
+    sc->cost.fwd_ns[0] = 300, sc->cost.bwd_ns[0] = 600;
+    sc->cost.fwd_ns[L + 1] = 5000, sc->cost.bwd_ns[L + 1] = 10000;
+    sc->cost.optim_ns_per_param = 0;
+    return sc;
+}
+
+/* The first complete event named `name` of rank pid (its duration in *dur). */
+static int64_t first_span(const dts_summary *s, int pid, const char *name, int64_t *dur)
+{
+    for (size_t i = 0; i < s->n_ev; i++)
+        if (s->ev[i].pid == pid && s->ev[i].ph == DT_TRACE_COMPLETE && !strcmp(s->ev[i].name, name)) {
+            if (dur) *dur = s->ev[i].dur_ns;
+            return s->ev[i].ts_ns;
+        }
+    ck_abort_msg("no %s event of rank %d", name, pid);
+    return -1;
+}
+
+/* The vocabulary split, by hand: the largest rank holds Vr = 129 of V = 257
+ * rows, so the embedding's and head's compute scale by 129/257, their rows'
+ * weights, gradients and AdamW states (16 bytes a parameter) by the same,
+ * and the head's logits (BT x V floats) become BT x Vr plus every rank's
+ * per-row statistics and the merged pair ((4t + 2) BT floats). Added: the
+ * embedding output's allreduce (2 alpha + S/beta for t = 2, S = BTC x 4) in
+ * the first stage's forward, the statistics' all-gather (alpha + BT x 16
+ * bytes / beta) in the last stage's forward, the head input gradient's
+ * allreduce in its backward. */
+START_TEST(test_vocab_parallel)
+{
+    const int p = 2;
+    dts_run_opts o = {.keep_events = 1};
+    dts_summary on, off;
+    dts_scenario *a = vocab_scenario(p, 1), *b = vocab_scenario(p, 0);
+    ck_dt(dts_run(a, &o, &on));
+    ck_dt(dts_run(b, &o, &off));
+    const int64_t V = 257, Vr = 129, C = a->model.hidden_size, BT = (int64_t)a->B * a->T, t = 2;
+    const double ar = 2 * 1000.0 + (double)(BT * C * 4), gather = 1000.0 + (double)(BT * 16);
+    const int last = (p - 1) * 2; /* the last stage's tensor rank 0 */
+    int64_t f_on, f_off, b_on, b_off;
+    first_span(&on, 0, "forward", &f_on);
+    first_span(&off, 0, "forward", &f_off);
+    ck_assert_int_eq(f_on - f_off, llround(300.0 * Vr / V + ar) - 300);
+    first_span(&on, last, "forward", &f_on);
+    first_span(&off, last, "forward", &f_off);
+    ck_assert_int_eq(f_on - f_off, llround(5000.0 * Vr / V + gather) - 5000); /* the blocks' parts are in both */
+    first_span(&on, last, "backward", &b_on);
+    first_span(&off, last, "backward", &b_off);
+    ck_assert(labs((long)(b_on - b_off - (llround(10000.0 * Vr / V + ar) - 10000))) <= 1);
+    /* memory: the rows' model state, and the head's logits */
+    ck_assert_int_eq(off.peak_mem_stage[0] - on.peak_mem_stage[0], (V - Vr) * C * 16);
+    ck_assert_int_eq(off.peak_mem_stage[p - 1] - on.peak_mem_stage[p - 1],
+                     (V - Vr) * C * 16 + BT * (V - Vr) * 4 - BT * (4 * t + 2) * 4);
+    /* the summary's tensor-parallel time holds the vocabulary's collectives (stage 0: the embedding's) */
+    ck_assert(fabs(on.comm_ns_tp - off.comm_ns_tp - ar) < 1.0);
+    dts_summary_free(&on);
+    dts_summary_free(&off);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* The keys: a dtsim config keeps the split unless "vocab_parallel" is
+ * false; dtrain's configuration writes the key only when it split, so
+ * there its absence means whole; both keys read back from the scenario's
+ * JSON; a bad value names the key. */
+START_TEST(test_vocab_keys)
+{
+    dts_scenario *sc = malloc(sizeof *sc);
+    ck_assert_ptr_nonnull(sc);
+    dts_scenario_default(sc);
+    ck_assert_int_eq(sc->vocab_parallel, 1);
+    ck_dt(dts_scenario_from_config(sc, "{\"tensor_model_parallel_size\": 2}", "c.json"));
+    ck_assert_int_eq(sc->vocab_parallel, 1);
+    ck_dt(dts_scenario_from_config(sc, "{\"vocab_parallel\": false}", "c.json"));
+    ck_assert_int_eq(sc->vocab_parallel, 0);
+    char *text = dts_scenario_json(sc);
+    ck_assert_ptr_nonnull(text);
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, text, "sim.json"));
+    free(text);
+    ck_assert_int_eq(sc->vocab_parallel, 0);
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, "{\"task\": \"gpt\", \"tensor_model_parallel_size\": 2}", "run.json"));
+    ck_assert_int_eq(sc->vocab_parallel, 0);
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(
+        sc, "{\"task\": \"gpt\", \"tensor_model_parallel_size\": 2, \"vocab_parallel\": true}", "run.json"));
+    ck_assert_int_eq(sc->vocab_parallel, 1);
+    ck_assert_int_ne(dts_scenario_from_config(sc, "{\"vocab_parallel\": 3}", "c.json"), DT_OK);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "\"vocab_parallel\""));
+    /* fewer rows than tensor ranks */
+    dts_scenario_default(sc);
+    sc->t = 4, sc->model.vocab_size = 3;
+    ck_assert_int_ne(dts_scenario_check(sc), DT_OK);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "--no-vocab-parallel"));
+    sc->vocab_parallel = 0;
+    ck_dt(dts_scenario_check(sc));
+    free(sc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim_scale");
@@ -118,6 +237,10 @@ int main(void)
     tcase_add_test(tc, test_estimate);
     tcase_add_test(tc, test_estimate_refusal);
     tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tensor");
+    tcase_add_test(tc, test_vocab_parallel);
+    tcase_add_test(tc, test_vocab_keys);
     suite_add_tcase(s, tc);
     return dt_test_run(s);
 }
