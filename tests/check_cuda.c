@@ -680,6 +680,43 @@ END_TEST
 /* Rows ld = 1024 apart (the logits' padded stride on CUDA, V rounded up
  * to 64): the CPU's unpadded results within ELEM, in place too, and the
  * padding (NaN) neither read (results finite) nor written (bits kept). */
+/* A vocabulary-parallel part (columns 400..999 of 1000, rows ld = 1024
+ * apart): statistics and, from merged (max, sum), the gradient, against
+ * the CPU's within the element tolerance; the argmax index exactly. */
+START_TEST(test_crossentropy_part)
+{
+    const int N = 7, V = 600, ld = 1024, v0 = 400;
+    float *z = hmalloc((size_t)N * ld), *st = hmalloc((size_t)N * 4), *gst = hmalloc((size_t)N * 4);
+    float *dz = hmalloc((size_t)N * ld), ms[14];
+    int32_t tgt[7] = {3, -1, 999, 400, 512, 7, 450};
+    fill(z, (size_t)N * ld, 31, 2);
+    z[(size_t)4 * ld + 112] = 40.0f; /* row 4: argmax at its target (512 = 400 + 112) */
+    int32_t *d_t = up(tgt, sizeof tgt);
+    float *d_z = up(z, (size_t)N * ld * 4), *d_st = up(st, (size_t)N * 16), *d_dz = up(z, (size_t)N * ld * 4);
+    ck_dt(cpu->crossentropy_part(cpu, st, NULL, NULL, z, tgt, N, V, ld, v0, 0.0f));
+    ck_dt(gpu->crossentropy_part(gpu, d_st, NULL, NULL, d_z, d_t, N, V, ld, v0, 0.0f));
+    down(gst, d_st, (size_t)N * 16);
+    for (int i = 0; i < N; i++) {
+        ck_assert_float_eq(gst[4 * i + 3], st[4 * i + 3]);
+        ck_assert_float_eq(gst[4 * i], st[4 * i]);
+        ck_assert_float_eq(gst[4 * i + 2], st[4 * i + 2]);
+        ms[2 * i] = st[4 * i] + 0.5f, ms[2 * i + 1] = st[4 * i + 1] * 1.5f; /* as if merged with other parts */
+    }
+    expect_close(d_st, st, (size_t)N * 4, ELEM_ATOL, ELEM_RTOL, "cross-entropy part stats");
+    float *d_ms = up(ms, sizeof ms);
+    ck_dt(cpu->crossentropy_part(cpu, NULL, dz, ms, z, tgt, N, V, ld, v0, 0.25f));
+    ck_dt(gpu->crossentropy_part(gpu, NULL, d_dz, d_ms, d_z, d_t, N, V, ld, v0, 0.25f));
+    float *gdz = hmalloc((size_t)N * ld);
+    down(gdz, d_dz, (size_t)N * ld * 4);
+    for (int i = 0; i < N; i++)
+        for (int v = 0; v < V; v++)
+            ck_assert_msg(dt_test_close(gdz[(size_t)i * ld + v], dz[(size_t)i * ld + v], ELEM_ATOL, ELEM_RTOL),
+                          "part dlogits [%d,%d]: %g vs %g", i, v, gdz[(size_t)i * ld + v], dz[(size_t)i * ld + v]);
+    gfree(d_t), gfree(d_z), gfree(d_st), gfree(d_dz), gfree(d_ms);
+    free(z), free(st), free(gst), free(dz), free(gdz);
+}
+END_TEST
+
 START_TEST(test_crossentropy_padded)
 {
     const int N = 5, V = 1000, ld = 1024;
@@ -1070,6 +1107,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_crossentropy);
     tcase_add_test(tc, test_crossentropy_padded);
+    tcase_add_test(tc, test_crossentropy_part);
     tcase_add_test(tc, test_crossentropy_nan);
     tcase_add_test(tc, test_sync_switch);
     tcase_add_test(tc, test_sumsq);

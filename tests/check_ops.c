@@ -475,6 +475,66 @@ static double xent_ref(const double *z, int tgt, int V)
     return mx + log(s) - z[tgt];
 }
 
+/* One vocabulary-parallel part (dt_backend.h's crossentropy_part): with the
+ * whole row as one part, its statistics and gradient are the fused op's bit
+ * for bit (the same scan and sums); with the row cut into three uneven
+ * parts at v0 = 0, 11, 20, the statistics merged as lib/model/head.c does
+ * (max, sum of s_r exp(m_r - M), the target's part) give the fused loss
+ * within 1e-6 relative (three float sums of at most 33 terms re-associated:
+ * a few ulps), the argmax index exactly, and each part's gradient from the
+ * merged (M, sum) the fused gradient's columns within 1e-6 absolute. */
+START_TEST(test_crossentropy_part)
+{
+    const int N = 6, V = 33, cut[4] = {0, 11, 20, 33};
+    float *z = malloc(sizeof(float) * N * V), *d = malloc(sizeof(float) * N * V), losses[6];
+    float stats[3][6 * 4], ms[6 * 2], *dpart = malloc(sizeof(float) * N * V);
+    uint8_t correct[6];
+    int32_t tgt[6] = {0, 32, -1, 5, 7, 12};
+    fill(z, N * V, 20, 3);
+    z[5 * V + 7] = 100.0f; /* row 5: the argmax in the first part, the target in the second */
+    ck_dt(be->crossentropy_forward_backward(be, losses, correct, d, z, tgt, N, V, V, 0.5f));
+    /* one part: the fused op's values */
+    ck_dt(be->crossentropy_part(be, stats[0], NULL, NULL, z, tgt, N, V, V, 0, 0.0f));
+    for (int i = 0; i < N; i++) {
+        const float *o = stats[0] + 4 * i;
+        if (tgt[i] < 0) {
+            ck_assert(o[0] == 0.0f && o[1] == 1.0f && o[2] == 0.0f && o[3] == -1.0f);
+            ms[2 * i] = 0.0f, ms[2 * i + 1] = 1.0f;
+            continue;
+        }
+        ck_assert_float_eq(o[0] + logf(o[1]) - o[2], losses[i]);
+        ck_assert_int_eq((int)o[3] == tgt[i], correct[i]);
+        ms[2 * i] = o[0], ms[2 * i + 1] = o[1];
+    }
+    ck_dt(be->crossentropy_part(be, NULL, dpart, ms, z, tgt, N, V, V, 0, 0.5f));
+    ck_assert_mem_eq(dpart, d, sizeof(float) * N * V);
+    /* three parts, each on its own columns (rows V apart: ld = V) */
+    for (int k = 0; k < 3; k++)
+        ck_dt(be->crossentropy_part(be, stats[k], NULL, NULL, z + cut[k], tgt, N, cut[k + 1] - cut[k], V, cut[k],
+                                    0.0f));
+    for (int i = 0; i < N; i++) {
+        if (tgt[i] < 0) continue;
+        float M = stats[0][4 * i], zt = 0.0f, s = 0.0f;
+        int arg = (int)stats[0][4 * i + 3];
+        for (int k = 1; k < 3; k++)
+            if (stats[k][4 * i] > M) M = stats[k][4 * i], arg = (int)stats[k][4 * i + 3];
+        for (int k = 0; k < 3; k++) {
+            s += stats[k][4 * i + 1] * expf(stats[k][4 * i] - M);
+            if (tgt[i] >= cut[k] && tgt[i] < cut[k + 1]) zt = stats[k][4 * i + 2];
+        }
+        ASSERT_CLOSE(M + logf(s) - zt, losses[i], 1e-6, 1e-6, "merged loss", i);
+        ck_assert_int_eq(arg == tgt[i], correct[i]);
+        ms[2 * i] = M, ms[2 * i + 1] = s;
+    }
+    for (int k = 0; k < 3; k++)
+        ck_dt(be->crossentropy_part(be, NULL, dpart + cut[k], ms, z + cut[k], tgt, N, cut[k + 1] - cut[k], V, cut[k],
+                                    0.5f));
+    for (int i = 0; i < N * V; i++) ASSERT_CLOSE(dpart[i], d[i], 1e-6, 0.0, "part dlogits", i);
+    ck_assert_int_eq(be->crossentropy_part(be, stats[0], dpart, ms, z, tgt, N, V, V, 0, 0.5f), DT_ERR_INVALID);
+    free(z), free(d), free(dpart);
+}
+END_TEST
+
 START_TEST(test_crossentropy)
 {
     const int N = 6, V = 33;
@@ -588,6 +648,7 @@ static Suite *ops_suite(void)
     tcase_add_loop_test(tc, test_attention_fused, 0, 4);
     tcase_add_test(tc, test_encoder);
     tcase_add_test(tc, test_crossentropy);
+    tcase_add_test(tc, test_crossentropy_part);
     tcase_add_test(tc, test_residual);
     tcase_add_test(tc, test_determinism);
     suite_add_tcase(s, tc);

@@ -54,6 +54,78 @@ for opt in adamw sgd; do
         fi
     done
 done
+# The vocabulary-parallel embedding and cross-entropy (the default with
+# t > 1) and --no-vocab-parallel, on gpt2-124m's vocabulary of 50257 (odd:
+# t = 2 and 4 split it unevenly, rows V*r/t..V*(r+1)/t), tied and untied,
+# against the serial run within the tp tolerance (the head's statistics
+# merged in another order than one process's sums: same class as the
+# row-parallel partial products). Each rank's summary holds its rows of wte
+# (rows * C * 4 bytes) and the LM head's FLOPs per token on the last stage
+# (6 * rows * C); its trace has 3 vocabulary collectives per micro-batch
+# (the embedding's allreduce, the statistics' all-gather, the head input
+# gradient's allreduce), none without the split.
+VOCAB="--model gpt2-124m --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 16 --train-iters 4 \
+--lr-warmup-iters 1 --eval-iters 2 --eval-interval 0 --log-interval 4 --threads 1 --micro-batch-size 2 \
+--global-batch-size 8"
+V=50257 C=64
+for tie in tied untied; do
+    tflag=; [ $tie = untied ] && tflag=--untie-embeddings-and-output-weights
+    if ! timeout 120 "$DTRAIN" $VOCAB $tflag --summary "$TMP/vserial-$tie.json" >"$TMP/vserial-$tie.out" 2>&1; then
+        fail "vocab serial $tie:"; tail -n 20 "$TMP/vserial-$tie.out" >&2; continue
+    fi
+    for spec in 2:vp 4:vp 2:whole; do
+        t=${spec%%:*} mode=${spec#*:} name=vocab-$tie-t${spec%%:*}-${spec#*:}
+        vflag=; [ $mode = whole ] && vflag=--no-vocab-parallel
+        if ! timeout 180 $MPIRUN -np $t "$DTRAIN" $VOCAB $tflag $vflag --tensor-model-parallel-size $t \
+                --summary "$TMP/$name.json" --trace "$TMP/$name-trace.json" >"$TMP/$name.out" 2>&1; then
+            fail "$name: exited non-zero:"; tail -n 20 "$TMP/$name.out" >&2; continue
+        fi
+        same $name vserial-$tie tp
+        # rank 0's summary: its rows [0, V/t) (floor), their bytes, the head's FLOPs
+        rows=$V; [ $mode = vp ] && rows=$((V / t))
+        got=$(tr -d ' \n' <"$TMP/$name.json" | sed -n 's/.*"vocab_rows":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/p')
+        [ "$got" = "0 $rows" ] || fail "$name: vocab_rows '$got', expected '0 $rows'"
+        wb=$(key "$TMP/$name.json" wte_bytes) fl=$(key "$TMP/$name.json" lm_head_flops_per_token)
+        [ "$wb" = $((rows * C * 4)) ] || fail "$name: wte_bytes $wb, expected $((rows * C * 4))"
+        [ "$fl" = $((6 * rows * C)) ] || fail "$name: lm_head_flops_per_token $fl, expected $((6 * rows * C))"
+        want=$((3 * 16)); [ $mode = whole ] && want=0 # 4 steps of 8 / 2 micro-batches
+        for r in $(seq 0 $((t - 1))); do
+            got=$(grep '"name":"tp vocab ' "$TMP/$name-trace.rank$r.json" | grep -c '"iter":[0-3][,}]')
+            [ "$got" = "$want" ] || fail "$name: rank $r traced $got vocabulary collectives, expected $want"
+        done
+        echo "ok: $name: rows 0..$rows on rank 0, wte $wb bytes, $want vocabulary collectives per rank"
+    done
+done
+
+# Scatter/gather of pipeline sends (t x p = 2 x 2, the default) against
+# --no-scatter-gather-tensors-in-pipeline: the same bits (a message is
+# reassembled exactly), in FP32 and bf16, and half the bytes on the link
+# in every send_act span (B * T * C * 4 or 2 bytes whole).
+for prec in fp32 bf16; do
+    pflag=; [ $prec = bf16 ] && pflag=--bf16
+    for sg in on off; do
+        sflag=; [ $sg = off ] && sflag=--no-scatter-gather-tensors-in-pipeline
+        if ! timeout 180 $MPIRUN -np 4 "$DTRAIN" $VOCAB $pflag $sflag --tensor-model-parallel-size 2 \
+                --pipeline-model-parallel-size 2 --summary "$TMP/sg-$prec-$sg.json" --trace "$TMP/sg-$prec-$sg-trace.json" \
+                >"$TMP/sg-$prec-$sg.out" 2>&1; then
+            fail "sg-$prec-$sg: exited non-zero:"; tail -n 20 "$TMP/sg-$prec-$sg.out" >&2
+        fi
+    done
+    same sg-$prec-on sg-$prec-off exact
+    whole=$((2 * 16 * C * 4)); [ $prec = bf16 ] && whole=$((whole / 2))
+    for sg in on off; do
+        want=$whole; [ $sg = on ] && want=$((whole / 2))
+        for r in 0 1; do
+            got=$(grep '"name":"send_act' "$TMP/sg-$prec-$sg-trace.rank$r.json" | sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' |
+                sort -u | tr '\n' ' ')
+            [ "$got" = "$want " ] || fail "sg-$prec-$sg: rank $r send_act bytes '$got', expected '$want'"
+        done
+    done
+    echo "ok: sg-$prec: send_act $((whole / 2)) bytes per tensor rank with scatter/gather, $whole without"
+done
+expect_error "--no-vocab-parallel needs --tensor-model-parallel-size > 1" 1 --no-vocab-parallel
+expect_error "--no-scatter-gather-tensors-in-pipeline needs" 2 --tensor-model-parallel-size 2 \
+    --no-scatter-gather-tensors-in-pipeline
 expect_error "--tensor-model-parallel-size 3 does not divide --num-attention-heads 4" 3 \
     --tensor-model-parallel-size 3
 
