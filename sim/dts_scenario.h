@@ -73,6 +73,12 @@ typedef struct dts_scenario {
      * rank r holds rows [V*r/t, V*(r+1)/t)); 0: --no-vocab-parallel, whole
      * on every tensor rank. Default 1. */
     int vocab_parallel;
+    /* t > 1 and p > 1: each tensor rank sends 1/t of an activation (or its
+     * gradient) to its peer on the neighbouring stage, and the receiving
+     * stage all-gathers the t pieces over its tensor group; 0:
+     * --no-scatter-gather-tensors-in-pipeline, every tensor rank sends the
+     * whole tensor. Default 1. */
+    int scatter_gather;
     dt_sched_kind schedule;    /* --pipeline-schedule */
     int vpp;                   /* --virtual-pipeline-model-parallel-size (0: not given; dts_scenario_chunks) */
     int vpp_layers;            /* --num-layers-per-virtual-pipeline-stage (0: not given) */
@@ -105,7 +111,7 @@ typedef struct dts_scenario {
 } dts_scenario;
 
 /* Defaults: tiny model, dtrain's default batch, t = p = d = 1 (with the
- * vocabulary split, when t > 1), gpipe,
+ * vocabulary split and scattered pipeline sends, when t > 1), gpipe,
  * ring, fp32, the default hardware (dts_hw_default), no cost yet. */
 void dts_scenario_default(dts_scenario *sc);
 /* Read a JSON object text: dtrain's trace/summary config keys

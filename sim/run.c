@@ -165,6 +165,13 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
      * allreduces stay FP32 (lib/parallel/tp.c sums float buffers) */
     const int64_t whole_msg = strcmp(sc->precision, "fp32") ? act_msg / 2 : act_msg;
     s->msg_bytes = whole_msg;
+    if (sc->t > 1 && P > 1 && sc->scatter_gather) {
+        /* each of the t ranks sends its 1/t over its own link, and the
+         * receiving stage's t ranks all-gather the pieces (intra node) */
+        s->msg_bytes = ((whole_msg / 4 + sc->t - 1) / sc->t) * 4; /* whole 32-bit words (dt_comm_segment) */
+        s->sg_ns = dts_net_ring_allgather_ns(&s->net, 0, dt_grid_stride(&s->grid, DT_GRID_TENSOR), sc->t,
+                                             s->msg_bytes * sc->t);
+    }
     s->tp_ar_ns = sc->t > 1 ? dts__grid_ring_ns(s, DT_GRID_TENSOR, 0, act_msg) : 0;
     /* the vocabulary split (t > 1): each rank holds at most ceil(V/t) rows
      * of wte and of the head (rank r: [V*r/t, V*(r+1)/t)); the slowest rank

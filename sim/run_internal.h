@@ -183,7 +183,8 @@ struct dts__sim {
     int *tp_blocks;        /* (Q) blocks per virtual stage */
     /* per device (p) */
     int64_t *opt_ns, *stash_ns, *params; /* the update, a stash, the parameters of all its chunks */
-    int64_t msg_bytes;
+    int64_t msg_bytes;   /* a pipeline send's bytes on one tensor rank's link (1/t of the tensor when scattered) */
+    int64_t sg_ns;       /* scattered sends: the receiving tensor group's all-gather of the t pieces (0: whole) */
     int64_t tp_ar_ns;    /* one tensor-parallel allreduce of a block's activation */
     /* (Q) the vocabulary split's collectives (t > 1): in the forward the
      * embedding's output allreduce and the head's per-row statistics'

@@ -8,7 +8,11 @@
  * summed layer costs (B and W the two parts of the backward), SEND posts a
  * message to the device of q+1 (activation) or q-1 (gradient), on the link
  * between the two ranks (non-blocking) or, between two chunks of one
- * device, at no cost (the buffer changes hands); RECV waits for the matching message (sends
+ * device, at no cost (the buffer changes hands); with t > 1 the message is
+ * each tensor rank's 1/t over its own link and its RECV ends with the
+ * group's all-gather of the pieces (scatter/gather, the runtime's
+ * default), or the whole tensor on each of the t links (t parallel whole
+ * sends, as one: --no-scatter-gather-tensors-in-pipeline); RECV waits for the matching message (sends
  * and receives between two virtual stages come in the same order on both
  * sides, so the k-th receive into a chunk takes the k-th message from its
  * neighbour), OPTIM_STEP runs the device's data-parallel allreduce (step
@@ -135,6 +139,15 @@ static void dts__tp_spans(dts__sim *s, dts__unit *u, int q, int64_t t0, int64_t 
     }
 }
 
+/* The all-gather a receive of a scattered send adds on the receiving
+ * tensor group, once the pieces are there and it has reached the receive:
+ * none between two chunks of one device. */
+static int64_t dts__recv_gather_ns(const dts__sim *s, const dts__unit *u, int q, int grad)
+{
+    const int from = grad ? q + 1 : q - 1;
+    return s->sg_ns && from >= 0 && from < s->Q && s->q_dev[from] != u->stage ? s->sg_ns : 0;
+}
+
 /* The message arrives into chunk c of `to` at time t: wake it if it waits for exactly this one. */
 static void dts__deliver(dts__sim *s, dts__unit *to, int c, int grad, int seq, int64_t t)
 {
@@ -145,7 +158,9 @@ static void dts__deliver(dts__sim *s, dts__unit *to, int c, int grad, int seq, i
     if (st != DT_OK) return dts__fail(s, st);
     if (to->wait == want && to->wait_chunk == c && next == seq) {
         to->wait = DTS__W_NONE;
-        dts__at(s, t, dts__pipe_advance, to, 1, 0); /* b = 0: resume the waiting receive */
+        const int q = s->sched->vstage[to->stage * s->V + c];
+        /* b = 0: resume the waiting receive (after the pieces' all-gather when scattered) */
+        dts__at(s, t + dts__recv_gather_ns(s, to, q, grad), dts__pipe_advance, to, 1, 0);
     }
 }
 
@@ -355,8 +370,9 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
                 u->wait_chunk = in->chunk;
                 return;
             }
-            if (t > now) {
-                dts__at(s, t, dts__pipe_advance, u, 1, 0);
+            const int64_t ready = (t > now ? t : now) + dts__recv_gather_ns(s, u, q, grad);
+            if (ready > now) {
+                dts__at(s, ready, dts__pipe_advance, u, 1, 0);
                 return;
             }
             dts__pipe_event(s, u, in, now, now);

@@ -72,6 +72,7 @@ void dts_scenario_default(dts_scenario *sc)
     sc->steps = 2500;
     sc->t = sc->p = sc->d = 1;
     sc->vocab_parallel = 1;
+    sc->scatter_gather = 1;
     sc->schedule = DT_SCHED_1F1B; /* dtrain's default --pipeline-schedule */
     sc->n_split = 0;
     sc->exchange = DTS_EX_RING;
@@ -234,6 +235,7 @@ static const char *const dts__keys[] = {"model",
                                         "train_iters",
                                         "tensor_model_parallel_size",
                                         "vocab_parallel",
+                                        "scatter_gather_tensors_in_pipeline",
                                         "pipeline_model_parallel_size",
                                         "data_parallel_size",
                                         "pipeline_schedule",
@@ -511,6 +513,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
      * the split); a dtsim config without it keeps the default (split) */
     DTS__TRY(r = dts__bool(what, o, "vocab_parallel", &n->vocab_parallel));
     if (r == 0 && dtrain_cfg) n->vocab_parallel = 0;
+    DTS__TRY(dts__bool(what, o, "scatter_gather_tensors_in_pipeline", &n->scatter_gather));
     DTS__TRY(dts__int(what, o, "bucket_bytes", 0, INT64_MAX, &n->bucket_bytes));
     DTS__TRY(dts__int(what, o, "allreduce_chunk_bytes", 0, INT64_MAX, &n->chunk_bytes));
 
@@ -876,6 +879,7 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "pipeline_model_parallel_size", json_integer(sc->p), &bad);
     dts__json_set(o, "data_parallel_size", json_integer(sc->d), &bad);
     dts__json_set(o, "vocab_parallel", json_boolean(sc->vocab_parallel), &bad);
+    dts__json_set(o, "scatter_gather_tensors_in_pipeline", json_boolean(sc->scatter_gather), &bad);
     dts__json_set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
     if (sc->vpp > 0) dts__json_set(o, "virtual_pipeline_model_parallel_size", json_integer(sc->vpp), &bad);
     if (sc->vpp_layers > 0)

@@ -9,6 +9,8 @@
  *     and the head's logits fall by t on each tensor rank (with the split
  *     uneven where t does not divide V), priced by hand against the same
  *     run with --no-vocab-parallel;
+ *   - scattered pipeline sends: 1/t of the message on the link plus the
+ *     receiving group's all-gather, against whole sends, by hand;
  *   - the memory capacity: ranks whose predicted peak exceeds it;
  *   - the stages' compute (the imbalance the summary reports). */
 #include <math.h>
@@ -114,7 +116,7 @@ END_TEST
  * head of 5000/10000 (real parameter counts and activations), on t = 2
  * ranks and p stages, m = 1, one step, all links alpha 1000 ns and 1 byte
  * per ns, V = 257 (uneven: tensor rank 0 holds 128 rows, rank 1 129). */
-static dts_scenario *vocab_scenario(int p, int vp)
+static dts_scenario *vocab_scenario(int p, int vp, int sg)
 {
     dts_scenario *sc = malloc(sizeof *sc);
     ck_assert_ptr_nonnull(sc);
@@ -122,7 +124,7 @@ static dts_scenario *vocab_scenario(int p, int vp)
     sc->model.vocab_size = 257;
     sc->model.tie_embeddings = 0;
     sc->t = 2, sc->B = 2, sc->T = 16;
-    sc->vocab_parallel = vp;
+    sc->vocab_parallel = vp, sc->scatter_gather = sg;
     sc->hw = dt_test_flat_hw(1000, 1.0);
     const int L = sc->model.num_layers;
     for (int slot = 0; slot <= L + 1; slot++) {
@@ -161,7 +163,7 @@ START_TEST(test_vocab_parallel)
     const int p = 2;
     dts_run_opts o = {.keep_events = 1};
     dts_summary on, off;
-    dts_scenario *a = vocab_scenario(p, 1), *b = vocab_scenario(p, 0);
+    dts_scenario *a = vocab_scenario(p, 1, 0), *b = vocab_scenario(p, 0, 0);
     ck_dt(dts_run(a, &o, &on));
     ck_dt(dts_run(b, &o, &off));
     const int64_t V = 257, Vr = 129, C = a->model.hidden_size, BT = (int64_t)a->B * a->T, t = 2;
@@ -190,6 +192,47 @@ START_TEST(test_vocab_parallel)
 }
 END_TEST
 
+/* Scattered sends, by hand, on links of alpha 1000 ns and 1 byte per ns
+ * everywhere: a whole activation M = BTC x 4 bytes arrives alpha + M/beta
+ * after it is sent; scattered, each rank sends M/2 (alpha + M/2), and the
+ * receiving pair all-gathers it (alpha + M/2): alpha later on equal links.
+ * On h100-ib (inter 50, intra 450 GB/s, the two stages on two nodes) the
+ * scattered send of a large message is the faster. */
+START_TEST(test_scatter_gather)
+{
+    dts_run_opts o = {.keep_events = 1};
+    dts_summary sg, whole;
+    dts_scenario *a = vocab_scenario(2, 1, 1), *b = vocab_scenario(2, 1, 0);
+    ck_dt(dts_run(a, &o, &sg));
+    ck_dt(dts_run(b, &o, &whole));
+    const int64_t M = (int64_t)a->B * a->T * a->model.hidden_size * 4;
+    /* stage 1's forward starts when its activation is there */
+    ck_assert_int_eq(first_span(&sg, 2, "forward", NULL) - first_span(&whole, 2, "forward", NULL), 1000);
+    int64_t f0;
+    first_span(&whole, 0, "forward", &f0);
+    ck_assert_int_eq(first_span(&whole, 2, "forward", NULL), f0 + 1000 + M);
+    ck_assert_int_eq(first_span(&sg, 2, "forward", NULL), f0 + 1000 + M / 2 + 1000 + M / 2);
+    dts_summary_free(&sg);
+    dts_summary_free(&whole);
+    /* h100-ib: 8 devices a node; t = 8 puts each stage on a node of its own;
+     * a message of 32 MiB (T 1024, C 8192), where bandwidth rules */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sim/hw/h100-ib.json", DT_SRCDIR);
+    a->t = b->t = 8, a->model.num_heads = b->model.num_heads = 8;
+    a->model.hidden_size = b->model.hidden_size = 8192, a->B = b->B = 1;
+    a->model.seq_len = b->model.seq_len = a->T = b->T = 1024;
+    ck_dt(dts_hw_load(path, &a->hw));
+    ck_dt(dts_hw_load(path, &b->hw));
+    ck_dt(dts_run(a, &o, &sg));
+    ck_dt(dts_run(b, &o, &whole));
+    ck_assert(first_span(&sg, 8, "forward", NULL) < first_span(&whole, 8, "forward", NULL));
+    dts_summary_free(&sg);
+    dts_summary_free(&whole);
+    free(a);
+    free(b);
+}
+END_TEST
+
 /* The keys: a dtsim config keeps the split unless "vocab_parallel" is
  * false; dtrain's configuration writes the key only when it split, so
  * there its absence means whole; both keys read back from the scenario's
@@ -200,19 +243,24 @@ START_TEST(test_vocab_keys)
     ck_assert_ptr_nonnull(sc);
     dts_scenario_default(sc);
     ck_assert_int_eq(sc->vocab_parallel, 1);
+    ck_assert_int_eq(sc->scatter_gather, 1);
     ck_dt(dts_scenario_from_config(sc, "{\"tensor_model_parallel_size\": 2}", "c.json"));
     ck_assert_int_eq(sc->vocab_parallel, 1);
-    ck_dt(dts_scenario_from_config(sc, "{\"vocab_parallel\": false}", "c.json"));
+    ck_dt(dts_scenario_from_config(
+        sc, "{\"vocab_parallel\": false, \"scatter_gather_tensors_in_pipeline\": false}", "c.json"));
     ck_assert_int_eq(sc->vocab_parallel, 0);
+    ck_assert_int_eq(sc->scatter_gather, 0);
     char *text = dts_scenario_json(sc);
     ck_assert_ptr_nonnull(text);
     dts_scenario_default(sc);
     ck_dt(dts_scenario_from_config(sc, text, "sim.json"));
     free(text);
     ck_assert_int_eq(sc->vocab_parallel, 0);
+    ck_assert_int_eq(sc->scatter_gather, 0);
     dts_scenario_default(sc);
     ck_dt(dts_scenario_from_config(sc, "{\"task\": \"gpt\", \"tensor_model_parallel_size\": 2}", "run.json"));
     ck_assert_int_eq(sc->vocab_parallel, 0);
+    ck_assert_int_eq(sc->scatter_gather, 1);
     dts_scenario_default(sc);
     ck_dt(dts_scenario_from_config(
         sc, "{\"task\": \"gpt\", \"tensor_model_parallel_size\": 2, \"vocab_parallel\": true}", "run.json"));
@@ -240,6 +288,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("tensor");
     tcase_add_test(tc, test_vocab_parallel);
+    tcase_add_test(tc, test_scatter_gather);
     tcase_add_test(tc, test_vocab_keys);
     suite_add_tcase(s, tc);
     return dt_test_run(s);
