@@ -188,6 +188,10 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
                 "ranks), or auto: messages up to 512 ranks",
         .default_text = "the hardware file's \"collectives\" (auto if absent)");
     if (mode == DTSIM_RUN) {
+        ADD(.name = "--strict-memory", .kind = DT_ARG_FLAG, .dest = &o->strict_memory,
+            .help = "refuse (exit 2) a scenario whose predicted peak memory on a device exceeds the hardware's "
+                    "mem_capacity_bytes",
+            .default_text = "a warning on stderr");
         SECTION("Output");
         JOB(JF_TRACE);
         JOB(JF_SUMMARY);
@@ -246,6 +250,28 @@ static void dtsim_opts_default(dtsim_opts *o, const dts_scenario *d)
 
 /* ---- run --------------------------------------------------------------------- */
 
+/* A predicted peak over the device's memory: one warning line, or with
+ * --strict-memory a refusal (exit 2). */
+static int dtsim_check_memory(const dtsim_opts *o, const dts_scenario *sc, const dts_summary *s)
+{
+    int first = -1;
+    const int64_t cap = sc->hw.mem_capacity_bytes;
+    const int n = dts_summary_over_memory(s, cap, &first);
+    if (n == 0) return 0;
+    const int per_stage = sc->t * sc->d;
+    char stage[32] = "";
+    if (sc->p > 1 && first < sc->t * sc->p * sc->d) snprintf(stage, sizeof stage, " (stage %d)", first / per_stage);
+    char hw_name[4 * sizeof sc->hw.name];
+    fflush(stdout);
+    fprintf(stderr,
+            PROG ": %s: rank %d%s peaks at %.2f MiB, more than the device's memory (%s: mem_capacity_bytes %lld, "
+                 "%.2f MiB); %d of %d ranks over%s\n",
+            o->strict_memory ? "--strict-memory" : "warning", first, stage, (double)s->peak_mem[first] / 1048576.0,
+            dt_escape(sc->hw.name, hw_name, sizeof hw_name), (long long)cap, (double)cap / 1048576.0, n,
+            s->n_ranks, o->strict_memory ? "" : " (--strict-memory refuses it)");
+    return o->strict_memory ? 2 : 0;
+}
+
 static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
 {
     dts_scenario *sc = malloc(sizeof *sc);
@@ -279,6 +305,12 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
         return 1;
     }
     dtsim_warn_unmodelled(o, sc);
+    rc = dtsim_check_memory(o, sc, &s);
+    if (rc != 0) {
+        dts_summary_free(&s);
+        free(sc);
+        return rc;
+    }
     dts_summary_print(stdout, &s, sc);
     if (o->job.trace) printf("trace: %s\n", o->job.trace);
     if (o->job.summary) {

@@ -31,6 +31,7 @@ typedef struct dtsim_opts {
     int cores_per_node;      /* 0: a core (device) per rank */
     const char *colocated;   /* validate: FILE,FILE,... a co-located profile (NULL: none) */
     const char *collectives; /* NULL: the hardware file's "collectives" */
+    int strict_memory;       /* run: refuse a prediction over the device's memory */
     /* sweep */
     const char *sweep;
     int csv;

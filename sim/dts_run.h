@@ -83,6 +83,9 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
 void dts_summary_free(dts_summary *s);
 /* The summary as JSON (with the scenario) into path. */
 dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const char *path);
+/* Ranks whose peak memory exceeds `capacity` bytes (0: none; capacity <= 0:
+ * 0); *first (may be NULL) the lowest such rank. */
+int dts_summary_over_memory(const dts_summary *s, int64_t capacity, int *first);
 /* A few human lines (step time, bubbles vs formula, comm per phase, peak memory). */
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc);
 

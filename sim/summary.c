@@ -56,6 +56,15 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
             bad |= json_array_append_new(pms, json_integer(s->peak_mem_stage[i])) != 0;
         bad |= dts__set(o, "peak_memory_per_stage_bytes", pms);
         bad |= dts__set(o, "max_stashed_versions", ms) | dts__set(o, "peak_memory_bytes", pm);
+        /* the device's memory against each rank's peak */
+        const int64_t cap = sc->hw.mem_capacity_bytes;
+        json_t *over = json_array();
+        bad |= !over;
+        for (int i = 0; !bad && i < s->n_ranks; i++)
+            if (cap > 0 && s->peak_mem[i] > cap) bad |= json_array_append_new(over, json_integer(i)) != 0;
+        bad |= dts__set(o, "mem_capacity_bytes", json_integer(cap));
+        bad |= dts__set(o, "over_memory", json_boolean(over && json_array_size(over) > 0));
+        bad |= dts__set(o, "over_memory_ranks", over);
         json_t *ps = json_object(), *h = json_array();
         bad |= !ps || !h;
         for (int i = 0; !bad && i < 16; i++) bad |= json_array_append_new(h, json_integer(s->staleness_hist[i])) != 0;
@@ -85,6 +94,18 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
     dt_status st = dt_file_write_whole(path, "--summary", text, strlen(text)); /* whole or not at all */
     free(text);
     return st;
+}
+
+int dts_summary_over_memory(const dts_summary *s, int64_t capacity, int *first)
+{
+    int n = 0;
+    if (first) *first = -1;
+    for (int i = 0; capacity > 0 && i < s->n_ranks; i++)
+        if (s->peak_mem[i] > capacity) {
+            if (first && n == 0) *first = i;
+            n++;
+        }
+    return n;
 }
 
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)

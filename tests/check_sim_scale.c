@@ -11,8 +11,7 @@
  *     run with --no-vocab-parallel;
  *   - scattered pipeline sends: 1/t of the message on the link plus the
  *     receiving group's all-gather, against whole sends, by hand;
- *   - the memory capacity: ranks whose predicted peak exceeds it;
- *   - the stages' compute (the imbalance the summary reports). */
+ *   - the memory capacity: ranks whose predicted peak exceeds it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,6 +277,26 @@ START_TEST(test_vocab_keys)
 }
 END_TEST
 
+/* Memory: every rank over a capacity below its peak, none over one above it. */
+START_TEST(test_stage_compute_memory)
+{
+    dts_scenario *sc = malloc(sizeof *sc);
+    ck_assert_ptr_nonnull(sc);
+    dt_test_fixed_scenario(sc, 4, 2, 4, 2, DT_SCHED_1F1B, 1000, 2000);
+    sc->split[0] = 3, sc->split[1] = 1, sc->n_split = 2;
+    dts_summary s;
+    ck_dt(dts_run(sc, NULL, &s));
+    int first = -2;
+    ck_assert_int_eq(dts_summary_over_memory(&s, s.peak_mem[1] - 1, &first), 2);
+    ck_assert_int_eq(first, 0);
+    ck_assert_int_eq(dts_summary_over_memory(&s, s.peak_mem[0] > s.peak_mem[1] ? s.peak_mem[0] : s.peak_mem[1], &first),
+                     0);
+    ck_assert_int_eq(first, -1);
+    dts_summary_free(&s);
+    free(sc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim_scale");
@@ -290,6 +309,7 @@ int main(void)
     tcase_add_test(tc, test_vocab_parallel);
     tcase_add_test(tc, test_scatter_gather);
     tcase_add_test(tc, test_vocab_keys);
+    tcase_add_test(tc, test_stage_compute_memory);
     suite_add_tcase(s, tc);
     return dt_test_run(s);
 }

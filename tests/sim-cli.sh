@@ -36,9 +36,11 @@ expect_help --config --model --num-layers --hidden-size --num-attention-heads --
     --data-parallel-size --pipeline-schedule --pipeline-split --allreduce --num-ps-servers \
     --use-distributed-optimizer --bucket-size-mb --allreduce-chunk-bytes --fp16 --bf16 --initial-loss-scale \
     --loss-scale-window --hysteresis --min-loss-scale --recompute-activations --recompute-granularity \
-    --recompute-num-layers --slow-rank \
+    --recompute-num-layers --slow-rank --no-vocab-parallel \
     --optimizer --hw --devices-per-node --cores-per-node --colocated --collectives --profile --grad-trace --trace \
     --summary --seed --help --version
+grep -q -e '^  --no-scatter-gather-tensors-in-pipeline$' "$TMP/out" ||
+    fail "--help does not list --no-scatter-gather-tensors-in-pipeline"
 for word in 'dtsim run' 'dtsim sweep' 'dtsim validate' 'Exit status'; do
     grep -q -F "$word" "$TMP/out" || fail "--help does not mention '$word'"
 done
@@ -55,6 +57,7 @@ done
 run run --help
 [ "$rc" -eq 0 ] || fail "run --help: exit $rc"
 grep -q -e '^  --trace ' "$TMP/out" || fail "run --help does not list --trace"
+grep -q -e '^  --strict-memory ' "$TMP/out" || fail "run --help does not list --strict-memory"
 
 run --version
 [ "$rc" -eq 0 ] || fail "--version: exit $rc"
@@ -365,6 +368,38 @@ else
     done
 fi
 expect_usage_error "--data-parallel-size 3" sweep --micro-batch-size 8 --global-batch-size 64 --sweep data-parallel-size=1,3
+
+# ---- at scale: memory capacity, the tensor-parallel flags ----
+# a device of 1 MB: every rank's predicted peak is over it (a warning line),
+# --strict-memory refuses it (exit 2, one line); the summary names the ranks
+sed 's/"mem_capacity_bytes": [0-9]*/"mem_capacity_bytes": 1000000/' "$SRCDIR/sim/hw/h100-ib.json" >"$TMP/small-mem.json"
+run run --hw "$TMP/small-mem.json" --pipeline-model-parallel-size 2 --micro-batch-size 8 --micro-batches 4 \
+    --train-iters 2 --summary "$TMP/mem.json"
+[ "$rc" -eq 0 ] || fail "run over memory: exit $rc: $(cat "$TMP/err")"
+[ "$(grep -c memory "$TMP/err")" -eq 1 ] && grep -q "^dtsim: warning: rank 0 (stage 0) peaks at .*mem_capacity_bytes 1000000.* 2 of 2 ranks over" "$TMP/err" ||
+    fail "run over memory: expected one warning line naming rank 0, stage 0 and the capacity: $(cat "$TMP/err")"
+grep -q '"over_memory": true' "$TMP/mem.json" || fail "run over memory: no \"over_memory\": true in the summary"
+grep -q '"mem_capacity_bytes": 1000000' "$TMP/mem.json" || fail "run over memory: no mem_capacity_bytes in the summary"
+tr -d ' \n' <"$TMP/mem.json" | grep -q '"over_memory_ranks":\[0,1\]' || fail "run over memory: over_memory_ranks is not [0, 1]"
+rm -f "$TMP/mem.json"
+run run --hw "$TMP/small-mem.json" --pipeline-model-parallel-size 2 --micro-batch-size 8 --micro-batches 4 \
+    --train-iters 2 --strict-memory --summary "$TMP/mem.json"
+[ "$rc" -eq 2 ] || fail "--strict-memory over memory: exit $rc, expected 2"
+[ "$(wc -l <"$TMP/err" | tr -d ' ')" -eq 1 ] && grep -q "^dtsim: --strict-memory: rank 0 (stage 0) peaks at" "$TMP/err" ||
+    fail "--strict-memory: expected one line: $(cat "$TMP/err")"
+[ -e "$TMP/mem.json" ] && fail "--strict-memory wrote the summary of a refused scenario"
+run run --pipeline-model-parallel-size 2 --micro-batch-size 8 --micro-batches 4 --train-iters 2 --strict-memory \
+    --summary "$TMP/mem.json"
+[ "$rc" -eq 0 ] && ! grep -q "memory" "$TMP/err" || fail "--strict-memory within memory: exit $rc: $(cat "$TMP/err")"
+grep -q '"over_memory": false' "$TMP/mem.json" || fail "run within memory: no \"over_memory\": false in the summary"
+run run --num-layers 4 --pipeline-model-parallel-size 2 --micro-batch-size 8 --micro-batches 4 --train-iters 2 \
+    --hw "$SRCDIR/sim/hw/cpu-2core.json" --no-vocab-parallel --no-scatter-gather-tensors-in-pipeline \
+    --tensor-model-parallel-size 2 --summary "$TMP/tp.json"
+[ "$rc" -eq 0 ] || fail "run --no-vocab-parallel: exit $rc: $(cat "$TMP/err")"
+grep -q '"vocab_parallel": false' "$TMP/tp.json" && grep -q '"scatter_gather_tensors_in_pipeline": false' "$TMP/tp.json" ||
+    fail "run --no-vocab-parallel --no-scatter-gather-tensors-in-pipeline: the summary's config keeps them on"
+printf '{"vocab_parallel": 3}\n' >"$TMP/vp.json"
+expect_usage_error '"vocab_parallel"' run --config "$TMP/vp.json"
 
 cli_finish
 echo "sim-cli.sh: all passed"
