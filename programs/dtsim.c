@@ -272,6 +272,19 @@ static int dtsim_check_memory(const dtsim_opts *o, const dts_scenario *sc, const
     return o->strict_memory ? 2 : 0;
 }
 
+/* Stages whose compute differs by more than 10% (most over least): one warning line. */
+static void dtsim_warn_imbalance(const dts_scenario *sc, const dts_summary *s)
+{
+    int slow = 0, fast = 0;
+    const double r = dts_summary_imbalance(s, &slow, &fast);
+    if (sc->p < 2 || !(r > 1.10)) return;
+    fflush(stdout);
+    fprintf(stderr,
+            PROG ": warning: the stages' compute differs by %.1f%% (stage %d %.3f ms a step, stage %d %.3f ms): the "
+                 "bubble formula assumes equal stages (--pipeline-split moves blocks)\n",
+            100.0 * (r - 1.0), slow, s->stage_compute_ns[slow] * 1e-6, fast, s->stage_compute_ns[fast] * 1e-6);
+}
+
 static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
 {
     dts_scenario *sc = malloc(sizeof *sc);
@@ -311,6 +324,7 @@ static int dtsim_cmd_run(dtsim_opts *o, dt_arg *args, int n_args)
         free(sc);
         return rc;
     }
+    dtsim_warn_imbalance(sc, &s);
     dts_summary_print(stdout, &s, sc);
     if (o->job.trace) printf("trace: %s\n", o->job.trace);
     if (o->job.summary) {

@@ -31,6 +31,8 @@ typedef struct dtsim_an_run {
     char tool[32];
     int n_files;
     dt_breakdown *bd; /* (n_bd) by file, then pid */
+    int *stage;       /* (n_bd) the pipeline stage of pid_of[k] (its instructions' "stage"), -1 none */
+    int *pid_of;      /* (n_bd) as read (bd is sorted by pid afterwards) */
     int n_bd;
 } dtsim_an_run;
 
@@ -55,20 +57,43 @@ static int dtsim_an_add_file(dtsim_an_run *r, const char *path, int skip)
     dt_breakdown *bd = NULL;
     int n = 0;
     st = dt_breakdown_all(t->events, t->n_events, skip, &bd, &n);
-    dt_trace_free(t);
     if (st != DT_OK) {
+        dt_trace_free(t);
         fprintf(stderr, PROG ": analyze: %s: %s\n", path, dtsim_last_error());
         return dtsim_input_code(st);
     }
     dt_breakdown *grown = realloc(r->bd, (size_t)(r->n_bd + n) * sizeof *grown);
-    if (!grown) {
+    int *stages = grown ? realloc(r->stage, (size_t)(r->n_bd + n) * sizeof *stages) : NULL;
+    if (grown) r->bd = grown;
+    if (stages) r->stage = stages;
+    int *pids = stages ? realloc(r->pid_of, (size_t)(r->n_bd + n) * sizeof *pids) : NULL;
+    if (pids) r->pid_of = pids;
+    if (!grown || !stages || !pids) {
         free(bd);
+        dt_trace_free(t);
         fprintf(stderr, PROG ": analyze: %s: out of memory\n", path);
         return 1;
     }
     memcpy(grown + r->n_bd, bd, (size_t)n * sizeof *bd);
+    /* each rank's stage, from its pipeline instructions (bd is in ascending pid) */
+    for (int k = 0; k < n; k++) stages[r->n_bd + k] = -1, pids[r->n_bd + k] = bd[k].pid;
+    for (size_t e = 0; e < t->n_events; e++) {
+        const dt_trace_event *ev = &t->events[e];
+        if (strcmp(ev->cat, "pipeline") != 0) continue;
+        const double sv = dt_trace_event_arg(ev, "stage", -1);
+        int lo = 0, hi = n - 1;
+        while (lo <= hi) { /* the pid's row */
+            const int mid = (lo + hi) / 2;
+            if (bd[mid].pid == ev->pid) {
+                if (sv >= 0 && sv < 1e6) stages[r->n_bd + mid] = (int)sv;
+                break;
+            }
+            if (bd[mid].pid < ev->pid) lo = mid + 1;
+            else hi = mid - 1;
+        }
+    }
+    dt_trace_free(t);
     free(bd);
-    r->bd = grown;
     r->n_bd += n;
     r->n_files++;
     return 0;
@@ -210,6 +235,40 @@ static void dtsim_an_csv(const dtsim_an_run *runs, int n_runs)
         }
 }
 
+/* A pipelined run's compute per step by stage (the mean of its ranks), and
+ * most over least: the imbalance the bubble formula does not assume. */
+static void dtsim_an_stages(const dtsim_an_run *r)
+{
+    int p = 0;
+    for (int k = 0; k < r->n_bd; k++)
+        if (r->stage[k] + 1 > p) p = r->stage[k] + 1;
+    if (p < 2 || p > r->n_bd) return;
+    if (p < 2) return;
+    double *sum = calloc((size_t)p, sizeof *sum);
+    int *cnt = calloc((size_t)p, sizeof *cnt);
+    if (sum && cnt) {
+        for (int k = 0; k < r->n_bd; k++)
+            for (int j = 0; j < r->n_bd; j++) /* bd[k]'s stage, by its pid */
+                if (r->pid_of[j] == r->bd[k].pid && r->stage[j] >= 0) {
+                    sum[r->stage[j]] += dt_breakdown_per_step(&r->bd[k], DT_BREAKDOWN_COMPUTE);
+                    cnt[r->stage[j]]++;
+                    break;
+                }
+        double hi = 0, lo = INFINITY;
+        printf("%s: compute per step by stage, ms (mean of its ranks):", r->label);
+        for (int i = 0; i < p; i++) {
+            if (!cnt[i]) continue;
+            const double x = sum[i] / cnt[i] * 1e-6;
+            printf(" %d: %.3f%s", i, x, i + 1 < p ? "," : "");
+            if (x > hi) hi = x;
+            if (x < lo) lo = x;
+        }
+        printf("; most/least %.3f\n", lo > 0 ? hi / lo : NAN);
+    }
+    free(sum);
+    free(cnt);
+}
+
 static void dtsim_an_table(const dtsim_an_run *runs, int n_runs, int skip, int compare)
 {
     for (int i = 0; i < n_runs; i++) {
@@ -261,6 +320,7 @@ static void dtsim_an_table(const dtsim_an_run *runs, int n_runs, int skip, int c
             }
         }
     }
+    for (int i = 0; i < n_runs; i++) dtsim_an_stages(&runs[i]);
     printf("compute + optimizer + comm exposed + waiting + idle = step; comm overlapped runs under compute or the\n"
            "optimizer (its share of all communication after it); waiting: inside a pipeline stage's step window\n"
            "with no other span; bubble: the stage's mean bubble as `dtbench bubbles` prints it (docs/breakdown.md)\n");
@@ -288,7 +348,7 @@ int dtsim_cmd_analyze(const dtsim_opts *o, const char **args, int n_args)
         else dtsim_an_table(runs, n_runs, o->skip, o->compare);
         fflush(stdout);
     }
-    for (int i = 0; i < n_runs; i++) free(runs[i].bd);
+    for (int i = 0; i < n_runs; i++) free(runs[i].bd), free(runs[i].stage), free(runs[i].pid_of);
     free(runs);
     return rc;
 }

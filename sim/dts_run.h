@@ -49,6 +49,9 @@ typedef struct dts_summary {
     dt_sched_kind schedule;
     int v;                   /* model chunks per stage (1 without pipeline) */
     int64_t *peak_mem_stage; /* (p) per stage: the most of its ranks' peak memory (bytes) */
+    double *stage_compute_ns; /* (p) per stage, per step: its forwards and backwards of the m micro-batches over
+                                 its chunks (the tensor-parallel collectives inside them included): the stages'
+                                 balance, which the bubble formula assumes */
     int n_ranks;
     int64_t *peak_mem; /* (n_ranks) bytes: parameters + gradients + optimizer state + activations + stash */
     int *max_stash;    /* (p) most stashed weight versions held at once per stage */
@@ -86,6 +89,9 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
 /* Ranks whose peak memory exceeds `capacity` bytes (0: none; capacity <= 0:
  * 0); *first (may be NULL) the lowest such rank. */
 int dts_summary_over_memory(const dts_summary *s, int64_t capacity, int *first);
+/* The stages' compute, most over least (1 with one stage or none);
+ * *slow, *fast (may be NULL) the stages. */
+double dts_summary_imbalance(const dts_summary *s, int *slow, int *fast);
 /* A few human lines (step time, bubbles vs formula, comm per phase, peak memory). */
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc);
 

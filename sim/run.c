@@ -621,9 +621,10 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     out->bubble_fb = calloc((size_t)out->p, sizeof *out->bubble_fb);
     out->max_stash = calloc((size_t)out->p, sizeof *out->max_stash);
     out->peak_mem_stage = calloc((size_t)out->p, sizeof *out->peak_mem_stage);
+    out->stage_compute_ns = calloc((size_t)out->p, sizeof *out->stage_compute_ns);
     out->peak_mem = calloc((size_t)s.world, sizeof *out->peak_mem);
     if (!out->step_end_ns || !out->bubble || !out->bubble_fb || !out->max_stash || !out->peak_mem ||
-        !out->peak_mem_stage) {
+        !out->peak_mem_stage || !out->stage_compute_ns) {
         st = DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for the summary");
         goto done;
     }
@@ -680,6 +681,8 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
                 out->max_stash[p] = dts__unit_at(&s, d, p)->stash_max;
     }
     free(mine);
+    for (int q = 0; q < s.Q; q++) /* a backward split in B and W takes the same time as a whole one */
+        out->stage_compute_ns[s.q_dev[q]] += (double)sc->m * (double)(s.fwd_ns[q] + s.bwd_ns[q]);
     for (int i = 0; i < s.n_units; i++) {
         for (int k = 0; k < (dts__is_pipe(sc) ? sc->t : 1); k++) out->peak_mem[s.u[i].rank + k] = s.u[i].mem_peak;
         if (s.u[i].mem_peak > out->peak_mem_stage[s.u[i].stage]) out->peak_mem_stage[s.u[i].stage] = s.u[i].mem_peak;
@@ -730,6 +733,7 @@ void dts_summary_free(dts_summary *s)
     free(s->max_stash);
     free(s->peak_mem);
     free(s->peak_mem_stage);
+    free(s->stage_compute_ns);
     free(s->ev);
     memset(s, 0, sizeof *s);
 }

@@ -65,6 +65,13 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
         bad |= dts__set(o, "mem_capacity_bytes", json_integer(cap));
         bad |= dts__set(o, "over_memory", json_boolean(over && json_array_size(over) > 0));
         bad |= dts__set(o, "over_memory_ranks", over);
+        /* each stage's compute per step, and most over least */
+        json_t *sc_ms = json_array();
+        bad |= !sc_ms;
+        for (int i = 0; !bad && i < s->p; i++)
+            bad |= json_array_append_new(sc_ms, json_real(s->stage_compute_ns[i] * 1e-6)) != 0;
+        bad |= dts__set(o, "stage_compute_ms", sc_ms);
+        bad |= dts__set(o, "stage_compute_imbalance", json_real(dts_summary_imbalance(s, NULL, NULL)));
         json_t *ps = json_object(), *h = json_array();
         bad |= !ps || !h;
         for (int i = 0; !bad && i < 16; i++) bad |= json_array_append_new(h, json_integer(s->staleness_hist[i])) != 0;
@@ -106,6 +113,19 @@ int dts_summary_over_memory(const dts_summary *s, int64_t capacity, int *first)
             n++;
         }
     return n;
+}
+
+double dts_summary_imbalance(const dts_summary *s, int *slow, int *fast)
+{
+    int hi = 0, lo = 0;
+    for (int i = 1; s->stage_compute_ns && i < s->p; i++) {
+        if (s->stage_compute_ns[i] > s->stage_compute_ns[hi]) hi = i;
+        if (s->stage_compute_ns[i] < s->stage_compute_ns[lo]) lo = i;
+    }
+    if (slow) *slow = hi;
+    if (fast) *fast = lo;
+    if (!s->stage_compute_ns || s->p < 2 || !(s->stage_compute_ns[lo] > 0)) return 1.0;
+    return s->stage_compute_ns[hi] / s->stage_compute_ns[lo];
 }
 
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)

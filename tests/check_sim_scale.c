@@ -11,7 +11,8 @@
  *     run with --no-vocab-parallel;
  *   - scattered pipeline sends: 1/t of the message on the link plus the
  *     receiving group's all-gather, against whole sends, by hand;
- *   - the memory capacity: ranks whose predicted peak exceeds it. */
+ *   - the memory capacity: ranks whose predicted peak exceeds it;
+ *   - the stages' compute (the imbalance the summary reports), by hand. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,7 +278,10 @@ START_TEST(test_vocab_keys)
 }
 END_TEST
 
-/* Memory: every rank over a capacity below its peak, none over one above it. */
+/* The stages' compute, by hand: m micro-batches of each stage's forward
+ * and backward; with 3 blocks of (1000 + 2000) ns on stage 0 and 1 on
+ * stage 1 (free embedding and head), 3 to 1. Memory: every rank over a
+ * capacity below its peak, none over one above it. */
 START_TEST(test_stage_compute_memory)
 {
     dts_scenario *sc = malloc(sizeof *sc);
@@ -286,6 +290,12 @@ START_TEST(test_stage_compute_memory)
     sc->split[0] = 3, sc->split[1] = 1, sc->n_split = 2;
     dts_summary s;
     ck_dt(dts_run(sc, NULL, &s));
+    ck_assert(fabs(s.stage_compute_ns[0] - 4 * 3 * 3000.0) < 1e-6);
+    ck_assert(fabs(s.stage_compute_ns[1] - 4 * 1 * 3000.0) < 1e-6);
+    int slow = -1, fast = -1;
+    ck_assert(fabs(dts_summary_imbalance(&s, &slow, &fast) - 3.0) < 1e-12);
+    ck_assert_int_eq(slow, 0);
+    ck_assert_int_eq(fast, 1);
     int first = -2;
     ck_assert_int_eq(dts_summary_over_memory(&s, s.peak_mem[1] - 1, &first), 2);
     ck_assert_int_eq(first, 0);
