@@ -356,16 +356,16 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             for (int st = 0; st < sc->p; st++) s->norm[d].members[st] = dts__unit_at(s, d, st);
         }
     } else if (!s->K && sc->d > 1 && !sc->zero) {
-        /* lib/train/step_dp.c's buckets: layers in backward order, cut at bucket_bytes; one bucket with --fp16/--bf16 */
+        /* lib/train/step_dp.c's buckets (dt__gpt_buckets): layers in backward order, cut at bucket_bytes, in every
+         * precision; under --fp16/--bf16 they are all launched after the backward (run_dp.c) */
         s->bucket_bytes = calloc((size_t)L + 2, sizeof *s->bucket_bytes);
         s->bucket_low = calloc((size_t)L + 2, sizeof *s->bucket_low);
         s->bucket_open = calloc((size_t)L + 2, sizeof *s->bucket_open);
         if (!s->bucket_bytes || !s->bucket_low || !s->bucket_open) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
-        const int fp32 = !strcmp(sc->precision, "fp32");
         int64_t acc = 0;
         for (int l = L; l >= -1; l--) {
             acc += sc->cost.params[l + 1] * 4;
-            if ((fp32 && acc >= sc->bucket_bytes) || l == -1) {
+            if (acc >= sc->bucket_bytes || l == -1) {
                 s->bucket_bytes[s->n_buckets] = acc;
                 s->bucket_low[s->n_buckets++] = l;
                 acc = 0;
