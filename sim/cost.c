@@ -167,14 +167,43 @@ static void cost__shapes(const dt_gpt_config *model, int B, int T, dts_cost *c)
  * (12); zeroing the gradient writes g (4). */
 #define COST_OPTIM_BYTES_PER_PARAM 36.0
 
-static int64_t cost__roof_ns(double flops, double bytes, int ops, const dts_hw *hw)
+/* Seconds of slot's forward GEMMs at B x T (dts_layer_fwd_flops: every
+ * FLOP counted is a GEMM's) on hw, each GEMM at the efficiency of its size
+ * on one of `shards` ranks (its 1/shards share: the tensor split), the
+ * time of the whole slot. Without a "gemm_efficiency" table, the single
+ * efficiency for all of them: flops / (peak * efficiency), as before. */
+static double cost__gemm_s(const dt_gpt_config *m, int slot, int B, int T, int shards, const dts_hw *hw)
 {
-    double compute_s = flops / (hw->peak_flops * hw->efficiency), memory_s = bytes / hw->mem_bytes_per_s;
+    const double flops = dts_layer_fwd_flops(m, slot, B, T);
+    if (hw->n_gemm_eff == 0 || !(flops > 0)) return flops / (hw->peak_flops * hw->efficiency);
+    const double BT = (double)B * T, C = m->hidden_size, V = m->vocab_size, n = shards > 0 ? shards : 1;
+    double g[6];
+    int k = 0;
+    if (slot == m->num_layers + 1) {
+        g[k++] = 2.0 * V * C * BT; /* the LM head */
+    } else { /* qkv, attention projection, fc, fc projection; Q K^T and att V */
+        g[k++] = 2.0 * 3.0 * C * C * BT, g[k++] = 2.0 * C * C * BT, g[k++] = 2.0 * 4.0 * C * C * BT;
+        g[k++] = 2.0 * 4.0 * C * C * BT, g[k++] = 2.0 * (double)B * T * T * C, g[k++] = 2.0 * (double)B * T * T * C;
+    }
+    double s = 0.0;
+    for (int i = 0; i < k; i++) s += g[i] / (hw->peak_flops * dts_hw_gemm_efficiency(hw, g[i] / n));
+    return s;
+}
+
+static int64_t cost__roof_ns(double compute_s, double bytes, int ops, const dts_hw *hw)
+{
+    const double memory_s = bytes / hw->mem_bytes_per_s;
     return dts_ns_add_sat(dts_ns_sat((compute_s > memory_s ? compute_s : memory_s) * 1e9),
                           dts_ns_mul_sat(hw->kernel_overhead_ns, ops));
 }
 
 dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_hw *hw, dts_cost *out)
+{
+    return dts_cost_roofline_sharded(model, B, T, 1, 1, hw, out);
+}
+
+dt_status dts_cost_roofline_sharded(const dt_gpt_config *model, int B, int T, int t_blocks, int t_head,
+                                    const dts_hw *hw, dts_cost *out)
 {
     DT_CHECK(cost__check_shape(model, B, T, "roofline"));
     if (!hw || !out) return DT_FAIL(DT_ERR_INVALID, "roofline: NULL hardware or output");
@@ -183,9 +212,11 @@ dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_
     if (!c) return DT_FAIL(DT_ERR_NOMEM, "roofline: out of memory");
     cost__shapes(model, B, T, c);
     for (int s = 0; s <= model->num_layers + 1; s++) {
-        const double f = dts_layer_fwd_flops(model, s, B, T), by = dts_layer_fwd_bytes(model, s, B, T);
-        c->fwd_ns[s] = cost__roof_ns(f, by, dts_layer_ops(model, s, 0), hw);
-        c->bwd_ns[s] = cost__roof_ns(2.0 * f, 2.0 * by, dts_layer_ops(model, s, 1), hw);
+        const double by = dts_layer_fwd_bytes(model, s, B, T);
+        const int shards = s == 0 ? 1 : s == model->num_layers + 1 ? t_head : t_blocks;
+        const double f_s = cost__gemm_s(model, s, B, T, shards, hw); /* the backward: dX and dW, each its size */
+        c->fwd_ns[s] = cost__roof_ns(f_s, by, dts_layer_ops(model, s, 0), hw);
+        c->bwd_ns[s] = cost__roof_ns(2.0 * f_s, 2.0 * by, dts_layer_ops(model, s, 1), hw);
         c->bwd_w_ns[s] = dts_ns_sat((double)c->bwd_ns[s] * dts_layer_bwd_w_share(model, s, T));
     }
     c->optim_ns_per_param = COST_OPTIM_BYTES_PER_PARAM / hw->mem_bytes_per_s * 1e9;

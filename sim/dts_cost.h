@@ -89,6 +89,13 @@ int dts_layer_ops(const dt_gpt_config *cfg, int slot, int backward);
  * parameter at mem_bytes_per_s. Step overhead: one kernel_overhead_ns per
  * parameter tensor and pass (norm, update, zero), the optimizer's launches. */
 dt_status dts_cost_roofline(const dt_gpt_config *model, int B, int T, const dts_hw *hw, dts_cost *out);
+/* The same, each GEMM's efficiency taken at its size on one of t_blocks
+ * tensor ranks (a block's) or t_head (the LM head's: the vocabulary split's
+ * t, else 1), from hw's "gemm_efficiency" (dts_hw.h); the times stay the
+ * whole layer's (the executor divides them by t). Without a table it is
+ * dts_cost_roofline. */
+dt_status dts_cost_roofline_sharded(const dt_gpt_config *model, int B, int T, int t_blocks, int t_head,
+                                    const dts_hw *hw, dts_cost *out);
 
 /* From a single-rank profile (dt_trace_read of `dtrain --trace` without
  * pipeline, tensor or data parallelism): the mean per-layer forward and

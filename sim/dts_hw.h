@@ -18,12 +18,14 @@
  *    "intra": {"alpha_ns": ..., "bytes_per_ns": ...},
  *    "inter": {"alpha_ns": ..., "bytes_per_ns": ...},
  *    "contention": [1, s2, s3, ...],
+ *    "gemm_efficiency": [{"flops": F1, "efficiency": e1}, ...],
  *    "collectives": "messages" | "analytic" | "auto"}
  * Every key is required ("format" and "version" too) except
  * "peak_flops_bf16" and "bf16_pass_ns" (absent: 0; written when > 0),
  * "sleep_overshoot_ns" (absent: DTS_HW_SLEEP_OVERSHOOT_UNMEASURED_NS; it is
  * always written), "contention" (absent: [1], no slowdown; written when
- * it has more than one entry) and "collectives" (absent: "auto"; written
+ * it has more than one entry), "gemm_efficiency" (absent: every GEMM at
+ * "efficiency"; written when it has entries) and "collectives" (absent: "auto"; written
  * only when it is not "auto", so the descriptions and configs written
  * before the key existed read and write back unchanged); an unknown key is
  * refused (a misspelt key would otherwise silently keep a default).
@@ -36,6 +38,15 @@
  * profiles run at once against one alone), so it holds all of that. Used
  * only with cores_per_node > 0 (dtsim --cores-per-node): see
  * dts_hw_compute_rate, which takes the sharing of cores out of it.
+ *
+ * "gemm_efficiency": the fraction of peak_flops one GEMM achieves by its
+ * size, as measured points: each entry a GEMM's FLOPs (2 M N K, > 0) and
+ * its efficiency (0, 1], sorted by strictly ascending flops, 1 to
+ * DTS_HW_MAX_GEMM_EFF entries. Between two entries the efficiency is
+ * interpolated linearly in log(flops); below the first and above the last
+ * it is theirs (dts_hw_gemm_efficiency). The roofline prices each GEMM of
+ * a layer (on one tensor rank: its 1/t share) at its own efficiency; the
+ * single "efficiency" stays the fallback when the table is absent.
  *
  * "collectives" chooses how the simulator prices a data-parallel
  * collective (sim/dts_coll.h): "messages" runs every step's messages
@@ -73,11 +84,19 @@ extern "C" {
  * sweep at d = 128 whose figures the analytic ring moves by 6 us); a ring
  * of 512 members is 0.5 M messages and 21 MB of tables as messages. */
 #define DTS_HW_COLL_AUTO_MAX_MEMBERS 512
+/* entries of "gemm_efficiency" */
+#define DTS_HW_MAX_GEMM_EFF 64
 
 /* The collective model ("collectives"); AUTO is 0, the default. */
 typedef enum dts_hw_coll { DTS_HW_COLL_AUTO = 0, DTS_HW_COLL_MESSAGES, DTS_HW_COLL_ANALYTIC } dts_hw_coll;
 
 struct json_t; /* jansson's json_t: include <jansson.h> to build or read one */
+
+/* One point of "gemm_efficiency": a GEMM of `flops` (2 M N K) runs at
+ * `efficiency` of peak_flops. */
+typedef struct dts_gemm_eff {
+    double flops, efficiency;
+} dts_gemm_eff;
 
 typedef struct dts_link {
     double alpha_ns;     /* latency α of one message (ns) */
@@ -115,6 +134,8 @@ typedef struct dts_hw {
      * for k <= n_contention (contention[0] = 1), else contention[n_contention-1] */
     double contention[DTS_HW_MAX_CONTENTION];
     int n_contention; /* 1..DTS_HW_MAX_CONTENTION */
+    dts_gemm_eff gemm_eff[DTS_HW_MAX_GEMM_EFF]; /* "gemm_efficiency", ascending flops */
+    int n_gemm_eff;                              /* 0: absent, every GEMM at `efficiency` */
     dts_link intra;    /* link between devices of one node */
     dts_link inter;    /* link between nodes */
     char source[1024]; /* where the figures come from (published spec names, or "calibrated: <command>") */
@@ -167,6 +188,10 @@ double dts_hw_share(int k, int n, int c);
  * bandwidth cost them (at least 1). Without a measured list it is
  * processor sharing alone. k <= 0 or c <= 0: 1. */
 double dts_hw_compute_rate(const dts_hw *hw, int k, int n);
+/* The efficiency of one GEMM of `flops` (2 M N K): "gemm_efficiency"
+ * interpolated linearly in log(flops) (the end entries' beyond them), or
+ * hw->efficiency without a table. */
+double dts_hw_gemm_efficiency(const dts_hw *hw, double flops);
 /* Time of one message of `bytes` on link l: α + bytes/β, rounded to ns. */
 int64_t dts_link_ns(dts_link l, double bytes);
 /* 1 when a collective of `members` members is priced analytically under

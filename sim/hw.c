@@ -175,6 +175,45 @@ static dt_status hw__coll(const char *what, const json_t *root, dts_hw_coll *out
     return DT_OK;
 }
 
+/* "gemm_efficiency": absent (no entries), or 1..DTS_HW_MAX_GEMM_EFF objects
+ * {"flops": > 0, "efficiency": (0, 1]} in strictly ascending flops. */
+static dt_status hw__gemm_eff(const char *what, const json_t *root, dts_hw *hw)
+{
+    const json_t *a = json_object_get(root, "gemm_efficiency");
+    hw->n_gemm_eff = 0;
+    if (!a) return DT_OK;
+    char buf[64];
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > DTS_HW_MAX_GEMM_EFF)
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "%s: \"gemm_efficiency\": expected an array of 1 to %d {\"flops\": F, \"efficiency\": E} "
+                       "objects, got %s",
+                       what, DTS_HW_MAX_GEMM_EFF, dts__json_show(a, buf, sizeof buf));
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *e = json_array_get(a, i);
+        char key[48];
+        snprintf(key, sizeof key, "gemm_efficiency[%zu]", i);
+        static const char *const entry_keys[] = {"flops", "efficiency", NULL};
+        if (!json_is_object(e))
+            return DT_FAIL(DT_ERR_FORMAT, "%s: \"%s\": expected an object {\"flops\": F, \"efficiency\": E}, got %s",
+                           what, key, dts__json_show(e, buf, sizeof buf));
+        char prefix[56];
+        snprintf(prefix, sizeof prefix, "%s.", key);
+        DT_CHECK(hw__known_keys(what, e, prefix, entry_keys));
+        char kf[64], ke[64];
+        snprintf(kf, sizeof kf, "%s.flops", key);
+        snprintf(ke, sizeof ke, "%s.efficiency", key);
+        dts_gemm_eff g;
+        DT_CHECK(hw__num(what, e, "flops", kf, HW_GT0, &g.flops));
+        DT_CHECK(hw__num(what, e, "efficiency", ke, HW_UNIT, &g.efficiency));
+        if (i > 0 && !(g.flops > hw->gemm_eff[i - 1].flops))
+            return DT_FAIL(DT_ERR_FORMAT,
+                           "%s: \"%s\": %g, not above the entry before's %g: expected strictly ascending flops", what,
+                           kf, g.flops, hw->gemm_eff[i - 1].flops);
+        hw->gemm_eff[hw->n_gemm_eff++] = g;
+    }
+    return DT_OK;
+}
+
 dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
 {
     static const char *const known[] = {"format",
@@ -193,6 +232,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
                                         "intra",
                                         "inter",
                                         "contention",
+                                        "gemm_efficiency",
                                         "collectives",
                                         NULL};
     if (!out) return DT_FAIL(DT_ERR_INVALID, "dts_hw_from_json: NULL argument");
@@ -234,6 +274,7 @@ dt_status dts_hw_from_json(const json_t *root, const char *what, dts_hw *out)
     DT_CHECK(hw__link(what, root, "intra", &hw.intra));
     DT_CHECK(hw__link(what, root, "inter", &hw.inter));
     DT_CHECK(hw__contention(what, root, &hw));
+    DT_CHECK(hw__gemm_eff(what, root, &hw));
     DT_CHECK(hw__coll(what, root, &hw.collectives));
     DT_CHECK(dts_hw_validate(&hw, what)); /* the checks above imply it; kept as the invariant's guard */
     *out = hw;
@@ -297,6 +338,20 @@ json_t *dts_hw_to_json(const dts_hw *hw)
         bad |= !a;
         for (int i = 0; a && i < hw->n_contention; i++) bad |= json_array_append_new(a, json_real(hw->contention[i]));
         dts__json_set(o, "contention", a, &bad);
+    }
+    if (hw->n_gemm_eff > 0) {
+        json_t *a = json_array();
+        bad |= !a;
+        for (int i = 0; a && i < hw->n_gemm_eff; i++) {
+            json_t *e = json_object();
+            bad |= !e;
+            if (e) {
+                dts__json_set(e, "flops", json_real(hw->gemm_eff[i].flops), &bad);
+                dts__json_set(e, "efficiency", json_real(hw->gemm_eff[i].efficiency), &bad);
+            }
+            bad |= !e || json_array_append_new(a, e) != 0;
+        }
+        dts__json_set(o, "gemm_efficiency", a, &bad);
     }
     if (hw->collectives != DTS_HW_COLL_AUTO) /* absent reads as auto: older files and configs write back unchanged */
         dts__json_set(o, "collectives", json_string(dts_hw_coll_name(hw->collectives)), &bad);
@@ -400,6 +455,18 @@ dt_status dts_hw_validate(const dts_hw *hw, const char *what)
     if (!dts_hw_coll_name(hw->collectives))
         return DT_FAIL(DT_ERR_INVALID, "%s: \"collectives\": expected \"messages\", \"analytic\" or \"auto\", got %d",
                        what, (int)hw->collectives);
+    if (hw->n_gemm_eff < 0 || hw->n_gemm_eff > DTS_HW_MAX_GEMM_EFF)
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"gemm_efficiency\": expected 0 to %d entries, got %d", what,
+                       DTS_HW_MAX_GEMM_EFF, hw->n_gemm_eff);
+    for (int i = 0; i < hw->n_gemm_eff; i++) {
+        const dts_gemm_eff *g = &hw->gemm_eff[i];
+        if (!hw__in_range(g->flops, HW_GT0) || !hw__in_range(g->efficiency, HW_UNIT) ||
+            (i > 0 && !(g->flops > hw->gemm_eff[i - 1].flops)))
+            return DT_FAIL(DT_ERR_INVALID,
+                           "%s: \"gemm_efficiency[%d]\": flops %g, efficiency %g: expected flops > 0 above the entry "
+                           "before's and an efficiency in (0, 1]",
+                           what, i, g->flops, g->efficiency);
+    }
     return DT_OK;
 }
 
@@ -447,7 +514,21 @@ int dts_hw_equal(const dts_hw *a, const dts_hw *b)
            a->inter.alpha_ns == b->inter.alpha_ns && a->inter.bytes_per_ns == b->inter.bytes_per_ns &&
            a->n_contention == b->n_contention &&
            !memcmp(a->contention, b->contention, (size_t)a->n_contention * sizeof a->contention[0]) &&
-           a->collectives == b->collectives;
+           a->collectives == b->collectives && a->n_gemm_eff == b->n_gemm_eff &&
+           !memcmp(a->gemm_eff, b->gemm_eff, (size_t)a->n_gemm_eff * sizeof a->gemm_eff[0]);
+}
+
+double dts_hw_gemm_efficiency(const dts_hw *hw, double flops)
+{
+    const int n = hw->n_gemm_eff;
+    if (n <= 0) return hw->efficiency;
+    const dts_gemm_eff *g = hw->gemm_eff;
+    if (!(flops > g[0].flops)) return g[0].efficiency;
+    if (flops >= g[n - 1].flops) return g[n - 1].efficiency;
+    int i = 0;
+    while (i + 1 < n && g[i + 1].flops <= flops) i++;
+    const double x = (log(flops) - log(g[i].flops)) / (log(g[i + 1].flops) - log(g[i].flops));
+    return g[i].efficiency + x * (g[i + 1].efficiency - g[i].efficiency);
 }
 
 /* ---- defaults and links ------------------------------------------------------- */

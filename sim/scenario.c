@@ -825,7 +825,9 @@ dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path)
         if (st == DT_OK) st = dts_cost_to_precision(c, &sc->model, sc->B, sc->T, &sc->hw, sc->precision, NULL);
         dt_trace_free(tr);
     } else {
-        st = dts_cost_roofline(&sc->model, sc->B, sc->T, &sc->hw, c);
+        /* a GEMM's efficiency ("gemm_efficiency") is its size's on one tensor rank */
+        st = dts_cost_roofline_sharded(&sc->model, sc->B, sc->T, sc->t, sc->t > 1 && sc->vocab_parallel ? sc->t : 1,
+                                       &sc->hw, c);
     }
     if (st == DT_OK) {
         sc->cost = *c;

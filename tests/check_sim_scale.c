@@ -12,12 +12,16 @@
  *   - scattered pipeline sends: 1/t of the message on the link plus the
  *     receiving group's all-gather, against whole sends, by hand;
  *   - the memory capacity: ranks whose predicted peak exceeds it;
- *   - the stages' compute (the imbalance the summary reports), by hand. */
+ *   - the stages' compute (the imbalance the summary reports), by hand;
+ *   - the hardware's "gemm_efficiency" table: reading, interpolation, bad
+ *     tables, and the roofline's GEMMs at their size on a tensor rank. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dts_cost.h"
 #include "dts_hw.h"
 #include "dts_run.h"
 #include "dts_scenario.h"
@@ -307,6 +311,91 @@ START_TEST(test_stage_compute_memory)
 }
 END_TEST
 
+/* "gemm_efficiency": read, written back equal, interpolated in log(flops)
+ * and clamped at its ends; bad tables refused naming the entry; the
+ * roofline prices each GEMM of a block at its size on one tensor rank, by
+ * hand (compute-bound: memory and launches free). */
+static dt_status hw_text(const char *table, dts_hw *out)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"format\": \"dtsim-hw\", \"version\": 1, \"name\": \"g\", \"source\": \"test\", "
+             "\"peak_flops\": 1e12, \"mem_bytes_per_s\": 1e18, \"efficiency\": 0.5, \"kernel_overhead_ns\": 0, "
+             "\"mem_capacity_bytes\": 1000000000, \"devices_per_node\": 8, "
+             "\"intra\": {\"alpha_ns\": 1000, \"bytes_per_ns\": 10}, \"inter\": {\"alpha_ns\": 1000, "
+             "\"bytes_per_ns\": 10}%s%s}",
+             table ? ", \"gemm_efficiency\": " : "", table ? table : "");
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    ck_assert_msg(root != NULL, "%s", err.text);
+    const dt_status st = dts_hw_from_json(root, "g.json", out);
+    json_decref(root);
+    return st;
+}
+
+START_TEST(test_gemm_efficiency)
+{
+    dts_hw hw, back;
+    ck_dt(hw_text("[{\"flops\": 1e9, \"efficiency\": 0.2}, {\"flops\": 1e12, \"efficiency\": 0.8}]", &hw));
+    ck_assert_int_eq(hw.n_gemm_eff, 2);
+    ck_assert(fabs(dts_hw_gemm_efficiency(&hw, 1e9) - 0.2) < 1e-12);
+    ck_assert(fabs(dts_hw_gemm_efficiency(&hw, sqrt(1e9 * 1e12)) - 0.5) < 1e-12); /* halfway in log(flops) */
+    ck_assert(fabs(dts_hw_gemm_efficiency(&hw, 1e10) - 0.4) < 1e-12);            /* a third of the way */
+    ck_assert(fabs(dts_hw_gemm_efficiency(&hw, 1e3) - 0.2) < 1e-12);
+    ck_assert(fabs(dts_hw_gemm_efficiency(&hw, 1e15) - 0.8) < 1e-12);
+    json_t *o = dts_hw_to_json(&hw);
+    ck_assert_ptr_nonnull(o);
+    ck_dt(dts_hw_from_json(o, "back", &back));
+    json_decref(o);
+    ck_assert(dts_hw_equal(&hw, &back));
+    ck_dt(hw_text(NULL, &back)); /* absent: the single efficiency */
+    ck_assert_int_eq(back.n_gemm_eff, 0);
+    ck_assert(fabs(dts_hw_gemm_efficiency(&back, 1e9) - 0.5) < 1e-12);
+    ck_assert(!dts_hw_equal(&hw, &back));
+    static const struct {
+        const char *table, *word;
+    } bad[] = {{"[]", "\"gemm_efficiency\""},
+               {"{\"flops\": 1}", "\"gemm_efficiency\""},
+               {"[3]", "\"gemm_efficiency[0]\""},
+               {"[{\"flops\": 0, \"efficiency\": 0.5}]", "gemm_efficiency[0].flops"},
+               {"[{\"flops\": 1e9, \"efficiency\": 1.5}]", "gemm_efficiency[0].efficiency"},
+               {"[{\"flops\": 1e9, \"efficiency\": 0}]", "gemm_efficiency[0].efficiency"},
+               {"[{\"flops\": 1e9}]", "gemm_efficiency[0].efficiency"},
+               {"[{\"flops\": 1e9, \"efficiency\": 0.5, \"m\": 3}]", "gemm_efficiency[0].m"},
+               {"[{\"flops\": 1e9, \"efficiency\": 0.5}, {\"flops\": 1e8, \"efficiency\": 0.6}]",
+                "gemm_efficiency[1].flops"},
+               {"[{\"flops\": 1e9, \"efficiency\": 0.5}, {\"flops\": 1e9, \"efficiency\": 0.6}]",
+                "ascending"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(hw_text(bad[i].table, &back) == DT_ERR_FORMAT, "%s accepted", bad[i].table);
+        ck_assert_msg(strstr(dt_last_error(), bad[i].word) && strstr(dt_last_error(), "g.json"), "%s: %s",
+                      bad[i].table, dt_last_error());
+        ck_assert_ptr_null(strchr(dt_last_error(), '\n'));
+    }
+    /* a block of C 64, B 4, T 16 (BT 64) on t = 2: qkv 2*3C^2*BT, proj 2*C^2*BT, fc and fc proj 2*4C^2*BT,
+     * Q K^T and att V 2*B*T^2*C each, every one at the efficiency of its half */
+    dt_gpt_config m;
+    ck_dt(dt_gpt_config_preset("tiny", &m));
+    ck_dt(hw_text("[{\"flops\": 1e5, \"efficiency\": 0.2}, {\"flops\": 1e7, \"efficiency\": 0.8}]", &hw));
+    const double C = 64, BT = 64, B = 4, T = 16;
+    const double g[6] = {2 * 3 * C * C * BT, 2 * C * C * BT, 2 * 4 * C * C * BT, 2 * 4 * C * C * BT,
+                         2 * B * T * T * C,  2 * B * T * T * C};
+    double want = 0;
+    for (int i = 0; i < 6; i++) want += g[i] / (1e12 * dts_hw_gemm_efficiency(&hw, g[i] / 2));
+    dts_cost *c = malloc(sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    ck_dt(dts_cost_roofline_sharded(&m, 4, 16, 2, 1, &hw, c));
+    ck_assert(llabs((long long)(c->fwd_ns[1] - llround(want * 1e9))) <= 1);
+    ck_assert(llabs((long long)(c->bwd_ns[1] - llround(2 * want * 1e9))) <= 1);
+    const int64_t fwd_t2 = c->fwd_ns[1];
+    ck_dt(dts_cost_roofline(&m, 4, 16, &hw, c)); /* whole GEMMs: larger, more efficient, faster */
+    ck_assert(c->fwd_ns[1] < fwd_t2);
+    ck_dt(dts_cost_roofline(&m, 4, 16, &back, c)); /* no table: flops / (peak x 0.5) */
+    ck_assert(llabs((long long)(c->fwd_ns[1] - llround(dts_layer_fwd_flops(&m, 1, 4, 16) / 0.5e12 * 1e9))) <= 1);
+    free(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim_scale");
@@ -320,6 +409,7 @@ int main(void)
     tcase_add_test(tc, test_scatter_gather);
     tcase_add_test(tc, test_vocab_keys);
     tcase_add_test(tc, test_stage_compute_memory);
+    tcase_add_test(tc, test_gemm_efficiency);
     suite_add_tcase(s, tc);
     return dt_test_run(s);
 }

@@ -411,6 +411,10 @@ run run --num-layers 4 --pipeline-model-parallel-size 2 --micro-batch-size 8 --m
 [ "$rc" -eq 0 ] || fail "run --no-vocab-parallel: exit $rc: $(cat "$TMP/err")"
 grep -q '"vocab_parallel": false' "$TMP/tp.json" && grep -q '"scatter_gather_tensors_in_pipeline": false' "$TMP/tp.json" ||
     fail "run --no-vocab-parallel --no-scatter-gather-tensors-in-pipeline: the summary's config keeps them on"
+# a "gemm_efficiency" table out of order is refused in one line naming the entry
+sed 's/"devices_per_node": 8,/"devices_per_node": 8, "gemm_efficiency": [{"flops": 1e12, "efficiency": 0.7}, {"flops": 1e9, "efficiency": 0.4}],/' \
+    "$SRCDIR/sim/hw/h100-ib.json" >"$TMP/bad-gemm.json"
+expect_usage_error 'gemm_efficiency[1].flops' run --hw "$TMP/bad-gemm.json"
 printf '{"vocab_parallel": 3}\n' >"$TMP/vp.json"
 expect_usage_error '"vocab_parallel"' run --config "$TMP/vp.json"
 
