@@ -108,22 +108,40 @@ dt_status dt__tp_block_layout(const dt_gpt_config *cfg, int t, int l, dt_paramse
     return DT_OK;
 }
 
-void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *const full[12],
-                        const dt_paramset *local_layout, int first_tensor, float *local)
+/* Rank r's shard of a block and the whole block's tensors, element for
+ * element: to_whole 0 copies the whole tensors' elements into the shard, 1
+ * the shard's back into the whole tensors (the one map of tp.h's layout,
+ * both ways). */
+static void dt__tp_block_copy(const dt_gpt_config *cfg, int t, int r, float *const full[12],
+                              const dt_paramset *local_layout, int first_tensor, float *local, int to_whole)
 {
     const size_t C = (size_t)cfg->hidden_size, Cl = C / (size_t)t, F = 4 * C, Fl = F / (size_t)t;
     float *o[12];
     for (int i = 0; i < 12; i++) o[i] = local + local_layout->info[first_tensor + i].offset;
+#define DT__CP(shard, whole, n) memcpy(to_whole ? (whole) : (shard), to_whole ? (shard) : (whole), (n) * sizeof(float))
     static const int whole[] = {0, 1, 5, 6, 7, 11}; /* replicated */
-    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) memcpy(o[whole[k]], full[whole[k]], C * sizeof(float));
+    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) DT__CP(o[whole[k]], full[whole[k]], C);
     for (size_t part = 0; part < 3; part++) { /* q, k, v rows of this rank's heads */
-        memcpy(o[2] + part * Cl * C, full[2] + (part * C + r * Cl) * C, Cl * C * sizeof(float));
-        memcpy(o[3] + part * Cl, full[3] + part * C + r * Cl, Cl * sizeof(float));
+        DT__CP(o[2] + part * Cl * C, full[2] + (part * C + r * Cl) * C, Cl * C);
+        DT__CP(o[3] + part * Cl, full[3] + part * C + r * Cl, Cl);
     }
-    for (size_t i = 0; i < C; i++) memcpy(o[4] + i * Cl, full[4] + i * C + r * Cl, Cl * sizeof(float));
-    memcpy(o[8], full[8] + r * Fl * C, Fl * C * sizeof(float));
-    memcpy(o[9], full[9] + r * Fl, Fl * sizeof(float));
-    for (size_t i = 0; i < C; i++) memcpy(o[10] + i * Fl, full[10] + i * F + r * Fl, Fl * sizeof(float));
+    for (size_t i = 0; i < C; i++) DT__CP(o[4] + i * Cl, full[4] + i * C + r * Cl, Cl);
+    DT__CP(o[8], full[8] + r * Fl * C, Fl * C);
+    DT__CP(o[9], full[9] + r * Fl, Fl);
+    for (size_t i = 0; i < C; i++) DT__CP(o[10] + i * Fl, full[10] + i * F + r * Fl, Fl);
+#undef DT__CP
+}
+
+void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *const full[12],
+                        const dt_paramset *local_layout, int first_tensor, float *local)
+{
+    dt__tp_block_copy(cfg, t, r, (float *const *)full, local_layout, first_tensor, local, 0);
+}
+
+void dt__tp_block_unshard(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,
+                          const float *local, float *const full[12])
+{
+    dt__tp_block_copy(cfg, t, r, full, local_layout, first_tensor, (float *)local, 1);
 }
 
 static size_t dt__pad16(size_t n) { return (n + 15) & ~(size_t)15; }

@@ -71,6 +71,10 @@ dt_status dt__tp_block_layout(const dt_gpt_config *cfg, int t, int l, dt_paramse
  * out as dt__tp_block_layout gives). */
 void dt__tp_block_shard(const dt_gpt_config *cfg, int t, int r, const float *const full[12],
                         const dt_paramset *local_layout, int first_tensor, float *local);
+/* The inverse: rank r's shard (local, as above) written into its places
+ * of the whole block's tensors full[12] (the replicated ones whole). */
+void dt__tp_block_unshard(const dt_gpt_config *cfg, int t, int r, const dt_paramset *local_layout, int first_tensor,
+                          const float *local, float *const full[12]);
 
 /* The fingerprint terms (dt__probe_u in dt_internal.h) of the sharded
  * tensors of rank r's block shard (host, laid out as local_layout from

@@ -10,9 +10,13 @@
  * hold all of them (shard 0 is enough); pipeline stages hold their blocks'
  * (the last stage's copy of a tied wte, lm_head.w, is not needed: the
  * model's head reads wte); parameter servers their ranges of tensors.
- * Tensor-parallel shards hold slices and ZeRO shards segments of the flat
- * buffer, which this file does not reassemble: refused in one line, as is
- * an mlp-bn checkpoint (a classifier, no text).
+ * Tensor-parallel shards hold slices: shard s is tensor rank s % t of
+ * data replica (s / t) % d, and replica 0's slices are put back together
+ * (dt__gen_weights_tp): a block's through tp.c's map, the vocabulary rows
+ * of wte and an untied head (vocabulary-parallel) in rank order, the
+ * replicated tensors from tensor rank 0. ZeRO shards hold segments of the
+ * flat buffer, which this file does not reassemble: refused in one line,
+ * as is an mlp-bn checkpoint (a classifier, no text).
  *
  * The tokenizer: every dataset (dt_data.h: the tasks add, reverse, sort and
  * text files) is byte-level, vocabulary 256, so encoding and decoding are
@@ -27,6 +31,7 @@
 #include "dt_checkpoint.h"
 #include "dt_internal.h"
 #include "dt_sample.h"
+#include "tp.h"
 
 #define DT__GEN_BYTE_VOCAB 256
 
@@ -36,6 +41,8 @@ struct dt_generator {
     int64_t iteration;
     int context; /* the training seq_length */
     int vocab;   /* the tokenizer's */
+    dt_gpt_config mc;
+    int t, d, vocab_parallel; /* the layout saved: tensor and data-parallel sizes, the vocabulary split */
     char path[4200];
     char note[2048];
     char describe[1024];
@@ -71,14 +78,10 @@ static dt_status dt__gen_config(dt_generator *g, const dt_checkpoint_manifest *m
                      g->path, task ? task : "?");
         goto done;
     }
-    if (t > 1) {
-        st = DT_FAIL(DT_ERR_UNSUPPORTED,
-                     "%s: saved with --tensor-model-parallel-size %lld: its shards hold slices of the weights, "
-                     "which generation does not reassemble (use a checkpoint of one process, data-parallel, "
-                     "pipeline or parameter-server training)",
-                     g->path, (long long)t);
-        goto done;
-    }
+    g->t = t > 1 ? (int)t : 1;
+    g->d = (int)dt__gen_int(cfg, "data_parallel_size");
+    if (g->d < 1) g->d = 1;
+    g->vocab_parallel = g->t > 1 && json_is_true(json_object_get(cfg, "vocab_parallel"));
     if (zero > 0 || json_is_true(json_object_get(cfg, "use_distributed_optimizer"))) {
         st = DT_FAIL(DT_ERR_UNSUPPORTED,
                      "%s: saved with ZeRO stage %lld (the distributed optimizer): its shards hold segments of the "
@@ -94,6 +97,7 @@ static dt_status dt__gen_config(dt_generator *g, const dt_checkpoint_manifest *m
                           .hidden_size = (int)dt__gen_int(cfg, "hidden_size"),
                           .tie_embeddings = json_is_false(json_object_get(cfg, "untie_embeddings_and_output_weights"))};
     g->context = (int)dt__gen_int(cfg, "seq_length");
+    g->mc = *mc;
     if (dt_gpt_config_validate(mc) != DT_OK || g->context < 1 || g->context > mc->seq_len) {
         st = DT_FAIL(DT_ERR_FORMAT, "%s: the manifest's model is not a valid GPT (%s)", g->path,
                      g->context < 1 || g->context > mc->seq_len ? "seq_length outside 1..max_position_embeddings"
@@ -161,6 +165,100 @@ static dt_status dt__gen_weights(dt_generator *g, const dt_checkpoint_manifest *
     return st;
 }
 
+/* A tensor-parallel checkpoint's weights (see the top): part[i * t + r],
+ * tensor i's slice from tensor rank r (host copies of replica 0's
+ * records), then each whole tensor from its parts. */
+static dt_status dt__gen_weights_tp(dt_generator *g, const dt_checkpoint_manifest *m)
+{
+    const dt_gpt_config *c = &g->mc;
+    const dt_paramset *L = dt_gpt_layout(g->gpt);
+    const int t = g->t, n = L->count, C = c->hidden_size, nb = DT__BLOCK_NTENSORS;
+    float **part = calloc((size_t)n * t, sizeof *part);
+    size_t *want = calloc((size_t)n * t, sizeof *want);
+    float *whole = malloc((L->numel ? L->numel : 1) * sizeof *whole);
+    dt_paramset blk;
+    dt_paramset_init(&blk);
+    dt_status st = part && want && whole ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "generate: out of memory");
+    if (st == DT_OK) st = dt__tp_block_layout(c, t, 0, &blk); /* a block's slices (the same for every block) */
+    /* the elements each rank's record of tensor i holds (0: not needed from that rank) */
+    for (int i = 0; st == DT_OK && i < n; i++) {
+        const int l = dt__gpt_tensor_layer(c, i), rows = i == 0 || (l == c->num_layers && L->info[i].ndim == 2);
+        for (int r = 0; r < t; r++) {
+            int v0, nv;
+            dt__vocab_rows(c->vocab_size, t, r, &v0, &nv);
+            if (l >= 0 && l < c->num_layers) want[i * t + r] = blk.info[(i - 2) % nb].numel;
+            else if (rows && g->vocab_parallel) want[i * t + r] = (size_t)nv * C;
+            else want[i * t + r] = r == 0 ? L->info[i].numel : 0;
+        }
+    }
+    char name[DT_CHECKPOINT_NAME_MAX + 1];
+    for (int s = 0; st == DT_OK && s < m->world_size; s++) {
+        const int r = s % t;
+        if ((s / t) % g->d != 0) continue; /* another data replica's copy */
+        dt_checkpoint_shard sh;
+        memset(&sh, 0, sizeof sh);
+        st = dt_checkpoint_read_shard(m, s, &sh);
+        for (int i = 0; st == DT_OK && i < n; i++) {
+            if (part[i * t + r] || !want[i * t + r]) continue;
+            snprintf(name, sizeof name, "param/%s", L->info[i].name);
+            for (int k = 0; k < sh.count; k++) {
+                const dt_checkpoint_record *rec = &sh.rec[k];
+                if (strcmp(rec->name, name) != 0) continue;
+                if (rec->kind != DT_CKPT_F32 || rec->count != want[i * t + r]) {
+                    st = DT_FAIL(DT_ERR_FORMAT, "%s: record %s holds %zu elements, tensor rank %d's slice %zu",
+                                 sh.path, name, rec->count, r, want[i * t + r]);
+                    break;
+                }
+                if (!(part[i * t + r] = malloc((rec->count ? rec->count : 1) * sizeof(float)))) {
+                    st = DT_FAIL(DT_ERR_NOMEM, "generate: out of memory");
+                    break;
+                }
+                memcpy(part[i * t + r], rec->data, rec->count * sizeof(float));
+                break;
+            }
+        }
+        dt_checkpoint_shard_free(&sh);
+    }
+    for (int i = 0; st == DT_OK && i < n; i++)
+        for (int r = 0; st == DT_OK && r < t; r++)
+            if (want[i * t + r] && !part[i * t + r])
+                st = DT_FAIL(DT_ERR_FORMAT, "%s: no shard of tensor rank %d holds the weights param/%s (%s)", g->path,
+                             r, L->info[i].name, g->describe);
+    for (int i = 0; st == DT_OK && i < n;) {
+        const int l = dt__gpt_tensor_layer(c, i);
+        if (l >= 0 && l < c->num_layers) { /* a block: its 12 tensors from every rank's slices */
+            float *full[DT__BLOCK_NTENSORS];
+            for (int k = 0; k < nb; k++) full[k] = whole + L->info[i + k].offset;
+            for (int r = 0; r < t; r++) {
+                /* the rank's slices laid out as blk (each part at its offset) */
+                float *loc = malloc((blk.numel ? blk.numel : 1) * sizeof *loc);
+                if (!loc) {
+                    st = DT_FAIL(DT_ERR_NOMEM, "generate: out of memory");
+                    break;
+                }
+                for (int k = 0; k < nb; k++)
+                    memcpy(loc + blk.info[k].offset, part[(i + k) * t + r], blk.info[k].numel * sizeof *loc);
+                dt__tp_block_unshard(c, t, r, &blk, 0, loc, full);
+                free(loc);
+            }
+            i += nb;
+            continue;
+        }
+        size_t at = L->info[i].offset;
+        for (int r = 0; r < t; r++) /* vocabulary rows in rank order, or rank 0's whole tensor */
+            if (want[i * t + r]) {
+                memcpy(whole + at, part[i * t + r], want[i * t + r] * sizeof *whole);
+                at += want[i * t + r];
+            }
+        i++;
+    }
+    if (st == DT_OK) st = g->be->copy(g->be, dt_gpt_params(g->gpt), whole, L->numel * sizeof *whole, DT_COPY_H2D);
+    for (int i = 0; part && i < n * t; i++) free(part[i]);
+    free(part), free(want), free(whole);
+    dt_paramset_free(&blk);
+    return st;
+}
+
 dt_status dt_generator_open(const dt_generator_options *o, dt_generator **out)
 {
     *out = NULL;
@@ -181,7 +279,7 @@ dt_status dt_generator_open(const dt_generator_options *o, dt_generator **out)
     const dt_backend_options bo = {o->threads, -1};
     DT_CHECK_GOTO(dt_backend_create_with(o->device, &bo, &g->be), st, fail);
     DT_CHECK_GOTO(dt_gpt_create(&mc, g->be, &g->gpt), st, fail);
-    DT_CHECK_GOTO(dt__gen_weights(g, &m), st, fail);
+    DT_CHECK_GOTO(g->t > 1 ? dt__gen_weights_tp(g, &m) : dt__gen_weights(g, &m), st, fail);
     /* as it was trained: mixed precision computes from half copies of the masters */
     if (prec != DT_F32) DT_CHECK_GOTO(dt_gpt_set_precision(g->gpt, prec), st, fail);
     dt_checkpoint_manifest_free(&m);
