@@ -642,31 +642,46 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     out->bubble_formula = dt_schedule_bubble_ideal_chunks(sc->schedule, out->p, s.V, sc->m, (int)sc->steps);
     out->v = s.V;
     out->schedule = sc->schedule;
-    /* each stage's bubble from its own events, gathered by rank first (one
-     * pass per stage comparing ranks, rather than the whole run's events
-     * searched per stage by name) */
+    /* each stage's bubble from its own events: the events of each stage's
+     * first rank listed once by stage (a counting pass, then a filling
+     * one), and gathered into one reused buffer per stage */
     dt_trace_event *mine = NULL;
-    size_t mine_cap = 0;
+    size_t *by_stage = NULL, *first_of = calloc((size_t)out->p + 1, sizeof *first_of);
+    if (!first_of) {
+        st = DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for the bubbles");
+        goto done;
+    }
+    const int per_stage = dts__is_pipe(sc) ? sc->t * sc->d : 1;
+    for (size_t i = 0; s.sched && i < s.ev.n; i++) {
+        const int pid = s.ev.v[i].pid;
+        if (pid >= 0 && pid % per_stage == 0 && pid / per_stage < out->p) first_of[pid / per_stage + 1]++;
+    }
+    for (int p = 0; p < out->p; p++) first_of[p + 1] += first_of[p];
+    size_t most = 0;
+    for (int p = 0; p < out->p; p++)
+        if (first_of[p + 1] - first_of[p] > most) most = first_of[p + 1] - first_of[p];
+    by_stage = malloc((first_of[out->p] ? first_of[out->p] : 1) * sizeof *by_stage);
+    mine = malloc((most ? most : 1) * sizeof *mine);
+    size_t *fill = calloc((size_t)out->p, sizeof *fill);
+    if (!by_stage || !mine || !fill) {
+        free(by_stage), free(mine), free(fill), free(first_of);
+        st = DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for the bubbles");
+        goto done;
+    }
+    for (size_t i = 0; s.sched && i < s.ev.n; i++) {
+        const int pid = s.ev.v[i].pid;
+        if (pid >= 0 && pid % per_stage == 0 && pid / per_stage < out->p) {
+            const int p = pid / per_stage;
+            by_stage[first_of[p] + fill[p]++] = i;
+        }
+    }
+    free(fill);
     for (int p = 0; p < out->p; p++) {
         out->bubble[p] = out->bubble_fb[p] = NAN;
         if (!s.sched) continue;
         const int rank = dts__unit_at(&s, 0, p)->rank;
-        size_t n_mine = 0;
-        for (size_t i = 0; i < s.ev.n; i++) {
-            if (s.ev.v[i].pid != rank) continue;
-            if (n_mine == mine_cap) {
-                const size_t cap = mine_cap ? 2 * mine_cap : 1024;
-                dt_trace_event *v = realloc(mine, cap * sizeof *v);
-                if (!v) {
-                    free(mine);
-                    st = DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for the bubbles");
-                    goto done;
-                }
-                mine = v;
-                mine_cap = cap;
-            }
-            mine[n_mine++] = s.ev.v[i];
-        }
+        const size_t n_mine = first_of[p + 1] - first_of[p];
+        for (size_t k = 0; k < n_mine; k++) mine[k] = s.ev.v[by_stage[first_of[p] + k]];
         dt_bubble_stats bs;
         if (dt_bubble_stats_events(mine, n_mine, rank, skip, &bs) == DT_OK) {
             /* pipedream: steps interleave, so the per-step window overstates
@@ -681,6 +696,8 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
                 out->max_stash[p] = dts__unit_at(&s, d, p)->stash_max;
     }
     free(mine);
+    free(by_stage);
+    free(first_of);
     for (int q = 0; q < s.Q; q++) /* a backward split in B and W takes the same time as a whole one */
         out->stage_compute_ns[s.q_dev[q]] += (double)sc->m * (double)(s.fwd_ns[q] + s.bwd_ns[q]);
     for (int i = 0; i < s.n_units; i++) {
