@@ -14,7 +14,9 @@
  *   - the memory capacity: ranks whose predicted peak exceeds it;
  *   - the stages' compute (the imbalance the summary reports), by hand;
  *   - the hardware's "gemm_efficiency" table: reading, interpolation, bad
- *     tables, and the roofline's GEMMs at their size on a tensor rank. */
+ *     tables, and the roofline's GEMMs at their size on a tensor rank;
+ *   - a balanced 3,072-GPU job: every stage's bubble within 0.03 of the
+ *     formula. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -396,6 +398,40 @@ START_TEST(test_gemm_efficiency)
 }
 END_TEST
 
+/* The 3,072-GPU job of docs/simulator.md ("What it models at scale"):
+ * t 8 x p 64 x d 6, m 512, 639 blocks of width 11520 (96 heads, T 2048)
+ * and a vocabulary of 256000 split over the 8 tensor ranks, bf16, full
+ * recomputation, the distributed optimizer, on h100-ib, default
+ * collectives. The default split puts 10 blocks on stages 0-62 and 9 and
+ * the head on stage 63, which the head's share of the vocabulary makes
+ * about as heavy (1% apart): every stage's bubble is then within 0.03 of
+ * the 1F1B formula (p-1)/(m+p-1). The event estimate holds too. */
+START_TEST(test_scale_3072)
+{
+    dts_scenario *sc = scenario("h100-ib.json");
+    sc->model.num_layers = 639, sc->model.hidden_size = 11520, sc->model.num_heads = 96;
+    sc->model.seq_len = sc->T = 2048, sc->model.vocab_size = 256000;
+    sc->B = 1, sc->m = 512, sc->t = 8, sc->p = 64, sc->d = 6, sc->steps = 2;
+    snprintf(sc->precision, sizeof sc->precision, "bf16");
+    sc->recompute = 1, sc->zero = 1;
+    ck_dt(dts_scenario_set_cost(sc, NULL));
+    const double est = dts_run_events_estimate(sc);
+    dts_summary s;
+    ck_dt(dts_run(sc, NULL, &s));
+    ck_assert_msg(est >= s.events / 3.0 && est <= s.events * 3.0, "estimated %.0f, ran %llu", est,
+                  (unsigned long long)s.events);
+    const double f = (63.0) / (512 + 63.0);
+    ck_assert(fabs(s.bubble_formula - f) < 1e-9);
+    for (int p = 0; p < 64; p++)
+        ck_assert_msg(fabs(s.bubble_fb[p] - f) < 0.03, "stage %d: bubble %.4f, formula %.4f", p, s.bubble_fb[p], f);
+    ck_assert(dts_summary_imbalance(&s, NULL, NULL) < 1.03);
+    fprintf(stderr, "scale 3072: step %.1f ms, bubble stage 0 %.4f, 63 %.4f, %llu events in %.2f s\n", s.step_ns * 1e-6,
+            s.bubble_fb[0], s.bubble_fb[63], (unsigned long long)s.events, s.wall_seconds);
+    dts_summary_free(&s);
+    free(sc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim_scale");
@@ -410,6 +446,10 @@ int main(void)
     tcase_add_test(tc, test_vocab_keys);
     tcase_add_test(tc, test_stage_compute_memory);
     tcase_add_test(tc, test_gemm_efficiency);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("scale");
+    tcase_add_test(tc, test_scale_3072);
+    tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return dt_test_run(s);
 }
