@@ -91,7 +91,7 @@ tut_cmd flows ./dtbench flows run.json
 if [ "$D" = 2 ]; then
     tut_line flows '^run\.json ranks=8 events=1584 flows=128 pairs=64 unpaired=0 early=0 judged=64 '
 else
-    tut_line flows '^run\.json ranks=4 events=1400 flows=128 pairs=64 unpaired=0 early=0 judged=64 '
+    tut_line flows '^run\.json ranks=4 events=1528 flows=128 pairs=64 unpaired=0 early=0 judged=64 '
 fi
 tut_line flows ' method=ping-pong$'
 
