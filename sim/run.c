@@ -230,10 +230,11 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             } else if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
             blocks += block;
         }
-        if (sc->t > 1) { /* the block's allreduces: in the forward, and in the input-gradient part (B) */
+        if (sc->t > 1) { /* the block's allreduces: in the forward, and in the input-gradient part (B); full
+                          * recomputation runs each block's forward again in B, its two g allreduces with it */
             s->tp_blocks[q] = blocks;
             f += 2.0 * blocks * s->tp_ar_ns;
-            b += 2.0 * blocks * s->tp_ar_ns;
+            b += (sc->recompute == 1 ? 4.0 : 2.0) * blocks * s->tp_ar_ns;
         }
         if (vp) { /* the embedding's output summed over the group; the head's statistics gathered, and its
                    * input gradient summed (FP32, lib/parallel/tp.c) */
@@ -717,7 +718,8 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
         blocks0 += s.tp_blocks[q];
         vocab0 += (double)(s.tpv_fwd_ns[q] + s.tpv_bwd_ns[q]);
     }
-    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? (4.0 * blocks0 * s.tp_ar_ns + vocab0) * sc->m : 0.0;
+    const double ar_per_block = sc->recompute == 1 ? 6.0 : 4.0; /* g, g, f, f (and g, g recomputed) */
+    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? (ar_per_block * blocks0 * s.tp_ar_ns + vocab0) * sc->m : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
     out->world_sync_ns = dts__is_pipe(sc) && !s.async_report ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;

@@ -113,21 +113,24 @@ static void dts__tp_spans(dts__sim *s, dts__unit *u, int q, int64_t t0, int64_t 
     /* the block's allreduces sit at the end of the compute span, two per
      * block, after the vocabulary split's collectives of the embedding or
      * head (lib/parallel/tp.c's "tp vocab allreduce" and "tp vocab gather") */
-    const int n = 2 * s->tp_blocks[q];
+    const int n = (forward || s->sc->recompute != 1 ? 2 : 4) * s->tp_blocks[q]; /* B recomputes the g's */
     const int64_t vocab = forward ? s->tpv_fwd_ns[q] : s->tpv_bwd_ns[q];
     if (!u->record || s->sc->t == 1 || (n == 0 && vocab == 0)) return;
     int64_t at = t1 - n * s->tp_ar_ns - vocab;
     if (at < t0) at = t0;
-    if (vocab) {
+    /* forward: the embedding's allreduce on the first virtual stage, the head's gather on the last (one
+     * after the other when one stage holds both); backward: the head's allreduce */
+    const int64_t emb = forward && q == 0 && vocab ? s->tp_ar_ns : 0;
+    for (int k = 0; k < 2; k++) {
+        const int64_t dur = k == 0 ? emb : vocab - emb;
+        if (dur <= 0) continue;
         dt_trace_event ev;
-        /* forward: the head's gather on the last virtual stage (after the embedding's allreduce when one
-         * stage holds both), the embedding's allreduce on the first; backward: the head's allreduce */
-        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, forward && q == s->Q - 1 ? "tp vocab gather" : "tp vocab allreduce",
-                            "tp", u->rank, DT_LANE_COMM, at, vocab);
+        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, forward && k == 1 ? "tp vocab gather" : "tp vocab allreduce", "tp",
+                            u->rank, DT_LANE_COMM, at, dur);
         ev.iter = iter;
         dt_trace_event_add_arg(&ev, "forward", forward);
         dts__rec(s, 1, &ev);
-        at += vocab;
+        at += dur;
     }
     for (int i = 0; i < n; i++, at += s->tp_ar_ns) {
         dt_trace_event ev;

@@ -239,6 +239,37 @@ START_TEST(test_scatter_gather)
 }
 END_TEST
 
+/* Full recomputation runs each block's forward again in the backward, and
+ * on a tensor rank its two g allreduces with it (lib/model/runner_backward.c
+ * through lib/parallel/tp.c): 6 allreduces a block and micro-batch, not 4;
+ * the backward is longer by the forward and its 2 allreduces, by hand. */
+START_TEST(test_recompute_allreduces)
+{
+    dts_run_opts o = {.keep_events = 1};
+    dts_summary rc, none;
+    dts_scenario *a = vocab_scenario(1, 0, 0), *b = vocab_scenario(1, 0, 0);
+    a->recompute = 1;
+    ck_dt(dts_run(a, &o, &rc));
+    ck_dt(dts_run(b, &o, &none));
+    const double ar = 2 * 1000.0 + (double)((int64_t)a->B * a->T * a->model.hidden_size * 4);
+    const int L = a->model.num_layers; /* 2 blocks on the one stage */
+    ck_assert(fabs(rc.comm_ns_tp - none.comm_ns_tp * 6.0 / 4.0) < 1e-6);
+    ck_assert(fabs(none.comm_ns_tp - 4.0 * L * ar * a->m) < 1e-6);
+    int64_t b_rc, b_none;
+    first_span(&rc, 0, "backward", &b_rc);
+    first_span(&none, 0, "backward", &b_none);
+    ck_assert_int_eq(b_rc - b_none, llround(L * (1000.0 / 2 + 2 * ar)));
+    int n_g = 0;
+    for (size_t i = 0; i < rc.n_ev; i++)
+        n_g += rc.ev[i].pid == 0 && rc.ev[i].iter == 0 && !strcmp(rc.ev[i].name, "tp allreduce g");
+    ck_assert_int_eq(n_g, 2 * L); /* the forward's; the recomputed ones sit in B's span, named as its */
+    dts_summary_free(&rc);
+    dts_summary_free(&none);
+    free(a);
+    free(b);
+}
+END_TEST
+
 /* The keys: a dtsim config keeps the split unless "vocab_parallel" is
  * false; dtrain's configuration writes the key only when it split, so
  * there its absence means whole; both keys read back from the scenario's
@@ -444,6 +475,7 @@ int main(void)
     tcase_add_test(tc, test_vocab_parallel);
     tcase_add_test(tc, test_scatter_gather);
     tcase_add_test(tc, test_vocab_keys);
+    tcase_add_test(tc, test_recompute_allreduces);
     tcase_add_test(tc, test_stage_compute_memory);
     tcase_add_test(tc, test_gemm_efficiency);
     suite_add_tcase(s, tc);
