@@ -115,7 +115,8 @@ static void dts__tp_spans(dts__sim *s, dts__unit *u, int q, int64_t t0, int64_t 
      * head (lib/parallel/tp.c's "tp vocab allreduce" and "tp vocab gather") */
     const int n = (forward || s->sc->recompute != 1 ? 2 : 4) * s->tp_blocks[q]; /* B recomputes the g's */
     const int64_t vocab = forward ? s->tpv_fwd_ns[q] : s->tpv_bwd_ns[q];
-    if (!u->record || s->sc->t == 1 || (n == 0 && vocab == 0)) return;
+    /* without a trace the summary reads rank 0's spans only (its phases; the bubbles read instructions) */
+    if (!u->record || (!s->keep_all && u->rank != 0) || s->sc->t == 1 || (n == 0 && vocab == 0)) return;
     int64_t at = t1 - n * s->tp_ar_ns - vocab;
     if (at < t0) at = t0;
     /* forward: the embedding's allreduce on the first virtual stage, the head's gather on the last (one

@@ -97,7 +97,8 @@ void dts__memory(dts__sim *s, dts__unit *u)
 {
     const int64_t total = u->mem_static + u->mem_act + u->mem_stash;
     if (total > u->mem_peak) u->mem_peak = total;
-    if (!u->record) return;
+    /* without a trace the summary reads only rank 0's counters (and none of them): the others' are left out */
+    if (!u->record || (!s->keep_all && u->rank != 0)) return;
     dt_trace_event e;
     dt_trace_event_init(&e, DT_TRACE_COUNTER, "memory", "counter", u->rank, DT_LANE_COMPUTE, dts_engine_now(s->e), 0);
     e.value = (double)total;
