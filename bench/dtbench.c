@@ -372,7 +372,7 @@ static int dtbench_main(int argc, char **argv)
         "  threads    the automatic thread count (--threads 0) against every fixed one, quiet and beside one "
         "busy process, on tiny and small (--model: one of them; --steps default 400 and 60; goals: busy >= 0.90 "
         "of the best fixed count, quiet >= 0.97 of one thread per core)\n"
-        "  simval     the simulator's validation lab: 35 real runs (31 without root's emulated cluster), each "
+        "  simval     the simulator's validation lab: 37 real runs (33 without root's emulated cluster), each "
         "measured 3 times, predicted from calibration runs only (profiles, co-located profiles, link fits; goal: "
         "mean |error| < 3%, none over 8%)\n"
         "  simspeed   simulator events/s, the wall time of a 1024-device job and the wall time and peak memory of a "

@@ -60,7 +60,12 @@ const dt_simval_run dt_simval_runs[] = {
     {"tp2-m4-fp16", "tensor-parallel+precision", 2, 16, DT_SIMVAL_FP16, 0, 1, "--tensor-model-parallel-size 2"},
     {"tp2-m4-recompute", "tensor-parallel+recompute", 2, 16, DT_SIMVAL_FP32, 0, 0,
      "--tensor-model-parallel-size 2 --recompute-activations"},
-    {"tp2-pp2-1f1b-m4", "tensor x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 0, "--tensor-model-parallel-size 2 " PP2 "1f1b"},
+    /* the embedding and LM head whole on both ranks (the others split them by vocabulary rows) */
+    {"tp2-m4-whole", "tensor-parallel", 2, 16, DT_SIMVAL_FP32, 0, 1, "--tensor-model-parallel-size 2 --no-vocab-parallel"},
+    /* scatter/gather of the pipeline's sends (the default), and without */
+    {"tp2-pp2-1f1b-m4", "tensor x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 1, "--tensor-model-parallel-size 2 " PP2 "1f1b"},
+    {"tp2-pp2-1f1b-m4-nosg", "tensor x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 0,
+     "--tensor-model-parallel-size 2 --no-scatter-gather-tensors-in-pipeline " PP2 "1f1b"},
     {"pp2-dp2-1f1b-m4", "pipeline x data", 4, 16, DT_SIMVAL_FP32, 0, 0, PP2 "1f1b --allreduce ring"},
     /* the emulated cluster: 2 nodes, 1 rank each, a shaped link between them */
     {"cl-dp-ring", "cluster: data-parallel", 2, 16, DT_SIMVAL_FP32, 1, 0, "--allreduce ring"},

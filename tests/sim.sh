@@ -6,9 +6,12 @@
 # calibration (single-rank compute profiles of simval's model, width 96, 4
 # blocks, T = 32, 1 thread, in fp32, bf16 and fp16; two copies of the fp32
 # one at once for the contention; `mpirun -np 2 dtbench allreduce --json`
-# for the link) and then five real 2-rank runs with traces, each measured
-# once: pipeline p = 2 1f1b m = 4, data-parallel ring d = 2, ps-sync (one
-# worker, one server), and two combined runs, 1f1b bf16 and t = 2 fp16.
+# for the link) and then seven real runs with traces, each measured once:
+# on 2 ranks pipeline p = 2 1f1b m = 4, data-parallel ring d = 2, ps-sync
+# (one worker, one server), 1f1b bf16, t = 2 fp16 (the embedding and LM
+# head split by vocabulary rows, the default) and t = 2 fp32 with them
+# whole (--no-vocab-parallel); on 4 ranks t x p = 2 x 2 1f1b with the
+# pipeline's sends scattered over the tensor ranks (the default).
 # dts_validate predicts each from the calibration only (the run gives its
 # configuration, never its durations).
 #
@@ -36,7 +39,7 @@ die() { cat "$out"; fail "$*"; exit 1; }
 # work competes with the measured runs (the runs themselves add about 2)
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 busy=0
-NRUNS=5
+NRUNS=7
 # bf16 predicted from an FP32 profile (issue 35): dtsim takes the GEMM rates
 # of both precisions and the cost of bf16's own passes over the activations
 # from a hardware file (peak_flops, peak_flops_bf16, bf16_pass_ns), all
@@ -92,7 +95,7 @@ done
     fail "bf16 from an FP32 profile: error $e_rate% (at FP32 speed $e_none%) in every attempt (load $load)"; exit 1; }
 
 # the rows of the table: a run's name, then its set and figures
-ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\) '
+ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\|tp2-m4-whole\|tp2-pp2-1f1b-m4\) '
 ok=" " # the rows (1..NRUNS) that were within TOL in some attempt
 for attempt in 1 2 3; do
     load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
