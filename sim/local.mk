@@ -7,7 +7,7 @@ libdtsim_la_SOURCES = sim/dts_engine.h sim/engine.c
 libdtsim_la_CPPFLAGS = $(AM_CPPFLAGS) $(DT_SHARED_CPPFLAGS) -I$(top_srcdir)/sim
 libdtsim_la_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 libdtsim_la_LIBADD = $(JANSSON_LIBS) -lm
-EXTRA_DIST += sim/hw/cpu-2core.json sim/hw/h100-ib.json sim/hw/h200-nvlink.json
+EXTRA_DIST += sim/hw/cpu-2core.json sim/hw/h100-ib.json sim/hw/h200-nvlink.json sim/hw/a100-ib.json
 # the mixed-precision numerics model (grad_amax fit, loss-scaler replay)
 libdtsim_la_SOURCES += sim/dts_amp.h sim/amp.c
 # The typed JSON getters that the hardware and scenario readers share.
