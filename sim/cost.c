@@ -250,12 +250,19 @@ typedef struct cost__iter {
 } cost__iter;
 
 typedef struct cost__mean {
-    double sum;
+    double sum, sq;
     int64_t n;
 } cost__mean;
 
-static void mean_add(cost__mean *m, double v) { m->sum += v, m->n++; }
+static void mean_add(cost__mean *m, double v) { m->sum += v, m->sq += v * v, m->n++; }
 static double mean_of(const cost__mean *m) { return m->n ? m->sum / (double)m->n : 0.0; }
+/* the population standard deviation (0 with fewer than 2 values) */
+static double sd_of(const cost__mean *m)
+{
+    if (m->n < 2) return 0.0;
+    const double mu = m->sum / (double)m->n, v = m->sq / (double)m->n - mu * mu;
+    return v > 0 ? sqrt(v) : 0.0;
+}
 
 dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_name, const dt_gpt_config *model, int B,
                                 int T, dts_cost *out)
@@ -416,6 +423,9 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     pm.num_layers = (int)Lp;
     pm.seq_len = (int)P;
     c->optim_ns_per_param = mean_of(&opt) / (double)dt_gpt_config_num_params(&pm);
+    /* a sum of many small ops' independent variations: the variance grows with the work, linear in B */
+    c->block_fwd_sd_ns = sd_of(&fwd[1]) * sqrt(scale);
+    c->block_bwd_sd_ns = (bwd[1].sq > 0 ? sd_of(&bwd[1]) : 0.0) * sqrt(scale);
     const double ov = mean_of(&over);
     c->step_overhead_ns = dts_ns_sat(ov);
     snprintf(c->source, sizeof c->source, "profile %s", name);

@@ -111,6 +111,34 @@ static int64_t dts__grid_ring_ns(const dts__sim *s, dt_grid_group dim, int rank,
                                      s->grid.size[dim], bytes);
 }
 
+/* E[max of n independent standard normals] (n >= 1), by Simpson's rule:
+ * the integral of x n phi(x) Phi(x)^(n-1) over [-10, 10]. 0.5642 for 2
+ * (1/sqrt(pi)), 1.0294 for 4, 1.4236 for 8. */
+static double dts__max_normal(int n)
+{
+    if (n <= 1) return 0.0;
+    const int K = 4000;
+    const double a = -10.0, h = 20.0 / K;
+    double sum = 0.0;
+    for (int k = 0; k <= K; k++) {
+        const double x = a + k * h, phi = exp(-0.5 * x * x) / sqrt(2.0 * M_PI), Phi = 0.5 * erfc(-x / sqrt(2.0));
+        const double f = x * n * phi * pow(Phi, n - 1);
+        sum += (k == 0 || k == K ? 1.0 : k % 2 ? 4.0 : 2.0) * f;
+    }
+    return sum * h / 3.0;
+}
+
+/* The expected wait at an allreduce between t ranks for the slowest: each
+ * arrives after a segment of compute of its own (half a block's forward or
+ * backward on 1/t of it, between two of the block's allreduces) whose time
+ * varies independently, with the variance of the work's share of the
+ * block's (sd_block, the profile's); every rank waits for the last,
+ * sd_segment x E[max of t standard normals] after the mean. */
+static int64_t dts__tp_skew_ns(int t, double sd_block)
+{
+    return t > 1 && sd_block > 0 ? dts__ns(dts__max_normal(t) * sd_block * sqrt(1.0 / (2.0 * t))) : 0;
+}
+
 static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o, double bw_scale)
 {
     const int L = sc->model.num_layers, P = dts__is_pipe(sc) ? sc->p : 1;
@@ -173,6 +201,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
                                              s->msg_bytes * sc->t);
     }
     s->tp_ar_ns = sc->t > 1 ? dts__grid_ring_ns(s, DT_GRID_TENSOR, 0, act_msg) : 0;
+    s->tp_skew_f_ns = dts__tp_skew_ns(sc->t, sc->cost.block_fwd_sd_ns);
+    s->tp_skew_b_ns = dts__tp_skew_ns(sc->t, sc->cost.block_bwd_sd_ns);
     /* the vocabulary split (t > 1): each rank holds at most ceil(V/t) rows
      * of wte and of the head (rank r: [V*r/t, V*(r+1)/t)); the slowest rank
      * sets the pace and the unit's memory is the largest rank's */
@@ -233,8 +263,9 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         if (sc->t > 1) { /* the block's allreduces: in the forward, and in the input-gradient part (B); full
                           * recomputation runs each block's forward again in B, its two g allreduces with it */
             s->tp_blocks[q] = blocks;
-            f += 2.0 * blocks * s->tp_ar_ns;
-            b += (sc->recompute == 1 ? 4.0 : 2.0) * blocks * s->tp_ar_ns;
+            const double g = (double)(s->tp_ar_ns + s->tp_skew_f_ns), fb = (double)(s->tp_ar_ns + s->tp_skew_b_ns);
+            f += 2.0 * blocks * g;
+            b += 2.0 * blocks * fb + (sc->recompute == 1 ? 2.0 * blocks * g : 0.0);
         }
         if (vp) { /* the embedding's output summed over the group; the head's statistics gathered, and its
                    * input gradient summed (FP32, lib/parallel/tp.c) */
@@ -718,8 +749,10 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
         blocks0 += s.tp_blocks[q];
         vocab0 += (double)(s.tpv_fwd_ns[q] + s.tpv_bwd_ns[q]);
     }
-    const double ar_per_block = sc->recompute == 1 ? 6.0 : 4.0; /* g, g, f, f (and g, g recomputed) */
-    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? (ar_per_block * blocks0 * s.tp_ar_ns + vocab0) * sc->m : 0.0;
+    /* g, g, f, f (and g, g recomputed), each with its wait for the slowest rank */
+    const double ar_block = 2.0 * (double)(s.tp_ar_ns + s.tp_skew_f_ns) * (sc->recompute == 1 ? 2 : 1) +
+                            2.0 * (double)(s.tp_ar_ns + s.tp_skew_b_ns);
+    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? (ar_block * blocks0 + vocab0) * sc->m : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
     out->world_sync_ns = dts__is_pipe(sc) && !s.async_report ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;

@@ -186,6 +186,10 @@ struct dts__sim {
     int64_t msg_bytes;   /* a pipeline send's bytes on one tensor rank's link (1/t of the tensor when scattered) */
     int64_t sg_ns;       /* scattered sends: the receiving tensor group's all-gather of the t pieces (0: whole) */
     int64_t tp_ar_ns;    /* one tensor-parallel allreduce of a block's activation */
+    /* the expected wait at one of a block's allreduces for the slowest of
+     * the t ranks (run.c, dts__tp_skew_ns): after a forward segment (g, and
+     * the g's a full recomputation reruns in B) and after a backward one (f) */
+    int64_t tp_skew_f_ns, tp_skew_b_ns;
     /* (Q) the vocabulary split's collectives (t > 1): in the forward the
      * embedding's output allreduce and the head's per-row statistics'
      * all-gather, in the backward's B the head input gradient's allreduce */

@@ -111,13 +111,17 @@ static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in,
 static void dts__tp_spans(dts__sim *s, dts__unit *u, int q, int64_t t0, int64_t t1, int forward, int64_t iter)
 {
     /* the block's allreduces sit at the end of the compute span, two per
-     * block, after the vocabulary split's collectives of the embedding or
-     * head (lib/parallel/tp.c's "tp vocab allreduce" and "tp vocab gather") */
-    const int n = (forward || s->sc->recompute != 1 ? 2 : 4) * s->tp_blocks[q]; /* B recomputes the g's */
+     * block (four in a B that recomputes the forward: its g's first), each
+     * with its wait for the slowest rank, after the vocabulary split's
+     * collectives of the embedding or head (lib/parallel/tp.c's
+     * "tp vocab allreduce" and "tp vocab gather") */
+    const int nb = s->tp_blocks[q], n_g = forward ? 2 * nb : s->sc->recompute == 1 ? 2 * nb : 0,
+              n_f = forward ? 0 : 2 * nb;
+    const int64_t g = s->tp_ar_ns + s->tp_skew_f_ns, f = s->tp_ar_ns + s->tp_skew_b_ns;
     const int64_t vocab = forward ? s->tpv_fwd_ns[q] : s->tpv_bwd_ns[q];
     /* without a trace the summary reads rank 0's spans only (its phases; the bubbles read instructions) */
-    if (!u->record || (!s->keep_all && u->rank != 0) || s->sc->t == 1 || (n == 0 && vocab == 0)) return;
-    int64_t at = t1 - n * s->tp_ar_ns - vocab;
+    if (!u->record || (!s->keep_all && u->rank != 0) || s->sc->t == 1 || (nb == 0 && vocab == 0)) return;
+    int64_t at = t1 - n_g * g - n_f * f - vocab;
     if (at < t0) at = t0;
     /* forward: the embedding's allreduce on the first virtual stage, the head's gather on the last (one
      * after the other when one stage holds both); backward: the head's allreduce */
@@ -133,13 +137,17 @@ static void dts__tp_spans(dts__sim *s, dts__unit *u, int q, int64_t t0, int64_t 
         dts__rec(s, 1, &ev);
         at += dur;
     }
-    for (int i = 0; i < n; i++, at += s->tp_ar_ns) {
+    for (int i = 0; i < n_g + n_f; i++) {
+        const int is_g = i < n_g;
+        const int64_t dur = is_g ? g : f;
         dt_trace_event ev;
-        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, forward ? "tp allreduce g" : "tp allreduce f", "tp", u->rank,
-                            DT_LANE_COMM, at, s->tp_ar_ns);
+        /* the runtime names them by operator: g in the forward (and its recomputation), f in the backward */
+        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, is_g ? "tp allreduce g" : "tp allreduce f", "tp", u->rank,
+                            DT_LANE_COMM, at, dur);
         ev.iter = iter;
         dt_trace_event_add_arg(&ev, "forward", forward);
         dts__rec(s, 1, &ev);
+        at += dur;
     }
 }
 

@@ -262,11 +262,49 @@ START_TEST(test_recompute_allreduces)
     int n_g = 0;
     for (size_t i = 0; i < rc.n_ev; i++)
         n_g += rc.ev[i].pid == 0 && rc.ev[i].iter == 0 && !strcmp(rc.ev[i].name, "tp allreduce g");
-    ck_assert_int_eq(n_g, 2 * L); /* the forward's; the recomputed ones sit in B's span, named as its */
+    ck_assert_int_eq(n_g, 4 * L); /* the forward's and their recomputation's in B, as the runtime's trace names them */
     dts_summary_free(&rc);
     dts_summary_free(&none);
     free(a);
     free(b);
+}
+END_TEST
+
+/* The tensor ranks' wait for the slowest at each allreduce: a block's
+ * forward of standard deviation 1000 ns (its backward 2000) on t ranks is
+ * two segments each of variance 1000^2 / (2t); every rank waits for the
+ * last of t, E[max of t standard normals] (1/sqrt(pi) for 2, 1.0294 for
+ * 4) times the segment's deviation after the mean: by hand, per block and
+ * micro-batch, 2 of those in the forward, 2 in the backward. */
+START_TEST(test_tp_skew)
+{
+    dts_run_opts o = {.keep_events = 1};
+    const double emax[2] = {1.0 / sqrt(M_PI), 1.0293754};
+    const int ts[2] = {2, 4};
+    for (int k = 0; k < 2; k++) {
+        dts_summary sk, none;
+        dts_scenario *a = vocab_scenario(1, 0, 0), *b = vocab_scenario(1, 0, 0);
+        a->t = b->t = ts[k];
+        a->cost.block_fwd_sd_ns = 1000, a->cost.block_bwd_sd_ns = 2000;
+        ck_dt(dts_run(a, &o, &sk));
+        ck_dt(dts_run(b, &o, &none));
+        const int L = a->model.num_layers;
+        const double seg = sqrt(1.0 / (2.0 * ts[k]));
+        const int64_t wf = llround(emax[k] * 1000 * seg), wb = llround(emax[k] * 2000 * seg);
+        int64_t f1, f0, b1, b0;
+        first_span(&sk, 0, "forward", &f1);
+        first_span(&none, 0, "forward", &f0);
+        first_span(&sk, 0, "backward", &b1);
+        first_span(&none, 0, "backward", &b0);
+        ck_assert_msg(llabs((long long)(f1 - f0 - 2 * L * wf)) <= 2 * L, "t %d: forward %lld longer, want %lld", ts[k],
+                      (long long)(f1 - f0), (long long)(2 * L * wf));
+        ck_assert_msg(llabs((long long)(b1 - b0 - 2 * L * wb)) <= 2 * L, "t %d: backward %lld longer, want %lld", ts[k],
+                      (long long)(b1 - b0), (long long)(2 * L * wb));
+        dts_summary_free(&sk);
+        dts_summary_free(&none);
+        free(a);
+        free(b);
+    }
 }
 END_TEST
 
@@ -476,6 +514,7 @@ int main(void)
     tcase_add_test(tc, test_scatter_gather);
     tcase_add_test(tc, test_vocab_keys);
     tcase_add_test(tc, test_recompute_allreduces);
+    tcase_add_test(tc, test_tp_skew);
     tcase_add_test(tc, test_stage_compute_memory);
     tcase_add_test(tc, test_gemm_efficiency);
     suite_add_tcase(s, tc);
