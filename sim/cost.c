@@ -250,18 +250,52 @@ typedef struct cost__iter {
 } cost__iter;
 
 typedef struct cost__mean {
-    double sum, sq;
+    double sum;
     int64_t n;
 } cost__mean;
 
-static void mean_add(cost__mean *m, double v) { m->sum += v, m->sq += v * v, m->n++; }
+static void mean_add(cost__mean *m, double v) { m->sum += v, m->n++; }
 static double mean_of(const cost__mean *m) { return m->n ? m->sum / (double)m->n : 0.0; }
-/* the population standard deviation (0 with fewer than 2 values) */
-static double sd_of(const cost__mean *m)
+/* Durations kept to measure their spread robustly. */
+typedef struct cost__spread {
+    double *v;
+    size_t n, cap;
+} cost__spread;
+
+static int spread_add(cost__spread *s, double x)
 {
-    if (m->n < 2) return 0.0;
-    const double mu = m->sum / (double)m->n, v = m->sq / (double)m->n - mu * mu;
-    return v > 0 ? sqrt(v) : 0.0;
+    if (s->n == s->cap) {
+        const size_t cap = s->cap ? 2 * s->cap : 256;
+        double *v = realloc(s->v, cap * sizeof *v);
+        if (!v) return -1;
+        s->v = v, s->cap = cap;
+    }
+    s->v[s->n++] = x;
+    return 0;
+}
+
+static int cost__cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double cost__median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cost__cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A robust standard deviation: 1.4826 x the median absolute deviation (a
+ * normal's sd), so that a span the scheduler preempted once does not
+ * stand for the spread of every run of the layer; 0 with fewer than 3
+ * values. Reorders s. */
+static double spread_sd(cost__spread *s)
+{
+    if (s->n < 3) return 0.0;
+    const double med = cost__median(s->v, s->n);
+    for (size_t i = 0; i < s->n; i++) s->v[i] = fabs(s->v[i] - med);
+    return 1.4826 * cost__median(s->v, s->n);
 }
 
 dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_name, const dt_gpt_config *model, int B,
@@ -350,6 +384,8 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
 
     /* per layer kind: forward, backward, and a split backward's B and W */
     cost__mean fwd[3] = {{0}}, bwd[3] = {{0}}, bb[3] = {{0}}, bw[3] = {{0}}, opt = {0};
+    cost__spread sp_f = {0}, sp_b = {0}; /* the blocks' forward and (whole) backward spans */
+    int sp_fail = 0;
     for (size_t i = 0; i < profile->n_events; i++) {
         const dt_trace_event *e = &profile->events[i];
         if (e->ph != DT_TRACE_COMPLETE || e->iter == DT_TRACE_NONE || e->iter < 0) continue;
@@ -372,11 +408,14 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
         else if (e->layer == Lp) k = 2;
         else {
             free(it);
+            free(sp_f.v);
+            free(sp_b.v);
             return DT_FAIL(DT_ERR_INVALID,
                            "profile %s: traceEvents[%zu]: layer %d: expected -1..%lld (num_layers %lld)", name, i,
                            e->layer, (long long)Lp, (long long)Lp);
         }
         mean_add(split == 1 ? &bb[k] : split == 2 ? &bw[k] : e->name[0] == 'f' ? &fwd[k] : &bwd[k], (double)e->dur_ns);
+        if (k == 1 && !split) sp_fail |= spread_add(e->name[0] == 'f' ? &sp_f : &sp_b, (double)e->dur_ns);
     }
     /* evaluations between two steps are not part of either */
     for (size_t i = 0; i < profile->n_events; i++) {
@@ -391,6 +430,10 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
         if (it[j].seen && it[j - 1].seen)
             mean_add(&over, (double)(it[j].end_ns - it[j - 1].end_ns - it[j].spans_ns - it[j].eval_ns));
     free(it);
+    const double sd_f = spread_sd(&sp_f), sd_b = spread_sd(&sp_b);
+    free(sp_f.v);
+    free(sp_b.v);
+    if (sp_fail) return DT_FAIL(DT_ERR_NOMEM, "profile %s: out of memory", name);
     static const char *const what[3] = {"embedding", "block", "head"};
     double bwd_ns[3], w_share[3] = {-1, -1, -1}; /* -1: by FLOPs (dts_layer_bwd_w_share) */
     for (int k = 0; k < 3; k++) {
@@ -424,8 +467,8 @@ dt_status dts_cost_from_profile(const dt_trace *profile, const char *profile_nam
     pm.seq_len = (int)P;
     c->optim_ns_per_param = mean_of(&opt) / (double)dt_gpt_config_num_params(&pm);
     /* a sum of many small ops' independent variations: the variance grows with the work, linear in B */
-    c->block_fwd_sd_ns = sd_of(&fwd[1]) * sqrt(scale);
-    c->block_bwd_sd_ns = (bwd[1].sq > 0 ? sd_of(&bwd[1]) : 0.0) * sqrt(scale);
+    c->block_fwd_sd_ns = sd_f * sqrt(scale);
+    c->block_bwd_sd_ns = sd_b * sqrt(scale);
     const double ov = mean_of(&over);
     c->step_overhead_ns = dts_ns_sat(ov);
     snprintf(c->source, sizeof c->source, "profile %s", name);

@@ -38,8 +38,9 @@ typedef struct dts_cost {
     double optim_ns_per_param; /* optimizer update time per parameter (the whole update: unscale/norm/clip/step) */
     /* a block's forward and backward of one micro-batch vary from one run of
      * it to the next: their standard deviations (ns; a profile's, pooled
-     * over its blocks; 0 for a roofline). Tensor-parallel ranks wait for the
-     * slowest at each allreduce (run.c prices the expected wait). */
+     * over its blocks, robust: 1.4826 x the median absolute deviation; 0 for
+     * a roofline). Tensor-parallel ranks wait for the slowest at each
+     * allreduce (run.c prices the expected wait). */
     double block_fwd_sd_ns, block_bwd_sd_ns;
     int64_t step_overhead_ns; /* fixed per-step host cost outside forward/backward/optimizer (loss counters, logging) */
     char source[256];         /* "profile FILE" or "roofline HW" */
@@ -114,8 +115,9 @@ dt_status dts_cost_roofline_sharded(const dt_gpt_config *model, int B, int T, in
  * the optimizer span divided by the profile model's parameter count; the
  * step overhead = mean step period (end of a step's last span to the end
  * of the next one's) minus that step's spans (and any evaluation in
- * between); the blocks' forward and backward standard deviations, pooled,
- * their variance scaled linearly in B. Iteration 0 (warm-up) is skipped: at least 2 iterations are
+ * between); the blocks' forward and backward standard deviations, pooled
+ * and robust (1.4826 x the median absolute deviation), their variance
+ * scaled linearly in B. Iteration 0 (warm-up) is skipped: at least 2 iterations are
  * needed. The profile's config must match `model` in hidden_size,
  * num_attention_heads, vocab_size and T (seq_length); num_layers may
  * differ; another micro_batch_size is scaled linearly in B. Mismatches and
