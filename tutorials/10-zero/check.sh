@@ -117,7 +117,7 @@ done
 for s in 0 3; do
     tut_cmd sim$s ./dtsim run --model gpt2-124m --untie-embeddings-and-output-weights --data-parallel-size 64 --micro-batch-size 8 --seq-length 1024 --micro-batches 1 --train-iters 3 --zero-stage $s --bf16 --hw sim/hw/h100-ib.json
 done
-tut_line sim0 '^step time 52\.273 ms \(rank 0: compute 22\.932, optimizer 1\.752, comm 25\.687 ms per step\)$'
+tut_line sim0 '^step time 52\.272 ms \(rank 0: compute 22\.932, optimizer 1\.752, comm 25\.687 ms per step\)$'
 tut_line sim0 '^peak memory 5564\.34 MiB \(rank 0\)$'
 tut_line sim3 '^step time 57\.246 ms \(rank 0: compute 22\.932, optimizer 0\.027, comm 32\.385 ms per step\)$'
 tut_line sim3 '^peak memory 3415\.94 MiB \(rank 0\)$'
