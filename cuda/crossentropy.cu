@@ -35,42 +35,17 @@ __global__ void dt__k_ce_check(unsigned *bad, const int32_t *targets, int N, int
     if (targets[i] >= V) atomicMin(bad, (unsigned)i);
 }
 
-__global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogits, const float *logits,
-                                   const int32_t *targets, int N, int V, int ld, float dloss, const unsigned *bad,
-                                   dt__cuda_pending *pending)
+/* A block's pass over one row z(V), every thread of the block calling it:
+ * 1. the max and its index by dt__argmax_better (cuda_plan.h): the CPU's
+ *    rule, NaNs included; a total order on the offered candidates, so the
+ *    butterflies and the warp-order pass all find the same one;
+ * 2. s = sum exp(z - max) in FP32, exp from dt_math_hd.h.
+ * Results in *s_max, *s_arg, *s_sum (shared), read after its final
+ * barrier; s_val, s_idx: DT__CE_WARPS shared slots. */
+static __device__ void dt__ce_row(const float *z, int V, float *s_val, int *s_idx, float *s_max, int *s_arg,
+                                  float *s_sum)
 {
-    __shared__ float s_val[DT__CE_WARPS];
-    __shared__ int s_idx[DT__CE_WARPS];
-    __shared__ float s_max, s_sum;
-    __shared__ int s_arg;
-    const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const float *z = logits + (size_t)row * ld;
-    float *d = dlogits ? dlogits + (size_t)row * ld : NULL;
-    const int tgt = targets[row];
-    if (row == 0 && tid == 0) {
-        /* the check kernel has finished (stream order): record the call's
-         * lowest bad row unless an earlier call's is still unreported */
-        const unsigned b = *bad;
-        if (b < (unsigned)N && pending->row < 0) {
-            pending->kind = DT__CUDA_PENDING_TARGET;
-            pending->target = targets[b];
-            pending->vocab = V;
-            __threadfence_system();
-            pending->row = (int)b;
-        }
-    }
-    if (tgt < 0 || tgt >= V) { /* ignored row; a bad one (reported later) gets a NaN loss */
-        if (tid == 0) {
-            losses[row] = tgt < 0 ? 0.0f : NAN;
-            if (correct) correct[row] = 0;
-        }
-        if (d)
-            for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = 0.0f;
-        return;
-    }
-    /* 1. max and its index by dt__argmax_better (cuda_plan.h): the CPU's
-     * rule, NaNs included; a total order on the offered candidates, so
-     * the butterflies and the warp-order pass all find the same one */
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     float mx = -INFINITY;
     int arg = -1;
     for (int v = tid; v < V; v += DT__CE_THREADS) {
@@ -101,12 +76,11 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
                 m = s_val[w];
                 a = s_idx[w];
             }
-        s_max = m;
-        s_arg = a;
+        *s_max = m;
+        *s_arg = a;
     }
     __syncthreads();
-    mx = s_max;
-    /* 2. sum of exponentials */
+    mx = *s_max;
     float s = 0.0f;
     for (int v = tid; v < V; v += DT__CE_THREADS) s += dt__expf(z[v] - mx);
     s = dt__warp_sum(s);
@@ -115,9 +89,49 @@ __global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogi
     if (tid == 0) {
         float t = 0.0f;
         for (int w = 0; w < DT__CE_WARPS; w++) t += s_val[w];
-        s_sum = t;
-        /* 3. loss, before any write to an aliased dlogits */
-        losses[row] = mx + logf(t) - z[tgt];
+        *s_sum = t;
+    }
+    __syncthreads();
+}
+
+__global__ void dt__k_crossentropy(float *losses, uint8_t *correct, float *dlogits, const float *logits,
+                                   const int32_t *targets, int N, int V, int ld, float dloss, const unsigned *bad,
+                                   dt__cuda_pending *pending)
+{
+    __shared__ float s_val[DT__CE_WARPS];
+    __shared__ int s_idx[DT__CE_WARPS];
+    __shared__ float s_max, s_sum;
+    __shared__ int s_arg;
+    const int row = blockIdx.x, tid = threadIdx.x;
+    const float *z = logits + (size_t)row * ld;
+    float *d = dlogits ? dlogits + (size_t)row * ld : NULL;
+    const int tgt = targets[row];
+    if (row == 0 && tid == 0) {
+        /* the check kernel has finished (stream order): record the call's
+         * lowest bad row unless an earlier call's is still unreported */
+        const unsigned b = *bad;
+        if (b < (unsigned)N && pending->row < 0) {
+            pending->kind = DT__CUDA_PENDING_TARGET;
+            pending->target = targets[b];
+            pending->vocab = V;
+            __threadfence_system();
+            pending->row = (int)b;
+        }
+    }
+    if (tgt < 0 || tgt >= V) { /* ignored row; a bad one (reported later) gets a NaN loss */
+        if (tid == 0) {
+            losses[row] = tgt < 0 ? 0.0f : NAN;
+            if (correct) correct[row] = 0;
+        }
+        if (d)
+            for (int v = tid; v < V; v += DT__CE_THREADS) d[v] = 0.0f;
+        return;
+    }
+    /* 1-2. max, its index and the sum of exponentials (dt__ce_row) */
+    dt__ce_row(z, V, s_val, s_idx, &s_max, &s_arg, &s_sum);
+    const float mx = s_max;
+    if (tid == 0) { /* 3. loss, before any write to an aliased dlogits */
+        losses[row] = mx + logf(s_sum) - z[tgt];
         if (correct) correct[row] = (uint8_t)(s_arg == tgt);
     }
     __syncthreads();
@@ -156,9 +170,9 @@ __global__ void dt__k_crossentropy_part(float *stats, float *dlogits, const floa
 {
     __shared__ float s_val[DT__CE_WARPS];
     __shared__ int s_idx[DT__CE_WARPS];
-    __shared__ float s_max;
+    __shared__ float s_max, s_sum;
     __shared__ int s_arg;
-    const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int row = blockIdx.x, tid = threadIdx.x;
     const float *z = logits + (size_t)row * ld;
     const int tgt = targets[row], here = tgt >= v0 && tgt - v0 < V ? tgt - v0 : -1;
     if (dlogits) {
@@ -178,52 +192,8 @@ __global__ void dt__k_crossentropy_part(float *stats, float *dlogits, const floa
         if (tid == 0) o[0] = 0.0f, o[1] = 1.0f, o[2] = 0.0f, o[3] = -1.0f;
         return;
     }
-    float mx = -INFINITY;
-    int arg = -1;
-    for (int v = tid; v < V; v += DT__CE_THREADS) {
-        const float x = z[v];
-        if (dt__argmax_offered(x, v) && dt__argmax_better(x, v, mx, arg)) {
-            mx = x;
-            arg = v;
-        }
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-        float om = __shfl_xor_sync(0xffffffffu, mx, off);
-        int oa = __shfl_xor_sync(0xffffffffu, arg, off);
-        if (dt__argmax_better(om, oa, mx, arg)) {
-            mx = om;
-            arg = oa;
-        }
-    }
-    if (lane == 0) {
-        s_val[warp] = mx;
-        s_idx[warp] = arg;
-    }
-    __syncthreads();
-    if (tid == 0) {
-        float m = s_val[0];
-        int a = s_idx[0];
-        for (int w = 1; w < DT__CE_WARPS; w++)
-            if (dt__argmax_better(s_val[w], s_idx[w], m, a)) {
-                m = s_val[w];
-                a = s_idx[w];
-            }
-        s_max = m;
-        s_arg = a;
-    }
-    __syncthreads();
-    mx = s_max;
-    float s = 0.0f;
-    for (int v = tid; v < V; v += DT__CE_THREADS) s += dt__expf(z[v] - mx);
-    s = dt__warp_sum(s);
-    __syncthreads(); /* every warp has read s_val's maxima */
-    if (lane == 0) s_val[warp] = s;
-    __syncthreads();
-    if (tid == 0) {
-        float t = 0.0f;
-        for (int w = 0; w < DT__CE_WARPS; w++) t += s_val[w];
-        o[0] = mx, o[1] = t, o[2] = here >= 0 ? z[here] : 0.0f, o[3] = (float)(v0 + s_arg);
-    }
+    dt__ce_row(z, V, s_val, s_idx, &s_max, &s_arg, &s_sum);
+    if (tid == 0) o[0] = s_max, o[1] = s_sum, o[2] = here >= 0 ? z[here] : 0.0f, o[3] = (float)(v0 + s_arg);
 }
 
 dt_status dt__cuda_crossentropy_part(dt_backend *be, float *stats, float *dlogits, const float *ms,

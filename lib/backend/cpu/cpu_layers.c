@@ -200,6 +200,23 @@ dt_status dt__cpu_residual_forward(dt_backend *be, float *out, const float *a, c
     return DT_OK;
 }
 
+/* A row z(V) of logits: its max and first argmax (a strict `>` scan from
+ * z[0]) and s = sum exp(z - max), in a fixed order. */
+static inline void dt__cpu_ce_row(const float *z, int V, float *mx_out, int *arg_out, float *s_out)
+{
+    float mx = z[0];
+    int arg = 0;
+    for (int v = 1; v < V; v++)
+        if (z[v] > mx) {
+            mx = z[v];
+            arg = v;
+        }
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int v = 0; v < V; v++) s += dt__expf(z[v] - mx);
+    *mx_out = mx, *arg_out = arg, *s_out = s;
+}
+
 dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, uint8_t *correct, float *dlogits,
                                                 const float *logits, const int32_t *targets, int N, int V, int ld,
                                                 float dloss)
@@ -219,16 +236,9 @@ dt_status dt__cpu_crossentropy_forward_backward(dt_backend *be, float *losses, u
             if (dlogits) memset(dlogits + (size_t)i * ld, 0, (size_t)V * sizeof(float));
             continue;
         }
-        float mx = z[0];
-        int arg = 0;
-        for (int v = 1; v < V; v++)
-            if (z[v] > mx) {
-                mx = z[v];
-                arg = v;
-            }
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int v = 0; v < V; v++) s += dt__expf(z[v] - mx);
+        float mx, s;
+        int arg;
+        dt__cpu_ce_row(z, V, &mx, &arg, &s);
         float lse = mx + logf(s);
         float zt = z[tgt];
         losses[i] = lse - zt;
@@ -258,17 +268,9 @@ dt_status dt__cpu_crossentropy_part(dt_backend *be, float *stats, float *dlogits
                 o[0] = 0.0f, o[1] = 1.0f, o[2] = 0.0f, o[3] = -1.0f;
                 continue;
             }
-            /* the fused op's scan and sum, over the part's columns */
-            float mx = z[0];
-            int arg = 0;
-            for (int v = 1; v < V; v++)
-                if (z[v] > mx) {
-                    mx = z[v];
-                    arg = v;
-                }
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int v = 0; v < V; v++) s += dt__expf(z[v] - mx);
+            float mx, s; /* the fused op's scan and sum, over the part's columns */
+            int arg;
+            dt__cpu_ce_row(z, V, &mx, &arg, &s);
             o[0] = mx, o[1] = s, o[2] = here >= 0 ? z[here] : 0.0f, o[3] = (float)(v0 + arg);
             continue;
         }
