@@ -502,7 +502,7 @@ int dt_bench_simval(int argc, char **argv)
     if (rc == 0) rc = sv_profiles(&s, used);
     /* the contention of 2 ranks, and of the most ranks a run puts on this machine */
     if (rc == 0) rc = sv_colocated(&s, 2, &hw);
-    if (rc == 0 && max_np > 2 && !quick) rc = sv_colocated(&s, max_np > 4 ? 4 : max_np, &hw);
+    if (rc == 0 && max_np > 2) rc = sv_colocated(&s, max_np > 4 ? 4 : max_np, &hw);
     if (rc == 0) rc = sv_link(&s, s.mpirun, "shared-memory", &hw.intra);
     hw.inter = hw.intra;
     if (rc == 0 && s.cluster_mpirun[0]) rc = sv_link(&s, s.cluster_mpirun, "cluster", &hw.inter);

@@ -4,8 +4,8 @@
 #
 # `dtbench simval --quick --repeats 1` runs, as a user would, the
 # calibration (single-rank compute profiles of simval's model, width 96, 4
-# blocks, T = 32, 1 thread, in fp32, bf16 and fp16; two copies of the fp32
-# one at once for the contention; `mpirun -np 2 dtbench allreduce --json`
+# blocks, T = 32, 1 thread, in fp32, bf16 and fp16; two and four copies of
+# the fp32 one at once for the contention of 2 and 4 ranks on the 2 cores; `mpirun -np 2 dtbench allreduce --json`
 # for the link) and then seven real runs with traces, each measured once:
 # on 2 ranks pipeline p = 2 1f1b m = 4, data-parallel ring d = 2, ps-sync
 # (one worker, one server), 1f1b bf16, t = 2 fp16 (the embedding and LM
