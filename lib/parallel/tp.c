@@ -40,7 +40,6 @@ static dt_status dt__tp_sum_traced(dt__tp *tp, int kind, char pass, float *x, si
 static dt_status dt__tp_vocab_sum(void *ctx, int what, float *x, size_t n)
 {
     dt__tp *tp = ctx;
-    tp->vocab_collectives++;
     return dt__tp_sum_traced(tp, DT__TP_VOCAB_SUM, what == DT__VOCAB_EMBED ? 'F' : 'B', x, n);
 }
 
@@ -49,7 +48,6 @@ static dt_status dt__tp_vocab_gather(void *ctx, float *buf, size_t n)
     dt__tp *tp = ctx;
     const int64_t t0 = tp->event ? dt_time_ns() : 0;
     const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes};
-    tp->vocab_collectives++;
     DT_CHECK(dt_comm_all_gather(tp->comm, buf, n * (size_t)tp->comm->size, &o));
     if (tp->event) tp->event(tp->event_ctx, DT__TP_VOCAB_GATHER, 'F', t0, dt_time_ns());
     return DT_OK;

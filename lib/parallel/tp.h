@@ -40,7 +40,6 @@ typedef struct dt__tp {
      * (dt__tp_vocab; Megatron's default), else replicated */
     int vocab_parallel;
     long long allreduces_fwd, allreduces_bwd; /* made by f and g so far */
-    long long vocab_collectives;              /* made by the vocabulary split (dt__tp_vocab) */
     /* optional (traces): each collective, kind DT__TP_F, _G (pass 'F' or
      * 'B'), _VOCAB_SUM or _VOCAB_GATHER, with its start and end from
      * dt_time_ns() */

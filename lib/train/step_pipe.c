@@ -295,8 +295,10 @@ static json_t *dt__tr_tp_summary(const dt_trainer *tr)
     if (vp) dt__vocab_rows(V, t, dt__pipe_tp_index(tr->pipe.rt), &v0, &nv);
     const dt_paramset *L = dt__pipe_layout(tr->pipe.rt);
     const int *wi = dt__pipe_whole_index(tr->pipe.rt);
-    /* whole indexes (gpt.c's layout): lnf.b on the last stage, then the untied head */
-    const int lnfb = 2 + DT__BLOCK_NTENSORS * cfg->model.num_layers + 1, last = lnfb + 1;
+    /* the head layer's whole indexes (the layer table): lnf.w, lnf.b, then the untied head */
+    int head0, nhead;
+    dt__gpt_layer_tensors(&cfg->model, cfg->model.num_layers, &head0, &nhead);
+    const int lnfb = head0 + 1, last = head0 + 2;
     size_t wte = 0, head = 0;
     int has_head = 0;
     for (int i = 0; i < L->count; i++) {
