@@ -106,6 +106,9 @@ typedef struct dt_train_config {
      * on every tensor rank (default: split by vocabulary rows, Megatron's
      * vocabulary-parallel embedding and cross-entropy; docs/tensor-parallel.md) */
     int no_vocab_parallel;
+    /* --sequence-parallel: with tensor_size > 1, Megatron's sequence
+     * parallelism (the per-token regions split along the tokens) */
+    int sequence_parallel;
     /* --no-scatter-gather-tensors-in-pipeline (Megatron's): with t > 1 and
      * p > 1 each tensor rank sends its stage's whole activation (default:
      * 1/t each, all-gathered over the tensor group on arrival) */

@@ -230,6 +230,7 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB_SECTION("Model parallelism (mpirun -np t x p x d)"),
         JOB(JF_TENSOR_MODEL_PARALLEL_SIZE),
         JOB(JF_NO_VOCAB_PARALLEL),
+        JOB(JF_SEQUENCE_PARALLEL),
         JOB(JF_NO_SCATTER_GATHER),
         JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE),
         JOB(JF_PIPELINE_SCHEDULE),

@@ -231,6 +231,15 @@ static const job_flag_def job_flags[JF_COUNT] = {
          .prog = {[JOB_DTRAIN] = {.help = "with T > 1 and P > 1, every tensor rank sends the whole activation to "
                                           "the next stage (default: 1/T each, all-gathered over the tensor group)"},
                   [JOB_DTSIM] = {.help = "with T > 1 and P > 1, every tensor rank sends the whole activation"}}},
+    [JF_SEQUENCE_PARALLEL] =
+        {.name = "--sequence-parallel",
+         .kind = DT_ARG_FLAG,
+         .offset = AT(sequence_parallel),
+         .default_text = "off",
+         .prog = {[JOB_DTRAIN] = {.help = "with T > 1, split the LayerNorm and residual regions along the tokens "
+                                          "over the tensor ranks too (Megatron's sequence parallelism): "
+                                          "reduce-scatters and all-gathers in place of the allreduces"},
+                  [JOB_DTSIM] = {.help = "with T > 1, Megatron's sequence parallelism"}}},
     [JF_PIPELINE_MODEL_PARALLEL_SIZE] =
         {.name = "--pipeline-model-parallel-size",
          .kind = DT_ARG_INT,

@@ -45,6 +45,7 @@ typedef struct job_opts {
     /* parallelism */
     int tensor_size, pipeline_size;
     int no_vocab_parallel, no_scatter_gather; /* --no-vocab-parallel, --no-scatter-gather-tensors-in-pipeline */
+    int sequence_parallel;                    /* --sequence-parallel */
     const char *pipeline_schedule, *pipeline_split, *allreduce, *slow_rank;
     int virtual_pipeline_size, layers_per_virtual_stage; /* 0: not given */
     int num_ps_servers, distributed_optimizer, zero_stage, zero_prefetch;
@@ -81,6 +82,7 @@ typedef enum job_flag_id {
     JF_RECOMPUTE_NUM_LAYERS,
     JF_TENSOR_MODEL_PARALLEL_SIZE,
     JF_NO_VOCAB_PARALLEL,
+    JF_SEQUENCE_PARALLEL,
     JF_NO_SCATTER_GATHER,
     JF_PIPELINE_MODEL_PARALLEL_SIZE,
     JF_PIPELINE_SCHEDULE,

@@ -184,7 +184,7 @@ static void check_all(dt_dtype dtype)
                     for (int s = 0; s < p; s++) {
                         int l0, l1;
                         ck_dt(dt__stage_split(c.num_layers, p, NULL, &l0, &l1, s));
-                        size_t keep = (size_t)(l1 - l0) * dt__block_keep_floats(&c, 1, B_, T_, 1);
+                        size_t keep = (size_t)(l1 - l0) * dt__block_keep_floats(&c, DT__WHOLE, B_, T_, 1);
                         keep += (s == p - 1 ? NC : 0) + (s == 0 ? NC : 0);
                         ck_assert_msg(split.peak[s] == whole.peak[s] + NMB * keep * sizeof(float),
                                       "p=%d stage %d: split peak %zu, whole %zu, kept %zu floats per micro-batch", p, s,

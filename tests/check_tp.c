@@ -113,18 +113,18 @@ START_TEST(test_block)
     bind(&local, 0, gl, &lg, NULL);
     /* serial block */
     dt_buffer abuf, sbuf;
-    const size_t serial_floats = dt__block_act_floats(&c, 1, B, T, 1) + dt__block_scratch_floats(&c, B, T) + 64;
-    ck_dt(dt_buffer_alloc(&abuf, be, (serial_floats + dt__block_act_floats(&c, t, B, T, 1) + 64) * sizeof(float)));
+    const size_t serial_floats = dt__block_act_floats(&c, DT__WHOLE, B, T, 1) + dt__block_scratch_floats(&c, B, T) + 64;
+    ck_dt(dt_buffer_alloc(&abuf, be, (serial_floats + dt__block_act_floats(&c, (dt__shard){t, 0}, B, T, 1) + 64) * sizeof(float)));
     ck_dt(dt_buffer_alloc(&sbuf, be, dt__tp_scratch_floats(&c, t, B, T) * sizeof(float)));
-    dt__arena ar = {.base = abuf.data, .capacity = serial_floats + dt__block_act_floats(&c, t, B, T, 1) + 64};
+    dt__arena ar = {.base = abuf.data, .capacity = serial_floats + dt__block_act_floats(&c, (dt__shard){t, 0}, B, T, 1) + 64};
     dt__block_acts sa;
     dt__block_scratch ss;
     float *sscr;
     ck_dt(dt__arena_alloc(&ar, dt__block_scratch_floats(&c, B, T), &sscr));
     dt__block_scratch_bind(&ss, &c, B, T, sscr);
-    ck_dt(dt__block_acts_alloc(&ar, &c, 1, B, T, 1, &ss.tmp, &sa));
+    ck_dt(dt__block_acts_alloc(&ar, &c, DT__WHOLE, B, T, 1, &ss.tmp, &sa));
     dt__tp_acts ta; /* the same transients: each W recomputes its own */
-    ck_dt(dt__block_acts_alloc(&ar, &c, t, B, T, 1, &ss.tmp, &ta));
+    ck_dt(dt__block_acts_alloc(&ar, &c, (dt__shard){t, 0}, B, T, 1, &ss.tmp, &ta));
     float *x = malloc((size_t)N * C * sizeof *x), *d0 = malloc((size_t)N * C * sizeof *d0);
     float *dser = malloc((size_t)N * C * sizeof *dser), *dtp = malloc((size_t)N * C * sizeof *dtp);
     ck_assert(x && d0 && dser && dtp);
@@ -177,7 +177,7 @@ START_TEST(test_block_split)
     for (int i = 0; i < C; i++) lw.ln1w[i] = lw.ln2w[i] = 1.0f + 0.1f * lw.ln1w[i]; /* replicated: the same */
     bind(&local, 0, g1, &l1, NULL);
     bind(&local, 0, g2, &l2, NULL);
-    const size_t act = dt__block_act_floats(&c, t, B, T, 1), keep = dt__block_keep_floats(&c, t, B, T, 0);
+    const size_t act = dt__block_act_floats(&c, (dt__shard){t, 0}, B, T, 1), keep = dt__block_keep_floats(&c, (dt__shard){t, 0}, B, T, 0);
     const size_t total =
         2 * act + 2 * keep + 2 * dt__tp_scratch_floats(&c, t, B, T) + dt__block_tmp_floats(&c, B, T) + 96;
     dt_buffer buf, rbuf;
@@ -202,8 +202,8 @@ START_TEST(test_block_split)
         dt__block_tmp_bind(&tmp, &c, B, T, tmpf);
         dt__tp tp = {.comm = g_world, .algo = DT_ALLREDUCE_RING};
         for (int k = 0; k < 2; k++) {
-            ck_dt(dt__block_acts_alloc(&ar, &c, t, B, T, 1, &tmp, &ta[k]));
-            ck_dt(dt__block_keep_alloc(&ar, &c, t, B, T, k ? &ta[k] : NULL, &kp[k])); /* both kinds of keep */
+            ck_dt(dt__block_acts_alloc(&ar, &c, (dt__shard){t, 0}, B, T, 1, &tmp, &ta[k]));
+            ck_dt(dt__block_keep_alloc(&ar, &c, (dt__shard){t, 0}, B, T, k ? &ta[k] : NULL, &kp[k])); /* both kinds of keep */
             ck_dt(dt__tp_block_forward(&tp, be, &c, &lw, &ta[k], x[k], B, T, rr));
         }
         memset(g1, 0, local.numel * 4);

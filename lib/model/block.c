@@ -41,11 +41,12 @@ size_t dt__block_att_floats(const dt_gpt_config *cfg, int t, int B, int T)
     return dt__pad16((size_t)B * ((size_t)cfg->num_heads / (size_t)t) * T);
 }
 
-size_t dt__block_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att)
+size_t dt__block_act_floats(const dt_gpt_config *cfg, dt__shard sh, int B, int T, int with_att)
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    return 2 * dt__pad16(BT * C)     /* res2, out */
-           + 4 * dt__pad16(BT)       /* LayerNorm means and rstds */
+    const int t = sh.t;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t, n = dt__shard_rows(sh, BT);
+    return 2 * dt__pad16(n * C)      /* res2, out */
+           + 4 * dt__pad16(n)        /* LayerNorm means and rstds */
            + dt__pad16(BT * 3 * Cl)  /* qkv */
            + dt__pad16(BT * Cl)      /* atty */
            + dt__pad16(BT * 4 * Cl)  /* fch */
@@ -91,20 +92,23 @@ void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int 
     s->keep.dqkv = s->dqkv;
 }
 
-size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts)
+/* dout and dres2 have every row (the GEMMs' output gradients: gathered
+ * under sequence parallelism), dln2 and dln1 the rank's rows */
+size_t dt__block_keep_floats(const dt_gpt_config *cfg, dt__shard sh, int B, int T, int in_acts)
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    return 4 * dt__pad16(BT * C) + dt__pad16(BT * 4 * Cl) + (in_acts ? 0 : dt__pad16(BT * 3 * Cl));
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)sh.t, n = dt__shard_rows(sh, BT);
+    return 2 * dt__pad16(BT * C) + 2 * dt__pad16(n * C) + dt__pad16(BT * 4 * Cl) +
+           (in_acts ? 0 : dt__pad16(BT * 3 * Cl));
 }
 
-dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
-                               dt__block_keep *k)
+dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, dt__shard sh, int B, int T,
+                               const dt__block_acts *acts, dt__block_keep *k)
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)sh.t, n = dt__shard_rows(sh, BT);
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dout));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln2));
+    DT_CHECK(dt__arena_alloc(a, n * C, &k->dln2));
     DT_CHECK(dt__arena_alloc(a, BT * C, &k->dres2));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &k->dln1));
+    DT_CHECK(dt__arena_alloc(a, n * C, &k->dln1));
     DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &k->dfch));
     k->gelu = NULL; /* W runs later: it recomputes GELU's output */
     if (acts) {     /* dead after B: qkv (read by attention's backward); W reads fch */
@@ -115,31 +119,31 @@ dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, in
 }
 
 /* The keep's tensors in order and their floats (t's shard). */
-static void dt__block_keep_fields(const dt__block_keep *k, const dt_gpt_config *cfg, int t, int B, int T,
+static void dt__block_keep_fields(const dt__block_keep *k, const dt_gpt_config *cfg, dt__shard sh, int B, int T,
                                   float *ptr[DT__BLOCK_NKEEP], size_t n[DT__BLOCK_NKEEP])
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)sh.t, nr = dt__shard_rows(sh, BT);
     float *const p[DT__BLOCK_NKEEP] = {k ? k->dout : NULL,  k ? k->dfch : NULL, k ? k->dln2 : NULL,
                                        k ? k->dres2 : NULL, k ? k->dqkv : NULL, k ? k->dln1 : NULL};
-    const size_t sz[DT__BLOCK_NKEEP] = {BT * C, BT * 4 * Cl, BT * C, BT * C, BT * 3 * Cl, BT * C};
+    const size_t sz[DT__BLOCK_NKEEP] = {BT * C, BT * 4 * Cl, nr * C, BT * C, BT * 3 * Cl, nr * C};
     for (int i = 0; i < DT__BLOCK_NKEEP; i++) ptr[i] = p[i], n[i] = sz[i];
 }
 
-size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, int t, int B, int T)
+size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, dt__shard sh, int B, int T)
 {
     float *ptr[DT__BLOCK_NKEEP];
     size_t n[DT__BLOCK_NKEEP], total = 0;
-    dt__block_keep_fields(NULL, cfg, t, B, T, ptr, n);
+    dt__block_keep_fields(NULL, cfg, sh, B, T, ptr, n);
     for (int i = 0; i < DT__BLOCK_NKEEP; i++) total += dt__pad16((n[i] + 1) / 2);
     return total;
 }
 
-dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T,
+dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, dt__shard sh, int B, int T,
                                     void *stores[DT__BLOCK_NKEEP])
 {
     float *ptr[DT__BLOCK_NKEEP], *f = NULL;
     size_t n[DT__BLOCK_NKEEP];
-    dt__block_keep_fields(NULL, cfg, t, B, T, ptr, n);
+    dt__block_keep_fields(NULL, cfg, sh, B, T, ptr, n);
     for (int i = 0; i < DT__BLOCK_NKEEP; i++) {
         DT_CHECK(dt__arena_alloc(a, (n[i] + 1) / 2, &f));
         stores[i] = f;
@@ -147,12 +151,12 @@ dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, int 
     return DT_OK;
 }
 
-dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int t, int B, int T, dt_dtype dtype,
+dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, dt__shard sh, int B, int T, dt_dtype dtype,
                                    const dt__block_keep *k, void *const stores[DT__BLOCK_NKEEP], int pack)
 {
     float *ptr[DT__BLOCK_NKEEP];
     size_t n[DT__BLOCK_NKEEP];
-    dt__block_keep_fields(k, cfg, t, B, T, ptr, n);
+    dt__block_keep_fields(k, cfg, sh, B, T, ptr, n);
     for (int i = 0; i < DT__BLOCK_NKEEP; i++) {
         if (pack) DT_CHECK(be->cast(be, stores[i], dtype, ptr[i], DT_F32, n[i]));
         else DT_CHECK(be->cast(be, ptr[i], DT_F32, stores[i], dtype, n[i]));
@@ -160,23 +164,23 @@ dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int
     return DT_OK;
 }
 
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, dt__shard sh, int B, int T, int with_att,
                                const dt__block_tmp *tmp, dt__block_acts *acts)
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)sh.t, n = dt__shard_rows(sh, BT);
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)sh.t;
     acts->tmp = *tmp;
-    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_mean));
-    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln1_rstd));
+    DT_CHECK(dt__arena_alloc(a, n, &acts->ln1_mean));
+    DT_CHECK(dt__arena_alloc(a, n, &acts->ln1_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 3 * Cl, &acts->qkv));
     acts->lse = NULL;
     if (with_att) DT_CHECK(dt__arena_alloc(a, (size_t)B * NHl * T, &acts->lse));
     DT_CHECK(dt__arena_alloc(a, BT * Cl, &acts->atty));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->res2));
-    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_mean));
-    DT_CHECK(dt__arena_alloc(a, BT, &acts->ln2_rstd));
+    DT_CHECK(dt__arena_alloc(a, n * C, &acts->res2));
+    DT_CHECK(dt__arena_alloc(a, n, &acts->ln2_mean));
+    DT_CHECK(dt__arena_alloc(a, n, &acts->ln2_rstd));
     DT_CHECK(dt__arena_alloc(a, BT * 4 * Cl, &acts->fch));
-    DT_CHECK(dt__arena_alloc(a, BT * C, &acts->out));
+    DT_CHECK(dt__arena_alloc(a, n * C, &acts->out));
     return DT_OK;
 }
 
@@ -248,15 +252,15 @@ dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status s
     return st != DT_OK ? st : forgot;
 }
 
-void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, int t, int B, int T, float **ptr[DT__BLOCK_NFIELDS],
-                      size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS])
+void dt__block_fields(dt__block_acts *a, const dt_gpt_config *cfg, dt__shard sh, int B, int T,
+                      float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS])
 {
-    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)t;
-    const size_t NHl = (size_t)cfg->num_heads / (size_t)t;
+    const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size, Cl = C / (size_t)sh.t, nr = dt__shard_rows(sh, BT);
+    const size_t NHl = (size_t)cfg->num_heads / (size_t)sh.t;
     float **p[DT__BLOCK_NFIELDS] = {&a->ln1_mean, &a->ln1_rstd, &a->qkv,      &a->lse, &a->atty,
                                     &a->res2,     &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->out};
-    const size_t sz[DT__BLOCK_NFIELDS] = {BT,     BT, BT * 3 * Cl, B * NHl * T, BT * Cl,
-                                          BT * C, BT, BT,          BT * 4 * Cl, BT * C};
+    const size_t sz[DT__BLOCK_NFIELDS] = {nr,     nr, BT * 3 * Cl, B * NHl * T, BT * Cl,
+                                          nr * C, nr, nr,          BT * 4 * Cl, nr * C};
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         ptr[i] = p[i];
         n[i] = sz[i];
@@ -275,7 +279,7 @@ size_t dt__block_packed_floats(const dt__block_pack *k)
     float **ptr[DT__BLOCK_NFIELDS];
     size_t n[DT__BLOCK_NFIELDS], total = 0;
     int stat[DT__BLOCK_NFIELDS];
-    dt__block_fields(&tmp, k->cfg, k->t, k->B, k->T, ptr, n, stat);
+    dt__block_fields(&tmp, k->cfg, k->sh, k->B, k->T, ptr, n, stat);
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         if (i == DT__BLOCK_ATT && !k->with_att) continue;
         total += dt__pad16(dt__block_pack_fp32(k, i, stat) ? n[i] : (n[i] + 1) / 2);
@@ -289,7 +293,7 @@ dt_status dt__block_pack_alloc(const dt__block_pack *k, dt__arena *a, void *stor
     float **ptr[DT__BLOCK_NFIELDS];
     size_t n[DT__BLOCK_NFIELDS];
     int stat[DT__BLOCK_NFIELDS];
-    dt__block_fields(&tmp, k->cfg, k->t, k->B, k->T, ptr, n, stat);
+    dt__block_fields(&tmp, k->cfg, k->sh, k->B, k->T, ptr, n, stat);
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         stores[i] = NULL;
         if (i == DT__BLOCK_ATT && !k->with_att) continue;
@@ -306,7 +310,7 @@ dt_status dt__block_pack_copy(const dt__block_pack *k, dt_backend *be, dt__block
     float **ptr[DT__BLOCK_NFIELDS];
     size_t n[DT__BLOCK_NFIELDS];
     int stat[DT__BLOCK_NFIELDS];
-    dt__block_fields(acts, k->cfg, k->t, k->B, k->T, ptr, n, stat);
+    dt__block_fields(acts, k->cfg, k->sh, k->B, k->T, ptr, n, stat);
     for (int i = 0; i < DT__BLOCK_NFIELDS; i++) {
         void *store = stores[i];
         if (!store || (!pack && i == DT__BLOCK_OUT)) continue; /* no backward reads the output */

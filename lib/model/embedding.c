@@ -9,7 +9,9 @@
  * of wte and one the positions, so the sum is wte[token] + wpe[t] rounded
  * once, bit for bit the whole table's. The backward needs no communication:
  * the output's gradient is the same on every rank (the blocks' f operator
- * summed it), each rank adds it into its rows and into wpe (replicated). */
+ * summed it), each rank adds it into its rows and into wpe (replicated).
+ * Sequence-parallel (dt__vocab's sp): the output is reduce-scattered, each
+ * rank keeping its rows; the backward's caller all-gathers the gradient. */
 #include "gpt_layers.h"
 
 size_t dt__embed_act_floats(const dt_gpt_config *cfg, int B, int T)
@@ -34,6 +36,14 @@ dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const floa
                             const dt__vocab *vp)
 {
     const size_t n = (size_t)B * T * cfg->hidden_size;
+    if (vp && vp->sp) { /* every row's partial sums in the workspace, reduce-scattered: the rank's rows */
+        const size_t nl = n / (size_t)vp->t;
+        DT_CHECK(dt__arena_alloc(a, nl, out));
+        DT_CHECK(be->encoder_forward(be, vp->part, tokens, wte, vp->rank ? NULL : wpe, B, T, cfg->hidden_size));
+        DT_CHECK(vp->scatter(vp->ctx, vp->part, n));
+        DT_CHECK(be->copy(be, *out, vp->part + (size_t)vp->rank * nl, nl * sizeof(float), DT_COPY_D2D));
+        return dt__round(be, r, *out, nl);
+    }
     DT_CHECK(dt__arena_alloc(a, n, out));
     DT_CHECK(be->encoder_forward(be, *out, tokens, wte, vp && vp->rank ? NULL : wpe, B, T, cfg->hidden_size));
     if (vp) DT_CHECK(vp->sum(vp->ctx, DT__VOCAB_EMBED, *out, n));

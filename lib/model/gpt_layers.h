@@ -131,6 +131,21 @@ typedef struct dt__vocab {
     /* buf(t * n): segment r (n floats) of rank r copied to every rank */
     dt_status (*gather)(void *ctx, float *buf, size_t n);
     void *ctx;
+    /* sequence parallelism (dt__shard's sp): the embedding's output and
+     * the head's input hold the rank's rows of the N = B*T (rows
+     * rank*N/t ..). The embedding's output is reduce-scattered (scatter,
+     * x(n) over the group, segment rank its sum) instead of summed; the
+     * head's LayerNorm output is all-gathered (allgather, pass 'F'), its
+     * input gradient reduce-scattered, and the final LayerNorm's gain and
+     * bias gradients summed over the group: ln with gw NULL points *part
+     * at a zeroed (2C) buffer to compute them into, then with gw, gb adds
+     * their sum into gw, gb. part: a (B,T,C) workspace (the runner's
+     * transient), for the whole rows. */
+    int sp;
+    dt_status (*scatter)(void *ctx, float *x, size_t n);
+    dt_status (*allgather)(void *ctx, char pass, float *x, size_t n);
+    dt_status (*ln)(void *ctx, dt_backend *be, float **part, float *gw, float *gb, size_t C);
+    float *part;
 } dt__vocab;
 
 /* Rank r's rows of V over t ranks: [V*r/t, V*(r+1)/t). */
@@ -196,11 +211,27 @@ dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt
                               float *dlnf, int B, int T, const dt__rounder *r, const dt__vocab *vp);
 dt_status dt__head_backward_w(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
                               const dt__head_params *g, const dt__head_acts *acts, const float *x, const float *dlnf,
-                              int B, int T);
+                              int B, int T, const dt__vocab *vp);
 
 /* The mean over n_counted targets of the per-position losses (N, device;
  * ignored positions hold 0), summed in double on the host in order. */
 dt_status dt__head_mean_loss(dt_backend *be, const float *losses, int N, int n_counted, float *mean);
+
+/* ---- how a block is split over ranks ------------------------------------ */
+/* t tensor-parallel ranks hold C/t of the column- and row-parallel GEMMs'
+ * widths (lib/parallel/tp.h); with sp the per-token regions (the
+ * LayerNorms and residuals: res2, out, the statistics, the block's input
+ * and output, the keep's dln1 and dln2) are split along the tokens too,
+ * rank r holding rows r*N/t .. (r+1)*N/t - 1 of the micro-batch's N = B*T
+ * (Megatron's sequence parallelism, lib/parallel/sp.c). DT__WHOLE: one
+ * rank, the whole block. */
+typedef struct dt__shard {
+    int t;  /* tensor-parallel ranks */
+    int sp; /* 1: the per-token regions split over the t ranks too */
+} dt__shard;
+#define DT__WHOLE ((dt__shard){1, 0})
+/* Rows of a per-token tensor of a micro-batch of N tokens on one rank. */
+static inline size_t dt__shard_rows(dt__shard sh, size_t N) { return sh.sp ? N / (size_t)sh.t : N; }
 
 /* ---- transformer block ----------------------------------------------- */
 typedef struct dt__block_params {
@@ -258,7 +289,7 @@ typedef struct dt__block_acts {
 #define DT__BLOCK_NFIELDS 10
 #define DT__BLOCK_ATT 3
 #define DT__BLOCK_OUT 9
-void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int t, int B, int T,
+void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, dt__shard sh, int B, int T,
                       float **ptr[DT__BLOCK_NFIELDS], size_t n[DT__BLOCK_NFIELDS], int stat[DT__BLOCK_NFIELDS]);
 
 /* Half storage of a block's saved tensors under --fp16/--bf16: the block
@@ -269,7 +300,8 @@ void dt__block_fields(dt__block_acts *acts, const dt_gpt_config *cfg, int t, int
  * the attention's lse when !with_att. */
 typedef struct dt__block_pack {
     const dt_gpt_config *cfg;
-    int t, B, T; /* the shard (t > 1) or the whole block */
+    dt__shard sh; /* the shard, or DT__WHOLE */
+    int B, T;
     int with_att, out_fp32;
     dt_dtype dtype; /* DT_F16 or DT_BF16 */
 } dt__block_pack;
@@ -314,9 +346,9 @@ typedef struct dt__block_keep {
  * the keep when it has buffers of its own; dqkv can be the block's saved
  * qkv, which no op reads after B (W reads fch, to recompute GELU's output):
  * a keep in_acts then costs 4 + 4/t (B,T,C) floats instead of 4 + 7/t. */
-size_t dt__block_keep_floats(const dt_gpt_config *cfg, int t, int B, int T, int in_acts);
+size_t dt__block_keep_floats(const dt_gpt_config *cfg, dt__shard sh, int B, int T, int in_acts);
 /* The keep's buffers from arena a; acts non-NULL: dqkv in its qkv. */
-dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, const dt__block_acts *acts,
+dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, dt__shard sh, int B, int T, const dt__block_acts *acts,
                                dt__block_keep *k);
 
 /* Half storage of a keep (--fp16/--bf16: B rounded every value it kept
@@ -325,10 +357,10 @@ dt_status dt__block_keep_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, in
  * floats; the floats of the stores, their allocation from arena a, and
  * the copy into them (pack = 1) or back into k's FP32 buffers (pack = 0). */
 #define DT__BLOCK_NKEEP 6
-size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, int t, int B, int T);
-dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T,
+size_t dt__block_keep_packed_floats(const dt_gpt_config *cfg, dt__shard sh, int B, int T);
+dt_status dt__block_keep_pack_alloc(dt__arena *a, const dt_gpt_config *cfg, dt__shard sh, int B, int T,
                                     void *stores[DT__BLOCK_NKEEP]);
-dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, int t, int B, int T, dt_dtype dtype,
+dt_status dt__block_keep_pack_copy(dt_backend *be, const dt_gpt_config *cfg, dt__shard sh, int B, int T, dt_dtype dtype,
                                    const dt__block_keep *k, void *const stores[DT__BLOCK_NKEEP], int pack);
 
 /* Scratch for a block's backward, shared by all blocks (not saved); keep:
@@ -350,13 +382,13 @@ void dt__block_scratch_bind(dt__block_scratch *s, const dt_gpt_config *cfg, int 
  * res2, out and the statistics whole; lib/parallel/tp.h); with_att = 0
  * leaves out the attention's log-sum-exp, which selective recomputation
  * does not keep. */
-size_t dt__block_act_floats(const dt_gpt_config *cfg, int t, int B, int T, int with_att);
+size_t dt__block_act_floats(const dt_gpt_config *cfg, dt__shard sh, int B, int T, int with_att);
 size_t dt__block_att_floats(const dt_gpt_config *cfg, int t, int B, int T);
 size_t dt__block_scratch_floats(const dt_gpt_config *cfg, int B, int T);
 /* Allocate a block's (t's shard's) activations; with_att = 0 leaves
  * acts->lse NULL for the caller to point at a temporary; tmp: the
  * transients acts->tmp uses (a dt__block_scratch's). */
-dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, int t, int B, int T, int with_att,
+dt_status dt__block_acts_alloc(dt__arena *a, const dt_gpt_config *cfg, dt__shard sh, int B, int T, int with_att,
                                const dt__block_tmp *tmp, dt__block_acts *acts);
 /* out = block(x); x (B,T,C) is kept by the caller (previous block's out). */
 dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p, dt__block_acts *acts,

@@ -20,7 +20,11 @@
  * Vocabulary-parallel (gpt_layers.h's dt__vocab): the rank's logits are
  * its nv columns; the loss is merged from every rank's per-row statistics
  * (dt__head_vocab_merge) and the head input's gradient summed over the
- * group after the LM head's input-gradient GEMM, before its rounding. */
+ * group after the LM head's input-gradient GEMM, before its rounding.
+ * With sequence parallelism (dt__vocab's sp) the input holds the rank's
+ * rows: their LayerNorm output is all-gathered before the LM head (the
+ * saved lnf has every row), the input gradient reduce-scattered instead
+ * of summed, and the LayerNorm's gain and bias gradients summed. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -120,7 +124,14 @@ dt_status dt__head_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__h
         DT_CHECK(dt__arena_alloc(a, (size_t)N * 4 * vp->t, &acts->stats));
         DT_CHECK(dt__arena_alloc(a, (size_t)N * 2, &acts->ms));
     }
-    DT_CHECK(be->layernorm_forward(be, acts->lnf, acts->lnf_mean, acts->lnf_rstd, x, p->lnfw, p->lnfb, N, C));
+    if (vp && vp->sp) { /* x holds the rank's rows: their LayerNorm, then every row's */
+        const size_t n = (size_t)N / (size_t)vp->t;
+        DT_CHECK(be->layernorm_forward(be, acts->lnf + (size_t)vp->rank * n * C, acts->lnf_mean, acts->lnf_rstd, x,
+                                       p->lnfw, p->lnfb, (int)n, C));
+        DT_CHECK(vp->allgather(vp->ctx, 'F', acts->lnf, (size_t)N * C));
+    } else {
+        DT_CHECK(be->layernorm_forward(be, acts->lnf, acts->lnf_mean, acts->lnf_rstd, x, p->lnfw, p->lnfb, N, C));
+    }
     int sh; /* a 16-bit copy for the one GEMM that reads a rounded input (gpt_layers.h) */
     DT_CHECK(dt__round_shadow(be, r, acts->lnf, (size_t)N * C, &sh));
     /* logits(N,V) = lnf @ lmw^T: matmul_forward without bias, with the row stride */
@@ -145,9 +156,20 @@ dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt
             be->crossentropy_forward_backward(be, losses, NULL, acts->logits, acts->logits, targets, N, V, ld, dloss));
     int sh;
     DT_CHECK(dt__round_shadow(be, r, acts->logits, (size_t)N * ld, &sh));
-    /* matmul_backward's input gradient, with the row stride: dlnf = dlogits @ lmw */
+    /* matmul_backward's input gradient, with the row stride: dlnf = dlogits @ lmw
+     * (sequence-parallel: every row's partial sums into the workspace) */
+    float *dfull = vp && vp->sp ? vp->part : dlnf;
     DT_CHECK(dt__shadow_end(be, acts->logits, sh,
-                            be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dlnf, C)));
+                            be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dfull, C)));
+    if (vp && vp->sp) { /* the partial sums reduce-scattered: the rank's rows from here on */
+        const size_t n = (size_t)N / (size_t)vp->t;
+        DT_CHECK(vp->scatter(vp->ctx, vp->part, (size_t)N * C));
+        DT_CHECK(be->copy(be, dlnf, vp->part + (size_t)vp->rank * n * C, n * C * sizeof(float), DT_COPY_D2D));
+        DT_CHECK(dt__round(be, r, dlnf, n * C));
+        DT_CHECK(be->memset_zero(be, dx, n * C * sizeof(float)));
+        DT_CHECK(be->layernorm_backward(be, dx, NULL, NULL, dlnf, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, (int)n, C));
+        return dt__round(be, r, dx, n * C);
+    }
     if (vp) DT_CHECK(vp->sum(vp->ctx, DT__VOCAB_HEAD, dlnf, (size_t)N * C)); /* the parts' partial sums */
     DT_CHECK(dt__round(be, r, dlnf, (size_t)N * C));
     DT_CHECK(be->memset_zero(be, dx, (size_t)N * C * sizeof(float)));
@@ -158,11 +180,18 @@ dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt
 
 dt_status dt__head_backward_w(dt_backend *be, const dt_gpt_config *cfg, const dt__head_params *p,
                               const dt__head_params *g, const dt__head_acts *acts, const float *x, const float *dlnf,
-                              int B, int T)
+                              int B, int T, const dt__vocab *vp)
 {
     const int C = cfg->hidden_size, V = cfg->vocab_size, N = B * T, ld = acts->ld;
     /* matmul_backward's weight gradient, with the row stride: dlmw += dlogits^T @ lnf */
     DT_CHECK(be->gemm(be, 1, 0, V, C, N, 1.0f, acts->logits, ld, acts->lnf, C, 1.0f, g->lmw, C));
+    if (vp && vp->sp) { /* the rank's rows' part of the gain and bias gradients, then their sum */
+        float *part = NULL;
+        DT_CHECK(vp->ln(vp->ctx, be, &part, NULL, NULL, (size_t)C));
+        DT_CHECK(be->layernorm_backward(be, NULL, part, part + C, dlnf, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd,
+                                        N / vp->t, C));
+        return vp->ln(vp->ctx, be, NULL, g->lnfw, g->lnfb, (size_t)C);
+    }
     return be->layernorm_backward(be, NULL, g->lnfw, g->lnfb, dlnf, x, p->lnfw, acts->lnf_mean, acts->lnf_rstd, N, C);
 }
 
@@ -172,7 +201,7 @@ dt_status dt__head_backward(dt_backend *be, const dt_gpt_config *cfg, const dt__
                             const dt__vocab *vp)
 {
     DT_CHECK(dt__head_backward_b(be, cfg, p, acts, x, targets, losses, dloss, dx, dtmp, B, T, r, vp));
-    return dt__head_backward_w(be, cfg, p, g, acts, x, dtmp, B, T);
+    return dt__head_backward_w(be, cfg, p, g, acts, x, dtmp, B, T, vp);
 }
 
 dt_status dt__head_mean_loss(dt_backend *be, const float *losses, int N, int n_counted, float *mean)

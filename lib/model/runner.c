@@ -28,7 +28,7 @@ int dt__runner_packs(const dt__runner *r) { return r->precision != DT_F32 && r->
 dt__block_pack dt__runner_pack_of(const dt__runner *r, int l, int B, int T)
 {
     return (dt__block_pack){.cfg = &r->cfg,
-                            .t = r->t,
+                            .sh = r->sh,
                             .B = B,
                             .T = T,
                             .with_att = r->recompute != DT_RECOMPUTE_SELECTIVE,
@@ -49,12 +49,12 @@ size_t dt__runner_shared_floats(const dt_backend *be, const dt_gpt_config *c, dt
      *   packed (16-bit, not full): E + the blocks' stores + max(A + P, H)
      *              (one block's FP32 working set and its unpacked input) */
     const size_t L = (size_t)c->num_layers, E = dt__embed_act_floats(c, B, T), H = dt__head_act_floats(be, c, B, T, 1);
-    const size_t A = dt__block_act_floats(c, 1, B, T, 1), P = dt__runner_pad((size_t)B * T * c->hidden_size);
+    const size_t A = dt__block_act_floats(c, DT__WHOLE, B, T, 1), P = dt__runner_pad((size_t)B * T * c->hidden_size);
     if (dtype != DT_F32 && mode != DT_RECOMPUTE_FULL) {
         size_t stores = 0;
         for (size_t l = 0; l < L; l++) {
             const dt__block_pack k = {.cfg = c,
-                                      .t = 1,
+                                      .sh = DT__WHOLE,
                                       .B = B,
                                       .T = T,
                                       .with_att = mode != DT_RECOMPUTE_SELECTIVE,
@@ -87,7 +87,7 @@ size_t dt__runner_shared_floats(const dt_backend *be, const dt_gpt_config *c, dt
 static size_t dt__runner_fixed_floats(const dt__runner *r)
 {
     const size_t N = (size_t)r->B * r->T, C = (size_t)r->cfg.hidden_size;
-    return (r->first ? 0 : dt__runner_pad(N * C)) + 4 * dt__runner_pad(N);
+    return (r->first ? 0 : dt__runner_pad(dt__shard_rows(r->sh, N) * C)) + 4 * dt__runner_pad(N);
 }
 
 /* What B keeps for W in a slot's arena (runner_backward.c): each block's
@@ -95,11 +95,11 @@ static size_t dt__runner_fixed_floats(const dt__runner *r)
  * and under full recomputation every block's recomputed activations. */
 static size_t dt__runner_split_floats(const dt__runner *r)
 {
-    const size_t NC = dt__runner_pad((size_t)r->B * r->T * r->cfg.hidden_size);
-    size_t n = (size_t)r->nb * (dt__runner_packs(r) ? dt__block_keep_packed_floats(&r->cfg, r->t, r->B, r->T)
-                                                    : dt__block_keep_floats(&r->cfg, r->t, r->B, r->T, 1));
+    const size_t NC = dt__runner_pad(dt__shard_rows(r->sh, (size_t)r->B * r->T) * r->cfg.hidden_size);
+    size_t n = (size_t)r->nb * (dt__runner_packs(r) ? dt__block_keep_packed_floats(&r->cfg, r->sh, r->B, r->T)
+                                                    : dt__block_keep_floats(&r->cfg, r->sh, r->B, r->T, 1));
     n += (r->last ? NC : 0) + (r->first ? NC : 0);
-    if (r->recompute == DT_RECOMPUTE_FULL) n += (size_t)r->nb * dt__block_act_floats(&r->cfg, r->t, r->B, r->T, 1);
+    if (r->recompute == DT_RECOMPUTE_FULL) n += (size_t)r->nb * dt__block_act_floats(&r->cfg, r->sh, r->B, r->T, 1);
     return n;
 }
 
@@ -109,9 +109,9 @@ static size_t dt__runner_split_floats(const dt__runner *r)
 static size_t dt__runner_slot_floats(const dt__runner *r)
 {
     const int B = r->B, T = r->T;
-    const size_t N = (size_t)B * T, C = (size_t)r->cfg.hidden_size;
+    const size_t N = dt__shard_rows(r->sh, (size_t)B * T), C = (size_t)r->cfg.hidden_size;
     size_t n = dt__runner_fixed_floats(r);
-    if (r->first) n += dt__embed_act_floats(&r->cfg, B, T);
+    if (r->first) n += dt__runner_pad(N * C); /* the embedding's output (dt__embed_act_floats: the rank's rows) */
     if (dt__runner_packs(r)) {
         for (int l = 0; l < r->nb; l++) {
             const dt__block_pack k = dt__runner_pack_of(r, l, B, T);
@@ -120,8 +120,8 @@ static size_t dt__runner_slot_floats(const dt__runner *r)
     } else {
         switch (r->recompute) {
         case DT_RECOMPUTE_FULL: n += (size_t)r->groups * dt__runner_pad(N * C); break;
-        case DT_RECOMPUTE_SELECTIVE: n += (size_t)r->nb * dt__block_act_floats(&r->cfg, r->t, B, T, 0); break;
-        case DT_RECOMPUTE_NONE: n += (size_t)r->nb * dt__block_act_floats(&r->cfg, r->t, B, T, 1); break;
+        case DT_RECOMPUTE_SELECTIVE: n += (size_t)r->nb * dt__block_act_floats(&r->cfg, r->sh, B, T, 0); break;
+        case DT_RECOMPUTE_NONE: n += (size_t)r->nb * dt__block_act_floats(&r->cfg, r->sh, B, T, 1); break;
         }
     }
     if (r->last) n += dt__head_act_floats(r->be, &r->hcfg, B, T, r->vocab.t);
@@ -135,10 +135,10 @@ static size_t dt__runner_slot_floats(const dt__runner *r)
  * buffers beside; the rest in the block's fch and qkv). */
 static size_t dt__runner_work_floats(const dt__runner *r)
 {
-    const size_t A = dt__block_act_floats(&r->cfg, r->t, r->B, r->T, 1);
+    const size_t A = dt__block_act_floats(&r->cfg, r->sh, r->B, r->T, 1);
     if (dt__runner_packs(r))
-        return A + dt__runner_pad((size_t)r->B * r->T * r->cfg.hidden_size) +
-               (r->split ? dt__block_keep_floats(&r->cfg, r->t, r->B, r->T, 1) : 0) + 64;
+        return A + dt__runner_pad(dt__shard_rows(r->sh, (size_t)r->B * r->T) * r->cfg.hidden_size) +
+               (r->split ? dt__block_keep_floats(&r->cfg, r->sh, r->B, r->T, 1) : 0) + 64;
     switch (r->recompute) {
     case DT_RECOMPUTE_FULL: return (size_t)r->recompute_k * A + 64;
     case DT_RECOMPUTE_SELECTIVE: return dt__block_att_floats(&r->cfg, r->t, r->B, r->T) + 64;
@@ -171,7 +171,7 @@ static void dt__runner_slots_free(dt__runner *r)
 /* Each slot's arena and fixed buffers, and the work arena, for the current settings. */
 static dt_status dt__runner_slots_alloc(dt__runner *r)
 {
-    const size_t N = (size_t)r->B * r->T, C = (size_t)r->cfg.hidden_size;
+    const size_t N = (size_t)r->B * r->T, C = (size_t)r->cfg.hidden_size, n = dt__shard_rows(r->sh, N);
     const size_t per = r->shared ? dt__runner_fixed_floats(r) + 64 +
                                        dt__runner_shared_floats(r->be, &r->cfg, r->precision, r->recompute,
                                                                 r->recompute_k, r->B, r->T)
@@ -195,7 +195,7 @@ static dt_status dt__runner_slots_alloc(dt__runner *r)
         DT_CHECK(dt_buffer_alloc(&sl->buf, r->be, per * sizeof(float)));
         sl->arena = (dt__arena){.base = sl->buf.data, .capacity = per};
         float *f;
-        if (!r->first) DT_CHECK(dt__arena_alloc(&sl->arena, N * C, &sl->input));
+        if (!r->first) DT_CHECK(dt__arena_alloc(&sl->arena, n * C, &sl->input));
         DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
         sl->tokens = (int32_t *)f;
         DT_CHECK(dt__arena_alloc(&sl->arena, N, &f));
@@ -274,10 +274,13 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
     *out = NULL;
     const int nb = c->l1 - c->l0;
     if (c->l0 < 0 || nb < 0 || c->l1 > c->cfg->num_layers || c->slots < 1 || c->B < 1 || c->T < 1 ||
-        c->T > c->cfg->seq_len || c->t < 1 ||
+        c->T > c->cfg->seq_len || c->t < 1 || (c->sp && (c->t < 2 || ((size_t)c->B * c->T) % (size_t)c->t)) ||
         (c->shared && (c->slots != 1 || c->t != 1 || !c->first || !c->last || nb != c->cfg->num_layers)))
         return DT_FAIL(DT_ERR_INVALID, "layer runner: blocks %d..%d of %d, %d slots, B %d, T %d, t %d", c->l0,
                        c->l1 - 1, c->cfg->num_layers, c->slots, c->B, c->T, c->t);
+    if (c->sp && (!c->vocab || !c->vocab->sp || c->vocab->t != c->t || !c->ops || c->ops == &dt__block_ops_plain))
+        return DT_FAIL(DT_ERR_INVALID, "layer runner: sequence parallelism needs the vocabulary split and "
+                                       "sequence-parallel block ops");
     dt__runner *r = calloc(1, sizeof *r);
     if (!r) return DT_FAIL(DT_ERR_NOMEM, "layer runner: out of memory");
     dt_status s = DT_OK;
@@ -287,6 +290,7 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
     r->nslots = c->slots, r->B = c->B, r->T = c->T;
     r->shared = c->shared;
     r->t = c->t;
+    r->sh = (dt__shard){.t = c->t, .sp = c->sp != 0};
     r->ops = c->ops ? c->ops : &dt__block_ops_plain;
     r->ops_ctx = c->ops_ctx;
     r->hcfg = r->cfg;
@@ -320,6 +324,7 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
         if (nxs) DT_CHECK_GOTO(dt__arena_alloc(&sh, nxs, &r->xs), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, nscr, &scr), s, fail);
         dt__block_scratch_bind(&r->scratch, c->cfg, c->B, c->T, scr);
+        r->vocab.part = r->scratch.tmp.ln; /* free while the embedding or the head runs */
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &r->dres), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &r->dout), s, fail);
     }
@@ -514,12 +519,12 @@ static dt_status dt__runner_block_forward(dt__runner *r, dt__rslot *sl, int l, d
     const dt_gpt_config *c = &r->cfg;
     const int B = sl->B, T = sl->T;
     dt__block_acts *acts = &sl->acts[l];
-    DT_CHECK(dt__block_acts_alloc(a, c, r->t, B, T, with_att, &r->scratch.tmp, acts));
+    DT_CHECK(dt__block_acts_alloc(a, c, r->sh, B, T, with_att, &r->scratch.tmp, acts));
     const size_t mark = dt__arena_mark(r->work);
     if (!with_att) DT_CHECK(dt__arena_alloc(r->work, dt__block_att_floats(c, r->t, B, T), &acts->lse));
     DT_CHECK(r->ops->forward(r->ops_ctx, r->be, c, &r->w.blocks[l], acts, x, B, T, dt__runner_rnd(r)));
     *out = acts->out;
-    const size_t NC = (size_t)B * T * c->hidden_size;
+    const size_t NC = dt__shard_rows(r->sh, (size_t)B * T) * c->hidden_size;
     DT_CHECK(dt__runner_nf_note(r, acts->out, 1, NC, NC, 1 + r->l0 + l));
     if (!with_att) {
         dt__runner_note_peak(r);
@@ -535,7 +540,7 @@ dt_status dt__runner_packed_input(dt__runner *r, dt__rslot *sl, int l, const flo
         *in = x;
         return DT_OK;
     }
-    const size_t n = (size_t)sl->B * sl->T * r->cfg.hidden_size;
+    const size_t n = dt__shard_rows(r->sh, (size_t)sl->B * sl->T) * r->cfg.hidden_size;
     float *x32;
     DT_CHECK(dt__arena_alloc(r->work, n, &x32));
     DT_CHECK(r->be->cast(r->be, x32, DT_F32, sl->packed[l - 1][DT__BLOCK_OUT], r->precision, n));
@@ -561,7 +566,7 @@ dt_status dt__runner_group_forward(dt__runner *r, dt__rslot *sl, int g, dt__aren
 static dt_status dt__runner_blocks_forward(dt__runner *r, dt__rslot *sl, const float *x, const float **out)
 {
     const int B = sl->B, T = sl->T;
-    const size_t NC = (size_t)B * T * r->cfg.hidden_size;
+    const size_t NC = dt__shard_rows(r->sh, (size_t)B * T) * r->cfg.hidden_size;
     if (r->recompute == DT_RECOMPUTE_FULL) { /* keep each group's output; its blocks' activations go */
         for (int g = 0; g < r->groups; g++) {
             sl->lmark[g] = dt__arena_mark(&sl->arena);
@@ -644,7 +649,8 @@ dt_status dt__runner_forward(dt__runner *r, int slot, const int32_t *tokens, con
         DT_CHECK(be->copy(be, sl->tokens, vp ? r->tok_host : tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
         DT_CHECK(dt__embed_forward(be, c, r->w.wte, r->w.wpe, sl->tokens, &sl->arena, &sl->x0, B, T, rnd, vp));
         x = sl->x0;
-        DT_CHECK(dt__runner_nf_note(r, sl->x0, 1, (size_t)N * c->hidden_size, (size_t)N * c->hidden_size, 0));
+        const size_t nx = dt__shard_rows(r->sh, (size_t)N) * c->hidden_size;
+        DT_CHECK(dt__runner_nf_note(r, sl->x0, 1, nx, nx, 0));
         dt__runner_span(r, -1, 'F', t0);
     }
     DT_CHECK(dt__runner_blocks_forward(r, sl, x, &x));

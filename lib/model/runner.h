@@ -51,6 +51,11 @@ typedef struct dt__block_ops {
     dt_status (*backward_b)(void *ctx, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
                             const dt__block_acts *a, const dt__block_scratch *s, float *xs, const float *x,
                             float *dres, const dt__block_keep *k, int B, int T, const dt__rounder *r);
+    /* W (gpt_layers.h): the parameter gradients from acts, x and k; NULL:
+     * block.c's dt__block_backward_w with the runner's t */
+    dt_status (*backward_w)(void *ctx, dt_backend *be, const dt_gpt_config *cfg, const dt__block_params *p,
+                            const dt__block_params *g, const dt__block_acts *a, const float *x,
+                            const dt__block_keep *k, int B, int T, const dt__rounder *r);
     /* the keep of a backward that runs W at once, in s or xs (its gelu NULL) */
     dt__block_keep (*whole_keep)(const dt_gpt_config *cfg, int t, int B, int T, const dt__block_scratch *s,
                                  float *xs);
@@ -101,6 +106,11 @@ typedef struct dt__runner_config {
     int B, T;         /* the largest micro-batch */
     int shared;       /* the shared memory discipline (see the top) */
     int t;            /* the block shard: 1 whole, else a tensor-parallel rank's */
+    /* sequence parallelism (t > 1, t dividing every micro-batch's B*T):
+     * the per-token regions hold the rank's rows (gpt_layers.h's
+     * dt__shard): the range's input and output, dres, the blocks'
+     * residuals and statistics; the ops must be lib/parallel/sp.c's */
+    int sp;
     const dt__block_ops *ops; /* NULL: dt__block_ops_plain */
     void *ops_ctx;
     /* the embedding's and the head's rows of the vocabulary on this

@@ -30,6 +30,30 @@
 #include "dt_time.h"
 #include "runner_impl.h"
 
+/* The embedding output's gradient with every row: d itself, or under
+ * sequence parallelism the ranks' rows all-gathered into the workspace. */
+static dt_status dt__runner_embed_grad(dt__runner *r, const float *d, int B, int T, const float **full)
+{
+    *full = d;
+    if (!r->sh.sp) return DT_OK;
+    const size_t NC = (size_t)B * T * r->cfg.hidden_size, nC = NC / (size_t)r->t;
+    DT_CHECK(r->be->copy(r->be, r->vocab.part + (size_t)r->vocab.rank * nC, d, nC * sizeof(float), DT_COPY_D2D));
+    DT_CHECK(r->vocab.allgather(r->vocab.ctx, 'B', r->vocab.part, NC));
+    *full = r->vocab.part;
+    return DT_OK;
+}
+
+/* Block l's W: the ops' own, or block.c's. */
+static dt_status dt__runner_block_w(dt__runner *r, int l, const dt__block_acts *a, const float *x,
+                                    const dt__block_keep *k, int B, int T)
+{
+    if (r->ops->backward_w)
+        return r->ops->backward_w(r->ops_ctx, r->be, &r->cfg, &r->w.blocks[l], &r->g.blocks[l], a, x, k, B, T,
+                                  dt__runner_rnd(r));
+    return dt__block_backward_w(r->be, &r->cfg, r->t, &r->w.blocks[l], &r->g.blocks[l], a, x, k, B, T,
+                                dt__runner_rnd(r));
+}
+
 /* Block l's backward in slot sl, x its input: selective recomputation
  * first recomputes the attention log-sum-exp from the kept qkv into the
  * work arena (the attention output goes to scratch: the kept one is the
@@ -49,7 +73,7 @@ static dt_status dt__runner_block_backward(dt__runner *r, dt__rslot *sl, int l, 
     /* the keep's dqkv in the block's own qkv, dead after B (its dfch apart:
      * W reads fch); half storage: FP32 in the work arena (the block's
      * tensors are an unpacking there), packed into the slot after B */
-    if (!whole) DT_CHECK(dt__block_keep_alloc(packs ? r->work : &sl->arena, c, r->t, B, T, a, k));
+    if (!whole) DT_CHECK(dt__block_keep_alloc(packs ? r->work : &sl->arena, c, r->sh, B, T, a, k));
     if (sel) {
         const int64_t t0 = dt_time_ns();
         DT_CHECK(dt__arena_alloc(r->work, dt__block_att_floats(c, r->t, B, T), &a->lse));
@@ -70,12 +94,12 @@ static dt_status dt__runner_block_backward(dt__runner *r, dt__rslot *sl, int l, 
             dt__runner_span(r, L, 'b', t0);
             t0 = dt_time_ns();
         }
-        DT_CHECK(dt__block_backward_w(r->be, c, r->t, p, &r->g.blocks[l], a, x, &kk, B, T, rnd));
+        DT_CHECK(dt__runner_block_w(r, l, a, x, &kk, B, T));
     } else {
         DT_CHECK(r->ops->backward_b(r->ops_ctx, r->be, c, p, a, &r->scratch, r->xs, x, r->dres, k, B, T, rnd));
         if (packs) {
-            DT_CHECK(dt__block_keep_pack_alloc(&sl->arena, c, r->t, B, T, sl->kpacked[l]));
-            DT_CHECK(dt__block_keep_pack_copy(r->be, c, r->t, B, T, r->precision, k, sl->kpacked[l], 1));
+            DT_CHECK(dt__block_keep_pack_alloc(&sl->arena, c, r->sh, B, T, sl->kpacked[l]));
+            DT_CHECK(dt__block_keep_pack_copy(r->be, c, r->sh, B, T, r->precision, k, sl->kpacked[l], 1));
             dt__runner_note_peak(r);
         }
     }
@@ -95,7 +119,7 @@ static dt_status dt__runner_unpack(dt__runner *r, dt__rslot *sl, int l, const fl
 {
     const dt__block_pack k = dt__runner_pack_of(r, l, sl->B, sl->T);
     dt__block_acts *a = &sl->acts[l];
-    DT_CHECK(dt__block_acts_alloc(r->work, &r->cfg, r->t, sl->B, sl->T, k.with_att, &r->scratch.tmp, a));
+    DT_CHECK(dt__block_acts_alloc(r->work, &r->cfg, r->sh, sl->B, sl->T, k.with_att, &r->scratch.tmp, a));
     DT_CHECK(dt__block_pack_copy(&k, r->be, a, sl->packed[l], 0));
     DT_CHECK(dt__runner_packed_input(r, sl, l, xin, in));
     dt__runner_note_peak(r);
@@ -150,14 +174,13 @@ static dt_status dt__runner_blocks_w(dt__runner *r, dt__rslot *sl, const float *
             if (l == g * r->recompute_k) x = g ? sl->ckpt[g - 1] : xin;
         } else if (dt__runner_packs(r)) { /* the block's tensors and its keep, unpacked */
             DT_CHECK(dt__runner_unpack(r, sl, l, xin, &x));
-            DT_CHECK(dt__block_keep_alloc(r->work, c, r->t, sl->B, sl->T, &sl->acts[l], &sl->keep[l]));
-            DT_CHECK(dt__block_keep_pack_copy(r->be, c, r->t, sl->B, sl->T, r->precision, &sl->keep[l],
+            DT_CHECK(dt__block_keep_alloc(r->work, c, r->sh, sl->B, sl->T, &sl->acts[l], &sl->keep[l]));
+            DT_CHECK(dt__block_keep_pack_copy(r->be, c, r->sh, sl->B, sl->T, r->precision, &sl->keep[l],
                                               sl->kpacked[l], 0));
             dt__runner_note_peak(r);
         }
         DT_CHECK(dt__runner_bind(r, r->l0 + l, 'W'));
-        DT_CHECK(dt__block_backward_w(r->be, c, r->t, &r->w.blocks[l], &r->g.blocks[l], &sl->acts[l], x,
-                                      &sl->keep[l], sl->B, sl->T, dt__runner_rnd(r)));
+        DT_CHECK(dt__runner_block_w(r, l, &sl->acts[l], x, &sl->keep[l], sl->B, sl->T));
         dt__runner_drop(r->work, wmark);
         if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, r->l0 + l));
     }
@@ -175,7 +198,7 @@ static dt_status dt__runner_run_backward(dt__runner *r, int slot, float dloss, c
     dt_backend *be = r->be;
     const dt_gpt_config *c = &r->cfg;
     const int B = sl->B, T = sl->T, L = c->num_layers;
-    const size_t NC = (size_t)B * T * c->hidden_size;
+    const size_t NC = dt__shard_rows(r->sh, (size_t)B * T) * c->hidden_size; /* the rank's rows */
     const dt__rounder *rnd = dt__runner_rnd(r);
     if (r->last && !sl->has_targets) return DT_FAIL(DT_ERR_INVALID, "backward: the forward had no targets");
     const size_t u0 = sl->arena.used;
@@ -197,7 +220,8 @@ static dt_status dt__runner_run_backward(dt__runner *r, int slot, float dloss, c
                 dt__runner_span(r, L, 'b', t0);
                 t0 = dt_time_ns();
             }
-            DT_CHECK(dt__head_backward_w(be, &r->hcfg, &r->w.head, &r->g.head, &sl->head, xL, dlnf, B, T));
+            DT_CHECK(dt__head_backward_w(be, &r->hcfg, &r->w.head, &r->g.head, &sl->head, xL, dlnf, B, T,
+                                         dt__runner_vp(r)));
             if (r->shared) dt__runner_drop(&sl->arena, sl->head_mark);
             dt__runner_span(r, L, r->trace_split ? 'W' : 'B', t0);
             if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, L));
@@ -211,7 +235,9 @@ static dt_status dt__runner_run_backward(dt__runner *r, int slot, float dloss, c
         if (r->shared) dt__runner_drop(&sl->arena, sl->mark);
         const int64_t t0 = dt_time_ns();
         DT_CHECK(dt__runner_bind(r, -1, 'B'));
-        DT_CHECK(dt__embed_backward(be, c, r->g.wte, r->g.wpe, sl->tokens, r->dres, B, T));
+        const float *demb;
+        DT_CHECK(dt__runner_embed_grad(r, r->dres, B, T, &demb));
+        DT_CHECK(dt__embed_backward(be, c, r->g.wte, r->g.wpe, sl->tokens, demb, B, T));
         dt__runner_span(r, -1, 'B', t0);
         if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, -1));
     }
@@ -250,13 +276,15 @@ dt_status dt__runner_backward_w(dt__runner *r, int slot)
     if (r->last) {
         DT_CHECK(dt__runner_bind(r, c->num_layers, 'W'));
         DT_CHECK(dt__head_backward_w(r->be, &r->hcfg, &r->w.head, &r->g.head, &sl->head,
-                                     dt__runner_slot_out(r, sl, xin), sl->dlnf, sl->B, sl->T));
+                                     dt__runner_slot_out(r, sl, xin), sl->dlnf, sl->B, sl->T, dt__runner_vp(r)));
         if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, c->num_layers));
     }
     DT_CHECK(dt__runner_blocks_w(r, sl, xin));
     if (r->first) {
         DT_CHECK(dt__runner_bind(r, -1, 'W'));
-        DT_CHECK(dt__embed_backward(r->be, c, r->g.wte, r->g.wpe, sl->tokens, sl->demb, sl->B, sl->T));
+        const float *demb;
+        DT_CHECK(dt__runner_embed_grad(r, sl->demb, sl->B, sl->T, &demb));
+        DT_CHECK(dt__embed_backward(r->be, c, r->g.wte, r->g.wpe, sl->tokens, demb, sl->B, sl->T));
         if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, -1));
     }
     dt__runner_free_slot(r, sl);

@@ -17,7 +17,7 @@
 typedef struct dt__rslot {
     dt_buffer buf; /* backs the arena */
     dt__arena arena;
-    float *input;         /* (B,T,C) received activation (not first) */
+    float *input;         /* (B,T,C) received activation (not first; the rank's rows under sp) */
     int32_t *tokens;      /* (B,T) device */
     int32_t *targets;     /* (B,T) device (last) */
     float *losses;        /* (B,T) last */
@@ -48,6 +48,7 @@ struct dt__runner {
     dt_gpt_config cfg;
     dt_backend *be;
     int l0, nb, first, last, nslots, B, T, shared, t;
+    dt__shard sh; /* {t, sp}: the blocks' split (gpt_layers.h) */
     const dt__block_ops *ops;
     void *ops_ctx;
     dt__vocab vocab;      /* vocab.t > 1: vocabulary-parallel (dt__runner_vp) */

@@ -212,7 +212,7 @@ static dt_status dt__pipe_chunk_create(dt__pipe *pp, int c)
     if (!k->slot_mb || !k->slot_version || !k->act_send || !k->grad_send || !k->grad_out)
         return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
     for (int j = 0; j < k->slots; j++) k->slot_mb[j] = -1;
-    const size_t wire = (size_t)s->B * s->T * s->model->hidden_size * pp->wire_elem;
+    const size_t wire = pp->msg_n * pp->wire_elem;
     if (k->q > 0)
         for (int j = 0; j < k->slots; j++) DT_CHECK(dt_buffer_alloc(&k->grad_out[j], s->be, wire));
     if (s->precision != DT_F32) {
@@ -257,8 +257,16 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
                       .algo = s->allreduce == DT_ALLREDUCE_MPI && pp->dtp ? DT_ALLREDUCE_NCCL : s->allreduce,
                       .chunk_bytes = s->chunk_bytes,
                       .vocab_parallel = s->vocab_parallel,
+                      .sp = s->sequence_parallel && pp->t > 1,
                       .event = s->tp_event,
                       .event_ctx = s->ctx};
+    /* a message: the micro-batch's activation, the rank's rows of it under sequence parallelism */
+    pp->msg_n = (size_t)s->B * s->T * s->model->hidden_size / (size_t)(pp->tp.sp ? pp->t : 1);
+    if (pp->tp.sp) {
+        DT_CHECK_GOTO(dt_buffer_alloc(&pp->ln_grad, s->be, 2 * (size_t)s->model->hidden_size * sizeof(float)), st,
+                      fail);
+        pp->tp.ln_grad = pp->ln_grad.data;
+    }
     pp->wire_elem = s->precision == DT_F32 ? sizeof(float) : 2;
     pp->ch = calloc((size_t)pp->v, sizeof *pp->ch);
     if (!pp->ch) {
@@ -291,9 +299,9 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
         goto fail;
     }
     if (s->precision != DT_F32)
-        DT_CHECK_GOTO(dt_buffer_alloc(&pp->recv_wire, s->be, n * s->model->hidden_size * pp->wire_elem), st, fail);
-    const size_t msg = n * s->model->hidden_size * pp->wire_elem;
-    pp->sg = s->scatter_gather && pp->t > 1 && pp->p > 1;
+        DT_CHECK_GOTO(dt_buffer_alloc(&pp->recv_wire, s->be, pp->msg_n * pp->wire_elem), st, fail);
+    const size_t msg = pp->msg_n * pp->wire_elem;
+    pp->sg = s->scatter_gather && pp->t > 1 && pp->p > 1 && !pp->tp.sp; /* sp: a message is the rank's part already */
     pp->sg_len = msg;
     if (pp->sg) {
         if (msg % 4) {
@@ -350,6 +358,7 @@ void dt__pipe_free(dt__pipe *pp)
     }
     free(pp->ch);
     dt_buffer_free(&pp->recv_wire);
+    dt_buffer_free(&pp->ln_grad);
     dt_buffer_free(&pp->params);
     dt_buffer_free(&pp->grads);
     dt_paramset_free(&pp->layout);
@@ -481,7 +490,7 @@ dt_status dt__pipe_wait_send(dt__pipe *pp, dt_comm_request **q)
 dt_status dt__pipe_recv(dt__pipe *pp, float *buf, int peer, int tag)
 {
     dt_comm *c = dt__pipe_dev_pipe(pp);
-    const size_t n = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size;
+    const size_t n = pp->msg_n;
     void *land = pp->wire_elem == sizeof(float) ? (void *)buf : pp->recv_wire.data;
     dt_comm_request *q = NULL;
     DT_CHECK(c->ops->irecv(c, (char *)land + pp->sg_off, pp->sg_len, peer, tag, &q));
@@ -497,7 +506,7 @@ dt_status dt__pipe_recv(dt__pipe *pp, float *buf, int peer, int tag)
 dt_status dt__pipe_send(dt__pipe *pp, const float *x, dt_buffer *wire, int peer, int tag, dt_comm_request **q)
 {
     dt_comm *c = dt__pipe_dev_pipe(pp);
-    const size_t n = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size;
+    const size_t n = pp->msg_n;
     const void *src = x;
     if (pp->wire_elem != sizeof(float)) {
         DT_CHECK(pp->cfg.be->cast(pp->cfg.be, wire->data, pp->cfg.precision, x, DT_F32, n));
@@ -509,7 +518,7 @@ dt_status dt__pipe_send(dt__pipe *pp, const float *x, dt_buffer *wire, int peer,
 dt_status dt__pipe_box_put(dt__pipe *pp, int c, int kind, const float *x)
 {
     dt__pipe_box *b = &pp->ch[c].box[kind];
-    const size_t bytes = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size * sizeof(float);
+    const size_t bytes = pp->msg_n * sizeof(float);
     if (b->n == b->cap) { /* grow: the oldest first again, at 0 */
         const int cap = b->cap ? 2 * b->cap : 2;
         dt_buffer *nb = calloc((size_t)cap, sizeof *nb);
@@ -531,7 +540,7 @@ dt_status dt__pipe_box_take(dt__pipe *pp, int c, int kind, float *out)
     if (!b->n)
         return DT_FAIL(DT_ERR_BACKEND, "pipeline stage %d: chunk %d receives from itself but nothing was sent",
                        pp->stage, c);
-    const size_t bytes = (size_t)pp->cfg.B * pp->cfg.T * pp->cfg.model->hidden_size * sizeof(float);
+    const size_t bytes = pp->msg_n * sizeof(float);
     DT_CHECK(pp->cfg.be->copy(pp->cfg.be, out, b->buf[b->head].data, bytes, DT_COPY_D2D));
     b->head = (b->head + 1) % b->cap;
     b->n--;

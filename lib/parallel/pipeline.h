@@ -61,6 +61,9 @@ typedef struct dt__pipe_setup {
      * gradient), all-gathered over the tensor group on arrival (Megatron's
      * scatter/gather); 0: every tensor rank sends it whole */
     int scatter_gather;
+    /* t > 1: Megatron's sequence parallelism (lib/parallel/sp.h); needs
+     * vocab_parallel and t dividing B*T */
+    int sequence_parallel;
     dt_sched_kind kind;
     int v;                      /* model chunks per stage (interleaved-1f1b, zb-v), 0: the kind's default */
     const int *split;           /* (p) blocks per stage, or NULL: even (one chunk per stage only) */

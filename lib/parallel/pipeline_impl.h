@@ -104,6 +104,8 @@ struct dt__pipe {
      * in the 16-bit format (exact: the stages store only 16-bit values) */
     size_t wire_elem;    /* bytes per element on the wire: 4, or 2 under --fp16/--bf16 */
     dt_buffer recv_wire; /* a receive's 16-bit landing place */
+    size_t msg_n;        /* floats of a message: B*T*C, or the rank's rows' (B*T/t)*C under sequence parallelism */
+    dt_buffer ln_grad;   /* sequence parallelism: tp.ln_grad's (2C) */
     /* scatter/gather (t > 1, dt__pipe_setup's): each tensor rank sends its
      * part [sg_off, sg_off + sg_len) of a message's bytes, whole 32-bit
      * words of it (dt_comm_segment over the words), and the receivers

@@ -19,7 +19,7 @@
 #include "dt_time.h"
 #include "runner.h"
 #include "stage.h"
-#include "tp.h"
+#include "sp.h"
 #include "zero_shard.h"
 
 struct dt__stage {
@@ -276,7 +276,8 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
                                   .T = T,
                                   .shared = 0,
                                   .t = st->t,
-                                  .ops = st->t > 1 ? &dt__tp_block_ops : NULL,
+                                  .sp = st->t > 1 && tp->sp,
+                                  .ops = st->t > 1 ? (tp->sp ? &dt__sp_block_ops : &dt__tp_block_ops) : NULL,
                                   .ops_ctx = tp,
                                   .vocab = &st->vocab};
     DT_CHECK_GOTO(dt__runner_create(&rc, &st->run), s, fail);

@@ -53,10 +53,66 @@ static dt_status dt__tp_vocab_gather(void *ctx, float *buf, size_t n)
     return DT_OK;
 }
 
+/* A reduce-scatter or an all-gather over the group, counted and traced. */
+static dt_status dt__tp_sp_coll(dt__tp *tp, int kind, char pass, float *x, size_t n)
+{
+    const int64_t t0 = tp->event ? dt_time_ns() : 0;
+    const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes};
+    if (kind == DT__TP_SP_SCATTER) {
+        tp->sp_scatters++;
+        DT_CHECK(dt_comm_reduce_scatter(tp->comm, x, n, &o));
+    } else {
+        tp->sp_gathers++;
+        DT_CHECK(dt_comm_all_gather(tp->comm, x, n, &o));
+    }
+    if (tp->event) tp->event(tp->event_ctx, kind, pass, t0, dt_time_ns());
+    return DT_OK;
+}
+
+dt_status dt__tp_scatter(dt__tp *tp, char pass, float *x, size_t n)
+{
+    return dt__tp_sp_coll(tp, DT__TP_SP_SCATTER, pass, x, n);
+}
+
+dt_status dt__tp_gather(dt__tp *tp, char pass, float *x, size_t n)
+{
+    return dt__tp_sp_coll(tp, DT__TP_SP_GATHER, pass, x, n);
+}
+
+dt_status dt__tp_ln_sum(dt__tp *tp, dt_backend *be, float *gw, float *gb, size_t C)
+{
+    tp->sp_lnsums++;
+    DT_CHECK(dt__tp_sum_traced(tp, DT__TP_SP_LN, 'B', tp->ln_grad, 2 * C));
+    DT_CHECK(be->residual_forward(be, gw, gw, tp->ln_grad, C));
+    return be->residual_forward(be, gb, gb, tp->ln_grad + C, C);
+}
+
+static dt_status dt__tp_vocab_scatter(void *ctx, float *x, size_t n) { return dt__tp_scatter(ctx, 'F', x, n); }
+static dt_status dt__tp_vocab_allgather(void *ctx, char pass, float *x, size_t n)
+{
+    return dt__tp_gather(ctx, pass, x, n);
+}
+
+static dt_status dt__tp_vocab_ln(void *ctx, dt_backend *be, float **part, float *gw, float *gb, size_t C)
+{
+    dt__tp *tp = ctx;
+    if (!gw) { /* the buffer to compute into, zeroed */
+        *part = tp->ln_grad;
+        return be->memset_zero(be, tp->ln_grad, 2 * C * sizeof(float));
+    }
+    return dt__tp_ln_sum(tp, be, gw, gb, C);
+}
+
 dt__vocab dt__tp_vocab(dt__tp *tp, int V)
 {
     dt__vocab v = {.V = V, .t = tp->comm->size, .rank = tp->comm->rank, .sum = dt__tp_vocab_sum,
                    .gather = dt__tp_vocab_gather, .ctx = tp};
+    if (tp->sp) {
+        v.sp = 1;
+        v.scatter = dt__tp_vocab_scatter;
+        v.allgather = dt__tp_vocab_allgather;
+        v.ln = dt__tp_vocab_ln;
+    }
     dt__vocab_rows(V, v.t, v.rank, &v.v0, &v.nv);
     return v;
 }

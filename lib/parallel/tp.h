@@ -40,6 +40,12 @@ typedef struct dt__tp {
      * (dt__tp_vocab; Megatron's default), else replicated */
     int vocab_parallel;
     long long allreduces_fwd, allreduces_bwd; /* made by f and g so far */
+    /* sequence parallelism (lib/parallel/sp.c): the blocks' per-token
+     * regions split over the group; its collectives so far (reduce-
+     * scatters, all-gathers, LayerNorm-gradient sums) */
+    int sp;
+    long long sp_scatters, sp_gathers, sp_lnsums;
+    float *ln_grad; /* (2C) backend memory, the owner's: one LayerNorm's gradients before their sum */
     /* optional (traces): each collective, kind DT__TP_F, _G (pass 'F' or
      * 'B'), _VOCAB_SUM or _VOCAB_GATHER, with its start and end from
      * dt_time_ns() */
@@ -47,13 +53,32 @@ typedef struct dt__tp {
     void *event_ctx;
 } dt__tp;
 
-enum { DT__TP_F = 0, DT__TP_G = 1, DT__TP_VOCAB_SUM = 2, DT__TP_VOCAB_GATHER = 3 };
+enum {
+    DT__TP_F = 0,
+    DT__TP_G = 1,
+    DT__TP_VOCAB_SUM = 2,
+    DT__TP_VOCAB_GATHER = 3,
+    DT__TP_SP_SCATTER = 4, /* sequence parallelism: g's reduce-scatter (forward), f's (backward) */
+    DT__TP_SP_GATHER = 5,  /* its all-gathers: f's (forward), g's (backward) */
+    DT__TP_SP_LN = 6,      /* the sum of a LayerNorm's gain and bias gradients */
+    DT__TP_NKINDS = 7
+};
 
 /* The vocabulary split over the group (gpt_layers.h's dt__vocab): this
  * rank's rows of a vocabulary of V, and its collectives on tp (the
  * embedding output's allreduce forward, the head input gradient's
  * backward, the loss statistics' all-gather), traced as the f and g. */
 dt__vocab dt__tp_vocab(dt__tp *tp, int V);
+
+/* Sequence parallelism's collectives on x(n) over the group, n a multiple
+ * of t, rank r's segment rows r*n/t ..: the reduce-scatter (segment r
+ * becomes the sum of every rank's, the others are left partial), the
+ * all-gather (every rank's segment r copied to all), and the in-place sum
+ * of one LayerNorm's gradients g(2C) = (gain, bias) added into gw, gb,
+ * from tp->ln_grad holding this rank's part. */
+dt_status dt__tp_scatter(dt__tp *tp, char pass, float *x, size_t n);
+dt_status dt__tp_gather(dt__tp *tp, char pass, float *x, size_t n);
+dt_status dt__tp_ln_sum(dt__tp *tp, dt_backend *be, float *gw, float *gb, size_t C);
 
 /* f: identity forward; backward, x(n) becomes the sum over the group. */
 dt_status dt__tp_f(dt__tp *tp, char pass, float *x, size_t n);

@@ -156,6 +156,14 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
     if (p == 1 && given) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
     if (cfg->no_vocab_parallel && t == 1)
         return DT_FAIL(DT_ERR_INVALID, "--no-vocab-parallel needs --tensor-model-parallel-size > 1");
+    if (cfg->sequence_parallel && t == 1)
+        return DT_FAIL(DT_ERR_INVALID, "--sequence-parallel needs --tensor-model-parallel-size > 1");
+    if (cfg->sequence_parallel && cfg->no_vocab_parallel)
+        return DT_FAIL(DT_ERR_INVALID, "--sequence-parallel needs the vocabulary split: drop --no-vocab-parallel");
+    if (cfg->sequence_parallel && cfg->seq_length % t)
+        return DT_FAIL(DT_ERR_INVALID, "--sequence-parallel: --tensor-model-parallel-size %d does not divide "
+                                       "--seq-length %d",
+                       t, cfg->seq_length);
     if (cfg->no_scatter_gather && (t == 1 || p == 1))
         return DT_FAIL(DT_ERR_INVALID, "--no-scatter-gather-tensors-in-pipeline needs --tensor-model-parallel-size > 1 "
                                        "and --pipeline-model-parallel-size > 1");

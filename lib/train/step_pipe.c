@@ -19,6 +19,7 @@
 
 #include "dt_time.h"
 #include "gpt_layers.h"
+#include "tp.h"
 #include "trainer_internal.h"
 
 /* The pipeline's data: micro-batch `index` of the training or validation rows. */
@@ -85,9 +86,12 @@ static void dt__tp_event(void *ctx, int kind, char pass, int64_t t0_ns, int64_t 
 {
     dt_trainer *tr = ctx;
     if (!tr->trace.writer || tr->trace.status != DT_OK) return;
-    static const char *const names[] = {"tp allreduce f", "tp allreduce g", "tp vocab allreduce", "tp vocab gather"};
+    static const char *const names[DT__TP_NKINDS] = {"tp allreduce f", "tp allreduce g", "tp vocab allreduce",
+                                                     "tp vocab gather", "tp reduce-scatter", "tp all-gather",
+                                                     "tp layernorm grad allreduce"};
+    if (kind < 0 || kind >= DT__TP_NKINDS) return;
     dt_trace_event e;
-    dt_trace_event_init(&e, DT_TRACE_COMPLETE, names[kind & 3], "tp", tr->rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, names[kind], "tp", tr->rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
                         t1_ns - t0_ns);
     e.iter = tr->iter;
     if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK) return;
@@ -144,6 +148,7 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .t = cfg->tensor_size,
                                .vocab_parallel = !cfg->no_vocab_parallel,
                                .scatter_gather = !cfg->no_scatter_gather,
+                               .sequence_parallel = cfg->sequence_parallel,
                                .kind = cfg->pipeline_schedule,
                                .v = v,
                                .split = any ? cfg->pipeline_split : NULL,
