@@ -123,6 +123,9 @@ json_t *dt__config_object(const dt_train_config *cfg)
     /* written only with t > 1 and the vocabulary split (a layout of their
      * own), so older manifests and --no-vocab-parallel still compare */
     if (cfg->tensor_size > 1 && !cfg->no_vocab_parallel) dt__jset(o, "vocab_parallel", json_true(), &bad);
+    /* where the activations live and how they travel, not the state (a
+     * resumed run may turn it on or off): written when on */
+    if (cfg->tensor_size > 1 && cfg->sequence_parallel) dt__jset(o, "sequence_parallel", json_true(), &bad);
     /* communication only (the same bits), written when turned off */
     if (cfg->no_scatter_gather) dt__jset(o, "scatter_gather_tensors_in_pipeline", json_false(), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);

@@ -311,8 +311,10 @@ static json_t *dt__tr_tp_summary(const dt_trainer *tr)
         if (!cfg->model.tie_embeddings && wi[i] == last) head += L->info[i].numel * sizeof(float);
         has_head |= wi[i] == lnfb;
     }
-    return json_pack("{s:i, s:b, s:b, s:[i,i], s:I, s:I, s:I}", "size", t, "vocab_parallel", vp,
-                     "scatter_gather_tensors_in_pipeline", t > 1 && cfg->pipeline_size > 1 && !cfg->no_scatter_gather,
+    const int sp = t > 1 && cfg->sequence_parallel;
+    return json_pack("{s:i, s:b, s:b, s:b, s:[i,i], s:I, s:I, s:I}", "size", t, "vocab_parallel", vp,
+                     "sequence_parallel", sp, "scatter_gather_tensors_in_pipeline",
+                     t > 1 && cfg->pipeline_size > 1 && !cfg->no_scatter_gather && !sp,
                      "vocab_rows", v0, v0 + nv, "wte_bytes", (json_int_t)wte, "lm_head_bytes", (json_int_t)head,
                      "lm_head_flops_per_token", (json_int_t)(has_head ? 6 * (json_int_t)nv * C : 0));
 }
