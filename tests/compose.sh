@@ -8,7 +8,9 @@
 # 1f1b (p = 2), tp (t = 2), tppp (t = 2 x p = 2), tpppdp (2 x 2 x 2, 8
 # ranks: TEST_FULL=1 only), ppzero (1f1b p = 2 x d = 2 with ZeRO-1), tpzero
 # (t = 2 x d = 2 with ZeRO-1), tpppdpzero (2 x 2 x 2 with ZeRO-1: TEST_FULL=1
-# only), ppzero2 and ppzero3 (1f1b p = 2 x d = 2 with ZeRO-2/3), zbzero3
+# only), tpsp, tpsppp, tpspzero3 (t = 2 with --sequence-parallel; x p = 2;
+# x d = 2 with ZeRO-3), tpspppdp (2 x 2 x 2 with sequence parallelism and
+# ZeRO-1: TEST_FULL=1 only), ppzero2 and ppzero3 (1f1b p = 2 x d = 2 with ZeRO-2/3), zbzero3
 # (zb-h1 p = 2 x d = 2, ZeRO-3), tpzero2 and tpzero3 (t = 2 x d = 2),
 # tpppdpzero3 (2 x 2 x 2 with ZeRO-3: TEST_FULL=1 only)} x recompute {none, selective, full with K = 2} x accumulation a {1, 4}. Every cell trains the same 4-block GPT for 4 steps
 # on the same global batch of 8 rows (micro-batch 8 / (a d), d the
@@ -41,7 +43,9 @@
 #     fingerprint weighs. Losses TOL_DP; param_probe TOL_ZERO_PROBE = 5e-5
 #     (measured 8.1e-6 fp32 a = 4 on 2026-12-07, against 4.7e-6 for dp
 #     ring in the same configuration)
-#   tp, tppp, tpppdp, tpzero, tpppdpzero: a row-parallel layer sums partial products (FP32 ulps)
+#   tp, tppp, tpppdp, tpzero, tpppdpzero, and the sequence-parallel tpsp,
+#     tpsppp, tpspzero3, tpspppdp (the same partial products, summed by a
+#     reduce-scatter, and each LayerNorm's gradients in t parts): a row-parallel layer sums partial products (FP32 ulps)
 #     and, under bf16/fp16, rounds the sum once where one process rounds the
 #     whole product: fp32 TOL_TP32 = 5e-4 (measured 6.3e-7; 6.3e-5); bf16
 #     and fp16 losses TOL_TPH_LOSS = 5e-4 (measured 4.4e-5), param_probe
@@ -60,7 +64,7 @@
 # gradient, one process their sum: measured up to 6.0e-5 in the losses and
 # 3.4e-3 in param_probe, bf16 ppzero).
 #
-# The make-check subset (67 runs): every
+# The make-check subset (72 runs): every
 # precision x every layout but tpppdp with a = 4 and no recomputation;
 # selective and full recomputation in single, 1f1b, tp and tppp (bf16), and
 # fp16 with full recomputation in 1f1b and tp; ppzero in bf16 and fp16,
@@ -68,7 +72,8 @@
 # gpipe and tppp; ZeRO-2/3 with full and selective recomputation and tied
 # embeddings (5 cells); LAMB and LARS with ZeRO-1/2/3 (3 cells); ZeRO-2/3
 # with pipeline and tensor parallelism (6 cells: full and selective
-# recomputation, tied, zb-h1, LAMB). TEST_FULL=1 runs all 360 cells, each
+# recomputation, tied, zb-h1, LAMB); sequence parallelism (5 cells: fp32,
+# bf16 selective, fp16 full, t x p bf16 tied, t x d ZeRO-3 full). TEST_FULL=1 runs all 360 cells, each
 # untied and tied.
 #
 # Refused cells (a one-line message at start, exit 2, checked here too):
@@ -125,6 +130,11 @@ layout() {
     tpppdpzero3) NP=8 D=2 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --zero-stage 3" \
         CLASS=tp ;;
     tpppdpzero) NP=8 D=2 FL="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+--use-distributed-optimizer" CLASS=tp ;;
+    tpsp) NP=2 D=1 FL="--tensor-model-parallel-size 2 --sequence-parallel" CLASS=tp ;;
+    tpsppp) NP=4 D=1 FL="--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2" CLASS=tp ;;
+    tpspzero3) NP=4 D=2 FL="--tensor-model-parallel-size 2 --sequence-parallel --zero-stage 3" CLASS=tp ;;
+    tpspppdp) NP=8 D=2 FL="--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 \
 --use-distributed-optimizer" CLASS=tp ;;
     esac
 }
@@ -203,7 +213,7 @@ cell() {
 if [ "$FULL" = 1 ]; then
     for p in fp32 bf16 fp16; do
         for l in single dp zero zero2 zero3 ps gpipe 1f1b tp tppp tpppdp ppzero tpzero tpppdpzero ppzero2 ppzero3 \
-            zbzero3 tpzero2 tpzero3 tpppdpzero3; do
+            zbzero3 tpzero2 tpzero3 tpppdpzero3 tpsp tpsppp tpspzero3 tpspppdp; do
             for r in none selective full; do
                 for a in 1 4; do cell $p $l $r $a; cell $p $l $r $a tied; done
             done
@@ -243,6 +253,12 @@ else
     cell fp16 tpzero3 selective 4
     cell fp32 tpzero2 none 4 tied
     cell fp32 ppzero3 none 4 - lamb
+    # sequence parallelism (issue 38): every precision, each recomputation, a pipeline, ZeRO-3, tied
+    cell fp32 tpsp none 4
+    cell bf16 tpsp selective 4
+    cell fp16 tpsp full 4
+    cell bf16 tpsppp none 4 tied
+    cell fp32 tpspzero3 full 4
 fi
 
 # dtsim predicts each stage's peak activation memory of combined runs: the
