@@ -235,6 +235,7 @@ static const dt_backend_ops dt__cuda_ops = {
     .batchnorm_backward = dt__cuda_batchnorm_backward,                       /* batchnorm.cu */
     .relu_forward = dt__cuda_relu_forward,                                   /* elementwise.cu */
     .relu_backward = dt__cuda_relu_backward,                                 /* elementwise.cu */
+    /* attention_chunk_forward, _backward, copy2d: none yet (context parallelism is refused on the GPU) */
 };
 
 dt_status dt_backend_cuda_create(int threads, dt_backend **out)

@@ -114,6 +114,29 @@ typedef dt_status dt_backend_attention_forward_fn(dt_backend *be, float *out, fl
  * enters D = rowsum(dout * out)). */
 typedef dt_status dt_backend_attention_backward_fn(dt_backend *be, float *dqkv, const float *dout, const float *qkv,
                                                    const float *out, const float *lse, int B, int T, int C, int NH);
+/* Attention of a chunk of queries against a chunk of keys and values:
+ * context parallelism's blocks (lib/parallel/cp.c). The T queries of each
+ * of B rows are at q, row b*T + t, rows ldq floats apart, head h at
+ * channels h*C/NH ..; the T keys and values at k and v, rows ldkv apart,
+ * the same layout. causal 1: query t sees keys 0..t (a chunk against
+ * itself, at the same positions); 0: all T. out(B,T,C) and lse(B,NH,T) as
+ * attention_forward's; merge 1: they hold the result over other keys
+ * already, and the two are combined by their log-sum-exps (the online
+ * softmax), so chunk pairs taken in any order end as the softmax over all
+ * of them. */
+typedef dt_status dt_backend_attention_chunk_forward_fn(dt_backend *be, float *out, float *lse, const float *q,
+                                                        int ldq, const float *k, const float *v, int ldkv, int B,
+                                                        int T, int C, int NH, int causal, int merge);
+/* Its backward, from the final out and lse (over every chunk) and dout:
+ * the chunk pair's share accumulated (+=) into dq (rows ldq apart), dk
+ * and dv (rows ldkv apart). */
+typedef dt_status dt_backend_attention_chunk_backward_fn(dt_backend *be, float *dq, float *dk, float *dv,
+                                                         const float *dout, const float *out, const float *lse,
+                                                         const float *q, int ldq, const float *k, const float *v,
+                                                         int ldkv, int B, int T, int C, int NH, int causal);
+/* rows of cols floats: dst rows ldd apart = src rows lds apart (no overlap) */
+typedef dt_status dt_backend_copy2d_fn(dt_backend *be, float *dst, size_t ldd, const float *src, size_t lds,
+                                       size_t rows, size_t cols);
 /* GELU, tanh approximation: out(n) = gelu(inp) */
 typedef dt_status dt_backend_gelu_forward_fn(dt_backend *be, float *out, const float *inp, size_t n);
 /* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) and,
@@ -311,6 +334,10 @@ typedef struct dt_backend_ops {
     dt_backend_batchnorm_backward_fn *batchnorm_backward;                       /* training-mode statistics */
     dt_backend_relu_forward_fn *relu_forward;                                   /* propagates NaN */
     dt_backend_relu_backward_fn *relu_backward;                                 /* dinp may alias dout */
+    /* NULL: no context parallelism on this backend (all three or none) */
+    dt_backend_attention_chunk_forward_fn *attention_chunk_forward;
+    dt_backend_attention_chunk_backward_fn *attention_chunk_backward;
+    dt_backend_copy2d_fn *copy2d;
 } dt_backend_ops;
 
 struct dt_backend {
@@ -374,6 +401,10 @@ struct dt_backend {
     dt_backend_batchnorm_backward_fn *batchnorm_backward;
     dt_backend_relu_forward_fn *relu_forward;
     dt_backend_relu_backward_fn *relu_backward;
+    /* NULL where the backend has none (checked when the op is there) */
+    dt_backend_attention_chunk_forward_fn *attention_chunk_forward;
+    dt_backend_attention_chunk_backward_fn *attention_chunk_backward;
+    dt_backend_copy2d_fn *copy2d;
 };
 
 /* Create a backend by name ("cpu" or "cuda"). threads <= 0: default. */

@@ -160,6 +160,7 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     JOB(JF_TENSOR_MODEL_PARALLEL_SIZE);
     JOB(JF_NO_VOCAB_PARALLEL);
     JOB(JF_NO_SCATTER_GATHER);
+    JOB(JF_SEQUENCE_PARALLEL);
     JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE);
     ADD(.name = "--data-parallel-size", .kind = DT_ARG_INT, .dest = &o->data_size, IN(1, 1 << 20), .metavar = "D",
         .help = "data-parallel replicas (workers with a parameter server); dtrain infers it from the ranks");

@@ -185,6 +185,7 @@ static int dtsim_scenario_batch(const dtsim_opts *o, dt_arg *args, int n_args, d
     if (GIVEN("--tensor-model-parallel-size")) sc->t = o->job.tensor_size;
     if (o->job.no_vocab_parallel) sc->vocab_parallel = 0;
     if (o->job.no_scatter_gather) sc->scatter_gather = 0;
+    if (o->job.sequence_parallel) sc->sequence_parallel = 1;
     if (GIVEN("--pipeline-model-parallel-size")) sc->p = o->job.pipeline_size;
     const int64_t per_micro = (int64_t)sc->B * sc->d;
     if (GIVEN("--global-batch-size")) {

@@ -127,7 +127,10 @@ static void dtsim_sweep_apply(const dtsim_sweep *sw, int i, const dts_scenario *
         sc->vpp_layers = sc->schedule == DT_SCHED_INTERLEAVED_1F1B ? base->vpp_layers : 0;
         break;
     case DTSIM_SW_D: sc->d = (int)v; break;
-    case DTSIM_SW_T: sc->t = (int)v; break;
+    case DTSIM_SW_T: /* --sequence-parallel splits over t > 1 ranks: a t = 1 row runs without it */
+        sc->t = (int)v;
+        sc->sequence_parallel = base->sequence_parallel && sc->t > 1;
+        break;
     case DTSIM_SW_BW:
         sc->hw.intra.bytes_per_ns = base->hw.intra.bytes_per_ns * v;
         sc->hw.inter.bytes_per_ns = base->hw.inter.bytes_per_ns * v;

@@ -79,6 +79,13 @@ typedef struct dts_scenario {
      * --no-scatter-gather-tensors-in-pipeline, every tensor rank sends the
      * whole tensor. Default 1. */
     int scatter_gather;
+    /* t > 1: Megatron's sequence parallelism (--sequence-parallel,
+     * lib/parallel/sp.c): the blocks' per-token regions (LayerNorms,
+     * residuals, the block's input and output) hold the rank's B*T/t rows,
+     * the tensor group reduce-scatters and all-gathers in place of the
+     * allreduces, and a pipeline message is the rank's rows (no
+     * scatter/gather). Needs the vocabulary split and t | T. Default 0. */
+    int sequence_parallel;
     dt_sched_kind schedule;    /* --pipeline-schedule */
     int vpp;                   /* --virtual-pipeline-model-parallel-size (0: not given; dts_scenario_chunks) */
     int vpp_layers;            /* --num-layers-per-virtual-pipeline-stage (0: not given) */

@@ -111,34 +111,6 @@ static int64_t dts__grid_ring_ns(const dts__sim *s, dt_grid_group dim, int rank,
                                      s->grid.size[dim], bytes);
 }
 
-/* E[max of n independent standard normals] (n >= 1), by Simpson's rule:
- * the integral of x n phi(x) Phi(x)^(n-1) over [-10, 10]. 0.5642 for 2
- * (1/sqrt(pi)), 1.0294 for 4, 1.4236 for 8. */
-static double dts__max_normal(int n)
-{
-    if (n <= 1) return 0.0;
-    const int K = 4000;
-    const double a = -10.0, h = 20.0 / K;
-    double sum = 0.0;
-    for (int k = 0; k <= K; k++) {
-        const double x = a + k * h, phi = exp(-0.5 * x * x) / sqrt(2.0 * M_PI), Phi = 0.5 * erfc(-x / sqrt(2.0));
-        const double f = x * n * phi * pow(Phi, n - 1);
-        sum += (k == 0 || k == K ? 1.0 : k % 2 ? 4.0 : 2.0) * f;
-    }
-    return sum * h / 3.0;
-}
-
-/* The expected wait at an allreduce between t ranks for the slowest: each
- * arrives after a segment of compute of its own (half a block's forward or
- * backward on 1/t of it, between two of the block's allreduces) whose time
- * varies independently, with the variance of the work's share of the
- * block's (sd_block, the profile's); every rank waits for the last,
- * sd_segment x E[max of t standard normals] after the mean. */
-static int64_t dts__tp_skew_ns(int t, double sd_block)
-{
-    return t > 1 && sd_block > 0 ? dts__ns(dts__max_normal(t) * sd_block * sqrt(1.0 / (2.0 * t))) : 0;
-}
-
 static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_opts *o, double bw_scale)
 {
     const int L = sc->model.num_layers, P = dts__is_pipe(sc) ? sc->p : 1;
@@ -171,15 +143,13 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->act_re = calloc((size_t)Q, sizeof *s->act_re);
     s->act_fwd = calloc((size_t)Q, sizeof *s->act_fwd);
     s->split = calloc((size_t)Q, sizeof *s->split);
-    s->tp_blocks = calloc((size_t)Q, sizeof *s->tp_blocks);
-    s->tpv_fwd_ns = calloc((size_t)Q, sizeof *s->tpv_fwd_ns);
-    s->tpv_bwd_ns = calloc((size_t)Q, sizeof *s->tpv_bwd_ns);
+    s->tp = calloc((size_t)Q * DTS__TP_PASSES, sizeof *s->tp);
     s->opt_ns = calloc((size_t)P, sizeof *s->opt_ns);
     s->stash_ns = calloc((size_t)P, sizeof *s->stash_ns);
     s->params = calloc((size_t)P, sizeof *s->params);
     s->dp_open = calloc((size_t)P, sizeof *s->dp_open);
     if (!s->q_dev || !s->q_chunk || !s->fwd_ns || !s->bwd_ns || !s->bwd_b_ns || !s->bwd_w_ns || !s->act || !s->act_re ||
-        !s->act_fwd || !s->split || !s->tp_blocks || !s->tpv_fwd_ns || !s->tpv_bwd_ns || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
+        !s->act_fwd || !s->split || !s->tp || !s->opt_ns || !s->stash_ns || !s->params || !s->dp_open)
         return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for %d stages of %d chunks", P, V);
     for (int r = 0; r < P; r++)
         for (int c = 0; c < V; c++) {
@@ -187,22 +157,20 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             s->q_dev[q] = r;
             s->q_chunk[q] = c;
         }
-    const int64_t act_msg = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
     /* between stages, activations and their gradients travel in the 16-bit
-     * format under --fp16/--bf16 (lib/parallel/pipeline.c); the tensor-parallel
-     * allreduces stay FP32 (lib/parallel/tp.c sums float buffers) */
-    const int64_t whole_msg = strcmp(sc->precision, "fp32") ? act_msg / 2 : act_msg;
+     * format under --fp16/--bf16 (lib/parallel/pipeline.c); the tensor
+     * group's collectives stay FP32 (run_tp.c). Under sequence parallelism
+     * each tensor rank sends its own rows, and nothing is gathered */
+    const int64_t whole_msg = dts__tok_rows(sc, sc->t) * sc->model.hidden_size * (strcmp(sc->precision, "fp32") ? 2 : 4);
     s->msg_bytes = whole_msg;
-    if (sc->t > 1 && P > 1 && sc->scatter_gather) {
+    if (sc->t > 1 && P > 1 && sc->scatter_gather && !sc->sequence_parallel) {
         /* each of the t ranks sends its 1/t over its own link, and the
          * receiving stage's t ranks all-gather the pieces (intra node) */
         s->msg_bytes = ((whole_msg / 4 + sc->t - 1) / sc->t) * 4; /* whole 32-bit words (dt_comm_segment) */
         s->sg_ns = dts_net_ring_allgather_ns(&s->net, 0, dt_grid_stride(&s->grid, DT_GRID_TENSOR), sc->t,
                                              s->msg_bytes * sc->t);
     }
-    s->tp_ar_ns = sc->t > 1 ? dts__grid_ring_ns(s, DT_GRID_TENSOR, 0, act_msg) : 0;
-    s->tp_skew_f_ns = dts__tp_skew_ns(sc->t, sc->cost.block_fwd_sd_ns);
-    s->tp_skew_b_ns = dts__tp_skew_ns(sc->t, sc->cost.block_bwd_sd_ns);
+    dts__tp_setup(s);
     /* the vocabulary split (t > 1): each rank holds at most ceil(V/t) rows
      * of wte and of the head (rank r: [V*r/t, V*(r+1)/t)); the slowest rank
      * sets the pace and the unit's memory is the largest rank's */
@@ -236,8 +204,11 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
              * one block's are rebuilt during its backward */
             /* the head's logits are the rank's columns, with every rank's per-row statistics (4 floats) and
              * the merged maximum and sum (2) beside them (lib/model/head.c) */
+            /* under sequence parallelism the embedding keeps its output's rank's rows; the head's LayerNorm
+             * output is all-gathered, kept whole (lib/model/embedding.c, head.c) */
             const int64_t all = block    ? dts__block_act(sc, sc->t, 0)
                                 : vp && l == L ? sc->cost.act_bytes[slot] - BT * (Vw - Vr) * 4 + BT * (4 * sc->t + 2) * 4
+                                : l < 0        ? dts__tok_rows(sc, sc->t) * C * 4
                                                : sc->cost.act_bytes[slot];
             int j = 0, kg = 0, K = 1;
             if (block && sc->recompute == 1) K = dts__rc_group(sc, nblocks, l - first_block, &j, &kg);
@@ -247,7 +218,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
                                                   : dts__block_act(sc, sc->t, sc->recompute);
             act += keep;
             if (block && dts__packs(sc)) { /* one block's FP32 working set, and its unpacked input */
-                const int64_t work = all + (nblocks > 1 ? (int64_t)sc->B * sc->T * sc->model.hidden_size * 4 : 0);
+                const int64_t work = all + (nblocks > 1 ? dts__tok_rows(sc, sc->t) * C * 4 : 0);
                 if (work > act_re) act_re = work;
             } else if (block && sc->recompute == 1) {
                 if (kg * all > act_re) act_re = kg * all;
@@ -260,24 +231,12 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
             } else if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
             blocks += block;
         }
-        if (sc->t > 1) { /* the block's allreduces: in the forward, and in the input-gradient part (B); full
-                          * recomputation runs each block's forward again in B, its two g allreduces with it */
-            s->tp_blocks[q] = blocks;
-            const double g = (double)(s->tp_ar_ns + s->tp_skew_f_ns), fb = (double)(s->tp_ar_ns + s->tp_skew_b_ns);
-            f += 2.0 * blocks * g;
-            b += 2.0 * blocks * fb + (sc->recompute == 1 ? 2.0 * blocks * g : 0.0);
-        }
-        if (vp) { /* the embedding's output summed over the group; the head's statistics gathered, and its
-                   * input gradient summed (FP32, lib/parallel/tp.c) */
-            if (first < 0) s->tpv_fwd_ns[q] += s->tp_ar_ns;
-            if (last == L) {
-                s->tpv_fwd_ns[q] += dts_net_ring_allgather_ns(&s->net, 0, dt_grid_stride(&s->grid, DT_GRID_TENSOR),
-                                                              sc->t, (int64_t)sc->t * BT * 4 * 4);
-                s->tpv_bwd_ns[q] += s->tp_ar_ns;
-            }
-            f += (double)s->tpv_fwd_ns[q];
-            b += (double)s->tpv_bwd_ns[q];
-        }
+        /* the tensor group's collectives (run_tp.c): W's are part of the backward too */
+        dts__tp_stage(s, q, blocks, first < 0, last == L);
+        const dts__tp_pass *tq = &s->tp[q * DTS__TP_PASSES];
+        f += (double)tq[DTS__TP_F].ns;
+        b += (double)(tq[DTS__TP_B].ns + tq[DTS__TP_W].ns);
+        w += (double)tq[DTS__TP_W].ns;
         s->fwd_ns[q] = dts__ns(f);
         s->bwd_ns[q] = dts__ns(b);
         s->bwd_w_ns[q] = dts__ns(w);
@@ -483,9 +442,7 @@ static void dts__teardown(dts__sim *s)
     free(s->stash_ns);
     free(s->params);
     free(s->act);
-    free(s->tp_blocks);
-    free(s->tpv_fwd_ns);
-    free(s->tpv_bwd_ns);
+    free(s->tp);
     free(s->dp_open);
     free(s->bucket_bytes);
     free(s->bucket_low);
@@ -742,17 +699,10 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     const double n_steps = (double)sc->steps;
     out->comm_ns_dp = s.u[0].ns_dp / n_steps;
     out->comm_ns_pp = s.u[0].ns_pp / n_steps;
-    int blocks0 = 0; /* device 0's, over its chunks */
-    double vocab0 = 0;
-    for (int c = 0; s.sched && c < s.V; c++) {
-        const int q = s.sched->vstage[c];
-        blocks0 += s.tp_blocks[q];
-        vocab0 += (double)(s.tpv_fwd_ns[q] + s.tpv_bwd_ns[q]);
-    }
-    /* g, g, f, f (and g, g recomputed), each with its wait for the slowest rank */
-    const double ar_block = 2.0 * (double)(s.tp_ar_ns + s.tp_skew_f_ns) * (sc->recompute == 1 ? 2 : 1) +
-                            2.0 * (double)(s.tp_ar_ns + s.tp_skew_b_ns);
-    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? (ar_block * blocks0 + vocab0) * sc->m : 0.0;
+    double tp0 = 0; /* device 0's tensor-group collectives per micro-batch, over its chunks and passes */
+    for (int c = 0; s.sched && c < s.V; c++)
+        for (int k = 0; k < DTS__TP_PASSES; k++) tp0 += (double)s.tp[s.sched->vstage[c] * DTS__TP_PASSES + k].ns;
+    out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? tp0 * sc->m : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
     out->world_sync_ns = dts__is_pipe(sc) && !s.async_report ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;

@@ -56,19 +56,21 @@ static int dts__zg_next(const dts__sim *s, const dts__unit *u)
 
 /* Activation bytes one tensor rank (of t) of a block keeps per micro-batch
  * (the arenas of lib/model/block.c and lib/parallel/tp.c): the residual
- * and the output, (B, T, C) each, and the LayerNorm statistics stay whole;
- * qkv, the attention output, the MLP's (B, T, 4C) before GELU and the
- * attention's log-sum-exp (B, NH, T) are split over the t ranks (the
- * LayerNorm and GELU outputs are recomputed by the backward, not kept). recompute 2 (selective) drops the log-sum-exp, 1 (full,
- * one block per group) keeps only the block's input. With t = 1 this is
+ * and the output, (B, T, C) each, and the LayerNorm statistics stay whole
+ * (the rank's B T / t rows under sequence parallelism, lib/parallel/sp.c:
+ * dts__tok_rows); qkv, the attention output, the MLP's (B, T, 4C) before
+ * GELU and the attention's log-sum-exp (B, NH, T) are split over the t
+ * ranks (the LayerNorm and GELU outputs are recomputed by the backward,
+ * not kept). recompute 2 (selective) drops the log-sum-exp, 1 (full, one
+ * block per group) keeps only the block's input. With t = 1 this is
  * dts_layer_act_bytes' block (dt_gpt_predicted_activation_bytes). */
 int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
 {
     const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T;
-    if (recompute == 1) return BT * C * (int64_t)sizeof(float);
-    const int64_t whole = 2 * BT * C + 4 * BT, split = 8 * BT * C + (recompute == 2 ? 0 : att);
-    return (whole * n + split) / n * (int64_t)sizeof(float);
+    const int64_t rows = dts__tok_rows(sc, t), att = (int64_t)sc->B * sc->model.num_heads * sc->T;
+    if (recompute == 1) return rows * C * (int64_t)sizeof(float);
+    const int64_t whole = 2 * rows * C + 4 * rows, split = 8 * BT * C + (recompute == 2 ? 0 : att);
+    return (whole + split / n) * (int64_t)sizeof(float);
 }
 
 /* Full recomputation over nb blocks (the model's, or a virtual stage's):
@@ -96,9 +98,9 @@ int dts__packs(const dts_scenario *sc) { return strcmp(sc->precision, "fp32") !=
 int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last)
 {
     const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t att = (int64_t)sc->B * sc->model.num_heads * sc->T;
-    const int64_t halves = 2 * BT * C + 8 * BT * C / n;
-    return 2 * halves + 4 * (4 * BT + (recompute == 2 ? 0 : att / n)) + (last ? 2 * BT * C : 0);
+    const int64_t rows = dts__tok_rows(sc, t), att = (int64_t)sc->B * sc->model.num_heads * sc->T;
+    const int64_t halves = 2 * rows * C + 8 * BT * C / n;
+    return 2 * halves + 4 * (4 * rows + (recompute == 2 ? 0 : att / n)) + (last ? 2 * rows * C : 0);
 }
 
 /* Activation bytes a layer keeps from its forward to its backward under

@@ -8,6 +8,8 @@
  *   run_unit.c  scheduling, recording events and memory, compute on a core
  *               of its own or on a node's shared cores
  *   run_coll.c  collective instances (dts_coll) and analytic syncs
+ *   run_tp.c    the tensor group's collectives of each pass, their
+ *               prices and spans
  *   run_step.c  the step boundary (host overhead, the next step)
  *   run_ps.c    the parameter server and its workers' push/pull
  *   run_dp.c    the data-parallel step (lib/train/step_dp.c)
@@ -61,6 +63,33 @@ typedef struct dts__mbox {
 typedef struct dts__split_mem {
     int64_t keep, b, w;
 } dts__split_mem;
+
+/* The tensor group's collectives (run_tp.c): one, with its trace name and
+ * its price (the wait for the slowest rank included); a pass's, those
+ * before its blocks, each block's (run nb times) and those after, in the
+ * order it runs them, ns their sum; the passes of a virtual stage. */
+typedef struct dts__tpc {
+    const char *name;
+    int64_t ns;
+} dts__tpc;
+
+typedef struct dts__tp_pass {
+    dts__tpc pre[2], each[8], post[2];
+    int n_pre, n_each, n_post, nb;
+    int64_t ns;
+} dts__tp_pass;
+
+enum { DTS__TP_F = 0, DTS__TP_B, DTS__TP_W, DTS__TP_PASSES }; /* forward, B (input gradient), W */
+
+/* The prices on the tensor group of rank 0 (run_tp.c): an allreduce, an
+ * all-gather (or reduce-scatter) of a (B,T,C) FP32 activation, the
+ * allreduce of a LayerNorm's 2C gradients, the all-gather of the head's
+ * per-row statistics; the expected waits for the slowest rank after a
+ * segment of a forward, of B, of W. */
+typedef struct dts__tp_price {
+    int64_t ar, ag, ln, stats;
+    int64_t skew_f, skew_b, skew_w;
+} dts__tp_price;
 
 /* One chunk's messages on a unit: activations into it from the virtual
  * stage before, gradients into it from the one after, and the counts of
@@ -180,21 +209,14 @@ struct dts__sim {
     int64_t *act_re;  /* (Q) recomputation: what a backward rebuilds (full: a group), held on top of act */
     int64_t *act_fwd; /* (Q) full recomputation: the most a FORWARD holds beyond act (a group's blocks) */
     dts__split_mem *split; /* (Q) a split backward's B and W: beyond act (dts__split_mem_of) */
-    int *tp_blocks;        /* (Q) blocks per virtual stage */
     /* per device (p) */
     int64_t *opt_ns, *stash_ns, *params; /* the update, a stash, the parameters of all its chunks */
-    int64_t msg_bytes;   /* a pipeline send's bytes on one tensor rank's link (1/t of the tensor when scattered) */
-    int64_t sg_ns;       /* scattered sends: the receiving tensor group's all-gather of the t pieces (0: whole) */
-    int64_t tp_ar_ns;    /* one tensor-parallel allreduce of a block's activation */
-    /* the expected wait at one of a block's allreduces for the slowest of
-     * the t ranks (run.c, dts__tp_skew_ns): after a forward segment (g, and
-     * the g's a full recomputation reruns in B) and after a backward one (f) */
-    int64_t tp_skew_f_ns, tp_skew_b_ns;
-    /* (Q) the vocabulary split's collectives (t > 1): in the forward the
-     * embedding's output allreduce and the head's per-row statistics'
-     * all-gather, in the backward's B the head input gradient's allreduce */
-    int64_t *tpv_fwd_ns, *tpv_bwd_ns;
-    int n_tp_blocks_max;
+    /* a pipeline send's bytes on one tensor rank's link (1/t of the tensor when scattered; the rank's rows
+     * under sequence parallelism) */
+    int64_t msg_bytes;
+    int64_t sg_ns;      /* scattered sends: the receiving tensor group's all-gather of the t pieces (0: whole) */
+    dts__tp_price tpp;  /* the tensor group's collectives (t > 1) */
+    dts__tp_pass *tp;   /* (Q * DTS__TP_PASSES) each virtual stage's, by pass */
     dts__cinst **dp_open; /* (p) the open data-parallel collective of each stage (pipeline) */
     int *dp_open_seq;
     dts__sync *norm; /* (d) per pipeline */
@@ -264,6 +286,16 @@ static inline int dts__is_ps(const dts_scenario *sc)
 
 static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return &s->u[dpi + s->sc->d * stage]; }
 
+/* Rows of a per-token tensor of a micro-batch (a block's input, output,
+ * residual and LayerNorm statistics, the embedding's output, a pipeline
+ * message) on one of t tensor ranks: all B*T, or the rank's B*T/t under
+ * sequence parallelism (lib/parallel/sp.c; dts_scenario_check asks t | T). */
+static inline int64_t dts__tok_rows(const dts_scenario *sc, int t)
+{
+    const int64_t BT = (int64_t)sc->B * sc->T;
+    return t > 1 && sc->sequence_parallel ? BT / t : BT;
+}
+
 /* run_pipe.c: the split-backward memory of a virtual stage of nb blocks, the
  * first (embedding) and last (head) or not, on one of t tensor ranks */
 dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last);
@@ -303,6 +335,14 @@ dts__cinst *dts__cinst_new(dts__sim *s, dts_coll_kind kind, dts__unit **members,
 void dts__cinst_free(dts__cinst *ci);
 dts_coll_kind dts__ar_kind(const dts_scenario *sc);
 void dts__sync_arrive(dts__sim *s, dts__sync *y, dts__unit *u);
+
+/* run_tp.c: the prices (s->tpp) for the scenario; virtual stage q's
+ * passes (s->tp) for its nb blocks, with the embedding (first) and the
+ * head (last); the spans of the passes in the mask `passes` (bit k: pass
+ * k) at the end of a compute span [t0, t1] */
+void dts__tp_setup(dts__sim *s);
+void dts__tp_stage(dts__sim *s, int q, int nb, int first, int last);
+void dts__tp_spans(dts__sim *s, dts__unit *u, int q, unsigned passes, int64_t t0, int64_t t1, int64_t iter);
 
 /* run_step.c */
 void dts__step_end(dts__sim *s, dts__unit *u);

@@ -1,7 +1,7 @@
 /* run_pipe.c: the pipeline step (lib/parallel/pipeline.c; see run_internal.h).
  * One unit per (d_i, p_i) stands for its t tensor-parallel ranks (they do
- * the same work in lockstep, joined by their per-block allreduces, which
- * are costed with the ring formula over the t ranks' links). The unit
+ * the same work in lockstep, joined by their per-block collectives, which
+ * are costed with the ring formula over the t ranks' links: run_tp.c). The unit
  * walks its device's instruction list from dt_schedule_make_chunks; each
  * instruction names its chunk, whose virtual stage q holds a share of the
  * blocks (run.c): FORWARD, BACKWARD, BACKWARD_B and BACKWARD_W take q's
@@ -12,7 +12,8 @@
  * each tensor rank's 1/t over its own link and its RECV ends with the
  * group's all-gather of the pieces (scatter/gather, the runtime's
  * default), or the whole tensor on each of the t links (t parallel whole
- * sends, as one: --no-scatter-gather-tensors-in-pipeline); RECV waits for the matching message (sends
+ * sends, as one: --no-scatter-gather-tensors-in-pipeline), or under sequence
+ * parallelism each rank's own rows, nothing gathered; RECV waits for the matching message (sends
  * and receives between two virtual stages come in the same order on both
  * sides, so the k-th receive into a chunk takes the k-th message from its
  * neighbour), OPTIM_STEP runs the device's data-parallel allreduce (step
@@ -57,18 +58,23 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
  * tensors, its input but for the stage's first block, its keep in FP32)
  * and packs the keep into the slot, 2 bytes an element, (4 C + 7 C / t)
  * B T elements; W unpacks the same again (without the log-sum-exp
- * under selective). Without half storage W allocates nothing. */
+ * under selective). Without half storage W allocates nothing. Under
+ * sequence parallelism the per-token ones hold the rank's rows
+ * (dts__tok_rows): the final LayerNorm's and the embedding's gradients,
+ * the block's input and, of its keep, dln1 and dln2 (dout and dres2 keep
+ * every row: W reads them all-gathered). */
 dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last)
 {
     const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t btc = BT * C * 4, kf = 4 * btc + 4 * BT * (C / n) * 4 /* a block's keep, FP32 */,
-                  all = dts__block_act(sc, n, 0);
+    const int64_t rows = dts__tok_rows(sc, n), btc = rows * C * 4;
+    const int64_t kn = 2 * BT * C + 2 * rows * C, /* a block's keep: dout, dres2, dln2, dln1 */
+        kf = (kn + 4 * BT * (C / n)) * 4 /* and dfch, FP32 */, all = dts__block_act(sc, n, 0);
     const int64_t att = all - dts__block_act(sc, n, 2), ends = (last ? btc : 0) + (first ? btc : 0);
     dts__split_mem m = {0, 0, 0};
     if (sc->recompute == 1) { /* grows monotonically: its most is what it keeps */
         m.keep = m.b = ends + nb * (all + kf);
     } else if (dts__packs(sc)) {
-        const int64_t pk = 2 * (4 * BT * C + 7 * BT * (C / n));
+        const int64_t pk = 2 * (kn + 7 * BT * (C / n)); /* with dqkv, packed */
         m.keep = ends + nb * pk;
         m.b = m.keep;
         for (int l = nb - 1; l >= 0; l--) { /* block l's B: the later blocks' packed keeps, and its working set */
@@ -106,49 +112,6 @@ static void dts__pipe_event(dts__sim *s, dts__unit *u, const dt_sched_instr *in,
                             dt_grid_group_count(&s->grid, DT_GRID_PIPELINE));
     if (id >= 0) dt_trace_event_add_arg(&ev, "flow", (double)id);
     dts__rec(s, 1, &ev);
-}
-
-static void dts__tp_spans(dts__sim *s, dts__unit *u, int q, int64_t t0, int64_t t1, int forward, int64_t iter)
-{
-    /* the block's allreduces sit at the end of the compute span, two per
-     * block (four in a B that recomputes the forward: its g's first), each
-     * with its wait for the slowest rank, after the vocabulary split's
-     * collectives of the embedding or head (lib/parallel/tp.c's
-     * "tp vocab allreduce" and "tp vocab gather") */
-    const int nb = s->tp_blocks[q], n_g = forward ? 2 * nb : s->sc->recompute == 1 ? 2 * nb : 0,
-              n_f = forward ? 0 : 2 * nb;
-    const int64_t g = s->tp_ar_ns + s->tp_skew_f_ns, f = s->tp_ar_ns + s->tp_skew_b_ns;
-    const int64_t vocab = forward ? s->tpv_fwd_ns[q] : s->tpv_bwd_ns[q];
-    /* without a trace the summary reads rank 0's spans only (its phases; the bubbles read instructions) */
-    if (!u->record || (!s->keep_all && u->rank != 0) || s->sc->t == 1 || (nb == 0 && vocab == 0)) return;
-    int64_t at = t1 - n_g * g - n_f * f - vocab;
-    if (at < t0) at = t0;
-    /* forward: the embedding's allreduce on the first virtual stage, the head's gather on the last (one
-     * after the other when one stage holds both); backward: the head's allreduce */
-    const int64_t emb = forward && q == 0 && vocab ? s->tp_ar_ns : 0;
-    for (int k = 0; k < 2; k++) {
-        const int64_t dur = k == 0 ? emb : vocab - emb;
-        if (dur <= 0) continue;
-        dt_trace_event ev;
-        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, forward && k == 1 ? "tp vocab gather" : "tp vocab allreduce", "tp",
-                            u->rank, DT_LANE_COMM, at, dur);
-        ev.iter = iter;
-        dt_trace_event_add_arg(&ev, "forward", forward);
-        dts__rec(s, 1, &ev);
-        at += dur;
-    }
-    for (int i = 0; i < n_g + n_f; i++) {
-        const int is_g = i < n_g;
-        const int64_t dur = is_g ? g : f;
-        dt_trace_event ev;
-        /* the runtime names them by operator: g in the forward (and its recomputation), f in the backward */
-        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, is_g ? "tp allreduce g" : "tp allreduce f", "tp", u->rank,
-                            DT_LANE_COMM, at, dur);
-        ev.iter = iter;
-        dt_trace_event_add_arg(&ev, "forward", forward);
-        dts__rec(s, 1, &ev);
-        at += dur;
-    }
 }
 
 /* The all-gather a receive of a scattered send adds on the receiving
@@ -303,8 +266,14 @@ static void dts__pipe_advance(dts_engine *e, void *ctx, int64_t a, int64_t b)
                                                           : s->act[q] + m->keep + m->w;
             dts__memory(s, u);
         }
-        if (in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B)
-            dts__tp_spans(s, u, q, u->wait_t0, now, in->op == DT_SCHED_FORWARD, in->step);
+        if (in->op == DT_SCHED_FORWARD || in->op == DT_SCHED_BACKWARD || in->op == DT_SCHED_BACKWARD_B ||
+            in->op == DT_SCHED_BACKWARD_W) { /* the tensor group's collectives of the passes it ran */
+            const unsigned passes = in->op == DT_SCHED_FORWARD      ? 1u << DTS__TP_F
+                                    : in->op == DT_SCHED_BACKWARD_B ? 1u << DTS__TP_B
+                                    : in->op == DT_SCHED_BACKWARD_W ? 1u << DTS__TP_W
+                                                                    : 1u << DTS__TP_B | 1u << DTS__TP_W;
+            dts__tp_spans(s, u, q, passes, u->wait_t0, now, in->step);
+        }
         if (in->op == DT_SCHED_OPTIM_STEP) u->opt_phase = 0;
         u->pc++;
     } else if (a == 1) { /* the receive at pc has its message */

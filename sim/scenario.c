@@ -236,6 +236,7 @@ static const char *const dts__keys[] = {"model",
                                         "tensor_model_parallel_size",
                                         "vocab_parallel",
                                         "scatter_gather_tensors_in_pipeline",
+                                        "sequence_parallel",
                                         "pipeline_model_parallel_size",
                                         "data_parallel_size",
                                         "pipeline_schedule",
@@ -514,6 +515,9 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(r = dts__bool(what, o, "vocab_parallel", &n->vocab_parallel));
     if (r == 0 && dtrain_cfg) n->vocab_parallel = 0;
     DTS__TRY(dts__bool(what, o, "scatter_gather_tensors_in_pipeline", &n->scatter_gather));
+    /* dtrain writes "sequence_parallel" only when on: absent, off */
+    DTS__TRY(r = dts__bool(what, o, "sequence_parallel", &n->sequence_parallel));
+    if (r == 0 && dtrain_cfg) n->sequence_parallel = 0;
     DTS__TRY(dts__int(what, o, "bucket_bytes", 0, INT64_MAX, &n->bucket_bytes));
     DTS__TRY(dts__int(what, o, "allreduce_chunk_bytes", 0, INT64_MAX, &n->chunk_bytes));
 
@@ -701,6 +705,15 @@ dt_status dts_scenario_check(const dts_scenario *sc)
                        "--tensor-model-parallel-size %d: a vocabulary of %d has fewer rows than ranks (add "
                        "--no-vocab-parallel)",
                        sc->t, sc->model.vocab_size);
+    /* sequence parallelism: lib/train/config.c's refusals, in its words */
+    if (sc->sequence_parallel && sc->t == 1)
+        return DT_FAIL(DT_ERR_INVALID, "--sequence-parallel needs --tensor-model-parallel-size > 1");
+    if (sc->sequence_parallel && !sc->vocab_parallel)
+        return DT_FAIL(DT_ERR_INVALID, "--sequence-parallel needs the vocabulary split: drop --no-vocab-parallel");
+    if (sc->sequence_parallel && sc->T % sc->t)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--sequence-parallel: --tensor-model-parallel-size %d does not divide --seq-length %d", sc->t,
+                       sc->T);
     const int L = sc->model.num_layers;
     if (sc->n_split) {
         if (sc->p == 1) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
@@ -882,6 +895,7 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "data_parallel_size", json_integer(sc->d), &bad);
     dts__json_set(o, "vocab_parallel", json_boolean(sc->vocab_parallel), &bad);
     dts__json_set(o, "scatter_gather_tensors_in_pipeline", json_boolean(sc->scatter_gather), &bad);
+    dts__json_set(o, "sequence_parallel", json_boolean(sc->sequence_parallel), &bad);
     dts__json_set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
     if (sc->vpp > 0) dts__json_set(o, "virtual_pipeline_model_parallel_size", json_integer(sc->vpp), &bad);
     if (sc->vpp_layers > 0)

@@ -398,6 +398,81 @@ START_TEST(test_attention_fused)
 }
 END_TEST
 
+/* Chunk attention (context parallelism's blocks) against the fused causal
+ * op over the whole sequence: the sequence cut in two chunks of Tc, laid
+ * out chunk-major (2, B, Tc, 3C) as lib/parallel/cp.c lays a rank's rows;
+ * chunk 0 against itself (causal), chunk 1 against chunk 0 (all keys) and
+ * against itself (causal), merged in both orders; the backward's three
+ * pairs accumulated. Both sides are FP32 with other summation orders: an
+ * output is a convex combination of value rows, each side off by at most
+ * about (T + hs + 16) u max|v| (attn_ref's bound above), here
+ * (140 + 8 + 16) 6e-8 x 6 = 6e-5 each way; the gradients about twice that
+ * times their magnitude (~1): atol 2e-4, rtol 1e-4. */
+START_TEST(test_attention_chunk)
+{
+    static const int Tcs[] = {5, 70};
+    const int B = 2, C = 16, NH = 2, Tc = Tcs[_i], T = 2 * Tc, C3 = 3 * C;
+    const size_t nq = (size_t)B * T * C3, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * nl);
+    float *dy = malloc(sizeof(float) * no), *dqkv = malloc(sizeof(float) * nq);
+    fill(qkv, nq, 25 + Tc, 1.5f), fill(dy, no, 26 + Tc, 1);
+    ck_dt(be->attention_forward(be, out, lse, qkv, B, T, C, NH));
+    ck_dt(be->attention_backward(be, dqkv, dy, qkv, out, lse, B, T, C, NH));
+    /* chunk-major copies: part p, row b holds positions p*Tc .. */
+    float *cq = malloc(sizeof(float) * nq), *cdy = malloc(sizeof(float) * no), *cg = calloc(nq, sizeof(float));
+    for (int p = 0; p < 2; p++)
+        for (int b = 0; b < B; b++) {
+            ck_dt(be->copy2d(be, cq + ((size_t)p * B + b) * Tc * C3, C3, qkv + ((size_t)b * T + p * Tc) * C3, C3, Tc, C3));
+            memcpy(cdy + ((size_t)p * B + b) * Tc * C, dy + ((size_t)b * T + p * Tc) * C, sizeof(float) * Tc * C);
+        }
+    const size_t pq = (size_t)B * Tc * C3, po = (size_t)B * Tc * C, pl = (size_t)B * NH * Tc;
+    for (int order = 0; order < 2; order++) {
+        float *co = malloc(sizeof(float) * no), *cl = malloc(sizeof(float) * nl);
+        ck_dt(be->attention_chunk_forward(be, co, cl, cq, C3, cq + C, cq + 2 * C, C3, B, Tc, C, NH, 1, 0));
+        const float *q1 = cq + pq;
+        if (!order) {
+            ck_dt(be->attention_chunk_forward(be, co + po, cl + pl, q1, C3, cq + C, cq + 2 * C, C3, B, Tc, C, NH, 0, 0));
+            ck_dt(be->attention_chunk_forward(be, co + po, cl + pl, q1, C3, q1 + C, q1 + 2 * C, C3, B, Tc, C, NH, 1, 1));
+        } else {
+            ck_dt(be->attention_chunk_forward(be, co + po, cl + pl, q1, C3, q1 + C, q1 + 2 * C, C3, B, Tc, C, NH, 1, 0));
+            ck_dt(be->attention_chunk_forward(be, co + po, cl + pl, q1, C3, cq + C, cq + 2 * C, C3, B, Tc, C, NH, 0, 1));
+        }
+        for (int p = 0; p < 2; p++)
+            for (int b = 0; b < B; b++) {
+                for (int t = 0; t < Tc; t++)
+                    for (int c = 0; c < C; c++) {
+                        const size_t i = ((size_t)b * T + p * Tc + t) * C + c, j = (((size_t)p * B + b) * Tc + t) * C + c;
+                        ASSERT_CLOSE(co[j], out[i], 1e-4, 1e-4, "chunk out", i);
+                    }
+                for (int h = 0; h < NH; h++)
+                    for (int t = 0; t < Tc; t++) {
+                        const size_t i = ((size_t)b * NH + h) * T + p * Tc + t, j = p * pl + ((size_t)b * NH + h) * Tc + t;
+                        ASSERT_CLOSE(cl[j], lse[i], 1e-4, 1e-4, "chunk lse", i);
+                    }
+            }
+        if (!order) { /* the three pairs' backward, from the final out and lse */
+            float *q0 = cq, *g0 = cg, *g1 = cg + pq;
+            ck_dt(be->attention_chunk_backward(be, g0, g0 + C, g0 + 2 * C, cdy, co, cl, q0, C3, q0 + C, q0 + 2 * C, C3,
+                                               B, Tc, C, NH, 1));
+            ck_dt(be->attention_chunk_backward(be, g1, g0 + C, g0 + 2 * C, cdy + po, co + po, cl + pl, q1, C3, q0 + C,
+                                               q0 + 2 * C, C3, B, Tc, C, NH, 0));
+            ck_dt(be->attention_chunk_backward(be, g1, g1 + C, g1 + 2 * C, cdy + po, co + po, cl + pl, q1, C3, q1 + C,
+                                               q1 + 2 * C, C3, B, Tc, C, NH, 1));
+            for (int p = 0; p < 2; p++)
+                for (int b = 0; b < B; b++)
+                    for (int t = 0; t < Tc; t++)
+                        for (int c = 0; c < C3; c++) {
+                            const size_t i = ((size_t)b * T + p * Tc + t) * C3 + c,
+                                         j = (((size_t)p * B + b) * Tc + t) * C3 + c;
+                            ASSERT_CLOSE(cg[j], dqkv[i], 2e-4, 1e-4, "chunk dqkv", i);
+                        }
+        }
+        free(co), free(cl);
+    }
+    free(qkv), free(out), free(lse), free(dy), free(dqkv), free(cq), free(cdy), free(cg);
+}
+END_TEST
+
 /* attn_ref's gradient itself, against central differences of the loss
  * sum(out * R) (see the file's head for the step and tolerances). */
 START_TEST(test_attention)
@@ -647,6 +722,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_attention);
     tcase_add_loop_test(tc, test_attention_fused, 0, 4);
     tcase_add_test(tc, test_encoder);
+    tcase_add_loop_test(tc, test_attention_chunk, 0, 2);
     tcase_add_test(tc, test_crossentropy);
     tcase_add_test(tc, test_crossentropy_part);
     tcase_add_test(tc, test_residual);

@@ -211,6 +211,40 @@ static dt_status dt__front_crossentropy_part(dt_backend *be, float *stats, float
     return be->ops->crossentropy_part(be, stats, dlogits, ms, logits, targets, N, V, ld, v0, dloss);
 }
 
+static dt_status dt__check_chunk(const char *what, int ldq, int ldkv, int B, int T, int C, int NH)
+{
+    DT_CHECK(dt__check_heads(C, NH));
+    if (B < 1 || T < 1 || ldq < C || ldkv < C)
+        return DT_FAIL(DT_ERR_INVALID, "%s: B %d, T %d, C %d, row strides %d and %d (expected B, T >= 1, strides >= C)",
+                       what, B, T, C, ldq, ldkv);
+    return DT_OK;
+}
+
+static dt_status dt__front_attention_chunk_forward(dt_backend *be, float *out, float *lse, const float *q, int ldq,
+                                                   const float *k, const float *v, int ldkv, int B, int T, int C,
+                                                   int NH, int causal, int merge)
+{
+    DT_CHECK(dt__check_chunk("chunk attention", ldq, ldkv, B, T, C, NH));
+    return be->ops->attention_chunk_forward(be, out, lse, q, ldq, k, v, ldkv, B, T, C, NH, causal, merge);
+}
+
+static dt_status dt__front_attention_chunk_backward(dt_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                                                    const float *out, const float *lse, const float *q, int ldq,
+                                                    const float *k, const float *v, int ldkv, int B, int T, int C,
+                                                    int NH, int causal)
+{
+    DT_CHECK(dt__check_chunk("chunk attention backward", ldq, ldkv, B, T, C, NH));
+    return be->ops->attention_chunk_backward(be, dq, dk, dv, dout, out, lse, q, ldq, k, v, ldkv, B, T, C, NH, causal);
+}
+
+static dt_status dt__front_copy2d(dt_backend *be, float *dst, size_t ldd, const float *src, size_t lds, size_t rows,
+                                  size_t cols)
+{
+    if ((rows > 1 && (ldd < cols || lds < cols)))
+        return DT_FAIL(DT_ERR_INVALID, "copy2d: %zu columns in rows %zu and %zu apart", cols, ldd, lds);
+    return be->ops->copy2d(be, dst, ldd, src, lds, rows, cols);
+}
+
 /* Every instance starts as this copy (the checked ops); dt__backend_new
  * fills the others with the backend's functions. See dt_backend in dt_backend.h. */
 static const dt_backend dt__front = {
@@ -270,6 +304,10 @@ dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device
     be->axpy = ops->axpy;
     be->relu_forward = ops->relu_forward;
     be->relu_backward = ops->relu_backward;
+    const int chunks = ops->attention_chunk_forward && ops->attention_chunk_backward && ops->copy2d;
+    be->attention_chunk_forward = chunks ? dt__front_attention_chunk_forward : NULL;
+    be->attention_chunk_backward = chunks ? dt__front_attention_chunk_backward : NULL;
+    be->copy2d = chunks ? dt__front_copy2d : NULL;
     *out = be;
     return DT_OK;
 }
