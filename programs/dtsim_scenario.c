@@ -441,13 +441,13 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
     fprintf(f, "layout:   t=%d p=%d d=%d", sc->t, sc->p, sc->d);
     if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
         fprintf(f, " + %d parameter server%s", sc->num_ps_servers, sc->num_ps_servers == 1 ? "" : "s");
-    fprintf(f, " (%d rank%s), schedule %s, exchange %s%s, %s%s\n", dts_scenario_world(sc),
+    fprintf(f, " (%d rank%s), schedule %s, exchange %s%s, %s%s%s\n", dts_scenario_world(sc),
             dts_scenario_world(sc) == 1 ? "" : "s", dt_sched_kind_name(sc->schedule), sc->exchange_name,
             sc->zero == 1   ? " + ZeRO-1"
             : sc->zero == 2 ? " + ZeRO-2"
             : sc->zero == 3 ? " + ZeRO-3"
                             : "",
-            sc->precision, rc);
+            sc->precision, rc, sc->sequence_parallel ? ", sequence parallelism" : "");
     if (sc->slow_rank >= 0 && sc->slow_ns > 0)
         fprintf(f, "straggler: rank %d sleeps %g ms before each exchange (--slow-rank)\n", sc->slow_rank,
                 (double)sc->slow_ns / 1e6);

@@ -208,7 +208,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
              * output is all-gathered, kept whole (lib/model/embedding.c, head.c) */
             const int64_t all = block    ? dts__block_act(sc, sc->t, 0)
                                 : vp && l == L ? sc->cost.act_bytes[slot] - BT * (Vw - Vr) * 4 + BT * (4 * sc->t + 2) * 4
-                                : l < 0        ? dts__tok_rows(sc, sc->t) * C * 4
+                                : l < 0        ? sc->cost.act_bytes[slot] / (BT / dts__tok_rows(sc, sc->t))
                                                : sc->cost.act_bytes[slot];
             int j = 0, kg = 0, K = 1;
             if (block && sc->recompute == 1) K = dts__rc_group(sc, nblocks, l - first_block, &j, &kg);
