@@ -4,7 +4,8 @@
  * The matrix covers every pipeline schedule (gpipe and 1f1b at m = 2, 4, 8,
  * 16; pipedream and pipedream-vsync), data parallelism (ring and tree, one
  * bucket and several, ZeRO-1), the parameter server (ps-sync, ps-async, and
- * ps-async with a slow worker), tensor parallelism, t x p and p x d, fp16
+ * ps-async with a slow worker), tensor parallelism (with and without
+ * sequence parallelism), t x p and p x d, fp16
  * and bf16, recomputation, and, on the emulated 2-node cluster, the
  * exchanges where the link dominates. Every run has the same model and
  * global batch (DT_SIMVAL_MODEL); m changes with the micro-batch size, as
@@ -60,6 +61,10 @@ const dt_simval_run dt_simval_runs[] = {
     {"tp2-m4-fp16", "tensor-parallel+precision", 2, 16, DT_SIMVAL_FP16, 0, 1, "--tensor-model-parallel-size 2"},
     {"tp2-m4-recompute", "tensor-parallel+recompute", 2, 16, DT_SIMVAL_FP32, 0, 0,
      "--tensor-model-parallel-size 2 --recompute-activations"},
+    /* sequence parallelism: reduce-scatters and all-gathers for the allreduces, the rank's rows between stages */
+    {"tp2-sp-m4", "tensor-parallel", 2, 16, DT_SIMVAL_FP32, 0, 1, "--tensor-model-parallel-size 2 --sequence-parallel"},
+    {"tp2-pp2-sp-1f1b-m4", "tensor x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 1,
+     "--tensor-model-parallel-size 2 --sequence-parallel " PP2 "1f1b"},
     /* the embedding and LM head whole on both ranks (the others split them by vocabulary rows) */
     {"tp2-m4-whole", "tensor-parallel", 2, 16, DT_SIMVAL_FP32, 0, 1, "--tensor-model-parallel-size 2 --no-vocab-parallel"},
     /* scatter/gather of the pipeline's sends (the default), and without */

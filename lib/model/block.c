@@ -62,6 +62,7 @@ size_t dt__block_tmp_floats(const dt_gpt_config *cfg, int B, int T)
 void dt__block_tmp_bind(dt__block_tmp *tmp, const dt_gpt_config *cfg, int B, int T, float *w)
 {
     const size_t BT = (size_t)B * T, C = (size_t)cfg->hidden_size;
+    tmp->attn = NULL;
     tmp->ln = w, w += dt__pad16(BT * C);
     tmp->gelu = w, w += dt__pad16(BT * 4 * C);
     tmp->mean = w, w += dt__pad16(BT);
@@ -338,7 +339,7 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     DT_CHECK(
         dt__shadow_end(be, a->tmp.ln, sh, be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * C)));
     DT_CHECK(dt__round(be, r, a->qkv, 3 * NC));
-    DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, C, NH));
+    DT_CHECK(dt__attention_forward(be, a->tmp.attn, a->atty, a->lse, a->qkv, B, T, C, NH));
     DT_CHECK(dt__round_shadow(be, r, a->atty, NC, &sh));
     DT_CHECK(
         dt__shadow_end(be, a->atty, sh, be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C)));
@@ -380,7 +381,7 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
     if (st == DT_OK) st = be->matmul_backward(be, s->dbtc, NULL, NULL, dres, NULL, p->attprojw, N, C, C);
     DT_CHECK(dt__shadow_end(be, dres, sh, st));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
-    DT_CHECK(be->attention_backward(be, s->dqkv, s->dbtc, a->qkv, a->atty, a->lse, B, T, C, NH));
+    DT_CHECK(dt__attention_backward(be, a->tmp.attn, s->dqkv, s->dbtc, a->qkv, a->atty, a->lse, B, T, C, NH));
     DT_CHECK(dt__round_shadow(be, r, s->dqkv, 3 * NC, &sh));
     st = k->dqkv != s->dqkv ? be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D) : DT_OK;
     if (st == DT_OK) st = be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, NULL, p->qkvw, N, C, 3 * C);

@@ -73,6 +73,53 @@ dt_status dt__shadow_end(dt_backend *be, const float *p, int shadow, dt_status s
  * Nothing is kept of it (lib/train/nonfinite.c). */
 dt_status dt__gpt_forward_check(dt_gpt *m, const int32_t *tokens, const int32_t *targets, int B, int T, int *pos);
 
+/* ---- context parallelism: which rows of the sequence a rank holds -------- */
+/* With c ranks (lib/parallel/cp.c), each sequence of T positions is cut
+ * into 2c chunks of T/(2c) and rank i holds chunks i and 2c-1-i (so that
+ * under the causal mask every rank has the same work). Its B*T/c rows are
+ * laid out chunk-major, (part, b, t): part 0 chunk i, part 1 chunk
+ * 2c-1-i, each (B, T/(2c)) as a whole micro-batch's (b, t), so every
+ * per-token op runs on them unchanged and a chunk is a contiguous
+ * (B, T/(2c), .) tensor. c = 1: one part, the whole sequence, (b, t). */
+typedef struct dt__cpos {
+    int c, rank;
+} dt__cpos;
+#define DT__CPOS_WHOLE ((dt__cpos){1, 0})
+static inline int dt__cpos_parts(dt__cpos cp) { return cp.c > 1 ? 2 : 1; }
+/* the sequence's chunk (of 2c) held as part `part` */
+static inline int dt__cpos_chunk(dt__cpos cp, int part) { return part ? 2 * cp.c - 1 - cp.rank : cp.rank; }
+/* local(B * T/c) = the rank's rows of whole(B * T) in its layout (host, any 4-byte elements) */
+void dt__cpos_gather(dt__cpos cp, const int32_t *whole, int32_t *local, int B, int T);
+
+/* ---- how attention runs -------------------------------------------------- */
+/* NULL: the backend's fused causal op on the micro-batch's rows; else
+ * context parallelism's exchange (lib/parallel/cp.c), the same contract
+ * (dt_backend.h's attention_forward/_backward) over the rank's rows, the
+ * keys and values of the others fetched as it goes; its lse layout is its
+ * own, of the same size. */
+typedef struct dt__attn {
+    dt_status (*forward)(void *ctx, dt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int C,
+                         int NH);
+    dt_status (*backward)(void *ctx, dt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                          const float *lse, int B, int T, int C, int NH);
+    void *ctx;
+} dt__attn;
+
+static inline dt_status dt__attention_forward(dt_backend *be, const dt__attn *at, float *out, float *lse,
+                                              const float *qkv, int B, int T, int C, int NH)
+{
+    return at ? at->forward(at->ctx, be, out, lse, qkv, B, T, C, NH)
+              : be->attention_forward(be, out, lse, qkv, B, T, C, NH);
+}
+
+static inline dt_status dt__attention_backward(dt_backend *be, const dt__attn *at, float *dqkv, const float *dout,
+                                               const float *qkv, const float *out, const float *lse, int B, int T,
+                                               int C, int NH)
+{
+    return at ? at->backward(at->ctx, be, dqkv, dout, qkv, out, lse, B, T, C, NH)
+              : be->attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH);
+}
+
 /* ---- the whole model's layout -------------------------------------------- */
 /* wte, wpe, each block's 12 tensors (h.L.ln1.w .. h.L.fcproj.b), lnf.w,
  * lnf.b and, untied, lm_head.w, appended to ps in that order: the flat
@@ -159,12 +206,14 @@ void dt__vocab_mask(const dt__vocab *vp, const int32_t *tokens, int32_t *local, 
 size_t dt__embed_act_floats(const dt_gpt_config *cfg, int B, int T);
 /* vp NULL: the whole table; else wte holds the rank's rows and tokens
  * (device) were masked by dt__vocab_mask. */
+/* T: the rank's positions (T/c of the sequence), laid out as cp says:
+ * each part gets its chunk's rows of wpe. */
 dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const float *wte, const float *wpe,
                             const int32_t *tokens, dt__arena *a, float **out, int B, int T, const dt__rounder *r,
-                            const dt__vocab *vp);
+                            const dt__vocab *vp, dt__cpos cp);
 /* dwte, dwpe +=; dout (B,T,C) is the gradient of the embedding output. */
 dt_status dt__embed_backward(dt_backend *be, const dt_gpt_config *cfg, float *dwte, float *dwpe, const int32_t *tokens,
-                             const float *dout, int B, int T);
+                             const float *dout, int B, int T, dt__cpos cp);
 
 /* ---- head: final LayerNorm, LM head (untied), cross-entropy ------------ */
 typedef struct dt__head_params {
@@ -258,6 +307,9 @@ void dt__block_params_bind(dt__block_params *b, const dt_param_info *info, float
  * lives with the backward scratch (dt__block_scratch). Saving them would
  * cost 6*B*T*C floats a block, 38% of its activations. */
 typedef struct dt__block_tmp {
+    /* not a tensor: how attention runs (NULL: the backend's op), the
+     * runner's, copied with the transients into each block's acts */
+    const dt__attn *attn;
     float *ln;          /* (B,T,C) ln1's output, later ln2's */
     float *gelu;        /* (B,T,4C/t) GELU's output (t: a tensor-parallel shard's) */
     float *mean, *rstd; /* (B,T) the statistics of W's recomputed LayerNorm */

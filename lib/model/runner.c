@@ -274,10 +274,15 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
     *out = NULL;
     const int nb = c->l1 - c->l0;
     if (c->l0 < 0 || nb < 0 || c->l1 > c->cfg->num_layers || c->slots < 1 || c->B < 1 || c->T < 1 ||
-        c->T > c->cfg->seq_len || c->t < 1 || (c->sp && (c->t < 2 || ((size_t)c->B * c->T) % (size_t)c->t)) ||
+        c->T > c->cfg->seq_len || c->t < 1 ||
+        (c->sp && (c->t < 2 || ((size_t)c->B * c->T / (size_t)(c->cp.c > 1 ? c->cp.c : 1)) % (size_t)c->t)) ||
         (c->shared && (c->slots != 1 || c->t != 1 || !c->first || !c->last || nb != c->cfg->num_layers)))
         return DT_FAIL(DT_ERR_INVALID, "layer runner: blocks %d..%d of %d, %d slots, B %d, T %d, t %d", c->l0,
                        c->l1 - 1, c->cfg->num_layers, c->slots, c->B, c->T, c->t);
+    if (c->cp.c > 1 && (c->T % (2 * c->cp.c) || c->cp.rank < 0 || c->cp.rank >= c->cp.c || !c->attn || c->shared))
+        return DT_FAIL(DT_ERR_INVALID, "layer runner: context parallelism over %d ranks (rank %d) of T %d needs T a "
+                                       "multiple of %d, its attention exchange and the stage discipline",
+                       c->cp.c, c->cp.rank, c->T, 2 * c->cp.c);
     if (c->sp && (!c->vocab || !c->vocab->sp || c->vocab->t != c->t || !c->ops || c->ops == &dt__block_ops_plain))
         return DT_FAIL(DT_ERR_INVALID, "layer runner: sequence parallelism needs the vocabulary split and "
                                        "sequence-parallel block ops");
@@ -291,6 +296,8 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
     r->shared = c->shared;
     r->t = c->t;
     r->sh = (dt__shard){.t = c->t, .sp = c->sp != 0};
+    r->cp = c->cp.c > 1 ? c->cp : DT__CPOS_WHOLE;
+    r->T = c->T / r->cp.c; /* the rank's positions of a sequence: the sizes below are its */
     r->ops = c->ops ? c->ops : &dt__block_ops_plain;
     r->ops_ctx = c->ops_ctx;
     r->hcfg = r->cfg;
@@ -298,10 +305,15 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
     if (c->vocab && c->vocab->t > 1) {
         r->vocab = *c->vocab;
         r->hcfg.vocab_size = r->vocab.nv;
-        if (r->first && !(r->tok_host = malloc((size_t)c->B * c->T * sizeof *r->tok_host))) {
+        if (r->first && !(r->tok_host = malloc((size_t)c->B * r->T * sizeof *r->tok_host))) {
             s = DT_FAIL(DT_ERR_NOMEM, "layer runner: out of memory");
             goto fail;
         }
+    }
+    if (r->cp.c > 1 && (!(r->cp_tok = malloc((size_t)c->B * r->T * sizeof *r->cp_tok)) ||
+                        !(r->cp_tgt = malloc((size_t)c->B * r->T * sizeof *r->cp_tgt)))) {
+        s = DT_FAIL(DT_ERR_NOMEM, "layer runner: out of memory");
+        goto fail;
     }
     r->work = &r->work_own;
     const int nbv = nb ? nb : 1;
@@ -313,9 +325,9 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
         goto fail;
     }
     /* shared by the slots: the block scratch, the ops' own, dres, dout */
-    const size_t N = (size_t)c->B * c->T, C = (size_t)c->cfg->hidden_size;
-    const size_t nscr = dt__block_scratch_floats(c->cfg, c->B, c->T),
-                 nxs = r->ops->scratch_floats ? r->ops->scratch_floats(c->cfg, c->t, c->B, c->T) : 0;
+    const size_t N = (size_t)c->B * r->T, C = (size_t)c->cfg->hidden_size;
+    const size_t nscr = dt__block_scratch_floats(c->cfg, c->B, r->T),
+                 nxs = r->ops->scratch_floats ? r->ops->scratch_floats(c->cfg, c->t, c->B, r->T) : 0;
     const size_t total = nscr + nxs + 2 * dt__runner_pad(N * C) + 64;
     DT_CHECK_GOTO(dt_buffer_alloc(&r->sbuf, c->be, total * sizeof(float)), s, fail);
     {
@@ -323,7 +335,8 @@ dt_status dt__runner_create(const dt__runner_config *c, dt__runner **out)
         float *scr;
         if (nxs) DT_CHECK_GOTO(dt__arena_alloc(&sh, nxs, &r->xs), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, nscr, &scr), s, fail);
-        dt__block_scratch_bind(&r->scratch, c->cfg, c->B, c->T, scr);
+        dt__block_scratch_bind(&r->scratch, c->cfg, c->B, r->T, scr);
+        r->scratch.tmp.attn = r->cp.c > 1 ? c->attn : NULL;
         r->vocab.part = r->scratch.tmp.ln; /* free while the embedding or the head runs */
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &r->dres), s, fail);
         DT_CHECK_GOTO(dt__arena_alloc(&sh, N * C, &r->dout), s, fail);
@@ -344,6 +357,8 @@ void dt__runner_free(dt__runner *r)
     dt__runner_slots_free(r);
     free(r->slots);
     free(r->tok_host);
+    free(r->cp_tok);
+    free(r->cp_tgt);
     dt_buffer_free(&r->sbuf);
     dt_buffer_free(&r->round_buf);
     free(r->w.blocks);
@@ -619,22 +634,36 @@ dt_status dt__runner_forward(dt__runner *r, int slot, const int32_t *tokens, con
     const dt_gpt_config *c = &r->cfg;
     dt_backend *be = r->be;
     if (B < 1 || B > r->B) return DT_FAIL(DT_ERR_INVALID, "forward: batch size %d (expected 1..%d)", B, r->B);
-    if (T < 1 || T > r->T)
-        return DT_FAIL(DT_ERR_INVALID, "forward: sequence length %d outside 1..%d (the model's context)", T, r->T);
-    const int N = B * T;
+    const int cpc = r->cp.c;
+    if (T < 1 || T > r->T * cpc)
+        return DT_FAIL(DT_ERR_INVALID, "forward: sequence length %d outside 1..%d (the model's context)", T,
+                       r->T * cpc);
+    if (cpc > 1 && T % (2 * cpc))
+        return DT_FAIL(DT_ERR_INVALID, "forward: sequence length %d does not split into %d equal chunks "
+                                       "(--context-parallel-size %d)", T, 2 * cpc, cpc);
+    if (r->sh.sp && ((size_t)B * T / (size_t)cpc) % (size_t)r->t)
+        return DT_FAIL(DT_ERR_INVALID, "forward: %d x %d tokens do not split over %d sequence-parallel ranks", B,
+                       T / cpc, r->t);
+    int N = B * T;
     if (r->first)
         for (int i = 0; i < N; i++)
             if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
                 return DT_FAIL(DT_ERR_INVALID, "forward: token %d at position %d outside the vocabulary of %d",
                                tokens[i], i, c->vocab_size);
-    int counted = 0;
     if (r->last && targets)
-        for (int i = 0; i < N; i++) {
+        for (int i = 0; i < N; i++)
             if (targets[i] >= c->vocab_size)
                 return DT_FAIL(DT_ERR_INVALID, "forward: target %d at position %d outside the vocabulary of %d",
                                targets[i], i, c->vocab_size);
-            counted += targets[i] >= 0;
-        }
+    if (cpc > 1) { /* the rank's chunks of each sequence, from here on (gpt_layers.h's dt__cpos) */
+        if (r->first) dt__cpos_gather(r->cp, tokens, r->cp_tok, B, T), tokens = r->cp_tok;
+        if (r->last && targets) dt__cpos_gather(r->cp, targets, r->cp_tgt, B, T), targets = r->cp_tgt;
+        T /= cpc, N = B * T;
+    }
+    const int Tl = T;
+    int counted = 0;
+    if (r->last && targets)
+        for (int i = 0; i < N; i++) counted += targets[i] >= 0;
     dt__rslot *sl = &r->slots[slot];
     const dt__rounder *rnd = dt__runner_rnd(r);
     sl->B = B, sl->T = T;
@@ -647,7 +676,7 @@ dt_status dt__runner_forward(dt__runner *r, int slot, const int32_t *tokens, con
         const dt__vocab *vp = dt__runner_vp(r);
         if (vp) dt__vocab_mask(vp, tokens, r->tok_host, (size_t)N); /* the rows another rank holds masked */
         DT_CHECK(be->copy(be, sl->tokens, vp ? r->tok_host : tokens, (size_t)N * sizeof(int32_t), DT_COPY_H2D));
-        DT_CHECK(dt__embed_forward(be, c, r->w.wte, r->w.wpe, sl->tokens, &sl->arena, &sl->x0, B, T, rnd, vp));
+        DT_CHECK(dt__embed_forward(be, c, r->w.wte, r->w.wpe, sl->tokens, &sl->arena, &sl->x0, B, Tl, rnd, vp, r->cp));
         x = sl->x0;
         const size_t nx = dt__shard_rows(r->sh, (size_t)N) * c->hidden_size;
         DT_CHECK(dt__runner_nf_note(r, sl->x0, 1, nx, nx, 0));

@@ -111,6 +111,13 @@ typedef struct dt__runner_config {
      * dt__shard): the range's input and output, dres, the blocks'
      * residuals and statistics; the ops must be lib/parallel/sp.c's */
     int sp;
+    /* context parallelism (lib/parallel/cp.c): this rank's chunks of each
+     * sequence (gpt_layers.h's dt__cpos; {0, 0} or c 1: the whole). T
+     * above is the whole sequence's, a multiple of 2c; the forward takes
+     * whole sequences and keeps the rank's rows. attn: the exchange the
+     * blocks' attention runs through (copied), needed with c > 1. */
+    dt__cpos cp;
+    const dt__attn *attn;
     const dt__block_ops *ops; /* NULL: dt__block_ops_plain */
     void *ops_ctx;
     /* the embedding's and the head's rows of the vocabulary on this

@@ -77,7 +77,7 @@ static dt_status dt__runner_block_backward(dt__runner *r, dt__rslot *sl, int l, 
     if (sel) {
         const int64_t t0 = dt_time_ns();
         DT_CHECK(dt__arena_alloc(r->work, dt__block_att_floats(c, r->t, B, T), &a->lse));
-        DT_CHECK(r->be->attention_forward(r->be, r->scratch.dbtc, a->lse, a->qkv, B, T, c->hidden_size / r->t,
+        DT_CHECK(dt__attention_forward(r->be, a->tmp.attn, r->scratch.dbtc, a->lse, a->qkv, B, T, c->hidden_size / r->t,
                                           c->num_heads / r->t));
         dt__runner_span(r, L, 'R', t0);
     }
@@ -237,7 +237,7 @@ static dt_status dt__runner_run_backward(dt__runner *r, int slot, float dloss, c
         DT_CHECK(dt__runner_bind(r, -1, 'B'));
         const float *demb;
         DT_CHECK(dt__runner_embed_grad(r, r->dres, B, T, &demb));
-        DT_CHECK(dt__embed_backward(be, c, r->g.wte, r->g.wpe, sl->tokens, demb, B, T));
+        DT_CHECK(dt__embed_backward(be, c, r->g.wte, r->g.wpe, sl->tokens, demb, B, T, r->cp));
         dt__runner_span(r, -1, 'B', t0);
         if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, -1));
     }
@@ -284,7 +284,7 @@ dt_status dt__runner_backward_w(dt__runner *r, int slot)
         DT_CHECK(dt__runner_bind(r, -1, 'W'));
         const float *demb;
         DT_CHECK(dt__runner_embed_grad(r, sl->demb, sl->B, sl->T, &demb));
-        DT_CHECK(dt__embed_backward(r->be, c, r->g.wte, r->g.wpe, sl->tokens, demb, sl->B, sl->T));
+        DT_CHECK(dt__embed_backward(r->be, c, r->g.wte, r->g.wpe, sl->tokens, demb, sl->B, sl->T, r->cp));
         if (r->hooks.done) DT_CHECK(r->hooks.done(r->hctx, -1));
     }
     dt__runner_free_slot(r, sl);

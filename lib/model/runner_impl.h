@@ -49,6 +49,8 @@ struct dt__runner {
     dt_backend *be;
     int l0, nb, first, last, nslots, B, T, shared, t;
     dt__shard sh; /* {t, sp}: the blocks' split (gpt_layers.h) */
+    dt__cpos cp;  /* context parallelism's rows (c 1: the whole sequence); T below is the rank's positions */
+    int32_t *cp_tok, *cp_tgt; /* (B*T) c > 1: the rank's rows of the tokens and targets (host) */
     const dt__block_ops *ops;
     void *ops_ctx;
     dt__vocab vocab;      /* vocab.t > 1: vocabulary-parallel (dt__runner_vp) */

@@ -79,7 +79,7 @@ dt_status dt__sp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     DT_CHECK(dt__round_shadow(be, r, full, NC, &sh));
     DT_CHECK(dt__shadow_end(be, full, sh, be->matmul_forward(be, a->qkv, full, p->qkvw, p->qkvb, N, C, 3 * Cl)));
     DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
-    DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
+    DT_CHECK(dt__attention_forward(be, a->tmp.attn, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, a->atty, (size_t)N * Cl, &sh));
     /* attproj's partial output over every row, reduce-scattered: the rank's rows summed */
     DT_CHECK(dt__shadow_end(
@@ -132,7 +132,7 @@ dt_status dt__sp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     DT_CHECK(dt__shadow_end(be, k->dres2, sh,
                             be->matmul_backward(be, s.dbtc, NULL, NULL, k->dres2, NULL, p->attprojw, N, Cl, C)));
     DT_CHECK(dt__round(be, r, s.dbtc, (size_t)N * Cl));
-    DT_CHECK(be->attention_backward(be, s.dqkv, s.dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
+    DT_CHECK(dt__attention_backward(be, a->tmp.attn, s.dqkv, s.dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, s.dqkv, (size_t)N * 3 * Cl, &sh));
     st = k->dqkv != s.dqkv ? be->copy(be, k->dqkv, s.dqkv, (size_t)N * 3 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
     if (st == DT_OK) st = be->matmul_backward(be, s.part, NULL, NULL, s.dqkv, NULL, p->qkvw, N, C, 3 * Cl);

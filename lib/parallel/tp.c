@@ -223,7 +223,7 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     if (st == DT_OK) st = be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * Cl);
     DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, st));
     DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
-    DT_CHECK(be->attention_forward(be, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
+    DT_CHECK(dt__attention_forward(be, a->tmp.attn, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, a->atty, (size_t)N * Cl, &sh));
     DT_CHECK(dt__shadow_end(
         be, a->atty, sh, be->matmul_forward(be, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C)));
@@ -274,7 +274,7 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     if (st == DT_OK) st = be->matmul_backward(be, dbtc, NULL, NULL, dres, NULL, p->attprojw, N, Cl, C);
     DT_CHECK(dt__shadow_end(be, dres, sh, st));
     DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
-    DT_CHECK(be->attention_backward(be, dqkv, dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
+    DT_CHECK(dt__attention_backward(be, a->tmp.attn, dqkv, dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, dqkv, BT * 3 * Cl, &sh));
     st = k->dqkv != dqkv ? be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
     if (st == DT_OK) st = be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, NULL, p->qkvw, N, C, 3 * Cl);
