@@ -48,6 +48,13 @@ DT_API dt_status dt_ps_mode_parse(const char *s, dt_ps_mode *out);
  * classifier on the blobs task (for BatchNorm with gradient accumulation). */
 typedef enum dt_model_kind { DT_MODEL_GPT = 0, DT_MODEL_MLP_BN } dt_model_kind;
 
+/* --cp-comm-type: how context parallelism's attention gets the other
+ * ranks' keys and values (lib/parallel/cp.h) */
+typedef enum dt_cp_comm { DT_CP_P2P = 0, DT_CP_A2A, DT_CP_ALLGATHER } dt_cp_comm;
+/* "p2p", "a2a", "allgather" */
+DT_API dt_status dt_cp_comm_parse(const char *s, dt_cp_comm *out);
+DT_API const char *dt_cp_comm_name(dt_cp_comm c);
+
 typedef struct dt_train_config {
     dt_model_kind model_kind;
     dt_mlp_config mlp;      /* mlp-bn sizes; input_dim and num_classes come from blobs */
@@ -109,6 +116,9 @@ typedef struct dt_train_config {
     /* --sequence-parallel: with tensor_size > 1, Megatron's sequence
      * parallelism (the per-token regions split along the tokens) */
     int sequence_parallel;
+    /* --context-parallel-size c: each sequence split over c ranks (lib/parallel/cp.h) */
+    int context_size;
+    dt_cp_comm cp_comm_type; /* --cp-comm-type */
     /* --no-scatter-gather-tensors-in-pipeline (Megatron's): with t > 1 and
      * p > 1 each tensor rank sends its stage's whole activation (default:
      * 1/t each, all-gathered over the tensor group on arrival) */

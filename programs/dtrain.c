@@ -231,6 +231,8 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
         JOB(JF_TENSOR_MODEL_PARALLEL_SIZE),
         JOB(JF_NO_VOCAB_PARALLEL),
         JOB(JF_SEQUENCE_PARALLEL),
+        JOB(JF_CONTEXT_PARALLEL_SIZE),
+        JOB(JF_CP_COMM_TYPE),
         JOB(JF_NO_SCATTER_GATHER),
         JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE),
         JOB(JF_PIPELINE_SCHEDULE),

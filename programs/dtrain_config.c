@@ -228,6 +228,8 @@ static int dtrain_config_model_parallel(const dtrain_opts *o, dt_train_config *c
     cfg->zero_prefetch = o->job.zero_prefetch;
     cfg->no_vocab_parallel = o->job.no_vocab_parallel;
     cfg->sequence_parallel = o->job.sequence_parallel;
+    cfg->context_size = o->job.context_size > 0 ? o->job.context_size : 1;
+    if (o->job.cp_comm_type && dt_cp_comm_parse(o->job.cp_comm_type, &cfg->cp_comm_type) != DT_OK) return dtrain_bad();
     cfg->no_scatter_gather = o->job.no_scatter_gather;
     cfg->virtual_pipeline_size = o->job.virtual_pipeline_size;
     cfg->layers_per_virtual_stage = o->job.layers_per_virtual_stage;
@@ -340,6 +342,7 @@ static int dtrain_config_validate_early(const dt_train_config *cfg)
     early.hang_iter = 0;
     early.pipeline_size = 1; /* checked with the number of ranks by the trainer */
     early.tensor_size = 1;
+    early.context_size = 1;
     early.no_vocab_parallel = early.no_scatter_gather = early.sequence_parallel = 0; /* they need t (and p): checked with them */
     memset(early.pipeline_split, 0, sizeof early.pipeline_split);
     if (dt_train_config_validate(&early) != DT_OK) return dtrain_bad();

@@ -240,6 +240,27 @@ static const job_flag_def job_flags[JF_COUNT] = {
                                           "over the tensor ranks too (Megatron's sequence parallelism): "
                                           "reduce-scatters and all-gathers in place of the allreduces"},
                   [JOB_DTSIM] = {.help = "with T > 1, Megatron's sequence parallelism"}}},
+    [JF_CONTEXT_PARALLEL_SIZE] =
+        {.name = "--context-parallel-size",
+         .kind = DT_ARG_INT,
+         .offset = AT(context_size),
+         .metavar = "C",
+         .range = IN(1, 64),
+         .default_text = "1",
+         .prog = {[JOB_DTRAIN] = {.help = "split each sequence over C ranks for the whole block (Megatron's context "
+                                          "parallelism): rank i holds chunks i and 2C-1-i of 2C; the gradients are "
+                                          "reduced over C x D ranks"},
+                  [JOB_DTSIM] = {.help = "split each sequence over C ranks (context parallelism)"}}},
+    [JF_CP_COMM_TYPE] =
+        {.name = "--cp-comm-type",
+         .kind = DT_ARG_CHOICE,
+         .offset = AT(cp_comm_type),
+         .choices = "p2p|a2a|allgather",
+         .default_text = "p2p",
+         .prog = {[JOB_DTRAIN] = {.help = "with C > 1: keys and values around a ring, overlapped with attention "
+                                          "(p2p), all-to-all into a head split (a2a, DeepSpeed-Ulysses; C must "
+                                          "divide a tensor rank's heads), or all-gathered at once (allgather)"},
+                  [JOB_DTSIM] = {.help = "with C > 1: p2p, a2a or allgather"}}},
     [JF_PIPELINE_MODEL_PARALLEL_SIZE] =
         {.name = "--pipeline-model-parallel-size",
          .kind = DT_ARG_INT,

@@ -46,6 +46,8 @@ typedef struct job_opts {
     int tensor_size, pipeline_size;
     int no_vocab_parallel, no_scatter_gather; /* --no-vocab-parallel, --no-scatter-gather-tensors-in-pipeline */
     int sequence_parallel;                    /* --sequence-parallel */
+    int context_size;                         /* --context-parallel-size (0: not given) */
+    const char *cp_comm_type;                 /* --cp-comm-type */
     const char *pipeline_schedule, *pipeline_split, *allreduce, *slow_rank;
     int virtual_pipeline_size, layers_per_virtual_stage; /* 0: not given */
     int num_ps_servers, distributed_optimizer, zero_stage, zero_prefetch;
@@ -83,6 +85,8 @@ typedef enum job_flag_id {
     JF_TENSOR_MODEL_PARALLEL_SIZE,
     JF_NO_VOCAB_PARALLEL,
     JF_SEQUENCE_PARALLEL,
+    JF_CONTEXT_PARALLEL_SIZE,
+    JF_CP_COMM_TYPE,
     JF_NO_SCATTER_GATHER,
     JF_PIPELINE_MODEL_PARALLEL_SIZE,
     JF_PIPELINE_SCHEDULE,

@@ -63,7 +63,7 @@ static void compare(int p, const int *split, int nmb, int stash)
     for (int s = 0; s < p; s++) {
         int l0, l1;
         ck_dt(dt__stage_split(c.num_layers, p, split, &l0, &l1, s));
-        ck_dt(dt__stage_create(&c, be, l0, l1, s == 0, s == p - 1, nmb, B, T, NULL, &st[s]));
+        ck_dt(dt__stage_create(&c, be, l0, l1, s == 0, s == p - 1, nmb, B, T, NULL, NULL, &st[s]));
         ck_dt(dt__stage_init_weights(st[s], 42));
         ck_dt(dt__stage_zero_grad(st[s]));
         const dt_paramset *L = dt__stage_layout(st[s]), *W = dt_gpt_layout(m);
@@ -163,7 +163,7 @@ START_TEST(test_peak_grows_with_slots)
     size_t peak[3];
     for (int n = 1; n <= 2; n++) {
         dt__stage *st = NULL;
-        ck_dt(dt__stage_create(&c, be, 0, 2, 1, 0, n, 2, 8, NULL, &st));
+        ck_dt(dt__stage_create(&c, be, 0, 2, 1, 0, n, 2, 8, NULL, NULL, &st));
         ck_dt(dt__stage_init_weights(st, 1));
         int32_t tok[16] = {0};
         for (int k = 0; k < n; k++) ck_dt(dt__stage_forward(st, k, NULL, tok, NULL, NULL, NULL, NULL));
@@ -206,7 +206,7 @@ START_TEST(test_forward_check_names_layer)
     } cases[] = {{1, 3, 0, NULL, -1}, {1, 3, 0, "h.2.fc.w", 3}, {1, 3, 0, "h.1.ln1.w", 2}, {2, 4, 1, "lnf.w", 5}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dt__stage *st = NULL;
-        ck_dt(dt__stage_create(&c, be, cases[k].l0, cases[k].l1, 0, cases[k].last, 1, B, T, NULL, &st));
+        ck_dt(dt__stage_create(&c, be, cases[k].l0, cases[k].l1, 0, cases[k].last, 1, B, T, NULL, NULL, &st));
         ck_dt(dt__stage_init_weights(st, 7));
         if (cases[k].tensor) *stage_weight(st, cases[k].tensor) = NAN;
         memcpy(dt__stage_input(st, 0), x, (size_t)N * c.hidden_size * sizeof(float));

@@ -13,6 +13,7 @@ libdtrain_core_la_SOURCES += \
 	lib/parallel/pipeline_shard.c \
 	lib/parallel/tp.c \
 	lib/parallel/sp.c \
+	lib/parallel/cp.c \
 	lib/parallel/zero.c \
 	lib/parallel/zero_shard.c \
 	lib/parallel/zero_gpt.c \
@@ -25,6 +26,7 @@ noinst_HEADERS += \
 	lib/parallel/pipeline_impl.h \
 	lib/parallel/tp.h \
 	lib/parallel/sp.h \
+	lib/parallel/cp.h \
 	lib/parallel/zero.h \
 	lib/parallel/zero_shard.h \
 	lib/parallel/zero_gpt.h \

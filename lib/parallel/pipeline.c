@@ -29,6 +29,7 @@
 #include "dt_data.h"
 #include "dt_internal.h"
 #include "dt_time.h"
+#include "cp.h"
 #include "pipeline_impl.h"
 #include "zero_shard.h"
 
@@ -112,11 +113,14 @@ static dt_status dt__pipe_comms(dt__pipe *pp, const dt__pipe_setup *s)
 {
     dt_comm *dev = s->device_world;
     DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_PIPELINE, &pp->pipe));
-    DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_DATA, &pp->data));
+    /* the gradient's group: the data replicas, times the context ranks with c > 1 */
+    const dt_grid_group dg = pp->c > 1 ? DT_GRID_ZERO : DT_GRID_DATA;
+    DT_CHECK(dt_grid_split(&pp->grid, s->world, dg, &pp->data));
+    DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_CONTEXT, &pp->cpc));
     DT_CHECK(dt_grid_split(&pp->grid, s->world, DT_GRID_TENSOR, &pp->tpc));
     if (dev) {
         DT_CHECK(dt_grid_split(&pp->grid, dev, DT_GRID_PIPELINE, &pp->dpipe));
-        DT_CHECK(dt_grid_split(&pp->grid, dev, DT_GRID_DATA, &pp->ddata));
+        DT_CHECK(dt_grid_split(&pp->grid, dev, dg, &pp->ddata));
         DT_CHECK(dt_grid_split(&pp->grid, dev, DT_GRID_TENSOR, &pp->dtp));
     }
     const int d0 = dt__pipe_device_of(pp, 0), d1 = dt__pipe_device_of(pp, pp->q_last);
@@ -197,7 +201,7 @@ static dt_status dt__pipe_chunk_create(dt__pipe *pp, int c)
         split |= pp->sched->instr[pp->stage][i].op == DT_SCHED_BACKWARD_B;
     /* one more slot for evaluation, which may come while micro-batches are in flight (pipedream) */
     DT_CHECK(dt__stage_create(s->model, s->be, l0, l1, k->q == 0, k->q == pp->q_last, k->slots + 1, s->B, s->T,
-                              pp->t > 1 ? &pp->tp : NULL, &k->st));
+                              pp->t > 1 ? &pp->tp : NULL, pp->cp, &k->st));
     DT_CHECK(dt__stage_init_weights(k->st, s->seed));
     DT_CHECK(dt__stage_set_precision(k->st, s->precision));
     if (s->recompute_event) dt__stage_set_recompute_hook(k->st, dt__pipe_recomputed, pp);
@@ -227,7 +231,7 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
 {
     *out = NULL;
     dt_grid grid; /* tensor fastest: rank = tpi + t * (dpi + d * stage) */
-    DT_CHECK(dt_grid_init(&grid, s->world->size, 0, s->t > 0 ? s->t : 1, 1, s->p));
+    DT_CHECK(dt_grid_init(&grid, s->world->size, 0, s->t > 0 ? s->t : 1, s->c > 0 ? s->c : 1, s->p));
     dt__pipe *pp = calloc(1, sizeof *pp);
     if (!pp) return DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
     dt_status st = DT_OK;
@@ -236,9 +240,13 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
     pp->grid = grid;
     pp->p = grid.size[DT_GRID_PIPELINE];
     pp->t = grid.size[DT_GRID_TENSOR];
-    pp->d = grid.size[DT_GRID_DATA];
+    pp->c = grid.size[DT_GRID_CONTEXT];
+    pp->dd = grid.size[DT_GRID_DATA];
+    pp->d = pp->c * pp->dd; /* the gradient's group */
     pp->tpi = dt_grid_coord(&grid, s->world->rank, DT_GRID_TENSOR);
-    pp->dpi = dt_grid_coord(&grid, s->world->rank, DT_GRID_DATA);
+    pp->cpi = dt_grid_coord(&grid, s->world->rank, DT_GRID_CONTEXT);
+    pp->ddi = dt_grid_coord(&grid, s->world->rank, DT_GRID_DATA);
+    pp->dpi = pp->cpi + pp->c * pp->ddi; /* its place in the gradient's group (dt_grid.h's order) */
     pp->stage = dt_grid_coord(&grid, s->world->rank, DT_GRID_PIPELINE);
     pp->step_of_total = -1;
     for (int i = 0; i < DT__PIPE_MAX_STASH; i++) pp->stash[i].version = -1;
@@ -260,14 +268,28 @@ dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out)
                       .sp = s->sequence_parallel && pp->t > 1,
                       .event = s->tp_event,
                       .event_ctx = s->ctx};
-    /* a message: the micro-batch's activation, the rank's rows of it under sequence parallelism */
-    pp->msg_n = (size_t)s->B * s->T * s->model->hidden_size / (size_t)(pp->tp.sp ? pp->t : 1);
+    /* a message: the micro-batch's activation, the rank's rows of it under
+     * context (1/c) and sequence (1/t) parallelism */
+    pp->msg_n = (size_t)s->B * s->T * s->model->hidden_size / (size_t)(pp->tp.sp ? pp->t : 1) / (size_t)pp->c;
     if (pp->tp.sp) {
         DT_CHECK_GOTO(dt_buffer_alloc(&pp->ln_grad, s->be, 2 * (size_t)s->model->hidden_size * sizeof(float)), st,
                       fail);
         pp->tp.ln_grad = pp->ln_grad.data;
     }
     pp->wire_elem = s->precision == DT_F32 ? sizeof(float) : 2;
+    if (pp->c > 1) {
+        if (dt__pipe_async(pp)) {
+            st = DT_FAIL(DT_ERR_INVALID, "--context-parallel-size %d: not with --pipeline-schedule %s (each stage "
+                                         "updates on its own: no common loss over the sequence's ranks)",
+                         pp->c, dt_sched_kind_name(s->kind));
+            goto fail;
+        }
+        const int t = pp->t;
+        DT_CHECK_GOTO(dt__cp_create(pp->cpc, s->cp_type, s->be, s->B, s->T, s->model->hidden_size / t,
+                                    s->model->num_heads / t, &pp->cp),
+                      st, fail);
+        if (s->cp_event) dt__cp_set_event(pp->cp, s->cp_event, s->ctx);
+    }
     pp->ch = calloc((size_t)pp->v, sizeof *pp->ch);
     if (!pp->ch) {
         st = DT_FAIL(DT_ERR_NOMEM, "pipeline: out of memory");
@@ -373,6 +395,8 @@ void dt__pipe_free(dt__pipe *pp)
     dt_comm_free(pp->pipe);
     dt_comm_free(pp->data);
     dt_comm_free(pp->tpc);
+    dt_comm_free(pp->cpc);
+    dt__cp_free(pp->cp);
     free(pp->used);
     free(pp->tokens);
     free(pp->targets);
@@ -457,17 +481,19 @@ static void dt__pipe_count_versions(dt__pipe *pp)
 uint64_t dt__pipe_index(const dt__pipe *pp, int mb)
 {
     const int m = pp->cfg.m;
-    return (uint64_t)(mb / m) * (uint64_t)(m * pp->d) + (uint64_t)(pp->dpi * m + mb % m);
+    return (uint64_t)(mb / m) * (uint64_t)(m * pp->dd) + (uint64_t)(pp->ddi * m + mb % m);
 }
 
-/* Last virtual stage: targets counted over step t's whole global batch (m x d micro-batches). */
+/* Last virtual stage: targets counted over step t's whole global batch
+ * (m x d micro-batches, d the data replicas: every position of them, as
+ * a context-parallel rank weighs its rows' losses by it too). */
 static dt_status dt__pipe_count_targets(dt__pipe *pp, int64_t t)
 {
     if (pp->step_of_total == t) return DT_OK;
     const size_t n = (size_t)pp->cfg.B * pp->cfg.T;
     long long total = 0;
-    for (int j = 0; j < pp->cfg.m * pp->d; j++) {
-        uint64_t index = (uint64_t)t * (uint64_t)(pp->cfg.m * pp->d) + (uint64_t)j;
+    for (int j = 0; j < pp->cfg.m * pp->dd; j++) {
+        uint64_t index = (uint64_t)t * (uint64_t)(pp->cfg.m * pp->dd) + (uint64_t)j;
         DT_CHECK(pp->cfg.batch(pp->cfg.ctx, 0, index, pp->tokens, pp->targets, NULL, NULL));
         for (size_t i = 0; i < n; i++) total += pp->targets[i] >= 0;
     }

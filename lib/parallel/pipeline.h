@@ -38,6 +38,7 @@
 #include "dt_loss_scaler.h"
 #include "dt_optim.h"
 #include "dt_schedule.h"
+#include "dt_train.h"
 
 typedef struct dt__pipe dt__pipe;
 
@@ -64,6 +65,12 @@ typedef struct dt__pipe_setup {
     /* t > 1: Megatron's sequence parallelism (lib/parallel/sp.h); needs
      * vocab_parallel and t dividing B*T */
     int sequence_parallel;
+    /* c > 1: context parallelism (lib/parallel/cp.h), each sequence over c
+     * ranks exchanging keys and values as cp_type says; the gradients are
+     * reduced (and ZeRO shards) over the c x d ranks of a (tensor,
+     * pipeline) position, the micro-batches are the d replicas' */
+    int c;
+    dt_cp_comm cp_type;
     dt_sched_kind kind;
     int v;                      /* model chunks per stage (interleaved-1f1b, zb-v), 0: the kind's default */
     const int *split;           /* (p) blocks per stage, or NULL: even (one chunk per stage only) */
@@ -96,6 +103,8 @@ typedef struct dt__pipe_setup {
     dt__pipe_event_fn event; /* may be NULL */
     /* each f/g allreduce and vocabulary collective (tp.h's kinds), may be NULL */
     void (*tp_event)(void *ctx, int kind, char pass, int64_t t0_ns, int64_t t1_ns);
+    /* optional (traces): each context-parallel exchange (lib/parallel/cp.h's dt__cp_set_event) */
+    void (*cp_event)(void *ctx, int kind, char pass, int step, int from, size_t bytes, int64_t t0_ns, int64_t t1_ns);
     /* each sum of the tied wte's gradient over the first and last stage
      * (inside OPTIM_STEP), may be NULL */
     void (*emb_event)(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes);

@@ -87,11 +87,30 @@ dt_status dt__pipe_forward_check(dt__pipe *pp, int64_t t, int *mb, int *pos)
     return DT_OK;
 }
 
+/* Context parallelism: each rank's per-position flags (correct, B*T/c of
+ * them, its rows) all-gathered over the context group and put back in
+ * the sequences' order into correct (B*T); work: B*T floats. */
+static dt_status dt__pipe_cp_correct(dt__pipe *pp, uint8_t *correct, float *work)
+{
+    const int B = pp->cfg.B, T = pp->cfg.T, c = pp->c, Tc = T / (2 * c);
+    const size_t nl = (size_t)B * T / (size_t)c;
+    for (size_t i = 0; i < nl; i++) work[pp->cpi * nl + i] = correct[i];
+    DT_CHECK(dt_comm_all_gather(pp->cpc, work, nl * (size_t)c, NULL));
+    for (int r = 0; r < c; r++)
+        for (int part = 0; part < 2; part++)
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < Tc; t++)
+                    correct[(size_t)b * T + (size_t)dt__cpos_chunk((dt__cpos){c, r}, part) * Tc + t] =
+                        (uint8_t)work[r * nl + ((size_t)part * B + b) * Tc + t];
+    return DT_OK;
+}
+
 dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double sums[4])
 {
     for (int c = 0; c < pp->v; c++) dt__stage_weights_changed(pp->ch[c].st);
     const int c0 = dt__pipe_chunk_of(pp, 0), c1 = dt__pipe_chunk_of(pp, pp->q_last);
-    const int lo = (int)((int64_t)n_val * pp->dpi / pp->d), hi = (int)((int64_t)n_val * (pp->dpi + 1) / pp->d);
+    /* the data replicas share the examples; a replica's context ranks take the same ones */
+    const int lo = (int)((int64_t)n_val * pp->ddi / pp->dd), hi = (int)((int64_t)n_val * (pp->ddi + 1) / pp->dd);
     const size_t n = (size_t)pp->cfg.B * pp->cfg.T;
     double acc[4] = {0, 0, 0, 0};
     float *pos_loss = malloc(n * sizeof *pos_loss);
@@ -115,9 +134,12 @@ dt_status dt__pipe_evaluate(dt__pipe *pp, int n_val, int has_accuracy, double su
                 int nok = 0;
                 DT_CHECK_GOTO(dt__stage_position_stats(pp->ch[c1].st, pp->ch[c1].slots, pos_loss, pos_correct), st,
                               done);
+                if (pp->c > 1) DT_CHECK_GOTO(dt__pipe_cp_correct(pp, pos_correct, pos_loss), st, done);
                 dt_data_count_correct(pp->example, pos_correct, (int)n, n_ex, &nok);
-                acc[2] += n_ex;
-                acc[3] += nok;
+                if (pp->cpi == 0) { /* the context group's first rank counts the whole sequences */
+                    acc[2] += n_ex;
+                    acc[3] += nok;
+                }
             }
         }
         DT_CHECK_GOTO(dt__pipe_chain_release(pp), st, done);

@@ -76,6 +76,13 @@ struct dt__pipe {
     dt_comm *emb, *demb;          /* tied embeddings: the ranks of virtual stages 0 and p*v-1 when not one */
     int tied;                     /* tied embeddings, p*v > 1: the last virtual stage holds a copy of wte */
     dt__tp tp;                    /* the stage's tensor parallelism (t > 1) */
+    /* context parallelism (c > 1): d and dpi above are then the c x d
+     * ranks' (the gradient reduction's), dd and ddi the data replicas'
+     * (whose micro-batches a rank takes), cpi the rank's place in its
+     * context group cpc; cp its exchange (lib/parallel/cp.h) */
+    int c, cpi, dd, ddi;
+    dt_comm *cpc;
+    struct dt__cp *cp;
     dt_schedule *sched;
     dt__chunk *ch; /* (v) */
     /* the rank's flat buffer: every chunk's tensors, chunk 0 first */

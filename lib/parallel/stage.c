@@ -19,6 +19,7 @@
 #include "dt_time.h"
 #include "runner.h"
 #include "stage.h"
+#include "cp.h"
 #include "sp.h"
 #include "zero_shard.h"
 
@@ -234,7 +235,7 @@ static void dt__stage_span(void *ctx, int layer, char pass, int64_t t0)
 }
 
 dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
-                           int B, int T, dt__tp *tp, dt__stage **out)
+                           int B, int T, dt__tp *tp, dt__cp *cp, dt__stage **out)
 {
     *out = NULL;
     DT_CHECK(dt_gpt_config_validate(cfg));
@@ -279,7 +280,9 @@ dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int
                                   .sp = st->t > 1 && tp->sp,
                                   .ops = st->t > 1 ? (tp->sp ? &dt__sp_block_ops : &dt__tp_block_ops) : NULL,
                                   .ops_ctx = tp,
-                                  .vocab = &st->vocab};
+                                  .vocab = &st->vocab,
+                                  .cp = cp ? dt__cp_pos(cp) : DT__CPOS_WHOLE,
+                                  .attn = cp ? dt__cp_attn(cp) : NULL};
     DT_CHECK_GOTO(dt__runner_create(&rc, &st->run), s, fail);
     static const dt__runner_hooks hooks = {.span = dt__stage_span};
     dt__runner_set_hooks(st->run, &hooks, st);

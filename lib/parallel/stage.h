@@ -58,9 +58,13 @@ typedef struct dt__stage dt__stage;
  * NULL. With t > 1 the blocks hold this rank's shards (the embedding, final
  * LayerNorm and LM head stay whole: replicated), and the layout is no
  * longer a range of the whole model's (dt__stage_offset means nothing). */
+/* cp: context parallelism (lib/parallel/cp.h; not owned), or NULL: the
+ * stage holds the rank's chunks of each sequence (T is the whole
+ * sequence's) and its attention runs through cp's exchange. */
 struct dt__tp;
+struct dt__cp;
 dt_status dt__stage_create(const dt_gpt_config *cfg, dt_backend *be, int l0, int l1, int first, int last, int slots,
-                           int B, int T, struct dt__tp *tp, dt__stage **out);
+                           int B, int T, struct dt__tp *tp, struct dt__cp *cp, dt__stage **out);
 /* This rank's terms of the weights fingerprint (dt__probe_u): its tensors'
  * elements weighted by their indexes in the whole model's buffer; the
  * replicated tensors counted by tensor rank 0 only, so the sum over the

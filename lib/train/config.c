@@ -75,6 +75,8 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->comm_timeout = DT_COMM_TIMEOUT_DEFAULT;
     cfg->pipeline_size = 1;
     cfg->tensor_size = 1;
+    cfg->context_size = 1;
+    cfg->cp_comm_type = DT_CP_P2P;
     cfg->pipeline_schedule = DT_SCHED_1F1B;
     cfg->precision = DT_F32;
     dt_loss_scaler_config_default(&cfg->loss_scaler);
@@ -164,19 +166,40 @@ static dt_status dt__validate_pipeline(const dt_train_config *cfg, int world)
         return DT_FAIL(DT_ERR_INVALID, "--sequence-parallel: --tensor-model-parallel-size %d does not divide "
                                        "--seq-length %d",
                        t, cfg->seq_length);
+    const int c = cfg->context_size;
+    if (c < 1 || c > 64) return DT_FAIL(DT_ERR_INVALID, "--context-parallel-size %d: expected 1..64", c);
+    if (c > 1 && cfg->seq_length % (2 * c))
+        return DT_FAIL(DT_ERR_INVALID, "--context-parallel-size %d: --seq-length %d does not split into %d equal "
+                                       "chunks (2 per rank)",
+                       c, cfg->seq_length, 2 * c);
+    if (c > 1 && cfg->cp_comm_type == DT_CP_A2A && (cfg->model.num_heads / t) % c)
+        return DT_FAIL(DT_ERR_INVALID, "--cp-comm-type a2a: --context-parallel-size %d does not divide the %d "
+                                       "attention heads of a tensor rank (--num-attention-heads %d / %d)",
+                       c, cfg->model.num_heads / t, cfg->model.num_heads, t);
+    if (cfg->sequence_parallel && c > 1 && (cfg->seq_length / c) % t)
+        return DT_FAIL(DT_ERR_INVALID, "--sequence-parallel: --tensor-model-parallel-size %d does not divide the "
+                                       "%d positions of a context-parallel rank",
+                       t, cfg->seq_length / c);
     if (cfg->no_scatter_gather && (t == 1 || p == 1))
         return DT_FAIL(DT_ERR_INVALID, "--no-scatter-gather-tensors-in-pipeline needs --tensor-model-parallel-size > 1 "
                                        "and --pipeline-model-parallel-size > 1");
-    if (p == 1 && t == 1) return DT_OK;
+    if (p == 1 && t == 1 && c == 1) return DT_OK;
     if (t > 1) {
         dt_gpt_config m = cfg->model;
         if (m.vocab_size <= 0) m.vocab_size = 256;
         DT_CHECK(dt__tp_check(&m, t));
     }
     dt_grid grid; /* over the whole world: a parameter server is refused below */
-    DT_CHECK(dt_grid_init(&grid, world, 0, t, 1, p));
-    const char *flag = p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size";
-    const int size = p > 1 ? p : t;
+    DT_CHECK(dt_grid_init(&grid, world, 0, t, c, p));
+    const char *flag = p > 1 ? "--pipeline-model-parallel-size"
+                       : t > 1 ? "--tensor-model-parallel-size"
+                               : "--context-parallel-size";
+    const int size = p > 1 ? p : t > 1 ? t : c;
+    if (c > 1 && p > 1 &&
+        (cfg->pipeline_schedule == DT_SCHED_PIPEDREAM || cfg->pipeline_schedule == DT_SCHED_PIPEDREAM_VSYNC))
+        return DT_FAIL(DT_ERR_INVALID, "--context-parallel-size %d: not with --pipeline-schedule %s (each stage "
+                                       "updates on its own: no common loss over the sequence's ranks)",
+                       c, dt_sched_kind_name(cfg->pipeline_schedule));
     if (cfg->model_kind != DT_MODEL_GPT) return DT_FAIL(DT_ERR_INVALID, "%s: only the GPT is split across ranks", flag);
     DT_CHECK(dt__pipe_check(&cfg->model, p, cfg->pipeline_schedule, cfg->use_loss_scaling));
     if (p > 1) {

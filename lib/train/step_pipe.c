@@ -19,6 +19,7 @@
 
 #include "dt_time.h"
 #include "gpt_layers.h"
+#include "cp.h"
 #include "tp.h"
 #include "trainer_internal.h"
 
@@ -98,6 +99,29 @@ static void dt__tp_event(void *ctx, int kind, char pass, int64_t t0_ns, int64_t 
     dt__trace_write(tr, &e);
 }
 
+/* Trace: each exchange of context parallelism (lib/parallel/cp.h's kinds):
+ * a ring step with the rank whose block arrives (its "step" and "from"),
+ * the all-gather, reduce-scatter or all-to-all, each with its bytes. */
+static void dt__cp_event(void *ctx, int kind, char pass, int step, int from, size_t bytes, int64_t t0_ns,
+                         int64_t t1_ns)
+{
+    dt_trainer *tr = ctx;
+    if (!tr->trace.writer || tr->trace.status != DT_OK || kind < 0 || kind >= DT__CP_NKINDS) return;
+    static const char *const names[DT__CP_NKINDS] = {"cp ring step", "cp kv all-gather", "cp dkv reduce-scatter",
+                                                     "cp all-to-all"};
+    dt_trace_event e;
+    dt_trace_event_init(&e, DT_TRACE_COMPLETE, names[kind], "cp", tr->rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
+                        t1_ns - t0_ns);
+    e.iter = tr->iter;
+    if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK ||
+        dt_trace_event_add_arg(&e, "bytes", (double)bytes) != DT_OK)
+        return;
+    if (step >= 0 && (dt_trace_event_add_arg(&e, "step", step) != DT_OK ||
+                      dt_trace_event_add_arg(&e, "from", from) != DT_OK))
+        return;
+    dt__trace_write(tr, &e);
+}
+
 /* Trace: each sum of the tied wte's gradient over the first and last stage. */
 static void dt__emb_event(void *ctx, int64_t t0_ns, int64_t t1_ns, size_t bytes)
 {
@@ -149,6 +173,8 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .vocab_parallel = !cfg->no_vocab_parallel,
                                .scatter_gather = !cfg->no_scatter_gather,
                                .sequence_parallel = cfg->sequence_parallel,
+                               .c = cfg->context_size > 1 ? cfg->context_size : 1,
+                               .cp_type = cfg->cp_comm_type,
                                .kind = cfg->pipeline_schedule,
                                .v = v,
                                .split = any ? cfg->pipeline_split : NULL,
@@ -174,6 +200,7 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .batch = dt__pipe_batch,
                                .event = dt__pipe_event,
                                .tp_event = dt__tp_event,
+                               .cp_event = dt__cp_event,
                                .emb_event = dt__emb_event,
                                .coll_event = cfg->trace_path ? dt__comm_hook : NULL,
                                .sync_event = dt__sync_event,

@@ -58,13 +58,15 @@ static dt_status dt__tr_layout_ranks(dt_trainer *tr)
     const dt_train_config *cfg = &tr->cfg;
     const int world = cfg->comm ? cfg->comm->size : 1;
     const int servers = cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0;
-    DT_CHECK(dt_grid_init(&tr->grid, world, servers, cfg->tensor_size, 1, cfg->pipeline_size));
+    const int cpc = cfg->context_size > 1 ? cfg->context_size : 1;
+    DT_CHECK(dt_grid_init(&tr->grid, world, servers, cfg->tensor_size, cpc, cfg->pipeline_size));
     tr->rank = cfg->comm ? cfg->comm->rank : 0;
     tr->dp_size = tr->grid.size[DT_GRID_DATA];
     tr->dp_rank = dt_grid_coord(&tr->grid, tr->rank, DT_GRID_DATA);
     if (tr->dp_rank < 0) tr->dp_rank = 0; /* a server: its batch buffers are never used */
     tr->dp_comm = cfg->comm;
-    const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1; /* the stage runtime (lib/parallel/pipeline.c) */
+    /* the stage runtime (lib/parallel/pipeline.c) */
+    const int split = cfg->pipeline_size > 1 || cfg->tensor_size > 1 || cpc > 1;
     tr->n_micro = cfg->global_batch_size / (cfg->micro_batch_size * tr->dp_size);
     tr->strategy = split                                                                         ? &dt__strategy_pipe
                    : cfg->ps_mode != DT_PS_NONE                                                  ? &dt__strategy_ps
@@ -83,7 +85,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 
     tr->cfg = *cfg;
     tr->kind = cfg->model_kind == DT_MODEL_MLP_BN ? &dt__model_mlp
-               : cfg->zero_stage >= 2 && cfg->pipeline_size == 1 && cfg->tensor_size == 1
+               : cfg->zero_stage >= 2 && cfg->pipeline_size == 1 && cfg->tensor_size == 1 && cfg->context_size <= 1
                    ? &dt__model_gpt_zero /* else the pipeline's stages shard (lib/parallel/pipeline_shard.c) */
                                                   : &dt__model_gpt;
     tr->pipe.probe = NAN;
