@@ -37,6 +37,8 @@ int dt__pipe_stage(const dt__pipe *pp) { return pp->stage; }
 int dt__pipe_chunks(const dt__pipe *pp) { return pp->v; }
 int dt__pipe_dp_index(const dt__pipe *pp) { return pp->dpi; }
 int dt__pipe_tp_index(const dt__pipe *pp) { return pp->tpi; }
+const struct dt__cp *dt__pipe_cp(const dt__pipe *pp) { return pp->cp; }
+int dt__pipe_cp_index(const dt__pipe *pp) { return pp->cpi; }
 int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in)
 {
     return dt_sched_message_id(pp->sched, pp->stage, in,

@@ -147,6 +147,9 @@ int dt__pipe_tp_index(const dt__pipe *pp);
 int64_t dt__pipe_message_id(const dt__pipe *pp, const dt_sched_instr *in);
 /* Allreduces made by the tensor-parallel f and g operators so far. */
 long long dt__pipe_tp_allreduces(const dt__pipe *pp);
+/* Context parallelism's exchange (lib/parallel/cp.h), NULL with c = 1; the rank's place in its context group. */
+const struct dt__cp *dt__pipe_cp(const dt__pipe *pp);
+int dt__pipe_cp_index(const dt__pipe *pp);
 /* Bytes of a message instruction's own link transfer (this rank's part
  * under scatter/gather), 0 for the other instructions and hand-overs
  * between the rank's chunks. */

@@ -126,6 +126,12 @@ json_t *dt__config_object(const dt_train_config *cfg)
     /* where the activations live and how they travel, not the state (a
      * resumed run may turn it on or off): written when on */
     if (cfg->tensor_size > 1 && cfg->sequence_parallel) dt__jset(o, "sequence_parallel", json_true(), &bad);
+    /* written with c > 1 only, so older manifests still compare; the
+     * exchange is communication only (a resumed run may change it) */
+    if (cfg->context_size > 1) {
+        dt__jset(o, "context_parallel_size", json_integer(cfg->context_size), &bad);
+        dt__jset(o, "cp_comm_type", json_string(dt_cp_comm_name(cfg->cp_comm_type)), &bad);
+    }
     /* communication only (the same bits), written when turned off */
     if (cfg->no_scatter_gather) dt__jset(o, "scatter_gather_tensors_in_pipeline", json_false(), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);

@@ -113,9 +113,8 @@ static void dt__cp_event(void *ctx, int kind, char pass, int step, int from, siz
     dt_trace_event_init(&e, DT_TRACE_COMPLETE, names[kind], "cp", tr->rank, DT_LANE_COMM, t0_ns - tr->t_start_ns,
                         t1_ns - t0_ns);
     e.iter = tr->iter;
-    if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK ||
-        dt_trace_event_add_arg(&e, "bytes", (double)bytes) != DT_OK)
-        return;
+    e.bytes = (int64_t)bytes;
+    if (dt_trace_event_add_arg(&e, "forward", pass == 'F') != DT_OK) return;
     if (step >= 0 && (dt_trace_event_add_arg(&e, "step", step) != DT_OK ||
                       dt_trace_event_add_arg(&e, "from", from) != DT_OK))
         return;
@@ -346,6 +345,20 @@ static json_t *dt__tr_tp_summary(const dt_trainer *tr)
                      "lm_head_flops_per_token", (json_int_t)(has_head ? 6 * (json_int_t)nv * C : 0));
 }
 
+/* Context parallelism's part of the summary (JSON null with c = 1): the
+ * size and exchange, this rank's place and chunks of each sequence, its
+ * exchanges and bytes sent in the run, and the exchange's workspace. */
+static json_t *dt__tr_cp_summary(const dt_trainer *tr)
+{
+    const dt__cp *cp = dt__pipe_cp(tr->pipe.rt);
+    if (!cp) return json_null();
+    const dt__cpos pos = dt__cp_pos(cp);
+    return json_pack("{s:i, s:s, s:i, s:[i,i], s:I, s:I, s:I}", "size", pos.c, "comm_type",
+                     dt_cp_comm_name(tr->cfg.cp_comm_type), "rank", pos.rank, "chunks", dt__cpos_chunk(pos, 0),
+                     dt__cpos_chunk(pos, 1), "exchanges", (json_int_t)dt__cp_exchanges(cp), "bytes_sent",
+                     (json_int_t)dt__cp_bytes_sent(cp), "workspace_bytes", (json_int_t)dt__cp_workspace_bytes(cp));
+}
+
 json_t *dt__tr_pipe_summary(const dt_trainer *tr)
 {
     if (!tr->pipe.rt) return json_null();
@@ -369,6 +382,7 @@ json_t *dt__tr_pipe_summary(const dt_trainer *tr)
         dt__jset(o, "version_mismatches", json_integer(tr->pipe.mismatch), &bad);
         dt__jset(o, "version_disagreements_across_stages", json_integer(tr->pipe.disagree), &bad);
         dt__jset(o, "tensor_parallel", dt__tr_tp_summary(tr), &bad);
+        dt__jset(o, "context_parallel", dt__tr_cp_summary(tr), &bad);
         a = v = f = NULL;
     }
     json_decref(a), json_decref(v), json_decref(f);
