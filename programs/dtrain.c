@@ -537,7 +537,8 @@ static int dtrain_join_mpi(dt_train_config *cfg, dt_arg *args, int n_args, dt_co
     /* as Megatron-LM: without --global-batch-size, one micro-batch per rank and step */
     if (!dt_args_given(args, n_args, "--global-batch-size")) {
         const int workers = dt_grid_data_size(comm->size, cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0,
-                                              cfg->tensor_size, 1, cfg->pipeline_size);
+                                              cfg->tensor_size, cfg->context_size > 1 ? cfg->context_size : 1,
+                                              cfg->pipeline_size);
         cfg->global_batch_size = cfg->micro_batch_size * (workers > 0 ? workers : 1);
     }
     if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) {

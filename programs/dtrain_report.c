@@ -67,7 +67,7 @@ static void dtrain_print_model(const dt_train_config *c, const dt_trainer *tr, c
 static int dtrain_micro_per_rank(const dt_train_config *c)
 {
     const int dp = dt_grid_data_size(c->comm ? c->comm->size : 1, c->ps_mode != DT_PS_NONE ? c->num_ps_servers : 0,
-                                     c->tensor_size, 1, c->pipeline_size);
+                                     c->tensor_size, c->context_size > 1 ? c->context_size : 1, c->pipeline_size);
     return c->global_batch_size / (c->micro_batch_size * dp);
 }
 
@@ -108,13 +108,21 @@ static void dtrain_print_optim(const dt_train_config *c, const dt_trainer *tr)
 
 static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
 {
-    if (c->comm && (c->pipeline_size > 1 || c->tensor_size > 1)) {
+    const int cpc = c->context_size > 1 ? c->context_size : 1;
+    if (c->comm && (c->pipeline_size > 1 || c->tensor_size > 1 || cpc > 1)) {
         dt_grid g; /* the trainer made the same one: it cannot be refused here */
-        if (dt_grid_init(&g, c->comm->size, 0, c->tensor_size, 1, c->pipeline_size) != DT_OK) return;
+        if (dt_grid_init(&g, c->comm->size, 0, c->tensor_size, cpc, c->pipeline_size) != DT_OK) return;
         const int t = g.size[DT_GRID_TENSOR], p = g.size[DT_GRID_PIPELINE], d = g.size[DT_GRID_DATA];
-        printf("parallel: grid t=%d x d=%d x p=%d (tensor, data, pipeline; rank = t_i + %d*(d_i + %d*p_i)), "
-               "schedule %s, %d micro-batch%s per step per pipeline\n",
-               t, d, p, t, d, dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
+        if (cpc == 1)
+            printf("parallel: grid t=%d x d=%d x p=%d (tensor, data, pipeline; rank = t_i + %d*(d_i + %d*p_i)), "
+                   "schedule %s, %d micro-batch%s per step per pipeline\n",
+                   t, d, p, t, d, dt_sched_kind_name(c->pipeline_schedule), n_micro, n_micro == 1 ? "" : "es");
+        else
+            printf("parallel: grid t=%d x c=%d x d=%d x p=%d (tensor, context, data, pipeline; rank = t_i + "
+                   "%d*(c_i + %d*(d_i + %d*p_i))), context exchange %s, schedule %s, %d micro-batch%s per step per "
+                   "pipeline; gradients reduced over the %d x %d context and data ranks\n",
+                   t, cpc, d, p, t, cpc, d, dt_cp_comm_name(c->cp_comm_type), dt_sched_kind_name(c->pipeline_schedule),
+                   n_micro, n_micro == 1 ? "" : "es", cpc, d);
         if (c->use_distributed_optimizer)
             printf("  ZeRO-1: %s\n",
                    d > 1 ? "each stage's (tensor shard's) optimizer state and FP32 masters sharded over its "
@@ -125,8 +133,14 @@ static void dtrain_print_parallel(const dt_train_config *c, int n_micro)
                    "backward%s, optimizer state and FP32 weights sharded over its data-parallel group\n",
                    c->zero_stage, c->zero_stage == 3 ? ", its weights gathered before each layer computes" : "");
         for (int r = 0; r < c->comm->size && c->comm->size <= 64; r++)
-            printf("  rank %d: tensor %d, data %d, stage %d\n", r, dt_grid_coord(&g, r, DT_GRID_TENSOR),
-                   dt_grid_coord(&g, r, DT_GRID_DATA), dt_grid_coord(&g, r, DT_GRID_PIPELINE));
+            if (cpc == 1)
+                printf("  rank %d: tensor %d, data %d, stage %d\n", r, dt_grid_coord(&g, r, DT_GRID_TENSOR),
+                       dt_grid_coord(&g, r, DT_GRID_DATA), dt_grid_coord(&g, r, DT_GRID_PIPELINE));
+            else
+                printf("  rank %d: tensor %d, context %d (chunks %d and %d of %d), data %d, stage %d\n", r,
+                       dt_grid_coord(&g, r, DT_GRID_TENSOR), dt_grid_coord(&g, r, DT_GRID_CONTEXT),
+                       dt_grid_coord(&g, r, DT_GRID_CONTEXT), 2 * cpc - 1 - dt_grid_coord(&g, r, DT_GRID_CONTEXT),
+                       2 * cpc, dt_grid_coord(&g, r, DT_GRID_DATA), dt_grid_coord(&g, r, DT_GRID_PIPELINE));
     } else if (c->comm && c->ps_mode != DT_PS_NONE)
         printf("parallel: %d worker%s and %d parameter server%s (%s%s), weights and optimizer state sharded over "
                "the servers\n",

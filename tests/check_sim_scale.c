@@ -353,6 +353,92 @@ START_TEST(test_vocab_keys)
 }
 END_TEST
 
+/* Sequence parallelism (lib/parallel/sp.c) against tensor parallelism
+ * alone, by hand, on vocab_scenario's links (alpha 1000 ns, 1 byte per
+ * ns; t = 2, M = BTC x 4 bytes): an all-gather or a reduce-scatter costs
+ * A = alpha + M/2, an allreduce 2A, a LayerNorm's gradient sum 2 alpha +
+ * 2C x 4. A block's forward and B move what the allreduces did; W adds
+ * per block 2 all-gathers and 2 sums; the embedding reduce-scatters its
+ * output (A less) and all-gathers its gradient (A more); the head
+ * all-gathers its LayerNorm output (A more), reduce-scatters its input
+ * gradient (A less) and sums its LayerNorm's gradients. A message is each
+ * rank's half, nothing gathered: it arrives alpha + M/2 after its send.
+ * Memory per micro-batch: a block's residual, output and statistics and
+ * the embedding's output hold B T / 2 rows. Then the keys and refusals. */
+START_TEST(test_sequence_parallel)
+{
+    dts_run_opts o = {.keep_events = 1};
+    dts_summary sp, tp;
+    dts_scenario *a = vocab_scenario(2, 1, 1), *b = vocab_scenario(2, 1, 1);
+    a->sequence_parallel = 1;
+    ck_dt(dts_run(a, &o, &sp));
+    ck_dt(dts_run(b, &o, &tp));
+    const int64_t C = a->model.hidden_size, BT = (int64_t)a->B * a->T, n = BT / 2, M = BT * C * 4;
+    const int64_t A = 1000 + M / 2, ln = 2000 + 2 * C * 4, nb = 2; /* blocks a stage */
+    int64_t f_sp, f_tp, b_sp, b_tp;
+    const int64_t f0 = first_span(&sp, 0, "forward", &f_sp);
+    first_span(&tp, 0, "forward", &f_tp);
+    ck_assert_int_eq(f_sp - f_tp, -A);
+    ck_assert_int_eq(first_span(&sp, 2, "forward", NULL), f0 + f_sp + 1000 + M / 2);
+    first_span(&sp, 2, "forward", &f_sp);
+    first_span(&tp, 2, "forward", &f_tp);
+    ck_assert_int_eq(f_sp - f_tp, A);
+    first_span(&sp, 0, "backward", &b_sp);
+    first_span(&tp, 0, "backward", &b_tp);
+    ck_assert_int_eq(b_sp - b_tp, nb * (2 * A + 2 * ln) + A);
+    first_span(&sp, 2, "backward", &b_sp);
+    first_span(&tp, 2, "backward", &b_tp);
+    ck_assert_int_eq(b_sp - b_tp, -A + ln + nb * (2 * A + 2 * ln));
+    ck_assert(fabs(sp.comm_ns_tp - tp.comm_ns_tp - (double)(nb * (2 * A + 2 * ln))) < 1.0);
+    int ag = 0, rs = 0, lns = 0, ar = 0;
+    for (size_t i = 0; i < sp.n_ev; i++) {
+        const dt_trace_event *e = &sp.ev[i];
+        if (e->pid != 0 || e->iter != 0) continue;
+        ag += !strcmp(e->name, "tp all-gather"), rs += !strcmp(e->name, "tp reduce-scatter");
+        lns += !strcmp(e->name, "tp layernorm grad allreduce"), ar += !strncmp(e->name, "tp allreduce", 12);
+    }
+    ck_assert_int_eq(ag, 3 * 2 * nb + 1); /* forward, B, W; the embedding's gradient */
+    ck_assert_int_eq(rs, 2 * 2 * nb + 1); /* forward, B; the embedding's output */
+    ck_assert_int_eq(lns, 2 * nb);
+    ck_assert_int_eq(ar, 0);
+    const int64_t block = (2 * (BT - n) * C + 4 * (BT - n)) * 4;
+    ck_assert_int_eq(tp.peak_mem_stage[0] - sp.peak_mem_stage[0], nb * block + (BT - n) * C * 4);
+    ck_assert_int_eq(tp.peak_mem_stage[1] - sp.peak_mem_stage[1], nb * block);
+    dts_summary_free(&sp);
+    dts_summary_free(&tp);
+    /* the key: dtrain writes it only when on, a dtsim config keeps it; read back from the scenario's JSON */
+    dts_scenario_default(a);
+    ck_assert_int_eq(a->sequence_parallel, 0);
+    ck_dt(dts_scenario_from_config(a, "{\"tensor_model_parallel_size\": 2, \"sequence_parallel\": true}", "c.json"));
+    ck_assert_int_eq(a->sequence_parallel, 1);
+    ck_dt(dts_scenario_check(a));
+    char *text = dts_scenario_json(a);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(text, "\"sequence_parallel\":true"));
+    dts_scenario_default(a);
+    ck_dt(dts_scenario_from_config(a, text, "sim.json"));
+    free(text);
+    ck_assert_int_eq(a->sequence_parallel, 1);
+    ck_dt(dts_scenario_from_config(a, "{\"task\": \"gpt\", \"tensor_model_parallel_size\": 2}", "run.json"));
+    ck_assert_int_eq(a->sequence_parallel, 0);
+    /* the runtime's refusals (lib/train/config.c), in its words */
+    const struct {
+        int t, vp, T;
+        const char *says;
+    } bad[] = {{1, 1, 16, "needs --tensor-model-parallel-size > 1"},
+               {2, 0, 16, "drop --no-vocab-parallel"},
+               {4, 1, 18, "--tensor-model-parallel-size 4 does not divide --seq-length 18"}};
+    for (int k = 0; k < 3; k++) {
+        dts_scenario_default(a);
+        a->sequence_parallel = 1, a->t = bad[k].t, a->vocab_parallel = bad[k].vp, a->T = bad[k].T;
+        ck_assert_int_eq(dts_scenario_check(a), DT_ERR_INVALID);
+        ck_assert_msg(strstr(dt_last_error(), bad[k].says) != NULL, "%s", dt_last_error());
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
 /* The stages' compute, by hand: m micro-batches of each stage's forward
  * and backward; with 3 blocks of (1000 + 2000) ns on stage 0 and 1 on
  * stage 1 (free embedding and head), 3 to 1. Memory: every rank over a
@@ -515,6 +601,7 @@ int main(void)
     tcase_add_test(tc, test_vocab_keys);
     tcase_add_test(tc, test_recompute_allreduces);
     tcase_add_test(tc, test_tp_skew);
+    tcase_add_test(tc, test_sequence_parallel);
     tcase_add_test(tc, test_stage_compute_memory);
     tcase_add_test(tc, test_gemm_efficiency);
     suite_add_tcase(s, tc);

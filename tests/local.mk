@@ -166,6 +166,8 @@ TESTS += tests/tp.sh
 EXTRA_DIST += tests/tp.sh
 TESTS += tests/sp.sh
 EXTRA_DIST += tests/sp.sh
+TESTS += tests/cp.sh
+EXTRA_DIST += tests/cp.sh
 # Pipeline parallelism under mpirun; the measured bubble against (p-1)/(m+p-1).
 TESTS += tests/pp.sh tests/bubble.sh tests/pp-optim.sh tests/zb.sh
 EXTRA_DIST += tests/pp.sh tests/bubble.sh tests/pp-optim.sh tests/zb.sh

@@ -6,12 +6,14 @@
 # calibration (single-rank compute profiles of simval's model, width 96, 4
 # blocks, T = 32, 1 thread, in fp32, bf16 and fp16; two and four copies of
 # the fp32 one at once for the contention of 2 and 4 ranks on the 2 cores; `mpirun -np 2 dtbench allreduce --json`
-# for the link) and then seven real runs with traces, each measured once:
+# for the link) and then nine real runs with traces, each measured once:
 # on 2 ranks pipeline p = 2 1f1b m = 4, data-parallel ring d = 2, ps-sync
 # (one worker, one server), 1f1b bf16, t = 2 fp16 (the embedding and LM
-# head split by vocabulary rows, the default) and t = 2 fp32 with them
-# whole (--no-vocab-parallel); on 4 ranks t x p = 2 x 2 1f1b with the
-# pipeline's sends scattered over the tensor ranks (the default).
+# head split by vocabulary rows, the default), t = 2 fp32 with them
+# whole (--no-vocab-parallel) and t = 2 with --sequence-parallel; on 4
+# ranks t x p = 2 x 2 1f1b with the pipeline's sends scattered over the
+# tensor ranks (the default), and with --sequence-parallel (each rank
+# sends its own rows).
 # dts_validate predicts each from the calibration only (the run gives its
 # configuration, never its durations).
 #
@@ -35,11 +37,66 @@ TEST=sim.sh
 TOL=25
 out=$TMP/simval.out
 die() { cat "$out"; fail "$*"; exit 1; }
+
+# Sequence parallelism, exactly (lib/parallel/sp.c): dtsim replays a real
+# run's own configuration (its trace) and predicts every stage's peak
+# activation bytes, the runtime's stage_peak_activation_bytes, to the byte
+# (both count the same buffers; the arena's 16-float padding is not
+# modelled, so each rank's B T / t = 16 rows are a multiple of 16), and
+# runs the same tensor-group collectives, by name, in a step (the first
+# after the warm-up) on each stage's first rank. Four cells of 4 blocks:
+# t = 2 fp32; t = 2 bf16 selective; t x p = 2 x 2 1f1b with full
+# recomputation in groups of 2; zb-h1 bf16 (W's all-gathers and
+# LayerNorm sums). 5 s on the 2-core Xeon.
+DTSIM=$BUILDDIR/dtsim
+SPRUN="--task add --task-digits 2 --seq-length 16 --num-layers 4 --train-iters 4 --lr-warmup-iters 1 \
+--eval-iters 2 --eval-interval 0 --log-interval 4 --threads 1 --global-batch-size 8 --micro-batch-size 2"
+# sim_peak TRACE PID: the largest "activations" of pid's memory counter
+sim_peak() {
+    grep -o "\"name\":\"memory\"[^}]*\"pid\":$2,[^}]*\"activations\":[0-9.]*" "$1" |
+        sed 's/.*"activations"://' | awk 'BEGIN { m = 0 } { if ($1 + 0 > m) m = $1 + 0 } END { printf "%d", m }'
+}
+# tp_names TRACE PID: pid's tensor-group collectives of step 1, counted by name
+tp_names() {
+    grep "\"cat\":\"tp\".*\"pid\":$2,.*\"iter\":1," "$1" | sed 's/^{"name":"\([^"]*\)".*/\1/' | sort | uniq -c |
+        tr -s ' ' | tr '\n' ';'
+}
+sp_cell() { # sp_cell NAME NP FLAGS...: t = 2
+    name=$1 np=$2; shift 2
+    # shellcheck disable=SC2086 # SPRUN is a list of flags
+    if ! timeout 120 $MPIRUN -np "$np" "$DTRAIN" $SPRUN --tensor-model-parallel-size 2 --sequence-parallel "$@" \
+            --summary "$TMP/$name.json" --trace "$TMP/$name-tr.json" >"$TMP/$name.out" 2>&1; then
+        fail "sequence parallelism $name: dtrain exited non-zero:"; tail -n 5 "$TMP/$name.out" >&2; return 0
+    fi
+    if ! "$DTSIM" run --config "$TMP/$name-tr.rank0.json" --trace "$TMP/$name.sim.json" >"$TMP/$name.sim.out" 2>&1; then
+        fail "sequence parallelism $name: dtsim run:"; tail -n 5 "$TMP/$name.sim.out" >&2; return 0
+    fi
+    real=$(jlist "$TMP/$name.json" stage_peak_activation_bytes) st=0 pred="" cs=""
+    for _ in $real; do
+        pred="$pred $(sim_peak "$TMP/$name.sim.json" $((2 * st)))"
+        a=$(tp_names "$TMP/$name-tr.rank$((2 * st)).json" $((2 * st))) b=$(tp_names "$TMP/$name.sim.json" $((2 * st)))
+        if [ -z "$a" ] || [ "$a" != "$b" ]; then
+            fail "sequence parallelism $name: stage $st's collectives in step 1: dtrain $a dtsim $b"
+        fi
+        cs="$cs stage $st:$a"
+        st=$((st + 1))
+    done
+    if [ -n "$real" ] && [ "$real" = "${pred# }" ]; then
+        echo "ok: sequence parallelism $name: peaks $real bytes, dtsim the same; step 1's collectives,$cs"
+    else
+        fail "sequence parallelism $name: stage peak activation bytes $real, dtsim predicts$pred"
+    fi
+}
+sp_cell sp-t2 2
+sp_cell sp-t2-bf16-selective 2 --bf16 --recompute-granularity selective
+sp_cell sp-t2p2-full 4 --pipeline-model-parallel-size 2 --recompute-granularity full --recompute-num-layers 2
+sp_cell sp-t2p2-zbh1-bf16 4 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --bf16
+[ "$failures" = 0 ] || exit 1
 # the machine's load: 1-minute load average above the cores + 1.5 means other
 # work competes with the measured runs (the runs themselves add about 2)
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 busy=0
-NRUNS=7
+NRUNS=9
 # bf16 predicted from an FP32 profile (issue 35): dtsim takes the GEMM rates
 # of both precisions and the cost of bf16's own passes over the activations
 # from a hardware file (peak_flops, peak_flops_bf16, bf16_pass_ns), all
@@ -95,7 +152,7 @@ done
     fail "bf16 from an FP32 profile: error $e_rate% (at FP32 speed $e_none%) in every attempt (load $load)"; exit 1; }
 
 # the rows of the table: a run's name, then its set and figures
-ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\|tp2-m4-whole\|tp2-pp2-1f1b-m4\) '
+ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\|tp2-m4-whole\|tp2-sp-m4\|tp2-pp2-1f1b-m4\|tp2-pp2-sp-1f1b-m4\) '
 ok=" " # the rows (1..NRUNS) that were within TOL in some attempt
 for attempt in 1 2 3; do
     load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)

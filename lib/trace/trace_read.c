@@ -541,11 +541,12 @@ static dt_status dt__cfg_int(const dt__rd *r, json_t *cfg, const char *key, int6
  * format's own range. The sizes are capped so that the products fit. */
 static dt_status dt__config_limits(dt__rd *r, json_t *cfg)
 {
-    int64_t iters, d, p, t, k, layers;
+    int64_t iters, d, p, t, c, k, layers;
     DT_CHECK(dt__cfg_int(r, cfg, "train_iters", 0, (int64_t)1 << 40, -1, &iters));
     DT_CHECK(dt__cfg_int(r, cfg, "data_parallel_size", 1, 1 << 20, 1, &d));
     DT_CHECK(dt__cfg_int(r, cfg, "pipeline_model_parallel_size", 1, 1 << 20, 1, &p));
     DT_CHECK(dt__cfg_int(r, cfg, "tensor_model_parallel_size", 1, 1 << 20, 1, &t));
+    DT_CHECK(dt__cfg_int(r, cfg, "context_parallel_size", 1, 1 << 20, 1, &c));
     DT_CHECK(dt__cfg_int(r, cfg, "num_ps_servers", 0, 1 << 20, 0, &k));
     DT_CHECK(dt__cfg_int(r, cfg, "num_layers", 1, 1 << 20, -1, &layers));
     json_t *ex = json_object_get(cfg, "allreduce");
@@ -559,10 +560,11 @@ static dt_status dt__config_limits(dt__rd *r, json_t *cfg)
     }
     if (json_object_get(cfg, "data_parallel_size") || json_object_get(cfg, "pipeline_model_parallel_size") ||
         json_object_get(cfg, "tensor_model_parallel_size")) {
-        const int64_t world = t * p * d + (ps ? k : 0);
+        const int64_t world = t * c * p * d + (ps ? k : 0);
         if (world - 1 < r->max_pid) r->max_pid = world - 1;
         snprintf(r->pid_why, sizeof r->pid_why,
-                 " (otherData.config: a world of %" PRId64 " ranks, tensor x pipeline x data parallel%s)", world,
+                 " (otherData.config: a world of %" PRId64 " ranks, tensor x context x pipeline x data parallel%s)",
+                 world,
                  ps ? " + parameter servers" : "");
     }
     if (layers >= 0) {

@@ -351,8 +351,8 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     DT_CHECK(dt__validate_pipeline(cfg, world));
     DT_CHECK(dt__validate_checkpoint(cfg));
     dt_grid grid;
-    DT_CHECK(dt_grid_init(&grid, world, cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0, cfg->tensor_size, 1,
-                          cfg->pipeline_size));
+    DT_CHECK(dt_grid_init(&grid, world, cfg->ps_mode != DT_PS_NONE ? cfg->num_ps_servers : 0, cfg->tensor_size,
+                          cfg->context_size > 1 ? cfg->context_size : 1, cfg->pipeline_size));
     const int dp = grid.size[DT_GRID_DATA];
     if (cfg->global_batch_size % ((int64_t)cfg->micro_batch_size * dp) != 0) {
         if (world == 1)

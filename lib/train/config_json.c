@@ -111,7 +111,8 @@ json_t *dt__config_object(const dt_train_config *cfg)
     const int ps = cfg->ps_mode != DT_PS_NONE;
     dt__jset(o, "data_parallel_size",
              json_integer(dt_grid_data_size(cfg->comm ? cfg->comm->size : 1, ps ? cfg->num_ps_servers : 0,
-                                            cfg->tensor_size, 1, cfg->pipeline_size)),
+                                            cfg->tensor_size, cfg->context_size > 1 ? cfg->context_size : 1,
+                                            cfg->pipeline_size)),
              &bad);
     dt__jset(o, "allreduce",
              json_string(ps ? (cfg->ps_mode == DT_PS_SYNC ? "ps-sync" : "ps-async")
