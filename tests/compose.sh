@@ -10,7 +10,10 @@
 # (t = 2 x d = 2 with ZeRO-1), tpppdpzero (2 x 2 x 2 with ZeRO-1: TEST_FULL=1
 # only), tpsp, tpsppp, tpspzero3 (t = 2 with --sequence-parallel; x p = 2;
 # x d = 2 with ZeRO-3), tpspppdp (2 x 2 x 2 with sequence parallelism and
-# ZeRO-1: TEST_FULL=1 only), ppzero2 and ppzero3 (1f1b p = 2 x d = 2 with ZeRO-2/3), zbzero3
+# ZeRO-1: TEST_FULL=1 only), cp, cpa2a, cpag (c = 2 with each exchange),
+# cptp (c = 2 a2a x t = 2), cppp (c = 2 x p = 2), cpzero3 (c = 2 x d = 2,
+# ZeRO-3 over the 4), cptpsppp (c x t x p = 2 x 2 x 2 with sequence
+# parallelism and ZeRO-1: TEST_FULL=1 only), ppzero2 and ppzero3 (1f1b p = 2 x d = 2 with ZeRO-2/3), zbzero3
 # (zb-h1 p = 2 x d = 2, ZeRO-3), tpzero2 and tpzero3 (t = 2 x d = 2),
 # tpppdpzero3 (2 x 2 x 2 with ZeRO-3: TEST_FULL=1 only)} x recompute {none, selective, full with K = 2} x accumulation a {1, 4}. Every cell trains the same 4-block GPT for 4 steps
 # on the same global batch of 8 rows (micro-batch 8 / (a d), d the
@@ -45,7 +48,11 @@
 #     ring in the same configuration)
 #   tp, tppp, tpppdp, tpzero, tpppdpzero, and the sequence-parallel tpsp,
 #     tpsppp, tpspzero3, tpspppdp (the same partial products, summed by a
-#     reduce-scatter, and each LayerNorm's gradients in t parts): a row-parallel layer sums partial products (FP32 ulps)
+#     reduce-scatter, and each LayerNorm's gradients in t parts), and the
+#     context-parallel cp, cpa2a, cpag, cptp, cppp, cpzero3, cptpsppp (each
+#     query's attention as chunk pairs merged by log-sum-exp, the gradients
+#     summed over c x d; measured up to 3.1e-5 in fp32, 5.1e-3 in a 16-bit
+#     param_probe): a row-parallel layer sums partial products (FP32 ulps)
 #     and, under bf16/fp16, rounds the sum once where one process rounds the
 #     whole product: fp32 TOL_TP32 = 5e-4 (measured 6.3e-7; 6.3e-5); bf16
 #     and fp16 losses TOL_TPH_LOSS = 5e-4 (measured 4.4e-5), param_probe
@@ -64,7 +71,7 @@
 # gradient, one process their sum: measured up to 6.0e-5 in the losses and
 # 3.4e-3 in param_probe, bf16 ppzero).
 #
-# The make-check subset (72 runs): every
+# The make-check subset (78 runs): every
 # precision x every layout but tpppdp with a = 4 and no recomputation;
 # selective and full recomputation in single, 1f1b, tp and tppp (bf16), and
 # fp16 with full recomputation in 1f1b and tp; ppzero in bf16 and fp16,
@@ -73,7 +80,9 @@
 # embeddings (5 cells); LAMB and LARS with ZeRO-1/2/3 (3 cells); ZeRO-2/3
 # with pipeline and tensor parallelism (6 cells: full and selective
 # recomputation, tied, zb-h1, LAMB); sequence parallelism (5 cells: fp32,
-# bf16 selective, fp16 full, t x p bf16 tied, t x d ZeRO-3 full). TEST_FULL=1 runs all 360 cells, each
+# bf16 selective, fp16 full, t x p bf16 tied, t x d ZeRO-3 full); context
+# parallelism (6 cells: p2p fp32, a2a bf16 selective, allgather fp16 full,
+# c x t bf16 tied, c x p, c x d ZeRO-3 full). TEST_FULL=1 runs all 360 cells, each
 # untied and tied.
 #
 # Refused cells (a one-line message at start, exit 2, checked here too):
@@ -136,6 +145,14 @@ layout() {
     tpspzero3) NP=4 D=2 FL="--tensor-model-parallel-size 2 --sequence-parallel --zero-stage 3" CLASS=tp ;;
     tpspppdp) NP=8 D=2 FL="--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 \
 --use-distributed-optimizer" CLASS=tp ;;
+    cp) NP=2 D=1 FL="--context-parallel-size 2" CLASS=tp ;;
+    cpa2a) NP=2 D=1 FL="--context-parallel-size 2 --cp-comm-type a2a" CLASS=tp ;;
+    cpag) NP=2 D=1 FL="--context-parallel-size 2 --cp-comm-type allgather" CLASS=tp ;;
+    cptp) NP=4 D=1 FL="--context-parallel-size 2 --cp-comm-type a2a --tensor-model-parallel-size 2" CLASS=tp ;;
+    cppp) NP=4 D=1 FL="--context-parallel-size 2 --pipeline-model-parallel-size 2" CLASS=tp ;;
+    cpzero3) NP=4 D=2 FL="--context-parallel-size 2 --zero-stage 3" CLASS=tp ;;
+    cptpsppp) NP=8 D=1 FL="--context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel \
+--pipeline-model-parallel-size 2 --use-distributed-optimizer" CLASS=tp ;;
     esac
 }
 # tolerance CLASS PREC: "LOSSES PROBE", the largest relative difference allowed
@@ -213,7 +230,8 @@ cell() {
 if [ "$FULL" = 1 ]; then
     for p in fp32 bf16 fp16; do
         for l in single dp zero zero2 zero3 ps gpipe 1f1b tp tppp tpppdp ppzero tpzero tpppdpzero ppzero2 ppzero3 \
-            zbzero3 tpzero2 tpzero3 tpppdpzero3 tpsp tpsppp tpspzero3 tpspppdp; do
+            zbzero3 tpzero2 tpzero3 tpppdpzero3 tpsp tpsppp tpspzero3 tpspppdp cp cpa2a cpag cptp cppp cpzero3 \
+            cptpsppp; do
             for r in none selective full; do
                 for a in 1 4; do cell $p $l $r $a; cell $p $l $r $a tied; done
             done
@@ -259,6 +277,13 @@ else
     cell fp16 tpsp full 4
     cell bf16 tpsppp none 4 tied
     cell fp32 tpspzero3 full 4
+    # context parallelism (issue 38): each exchange, with tensor and pipeline parallelism, ZeRO-3 over c x d
+    cell fp32 cp none 4
+    cell bf16 cpa2a selective 4
+    cell fp16 cpag full 4
+    cell bf16 cptp none 4 tied
+    cell fp32 cppp none 4
+    cell fp32 cpzero3 full 4
 fi
 
 # dtsim predicts each stage's peak activation memory of combined runs: the
