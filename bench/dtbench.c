@@ -19,6 +19,11 @@
  *       16; step time, measured bubble per stage (dt_trace_stats.h)
  *       against the schedule's ideal (dt_schedule_bubble_ideal_chunks),
  *       peak activation bytes and weight versions per stage
+ *   dtbench longseq (under mpirun -np 2 or 4)
+ *       tensor parallelism, with sequence parallelism, and context
+ *       parallelism (p2p, a2a) on the n ranks for T = 256, 1024, 4096:
+ *       rank 0's peak activation bytes against dtrain's formula, tokens/s
+ *       against tensor parallelism's in the same run (bench_longseq.c)
  *   dtbench simval, dtbench simspeed: the simulator's validation matrix
  *       (bench/simval.c) and its speed and memory (bench/simspeed.c)
  *   dtbench bubbles [--skip N] TRACE...
@@ -188,6 +193,11 @@ static int dtbench_run_pipeline(const dtbench_flags *f)
                                 split, dtbench_given(f, "--steps") ? f->steps : 6, f->pp_keep);
 }
 
+static int dtbench_run_longseq(const dtbench_flags *f)
+{
+    return dtbench_cmd_longseq(f->threads, dtbench_given(f, "--steps") ? f->steps : 3);
+}
+
 static int dtbench_run_zero(const dtbench_flags *f)
 {
     return dtbench_cmd_zero(f->threads, dtbench_given(f, "--micro-batch-size") ? f->B : 4,
@@ -237,6 +247,7 @@ static const struct {
     {"recompute", dtbench_run_recompute}, {"amp", dtbench_run_amp},         {"largebatch", dtbench_run_largebatch},
     {"allreduce", dtbench_run_allreduce}, {"tp", dtbench_run_tp},           {"pipeline", dtbench_run_pipeline},
     {"compose", dtbench_run_compose},     {"threads", dtbench_run_threads}, {"zero", dtbench_run_zero},
+    {"longseq", dtbench_run_longseq},
 };
 
 #define DTBENCH_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -339,7 +350,7 @@ static int dtbench_main(int argc, char **argv)
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
     const char *usage =
-        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|zero|compose|threads [--flag "
+        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|zero|longseq|compose|threads [--flag "
         "value]...\n"
         "       dtbench bubbles [--skip N] TRACE...\n"
         "       dtbench flows TRACE...\n"
@@ -366,6 +377,9 @@ static int dtbench_main(int argc, char **argv)
         "state per rank against the paper's formulas, buffers moved per step, step time against stage 0's in the "
         "same round (--repeats rounds, default 3; --steps default 8; --bf16; on a t x d x p grid with "
         "--tensor-model-parallel-size and --pipeline-model-parallel-size: rank 0's stage over its d ranks)\n"
+        "  longseq    long sequences (run under mpirun -np 2 or 4): tensor parallelism, with sequence parallelism, "
+        "context parallelism p2p and a2a on the n ranks, T = 256, 1024, 4096: rank 0's peak activation bytes against "
+        "dtrain's formula, tokens/s against tensor parallelism's (--steps default 3)\n"
         "  compose    the composition matrix (run under mpirun -np 2): layout {single, dp, 1f1b, tp} x "
         "{fp32, bf16, fp16} x recompute {none, selective, full}: tokens/s (median and range of --repeats runs, "
         "default 3; --steps default 12) and peak saved activations, each against the layout's fp32/none cell\n"
