@@ -117,6 +117,22 @@ for c in 2 4; do
     done
 done
 
+# Checkpoints: a c = 2 x d = 2 run with ZeRO-1 (its state sharded over
+# the 4 ranks of the gradient's group) saved at step 3, stopped at step 4
+# (rank 0 hangs, the others time out), resumed to step 6: the uninterrupted
+# run's losses and weights, bit for bit (the same arithmetic in the same
+# order; tests/ckpt.sh's claim for the other layouts).
+CK="--task add --task-digits 2 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 --lr-warmup-iters 1 \
+--eval-iters 1 --eval-interval 0 --threads 1 --train-iters 6 --context-parallel-size 2 --use-distributed-optimizer"
+if mpi_run ck-full 4 $CK; then
+    timeout 120 $MPIRUN -np 4 "$DTRAIN" $CK --save "$TMP/ck" --save-interval 3 --hang-rank 0:4 --comm-timeout 5 \
+        >"$TMP/ck-stop.out" 2>&1
+    [ -f "$TMP/ck/latest" ] || [ -d "$TMP/ck" ] || fail "ck: no checkpoint saved before the stop"
+    if mpi_run ck-resumed 4 $CK --load "$TMP/ck"; then
+        same ck-resumed ck-full exact
+    fi
+fi
+
 expect_error "--context-parallel-size 2: --seq-length 6 does not split into 4 equal chunks" 2 \
     --context-parallel-size 2 --seq-length 6
 expect_error "--cp-comm-type a2a: --context-parallel-size 2 does not divide the 3 attention heads" 2 \
