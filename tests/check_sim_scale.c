@@ -275,7 +275,8 @@ END_TEST
  * two segments each of variance 1000^2 / (2t); every rank waits for the
  * last of t, E[max of t standard normals] (1/sqrt(pi) for 2, 1.0294 for
  * 4) times the segment's deviation after the mean: by hand, per block and
- * micro-batch, 2 of those in the forward, 2 in the backward. */
+ * micro-batch, 2 of those in the forward, 2 in the backward; with
+ * sequence parallelism 4 more in W, after segments of an eighth. */
 START_TEST(test_tp_skew)
 {
     dts_run_opts o = {.keep_events = 1};
@@ -300,6 +301,22 @@ START_TEST(test_tp_skew)
                       (long long)(f1 - f0), (long long)(2 * L * wf));
         ck_assert_msg(llabs((long long)(b1 - b0 - 2 * L * wb)) <= 2 * L, "t %d: backward %lld longer, want %lld", ts[k],
                       (long long)(b1 - b0), (long long)(2 * L * wb));
+        dts_summary_free(&sk);
+        dts_summary_free(&none);
+        /* sequence parallelism: the reduce-scatters wait as g and f; W's two all-gathers and two LayerNorm
+         * sums each after an eighth of the block's backward (variance 2000^2 / (8t)) */
+        a->sequence_parallel = b->sequence_parallel = 1;
+        a->vocab_parallel = b->vocab_parallel = 1;
+        ck_dt(dts_run(a, &o, &sk));
+        ck_dt(dts_run(b, &o, &none));
+        const int64_t ww = llround(emax[k] * 2000 * sqrt(1.0 / (8.0 * ts[k])));
+        first_span(&sk, 0, "forward", &f1);
+        first_span(&none, 0, "forward", &f0);
+        first_span(&sk, 0, "backward", &b1);
+        first_span(&none, 0, "backward", &b0);
+        ck_assert(llabs((long long)(f1 - f0 - 2 * L * wf)) <= 2 * L);
+        ck_assert_msg(llabs((long long)(b1 - b0 - L * (2 * wb + 4 * ww))) <= 6 * L, "t %d: sp backward %lld longer",
+                      ts[k], (long long)(b1 - b0));
         dts_summary_free(&sk);
         dts_summary_free(&none);
         free(a);
