@@ -71,7 +71,7 @@ dt_status dt__embed_forward(dt_backend *be, const dt_gpt_config *cfg, const floa
         const size_t nl = n / (size_t)vp->t;
         DT_CHECK(dt__arena_alloc(a, nl, out));
         DT_CHECK(dt__embed_parts(be, cfg, vp->part, tokens, wte, vp->rank ? NULL : wpe, B, T, cp));
-        DT_CHECK(vp->scatter(vp->ctx, vp->part, n));
+        DT_CHECK(vp->scatter(vp->ctx, 'F', vp->part, n));
         DT_CHECK(be->copy(be, *out, vp->part + (size_t)vp->rank * nl, nl * sizeof(float), DT_COPY_D2D));
         return dt__round(be, r, *out, nl);
     }

@@ -189,7 +189,7 @@ typedef struct dt__vocab {
      * their sum into gw, gb. part: a (B,T,C) workspace (the runner's
      * transient), for the whole rows. */
     int sp;
-    dt_status (*scatter)(void *ctx, float *x, size_t n);
+    dt_status (*scatter)(void *ctx, char pass, float *x, size_t n); /* pass 'F' or 'B' (traces) */
     dt_status (*allgather)(void *ctx, char pass, float *x, size_t n);
     dt_status (*ln)(void *ctx, dt_backend *be, float **part, float *gw, float *gb, size_t C);
     float *part;

@@ -163,7 +163,7 @@ dt_status dt__head_backward_b(dt_backend *be, const dt_gpt_config *cfg, const dt
                             be->gemm(be, 0, 0, N, C, V, 1.0f, acts->logits, ld, p->lmw, C, 0.0f, dfull, C)));
     if (vp && vp->sp) { /* the partial sums reduce-scattered: the rank's rows from here on */
         const size_t n = (size_t)N / (size_t)vp->t;
-        DT_CHECK(vp->scatter(vp->ctx, vp->part, (size_t)N * C));
+        DT_CHECK(vp->scatter(vp->ctx, 'B', vp->part, (size_t)N * C));
         DT_CHECK(be->copy(be, dlnf, vp->part + (size_t)vp->rank * n * C, n * C * sizeof(float), DT_COPY_D2D));
         DT_CHECK(dt__round(be, r, dlnf, n * C));
         DT_CHECK(be->memset_zero(be, dx, n * C * sizeof(float)));

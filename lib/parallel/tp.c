@@ -87,7 +87,10 @@ dt_status dt__tp_ln_sum(dt__tp *tp, dt_backend *be, float *gw, float *gb, size_t
     return be->residual_forward(be, gb, gb, tp->ln_grad + C, C);
 }
 
-static dt_status dt__tp_vocab_scatter(void *ctx, float *x, size_t n) { return dt__tp_scatter(ctx, 'F', x, n); }
+static dt_status dt__tp_vocab_scatter(void *ctx, char pass, float *x, size_t n)
+{
+    return dt__tp_scatter(ctx, pass, x, n);
+}
 static dt_status dt__tp_vocab_allgather(void *ctx, char pass, float *x, size_t n)
 {
     return dt__tp_gather(ctx, pass, x, n);
