@@ -323,6 +323,16 @@ tests_check_viz_ring_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/s
 tests_check_viz_ring_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
 endif
 endif
+# The viewer's sequence- and context-parallel pictures: their kinds in the
+# timeline.
+if HAVE_CHECK
+if HAVE_SDL
+DT_CHECK_SUITES += tests/check_viz_cp
+tests_check_viz_cp_SOURCES = tests/check_viz_cp.c tests/testutil.h
+tests_check_viz_cp_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
+tests_check_viz_cp_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
+endif
+endif
 # The viewer fitting a picture to its data: the last steps where steps would
 # be slivers, the height from the rows, per-layer memory samples, box labels
 # where their text fits.

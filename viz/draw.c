@@ -33,6 +33,13 @@ static const SDL_Color dtv__kind_colors[DTV_N_KINDS] = {
     {204, 121, 167, 255}, /* reduce-scatter: purple-pink */
     {120, 94, 160, 255},  /* all-gather: violet */
     {213, 94, 0, 255},    /* tp allreduce: vermillion */
+    {68, 170, 153, 255},  /* sp all-gather: teal (Tol's) */
+    {204, 102, 119, 255}, /* sp reduce-scatter: rose (Tol's) */
+    {221, 204, 119, 255}, /* sp layernorm grad allreduce: sand (Tol's) */
+    {51, 34, 136, 255},   /* cp ring step: indigo (Tol's) */
+    {187, 204, 51, 255},  /* cp kv all-gather: pear (Tol's) */
+    {102, 51, 0, 255},    /* cp dkv reduce-scatter: dark brown */
+    {0, 0, 110, 255},     /* cp all-to-all: navy */
     {240, 228, 66, 255},  /* push/pull: yellow */
     {17, 119, 51, 255},   /* allreduce between stages: dark green */
     {68, 68, 68, 255},    /* stash/drop: dark grey */

@@ -45,7 +45,14 @@ typedef enum dtv_kind {
     DTV_RECV,     /* recv_act, recv_grad: waiting for data */
     DTV_RS,       /* reduce-scatter and reduce steps */
     DTV_AG,       /* all-gather and broadcast steps */
-    DTV_TP,       /* tp allreduce f/g */
+    DTV_TP,       /* tensor parallelism: tp allreduce f/g, tp vocab allreduce, tp vocab gather */
+    DTV_SP_AG,    /* sequence parallelism: tp all-gather (the sequence's rows before a column-parallel GEMM) */
+    DTV_SP_RS,    /* sequence parallelism: tp reduce-scatter (after a row-parallel GEMM) */
+    DTV_SP_LN,    /* sequence parallelism: tp layernorm grad allreduce */
+    DTV_CP_RING,  /* context parallelism, p2p: cp ring step (a key/value block passed on, its attention beside it) */
+    DTV_CP_AG,    /* context parallelism, allgather: cp kv all-gather */
+    DTV_CP_RS,    /* context parallelism, allgather: cp dkv reduce-scatter */
+    DTV_CP_A2A,   /* context parallelism, a2a: cp all-to-all */
     DTV_PUSHPULL, /* parameter server push/pull */
     DTV_SYNC,     /* the ranks agreeing inside an optimizer step: grad norm / overflow / tied embedding allreduce */
     DTV_STASH,    /* stash, drop */

@@ -29,7 +29,14 @@ static const char *const dtv__kind_names[DTV_N_KINDS] = {"forward",
                                                          "receive (waiting)",
                                                          "reduce-scatter / reduce",
                                                          "all-gather / broadcast",
-                                                         "tensor-parallel allreduce",
+                                                         "tensor-parallel allreduce / vocab gather",
+                                                         "sequence-parallel all-gather",
+                                                         "sequence-parallel reduce-scatter",
+                                                         "sequence-parallel LayerNorm grad allreduce",
+                                                         "context-parallel ring step (K/V)",
+                                                         "context-parallel K/V all-gather",
+                                                         "context-parallel dK/dV reduce-scatter",
+                                                         "context-parallel all-to-all",
                                                          "push/pull",
                                                          "allreduce between stages (waiting)",
                                                          "stash / drop",
@@ -53,7 +60,15 @@ dtv_kind dtv_kind_of(const dt_trace_event *e)
     if (dtv__is(n, "recv_act") || dtv__is(n, "recv_grad")) return DTV_RECV;
     if (dtv__is(n, "reduce-scatter") || dtv__is(n, "reduce") || dtv__is(n, "allreduce")) return DTV_RS;
     if (dtv__is(n, "all-gather") || dtv__is(n, "broadcast")) return DTV_AG;
-    if (!strncmp(n, "tp allreduce", 12)) return DTV_TP;
+    if (!strncmp(n, "tp allreduce", 12) || dtv__is(n, "tp vocab allreduce") || dtv__is(n, "tp vocab gather"))
+        return DTV_TP;
+    if (dtv__is(n, "tp all-gather")) return DTV_SP_AG;
+    if (dtv__is(n, "tp reduce-scatter")) return DTV_SP_RS;
+    if (dtv__is(n, "tp layernorm grad allreduce")) return DTV_SP_LN;
+    if (dtv__is(n, "cp ring step")) return DTV_CP_RING;
+    if (dtv__is(n, "cp kv all-gather")) return DTV_CP_AG;
+    if (dtv__is(n, "cp dkv reduce-scatter")) return DTV_CP_RS;
+    if (dtv__is(n, "cp all-to-all")) return DTV_CP_A2A;
     if (dtv__is(n, "push/pull")) return DTV_PUSHPULL;
     if (dtv__is(n, "stash") || dtv__is(n, "drop")) return DTV_STASH;
     if (dtv__is(n, "evaluate")) return DTV_EVAL;
