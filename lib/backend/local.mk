@@ -6,7 +6,6 @@ libdtrain_core_la_SOURCES += \
 	lib/backend/cpu/cpu_gemm.c \
 	lib/backend/cpu/cpu_layers.c \
 	lib/backend/cpu/cpu_attention.c \
-	lib/backend/cpu/cpu_attention_chunk.c \
 	lib/backend/cpu/cpu_optim.c \
 	lib/backend/cpu/cpu_half.c \
 	lib/backend/cpu/cpu_batchnorm.c

@@ -60,7 +60,7 @@ dt_backend_crossentropy_part_fn dt__cpu_crossentropy_part;
 /* cpu_attention.c */
 dt_backend_attention_forward_fn dt__cpu_attention_forward;
 dt_backend_attention_backward_fn dt__cpu_attention_backward;
-/* cpu_attention_chunk.c */
+/* cpu_attention.c */
 dt_backend_attention_chunk_forward_fn dt__cpu_attention_chunk_forward;
 dt_backend_attention_chunk_backward_fn dt__cpu_attention_chunk_backward;
 dt_backend_copy2d_fn dt__cpu_copy2d;
