@@ -26,6 +26,8 @@
 #                             version, the same on every stage (timeline)
 #   ps-async.png              a simulated parameter server with a slow worker,
 #                             pushes and pulls and the staleness histogram (ring view)
+#   cp-ring.png               a real 4-rank context-parallel run (p2p ring), caught in
+#                             rank 0's second forward ring step of iteration 1 (cp view)
 # POSIX sh.
 
 set -eu
@@ -204,6 +206,25 @@ claim "ps-async.png: pushes ended by then, ranks 0 and 2" "$(awk -F'\t' 'NR == 1
     $3 == "push/pull" && $5 <= t1 && ($1 == 0 || $1 == 2) { n++ } END { print n + 0 }' ps.spans)" 40 40
 claim "ps-async.png: pushes ended by then, rank 1 (slowed)" "$(awk -F'\t' 'NR == 1 { t1 = $3 }
     $3 == "push/pull" && $5 <= t1 && $1 == 1 { n++ } END { print n + 0 }' ps.spans)" 1 19
+
+# ---- context parallelism: whose key/value block each rank holds (a real 4-rank run) -----
+step "real run: mpirun -np 4 dtrain --context-parallel-size 4 (p2p ring), 2 steps" \
+    $MPIRUN -np 4 "$DTRAIN" --context-parallel-size 4 --train-iters 2 --eval-iters 1 --trace cp.json
+# the moment drawn: the middle of rank 0's second forward ring step (step 1) of iteration 1
+spans 0:1 all=1 cp.json >cp.spans
+cp_time=$(awk -F'\t' 'NR == 1 { t0 = $2; ext = $4 }
+    NR > 1 && $1 == 0 && $3 == "cp ring step" && $6 == 1 && $10 == 1 && !done {
+        printf "%.6f", (($4 + $5) / 2 - t0) / ext; done = 1 }' cp.spans)
+step "cp-ring.png (--time $cp_time)" \
+    "$DTVIZ" cp.json --view cp --time "$cp_time" --size $SIZE --png "$OUT/cp-ring.png"
+# docs/viewer.md: at that moment rank 0 is in that step, the block arriving is
+# rank 2's (from), and it computes with rank 3's: (0 - 1) mod 4
+spans "$cp_time:$cp_time" cp.json >cp.now
+claim "cp-ring.png: rank 0's ring step then (iteration 1, step index 1)" "$(awk -F'\t' '
+    $1 == 0 && $3 == "cp ring step" && $6 == 1 { print $10 }' cp.now)" 1 1
+claim "cp-ring.png: the block arriving at rank 0 in that step (from)" "$(grep '"name":"cp ring step"' cp.json |
+    grep '"pid":0,' | grep '"iter":1,' | grep '"forward":1' | grep '"step":1\.*0*,' | head -n 1 |
+    sed 's/.*"from":\([0-9]*\).*/\1/')" 2 2
 
 fi
 

@@ -105,6 +105,8 @@ START_TEST(test_views)
     ck_assert_int_eq(a.view[0].id, DTV_VIEW_MEMORY);
     dtv_app_key(&a, SDLK_5, 0);
     ck_assert_int_eq(a.view[0].id, DTV_VIEW_BREAKDOWN);
+    dtv_app_key(&a, SDLK_6, 0);
+    ck_assert_int_eq(a.view[0].id, DTV_VIEW_CP);
     dtv_app_key(&a, SDLK_1, 0);
     ck_assert_int_eq(a.view[0].id, DTV_VIEW_TIMELINE);
     ck_assert(a.view[0].bd_scale_ns == 0); /* one pane: its own scale */

@@ -324,7 +324,7 @@ tests_check_viz_ring_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIB
 endif
 endif
 # The viewer's sequence- and context-parallel pictures: their kinds in the
-# timeline.
+# timeline, which key/value block each rank holds at each ring step.
 if HAVE_CHECK
 if HAVE_SDL
 DT_CHECK_SUITES += tests/check_viz_cp

@@ -1,5 +1,6 @@
 /* dtv_trace.h: a trace as the viewer sees it (viz/trace_model.c, and
- * viz/trace_coll.c for the ring index): the events of one real run or one
+ * viz/trace_coll.c for the ring index, viz/trace_cp.c for the
+ * context-parallel one): the events of one real run or one
  * simulation, indexed for drawing, plus the series the views plot. No SDL
  * here, so it is tested without a display.
  *
@@ -142,6 +143,7 @@ typedef struct dtv_trace {
     int n_breakdown;         /* ranks with steps */
     dt_breakdown *breakdown; /* (n_breakdown) by pid; NULL when none: bd_why says why */
     char bd_why[200];
+    struct dtv_cp *cp; /* context-parallel index (appended; see the end of this file), NULL without cp exchanges */
 } dtv_trace;
 
 /* Load a file or a real run's rank files (see above). Refuses a trace with
@@ -154,6 +156,9 @@ void dtv_trace_free(dtv_trace *t);
 
 /* The first span index of row r whose end is >= t0 (r->n when none). */
 int dtv_row_first(const dtv_row *r, int64_t t0);
+/* Of the spans r->s[idx[0..n-1]] (a subset of the row, by start), the
+ * index into idx of the last that started by `now` (-1: none). */
+int dtv_row_last_started(const dtv_row *r, const int *idx, int n, int64_t now);
 /* The rank index of a pid (-1 when absent). */
 int dtv_rank_index(const dtv_trace *t, int pid);
 
@@ -222,5 +227,77 @@ double dtv_coll_extra(const dt_trace_event *e, const char *key, double dflt);
 /* The staleness histogram of the pushes ended by `now`, their count, sum and max. */
 void dtv_coll_hist_at(const dtv_trace *t, int64_t now, int64_t hist[DTV_N_STALE], int64_t *count, int64_t *sum,
                       int64_t *max);
+
+/* ---- Context-parallel index (appended for view_cp.c; viz/trace_cp.c) ----
+ * dtv_cp_index builds t->cp at load time (after dtv_coll_index) when the
+ * trace has context-parallel exchanges (cat "cp" on the comm lane:
+ * `cp ring step`, `cp kv all-gather`, `cp dkv reduce-scatter`, `cp
+ * all-to-all`; docs/trace-format.md), and dtv_cp_free frees it. The view
+ * shows one context group: the c ranks base + t*i (i = 0..c-1, rank =
+ * t_i + t*(c_i + c*(d_i + d*p_i)), include/dt_grid.h) of the lowest rank
+ * with exchanges. c is the config's context_parallel_size (else 1 + the
+ * largest `from` or backward `step`, else the ranks with exchanges over t),
+ * t its tensor_model_parallel_size (else 1). A ring step's `step` and
+ * `from` outside 0..c-1 refuse the trace, naming the event.
+ *
+ * The ring (p2p, lib/parallel/cp.c): at step s context rank i computes its
+ * queries against the key/value block of rank (i - s) mod c while it sends
+ * that block on to rank i + 1 and receives the block of rank `from` =
+ * (i - s - 1) mod c from rank i - 1; the span runs from the send's posting
+ * to the wait's end. The forward has steps 0..c-2 (its step c-1 computes
+ * with the last block arrived, without a transfer), the backward 0..c-1
+ * (the block travels with the gradient the ranks before added; at step c-1
+ * only the gradient, which arrives home). */
+enum { DTV_CP_TYPE_P2P = 0, DTV_CP_TYPE_ALLGATHER, DTV_CP_TYPE_A2A };
+
+typedef struct dtv_cp_member {
+    int pid;  /* its rank: base + t*i */
+    int ri;   /* its rank index (-1: not in the trace) */
+    int row;  /* its comm row (-1: no exchanges) */
+    int n;    /* its exchanges */
+    int *idx; /* (n) indices into rows[row].s, by start */
+    int *enc; /* (n) the compute-lane span around it on that rank (index into its compute row's spans; -1 none) */
+    int *nth; /* (n) which attention of that span (and pass) it belongs to, from 0 (-1: unknown; a2a) */
+    int *of;  /* (n) how many attentions that span has in that pass (0: unknown) */
+    int compute_row; /* the rank's compute row (-1: none) */
+} dtv_cp_member;
+
+typedef struct dtv_cp {
+    int c, t;          /* context and tensor parallel sizes */
+    int type;          /* DTV_CP_TYPE_*: the config's cp_comm_type, else from the event names */
+    int base;          /* the rank of context rank 0 in the group shown */
+    int groups;        /* context groups with exchanges in the trace */
+    int num_layers, p; /* the config's (0 unknown) and t->p: an attention count is a block number when p = 1 */
+    dtv_cp_member *m;  /* (c) by context rank */
+} dtv_cp;
+
+dt_status dtv_cp_index(dtv_trace *t);
+void dtv_cp_free(dtv_trace *t);
+
+/* What context rank i of the group shows at playback time `now`: the
+ * exchange in progress, or else the last that ended. */
+typedef struct dtv_cp_state {
+    int x;            /* the exchange shown: index into m[i].idx (-1: none started yet) */
+    int active;       /* 1: now is inside it */
+    double frac;      /* (now - t0) / (t1 - t0), 1 when ended */
+    int kind;         /* DTV_CP_RING, DTV_CP_AG, DTV_CP_RS or DTV_CP_A2A */
+    int64_t iter;     /* its iteration */
+    int forward;      /* 1: a forward's (or a recomputation's) exchange, 0: a backward's */
+    int step, steps;  /* ring: its step and the pass's steps with a transfer (c-1 forward, c backward) */
+    int holds;        /* ring: the context rank whose key/value block it computes with (-1: none) */
+    int arriving;     /* ring, active: the block on its way to it (`from`), else -1 */
+    int grad;         /* ring, active, backward: 1 the block carries its dK/dV, 2 only dK/dV (the last step) */
+    int all;          /* allgather: it holds every rank's block (after the all-gather, during the reduce-scatter) */
+    int all_arriving; /* allgather / a2a, active: every other rank's block (a2a: rows) is on its way */
+    int enc_kind;     /* the dtv_kind of the compute span around it (-1: none) */
+    int mb;           /* that span's micro-batch (-1) */
+    int nth, of;      /* its attention within that span and pass (see dtv_cp_member) */
+    int64_t bytes;
+} dtv_cp_state;
+void dtv_cp_state_of(const dtv_trace *t, int i, int64_t now, dtv_cp_state *out);
+/* What the state says of block j (the key/value block of context rank j;
+ * a2a: rank j's rows) at context rank i: held, on its way, or neither. */
+enum { DTV_CP_CELL_NONE = 0, DTV_CP_CELL_HELD, DTV_CP_CELL_ARRIVING };
+int dtv_cp_cell(const dtv_cp_state *s, int i, int j);
 
 #endif

@@ -1,5 +1,6 @@
 /* dtv_view.h: the views (one file each: view_timeline.c, view_ring.c,
- * view_scale.c, view_memory.c, view_breakdown.c) and what they share: the visible time
+ * view_scale.c, view_memory.c, view_breakdown.c, view_cp.c; the two circle
+ * views share ring_draw.c) and what they share: the visible time
  * window, the playback time and the layout helpers. The registry (names,
  * dispatch) is view.c, the time axis and legend view_axis.c, a picture's
  * default window view_fit.c: the views use those helpers and the registry
@@ -27,11 +28,12 @@ typedef enum dtv_view_id {
     DTV_VIEW_SCALE,
     DTV_VIEW_MEMORY,
     DTV_VIEW_BREAKDOWN,
+    DTV_VIEW_CP,
     DTV_N_VIEWS
 } dtv_view_id;
 
 /* view.c: the registry. */
-const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory", "breakdown" */
+const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory", "breakdown", "cp" */
 int dtv_view_parse(const char *s, dtv_view_id *out);
 
 typedef struct dtv_view {
@@ -77,6 +79,7 @@ void dtv_draw_ring(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_v
 void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_breakdown(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
+void dtv_draw_cp(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 /* view.c: dispatch on v->id. */
 void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 
@@ -174,5 +177,17 @@ void dtv_breakdown_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace
                              dtv_breakdown_layout *out);
 /* A category's colour (DT_BREAKDOWN_N_CATS: the overlapped strip's); idle is the background. */
 SDL_Color dtv_breakdown_color(int cat);
+
+/* Context-parallel view geometry (view_cp.c; appended; tests probe it):
+ * the c context ranks of t->cp's group in the ring view's slots
+ * (dtv_ring_point with n = c, context rank i in slot i; a ring step's block
+ * travels dtv_ring_chunk_pos's lane i -> i + 1), and in the panel a matrix
+ * of c x c cells: row i a context rank, column j the key/value block of
+ * rank j (a2a: rank j's rows), filled in the pass's colour (the forward's
+ * or the backward's) where held, framed in the exchange's colour where on
+ * its way (dtv_cp_cell). Cell (i, j) is *out (its inside: 2 pixels in);
+ * w = 0 when c is too large for a matrix (over DTV_CP_MATRIX_MAX). */
+enum { DTV_CP_MATRIX_MAX = 64 };
+void dtv_cp_cell_rect(SDL_Rect area, int c, int i, int j, SDL_Rect *out);
 
 #endif

@@ -7,7 +7,7 @@
  * line, the help overlay).
  *
  * Keys (dtv_app_help_lines; programs/dtviz.c's --help says the same):
- * h help, 1-5 views, space play/pause, +/- speed x2 or /2, '.' to the end of
+ * h help, 1-6 views, space play/pause, +/- speed x2 or /2, '.' to the end of
  * the next training step (the events' iter), left/right scrub 5% of the
  * window, z/x or the wheel zoom, a/d or a drag pan, up/down rows, r reset,
  * q/Escape quit. What-if (the first pane a dtsim trace with its config):
@@ -51,7 +51,7 @@
 
 static const char *const dtv__help[] = {
     "h\thelp: this overlay (h or Escape closes it)",
-    "1 2 3 4 5\tviews: timeline, ring, scale, memory, breakdown",
+    "1 2 3 4 5 6\tviews: timeline, ring, scale, memory, breakdown, cp",
     "space\tplay / pause (from the start; the whole trace in 20 s at x1)",
     "+  -\tplayback speed x2, /2",
     ".\tsingle step: to the end of the next training step",
@@ -436,11 +436,13 @@ int dtv_app_key(dtv_app *a, SDL_Keycode key, Uint16 mod)
     case SDLK_3:
     case SDLK_4:
     case SDLK_5:
+    case SDLK_6:
     case SDLK_KP_1:
     case SDLK_KP_2:
     case SDLK_KP_3:
     case SDLK_KP_4:
-    case SDLK_KP_5: {
+    case SDLK_KP_5:
+    case SDLK_KP_6: {
         const int k = key >= SDLK_KP_1 ? (int)(key - SDLK_KP_1) : (int)(key - SDLK_1);
         a->view[0].id = (dtv_view_id)k;
         dtv__sync(a);

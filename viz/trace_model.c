@@ -129,6 +129,17 @@ int dtv_row_first(const dtv_row *r, int64_t t0)
     return lo;
 }
 
+int dtv_row_last_started(const dtv_row *r, const int *idx, int n, int64_t now)
+{
+    int lo = 0, hi = n; /* first i whose span starts after now (starts are non-decreasing along idx) */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (r->s[idx[mid]].t0 <= now) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo - 1;
+}
+
 static int dtv__cmp_int(const void *a, const void *b)
 {
     const int x = *(const int *)a, y = *(const int *)b;
@@ -197,7 +208,8 @@ static int dtv__max_versions(const dtv_trace *t, int pid)
 
 /* The extras the viewer turns into integers: a stage, a version, a
  * collective's step and peer, a push's worker and staleness, an overflow's
- * layer slot and skipped flag, a pipeline instruction's model chunk. The trace format gives extras no range
+ * layer slot and skipped flag, a pipeline instruction's model chunk, a
+ * context-parallel ring step's `from`. The trace format gives extras no range
  * (docs/trace-format.md "Ranges": a consumer that indexes with one checks
  * it), so the viewer refuses one outside these, naming the event, rather
  * than casting it out of range (undefined) or indexing with it. steps stay
@@ -207,9 +219,9 @@ static dt_status dtv__check_extras(const dtv_trace *t)
     static const struct {
         const char *key;
         double lo, hi;
-    } ranges[] = {{"stage", 0, INT_MAX},      {"version", -1, INT_MAX},   {"step", 0, INT_MAX / 2},
-                  {"peer", -1, INT_MAX},      {"worker", -1, INT_MAX},   {"staleness", 0, INT_MAX},
-                  {"layer_slot", 0, INT_MAX}, {"skipped", 0, 1},          {"chunk", 0, INT_MAX}};
+    } ranges[] = {{"stage", 0, INT_MAX},   {"version", -1, INT_MAX},  {"step", 0, INT_MAX / 2},   {"peer", -1, INT_MAX},
+                  {"worker", -1, INT_MAX}, {"staleness", 0, INT_MAX}, {"layer_slot", 0, INT_MAX}, {"skipped", 0, 1},
+                  {"chunk", 0, INT_MAX},   {"from", 0, INT_MAX}};
     for (size_t i = 0; i < t->n_ev; i++) {
         const dt_trace_event *e = &t->ev[i];
         if (e->n_extra == 0) continue;
@@ -438,6 +450,7 @@ static dt_status dtv__index(dtv_trace *t)
             if (t->memory[k].p[i].v > t->mem_max) t->mem_max = t->memory[k].p[i].v;
     }
     DT_CHECK(dtv_coll_index(t));
+    DT_CHECK(dtv_cp_index(t));
     /* the breakdown view's figures; a trace without enough steps shows why instead */
     t->bd_skip = t->n_steps > 2 ? 1 : 0;
     const dt_status bst = dt_breakdown_all(t->ev, t->n_ev, t->bd_skip, &t->breakdown, &t->n_breakdown);
@@ -546,6 +559,7 @@ void dtv_trace_free(dtv_trace *t)
 {
     if (!t) return;
     dtv_coll_free(t);
+    dtv_cp_free(t);
     for (int r = 0; r < t->n_rows; r++) {
         free(t->rows[r].s);
         free(t->rows[r].max_end);

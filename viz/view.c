@@ -11,7 +11,7 @@
 
 #include "dtv_view.h"
 
-static const char *const dtv__view_names[DTV_N_VIEWS] = {"timeline", "ring", "scale", "memory", "breakdown"};
+static const char *const dtv__view_names[DTV_N_VIEWS] = {"timeline", "ring", "scale", "memory", "breakdown", "cp"};
 
 const char *dtv_view_name(dtv_view_id v) { return v < DTV_N_VIEWS ? dtv__view_names[v] : "?"; }
 
@@ -43,6 +43,7 @@ void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_v
     case DTV_VIEW_SCALE: dtv_draw_scale(c, area, t, v); break;
     case DTV_VIEW_MEMORY: dtv_draw_memory(c, area, t, v); break;
     case DTV_VIEW_BREAKDOWN: dtv_draw_breakdown(c, area, t, v); break;
+    case DTV_VIEW_CP: dtv_draw_cp(c, area, t, v); break;
     default: break;
     }
 }

@@ -39,125 +39,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtv_view.h"
+#include "dtv_ring_draw.h"
 
 /* Link byte labels up to DTV__LINK_LABELS ranks (beyond, they crowd the rank labels; the panel lists them). */
-enum { DTV__TOP = 50, DTV__BOTTOM = 30, DTV__MARGIN_X = 104, DTV__MARGIN_Y = 46, DTV__LINK_LABELS = 8 };
-
-typedef struct dtv__ring_layout {
-    int cx, cy, R;  /* the circle */
-    int node_r;     /* node disc radius */
-    int box;        /* chunk box half-size */
-    int lane;       /* offset of a directed link from the chord */
-    SDL_Rect panel; /* text and histogram, on the right */
-    int xlo, xhi;   /* node labels stay in [xlo, xhi) */
-} dtv__ring_layout;
-
-static int dtv__clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-static void dtv__layout(SDL_Rect area, int n, dtv__ring_layout *L)
-{
-    const int pw = dtv__clampi(area.w * 42 / 100, 260, 580);
-    const int bw = area.w - pw, bh = area.h - DTV__TOP - DTV__BOTTOM;
-    L->cx = area.x + bw / 2;
-    L->cy = area.y + DTV__TOP + bh / 2;
-    int R = bw / 2 - DTV__MARGIN_X;
-    if (bh / 2 - DTV__MARGIN_Y < R) R = bh / 2 - DTV__MARGIN_Y;
-    L->R = R < 20 ? 20 : R;
-    const double circ = 2.0 * M_PI * L->R / (n > 0 ? n : 1);
-    L->node_r = dtv__clampi((int)(circ * 0.22), 3, 16);
-    L->box = dtv__clampi(L->node_r / 2 + 2, 3, 8);
-    L->lane = L->box / 2 + 1;
-    L->panel = (SDL_Rect){area.x + bw, area.y + DTV__TOP, pw - 12, bh};
-    L->xlo = area.x + 4;
-    L->xhi = area.x + bw - 8;
-}
-
-void dtv_ring_point(SDL_Rect area, int n, int i, int *x, int *y)
-{
-    dtv__ring_layout L;
-    dtv__layout(area, n, &L);
-    const double a = -M_PI / 2 + 2.0 * M_PI * i / (n > 0 ? n : 1);
-    *x = (int)lround(L.cx + L.R * cos(a));
-    *y = (int)lround(L.cy + L.R * sin(a));
-}
-
-/* The lane of a directed link: a quadratic curve from slot `from` to slot
- * `to` that bows to the left of its direction (on screen: outward for a
- * clockwise ring link; the two ways of an exchange bow apart, so their
- * chunks never meet), shifted left by L->lane and trimmed by the node
- * discs. */
-typedef struct dtv__path {
-    double ax, ay, qx, qy, bx, by; /* ends and control point */
-    double u0, u1;                 /* the part outside the discs */
-    double px, py;                 /* unit vector to the left of the direction */
-} dtv__path;
-
-static void dtv__path_of(SDL_Rect area, const dtv__ring_layout *L, int n, int from, int to, dtv__path *p)
-{
-    int ax, ay, bx, by;
-    dtv_ring_point(area, n, from, &ax, &ay);
-    dtv_ring_point(area, n, to, &bx, &by);
-    double dx = bx - ax, dy = by - ay;
-    const double len = sqrt(dx * dx + dy * dy);
-    memset(p, 0, sizeof *p);
-    if (len < 1e-9) {
-        p->ax = p->bx = p->qx = ax;
-        p->ay = p->by = p->qy = ay;
-        p->u1 = 1;
-        return;
-    }
-    dx /= len, dy /= len;
-    p->px = dy, p->py = -dx; /* screen y grows downward: (dy, -dx) is the left-hand side */
-    const double bow = 0.2 * len;
-    p->ax = ax + p->px * L->lane, p->ay = ay + p->py * L->lane;
-    p->bx = bx + p->px * L->lane, p->by = by + p->py * L->lane;
-    p->qx = (ax + bx) / 2.0 + p->px * (L->lane + bow), p->qy = (ay + by) / 2.0 + p->py * (L->lane + bow);
-    const double m = (L->node_r + L->box + 3) / (1.1 * len); /* the curve is ~10% longer than the chord */
-    p->u0 = m < 0.45 ? m : 0.45;
-    p->u1 = 1 - p->u0;
-}
-
-static void dtv__path_at(const dtv__path *p, double frac, double *x, double *y)
-{
-    frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
-    const double u = p->u0 + frac * (p->u1 - p->u0), v = 1 - u;
-    *x = v * v * p->ax + 2 * u * v * p->qx + u * u * p->bx;
-    *y = v * v * p->ay + 2 * u * v * p->qy + u * u * p->by;
-}
-
-/* The lane from frac f0 to f1 as a polyline, `thick` pixels wide (1 or 3). */
-static void dtv__path_draw(dtv_canvas *c, const dtv__path *p, double f0, double f1, SDL_Color col, int thick)
-{
-    const int segs = 24;
-    double x0, y0;
-    dtv__path_at(p, f0, &x0, &y0);
-    for (int i = 1; i <= segs; i++) {
-        double x1, y1;
-        dtv__path_at(p, f0 + (f1 - f0) * i / segs, &x1, &y1);
-        const int X0 = (int)lround(x0), Y0 = (int)lround(y0), X1 = (int)lround(x1), Y1 = (int)lround(y1);
-        dtv_line(c, X0, Y0, X1, Y1, col);
-        if (thick > 1) { /* a 3-pixel pen: shifted copies in x and y, no gaps at any slope */
-            dtv_line(c, X0 - 1, Y0, X1 - 1, Y1, col);
-            dtv_line(c, X0 + 1, Y0, X1 + 1, Y1, col);
-            dtv_line(c, X0, Y0 - 1, X1, Y1 - 1, col);
-            dtv_line(c, X0, Y0 + 1, X1, Y1 + 1, col);
-        }
-        x0 = x1, y0 = y1;
-    }
-}
-
-void dtv_ring_chunk_pos(SDL_Rect area, int n, int from, int to, double frac, int *x, int *y)
-{
-    dtv__ring_layout L;
-    dtv__layout(area, n, &L);
-    dtv__path p;
-    dtv__path_of(area, &L, n, from, to, &p);
-    double fx, fy;
-    dtv__path_at(&p, frac, &fx, &fy);
-    *x = (int)lround(fx);
-    *y = (int)lround(fy);
-}
+enum { DTV__LINK_LABELS = 8 };
 
 /* ---- figures ------------------------------------------------------------ */
 
@@ -169,13 +54,7 @@ static const dtv_span *dtv__span(const dtv_trace *t, const dtv_coll_rank *cr, in
 /* The last of cr's spans that started by now (-1: none). */
 static int dtv__last_started(const dtv_trace *t, const dtv_coll_rank *cr, int64_t now)
 {
-    int lo = 0, hi = cr->n;
-    while (lo < hi) {
-        const int mid = lo + (hi - lo) / 2;
-        if (dtv__span(t, cr, mid)->t0 <= now) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo - 1;
+    return dtv_row_last_started(&t->rows[cr->row], cr->idx, cr->n, now);
 }
 
 void dtv_ring_state_of(const dtv_trace *t, int ri, int64_t now, dtv_ring_state *out)
@@ -226,85 +105,6 @@ int64_t dtv_ring_link_bytes(const dtv_trace *t, int ri, int64_t now, int to_pid)
     return b;
 }
 
-/* ---- drawing helpers ---------------------------------------------------- */
-
-static TTF_Font *dtv__ttf(const dtv_canvas *c, int font)
-{
-    return font == DTV_FONT_SMALL ? c->small : font == DTV_FONT_BOLD ? c->bold : c->font;
-}
-
-/* Text wrapped into width w from (x, y); returns the height used. */
-static int dtv__wrap(dtv_canvas *c, int x, int y, int w, int font, SDL_Color col, const char *text)
-{
-    const int lh = dtv_text_height(c, font);
-    char line[512] = "", cand[600];
-    int h = 0;
-    const char *p = text;
-    while (*p) {
-        while (*p == ' ') p++;
-        const char *q = p;
-        while (*q && *q != ' ') q++;
-        if (q == p) break;
-        snprintf(cand, sizeof cand, "%s%s%.*s", line, line[0] ? " " : "", (int)(q - p), p);
-        int tw = 0;
-        TTF_SizeUTF8(dtv__ttf(c, font), cand, &tw, NULL);
-        if (tw > w && line[0]) {
-            dtv_text(c, x, y + h, font, DTV_LEFT, col, "%s", line);
-            h += lh;
-            snprintf(line, sizeof line, "%.*s", (int)(q - p), p);
-        } else {
-            memcpy(line, cand, sizeof line - 1); /* cand is a line plus a word: keep the first 511 bytes */
-            line[sizeof line - 1] = '\0';
-        }
-        p = q;
-    }
-    if (line[0]) {
-        dtv_text(c, x, y + h, font, DTV_LEFT, col, "%s", line);
-        h += lh;
-    }
-    return h;
-}
-
-static void dtv__ringed_disc(dtv_canvas *c, int x, int y, int r, SDL_Color fill, SDL_Color edge)
-{
-    dtv_disc(c, x, y, r, edge);
-    if (r > 2) dtv_disc(c, x, y, r - 2, fill);
-}
-
-static void dtv__box(dtv_canvas *c, int x, int y, int hb, SDL_Color col, int filled)
-{
-    if (filled) {
-        dtv_fill(c, x - hb, y - hb, 2 * hb + 1, 2 * hb + 1, col);
-        dtv_frame(c, x - hb - 1, y - hb - 1, 2 * hb + 3, 2 * hb + 3, DTV_FG);
-    } else {
-        dtv_frame(c, x - hb, y - hb, 2 * hb + 1, 2 * hb + 1, col);
-        dtv_frame(c, x - hb + 1, y - hb + 1, 2 * hb - 1, 2 * hb - 1, col);
-    }
-}
-
-/* A label (one or two lines) next to the circle at angle a, pushed outward
- * by d, kept inside [L->xlo, L->xhi). */
-static void dtv__node_label(dtv_canvas *c, const dtv__ring_layout *L, double a, int d, int font, SDL_Color col,
-                            const char *l1, const char *l2, SDL_Color col2)
-{
-    const double ca = cos(a), sa = sin(a);
-    const int x = (int)lround(L->cx + (L->R + d) * ca), y = (int)lround(L->cy + (L->R + d) * sa);
-    const int align = ca > 0.35 ? DTV_LEFT : ca < -0.35 ? DTV_RIGHT : DTV_CENTER;
-    const int h1 = dtv_text_height(c, font), h2 = l2 && l2[0] ? dtv_text_height(c, DTV_FONT_SMALL) : 0;
-    const int ty = sa < -0.35 ? y - h1 - h2 : sa > 0.35 ? y : y - (h1 + h2) / 2;
-    for (int line = 0; line < 2; line++) {
-        const char *txt = line ? l2 : l1;
-        if (!txt || !txt[0]) continue;
-        const int f = line ? DTV_FONT_SMALL : font;
-        int tw = 0;
-        TTF_SizeUTF8(line ? c->small : font == DTV_FONT_SMALL ? c->small : c->font, txt, &tw, NULL);
-        int x0 = align == DTV_LEFT ? x : align == DTV_RIGHT ? x - tw : x - tw / 2;
-        if (x0 + tw > L->xhi) x0 = L->xhi - tw;
-        if (x0 < L->xlo) x0 = L->xlo;
-        dtv_text(c, x0, line ? ty + h1 : ty, f, DTV_LEFT, line ? col2 : col, "%s", txt);
-    }
-}
-
 static const char *const dtv__step_names[DTV_N_STEP_NAMES] = {"reduce-scatter", "all-gather", "reduce", "broadcast",
                                                               "allreduce"};
 static const char *const dtv__step_short[DTV_N_STEP_NAMES] = {"RS", "AG", "reduce", "bcast", "allreduce"};
@@ -321,22 +121,6 @@ static void dtv__step_label(char *b, size_t n, const dtv_ring_state *s)
     else snprintf(b, n, "%s", dtv__step_names[s->step_name]);
 }
 
-static void dtv__legend_entry(dtv_canvas *c, int *x, int y, SDL_Color col, int filled, const char *label)
-{
-    dtv__box(c, *x + 6, y + 7, 5, col, filled);
-    *x += 18 + dtv_text(c, *x + 16, y, DTV_FONT_SMALL, DTV_LEFT, DTV_FG, "%s", label) + 14;
-}
-
-static void dtv__title(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v, const char *what)
-{
-    int tx = area.x + 8;
-    tx += dtv_text(c, tx, area.y + 4, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "%s", t->name);
-    char when[32];
-    if (v->now >= t->t_max) snprintf(when, sizeof when, "the end");
-    else dtv_fmt_time(when, sizeof when, (double)(v->now - t->t_min));
-    dtv_text(c, tx + 12, area.y + 6, DTV_FONT_NORMAL, DTV_LEFT, DTV_DIM, "%s, %s, at %s", t->tool, what, when);
-}
-
 /* ---- allreduce ------------------------------------------------------------ */
 
 static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)
@@ -345,13 +129,13 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
     const int n = co->n, g = co->group > 1 ? co->group : n;
     const int64_t now = v->now;
     dtv__ring_layout L;
-    dtv__layout(area, n, &L);
+    dtv__ring_layout_of(area, n, &L);
     static const char *const algo_names[] = {"", "ring allreduce", "tree allreduce (recursive halving-doubling)",
                                              "naive allreduce (reduce to rank 0, then broadcast)",
                                              "MPI's own allreduce"};
     char what[160];
     snprintf(what, sizeof what, "%s over %d ranks%s", algo_names[co->algo], g, g < n ? " per group" : "");
-    dtv__title(c, area, t, v, what);
+    dtv__ring_title(c, area, t, v, what);
     const int lh = dtv_text_height(c, DTV_FONT_NORMAL), sh = dtv_text_height(c, DTV_FONT_SMALL);
 
     int lowest = -1;
@@ -364,9 +148,9 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
             if (!cr->steps || cr->first_peer == INT32_MIN) continue;
             const int pk = dtv_rank_index(t, cr->first_peer);
             if (pk < 0 || co->rank[pk].slot < 0) continue;
-            dtv__path p;
-            dtv__path_of(area, &L, n, cr->slot, co->rank[pk].slot, &p);
-            dtv__path_draw(c, &p, 0, 1, DTV_GRID, 1);
+            dtv__ring_path p;
+            dtv__ring_path_of(area, &L, n, cr->slot, co->rank[pk].slot, &p);
+            dtv__ring_path_draw(c, &p, 0, 1, DTV_GRID, 1);
         }
     /* the bytes each link carried this iteration (few ranks only: they must be readable) */
     if (n <= DTV__LINK_LABELS)
@@ -384,11 +168,11 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
             }
             for (int j = 0; j < n; j++) {
                 if (!bytes[j]) continue;
-                dtv__path p;
-                dtv__path_of(area, &L, n, cr->slot, j, &p);
-                if (co->algo != DTV_ALGO_RING) dtv__path_draw(c, &p, 0, 1, DTV_GRID, 1);
+                dtv__ring_path p;
+                dtv__ring_path_of(area, &L, n, cr->slot, j, &p);
+                if (co->algo != DTV_ALGO_RING) dtv__ring_path_draw(c, &p, 0, 1, DTV_GRID, 1);
                 double mx, my;
-                dtv__path_at(&p, 0.5, &mx, &my);
+                dtv__ring_path_at(&p, 0.5, &mx, &my);
                 const int d = L.box + 12;
                 char b[32];
                 dtv_fmt_bytes(b, sizeof b, (double)bytes[j]);
@@ -410,8 +194,7 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
         if (s.span >= 0 && s.iter > iter_shown) iter_shown = s.iter;
         int x, y;
         dtv_ring_point(area, n, cr->slot, &x, &y);
-        dtv__ringed_disc(c, x, y, L.node_r, s.span >= 0 && s.active ? dtv__step_color(s.step_name) : DTV_PANEL,
-                         DTV_DIM);
+        dtv__ring_disc(c, x, y, L.node_r, s.span >= 0 && s.active ? dtv__step_color(s.step_name) : DTV_PANEL, DTV_DIM);
     }
     /* chunks, then the labels */
     const int label_every = n <= 24 ? 1 : (n + 23) / 24;
@@ -424,13 +207,13 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
             const int pk = s.peer >= 0 ? dtv_rank_index(t, s.peer) : -1;
             if (pass == 0) {
                 if (s.span < 0 || pk < 0 || co->rank[pk].slot < 0) continue;
-                dtv__path p;
-                dtv__path_of(area, &L, n, cr->slot, co->rank[pk].slot, &p);
+                dtv__ring_path p;
+                dtv__ring_path_of(area, &L, n, cr->slot, co->rank[pk].slot, &p);
                 double x, y;
-                dtv__path_at(&p, s.frac, &x, &y);
-                if (s.active) dtv__path_draw(c, &p, 0, s.frac, dtv__step_color(s.step_name), n <= 64 ? 3 : 1);
-                dtv__box(c, (int)lround(x), (int)lround(y), L.box, s.active ? dtv__step_color(s.step_name) : DTV_DIM,
-                         s.active);
+                dtv__ring_path_at(&p, s.frac, &x, &y);
+                if (s.active) dtv__ring_path_draw(c, &p, 0, s.frac, dtv__step_color(s.step_name), n <= 64 ? 3 : 1);
+                dtv__ring_box(c, (int)lround(x), (int)lround(y), L.box,
+                              s.active ? dtv__step_color(s.step_name) : DTV_DIM, s.active);
                 continue;
             }
             if (cr->slot % label_every || (cr->slot && n - cr->slot < label_every)) continue;
@@ -445,7 +228,8 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
             }
             char l1[32];
             snprintf(l1, sizeof l1, "rank %d", t->pids[k]);
-            dtv__node_label(c, &L, a, L.node_r + 6, n <= 24 ? DTV_FONT_NORMAL : DTV_FONT_SMALL, DTV_FG, l1, l2, DTV_FG);
+            dtv__ring_node_label(c, &L, a, L.node_r + 6, n <= 24 ? DTV_FONT_NORMAL : DTV_FONT_SMALL, DTV_FG, l1, l2,
+                                 DTV_FG);
         }
 
     /* the panel */
@@ -454,8 +238,8 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
     dtv_ring_state s0;
     dtv_ring_state_of(t, lowest, now, &s0);
     if (iter_shown < 0) {
-        y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_BOLD, DTV_FG,
-                       "No collective step yet: the ranks are computing their first gradients.");
+        y += dtv__ring_wrap(c, P.x, y, P.w, DTV_FONT_BOLD, DTV_FG,
+                            "No collective step yet: the ranks are computing their first gradients.");
         y += 4;
     } else {
         dtv_text(c, P.x, y, DTV_FONT_BOLD, DTV_LEFT, DTV_FG, "iter %lld (of 0..%lld)%s", (long long)iter_shown,
@@ -464,7 +248,7 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
         if (s0.span >= 0) {
             char st[80];
             dtv__step_label(st, sizeof st, &s0);
-            dtv__box(c, P.x + 6, y + lh / 2, 5, s0.active ? dtv__step_color(s0.step_name) : DTV_DIM, s0.active);
+            dtv__ring_box(c, P.x + 6, y + lh / 2, 5, s0.active ? dtv__step_color(s0.step_name) : DTV_DIM, s0.active);
             dtv_text(c, P.x + 18, y, DTV_FONT_NORMAL, DTV_LEFT, DTV_FG, "rank %d: %s%s", t->pids[lowest], st,
                      s0.active ? (s0.peer < 0 ? " (receiving)" : "") : " (ended; idle)");
             y += lh + 4;
@@ -482,7 +266,7 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
         "(binomial tree): (n-1) x S go into rank 0's link, its bottleneck.",
         "MPI's allreduce does not say whom it sends to: each rank's single step is drawn without a chunk.",
     };
-    y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM, explain[co->algo]) + 6;
+    y += dtv__ring_wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM, explain[co->algo]) + 6;
     const double formula = 2.0 * (g - 1) / g;
     if (co->algo == DTV_ALGO_RING || co->algo == DTV_ALGO_TREE)
         dtv_text(c, P.x, y, DTV_FONT_NORMAL, DTV_LEFT, DTV_ACCENT,
@@ -492,15 +276,16 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
                  formula);
     y += lh + 2;
     if (co->algo == DTV_ALGO_TREE && (g & (g - 1)))
-        y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM,
-                       "(n is not a power of two: the fold and unfold move whole buffers on top)");
-    y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM,
-                   co->buffer_from_buckets
-                       ? "S: the gradient bytes a rank allreduces per iteration (its bucket launch events). By the "
-                         "links and below: the bytes sent this iteration so far."
-                       : "S: the gradient bytes a rank allreduces per iteration (from the steps' sizes: no bucket "
-                         "launch events). By the links and below: the bytes sent this iteration so far.") +
-         6;
+        y += dtv__ring_wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM,
+                            "(n is not a power of two: the fold and unfold move whole buffers on top)");
+    y +=
+        dtv__ring_wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM,
+                       co->buffer_from_buckets
+                           ? "S: the gradient bytes a rank allreduces per iteration (its bucket launch events). By the "
+                             "links and below: the bytes sent this iteration so far."
+                           : "S: the gradient bytes a rank allreduces per iteration (from the steps' sizes: no bucket "
+                             "launch events). By the links and below: the bytes sent this iteration so far.") +
+        6;
     /* per rank: sent so far this iteration, as bytes, as X and as a bar up to the formula's mark */
     const int c1 = P.x + 44, c2 = c1 + (P.w >= 420 ? 96 : 80), c3 = c2 + (P.w >= 420 ? 96 : 80), c4 = c3 + 52;
     const int bw = P.x + P.w - c4;
@@ -560,16 +345,16 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
         dtv_text(c, P.x, y, DTV_FONT_SMALL, DTV_LEFT, DTV_DIM, "+%d more ranks; X over all ranks: %.3f .. %.3f",
                  total - shown, isinf(xmin) ? 0.0 : xmin, isinf(xmax) ? 0.0 : xmax);
     else if (co->algo == DTV_ALGO_RING || co->algo == DTV_ALGO_TREE)
-        dtv__wrap(c, P.x, y + 4, P.w, DTV_FONT_SMALL, DTV_DIM,
-                  "X = sent / S reaches 2(n-1)/n when the iteration's allreduce has ended: n-1 chunks of S/n in "
-                  "each phase, whatever n is.");
+        dtv__ring_wrap(c, P.x, y + 4, P.w, DTV_FONT_SMALL, DTV_DIM,
+                       "X = sent / S reaches 2(n-1)/n when the iteration's allreduce has ended: n-1 chunks of S/n in "
+                       "each phase, whatever n is.");
 
     /* legend */
     int lx = area.x + 8;
-    const int ly = area.y + area.h - DTV__BOTTOM + 8;
-    dtv__legend_entry(c, &lx, ly, dtv_kind_color(DTV_RS), 1, "reduce-scatter / reduce: partial sums on their way");
-    dtv__legend_entry(c, &lx, ly, dtv_kind_color(DTV_AG), 1, "all-gather / broadcast: summed chunks");
-    dtv__legend_entry(c, &lx, ly, DTV_DIM, 0, "a rank's last step, ended");
+    const int ly = area.y + area.h - DTV__RING_BOTTOM + 8;
+    dtv__ring_legend_entry(c, &lx, ly, dtv_kind_color(DTV_RS), 1, "reduce-scatter / reduce: partial sums on their way");
+    dtv__ring_legend_entry(c, &lx, ly, dtv_kind_color(DTV_AG), 1, "all-gather / broadcast: summed chunks");
+    dtv__ring_legend_entry(c, &lx, ly, DTV_DIM, 0, "a rank's last step, ended");
 }
 
 /* ---- parameter server ----------------------------------------------------- */
@@ -577,8 +362,8 @@ static void dtv__draw_allreduce(dtv_canvas *c, SDL_Rect area, const dtv_trace *t
 void dtv_ps_hist_plot(SDL_Rect area, SDL_Rect *plot)
 {
     dtv__ring_layout L;
-    dtv__layout(area, 1, &L);
-    const int h = dtv__clampi(L.panel.h * 50 / 100, 60, 340);
+    dtv__ring_layout_of(area, 1, &L);
+    const int h = dtv__ring_clampi(L.panel.h * 50 / 100, 60, 340);
     *plot = (SDL_Rect){L.panel.x + 46, L.panel.y + L.panel.h - h - 44, L.panel.w - 56, h};
 }
 
@@ -638,8 +423,9 @@ static void dtv__draw_hist(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, int
             dtv_text(c, (x0 + x1) / 2, P.y + P.h + 2, DTV_FONT_SMALL, DTV_CENTER, DTV_DIM, "%d%s", k,
                      k == DTV_N_STALE - 1 ? "+" : "");
     }
-    dtv__wrap(c, P.x - 40, P.y + P.h + 2 + sh, P.w + 40, DTV_FONT_SMALL, DTV_DIM,
-              "x: staleness, the updates the servers applied between a worker's pull and its next push; y: pushes");
+    dtv__ring_wrap(
+        c, P.x - 40, P.y + P.h + 2 + sh, P.w + 40, DTV_FONT_SMALL, DTV_DIM,
+        "x: staleness, the updates the servers applied between a worker's pull and its next push; y: pushes");
 }
 
 static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)
@@ -648,15 +434,15 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
     const int nw = co->n_workers, ns = co->n_servers;
     const int64_t now = v->now;
     dtv__ring_layout L;
-    dtv__layout(area, nw, &L);
+    dtv__ring_layout_of(area, nw, &L);
     char mode[32] = "parameter server";
     if (t->config_json && strstr(t->config_json, "\"ps-async\"")) snprintf(mode, sizeof mode, "ps-async");
     else if (t->config_json && strstr(t->config_json, "\"ps-sync\"")) snprintf(mode, sizeof mode, "ps-sync");
     char what[96];
     snprintf(what, sizeof what, "%s: %d workers, %d server%s", mode, nw, ns, ns == 1 ? "" : "s");
-    dtv__title(c, area, t, v, what);
+    dtv__ring_title(c, area, t, v, what);
     /* server positions: the centre, or a small circle */
-    const int sr = dtv__clampi(L.R / 6, 10, 24);
+    const int sr = dtv__ring_clampi(L.R / 6, 10, 24);
     int sx[64], sy[64];
     const int ns_drawn = ns < 64 ? ns : 64;
     for (int j = 0; j < ns_drawn; j++) {
@@ -690,7 +476,7 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
             }
         }
         if (active) dtv_disc(c, sx[j], sy[j], sr + 5, DTV_ACCENT);
-        dtv__ringed_disc(c, sx[j], sy[j], sr, active ? dtv_kind_color(DTV_OPTIM) : DTV_PANEL, DTV_DIM);
+        dtv__ring_disc(c, sx[j], sy[j], sr, active ? dtv_kind_color(DTV_OPTIM) : DTV_PANEL, DTV_DIM);
         dtv_text(c, sx[j], sy[j] + sr + 6, DTV_FONT_NORMAL, DTV_CENTER, DTV_FG, "server %d", j);
         dtv_text(c, sx[j], sy[j] + sr + 6 + lh, DTV_FONT_SMALL, DTV_CENTER, DTV_DIM, "rank %d", t->pids[k]);
         if (active && !applying[0]) {
@@ -715,7 +501,7 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
         const int i = dtv__last_started(t, cr, now);
         const dtv_span *s = i >= 0 ? dtv__span(t, cr, i) : NULL;
         const int active = s && s->t1 > now;
-        dtv__ringed_disc(c, x, y, L.node_r, active ? cpush : DTV_PANEL, DTV_DIM);
+        dtv__ring_disc(c, x, y, L.node_r, active ? cpush : DTV_PANEL, DTV_DIM);
         if (active) {
             const double f = s->t1 > s->t0 ? (double)(now - s->t0) / (double)(s->t1 - s->t0) : 1.0;
             const int push = f < 0.5;
@@ -725,7 +511,7 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
                 const double fy = push ? y + g * (sy[j] - y) : sy[j] + g * (y - sy[j]);
                 dtv_line(c, push ? x : sx[j], push ? y : sy[j], (int)lround(fx), (int)lround(fy),
                          push ? DTV_DIM : cpull);
-                dtv__box(c, (int)lround(fx), (int)lround(fy), L.box, push ? cpush : cpull, 1);
+                dtv__ring_box(c, (int)lround(fx), (int)lround(fy), L.box, push ? cpush : cpull, 1);
             }
         }
         if (cr->slot % label_every || (cr->slot && nw - cr->slot < label_every)) continue;
@@ -743,26 +529,27 @@ static void dtv__draw_ps(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const
             else if (i == cr->n - 1) snprintf(l2, sizeof l2, "done: %d pushes", cr->n);
             else snprintf(l2, sizeof l2, "computing iter %lld", (long long)(e->iter + 1));
         }
-        dtv__node_label(c, &L, a, L.node_r + 6, nw <= 24 ? DTV_FONT_NORMAL : DTV_FONT_SMALL, DTV_FG, l1, l2, DTV_DIM);
+        dtv__ring_node_label(c, &L, a, L.node_r + 6, nw <= 24 ? DTV_FONT_NORMAL : DTV_FONT_SMALL, DTV_FG, l1, l2,
+                             DTV_DIM);
     }
     /* the panel: captions, then the histogram */
     const SDL_Rect P = L.panel;
     int y = P.y;
-    y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_NORMAL, DTV_FG,
-                   "A worker pushes its gradients to every server and pulls the new weights back.");
+    y += dtv__ring_wrap(c, P.x, y, P.w, DTV_FONT_NORMAL, DTV_FG,
+                        "A worker pushes its gradients to every server and pulls the new weights back.");
     y += 4;
-    y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM,
-                   "The trace has one push/pull span per step: its first half is drawn as the push, its second "
-                   "half as the pull (the trace does not say where one ends). A server is filled while it applies "
-                   "an update.");
+    y += dtv__ring_wrap(c, P.x, y, P.w, DTV_FONT_SMALL, DTV_DIM,
+                        "The trace has one push/pull span per step: its first half is drawn as the push, its second "
+                        "half as the pull (the trace does not say where one ends). A server is filled while it applies "
+                        "an update.");
     y += 6;
-    if (applying[0]) y += dtv__wrap(c, P.x, y, P.w, DTV_FONT_NORMAL, DTV_ACCENT, applying);
+    if (applying[0]) y += dtv__ring_wrap(c, P.x, y, P.w, DTV_FONT_NORMAL, DTV_ACCENT, applying);
     (void)sh;
     dtv__draw_hist(c, area, t, now);
     int lx = area.x + 8;
-    const int ly = area.y + area.h - DTV__BOTTOM + 8;
-    dtv__legend_entry(c, &lx, ly, cpush, 1, "push: gradients to the servers");
-    dtv__legend_entry(c, &lx, ly, cpull, 1, "pull: new weights from the servers");
+    const int ly = area.y + area.h - DTV__RING_BOTTOM + 8;
+    dtv__ring_legend_entry(c, &lx, ly, cpush, 1, "push: gradients to the servers");
+    dtv__ring_legend_entry(c, &lx, ly, cpull, 1, "pull: new weights from the servers");
 }
 
 void dtv_draw_ring(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)
@@ -774,16 +561,19 @@ void dtv_draw_ring(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_v
     } else if (co && t->pushes > 0 && co->n_workers > 0) {
         dtv__draw_ps(c, area, t, v);
     } else {
-        dtv__title(c, area, t, v, "no collectives");
+        dtv__ring_title(c, area, t, v, "no collectives");
         const int w = area.w - 80 < 700 ? area.w - 80 : 700;
         int y = area.y + area.h / 3;
-        y += dtv__wrap(c, area.x + (area.w - w) / 2, y, w, DTV_FONT_BOLD, DTV_FG,
-                       "This trace has no data-parallel collectives or parameter server to show.");
+        y += dtv__ring_wrap(c, area.x + (area.w - w) / 2, y, w, DTV_FONT_BOLD, DTV_FG,
+                            "This trace has no data-parallel collectives or parameter server to show.");
         y += 8;
-        dtv__wrap(c, area.x + (area.w - w) / 2, y, w, DTV_FONT_NORMAL, DTV_DIM,
-                  "Run with data parallelism, e.g. mpirun -np 4 ./dtrain ... --allreduce ring (or tree, naive, "
-                  "ps-async with --num-ps-servers 1), or simulate it: ./dtsim run --data-parallel-size 4 "
-                  "--allreduce ring ... --trace FILE.");
+        y += dtv__ring_wrap(c, area.x + (area.w - w) / 2, y, w, DTV_FONT_NORMAL, DTV_DIM,
+                            "Run with data parallelism, e.g. mpirun -np 4 ./dtrain ... --allreduce ring (or tree, "
+                            "naive, ps-async with --num-ps-servers 1), or simulate it: ./dtsim run "
+                            "--data-parallel-size 4 --allreduce ring ... --trace FILE.");
+        if (t->cp)
+            dtv__ring_wrap(c, area.x + (area.w - w) / 2, y + 8, w, DTV_FONT_NORMAL, DTV_FG,
+                           "It has context-parallel exchanges: the cp view shows their ring (key 6, --view cp).");
     }
     SDL_RenderSetClipRect(c->r, NULL);
 }
