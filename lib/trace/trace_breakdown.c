@@ -60,7 +60,10 @@ static int dt__bd_class(const dt_trace_event *e)
     if (dt__is(n, "optimizer") || dt__is(n, "optim_step") || dt__is(n, "apply") || dt__is(n, "grad norm") ||
         dt__is(n, "stash") || dt__is(n, "drop"))
         return DT__BD_OPTIM;
-    if (dt__is(e->cat, "comm") || dt__is(e->cat, "tp") || dt__is(n, "push/pull")) return DT__BD_COMM;
+    /* cp: context parallelism's exchanges (a ring step's span holds the attention it overlaps: the sweep
+     * gives that part to compute) */
+    if (dt__is(e->cat, "comm") || dt__is(e->cat, "tp") || dt__is(e->cat, "cp") || dt__is(n, "push/pull"))
+        return DT__BD_COMM;
     return -1;
 }
 

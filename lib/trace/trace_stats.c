@@ -286,7 +286,7 @@ dt_status dt_trace_phase_times_events(const dt_trace_event *ev, size_t n, int pi
         else if (dt__is(e->name, "optimizer") || dt__is(e->name, "optim_step") || dt__is(e->name, "apply") ||
                  dt__is(e->name, "grad norm"))
             optim += (double)e->dur_ns;
-        else if (dt__is(e->cat, "comm") || dt__is(e->cat, "tp") ||
+        else if (dt__is(e->cat, "comm") || dt__is(e->cat, "tp") || dt__is(e->cat, "cp") ||
                  (pipe && (dt__is(e->name, "recv_act") || dt__is(e->name, "recv_grad"))))
             comm += (double)e->dur_ns;
     }
