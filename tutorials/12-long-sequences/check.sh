@@ -46,7 +46,7 @@ t12_agree sp.json
 # 3. Context parallelism: p2p and a2a on 2 ranks, p2p on 4.
 tut_cmd cp2 $MPIRUN -np 2 ./dtrain --context-parallel-size 2 --num-layers 4 --hidden-size 128 --seq-length 512 --max-position-embeddings 512 --micro-batch-size 1 --global-batch-size 4 --train-iters 20 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary cp2.json --trace cp2-trace.json
 tut_cmd a2a $MPIRUN -np 2 ./dtrain --context-parallel-size 2 --cp-comm-type a2a --num-layers 4 --hidden-size 128 --seq-length 512 --max-position-embeddings 512 --micro-batch-size 1 --global-batch-size 4 --train-iters 20 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary a2a.json
-tut_cmd cp4 $MPIRUN -np 4 ./dtrain --context-parallel-size 4 --num-layers 4 --hidden-size 128 --seq-length 512 --max-position-embeddings 512 --micro-batch-size 1 --global-batch-size 4 --train-iters 20 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary cp4.json
+tut_cmd cp4 $MPIRUN -np 4 ./dtrain --context-parallel-size 4 --num-layers 4 --hidden-size 128 --seq-length 512 --max-position-embeddings 512 --micro-batch-size 1 --global-batch-size 4 --train-iters 20 --eval-interval 0 --eval-iters 2 --log-interval 10 --summary cp4.json --trace cp4-trace.json
 tut_line cp2 '^parallel: grid t=1 x c=2 x d=1 x p=1 \(tensor, context, data, pipeline; rank = t_i \+ 1\*\(c_i \+ 2\*\(d_i \+ 1\*p_i\)\)\), context exchange p2p, schedule 1f1b, 4 micro-batches per step per pipeline; gradients reduced over the 2 x 1 context and data ranks$'
 tut_line cp2 '^  rank 0: tensor 0, context 0 \(chunks 0 and 3 of 4\), data 0, stage 0$'
 tut_line cp2 '^  rank 1: tensor 0, context 1 \(chunks 1 and 2 of 4\), data 0, stage 0$'
@@ -63,5 +63,22 @@ t12_agree a2a.json
 t12_agree cp4.json
 tut_cmd steps grep -c '"name":"cp ring step"' cp2-trace.rank0.json
 tut_line steps '^992$'
+
+# 4. The cp view and the per-rank compute.
+if [ -x ./dtviz ]; then
+    tut_cmd viz ./dtviz cp4-trace.json --view cp --time 0.5 --png ring.png
+    tut_file ring.png
+else
+    echo "./dtviz cp4-trace.json --view cp --time 0.5 --png ring.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; ./dtviz cp4-trace.json ... not run)"
+fi
+tut_cmd an ./dtsim analyze cp4-trace.json
+tut_line an '^A: cp4-trace\.json \(dtrain, 4 ranks\), steps 1\.\.19$'
+# each rank's compute per step (ms), the largest over the smallest: the
+# work is the same (the README's arithmetic); the timing only has to show
+# nothing far off, on 2 shared cores
+bal=$(awk '$1 == "A" && $2 ~ /^[0-3]$/ { c = $5; if (!n++ || c < lo) lo = c; if (c > hi) hi = c }
+    END { if (n == 4 && lo > 0) printf "%.3f", hi / lo }' an.out)
+tut_range "cp4: the ranks' compute per step, largest / smallest" "$bal" 1 1.15
 
 tut_finish
