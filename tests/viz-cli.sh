@@ -90,7 +90,7 @@ for driver in unset dummy; do
     fi
 done
 # every view, a size, a playback time and two traces side by side
-for view in timeline ring scale memory breakdown; do
+for view in timeline ring scale memory breakdown cp; do
     rm -f "$TMP/v.png"
     run "$TMP/pp.json" --view "$view" --size 640x400 --time 0.5 --png "$TMP/v.png"
     [ "$rc" -eq 0 ] || fail "--view $view: exit $rc: $(cat "$TMP/err")"
