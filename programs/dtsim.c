@@ -156,11 +156,13 @@ static int dtsim_build_args(dtsim_mode mode, dtsim_opts *o, dt_arg *a, int cap)
     JOB(JF_RECOMPUTE_ACTIVATIONS);
     JOB(JF_RECOMPUTE_GRANULARITY);
     JOB(JF_RECOMPUTE_NUM_LAYERS);
-    SECTION("Parallelism (ranks = t x p x d, plus the parameter servers)");
+    SECTION("Parallelism (ranks = t x c x p x d, plus the parameter servers)");
     JOB(JF_TENSOR_MODEL_PARALLEL_SIZE);
     JOB(JF_NO_VOCAB_PARALLEL);
     JOB(JF_NO_SCATTER_GATHER);
     JOB(JF_SEQUENCE_PARALLEL);
+    JOB(JF_CONTEXT_PARALLEL_SIZE);
+    JOB(JF_CP_COMM_TYPE);
     JOB(JF_PIPELINE_MODEL_PARALLEL_SIZE);
     ADD(.name = "--data-parallel-size", .kind = DT_ARG_INT, .dest = &o->data_size, IN(1, 1 << 20), .metavar = "D",
         .help = "data-parallel replicas (workers with a parameter server); dtrain infers it from the ranks");
@@ -259,9 +261,9 @@ static int dtsim_check_memory(const dtsim_opts *o, const dts_scenario *sc, const
     const int64_t cap = sc->hw.mem_capacity_bytes;
     const int n = dts_summary_over_memory(s, cap, &first);
     if (n == 0) return 0;
-    const int per_stage = sc->t * sc->d;
+    const int per_stage = sc->t * sc->c * sc->d;
     char stage[32] = "";
-    if (sc->p > 1 && first < sc->t * sc->p * sc->d) snprintf(stage, sizeof stage, " (stage %d)", first / per_stage);
+    if (sc->p > 1 && first < per_stage * sc->p) snprintf(stage, sizeof stage, " (stage %d)", first / per_stage);
     char hw_name[4 * sizeof sc->hw.name];
     fflush(stdout);
     fprintf(stderr,

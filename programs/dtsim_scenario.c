@@ -186,6 +186,9 @@ static int dtsim_scenario_batch(const dtsim_opts *o, dt_arg *args, int n_args, d
     if (o->job.no_vocab_parallel) sc->vocab_parallel = 0;
     if (o->job.no_scatter_gather) sc->scatter_gather = 0;
     if (o->job.sequence_parallel) sc->sequence_parallel = 1;
+    if (GIVEN("--context-parallel-size")) sc->c = o->job.context_size;
+    if (GIVEN("--cp-comm-type") && dt_cp_comm_parse(o->job.cp_comm_type, &sc->cp_comm) != DT_OK)
+        return dtsim_fail(DT_ERR_INVALID);
     if (GIVEN("--pipeline-model-parallel-size")) sc->p = o->job.pipeline_size;
     const int64_t per_micro = (int64_t)sc->B * sc->d;
     if (GIVEN("--global-batch-size")) {
@@ -439,15 +442,18 @@ void dtsim_print_scenario(FILE *f, const dts_scenario *sc)
         snprintf(rc, sizeof rc, ", full recomputation (groups of %d blocks)", sc->recompute_num_layers);
     else if (sc->recompute) snprintf(rc, sizeof rc, ", %s recomputation", sc->recompute == 1 ? "full" : "selective");
     fprintf(f, "layout:   t=%d p=%d d=%d", sc->t, sc->p, sc->d);
+    if (sc->c > 1) fprintf(f, " c=%d", sc->c);
+    char cp[64] = "";
+    if (sc->c > 1) snprintf(cp, sizeof cp, ", context parallelism (%s)", dt_cp_comm_name(sc->cp_comm));
     if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
         fprintf(f, " + %d parameter server%s", sc->num_ps_servers, sc->num_ps_servers == 1 ? "" : "s");
-    fprintf(f, " (%d rank%s), schedule %s, exchange %s%s, %s%s%s\n", dts_scenario_world(sc),
+    fprintf(f, " (%d rank%s), schedule %s, exchange %s%s, %s%s%s%s\n", dts_scenario_world(sc),
             dts_scenario_world(sc) == 1 ? "" : "s", dt_sched_kind_name(sc->schedule), sc->exchange_name,
             sc->zero == 1   ? " + ZeRO-1"
             : sc->zero == 2 ? " + ZeRO-2"
             : sc->zero == 3 ? " + ZeRO-3"
                             : "",
-            sc->precision, rc, sc->sequence_parallel ? ", sequence parallelism" : "");
+            sc->precision, rc, sc->sequence_parallel ? ", sequence parallelism" : "", cp);
     if (sc->slow_rank >= 0 && sc->slow_ns > 0)
         fprintf(f, "straggler: rank %d sleeps %g ms before each exchange (--slow-rank)\n", sc->slow_rank,
                 (double)sc->slow_ns / 1e6);

@@ -47,5 +47,14 @@ int64_t dts_net_ring_allreduce_ns(const dts_net *net, int first, int stride, int
 /* Ring all-gather over the same ranks of `bytes` in all (each member
  * contributes bytes/n), unloaded: (n-1)·α + (n-1)/n·S/β. */
 int64_t dts_net_ring_allgather_ns(const dts_net *net, int first, int stride, int n, int64_t bytes);
+/* One step of a ring over the same ranks: every member sends `bytes` to
+ * the next at once, unloaded: α + S/β with the ring's slowest link. */
+int64_t dts_net_ring_step_ns(const dts_net *net, int first, int stride, int n, int64_t bytes);
+/* All-to-all over the same ranks, each member's buffer of `bytes` cut in
+ * n blocks, block j to member j, every message posted at once: a member's
+ * sending port carries its n-1 blocks one after another while the
+ * latencies overlap, α + (n-1)/n·S/β with the slowest link between two
+ * members. */
+int64_t dts_net_alltoall_ns(const dts_net *net, int first, int stride, int n, int64_t bytes);
 
 #endif

@@ -58,6 +58,8 @@ typedef struct dts_summary {
     double comm_ns_dp, comm_ns_pp, comm_ns_tp, comm_ns_ps; /* rank 0, per step: data-parallel allreduce steps,
                                                              pipeline receive waits, tensor-parallel allreduces,
                                                              push/pull */
+    double comm_ns_cp;    /* rank 0, per step: what context parallelism's exchanges add to its passes (a ring step
+                          overlapped with the attention: its part not hidden) */
     double world_sync_ns; /* pipeline/tensor runs: the world allreduce of the loss that ends each step
                               * (8 bytes, a ring over every rank: 2(n-1) latencies), per step; else 0 */
     /* parameter server */

@@ -8,13 +8,14 @@
  * all three shapes of keys, so "predict this run" needs nothing but its
  * trace and the calibration inputs.
  *
- * Ranks: the library's process grid (dts_scenario_grid), world = t * p * d
- * (+ num_ps_servers with a parameter server), rank = t_i + t * (d_i + d * p_i)
- * as lib/parallel/grid.c orders them; parameter servers are the last
- * num_ps_servers ranks (lib/parallel/ps.c).
+ * Ranks: the library's process grid (dts_scenario_grid), world = t * c * d
+ * * p (+ num_ps_servers with a parameter server), rank = t_i + t * (c_i + c
+ * * (d_i + d * p_i)) as lib/parallel/grid.c orders them; parameter servers
+ * are the last num_ps_servers ranks (lib/parallel/ps.c).
  *
  * Invariants after dts_scenario_check: every size >= 1; m * B * d ==
- * global batch; under full recomputation 1 <= recompute_num_layers <= L; the split (if any) has p entries summing to L; the cost
+ * global batch (the c ranks of a context group take the same micro-batches);
+ * 2c divides T; under full recomputation 1 <= recompute_num_layers <= L; the split (if any) has p entries summing to L; the cost
  * table's n_layer == model.num_layers. */
 #ifndef DTS_SCENARIO_H
 #define DTS_SCENARIO_H
@@ -26,6 +27,7 @@
 #include "dt_loss_scaler.h"
 #include "dt_schedule.h"
 #include "dt_status.h"
+#include "dt_train.h"
 #include "dts_cost.h"
 #include "dts_hw.h"
 
@@ -86,6 +88,14 @@ typedef struct dts_scenario {
      * allreduces, and a pipeline message is the rank's rows (no
      * scatter/gather). Needs the vocabulary split and t | T. Default 0. */
     int sequence_parallel;
+    /* context parallelism (--context-parallel-size, lib/parallel/cp.c):
+     * each sequence split over c ranks for the whole block (chunks i and
+     * 2c-1-i of 2c on context rank i), every per-token tensor B*T/c rows,
+     * the keys and values exchanged per block as cp_comm says; the
+     * gradients reduced (and ZeRO-1 sharded) over the c x d ranks. Needs 2c
+     * | T, c | a tensor rank's heads under a2a, no pipedream. Default 1, p2p. */
+    int c;
+    dt_cp_comm cp_comm;
     dt_sched_kind schedule;    /* --pipeline-schedule */
     int vpp;                   /* --virtual-pipeline-model-parallel-size (0: not given; dts_scenario_chunks) */
     int vpp_layers;            /* --num-layers-per-virtual-pipeline-stage (0: not given) */
@@ -150,7 +160,7 @@ dt_status dts_scenario_set_cost(dts_scenario *sc, const char *profile_path);
 /* The model chunks per stage of the scenario's schedule (vpp, vpp_layers
  * and the kind's default: dt_sched_chunks_from_flags). */
 dt_status dts_scenario_chunks(const dts_scenario *sc, int *v);
-/* The scenario's process grid (include/dt_grid.h): t x 1 x d x p workers,
+/* The scenario's process grid (include/dt_grid.h): t x c x d x p workers,
  * then the parameter servers. */
 dt_status dts_scenario_grid(const dts_scenario *sc, dt_grid *g);
 /* world size (the grid's; -1 where the sizes form none), and the first and

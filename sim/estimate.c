@@ -4,9 +4,10 @@
  * refuse up front what would run for hours rather than seem to hang.
  *
  * What creates events, per step:
- *   - a simulated rank (a "unit": one per tensor-parallel group, so p x d
- *     of them, or d without pipeline and tensor parallelism) creates one
- *     event per compute operation (a pipeline instruction's forward or
+ *   - a simulated rank (a "unit": one per tensor-parallel group, so p x c
+ *     x d of them, or d without pipeline, tensor and context
+ *     parallelism) creates one event per compute operation (a pipeline
+ *     instruction's forward or
  *     backward part, or a layer's forward or backward per micro-batch
  *     without a pipeline) and at most one per pipeline receive; with
  *     shared cores (--cores-per-node) each change of a node's computing
@@ -18,8 +19,8 @@
  *   - the analytic syncs (loss, norm, world): one per member;
  *   - the parameter server: a worker's push and reply, and the servers'
  *     polling (a wake per sleep of the ladder while they wait).
- * The tensor-parallel allreduces are priced inside the compute spans
- * and create none.
+ * The tensor-parallel allreduces and the context-parallel exchanges are
+ * priced inside the compute spans and create none.
  *
  * Invariants: a pure function of the scenario (no allocation); it is an
  * estimate, checked within a factor of 3 of dts_engine_events of real runs
@@ -61,9 +62,11 @@ static double dts__stage_params(const dts_scenario *sc, int s)
 
 double dts_run_events_estimate(const dts_scenario *sc)
 {
-    const int L = sc->model.num_layers, t = sc->t, p = sc->p, d = sc->d;
+    /* d: the ranks a stage's gradients are reduced over (c x d: a context rank is a unit of its own) */
+    const int L = sc->model.num_layers, t = sc->t, p = sc->p, d = sc->c * sc->d;
     const double m = sc->m, steps = (double)sc->steps;
-    const int pipe = p > 1 || t > 1, ps = sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC;
+    const int pipe = p > 1 || t > 1 || sc->c > 1,
+              ps = sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC;
     const int dpn = sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1;
     /* with shared cores, each compute op re-times the node's other computing units */
     const double share = sc->hw.cores_per_node > 0 ? fmax(1.0, (double)dpn / t) : 1.0;

@@ -81,3 +81,25 @@ int64_t dts_net_ring_allgather_ns(const dts_net *net, int first, int stride, int
     const double steps = n - 1.0;
     return dts_ns_sat(steps * alpha + steps / n * (double)bytes / beta);
 }
+
+int64_t dts_net_ring_step_ns(const dts_net *net, int first, int stride, int n, int64_t bytes)
+{
+    if (n <= 1) return 0;
+    double alpha, beta;
+    dts__ring_link(net, first, stride, n, &alpha, &beta);
+    return dts_ns_sat(alpha + (double)bytes / beta);
+}
+
+int64_t dts_net_alltoall_ns(const dts_net *net, int first, int stride, int n, int64_t bytes)
+{
+    if (n <= 1) return 0;
+    double alpha = 0, beta = INFINITY; /* the slowest link between any two members */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (i == j) continue;
+            const dts_link l = dts_hw_link(net->hw, first + i * stride, first + j * stride);
+            if (l.alpha_ns > alpha) alpha = l.alpha_ns;
+            if (l.bytes_per_ns * net->bw_scale < beta) beta = l.bytes_per_ns * net->bw_scale;
+        }
+    return dts_ns_sat(alpha + (n - 1.0) / n * (double)bytes / beta);
+}

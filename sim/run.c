@@ -4,7 +4,7 @@
  * step ends and phases, bubbles, peak memory, staleness), adds the
  * numerics (the loss scaler's trajectory), writes the trace, tears down.
  *
- * Three shapes, as in the real runtime: pipeline (p > 1 or t > 1,
+ * Three shapes, as in the real runtime: pipeline (p, t or c > 1,
  * run_pipe.c), data parallel (p = t = 1, run_dp.c), parameter server
  * (run_ps.c, its workers' compute in run_dp.c).
  *
@@ -60,7 +60,7 @@ static dt_status dts__zg_setup(dts__sim *s, const dts_scenario *sc)
         s->zg_bytes[i] = s->zg_bytes[s->zg_n - 1 - i];
         s->zg_bytes[s->zg_n - 1 - i] = t;
     }
-    const int64_t share = (prm + sc->d - 1) / sc->d;
+    const int64_t share = (prm + sc->d - 1) / sc->d; /* ZeRO-2/3: c = 1 (dts_scenario_check) */
     const int64_t weights = sc->zero == 2 ? prm * (fp32 ? 4 : 2) : 0;
     s->zg_static = weights + share * 4 + share * 4 * (1 + (int64_t)sc->optimizer_states) + big_unit +
                    (sc->zero == 3 || !fp32 ? big_layer : 0) + (sc->zero_prefetch ? big_layer : 0);
@@ -120,12 +120,13 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->W = sc->d;
     DT_CHECK(dts_scenario_grid(sc, &s->grid));
     s->world = s->grid.world;
+    s->D = sc->c * sc->d;
     s->begin_step = dts__is_pipe(sc) ? dts__pipe_begin_step : dts__dp_begin_step;
     DT_CHECK(dts_engine_create(&s->e));
     DT_CHECK(dts_net_init(&s->net, s->world, &sc->hw, bw_scale));
     if (dts__is_pipe(sc)) {
         DT_CHECK(dts__schedule(s, sc, o));
-        s->n_units = sc->p * sc->d;
+        s->n_units = sc->p * s->D;
     } else {
         s->n_units = sc->d;
     }
@@ -171,12 +172,13 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
                                              s->msg_bytes * sc->t);
     }
     dts__tp_setup(s);
+    dts__cp_setup(s);
     /* the vocabulary split (t > 1): each rank holds at most ceil(V/t) rows
      * of wte and of the head (rank r: [V*r/t, V*(r+1)/t)); the slowest rank
      * sets the pace and the unit's memory is the largest rank's */
     const int vp = sc->t > 1 && sc->vocab_parallel;
     const int64_t Vw = sc->model.vocab_size, Vr = vp ? (Vw + sc->t - 1) / sc->t : Vw, C = sc->model.hidden_size;
-    const int64_t BT = (int64_t)sc->B * sc->T;
+    const int64_t BT = (int64_t)sc->B * dts__Tl(sc), cs = sc->c; /* a context rank's rows, and its share */
     for (int q = 0; q < Q; q++) {
         int first = -1, last = L;
         if (Q > 1) DT_CHECK(dts__vstage_layers(sc, Q, q, &first, &last));
@@ -187,8 +189,9 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         const int nblocks = last_block - first_block + 1;
         for (int l = first; l <= last; l++) {
             const int slot = l + 1, block = l >= 0 && l < L;
-            /* a block's share of its t ranks; the embedding's and head's under the vocabulary split */
-            const double share = block ? 1.0 / sc->t : (double)Vr / (double)Vw;
+            /* a block's share of its t ranks; the embedding's and head's under the vocabulary split; a
+             * context rank's 1/c of each (its rows, and the balanced attention's 1/c) */
+            const double share = (block ? 1.0 / sc->t : (double)Vr / (double)Vw) / (double)cs;
             f += (double)sc->cost.fwd_ns[slot] * share;
             b += (double)sc->cost.bwd_ns[slot] * share;
             w += (double)sc->cost.bwd_w_ns[slot] * share; /* the weight-gradient part of the backward */
@@ -206,10 +209,12 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
              * the merged maximum and sum (2) beside them (lib/model/head.c) */
             /* under sequence parallelism the embedding keeps its output's rank's rows; the head's LayerNorm
              * output is all-gathered, kept whole (lib/model/embedding.c, head.c) */
-            const int64_t all = block    ? dts__block_act(sc, sc->t, 0)
-                                : vp && l == L ? sc->cost.act_bytes[slot] - BT * (Vw - Vr) * 4 + BT * (4 * sc->t + 2) * 4
-                                : l < 0        ? sc->cost.act_bytes[slot] / (BT / dts__tok_rows(sc, sc->t))
-                                               : sc->cost.act_bytes[slot];
+            /* a context rank: every per-token tensor its B*T/c rows (the cost's are the whole sequence's) */
+            const int64_t whole = sc->cost.act_bytes[slot] / cs;
+            const int64_t all = block          ? dts__block_act(sc, sc->t, 0)
+                                : vp && l == L ? whole - BT * (Vw - Vr) * 4 + BT * (4 * sc->t + 2) * 4
+                                : l < 0        ? whole / (BT / dts__tok_rows(sc, sc->t))
+                                               : whole;
             int j = 0, kg = 0, K = 1;
             if (block && sc->recompute == 1) K = dts__rc_group(sc, nblocks, l - first_block, &j, &kg);
             const int64_t keep = !block           ? all
@@ -226,7 +231,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
                  * outputs kept so far: beyond act by that, less the later
                  * groups' outputs and the head's activations, not yet kept */
                 const int64_t over =
-                    kg * all - (last_block - l) / K * keep - (last == L ? sc->cost.act_bytes[L + 1] : 0);
+                    kg * all - (last_block - l) / K * keep - (last == L ? sc->cost.act_bytes[L + 1] / cs : 0);
                 if (!j && over > act_fwd) act_fwd = over;
             } else if (block && sc->recompute == 2 && all - keep > act_re) act_re = all - keep;
             blocks += block;
@@ -258,8 +263,8 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     for (int r = 0; r < P; r++) {
         const int64_t prm = s->params[r];
         const int tied_end = tied && (r == d0 || r == dL);
-        /* ZeRO-1: each rank updates its 1/d of the stage */
-        const int shards = sc->zero && sc->d > 1 ? sc->d : 1;
+        /* ZeRO-1: each rank updates its 1/(c d) of the stage */
+        const int shards = sc->zero && s->D > 1 ? s->D : 1;
         s->opt_ns[r] = dts__ns((double)prm / shards * sc->cost.optim_ns_per_param) +
                        (sc->t > 1 ? dts__grid_ring_ns(s, DT_GRID_TENSOR, 0, 4) : 0) +
                        (tied_end ? dts_net_ring_allreduce_ns(&s->net, 0, ends_apart, 2, VC * 4) : 0);
@@ -288,16 +293,17 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         dts__unit *u = &s->u[i];
         u->sim = s;
         u->idx = i;
-        u->dpi = i % sc->d;
-        u->stage = dts__is_pipe(sc) ? i / sc->d : 0;
-        u->rank = dt_grid_rank(&s->grid, (const int[DT_GRID_DIMS]){0, 0, u->dpi, u->stage}); /* its tensor rank 0 */
+        u->dpi = i % s->D;
+        u->stage = dts__is_pipe(sc) ? i / s->D : 0;
+        const int coord[DT_GRID_DIMS] = {0, u->dpi % sc->c, u->dpi / sc->c, u->stage}; /* dpi = context + c * data */
+        u->rank = dt_grid_rank(&s->grid, coord);                                       /* its tensor rank 0 */
         if (s->node_ranks)
             s->node_ranks[u->rank / (sc->hw.devices_per_node > 0 ? sc->hw.devices_per_node : 1)] += sc->t;
         u->record = s->keep_all || u->dpi == 0;
         const int64_t prm = s->params[u->stage];
         if (s->K) u->mem_static = prm * 8; /* weights + gradients; the servers keep the optimizer state */
         else if (sc->zero >= 2) u->mem_static = s->zg_static;
-        else if (sc->zero) u->mem_static = prm * 8 + prm * 4 * states / sc->d;
+        else if (sc->zero) u->mem_static = prm * 8 + prm * 4 * states / s->D;
         else u->mem_static = prm * (8 + 4 * (int64_t)states);
         if (s->sched) { /* 8 messages in flight per chunk to start with; the rings grow to the largest backlog */
             u->link = calloc((size_t)V, sizeof *u->link);
@@ -317,7 +323,7 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
         .n = s->n_units, .cost = dts_net_ring_allreduce_ns(&s->net, 0, 1, s->world, 8), .done = dts__step_synced};
     s->world_sync.members = malloc((size_t)s->n_units * sizeof *s->world_sync.members);
     s->loss_sync = (dts__sync){.n = s->n_units,
-                               .cost = dts_net_ring_allreduce_ns(&s->net, 0, 1, sc->d, 4),
+                               .cost = dts_net_ring_allreduce_ns(&s->net, 0, 1, s->D, 4),
                                .done = dts__dp_after_sync,
                                .members = s->world_sync.members};
     if (!s->world_sync.members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
@@ -326,19 +332,19 @@ static dt_status dts__setup(dts__sim *s, const dts_scenario *sc, const dts_run_o
     s->async_report = dts__is_pipe(sc) && sc->p > 1 &&
                       (sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC);
     if (s->async_report) {
-        s->loss_at = malloc((size_t)sc->d * (size_t)sc->steps * sizeof *s->loss_at);
-        s->loss0_sync = (dts__sync){.n = sc->d,
+        s->loss_at = malloc((size_t)s->D * (size_t)sc->steps * sizeof *s->loss_at);
+        s->loss0_sync = (dts__sync){.n = s->D,
                                     .cost = dts__grid_ring_ns(s, DT_GRID_DATA, 0, 4),
                                     .done = dts__step_synced,
-                                    .members = malloc((size_t)sc->d * sizeof(dts__unit *))};
+                                    .members = malloc((size_t)s->D * sizeof(dts__unit *))};
         if (!s->loss_at || !s->loss0_sync.members) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
-        for (int64_t i = 0; i < (int64_t)sc->d * sc->steps; i++) s->loss_at[i] = -1;
-        for (int i = 0; i < sc->d; i++) s->loss0_sync.members[i] = dts__unit_at(s, i, 0);
+        for (int64_t i = 0; i < (int64_t)s->D * sc->steps; i++) s->loss_at[i] = -1;
+        for (int i = 0; i < s->D; i++) s->loss0_sync.members[i] = dts__unit_at(s, i, 0);
     }
     if (dts__is_pipe(sc)) {
-        s->norm = calloc((size_t)sc->d, sizeof *s->norm);
+        s->norm = calloc((size_t)s->D, sizeof *s->norm); /* one per pipeline */
         if (!s->norm) return DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory");
-        for (int d = 0; d < sc->d; d++) {
+        for (int d = 0; d < s->D; d++) {
             s->norm[d] = (dts__sync){.n = sc->p,
                                      .done = dts__pipe_norm_done,
                                      .cost = dts__grid_ring_ns(s, DT_GRID_PIPELINE, dts__unit_at(s, d, 0)->rank, 4)};
@@ -409,7 +415,7 @@ static void dts__teardown(dts__sim *s)
             free(s->u[i].pulled);
         }
     if (s->norm)
-        for (int d = 0; d < s->sc->d; d++) free(s->norm[d].members);
+        for (int d = 0; d < s->D; d++) free(s->norm[d].members);
     if (s->srv)
         for (int j = 0; j < s->K; j++) {
             free(s->srv[j].hdr_at);
@@ -509,6 +515,10 @@ static dt_status dts__write_trace(const dts__sim *s, const char *path)
         dt_trace_event e;
         if (dts__is_ps(sc) && r >= s->W)
             snprintf(label, sizeof label, "dtsim rank %d (parameter server %d)", r, r - s->W);
+        else if (dts__is_pipe(sc) && sc->c > 1)
+            snprintf(label, sizeof label, "dtsim rank %d (t %d, c %d, d %d, p %d)", r,
+                     dt_grid_coord(&s->grid, r, DT_GRID_TENSOR), dt_grid_coord(&s->grid, r, DT_GRID_CONTEXT),
+                     dt_grid_coord(&s->grid, r, DT_GRID_DATA), dt_grid_coord(&s->grid, r, DT_GRID_PIPELINE));
         else if (dts__is_pipe(sc))
             snprintf(label, sizeof label, "dtsim rank %d (t %d, d %d, p %d)", r,
                      dt_grid_coord(&s->grid, r, DT_GRID_TENSOR), dt_grid_coord(&s->grid, r, DT_GRID_DATA),
@@ -640,7 +650,7 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
         st = DT_FAIL(DT_ERR_NOMEM, "dtsim: out of memory for the bubbles");
         goto done;
     }
-    const int per_stage = dts__is_pipe(sc) ? sc->t * sc->d : 1;
+    const int per_stage = dts__is_pipe(sc) ? sc->t * s.D : 1;
     for (size_t i = 0; s.sched && i < s.ev.n; i++) {
         const int pid = s.ev.v[i].pid;
         if (pid >= 0 && pid % per_stage == 0 && pid / per_stage < out->p) first_of[pid / per_stage + 1]++;
@@ -680,7 +690,7 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
             out->bubble_fb[p] = async ? bs.run_fb : bs.mean_fb;
             dt_bubble_stats_free(&bs);
         }
-        for (int d = 0; d < sc->d; d++)
+        for (int d = 0; d < s.D; d++)
             if (dts__unit_at(&s, d, p)->stash_max > out->max_stash[p])
                 out->max_stash[p] = dts__unit_at(&s, d, p)->stash_max;
     }
@@ -699,10 +709,16 @@ dt_status dts_run(const dts_scenario *sc, const dts_run_opts *opts, dts_summary 
     const double n_steps = (double)sc->steps;
     out->comm_ns_dp = s.u[0].ns_dp / n_steps;
     out->comm_ns_pp = s.u[0].ns_pp / n_steps;
-    double tp0 = 0; /* device 0's tensor-group collectives per micro-batch, over its chunks and passes */
+    double tp0 = 0, cp0 = 0; /* device 0's tensor and context groups' collectives per micro-batch, over its
+                                chunks and passes */
     for (int c = 0; s.sched && c < s.V; c++)
-        for (int k = 0; k < DTS__TP_PASSES; k++) tp0 += (double)s.tp[s.sched->vstage[c] * DTS__TP_PASSES + k].ns;
+        for (int k = 0; k < DTS__TP_PASSES; k++) {
+            const dts__tp_pass *ps = &s.tp[s.sched->vstage[c] * DTS__TP_PASSES + k];
+            tp0 += (double)(ps->ns - ps->ns_cp);
+            cp0 += (double)ps->ns_cp;
+        }
     out->comm_ns_tp = dts__is_pipe(sc) && sc->t > 1 ? tp0 * sc->m : 0.0;
+    out->comm_ns_cp = dts__is_pipe(sc) && sc->c > 1 ? cp0 * sc->m : 0.0;
     out->comm_ns_ps = s.u[0].ns_ps / n_steps;
     out->world_sync_ns = dts__is_pipe(sc) && !s.async_report ? (double)s.world_sync.cost : 0.0;
     out->pushes = s.pushes;

@@ -63,11 +63,13 @@ static int dts__zg_next(const dts__sim *s, const dts__unit *u)
  * ranks (the LayerNorm and GELU outputs are recomputed by the backward,
  * not kept). recompute 2 (selective) drops the log-sum-exp, 1 (full, one
  * block per group) keeps only the block's input. With t = 1 this is
- * dts_layer_act_bytes' block (dt_gpt_predicted_activation_bytes). */
+ * dts_layer_act_bytes' block (dt_gpt_predicted_activation_bytes). Under
+ * context parallelism every one of them has the rank's T/c positions
+ * (dts__Tl): the c = 1 block's at T/c (lib/parallel/cp.c). */
 int64_t dts__block_act(const dts_scenario *sc, int t, int recompute)
 {
-    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t rows = dts__tok_rows(sc, t), att = (int64_t)sc->B * sc->model.num_heads * sc->T;
+    const int64_t BT = (int64_t)sc->B * dts__Tl(sc), C = sc->model.hidden_size, n = t > 0 ? t : 1;
+    const int64_t rows = dts__tok_rows(sc, t), att = (int64_t)sc->B * sc->model.num_heads * dts__Tl(sc);
     if (recompute == 1) return rows * C * (int64_t)sizeof(float);
     const int64_t whole = 2 * rows * C + 4 * rows, split = 8 * BT * C + (recompute == 2 ? 0 : att);
     return (whole + split / n) * (int64_t)sizeof(float);
@@ -97,8 +99,8 @@ int dts__packs(const dts_scenario *sc) { return strcmp(sc->precision, "fp32") !=
 
 int64_t dts__block_act_packed(const dts_scenario *sc, int t, int recompute, int last)
 {
-    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
-    const int64_t rows = dts__tok_rows(sc, t), att = (int64_t)sc->B * sc->model.num_heads * sc->T;
+    const int64_t BT = (int64_t)sc->B * dts__Tl(sc), C = sc->model.hidden_size, n = t > 0 ? t : 1;
+    const int64_t rows = dts__tok_rows(sc, t), att = (int64_t)sc->B * sc->model.num_heads * dts__Tl(sc);
     const int64_t halves = 2 * rows * C + 8 * BT * C / n;
     return 2 * halves + 4 * (4 * rows + (recompute == 2 ? 0 : att / n)) + (last ? 2 * rows * C : 0);
 }
@@ -129,7 +131,7 @@ static int64_t dts__saved_act(const dts_scenario *sc, int slot)
 static int64_t dts__dp_work(const dts_scenario *sc, int layer, int backward)
 {
     if (layer < 0 || layer >= sc->model.num_layers) return 0;
-    const int64_t A = dts__block_act(sc, 1, 0), P = (int64_t)sc->B * sc->T * sc->model.hidden_size * 4;
+    const int64_t A = dts__block_act(sc, 1, 0), P = (int64_t)sc->B * dts__Tl(sc) * sc->model.hidden_size * 4;
     if (sc->recompute == 1) {
         int j, kg;
         dts__rc_group(sc, sc->model.num_layers, layer, &j, &kg);

@@ -8,8 +8,10 @@
  *   run_unit.c  scheduling, recording events and memory, compute on a core
  *               of its own or on a node's shared cores
  *   run_coll.c  collective instances (dts_coll) and analytic syncs
- *   run_tp.c    the tensor group's collectives of each pass, their
- *               prices and spans
+ *   run_cp.c    the context group's exchanges of a block's pass and
+ *               their prices
+ *   run_tp.c    the tensor and context groups' collectives of each pass,
+ *               their prices and spans
  *   run_step.c  the step boundary (host overhead, the next step)
  *   run_ps.c    the parameter server and its workers' push/pull
  *   run_dp.c    the data-parallel step (lib/train/step_dp.c)
@@ -64,19 +66,29 @@ typedef struct dts__split_mem {
     int64_t keep, b, w;
 } dts__split_mem;
 
-/* The tensor group's collectives (run_tp.c): one, with its trace name and
- * its price (the wait for the slowest rank included); a pass's, those
- * before its blocks, each block's (run nb times) and those after, in the
- * order it runs them, ns their sum; the passes of a virtual stage. */
+/* The tensor and context groups' collectives (run_tp.c, run_cp.c): one,
+ * with its trace name and category ("tp" the tensor group's, "cp" the
+ * context group's exchanges), its price (what it adds to the pass: the
+ * wait for the slowest rank included; a ring step overlapped with the
+ * attention only what the attention does not hide), its span's duration
+ * in the trace (ns, or for a ring step the attention it overlaps and ns,
+ * as the runtime's span holds both), the bytes the rank sends ("cp" only,
+ * as the runtime traces them) and whether the runtime traces it as
+ * forward, run rep times in a row (a ring's steps: step .. step + rep - 1;
+ * step -1 for the others); a pass's, those before its blocks, each
+ * block's (run nb times) and those after, in the order it runs them, ns
+ * their sum and ns_cp the context group's part of it; the passes of a
+ * virtual stage. */
 typedef struct dts__tpc {
-    const char *name;
-    int64_t ns;
+    const char *name, *cat;
+    int64_t ns, span, bytes;
+    int fwd, rep, step;
 } dts__tpc;
 
 typedef struct dts__tp_pass {
-    dts__tpc pre[2], each[8], post[2];
+    dts__tpc pre[2], each[16], post[2];
     int n_pre, n_each, n_post, nb;
-    int64_t ns;
+    int64_t ns, ns_cp, span; /* span: the spans' durations (ns and what the ring steps overlap) */
 } dts__tp_pass;
 
 enum { DTS__TP_F = 0, DTS__TP_B, DTS__TP_W, DTS__TP_PASSES }; /* forward, B (input gradient), W */
@@ -90,6 +102,17 @@ typedef struct dts__tp_price {
     int64_t ar, ag, ln, stats;
     int64_t skew_f, skew_b, skew_w;
 } dts__tp_price;
+
+/* Context parallelism's prices on the context group of rank 0 (run_cp.c),
+ * per block and micro-batch of one rank (Nl = B T / c rows, C' = C / t):
+ * a key/value block's bytes (Nl 2C' FP32) and its trip to the next rank
+ * of the ring, a ring step's attention in the forward and in B (the
+ * block's attention over t c c: two chunk pairs of the rank's 2c), the
+ * all-gather of c blocks (the reduce-scatter of their gradients the
+ * same), an all-to-all of a rank's (Nl, 3C') and of its (Nl, C'). */
+typedef struct dts__cp_price {
+    int64_t kv_bytes, msg, attn_f, attn_b, gather, a2a3, a2a1;
+} dts__cp_price;
 
 /* One chunk's messages on a unit: activations into it from the virtual
  * stage before, gradients into it from the one after, and the counts of
@@ -198,6 +221,7 @@ struct dts__sim {
     dt_schedule *sched;
     int sched_borrowed;
     int n_units, world;
+    int D;        /* units per stage: the c x d ranks of a (tensor, stage) position (the grid's ZERO group) */
     dt_grid grid; /* the ranks (dts_scenario_grid): a unit is the tensor group of (data, stage) */
     dts__unit *u;
     /* per virtual stage (Q = p*v of them; v = 1: the stages), one rank's share (blocks / t) */
@@ -216,6 +240,7 @@ struct dts__sim {
     int64_t msg_bytes;
     int64_t sg_ns;      /* scattered sends: the receiving tensor group's all-gather of the t pieces (0: whole) */
     dts__tp_price tpp;  /* the tensor group's collectives (t > 1) */
+    dts__cp_price cpp;  /* the context group's exchanges (c > 1) */
     dts__tp_pass *tp;   /* (Q * DTS__TP_PASSES) each virtual stage's, by pass */
     dts__cinst **dp_open; /* (p) the open data-parallel collective of each stage (pipeline) */
     int *dp_open_seq;
@@ -278,21 +303,29 @@ typedef struct dts__job {
  * engine's horizon (dts_ns_sat), which refuses them, rather than overflow. */
 static inline int64_t dts__ns(double x) { return dts_ns_sat(x); }
 
-static inline int dts__is_pipe(const dts_scenario *sc) { return sc->p > 1 || sc->t > 1; }
+/* the runtime's stage path (lib/parallel/pipeline.c) runs pipeline, tensor and context parallelism */
+static inline int dts__is_pipe(const dts_scenario *sc) { return sc->p > 1 || sc->t > 1 || sc->c > 1; }
 static inline int dts__is_ps(const dts_scenario *sc)
 {
     return sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC;
 }
 
-static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return &s->u[dpi + s->sc->d * stage]; }
+/* A unit's index dpi = context + c * data (0 .. D-1): the unit of the ZERO
+ * group's member dpi at a stage. */
+static inline dts__unit *dts__unit_at(dts__sim *s, int dpi, int stage) { return &s->u[dpi + s->D * stage]; }
+
+/* The positions of a sequence a rank holds: T, or T/c under context
+ * parallelism (chunks i and 2c-1-i of 2c; dts_scenario_check asks 2c | T).
+ * Every per-token tensor of the rank has B times that many rows. */
+static inline int64_t dts__Tl(const dts_scenario *sc) { return sc->c > 1 ? sc->T / sc->c : sc->T; }
 
 /* Rows of a per-token tensor of a micro-batch (a block's input, output,
  * residual and LayerNorm statistics, the embedding's output, a pipeline
- * message) on one of t tensor ranks: all B*T, or the rank's B*T/t under
- * sequence parallelism (lib/parallel/sp.c; dts_scenario_check asks t | T). */
+ * message) on one of t tensor ranks: all B*Tl, or the rank's B*Tl/t under
+ * sequence parallelism (lib/parallel/sp.c; dts_scenario_check asks t | Tl). */
 static inline int64_t dts__tok_rows(const dts_scenario *sc, int t)
 {
-    const int64_t BT = (int64_t)sc->B * sc->T;
+    const int64_t BT = (int64_t)sc->B * dts__Tl(sc);
     return t > 1 && sc->sequence_parallel ? BT / t : BT;
 }
 
@@ -335,6 +368,12 @@ dts__cinst *dts__cinst_new(dts__sim *s, dts_coll_kind kind, dts__unit **members,
 void dts__cinst_free(dts__cinst *ci);
 dts_coll_kind dts__ar_kind(const dts_scenario *sc);
 void dts__sync_arrive(dts__sim *s, dts__sync *y, dts__unit *u);
+
+/* run_cp.c: the prices (s->cpp) for the scenario; the exchanges a block
+ * runs in pass k (DTS__TP_F the forward, DTS__TP_B B; recompute: the
+ * attention's forward run again in B) into out (at most 4), their number */
+void dts__cp_setup(dts__sim *s);
+int dts__cp_block(const dts__sim *s, int k, int recompute, dts__tpc *out);
 
 /* run_tp.c: the prices (s->tpp) for the scenario; virtual stage q's
  * passes (s->tp) for its nb blocks, with the embedding (first) and the

@@ -65,7 +65,7 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u);
  * every row: W reads them all-gathered). */
 dts__split_mem dts__split_mem_of(const dts_scenario *sc, int t, int nb, int first, int last)
 {
-    const int64_t BT = (int64_t)sc->B * sc->T, C = sc->model.hidden_size, n = t > 0 ? t : 1;
+    const int64_t BT = (int64_t)sc->B * dts__Tl(sc), C = sc->model.hidden_size, n = t > 0 ? t : 1;
     const int64_t rows = dts__tok_rows(sc, n), btc = rows * C * 4;
     const int64_t kn = 2 * BT * C + 2 * rows * C, /* a block's keep: dout, dres2, dln2, dln1 */
         kf = (kn + 4 * BT * (C / n)) * 4 /* and dfch, FP32 */, all = dts__block_act(sc, n, 0);
@@ -181,10 +181,10 @@ void dts__pipe_norm_done(dts__sim *s, dts__unit *u)
 }
 
 /* u joins its stage's open data-parallel collective of the stage's
- * gradient bytes (the first of the d ranks to arrive opens it). */
+ * gradient bytes (the first of the c x d ranks to arrive opens it). */
 static void dts__stage_coll(dts__sim *s, dts__unit *u, dts_coll_kind kind, int what, dts__resume_fn done)
 {
-    const int d = s->sc->d;
+    const int d = s->D;
     dts__cinst *ci = s->dp_open[u->stage];
     if (!ci) {
         dts__unit **m = malloc((size_t)d * sizeof *m);
@@ -207,7 +207,7 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
     const int64_t now = dts_engine_now(s->e);
     if (u->opt_phase == 0) {
         u->opt_phase = 1;
-        if (sc->d > 1) {
+        if (s->D > 1) {
             /* ZeRO-1: the reduce-scatter now, the all-gather after the update */
             dts__stage_coll(s, u, sc->zero ? DTS_COLL_REDUCE_SCATTER : dts__ar_kind(sc), DTS__C_OPT_DP,
                             dts__opt_dp_done);
@@ -232,7 +232,7 @@ static void dts__opt_continue(dts__sim *s, dts__unit *u)
     u->wait_t0 = now;
     const int64_t t1 = now + s->opt_ns[u->stage];
     u->opt_phase = 3;
-    if (sc->zero && sc->d > 1) dts__at(s, t1, dts__opt_updated, u, 0, 0);
+    if (sc->zero && s->D > 1) dts__at(s, t1, dts__opt_updated, u, 0, 0);
     else dts__at(s, t1, dts__pipe_advance, u, 2, 0);
 }
 

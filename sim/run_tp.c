@@ -1,8 +1,10 @@
 /* run_tp.c: the tensor group's collectives (see run_internal.h): what each
  * pass of a virtual stage runs over its t ranks, in the runtime's order
  * and with its trace names, priced as the runtime runs them, and their
- * spans on the comm lane. One unit stands for the t ranks, which do the
- * same work in lockstep, so a collective is a stretch of the pass's time.
+ * spans on the comm lane; with them the context group's exchanges of each
+ * block's attention (run_cp.c prices and lists them). One unit stands for
+ * the t ranks, which do the same work in lockstep, so a collective is a
+ * stretch of the pass's time; the c units of a context group are alike.
  *
  * Tensor parallelism (lib/parallel/tp.c): per block two "tp allreduce g"
  * of the (B,T,C) activation in the forward, two "tp allreduce f" of its
@@ -35,7 +37,9 @@
  * (a LayerNorm on the rank's rows between them) adds none.
  *
  * Invariants: a pass's spans sit at the end of its compute span, in its
- * order, and their durations add up to what run.c adds to the pass. */
+ * order, and their durations add up to what run.c adds to the pass, and
+ * for each ring step the attention it overlaps (part of the pass's
+ * compute), as the runtime's spans hold it. */
 #include "run_internal.h"
 
 /* E[max of n independent standard normals] (n >= 1), by Simpson's rule:
@@ -73,31 +77,52 @@ void dts__tp_setup(dts__sim *s)
     *p = (dts__tp_price){0};
     if (sc->t < 2) return;
     const int t = sc->t, stride = dt_grid_stride(&s->grid, DT_GRID_TENSOR);
-    const int64_t BT = (int64_t)sc->B * sc->T, act = BT * sc->model.hidden_size * 4;
+    const int64_t BT = (int64_t)sc->B * dts__Tl(sc), act = BT * sc->model.hidden_size * 4; /* the rank's rows */
     p->ar = dts_net_ring_allreduce_ns(&s->net, 0, stride, t, act);
     p->ag = dts_net_ring_allgather_ns(&s->net, 0, stride, t, act); /* a ring reduce-scatter moves the same */
     p->ln = dts_net_ring_allreduce_ns(&s->net, 0, stride, t, 2 * (int64_t)sc->model.hidden_size * 4);
     p->stats = dts_net_ring_allgather_ns(&s->net, 0, stride, t, (int64_t)t * BT * 4 * 4);
-    p->skew_f = dts__tp_skew_ns(t, sc->cost.block_fwd_sd_ns, 0.5);
-    p->skew_b = dts__tp_skew_ns(t, sc->cost.block_bwd_sd_ns, 0.5);
-    p->skew_w = dts__tp_skew_ns(t, sc->cost.block_bwd_sd_ns, 0.125);
+    const double c = sc->c; /* a context rank computes 1/c of each segment */
+    p->skew_f = dts__tp_skew_ns(t, sc->cost.block_fwd_sd_ns, 0.5 / c);
+    p->skew_b = dts__tp_skew_ns(t, sc->cost.block_bwd_sd_ns, 0.5 / c);
+    p->skew_w = dts__tp_skew_ns(t, sc->cost.block_bwd_sd_ns, 0.125 / c);
 }
 
-/* Add collective (name, ns) to a pass's list k: 0 before its blocks, 1
- * each block's, 2 after them. */
-static void dts__tp_add(dts__tp_pass *ps, int k, const char *name, int64_t ns)
+/* Add collective x to a pass's list k: 0 before its blocks, 1 each
+ * block's, 2 after them. */
+static void dts__tp_put(dts__tp_pass *ps, int k, dts__tpc x)
 {
     dts__tpc *c = k == 0 ? ps->pre : k == 1 ? ps->each : ps->post;
     int *n = k == 0 ? &ps->n_pre : k == 1 ? &ps->n_each : &ps->n_post;
-    c[(*n)++] = (dts__tpc){name, ns};
+    c[(*n)++] = x;
 }
 
-/* A block's forward collectives, added to each block's of pass ps (the forward, or B under full recomputation). */
-static void dts__tp_block_fwd(const dts__tp_price *p, int sp, dts__tp_pass *ps)
+/* the tensor group's collective (name, ns), traced as the pass's */
+static void dts__tp_add(dts__tp_pass *ps, int k, int fwd, const char *name, int64_t ns)
 {
+    dts__tp_put(ps, k, (dts__tpc){.name = name, .cat = "tp", .ns = ns, .span = ns, .fwd = fwd, .rep = 1, .step = -1});
+}
+
+/* the context group's exchanges of a block's attention in pass k (run_cp.c) */
+static void dts__tp_cp(const dts__sim *s, dts__tp_pass *ps, int k, int recompute)
+{
+    dts__tpc x[4];
+    const int n = dts__cp_block(s, k, recompute, x);
+    for (int i = 0; i < n; i++) dts__tp_put(ps, 1, x[i]);
+}
+
+/* A block's forward collectives, added to each block's of pass ps (the
+ * forward, or B under full recomputation: traced as forward there too, as
+ * the runtime's recomputed forward traces them): the attention's exchanges
+ * between the first all-gather and the first reduce-scatter (or g) */
+static void dts__tp_block_fwd(const dts__sim *s, int recompute, dts__tp_pass *ps)
+{
+    const dts__tp_price *p = &s->tpp;
+    const int tp = s->sc->t > 1, sp = s->sc->sequence_parallel;
     for (int i = 0; i < 2; i++) {
-        if (sp) dts__tp_add(ps, 1, "tp all-gather", p->ag);
-        dts__tp_add(ps, 1, sp ? "tp reduce-scatter" : "tp allreduce g", (sp ? p->ag : p->ar) + p->skew_f);
+        if (sp) dts__tp_add(ps, 1, 1, "tp all-gather", p->ag);
+        if (i == 0) dts__tp_cp(s, ps, DTS__TP_F, recompute);
+        if (tp) dts__tp_add(ps, 1, 1, sp ? "tp reduce-scatter" : "tp allreduce g", (sp ? p->ag : p->ar) + p->skew_f);
     }
 }
 
@@ -108,67 +133,85 @@ void dts__tp_stage(dts__sim *s, int q, int nb, int first, int last)
     dts__tp_pass *f = &s->tp[q * DTS__TP_PASSES + DTS__TP_F], *b = &s->tp[q * DTS__TP_PASSES + DTS__TP_B],
                  *w = &s->tp[q * DTS__TP_PASSES + DTS__TP_W];
     *f = *b = *w = (dts__tp_pass){.nb = nb};
-    if (sc->t < 2) return;
-    const int sp = sc->sequence_parallel, vp = sc->vocab_parallel;
+    if (sc->t < 2 && sc->c < 2) return;
+    const int tp = sc->t > 1, sp = sc->sequence_parallel, vp = tp && sc->vocab_parallel;
     /* the forward: the embedding's output, the blocks, the head's input and statistics */
-    if (first && vp) dts__tp_add(f, 0, sp ? "tp reduce-scatter" : "tp vocab allreduce", sp ? p->ag : p->ar);
-    dts__tp_block_fwd(p, sp, f);
-    if (last && sp) dts__tp_add(f, 2, "tp all-gather", p->ag);
-    if (last && vp) dts__tp_add(f, 2, "tp vocab gather", p->stats);
-    /* B: the head's input gradient, then each block's (its forward's again first under full recomputation) */
-    if (last && vp) dts__tp_add(b, 0, sp ? "tp reduce-scatter" : "tp vocab allreduce", sp ? p->ag : p->ar);
-    if (sc->recompute == 1) dts__tp_block_fwd(p, sp, b);
+    if (first && vp) dts__tp_add(f, 0, 1, sp ? "tp reduce-scatter" : "tp vocab allreduce", sp ? p->ag : p->ar);
+    dts__tp_block_fwd(s, 0, f);
+    if (last && sp) dts__tp_add(f, 2, 1, "tp all-gather", p->ag);
+    if (last && vp) dts__tp_add(f, 2, 1, "tp vocab gather", p->stats);
+    /* B: the head's input gradient, then each block's (its forward's again first under full recomputation;
+     * the attention's under selective) */
+    if (last && vp) dts__tp_add(b, 0, 0, sp ? "tp reduce-scatter" : "tp vocab allreduce", sp ? p->ag : p->ar);
+    if (sc->recompute == 1) dts__tp_block_fwd(s, 1, b);
+    if (sc->recompute == 2) dts__tp_cp(s, b, DTS__TP_B, 1);
     for (int i = 0; i < 2; i++) {
-        if (sp) dts__tp_add(b, 1, "tp all-gather", p->ag);
-        dts__tp_add(b, 1, sp ? "tp reduce-scatter" : "tp allreduce f", (sp ? p->ag : p->ar) + p->skew_b);
+        if (sp) dts__tp_add(b, 1, 0, "tp all-gather", p->ag);
+        if (i == 1) dts__tp_cp(s, b, DTS__TP_B, 0);
+        if (tp) dts__tp_add(b, 1, 0, sp ? "tp reduce-scatter" : "tp allreduce f", (sp ? p->ag : p->ar) + p->skew_b);
     }
     /* W (sequence parallelism only): the head's LayerNorm, the blocks' two, the embedding's gradient */
     if (sp) {
-        if (last) dts__tp_add(w, 0, "tp layernorm grad allreduce", p->ln);
+        if (last) dts__tp_add(w, 0, 0, "tp layernorm grad allreduce", p->ln);
         for (int i = 0; i < 2; i++) {
-            dts__tp_add(w, 1, "tp all-gather", p->ag + p->skew_w);
-            dts__tp_add(w, 1, "tp layernorm grad allreduce", p->ln + p->skew_w);
+            dts__tp_add(w, 1, 0, "tp all-gather", p->ag + p->skew_w);
+            dts__tp_add(w, 1, 0, "tp layernorm grad allreduce", p->ln + p->skew_w);
         }
-        if (first) dts__tp_add(w, 2, "tp all-gather", p->ag);
+        if (first) dts__tp_add(w, 2, 0, "tp all-gather", p->ag);
     }
     for (int k = 0; k < DTS__TP_PASSES; k++) {
         dts__tp_pass *ps = &s->tp[q * DTS__TP_PASSES + k];
-        for (int i = 0; i < ps->n_pre; i++) ps->ns += ps->pre[i].ns;
-        for (int i = 0; i < ps->n_each; i++) ps->ns += ps->each[i].ns * nb;
-        for (int i = 0; i < ps->n_post; i++) ps->ns += ps->post[i].ns;
+        for (int i = 0; i < ps->n_pre; i++) ps->ns += ps->pre[i].ns * ps->pre[i].rep;
+        for (int i = 0; i < ps->n_pre; i++) ps->span += ps->pre[i].span * ps->pre[i].rep;
+        for (int i = 0; i < ps->n_each; i++) {
+            ps->ns += ps->each[i].ns * ps->each[i].rep * nb;
+            ps->span += ps->each[i].span * ps->each[i].rep * nb;
+            if (ps->each[i].cat[0] == 'c') ps->ns_cp += ps->each[i].ns * ps->each[i].rep * nb;
+        }
+        for (int i = 0; i < ps->n_post; i++) ps->ns += ps->post[i].ns * ps->post[i].rep;
+        for (int i = 0; i < ps->n_post; i++) ps->span += ps->post[i].span * ps->post[i].rep;
     }
 }
 
-/* A list of n collectives' spans from `at`, one after another; returns where they end. */
-static int64_t dts__tp_list(dts__sim *s, dts__unit *u, const dts__tpc *c, int n, int forward, int64_t at,
-                            int64_t iter)
+/* A list of n collectives' spans from `at`, one after another, on unit
+ * u (its context rank ci names a ring step's sender); returns where they
+ * end. */
+static int64_t dts__tp_list(dts__sim *s, dts__unit *u, int ci, const dts__tpc *c, int n, int64_t at, int64_t iter)
 {
-    for (int i = 0; i < n; i++) {
-        dt_trace_event ev;
-        dt_trace_event_init(&ev, DT_TRACE_COMPLETE, c[i].name, "tp", u->rank, DT_LANE_COMM, at, c[i].ns);
-        ev.iter = iter;
-        dt_trace_event_add_arg(&ev, "forward", forward);
-        dts__rec(s, 1, &ev);
-        at += c[i].ns;
-    }
+    const int cs = s->sc->c;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < c[i].rep; r++) {
+            dt_trace_event ev;
+            dt_trace_event_init(&ev, DT_TRACE_COMPLETE, c[i].name, c[i].cat, u->rank, DT_LANE_COMM, at, c[i].span);
+            ev.iter = iter;
+            if (c[i].cat[0] == 'c') ev.bytes = c[i].bytes;
+            dt_trace_event_add_arg(&ev, "forward", c[i].fwd);
+            if (c[i].step >= 0) { /* the ring's step, and the rank whose block arrives (lib/parallel/cp.c) */
+                const int step = c[i].step + r;
+                dt_trace_event_add_arg(&ev, "step", step);
+                dt_trace_event_add_arg(&ev, "from", (ci - step - 1 + 2 * cs) % cs);
+            }
+            dts__rec(s, 1, &ev);
+            at += c[i].span;
+        }
     return at;
 }
 
 void dts__tp_spans(dts__sim *s, dts__unit *u, int q, unsigned passes, int64_t t0, int64_t t1, int64_t iter)
 {
     /* without a trace the summary reads rank 0's spans only (its phases; the bubbles read instructions) */
-    if (!u->record || (!s->keep_all && u->rank != 0) || s->sc->t == 1) return;
-    int64_t total = 0;
+    if (!u->record || (!s->keep_all && u->rank != 0) || (s->sc->t == 1 && s->sc->c == 1)) return;
+    int64_t total = 0; /* the spans' (a ring step's holds the attention it overlaps) */
     for (int k = 0; k < DTS__TP_PASSES; k++)
-        if (passes & (1u << k)) total += s->tp[q * DTS__TP_PASSES + k].ns;
+        if (passes & (1u << k)) total += s->tp[q * DTS__TP_PASSES + k].span;
     int64_t at = t1 - total;
     if (at < t0) at = t0;
+    const int ci = dt_grid_coord(&s->grid, u->rank, DT_GRID_CONTEXT);
     for (int k = 0; k < DTS__TP_PASSES; k++) {
         const dts__tp_pass *ps = &s->tp[q * DTS__TP_PASSES + k];
         if (!(passes & (1u << k))) continue;
-        const int fwd = k == DTS__TP_F;
-        at = dts__tp_list(s, u, ps->pre, ps->n_pre, fwd, at, iter);
-        for (int j = 0; j < ps->nb; j++) at = dts__tp_list(s, u, ps->each, ps->n_each, fwd, at, iter);
-        at = dts__tp_list(s, u, ps->post, ps->n_post, fwd, at, iter);
+        at = dts__tp_list(s, u, ci, ps->pre, ps->n_pre, at, iter);
+        for (int j = 0; j < ps->nb; j++) at = dts__tp_list(s, u, ci, ps->each, ps->n_each, at, iter);
+        at = dts__tp_list(s, u, ci, ps->post, ps->n_post, at, iter);
     }
 }

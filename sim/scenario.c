@@ -70,7 +70,8 @@ void dts_scenario_default(dts_scenario *sc)
     sc->T = 16;
     sc->m = 1;
     sc->steps = 2500;
-    sc->t = sc->p = sc->d = 1;
+    sc->t = sc->p = sc->d = sc->c = 1;
+    sc->cp_comm = DT_CP_P2P;
     sc->vocab_parallel = 1;
     sc->scatter_gather = 1;
     sc->schedule = DT_SCHED_1F1B; /* dtrain's default --pipeline-schedule */
@@ -237,6 +238,8 @@ static const char *const dts__keys[] = {"model",
                                         "vocab_parallel",
                                         "scatter_gather_tensors_in_pipeline",
                                         "sequence_parallel",
+                                        "context_parallel_size",
+                                        "cp_comm_type",
                                         "pipeline_model_parallel_size",
                                         "data_parallel_size",
                                         "pipeline_schedule",
@@ -420,6 +423,15 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(dts__int32(what, o, "tensor_model_parallel_size", 1, 1024, &n->t));
     DTS__TRY(dts__int32(what, o, "pipeline_model_parallel_size", 1, DTS_MAX_STAGES, &n->p));
     DTS__TRY(dts__int32(what, o, "data_parallel_size", 1, 1 << 20, &n->d));
+    /* dtrain writes the context keys only when c > 1: absent, none */
+    DTS__TRY(r = dts__int32(what, o, "context_parallel_size", 1, 64, &n->c));
+    if (r == 0 && dtrain_cfg) n->c = 1;
+    DTS__TRY(r = dts__str(what, o, "cp_comm_type", "p2p, a2a or allgather", &s));
+    if (r == 1 && dt_cp_comm_parse(s, &n->cp_comm) != DT_OK) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"cp_comm_type\": expected p2p, a2a or allgather, got \"%s\"", what, s);
+        goto out;
+    }
+    if (r == 0 && dtrain_cfg) n->cp_comm = DT_CP_P2P;
     const int64_t per_micro = (int64_t)n->B * n->d;
     if (g_given && G % per_micro != 0) {
         st = DT_FAIL(DT_ERR_INVALID,
@@ -658,7 +670,7 @@ out:
 
 dt_status dts_scenario_grid(const dts_scenario *sc, dt_grid *g)
 {
-    return dt_grid_init_sizes(g, sc->t, 1, sc->d, sc->p, dts__is_ps(sc->exchange) ? sc->num_ps_servers : 0);
+    return dt_grid_init_sizes(g, sc->t, sc->c, sc->d, sc->p, dts__is_ps(sc->exchange) ? sc->num_ps_servers : 0);
 }
 
 int dts_scenario_world(const dts_scenario *sc)
@@ -694,11 +706,12 @@ dt_status dts_scenario_check(const dts_scenario *sc)
     if (sc->p < 1 || sc->p > DTS_MAX_STAGES)
         return DT_FAIL(DT_ERR_INVALID, "--pipeline-model-parallel-size %d: expected 1..%d", sc->p, DTS_MAX_STAGES);
     if (sc->d < 1) return DT_FAIL(DT_ERR_INVALID, "--data-parallel-size %d: expected an integer >= 1", sc->d);
-    if ((int64_t)sc->t * sc->p * sc->d + sc->num_ps_servers > (1 << 20))
+    if (sc->c < 1 || sc->c > 64) return DT_FAIL(DT_ERR_INVALID, "--context-parallel-size %d: expected 1..64", sc->c);
+    if ((int64_t)sc->t * sc->c * sc->p * sc->d + sc->num_ps_servers > (1 << 20))
         return DT_FAIL(DT_ERR_INVALID,
-                       "--tensor-model-parallel-size %d x --pipeline-model-parallel-size %d x "
-                       "--data-parallel-size %d: more than %d ranks",
-                       sc->t, sc->p, sc->d, 1 << 20);
+                       "--tensor-model-parallel-size %d x --context-parallel-size %d x "
+                       "--pipeline-model-parallel-size %d x --data-parallel-size %d: more than %d ranks",
+                       sc->t, sc->c, sc->p, sc->d, 1 << 20);
     if (sc->t > 1) DT_CHECK(dt__tp_check(&sc->model, sc->t));
     if (sc->t > 1 && sc->vocab_parallel && sc->model.vocab_size < sc->t)
         return DT_FAIL(DT_ERR_INVALID,
@@ -714,6 +727,26 @@ dt_status dts_scenario_check(const dts_scenario *sc)
         return DT_FAIL(DT_ERR_INVALID,
                        "--sequence-parallel: --tensor-model-parallel-size %d does not divide --seq-length %d", sc->t,
                        sc->T);
+    /* context parallelism: the same file's, in its words */
+    if (sc->c > 1 && sc->T % (2 * sc->c))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--context-parallel-size %d: --seq-length %d does not split into %d equal chunks (2 per rank)",
+                       sc->c, sc->T, 2 * sc->c);
+    if (sc->c > 1 && sc->cp_comm == DT_CP_A2A && (sc->model.num_heads / sc->t) % sc->c)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--cp-comm-type a2a: --context-parallel-size %d does not divide the %d attention heads of a "
+                       "tensor rank (--num-attention-heads %d / %d)",
+                       sc->c, sc->model.num_heads / sc->t, sc->model.num_heads, sc->t);
+    if (sc->sequence_parallel && sc->c > 1 && (sc->T / sc->c) % sc->t)
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--sequence-parallel: --tensor-model-parallel-size %d does not divide the %d positions of a "
+                       "context-parallel rank",
+                       sc->t, sc->T / sc->c);
+    if (sc->c > 1 && sc->p > 1 && (sc->schedule == DT_SCHED_PIPEDREAM || sc->schedule == DT_SCHED_PIPEDREAM_VSYNC))
+        return DT_FAIL(DT_ERR_INVALID,
+                       "--context-parallel-size %d: not with --pipeline-schedule %s (each stage updates on its own: "
+                       "no common loss over the sequence's ranks)",
+                       sc->c, dt_sched_kind_name(sc->schedule));
     const int L = sc->model.num_layers;
     if (sc->n_split) {
         if (sc->p == 1) return DT_FAIL(DT_ERR_INVALID, "--pipeline-split needs --pipeline-model-parallel-size > 1");
@@ -740,7 +773,8 @@ dt_status dts_scenario_check(const dts_scenario *sc)
     }
     if (sc->schedule < DT_SCHED_GPIPE || sc->schedule > DT_SCHED_ZB_V)
         return DT_FAIL(DT_ERR_INVALID, "--pipeline-schedule: unknown schedule %d", (int)sc->schedule);
-    if (sc->p > 1 || sc->t > 1) { /* pipelined: the chunks, and the schedule's own limits on p, m and them */
+    /* pipelined (the stage path): the chunks, and the schedule's own limits on p, m and them */
+    if (sc->p > 1 || sc->t > 1 || sc->c > 1) {
         int v = 1;
         DT_CHECK(dts_scenario_chunks(sc, &v));
         if (v > 1 && sc->n_split > 0)
@@ -757,27 +791,29 @@ dt_status dts_scenario_check(const dts_scenario *sc)
         return DT_FAIL(DT_ERR_INVALID, "--allreduce '%s': expected ring, tree, naive, mpi, nccl, ps-sync or ps-async",
                        sc->exchange_name);
     const int ps = dts__is_ps(sc->exchange);
+    /* the first of the stage path's sizes above 1 (1: none), for the refusals */
+    const int split = sc->p > 1 ? sc->p : sc->t > 1 ? sc->t : sc->c;
+    const char *flag = sc->p > 1   ? "--pipeline-model-parallel-size"
+                       : sc->t > 1 ? "--tensor-model-parallel-size"
+                                   : "--context-parallel-size";
     if (!ps && sc->num_ps_servers != 0)
         return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d needs --allreduce ps-sync or ps-async", sc->num_ps_servers);
     if (ps) {
         if (sc->num_ps_servers < 1)
             return DT_FAIL(DT_ERR_INVALID, "--num-ps-servers %d: expected an integer >= 1 with --allreduce %s",
                            sc->num_ps_servers, sc->exchange_name);
-        if (sc->t * sc->p != 1)
-            return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported",
-                           sc->p > 1 ? "--pipeline-model-parallel-size" : "--tensor-model-parallel-size",
-                           sc->p > 1 ? sc->p : sc->t);
+        if (split > 1) return DT_FAIL(DT_ERR_INVALID, "%s %d with a parameter server: not supported", flag, split);
         if (sc->zero)
             return DT_FAIL(DT_ERR_INVALID, "--use-distributed-optimizer shards over an allreduce group, not with a "
                                            "parameter server");
     }
     if (sc->zero_prefetch && sc->zero != 3)
         return DT_FAIL(DT_ERR_INVALID, "--zero-prefetch gathers stage 3's layers ahead: it needs --zero-stage 3");
-    if (sc->zero >= 2 && (sc->p > 1 || sc->t > 1))
+    if (sc->zero >= 2 && split > 1)
         return DT_FAIL(DT_ERR_INVALID,
-                       "--zero-stage %d with --%s-model-parallel-size %d: not supported (as in dtrain; --zero-stage 1 "
-                       "shards each stage's optimizer over its data group)",
-                       sc->zero, sc->p > 1 ? "pipeline" : "tensor", sc->p > 1 ? sc->p : sc->t);
+                       "--zero-stage %d with %s %d: not modelled (--zero-stage 1 shards each stage's optimizer over "
+                       "its data group)",
+                       sc->zero, flag, split);
     if (sc->bucket_bytes < 0)
         return DT_FAIL(DT_ERR_INVALID, "--bucket-size-mb: %" PRId64 " bytes: expected >= 0", sc->bucket_bytes);
     if (sc->chunk_bytes < 0)
@@ -896,6 +932,8 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "vocab_parallel", json_boolean(sc->vocab_parallel), &bad);
     dts__json_set(o, "scatter_gather_tensors_in_pipeline", json_boolean(sc->scatter_gather), &bad);
     dts__json_set(o, "sequence_parallel", json_boolean(sc->sequence_parallel), &bad);
+    dts__json_set(o, "context_parallel_size", json_integer(sc->c), &bad);
+    dts__json_set(o, "cp_comm_type", json_string(dt_cp_comm_name(sc->cp_comm)), &bad);
     dts__json_set(o, "pipeline_schedule", json_string(dt_sched_kind_name(sc->schedule)), &bad);
     if (sc->vpp > 0) dts__json_set(o, "virtual_pipeline_model_parallel_size", json_integer(sc->vpp), &bad);
     if (sc->vpp_layers > 0)

@@ -35,6 +35,7 @@ dt_status dts_summary_write(const dts_summary *s, const dts_scenario *sc, const 
             bad |= dts__set(ph, "dp_allreduce", json_real(s->comm_ns_dp * 1e-6));
             bad |= dts__set(ph, "pipeline_wait", json_real(s->comm_ns_pp * 1e-6));
             bad |= dts__set(ph, "tp_allreduce", json_real(s->comm_ns_tp * 1e-6));
+            bad |= dts__set(ph, "cp_exchange", json_real(s->comm_ns_cp * 1e-6));
             bad |= dts__set(ph, "push_pull", json_real(s->comm_ns_ps * 1e-6));
             bad |= dts__set(ph, "step_end_allreduce", json_real(s->world_sync_ns * 1e-6));
         }
@@ -131,12 +132,14 @@ double dts_summary_imbalance(const dts_summary *s, int *slow, int *fast)
 void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
 {
     char hw_name[4 * sizeof sc->hw.name]; /* from a hardware file: its control bytes escaped (dt_escape) */
-    fprintf(f, "dtsim: %s, t=%d p=%d d=%d, m=%d, %s, %s, %lld steps on %s\n", sc->model_name, sc->t, sc->p, sc->d,
+    char cp[48] = "";
+    if (sc->c > 1) snprintf(cp, sizeof cp, " c=%d (%s)", sc->c, dt_cp_comm_name(sc->cp_comm));
+    fprintf(f, "dtsim: %s, t=%d p=%d d=%d%s, m=%d, %s, %s, %lld steps on %s\n", sc->model_name, sc->t, sc->p, sc->d, cp,
             sc->m, sc->p > 1 ? dt_sched_kind_name(sc->schedule) : "no pipeline", sc->exchange_name, (long long)s->steps,
             dt_escape(sc->hw.name, hw_name, sizeof hw_name));
     fprintf(f, "step time %.3f ms (rank 0: compute %.3f, optimizer %.3f, comm %.3f ms per step)\n", s->step_ns * 1e-6,
             s->rank0.compute_ns * 1e-6, s->rank0.optim_ns * 1e-6, s->rank0.comm_ns * 1e-6);
-    if (s->p > 1 || sc->t > 1) {
+    if (s->p > 1 || sc->t > 1 || sc->c > 1) {
         /* both shares of each stage's step window: "bubble" counts forward, backward and the optimizer
          * step as work, "fwd/bwd-only" forward and backward alone (what the formula assumes) */
         fprintf(f, "bubble per stage (idle share of its step), formula %s = %.4f:\n",
@@ -154,8 +157,10 @@ void dts_summary_print(FILE *f, const dts_summary *s, const dts_scenario *sc)
     }
     fprintf(f,
             "comm per step on rank 0: dp allreduce %.3f ms, pipeline waits %.3f ms, tp allreduce %.3f ms, "
-            "push/pull %.3f ms\n",
+            "push/pull %.3f ms",
             s->comm_ns_dp * 1e-6, s->comm_ns_pp * 1e-6, s->comm_ns_tp * 1e-6, s->comm_ns_ps * 1e-6);
+    if (sc->c > 1) fprintf(f, ", cp exchange %.3f ms", s->comm_ns_cp * 1e-6);
+    fprintf(f, "\n");
     if (s->world_sync_ns > 0)
         fprintf(f, "step end on every rank: the world allreduce of the loss (8 bytes, a ring over %d ranks) %.3f ms\n",
                 s->n_ranks, s->world_sync_ns * 1e-6);

@@ -18,7 +18,10 @@
 /* A short name of a run: its layout, schedule and exchange. */
 static void dts__run_name(const dts_scenario *sc, char *buf, size_t n)
 {
-    if (sc->p > 1 || sc->t > 1)
+    if (sc->c > 1)
+        snprintf(buf, n, "t%d c%d %s p%d d%d %s m=%d%s%s", sc->t, sc->c, dt_cp_comm_name(sc->cp_comm), sc->p, sc->d,
+                 dt_sched_kind_name(sc->schedule), sc->m, sc->d > 1 ? " " : "", sc->d > 1 ? sc->exchange_name : "");
+    else if (sc->p > 1 || sc->t > 1)
         snprintf(buf, n, "t%d p%d d%d %s m=%d%s%s", sc->t, sc->p, sc->d, dt_sched_kind_name(sc->schedule), sc->m,
                  sc->d > 1 ? " " : "", sc->d > 1 ? sc->exchange_name : "");
     else if (sc->exchange == DTS_EX_PS_SYNC || sc->exchange == DTS_EX_PS_ASYNC)
