@@ -413,7 +413,7 @@ int dt_bench_simval(int argc, char **argv)
         {"--dir", DT_ARG_STRING, &dir, 0, 0, 0, NULL, "DIR", "keep the traces and logs in DIR", "temporary, removed",
          0},
         {"--quick", DT_ARG_FLAG, &quick, 0, 0, 0, NULL, NULL,
-         "the runs marked quick (9), no cluster, the co-located profiles of 2 and 4 (tests)", NULL, 0},
+         "the runs marked quick (11), no cluster, the co-located profiles of 2 and 4 (tests)", NULL, 0},
         {"--runs", DT_ARG_STRING, &only, 0, 0, 0, NULL, "NAME,NAME,...",
          "only these runs of the matrix (their names as the table prints them)", "all", 0},
         {"--mpirun", DT_ARG_STRING, &s.mpirun, 0, 0, 0, NULL, "CMD", "the launcher on this machine", NULL, 0},

@@ -5,7 +5,8 @@
  * 16; pipedream and pipedream-vsync), data parallelism (ring and tree, one
  * bucket and several, ZeRO-1), the parameter server (ps-sync, ps-async, and
  * ps-async with a slow worker), tensor parallelism (with and without
- * sequence parallelism), t x p and p x d, fp16
+ * sequence parallelism), context parallelism (p2p, allgather, a2a with
+ * t), t x p and p x d, fp16
  * and bf16, recomputation, and, on the emulated 2-node cluster, the
  * exchanges where the link dominates. Every run has the same model and
  * global batch (DT_SIMVAL_MODEL); m changes with the micro-batch size, as
@@ -65,8 +66,17 @@ const dt_simval_run dt_simval_runs[] = {
     {"tp2-sp-m4", "tensor-parallel", 2, 16, DT_SIMVAL_FP32, 0, 1, "--tensor-model-parallel-size 2 --sequence-parallel"},
     {"tp2-pp2-sp-1f1b-m4", "tensor x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 1,
      "--tensor-model-parallel-size 2 --sequence-parallel " PP2 "1f1b"},
+    /* context parallelism: each sequence over c ranks, the keys and values exchanged per block */
+    {"cp2-m4", "context-parallel", 2, 16, DT_SIMVAL_FP32, 0, 1, "--context-parallel-size 2"},
+    {"cp2-allgather-m4", "context-parallel", 2, 16, DT_SIMVAL_FP32, 0, 0,
+     "--context-parallel-size 2 --cp-comm-type allgather"},
+    {"cp4-m4", "context-parallel", 4, 16, DT_SIMVAL_FP32, 0, 0, "--context-parallel-size 4"},
+    {"cp2-tp2-a2a-m4", "context x tensor", 4, 16, DT_SIMVAL_FP32, 0, 1,
+     "--context-parallel-size 2 --tensor-model-parallel-size 2 --cp-comm-type a2a"},
+    {"cp2-pp2-1f1b-m4", "context x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 0, "--context-parallel-size 2 " PP2 "1f1b"},
     /* the embedding and LM head whole on both ranks (the others split them by vocabulary rows) */
-    {"tp2-m4-whole", "tensor-parallel", 2, 16, DT_SIMVAL_FP32, 0, 1, "--tensor-model-parallel-size 2 --no-vocab-parallel"},
+    {"tp2-m4-whole", "tensor-parallel", 2, 16, DT_SIMVAL_FP32, 0, 1,
+     "--tensor-model-parallel-size 2 --no-vocab-parallel"},
     /* scatter/gather of the pipeline's sends (the default), and without */
     {"tp2-pp2-1f1b-m4", "tensor x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 1, "--tensor-model-parallel-size 2 " PP2 "1f1b"},
     {"tp2-pp2-1f1b-m4-nosg", "tensor x pipeline", 4, 16, DT_SIMVAL_FP32, 0, 0,

@@ -11,6 +11,9 @@
  *     run with --no-vocab-parallel;
  *   - scattered pipeline sends: 1/t of the message on the link plus the
  *     receiving group's all-gather, against whole sends, by hand;
+ *   - context parallelism: each exchange's count and price, a rank's
+ *     1/c of the compute and memory, the gradients' group of c x d, the
+ *     scenario keys and the runtime's refusals, by hand;
  *   - the memory capacity: ranks whose predicted peak exceeds it;
  *   - the stages' compute (the imbalance the summary reports), by hand;
  *   - the hardware's "gemm_efficiency" table: reading, interpolation, bad
@@ -80,6 +83,9 @@ START_TEST(test_estimate)
     check_estimate(sc, "zero-3 d 4");
     sc->zero = 0, sc->d = 4, sc->p = 2, sc->t = 2, sc->m = 8, sc->chunk_bytes = 1 << 20;
     check_estimate(sc, "t 2 p 2 d 4");
+    sc->c = 2, sc->d = 2;
+    check_estimate(sc, "t 2 c 2 p 2 d 2");
+    sc->c = 1;
     sc->model.num_layers = 8, sc->t = 1, sc->p = 4, sc->d = 1, sc->schedule = DT_SCHED_ZB_V;
     check_estimate(sc, "zb-v p 4");
     sc->schedule = DT_SCHED_1F1B, sc->p = 2, sc->d = 600, sc->m = 4; /* auto: analytic above 512 members */
@@ -122,15 +128,11 @@ END_TEST
  * head of 5000/10000 (real parameter counts and activations), on t = 2
  * ranks and p stages, m = 1, one step, all links alpha 1000 ns and 1 byte
  * per ns, V = 257 (uneven: tensor rank 0 holds 128 rows, rank 1 129). */
-static dts_scenario *vocab_scenario(int p, int vp, int sg)
+/* The model's real parameters and activations at sc's B and T, an
+ * embedding of 300/600 ns and a head of 5000/10000, a free optimizer,
+ * links of alpha 1000 ns and 1 byte per ns. */
+static void real_layers(dts_scenario *sc)
 {
-    dts_scenario *sc = malloc(sizeof *sc);
-    ck_assert_ptr_nonnull(sc);
-    dt_test_fixed_scenario(sc, 2 * p, p, 1, 1, DT_SCHED_1F1B, 1000, 2000);
-    sc->model.vocab_size = 257;
-    sc->model.tie_embeddings = 0;
-    sc->t = 2, sc->B = 2, sc->T = 16;
-    sc->vocab_parallel = vp, sc->scatter_gather = sg;
     sc->hw = dt_test_flat_hw(1000, 1.0);
     const int L = sc->model.num_layers;
     for (int slot = 0; slot <= L + 1; slot++) {
@@ -140,7 +142,34 @@ static dts_scenario *vocab_scenario(int p, int vp, int sg)
     sc->cost.fwd_ns[0] = 300, sc->cost.bwd_ns[0] = 600;
     sc->cost.fwd_ns[L + 1] = 5000, sc->cost.bwd_ns[L + 1] = 10000;
     sc->cost.optim_ns_per_param = 0;
+}
+
+static dts_scenario *vocab_scenario(int p, int vp, int sg)
+{
+    dts_scenario *sc = malloc(sizeof *sc);
+    ck_assert_ptr_nonnull(sc);
+    dt_test_fixed_scenario(sc, 2 * p, p, 1, 1, DT_SCHED_1F1B, 1000, 2000);
+    sc->model.vocab_size = 257;
+    sc->model.tie_embeddings = 0;
+    sc->t = 2, sc->B = 2, sc->T = 16;
+    sc->vocab_parallel = vp, sc->scatter_gather = sg;
+    real_layers(sc);
     return sc;
+}
+
+/* cfg read into the default scenario, checked, written as JSON (holding
+ * `written`) and read back from it into sc. */
+static void round_trip(dts_scenario *sc, const char *cfg, const char *written)
+{
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, cfg, "c.json"));
+    ck_dt(dts_scenario_check(sc));
+    char *text = dts_scenario_json(sc);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, written) != NULL, "%s", text);
+    dts_scenario_default(sc);
+    ck_dt(dts_scenario_from_config(sc, text, "sim.json"));
+    free(text);
 }
 
 /* The first complete event named `name` of rank pid (its duration in *dur). */
@@ -426,15 +455,7 @@ START_TEST(test_sequence_parallel)
     /* the key: dtrain writes it only when on, a dtsim config keeps it; read back from the scenario's JSON */
     dts_scenario_default(a);
     ck_assert_int_eq(a->sequence_parallel, 0);
-    ck_dt(dts_scenario_from_config(a, "{\"tensor_model_parallel_size\": 2, \"sequence_parallel\": true}", "c.json"));
-    ck_assert_int_eq(a->sequence_parallel, 1);
-    ck_dt(dts_scenario_check(a));
-    char *text = dts_scenario_json(a);
-    ck_assert_ptr_nonnull(text);
-    ck_assert_ptr_nonnull(strstr(text, "\"sequence_parallel\":true"));
-    dts_scenario_default(a);
-    ck_dt(dts_scenario_from_config(a, text, "sim.json"));
-    free(text);
+    round_trip(a, "{\"tensor_model_parallel_size\": 2, \"sequence_parallel\": true}", "\"sequence_parallel\":true");
     ck_assert_int_eq(a->sequence_parallel, 1);
     ck_dt(dts_scenario_from_config(a, "{\"task\": \"gpt\", \"tensor_model_parallel_size\": 2}", "run.json"));
     ck_assert_int_eq(a->sequence_parallel, 0);
@@ -453,6 +474,170 @@ START_TEST(test_sequence_parallel)
     }
     free(a);
     free(b);
+}
+END_TEST
+
+/* Context parallelism by hand: 2 blocks of forward 100000 ns and backward
+ * 200000, an embedding of 300/600 and a head of 5000/10000, B 2, T 16,
+ * C 64, 4 heads, c = 2, links of alpha 1000 ns and 1 byte per ns. A rank
+ * computes 1/c of every layer; a key/value block is Nl x 2C FP32, Nl = 16
+ * rows (8192 bytes), a trip alpha + S/beta = 9192 ns; a ring step's
+ * attention is the block's share T/(6C + T) = 1/25 over t c c = 4 (1000
+ * ns forward, 2000 backward). p2p: the forward's step adds 9192 - 1000,
+ * B's first 9192 - 2000 + 9192 (the gradient's trip not hidden), its
+ * second 9192; allgather: the gather (c-1) alpha + (c-1)/c x 2S / beta =
+ * 9192 forward, twice backward; a2a: an all-to-all of (Nl, 3C) alpha +
+ * 1/2 x 12288 = 7144 and of (Nl, C) 3048, two forward, four backward.
+ * A ring step's span holds the attention it overlaps, as the runtime's. */
+static dts_scenario *cp_scenario(int c, int T, dt_cp_comm type)
+{
+    dts_scenario *sc = malloc(sizeof *sc);
+    ck_assert_ptr_nonnull(sc);
+    dt_test_fixed_scenario(sc, 2, 1, 1, 2, DT_SCHED_1F1B, 100000, 200000);
+    sc->c = c, sc->cp_comm = type, sc->B = 2, sc->T = T;
+    real_layers(sc);
+    return sc;
+}
+
+/* rank pid's events named `name` in step 0 (and, step >= 0, ring step `step` from rank `from`) */
+static int count_cp(const dts_summary *s, int pid, const char *name, int fwd, int step, int from)
+{
+    int n = 0;
+    for (size_t i = 0; i < s->n_ev; i++) {
+        const dt_trace_event *e = &s->ev[i];
+        if (e->pid != pid || e->iter != 0 || strcmp(e->name, name) != 0 || strcmp(e->cat, "cp") != 0) continue;
+        if ((int)dt_trace_event_arg(e, "forward", -1) != fwd) continue;
+        if (step >= 0 &&
+            ((int)dt_trace_event_arg(e, "step", -1) != step || (int)dt_trace_event_arg(e, "from", -1) != from))
+            continue;
+        n++;
+    }
+    return n;
+}
+
+START_TEST(test_context_parallel)
+{
+    dts_run_opts o = {.keep_events = 1};
+    const int64_t nb = 2, comp_f = (300 + nb * 100000 + 5000) / 2, comp_b = (600 + nb * 200000 + 10000) / 2;
+    const int64_t msg = 1000 + 8192, a3 = 1000 + 6144, a1 = 1000 + 2048;
+    const struct {
+        dt_cp_comm type;
+        int64_t f, b; /* what a block's exchanges add to the forward and to the backward */
+    } want[] = {{DT_CP_P2P, msg - 1000, (msg - 2000 + msg) + msg},
+                {DT_CP_ALLGATHER, msg, 2 * msg},
+                {DT_CP_A2A, a3 + a1, 2 * a3 + 2 * a1}};
+    for (int k = 0; k < 3; k++) {
+        dts_scenario *sc = cp_scenario(2, 16, want[k].type);
+        dts_summary s;
+        ck_dt(dts_run(sc, &o, &s));
+        int64_t f, b;
+        first_span(&s, 0, "forward", &f);
+        first_span(&s, 0, "backward", &b);
+        ck_assert_int_eq(f, comp_f + nb * want[k].f);
+        ck_assert_int_eq(b, comp_b + nb * want[k].b);
+        ck_assert(fabs(s.comm_ns_cp - (double)(nb * (want[k].f + want[k].b))) < 1.0);
+        ck_assert(s.comm_ns_tp == 0);
+        ck_assert_int_eq(s.n_ranks, 2);
+        ck_assert_int_eq(first_span(&s, 1, "forward", NULL), first_span(&s, 0, "forward", NULL)); /* alike */
+        if (want[k].type == DT_CP_P2P) { /* the ring's steps and senders, as lib/parallel/cp.c traces them */
+            ck_assert_int_eq(count_cp(&s, 0, "cp ring step", 1, 0, 1), nb);
+            ck_assert_int_eq(count_cp(&s, 1, "cp ring step", 1, 0, 0), nb);
+            ck_assert_int_eq(count_cp(&s, 0, "cp ring step", 0, 0, 1), nb);
+            ck_assert_int_eq(count_cp(&s, 0, "cp ring step", 0, 1, 0), nb);
+            ck_assert_int_eq(count_cp(&s, 1, "cp ring step", 0, 1, 1), nb);
+            int64_t span;
+            first_span(&s, 0, "cp ring step", &span); /* as the runtime's: the attention it overlaps, and the wait */
+            ck_assert_int_eq(span, msg);
+        } else if (want[k].type == DT_CP_ALLGATHER) {
+            ck_assert_int_eq(count_cp(&s, 0, "cp kv all-gather", 1, -1, 0), nb);
+            ck_assert_int_eq(count_cp(&s, 0, "cp kv all-gather", 0, -1, 0), nb);
+            ck_assert_int_eq(count_cp(&s, 0, "cp dkv reduce-scatter", 0, -1, 0), nb);
+        } else {
+            ck_assert_int_eq(count_cp(&s, 0, "cp all-to-all", 1, -1, 0), 2 * nb);
+            ck_assert_int_eq(count_cp(&s, 0, "cp all-to-all", 0, -1, 0), 4 * nb);
+        }
+        dts_summary_free(&s);
+        free(sc);
+    }
+    /* recomputation runs the attention's forward again in B, its exchanges traced as forward */
+    dts_scenario *sc = cp_scenario(2, 16, DT_CP_P2P);
+    sc->recompute = 2;
+    dts_summary s;
+    ck_dt(dts_run(sc, &o, &s));
+    ck_assert_int_eq(count_cp(&s, 0, "cp ring step", 1, 0, 1), 2 * nb);
+    dts_summary_free(&s);
+    free(sc);
+    /* memory: a rank's activations are the sequence's over c (every tensor Nl rows): c 2 at T 16 and c 4 at
+     * T 32 hold the same; T 32 at c 2 holds 4 [Nl C + L Nl (10 C + 4 + NH) + Nl C + 2 Nl + Nl V] more, Nl = 16 */
+    int64_t peak[3];
+    const int cs[3] = {2, 4, 2}, Ts[3] = {16, 32, 32};
+    for (int k = 0; k < 3; k++) {
+        sc = cp_scenario(cs[k], Ts[k], DT_CP_P2P);
+        ck_dt(dts_run(sc, NULL, &s));
+        peak[k] = s.peak_mem_stage[0];
+        dts_summary_free(&s);
+        free(sc);
+    }
+    const int64_t Nl = 16, C = 64, NH = 4, V = 256;
+    ck_assert_int_eq(peak[0], peak[1]);
+    ck_assert_int_eq(peak[2] - peak[0], 4 * (Nl * C + nb * Nl * (10 * C + 4 + NH) + Nl * C + 2 * Nl + Nl * V));
+    /* the gradients are reduced over the c x d ranks: c 2 x d 2 as c 4 x d 1 (the same group of 4, the same
+     * bytes), more than c 2 x d 1; ZeRO-1 shards the optimizer's states over them */
+    dts_summary cd, dd, cc;
+    sc = cp_scenario(2, 16, DT_CP_P2P);
+    ck_dt(dts_run(sc, NULL, &cd));
+    dts_scenario *sd = cp_scenario(2, 16, DT_CP_P2P);
+    sd->d = 2;
+    ck_dt(dts_run(sd, NULL, &dd));
+    sd->c = 4, sd->d = 1, sd->T = 32;
+    ck_dt(dts_run(sd, NULL, &cc));
+    ck_assert_int_eq(dd.n_ranks, 4);
+    ck_assert(cd.comm_ns_dp > 0 && dd.comm_ns_dp > cd.comm_ns_dp);
+    ck_assert(fabs(cc.comm_ns_dp - dd.comm_ns_dp) < 1.0);
+    dts_summary_free(&dd);
+    dts_summary_free(&cc);
+    sc->zero = 1;
+    dts_summary z;
+    ck_dt(dts_run(sc, NULL, &z));
+    const int64_t prm = dts_cost_total_params(&sc->cost);
+    ck_assert_int_eq(cd.peak_mem[0] - z.peak_mem[0], prm * 4 * 2 / 2);
+    dts_summary_free(&z);
+    dts_summary_free(&cd);
+    free(sd);
+    /* the keys: dtrain writes them only when c > 1, a dtsim config keeps them; read back from the JSON */
+    dts_scenario_default(sc);
+    ck_assert_int_eq(sc->c, 1);
+    round_trip(sc, "{\"context_parallel_size\": 2, \"cp_comm_type\": \"a2a\"}",
+               "\"context_parallel_size\":2,\"cp_comm_type\":\"a2a\"");
+    ck_assert_int_eq(dts_scenario_world(sc), 2);
+    ck_assert_int_eq(sc->c, 2);
+    ck_assert_int_eq(sc->cp_comm, DT_CP_A2A);
+    ck_dt(dts_scenario_from_config(sc, "{\"task\": \"add\", \"data_parallel_size\": 1}", "run.json"));
+    ck_assert_int_eq(sc->c, 1);
+    ck_assert_int_eq(sc->cp_comm, DT_CP_P2P);
+    ck_assert_int_eq(dts_scenario_from_config(sc, "{\"cp_comm_type\": \"ring\"}", "c.json"), DT_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(dt_last_error(), "expected p2p, a2a or allgather"));
+    /* the runtime's refusals (lib/train/config.c), in its words; and what dtsim does not model */
+    const struct {
+        int c, t, p, T, NH, sp, zero;
+        dt_cp_comm type;
+        dt_sched_kind sched;
+        const char *says;
+    } bad[] = {{2, 1, 1, 6, 4, 0, 0, DT_CP_P2P, DT_SCHED_1F1B, "--seq-length 6 does not split into 4 equal chunks"},
+               {2, 1, 1, 16, 3, 0, 0, DT_CP_A2A, DT_SCHED_1F1B, "does not divide the 3 attention heads of a tensor"},
+               {2, 1, 2, 16, 4, 0, 0, DT_CP_P2P, DT_SCHED_PIPEDREAM, "not with --pipeline-schedule pipedream"},
+               {2, 4, 1, 20, 4, 1, 0, DT_CP_P2P, DT_SCHED_1F1B, "does not divide the 10 positions of a context"},
+               {2, 1, 1, 16, 4, 0, 2, DT_CP_P2P, DT_SCHED_1F1B, "--zero-stage 2 with --context-parallel-size 2"},
+               {65, 1, 1, 130, 4, 0, 0, DT_CP_P2P, DT_SCHED_1F1B, "--context-parallel-size 65: expected 1..64"}};
+    for (int k = 0; k < (int)(sizeof bad / sizeof bad[0]); k++) {
+        dts_scenario_default(sc);
+        sc->c = bad[k].c, sc->t = bad[k].t, sc->p = bad[k].p, sc->T = bad[k].T, sc->model.num_heads = bad[k].NH;
+        sc->model.hidden_size = 12 * bad[k].NH, sc->model.seq_len = 256, sc->sequence_parallel = bad[k].sp;
+        sc->zero = bad[k].zero, sc->cp_comm = bad[k].type, sc->schedule = bad[k].sched;
+        ck_assert_int_eq(dts_scenario_check(sc), DT_ERR_INVALID);
+        ck_assert_msg(strstr(dt_last_error(), bad[k].says) != NULL, "%d: %s", k, dt_last_error());
+    }
+    free(sc);
 }
 END_TEST
 
@@ -619,6 +804,7 @@ int main(void)
     tcase_add_test(tc, test_recompute_allreduces);
     tcase_add_test(tc, test_tp_skew);
     tcase_add_test(tc, test_sequence_parallel);
+    tcase_add_test(tc, test_context_parallel);
     tcase_add_test(tc, test_stage_compute_memory);
     tcase_add_test(tc, test_gemm_efficiency);
     suite_add_tcase(s, tc);

@@ -6,14 +6,15 @@
 # calibration (single-rank compute profiles of simval's model, width 96, 4
 # blocks, T = 32, 1 thread, in fp32, bf16 and fp16; two and four copies of
 # the fp32 one at once for the contention of 2 and 4 ranks on the 2 cores; `mpirun -np 2 dtbench allreduce --json`
-# for the link) and then nine real runs with traces, each measured once:
+# for the link) and then eleven real runs with traces, each measured once:
 # on 2 ranks pipeline p = 2 1f1b m = 4, data-parallel ring d = 2, ps-sync
 # (one worker, one server), 1f1b bf16, t = 2 fp16 (the embedding and LM
 # head split by vocabulary rows, the default), t = 2 fp32 with them
-# whole (--no-vocab-parallel) and t = 2 with --sequence-parallel; on 4
-# ranks t x p = 2 x 2 1f1b with the pipeline's sends scattered over the
-# tensor ranks (the default), and with --sequence-parallel (each rank
-# sends its own rows).
+# whole (--no-vocab-parallel), t = 2 with --sequence-parallel and c = 2
+# (context parallelism, the ring); on 4 ranks t x p = 2 x 2 1f1b with the
+# pipeline's sends scattered over the tensor ranks (the default), and with
+# --sequence-parallel (each rank sends its own rows), and c x t = 2 x 2
+# with the all-to-all (--cp-comm-type a2a).
 # dts_validate predicts each from the calibration only (the run gives its
 # configuration, never its durations).
 #
@@ -57,46 +58,80 @@ sim_peak() {
         sed 's/.*"activations"://' | awk 'BEGIN { m = 0 } { if ($1 + 0 > m) m = $1 + 0 } END { printf "%d", m }'
 }
 # tp_names TRACE PID: pid's tensor-group collectives of step 1, counted by name
+# shellcheck disable=SC2317 # called through replay's NAMES
 tp_names() {
     grep "\"cat\":\"tp\".*\"pid\":$2,.*\"iter\":1," "$1" | sed 's/^{"name":"\([^"]*\)".*/\1/' | sort | uniq -c |
         tr -s ' ' | tr '\n' ';'
 }
-sp_cell() { # sp_cell NAME NP FLAGS...: t = 2
-    name=$1 np=$2; shift 2
-    # shellcheck disable=SC2086 # SPRUN is a list of flags
-    if ! timeout 120 $MPIRUN -np "$np" "$DTRAIN" $SPRUN --tensor-model-parallel-size 2 --sequence-parallel "$@" \
-            --summary "$TMP/$name.json" --trace "$TMP/$name-tr.json" >"$TMP/$name.out" 2>&1; then
-        fail "sequence parallelism $name: dtrain exited non-zero:"; tail -n 5 "$TMP/$name.out" >&2; return 0
+# replay WHAT NAMES NAME NP FLAGS...: a real run of FLAGS on NP ranks, dtsim's replay of its trace; each
+# stage's peak against the runtime's, and its first rank's collectives of step 1 (listed by NAMES)
+replay() {
+    what=$1 names=$2 name=$3 np=$4; shift 4
+    # shellcheck disable=SC2086 # MPIRUN is a command and its flags
+    if ! timeout 120 $MPIRUN -np "$np" "$DTRAIN" "$@" --summary "$TMP/$name.json" --trace "$TMP/$name-tr.json" \
+            >"$TMP/$name.out" 2>&1; then
+        fail "$what $name: dtrain exited non-zero:"; tail -n 5 "$TMP/$name.out" >&2; return 0
     fi
     if ! "$DTSIM" run --config "$TMP/$name-tr.rank0.json" --trace "$TMP/$name.sim.json" >"$TMP/$name.sim.out" 2>&1; then
-        fail "sequence parallelism $name: dtsim run:"; tail -n 5 "$TMP/$name.sim.out" >&2; return 0
+        fail "$what $name: dtsim run:"; tail -n 5 "$TMP/$name.sim.out" >&2; return 0
     fi
     real=$(jlist "$TMP/$name.json" stage_peak_activation_bytes) st=0 pred="" cs=""
+    per=$((np / $(echo "$real" | wc -w))) # ranks a stage
     for _ in $real; do
-        pred="$pred $(sim_peak "$TMP/$name.sim.json" $((2 * st)))"
-        a=$(tp_names "$TMP/$name-tr.rank$((2 * st)).json" $((2 * st))) b=$(tp_names "$TMP/$name.sim.json" $((2 * st)))
+        pid=$((per * st))
+        pred="$pred $(sim_peak "$TMP/$name.sim.json" $pid)"
+        a=$($names "$TMP/$name-tr.rank$pid.json" $pid) b=$($names "$TMP/$name.sim.json" $pid)
         if [ -z "$a" ] || [ "$a" != "$b" ]; then
-            fail "sequence parallelism $name: stage $st's collectives in step 1: dtrain $a dtsim $b"
+            fail "$what $name: stage $st's collectives in step 1: dtrain $a dtsim $b"
         fi
         cs="$cs stage $st:$a"
         st=$((st + 1))
     done
     if [ -n "$real" ] && [ "$real" = "${pred# }" ]; then
-        echo "ok: sequence parallelism $name: peaks $real bytes, dtsim the same; step 1's collectives,$cs"
+        echo "ok: $what $name: peaks $real bytes, dtsim the same; step 1's collectives,$cs"
     else
-        fail "sequence parallelism $name: stage peak activation bytes $real, dtsim predicts$pred"
+        fail "$what $name: stage peak activation bytes $real, dtsim predicts$pred"
     fi
 }
+# shellcheck disable=SC2086 # SPRUN is a list of flags
+sp_cell() { name=$1 np=$2; shift 2; replay "sequence parallelism" tp_names "$name" "$np" $SPRUN \
+    --tensor-model-parallel-size 2 --sequence-parallel "$@"; }
 sp_cell sp-t2 2
 sp_cell sp-t2-bf16-selective 2 --bf16 --recompute-granularity selective
 sp_cell sp-t2p2-full 4 --pipeline-model-parallel-size 2 --recompute-granularity full --recompute-num-layers 2
 sp_cell sp-t2p2-zbh1-bf16 4 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --bf16
+
+# Context parallelism, exactly (lib/parallel/cp.c): the same replay of a
+# real run, every stage's peak activation bytes to the byte (each rank's
+# B T / c rows of T 64, B 4: 128 or 64, multiples of the arena's 16), and
+# the context and tensor groups' exchanges of step 1, by name and by the
+# trace's "forward", on each stage's first rank. Four cells of 4 blocks
+# on 2 or 4 ranks: c = 2 p2p fp32; c = 4 a2a with selective
+# recomputation (the attention's exchanges again in B); c x t = 2 x 2
+# with sequence parallelism, bf16, full recomputation; c x p = 2 x 2
+# zb-h1 allgather. 10 s on the 2-core Xeon.
+CPRUN="--task add --task-digits 2 --seq-length 64 --num-layers 4 --train-iters 2 --eval-iters 1 --eval-interval 0 \
+--log-interval 2 --threads 1 --micro-batch-size 4 --global-batch-size 16"
+# cp_names TRACE PID: pid's context and tensor groups' exchanges of step 1, counted by name and direction
+# shellcheck disable=SC2317 # called through replay's NAMES
+cp_names() {
+    grep "\"cat\":\"[ct]p\".*\"pid\":$2,.*\"iter\":1," "$1" |
+        sed 's/^{"name":"\([^"]*\)".*"forward":\([0-9]\).*/\1 f\2/' | sort | uniq -c | tr -s ' ' | tr '\n' ';'
+}
+# shellcheck disable=SC2086 # CPRUN is a list of flags
+cp_cell() { name=$1 np=$2; shift 2; replay "context parallelism" cp_names "$name" "$np" $CPRUN "$@"; }
+cp_cell cp-c2 2 --context-parallel-size 2
+cp_cell cp-c4-a2a-selective 4 --context-parallel-size 4 --cp-comm-type a2a --recompute-granularity selective
+cp_cell cp-c2t2-sp-bf16-full 4 --context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel --bf16 \
+    --recompute-granularity full
+cp_cell cp-c2p2-zbh1-allgather 4 --context-parallel-size 2 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 \
+    --cp-comm-type allgather
 [ "$failures" = 0 ] || exit 1
 # the machine's load: 1-minute load average above the cores + 1.5 means other
 # work competes with the measured runs (the runs themselves add about 2)
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 busy=0
-NRUNS=9
+NRUNS=11
 # bf16 predicted from an FP32 profile (issue 35): dtsim takes the GEMM rates
 # of both precisions and the cost of bf16's own passes over the activations
 # from a hardware file (peak_flops, peak_flops_bf16, bf16_pass_ns), all
@@ -152,7 +187,7 @@ done
     fail "bf16 from an FP32 profile: error $e_rate% (at FP32 speed $e_none%) in every attempt (load $load)"; exit 1; }
 
 # the rows of the table: a run's name, then its set and figures
-ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\|tp2-m4-whole\|tp2-sp-m4\|tp2-pp2-1f1b-m4\|tp2-pp2-sp-1f1b-m4\) '
+ROWS='^\(1f1b-m4\|1f1b-m4-bf16\|dp-ring\|ps-sync\|tp2-m4-fp16\|tp2-m4-whole\|tp2-sp-m4\|tp2-pp2-1f1b-m4\|tp2-pp2-sp-1f1b-m4\|cp2-m4\|cp2-tp2-a2a-m4\) '
 ok=" " # the rows (1..NRUNS) that were within TOL in some attempt
 for attempt in 1 2 3; do
     load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
