@@ -16,4 +16,4 @@ dtbench_SOURCES += bench/vizbench_none.c
 endif
 dtbench_LDADD += libdtsim.la libdtrain_core.la $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 EXTRA_DIST += bench/README.md
-EXTRA_DIST += bench/soak.sh bench/published.sh
+EXTRA_DIST += bench/soak.sh bench/published.sh bench/longseq-whatif.sh
