@@ -48,7 +48,7 @@ die() { cat "$out"; fail "$*"; exit 1; }
 # after the warm-up) on each stage's first rank. Four cells of 4 blocks:
 # t = 2 fp32; t = 2 bf16 selective; t x p = 2 x 2 1f1b with full
 # recomputation in groups of 2; zb-h1 bf16 (W's all-gathers and
-# LayerNorm sums). 5 s on the 2-core Xeon.
+# LayerNorm sums). 5 s on the 2-core AMD EPYC.
 DTSIM=$BUILDDIR/dtsim
 SPRUN="--task add --task-digits 2 --seq-length 16 --num-layers 4 --train-iters 4 --lr-warmup-iters 1 \
 --eval-iters 2 --eval-interval 0 --log-interval 4 --threads 1 --global-batch-size 8 --micro-batch-size 2"
@@ -109,7 +109,7 @@ sp_cell sp-t2p2-zbh1-bf16 4 --pipeline-model-parallel-size 2 --pipeline-schedule
 # on 2 or 4 ranks: c = 2 p2p fp32; c = 4 a2a with selective
 # recomputation (the attention's exchanges again in B); c x t = 2 x 2
 # with sequence parallelism, bf16, full recomputation; c x p = 2 x 2
-# zb-h1 allgather. 10 s on the 2-core Xeon.
+# zb-h1 allgather. 10 s on the 2-core AMD EPYC.
 CPRUN="--task add --task-digits 2 --seq-length 64 --num-layers 4 --train-iters 2 --eval-iters 1 --eval-interval 0 \
 --log-interval 2 --threads 1 --micro-batch-size 4 --global-batch-size 16"
 # cp_names TRACE PID: pid's context and tensor groups' exchanges of step 1, counted by name and direction
