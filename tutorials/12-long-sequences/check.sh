@@ -85,4 +85,21 @@ bal=$(awk '$1 == "A" && $2 ~ /^[0-3]$/ { c = $5; if (!n++ || c < lo) lo = c; if 
     END { if (n == 4 && lo > 0) printf "%.3f", hi / lo }' an.out)
 tut_range "cp4: the ranks' compute per step, largest / smallest" "$bal" 1 1.15
 
+# 5. The simulator's what-if (deterministic: exact lines).
+tut_fails w8k 2 ./dtsim run --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --vocab-size 51200 --untie-embeddings-and-output-weights --micro-batch-size 1 --global-batch-size 128 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --bf16 --use-distributed-optimizer --recompute-granularity selective --train-iters 2 --hw sim/hw/a100-ib.json --strict-memory --seq-length 8192 --max-position-embeddings 8192 --data-parallel-size 8
+tut_line w8k '^dtsim: --strict-memory: rank 0 \(stage 0\) peaks at 79264\.53 MiB, more than the device.s memory \(a100-ib: mem_capacity_bytes 80000000000, 76293\.95 MiB\); 64 of 1024 ranks over$'
+tut_cmd w16k ./dtsim run --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --vocab-size 51200 --untie-embeddings-and-output-weights --micro-batch-size 1 --global-batch-size 128 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --bf16 --use-distributed-optimizer --recompute-granularity selective --train-iters 2 --hw sim/hw/a100-ib.json --strict-memory --seq-length 16384 --max-position-embeddings 16384 --data-parallel-size 8 --sequence-parallel
+tut_line w16k '^step time 32752\.710 ms '
+tut_line w16k '^peak memory 63511\.81 MiB \(rank 0\)$'
+tut_cmd w64k ./dtsim run --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --vocab-size 51200 --untie-embeddings-and-output-weights --micro-batch-size 1 --global-batch-size 128 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --bf16 --use-distributed-optimizer --recompute-granularity selective --train-iters 2 --hw sim/hw/a100-ib.json --strict-memory --seq-length 65536 --max-position-embeddings 65536 --data-parallel-size 2 --sequence-parallel --context-parallel-size 4
+tut_line w64k '^layout:   t=8 p=16 d=2 c=4 \(1024 ranks\), schedule 1f1b, exchange ring \+ ZeRO-1, bf16, selective recomputation, sequence parallelism, context parallelism \(p2p\)$'
+tut_line w64k '^step time 136719\.640 ms '
+tut_line w64k ' cp exchange 12381\.794 ms$'
+tut_line w64k '^peak memory 68695\.81 MiB \(rank 0\)$'
+if [ "$TUTORIAL_QUICK" = 0 ]; then # 13 s: the README's table, as printed
+    tut_cmd table sh "$SRCDIR/bench/longseq-whatif.sh" .
+    tut_line table '^sp +8 x 1 x 16 x 8 +16384 +32\.75 '
+    tut_line table '^sp\+cp4 +8 x 4 x 16 x 2 +65536\+ +136\.72 '
+fi
+
 tut_finish
