@@ -115,7 +115,8 @@ tut_cmd simval --quick "--quick --repeats 1 --iters 20" ./dtbench simval
 tut_line simval '^calibration \(the only inputs the simulator is fitted to\)'
 tut_line simval '^validation \(never used for fitting\): [0-9]+ runs'
 tut_line simval '^goal: mean \|error\| < 3% \([0-9.]+% over [0-9]+ runs: ratio [0-9.]+\) and none over 8% .*: (MET|NOT MET)$'
-if [ "$TUTORIAL_QUICK" = 1 ]; then nruns=7; else nruns="3[37]"; fi # 37 with the emulated cluster (root), 33 without
+# the quick set grew to 11 with issue 38's SP and CP runs; the full set to 44 with the emulated cluster (root), 40 without
+if [ "$TUTORIAL_QUICK" = 1 ]; then nruns=11; else nruns="4[04]"; fi
 tut_line simval "over $nruns runs: ratio"
 mae=$(tut_num simval '^goal: mean |error| < 3% (\([0-9.]*\)% over.*')
 tut_range "simval: mean absolute error (%)" "$mae" 0 95
