@@ -30,15 +30,7 @@ cell() {
     pflag=; [ $prec_ = bf16 ] && pflag=--bf16
     cname=cp-n$n_-$prec_-$(echo "$*" | sed 's/--context-parallel-size/c/; s/--cp-comm-type//' | tr -d ' -' | cut -c1-50)
     mpi_run "$cname" "$n_" $COMMON $pflag --micro-batch-size 2 "$@" --trace "$TMP/$cname-trace.json" || return 0
-    if [ $prec_ = fp32 ]; then
-        same "$cname" serial-$prec_ tp
-    else
-        for kk in train_loss val_loss param_probe; do
-            CLOSE_WHAT="$cname $kk" close "$(key "$TMP/serial-$prec_.json" $kk)" "$(key "$TMP/$cname.json" $kk)" 1e-2 ||
-                fail "$cname: $kk $(key "$TMP/$cname.json" $kk), serial $(key "$TMP/serial-$prec_.json" $kk)"
-        done
-        echo "ok: $cname equals serial-$prec_ (within 1e-2)"
-    fi
+    vs_serial "$cname" $prec_
 }
 cell 2 fp32 --context-parallel-size 2
 cell 2 fp32 --context-parallel-size 2 --cp-comm-type allgather

@@ -4,7 +4,7 @@
 #   test (exit 77) when the build has no MPI, fails (99) when mpirun is
 #   missing; makes $TMP (removed on exit); sources mpi-env.sh; sets DTRAIN,
 #   BUILDDIR, MPIRUN and failures=0; defines fail, key, jlist, close,
-#   expect_error, mpi_run, same and field.
+#   expect_error, mpi_run, same, vs_serial and field.
 # POSIX sh.
 
 set -u
@@ -101,6 +101,21 @@ same() {
         esac || { fail "$1: $kk $b, $2 $a (${3:-close})"; ok=0; }
     done
     [ $ok = 1 ] && echo "ok: $1 equals $2 ($([ "${3:-}" = tp ] && echo "within $tol_" || echo "${3:-within 1e-4}"))"
+}
+# vs_serial NAME PREC: NAME's summary against serial-PREC's (the caller
+# made both): fp32 within tensor parallelism's 5e-4 (same ... tp, see
+# close); bf16 and fp16 within compose.sh's 16-bit tolerance 1e-2 (each
+# rounding of a stored tensor to 8 or 11 bits, 2^-9 and 2^-12 relative,
+# falls on values that differ by FP32 ulps between the runs)
+vs_serial() {
+    if [ "$2" = fp32 ]; then same "$1" "serial-$2" tp; return 0; fi
+    ok_=1
+    for kk in train_loss val_loss param_probe; do
+        CLOSE_WHAT="$1 $kk" close "$(key "$TMP/serial-$2.json" $kk)" "$(key "$TMP/$1.json" $kk)" 1e-2 ||
+            { fail "$1: $kk $(key "$TMP/$1.json" $kk), serial $(key "$TMP/serial-$2.json" $kk)"; ok_=0; }
+    done
+    [ $ok_ = 1 ] && echo "ok: $1 equals serial-$2 (within 1e-2)"
+    return 0
 }
 # field FILE STAGE KEY: the value of KEY= on stage STAGE's line of
 # `dtbench bubbles`

@@ -30,15 +30,7 @@ cell() {
     cname=sp-n$n_-$prec_-$(echo "$*" | tr -d ' -' | cut -c1-60)
     mpi_run "$cname" "$n_" $COMMON $pflag --micro-batch-size 2 --sequence-parallel "$@" --trace "$TMP/$cname-trace.json" ||
         return 0
-    if [ $prec_ = fp32 ]; then
-        same "$cname" serial-$prec_ tp
-    else
-        for kk in train_loss val_loss param_probe; do
-            CLOSE_WHAT="$cname $kk" close "$(key "$TMP/serial-$prec_.json" $kk)" "$(key "$TMP/$cname.json" $kk)" 1e-2 ||
-                fail "$cname: $kk $(key "$TMP/$cname.json" $kk), serial $(key "$TMP/serial-$prec_.json" $kk)"
-        done
-        echo "ok: $cname equals serial-$prec_ (within 1e-2)"
-    fi
+    vs_serial "$cname" $prec_
     grep -q '"sequence_parallel": true' "$TMP/$cname.json" || fail "$cname: the summary does not say sequence_parallel"
 }
 cell 2 fp32 --tensor-model-parallel-size 2
