@@ -58,13 +58,8 @@ static dt_status dt__tp_sp_coll(dt__tp *tp, int kind, char pass, float *x, size_
 {
     const int64_t t0 = tp->event ? dt_time_ns() : 0;
     const dt_collective_opts o = {.chunk_bytes = tp->chunk_bytes};
-    if (kind == DT__TP_SP_SCATTER) {
-        tp->sp_scatters++;
-        DT_CHECK(dt_comm_reduce_scatter(tp->comm, x, n, &o));
-    } else {
-        tp->sp_gathers++;
-        DT_CHECK(dt_comm_all_gather(tp->comm, x, n, &o));
-    }
+    if (kind == DT__TP_SP_SCATTER) DT_CHECK(dt_comm_reduce_scatter(tp->comm, x, n, &o));
+    else DT_CHECK(dt_comm_all_gather(tp->comm, x, n, &o));
     if (tp->event) tp->event(tp->event_ctx, kind, pass, t0, dt_time_ns());
     return DT_OK;
 }
@@ -81,7 +76,6 @@ dt_status dt__tp_gather(dt__tp *tp, char pass, float *x, size_t n)
 
 dt_status dt__tp_ln_sum(dt__tp *tp, dt_backend *be, float *gw, float *gb, size_t C)
 {
-    tp->sp_lnsums++;
     DT_CHECK(dt__tp_sum_traced(tp, DT__TP_SP_LN, 'B', tp->ln_grad, 2 * C));
     DT_CHECK(be->residual_forward(be, gw, gw, tp->ln_grad, C));
     return be->residual_forward(be, gb, gb, tp->ln_grad + C, C);

@@ -41,10 +41,8 @@ typedef struct dt__tp {
     int vocab_parallel;
     long long allreduces_fwd, allreduces_bwd; /* made by f and g so far */
     /* sequence parallelism (lib/parallel/sp.c): the blocks' per-token
-     * regions split over the group; its collectives so far (reduce-
-     * scatters, all-gathers, LayerNorm-gradient sums) */
+     * regions split over the group (its collectives are traced, not counted) */
     int sp;
-    long long sp_scatters, sp_gathers, sp_lnsums;
     float *ln_grad; /* (2C) backend memory, the owner's: one LayerNorm's gradients before their sum */
     /* optional (traces): each collective, kind DT__TP_F, _G (pass 'F' or
      * 'B'), _VOCAB_SUM or _VOCAB_GATHER, with its start and end from
