@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dt_fp8.h"
 #include "dt_status.h"
 #include "dt_tensor.h"
 
@@ -137,6 +138,43 @@ typedef dt_status dt_backend_attention_chunk_backward_fn(dt_backend *be, float *
 /* rows of cols floats: dst rows ldd apart = src rows lds apart (no overlap) */
 typedef dt_status dt_backend_copy2d_fn(dt_backend *be, float *dst, size_t ldd, const float *src, size_t lds,
                                        size_t rows, size_t cols);
+/* ---- FP8 GEMMs (include/dt_fp8.h), optional: both or neither -------- */
+/* How fp8_quantize scales and stores x. */
+typedef struct dt_fp8_quant {
+    dt_fp8_format format;
+    /* 0, 0: one scale for the tensor; else tiles of tile_rows x tile_cols
+     * (blockwise; edge tiles smaller), each scaled from its own amax by a
+     * power of two (dt_fp8_scale_from_amax with pow2) */
+    int tile_rows, tile_cols;
+    /* one scale: > 0 the scale to use (delayed); 0 from the tensor's own
+     * amax (tensorwise). A computed scale of 0 (amax 0) means 1. */
+    float scale;
+    int margin; /* computed scales: (max / amax) / 2^margin */
+    /* 1 (required with tiles): q receives floats, fp8(x s) / s, exact in
+     * bf16 (power-of-two s), for the ordinary gemm with bf16 inputs; 0:
+     * q receives the backend's FP8 storage of fp8(x s), for fp8_gemm */
+    int dequant;
+} dt_fp8_quant;
+/* What fp8_quantize saw (host memory). */
+typedef struct dt_fp8_qstats {
+    float amax;         /* max |x| over the tensor (NaN ignored) */
+    float scale;        /* one scale: the scale used (the GEMM divides by it); tiles: 1 */
+    uint64_t saturated; /* values with |x s| > max, set to +-max */
+    uint64_t flushed;   /* non-zero values with fp8(x s) == 0 */
+    uint32_t *hist;     /* (DT_FP8_HIST) += non-zero |x| by float binade; NULL: not counted */
+} dt_fp8_qstats;
+/* q = x(rows, cols) converted to FP8 as spec says (dt_fp8.h's rounding,
+ * saturation and flushing, bit for bit); q has room for rows * cols
+ * floats. stats (host) are overwritten (hist added to). */
+typedef dt_status dt_backend_fp8_quantize_fn(dt_backend *be, void *q, const float *x, int rows, int cols,
+                                             const dt_fp8_quant *spec, dt_fp8_qstats *stats);
+/* C(M,N) = alpha op(A) op(B) + beta C, row-major, A and B what
+ * fp8_quantize wrote with dequant 0 (formats fa, fb), lda, ldb in
+ * elements: products exact, FP32 accumulation (on the GPU cuBLASLt's FP8
+ * GEMM, alpha the product of the two inputs' 1/scale). */
+typedef dt_status dt_backend_fp8_gemm_fn(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                                         const void *A, dt_fp8_format fa, int lda, const void *B, dt_fp8_format fb,
+                                         int ldb, float beta, float *C, int ldc);
 /* GELU, tanh approximation: out(n) = gelu(inp) */
 typedef dt_status dt_backend_gelu_forward_fn(dt_backend *be, float *out, const float *inp, size_t n);
 /* dinp(n) = gelu'(inp) * dout (overwritten; dinp may alias dout) and,
@@ -338,6 +376,9 @@ typedef struct dt_backend_ops {
     dt_backend_attention_chunk_forward_fn *attention_chunk_forward;
     dt_backend_attention_chunk_backward_fn *attention_chunk_backward;
     dt_backend_copy2d_fn *copy2d;
+    /* NULL: no FP8 on this backend (both or neither) */
+    dt_backend_fp8_quantize_fn *fp8_quantize;
+    dt_backend_fp8_gemm_fn *fp8_gemm;
 } dt_backend_ops;
 
 struct dt_backend {
@@ -405,6 +446,8 @@ struct dt_backend {
     dt_backend_attention_chunk_forward_fn *attention_chunk_forward;
     dt_backend_attention_chunk_backward_fn *attention_chunk_backward;
     dt_backend_copy2d_fn *copy2d;
+    dt_backend_fp8_quantize_fn *fp8_quantize; /* NULL where the backend has no FP8 */
+    dt_backend_fp8_gemm_fn *fp8_gemm;
 };
 
 /* Create a backend by name ("cpu" or "cuda"). threads <= 0: default. */

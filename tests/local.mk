@@ -18,6 +18,7 @@ DT_CHECK_SUITES = \
 	tests/check_train \
 	tests/check_threads \
 	tests/check_half \
+	tests/check_fp8 \
 	tests/check_mlp \
 	tests/check_stage \
 	tests/check_bw \
@@ -74,6 +75,9 @@ tests_check_train_LDADD = $(DT_CHECK_LDADD)
 tests_check_threads_SOURCES = tests/check_threads.c tests/testutil.h
 tests_check_threads_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_threads_LDADD = $(DT_CHECK_LDADD)
+tests_check_fp8_SOURCES = tests/check_fp8.c tests/fp8_op_tests.h tests/testutil.h
+tests_check_fp8_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_fp8_LDADD = $(DT_CHECK_LDADD)
 tests_check_half_SOURCES = tests/check_half.c tests/testutil.h
 tests_check_half_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_half_LDADD = $(DT_CHECK_LDADD)

@@ -245,6 +245,32 @@ static dt_status dt__front_copy2d(dt_backend *be, float *dst, size_t ldd, const 
     return be->ops->copy2d(be, dst, ldd, src, lds, rows, cols);
 }
 
+static dt_status dt__front_fp8_quantize(dt_backend *be, void *q, const float *x, int rows, int cols,
+                                        const dt_fp8_quant *spec, dt_fp8_qstats *stats)
+{
+    if (!q || !x || !spec || !stats || rows <= 0 || cols <= 0)
+        return DT_FAIL(DT_ERR_INVALID, "fp8_quantize: %d x %d (rows and columns must be positive, pointers set)", rows,
+                       cols);
+    if ((spec->tile_rows > 0 || spec->tile_cols > 0) && (spec->tile_rows <= 0 || spec->tile_cols <= 0 || !spec->dequant))
+        return DT_FAIL(DT_ERR_INVALID, "fp8_quantize: tiles %d x %d (both positive, and dequantized)", spec->tile_rows,
+                       spec->tile_cols);
+    if (spec->format != DT_FP8_E4M3 && spec->format != DT_FP8_E5M2)
+        return DT_FAIL(DT_ERR_INVALID, "fp8_quantize: format %d is not e4m3 or e5m2", (int)spec->format);
+    if (!(spec->scale >= 0.0f) || spec->margin < 0)
+        return DT_FAIL(DT_ERR_INVALID, "fp8_quantize: scale %g, margin %d (expected >= 0)", (double)spec->scale,
+                       spec->margin);
+    return be->ops->fp8_quantize(be, q, x, rows, cols, spec, stats);
+}
+
+static dt_status dt__front_fp8_gemm(dt_backend *be, int transa, int transb, int M, int N, int K, float alpha,
+                                    const void *A, dt_fp8_format fa, int lda, const void *B, dt_fp8_format fb, int ldb,
+                                    float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0 || K <= 0 || !A || !B || !C || ldc < N || lda < (transa ? M : K) || ldb < (transb ? K : N))
+        return DT_FAIL(DT_ERR_INVALID, "fp8_gemm: M %d N %d K %d with lda %d ldb %d ldc %d", M, N, K, lda, ldb, ldc);
+    return be->ops->fp8_gemm(be, transa, transb, M, N, K, alpha, A, fa, lda, B, fb, ldb, beta, C, ldc);
+}
+
 /* Every instance starts as this copy (the checked ops); dt__backend_new
  * fills the others with the backend's functions. See dt_backend in dt_backend.h. */
 static const dt_backend dt__front = {
@@ -308,6 +334,9 @@ dt_status dt__backend_new(const dt_backend_ops *ops, const char *name, dt_device
     be->attention_chunk_forward = chunks ? dt__front_attention_chunk_forward : NULL;
     be->attention_chunk_backward = chunks ? dt__front_attention_chunk_backward : NULL;
     be->copy2d = chunks ? dt__front_copy2d : NULL;
+    const int fp8 = ops->fp8_quantize && ops->fp8_gemm;
+    be->fp8_quantize = fp8 ? dt__front_fp8_quantize : NULL;
+    be->fp8_gemm = fp8 ? dt__front_fp8_gemm : NULL;
     *out = be;
     return DT_OK;
 }

@@ -8,6 +8,7 @@ libdtrain_core_la_SOURCES += \
 	lib/backend/cpu/cpu_attention.c \
 	lib/backend/cpu/cpu_optim.c \
 	lib/backend/cpu/cpu_half.c \
+	lib/backend/cpu/cpu_fp8.c \
 	lib/backend/cpu/cpu_batchnorm.c
 # bf16 GEMMs on the CPU's matrix units (oneDNN) where configure found it
 if HAVE_DNNL

@@ -6,6 +6,7 @@ libdtrain_core_la_SOURCES += \
 	lib/core/rng.c \
 	lib/core/time.c \
 	lib/core/half.c \
+	lib/core/fp8.c \
 	lib/core/crc32c.c \
 	lib/core/file.c \
 	lib/core/file_in.c \

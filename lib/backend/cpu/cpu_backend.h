@@ -46,6 +46,10 @@ dt_status dt__cpu_dnnl_gemm_bf16(int transa, int transb, int M, int N, int K, fl
 int dt__cpu_dnnl_probe(void);
 const char *dt__cpu_dnnl_impl(void);
 
+/* cpu_fp8.c */
+dt_backend_fp8_quantize_fn dt__cpu_fp8_quantize;
+dt_backend_fp8_gemm_fn dt__cpu_fp8_gemm;
+
 /* cpu_layers.c */
 dt_backend_encoder_forward_fn dt__cpu_encoder_forward;
 dt_backend_encoder_backward_fn dt__cpu_encoder_backward;
