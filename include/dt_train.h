@@ -21,6 +21,7 @@
 #include "dt_mlp.h"
 #include "dt_optim.h"
 #include "dt_schedule.h"
+#include "dt_fp8.h"
 #include "dt_status.h"
 
 #ifdef __cplusplus
@@ -75,6 +76,14 @@ typedef struct dt_train_config {
     dt_dtype precision;                /* DT_F32, or DT_F16 / DT_BF16 mixed precision (--fp16, --bf16; GPT only) */
     dt_loss_scaler_config loss_scaler; /* used when loss scaling is on (see use_loss_scaling) */
     int use_loss_scaling;              /* fp16: 1 by default (dynamic); bf16: only with a static --loss-scale */
+    /* FP8 training (dt_fp8.h; --fp8-format, GPT only): the blocks' linear
+     * layers' GEMMs on FP8 inputs, everything else as under bf16
+     * (precision must be DT_BF16); DT_FP8_OFF: none */
+    dt_fp8_mode fp8;
+    dt_fp8_recipe fp8_recipe;         /* --fp8-recipe: delayed (default), tensorwise, blockwise */
+    int fp8_margin;                   /* --fp8-margin: scales divided by 2^margin (default 0) */
+    int fp8_amax_history_len;         /* --fp8-amax-history-len: delayed scaling's window (default 1024) */
+    dt_fp8_amax_algo fp8_amax_algo;   /* --fp8-amax-compute-algo: max (default) or most_recent */
     dt_recompute recompute;            /* activation recomputation (dt_gpt.h) */
     int recompute_num_layers;          /* K for DT_RECOMPUTE_FULL */
     uint64_t seed;

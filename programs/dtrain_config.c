@@ -291,6 +291,27 @@ static int dtrain_config_precision(const dtrain_opts *o, dt_arg *args, int n_arg
         return 2;
     }
     cfg->precision = j->fp16 ? DT_F16 : j->bf16 ? DT_BF16 : DT_F32;
+    static const char *const fp8_flags[] = {"--fp8-recipe", "--fp8-margin", "--fp8-amax-history-len",
+                                            "--fp8-amax-compute-algo", NULL};
+    if (j->fp8_format) {
+        if (j->fp16) {
+            fprintf(stderr, PROG ": --fp8-format and --fp16: FP8 runs the rest in bf16; drop --fp16\n");
+            return 2;
+        }
+        if (dt_fp8_mode_parse(j->fp8_format, &cfg->fp8) != DT_OK ||
+            (j->fp8_recipe && dt_fp8_recipe_parse(j->fp8_recipe, &cfg->fp8_recipe) != DT_OK) ||
+            (j->fp8_amax_algo && dt_fp8_amax_algo_parse(j->fp8_amax_algo, &cfg->fp8_amax_algo) != DT_OK))
+            return dtrain_bad();
+        cfg->precision = DT_BF16; /* --fp8-format implies bf16 for everything else */
+        if (j->fp8_margin >= 0) cfg->fp8_margin = j->fp8_margin;
+        if (j->fp8_history_len > 0) cfg->fp8_amax_history_len = j->fp8_history_len;
+    } else {
+        const char *g = dtrain_first_given(args, n_args, fp8_flags);
+        if (g) {
+            fprintf(stderr, PROG ": %s needs --fp8-format\n", g);
+            return 2;
+        }
+    }
     cfg->loss_scaler.static_scale = j->loss_scale;
     cfg->loss_scaler.initial_scale = j->initial_loss_scale;
     cfg->loss_scaler.window = j->loss_scale_window;

@@ -37,6 +37,8 @@ typedef struct job_opts {
     const char *optimizer;
     /* mixed precision */
     int fp16, bf16, loss_scale_window, hysteresis;
+    const char *fp8_format, *fp8_recipe, *fp8_amax_algo; /* --fp8-*: NULL not given */
+    int fp8_margin, fp8_history_len;
     float loss_scale, initial_loss_scale, min_loss_scale;
     /* memory */
     int recompute_on;
@@ -74,6 +76,11 @@ typedef enum job_flag_id {
     JF_OPTIMIZER,
     JF_FP16,
     JF_BF16,
+    JF_FP8_FORMAT,
+    JF_FP8_RECIPE,
+    JF_FP8_MARGIN,
+    JF_FP8_AMAX_HISTORY_LEN,
+    JF_FP8_AMAX_COMPUTE_ALGO,
     JF_LOSS_SCALE,
     JF_INITIAL_LOSS_SCALE,
     JF_LOSS_SCALE_WINDOW,

@@ -337,20 +337,20 @@ dt_status dt__block_forward(dt_backend *be, const dt_gpt_config *cfg, const dt__
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C));
     DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
     DT_CHECK(
-        dt__shadow_end(be, a->tmp.ln, sh, be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * C)));
+        dt__shadow_end(be, a->tmp.ln, sh, dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_QKV, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * C)));
     DT_CHECK(dt__round(be, r, a->qkv, 3 * NC));
     DT_CHECK(dt__attention_forward(be, a->tmp.attn, a->atty, a->lse, a->qkv, B, T, C, NH));
     DT_CHECK(dt__round_shadow(be, r, a->atty, NC, &sh));
     DT_CHECK(
-        dt__shadow_end(be, a->atty, sh, be->matmul_forward(be, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C)));
+        dt__shadow_end(be, a->atty, sh, dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, a->res2, a->atty, p->attprojw, p->attprojb, N, C, C)));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
     DT_CHECK(dt__round(be, r, a->res2, NC));
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
     DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
-    DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * C)));
+    DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_FC, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * C)));
     DT_CHECK(dt__gelu_round(be, r, a->tmp.gelu, a->fch, 1, 4 * NC, &sh)); /* fch rounded too */
     DT_CHECK(dt__shadow_end(be, a->tmp.gelu, sh,
-                            be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, p->fcprojb, N, 4 * C, C)));
+                            dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, a->out, a->tmp.gelu, p->fcprojw, p->fcprojb, N, 4 * C, C)));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
     DT_CHECK(dt__round(be, r, a->out, NC));
     return DT_OK;
@@ -367,24 +367,24 @@ dt_status dt__block_backward_b(dt_backend *be, const dt_gpt_config *cfg, const d
      * reads the rounded values. */
     /* MLP: dres is d(out) = d(res2) through the residual, and d(fcproj out). */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, s->dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * C, C));
+    DT_CHECK(dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, s->dfch, dres, p->fcprojw, N, 4 * C, C));
     int sh;
     DT_CHECK(dt__gelu_back_round(be, r, s->dfch, k->gelu, a->fch, 4 * NC, &sh));
     dt_status st = k->dfch != s->dfch ? be->copy(be, k->dfch, s->dfch, 4 * NC * sizeof(float), DT_COPY_D2D) : DT_OK;
-    if (st == DT_OK) st = be->matmul_backward(be, k->dln2, NULL, NULL, s->dfch, NULL, p->fcw, N, C, 4 * C);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_FC, k->dln2, s->dfch, p->fcw, N, C, 4 * C);
     DT_CHECK(dt__shadow_end(be, s->dfch, sh, st));
     DT_CHECK(dt__round(be, r, k->dln2, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
     /* Attention: dres now holds d(res2) = d(x) through the residual + d(proj out). */
     DT_CHECK(dt__round_shadow(be, r, dres, NC, &sh));
     st = be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D);
-    if (st == DT_OK) st = be->matmul_backward(be, s->dbtc, NULL, NULL, dres, NULL, p->attprojw, N, C, C);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, s->dbtc, dres, p->attprojw, N, C, C);
     DT_CHECK(dt__shadow_end(be, dres, sh, st));
     DT_CHECK(dt__round(be, r, s->dbtc, NC));
     DT_CHECK(dt__attention_backward(be, a->tmp.attn, s->dqkv, s->dbtc, a->qkv, a->atty, a->lse, B, T, C, NH));
     DT_CHECK(dt__round_shadow(be, r, s->dqkv, 3 * NC, &sh));
     st = k->dqkv != s->dqkv ? be->copy(be, k->dqkv, s->dqkv, 3 * NC * sizeof(float), DT_COPY_D2D) : DT_OK;
-    if (st == DT_OK) st = be->matmul_backward(be, k->dln1, NULL, NULL, s->dqkv, NULL, p->qkvw, N, C, 3 * C);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_QKV, k->dln1, s->dqkv, p->qkvw, N, C, 3 * C);
     DT_CHECK(dt__shadow_end(be, s->dqkv, sh, st));
     DT_CHECK(dt__round(be, r, k->dln1, NC));
     DT_CHECK(be->layernorm_backward(be, dres, NULL, NULL, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
@@ -408,18 +408,18 @@ dt_status dt__block_backward_w(dt_backend *be, const dt_gpt_config *cfg, int t, 
         gelu = tmp->gelu;
     }
     DT_CHECK(dt__shadow_end(
-        be, gelu, sh, be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, gelu, p->fcprojw, N, 4 * Cl, C)));
+        be, gelu, sh, dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, g->fcprojw, g->fcprojb, k->dout, gelu, p->fcprojw, N, 4 * Cl, C)));
     DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, a->res2, p->ln2w, p->ln2b, N, C));
     DT_CHECK(dt__round_shadow(be, r, tmp->ln, NC, &sh));
     DT_CHECK(dt__shadow_end(be, tmp->ln, sh,
-                            be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl)));
+                            dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_FC, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl)));
     DT_CHECK(
         be->layernorm_backward(be, NULL, g->ln2w, g->ln2b, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, N, C));
-    DT_CHECK(be->matmul_backward(be, NULL, g->attprojw, g->attprojb, k->dres2, a->atty, p->attprojw, N, Cl, C));
+    DT_CHECK(dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, g->attprojw, g->attprojb, k->dres2, a->atty, p->attprojw, N, Cl, C));
     DT_CHECK(be->layernorm_forward(be, tmp->ln, tmp->mean, tmp->rstd, x, p->ln1w, p->ln1b, N, C));
     DT_CHECK(dt__round_shadow(be, r, tmp->ln, NC, &sh));
     DT_CHECK(dt__shadow_end(be, tmp->ln, sh,
-                            be->matmul_backward(be, NULL, g->qkvw, g->qkvb, k->dqkv, tmp->ln, p->qkvw, N, C, 3 * Cl)));
+                            dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_QKV, g->qkvw, g->qkvb, k->dqkv, tmp->ln, p->qkvw, N, C, 3 * Cl)));
     DT_CHECK(be->layernorm_backward(be, NULL, g->ln1w, g->ln1b, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N, C));
     return DT_OK;
 }

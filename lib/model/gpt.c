@@ -39,6 +39,7 @@ struct dt_gpt {
      * larger B, another T, or after a change of precision or recomputation */
     dt__runner *run;
     int B, T;
+    dt__fp8 *fp8; /* FP8 training's state (dt__gpt_set_fp8), given to each runner made */
 
     /* mixed precision (dt_gpt_set_precision) */
     dt_dtype precision;  /* DT_F32, DT_F16 or DT_BF16 */
@@ -339,10 +340,17 @@ static dt_status dt__gpt_ensure(dt_gpt *m, int B, int T)
     DT_CHECK(dt__runner_create(&rc, &m->run));
     static const dt__runner_hooks hooks = {.span = dt__gpt_span};
     dt__runner_set_hooks(m->run, &hooks, m);
+    dt__runner_set_fp8(m->run, m->fp8);
     m->B = B;
     m->T = T;
     dt__gpt_bind_views(m);
     return DT_OK;
+}
+
+void dt__gpt_set_fp8(dt_gpt *m, dt__fp8 *f)
+{
+    m->fp8 = f;
+    if (m->run) dt__runner_set_fp8(m->run, f);
 }
 
 dt_status dt_gpt_set_precision(dt_gpt *m, dt_dtype dtype)

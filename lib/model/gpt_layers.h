@@ -15,6 +15,7 @@
 
 #include "dt_backend.h"
 #include "dt_gpt.h"
+#include "fp8.h"
 
 /* ---- activation arena: bump allocation with current/peak accounting ---- */
 typedef struct dt__arena {
@@ -42,7 +43,12 @@ typedef struct dt__rounder {
     dt_dtype dtype;  /* DT_F32, DT_F16 or DT_BF16 */
     void *scratch;   /* backend memory for the largest rounded tensor, in dtype */
     size_t capacity; /* elements */
+    /* FP8 training (fp8.h): the linear layers' GEMMs run in FP8 under
+     * this state (the rounding above is bf16's); NULL: they do not */
+    dt__fp8 *fp8;
 } dt__rounder;
+
+static inline dt__fp8 *dt__rnd_fp8(const dt__rounder *r) { return r ? r->fp8 : NULL; }
 
 dt_status dt__round(dt_backend *be, const dt__rounder *r, float *x, size_t n);
 /* GELU under rounder r: out = round(gelu(inp)), inp rounded in place

@@ -216,7 +216,7 @@ static dt_status dt__runner_slots_alloc(dt__runner *r)
 static dt_status dt__runner_use_precision(dt__runner *r, dt_dtype dtype, size_t round_min)
 {
     dt_buffer_free(&r->round_buf);
-    r->rnd = (dt__rounder){.dtype = dtype};
+    r->rnd = (dt__rounder){.dtype = dtype, .fp8 = dtype == DT_BF16 ? r->fp8 : NULL};
     r->precision = dtype;
     if (dtype == DT_F32) return DT_OK;
     const dt_gpt_config *c = &r->cfg;
@@ -472,8 +472,15 @@ void dt__runner_span(const dt__runner *r, int layer, char pass, int64_t t0)
     if (r->hooks.span) r->hooks.span(r->hctx, layer, pass, t0);
 }
 
+void dt__runner_set_fp8(dt__runner *r, dt__fp8 *f)
+{
+    r->fp8 = f;
+    r->rnd.fp8 = r->precision == DT_BF16 ? f : NULL;
+}
+
 dt_status dt__runner_bind(const dt__runner *r, int layer, char pass)
 {
+    if (r->fp8) dt__fp8_at(r->fp8, layer, pass);
     return r->hooks.bind ? r->hooks.bind(r->hctx, layer, pass) : DT_OK;
 }
 

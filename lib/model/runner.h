@@ -151,6 +151,10 @@ dt_status dt__runner_set_precision(dt__runner *r, dt_dtype dtype, size_t round_m
 dt_status dt__runner_set_recompute(dt__runner *r, dt_recompute mode, int num_layers);
 /* The slots keep what W needs from B until W; no slot may be busy. */
 dt_status dt__runner_set_split(dt__runner *r, int on);
+/* FP8 training (fp8.h; the owner's state, kept by the owner; NULL: off):
+ * the blocks' linear layers run under f, in the bf16 storage rounding
+ * that must be set too; the runner tells f each block and pass. */
+void dt__runner_set_fp8(dt__runner *r, dt__fp8 *f);
 /* A whole backward shows each block's and the head's B and W as spans
  * 'b' and 'W' (W recomputing GELU, as a deferred W does). */
 void dt__runner_set_trace_split(dt__runner *r, int on);

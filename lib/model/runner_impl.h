@@ -77,6 +77,7 @@ struct dt__runner {
     int recompute_k, groups; /* full: blocks per group (at most nb), groups */
     dt_dtype precision;      /* DT_F32, DT_F16 or DT_BF16 */
     dt__rounder rnd;         /* storage rounding; scratch in round_buf */
+    dt__fp8 *fp8;            /* the owner's FP8 state (dt__runner_set_fp8), or NULL */
     dt_buffer round_buf;
     dt__runner_hooks hooks;
     void *hctx;

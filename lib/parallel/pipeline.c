@@ -347,6 +347,12 @@ fail:
     return st;
 }
 
+void dt__pipe_set_fp8(dt__pipe *pp, dt__fp8 *f)
+{
+    if (f) f->tp_rank = pp->tpi;
+    for (int c = 0; c < pp->v; c++) dt__stage_set_fp8(pp->ch[c].st, f);
+}
+
 void dt__pipe_free(dt__pipe *pp)
 {
     if (!pp) return;

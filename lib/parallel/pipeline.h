@@ -135,6 +135,10 @@ typedef struct dt__pipe_setup {
 
 dt_status dt__pipe_create(const dt__pipe_setup *s, dt__pipe **out);
 void dt__pipe_free(dt__pipe *pp);
+struct dt__fp8;
+/* FP8 training: every chunk's blocks under f (lib/model/fp8.h; NULL:
+ * off); f learns the rank's tensor-parallel index (its counts). */
+void dt__pipe_set_fp8(dt__pipe *pp, struct dt__fp8 *f);
 
 int dt__pipe_stage(const dt__pipe *pp);
 /* Model chunks (virtual stages) this stage holds: the schedule's v. */

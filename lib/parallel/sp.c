@@ -77,13 +77,13 @@ dt_status dt__sp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     DT_CHECK(be->layernorm_forward(be, mine, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, n, C));
     DT_CHECK(dt__tp_gather(tp, 'F', full, NC));
     DT_CHECK(dt__round_shadow(be, r, full, NC, &sh));
-    DT_CHECK(dt__shadow_end(be, full, sh, be->matmul_forward(be, a->qkv, full, p->qkvw, p->qkvb, N, C, 3 * Cl)));
+    DT_CHECK(dt__shadow_end(be, full, sh, dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_QKV, a->qkv, full, p->qkvw, p->qkvb, N, C, 3 * Cl)));
     DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
     DT_CHECK(dt__attention_forward(be, a->tmp.attn, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, a->atty, (size_t)N * Cl, &sh));
     /* attproj's partial output over every row, reduce-scattered: the rank's rows summed */
     DT_CHECK(dt__shadow_end(
-        be, a->atty, sh, be->matmul_forward(be, full, a->atty, p->attprojw, rank ? NULL : p->attprojb, N, Cl, C)));
+        be, a->atty, sh, dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, full, a->atty, p->attprojw, rank ? NULL : p->attprojb, N, Cl, C)));
     DT_CHECK(dt__tp_scatter(tp, 'F', full, NC));
     DT_CHECK(be->residual_forward(be, a->res2, mine, x, nC));
     DT_CHECK(dt__round(be, r, a->res2, nC));
@@ -91,11 +91,11 @@ dt_status dt__sp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     DT_CHECK(be->layernorm_forward(be, mine, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, n, C));
     DT_CHECK(dt__tp_gather(tp, 'F', full, NC));
     DT_CHECK(dt__round_shadow(be, r, full, NC, &sh));
-    DT_CHECK(dt__shadow_end(be, full, sh, be->matmul_forward(be, a->fch, full, p->fcw, p->fcb, N, C, 4 * Cl)));
+    DT_CHECK(dt__shadow_end(be, full, sh, dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_FC, a->fch, full, p->fcw, p->fcb, N, C, 4 * Cl)));
     DT_CHECK(dt__gelu_round(be, r, a->tmp.gelu, a->fch, 1, (size_t)N * 4 * Cl, &sh)); /* fch rounded too */
     DT_CHECK(dt__shadow_end(
         be, a->tmp.gelu, sh,
-        be->matmul_forward(be, full, a->tmp.gelu, p->fcprojw, rank ? NULL : p->fcprojb, N, 4 * Cl, C)));
+        dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, full, a->tmp.gelu, p->fcprojw, rank ? NULL : p->fcprojb, N, 4 * Cl, C)));
     DT_CHECK(dt__tp_scatter(tp, 'F', full, NC));
     DT_CHECK(be->residual_forward(be, a->out, mine, a->res2, nC));
     return dt__round(be, r, a->out, nC);
@@ -113,12 +113,12 @@ dt_status dt__sp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
      * conjugate): fcproj's output gradient, every row */
     DT_CHECK(be->copy(be, k->dout + off, dres, nC * sizeof(float), DT_COPY_D2D));
     DT_CHECK(dt__tp_gather(tp, 'B', k->dout, NC));
-    DT_CHECK(be->matmul_backward(be, s.dfch, NULL, NULL, k->dout, NULL, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, s.dfch, k->dout, p->fcprojw, N, 4 * Cl, C));
     int sh;
     DT_CHECK(dt__gelu_back_round(be, r, s.dfch, k->gelu, a->fch, (size_t)N * 4 * Cl, &sh));
     dt_status st =
         k->dfch != s.dfch ? be->copy(be, k->dfch, s.dfch, (size_t)N * 4 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
-    if (st == DT_OK) st = be->matmul_backward(be, s.part, NULL, NULL, s.dfch, NULL, p->fcw, N, C, 4 * Cl);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_FC, s.part, s.dfch, p->fcw, N, C, 4 * Cl);
     DT_CHECK(dt__shadow_end(be, s.dfch, sh, st));
     DT_CHECK(dt__tp_scatter(tp, 'B', s.part, NC)); /* d(ln2) of the rank's rows, every rank's part summed */
     DT_CHECK(be->copy(be, k->dln2, s.part + off, nC * sizeof(float), DT_COPY_D2D));
@@ -130,12 +130,12 @@ dt_status dt__sp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     DT_CHECK(dt__tp_gather(tp, 'B', k->dres2, NC));
     DT_CHECK(dt__round_shadow(be, r, k->dres2, NC, &sh));
     DT_CHECK(dt__shadow_end(be, k->dres2, sh,
-                            be->matmul_backward(be, s.dbtc, NULL, NULL, k->dres2, NULL, p->attprojw, N, Cl, C)));
+                            dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, s.dbtc, k->dres2, p->attprojw, N, Cl, C)));
     DT_CHECK(dt__round(be, r, s.dbtc, (size_t)N * Cl));
     DT_CHECK(dt__attention_backward(be, a->tmp.attn, s.dqkv, s.dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, s.dqkv, (size_t)N * 3 * Cl, &sh));
     st = k->dqkv != s.dqkv ? be->copy(be, k->dqkv, s.dqkv, (size_t)N * 3 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
-    if (st == DT_OK) st = be->matmul_backward(be, s.part, NULL, NULL, s.dqkv, NULL, p->qkvw, N, C, 3 * Cl);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_QKV, s.part, s.dqkv, p->qkvw, N, C, 3 * Cl);
     DT_CHECK(dt__shadow_end(be, s.dqkv, sh, st));
     DT_CHECK(dt__tp_scatter(tp, 'B', s.part, NC)); /* d(ln1) of the rank's rows */
     DT_CHECK(be->copy(be, k->dln1, s.part + off, nC * sizeof(float), DT_COPY_D2D));
@@ -182,15 +182,15 @@ dt_status dt__sp_block_backward_w(dt__tp *tp, dt_backend *be, const dt_gpt_confi
         gelu = tmp->gelu;
     }
     DT_CHECK(dt__shadow_end(
-        be, gelu, sh, be->matmul_backward(be, NULL, g->fcprojw, g->fcprojb, k->dout, gelu, p->fcprojw, N, 4 * Cl, C)));
+        be, gelu, sh, dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, g->fcprojw, g->fcprojb, k->dout, gelu, p->fcprojw, N, 4 * Cl, C)));
     DT_CHECK(dt__sp_ln_full(tp, be, a, a->res2, p->ln2w, p->ln2b, N, C, r, &sh));
     DT_CHECK(dt__shadow_end(be, tmp->ln, sh,
-                            be->matmul_backward(be, NULL, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl)));
+                            dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_FC, g->fcw, g->fcb, k->dfch, tmp->ln, p->fcw, N, C, 4 * Cl)));
     DT_CHECK(dt__sp_ln_grads(tp, be, g->ln2w, g->ln2b, k->dln2, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, n, C));
-    DT_CHECK(be->matmul_backward(be, NULL, g->attprojw, g->attprojb, k->dres2, a->atty, p->attprojw, N, Cl, C));
+    DT_CHECK(dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, g->attprojw, g->attprojb, k->dres2, a->atty, p->attprojw, N, Cl, C));
     DT_CHECK(dt__sp_ln_full(tp, be, a, x, p->ln1w, p->ln1b, N, C, r, &sh));
     DT_CHECK(dt__shadow_end(be, tmp->ln, sh,
-                            be->matmul_backward(be, NULL, g->qkvw, g->qkvb, k->dqkv, tmp->ln, p->qkvw, N, C, 3 * Cl)));
+                            dt__linear_wgrad(be, dt__rnd_fp8(r), DT__LIN_QKV, g->qkvw, g->qkvb, k->dqkv, tmp->ln, p->qkvw, N, C, 3 * Cl)));
     return dt__sp_ln_grads(tp, be, g->ln1w, g->ln1b, k->dln1, x, p->ln1w, a->ln1_mean, a->ln1_rstd, n, C);
 }
 

@@ -430,6 +430,8 @@ dt_status dt__stage_zero_grad(dt__stage *st)
     return st->be->memset_zero(st->be, st->grads.data, st->layout.numel * sizeof(float));
 }
 
+void dt__stage_set_fp8(dt__stage *st, dt__fp8 *f) { dt__runner_set_fp8(st->run, f); }
+
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype)
 {
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)

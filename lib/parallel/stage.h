@@ -130,6 +130,9 @@ dt_status dt__stage_zero_grad(dt__stage *st);
 dt_status dt__stage_bind_buffers(dt__stage *st, float *params, float *grads);
 /* DT_F32 (the default), DT_F16 or DT_BF16; no micro-batch may be in flight. */
 dt_status dt__stage_set_precision(dt__stage *st, dt_dtype dtype);
+struct dt__fp8;
+/* FP8 training: the stage's blocks under f (lib/model/fp8.h; NULL: off). */
+void dt__stage_set_fp8(dt__stage *st, struct dt__fp8 *f);
 /* DT_RECOMPUTE_NONE (the default), _SELECTIVE, or _FULL with num_layers
  * blocks per group; reallocates the slots, so no micro-batch may be in flight. */
 dt_status dt__stage_set_recompute(dt__stage *st, dt_recompute mode, int num_layers);

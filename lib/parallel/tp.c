@@ -217,25 +217,25 @@ dt_status dt__tp_block_forward(dt__tp *tp, dt_backend *be, const dt_gpt_config *
     int sh; /* a 16-bit copy for the one GEMM that reads a rounded input, as in block.c */
     DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
     dt_status st = dt__tp_f(tp, 'F', a->tmp.ln, NC); /* the identity: the copy stays valid */
-    if (st == DT_OK) st = be->matmul_forward(be, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * Cl);
+    if (st == DT_OK) st = dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_QKV, a->qkv, a->tmp.ln, p->qkvw, p->qkvb, N, C, 3 * Cl);
     DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, st));
     DT_CHECK(dt__round(be, r, a->qkv, (size_t)N * 3 * Cl));
     DT_CHECK(dt__attention_forward(be, a->tmp.attn, a->atty, a->lse, a->qkv, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, a->atty, (size_t)N * Cl, &sh));
     DT_CHECK(dt__shadow_end(
-        be, a->atty, sh, be->matmul_forward(be, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C)));
+        be, a->atty, sh, dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, a->res2, a->atty, p->attprojw, first ? p->attprojb : NULL, N, Cl, C)));
     DT_CHECK(dt__tp_g(tp, 'F', a->res2, NC));
     DT_CHECK(be->residual_forward(be, a->res2, a->res2, x, NC));
     DT_CHECK(dt__round(be, r, a->res2, NC));
     DT_CHECK(be->layernorm_forward(be, a->tmp.ln, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C));
     DT_CHECK(dt__round_shadow(be, r, a->tmp.ln, NC, &sh));
     st = dt__tp_f(tp, 'F', a->tmp.ln, NC);
-    if (st == DT_OK) st = be->matmul_forward(be, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * Cl);
+    if (st == DT_OK) st = dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_FC, a->fch, a->tmp.ln, p->fcw, p->fcb, N, C, 4 * Cl);
     DT_CHECK(dt__shadow_end(be, a->tmp.ln, sh, st));
     DT_CHECK(dt__gelu_round(be, r, a->tmp.gelu, a->fch, 1, (size_t)N * 4 * Cl, &sh)); /* fch rounded too */
     DT_CHECK(dt__shadow_end(
         be, a->tmp.gelu, sh,
-        be->matmul_forward(be, a->out, a->tmp.gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C)));
+        dt__linear_forward(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, a->out, a->tmp.gelu, p->fcprojw, first ? p->fcprojb : NULL, N, 4 * Cl, C)));
     DT_CHECK(dt__tp_g(tp, 'F', a->out, NC));
     DT_CHECK(be->residual_forward(be, a->out, a->out, a->res2, NC));
     DT_CHECK(dt__round(be, r, a->out, NC));
@@ -256,11 +256,11 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
      * input gradient is rounded once f has summed it */
     /* MLP: g backward is the identity, so dres is the row-parallel layer's output gradient */
     DT_CHECK(be->copy(be, k->dout, dres, NC * sizeof(float), DT_COPY_D2D));
-    DT_CHECK(be->matmul_backward(be, dfch, NULL, NULL, dres, NULL, p->fcprojw, N, 4 * Cl, C));
+    DT_CHECK(dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_FCPROJ, dfch, dres, p->fcprojw, N, 4 * Cl, C));
     int sh;
     DT_CHECK(dt__gelu_back_round(be, r, dfch, k->gelu, a->fch, BT * 4 * Cl, &sh));
     dt_status st = k->dfch != dfch ? be->copy(be, k->dfch, dfch, BT * 4 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
-    if (st == DT_OK) st = be->matmul_backward(be, k->dln2, NULL, NULL, dfch, NULL, p->fcw, N, C, 4 * Cl);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_FC, k->dln2, dfch, p->fcw, N, C, 4 * Cl);
     DT_CHECK(dt__shadow_end(be, dfch, sh, st));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln2, NC)); /* the whole d(ln2): every rank's part */
     DT_CHECK(dt__round(be, r, k->dln2, NC));
@@ -268,13 +268,13 @@ dt_status dt__tp_block_backward_b(dt__tp *tp, dt_backend *be, const dt_gpt_confi
     /* attention */
     DT_CHECK(dt__round_shadow(be, r, dres, NC, &sh));
     st = be->copy(be, k->dres2, dres, NC * sizeof(float), DT_COPY_D2D);
-    if (st == DT_OK) st = be->matmul_backward(be, dbtc, NULL, NULL, dres, NULL, p->attprojw, N, Cl, C);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_ATTPROJ, dbtc, dres, p->attprojw, N, Cl, C);
     DT_CHECK(dt__shadow_end(be, dres, sh, st));
     DT_CHECK(dt__round(be, r, dbtc, BT * Cl));
     DT_CHECK(dt__attention_backward(be, a->tmp.attn, dqkv, dbtc, a->qkv, a->atty, a->lse, B, T, Cl, NHl));
     DT_CHECK(dt__round_shadow(be, r, dqkv, BT * 3 * Cl, &sh));
     st = k->dqkv != dqkv ? be->copy(be, k->dqkv, dqkv, BT * 3 * Cl * sizeof(float), DT_COPY_D2D) : DT_OK;
-    if (st == DT_OK) st = be->matmul_backward(be, k->dln1, NULL, NULL, dqkv, NULL, p->qkvw, N, C, 3 * Cl);
+    if (st == DT_OK) st = dt__linear_dgrad(be, dt__rnd_fp8(r), DT__LIN_QKV, k->dln1, dqkv, p->qkvw, N, C, 3 * Cl);
     DT_CHECK(dt__shadow_end(be, dqkv, sh, st));
     DT_CHECK(dt__tp_f(tp, 'B', k->dln1, NC)); /* the whole d(ln1) */
     DT_CHECK(dt__round(be, r, k->dln1, NC));

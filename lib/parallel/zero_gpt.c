@@ -31,6 +31,7 @@ struct dt__zgpt {
     dt_backend *be;
     int stage;
     dt_dtype precision;
+    dt__fp8 *fp8; /* FP8 training's state (dt__zgpt_set_fp8), given to each runner made */
     dt_recompute recompute;
     int recompute_k;    /* full: blocks per group */
     dt_paramset layout; /* the whole model's: names and offsets */
@@ -208,6 +209,12 @@ fail:
     return st;
 }
 
+void dt__zgpt_set_fp8(dt__zgpt *z, dt__fp8 *f)
+{
+    z->fp8 = f;
+    if (z->run) dt__runner_set_fp8(z->run, f);
+}
+
 void dt__zgpt_free(dt__zgpt *z)
 {
     if (!z) return;
@@ -320,6 +327,7 @@ static dt_status dt__zg_ensure(dt__zgpt *z, int B, int T)
     static const dt__runner_hooks hooks = {
         .bind = dt__zg_bind_hook, .done = dt__zg_done_hook, .span = dt__zg_span_hook};
     dt__runner_set_hooks(z->run, &hooks, z);
+    dt__runner_set_fp8(z->run, z->fp8);
     z->B = B;
     z->T = T;
     return DT_OK;

@@ -85,6 +85,9 @@ typedef dt__zs_traffic dt__zgpt_traffic;
  * the optimizer over the shard. */
 dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be, dt__zgpt **out);
 void dt__zgpt_free(dt__zgpt *z);
+struct dt__fp8;
+/* FP8 training: the blocks under f (lib/model/fp8.h; NULL: off). */
+void dt__zgpt_set_fp8(dt__zgpt *z, struct dt__fp8 *f);
 /* The reduce-scatters' and all-gathers' chunking and trace hook (NULL: defaults). */
 void dt__zgpt_set_coll(dt__zgpt *z, const dt_collective_opts *coll);
 /* Called after each layer's forward ('F'), recomputation ('R') or

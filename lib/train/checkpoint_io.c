@@ -11,6 +11,9 @@
  *                    loss_scaler i64[9] with loss scaling: scale (float
  *                    bits), hysteresis, good steps, steps, overflows,
  *                    skipped, growths, backoffs, at-min overflows;
+ *                    fp8 i64[4], fp8.scale, fp8.history with
+ *                    --fp8-format (lib/train/fp8_train.c; the same on
+ *                    every rank)
  *                    data i64[2] with --data: the file's size and CRC32C
  *                    (a load refuses another file unless
  *                    --allow-data-change; checkpoints saved before this
@@ -219,6 +222,7 @@ static dt_status dt__ck_fill(dt_trainer *tr, dt_checkpoint_shard *s, int64_t ite
     }
     const dt_loss_scaler *sc = tr->strategy->ck_scaler ? tr->strategy->ck_scaler(tr) : &tr->scaler;
     if (tr->cfg.use_loss_scaling) DT_CHECK(dt__ck_put_scaler(s, sc));
+    if (tr->fp8) DT_CHECK(dt__fp8_ck_put(tr, s));
     return tr->strategy->ck_save(tr, s, version); /* its own records */
 }
 
@@ -453,6 +457,7 @@ static dt_status dt__ck_load_local(dt_trainer *tr, const char *dir, char *path, 
     }
     if (tr->cfg.use_loss_scaling && role != DT__CK_PS_SERVER)
         DT_CHECK_GOTO(dt__ck_get_scaler(&s, &tr->scaler), st, done);
+    if (tr->fp8) DT_CHECK_GOTO(dt__fp8_ck_get(tr, &s), st, done);
     DT_CHECK_GOTO(tr->strategy->ck_load(tr, &s, it), st, done); /* its own records (a server keeps s) */
     tr->iter = role == DT__CK_PS_SERVER ? 0 : it;
     if (role != DT__CK_PS_SERVER) tr->ck.last_save = it;

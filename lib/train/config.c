@@ -79,6 +79,11 @@ void dt_train_config_default(dt_train_config *cfg)
     cfg->cp_comm_type = DT_CP_P2P;
     cfg->pipeline_schedule = DT_SCHED_1F1B;
     cfg->precision = DT_F32;
+    cfg->fp8 = DT_FP8_OFF;
+    cfg->fp8_recipe = DT_FP8_DELAYED;
+    cfg->fp8_margin = 0;
+    cfg->fp8_amax_history_len = 1024;
+    cfg->fp8_amax_algo = DT_FP8_AMAX_MAX;
     dt_loss_scaler_config_default(&cfg->loss_scaler);
     cfg->use_loss_scaling = 0;
     dt_mlp_config_default(&cfg->mlp);
@@ -266,6 +271,33 @@ static dt_status dt__validate_mlp(const dt_train_config *cfg)
     return DT_OK;
 }
 
+/* FP8 training: the GPT in bf16 with the linear layers' GEMMs in FP8;
+ * the settings in range; what it does not compose with, refused. */
+static dt_status dt__validate_fp8(const dt_train_config *cfg)
+{
+    if (cfg->fp8 == DT_FP8_OFF) return DT_OK;
+    if (cfg->fp8 != DT_FP8_MODE_E4M3 && cfg->fp8 != DT_FP8_MODE_HYBRID)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-format: mode %d is not e4m3 or hybrid", (int)cfg->fp8);
+    if (cfg->model_kind != DT_MODEL_GPT)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-format: FP8 training is implemented for the GPT, not mlp-bn");
+    if (cfg->precision != DT_BF16)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-format: the rest of the model runs in bf16 (precision %s given)",
+                       dt_dtype_name(cfg->precision));
+    if (cfg->use_loss_scaling)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-format with --loss-scale: FP8's per-tensor scales replace loss scaling");
+    if (cfg->fp8_recipe != DT_FP8_DELAYED && cfg->fp8_recipe != DT_FP8_TENSORWISE &&
+        cfg->fp8_recipe != DT_FP8_BLOCKWISE)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-recipe: %d is not delayed, tensorwise or blockwise", (int)cfg->fp8_recipe);
+    if (cfg->fp8_margin < 0 || cfg->fp8_margin > 32)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-margin %d: expected 0..32", cfg->fp8_margin);
+    if (cfg->fp8_amax_history_len < 1 || cfg->fp8_amax_history_len > 65536)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-amax-history-len %d: expected 1..65536", cfg->fp8_amax_history_len);
+    if (cfg->ps_mode != DT_PS_NONE)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-format with a parameter server: not implemented (the workers' amax "
+                                       "histories would need the servers' agreement)");
+    return DT_OK;
+}
+
 /* --zero-stage: 1 is --use-distributed-optimizer; 2 and 3 run the GPT's
  * layers on sharded state (lib/parallel/zero_gpt.c; with pipeline or
  * tensor parallelism each stage's, lib/parallel/pipeline_shard.c), and
@@ -447,6 +479,7 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     if (cfg->precision != DT_F32 && cfg->precision != DT_F16 && cfg->precision != DT_BF16)
         return DT_FAIL(DT_ERR_INVALID, "precision %s: expected f32, f16 (--fp16) or bf16 (--bf16)",
                        dt_dtype_name(cfg->precision));
+    DT_CHECK(dt__validate_fp8(cfg));
     if (cfg->use_loss_scaling) {
         dt_loss_scaler probe;
         DT_CHECK(dt_loss_scaler_init(&probe, &cfg->loss_scaler));

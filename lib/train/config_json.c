@@ -133,6 +133,14 @@ json_t *dt__config_object(const dt_train_config *cfg)
         dt__jset(o, "context_parallel_size", json_integer(cfg->context_size), &bad);
         dt__jset(o, "cp_comm_type", json_string(dt_cp_comm_name(cfg->cp_comm_type)), &bad);
     }
+    /* written with FP8 only, so older manifests still compare */
+    if (cfg->fp8 != DT_FP8_OFF) {
+        dt__jset(o, "fp8_format", json_string(dt_fp8_mode_name(cfg->fp8)), &bad);
+        dt__jset(o, "fp8_recipe", json_string(dt_fp8_recipe_name(cfg->fp8_recipe)), &bad);
+        dt__jset(o, "fp8_margin", json_integer(cfg->fp8_margin), &bad);
+        dt__jset(o, "fp8_amax_history_len", json_integer(cfg->fp8_amax_history_len), &bad);
+        dt__jset(o, "fp8_amax_compute_algo", json_string(dt_fp8_amax_algo_name(cfg->fp8_amax_algo)), &bad);
+    }
     /* communication only (the same bits), written when turned off */
     if (cfg->no_scatter_gather) dt__jset(o, "scatter_gather_tensors_in_pipeline", json_false(), &bad);
     dt__jset(o, "pipeline_schedule", json_string(dt_sched_kind_name(cfg->pipeline_schedule)), &bad);

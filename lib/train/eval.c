@@ -38,7 +38,9 @@ dt_status dt_trainer_evaluate(dt_trainer *tr, dt_eval_result *out)
     dt__eval_sums sum = {0, 0, 0, 0};
     if (tr->trace.writer) dt__tr_set_hook(tr, 0);
     if (tr->kind->set_training) tr->kind->set_training(tr, 0);
+    dt__fp8_train_freeze(tr, 1); /* FP8: evaluation's conversions are not the step's */
     dt_status st = dt__evaluate_share(tr, &sum);
+    dt__fp8_train_freeze(tr, 0);
     if (tr->kind->set_training) tr->kind->set_training(tr, 1);
     if (tr->trace.writer) dt__tr_set_hook(tr, 1);
     if (st != DT_OK) return st;

@@ -116,6 +116,7 @@ dt_status dt_trainer_write_summary(dt_trainer *tr, const char *path, const dt_tr
             const char *own = tr->strategy->summary_key;
             dt__jset(o, keys[k], own && !strcmp(own, keys[k]) ? tr->strategy->summary(tr) : json_null(), &bad);
         }
+        dt__jset(o, "fp8", tr->fp8 ? dt__fp8_train_summary(tr) : json_null(), &bad);
         dt__jset(o, "elapsed_seconds", json_real(dt_trainer_elapsed_seconds(tr)), &bad);
         dt__jset(o, "config", cfg, &bad);
         cfg = NULL; /* owned by o now, even on failure */

@@ -132,6 +132,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
     DT_CHECK_GOTO(tr->strategy->create(tr), st, fail);
     if (!tr->strategy->split) DT_CHECK_GOTO(tr->kind->zero_grad(tr), st, fail);
+    DT_CHECK_GOTO(dt__fp8_train_create(tr), st, fail);
     /* several ranks with a trace: their clocks against rank 0's (collective),
      * then time 0, which each rank file's header places on rank 0's clock */
     DT_CHECK_GOTO(dt__trace_sync(tr), st, fail);
@@ -153,7 +154,9 @@ dt_status dt_trainer_finish(dt_trainer *tr)
 {
     if (!tr || !tr->trace.writer) return DT_OK;
     dt__tr_set_hook(tr, 0);
+    const dt_status hst = tr->fp8 ? dt__fp8_train_trace_hist(tr) : DT_OK; /* collective */
     dt_status st = dt_trace_writer_close(tr->trace.writer);
+    if (hst != DT_OK) st = hst;
     tr->trace.writer = NULL;
     if (tr->trace.status != DT_OK) {
         /* the first write error is the cause; the message of a later close
@@ -171,6 +174,7 @@ void dt_trainer_free(dt_trainer *tr)
         dt_trace_writer_abort(tr->trace.writer);
     }
     if (tr->strategy) tr->strategy->free(tr);
+    dt__fp8_train_free(tr);
     free(tr->save_dir);
     free(tr->load_dir);
     free(tr->ck.loaded);
@@ -290,12 +294,15 @@ static dt_status dt__tr_step(dt_trainer *tr, dt_train_stats *out)
 dt_status dt_trainer_step(dt_trainer *tr, dt_train_stats *out)
 {
     dt__hang(tr);
-    if (!tr->tune.on) return dt__tr_step(tr, out);
-    DT_CHECK(tr->be->set_workers(tr->be, dt__tune_next(&tr->tune)));
-    const int64_t t0 = dt_time_ns();
-    DT_CHECK(dt__tr_step(tr, out));
-    dt__tune_record(&tr->tune, dt_time_ns() - t0);
-    return DT_OK;
+    if (!tr->tune.on) {
+        DT_CHECK(dt__tr_step(tr, out));
+    } else {
+        DT_CHECK(tr->be->set_workers(tr->be, dt__tune_next(&tr->tune)));
+        const int64_t t0 = dt_time_ns();
+        DT_CHECK(dt__tr_step(tr, out));
+        dt__tune_record(&tr->tune, dt_time_ns() - t0);
+    }
+    return tr->fp8 ? dt__fp8_train_step_end(tr) : DT_OK; /* the amax exchange and the next scales */
 }
 
 dt_gpt *dt_trainer_model(dt_trainer *tr) { return tr->gpt.model; }

@@ -231,6 +231,13 @@ struct dt_trainer {
         pthread_cond_t cv;
     } dp;
 
+    struct dt__fp8 *fp8; /* fp8_train.c: FP8 training's state (--fp8-format), else NULL */
+    struct {             /* fp8_train.c: the run's figures since its start (or resume) */
+        double *sat, *flush, *values; /* (tensors) */
+        float *amax;                  /* (tensors) the largest amax seen */
+        int64_t steps, steps_saturated;
+    } fp8_run;
+
     dt__zero *zero;  /* step_zero.c: ZeRO-1 (cfg.use_distributed_optimizer with data parallelism), else NULL */
     dt__zgpt *zgpt;  /* step_zero.c: ZeRO-2/3 (cfg.zero_stage >= 2), the model of dt__model_gpt_zero, else NULL */
     dt_comm *zself;  /* owned: the one-rank communicator of ZeRO-2/3 without cfg.comm */
@@ -317,6 +324,16 @@ dt_status dt__validate_checkpoint(const dt_train_config *cfg);
 
 /* ---- trace_hooks.c ---- */
 dt_status dt__trace_write(dt_trainer *tr, const dt_trace_event *e);
+
+/* fp8_train.c: FP8 training (--fp8-format) */
+dt_status dt__fp8_train_create(dt_trainer *tr); /* after the model and strategy; no-op without FP8 */
+void dt__fp8_train_free(dt_trainer *tr);
+dt_status dt__fp8_train_step_end(dt_trainer *tr); /* collective: after each step */
+void dt__fp8_train_freeze(dt_trainer *tr, int on); /* evaluation records nothing */
+dt_status dt__fp8_train_trace_hist(dt_trainer *tr); /* collective: before the trace closes */
+json_t *dt__fp8_train_summary(const dt_trainer *tr);
+dt_status dt__fp8_ck_put(const dt_trainer *tr, dt_checkpoint_shard *s);
+dt_status dt__fp8_ck_get(dt_trainer *tr, const dt_checkpoint_shard *s);
 dt_status dt__trace_counter(dt_trainer *tr, const char *name, int64_t ts, double value);
 dt_status dt__trace_grad_amax(dt_trainer *tr, const dt_paramset *layout, const float *amax, float S, int64_t ts);
 dt_status dt__trace_check(dt_trainer *tr);
