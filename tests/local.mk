@@ -170,6 +170,8 @@ TESTS += tests/tp.sh
 EXTRA_DIST += tests/tp.sh
 TESTS += tests/sp.sh
 EXTRA_DIST += tests/sp.sh
+TESTS += tests/fp8.sh
+EXTRA_DIST += tests/fp8.sh
 TESTS += tests/cp.sh
 EXTRA_DIST += tests/cp.sh
 # Pipeline parallelism under mpirun; the measured bubble against (p-1)/(m+p-1).

@@ -139,7 +139,7 @@ static dt_status dt__fp8_quant(dt__fp8 *f, float *q, const float *v, int rows, i
         spec.margin = 0;
     }
     rec = rec && f->record && !f->frozen;
-    const int counted = rec && !(f->tp_rank > 0 && dt__fp8_replicated(t));
+    const int counted = rec && !(f->tp_rank > 0 && dt__fp8_replicated(t)) && !(f->cp_rank > 0 && role == DT__FP8_W);
     dt_fp8_qstats st = {.hist = counted ? f->hist : NULL};
     if (counted) memset(f->hist, 0, sizeof f->hist);
     DT_CHECK(f->be->fp8_quantize(f->be, q, v, rows, cols, &spec, &st));

@@ -18,6 +18,8 @@
  * conversion, not by recomputations or W's conversions of the same
  * values), the run's histogram of |v| by binade below the call's amax,
  * and for delayed scaling the amax history and the scale in force. The
+ * Counted once per micro-batch whatever the layout: a tensor-parallel
+ * group's replicated tensors by its rank 0, weights by context rank 0.
  * whole model's tensors are held on every rank (a pipeline stage records
  * only its own); lib/train/fp8_train.c reduces them over the ranks after
  * each step and updates the histories and scales.
@@ -59,6 +61,7 @@ typedef struct dt__fp8 {
     int record; /* 1: this pass's conversions are recorded */
     int frozen; /* 1: nothing is recorded (evaluation) */
     int tp_rank; /* > 0: tensors replicated over the tensor-parallel group are not counted here */
+    int cp_rank; /* > 0: the weights (the same on every context rank) are not counted here */
     /* per tensor (n) */
     float *scale;          /* delayed: the scale in force (1 at the start) */
     float *history;        /* (n, history_len) delayed: the amax history, a ring */

@@ -349,7 +349,10 @@ fail:
 
 void dt__pipe_set_fp8(dt__pipe *pp, dt__fp8 *f)
 {
-    if (f) f->tp_rank = pp->tpi;
+    if (f) {
+        f->tp_rank = pp->tpi;
+        f->cp_rank = pp->cpi;
+    }
     for (int c = 0; c < pp->v; c++) dt__stage_set_fp8(pp->ch[c].st, f);
 }
 

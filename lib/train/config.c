@@ -266,6 +266,8 @@ static dt_status dt__validate_mlp(const dt_train_config *cfg)
                        cfg->micro_batch_size);
     if (cfg->recompute != DT_RECOMPUTE_NONE)
         return DT_FAIL(DT_ERR_INVALID, "--recompute-activations: only the GPT recomputes activations, not mlp-bn");
+    if (cfg->fp8 != DT_FP8_OFF)
+        return DT_FAIL(DT_ERR_INVALID, "--fp8-format: FP8 training is implemented for the GPT, not mlp-bn");
     if (cfg->precision != DT_F32)
         return DT_FAIL(DT_ERR_INVALID, "--fp16/--bf16: mixed precision is implemented for the GPT, not mlp-bn");
     return DT_OK;
