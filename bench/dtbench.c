@@ -19,6 +19,10 @@
  *       16; step time, measured bubble per stage (dt_trace_stats.h)
  *       against the schedule's ideal (dt_schedule_bubble_ideal_chunks),
  *       peak activation bytes and weight versions per stage
+ *   dtbench fp8 [--threads N] [--model small] [--micro-batch-size 8] [--seq-length 256] [--steps 6] [--device cuda]
+ *       bf16 and FP8 (hybrid, each recipe) training of the same model:
+ *       tokens/s and its ratio to bf16's in the same run, the final loss,
+ *       the share of values saturated and flushed (bench_fp8.c)
  *   dtbench longseq (under mpirun -np 2 or 4)
  *       tensor parallelism, with sequence parallelism, and context
  *       parallelism (p2p, a2a) on the n ranks for T = 256, 1024, 4096:
@@ -193,6 +197,13 @@ static int dtbench_run_pipeline(const dtbench_flags *f)
                                 split, dtbench_given(f, "--steps") ? f->steps : 6, f->pp_keep);
 }
 
+static int dtbench_run_fp8(const dtbench_flags *f)
+{
+    return dtbench_cmd_fp8(f->on_gpu ? "cuda" : "cpu", f->threads, dtbench_given(f, "--model") ? f->model : "small",
+                           dtbench_given(f, "--micro-batch-size") ? f->B : 8,
+                           dtbench_given(f, "--seq-length") ? f->T : 256, dtbench_given(f, "--steps") ? f->steps : 6);
+}
+
 static int dtbench_run_longseq(const dtbench_flags *f)
 {
     return dtbench_cmd_longseq(f->threads, dtbench_given(f, "--steps") ? f->steps : 3);
@@ -248,6 +259,7 @@ static const struct {
     {"allreduce", dtbench_run_allreduce}, {"tp", dtbench_run_tp},           {"pipeline", dtbench_run_pipeline},
     {"compose", dtbench_run_compose},     {"threads", dtbench_run_threads}, {"zero", dtbench_run_zero},
     {"longseq", dtbench_run_longseq},
+    {"fp8", dtbench_run_fp8},
 };
 
 #define DTBENCH_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -350,7 +362,7 @@ static int dtbench_main(int argc, char **argv)
     };
     const int n_args = (int)(sizeof args / sizeof args[0]);
     const char *usage =
-        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|zero|longseq|compose|threads [--flag "
+        "dtbench gemm|gelu|train|recompute|largebatch|amp|allreduce|pipeline|tp|zero|longseq|fp8|compose|threads [--flag "
         "value]...\n"
         "       dtbench bubbles [--skip N] TRACE...\n"
         "       dtbench flows TRACE...\n"
@@ -377,6 +389,8 @@ static int dtbench_main(int argc, char **argv)
         "state per rank against the paper's formulas, buffers moved per step, step time against stage 0's in the "
         "same round (--repeats rounds, default 3; --steps default 8; --bf16; on a t x d x p grid with "
         "--tensor-model-parallel-size and --pipeline-model-parallel-size: rank 0's stage over its d ranks)\n"
+        "  fp8        bf16 against FP8 training (hybrid; delayed, tensorwise, blockwise) of the same model: tokens/s, "
+        "ratio, final loss, saturated and flushed shares\n"
         "  longseq    long sequences (run under mpirun -np 2 or 4): tensor parallelism, with sequence parallelism, "
         "context parallelism p2p and a2a on the n ranks, T = 256, 1024, 4096: rank 0's peak activation bytes against "
         "dtrain's formula, tokens/s against tensor parallelism's (--steps default 3)\n"

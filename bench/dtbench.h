@@ -58,6 +58,8 @@ int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int rep
 
 /* bench_longseq.c */
 int dtbench_cmd_longseq(int threads, int steps);
+/* bench_fp8.c */
+int dtbench_cmd_fp8(const char *device, int threads, const char *model, int B, int T, int steps);
 
 /* bench_compose.c */
 int dtbench_cmd_compose(int repeats, int steps, int threads);

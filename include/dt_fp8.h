@@ -25,7 +25,8 @@
  *    x's amax (max |x|) over the last H steps, s = (max / amax) / 2^margin,
  *    amax the history's max ("max") or its latest entry ("most_recent");
  *    while the history holds no positive finite amax s stays as it was
- *    (1 at the start);
+ *    (1 at the start); dtrain's first step, with no history, scales each
+ *    tensor from its own amax (as torchao initialises the amax);
  *  - tensorwise ("current scaling"): the same formula from x's own amax;
  *  - blockwise: a scale per tile (1 x 128 for activations and gradients,
  *    128 x 128 for weights, as DeepSeek-V3 and Transformer Engine's

@@ -102,12 +102,14 @@ TOL_ZERO_PROBE=5e-5
 TOL_TP32=5e-4
 TOL_TPH_LOSS=5e-4
 TOL_TPH_PROBE=2e-2
+TOL_FP8_LOSS=2e-3
+TOL_FP8_PROBE=5e-2
 PROBE_EPS=1e-12
 COMMON="--task add --task-digits 2 --seq-length 16 --num-layers 4 --train-iters 4 --lr-warmup-iters 1 \
 --eval-iters 2 --eval-interval 0 --log-interval 4 --threads 1 --clip-grad 0 --global-batch-size 8"
 TIE=--tie-embeddings-and-output-weights
 
-prec_flags() { case $1 in bf16) echo --bf16 ;; fp16) echo --fp16 ;; *) ;; esac; }
+prec_flags() { case $1 in bf16) echo --bf16 ;; fp16) echo --fp16 ;; fp8) echo --fp8-format hybrid ;; *) ;; esac; }
 rc_flags() {
     case $1 in
     selective) echo --recompute-granularity selective ;;
@@ -164,6 +166,7 @@ tolerance() {
     zero) echo "$TOL_DP $TOL_ZERO_PROBE" ;;
     tied) if [ "$2" = fp32 ]; then echo "$TOL_DP $TOL_DP"; else echo "$TOL_TPH_LOSS $TOL_TPH_PROBE"; fi ;;
     tp) if [ "$2" = fp32 ]; then echo "$TOL_TP32 $TOL_TP32"; else echo "$TOL_TPH_LOSS $TOL_TPH_PROBE"; fi ;;
+    fp8) echo "$TOL_FP8_LOSS $TOL_FP8_PROBE" ;;
     esac
 }
 reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; n = b < 0 ? -b : b;
@@ -192,6 +195,14 @@ cell() {
         emb=$TIE name=$name-tied
         case $FL in *--pipeline-model-parallel-size*) [ $CLASS = tp ] || CLASS=tied ;; esac
     fi
+    # FP8 (issue 39): any layout but one process is class fp8, against the
+    # serial FP8 run: the amaxes are reduced over the ranks, so the scales
+    # are the serial run's, but a summation-order difference flips an FP8
+    # rounding (one E4M3 step is 6-12% of the value, 16 times bf16's) now
+    # and then; losses TOL_FP8_LOSS = 2e-3, param_probe TOL_FP8_PROBE =
+    # 5e-2 (measured 3.4e-4 and 9.3e-3, context parallelism, whose
+    # attention sums in chunks; the others 8e-5 and 5e-3 at most)
+    [ $1 = fp8 ] && [ $2 != single ] && CLASS=fp8
     opt=${6:-}
     [ -n "$opt" ] && name=$name-$opt
     reference $1 $micro "$emb" "$opt" || return 0
@@ -217,7 +228,7 @@ cell() {
     exact:*) worst_exact=$(awk -v x="$worst_exact" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
     dp:* | zero:*) worst_dp=$(awk -v x="$worst_dp" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
     tp:fp32) worst_tp32=$(awk -v x="$worst_tp32" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
-    tp:*) worst_tph=$(awk -v x="$worst_tph" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
+    tp:* | fp8:*) worst_tph=$(awk -v x="$worst_tph" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
     tied:*) worst_tied=$(awk -v x="$worst_tied" -v y="$worst" 'BEGIN { print (y > x ? y : x) }') ;;
     esac
     if [ -z "$bad" ]; then
@@ -285,6 +296,15 @@ else
     cell fp32 cppp none 4
     cell fp32 cpzero3 full 4
 fi
+# FP8 (issue 39, --fp8-format hybrid, delayed scaling): the layouts FP8
+# composes with, against FP8 in one process (tests/fp8.sh compares one
+# process with bf16: losses within 5e-3)
+cell fp8 single selective 4
+cell fp8 tppp none 4
+cell fp8 zero3 full 4
+cell fp8 1f1b selective 4 tied
+cell fp8 tpsp none 4
+cell fp8 cp none 4
 
 # dtsim predicts each stage's peak activation memory of combined runs: the
 # runtime's stage_peak_activation_bytes (what the slots keep, plus what is
@@ -410,6 +430,6 @@ expect_error "with a parameter server: not supported" 4 --tensor-model-parallel-
     --num-ps-servers 2
 
 echo "compose.sh: largest relative difference from the serial run: exact cells $worst_exact, data-parallel" \
-    "$worst_dp, tensor-parallel fp32 $worst_tp32, bf16/fp16 $worst_tph, tied pipelines $worst_tied ($cells cells)"
+    "$worst_dp, tensor-parallel fp32 $worst_tp32, bf16/fp16/fp8 $worst_tph, tied pipelines $worst_tied ($cells cells)"
 [ "$failures" -eq 0 ] || { echo "compose.sh: $failures failure(s)" >&2; exit 1; }
 echo "compose.sh: every cell runs and matches its serial run within its tolerance, or is refused at start"

@@ -134,10 +134,10 @@ static dt_status dt__fp8_quant(dt__fp8 *f, float *q, const float *v, int rows, i
         spec.dequant = 1;
         spec.tile_rows = role == DT__FP8_W || wgrad ? DT_FP8_TILE : 1;
         spec.tile_cols = role == DT__FP8_W || !wgrad ? DT_FP8_TILE : 1;
-    } else if (f->set.recipe == DT_FP8_DELAYED) {
+    } else if (f->set.recipe == DT_FP8_DELAYED && f->hfill > 0) {
         spec.scale = f->scale[t];
         spec.margin = 0;
-    }
+    } /* else current scaling: tensorwise, and delayed's first step (no history yet) */
     rec = rec && f->record && !f->frozen;
     const int counted = rec && !(f->tp_rank > 0 && dt__fp8_replicated(t)) && !(f->cp_rank > 0 && role == DT__FP8_W);
     dt_fp8_qstats st = {.hist = counted ? f->hist : NULL};

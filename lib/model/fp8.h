@@ -17,7 +17,11 @@
  * (recorded by the forward's x and w conversions and the backward's dy
  * conversion, not by recomputations or W's conversions of the same
  * values), the run's histogram of |v| by binade below the call's amax,
- * and for delayed scaling the amax history and the scale in force. The
+ * and for delayed scaling the amax history and the scale in force (the
+ * first step, with no history, takes each tensor's own amax as
+ * tensorwise does: torchao's amax initialisation; Transformer Engine
+ * starts from scale 1, which flushes most E5M2 gradients of that step
+ * and, under Adam, makes it a bad step). The
  * Counted once per micro-batch whatever the layout: a tensor-parallel
  * group's replicated tensors by its rank 0, weights by context rank 0.
  * whole model's tensors are held on every rank (a pipeline stage records

@@ -100,7 +100,8 @@ static dt_status dt__fp8_trace_step(dt_trainer *tr, int64_t iter)
         e.layer = i / DT__FP8_PER_BLOCK;
         DT_CHECK(dt_trace_event_add_arg(&e, "tensor", i % DT__FP8_PER_BLOCK));
         DT_CHECK(dt_trace_event_add_arg(&e, "amax", f->amax[i]));
-        if (f->set.recipe == DT_FP8_DELAYED) DT_CHECK(dt_trace_event_add_arg(&e, "scale", f->scale[i]));
+        if (f->set.recipe == DT_FP8_DELAYED && f->hfill > 0) /* the first step's scales are its own amaxes' */
+            DT_CHECK(dt_trace_event_add_arg(&e, "scale", f->scale[i]));
         DT_CHECK(dt_trace_event_add_arg(&e, "saturated", f->sat[i]));
         DT_CHECK(dt_trace_event_add_arg(&e, "flushed", f->flush[i]));
         DT_CHECK(dt_trace_event_add_arg(&e, "values", f->values[i]));

@@ -42,29 +42,6 @@ static dt__q8 dt__q8_of(dt_fp8_format f)
     return (dt__q8){dt_fp8_max(f), ldexpf(1.0f, emin), ldexpf(1.0f, emin - mbits + 23), 23 - mbits};
 }
 
-/* v rounded to the format (v already scaled); counts saturated and flushed */
-static inline float dt__q8_round(const dt__q8 *p, float v, uint64_t *sat, uint64_t *fl)
-{
-    const float a = fabsf(v);
-    float r;
-    if (!(a <= p->max)) {
-        if (a != a) return v; /* NaN stays */
-        (*sat)++;
-        r = p->max;
-    } else if (a >= p->minnorm) {
-        uint32_t u;
-        memcpy(&u, &a, sizeof u);
-        u += (1u << (p->shift - 1)) - 1u + ((u >> p->shift) & 1u);
-        u &= ~((1u << p->shift) - 1u);
-        memcpy(&r, &u, sizeof r);
-    } else {
-        volatile float t = a + p->magic; /* rounded to the subnormal quantum here */
-        r = t - p->magic;
-        if (r == 0.0f && a != 0.0f) (*fl)++;
-    }
-    return copysignf(r, v);
-}
-
 static inline void dt__hist_add(uint32_t *h, float x)
 {
     uint32_t u;
@@ -76,33 +53,66 @@ static inline void dt__hist_add(uint32_t *h, float x)
 static float dt__amax(const float *x, size_t ld, size_t r0, size_t r1, size_t c0, size_t c1)
 {
     float m = 0.0f;
-    for (size_t i = r0; i < r1; i++)
+    for (size_t i = r0; i < r1; i++) {
+        const float *row = x + i * ld;
+#pragma omp simd reduction(max : m)
         for (size_t j = c0; j < c1; j++) {
-            const float a = fabsf(x[i * ld + j]);
+            const float a = fabsf(row[j]);
             m = a > m ? a : m; /* NaN compares false */
         }
+    }
     return m;
 }
 
 typedef struct dt__acc {
     uint64_t sat, fl;
     float amax;
+    float *col; /* 128 x 1 tiles: the columns' amaxes, then scales */
     uint32_t hist[DT_FP8_HIST];
 } dt__acc;
 
-/* rows [r0, r1) x cols [c0, c1) into q with scale s; dequant: q = r / s */
+/* rows [r0, r1) x cols [c0, c1) into q with scale s; dequant: q = r / s
+ * (s a power of two: the product by 1/s is exact). Branch-free so that
+ * the compiler vectorizes it: every path computed, the right one picked. */
 static void dt__quant_rect(const dt__q8 *p, float *q, const float *x, size_t ld, size_t r0, size_t r1, size_t c0,
-                           size_t c1, float s, int dequant, dt__acc *acc, int hist)
+                           size_t c1, float s, const float *scol, int dequant, dt__acc *acc, int hist)
 {
-    for (size_t i = r0; i < r1; i++)
+    const float max = p->max, minnorm = p->minnorm, magic = p->magic;
+    const uint32_t half = (1u << (p->shift - 1)) - 1u, mask = ~((1u << p->shift) - 1u);
+    const int shift = p->shift;
+    uint64_t sat = 0, fl = 0;
+    float amax = acc->amax;
+    for (size_t i = r0; i < r1; i++) {
+        const float *xr = x + i * ld;
+        float *qr = q + i * ld;
+#pragma omp simd reduction(+ : sat, fl) reduction(max : amax)
         for (size_t j = c0; j < c1; j++) {
-            const float v = x[i * ld + j];
-            const float r = dt__q8_round(p, v * s, &acc->sat, &acc->fl);
-            q[i * ld + j] = dequant ? r / s : r;
-            const float a = fabsf(v);
-            acc->amax = a > acc->amax ? a : acc->amax;
-            if (hist) dt__hist_add(acc->hist, v);
+            const float v = xr[j];
+            const float xa = fabsf(v);
+            amax = xa > amax ? xa : amax;
+            const float sj = scol ? scol[j] : s; /* scol: a power of two per column (128 x 1 tiles) */
+            const float inv = dequant ? 1.0f / sj : 1.0f;
+            const float a = fabsf(v * sj);
+            uint32_t u;
+            memcpy(&u, &a, sizeof u);
+            u = (u + half + ((u >> shift) & 1u)) & mask; /* mantissa to mbits, nearest even */
+            float rn;
+            memcpy(&rn, &u, sizeof rn);
+            const float rs = (a + magic) - magic; /* the subnormal quantum's multiples */
+            float r = a >= minnorm ? rn : rs;
+            const int over = a > max;
+            r = over ? max : r;
+            sat += (uint64_t)over;
+            fl += (uint64_t)(r == 0.0f && a != 0.0f);
+            r = a != a ? a : r; /* NaN stays NaN */
+            qr[j] = copysignf(r, v) * inv;
         }
+        if (hist)
+            for (size_t j = c0; j < c1; j++) dt__hist_add(acc->hist, xr[j]);
+    }
+    acc->sat += sat;
+    acc->fl += fl;
+    acc->amax = amax;
 }
 
 dt_status dt__cpu_fp8_quantize(dt_backend *be, void *qv, const float *x, int rows, int cols, const dt_fp8_quant *spec,
@@ -128,7 +138,7 @@ dt_status dt__cpu_fp8_quantize(dt_backend *be, void *qv, const float *x, int row
     const size_t nbr = (R + tr - 1) / tr, nbc = (Cn + tc - 1) / tc, nb = nbr * nbc;
     const int hist = st->hist != NULL;
     /* one work item per tile (per row without tiles), each thread its own counts */
-    const size_t items = tiles ? nb : R;
+    const size_t items = tiles ? (tc == 1 ? nbr : nb) : R;
     dt_status status = DT_OK;
     uint64_t sat = 0, fl = 0;
     float amax = 0.0f;
@@ -141,15 +151,38 @@ dt_status dt__cpu_fp8_quantize(dt_backend *be, void *qv, const float *x, int row
         } else {
 #pragma omp for schedule(static)
             for (size_t it = 0; it < items; it++) {
-                if (tiles) {
+                if (tiles && tc == 1) { /* 128 x 1: a block of rows, a scale per column */
+                    const size_t r0 = it * tr, r1 = r0 + tr < R ? r0 + tr : R;
+                    if (!acc->col) acc->col = malloc(Cn * sizeof *acc->col);
+                    if (!acc->col) {
+#pragma omp atomic write
+                        status = DT_ERR_NOMEM;
+                        continue;
+                    }
+                    for (size_t j = 0; j < Cn; j++) acc->col[j] = 0.0f;
+                    for (size_t i = r0; i < r1; i++) {
+                        const float *xr = x + i * Cn;
+                        float *cm = acc->col;
+#pragma omp simd
+                        for (size_t j = 0; j < Cn; j++) {
+                            const float a = fabsf(xr[j]);
+                            cm[j] = a > cm[j] ? a : cm[j];
+                        }
+                    }
+                    for (size_t j = 0; j < Cn; j++) {
+                        const float ts = dt_fp8_scale_from_amax(acc->col[j], spec->format, spec->margin, 1);
+                        acc->col[j] = ts == 0.0f ? 1.0f : ts;
+                    }
+                    dt__quant_rect(&p, q, x, Cn, r0, r1, 0, Cn, 1.0f, acc->col, 1, acc, hist);
+                } else if (tiles) {
                     const size_t bi = it / nbc, bj = it % nbc;
                     const size_t r0 = bi * tr, r1 = r0 + tr < R ? r0 + tr : R;
                     const size_t c0 = bj * tc, c1 = c0 + tc < Cn ? c0 + tc : Cn;
                     float ts = dt_fp8_scale_from_amax(dt__amax(x, Cn, r0, r1, c0, c1), spec->format, spec->margin, 1);
                     if (ts == 0.0f) ts = 1.0f;
-                    dt__quant_rect(&p, q, x, Cn, r0, r1, c0, c1, ts, 1, acc, hist);
+                    dt__quant_rect(&p, q, x, Cn, r0, r1, c0, c1, ts, NULL, 1, acc, hist);
                 } else {
-                    dt__quant_rect(&p, q, x, Cn, it, it + 1, 0, Cn, s, spec->dequant, acc, hist);
+                    dt__quant_rect(&p, q, x, Cn, it, it + 1, 0, Cn, s, NULL, spec->dequant, acc, hist);
                 }
             }
 #pragma omp critical(dt__fp8_merge)
@@ -160,6 +193,7 @@ dt_status dt__cpu_fp8_quantize(dt_backend *be, void *qv, const float *x, int row
                 if (hist)
                     for (int b = 0; b < DT_FP8_HIST; b++) st->hist[b] += acc->hist[b];
             }
+            free(acc->col);
             free(acc);
         }
     }
