@@ -178,6 +178,20 @@ static void dtrain_print_precision_memory(const dt_train_config *c)
                    (double)c->loss_scaler.min_scale);
         else printf(", no loss scaling\n");
     }
+    if (c->fp8 != DT_FP8_OFF) {
+        /* the formats' ranges, as dt_fp8.h computes them */
+        const dt_fp8_format fx = dt_fp8_role_format(c->fp8, 0), fg = dt_fp8_role_format(c->fp8, 2);
+        printf("fp8: %s GEMMs in the blocks' linear layers: x and w %s (max %g, smallest %g), gradients %s (max %g, "
+               "smallest %g); ",
+               dt_fp8_mode_name(c->fp8), dt_fp8_format_name(fx), (double)dt_fp8_max(fx),
+               (double)dt_fp8_min_subnormal(fx), dt_fp8_format_name(fg), (double)dt_fp8_max(fg),
+               (double)dt_fp8_min_subnormal(fg));
+        if (c->fp8_recipe == DT_FP8_DELAYED)
+            printf("delayed scaling: amax history %d (%s), margin %d\n", c->fp8_amax_history_len,
+                   dt_fp8_amax_algo_name(c->fp8_amax_algo), c->fp8_margin);
+        else if (c->fp8_recipe == DT_FP8_TENSORWISE) printf("tensorwise scaling, margin %d\n", c->fp8_margin);
+        else printf("blockwise scaling (1x128 activations and gradients, 128x128 weights), margin %d\n", c->fp8_margin);
+    }
     if (c->recompute == DT_RECOMPUTE_FULL)
         printf("memory: full activation recomputation, checkpoint every %d block%s\n", c->recompute_num_layers,
                c->recompute_num_layers == 1 ? "" : "s");
