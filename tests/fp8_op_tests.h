@@ -147,8 +147,128 @@ START_TEST(test_op_gemm)
 }
 END_TEST
 
+
+/* The linear layers under FP8 (lib/model/fp8.c) against a double
+ * reference built here from the scalar conversion: forward, input
+ * gradient and weight gradient (with bias), each recipe and both formats
+ * of the gradient, at a shape that is not a multiple of the 128 tiles.
+ * The reference converts x, w and dy as the recipe says (its scales from
+ * dt_fp8.h), multiplies the FP8 values in double and divides by the
+ * scales; dtrain's GEMM adds the same exact products in FP32, so the two
+ * differ by FP32 summation only: K * 2^-24 * sum |a b| / (sa sb) bounds it
+ * (K <= 160), plus the bias's and the output's own rounding. */
+#include "../lib/model/fp8.h"
+
+/* the reference conversion of v (rows x cols) for a recipe: returns the
+ * dequantized values (q / s) in double */
+static void lin_ref_quant(double *out, const float *v, int rows, int cols, dt_fp8_format f, dt_fp8_recipe rc,
+                          float delayed_scale, int tr, int tc)
+{
+    if (rc != DT_FP8_BLOCKWISE) { tr = rows, tc = cols; }
+    for (int bi = 0; bi < rows; bi += tr)
+        for (int bj = 0; bj < cols; bj += tc) {
+            float m = 0;
+            for (int i = bi; i < bi + tr && i < rows; i++)
+                for (int j = bj; j < bj + tc && j < cols; j++) m = fmaxf(m, fabsf(v[(size_t)i * cols + j]));
+            float s = rc == DT_FP8_DELAYED ? delayed_scale : dt_fp8_scale_from_amax(m, f, 0, rc == DT_FP8_BLOCKWISE);
+            if (s == 0) s = 1;
+            for (int i = bi; i < bi + tr && i < rows; i++)
+                for (int j = bj; j < bj + tc && j < cols; j++)
+                    out[(size_t)i * cols + j] = (double)dt_fp8_round(v[(size_t)i * cols + j] * s, f, NULL, NULL) / s;
+        }
+}
+
+START_TEST(test_linear_fp8)
+{
+    enum { N = 37, C = 160, OC = 48 };
+    dt_backend *be;
+    ck_dt(dt_backend_create("cpu", 2, &be));
+    ck_dt(be->set_gemm_inputs(be, DT_BF16));
+    static float x[N * C], w[OC * C], dy[N * OC], b[OC], out[N * OC], dx[N * C], dw[OC * C], db[OC];
+    static double rx[N * C], rw[OC * C], rg[N * OC], rxw[N * C], rgw[N * OC];
+    /* bf16 values (as the model stores them), spread over a few binades */
+    for (int i = 0; i < N * C; i++) x[i] = dt_bf16_to_float(dt_bf16_from_float(op_value() * 1e-6f));
+    for (int i = 0; i < OC * C; i++) w[i] = dt_bf16_to_float(dt_bf16_from_float(op_value() * 1e-7f));
+    for (int i = 0; i < N * OC; i++) dy[i] = dt_bf16_to_float(dt_bf16_from_float(op_value() * 1e-9f));
+    for (int i = 0; i < OC; i++) b[i] = dt_bf16_to_float(dt_bf16_from_float((float)i / 64.0f));
+    for (int mode = DT_FP8_MODE_E4M3; mode <= DT_FP8_MODE_HYBRID; mode++)
+        for (int rc = DT_FP8_DELAYED; rc <= DT_FP8_BLOCKWISE; rc++) {
+            const dt__fp8_settings set = {.mode = mode, .recipe = rc, .algo = DT_FP8_AMAX_MAX, .history_len = 4};
+            dt__fp8 *f;
+            ck_dt(dt__fp8_create(be, &set, 1, &f));
+            /* delayed: a history, so that the state's scales are used (3 tensors of layer 0, qkv) */
+            const float sdel[3] = {0.5f, 2048.0f, 1e9f};
+            if (rc == DT_FP8_DELAYED) {
+                f->hfill = 1;
+                for (int r = 0; r < 3; r++) f->scale[r] = sdel[r];
+            }
+            const dt_fp8_format fg = dt_fp8_role_format((dt_fp8_mode)mode, 2);
+            dt__fp8_at(f, 0, 'F');
+            ck_dt(dt__linear_forward(be, f, DT__LIN_QKV, out, x, w, b, N, C, OC));
+            dt__fp8_at(f, 0, 'B');
+            ck_dt(dt__linear_dgrad(be, f, DT__LIN_QKV, dx, dy, w, N, C, OC));
+            for (int i = 0; i < OC * C; i++) dw[i] = 1.0f;
+            for (int i = 0; i < OC; i++) db[i] = 0.5f;
+            ck_dt(dt__linear_wgrad(be, f, DT__LIN_QKV, dw, db, dy, x, w, N, C, OC));
+            lin_ref_quant(rx, x, N, C, DT_FP8_E4M3, rc, sdel[0], 1, DT_FP8_TILE);
+            lin_ref_quant(rw, w, OC, C, DT_FP8_E4M3, rc, sdel[1], DT_FP8_TILE, DT_FP8_TILE);
+            lin_ref_quant(rg, dy, N, OC, fg, rc, sdel[2], 1, DT_FP8_TILE);
+            lin_ref_quant(rxw, x, N, C, DT_FP8_E4M3, rc, sdel[0], DT_FP8_TILE, 1); /* the weight gradient's tiles */
+            lin_ref_quant(rgw, dy, N, OC, fg, rc, sdel[2], DT_FP8_TILE, 1);
+            int bad = 0;
+            char where[96] = "";
+            for (int i = 0; i < N; i++)
+                for (int o = 0; o < OC; o++) {
+                    double s = 0, mag = 0;
+                    for (int k = 0; k < C; k++) {
+                        s += rx[i * C + k] * rw[o * C + k];
+                        mag += fabs(rx[i * C + k] * rw[o * C + k]);
+                    }
+                    const double want = s + b[o], tol = C * ldexp(mag, -24) + ldexp(fabs(want) + fabs(b[o]), -22);
+                    if (fabs(out[i * OC + o] - want) > tol && !bad++)
+                        snprintf(where, sizeof where, "forward [%d,%d] %.9g want %.9g", i, o, out[i * OC + o], want);
+                }
+            for (int i = 0; i < N; i++)
+                for (int k = 0; k < C; k++) {
+                    double s = 0, mag = 0;
+                    for (int o = 0; o < OC; o++) {
+                        s += rg[i * OC + o] * rw[o * C + k];
+                        mag += fabs(rg[i * OC + o] * rw[o * C + k]);
+                    }
+                    const double tol = OC * ldexp(mag, -24) + ldexp(fabs(s), -22);
+                    if (fabs(dx[i * C + k] - s) > tol && !bad++)
+                        snprintf(where, sizeof where, "dgrad [%d,%d] %.9g want %.9g", i, k, dx[i * C + k], s);
+                }
+            for (int o = 0; o < OC; o++) {
+                double sb = 0.5;
+                for (int i = 0; i < N; i++) sb += dy[i * OC + o];
+                if (fabs(db[o] - sb) > N * ldexp(fabs(sb) + 1, -23) && !bad++)
+                    snprintf(where, sizeof where, "dbias [%d] %.9g want %.9g", o, db[o], sb);
+                for (int k = 0; k < C; k++) {
+                    double s = 0, mag = 0;
+                    for (int i = 0; i < N; i++) {
+                        s += rgw[i * OC + o] * rxw[i * C + k];
+                        mag += fabs(rgw[i * OC + o] * rxw[i * C + k]);
+                    }
+                    const double want = 1.0 + s, tol = N * ldexp(mag, -24) + ldexp(fabs(want), -22);
+                    if (fabs(dw[o * C + k] - want) > tol && !bad++)
+                        snprintf(where, sizeof where, "wgrad [%d,%d] %.9g want %.9g", o, k, dw[o * C + k], want);
+                }
+            }
+            ck_assert_msg(!bad, "%s %s: %d values off, first %s", dt_fp8_mode_name((dt_fp8_mode)mode),
+                          dt_fp8_recipe_name((dt_fp8_recipe)rc), bad, where);
+            /* recorded: the forward's x and w, the backward's dy, once each */
+            ck_assert(f->values[0] == N * C && f->values[1] == OC * C && f->values[2] == N * OC);
+            dt__fp8_free(f);
+        }
+    ck_dt(be->set_gemm_inputs(be, DT_F32));
+    dt_backend_destroy(be);
+}
+END_TEST
+
 static void fp8_add_op_tests(TCase *tc)
 {
     tcase_add_test(tc, test_op_quantize);
     tcase_add_test(tc, test_op_gemm);
+    tcase_add_test(tc, test_linear_fp8);
 }
