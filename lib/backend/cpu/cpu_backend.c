@@ -22,6 +22,7 @@ static void dt__cpu_destroy(dt_backend *be)
     if (im) {
         pthread_mutex_destroy(&im->mu);
         free(im->scratch);
+        free(im->fp8_acc);
         free(im);
     }
     free(be);

@@ -27,6 +27,8 @@ typedef struct dt__cpu_impl {
     pthread_mutex_t mu; /* one GEMM at a time uses the scratch */
     uint16_t *scratch;  /* (cap) bf16 operands */
     size_t cap;
+    float *fp8_acc;     /* (fp8_cap) cpu_fp8.c: an FP8 GEMM's unscaled result before it is added */
+    size_t fp8_cap;
 } dt__cpu_impl;
 
 /* cpu_gemm.c */

@@ -210,5 +210,37 @@ dt_status dt__cpu_fp8_gemm(dt_backend *be, int transa, int transb, int M, int N,
                            int ldc)
 {
     (void)fa, (void)fb; /* the storage holds the values themselves */
-    return dt__cpu_gemm(be, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    /* alpha (the descales, new every step or call) is applied here, not
+     * by the GEMM: oneDNN bakes alpha into its cached primitives
+     * (cpu_dnnl.c), and a new alpha per call would compile a new kernel
+     * per call (tensorwise scaling ran 2.4x slower so) */
+    if (alpha == 1.0f) return dt__cpu_gemm(be, transa, transb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    const size_t rows = (size_t)M, cols = (size_t)N;
+    if (beta == 0.0f) {
+        DT_CHECK(dt__cpu_gemm(be, transa, transb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc));
+#pragma omp parallel for schedule(static) if (rows * cols >= DT__FP8_PAR_MIN)
+        for (size_t i = 0; i < rows; i++) {
+            float *c = C + i * (size_t)ldc;
+#pragma omp simd
+            for (size_t j = 0; j < cols; j++) c[j] *= alpha;
+        }
+        return DT_OK;
+    }
+    dt__cpu_impl *im = be->impl;
+    if (im->fp8_cap < rows * cols) {
+        float *p = realloc(im->fp8_acc, rows * cols * sizeof *p);
+        if (!p) return DT_FAIL(DT_ERR_NOMEM, "cpu backend: fp8_gemm: out of memory for a %d x %d result", M, N);
+        im->fp8_acc = p;
+        im->fp8_cap = rows * cols;
+    }
+    float *acc = im->fp8_acc;
+    DT_CHECK(dt__cpu_gemm(be, transa, transb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, acc, N));
+#pragma omp parallel for schedule(static) if (rows * cols >= DT__FP8_PAR_MIN)
+    for (size_t i = 0; i < rows; i++) {
+        float *c = C + i * (size_t)ldc;
+        const float *a = acc + i * cols;
+#pragma omp simd
+        for (size_t j = 0; j < cols; j++) c[j] = alpha * a[j] + beta * c[j];
+    }
+    return DT_OK;
 }
