@@ -28,6 +28,9 @@
 #                             pushes and pulls and the staleness histogram (ring view)
 #   cp-ring.png               a real 4-rank context-parallel run (p2p ring), caught in
 #                             rank 0's second forward ring step of iteration 1 (cp view)
+#   fp8-delayed-vs-tensorwise.png  two real FP8 runs (hybrid, --lr 0.01, 60 steps): delayed
+#                             scaling above tensorwise, the tensor the delayed run saturates
+#                             most, h.0.qkv.dy (fp8 view)
 # POSIX sh.
 
 set -eu
@@ -225,6 +228,40 @@ claim "cp-ring.png: rank 0's ring step then (iteration 1, step index 1)" "$(awk 
 claim "cp-ring.png: the block arriving at rank 0 in that step (from)" "$(grep '"name":"cp ring step"' cp.json |
     grep '"pid":0,' | grep '"iter":1,' | grep '"forward":1' | grep '"step":1\.*0*,' | head -n 1 |
     sed 's/.*"from":\([0-9]*\).*/\1/')" 2 2
+
+# ---- FP8 scaling: delayed against tensorwise (two real runs, one tensor) ----------
+# The same run twice, one thread (the same numbers on every run of this
+# machine), with a learning rate high enough for a gradient's amax to jump
+# above what delayed scaling's history has seen
+FP8="--fp8-format hybrid --lr 0.01 --seed 1337 --threads 1 --train-iters 60 --eval-interval 0 --eval-iters 1 \
+--log-interval 100"
+step "real run: dtrain --fp8-format hybrid --fp8-recipe delayed --lr 0.01, 60 steps" \
+    "$DTRAIN" $FP8 --fp8-recipe delayed --trace fp8-delayed.json
+step "the same run with --fp8-recipe tensorwise" "$DTRAIN" $FP8 --fp8-recipe tensorwise --trace fp8-tensorwise.json
+step "fp8-delayed-vs-tensorwise.png" "$DTVIZ" fp8-delayed.json fp8-tensorwise.json --view fp8 --size 1400x1000 \
+    --png "$OUT/fp8-delayed-vs-tensorwise.png"
+# fp8 TRACE: each fp8 event as "tensor iter amax saturated values"
+fp8() {
+    grep -o '"name":"fp8 [^"]*"[^}]*}' "$1" | sed -n \
+        's/^"name":"fp8 \([^"]*\)".*"iter":\([0-9]*\),.*"amax":\([^,]*\),.*"saturated":\([^,]*\),.*"values":\([^}]*\)}$/\1 \2 \3 \4 \5/p'
+}
+fp8 fp8-delayed.json >fp8-delayed.steps
+fp8 fp8-tensorwise.json >fp8-tensorwise.steps
+# docs/viewer.md: the view shows the delayed run's most saturated tensor, h.0.qkv.dy (both panes); its amax
+# jumps above the window of every step before it in one step, which saturates a large share of its values;
+# under tensorwise scaling no value of any tensor saturates
+claim "fp8-delayed-vs-tensorwise.png: the delayed run's most saturated tensor is h.0.qkv.dy (1: yes)" "$(awk '
+    { s[$1] += $4 } END { for (k in s) if (best == "" || s[k] > s[best] || (s[k] == s[best] && k < best)) best = k
+    print (best == "h.0.qkv.dy" ? 1 : 0) }' fp8-delayed.steps)" 1 1
+claim "fp8-delayed-vs-tensorwise.png: steps of h.0.qkv.dy with saturated values, delayed" "$(awk '
+    $1 == "h.0.qkv.dy" && $4 > 0 { n++ } END { print n + 0 }' fp8-delayed.steps)" 1 2
+claim "fp8-delayed-vs-tensorwise.png: h.0.qkv.dy's largest amax over the largest of the steps before it (x)" "$(awk '
+    $1 == "h.0.qkv.dy" { if (m > 0 && $3 / m > r) r = $3 / m; if ($3 > m) m = $3 } END { printf "%.1f", r }' \
+    fp8-delayed.steps)" 8 100000
+claim "fp8-delayed-vs-tensorwise.png: that step's saturated share of its values (%)" "$(awk '
+    $1 == "h.0.qkv.dy" && $4 > b { b = $4; v = $5 } END { printf "%.1f", 100 * b / v }' fp8-delayed.steps)" 5 50
+claim "fp8-delayed-vs-tensorwise.png: saturated values of any tensor, tensorwise" "$(awk '
+    { s += $4 } END { print s + 0 }' fp8-tensorwise.steps)" 0 0
 
 fi
 

@@ -7,7 +7,7 @@
  *   --png FILE            render one picture headless (no display needed) and exit
  *   --frames DIR          render numbered PNGs of the replay headless: --fps N frames per second of
  *                         a --duration S seconds video (or exactly --frame-count N frames)
- *   --view V              timeline | ring | scale | memory | breakdown | cp (default timeline)
+ *   --view V              timeline | ring | scale | memory | breakdown | cp | fp8 (default timeline)
  *   --time F              playback position as a fraction of the trace, 0..1 (default 1: all)
  *   --size WxH            picture or window size (default 1400x800; a timeline picture: 1400 wide, as
  *                         tall as its rows need, at most 800)
@@ -122,8 +122,8 @@ int main(int argc, char **argv)
          "S", "--frames: seconds the whole replay lasts (frames = fps x duration)", NULL, 0},
         {"--frame-count", DT_ARG_INT, &n_frames, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 1, 100000, NULL, "N",
          "frames for --frames, instead of fps x duration", "fps x duration: 120", 0},
-        {"--view", DT_ARG_CHOICE, &view, 0, 0, 0, "timeline|ring|scale|memory|breakdown|cp", NULL, "what to show", NULL,
-         0},
+        {"--view", DT_ARG_CHOICE, &view, 0, 0, 0, "timeline|ring|scale|memory|breakdown|cp|fp8", NULL, "what to show",
+         NULL, 0},
         {"--time", DT_ARG_DOUBLE, &when, DT_ARG_HAS_MIN | DT_ARG_HAS_MAX, 0, 1, NULL, "F",
          "playback position, a fraction of the trace (1: everything)", NULL, 0},
         {"--size", DT_ARG_STRING, &size, 0, 0, 0, NULL, "WxH", "picture or window size",
@@ -160,10 +160,11 @@ int main(int argc, char **argv)
     if (parsed != DT_ARGS_OK) return 2;
     if (help) {
         dt_args_print_help(stdout, "dtviz [flags] TRACE [TRACE2]", args, n_args);
-        printf("\nKeys (window): h help, 1-6 views (timeline, ring, scale, memory, breakdown, cp), space\n"
+        printf("\nKeys (window): h help, 1-7 views (timeline, ring, scale, memory, breakdown, cp, fp8), space\n"
                "play/pause (the whole trace in 20 s at x1), +/- speed x2 /2, . to the end of the next step,\n"
                "left/right scrub 5%%, wheel or z/x zoom, drag or a/d pan, up/down scroll rows, r reset, q or\n"
-               "Escape quit. What-if on a dtsim trace (re-simulates 4 steps): p/P stages -1/+1, m/M micro-batches\n"
+               "Escape quit. The fp8 view: [ ] (or up/down, or a click in its list) the previous / next tensor.\n"
+               "What-if on a dtsim trace (re-simulates 4 steps): p/P stages -1/+1, m/M micro-batches\n"
                "/2 x2, s next schedule, b/B link bandwidth /2 x2.\n"
                "The window needs a display (SDL_VIDEODRIVER, else DISPLAY or WAYLAND_DISPLAY); --png and --frames\n"
                "need none. A picture (--png, --frames) is made to fit: without --zoom, where the whole trace would\n"

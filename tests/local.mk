@@ -339,6 +339,16 @@ tests_check_viz_cp_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim
 tests_check_viz_cp_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
 endif
 endif
+# The viewer's FP8 scaling view: each step's window of values, the steps
+# that saturate, the tensor shown, on hand-made traces.
+if HAVE_CHECK
+if HAVE_SDL
+DT_CHECK_SUITES += tests/check_viz_fp8
+tests_check_viz_fp8_SOURCES = tests/check_viz_fp8.c tests/testutil.h
+tests_check_viz_fp8_CFLAGS = $(DT_CHECK_CFLAGS) $(SDL_CFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/viz
+tests_check_viz_fp8_LDADD = libdtviz.la libdtsim.la $(DT_CHECK_LDADD) $(SDL_LIBS)
+endif
+endif
 # The viewer fitting a picture to its data: the last steps where steps would
 # be slivers, the height from the rows, per-layer memory samples, box labels
 # where their text fits.

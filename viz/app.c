@@ -132,7 +132,13 @@ void dtv_app_render(dtv_app *a, dtv_canvas *c)
     const int ph = (c->h - top) / a->n;
     for (int i = 0; i < a->n; i++) {
         SDL_Rect r = {0, top + i * ph, c->w, ph};
-        dtv_draw_view(c, r, &a->tr[i], &a->view[i]);
+        dtv_view v = a->view[i];
+        if (i > 0 && v.id == DTV_VIEW_FP8) { /* two panes show one tensor: the first pane's, where this one has it */
+            const int k0 = dtv_fp8_tensor_of(&a->tr[0], &a->view[0]);
+            const int k = k0 >= 0 ? dtv_fp8_find(a->tr[i].fp8, a->tr[0].fp8->x[k0].name) : -1;
+            if (k >= 0) v.fp8_tensor = k + 1;
+        }
+        dtv_draw_view(c, r, &a->tr[i], &v);
         if (i + 1 < a->n) dtv_line(c, 0, r.y + ph - 1, c->w, r.y + ph - 1, DTV_DIM);
     }
 }

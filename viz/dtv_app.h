@@ -42,8 +42,9 @@ typedef struct dtv_app {
 int dtv_app_key(dtv_app *a, SDL_Keycode key, Uint16 mod);
 /* The mouse on canvas c (its size and the timeline's layout map x to
  * time; NULL: 1400x800, the whole width): a press / move / release of the
- * left button at (x, y) (a drag pans), or a wheel turn of `wheel` notches
- * at (x, y) (> 0 zooms in around the time under the pointer). */
+ * left button at (x, y) (a drag pans; a press on a tensor in the fp8
+ * view's list shows that tensor instead), or a wheel turn of `wheel`
+ * notches at (x, y) (> 0 zooms in around the time under the pointer). */
 enum { DTV_MOUSE_DOWN = 0, DTV_MOUSE_MOVE, DTV_MOUSE_UP, DTV_MOUSE_WHEEL };
 void dtv_app_mouse(dtv_app *a, const dtv_canvas *c, int kind, int x, int y, int wheel);
 /* Playback: advance view[].now by speed x wall_seconds (trace time scaled

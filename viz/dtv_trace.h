@@ -1,6 +1,6 @@
 /* dtv_trace.h: a trace as the viewer sees it (viz/trace_model.c, and
  * viz/trace_coll.c for the ring index, viz/trace_cp.c for the
- * context-parallel one): the events of one real run or one
+ * context-parallel one, viz/trace_fp8.c for FP8 scaling's): the events of one real run or one
  * simulation, indexed for drawing, plus the series the views plot. No SDL
  * here, so it is tested without a display.
  *
@@ -143,7 +143,8 @@ typedef struct dtv_trace {
     int n_breakdown;         /* ranks with steps */
     dt_breakdown *breakdown; /* (n_breakdown) by pid; NULL when none: bd_why says why */
     char bd_why[200];
-    struct dtv_cp *cp; /* context-parallel index (appended; see the end of this file), NULL without cp exchanges */
+    struct dtv_cp *cp;   /* context-parallel index (appended; see the end of this file), NULL without cp exchanges */
+    struct dtv_fp8 *fp8; /* FP8 index (appended; see the end of this file), NULL without fp8 events */
 } dtv_trace;
 
 /* Load a file or a real run's rank files (see above). Refuses a trace with
@@ -299,5 +300,65 @@ void dtv_cp_state_of(const dtv_trace *t, int i, int64_t now, dtv_cp_state *out);
  * a2a: rank j's rows) at context rank i: held, on its way, or neither. */
 enum { DTV_CP_CELL_NONE = 0, DTV_CP_CELL_HELD, DTV_CP_CELL_ARRIVING };
 int dtv_cp_cell(const dtv_cp_state *s, int i, int j);
+
+/* ---- FP8 index (appended for view_fp8.c; viz/trace_fp8.c) ----
+ * dtv_fp8_index builds t->fp8 at load time (after dtv_cp_index) when the
+ * trace has `fp8 <tensor>` events (FP8 training, rank 0, one per tensor
+ * and step at the step's end; docs/trace-format.md), and dtv_fp8_free
+ * frees it. A count (saturated, flushed, values) that is negative or not
+ * finite refuses the trace, naming the event. */
+typedef struct dtv_fp8_step {
+    int64_t t;        /* the event's time: the end of the step */
+    int64_t iter;     /* its iteration (the event's `iter`; without one, its place in the tensor's events) */
+    double amax;      /* the step's largest |x|, before scaling (NAN: absent) */
+    double scale;     /* delayed scaling: the scale the step used (NAN: absent, as on the first step) */
+    double saturated; /* values with |x s| above the format's max */
+    double flushed;   /* non-zero values that became 0 */
+    double values;    /* values converted */
+} dtv_fp8_step;
+
+typedef struct dtv_fp8_tensor {
+    char name[DT_TRACE_NAME_MAX];      /* "h.1.fcproj.x": block 1, LIN fcproj, ROLE x (the event's name after "fp8 ") */
+    int layer;                         /* the block (the event's `layer`) */
+    int tensor;                        /* index in the block, 3 lin + role (-1: absent) */
+    int format;                        /* dt_fp8_format of its role under the run's --fp8-format */
+    int n;                             /* steps */
+    dtv_fp8_step *s;                   /* (n) by iteration */
+    double saturated, flushed, values; /* the run's sums */
+    int steps_saturated;               /* steps with a saturated value */
+} dtv_fp8_tensor;
+
+typedef struct dtv_fp8 {
+    int mode;         /* dt_fp8_mode of the config's fp8_format (DT_FP8_OFF: absent, E4M3 assumed) */
+    int recipe;       /* dt_fp8_recipe: the config's fp8_recipe, else delayed where events have a `scale` */
+    int recipe_known; /* 1: from the config */
+    int algo, margin, history_len; /* the config's (history_len 0: unknown) */
+    int n;                         /* tensors */
+    dtv_fp8_tensor *x;             /* (n) in the model's order: block, then index in the block */
+    int *order;                    /* (n) indices into x: most saturated values first (then most saturated
+                                      steps, most flushed, the model's order) */
+    int dflt;                      /* the tensor shown by default: order[0] */
+} dtv_fp8;
+
+dt_status dtv_fp8_index(dtv_trace *t);
+void dtv_fp8_free(dtv_trace *t);
+/* The index of the tensor called `name` (-1: none). */
+int dtv_fp8_find(const dtv_fp8 *f, const char *name);
+/* The values step k of tensor x converts without saturating or flushing:
+ * lo < |v| <= hi, with lo = min_subnormal / (2 s) and hi = max / s for the
+ * step's scale s (delayed: its `scale`; tensorwise, blockwise and a
+ * delayed step without `scale` (the first): from its amax,
+ * dt_fp8_scale_from_amax with the run's margin, blockwise a power of two).
+ * Returns 0 when the step has no scale (no `scale`, no positive finite amax). */
+int dtv_fp8_window(const dtv_fp8 *f, const dtv_fp8_tensor *x, int k, double *lo, double *hi);
+/* The steps of x whose event was written by `now` (a prefix of x->s). */
+int dtv_fp8_steps_by(const dtv_fp8_tensor *x, int64_t now);
+/* The sums of x's first `steps` steps. */
+typedef struct dtv_fp8_sum {
+    double saturated, flushed, values;
+    int steps, steps_saturated;
+    int worst; /* the step with the most saturated values (-1: none) */
+} dtv_fp8_sum;
+void dtv_fp8_sums(const dtv_fp8_tensor *x, int steps, dtv_fp8_sum *out);
 
 #endif

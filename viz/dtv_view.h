@@ -1,5 +1,5 @@
 /* dtv_view.h: the views (one file each: view_timeline.c, view_ring.c,
- * view_scale.c, view_memory.c, view_breakdown.c, view_cp.c; the two circle
+ * view_scale.c, view_memory.c, view_breakdown.c, view_cp.c, view_fp8.c; the two circle
  * views share ring_draw.c) and what they share: the visible time
  * window, the playback time and the layout helpers. The registry (names,
  * dispatch) is view.c, the time axis and legend view_axis.c, a picture's
@@ -29,11 +29,12 @@ typedef enum dtv_view_id {
     DTV_VIEW_MEMORY,
     DTV_VIEW_BREAKDOWN,
     DTV_VIEW_CP,
+    DTV_VIEW_FP8,
     DTV_N_VIEWS
 } dtv_view_id;
 
 /* view.c: the registry. */
-const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory", "breakdown", "cp" */
+const char *dtv_view_name(dtv_view_id v); /* "timeline", "ring", "scale", "memory", "breakdown", "cp", "fp8" */
 int dtv_view_parse(const char *s, dtv_view_id *out);
 
 typedef struct dtv_view {
@@ -44,6 +45,7 @@ typedef struct dtv_view {
     double bd_scale_ns; /* breakdown: at least this step is drawn full width (two panes share it; 0: none) */
     int64_t fit_first;  /* dtv_view_fit cut the window to steps fit_first .. + fit_count - 1 (0: not cut) */
     int64_t fit_count;
+    int fp8_tensor; /* fp8: 1 + the index in t->fp8->x of the tensor shown; 0: the default (t->fp8->dflt) */
 } dtv_view;
 
 /* The whole trace visible, everything played. */
@@ -80,6 +82,7 @@ void dtv_draw_scale(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_
 void dtv_draw_memory(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_breakdown(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 void dtv_draw_cp(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
+void dtv_draw_fp8(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 /* view.c: dispatch on v->id. */
 void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v);
 
@@ -189,5 +192,38 @@ SDL_Color dtv_breakdown_color(int cat);
  * w = 0 when c is too large for a matrix (over DTV_CP_MATRIX_MAX). */
 enum { DTV_CP_MATRIX_MAX = 64 };
 void dtv_cp_cell_rect(SDL_Rect area, int c, int i, int j, SDL_Rect *out);
+
+/* FP8 view geometry (view_fp8.c; appended; tests probe it): one tensor of
+ * t->fp8 over the steps, x the iteration (the steps whose span, from the
+ * previous step's event to their own, overlaps the visible window), y
+ * log2 of a magnitude |x|; beside the plot the tensors, most saturated
+ * first (a click on one shows it). */
+enum { DTV_FP8_LIST_ROWS = 64 };
+typedef struct dtv_fp8_layout {
+    int tensor;          /* the tensor shown (index into t->fp8->x; -1: the trace has no FP8 events) */
+    int x, y, w, h;      /* the plot */
+    int k0, k1;          /* its steps shown: [k0, k1) of the tensor's */
+    double x_lo, x_hi;   /* x: iterations [x_lo, x_hi) */
+    double l2_lo, l2_hi; /* y: log2 |x| from the bottom to the top */
+    SDL_Rect list;       /* the tensors' list */
+    int row_h, n_rows;   /* its rows: row i at list.y + i * row_h, tensor row_tensor[i] */
+    int row_tensor[DTV_FP8_LIST_ROWS];
+} dtv_fp8_layout;
+void dtv_fp8_layout_of(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v, dtv_fp8_layout *out);
+/* x of the middle of iteration `iter` (where its amax and its marker are). */
+int dtv_fp8_x_of_iter(const dtv_fp8_layout *L, int64_t iter);
+/* y of a magnitude (> 0). */
+int dtv_fp8_y_of(const dtv_fp8_layout *L, double mag);
+/* The radius of a saturated step's marker for its count (> 0): it grows with log10 of the count. */
+int dtv_fp8_marker_radius(double saturated);
+/* The band's colour (the window of values a step's scale converts). */
+SDL_Color dtv_fp8_band_color(void);
+/* The tensor v shows (index into t->fp8->x; -1 without FP8 events). */
+int dtv_fp8_tensor_of(const dtv_trace *t, const dtv_view *v);
+/* Show the next (dir > 0) or previous tensor of the list's order (most
+ * saturated first), wrapping around; returns the tensor now shown. */
+int dtv_fp8_cycle(const dtv_trace *t, dtv_view *v, int dir);
+/* The tensor under (px, py) in the list (-1: none). */
+int dtv_fp8_hit(const dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v, int px, int py);
 
 #endif

@@ -7,9 +7,10 @@
  * line, the help overlay).
  *
  * Keys (dtv_app_help_lines; programs/dtviz.c's --help says the same):
- * h help, 1-6 views, space play/pause, +/- speed x2 or /2, '.' to the end of
+ * h help, 1-7 views, space play/pause, +/- speed x2 or /2, '.' to the end of
  * the next training step (the events' iter), left/right scrub 5% of the
- * window, z/x or the wheel zoom, a/d or a drag pan, up/down rows, r reset,
+ * window, z/x or the wheel zoom, a/d or a drag pan, up/down rows (the fp8
+ * view: its tensors, as [ and ] and a click in its list), r reset,
  * q/Escape quit. What-if (the first pane a dtsim trace with its config):
  * p/P stages -1/+1 (the split reset to the runtime's default), m/M
  * micro-batches /2 or x2, s the next schedule, b/B link bandwidth /2 or x2
@@ -51,7 +52,8 @@
 
 static const char *const dtv__help[] = {
     "h\thelp: this overlay (h or Escape closes it)",
-    "1 2 3 4 5 6\tviews: timeline, ring, scale, memory, breakdown, cp",
+    "1 2 3 4 5 6 7\tviews: timeline, ring, scale, memory, breakdown, cp, fp8",
+    "[  ]\tfp8 view: previous, next tensor (most saturated first; up, down and a click in the list too)",
     "space\tplay / pause (from the start; the whole trace in 20 s at x1)",
     "+  -\tplayback speed x2, /2",
     ".\tsingle step: to the end of the next training step",
@@ -419,6 +421,41 @@ out:
 
 /* ---- keys and mouse ----------------------------------------------------------------- */
 
+/* The fp8 view's tensor: pane 0's next (dir > 0) or previous in its list (pane 1 follows it, dtv_app_render). */
+static void dtv__fp8_cycle(dtv_app *a, int dir)
+{
+    const int k = dtv_fp8_cycle(&a->tr[0], &a->view[0], dir);
+    if (k < 0) {
+        dtv__status(a, 1, "fp8: this trace has no FP8 events");
+        return;
+    }
+    const dtv_fp8_tensor *x = &a->tr[0].fp8->x[k];
+    dtv__status(a, 0, "fp8 tensor %s: %.0f saturated values in %d steps", x->name, x->saturated, x->steps_saturated);
+}
+
+/* A click in pane i's list of the fp8 view: that tensor, in pane 0 (by name); 1 when it was one. */
+static int dtv__fp8_click(dtv_app *a, const dtv_canvas *c, int x, int y)
+{
+    if (!c || a->view[0].id != DTV_VIEW_FP8) return 0;
+    const int top = a->n == 2 ? 26 : 0, ph = (c->h - DTV_STATUS_H - top) / a->n;
+    for (int i = 0; i < a->n; i++) {
+        const SDL_Rect r = {0, top + i * ph, c->w, ph};
+        const int k = y >= r.y && y < r.y + r.h ? dtv_fp8_hit(c, r, &a->tr[i], &a->view[i], x, y) : -1;
+        if (k < 0) continue;
+        const dtv_fp8_tensor *xt = &a->tr[i].fp8->x[k];
+        const int k0 = dtv_fp8_find(a->tr[0].fp8, xt->name);
+        if (k0 < 0) {
+            dtv__status(a, 1, "fp8: the first trace has no tensor %s", xt->name);
+            return 1;
+        }
+        a->view[0].fp8_tensor = k0 + 1;
+        dtv__status(a, 0, "fp8 tensor %s: %.0f saturated values in %d steps", xt->name, a->tr[0].fp8->x[k0].saturated,
+                    a->tr[0].fp8->x[k0].steps_saturated);
+        return 1;
+    }
+    return 0;
+}
+
 int dtv_app_key(dtv_app *a, SDL_Keycode key, Uint16 mod)
 {
     if (a->n < 1) return key == SDLK_q || key == SDLK_ESCAPE;
@@ -437,12 +474,14 @@ int dtv_app_key(dtv_app *a, SDL_Keycode key, Uint16 mod)
     case SDLK_4:
     case SDLK_5:
     case SDLK_6:
+    case SDLK_7:
     case SDLK_KP_1:
     case SDLK_KP_2:
     case SDLK_KP_3:
     case SDLK_KP_4:
     case SDLK_KP_5:
-    case SDLK_KP_6: {
+    case SDLK_KP_6:
+    case SDLK_KP_7: {
         const int k = key >= SDLK_KP_1 ? (int)(key - SDLK_KP_1) : (int)(key - SDLK_1);
         a->view[0].id = (dtv_view_id)k;
         dtv__sync(a);
@@ -471,8 +510,14 @@ int dtv_app_key(dtv_app *a, SDL_Keycode key, Uint16 mod)
     case SDLK_x: dtv__zoom(a, 2.0, 0.5); return 0;
     case SDLK_a: dtv__pan(a, -span / 10); return 0;
     case SDLK_d: dtv__pan(a, span / 10); return 0;
+    case SDLK_LEFTBRACKET:
+    case SDLK_RIGHTBRACKET: dtv__fp8_cycle(a, key == SDLK_RIGHTBRACKET ? 1 : -1); return 0;
     case SDLK_UP:
     case SDLK_DOWN:
+        if (a->view[0].id == DTV_VIEW_FP8) { /* the fp8 view's list */
+            dtv__fp8_cycle(a, key == SDLK_DOWN ? 1 : -1);
+            return 0;
+        }
         a->view[0].first_row += key == SDLK_UP ? -1 : 1;
         dtv__sync(a);
         return 0;
@@ -508,7 +553,6 @@ static void dtv__time_area(const dtv_app *a, const dtv_canvas *c, int *x, int *w
 
 void dtv_app_mouse(dtv_app *a, const dtv_canvas *c, int kind, int x, int y, int wheel)
 {
-    (void)y; /* the panes share one window of time */
     if (a->n < 1) return;
     int ax, aw;
     dtv__time_area(a, c, &ax, &aw);
@@ -516,6 +560,7 @@ void dtv_app_mouse(dtv_app *a, const dtv_canvas *c, int kind, int x, int y, int 
     const int64_t span = v->t1 - v->t0;
     switch (kind) {
     case DTV_MOUSE_DOWN:
+        if (dtv__fp8_click(a, c, x, y)) break;
         a->dragging = 1;
         a->drag_x = x;
         a->drag_t0 = v->t0;

@@ -451,6 +451,7 @@ static dt_status dtv__index(dtv_trace *t)
     }
     DT_CHECK(dtv_coll_index(t));
     DT_CHECK(dtv_cp_index(t));
+    DT_CHECK(dtv_fp8_index(t));
     /* the breakdown view's figures; a trace without enough steps shows why instead */
     t->bd_skip = t->n_steps > 2 ? 1 : 0;
     const dt_status bst = dt_breakdown_all(t->ev, t->n_ev, t->bd_skip, &t->breakdown, &t->n_breakdown);
@@ -560,6 +561,7 @@ void dtv_trace_free(dtv_trace *t)
     if (!t) return;
     dtv_coll_free(t);
     dtv_cp_free(t);
+    dtv_fp8_free(t);
     for (int r = 0; r < t->n_rows; r++) {
         free(t->rows[r].s);
         free(t->rows[r].max_end);

@@ -11,7 +11,8 @@
 
 #include "dtv_view.h"
 
-static const char *const dtv__view_names[DTV_N_VIEWS] = {"timeline", "ring", "scale", "memory", "breakdown", "cp"};
+static const char *const dtv__view_names[DTV_N_VIEWS] = {"timeline",  "ring", "scale", "memory",
+                                                         "breakdown", "cp",   "fp8"};
 
 const char *dtv_view_name(dtv_view_id v) { return v < DTV_N_VIEWS ? dtv__view_names[v] : "?"; }
 
@@ -33,6 +34,7 @@ void dtv_view_all(dtv_view *v, const dtv_trace *t)
     v->now = INT64_MAX;
     v->first_row = 0;
     v->fit_first = v->fit_count = 0;
+    v->fp8_tensor = 0;
 }
 
 void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_view *v)
@@ -44,6 +46,7 @@ void dtv_draw_view(dtv_canvas *c, SDL_Rect area, const dtv_trace *t, const dtv_v
     case DTV_VIEW_MEMORY: dtv_draw_memory(c, area, t, v); break;
     case DTV_VIEW_BREAKDOWN: dtv_draw_breakdown(c, area, t, v); break;
     case DTV_VIEW_CP: dtv_draw_cp(c, area, t, v); break;
+    case DTV_VIEW_FP8: dtv_draw_fp8(c, area, t, v); break;
     default: break;
     }
 }
