@@ -60,4 +60,13 @@ tut_range "t2 x p2: values converted minus one process's" \
 tut_range "t2 x p2: val_loss relative difference from one process" \
     "$(tut_reldiff "$(tut_json one.json val_loss)" "$(tut_json tppp.json val_loss)")" 0 0.01
 
+# 5. The fp8 view.
+if [ -x ./dtviz ]; then
+    tut_cmd viz ./dtviz delayed-trace.json tensorwise-trace.json --view fp8 --png fp8.png
+    tut_file fp8.png
+else
+    echo "./dtviz delayed-trace.json tensorwise-trace.json --view fp8 --png fp8.png" >>"$TUT_LOG"
+    echo "  (this build has no dtviz: SDL2 missing; not run)"
+fi
+
 tut_finish
