@@ -111,6 +111,16 @@ typedef struct dts_scenario {
     char precision[8];      /* "fp32", "fp16", "bf16" */
     int use_loss_scaling;   /* fp16 */
     dt_loss_scaler_config scaler;
+    /* FP8 GEMMs (dtrain's --fp8-format and its fp8_* config keys; dt_fp8.h):
+     * read, checked and written back, not timed: the run is priced in its
+     * precision (bf16, which FP8 implies), and `dtsim fp8` (sim/fp8.c)
+     * predicts the numerics. fp8 DT_FP8_OFF: none (the default). */
+    dt_fp8_mode fp8;
+    dt_fp8_recipe fp8_recipe;       /* delayed (default), tensorwise, blockwise */
+    dt_fp8_amax_algo fp8_amax_algo; /* max (default), most_recent */
+    int fp8_margin;                 /* 0..32 (default 0) */
+    int fp8_amax_history_len;       /* 1..65536 (default 1024, dtrain's) */
+
     int recompute;            /* 0 none, 1 full, 2 selective */
     int recompute_num_layers; /* --recompute-num-layers K: full recomputation's blocks per checkpointed
                                  group (1..num_layers; each stage or chunk groups its own blocks, K at most

@@ -20,7 +20,10 @@
  * single-rank trace: the cost table is filled from it), "grad_trace",
  * "optimizer_states", "slow_rank", "slow_ms", "loss_scale_growth_factor",
  * "loss_scale_backoff_factor", "consecutive_hysteresis" and "cost" (the
- * cost's source, informational: ignored). A null value means "not set".
+ * cost's source, informational: ignored). dtrain's FP8 keys ("fp8_format",
+ * "fp8_recipe", "fp8_margin", "fp8_amax_history_len",
+ * "fp8_amax_compute_algo") are checked and kept, not timed: FP8 implies
+ * bf16 for the rest, as in dtrain. A null value means "not set".
  * dtrain's configuration also holds what the run recorded beyond the
  * scenario (a hung rank, threads, the machine, ...): sim/scenario_run.c
  * checks and keeps it in sc->recorded, replaced by each dtrain config.
@@ -85,6 +88,11 @@ void dts_scenario_default(dts_scenario *sc)
     snprintf(sc->precision, sizeof sc->precision, "fp32");
     sc->use_loss_scaling = 0;
     dt_loss_scaler_config_default(&sc->scaler);
+    sc->fp8 = DT_FP8_OFF;
+    sc->fp8_recipe = DT_FP8_DELAYED;
+    sc->fp8_amax_algo = DT_FP8_AMAX_MAX;
+    sc->fp8_margin = 0;
+    sc->fp8_amax_history_len = 1024;
     sc->recompute = 0;
     sc->recompute_num_layers = 1;
     sc->slow_rank = -1;
@@ -262,6 +270,11 @@ static const char *const dts__keys[] = {"model",
                                         "loss_scale_growth_factor",
                                         "loss_scale_backoff_factor",
                                         "consecutive_hysteresis",
+                                        "fp8_format",
+                                        "fp8_recipe",
+                                        "fp8_margin",
+                                        "fp8_amax_history_len",
+                                        "fp8_amax_compute_algo",
                                         "recompute_granularity",
                                         "recompute_num_layers",
                                         "slow_rank",
@@ -535,6 +548,7 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
 
     /* precision and loss scaling */
     DTS__TRY(r = dts__str(what, o, "precision", "fp32, fp16 or bf16 (or f32, f16)", &s));
+    const int precision_given = r == 1;
     if (r == 1) {
         const char *p = dts__precision_parse(s);
         if (!p) {
@@ -553,6 +567,38 @@ dt_status dts_scenario_from_config(dts_scenario *sc, const char *json_text, cons
     DTS__TRY(dts__float(what, o, "loss_scale_backoff_factor", 0, 1, &n->scaler.backoff_factor));
     DTS__TRY(dts__bool(what, o, "consecutive_hysteresis", &n->scaler.consecutive_hysteresis));
     n->use_loss_scaling = !strcmp(n->precision, "fp16") || n->scaler.static_scale > 0;
+
+    /* FP8: dtrain writes its keys only with --fp8-format, so in its
+     * configuration an absent "fp8_format" means none; they are checked and
+     * kept, not timed (dts_scenario.h) */
+    DTS__TRY(r = dts__str(what, o, "fp8_format", "e4m3, hybrid or null (no FP8)", &s));
+    if (r == 0 && dtrain_cfg) n->fp8 = DT_FP8_OFF;
+    if (r == 1 && dt_fp8_mode_parse(s, &n->fp8) != DT_OK) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"fp8_format\": expected e4m3, hybrid or null (no FP8), got \"%s\"", what, s);
+        goto out;
+    }
+    DTS__TRY(r = dts__str(what, o, "fp8_recipe", "delayed, tensorwise or blockwise", &s));
+    if (r == 1 && dt_fp8_recipe_parse(s, &n->fp8_recipe) != DT_OK) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"fp8_recipe\": expected delayed, tensorwise or blockwise, got \"%s\"", what,
+                     s);
+        goto out;
+    }
+    DTS__TRY(r = dts__str(what, o, "fp8_amax_compute_algo", "max or most_recent", &s));
+    if (r == 1 && dt_fp8_amax_algo_parse(s, &n->fp8_amax_algo) != DT_OK) {
+        st = DT_FAIL(DT_ERR_INVALID, "%s: \"fp8_amax_compute_algo\": expected max or most_recent, got \"%s\"", what, s);
+        goto out;
+    }
+    DTS__TRY(dts__int32(what, o, "fp8_margin", 0, 32, &n->fp8_margin));
+    DTS__TRY(dts__int32(what, o, "fp8_amax_history_len", 1, 65536, &n->fp8_amax_history_len));
+    if (n->fp8 != DT_FP8_OFF) { /* FP8 runs everything else in bf16 (dtrain's rule) */
+        if (precision_given && strcmp(n->precision, "bf16") != 0) {
+            st = DT_FAIL(DT_ERR_INVALID, "%s: \"fp8_format\" %s with \"precision\" %s: FP8 runs the rest in bf16", what,
+                         dt_fp8_mode_name(n->fp8), n->precision);
+            goto out;
+        }
+        snprintf(n->precision, sizeof n->precision, "bf16");
+        n->use_loss_scaling = n->scaler.static_scale > 0;
+    }
 
     DTS__TRY(r = dts__str(what, o, "recompute_granularity", "none, full or selective", &s));
     if (r == 1) {
@@ -962,6 +1008,13 @@ char *dts_scenario_json(const dts_scenario *sc)
     dts__json_set(o, "loss_scale_growth_factor", json_real(sc->scaler.growth_factor), &bad);
     dts__json_set(o, "loss_scale_backoff_factor", json_real(sc->scaler.backoff_factor), &bad);
     dts__json_set(o, "consecutive_hysteresis", json_boolean(sc->scaler.consecutive_hysteresis), &bad);
+    if (sc->fp8 != DT_FP8_OFF) { /* as dtrain: the keys only with FP8 */
+        dts__json_set(o, "fp8_format", json_string(dt_fp8_mode_name(sc->fp8)), &bad);
+        dts__json_set(o, "fp8_recipe", json_string(dt_fp8_recipe_name(sc->fp8_recipe)), &bad);
+        dts__json_set(o, "fp8_margin", json_integer(sc->fp8_margin), &bad);
+        dts__json_set(o, "fp8_amax_history_len", json_integer(sc->fp8_amax_history_len), &bad);
+        dts__json_set(o, "fp8_amax_compute_algo", json_string(dt_fp8_amax_algo_name(sc->fp8_amax_algo)), &bad);
+    }
     dts__json_set(o, "recompute_granularity",
                   json_string(sc->recompute >= 0 && sc->recompute <= 2 ? dts__recompute_names[sc->recompute] : "?"),
                   &bad);

@@ -124,6 +124,11 @@ int dts_scenario_unmodelled(const dts_scenario *sc, int hw_given, char *buf, siz
         dts__item(buf, cap, &n, "max_staleness %d", r->max_staleness);
     if (r->threads > 1 && dts_scenario_world(sc) > 1 && (!r->device[0] || !strcmp(r->device, "cpu")))
         dts__item(buf, cap, &n, "threads %d per rank", r->threads);
+    if (sc->fp8 != DT_FP8_OFF) /* the scenario's own, not the record's: also from a dtsim config */
+        dts__item(buf, cap, &n,
+                  "FP8 GEMMs (%s %s) priced as bf16 without their conversions (`dtsim fp8` predicts "
+                  "their numerics)",
+                  dt_fp8_mode_name(sc->fp8), dt_fp8_recipe_name(sc->fp8_recipe));
     if (r->save_interval > 0)
         dts__item(buf, cap, &n, "checkpoint saves every %" PRId64 " iterations", r->save_interval);
     if (r->cluster[0] && !hw_given) {
