@@ -10,6 +10,8 @@ libdtsim_la_LIBADD = $(JANSSON_LIBS) -lm
 EXTRA_DIST += sim/hw/cpu-2core.json sim/hw/h100-ib.json sim/hw/h200-nvlink.json sim/hw/a100-ib.json
 # the mixed-precision numerics model (grad_amax fit, loss-scaler replay)
 libdtsim_la_SOURCES += sim/dts_amp.h sim/amp.c
+# the FP8 numerics model (saturated and flushed values under other FP8 settings)
+libdtsim_la_SOURCES += sim/dts_fp8.h sim/fp8.c
 # The typed JSON getters that the hardware and scenario readers share.
 libdtsim_la_SOURCES += sim/dts_json.h sim/json_util.c
 # The cost model, hardware descriptions and communication fit.

@@ -110,6 +110,11 @@ tests_check_stage_LDADD = $(DT_CHECK_LDADD)
 tests_check_bw_SOURCES = tests/check_bw.c tests/testutil.h
 tests_check_bw_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_bw_LDADD = $(DT_CHECK_LDADD)
+# The simulator's FP8 numerics (sim/fp8.c): by hand, its keys, a real FP8 run replayed.
+DT_CHECK_SUITES += tests/check_sim_fp8
+tests_check_sim_fp8_SOURCES = tests/check_sim_fp8.c tests/testutil.h
+tests_check_sim_fp8_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
+tests_check_sim_fp8_LDADD = libdtsim.la $(DT_CHECK_LDADD)
 # The simulator's mixed-precision model (sim/amp.c) against real fp16 runs.
 tests_check_sim_amp_SOURCES = tests/check_sim_amp.c tests/testutil.h
 tests_check_sim_amp_CFLAGS = $(DT_CHECK_CFLAGS) -I$(top_srcdir)/sim
