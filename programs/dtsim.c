@@ -11,6 +11,11 @@
  *   dtsim merge RUN.json | --output OUT FILE...
  *                            a multi-rank run's rank files into one trace
  *                            (dtsim_merge.c)
+ *   dtsim fp8 --trace A.json [--fp8-* flags] [RUN...]
+ *                            FP8 numerics: the values other FP8 settings
+ *                            would saturate and flush, learnt from run A;
+ *                            with held-out runs, each predicted under its
+ *                            own settings against its counts (sim/fp8.c)
  *
  * The scenario's flags are dtrain's (--num-layers, --micro-batch-size,
  * --pipeline-model-parallel-size, ...) plus --data-parallel-size (dtrain
@@ -44,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dts_fp8.h"
 #include "dts_run.h"
 #include "dts_validate.h"
 #include "dtsim_prog.h"
@@ -450,9 +456,198 @@ static void dtsim_usage(FILE *f)
           "                                             overlapped), of real runs or simulations\n"
           "       dtsim merge RUN.json | --output OUT FILE...\n"
           "                                             a multi-rank run's rank files into one trace\n"
+          "       dtsim fp8 --trace A.json [--fp8-* flags] [RUN...]\n"
+          "                                             FP8 numerics: saturated and flushed values under\n"
+          "                                             other settings, learnt from run A; RUN...: held out\n"
           "       dtsim --help | --version\n"
           "Each subcommand's flags: dtsim SUBCOMMAND --help.\n",
           f);
+}
+
+/* ---- fp8 --------------------------------------------------------------------------- */
+
+static const char *const dtsim_fp8_usage =
+    "Usage: dtsim fp8 --trace A.json [--fp8-format F] [--fp8-recipe R] [--fp8-margin M]\n"
+    "                 [--fp8-amax-history-len H] [--fp8-amax-compute-algo ALGO] [RUN...]\n"
+    "FP8 numerics (sim/fp8.c): from a real FP8 run's trace (dtrain --fp8-format ... --trace A.json), the\n"
+    "share of each FP8 tensor's values that other settings would saturate (above the format's max after\n"
+    "scaling) and flush (to zero), per tensor and in total. The flags default to run A's own settings.\n"
+    "RUN...: held-out real runs (their traces or --summary files): each is predicted from A under its own\n"
+    "settings (its configuration's fp8_* keys) and printed beside its measured counts, with the error.";
+
+/* "+12.3%" or "(measured 0)" */
+static const char *dtsim_fp8_err(double pred, double real, char *buf, size_t n)
+{
+    if (real > 0) snprintf(buf, n, "%+.1f%%", 100.0 * (pred - real) / real);
+    else snprintf(buf, n, "measured 0");
+    return buf;
+}
+
+static int dtsim_cmd_fp8(int argc, char **argv)
+{
+    job_opts job;
+    memset(&job, 0, sizeof job);
+    job.fp8_margin = -1;
+    const char *trace = NULL;
+    double top_beta = 0;
+    dt_arg a[18];
+    int n = 0;
+    a[n++] = (dt_arg){.name = "Input", .kind = DT_ARG_SECTION};
+    a[n++] = (dt_arg){.name = "--trace",
+                      .kind = DT_ARG_STRING,
+                      .dest = &trace,
+                      .metavar = "FILE",
+                      .help = "the real FP8 run to learn from: its trace (dtrain --fp8-format ... --trace; required)",
+                      .default_text = "none"};
+    a[n++] = (dt_arg){.name = "Settings to predict (without RUN...)", .kind = DT_ARG_SECTION};
+    const job_flag_id ids[5] = {JF_FP8_FORMAT, JF_FP8_RECIPE, JF_FP8_MARGIN, JF_FP8_AMAX_HISTORY_LEN,
+                                JF_FP8_AMAX_COMPUTE_ALGO};
+    for (int i = 0; i < 5; i++) {
+        a[n] = job_flag(JOB_DTSIM, &job, ids[i]);
+        a[n++].default_text = "run A's";
+    }
+    a[n++] = (dt_arg){.name = "Model", .kind = DT_ARG_SECTION};
+    a[n++] = (dt_arg){.name = "--top-beta",
+                      .kind = DT_ARG_DOUBLE,
+                      .dest = &top_beta,
+                      .range = DT_ARG_HAS_MIN | DT_ARG_HAS_MAX,
+                      .min = 1,
+                      .max = DTS_FP8_BETA_MAX,
+                      .metavar = "B",
+                      .help = "the top binade's shape for every tensor: B values c p0 u^B within u < 1 of the amax "
+                              "(1: log-uniform)",
+                      .default_text = "fitted to run A's saturated counts"};
+    a[n++] = (dt_arg){.name = "Other", .kind = DT_ARG_SECTION};
+    a[n++] = job_flag(JOB_DTSIM, &job, JF_HELP);
+    const char *runs[DTSIM_MAX_RUNS];
+    const int n_runs = dtsim_take_positionals(&argc, argv, a, n, runs, DTSIM_MAX_RUNS);
+    if (n_runs < 0) {
+        fprintf(stderr, PROG ": fp8: more than %d held-out runs\n", DTSIM_MAX_RUNS);
+        return 2;
+    }
+    if (dt_args_parse(PROG, a, n, argc, argv) != DT_ARGS_OK) return 2;
+    if (job.help) {
+        dt_args_print_help(stdout, dtsim_fp8_usage, a, n);
+        fputs(dtsim_epilogue, stdout);
+        return 0;
+    }
+    if (!trace) {
+        fprintf(stderr, PROG ": fp8: --trace: expected the real FP8 run's trace to learn from (dtrain --fp8-format "
+                             "... --trace A.json)\n");
+        return 2;
+    }
+    const char *given = NULL;
+    for (int i = 0; i < n && !given; i++)
+        if (a[i].given && strncmp(a[i].name, "--fp8-", 6) == 0) given = a[i].name;
+    if (given && n_runs > 0) {
+        fprintf(stderr,
+                PROG ": fp8: %s: a held-out run is predicted under its own settings (its configuration); "
+                     "give either the settings or runs\n",
+                given);
+        return 2;
+    }
+    /* every input read and checked before anything is printed */
+    dt_trace *tr = NULL;
+    dt_status st = dt_trace_read(trace, &tr);
+    dts_fp8_run run;
+    memset(&run, 0, sizeof run);
+    if (st == DT_OK) st = dts_fp8_run_read(tr, trace, &run);
+    dt_trace_free(tr);
+    if (st == DT_OK && top_beta > 0) st = dts_fp8_set_beta(&run, top_beta);
+    dts_fp8_measured *held = calloc((size_t)(n_runs > 0 ? n_runs : 1), sizeof *held);
+    if (!held && st == DT_OK) st = DT_FAIL(DT_ERR_NOMEM, "fp8: out of memory for %d runs", n_runs);
+    for (int r = 0; st == DT_OK && r < n_runs; r++) st = dts_fp8_measured_read(runs[r], &held[r]);
+    if (st != DT_OK) {
+        for (int r = 0; held && r < n_runs; r++) dts_fp8_measured_free(&held[r]);
+        free(held);
+        dts_fp8_run_free(&run);
+        return dtsim_fail(st);
+    }
+    char text[128], e1[32], e2[32], esc[1024];
+    int fitted = 0;
+    for (int i = 0; i < run.n; i++) fitted += run.t[i].beta_steps > 0;
+    printf("run A %s: %s; %d blocks, %lld steps from iteration %lld\n", dt_escape(trace, esc, sizeof esc),
+           dts_fp8_settings_text(&run.set, text, sizeof text), run.layers, (long long)run.steps,
+           (long long)run.first_iter);
+    if (top_beta > 0) printf("top binade's shape: beta %.2f for every tensor (--top-beta)\n", top_beta);
+    else
+        printf("top binade's shape: beta fitted to %d tensors' saturating steps, pooled %.2f (%d steps) for the "
+               "rest\n",
+               fitted, run.beta_pooled, run.beta_pooled_steps);
+    if (run.first_iter > 0) {
+        fflush(stdout);
+        fprintf(stderr,
+                PROG ": warning: %s starts at iteration %lld (a resumed run): its delayed scales before "
+                     "are unknown, replayed as a fresh start\n",
+                dt_escape(trace, esc, sizeof esc), (long long)run.first_iter);
+    }
+    int rc = 0;
+    if (n_runs == 0) {
+        dts_fp8_settings s = run.set;
+        if (job.fp8_format) st = dt_fp8_mode_parse(job.fp8_format, &s.mode);
+        if (st == DT_OK && job.fp8_recipe) st = dt_fp8_recipe_parse(job.fp8_recipe, &s.recipe);
+        if (st == DT_OK && job.fp8_amax_algo) st = dt_fp8_amax_algo_parse(job.fp8_amax_algo, &s.algo);
+        if (job.fp8_margin >= 0) s.margin = job.fp8_margin;
+        if (job.fp8_history_len > 0) s.history_len = job.fp8_history_len;
+        dts_fp8_prediction p;
+        memset(&p, 0, sizeof p);
+        if (st == DT_OK) st = dts_fp8_predict(&run, &s, &p);
+        if (st != DT_OK) {
+            dts_fp8_run_free(&run);
+            return dtsim_fail(st);
+        }
+        dts_fp8_measured own;
+        const int same = !given || (s.mode == run.set.mode && s.recipe == run.set.recipe && s.algo == run.set.algo &&
+                                    s.margin == run.set.margin && s.history_len == run.set.history_len);
+        if (same && dts_fp8_measured_of_run(&run, &own) == DT_OK) {
+            dts_fp8_print(stdout, &run, &p, &own); /* the run's own settings: its counts beside */
+            dts_fp8_measured_free(&own);
+        } else {
+            dts_fp8_print(stdout, &run, &p, NULL);
+        }
+        if (p.scales_compared > 0)
+            printf("delayed scales recomputed from the amaxes: %lld of %lld equal to the run's\n",
+                   (long long)p.scales_equal, (long long)p.scales_compared);
+        dts_fp8_prediction_free(&p);
+    }
+    for (int r = 0; r < n_runs; r++) {
+        const dts_fp8_measured m = held[r];
+        dts_fp8_prediction p;
+        st = dts_fp8_predict(&run, &m.set, &p);
+        if (st != DT_OK) {
+            rc = dtsim_fail(st);
+            break;
+        }
+        printf("\nheld-out run %s: %s, %lld steps\n", dt_escape(runs[r], esc, sizeof esc),
+               dts_fp8_settings_text(&m.set, text, sizeof text), (long long)m.steps);
+        if (m.n != run.n || (m.steps > 0 && m.steps != run.steps)) {
+            fflush(stdout);
+            fprintf(stderr,
+                    PROG ": warning: %s has %d tensors and %lld steps, run A %d and %lld: the fractions are "
+                         "compared\n",
+                    dt_escape(runs[r], esc, sizeof esc), m.n, (long long)m.steps, run.n, (long long)run.steps);
+        }
+        dts_fp8_print(stdout, &run, &p, &m);
+        const double pv = p.total.values, mv = m.total.values;
+        const double ps = pv > 0 ? p.total.saturated / pv : 0, ms = mv > 0 ? m.total.saturated / mv : 0;
+        const double pf = pv > 0 ? p.total.flushed / pv : 0, mf = mv > 0 ? m.total.flushed / mv : 0;
+        printf("fp8 %s: saturated fraction measured %.3e predicted %.3e (%s), flushed fraction measured %.3e "
+               "predicted %.3e (%s)\n",
+               dt_escape(runs[r], esc, sizeof esc), ms, ps, dtsim_fp8_err(ps, ms, e1, sizeof e1), mf, pf,
+               dtsim_fp8_err(pf, mf, e2, sizeof e2));
+        double med_f, max_f, med_s, max_s;
+        const int nf = dts_fp8_agreement(&p, &m, 1, 100, &med_f, &max_f);
+        const int ns = dts_fp8_agreement(&p, &m, 0, 100, &med_s, &max_s);
+        printf("fp8 %s: per tensor, predicted/measured (+1 each) within a factor of: flushed %.2f at the median, %.2f "
+               "at most (%d tensors with >= 100 either side); saturated %.2f, %.2f (%d with >= 100)\n",
+               dt_escape(runs[r], esc, sizeof esc), med_f, max_f, nf, med_s, max_s, ns);
+        dts_fp8_prediction_free(&p);
+    }
+    fflush(stdout);
+    for (int r = 0; r < n_runs; r++) dts_fp8_measured_free(&held[r]);
+    free(held);
+    dts_fp8_run_free(&run);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -460,11 +655,13 @@ int main(int argc, char **argv)
     /* a file size limit (ulimit -f) makes a write fail with EFBIG, reported, instead of killing silently */
     signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, PROG ": expected a subcommand: run, sweep, validate, analyze or merge (see dtsim --help)\n");
+        fprintf(stderr,
+                PROG ": expected a subcommand: run, sweep, validate, analyze, merge or fp8 (see dtsim --help)\n");
         return 2;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "merge")) return dtsim_cmd_merge(argc - 1, argv + 1); /* its own flags */
+    if (!strcmp(cmd, "fp8")) return dtsim_cmd_fp8(argc - 1, argv + 1);     /* its own flags */
     if (!strcmp(cmd, "--version")) {
         printf("dtsim %s\n", DT_VERSION_STRING);
         return 0;
@@ -502,7 +699,8 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "analyze")) mode = DTSIM_ANALYZE;
     else {
         fprintf(stderr,
-                PROG ": unknown subcommand '%s' (expected run, sweep, validate, analyze or merge; see dtsim --help)\n",
+                PROG
+                ": unknown subcommand '%s' (expected run, sweep, validate, analyze, merge or fp8; see dtsim --help)\n",
                 cmd);
         rc = 2;
         goto done;
