@@ -9,12 +9,29 @@
  * (cublasCreate, cublasGemmEx, ...) are that table's members: the backend's
  * code reads as plain cuBLAS.
  *
- * Invariants: a name below is called only after dt__cublas_load returned
- * DT_OK (a backend or communicator that exists has loaded it); the table
- * is filled once, by the first load, on the thread creating backends. */
+ * cuBLASLt (libcublasLt.so.<major>, which libcublas itself depends on, so
+ * it is already mapped once cuBLAS is) is opened the same way for the FP8
+ * GEMMs (cuda/fp8.cu): dt__cublaslt_load fills a second table of the
+ * twelve cublasLt functions they call, under their usual names too.
+ *
+ * Invariants: a name below is called only after dt__cublas_load (or, for
+ * the cublasLt names, dt__cublaslt_load) returned DT_OK (a CUDA backend
+ * that exists has loaded both; the NCCL communicator loads cuBLAS); each
+ * table is filled once, by its first load, on the thread creating
+ * backends. */
 #ifndef DT_CUBLAS_DL_H
 #define DT_CUBLAS_DL_H
 
+/* cublasLt.h declares one function without a prototype (an empty
+ * parameter list), which the library's C warnings flag */
+#if defined(__GNUC__) && !defined(__cplusplus)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#endif
+#include <cublasLt.h>
+#if defined(__GNUC__) && !defined(__cplusplus)
+#pragma GCC diagnostic pop
+#endif
 #include <cublas_v2.h>
 
 #include "dt_status.h"
@@ -45,10 +62,31 @@ typedef struct dt__cublas_api {
 
 extern dt__cublas_api dt__cublas;
 
+/* cuBLASLt: what the FP8 GEMMs call (cuda/fp8.cu) */
+typedef struct dt__cublaslt_api {
+    __typeof__(&cublasLtCreate) Create;
+    __typeof__(&cublasLtDestroy) Destroy;
+    __typeof__(&cublasLtMatmulDescCreate) MatmulDescCreate;
+    __typeof__(&cublasLtMatmulDescDestroy) MatmulDescDestroy;
+    __typeof__(&cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute;
+    __typeof__(&cublasLtMatrixLayoutCreate) MatrixLayoutCreate;
+    __typeof__(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
+    __typeof__(&cublasLtMatmulPreferenceCreate) MatmulPreferenceCreate;
+    __typeof__(&cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy;
+    __typeof__(&cublasLtMatmulPreferenceSetAttribute) MatmulPreferenceSetAttribute;
+    __typeof__(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
+    __typeof__(&cublasLtMatmul) Matmul;
+} dt__cublaslt_api;
+
+extern dt__cublaslt_api dt__cublaslt;
+
 /* Opens libcublas.so.<major of the headers> (the loader's search path,
  * then the toolkit's lib64 that configure found) and resolves the table.
  * DT_ERR_BACKEND naming the library or the symbol when it cannot. */
 dt_status dt__cublas_load(void);
+/* Opens libcublasLt.so.<major of the headers> the same way and resolves
+ * its table. DT_ERR_BACKEND naming the library or the symbol. */
+dt_status dt__cublaslt_load(void);
 
 #ifdef __cplusplus
 }
@@ -69,5 +107,17 @@ dt_status dt__cublas_load(void);
 #define cublasSaxpy dt__cublas.Saxpy
 #define cublasGetStatusString dt__cublas.GetStatusString
 #define cublasGetStatusName dt__cublas.GetStatusName
+#define cublasLtCreate dt__cublaslt.Create
+#define cublasLtDestroy dt__cublaslt.Destroy
+#define cublasLtMatmulDescCreate dt__cublaslt.MatmulDescCreate
+#define cublasLtMatmulDescDestroy dt__cublaslt.MatmulDescDestroy
+#define cublasLtMatmulDescSetAttribute dt__cublaslt.MatmulDescSetAttribute
+#define cublasLtMatrixLayoutCreate dt__cublaslt.MatrixLayoutCreate
+#define cublasLtMatrixLayoutDestroy dt__cublaslt.MatrixLayoutDestroy
+#define cublasLtMatmulPreferenceCreate dt__cublaslt.MatmulPreferenceCreate
+#define cublasLtMatmulPreferenceDestroy dt__cublaslt.MatmulPreferenceDestroy
+#define cublasLtMatmulPreferenceSetAttribute dt__cublaslt.MatmulPreferenceSetAttribute
+#define cublasLtMatmulAlgoGetHeuristic dt__cublaslt.MatmulAlgoGetHeuristic
+#define cublasLtMatmul dt__cublaslt.Matmul
 
 #endif
