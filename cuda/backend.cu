@@ -5,8 +5,9 @@
  * synchronize), the device and host workspaces that other ops borrow, and
  * the static const table of ops from the op files (gemm.cu, encoder.cu,
  * layernorm.cu, attention.cu, elementwise.cu, crossentropy.cu, optim.cu,
- * half.cu, batchnorm.cu). Arguments reach the ops already checked by the
- * front (lib/backend/backend.c); the ops check only what is theirs (device data).
+ * half.cu, batchnorm.cu, fp8.cu). Arguments reach the ops already checked
+ * by the front (lib/backend/backend.c); the ops check only what is theirs
+ * (device data).
  *
  * Invariants: the backend takes GPU local_rank mod the device count at
  * creation (dt_backend_options: the MPI communicator's node-local rank;
@@ -39,6 +40,7 @@ static void dt__cuda_destroy(dt_backend *be)
         if (im->bad_row) cudaFree(im->bad_row);
         if (im->pending) cudaFreeHost(im->pending);
         if (im->gemm_work) cudaFree(im->gemm_work);
+        dt__cuda_fp8_release(im);
         if (im->cublas) cublasDestroy(im->cublas);
         if (im->stream) cudaStreamDestroy(im->stream);
         free(im->host);
@@ -236,6 +238,8 @@ static const dt_backend_ops dt__cuda_ops = {
     .relu_forward = dt__cuda_relu_forward,                                   /* elementwise.cu */
     .relu_backward = dt__cuda_relu_backward,                                 /* elementwise.cu */
     /* attention_chunk_forward, _backward, copy2d: none yet (context parallelism is refused on the GPU) */
+    .fp8_quantize = dt__cuda_fp8_quantize, /* fp8.cu: dt_fp8.h's conversion, bit for bit */
+    .fp8_gemm = dt__cuda_fp8_gemm,         /* fp8.cu: cuBLASLt; compute capability 8.9 and newer */
 };
 
 dt_status dt_backend_cuda_create(int threads, dt_backend **out)
@@ -252,6 +256,9 @@ dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend
     if (opts == NULL) opts = &def;
     const int threads = opts->threads;
     DT_CHECK(dt__cublas_load()); /* first, so a build without its cuBLAS says so on any machine */
+    /* cuBLASLt (the FP8 GEMMs): libcublas depends on it, so it is mapped
+     * already; loaded here, on the creating thread, as cuBLAS is */
+    DT_CHECK(dt__cublaslt_load());
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -319,6 +326,8 @@ dt_status dt_backend_cuda_create_with(const dt_backend_options *opts, dt_backend
     }
     im->pending->row = -1;
     snprintf(im->name, sizeof im->name, "%s", prop.name);
+    im->cc_major = prop.major;
+    im->cc_minor = prop.minor;
     im->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     {
         cublasStatus_t cs = cublasCreate(&im->cublas);

@@ -78,6 +78,8 @@ typedef struct dt__cuda_impl {
     dt__cuda_pending *pending;     /* mapped host memory: the first deferred error since the last report */
     dt__cuda_pending *pending_dev; /* the same, as the device addresses it */
     int sync_launches;             /* DT_CUDA_SYNC=1 at creation: DT_CUDA_LAUNCHED synchronises and checks */
+    int cc_major, cc_minor;        /* the device's compute capability (FP8 GEMMs need 8.9) */
+    struct dt__cuda_fp8 *fp8;      /* fp8.cu: cuBLASLt handle, workspace, plans; NULL until the first FP8 GEMM */
     char name[256];                /* the device's name, for messages */
 } dt__cuda_impl;
 
@@ -228,6 +230,13 @@ dt_backend_cast_fn dt__cuda_cast;
 dt_backend_span_stats_fn dt__cuda_span_stats;
 dt_backend_sumsq_fn dt__cuda_sumsq;
 dt_backend_unscale_check_fn dt__cuda_unscale_check;
+
+/* fp8.cu: FP8 quantization (any GPU) and FP8 GEMMs (cuBLASLt, compute
+ * capability 8.9 and newer); dt__cuda_fp8_release frees what the first
+ * FP8 GEMM made (called by destroy). */
+dt_backend_fp8_quantize_fn dt__cuda_fp8_quantize;
+dt_backend_fp8_gemm_fn dt__cuda_fp8_gemm;
+void dt__cuda_fp8_release(dt__cuda_impl *im);
 
 /* batchnorm.cu */
 dt_backend_batchnorm_forward_fn dt__cuda_batchnorm_forward;

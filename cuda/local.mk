@@ -19,8 +19,9 @@ DT_CUDA_SRCS = \
 	cuda/optim.cu \
 	cuda/half.cu \
 	cuda/stats.cu \
-	cuda/batchnorm.cu
-DT_CUDA_HDRS = cuda/cuda_internal.h cuda/cuda_plan.h cuda/dt_cuda.h
+	cuda/batchnorm.cu \
+	cuda/fp8.cu
+DT_CUDA_HDRS = cuda/cuda_internal.h cuda/cuda_plan.h cuda/dt_cuda.h cuda/cuda_fp8.h
 
 if HAVE_CUDA
 # the NCCL communicator is plain C on the CUDA/NCCL headers
@@ -56,4 +57,5 @@ dt__v_NVCC_1 =
 	$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) --mode=compile \
 	$(SHELL) $(top_srcdir)/cuda/nvcc-libtool.sh $(NVCC) $(DT_NVCC_FLAGS) -c -o $@ $<
 $(DT_CUDA_SRCS:.cu=.lo): $(DT_CUDA_HDRS) $(top_srcdir)/include/dt_backend.h $(top_srcdir)/include/dt_status.h \
-	$(top_srcdir)/include/dt_tensor.h $(top_srcdir)/include/dt_half.h $(top_srcdir)/lib/core/dt_math_hd.h
+	$(top_srcdir)/include/dt_tensor.h $(top_srcdir)/include/dt_half.h $(top_srcdir)/include/dt_fp8.h \
+	$(top_srcdir)/lib/core/dt_math_hd.h $(top_srcdir)/cuda/cublas_dl.h
