@@ -1079,6 +1079,272 @@ START_TEST(test_batchnorm)
 }
 END_TEST
 
+/* ---- FP8 (dt_fp8.h): fp8_quantize and fp8_gemm ------------------------------------------------------ */
+
+/* Values over 2^-30 .. 2^20 (every path of the conversion: saturation,
+ * normals, subnormals, flushing) with zeros of both signs and, where
+ * `special`, NaN, infinities and a float subnormal among them. */
+static void fp8_fill(float *x, size_t n, uint64_t seed, int special)
+{
+    uint64_t r = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        r ^= r >> 12, r ^= r << 25, r ^= r >> 27;
+        const uint64_t h = r * 0x2545f4914f6cdd1dull;
+        float v = ldexpf(1.0f + (float)(h >> 40) / 16777216.0f, (int)((h >> 8) % 51) - 30);
+        if ((h & 0xff) == 7) v = 0.0f;
+        x[i] = (h & 1) ? -v : v;
+    }
+    if (special && n > 8) {
+        const float sp[6] = {NAN, INFINITY, -INFINITY, 1e-40f, -0.0f, 3e38f};
+        for (int k = 0; k < 6; k++) x[(size_t)(k + 1) * (n / 7)] = sp[k];
+    }
+}
+
+/* the same value, a NaN matching any NaN (the GPU's float operations
+ * return its canonical NaN, not the CPU's payload) */
+static int fp8_same(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
+
+/* One conversion on both backends; q compared value for value (the GPU's
+ * FP8 bytes decoded with dt_fp8_to_float where dequant is 0; the CPU's
+ * storage is a float per element), and every statistic exactly. offset:
+ * x (and, for bytes, q) that many elements past an aligned address, so the
+ * scalar path runs. */
+static void fp8_quant_case(int rows, int cols, const dt_fp8_quant *spec, int special, int with_hist, int offset,
+                           const char *what)
+{
+    const size_t n = (size_t)rows * cols;
+    float *x = hmalloc(n + offset), *qc = hmalloc(n), *qg = hmalloc(n);
+    uint8_t *qb = malloc(n + 1);
+    fp8_fill(x + offset, n, (uint64_t)rows * 7919 + cols, special);
+    uint32_t *hc = calloc(DT_FP8_HIST, sizeof *hc), *hg = calloc(DT_FP8_HIST, sizeof *hg);
+    ck_assert(qb && hc && hg);
+    dt_fp8_qstats sc = {.hist = with_hist ? hc : NULL}, sg = {.hist = with_hist ? hg : NULL};
+    ck_dt(cpu->fp8_quantize(cpu, qc, x + offset, rows, cols, spec, &sc));
+    float *dx = up(x, (n + offset) * sizeof(float));
+    char *dq;
+    ck_dt(gpu->alloc(gpu, (n + offset) * sizeof(float), (void **)&dq));
+    void *q = spec->dequant ? (void *)((float *)dq + offset) : (void *)(dq + offset);
+    ck_dt(gpu->fp8_quantize(gpu, q, dx + offset, rows, cols, spec, &sg));
+    if (spec->dequant) down(qg, q, n * sizeof(float));
+    else {
+        down(qb, q, n);
+        for (size_t i = 0; i < n; i++) qg[i] = dt_fp8_to_float(qb[i], spec->format);
+    }
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!fp8_same(qg[i], qc[i]) && !bad++) first = i;
+    ck_assert_msg(bad == 0, "%s (%s): %zu of %zu values differ, first [%zu]: x %.9g gpu %.9g cpu %.9g", what,
+                  dt_fp8_format_name(spec->format), bad, n, first, (double)x[offset + first], (double)qg[first],
+                  (double)qc[first]);
+    ck_assert_msg(sg.saturated == sc.saturated && sg.flushed == sc.flushed,
+                  "%s: saturated %llu flushed %llu on the gpu, %llu %llu on the cpu", what,
+                  (unsigned long long)sg.saturated, (unsigned long long)sg.flushed, (unsigned long long)sc.saturated,
+                  (unsigned long long)sc.flushed);
+    ck_assert_msg(fp8_same(sg.amax, sc.amax) && fp8_same(sg.scale, sc.scale), "%s: amax %.9g scale %.9g, cpu %.9g %.9g",
+                  what, (double)sg.amax, (double)sg.scale, (double)sc.amax, (double)sc.scale);
+    if (with_hist) ck_assert_msg(!memcmp(hg, hc, DT_FP8_HIST * sizeof *hg), "%s: the histograms differ", what);
+    gfree(dx), gfree(dq);
+    free(x), free(qc), free(qg), free(qb), free(hc), free(hg);
+}
+
+/* fp8_quantize against the CPU, bit for bit: one scale given (delayed
+ * scaling) and computed from the tensor (tensorwise), codes and
+ * dequantized floats; blockwise tiles 1 x 128, 128 x 128 and 128 x 1 with
+ * ragged edges, and odd tiles for both of the kernel's layouts. */
+START_TEST(test_fp8_quantize)
+{
+    for (int f = 0; f < 2; f++) {
+        const dt_fp8_format fmt = (dt_fp8_format)f;
+        dt_fp8_quant given = {.format = fmt, .scale = fmt == DT_FP8_E4M3 ? 0.01f : 0.5f};
+        fp8_quant_case(300, 257, &given, 1, 1, 0, "given scale");
+        fp8_quant_case(37, 41, &given, 1, 0, 1, "given scale, misaligned, no histogram");
+        dt_fp8_quant own = {.format = fmt, .margin = 1};
+        fp8_quant_case(64, 129, &own, 0, 1, 0, "tensorwise");
+        fp8_quant_case(1024, 1536, &own, 0, 1, 0, "tensorwise, many blocks");
+        dt_fp8_quant deq = {.format = fmt, .scale = 0.25f, .dequant = 1};
+        fp8_quant_case(33, 100, &deq, 1, 1, 0, "given scale, dequantized");
+        fp8_quant_case(33, 100, &deq, 1, 1, 3, "given scale, dequantized, misaligned");
+        dt_fp8_quant row = {.format = fmt, .tile_rows = 1, .tile_cols = DT_FP8_TILE, .dequant = 1};
+        fp8_quant_case(70, 300, &row, 1, 1, 0, "1 x 128 tiles");
+        dt_fp8_quant blk = {.format = fmt, .tile_rows = DT_FP8_TILE, .tile_cols = DT_FP8_TILE, .dequant = 1};
+        fp8_quant_case(200, 260, &blk, 1, 1, 0, "128 x 128 tiles");
+        dt_fp8_quant col = {.format = fmt, .tile_rows = DT_FP8_TILE, .tile_cols = 1, .dequant = 1};
+        fp8_quant_case(300, 70, &col, 1, 1, 0, "128 x 1 tiles");
+        dt_fp8_quant odd = {.format = fmt, .tile_rows = 3, .tile_cols = 40, .dequant = 1, .margin = 2};
+        fp8_quant_case(50, 90, &odd, 1, 1, 1, "3 x 40 tiles");
+        dt_fp8_quant narrow = {.format = fmt, .tile_rows = 5, .tile_cols = 5, .dequant = 1};
+        fp8_quant_case(23, 77, &narrow, 1, 1, 0, "5 x 5 tiles");
+    }
+}
+END_TEST
+
+/* 1 if this GPU runs FP8 GEMMs; else checks the one-line refusal (compute
+ * capability below 8.9) and returns 0 */
+static int fp8_gemm_runs(void)
+{
+    void *d;
+    float *c;
+    ck_dt(gpu->alloc(gpu, 16 * 16 * sizeof(float), &d));
+    ck_dt(gpu->alloc(gpu, 16 * 16 * sizeof(float), (void **)&c));
+    const dt_status st =
+        gpu->fp8_gemm(gpu, 0, 1, 16, 16, 16, 1.0f, d, DT_FP8_E4M3, 16, d, DT_FP8_E4M3, 16, 0.0f, c, 16);
+    gfree(d), gfree(c);
+    if (st == DT_OK) return 1;
+    ck_assert_msg(st == DT_ERR_UNSUPPORTED && strstr(dt_last_error(), "compute capability") &&
+                      strstr(dt_last_error(), "8.9"),
+                  "fp8_gemm: %s: %s", dt_status_str(st), dt_last_error());
+    printf("check_cuda: FP8 GEMMs not run: %s\n", dt_last_error());
+    return 0;
+}
+
+/* Quantize host x (rows x cols) on both backends with spec: the CPU's
+ * floats into *qc, the GPU's storage into a new device buffer (returned);
+ * both must hold the same values (test_fp8_quantize's check, here on the
+ * GEMM's operands). *scale: the scale used. */
+static void *fp8_operand(const float *x, int rows, int cols, const dt_fp8_quant *spec, float **qc, float *scale)
+{
+    const size_t n = (size_t)rows * cols;
+    *qc = hmalloc(n);
+    dt_fp8_qstats sc = {0}, sg = {0};
+    ck_dt(cpu->fp8_quantize(cpu, *qc, x, rows, cols, spec, &sc));
+    float *dx = up(x, n * sizeof(float));
+    void *q;
+    ck_dt(gpu->alloc(gpu, n * sizeof(float), &q));
+    ck_dt(gpu->fp8_quantize(gpu, q, dx, rows, cols, spec, &sg));
+    uint8_t *b = malloc(n + 1);
+    down(b, q, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fp8_same(dt_fp8_to_float(b[i], spec->format), (*qc)[i]), "operand [%zu] differs", i);
+    ck_assert(sg.scale == sc.scale);
+    *scale = sc.scale;
+    free(b);
+    gfree(dx);
+    return q;
+}
+
+static const int fp8_gemm_shapes[][3] = {{64, 48, 128}, {33, 20, 50}, {5, 17, 7}, {96, 80, 256}};
+
+/* fp8_gemm against the CPU's on the same FP8 operands, every transpose
+ * pair (the model calls (0, 1), (0, 0) and (1, 0)), e4m3 x e4m3 and
+ * e5m2 x e4m3, aligned shapes (cuBLASLt's TN layout read in place for
+ * (0, 1)) and shapes that need the packing (K, N not multiples of 16;
+ * padded leading dimensions, ldc not a multiple of 4).
+ *  1. exact: integers in [-4, 4] (exact in both formats at scale 1), K <=
+ *     256: every product and partial sum is an integer of magnitude at
+ *     most 2^12, exact in FP32 and in the tensor cores' narrower
+ *     accumulation (14 bits, below) alike, and
+ *     alpha = 0.5, beta = 0.25 on integer C keep C exact: GPU == CPU bit
+ *     for bit, C's padding untouched;
+ *  2. rounding: N(0,1) values quantized with the tensors' own scales,
+ *     alpha = 1 / (sa sb), beta = 0.5. The products are exact; each side
+ *     sums K of them in FP32 in its own order, within gamma_K sum|p| of
+ *     the exact sum (Higham's bound for any order, gamma_K = K u / (1 - K
+ *     u), u = 2^-24), so the two differ by at most 2 gamma_K |alpha|
+ *     sum|p|, plus 2u |C| for alpha's and beta's roundings. On top, the FP8
+ *     tensor cores align an MMA's products to a narrower accumulator before
+ *     cuBLASLt promotes the partial sums to FP32 (FAST_ACCUM off; about 14
+ *     bits on H800, DeepSeek-V3's report section 3.3.2): up to 2^-13 of
+ *     the terms' magnitude per group and promotion, 2^-10 of |alpha|
+ *     sum|p| allowed for it. A wrong transpose or format is off by the
+ *     whole size of C. */
+START_TEST(test_fp8_gemm)
+{
+    if (!fp8_gemm_runs()) return;
+    const int M = fp8_gemm_shapes[_i][0], N = fp8_gemm_shapes[_i][1], K = fp8_gemm_shapes[_i][2];
+    const int pad = _i == 1 ? 3 : 0;
+    static const dt_fp8_format pairs[2][2] = {{DT_FP8_E4M3, DT_FP8_E4M3}, {DT_FP8_E5M2, DT_FP8_E4M3}};
+    for (int exact = 1; exact >= 0; exact--)
+        for (int pr = 0; pr < 2; pr++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) {
+                    const dt_fp8_format fa = pairs[pr][0], fb = pairs[pr][1];
+                    const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+                    const int lda = ca + pad, ldb = cb + pad, ldc = N + pad;
+                    float *A = hmalloc((size_t)ra * lda), *B = hmalloc((size_t)rb * ldb);
+                    float *C = hmalloc((size_t)M * ldc), *C0 = hmalloc((size_t)M * ldc);
+                    if (exact) {
+                        for (size_t i = 0; i < (size_t)ra * lda; i++) A[i] = (float)((int)(i * 7 % 9) - 4);
+                        for (size_t i = 0; i < (size_t)rb * ldb; i++) B[i] = (float)((int)(i * 5 % 9) - 4);
+                        for (size_t i = 0; i < (size_t)M * ldc; i++) C[i] = (float)((int)(i % 11) - 5);
+                    } else {
+                        fill(A, (size_t)ra * lda, 80 + _i, 1), fill(B, (size_t)rb * ldb, 81 + _i, 1);
+                        fill(C, (size_t)M * ldc, 82 + _i, 1);
+                    }
+                    memcpy(C0, C, (size_t)M * ldc * sizeof(float));
+                    /* the whole stored matrices, padding included, are the tensors quantized */
+                    dt_fp8_quant qa = {.format = fa, .scale = exact ? 1.0f : 0.0f};
+                    dt_fp8_quant qb = {.format = fb, .scale = exact ? 1.0f : 0.0f};
+                    float *hA, *hB, sa, sb;
+                    void *dA = fp8_operand(A, ra, lda, &qa, &hA, &sa), *dB = fp8_operand(B, rb, ldb, &qb, &hB, &sb);
+                    const float alpha = exact ? 0.5f : (1.0f / sa) / sb, beta = exact ? 0.25f : 0.5f;
+                    float *dC = up(C, (size_t)M * ldc * sizeof(float));
+                    ck_dt(cpu->fp8_gemm(cpu, ta, tb, M, N, K, alpha, hA, fa, lda, hB, fb, ldb, beta, C, ldc));
+                    ck_dt(gpu->fp8_gemm(gpu, ta, tb, M, N, K, alpha, dA, fa, lda, dB, fb, ldb, beta, dC, ldc));
+                    float *got = hmalloc((size_t)M * ldc);
+                    down(got, dC, (size_t)M * ldc * sizeof(float));
+                    const double u = ldexp(1.0, -24), gk = K * u / (1 - K * u);
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < ldc; j++) {
+                            const size_t at = (size_t)i * ldc + j;
+                            if (j >= N) { /* padding: never written */
+                                ck_assert_msg(got[at] == C0[at], "padding C[%d,%d] changed", i, j);
+                                continue;
+                            }
+                            double mag = 0;
+                            for (int k = 0; k < K; k++) {
+                                const float a = ta ? hA[(size_t)k * lda + i] : hA[(size_t)i * lda + k];
+                                const float b = tb ? hB[(size_t)j * ldb + k] : hB[(size_t)k * ldb + j];
+                                mag += fabs((double)a * b);
+                            }
+                            const double tol = exact ? 0.0
+                                                     : fabs(alpha) * mag * (2 * gk + ldexp(1.0, -10)) +
+                                                           2 * u * (fabs(C[at]) + fabs(beta * C0[at]));
+                            ck_assert_msg(fabs((double)got[at] - C[at]) <= tol,
+                                          "%s %s x %s, transa %d transb %d, %d x %d x %d: C[%d,%d] gpu %.9g cpu "
+                                          "%.9g (tolerance %.3g)",
+                                          exact ? "exact" : "rounded", dt_fp8_format_name(fa), dt_fp8_format_name(fb),
+                                          ta, tb, M, N, K, i, j, (double)got[at], (double)C[at], tol);
+                        }
+                    gfree(dA), gfree(dB), gfree(dC);
+                    free(A), free(B), free(C), free(C0), free(hA), free(hB), free(got);
+                }
+}
+END_TEST
+
+/* fp8_gemm's edges: beta 0 never reads C (NaN there stays out of the
+ * result), e5m2 x e5m2 is refused in one line. */
+START_TEST(test_fp8_gemm_edges)
+{
+    if (!fp8_gemm_runs()) return;
+    const int n = 32;
+    float *x = hmalloc((size_t)n * n), *c = hmalloc((size_t)n * n);
+    for (int i = 0; i < n * n; i++) x[i] = 1.0f, c[i] = NAN;
+    dt_fp8_quant one = {.format = DT_FP8_E4M3, .scale = 1.0f};
+    float *hq, s;
+    void *q = fp8_operand(x, n, n, &one, &hq, &s);
+    for (int pass = 0; pass < 2; pass++) { /* C aligned (read in place), then through the scratch (ldc odd) */
+        const int ldc = pass ? n + 1 : n;
+        float *h = hmalloc((size_t)n * ldc);
+        for (int i = 0; i < n * ldc; i++) h[i] = NAN;
+        float *dc = up(h, (size_t)n * ldc * sizeof(float));
+        ck_dt(gpu->fp8_gemm(gpu, 0, 1, n, n, n, 1.0f, q, DT_FP8_E4M3, n, q, DT_FP8_E4M3, n, 0.0f, dc, ldc));
+        down(h, dc, (size_t)n * ldc * sizeof(float));
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                ck_assert_msg(h[(size_t)i * ldc + j] == (float)n, "beta 0, ldc %d: C[%d,%d] = %g, want %d", ldc, i, j,
+                              (double)h[(size_t)i * ldc + j], n);
+        gfree(dc);
+        free(h);
+    }
+    float *dc = up(c, (size_t)n * n * sizeof(float));
+    ck_assert_int_eq(gpu->fp8_gemm(gpu, 0, 1, n, n, n, 1.0f, q, DT_FP8_E5M2, n, q, DT_FP8_E5M2, n, 0.0f, dc, n),
+                     DT_ERR_UNSUPPORTED);
+    ck_assert(strstr(dt_last_error(), "e5m2 x e5m2") != NULL);
+    gfree(q), gfree(dc);
+    free(x), free(c), free(hq);
+}
+END_TEST
+
 /* Before each test: FP32 GEMM inputs, exact FP32 compute, no deferred
  * error left over, so a test that failed half-way (test_gemm_half resets
  * the mode only at its end) does not change the next ones. */
@@ -1117,6 +1383,9 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_span_stats);
     tcase_add_test(tc, test_gelu_half);
     tcase_add_test(tc, test_batchnorm);
+    tcase_add_test(tc, test_fp8_quantize);
+    tcase_add_loop_test(tc, test_fp8_gemm, 0, sizeof fp8_gemm_shapes / sizeof fp8_gemm_shapes[0]);
+    tcase_add_test(tc, test_fp8_gemm_edges);
     suite_add_tcase(s, tc);
     return s;
 }
