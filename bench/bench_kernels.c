@@ -1,6 +1,7 @@
 /* bench_kernels.c: the compute-kernel benchmarks: `dtbench gemm` (the
  * cblas_sgemm peak on the CPU; cuBLAS FP32, TF32, bf16 and fp16 peaks
- * through the backend with --device cuda) and `dtbench gelu` (the FP32
+ * through the backend with --device cuda, and cuBLASLt's e4m3 peak through
+ * be->fp8_gemm beside them) and `dtbench gelu` (the FP32
  * and half2 GELU kernels against the D2D copy bandwidth). The GEMM peaks
  * are also the reference of `dtbench train`'s MFU. */
 #include <cblas.h>
@@ -265,6 +266,78 @@ double dtbench_gpu_gemm_peak(dt_backend *be, dtbench_gemm_kind k, int verbose)
     return best;
 }
 
+typedef struct fp8_ctx {
+    int n;
+    const float *x; /* n x n floats */
+    void *qa, *qb;  /* their e4m3 storage (fp8_quantize) */
+    float *c;
+    int quantize; /* 1: each call converts both operands first */
+} fp8_ctx;
+
+static dt_status op_fp8_gemm(dt_backend *be, void *p)
+{
+    fp8_ctx *g = p;
+    if (g->quantize) {
+        const dt_fp8_quant spec = {.format = DT_FP8_E4M3, .scale = 1.0f}; /* a delayed scale: one pass each */
+        dt_fp8_qstats st = {0};
+        DT_CHECK(be->fp8_quantize(be, g->qa, g->x, g->n, g->n, &spec, &st));
+        DT_CHECK(be->fp8_quantize(be, g->qb, g->x, g->n, g->n, &spec, &st));
+    }
+    /* C = A B^T: both operands K-contiguous, cuBLASLt's FP8 "TN" layout read in place */
+    return be->fp8_gemm(be, 0, 1, g->n, g->n, g->n, 1.0f, g->qa, DT_FP8_E4M3, g->n, g->qb, DT_FP8_E4M3, g->n, 0.0f,
+                        g->c, g->n);
+}
+
+/* Best GFLOP/s of be->fp8_gemm (cuBLASLt, e4m3 x e4m3, FP32 out) on the
+ * square sizes; *with_q: the same counting the two fp8_quantize calls a
+ * training GEMM makes (each synchronizes: it returns its statistics).
+ * 0 with a line saying why when the backend or the GPU has no FP8 GEMM. */
+static double gpu_fp8_peak(dt_backend *be, double *with_q)
+{
+    *with_q = 0;
+    if (!be->fp8_gemm) {
+        printf("  cublaslt fp8  n/a: this backend has no fp8_gemm\n");
+        return 0;
+    }
+    const int nmax = gpu_gemm_sizes[sizeof gpu_gemm_sizes / sizeof gpu_gemm_sizes[0] - 1];
+    const size_t nn = (size_t)nmax * nmax;
+    float *h = malloc(nn * sizeof(float));
+    if (!h) dtbench_die("out of memory");
+    for (size_t i = 0; i < nn; i++) h[i] = floorf(bench_value(i, -64.0f, 64.0f)) / 64.0f;
+    void *x, *qa, *qb, *c;
+    dtbench_check(be->alloc(be, nn * sizeof(float), &x), "alloc");
+    dtbench_check(be->alloc(be, nn * sizeof(float), &qa), "alloc"); /* fp8_quantize: room for floats */
+    dtbench_check(be->alloc(be, nn * sizeof(float), &qb), "alloc");
+    dtbench_check(be->alloc(be, nn * sizeof(float), &c), "alloc");
+    dtbench_check(be->copy(be, x, h, nn * sizeof(float), DT_COPY_H2D), "copy");
+    free(h);
+    double best = 0;
+    for (size_t s = 0; s < sizeof gpu_gemm_sizes / sizeof gpu_gemm_sizes[0]; s++) {
+        fp8_ctx g = {gpu_gemm_sizes[s], x, qa, qb, c, 0};
+        const dt_fp8_quant spec = {.format = DT_FP8_E4M3, .scale = 1.0f};
+        dt_fp8_qstats qs = {0};
+        dtbench_check(be->fp8_quantize(be, qa, x, g.n, g.n, &spec, &qs), "fp8_quantize"); /* the operands, once */
+        dtbench_check(be->fp8_quantize(be, qb, x, g.n, g.n, &spec, &qs), "fp8_quantize");
+        const dt_status st =
+            be->fp8_gemm(be, 0, 1, g.n, g.n, g.n, 1.0f, qa, DT_FP8_E4M3, g.n, qb, DT_FP8_E4M3, g.n, 0.0f, c, g.n);
+        if (st != DT_OK) {
+            printf("  cublaslt fp8  n/a: %s\n", dt_last_error());
+            break;
+        }
+        for (g.quantize = 0; g.quantize < 2; g.quantize++) {
+            int reps = 0;
+            double sec = gpu_time(be, op_fp8_gemm, &g, 2, &reps, "fp8 gemm");
+            double gf = 2.0 * g.n * g.n * g.n / sec / 1e9;
+            printf("  cublaslt fp8 %s %5d x %5d x %5d   %9.1f GFLOP/s   (%d calls per trial)\n",
+                   g.quantize ? "+quantize" : "e4m3     ", g.n, g.n, g.n, gf, reps);
+            double *slot = g.quantize ? with_q : &best;
+            if (gf > *slot) *slot = gf;
+        }
+    }
+    be->free(be, x), be->free(be, qa), be->free(be, qb), be->free(be, c);
+    return best;
+}
+
 int dtbench_cmd_gemm_gpu(void)
 {
     dt_backend *be = dtbench_gpu_backend("gemm");
@@ -280,6 +353,14 @@ int dtbench_cmd_gemm_gpu(void)
         if (p[k] > 0) printf("peak_gflops_%s %.1f\n", dtbench_gemm_kind_name[k], p[k]);
     printf("tf32_vs_fp32 %.2f\n", p[GEMM_TF32] / p[GEMM_FP32]);
     if (p[GEMM_BF16] > 0) printf("bf16_vs_fp32 %.2f\n", p[GEMM_BF16] / p[GEMM_FP32]);
+    printf("# fp8: be->fp8_gemm, cuBLASLt e4m3 x e4m3 -> FP32 on operands fp8_quantize made (alone, then with "
+           "both operands converted per call, as a training GEMM does); compute capability 8.9+\n");
+    double q8, p8 = gpu_fp8_peak(be, &q8);
+    if (p8 > 0) {
+        printf("peak_gflops_fp8 %.1f\n", p8);
+        printf("fp8_with_quantize_gflops %.1f\n", q8);
+        if (p[GEMM_BF16] > 0) printf("fp8_vs_bf16 %.2f\n", p8 / p[GEMM_BF16]);
+    }
     dt_backend_destroy(be);
     return 0;
 }
