@@ -276,10 +276,11 @@ static int dtbench_check_flags(const dtbench_flags *f, const char *cmd)
         fprintf(stderr, "dtbench: --fp32: only train takes it (the other commands run FP32 unless told)\n");
         return 2;
     }
-    if (f->on_gpu && strcmp(cmd, "gemm") != 0 && strcmp(cmd, "gelu") != 0 && strcmp(cmd, "train") != 0) {
+    if (f->on_gpu && strcmp(cmd, "gemm") != 0 && strcmp(cmd, "gelu") != 0 && strcmp(cmd, "train") != 0 &&
+        strcmp(cmd, "fp8") != 0) {
         fprintf(stderr,
-                "dtbench: --device cuda: '%s' runs on the CPU only (the GPU commands are gemm, gelu and "
-                "train)\n",
+                "dtbench: --device cuda: '%s' runs on the CPU only (the GPU commands are gemm, gelu, train and "
+                "fp8)\n",
                 cmd);
         return 2;
     }

@@ -32,6 +32,8 @@ int dt__fp8_replicated(int i)
     return (column && role == DT__FP8_X) || (!column && role == DT__FP8_DY);
 }
 
+static dt_status dt__fp8_room(dt__fp8 *f, float **buf, size_t *cap, size_t n);
+
 dt_status dt__fp8_create(dt_backend *be, const dt__fp8_settings *s, int L, dt__fp8 **out)
 {
     *out = NULL;
@@ -60,6 +62,23 @@ dt_status dt__fp8_create(dt_backend *be, const dt__fp8_settings *s, int L, dt__f
         return DT_FAIL(DT_ERR_NOMEM, "fp8: out of memory for %d tensors' state", f->n);
     }
     for (size_t i = 0; i < n; i++) f->scale[i] = 1.0f;
+    /* per-tensor recipes need the backend's FP8 GEMM (a GPU older than
+     * compute capability 8.9 has none): one small product now, so that
+     * the run is refused at start with the backend's line, not at its
+     * first forward */
+    if (s->recipe != DT_FP8_BLOCKWISE) {
+        dt_status st = dt__fp8_room(f, &f->qa, &f->qa_cap, 16 * 16);
+        if (st == DT_OK) st = dt__fp8_room(f, &f->qb, &f->qb_cap, 16 * 16);
+        float *c = NULL;
+        if (st == DT_OK) st = be->alloc(be, 16 * 16 * sizeof(float), (void **)&c);
+        if (st == DT_OK)
+            st = be->fp8_gemm(be, 0, 1, 16, 16, 16, 1.0f, f->qa, DT_FP8_E4M3, 16, f->qb, DT_FP8_E4M3, 16, 0.0f, c, 16);
+        if (c) be->free(be, c);
+        if (st != DT_OK) {
+            dt__fp8_free(f);
+            return st;
+        }
+    }
     *out = f;
     return DT_OK;
 }
