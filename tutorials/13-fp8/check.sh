@@ -69,4 +69,20 @@ else
     echo "  (this build has no dtviz: SDL2 missing; not run)"
 fi
 
+# 6. dtsim predicts the held-out runs' fractions from the delayed run's trace.
+tut_cmd sim ./dtsim fp8 --trace delayed-trace.json margin.json recent.json tensorwise.json
+# tests/sim.sh's tolerance (docs/simulator.md): (predicted + e) / (measured
+# + e) within [1/2, 2], e = 5e-5 saturated, 1e-6 flushed
+t13_frac() { # t13_frac RUN KIND: "measured predicted" of the fp8 RUN line
+    sed -n "s/^fp8 $1: .*$2 fraction measured \([-0-9.e+]*\) predicted \([-0-9.e+]*\).*/\1 \2/p" sim.out
+}
+for r in margin.json recent.json tensorwise.json; do
+    for k in saturated:5e-5 flushed:1e-6; do
+        kind=${k%%:*} e=${k#*:}
+        set -- $(t13_frac "$r" $kind)
+        tut_range "$r: $kind predicted over measured (+$e each)" \
+            "$(awk -v m="${1:-nan}" -v p="${2:-nan}" -v e=$e 'BEGIN { printf "%.3f", (p + e) / (m + e) }')" 0.5 2
+    done
+done
+
 tut_finish
