@@ -203,11 +203,11 @@ cell() {
     # scaling's first step, as tensorwise; a context rank sees its own
     # rows) the values differ more. Losses TOL_FP8_LOSS = 2e-3 (measured
     # 5.2e-4, context parallelism, whose attention also sums in chunks;
-    # the others 8e-5 at most). param_probe TOL_FP8_PROBE = 0.2: Adam
+    # the others 1.8e-4 at most). param_probe TOL_FP8_PROBE = 0.2: Adam
     # normalises each gradient element, so one that FP8 rounds otherwise
     # moves its weight by up to the learning rate whatever its size, and
-    # the fingerprint weighs every weight alike (measured 7.3e-2, context
-    # parallelism; 5e-3 at most in the others)
+    # the fingerprint weighs every weight alike (measured 6.8e-2, context
+    # parallelism; 3.1e-2, t2 x p2)
     [ $1 = fp8 ] && [ $2 != single ] && CLASS=fp8
     opt=${6:-}
     [ -n "$opt" ] && name=$name-$opt
