@@ -5,7 +5,7 @@
 #   sh bench/fp8-results.sh [BUILDDIR] [quick]
 #
 # Part 1, the tutorials' tasks (tiny model, `--task add` and `--task
-# sort`, 300 steps; quick: 40): FP32, bf16 and --fp8-format hybrid with
+# sort`, 1000 steps; quick: 40): FP32, bf16 and --fp8-format hybrid with
 # each recipe: final training and validation loss, accuracy, the steps
 # with saturated values and the shares of values saturated and flushed.
 # Part 2, the `small` preset (6 blocks of width 384; micro-batch 4, T
@@ -19,7 +19,7 @@ DTRAIN=$BUILD/dtrain
 [ -x "$DTRAIN" ] || { echo "fp8-results.sh: $DTRAIN: not found (give the build directory)" >&2; exit 1; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/fp8-results.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT HUP INT TERM
-STEPS=300 SMALL=60
+STEPS=1000 SMALL=60
 [ "$QUICK" = quick ] && STEPS=40 SMALL=10
 
 # fig FILE KEY [fp8]: a number from the summary (the fp8 object's with fp8)
@@ -35,6 +35,7 @@ run() {
     fi
     s=$TMP/$name.json
     acc=$(fig "$s" accuracy)
+    [ -n "$acc" ] && acc=$(printf '%.3f' "$acc")
     if grep -q '"fp8": {' "$s"; then
         v=$(fig "$s" values fp8)
         printf '%-34s %9.4f %9.4f %8s %7s/%-5s %10.3g %10.3g\n' "$name" "$(fig "$s" train_loss)" "$(fig "$s" val_loss)" \
@@ -59,7 +60,8 @@ five() { # five PREFIX FLAGS...
 
 header "the tutorials' tasks: tiny model, $STEPS steps, global batch 32, seed 1"
 for task in add sort; do
-    five "$task" --task $task --train-iters $STEPS --global-batch-size 32 --micro-batch-size 32 --eval-iters 10 \
+    T=16; [ $task = sort ] && T=32
+    five "$task" --task $task --seq-length $T --train-iters $STEPS --global-batch-size 32 --micro-batch-size 32 --eval-iters 10 \
         --eval-interval 0 --seed 1
 done
 header "--model small: micro-batch 4, T 128, $SMALL steps"
@@ -70,7 +72,7 @@ for m in 0 1 4; do
     for h in 1 16 1024; do
         for a in max most_recent; do
             [ $h = 1 ] && [ $a = most_recent ] && continue # the same as max with one entry
-            run "add delayed m$m h$h $a" --task add --train-iters $STEPS --global-batch-size 32 --micro-batch-size 32 \
+            run "add delayed m$m h$h $a" --task add --seq-length 16 --train-iters $STEPS --global-batch-size 32 --micro-batch-size 32 \
                 --eval-iters 10 --eval-interval 0 --seed 1 --fp8-format hybrid --fp8-margin $m \
                 --fp8-amax-history-len $h --fp8-amax-compute-algo $a
         done
