@@ -180,6 +180,8 @@ dt_status dts_scenario_stage_layers(const dts_scenario *sc, int s, int *first, i
 /* The scenario as a JSON object text (caller frees), for otherData.config of
  * simulated traces and the summary. */
 char *dts_scenario_json(const dts_scenario *sc);
+/* "none", "full", "selective" for sc->recompute 0..2, else "?" */
+const char *dts_recompute_name(int r);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ libdtsim_la_SOURCES += sim/dts_json.h sim/json_util.c
 # The cost model, hardware descriptions and communication fit.
 libdtsim_la_SOURCES += sim/dts_hw.h sim/hw.c sim/dts_cost.h sim/cost.c sim/dts_fit.h sim/fit.c sim/fit_contention.c
 # Scenarios: defaults, dtsim config files and dtrain's run configs, checks.
-libdtsim_la_SOURCES += sim/scenario.c sim/scenario_run.c sim/dts_scenario.h
+libdtsim_la_SOURCES += sim/scenario.c sim/scenario_json.c sim/scenario_run.c sim/dts_scenario.h
 libdtsim_la_SOURCES += sim/dts_net.h sim/net.c sim/dts_coll.h sim/coll_internal.h sim/coll.c sim/coll_analytic.c sim/dts_run.h sim/run_internal.h sim/run.c \
 	sim/run_unit.c sim/run_coll.c sim/run_cp.c sim/run_tp.c sim/run_step.c sim/run_ps.c sim/run_dp.c sim/run_pipe.c sim/summary.c sim/estimate.c \
 	sim/dts_validate.h sim/validate.c
