@@ -154,7 +154,12 @@ cp_cell cp-c2p2-zbh1-allgather 4 --context-parallel-size 2 --pipeline-model-para
 #    steps, below which fractions are not told apart) and 1e-6 for the
 #    flushed one (about 11 values);
 #  - each tensor with 100 or more flushed values predicted or measured:
-#    (p + 1) / (m + 1) within FP8_TOL.
+#    (p + 1) / (m + 1) within FP8_TOL;
+#  - blockwise's flushed share is an upper bound by construction (the
+#    tensor's power-of-two scale is at most every tile's), so its run and
+#    tensors are held to 1/FP8_TOL .. 2 FP8_TOL instead: measured 1.36
+#    (the native build) and 2.17, a tensor 2.29 (the generic build, whose
+#    other FP32 rounding moves the trajectory), on this machine.
 # The tolerance: a held-out run's amaxes are not A's (its other rounding
 # moves its trajectory as a new seed would), and another machine's bf16
 # GEMM moves A's own the same way, so the model was measured on 15 seeds
@@ -208,10 +213,14 @@ if "$DTSIM" fp8 --trace "$TMP/fp8-a.json" "$TMP/fp8-m2.s.json" "$TMP/fp8-h1.s.js
                 if ($i == "flushed") { mf = $(i + 3); pf = $(i + 5) }
             }
             if (f(ps, ms, 5e-5) > tol) printf "%s saturated %s predicted %s; ", name, ms, ps
-            if (f(pf, mf, 1e-6) > tol) printf "%s flushed %s predicted %s; ", name, mf, pf
+            bw = name ~ /^bw\.s\.json:$/
+            if (!bw && f(pf, mf, 1e-6) > tol) printf "%s flushed %s predicted %s; ", name, mf, pf
+            rb = (pf + 1e-6) / (mf + 1e-6)
+            if (bw && (rb < 1 / tol || rb > 2 * tol)) printf "%s flushed %s predicted %s (a bound: 1/%s..%s); ", name, mf, pf, tol, 2 * tol
             if ((name ~ /^(tw|bw)\.s\.json:$/) && (ms != 0 || ps != 0)) printf "%s saturated %s predicted %s (expected 0); ", name, ms, ps
         }
-        / per tensor, / { for (i = 1; i <= NF; i++) if ($i == "most") { x = $(i - 2); if (x > tol) printf "%s a tensor flushed %s times off; ", name, x } }
+        / per tensor, / { t = name ~ /^bw\.s\.json:$/ ? 2 * tol : tol
+            for (i = 1; i <= NF; i++) if ($i == "most") { x = $(i - 2); if (x > t) printf "%s a tensor flushed %s times off; ", name, x } }
     ' "$TMP/fp8-val.out")
     if [ -z "$bad" ]; then
         echo "ok: fp8: 5 held-out runs predicted from run A within a factor $FP8_TOL (fractions and tensors)"

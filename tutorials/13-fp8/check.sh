@@ -44,7 +44,12 @@ tut_cmd recent --quick "$Q" ./dtrain $RUN --fp8-format hybrid --fp8-amax-history
 tut_cmd figs3 grep -E '"(steps_saturated|saturated_fraction|flushed_fraction)"' delayed.json margin.json recent.json
 d=$(tut_json delayed.json steps_saturated) m=$(tut_json margin.json steps_saturated) h=$(tut_json recent.json steps_saturated)
 tut_range "margin 2: steps saturated minus margin 0's (fewer)" "$((m - d))" -$ITERS -1
-tut_range "history 1: steps saturated minus history 1024's (more)" "$((h - d))" 1 $ITERS
+# with algo max a longer history holds every amax a shorter one does, so
+# its scale is never larger and it saturates on no more steps; in the
+# first 40 steps (quick) amaxes rise at nearly every step and both may
+# saturate at all of them (the generic build: 0 more)
+if [ "$TUTORIAL_QUICK" = 1 ]; then HMIN=0; else HMIN=1; fi
+tut_range "history 1: steps saturated minus history 1024's (more)" "$((h - d))" $HMIN $ITERS
 tut_range "margin 2: flushed fraction over margin 0's (more)" \
     "$(awk -v a="$(tut_json margin.json flushed_fraction)" -v b="$(tut_json delayed.json flushed_fraction)" 'BEGIN { print (b > 0 && a > b) ? 1 : 0 }')" 1 1
 
