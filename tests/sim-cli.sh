@@ -67,6 +67,10 @@ grep -q '^dtsim [0-9]' "$TMP/out" || fail "--version printed: $(cat "$TMP/out")"
 expect_usage_error "subcommand" 
 expect_usage_error "'frobnicate'" frobnicate
 expect_usage_error "--bogus" run --bogus 1
+# dtsim fp8 (issue 39): what it learns from is required, read, and an FP8 run's
+expect_usage_error "--trace: expected the real FP8 run" fp8
+expect_usage_error "no such file" fp8 --trace /nonexistent-dtsim-fp8.json
+expect_usage_error "--fp8-margin" fp8 --trace /nonexistent-dtsim-fp8.json --fp8-margin 99
 expect_usage_error "stray" run stray
 expect_usage_error "--help" run --help=yes
 expect_usage_error "--train-iters" run --train-iters
