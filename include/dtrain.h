@@ -20,6 +20,7 @@
 #include "dt_train.h"
 #include "dt_half.h"
 #include "dt_fp8.h"
+#include "dt_safetensors.h"
 #include "dt_loss_scaler.h"
 #include "dt_mlp.h"
 #include "dt_blobs.h"

@@ -8,6 +8,7 @@ include_HEADERS += \
 	include/dt_time.h \
 	include/dt_half.h \
 	include/dt_fp8.h \
+	include/dt_safetensors.h \
 	include/dt_backend.h \
 	include/dt_gpt.h \
 	include/dt_sample.h \

@@ -16,6 +16,7 @@ libdtrain_core_la_SOURCES += \
 	lib/train/nonfinite.c \
 	lib/train/eval.c \
 	lib/train/fp8_train.c \
+	lib/train/safetensors.c \
 	lib/train/thread_tune.c \
 	lib/train/trace_hooks.c \
 	lib/train/trace_gather.c \
