@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dt_gpt.h"
 #include "dt_status.h"
 #include "dt_tensor.h"
 
@@ -68,6 +69,13 @@ typedef struct dt_st_out {
  * metadata {"format": "pt"} (what transformers expects of a PyTorch
  * checkpoint). Whole or not at all. */
 DT_API dt_status dt_safetensors_write(const char *path, const dt_st_out *t, int n);
+
+/* ---- GPT-2 interop (lib/train/export_hf.c) ---- */
+/* DIR (made if missing) = m as a Hugging Face GPT-2 directory:
+ * config.json (model_type gpt2, gelu_new, layer_norm_epsilon 1e-5, tied
+ * or not) and model.safetensors (GPT2LMHeadModel's names, Conv1D weights
+ * transposed to (in, out)), what transformers' from_pretrained loads. */
+DT_API dt_status dt_gpt_export_hf(dt_gpt *m, const char *dir);
 
 #ifdef __cplusplus
 }

@@ -332,6 +332,13 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          MIN0,
          .metavar = "K",
          .help = "--generate: sample among the K most likely bytes only (0: all; 1: greedy)"},
+        {.name = "--export-hf",
+         .kind = DT_ARG_STRING,
+         .dest = &o->export_hf,
+         .metavar = "OUT",
+         .help = "instead of training: write --load's checkpoint as a Hugging Face GPT-2 directory (config.json, "
+                 "model.safetensors) that transformers' GPT2LMHeadModel.from_pretrained(OUT) loads (docs/interop.md)",
+         .default_text = "off"},
         JOB_SECTION("Checkpoints (docs/checkpoints.md)"),
         {.name = "--save",
          .kind = DT_ARG_STRING,
@@ -794,6 +801,10 @@ static int dtrain_main(int argc, char **argv)
     if (o->generate) {
         dtrain_restore_stderr(saved_stderr);
         return dtrain_generate(o);
+    }
+    if (o->export_hf) {
+        dtrain_restore_stderr(saved_stderr);
+        return dtrain_export_hf(o);
     }
     dt_train_config cfg;
     rc = dtrain_make_config(&cli.o, cli.args, cli.n_args, &cfg);

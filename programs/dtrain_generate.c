@@ -47,6 +47,28 @@ static long dtrain_gen_world(void)
 
 int dtrain_generate_flags(const dtrain_opts *o, dt_arg *args, int n_args)
 {
+    if (GIVEN("--export-hf")) {
+        static const char *const ok[] = {"--export-hf", "--load", "--device", "--threads", NULL};
+        for (int i = 0; i < n_args; i++) {
+            if (args[i].kind == DT_ARG_SECTION || !args[i].given) continue;
+            int fine = 0;
+            for (const char *const *f = ok; *f; f++) fine |= !strcmp(*f, args[i].name);
+            if (!fine) {
+                fprintf(stderr, PROG ": %s: not used with --export-hf (it takes --load, --device, --threads)\n",
+                        args[i].name);
+                return 2;
+            }
+        }
+        if (!o->load) {
+            fprintf(stderr, PROG ": --export-hf: needs --load DIR (the checkpoint to export)\n");
+            return 2;
+        }
+        if (dtrain_gen_world() > 1) {
+            fprintf(stderr, PROG ": --export-hf: runs on one process (use mpirun -np 1, or no mpirun)\n");
+            return 2;
+        }
+        return 0;
+    }
     if (!GIVEN("--generate")) {
         static const char *const only[] = {"--prompt", "--temperature", "--top-k", NULL};
         for (const char *const *f = only; *f; f++)
@@ -152,4 +174,22 @@ int dtrain_generate(const dtrain_opts *o)
     free(prompt);
     dt_generator_free(g);
     return st == DT_OK ? 0 : 1;
+}
+
+int dtrain_export_hf(const dtrain_opts *o)
+{
+    const dt_generator_options go = {.dir = o->load, .device = o->device, .threads = o->threads};
+    dt_generator *g = NULL;
+    if (dt_generator_open(&go, &g) != DT_OK || dt_gpt_export_hf(dt_generator_model(g), o->export_hf) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        dt_generator_free(g);
+        return 1;
+    }
+    const dt_gpt_config *c = dt_gpt_config_of(dt_generator_model(g));
+    printf("exported %s (iteration %lld; %d layers, width %d, %d heads, vocabulary %d, context %d, %s embeddings) to "
+           "%s/config.json and %s/model.safetensors\n",
+           dt_generator_path(g), (long long)dt_generator_iteration(g), c->num_layers, c->hidden_size, c->num_heads,
+           c->vocab_size, c->seq_len, c->tie_embeddings ? "tied" : "untied", o->export_hf, o->export_hf);
+    dt_generator_free(g);
+    return 0;
 }

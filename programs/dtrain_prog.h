@@ -55,6 +55,7 @@ typedef struct dtrain_opts {
     int generate, top_k;
     const char *prompt;
     float temperature;
+    const char *export_hf; /* --export-hf OUT: the checkpoint as a Hugging Face GPT-2 directory */
 } dtrain_opts;
 
 /* dtrain_config.c: the flags as a configuration. Returns 0, or 2 after
@@ -67,6 +68,8 @@ const char *dtrain_decay_name(dt_lr_decay s);
  * generation itself (returns the exit status). */
 int dtrain_generate_flags(const dtrain_opts *o, dt_arg *args, int n_args);
 int dtrain_generate(const dtrain_opts *o);
+/* --export-hf: --load's checkpoint written as OUT (returns the exit status). */
+int dtrain_export_hf(const dtrain_opts *o);
 
 /* dtrain_report.c: what the run prints. */
 typedef struct dtrain_out {

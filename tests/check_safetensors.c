@@ -147,6 +147,57 @@ START_TEST(test_malformed)
 }
 END_TEST
 
+
+/* dt_gpt_export_hf: every tensor under GPT-2's name, Conv1D weights the
+ * transpose of dtrain's, the rest equal, and config.json's sizes. */
+START_TEST(test_export_hf)
+{
+    dt_backend *be;
+    ck_dt(dt_backend_create("cpu", 1, &be));
+    dt_gpt_config c;
+    ck_dt(dt_gpt_config_preset("tiny", &c));
+    c.vocab_size = 256;
+    c.tie_embeddings = 0;
+    dt_gpt *m;
+    ck_dt(dt_gpt_create(&c, be, &m));
+    ck_dt(dt_gpt_init_weights(m, 7));
+    char d[256], p[300];
+    path_of(d, sizeof d, "hf");
+    ck_dt(dt_gpt_export_hf(m, d));
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    dt_safetensors *st;
+    ck_dt(dt_safetensors_open(p, &st));
+    const dt_paramset *ps = dt_gpt_layout(m);
+    const float *w = dt_gpt_params(m);
+    ck_assert_int_eq(dt_safetensors_count(st), ps->count);
+    const dt_st_tensor *q = dt_safetensors_find(st, "transformer.h.1.attn.c_attn.weight");
+    ck_assert(q && q->ndim == 2 && q->shape[0] == c.hidden_size && q->shape[1] == 3 * c.hidden_size);
+    float *r = malloc(q->numel * sizeof *r);
+    ck_dt(dt_safetensors_read_f32(st, q, r));
+    const dt_param_info *qi = NULL;
+    for (int i = 0; i < ps->count; i++)
+        if (!strcmp(ps->info[i].name, "h.1.qkv.w")) qi = &ps->info[i];
+    ck_assert(qi);
+    const int C = c.hidden_size;
+    for (int o = 0; o < 3 * C; o++)
+        for (int k = 0; k < C; k++) ck_assert(r[(size_t)k * 3 * C + o] == w[qi->offset + (size_t)o * C + k]);
+    free(r);
+    const dt_st_tensor *e = dt_safetensors_find(st, "transformer.wte.weight");
+    ck_assert(e && e->shape[0] == 256 && e->shape[1] == C);
+    ck_assert(dt_safetensors_find(st, "lm_head.weight") && dt_safetensors_find(st, "transformer.ln_f.bias"));
+    dt_safetensors_close(st);
+    snprintf(p, sizeof p, "%s/config.json", d);
+    FILE *f = fopen(p, "r");
+    char txt[2048] = "";
+    ck_assert(f && fread(txt, 1, sizeof txt - 1, f) > 0);
+    fclose(f);
+    ck_assert(strstr(txt, "\"model_type\": \"gpt2\"") && strstr(txt, "\"gelu_new\"") &&
+              strstr(txt, "\"tie_word_embeddings\": false") && strstr(txt, "\"vocab_size\": 256"));
+    dt_gpt_free(m);
+    dt_backend_destroy(be);
+}
+END_TEST
+
 static Suite *st_suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -154,6 +205,7 @@ static Suite *st_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_half_types);
     tcase_add_test(tc, test_malformed);
+    tcase_add_test(tc, test_export_hf);
     suite_add_tcase(s, tc);
     return s;
 }

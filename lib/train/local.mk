@@ -17,6 +17,7 @@ libdtrain_core_la_SOURCES += \
 	lib/train/eval.c \
 	lib/train/fp8_train.c \
 	lib/train/safetensors.c \
+	lib/train/export_hf.c \
 	lib/train/thread_tune.c \
 	lib/train/trace_hooks.c \
 	lib/train/trace_gather.c \
