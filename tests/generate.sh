@@ -96,6 +96,9 @@ expect_usage_error "--temperature '-1'" --load "$TMP/ck" --generate 5 --prompt a
 expect_usage_error "--top-k 257: expected 0..256" --load "$TMP/ck" --generate 5 --prompt ab --top-k 257
 expect_usage_error "--prompt ''" --load "$TMP/ck" --generate 5 --prompt ''
 expect_usage_error "--generate '0'" --load "$TMP/ck" --generate 0 --prompt ab
+# --export-hf (issue 40): its own flags only, a checkpoint required
+expect_usage_error "--export-hf: needs --load" --export-hf "$TMP/hf"
+expect_usage_error "--lr: not used with --export-hf" --load "$TMP/ck" --export-hf "$TMP/hf" --lr 0.1
 
 # checkpoints it cannot use: exit 1, one line
 # expect_fail WORD ARGS...: exit 1, one "dtrain: " line on stderr holding WORD
@@ -111,6 +114,7 @@ expect_fail() {
     fi
 }
 expect_fail "$TMP/none" --load "$TMP/none" --generate 5 --prompt ab
+expect_fail "$TMP/none" --load "$TMP/none" --export-hf "$TMP/hf"
 "$DTRAIN" --model mlp-bn --train-iters 1 --eval-iters 1 --save "$TMP/ckm" >"$TMP/mlp.out" 2>&1 || fail "mlp-bn training failed"
 expect_fail "mlp-bn" --load "$TMP/ckm" --generate 5 --prompt ab
 
