@@ -144,11 +144,10 @@ dt_status dt__cpu_fp8_quantize(dt_backend *be, void *qv, const float *x, int row
     float amax = 0.0f;
 #pragma omp parallel if (n >= DT__FP8_PAR_MIN)
     {
-        dt__acc *acc = calloc(1, sizeof *acc);
-        if (!acc) {
-#pragma omp atomic write
-            status = DT_ERR_NOMEM;
-        } else {
+        dt__acc accv; /* on the thread's stack: no allocation per call */
+        memset(&accv, 0, sizeof accv);
+        dt__acc *acc = &accv;
+        {
 #pragma omp for schedule(static)
             for (size_t it = 0; it < items; it++) {
                 if (tiles && tc == 1) { /* 128 x 1: a block of rows, a scale per column */
@@ -194,7 +193,6 @@ dt_status dt__cpu_fp8_quantize(dt_backend *be, void *qv, const float *x, int row
                     for (int b = 0; b < DT_FP8_HIST; b++) st->hist[b] += acc->hist[b];
             }
             free(acc->col);
-            free(acc);
         }
     }
     if (status != DT_OK) return DT_FAIL(status, "cpu backend: fp8_quantize: out of memory for its counts");
