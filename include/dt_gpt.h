@@ -59,6 +59,20 @@ DT_API void dt_gpt_free(dt_gpt *m);
 /* GPT-2 initialisation from a seed: weights N(0, 0.02), residual output
  * projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1. */
 DT_API dt_status dt_gpt_init_weights(dt_gpt *m, uint64_t seed);
+/* Where a model's initial weights come from: GPT-2's initialisation from
+ * seed (read NULL), or a source of whole-model tensors (read set: a Hugging
+ * Face checkpoint, dt_safetensors.h's dt_hf_init). read(ctx, p, index, w)
+ * fills w with tensor p, index its place in the whole model's layout (a
+ * pipeline stage's tied copy of wte asks for wte). Every layout (one
+ * process, pipeline stages, tensor-parallel slices, ZeRO shards) initialises
+ * whole tensors through this and then keeps its part, so every layout
+ * starts from exactly the whole model's values. */
+typedef struct dt_gpt_init {
+    uint64_t seed;
+    dt_status (*read)(void *ctx, const dt_param_info *p, int index, float *w);
+    void *ctx;
+} dt_gpt_init;
+DT_API dt_status dt_gpt_init_weights_from(dt_gpt *m, const dt_gpt_init *init);
 
 DT_API const dt_gpt_config *dt_gpt_config_of(const dt_gpt *m);
 DT_API const dt_paramset *dt_gpt_layout(const dt_gpt *m);

@@ -77,6 +77,24 @@ DT_API dt_status dt_safetensors_write(const char *path, const dt_st_out *t, int 
  * transposed to (in, out)), what transformers' from_pretrained loads. */
 DT_API dt_status dt_gpt_export_hf(dt_gpt *m, const char *dir);
 
+/* ---- GPT-2 in (lib/train/import_hf.c) ---- */
+typedef struct dt_hf_model dt_hf_model;
+/* DIR/config.json as dtrain's GPT (n_positions: the context), refused with
+ * one line naming the key when dtrain cannot compute that model exactly
+ * (an activation other than GELU's tanh form, another LayerNorm epsilon,
+ * an MLP not 4 n_embd wide, cross-attention, ...). */
+DT_API dt_status dt_hf_read_config(const char *dir, dt_gpt_config *out);
+/* Open DIR (config.json, model.safetensors) and check every tensor's name,
+ * dtype and shape against the configuration before any weight is read:
+ * a missing, misshapen or unknown tensor is refused naming it. */
+DT_API dt_status dt_hf_open(const char *dir, dt_hf_model **out);
+DT_API const dt_gpt_config *dt_hf_config(const dt_hf_model *h);
+/* The model's weights as an initialisation source (dt_gpt.h): any layout
+ * reads its tensors whole from the file (F16/BF16 widened, Conv1D weights
+ * transposed to (out, in)) and keeps its part. h must outlive its use. */
+DT_API dt_gpt_init dt_hf_init(dt_hf_model *h);
+DT_API void dt_hf_close(dt_hf_model *h);
+
 #ifdef __cplusplus
 }
 #endif

@@ -177,6 +177,13 @@ typedef struct dt_train_config {
     int64_t save_interval; /* >= 1 with save_dir */
     int save_keep;         /* > 0: keep the newest K checkpoints; 0: all */
     const char *load_dir;
+    /* --load-hf DIR: the initial weights are a Hugging Face GPT-2's
+     * (dt_safetensors.h: config.json must describe cfg.model exactly,
+     * model.safetensors holds the weights), read by every layout whole and
+     * sharded as it loads; with load_dir too, the checkpoint's weights win
+     * and DIR only names the model. In the config JSON as load_hf, a label
+     * a resumed run may change. NULL: GPT-2's initialisation from seed. */
+    const char *load_hf;
     /* --load with --data: resume even when the file's size or CRC32C
      * differs from what the checkpoint recorded (--allow-data-change);
      * 0: refuse. */

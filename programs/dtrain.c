@@ -368,6 +368,13 @@ static int dtrain_build_args(dtrain_opts *o, dt_arg *a, int cap)
          .help = "resume exactly from a checkpoint (with --generate: sample from it): DIR/latest (or the newest "
                  "valid one) of a save directory, or DIR itself (DIR/iter_X)",
          .default_text = "off"},
+        {.name = "--load-hf",
+         .kind = DT_ARG_STRING,
+         .dest = &o->load_hf,
+         .metavar = "DIR",
+         .help = "start from a Hugging Face GPT-2 (DIR/config.json gives the model, DIR/model.safetensors its "
+                 "weights, F32/F16/BF16) in any layout; with --load the checkpoint's weights win (docs/interop.md)",
+         .default_text = "off"},
         {.name = "--allow-data-change",
          .kind = DT_ARG_FLAG,
          .dest = &o->allow_data_change,
@@ -660,6 +667,9 @@ static int dtrain_after_step(dtrain_run *r)
 
 static int dtrain_train(dtrain_run *r)
 {
+    /* --train-iters 0 --save: the starting weights as a checkpoint of this
+     * layout (--load-hf's, converted and sharded) */
+    if (r->cfg->train_iters == 0 && dt_trainer_iterations(r->tr) == 0 && dtrain_after_step(r) != 0) return 1;
     for (int64_t it = dt_trainer_iterations(r->tr); it < r->cfg->train_iters; it++) {
         if (dt_trainer_step(r->tr, &r->st) != DT_OK) return dtrain_run_fail(r);
         r->have_step = 1;

@@ -91,10 +91,48 @@ static int dtrain_config_gpt(const dtrain_opts *o, dt_arg *args, int n_args, dt_
     return 0;
 }
 
+/* --load-hf DIR: the model is DIR/config.json's; the flags that would
+ * choose another are refused rather than ignored. */
+static int dtrain_config_hf(const dtrain_opts *o, dt_arg *args, int n_args, dt_gpt_config *preset)
+{
+    static const char *const model_flags[] = {"--model",
+                                              "--num-layers",
+                                              "--hidden-size",
+                                              "--num-attention-heads",
+                                              "--max-position-embeddings",
+                                              "--untie-embeddings-and-output-weights",
+                                              "--tie-embeddings-and-output-weights",
+                                              NULL};
+    for (const char *const *f = model_flags; *f; f++)
+        if (dt_args_find(args, n_args, *f) && GIVEN(*f)) {
+            fprintf(stderr, PROG ": %s: not with --load-hf (the model is %s/config.json's)\n", *f, o->load_hf);
+            return 2;
+        }
+    if (dt_hf_read_config(o->load_hf, preset) != DT_OK) {
+        fprintf(stderr, PROG ": %s\n", dt_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 static int dtrain_config_model(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
     const int mlp = strcmp(o->job.model, "mlp-bn") == 0;
     dt_gpt_config preset;
+    if (o->load_hf && !mlp) {
+        const int rc = dtrain_config_hf(o, args, n_args, &preset);
+        if (rc != 0) return rc;
+        cfg->model = preset;
+        cfg->load_hf = o->load_hf;
+        snprintf(cfg->model_name, sizeof cfg->model_name, "hf");
+        cfg->seq_length = o->job.seq_length;
+        if (!GIVEN("--seq-length") && cfg->seq_length > cfg->model.seq_len) cfg->seq_length = cfg->model.seq_len;
+        return 0;
+    }
+    if (o->load_hf) {
+        fprintf(stderr, PROG ": --load-hf: a GPT-2 checkpoint, not for --model mlp-bn\n");
+        return 2;
+    }
     if (mlp) /* the GPT sizes stay at their defaults; the size flags go to the MLP */
         preset = cfg->model;
     else if (dt_gpt_config_preset(o->job.model, &preset) != DT_OK) return dtrain_bad();

@@ -49,6 +49,7 @@ typedef struct dtrain_opts {
     int allow_data_change; /* --load may resume on a changed --data file */
     /* checkpoints */
     const char *save, *load;
+    const char *load_hf; /* --load-hf DIR: a Hugging Face GPT-2 as the model and its initial weights */
     int64_t save_interval;
     int save_keep;
     /* generation (--generate: dtrain_generate.c) */

@@ -89,7 +89,7 @@ static void run(const run_cfg *rc, const char *order, run_out *o)
         int l0, l1;
         ck_dt(dt__stage_split(c.num_layers, p, NULL, &l0, &l1, s));
         ck_dt(dt__stage_create(&c, be, l0, l1, s == 0, s == p - 1, NMB, B_, T_, NULL, NULL, &st[s]));
-        ck_dt(dt__stage_init_weights(st[s], 42));
+        ck_dt(dt__stage_init_weights(st[s], &(dt_gpt_init){.seed = 42}));
         ck_dt(dt__stage_set_precision(st[s], rc->dtype));
         ck_dt(dt__stage_set_recompute(st[s], rc->rec, rc->k));
         ck_dt(dt__stage_set_split(st[s], strchr(order, 'b') != NULL));
@@ -211,7 +211,7 @@ START_TEST(test_refusals)
     const dt_gpt_config c = model(0);
     dt__stage *st = NULL;
     ck_dt(dt__stage_create(&c, be, 0, 4, 1, 1, 2, B_, T_, NULL, NULL, &st));
-    ck_dt(dt__stage_init_weights(st, 1));
+    ck_dt(dt__stage_init_weights(st, &(dt_gpt_init){.seed = 1}));
     int32_t tok[B_ * T_], tgt[B_ * T_];
     batch(0, c.vocab_size, tok, tgt);
     float loss;

@@ -64,7 +64,7 @@ static void compare(int p, const int *split, int nmb, int stash)
         int l0, l1;
         ck_dt(dt__stage_split(c.num_layers, p, split, &l0, &l1, s));
         ck_dt(dt__stage_create(&c, be, l0, l1, s == 0, s == p - 1, nmb, B, T, NULL, NULL, &st[s]));
-        ck_dt(dt__stage_init_weights(st[s], 42));
+        ck_dt(dt__stage_init_weights(st[s], &(dt_gpt_init){.seed = 42}));
         ck_dt(dt__stage_zero_grad(st[s]));
         const dt_paramset *L = dt__stage_layout(st[s]), *W = dt_gpt_layout(m);
         const int *wi = dt__stage_whole_index(st[s]);
@@ -164,7 +164,7 @@ START_TEST(test_peak_grows_with_slots)
     for (int n = 1; n <= 2; n++) {
         dt__stage *st = NULL;
         ck_dt(dt__stage_create(&c, be, 0, 2, 1, 0, n, 2, 8, NULL, NULL, &st));
-        ck_dt(dt__stage_init_weights(st, 1));
+        ck_dt(dt__stage_init_weights(st, &(dt_gpt_init){.seed = 1}));
         int32_t tok[16] = {0};
         for (int k = 0; k < n; k++) ck_dt(dt__stage_forward(st, k, NULL, tok, NULL, NULL, NULL, NULL));
         peak[n] = dt__stage_peak_activation_bytes(st);
@@ -207,7 +207,7 @@ START_TEST(test_forward_check_names_layer)
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dt__stage *st = NULL;
         ck_dt(dt__stage_create(&c, be, cases[k].l0, cases[k].l1, 0, cases[k].last, 1, B, T, NULL, NULL, &st));
-        ck_dt(dt__stage_init_weights(st, 7));
+        ck_dt(dt__stage_init_weights(st, &(dt_gpt_init){.seed = 7}));
         if (cases[k].tensor) *stage_weight(st, cases[k].tensor) = NAN;
         memcpy(dt__stage_input(st, 0), x, (size_t)N * c.hidden_size * sizeof(float));
         const float *out = NULL;

@@ -112,7 +112,7 @@ START_TEST(test_bytes_formula)
                                 .precision = mixed ? DT_BF16 : DT_F32,
                                 .recompute = DT_RECOMPUTE_NONE,
                                 .bucket_bytes = bucket,
-                                .seed = 7,
+                                .init = {.seed = 7},
                                 .optim = &oc};
     dt__zgpt *z = NULL;
     ck_dt(dt__zgpt_create(&zc, g_world, g_be, &z));

@@ -271,8 +271,11 @@ void dt_gpt_free(dt_gpt *m)
     free(m);
 }
 
-void dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int index, uint64_t seed, float *w)
+dt_status dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int index, const dt_gpt_init *init,
+                              float *w)
 {
+    if (init->read) return init->read(init->ctx, p, index, w);
+    const uint64_t seed = init->seed;
     const float std_resid = 0.02f / sqrtf(2.0f * cfg->num_layers);
     /* One RNG stream per tensor, so a tensor's values do not depend on the others. */
     dt_rng r;
@@ -286,16 +289,24 @@ void dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int i
         else if (is_bias) w[j] = 0.0f;
         else w[j] = (float)dt_rng_normal(&r) * (is_resid ? std_resid : 0.02f);
     }
+    return DT_OK;
 }
 
 dt_status dt_gpt_init_weights(dt_gpt *m, uint64_t seed)
 {
+    const dt_gpt_init init = {.seed = seed};
+    return dt_gpt_init_weights_from(m, &init);
+}
+
+dt_status dt_gpt_init_weights_from(dt_gpt *m, const dt_gpt_init *init)
+{
     size_t n = m->layout.numel;
     float *host = calloc(n, sizeof *host);
     if (!host) return DT_FAIL(DT_ERR_NOMEM, "model init: out of memory for %zu parameters", n);
-    for (int i = 0; i < m->layout.count; i++)
-        dt__gpt_init_tensor(&m->cfg, &m->layout.info[i], i, seed, host + m->layout.info[i].offset);
-    dt_status st = m->be->copy(m->be, m->params.data, host, n * sizeof(float), DT_COPY_H2D);
+    dt_status st = DT_OK;
+    for (int i = 0; i < m->layout.count && st == DT_OK; i++)
+        st = dt__gpt_init_tensor(&m->cfg, &m->layout.info[i], i, init, host + m->layout.info[i].offset);
+    if (st == DT_OK) st = m->be->copy(m->be, m->params.data, host, n * sizeof(float), DT_COPY_H2D);
     free(host);
     return st;
 }

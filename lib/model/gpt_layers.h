@@ -157,8 +157,10 @@ int dt__gpt_buckets(const dt_gpt_config *cfg, const dt_paramset *ps, size_t buck
  * place in that layout, which seeds its own RNG stream): gains 1, biases 0,
  * matrices N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)). A
  * pipeline stage initialises its tensors with their whole-model index and
- * so holds exactly the whole model's values. */
-void dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int index, uint64_t seed, float *w);
+ * so holds exactly the whole model's values. With init->read set, the
+ * values are the source's (dt_gpt_init). */
+dt_status dt__gpt_init_tensor(const dt_gpt_config *cfg, const dt_param_info *p, int index, const dt_gpt_init *init,
+                              float *w);
 
 /* ---- the vocabulary split over tensor-parallel ranks ------------------- */
 /* Megatron's vocabulary-parallel embedding and cross-entropy (Shoeybi et

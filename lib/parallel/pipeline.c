@@ -204,7 +204,7 @@ static dt_status dt__pipe_chunk_create(dt__pipe *pp, int c)
     /* one more slot for evaluation, which may come while micro-batches are in flight (pipedream) */
     DT_CHECK(dt__stage_create(s->model, s->be, l0, l1, k->q == 0, k->q == pp->q_last, k->slots + 1, s->B, s->T,
                               pp->t > 1 ? &pp->tp : NULL, pp->cp, &k->st));
-    DT_CHECK(dt__stage_init_weights(k->st, s->seed));
+    DT_CHECK(dt__stage_init_weights(k->st, &s->init));
     DT_CHECK(dt__stage_set_precision(k->st, s->precision));
     if (s->recompute_event) dt__stage_set_recompute_hook(k->st, dt__pipe_recomputed, pp);
     DT_CHECK(dt__stage_set_recompute(k->st, s->recompute, s->recompute_num_layers));

@@ -78,7 +78,7 @@ typedef struct dt__pipe_setup {
     int B, T, m;                /* micro-batch shape, micro-batches per step per pipeline */
     int64_t steps;
     dt_backend *be;
-    uint64_t seed;
+    dt_gpt_init init; /* the initial weights (dt_gpt.h) */
     dt_optim_config optim;
     dt_lr_schedule lr; /* after lr scaling */
     float clip_grad;

@@ -323,7 +323,7 @@ void dt__stage_free(dt__stage *st)
     free(st);
 }
 
-dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
+dt_status dt__stage_init_weights(dt__stage *st, const dt_gpt_init *init)
 {
     st->epoch++;
     const size_t n = st->layout.numel;
@@ -331,9 +331,9 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
     if (!host) return DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for %zu initial weights", n);
     dt_status s = DT_OK;
     if (st->t == 1) {
-        for (int i = 0; i < st->layout.count; i++)
-            dt__gpt_init_tensor(&st->cfg, &st->layout.info[i], st->whole_index[i], seed,
-                                host + st->layout.info[i].offset);
+        for (int i = 0; i < st->layout.count && s == DT_OK; i++)
+            s = dt__gpt_init_tensor(&st->cfg, &st->layout.info[i], st->whole_index[i], init,
+                                    host + st->layout.info[i].offset);
     } else { /* the whole tensors, then this rank's shards of the blocks' */
         float *full[DT__BLOCK_NTENSORS] = {0};
         for (int i = 0; i < st->layout.count && s == DT_OK;) {
@@ -345,15 +345,16 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
                     s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for initial weights");
                     break;
                 }
-                dt__gpt_init_tensor(&st->cfg, wi, st->whole_index[i], seed, whole);
-                memcpy(host + st->layout.info[i].offset, whole + (size_t)st->vocab.v0 * st->cfg.hidden_size,
-                       st->layout.info[i].numel * sizeof *whole);
+                s = dt__gpt_init_tensor(&st->cfg, wi, st->whole_index[i], init, whole);
+                if (s == DT_OK)
+                    memcpy(host + st->layout.info[i].offset, whole + (size_t)st->vocab.v0 * st->cfg.hidden_size,
+                           st->layout.info[i].numel * sizeof *whole);
                 free(whole);
                 i++;
                 continue;
             }
             if (st->sharded[i] != 2) { /* replicated: embedding, head */
-                dt__gpt_init_tensor(&st->cfg, wi, st->whole_index[i], seed, host + st->layout.info[i].offset);
+                s = dt__gpt_init_tensor(&st->cfg, wi, st->whole_index[i], init, host + st->layout.info[i].offset);
                 i++;
                 continue;
             }
@@ -361,7 +362,7 @@ dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed)
                 const dt_param_info *pk = &st->whole.info[st->whole_index[i + k]];
                 full[k] = malloc(pk->numel * sizeof(float));
                 if (!full[k]) s = DT_FAIL(DT_ERR_NOMEM, "pipeline stage: out of memory for initial weights");
-                else dt__gpt_init_tensor(&st->cfg, pk, st->whole_index[i + k], seed, full[k]);
+                else if (s == DT_OK) s = dt__gpt_init_tensor(&st->cfg, pk, st->whole_index[i + k], init, full[k]);
             }
             if (s == DT_OK)
                 dt__tp_block_shard(&st->cfg, st->t, st->tr, (const float *const *)full, &st->layout, i, host);

@@ -102,7 +102,7 @@ void dt__stage_free(dt__stage *st);
  * stash and at the start of every step and evaluation (which covers
  * checkpoint loads and ZeRO's gathers between steps). */
 void dt__stage_weights_changed(dt__stage *st);
-dt_status dt__stage_init_weights(dt__stage *st, uint64_t seed);
+dt_status dt__stage_init_weights(dt__stage *st, const dt_gpt_init *init);
 
 const dt_paramset *dt__stage_layout(const dt__stage *st);
 float *dt__stage_params(dt__stage *st); /* (numel) backend memory */

@@ -126,15 +126,16 @@ static void dt__zg_forget(dt__zgpt *z)
 
 /* ---- creation --------------------------------------------------------------- */
 
-/* The whole model's initial weights (as dt_gpt_init_weights), into backend memory. */
-static dt_status dt__zg_init_whole(dt__zgpt *z, uint64_t seed, dt_buffer *whole)
+/* The whole model's initial weights (as dt_gpt_init_weights_from), into backend memory. */
+static dt_status dt__zg_init_whole(dt__zgpt *z, const dt_gpt_init *init, dt_buffer *whole)
 {
     const size_t n = z->layout.numel;
     float *host = calloc(n ? n : 1, sizeof *host);
     if (!host) return DT_FAIL(DT_ERR_NOMEM, "--zero-stage: out of memory for the %zu initial weights", n);
-    for (int i = 0; i < z->layout.count; i++)
-        dt__gpt_init_tensor(&z->cfg, &z->layout.info[i], i, seed, host + z->layout.info[i].offset);
-    dt_status st = dt_buffer_alloc(whole, z->be, (n ? n : 1) * sizeof(float));
+    dt_status st = DT_OK;
+    for (int i = 0; i < z->layout.count && st == DT_OK; i++)
+        st = dt__gpt_init_tensor(&z->cfg, &z->layout.info[i], i, init, host + z->layout.info[i].offset);
+    if (st == DT_OK) st = dt_buffer_alloc(whole, z->be, (n ? n : 1) * sizeof(float));
     if (st == DT_OK) st = z->be->copy(z->be, whole->data, host, n * sizeof(float), DT_COPY_H2D);
     free(host);
     return st;
@@ -192,7 +193,7 @@ dt_status dt__zgpt_create(const dt__zgpt_config *c, dt_comm *dp, dt_backend *be,
                       st, fail);
     }
     /* the initial weights: every rank makes the whole model once and keeps its shard */
-    DT_CHECK_GOTO(dt__zg_init_whole(z, c->seed, &whole), st, fail);
+    DT_CHECK_GOTO(dt__zg_init_whole(z, &c->init, &whole), st, fail);
     DT_CHECK_GOTO(dt__zs_take_shard(z->zs, whole.data), st, fail);
     if (z->stage == 2) DT_CHECK_GOTO(dt__zgpt_restored(z), st, fail); /* the whole weights, as the model computes */
     dt_buffer_free(&whole);

@@ -64,7 +64,7 @@ typedef struct dt__zgpt_config {
     int recompute_k;            /* full: blocks per group (1..num_layers) */
     size_t bucket_bytes;        /* stage 2: the gradient buckets (as data parallelism's) */
     int prefetch;               /* stage 3: gather the next layer while one computes (a communication thread) */
-    uint64_t seed;              /* the weights' initialisation (as dt_gpt_init_weights) */
+    dt_gpt_init init;           /* the initial weights (dt_gpt.h) */
     const dt_optim_config *optim;
 } dt__zgpt_config;
 

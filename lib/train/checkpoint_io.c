@@ -292,7 +292,8 @@ static const char *const dt__ck_may_change[] = {"train_iters",    "log_interval"
                                                 "bucket_bytes",   "slow_rank",
                                                 "slow_ms",        "hang_rank",
                                                 "hang_iter",      "scatter_gather_tensors_in_pipeline",
-                                                "sequence_parallel", "cp_comm_type", NULL};
+                                                "sequence_parallel", "cp_comm_type",
+                                                "load_hf",        NULL};
 
 static char *dt__ck_value_text(json_t *v)
 {

@@ -345,6 +345,9 @@ static dt_status dt__validate_zero_stage(const dt_train_config *cfg)
 dt_status dt_train_config_validate(const dt_train_config *cfg)
 {
     if (!cfg) return DT_FAIL(DT_ERR_INVALID, "dt_train_config_validate: cfg is NULL");
+    if (cfg->load_hf && (!cfg->load_hf[0] || cfg->model_kind != DT_MODEL_GPT))
+        return DT_FAIL(DT_ERR_INVALID, cfg->load_hf[0] ? "--load-hf: a GPT-2 checkpoint, not for --model mlp-bn"
+                                                       : "--load-hf '': expected a directory");
     if (cfg->model_kind == DT_MODEL_MLP_BN) {
         DT_CHECK(dt__validate_mlp(cfg));
     } else if (cfg->data.task && !cfg->data.path && strcmp(cfg->data.task, "blobs") == 0) {
@@ -357,6 +360,9 @@ dt_status dt_train_config_validate(const dt_train_config *cfg)
     if (cfg->seq_length < 1)
         return DT_FAIL(DT_ERR_INVALID, "--seq-length %d: expected an integer >= 1", cfg->seq_length);
     if (cfg->seq_length > m.seq_len) {
+        if (cfg->load_hf)
+            return DT_FAIL(DT_ERR_INVALID, "--seq-length %d exceeds --load-hf %s's n_positions %d", cfg->seq_length,
+                           cfg->load_hf, m.seq_len);
         if (cfg->model_name[0] && strcmp(cfg->model_name, "custom") != 0)
             return DT_FAIL(DT_ERR_INVALID,
                            "--seq-length %d exceeds --model %s's context %d (raise --max-position-embeddings)",

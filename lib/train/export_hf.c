@@ -28,9 +28,9 @@
 #include "dt_gpt.h"
 #include "dt_internal.h"
 #include "dt_safetensors.h"
+#include "hf.h"
 
-/* dtrain's name -> GPT-2's and whether the weight is transposed; 0: unknown */
-static int dt__hf_name(const char *in, char *out, size_t n, int *transpose)
+int dt__hf_name(const char *in, char *out, size_t n, int *transpose)
 {
     static const char *const map[][3] = {
         {"ln1.w", "ln_1.weight", "0"},         {"ln1.b", "ln_1.bias", "0"},

@@ -18,6 +18,7 @@ libdtrain_core_la_SOURCES += \
 	lib/train/fp8_train.c \
 	lib/train/safetensors.c \
 	lib/train/export_hf.c \
+	lib/train/import_hf.c \
 	lib/train/thread_tune.c \
 	lib/train/trace_hooks.c \
 	lib/train/trace_gather.c \
@@ -26,4 +27,4 @@ libdtrain_core_la_SOURCES += \
 	lib/train/checkpoint.c \
 	lib/train/checkpoint_lock.c \
 	lib/train/generate.c
-noinst_HEADERS += lib/train/trainer_internal.h lib/train/thread_tune.h
+noinst_HEADERS += lib/train/trainer_internal.h lib/train/thread_tune.h lib/train/hf.h

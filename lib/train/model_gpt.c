@@ -31,7 +31,7 @@ dt_status dt__gpt_create(dt_trainer *tr, int split)
     tr->num_params = dt_gpt_config_num_params(&tr->cfg.model);
     if (!split) {
         DT_CHECK(dt_gpt_create(&tr->cfg.model, tr->be, &tr->gpt.model));
-        DT_CHECK(dt_gpt_init_weights(tr->gpt.model, cfg->seed));
+        DT_CHECK(dt_gpt_init_weights_from(tr->gpt.model, &tr->init));
         DT_CHECK(dt_gpt_set_recompute(tr->gpt.model, cfg->recompute, cfg->recompute_num_layers));
         DT_CHECK(dt_gpt_set_precision(tr->gpt.model, cfg->precision));
         /* one process with a zero-bubble kind: its trace shows each layer's B and W apart, the

@@ -183,7 +183,7 @@ dt_status dt__tr_pipe_create(dt_trainer *tr)
                                .m = tr->n_micro,
                                .steps = cfg->train_iters > 0 ? cfg->train_iters : 1,
                                .be = tr->be,
-                               .seed = cfg->seed,
+                               .init = tr->init,
                                .optim = cfg->optim,
                                .lr = tr->lr,
                                .clip_grad = cfg->clip_grad,

@@ -39,7 +39,7 @@ static dt_status dt__tr_zgpt_create(dt_trainer *tr)
                                 .recompute_k = cfg->recompute_num_layers,
                                 .bucket_bytes = cfg->bucket_bytes,
                                 .prefetch = cfg->zero_prefetch,
-                                .seed = cfg->seed,
+                                .init = tr->init,
                                 .optim = &tr->cfg.optim};
     DT_CHECK(dt__zgpt_create(&zc, tr->gcomm ? tr->gcomm : dp, tr->be, &tr->zgpt));
     /* the collectives' steps on the trace's comm lane (the hook writes only with a trace open) */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dt_safetensors.h"
 #include "dt_time.h"
 #include "trainer_internal.h"
 
@@ -75,6 +76,35 @@ static dt_status dt__tr_layout_ranks(dt_trainer *tr)
     return DT_OK;
 }
 
+/* --load-hf without --load: the Hugging Face checkpoint, checked against
+ * the model configured (the driver took it from the same config.json), as
+ * the weights' source. With --load the checkpoint's weights replace the
+ * initial ones anyway: only the configuration is checked. */
+static dt_status dt__tr_open_hf(dt_trainer *tr, dt_hf_model **hf)
+{
+    *hf = NULL;
+    if (!tr->cfg.load_hf) return DT_OK;
+    const dt_gpt_config *m = &tr->cfg.model;
+    dt_gpt_config c;
+    DT_CHECK(tr->cfg.load_dir ? dt_hf_read_config(tr->cfg.load_hf, &c) : dt_hf_open(tr->cfg.load_hf, hf));
+    if (*hf) c = *dt_hf_config(*hf);
+    const char *bad = c.vocab_size != m->vocab_size ? "vocab_size"
+                      : c.seq_len != m->seq_len     ? "n_positions"
+                      : c.num_layers != m->num_layers ? "n_layer"
+                      : c.num_heads != m->num_heads   ? "n_head"
+                      : c.hidden_size != m->hidden_size ? "n_embd"
+                      : c.tie_embeddings != m->tie_embeddings ? "tie_word_embeddings"
+                                                              : NULL;
+    if (bad) {
+        dt_hf_close(*hf);
+        *hf = NULL;
+        return DT_FAIL(DT_ERR_INVALID, "--load-hf %s: config.json's %s differs from the model configured", tr->cfg.load_hf,
+                       bad);
+    }
+    if (*hf) tr->init = dt_hf_init(*hf);
+    return DT_OK;
+}
+
 dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
 {
     *out = NULL;
@@ -82,6 +112,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     dt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return DT_FAIL(DT_ERR_NOMEM, "trainer: out of memory");
     dt_status st = DT_OK;
+    dt_hf_model *hf = NULL;
 
     tr->cfg = *cfg;
     tr->kind = cfg->model_kind == DT_MODEL_MLP_BN ? &dt__model_mlp
@@ -95,6 +126,8 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     DT_CHECK_GOTO(dt__strdup(cfg->trace_path, &tr->trace_path), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->save_dir, &tr->save_dir), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->load_dir, &tr->load_dir), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->load_hf, &tr->load_hf), st, fail);
+    tr->cfg.load_hf = tr->load_hf;
     DT_CHECK_GOTO(dt__strdup(cfg->cluster, &tr->cluster), st, fail);
     tr->cfg.cluster = tr->cluster;
     tr->cfg.save_dir = tr->save_dir;
@@ -122,6 +155,8 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
      * rank under mpirun has its share of the cores already, and its step
      * times are its peers' too) */
     dt__tune_init(&tr->tune, tr->be->threads, cfg->threads <= 0 && !cfg->comm && tr->be->ops->set_workers);
+    tr->init = (dt_gpt_init){.seed = cfg->seed};
+    DT_CHECK_GOTO(dt__tr_open_hf(tr, &hf), st, fail);
     DT_CHECK_GOTO(tr->kind->create(tr, tr->strategy->split), st, fail);
     {
         double f = dt_lr_scaling_factor(cfg->lr_scaling, cfg->global_batch_size, cfg->base_batch_size);
@@ -131,6 +166,10 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     }
     if (cfg->use_loss_scaling) DT_CHECK_GOTO(dt_loss_scaler_init(&tr->scaler, &cfg->loss_scaler), st, fail);
     DT_CHECK_GOTO(tr->strategy->create(tr), st, fail);
+    dt_hf_close(hf); /* every layout has read its weights */
+    hf = NULL;
+    tr->init.read = NULL;
+    tr->init.ctx = NULL;
     if (!tr->strategy->split) DT_CHECK_GOTO(tr->kind->zero_grad(tr), st, fail);
     DT_CHECK_GOTO(dt__fp8_train_create(tr), st, fail);
     /* several ranks with a trace: their clocks against rank 0's (collective),
@@ -146,6 +185,7 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     return DT_OK;
 
 fail:
+    dt_hf_close(hf);
     dt_trainer_free(tr);
     return st;
 }
@@ -177,6 +217,7 @@ void dt_trainer_free(dt_trainer *tr)
     dt__fp8_train_free(tr);
     free(tr->save_dir);
     free(tr->load_dir);
+    free(tr->load_hf);
     free(tr->ck.loaded);
     free(tr->ck.note);
     free(tr->ck.saved);
