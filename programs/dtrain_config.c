@@ -108,10 +108,16 @@ static int dtrain_config_hf(const dtrain_opts *o, dt_arg *args, int n_args, dt_g
             fprintf(stderr, PROG ": %s: not with --load-hf (the model is %s/config.json's)\n", *f, o->load_hf);
             return 2;
         }
-    if (dt_hf_read_config(o->load_hf, preset) != DT_OK) {
+    /* the whole directory checked here (headers only), before any output
+     * is created: a bad file is refused with nothing left behind; with
+     * --load the checkpoint holds the weights and config.json is enough */
+    dt_hf_model *h = NULL;
+    if (o->load ? dt_hf_read_config(o->load_hf, preset) != DT_OK : dt_hf_open(o->load_hf, &h) != DT_OK) {
         fprintf(stderr, PROG ": %s\n", dt_last_error());
         return 1;
     }
+    if (h) *preset = *dt_hf_config(h);
+    dt_hf_close(h);
     return 0;
 }
 

@@ -401,8 +401,8 @@ endif
 # The bad-input catalogue: every program's flags, data files, traces, configs
 # and hardware files with invalid values (exit 2 or the documented code, one
 # stderr line, no crash, hang or partial output); mpirun layouts.
-TESTS += tests/badinput.sh tests/badinput-tools.sh
-EXTRA_DIST += tests/badinput.sh tests/badinput-tools.sh tests/badinput-lib.sh
+TESTS += tests/badinput.sh tests/badinput-tools.sh tests/badinput-hf.sh
+EXTRA_DIST += tests/badinput.sh tests/badinput-tools.sh tests/badinput-hf.sh tests/badinput-lib.sh
 tests/badinput.log: tests/faults.log
 # The value catalogue: every numeric field of traces, dtsim scenarios and
 # hardware files at 0, -1, 1e308, 2^31, 2^62, 2^63-1, NaN, Infinity, 1e999

@@ -122,6 +122,9 @@ static dt_status dt__hf_config_object(const char *path, json_t *o, dt_gpt_config
                          NULL));
     DT_CHECK(dt__hf_bool(path, o, "add_cross_attention", 0, 0, "has no cross-attention", NULL));
     DT_CHECK(dt__hf_bool(path, o, "tie_word_embeddings", 1, -1, "", &c->tie_embeddings));
+    if (c->hidden_size % c->num_heads != 0)
+        return DT_FAIL(DT_ERR_INVALID, "%s: \"n_embd\" %d is not divisible by \"n_head\" %d", path, c->hidden_size,
+                       c->num_heads);
     dt_status s = dt_gpt_config_validate(c);
     if (s != DT_OK) return DT_FAIL(DT_ERR_INVALID, "%s: %s", path, dt_last_error());
     return DT_OK;
