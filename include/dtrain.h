@@ -13,6 +13,7 @@
 #include "dt_sample.h"
 #include "dt_optim.h"
 #include "dt_data.h"
+#include "dt_bpe.h"
 #include "dt_trace.h"
 #include "dt_trace_merge.h"
 #include "dt_trace_stats.h"

@@ -14,6 +14,7 @@ include_HEADERS += \
 	include/dt_sample.h \
 	include/dt_mlp.h \
 	include/dt_data.h \
+	include/dt_bpe.h \
 	include/dt_blobs.h \
 	include/dt_optim.h \
 	include/dt_loss_scaler.h \

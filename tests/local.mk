@@ -20,6 +20,7 @@ DT_CHECK_SUITES = \
 	tests/check_half \
 	tests/check_fp8 \
 	tests/check_safetensors \
+	tests/check_bpe \
 	tests/check_mlp \
 	tests/check_stage \
 	tests/check_bw \
@@ -79,6 +80,9 @@ tests_check_threads_LDADD = $(DT_CHECK_LDADD)
 tests_check_safetensors_SOURCES = tests/check_safetensors.c tests/testutil.h
 tests_check_safetensors_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_safetensors_LDADD = $(DT_CHECK_LDADD)
+tests_check_bpe_SOURCES = tests/check_bpe.c tests/testutil.h
+tests_check_bpe_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_bpe_LDADD = $(DT_CHECK_LDADD)
 tests_check_fp8_SOURCES = tests/check_fp8.c tests/fp8_op_tests.h tests/testutil.h
 tests_check_fp8_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_fp8_LDADD = $(DT_CHECK_LDADD)
