@@ -435,8 +435,8 @@ EXTRA_DIST += tests/nofollow.sh
 tests/ckpt.log: tests/badinput.log
 # Generation from a checkpoint (--generate): a learned pattern continued,
 # the seed, top-k, temperature, cropping to the context, bad flags; the
-# checkpoints of a pipeline (read) and of tensor parallelism (refused)
-# under mpirun, after the other multi-rank tests.
+# checkpoints of a pipeline, of tensor parallelism and of ZeRO (each read
+# back whole) under mpirun, after the other multi-rank tests.
 TESTS += tests/generate.sh
 EXTRA_DIST += tests/generate.sh
 tests/generate.log: tests/ckpt.log

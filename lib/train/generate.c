@@ -14,9 +14,12 @@
  * data replica (s / t) % d, and replica 0's slices are put back together
  * (dt__gen_weights_tp): a block's through tp.c's map, the vocabulary rows
  * of wte and an untied head (vocabulary-parallel) in rank order, the
- * replicated tensors from tensor rank 0. ZeRO shards hold segments of the
- * flat buffer, which this file does not reassemble: refused in one line,
- * as is an mlp-bn checkpoint (a classifier, no text).
+ * replicated tensors from tensor rank 0. ZeRO shards (any stage, any
+ * grid) hold segments of a flat buffer: every shard is read through
+ * dt__gen_read_shard (generate_zero.c), which joins each ZeRO group's
+ * segments into the whole tensors (or slices) its first member would hold
+ * without ZeRO. An mlp-bn checkpoint (a classifier, no text) is refused
+ * in one line.
  *
  * The tokenizer: every dataset (dt_data.h: the tasks add, reverse, sort and
  * text files) is byte-level, vocabulary 256, so encoding and decoding are
@@ -31,6 +34,7 @@
 #include "dt_checkpoint.h"
 #include "dt_internal.h"
 #include "dt_sample.h"
+#include "generate_zero.h"
 #include "tp.h"
 
 #define DT__GEN_BYTE_VOCAB 256
@@ -65,7 +69,7 @@ static dt_status dt__gen_config(dt_generator *g, const dt_checkpoint_manifest *m
     dt_status st = DT_OK;
     const char *task = dt__gen_str(cfg, "task"), *data = dt__gen_str(cfg, "data");
     const char *model = dt__gen_str(cfg, "model"), *precision = dt__gen_str(cfg, "precision");
-    const json_int_t t = dt__gen_int(cfg, "tensor_model_parallel_size"), zero = dt__gen_int(cfg, "zero_stage");
+    const json_int_t t = dt__gen_int(cfg, "tensor_model_parallel_size");
     if (json_object_get(cfg, "mlp_hidden_size") || (task && !strcmp(task, "blobs"))) {
         st =
             DT_FAIL(DT_ERR_UNSUPPORTED, "%s: an mlp-bn classifier (task blobs): there is no text to generate", g->path);
@@ -82,14 +86,6 @@ static dt_status dt__gen_config(dt_generator *g, const dt_checkpoint_manifest *m
     g->d = (int)dt__gen_int(cfg, "data_parallel_size");
     if (g->d < 1) g->d = 1;
     g->vocab_parallel = g->t > 1 && json_is_true(json_object_get(cfg, "vocab_parallel"));
-    if (zero > 0 || json_is_true(json_object_get(cfg, "use_distributed_optimizer"))) {
-        st = DT_FAIL(DT_ERR_UNSUPPORTED,
-                     "%s: saved with ZeRO stage %lld (the distributed optimizer): its shards hold segments of the "
-                     "weights, which generation does not reassemble (use a checkpoint of one process, "
-                     "data-parallel, pipeline or parameter-server training)",
-                     g->path, (long long)(zero > 0 ? zero : 1));
-        goto done;
-    }
     *mc = (dt_gpt_config){.vocab_size = (int)dt__gen_int(cfg, "vocab_size"),
                           .seq_len = (int)dt__gen_int(cfg, "max_position_embeddings"),
                           .num_layers = (int)dt__gen_int(cfg, "num_layers"),
@@ -132,7 +128,7 @@ static dt_status dt__gen_weights(dt_generator *g, const dt_checkpoint_manifest *
     for (int r = 0; r < m->world_size && missing > 0 && st == DT_OK; r++) {
         dt_checkpoint_shard s;
         memset(&s, 0, sizeof s);
-        DT_CHECK_GOTO(dt_checkpoint_read_shard(m, r, &s), st, next);
+        DT_CHECK_GOTO(dt__gen_read_shard(m, r, &s), st, next);
         for (int i = 0; i < L->count; i++) {
             if (have[i]) continue;
             const dt_param_info *p = &L->info[i];
@@ -197,7 +193,7 @@ static dt_status dt__gen_weights_tp(dt_generator *g, const dt_checkpoint_manifes
         if ((s / t) % g->d != 0) continue; /* another data replica's copy */
         dt_checkpoint_shard sh;
         memset(&sh, 0, sizeof sh);
-        st = dt_checkpoint_read_shard(m, s, &sh);
+        st = dt__gen_read_shard(m, s, &sh);
         for (int i = 0; st == DT_OK && i < n; i++) {
             if (part[i * t + r] || !want[i * t + r]) continue;
             snprintf(name, sizeof name, "param/%s", L->info[i].name);

@@ -26,5 +26,6 @@ libdtrain_core_la_SOURCES += \
 	lib/train/checkpoint_io.c \
 	lib/train/checkpoint.c \
 	lib/train/checkpoint_lock.c \
-	lib/train/generate.c
-noinst_HEADERS += lib/train/trainer_internal.h lib/train/thread_tune.h lib/train/hf.h
+	lib/train/generate.c \
+	lib/train/generate_zero.c
+noinst_HEADERS += lib/train/trainer_internal.h lib/train/thread_tune.h lib/train/hf.h lib/train/generate_zero.h
