@@ -21,6 +21,7 @@ DT_CHECK_SUITES = \
 	tests/check_fp8 \
 	tests/check_safetensors \
 	tests/check_bpe \
+	tests/check_data_tokens \
 	tests/check_mlp \
 	tests/check_stage \
 	tests/check_bw \
@@ -83,6 +84,9 @@ tests_check_safetensors_LDADD = $(DT_CHECK_LDADD)
 tests_check_bpe_SOURCES = tests/check_bpe.c tests/testutil.h
 tests_check_bpe_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_bpe_LDADD = $(DT_CHECK_LDADD)
+tests_check_data_tokens_SOURCES = tests/check_data_tokens.c tests/testutil.h
+tests_check_data_tokens_CFLAGS = $(DT_CHECK_CFLAGS)
+tests_check_data_tokens_LDADD = $(DT_CHECK_LDADD)
 tests_check_fp8_SOURCES = tests/check_fp8.c tests/fp8_op_tests.h tests/testutil.h
 tests_check_fp8_CFLAGS = $(DT_CHECK_CFLAGS)
 tests_check_fp8_LDADD = $(DT_CHECK_LDADD)

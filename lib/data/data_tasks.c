@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "data_internal.h"
+#include "dt_checkpoint.h" /* dt_crc32c_update */
 #include "dt_rng.h"
 
 #define DT__MAX_DIGITS 9    /* sums of two 9-digit operands fit easily in 64 bits */
@@ -293,7 +294,10 @@ dt_status dt_data_open(const dt_data_config *cfg, int T, dt_dataset **out)
     const char *name = cfg->path ? cfg->path : (cfg->task ? cfg->task : "");
     ds->name = strdup(name);
     dt_status st = ds->name ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "data: out of memory");
-    if (st == DT_OK) st = cfg->path ? dt__data_text_open(ds, cfg->path, T) : dt__task_open(ds, cfg, T);
+    if (st == DT_OK && !cfg->path && cfg->tokenizer)
+        st = DT_FAIL(DT_ERR_INVALID, "--tokenizer %s: applies to --data text files only, not to the task '%s'",
+                     cfg->tokenizer, name);
+    if (st == DT_OK) st = cfg->path ? dt__data_text_open(ds, cfg->path, cfg->tokenizer, T) : dt__task_open(ds, cfg, T);
     if (st != DT_OK) {
         dt_data_close(ds);
         return st;
@@ -310,11 +314,7 @@ void dt_data_close(dt_dataset *ds)
     free(ds);
 }
 
-int dt_data_vocab_size(const dt_dataset *ds)
-{
-    (void)ds;
-    return 256;
-}
+int dt_data_vocab_size(const dt_dataset *ds) { return ds->kind == DT__DATA_TEXT && ds->ids ? ds->vocab : 256; }
 
 int dt_data_has_accuracy(const dt_dataset *ds) { return ds->kind != DT__DATA_TEXT; }
 
@@ -325,8 +325,15 @@ dt_status dt_data_fingerprint(const dt_dataset *ds, uint64_t *bytes, uint32_t *c
     if (ds->kind != DT__DATA_TEXT) return DT_FAIL(DT_ERR_UNSUPPORTED, "%s: a built-in task has no file", ds->name);
     *bytes = ds->n_bytes;
     *crc32c = ds->crc32c;
+    if (ds->ids) {
+        const uint8_t t[4] = {(uint8_t)ds->tok_crc32c, (uint8_t)(ds->tok_crc32c >> 8), (uint8_t)(ds->tok_crc32c >> 16),
+                              (uint8_t)(ds->tok_crc32c >> 24)};
+        *crc32c = dt_crc32c_update(ds->crc32c, t, sizeof t);
+    }
     return DT_OK;
 }
+
+const char *dt_data_note(const dt_dataset *ds) { return ds->note; }
 
 dt_status dt_data_batch(const dt_dataset *ds, dt_split split, uint64_t index, int B, int T, int32_t *tokens,
                         int32_t *targets, int32_t *example, int *n_examples)

@@ -1,6 +1,8 @@
-/* data_text.c: byte-level training data from a plain text file (see
- * dt_data.h). The whole file is read at open; the first 90% of its bytes
- * train and the last 10% (rounded up) validate.
+/* data_text.c: training data from a plain text file (see dt_data.h), as
+ * bytes or, with a tokenizer, as BPE ids (data_tokens.c makes them). The
+ * whole file is read at open; the first 90% of its bytes (or ids) train
+ * and the last 10% (rounded up) validate. What follows says bytes; with a
+ * tokenizer read ids throughout.
  *
  * Invariants: both splits hold at least T+1 bytes (one window: T tokens and
  * the byte after the last one) for the T given at open, checked again for
@@ -40,10 +42,18 @@ static dt_status dt__text_read(const char *path, uint8_t **out, size_t *out_n)
     return st;
 }
 
+/* The length of the stream: bytes, or ids. */
+static size_t dt__text_n(const dt_dataset *ds) { return ds->ids ? ds->n_ids : ds->n_bytes; }
+
 /* Both splits must hold one window of T+1 bytes. */
 static dt_status dt__text_check_len(const dt_dataset *ds, int T)
 {
-    size_t n_val = ds->n_bytes - ds->n_train;
+    size_t n_val = dt__text_n(ds) - ds->n_train;
+    if (ds->ids && (n_val < (size_t)T + 1 || ds->n_train < (size_t)T + 1))
+        return DT_FAIL(DT_ERR_FORMAT,
+                       "--data %s: %zu tokens is too short for --seq-length %d: the validation split (last 10%%) "
+                       "must hold T+1 = %d tokens, so the text needs at least %zu tokens",
+                       ds->name, ds->n_ids, T, T + 1, dt__text_min_bytes(T));
     if (n_val < (size_t)T + 1 || ds->n_train < (size_t)T + 1)
         return DT_FAIL(DT_ERR_FORMAT,
                        "--data %s: %zu bytes is too short for --seq-length %d: the validation split (last 10%%) "
@@ -52,20 +62,22 @@ static dt_status dt__text_check_len(const dt_dataset *ds, int T)
     return DT_OK;
 }
 
-dt_status dt__data_text_open(dt_dataset *ds, const char *path, int T)
+dt_status dt__data_text_open(dt_dataset *ds, const char *path, const char *tokenizer, int T)
 {
     ds->kind = DT__DATA_TEXT;
     DT_CHECK(dt__text_read(path, &ds->bytes, &ds->n_bytes));
     if (ds->n_bytes == 0)
         return DT_FAIL(DT_ERR_FORMAT, "--data %s: file is empty (expected at least %zu bytes of text for T=%d)", path,
                        dt__text_min_bytes(T), T);
-    dt__text_split(ds->n_bytes, &ds->n_train);
     ds->crc32c = dt_crc32c(ds->bytes, ds->n_bytes);
+    if (tokenizer) DT_CHECK(dt__data_tokens_open(ds, path, tokenizer));
+    dt__text_split(dt__text_n(ds), &ds->n_train);
     return dt__text_check_len(ds, T);
 }
 
 void dt__data_text_free(dt_dataset *ds)
 {
+    dt__data_tokens_free(ds);
     free(ds->bytes);
     ds->bytes = NULL;
     ds->n_bytes = ds->n_train = 0;
@@ -75,7 +87,7 @@ dt_status dt__data_text_batch(const dt_dataset *ds, dt_split split, uint64_t ind
                               int32_t *targets, int32_t *example)
 {
     DT_CHECK(dt__text_check_len(ds, T));
-    size_t n_val = ds->n_bytes - ds->n_train;
+    size_t n_val = dt__text_n(ds) - ds->n_train;
     dt_rng rng;
     uint64_t n_windows = (n_val - 1) / (size_t)T; /* >= 1: n_val >= T+1 */
     for (int b = 0; b < B; b++) {
@@ -88,11 +100,18 @@ dt_status dt__data_text_batch(const dt_dataset *ds, dt_split split, uint64_t ind
             uint64_t k = (index * (uint64_t)B + (uint64_t)b) % n_windows;
             start = ds->n_train + (size_t)k * (size_t)T; /* start + T <= n_bytes - 1 */
         }
-        const uint8_t *w = ds->bytes + start;
         int32_t *tok = tokens + (size_t)b * T, *tgt = targets + (size_t)b * T;
-        for (int t = 0; t < T; t++) {
-            tok[t] = w[t];
-            tgt[t] = w[t + 1];
+        if (ds->ids) {
+            for (int t = 0; t < T; t++) {
+                tok[t] = dt__data_id(ds, start + (size_t)t);
+                tgt[t] = dt__data_id(ds, start + (size_t)t + 1);
+            }
+        } else {
+            const uint8_t *w = ds->bytes + start;
+            for (int t = 0; t < T; t++) {
+                tok[t] = w[t];
+                tgt[t] = w[t + 1];
+            }
         }
         if (example)
             for (int t = 0; t < T; t++) example[(size_t)b * T + t] = -1;

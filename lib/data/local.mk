@@ -1,7 +1,9 @@
-# lib/data/local.mk: the built-in byte tasks, text files and Gaussian blobs.
+# lib/data/local.mk: the built-in byte tasks, text files (bytes or GPT-2 BPE
+# tokens) and Gaussian blobs.
 libdtrain_core_la_SOURCES += \
 	lib/data/data_tasks.c \
 	lib/data/data_text.c \
+	lib/data/data_tokens.c \
 	lib/data/data_blobs.c \
 	lib/data/bpe.c \
 	lib/data/bpe_load.c \
