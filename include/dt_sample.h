@@ -73,17 +73,18 @@ DT_API dt_status dt_gpt_generate(dt_gpt *m, const dt_generate_config *g, const i
 
 /* ---- a checkpoint loaded for generation (lib/train/generate.c) ---------- */
 
-/* A GPT rebuilt on one process from a checkpoint of any layout whose shards
- * hold whole tensors (one process, data parallel, pipeline, parameter
- * server: each tensor is taken from the first shard that has it); a
- * tensor-parallel or ZeRO checkpoint (slices and segments of the weights)
- * and an mlp-bn one (no text) are refused in one line. The tokenizer is
- * the checkpoint's data's: every dataset of dt_data.h is byte-level, so a
- * token is a byte. */
+/* A GPT rebuilt on one process from a checkpoint of any layout (one
+ * process, data parallel, pipeline, tensor parallel, parameter server,
+ * ZeRO; lib/train/generate.c says how), or from a Hugging Face GPT-2
+ * directory; an mlp-bn checkpoint (no text) is refused in one line. The
+ * tokenizer is the one named, else the checkpoint's data's (GPT-2's BPE
+ * when it trained with --tokenizer, else bytes: a token is a byte). */
 typedef struct dt_generator dt_generator;
 
 typedef struct dt_generator_options {
     const char *dir;    /* as --load: a checkpoint, or a save directory (its latest valid one) */
+    const char *hf_dir; /* instead of dir: a Hugging Face GPT-2 directory (--load-hf; dt_safetensors.h) */
+    const char *tokenizer; /* GPT-2 BPE files (dt_bpe.h), or NULL: the checkpoint's, else bytes */
     const char *device; /* "cpu" (NULL) or "cuda" */
     int threads;        /* CPU threads; <= 0: the backend's default */
 } dt_generator_options;
@@ -97,14 +98,18 @@ DT_API const char *dt_generator_note(const dt_generator *g);
 DT_API int64_t dt_generator_iteration(const dt_generator *g);
 /* The checkpoint's training sequence length: the context generation uses. */
 DT_API int dt_generator_context(const dt_generator *g);
-/* The tokenizer's vocabulary (256 bytes). */
+/* The tokenizer's vocabulary (256 bytes, or the BPE's): what is sampled. */
 DT_API int dt_generator_vocab(const dt_generator *g);
+/* "bytes" or "GPT-2 BPE"; the BPE's directory (NULL: bytes). */
+DT_API const char *dt_generator_tokenizer(const dt_generator *g);
+DT_API const char *dt_generator_tokenizer_dir(const dt_generator *g);
 /* One line: the model, its data and the layout that saved it ("tiny, task
  * add, saved by 2 ranks: pipeline/tensor parallel"). */
 DT_API const char *dt_generator_describe(const dt_generator *g);
-/* The tokenizer: n bytes of text to n tokens; a token back to its byte. */
-DT_API void dt_generator_encode(const dt_generator *g, const char *text, size_t n, int32_t *tokens);
-DT_API unsigned char dt_generator_decode(const dt_generator *g, int32_t token);
+/* The tokenizer: n bytes of text to *n_tokens tokens (*tokens malloc'd:
+ * free it); a token back to its bytes (*bytes valid while g is). */
+DT_API dt_status dt_generator_encode(dt_generator *g, const char *text, size_t n, int32_t **tokens, size_t *n_tokens);
+DT_API dt_status dt_generator_decode(const dt_generator *g, int32_t token, const uint8_t **bytes, size_t *n);
 
 #ifdef __cplusplus
 }

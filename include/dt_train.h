@@ -274,6 +274,8 @@ DT_API const dt_train_config *dt_trainer_config(const dt_trainer *tr);
 DT_API const dt_dataset *dt_trainer_data(const dt_trainer *tr);
 DT_API int64_t dt_trainer_iterations(const dt_trainer *tr);
 DT_API size_t dt_trainer_num_params(const dt_trainer *tr);
+/* What opening tokenized --data did (dt_data_note), or NULL. */
+DT_API const char *dt_trainer_data_note(const dt_trainer *tr);
 /* Throughput over the run so far, excluding the first step (warm-up);
  * the first step's own when only one was taken; 0 before any. */
 DT_API double dt_trainer_tokens_per_second(const dt_trainer *tr);

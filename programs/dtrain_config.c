@@ -151,6 +151,8 @@ static int dtrain_config_model(dtrain_opts *o, dt_arg *args, int n_args, dt_trai
     if (mlp) snprintf(cfg->model_name, sizeof cfg->model_name, "%s", o->job.model);
     cfg->model = preset;
     if (mlp) cfg->model.vocab_size = 0; /* a GPT keeps its preset's vocabulary: the data must fit in it */
+    /* the byte-level presets (tiny, small: 256) take a tokenizer's vocabulary */
+    if (!mlp && o->tokenizer && cfg->model.vocab_size == 256) cfg->model.vocab_size = 0;
     cfg->seq_length = o->job.seq_length;
     /* a longer context than the default sequence: train at the default T
      * unless --seq-length says otherwise; a shorter one: use all of it */
@@ -162,6 +164,7 @@ static void dtrain_config_data_batch(const dtrain_opts *o, dt_arg *args, int n_a
 {
     cfg->data.task = o->task;
     cfg->data.path = o->data;
+    cfg->data.tokenizer = o->tokenizer;
     cfg->data.seed = o->job.seed;
     cfg->data.digits = o->task_digits;
     cfg->data.max_len = o->task_max_len;

@@ -136,7 +136,7 @@ static json_t *dtrain_given(const char *s) { return json_string(s ? "(given)" : 
  * not UTF-8). Left out, because they may differ per rank: "threads" (from
  * the cores of the rank's host), "log_interval" (only rank 0 prints), and
  * the paths of --data (its bytes are compared instead), --trace, --save,
- * --load and --load-hf (each rank writes and reads its own files; a host may mount them
+ * --load, --load-hf and --tokenizer (each rank writes and reads its own files; a host may mount them
  * elsewhere), of which only the presence counts. Added: the checkpoint
  * flags the configuration leaves to the program. */
 static char *dtrain_agree_json(const dtrain_opts *o, const dt_train_config *cfg)
@@ -154,6 +154,7 @@ static char *dtrain_agree_json(const dtrain_opts *o, const dt_train_config *cfg)
     bad |= json_object_set_new(j, "save_keep", json_integer(o->save_keep)) != 0;
     bad |= json_object_set_new(j, "load", dtrain_given(o->load)) != 0;
     if (cfg->load_hf) bad |= json_object_set_new(j, "load_hf", dtrain_given(cfg->load_hf)) != 0;
+    if (cfg->data.tokenizer) bad |= json_object_set_new(j, "tokenizer", dtrain_given(cfg->data.tokenizer)) != 0;
     bad |= json_object_set_new(j, "allow_data_change", json_boolean(o->allow_data_change)) != 0;
     bad |= json_object_set_new(j, "min_loss_scale_patience", json_integer(o->min_scale_patience)) != 0;
     s = bad ? NULL : json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

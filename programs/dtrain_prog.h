@@ -55,6 +55,8 @@ typedef struct dtrain_opts {
     /* generation (--generate: dtrain_generate.c) */
     int generate, top_k;
     const char *prompt;
+    const char *logits;    /* --logits FILE: the prompt's logits */
+    const char *tokenizer; /* --tokenizer DIR: GPT-2 BPE for --data and --generate */
     float temperature;
     const char *export_hf; /* --export-hf OUT: the checkpoint as a Hugging Face GPT-2 directory */
 } dtrain_opts;

@@ -54,12 +54,20 @@ static void dtrain_print_model(const dt_train_config *c, const dt_trainer *tr, c
         printf("model: %s, %d layers, %d heads, width %d, context %d, vocab %d, %zu params (%s)\n", c->model_name,
                c->model.num_layers, c->model.num_heads, c->model.hidden_size, c->model.seq_len, c->model.vocab_size,
                dt_trainer_num_params(tr), params);
-        if (c->data.path) printf("data:  text file %s, seq length %d\n", c->data.path, c->seq_length);
+        if (c->load_hf)
+            printf("init:  %s from --load-hf %s (config.json, model.safetensors)\n",
+                   c->load_dir ? "the model's configuration" : "the weights", c->load_hf);
+        if (c->data.path && c->data.tokenizer)
+            printf("data:  text file %s, GPT-2 BPE from %s, seq length %d\n", c->data.path, c->data.tokenizer,
+                   c->seq_length);
+        else if (c->data.path) printf("data:  text file %s, seq length %d\n", c->data.path, c->seq_length);
         else if (strcmp(c->data.task, "add") == 0)
             printf("data:  task add (operands of 1..%d digits), seq length %d\n", c->data.digits, c->seq_length);
         else
             printf("data:  task %s (words of 1..%d letters), seq length %d\n", c->data.task, c->data.max_len,
                    c->seq_length);
+        const char *note = dt_trainer_data_note(tr);
+        if (note) printf("data:  %s\n", note);
     }
 }
 

@@ -92,7 +92,7 @@ grep -q 'prompt 40 bytes, longer than the context: the model sees its last 16;' 
     fail "long prompt header: $(cat "$TMP/long.head")"
 
 # bad command lines: exit 2, one line naming the flag
-expect_usage_error "needs --load" --generate 5 --prompt ab
+expect_usage_error "needs --load DIR (a checkpoint) or --load-hf" --generate 5 --prompt ab
 expect_usage_error "needs --prompt" --load "$TMP/ck" --generate 5
 expect_usage_error "--prompt: needs --generate" --load "$TMP/ck" --prompt ab
 expect_usage_error "--top-k: needs --generate" --top-k 3
@@ -100,7 +100,7 @@ expect_usage_error "--lr: not used with --generate" --load "$TMP/ck" --generate 
 expect_usage_error "--temperature '-1'" --load "$TMP/ck" --generate 5 --prompt ab --temperature -1
 expect_usage_error "--top-k 257: expected 0..256" --load "$TMP/ck" --generate 5 --prompt ab --top-k 257
 expect_usage_error "--prompt ''" --load "$TMP/ck" --generate 5 --prompt ''
-expect_usage_error "--generate '0'" --load "$TMP/ck" --generate 0 --prompt ab
+expect_usage_error "--generate 0: only with --logits" --load "$TMP/ck" --generate 0 --prompt ab
 # --export-hf (issue 40): its own flags only, a checkpoint required
 expect_usage_error "--export-hf: needs --load" --export-hf "$TMP/hf"
 expect_usage_error "--lr: not used with --export-hf" --load "$TMP/ck" --export-hf "$TMP/hf" --lr 0.1

@@ -75,6 +75,7 @@ json_t *dt__config_object(const dt_train_config *cfg)
     dt__jset(o, "seq_length", json_integer(cfg->seq_length), &bad);
     dt__jset(o, "task", cfg->data.path ? json_null() : dt__jstr_or_null(cfg->data.task), &bad);
     dt__jset(o, "data", dt__jstr_or_null(cfg->data.path), &bad);
+    if (cfg->data.tokenizer) dt__jset(o, "tokenizer", json_string(cfg->data.tokenizer), &bad); /* --data's BPE */
     if (cfg->load_hf) dt__jset(o, "load_hf", json_string(cfg->load_hf), &bad); /* where the weights began */
     dt__jset(o, "task_digits", json_integer(cfg->data.digits), &bad);
     dt__jset(o, "task_max_len", json_integer(cfg->data.max_len), &bad);

@@ -21,18 +21,27 @@
  * without ZeRO. An mlp-bn checkpoint (a classifier, no text) is refused
  * in one line.
  *
- * The tokenizer: every dataset (dt_data.h: the tasks add, reverse, sort and
- * text files) is byte-level, vocabulary 256, so encoding and decoding are
- * the identity on bytes; a model with a larger vocabulary (gpt2-124m's) is
- * sampled among the 256 byte tokens its data used. */
+ * A Hugging Face GPT-2 directory (dt_generator_options.hf_dir) loads
+ * instead through import_hf.c (dt_safetensors.h), its context
+ * n_positions.
+ *
+ * The tokenizer: the one named (dt_generator_options.tokenizer), else the
+ * checkpoint's data's: GPT-2's BPE from the directory its config records
+ * ("tokenizer", dt_data.h), or bytes (the tasks, text files without a
+ * tokenizer, and a Hugging Face directory without --tokenizer): encoding
+ * and decoding the identity on bytes, a larger model vocabulary
+ * (gpt2-124m's) sampled among its first 256 tokens. A BPE tokenizer's
+ * vocabulary must fit in the model's and is the one sampled from. */
 #define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dt_bpe.h"
 #include "dt_checkpoint.h"
 #include "dt_internal.h"
+#include "dt_safetensors.h"
 #include "dt_sample.h"
 #include "generate_zero.h"
 #include "tp.h"
@@ -42,6 +51,8 @@
 struct dt_generator {
     dt_backend *be;
     dt_gpt *gpt;
+    dt_bpe *bpe; /* NULL: bytes */
+    char tokenizer[4096]; /* the checkpoint config's, "" for none */
     int64_t iteration;
     int context; /* the training seq_length */
     int vocab;   /* the tokenizer's */
@@ -82,6 +93,8 @@ static dt_status dt__gen_config(dt_generator *g, const dt_checkpoint_manifest *m
                      g->path, task ? task : "?");
         goto done;
     }
+    const char *tok = dt__gen_str(cfg, "tokenizer");
+    if (data && tok) snprintf(g->tokenizer, sizeof g->tokenizer, "%s", tok);
     g->t = t > 1 ? (int)t : 1;
     g->d = (int)dt__gen_int(cfg, "data_parallel_size");
     if (g->d < 1) g->d = 1;
@@ -255,12 +268,69 @@ static dt_status dt__gen_weights_tp(dt_generator *g, const dt_checkpoint_manifes
     return st;
 }
 
+/* A Hugging Face GPT-2 directory: the model and its weights. */
+static dt_status dt__gen_open_hf(dt_generator *g, const dt_generator_options *o)
+{
+    dt_hf_model *h = NULL;
+    DT_CHECK(dt_hf_open(o->hf_dir, &h));
+    g->mc = *dt_hf_config(h);
+    g->context = g->mc.seq_len;
+    g->vocab = g->mc.vocab_size < DT__GEN_BYTE_VOCAB ? g->mc.vocab_size : DT__GEN_BYTE_VOCAB;
+    snprintf(g->path, sizeof g->path, "%s", o->hf_dir);
+    snprintf(g->describe, sizeof g->describe, "Hugging Face GPT-2: %d layers, width %d, vocabulary %d",
+             g->mc.num_layers, g->mc.hidden_size, g->mc.vocab_size);
+    const dt_backend_options bo = {o->threads, -1};
+    dt_status st = dt_backend_create_with(o->device, &bo, &g->be);
+    if (st == DT_OK) st = dt_gpt_create(&g->mc, g->be, &g->gpt);
+    if (st == DT_OK) {
+        const dt_gpt_init init = dt_hf_init(h);
+        st = dt_gpt_init_weights_from(g->gpt, &init);
+    }
+    dt_hf_close(h);
+    return st;
+}
+
+/* The tokenizer named, else the checkpoint's, else bytes. */
+static dt_status dt__gen_tokenizer(dt_generator *g, const dt_generator_options *o)
+{
+    const char *dir = o->tokenizer ? o->tokenizer : g->tokenizer[0] ? g->tokenizer : NULL;
+    if (!dir) return DT_OK;
+    if (dir != g->tokenizer) snprintf(g->tokenizer, sizeof g->tokenizer, "%s", dir);
+    const dt_status bs = dt_bpe_open(dir, &g->bpe);
+    if (bs != DT_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return o->tokenizer ? DT_FAIL(bs, "--tokenizer %s", why)
+                            : DT_FAIL(bs, "%s was trained with the tokenizer %s, which does not load (%s); name one "
+                                          "with --tokenizer DIR",
+                                      g->path, dir, why);
+    }
+    const int v = dt_bpe_vocab_size(g->bpe);
+    if (v > g->mc.vocab_size)
+        return DT_FAIL(DT_ERR_INVALID, "--tokenizer %s: %d tokens, more than the model's vocabulary of %d", dir, v,
+                       g->mc.vocab_size);
+    g->vocab = v;
+    return DT_OK;
+}
+
 dt_status dt_generator_open(const dt_generator_options *o, dt_generator **out)
 {
     *out = NULL;
-    if (!o || !o->dir || !o->dir[0]) return DT_FAIL(DT_ERR_INVALID, "--load: expected a checkpoint directory");
+    const int hf = o && o->hf_dir;
+    if (!o || (!hf && (!o->dir || !o->dir[0])))
+        return DT_FAIL(DT_ERR_INVALID, "--load: expected a checkpoint directory");
     dt_generator *g = calloc(1, sizeof *g);
     if (!g) return DT_FAIL(DT_ERR_NOMEM, "generate: out of memory");
+    if (hf) {
+        dt_status st = dt__gen_open_hf(g, o);
+        if (st == DT_OK) st = dt__gen_tokenizer(g, o);
+        if (st != DT_OK) {
+            dt_generator_free(g);
+            return st;
+        }
+        *out = g;
+        return DT_OK;
+    }
     dt_checkpoint_manifest m;
     memset(&m, 0, sizeof m);
     dt_status st = dt_checkpoint_find_latest(o->dir, g->path, sizeof g->path, g->note, sizeof g->note, &m);
@@ -272,6 +342,7 @@ dt_status dt_generator_open(const dt_generator_options *o, dt_generator **out)
     dt_gpt_config mc;
     dt_dtype prec = DT_F32;
     DT_CHECK_GOTO(dt__gen_config(g, &m, &mc, &prec), st, fail);
+    DT_CHECK_GOTO(dt__gen_tokenizer(g, o), st, fail);
     const dt_backend_options bo = {o->threads, -1};
     DT_CHECK_GOTO(dt_backend_create_with(o->device, &bo, &g->be), st, fail);
     DT_CHECK_GOTO(dt_gpt_create(&mc, g->be, &g->gpt), st, fail);
@@ -292,6 +363,7 @@ void dt_generator_free(dt_generator *g)
     if (!g) return;
     dt_gpt_free(g->gpt);
     if (g->be) dt_backend_destroy(g->be);
+    dt_bpe_close(g->bpe);
     free(g);
 }
 
@@ -303,14 +375,38 @@ int dt_generator_context(const dt_generator *g) { return g->context; }
 int dt_generator_vocab(const dt_generator *g) { return g->vocab; }
 const char *dt_generator_describe(const dt_generator *g) { return g->describe; }
 
-void dt_generator_encode(const dt_generator *g, const char *text, size_t n, int32_t *tokens)
+const char *dt_generator_tokenizer(const dt_generator *g)
 {
-    (void)g; /* byte-level: a byte is its token */
-    for (size_t i = 0; i < n; i++) tokens[i] = (unsigned char)text[i];
+    return g->bpe ? "GPT-2 BPE" : "bytes";
+}
+const char *dt_generator_tokenizer_dir(const dt_generator *g) { return g->bpe ? g->tokenizer : NULL; }
+
+dt_status dt_generator_encode(dt_generator *g, const char *text, size_t n, int32_t **tokens, size_t *n_tokens)
+{
+    if (g->bpe) return dt_bpe_encode(g->bpe, text, n, tokens, n_tokens);
+    /* byte-level: a byte is its token */
+    *tokens = malloc((n ? n : 1) * sizeof **tokens);
+    if (!*tokens) return DT_FAIL(DT_ERR_NOMEM, "generate: out of memory for %zu tokens", n);
+    for (size_t i = 0; i < n; i++) (*tokens)[i] = (unsigned char)text[i];
+    *n_tokens = n;
+    return DT_OK;
 }
 
-unsigned char dt_generator_decode(const dt_generator *g, int32_t token)
+dt_status dt_generator_decode(const dt_generator *g, int32_t token, const uint8_t **bytes, size_t *n)
 {
-    (void)g;
-    return (unsigned char)token;
+    if (g->bpe) return dt_bpe_decode(g->bpe, token, bytes, n);
+    if (token < 0 || token >= DT__GEN_BYTE_VOCAB)
+        return DT_FAIL(DT_ERR_INVALID, "generate: token %d is not a byte", (int)token);
+    static const uint8_t bytes256[DT__GEN_BYTE_VOCAB] = {
+#define DT__B4(i) i, i + 1, i + 2, i + 3
+#define DT__B16(i) DT__B4(i), DT__B4(i + 4), DT__B4(i + 8), DT__B4(i + 12)
+#define DT__B64(i) DT__B16(i), DT__B16(i + 16), DT__B16(i + 32), DT__B16(i + 48)
+        DT__B64(0), DT__B64(64), DT__B64(128), DT__B64(192)
+#undef DT__B64
+#undef DT__B16
+#undef DT__B4
+    };
+    *bytes = &bytes256[token];
+    *n = 1;
+    return DT_OK;
 }

@@ -127,6 +127,8 @@ dt_status dt_trainer_create(const dt_train_config *cfg, dt_trainer **out)
     DT_CHECK_GOTO(dt__strdup(cfg->save_dir, &tr->save_dir), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->load_dir, &tr->load_dir), st, fail);
     DT_CHECK_GOTO(dt__strdup(cfg->load_hf, &tr->load_hf), st, fail);
+    DT_CHECK_GOTO(dt__strdup(cfg->data.tokenizer, &tr->tokenizer), st, fail);
+    tr->cfg.data.tokenizer = tr->tokenizer;
     tr->cfg.load_hf = tr->load_hf;
     DT_CHECK_GOTO(dt__strdup(cfg->cluster, &tr->cluster), st, fail);
     tr->cfg.cluster = tr->cluster;
@@ -218,6 +220,7 @@ void dt_trainer_free(dt_trainer *tr)
     free(tr->save_dir);
     free(tr->load_dir);
     free(tr->load_hf);
+    free(tr->tokenizer);
     free(tr->ck.loaded);
     free(tr->ck.note);
     free(tr->ck.saved);
@@ -353,6 +356,10 @@ const dt_train_config *dt_trainer_config(const dt_trainer *tr) { return &tr->cfg
 const dt_dataset *dt_trainer_data(const dt_trainer *tr) { return tr->gpt.data; }
 int64_t dt_trainer_iterations(const dt_trainer *tr) { return tr->iter; }
 size_t dt_trainer_num_params(const dt_trainer *tr) { return tr->num_params; }
+const char *dt_trainer_data_note(const dt_trainer *tr)
+{
+    return tr->kind != &dt__model_mlp && tr->gpt.data ? dt_data_note(tr->gpt.data) : NULL;
+}
 
 double dt_trainer_tokens_per_second(const dt_trainer *tr)
 {

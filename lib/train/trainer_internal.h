@@ -174,7 +174,7 @@ extern const dt__strategy dt__strategy_replica, dt__strategy_zero, dt__strategy_
 
 struct dt_trainer {
     dt_train_config cfg; /* copy; strings point to the owned copies below */
-    char *task, *path, *device, *trace_path, *save_dir, *load_dir, *load_hf, *cluster;
+    char *task, *path, *device, *trace_path, *save_dir, *load_dir, *load_hf, *tokenizer, *cluster;
     dt_gpt_init init; /* the GPT's initial weights: cfg.seed's, or --load-hf's (open during create only) */
     int threads_requested; /* cfg.threads as given (0: automatic), before the backend resolved it */
 
