@@ -410,6 +410,10 @@ endif
 # and hardware files with invalid values (exit 2 or the documented code, one
 # stderr line, no crash, hang or partial output); mpirun layouts.
 TESTS += tests/badinput.sh tests/badinput-tools.sh tests/badinput-hf.sh
+# Hugging Face interop: export/import round trips, imports into layouts, BPE data (docs/interop.md)
+TESTS += tests/interop.sh
+EXTRA_DIST += tests/interop.sh tests/data/bpe-tiny/vocab.json tests/data/bpe-tiny/merges.txt \
+	tools/gen-tiny-bpe.py tools/hf_compare.py
 EXTRA_DIST += tests/badinput.sh tests/badinput-tools.sh tests/badinput-hf.sh tests/badinput-lib.sh
 tests/badinput.log: tests/faults.log
 # The value catalogue: every numeric field of traces, dtsim scenarios and
