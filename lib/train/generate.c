@@ -300,7 +300,7 @@ static dt_status dt__gen_tokenizer(dt_generator *g, const dt_generator_options *
     if (bs != DT_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", dt_last_error());
-        return o->tokenizer ? DT_FAIL(bs, "--tokenizer %s", why)
+        return o->tokenizer ? bs /* its message names --tokenizer DIR */
                             : DT_FAIL(bs, "%s was trained with the tokenizer %s, which does not load (%s); name one "
                                           "with --tokenizer DIR",
                                       g->path, dir, why);
