@@ -155,11 +155,12 @@ static void dt__hf_shape_text(const int64_t *shape, int ndim, char *out, size_t 
     if (at < n) snprintf(out + at, n - at, "]");
 }
 
-/* The causal-mask buffers old GPT-2 checkpoints carry (not weights). */
-static int dt__hf_is_buffer(const char *name)
+/* The causal-mask buffers old GPT-2 checkpoints carry (not weights), of
+ * one of the model's L layers. */
+static int dt__hf_is_buffer(const char *name, int L)
 {
     int l, at = 0;
-    if (sscanf(name, "h.%d.attn.%n", &l, &at) != 1 || !at) return 0;
+    if (sscanf(name, "h.%d.attn.%n", &l, &at) != 1 || !at || l < 0 || l >= L) return 0;
     return !strcmp(name + at, "bias") || !strcmp(name + at, "masked_bias");
 }
 
@@ -214,7 +215,7 @@ static dt_status dt__hf_match(dt_hf_model *h)
         if (used[k]) continue;
         const char *bare = plen && !strncmp(t->name, prefix, plen) ? t->name + plen : t->name;
         if (bare != t->name || !plen) {
-            if (dt__hf_is_buffer(bare)) continue;
+            if (dt__hf_is_buffer(bare, h->cfg.num_layers)) continue;
         }
         if (!strcmp(t->name, "lm_head.weight") && h->cfg.tie_embeddings) {
             const dt_st_tensor *w = h->src[0]; /* wte */
