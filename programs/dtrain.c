@@ -823,7 +823,7 @@ static int dtrain_main(int argc, char **argv)
     }
     int rc = dtrain_generate_flags(o, cli.args, cli.n_args);
     if (rc != 0) return dtrain_bad_command_line(saved_stderr, rc);
-    if (o->generate) {
+    if (dt_args_given(cli.args, cli.n_args, "--generate")) { /* --generate 0 --logits F included */
         dtrain_restore_stderr(saved_stderr);
         return dtrain_generate(o);
     }

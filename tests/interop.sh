@@ -138,7 +138,13 @@ grep -q "tokenizer GPT-2 BPE from $BPE (769 tokens); prompt 12 bytes = 3 tokens;
     fail "--generate did not take the checkpoint's tokenizer: $(head -1 "$TMP/bpe-a.out")"
 "$DTRAIN" --load "$TMP/ck-bpe" --export-hf "$TMP/hf-bpe" >"$TMP/bpe-exp.out" 2>&1 || fail "export: $(cat "$TMP/bpe-exp.out")"
 [ -f "$TMP/hf-bpe/vocab.json" ] && [ -f "$TMP/hf-bpe/merges.txt" ] || fail "the export lacks the tokenizer's files"
-gen bpe-c --load-hf "$TMP/hf-bpe" --tokenizer "$TMP/hf-bpe" --generate 20 --prompt "The pipeline" --temperature 0
+gen bpe-c --load-hf "$TMP/hf-bpe" --tokenizer "$TMP/hf-bpe" --generate 20 --prompt "The pipeline" --temperature 0 \
+    --logits "$TMP/bpe-c.f32"
+# without --tokenizer a Hugging Face directory's own tokenizer files are used; --generate 0: the logits alone
+gen bpe-d --load-hf "$TMP/hf-bpe" --generate 0 --prompt "The pipeline" --logits "$TMP/bpe-d.f32"
+grep -q "tokenizer GPT-2 BPE from $TMP/hf-bpe (769 tokens)" "$TMP/bpe-d.out" && [ "$(cat "$TMP/bpe-d.txt")" = "The pipeline" ] &&
+    cmp -s "$TMP/bpe-c.f32" "$TMP/bpe-d.f32" && echo "ok: --generate 0 --logits: the prompt's logits only, the directory's tokenizer" ||
+    fail "--generate 0 --logits from the export: $(cat "$TMP/bpe-d.out")"
 if cmp -s "$TMP/bpe-a.txt" "$TMP/bpe-b.txt" && cmp -s "$TMP/bpe-a.txt" "$TMP/bpe-c.txt"; then
     echo "ok: BPE generation, the same from the checkpoint, with --tokenizer and from the export: $(cat "$TMP/bpe-a.txt")"
 else

@@ -27,8 +27,9 @@
  *
  * The tokenizer: the one named (dt_generator_options.tokenizer), else the
  * checkpoint's data's: GPT-2's BPE from the directory its config records
- * ("tokenizer", dt_data.h), or bytes (the tasks, text files without a
- * tokenizer, and a Hugging Face directory without --tokenizer): encoding
+ * ("tokenizer", dt_data.h), a Hugging Face directory's own vocab.json or
+ * tokenizer.json, or bytes (the tasks, text files without a tokenizer, a
+ * Hugging Face directory without tokenizer files): encoding
  * and decoding the identity on bytes, a larger model vocabulary
  * (gpt2-124m's) sampled among its first 256 tokens. A BPE tokenizer's
  * vocabulary must fit in the model's and is the one sampled from. */
@@ -37,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dt_bpe.h"
 #include "dt_checkpoint.h"
@@ -290,9 +292,22 @@ static dt_status dt__gen_open_hf(dt_generator *g, const dt_generator_options *o)
     return st;
 }
 
-/* The tokenizer named, else the checkpoint's, else bytes. */
+/* A Hugging Face directory holding a tokenizer's files. */
+static int dt__gen_has_tokenizer(const char *dir)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/vocab.json", dir);
+    if (access(p, R_OK) == 0) return 1;
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    return access(p, R_OK) == 0;
+}
+
+/* The tokenizer named, else the checkpoint's (or the Hugging Face
+ * directory's own files), else bytes. */
 static dt_status dt__gen_tokenizer(dt_generator *g, const dt_generator_options *o)
 {
+    if (!o->tokenizer && o->hf_dir && dt__gen_has_tokenizer(o->hf_dir))
+        snprintf(g->tokenizer, sizeof g->tokenizer, "%s", o->hf_dir);
     const char *dir = o->tokenizer ? o->tokenizer : g->tokenizer[0] ? g->tokenizer : NULL;
     if (!dir) return DT_OK;
     if (dir != g->tokenizer) snprintf(g->tokenizer, sizeof g->tokenizer, "%s", dir);
