@@ -23,6 +23,9 @@
  *       bf16 and FP8 (hybrid, each recipe) training of the same model:
  *       tokens/s and its ratio to bf16's in the same run, the final loss,
  *       the share of values saturated and flushed (bench_fp8.c)
+ *   dtbench interop [--model gpt2-124m] [--repeats 3] [--threads 1] [--tokenizer DIR --data FILE]
+ *       a model's --export-hf write and --load-hf read against its seeded
+ *       initialisation; BPE encoding against the token cache (bench_interop.c)
  *   dtbench longseq (under mpirun -np 2 or 4)
  *       tensor parallelism, with sequence parallelism, and context
  *       parallelism (p2p, a2a) on the n ranks for T = 256, 1024, 4096:
@@ -247,6 +250,7 @@ static const struct {
     {"simval", dt_bench_simval},     /* bench/simval.c */
     {"simspeed", dt_bench_simspeed}, /* bench/simspeed.c */
     {"viz", dt_bench_viz},           /* bench/vizbench.c */
+    {"interop", dtbench_cmd_interop}, /* bench/bench_interop.c */
 };
 
 /* Commands of the shared flag table. */
@@ -367,6 +371,7 @@ static int dtbench_main(int argc, char **argv)
         "value]...\n"
         "       dtbench bubbles [--skip N] TRACE...\n"
         "       dtbench flows TRACE...\n"
+        "       dtbench interop [--model NAME] [--repeats N] [--tokenizer DIR --data FILE]\n"
         "  gemm       cblas_sgemm peak (GFLOP/s) at --threads; --device cuda: cuBLAS FP32, TF32, bf16 and "
         "fp16 peaks through the backend\n"
         "  gelu       GPU: FP32 GELU vs the f16/bf16 half2 kernel, elements/s, GB/s and fraction of the "
@@ -392,6 +397,8 @@ static int dtbench_main(int argc, char **argv)
         "--tensor-model-parallel-size and --pipeline-model-parallel-size: rank 0's stage over its d ranks)\n"
         "  fp8        bf16 against FP8 training (hybrid; delayed, tensorwise, blockwise) of the same model: tokens/s, "
         "ratio, final loss, saturated and flushed shares\n"
+        "  interop    --export-hf and --load-hf of a model (gpt2-124m) against its seeded initialisation; with "
+        "--tokenizer DIR --data FILE, BPE encoding against the token cache\n"
         "  longseq    long sequences (run under mpirun -np 2 or 4): tensor parallelism, with sequence parallelism, "
         "context parallelism p2p and a2a on the n ranks, T = 256, 1024, 4096: rank 0's peak activation bytes against "
         "dtrain's formula, tokens/s against tensor parallelism's (--steps default 3)\n"

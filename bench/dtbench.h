@@ -3,7 +3,7 @@
  * bench_kernels.c (gemm, gelu), bench_train.c (train, recompute,
  * largebatch, amp), bench_parallel.c (allreduce, bubbles, pipeline, tp),
  * bench_compose.c (compose), bench_threads.c (threads), bench_zero.c (zero),
- * bench_longseq.c (longseq),
+ * bench_longseq.c (longseq), bench_interop.c (interop),
  * simval.c (simval), simspeed.c (simspeed), vizbench.c (viz). */
 #ifndef DTBENCH_H
 #define DTBENCH_H
@@ -55,6 +55,9 @@ int dtbench_cmd_pipeline(int p, int threads, int B, int T, int L, int C, const i
 
 /* bench_zero.c */
 int dtbench_cmd_zero(int threads, int B, int T, int L, int C, int steps, int repeats, dt_dtype precision, int t, int p);
+
+/* bench_interop.c: its own flags (argv from the command on) */
+int dtbench_cmd_interop(int argc, char **argv);
 
 /* bench_longseq.c */
 int dtbench_cmd_longseq(int threads, int steps);

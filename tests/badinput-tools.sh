@@ -337,6 +337,10 @@ numeric dtbench "$DTBENCH" pipeline <<'EOF'
 --num-layers | i | -1 0 1025
 --hidden-size | i | -1 0 3 65537
 EOF
+numeric dtbench "$DTBENCH" interop --model tiny <<'EOF'
+--repeats | i | -1 0 101
+--threads | i | -1 0 1025
+EOF
 numeric dtbench "$DTBENCH" compose <<'EOF'
 --repeats | i | -1 0 65
 EOF
@@ -358,6 +362,9 @@ table dtbench "$DTBENCH" <<'EOF'
 2 | run under mpirun -np 2 | compose
 2 | --steps 1: expected at least 2 | compose --steps 1
 2 | --bogus | train --bogus 1
+2 | go together | interop --model tiny --tokenizer $TMP
+1 | unknown preset | interop --model nosuch
+1 | --tokenizer $TMP/missing | interop --model tiny --tokenizer $TMP/missing --data $TMP/pp.json
 2 | expected trace files | bubbles
 2 | --skip | bubbles --skip
 2 | unknown flag | bubbles --bogus $TMP/pp.json
