@@ -410,8 +410,10 @@ endif
 # and hardware files with invalid values (exit 2 or the documented code, one
 # stderr line, no crash, hang or partial output); mpirun layouts.
 TESTS += tests/badinput.sh tests/badinput-tools.sh tests/badinput-hf.sh
-# Hugging Face interop: export/import round trips, imports into layouts, BPE data (docs/interop.md)
+# Hugging Face interop: export/import round trips, imports into layouts, BPE data (docs/interop.md).
+# Up to 4 ranks: in the multi-rank chain (after generate.sh, before the tutorials), never beside another.
 TESTS += tests/interop.sh
+tests/interop.log: tests/generate.log
 EXTRA_DIST += tests/interop.sh tests/data/bpe-tiny/vocab.json tests/data/bpe-tiny/merges.txt \
 	tools/gen-tiny-bpe.py tools/hf_compare.py
 EXTRA_DIST += tests/badinput.sh tests/badinput-tools.sh tests/badinput-hf.sh tests/badinput-lib.sh
@@ -479,7 +481,7 @@ endif
 # command the README prints was run. After the multi-rank tests.
 TESTS += tests/tutorials.sh
 EXTRA_DIST += tests/tutorials.sh tests/trace-spans.awk tutorials
-tests/tutorials.log: tests/cluster-check.log
+tests/tutorials.log: tests/cluster-check.log tests/interop.log
 # The tutorials' Open MPI settings, in the build directory (`. ./mpi-env.sh`
 # there): a copy of tests/mpi-env.sh, made by `make`.
 noinst_DATA = mpi-env.sh
