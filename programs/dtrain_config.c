@@ -124,25 +124,22 @@ static int dtrain_config_hf(const dtrain_opts *o, dt_arg *args, int n_args, dt_g
 static int dtrain_config_model(dtrain_opts *o, dt_arg *args, int n_args, dt_train_config *cfg)
 {
     const int mlp = strcmp(o->job.model, "mlp-bn") == 0;
-    dt_gpt_config preset;
-    if (o->load_hf && !mlp) {
-        const int rc = dtrain_config_hf(o, args, n_args, &preset);
-        if (rc != 0) return rc;
-        cfg->model = preset;
-        cfg->load_hf = o->load_hf;
-        snprintf(cfg->model_name, sizeof cfg->model_name, "hf");
-        cfg->seq_length = o->job.seq_length;
-        if (!GIVEN("--seq-length") && cfg->seq_length > cfg->model.seq_len) cfg->seq_length = cfg->model.seq_len;
-        return 0;
-    }
-    if (o->load_hf) {
+    if (o->load_hf && mlp) {
         fprintf(stderr, PROG ": --load-hf: a GPT-2 checkpoint, not for --model mlp-bn\n");
         return 2;
     }
-    if (mlp) /* the GPT sizes stay at their defaults; the size flags go to the MLP */
-        preset = cfg->model;
-    else if (dt_gpt_config_preset(o->job.model, &preset) != DT_OK) return dtrain_bad();
-    int rc = mlp ? dtrain_config_mlp(o, args, n_args, cfg) : dtrain_config_gpt(o, args, n_args, cfg, &preset);
+    dt_gpt_config preset;
+    int rc;
+    if (o->load_hf) { /* the model is config.json's, named "hf" */
+        rc = dtrain_config_hf(o, args, n_args, &preset);
+        cfg->load_hf = o->load_hf;
+        snprintf(cfg->model_name, sizeof cfg->model_name, "hf");
+    } else {
+        if (mlp) /* the GPT sizes stay at their defaults; the size flags go to the MLP */
+            preset = cfg->model;
+        else if (dt_gpt_config_preset(o->job.model, &preset) != DT_OK) return dtrain_bad();
+        rc = mlp ? dtrain_config_mlp(o, args, n_args, cfg) : dtrain_config_gpt(o, args, n_args, cfg, &preset);
+    }
     if (rc != 0) return rc;
     cfg->blobs.classes = o->blobs_classes;
     cfg->blobs.dims = o->blobs_dims;
@@ -152,7 +149,7 @@ static int dtrain_config_model(dtrain_opts *o, dt_arg *args, int n_args, dt_trai
     cfg->model = preset;
     if (mlp) cfg->model.vocab_size = 0; /* a GPT keeps its preset's vocabulary: the data must fit in it */
     /* the byte-level presets (tiny, small: 256) take a tokenizer's vocabulary */
-    if (!mlp && o->tokenizer && cfg->model.vocab_size == 256) cfg->model.vocab_size = 0;
+    if (!mlp && !o->load_hf && o->tokenizer && cfg->model.vocab_size == 256) cfg->model.vocab_size = 0;
     cfg->seq_length = o->job.seq_length;
     /* a longer context than the default sequence: train at the default T
      * unless --seq-length says otherwise; a shorter one: use all of it */
