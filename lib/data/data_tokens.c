@@ -128,31 +128,51 @@ static void dt__tok_adopt(dt_dataset *ds, uint8_t *buf)
     ds->bytes = NULL;
 }
 
-/* Read the cache at cache into ds if it is usable; *why (else) says why
- * not, "" when there is none. */
-static dt_status dt__tok_read(dt_dataset *ds, const dt_bpe *bpe, const char *cache, int *used, const char **why,
-                              char *err, size_t cap)
+/* Read the cache at cache into ds if it is usable (returns 1); else 0, and
+ * *why says why not ("" when there is none; err[cap] may hold it). */
+static int dt__tok_read(dt_dataset *ds, const dt_bpe *bpe, const char *cache, const char **why, char *err, size_t cap)
 {
-    *used = 0;
     *why = "";
     struct stat sb;
-    if (stat(cache, &sb) != 0) return DT_OK;
+    if (stat(cache, &sb) != 0) return 0;
     char *buf = NULL;
     size_t n = 0;
     if (dt_file_read_whole(cache, "token cache", 0, &buf, &n) != DT_OK) {
         snprintf(err, cap, "it could not be read (%s)", dt_last_error());
         dt_clear_error();
         *why = err;
-        return DT_OK;
+        return 0;
     }
     *why = dt__tok_check(ds, bpe, (const uint8_t *)buf, n);
     if (*why) {
         free(buf);
-        return DT_OK;
+        return 0;
     }
     dt__tok_adopt(ds, (uint8_t *)buf);
-    *used = 1;
-    return DT_OK;
+    return 1;
+}
+
+/* Encode the text into ds and write the cache (why: the old cache's
+ * reason for not being used, or ""). */
+static dt_status dt__tok_make(dt_dataset *ds, dt_bpe *bpe, const char *tokenizer, const char *cache, const char *why)
+{
+    int32_t *ids = NULL;
+    size_t k = 0;
+    DT_CHECK(dt_bpe_encode(bpe, ds->bytes, ds->n_bytes, &ids, &k));
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    const dt_status st = dt__tok_build(ds, ids, k, &buf, &n);
+    free(ids);
+    DT_CHECK(st);
+    dt__tok_adopt(ds, buf);
+    char was[1300] = "";
+    if (why[0]) snprintf(was, sizeof was, " (the old cache was not used: %s)", why);
+    if (dt_file_write_whole(cache, "token cache", buf, n) == DT_OK)
+        return dt__tok_note(ds, tokenizer, "tokenized and cached in %s%s", cache, was);
+    const dt_status nst =
+        dt__tok_note(ds, tokenizer, "tokenized in memory only, not cached: %s%s", dt_last_error(), was);
+    if (nst == DT_OK) dt_clear_error();
+    return nst;
 }
 
 dt_status dt__data_tokens_open(dt_dataset *ds, const char *path, const char *tokenizer)
@@ -165,31 +185,13 @@ dt_status dt__data_tokens_open(dt_dataset *ds, const char *path, const char *tok
     const size_t cn = strlen(path) + 16;
     char *cache = malloc(cn);
     dt_status st = cache ? DT_OK : DT_FAIL(DT_ERR_NOMEM, "--data %s: out of memory", path);
-    if (st == DT_OK) snprintf(cache, cn, "%s.tok-%08x", path, (unsigned)ds->tok_crc32c);
-    int used = 0;
-    const char *why = "";
-    char err[1200];
-    if (st == DT_OK) st = dt__tok_read(ds, bpe, cache, &used, &why, err, sizeof err);
-    if (st == DT_OK && used) st = dt__tok_note(ds, tokenizer, "read from the cache %s", cache);
-    int32_t *ids = NULL;
-    size_t k = 0;
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    if (st == DT_OK && !used) st = dt_bpe_encode(bpe, ds->bytes, ds->n_bytes, &ids, &k);
-    if (st == DT_OK && !used) st = dt__tok_build(ds, ids, k, &buf, &n);
-    free(ids);
-    if (st == DT_OK && !used) {
-        dt__tok_adopt(ds, buf);
-        char was[1300] = "";
-        if (why[0]) snprintf(was, sizeof was, " (the old cache was not used: %s)", why);
-        if (dt_file_write_whole(cache, "token cache", buf, n) == DT_OK) {
-            st = dt__tok_note(ds, tokenizer, "tokenized and cached in %s%s", cache, was);
-        } else {
-            st = dt__tok_note(ds, tokenizer, "tokenized in memory only, not cached: %s%s", dt_last_error(), was);
-            dt_clear_error();
-        }
-    } else if (st != DT_OK) {
-        free(buf);
+    if (st == DT_OK) {
+        snprintf(cache, cn, "%s.tok-%08x", path, (unsigned)ds->tok_crc32c);
+        const char *why = "";
+        char err[1200];
+        if (dt__tok_read(ds, bpe, cache, &why, err, sizeof err))
+            st = dt__tok_note(ds, tokenizer, "read from the cache %s", cache);
+        else st = dt__tok_make(ds, bpe, tokenizer, cache, why);
     }
     free(cache);
     dt_bpe_close(bpe);
