@@ -45,21 +45,16 @@ static dt_status dt__text_read(const char *path, uint8_t **out, size_t *out_n)
 /* The length of the stream: bytes, or ids. */
 static size_t dt__text_n(const dt_dataset *ds) { return ds->ids ? ds->n_ids : ds->n_bytes; }
 
-/* Both splits must hold one window of T+1 bytes. */
+/* Both splits must hold one window of T+1 bytes (or ids). */
 static dt_status dt__text_check_len(const dt_dataset *ds, int T)
 {
-    size_t n_val = dt__text_n(ds) - ds->n_train;
-    if (ds->ids && (n_val < (size_t)T + 1 || ds->n_train < (size_t)T + 1))
-        return DT_FAIL(DT_ERR_FORMAT,
-                       "--data %s: %zu tokens is too short for --seq-length %d: the validation split (last 10%%) "
-                       "must hold T+1 = %d tokens, so the text needs at least %zu tokens",
-                       ds->name, ds->n_ids, T, T + 1, dt__text_min_bytes(T));
-    if (n_val < (size_t)T + 1 || ds->n_train < (size_t)T + 1)
-        return DT_FAIL(DT_ERR_FORMAT,
-                       "--data %s: %zu bytes is too short for --seq-length %d: the validation split (last 10%%) "
-                       "must hold T+1 = %d bytes, so the file needs at least %zu bytes",
-                       ds->name, ds->n_bytes, T, T + 1, dt__text_min_bytes(T));
-    return DT_OK;
+    const size_t n_val = dt__text_n(ds) - ds->n_train;
+    if (n_val >= (size_t)T + 1 && ds->n_train >= (size_t)T + 1) return DT_OK;
+    const char *unit = ds->ids ? "tokens" : "bytes", *what = ds->ids ? "text" : "file";
+    return DT_FAIL(DT_ERR_FORMAT,
+                   "--data %s: %zu %s is too short for --seq-length %d: the validation split (last 10%%) "
+                   "must hold T+1 = %d %s, so the %s needs at least %zu %s",
+                   ds->name, dt__text_n(ds), unit, T, T + 1, unit, what, dt__text_min_bytes(T), unit);
 }
 
 dt_status dt__data_text_open(dt_dataset *ds, const char *path, const char *tokenizer, int T)
