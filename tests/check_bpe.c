@@ -557,12 +557,4 @@ static Suite *bpe_suite(void)
     return s;
 }
 
-int main(void)
-{
-    if (!mkdtemp(dir)) return 99;
-    const int rc = dt_test_run(bpe_suite());
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) return 99;
-    return rc;
-}
+int main(void) { return dt_test_run_in_tmpdir(bpe_suite(), dir); }

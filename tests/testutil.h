@@ -33,6 +33,20 @@ static inline int dt_test_run(Suite *s)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* Run one suite inside a fresh directory: dir is a mkdtemp template
+ * ("...XXXXXX", rewritten with the name made), removed afterwards, made
+ * writable first so that a test stopped while a folder was read-only
+ * leaves nothing. 99 when the directory cannot be made or removed. */
+static inline int dt_test_run_in_tmpdir(Suite *s, char *dir)
+{
+    if (!mkdtemp(dir)) return 99;
+    const int rc = dt_test_run(s);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s'; rm -rf '%s'", dir, dir);
+    if (system(cmd) != 0) return 99;
+    return rc;
+}
+
 /* Run one suite on every rank of `world` in the runner's process
  * (CK_NOFORK: neither MPI nor CUDA survive fork()), with `extra` failures
  * found before it; the failures are summed over the ranks, so any rank's
