@@ -28,7 +28,7 @@ static const uint8_t dt__bpe_eot_text[] = "<|endoftext|>";
 
 /* ---- hash tables ---- */
 
-uint64_t dt__bpe_hash(const uint8_t *s, size_t n)
+static uint64_t dt__bpe_hash(const uint8_t *s, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, then a mix so the low bits spread */
     for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
@@ -55,7 +55,9 @@ static dt_status dt__smap_grow(dt__smap *m)
     return DT_OK;
 }
 
-dt__smap_slot *dt__smap_find(const dt__smap *m, const uint8_t *pool, const uint8_t *key, uint32_t len, uint64_t h)
+/* The slot holding key (hash h) or NULL. */
+static dt__smap_slot *dt__smap_find(const dt__smap *m, const uint8_t *pool, const uint8_t *key, uint32_t len,
+                                    uint64_t h)
 {
     if (!m->cap) return NULL;
     for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
@@ -65,7 +67,9 @@ dt__smap_slot *dt__smap_find(const dt__smap *m, const uint8_t *pool, const uint8
     }
 }
 
-dt__smap_slot *dt__smap_add(dt__smap *m, uint64_t h, uint32_t off, uint32_t len)
+/* A new slot for a key known to be absent (off, len set; a, b zero), or
+ * NULL when out of memory. */
+static dt__smap_slot *dt__smap_add(dt__smap *m, uint64_t h, uint32_t off, uint32_t len)
 {
     if (2 * (m->n + 1) > m->cap && dt__smap_grow(m) != DT_OK) return NULL;
     size_t i = h & (m->cap - 1);
@@ -76,7 +80,7 @@ dt__smap_slot *dt__smap_add(dt__smap *m, uint64_t h, uint32_t off, uint32_t len)
     return s;
 }
 
-void dt__smap_free(dt__smap *m)
+static void dt__smap_free(dt__smap *m)
 {
     free(m->slot);
     *m = (dt__smap){0};
@@ -118,7 +122,7 @@ dt_status dt__pmap_set(dt__pmap *m, int32_t a, int32_t b, uint32_t rank, int32_t
     return DT_OK;
 }
 
-const dt__pmap_slot *dt__pmap_find(const dt__pmap *m, int32_t a, int32_t b)
+static const dt__pmap_slot *dt__pmap_find(const dt__pmap *m, int32_t a, int32_t b)
 {
     if (!m->cap) return NULL;
     const uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -129,13 +133,13 @@ const dt__pmap_slot *dt__pmap_find(const dt__pmap *m, int32_t a, int32_t b)
     }
 }
 
-void dt__pmap_free(dt__pmap *m)
+static void dt__pmap_free(dt__pmap *m)
 {
     free(m->slot);
     *m = (dt__pmap){0};
 }
 
-dt_status dt__bytes_put(dt__bytes *b, const void *s, size_t n)
+static dt_status dt__bytes_put(dt__bytes *b, const void *s, size_t n)
 {
     if (n > b->cap - b->n) {
         size_t cap = b->cap ? b->cap : 256;

@@ -37,7 +37,8 @@ int dt__bpe_cp_byte(uint32_t cp);
  * GPT-2's pattern matched at i (see bpe_pretok.c). Always > i. */
 size_t dt__bpe_pretok_next(const uint8_t *s, size_t n, size_t i);
 
-/* ---- bpe.c: hash tables (open addressing, linear probing) ---- */
+/* ---- bpe.c: hash tables (open addressing, linear probing; their
+ * functions are bpe.c's own but dt__pmap_set) ---- */
 
 /* Byte strings held in a caller's pool by offset -> two 32-bit values. */
 typedef struct dt__smap_slot {
@@ -51,14 +52,6 @@ typedef struct dt__smap {
     dt__smap_slot *slot; /* (cap), cap a power of two, n <= cap/2 */
     size_t cap, n;
 } dt__smap;
-
-uint64_t dt__bpe_hash(const uint8_t *s, size_t n);
-/* The slot holding key (hash h) or NULL. */
-dt__smap_slot *dt__smap_find(const dt__smap *m, const uint8_t *pool, const uint8_t *key, uint32_t len, uint64_t h);
-/* A new slot for a key known to be absent (off, len set; a, b zero), or
- * NULL when out of memory. */
-dt__smap_slot *dt__smap_add(dt__smap *m, uint64_t h, uint32_t off, uint32_t len);
-void dt__smap_free(dt__smap *m);
 
 /* Pairs of token ids (a << 32 | b) -> the merge's rank and the merged id. */
 typedef struct dt__pmap_slot {
@@ -75,15 +68,12 @@ typedef struct dt__pmap {
 /* Set (a, b) -> (rank, id), replacing an earlier rank (a repeated merge's
  * last line wins, as in GPT-2's dict and Hugging Face's map); NOMEM. */
 dt_status dt__pmap_set(dt__pmap *m, int32_t a, int32_t b, uint32_t rank, int32_t id);
-const dt__pmap_slot *dt__pmap_find(const dt__pmap *m, int32_t a, int32_t b);
-void dt__pmap_free(dt__pmap *m);
 
 /* A growing byte buffer. */
 typedef struct dt__bytes {
     uint8_t *p;
     size_t n, cap;
 } dt__bytes;
-dt_status dt__bytes_put(dt__bytes *b, const void *s, size_t n);
 
 struct dt_bpe {
     char *dir;
