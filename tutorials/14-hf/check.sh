@@ -55,6 +55,11 @@ t14_text() {
 # t14_gen NAME: the generated text of NAME.out (the header lines dropped)
 t14_gen() { grep -v '^generate: \|^logits: ' "$1.out" >"$1.txt"; }
 t14_val() { tut_num "$1" '^final: val_loss \([0-9.]*\) .*'; }
+# t14_sub A B: A - B to 4 decimals; t14_rel A B: tut_reldiff A B. Both print
+# nothing when A or B is missing (a loss line not found), which tut_range
+# then fails, instead of reading the missing number as 0
+t14_sub() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "") printf "%.4f", a - b }'; }
+t14_rel() { [ -n "$1" ] && [ -n "$2" ] && tut_reldiff "$1" "$2"; }
 
 # 1. Training on text with a BPE tokenizer.
 cat docs/pipeline.md docs/tensor-parallel.md docs/zero.md > text.txt
@@ -66,7 +71,7 @@ tut_line train "^data:  --data text\\.txt: [0-9]+ tokens from [0-9]+ bytes \\(--
 t14_text train 67947 28758
 # a fresh model's logits are near 0 (weights of std 0.02): its first loss
 # is ln 769 = 6.645 give or take the batch (measured 6.6562)
-tut_range "first loss minus ln 769" "$(awk -v l="$(tut_num train '^iter 1\/300  loss \([0-9.]*\) .*')" -v u="$LN769" 'BEGIN { printf "%.4f", l - u }')" -0.15 0.15
+tut_range "first loss minus ln 769" "$(t14_sub "$(tut_num train '^iter 1\/300  loss \([0-9.]*\) .*')" "$LN769")" -0.15 0.15
 # the cache's ids: the unigram entropy, the loss of a model that knows only
 # the tokens' frequencies
 od -An -v -tu2 -j48 text.txt.tok-$BPE_CRC | tr -s ' ' '\n' | grep . | sort | uniq -c | awk '{ n += $1; c[NR] = $1 } END { for (i = 1; i <= NR; i++) h -= c[i] / n * log(c[i] / n); printf "%d tokens, %d distinct, unigram entropy %.4f nats\n", n, NR, h }' >unigram.out
@@ -80,7 +85,7 @@ fi
 # unigram entropy (measured 3.7475 against 5.6483; 300 steps of another
 # FP32 rounding move it by far less than the gap)
 V1=$(t14_val train)
-tut_range "val_loss ($V1) minus the unigram entropy ($H), below 0" "$(awk -v v="$V1" -v h="$H" 'BEGIN { printf "%.4f", v - h }')" -6 -0.5
+tut_range "val_loss ($V1) minus the unigram entropy ($H), below 0" "$(t14_sub "$V1" "$H")" -6 -0.5
 
 # 2. Out: the export.
 tut_cmd export ./dtrain --load ck --export-hf hf
@@ -121,12 +126,12 @@ echo 'cmp ck.f32 hf.f32 && echo identical' >>"$TUT_LOG"
 cmp ck.f32 hf.f32 && echo "  ok: ck.f32 and hf.f32 identical" || tut_fail "the checkpoint's and the export's logits differ"
 t14_gen gen-ck
 t14_gen gen-hf
-cmp -s gen-ck.txt gen-hf.txt && echo "  ok: greedy: the same text" || tut_fail "greedy: the checkpoint's and the export's texts differ"
+[ -s gen-ck.txt ] && cmp -s gen-ck.txt gen-hf.txt && echo "  ok: greedy: the same text" || tut_fail "greedy: the checkpoint's and the export's texts differ (or are empty)"
 tut_cmd samp-ck ./dtrain --load ck --generate 30 --prompt Tensor --seed 7
 tut_cmd samp-hf ./dtrain --load-hf hf --tokenizer hf --generate 30 --prompt Tensor --seed 7
 t14_gen samp-ck
 t14_gen samp-hf
-cmp -s samp-ck.txt samp-hf.txt && echo "  ok: sampled (seed 7): the same text" || tut_fail "seed 7: the checkpoint's and the export's texts differ"
+[ -s samp-ck.txt ] && cmp -s samp-ck.txt samp-hf.txt && echo "  ok: sampled (seed 7): the same text" || tut_fail "seed 7: the checkpoint's and the export's texts differ (or are empty)"
 # past the checkpoint's context (32 tokens) the two models see different
 # windows (not in the README's commands: what its sentence says)
 "$BUILDDIR/dtrain" --load ck --generate 60 --prompt Tensor --seed 7 >long-ck.out 2>&1 &&
@@ -157,8 +162,13 @@ if command -v mpirun >/dev/null 2>&1; then
     # two partial products in FP32 (tests/compose.sh's class tp, fp32:
     # 5e-4 over 4 training steps; here no step: measured 0 to 4 digits)
     tut_range "t = 2 import: val_loss relative difference from the trained model's ($(t14_val tp), $V1)" \
-        "$(tut_reldiff "$V1" "$(t14_val tp)")" 0 5e-4
+        "$(t14_rel "$V1" "$(t14_val tp)")" 0 5e-4
     for s in shard-00000.bin shard-00001.bin; do tut_file ck2/iter_00000000/$s; done
+    # the README's `ls`: those two shards and the manifest, nothing else
+    echo 'ls ck2/iter_00000000' >>"$TUT_LOG"
+    l=$(ls ck2/iter_00000000 | tr '\n' ' ')
+    [ "$l" = "manifest.json shard-00000.bin shard-00001.bin " ] && echo "  ok: ck2/iter_00000000: $l" ||
+        tut_fail "ck2/iter_00000000 holds '$l', not manifest.json shard-00000.bin shard-00001.bin"
     tut_cmd export2 ./dtrain --load ck2 --export-hf hf2
     echo 'cmp hf/model.safetensors hf2/model.safetensors && echo byte-identical' >>"$TUT_LOG"
     cmp hf/model.safetensors hf2/model.safetensors && echo "  ok: hf2/model.safetensors byte-identical" ||
@@ -182,14 +192,15 @@ tut_cmd fresh ./dtrain --data text2.txt --tokenizer hf --seq-length 32 --micro-b
 F1=$(tut_num ft '^iter 1\/100  loss \([0-9.]*\) .*') S1=$(tut_num fresh '^iter 1\/100  loss \([0-9.]*\) .*')
 VF=$(t14_val ft) VS=$(t14_val fresh)
 # the import's first loss is its loss on the new text (one batch of 512
-# tokens against the 2048 of val_loss: within 15%; measured 3.6%), the
+# tokens against the 2048 of val_loss: within 15%; measured 0.0344, the
+# difference over the larger), the
 # fresh model's ln 769 (as in section 1)
-tut_range "fine-tuning: first loss ($F1) relative difference from the import's val_loss ($V0)" "$(tut_reldiff "$F1" "$V0")" 0 0.15
-tut_range "fresh: first loss minus ln 769" "$(awk -v l="$S1" -v u="$LN769" 'BEGIN { printf "%.4f", l - u }')" -0.15 0.15
+tut_range "fine-tuning: first loss ($F1) relative difference from the import's val_loss ($V0)" "$(t14_rel "$F1" "$V0")" 0 0.15
+tut_range "fresh: first loss minus ln 769" "$(t14_sub "$S1" "$LN769")" -0.15 0.15
 # 100 steps lower the import's loss on the new text, and end below the
 # same 100 steps from a fresh model (measured 4.3976 -> 4.1976; 5.6549)
-tut_range "fine-tuned val_loss ($VF) minus the import's ($V0), below 0" "$(awk -v a="$VF" -v b="$V0" 'BEGIN { printf "%.4f", a - b }')" -6 -0.01
-tut_range "fine-tuned val_loss ($VF) minus the fresh model's ($VS), below 0" "$(awk -v a="$VF" -v b="$VS" 'BEGIN { printf "%.4f", a - b }')" -6 -0.5
+tut_range "fine-tuned val_loss ($VF) minus the import's ($V0), below 0" "$(t14_sub "$VF" "$V0")" -6 -0.01
+tut_range "fine-tuned val_loss ($VF) minus the fresh model's ($VS), below 0" "$(t14_sub "$VF" "$VS")" -6 -0.5
 tut_cmd gen-before ./dtrain --load-hf hf --tokenizer hf --generate 30 --prompt Checkpoints --temperature 0
 tut_cmd gen-ft ./dtrain --load ft --generate 30 --prompt Checkpoints --temperature 0
 tut_line gen-ft '^generate: ft/iter_00000100 at iteration 100 \(hf, data text2\.txt, saved by 1 rank: single process\), context 32, tokenizer GPT-2 BPE from hf \(769 tokens\); prompt 11 bytes = 5 tokens; temperature 0 \(greedy\), top-k 0 \(all\), seed 1337$'
