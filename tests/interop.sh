@@ -20,9 +20,11 @@
 #     tokenizer the checkpoint recorded: the same text as with
 #     --tokenizer given, and as from its export;
 #   - fine-tuning an import with --bf16 and full recomputation starts
-#     from the imported model (its first loss near the model's val_loss,
-#     far below an untrained model's 6.6) and lowers the loss; the
-#     fine-tuned checkpoint generates.
+#     from the imported model (its first loss near the import's val_loss,
+#     measured in the same run, far below an untrained model's 6.6) and
+#     lowers the validation loss; the fine-tuned checkpoint generates.
+# Besides cmp and string equality, the losses are checked only against
+# same-run references or bounds far from rounding (the uniform 6.645).
 # POSIX sh.
 
 . "${DT_SRCDIR:-.}/tests/cli-lib.sh"
@@ -153,14 +155,22 @@ fi
 
 # ---- fine-tuning an import: bf16, recomputation ------------------------------------
 # shellcheck disable=SC2086
-"$DTRAIN" --load-hf "$TMP/hf-bpe" $TOK --bf16 --recompute-granularity full --train-iters 20 --log-interval 1 \
+"$DTRAIN" --load-hf "$TMP/hf-bpe" $TOK --bf16 --recompute-granularity full --train-iters 40 --log-interval 1 \
     --save "$TMP/ck-ft" >"$TMP/ft.out" 2>&1 || fail "fine-tuning: $(tail -3 "$TMP/ft.out")"
-first=$(sed -n 's/^iter 1\/20  loss \([0-9.]*\) .*/\1/p' "$TMP/ft.out")
-last=$(sed -n 's/^iter 20\/20  loss \([0-9.]*\) .*/\1/p' "$TMP/ft.out")
-# the import is the 40-step model (val_loss $loss), not a fresh one (6.6 at step 1): the first loss is near it
-awk -v f="$first" -v l="$last" -v v="$loss" 'BEGIN { exit !(f > 0 && f < v + 0.5 && l < f) }' &&
-    echo "ok: fine-tuning the import in bf16 with recomputation: loss $first -> $last (the import's val_loss $loss)" ||
-    fail "fine-tuning: loss '$first' -> '$last', expected to start near $loss and fall"
+first=$(sed -n 's/^iter 1\/40  loss \([0-9.]*\) .*/\1/p' "$TMP/ft.out")
+ft=$(sed -n 's/^final: val_loss \([0-9.]*\) .*/\1/p' "$TMP/ft.out")
+# the reference, same run: the import evaluated on the same validation batches before any step
+# shellcheck disable=SC2086
+"$DTRAIN" --load-hf "$TMP/hf-bpe" $TOK --bf16 --train-iters 0 >"$TMP/ft0.out" 2>&1 || fail "import eval: $(tail -3 "$TMP/ft0.out")"
+ref=$(sed -n 's/^final: val_loss \([0-9.]*\) .*/\1/p' "$TMP/ft0.out")
+# the import is the 40-step model, not a fresh one (6.6 at step 1): the first training loss is within 0.5 of
+# its val_loss (a single batch against the validation mean: 0.11 apart here), and 40 steps lower the
+# validation loss (by 0.36 here on the docs of 2026-12-07; 20 steps barely moved it, Adam's fresh moments
+# first undoing some of what the import knew); another rounding of bf16 moves it by far less than the
+# 0.05 required
+awk -v f="$first" -v r="$ref" -v l="$ft" 'BEGIN { exit !(f > 0 && r > 0 && l > 0 && f < r + 0.5 && f > r - 0.5 && l < r - 0.05) }' &&
+    echo "ok: fine-tuning the import in bf16 with recomputation: val_loss $ref -> $ft (first step's loss $first)" ||
+    fail "fine-tuning: val_loss '$ref' -> '$ft', first loss '$first': expected to start near the import's and fall by 0.05"
 gen ft --load "$TMP/ck-ft" --generate 10 --prompt "The pipeline" --temperature 0
 [ -s "$TMP/ft.txt" ] || fail "no text from the fine-tuned checkpoint"
 
